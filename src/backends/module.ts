@@ -1,0 +1,23 @@
+/** What a backend type provides to the registry: its option schema and a factory. */
+import type { z } from "zod";
+import type { Logger } from "pino";
+import type { Backend } from "./types.js";
+import type { SessionMode } from "../config/schema.js";
+
+export interface BackendDeps {
+  logger: Logger;
+  /** The bridge's data directory (per-conversation working directories live below it). */
+  dataDir: string;
+}
+
+export interface BackendModule<Options = unknown> {
+  /** The `type` value in configuration. */
+  type: string;
+  /** Options of this backend type (every key of the backend's config entry except `type`). */
+  schema: z.ZodType<Options>;
+  /** Session mode used by a model on this backend unless the model says otherwise. */
+  defaultSessionMode: SessionMode;
+  /** Session modes this backend can serve. */
+  sessionModes: readonly SessionMode[];
+  create(name: string, options: Options, deps: BackendDeps): Backend;
+}

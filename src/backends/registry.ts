@@ -1,0 +1,14 @@
+/** The backend types this bridge knows. One file per backend; add new types here. */
+import type { BackendModule } from "./module.js";
+import { opencodeBackend } from "./opencode.js";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const modules: BackendModule<any>[] = [opencodeBackend];
+
+export function backendModule(type: string): BackendModule<unknown> | undefined {
+  return modules.find((m) => m.type === type);
+}
+
+export function backendTypes(): string[] {
+  return modules.map((m) => m.type);
+}

@@ -1,0 +1,205 @@
+/**
+ * Loading and validating configuration: a YAML or JSON file, or embedded defaults built from the
+ * seed's environment variables. All problems are reported together, each naming its key.
+ */
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import path from "node:path";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { backendModule, backendTypes } from "../backends/registry.js";
+import {
+  configFileSchema,
+  DEFAULT_CONTEXT,
+  type Config,
+  type ConfigFile,
+  type ContextBudget,
+  type ContextBudgetInput,
+  type ResolvedModel,
+} from "./schema.js";
+import { formatPath } from "../openai/schema.js";
+
+export class ConfigError extends Error {
+  constructor(
+    readonly source: string,
+    readonly problems: string[],
+  ) {
+    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+export interface LoadOptions {
+  /** Explicit config file (`--config`); falls back to env CLAWBRIDGE_CONFIG. */
+  configPath?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Command-line overrides; they win over the file and the environment. */
+  overrides?: { host?: string; port?: number };
+}
+
+export const DEFAULT_MODEL = "opencode/minimax-m2.5-free";
+
+/** The configuration used when no file is given: one OpenCode backend, the seed's env vars. */
+export function embeddedDefaults(env: NodeJS.ProcessEnv): unknown {
+  const model = env.ROUTER_MODEL?.trim() || DEFAULT_MODEL;
+  const timeout = env.ROUTER_TIMEOUT ? Number(env.ROUTER_TIMEOUT) : 300;
+  const port = env.ROUTER_PORT ? Number(env.ROUTER_PORT) : 4097;
+  const models: Array<{ id: string; backend: string }> = [{ id: model, backend: "opencode" }];
+  const remapTarget = "opencode/glm-5-free";
+  if (model !== remapTarget) models.push({ id: remapTarget, backend: "opencode" });
+  return {
+    server: { host: "127.0.0.1", port },
+    backends: {
+      opencode: {
+        type: "opencode",
+        ...(env.OPENCODE_BIN ? { command: env.OPENCODE_BIN } : {}),
+        timeoutSeconds: timeout,
+      },
+    },
+    models,
+    remap: [{ match: "kimi", to: remapTarget }],
+  };
+}
+
+function readFileConfig(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ConfigError(file, [`cannot read the file: ${(err as Error).message}`]);
+  }
+  try {
+    return file.endsWith(".json") ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(file, [`not valid ${file.endsWith(".json") ? "JSON" : "YAML"}: ${(err as Error).message}`]);
+  }
+}
+
+function zodProblems(error: z.ZodError, prefix = ""): string[] {
+  return error.issues.map((issue) => {
+    const where = formatPath(issue.path);
+    const full = prefix && where ? `${prefix}.${where}` : prefix || where;
+    let message = issue.message;
+    if (issue.code === "unrecognized_keys") message = `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
+    return `${full || "(top level)"}: ${message}`;
+  });
+}
+
+function mergeContext(...layers: Array<ContextBudgetInput | undefined>): ContextBudget {
+  const out: ContextBudget = { ...DEFAULT_CONTEXT };
+  for (const layer of layers) {
+    if (!layer) continue;
+    for (const [k, v] of Object.entries(layer)) if (v !== undefined) (out as unknown as Record<string, unknown>)[k] = v;
+  }
+  return out;
+}
+
+/** Validate raw configuration data. Pure: no file or environment access. */
+export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessEnv = {}): Config {
+  const parsed = configFileSchema.safeParse(raw ?? {});
+  if (!parsed.success) throw new ConfigError(source, zodProblems(parsed.error));
+  const file: ConfigFile = parsed.data;
+  const problems: string[] = [];
+
+  const backends: Config["backends"] = {};
+  for (const [name, entry] of Object.entries(file.backends)) {
+    const mod = backendModule(entry.type);
+    if (!mod) {
+      problems.push(`backends.${name}.type: unknown backend type "${entry.type}" (known: ${backendTypes().join(", ")})`);
+      continue;
+    }
+    const { type: _type, ...rest } = entry;
+    const opts = mod.schema.safeParse(rest);
+    if (!opts.success) problems.push(...zodProblems(opts.error, `backends.${name}`));
+    else backends[name] = { type: entry.type, options: opts.data };
+  }
+
+  const models: ResolvedModel[] = [];
+  const seen = new Set<string>();
+  file.models.forEach((m, i) => {
+    const where = `models[${i}]`;
+    if (seen.has(m.id)) problems.push(`${where}.id: duplicate model id "${m.id}"`);
+    seen.add(m.id);
+    const backendEntry = file.backends[m.backend];
+    if (!backendEntry) {
+      problems.push(`${where}.backend: no backend named "${m.backend}" (configured: ${Object.keys(file.backends).join(", ") || "none"})`);
+      return;
+    }
+    const mod = backendModule(backendEntry.type);
+    if (!mod) return;
+    const mode = m.session?.mode ?? mod.defaultSessionMode;
+    if (!mod.sessionModes.includes(mode)) {
+      problems.push(`${where}.session.mode: backend type "${mod.type}" supports ${mod.sessionModes.join(", ")}, not "${mode}"`);
+    }
+    const context = mergeContext(file.context, m.context);
+    if (context.maxPromptChars < 1000) problems.push(`${where}.context.maxPromptChars: must be at least 1000`);
+    models.push({
+      id: m.id,
+      name: m.name ?? m.id,
+      backend: m.backend,
+      backendModel: m.model ?? m.id,
+      context,
+      sessionMode: mode,
+      contextWindow: m.contextWindow ?? 200_000,
+      maxTokens: m.maxTokens ?? 32_000,
+    });
+  });
+
+  file.remap.forEach((r, i) => {
+    if (!seen.has(r.to)) problems.push(`remap[${i}].to: "${r.to}" is not a configured model id`);
+  });
+
+  const isLoopback = isLoopbackHost(file.server.host);
+  if (!isLoopback && file.server.apiKeys.length === 0 && !file.server.allowUnauthenticatedRemote) {
+    problems.push(
+      `server.host: "${file.server.host}" is reachable from other machines; set server.apiKeys (or allowUnauthenticatedRemote: true if you really mean it)`,
+    );
+  }
+
+  if (problems.length) throw new ConfigError(source, problems);
+  const dataDir = path.resolve(expandHome(file.dataDir ?? env.CLAWBRIDGE_DATA_DIR ?? path.join(homedir(), ".clawbridge")));
+  return {
+    server: file.server,
+    logging: { ...file.logging, debugLog: file.logging.debugLog ? path.resolve(expandHome(file.logging.debugLog)) : null },
+    dataDir,
+    backends,
+    models,
+    remap: file.remap,
+    source,
+  };
+}
+
+export function loadConfig(opts: LoadOptions = {}): Config {
+  const env = opts.env ?? process.env;
+  const file = opts.configPath ?? env.CLAWBRIDGE_CONFIG;
+  let raw: unknown;
+  let source: string;
+  if (file) {
+    source = path.resolve(file);
+    raw = readFileConfig(source);
+  } else {
+    source = "embedded defaults";
+    const envProblems: string[] = [];
+    if (env.ROUTER_TIMEOUT && !(Number(env.ROUTER_TIMEOUT) > 0)) envProblems.push(`ROUTER_TIMEOUT: "${env.ROUTER_TIMEOUT}" is not a positive number of seconds`);
+    if (env.ROUTER_PORT && !/^\d+$/.test(env.ROUTER_PORT)) envProblems.push(`ROUTER_PORT: "${env.ROUTER_PORT}" is not a port number`);
+    if (envProblems.length) throw new ConfigError("environment", envProblems);
+    raw = embeddedDefaults(env);
+  }
+  if (opts.overrides && raw && typeof raw === "object") {
+    const obj = raw as Record<string, unknown>;
+    const server = { ...((obj.server as Record<string, unknown>) ?? {}) };
+    if (opts.overrides.host !== undefined) server.host = opts.overrides.host;
+    if (opts.overrides.port !== undefined) server.port = opts.overrides.port;
+    raw = { ...obj, server };
+  }
+  return resolveConfig(raw, source, env);
+}
+
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h);
+}
+
+function expandHome(p: string): string {
+  return p === "~" ? homedir() : p.startsWith("~/") ? path.join(homedir(), p.slice(2)) : p;
+}

@@ -1,0 +1,141 @@
+/**
+ * The configuration contract. Validated once at start-up; everything downstream receives the
+ * resolved, typed `Config`. Backend types add their own option schemas (src/backends/registry.ts).
+ */
+import { z } from "zod";
+
+export const SESSION_MODES = ["stateless", "resume", "passthrough"] as const;
+export type SessionMode = (typeof SESSION_MODES)[number];
+
+const positiveInt = z.number().int().positive();
+const nonNegInt = z.number().int().nonnegative();
+
+export const contextBudgetSchema = z.strictObject({
+  maxSystemChars: nonNegInt.optional(),
+  maxHistoryChars: nonNegInt.optional(),
+  maxToolResultChars: nonNegInt.optional(),
+  maxPromptChars: positiveInt.optional(),
+  /** Text placed at the top of the compressed system prompt. No persona is built in. */
+  preamble: z.string().optional(),
+});
+export type ContextBudgetInput = z.infer<typeof contextBudgetSchema>;
+
+export interface ContextBudget {
+  maxSystemChars: number;
+  maxHistoryChars: number;
+  maxToolResultChars: number;
+  maxPromptChars: number;
+  preamble: string;
+}
+
+export const DEFAULT_PREAMBLE =
+  "You are the assistant described below, answering through a chat app. " +
+  "Be direct and concise. Do the task instead of describing what you could do. " +
+  "When live data or tool output is included, use it to answer.";
+
+export const DEFAULT_CONTEXT: ContextBudget = {
+  maxSystemChars: 2000,
+  maxHistoryChars: 2500,
+  maxToolResultChars: 3000,
+  maxPromptChars: 10000,
+  preamble: DEFAULT_PREAMBLE,
+};
+
+export const serverSchema = z.strictObject({
+  host: z.string().min(1).default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535).default(4097),
+  /** Bearer keys accepted on /v1/*. Empty = no authentication (only allowed on loopback). */
+  apiKeys: z.array(z.string().min(8, "API keys must be at least 8 characters")).default([]),
+  /** Largest request body accepted, in bytes. */
+  bodyLimitBytes: positiveInt.default(16 * 1024 * 1024),
+  /** Turns that may run at the same time across all conversations. */
+  maxConcurrent: positiveInt.default(4),
+  /** Turns that may wait for a free slot; more get 429 at once. */
+  maxQueue: nonNegInt.default(32),
+  /** How long a turn may wait for a free slot before it gets 429. */
+  queueTimeoutSeconds: z.number().positive().default(60),
+  /** Seconds of backend silence after which an empty content chunk is streamed. */
+  heartbeatSeconds: z.number().positive().default(15),
+  /** Extra request header that carries a conversation key (checked first). */
+  sessionHeader: z.string().min(1).optional(),
+  /** Seconds to let in-flight turns finish on SIGTERM before they are aborted. */
+  shutdownGraceSeconds: z.number().nonnegative().default(10),
+  /** Allow listening on a non-loopback address without API keys (not recommended). */
+  allowUnauthenticatedRemote: z.boolean().default(false),
+});
+
+export const loggingSchema = z.strictObject({
+  level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** Human-readable debug log (intent, prompt size, response size, HTTP line). null = off. */
+  debugLog: z.string().min(1).nullable().default(null),
+});
+
+export const backendBaseSchema = z.looseObject({
+  type: z.string().min(1, "every backend needs a type"),
+});
+
+export const modelSchema = z.strictObject({
+  /** What clients ask for. */
+  id: z.string().min(1),
+  /** Name of an entry in `backends`. */
+  backend: z.string().min(1),
+  /** What the backend is given (defaults to id). */
+  model: z.string().min(1).optional(),
+  /** Display name for /v1/models and OpenClaw set-up. */
+  name: z.string().optional(),
+  context: contextBudgetSchema.optional(),
+  session: z
+    .strictObject({
+      mode: z.enum(SESSION_MODES).optional(),
+    })
+    .optional(),
+  /** Advertised context window and output limit (for OpenClaw's provider entry). */
+  contextWindow: positiveInt.optional(),
+  maxTokens: positiveInt.optional(),
+});
+export type ModelInput = z.infer<typeof modelSchema>;
+
+export const remapSchema = z.strictObject({
+  /** Case-insensitive substring of the requested model id. */
+  match: z.string().min(1),
+  /** Model id (from `models`) to use instead. */
+  to: z.string().min(1),
+});
+
+export const configFileSchema = z.strictObject({
+  server: serverSchema.default(serverSchema.parse({})),
+  logging: loggingSchema.default(loggingSchema.parse({})),
+  /** Where the bridge keeps its state (sessions, work dirs, logs). */
+  dataDir: z.string().min(1).optional(),
+  /** Defaults for every model's context budget. */
+  context: contextBudgetSchema.optional(),
+  backends: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, "backend names use letters, digits, _ . -"), backendBaseSchema),
+  models: z.array(modelSchema).min(1, "configure at least one model"),
+  remap: z.array(remapSchema).default([]),
+});
+export type ConfigFile = z.infer<typeof configFileSchema>;
+export type ServerConfig = z.infer<typeof serverSchema>;
+export type LoggingConfig = z.infer<typeof loggingSchema>;
+
+export interface ResolvedModel {
+  id: string;
+  name: string;
+  backend: string;
+  backendModel: string;
+  context: ContextBudget;
+  sessionMode: SessionMode;
+  contextWindow: number;
+  maxTokens: number;
+}
+
+export interface Config {
+  server: ServerConfig;
+  logging: LoggingConfig;
+  dataDir: string;
+  /** Backend options, validated by each backend type's own schema. */
+  backends: Record<string, { type: string; options: unknown }>;
+  models: ResolvedModel[];
+  remap: Array<{ match: string; to: string }>;
+  /** Where the configuration came from (file path or "embedded defaults"). */
+  source: string;
+}
