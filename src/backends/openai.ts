@@ -1,0 +1,951 @@
+/**
+ * OpenAI-compatible upstream backend (`type: openai`): vLLM, Ollama, llama.cpp, LM Studio, or any
+ * server with `POST <baseUrl>/chat/completions`.
+ *
+ * Passthrough only: the client's request is forwarded with `model` replaced, rewritten by the
+ * compat rules (src/backends/compat.ts), and ALWAYS sent with `stream: true` — also when the client
+ * did not ask for a stream. Streaming upstream is never slower than a JSON reply (the last byte
+ * arrives at the same time), gives the bridge the first tokens early, lets idle/first-byte
+ * timeouts detect a stuck server, and keeps one code path; the bridge aggregates for
+ * non-streaming clients.
+ *
+ * Every upstream chunk is translated into events as soon as it is read — no sleeps, no batching.
+ * The only hold-backs are inherent: the tool-call extractor keeps text that may be the start of a
+ * call, a `<|` that may start a special token is held until the token is complete, and a native
+ * tool call that the upstream interleaves with another is buffered so each call's chunks stay
+ * together (see `StreamTranslator`).
+ */
+import { randomBytes } from "node:crypto";
+import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
+import { Pool, type Dispatcher } from "undici";
+import { z } from "zod";
+import type { Logger } from "pino";
+import { applyRequestCompat, compatOverrideSchema, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride, type CompatRules } from "./compat.js";
+import type { BackendDeps, BackendModule } from "./module.js";
+import type { Backend, BackendError, BackendEvent, BackendHealth, FinishReason, TurnInput, Usage } from "./types.js";
+import { stripSpecialTokens, ToolCallExtractor } from "../toolcalls/extract.js";
+
+export const openaiOptionsSchema = z.strictObject({
+  /** Upstream API root including `/v1`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:11434/v1` (Ollama). */
+  baseUrl: z.url({ protocol: /^https?$/, error: "baseUrl must be an http(s) URL such as http://127.0.0.1:8000/v1" }),
+  /** Sent as `Authorization: Bearer <apiKey>`. Never logged. */
+  apiKey: z.string().min(1).optional(),
+  /** Extra request headers. */
+  headers: z.record(z.string(), z.string()).default({}),
+  /** Whole request, from sending to the last byte. */
+  timeoutSeconds: z.number().positive().default(300),
+  /** TCP (and TLS) connect. */
+  connectTimeoutSeconds: z.number().positive().default(10),
+  /** From sending the request to the first body byte (prompt processing happens here). */
+  firstByteTimeoutSeconds: z.number().positive().default(120),
+  /** Longest silence between two body chunks once the answer has started. */
+  idleTimeoutSeconds: z.number().positive().default(60),
+  /** Tool calls per reply; more are dropped (and the upstream request is stopped) to end runaway loops. */
+  maxToolCalls: z.number().int().positive().default(20),
+  /** Recognise tool calls a model wrote as text (when the request offered tools). */
+  extractToolCalls: z.boolean().default(true),
+  /** Compat rules on top of the local-server defaults (see src/backends/compat.ts). */
+  compat: compatOverrideSchema.default({}),
+  /** Per upstream model name (the name the backend is given): compat rules on top of `compat`. */
+  modelCompat: z.record(z.string(), compatOverrideSchema).default({}),
+  /** Object deep-merged into every request body, e.g. `{"options":{"num_ctx":32768}}`. Same as `compat.extraBody`. */
+  extraBody: z.record(z.string(), z.unknown()).default({}),
+  /** Most parallel connections to the upstream. */
+  maxConnections: z.number().int().positive().default(32),
+  /** Timeout of the `GET <baseUrl>/models` health check. */
+  healthTimeoutSeconds: z.number().positive().default(5),
+});
+export type OpenAIBackendOptions = z.infer<typeof openaiOptionsSchema>;
+
+/** Effective compat rules for one upstream model: defaults ← options.compat ← extraBody ← modelCompat[model]. */
+export function resolveCompat(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">, model?: string, override?: CompatOverride): CompatRules {
+  let rules = mergeCompat(LOCAL_SERVER_COMPAT, options.compat);
+  if (options.extraBody && Object.keys(options.extraBody).length) rules = mergeCompat(rules, { extraBody: options.extraBody });
+  const perModel = model !== undefined ? options.modelCompat?.[model] : undefined;
+  if (perModel) rules = mergeCompat(rules, perModel);
+  if (override) rules = mergeCompat(rules, override);
+  return rules;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ids
+
+const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/** A tool-call id of letters and digits only (`call` + 24 random characters). */
+export function newCallId(): string {
+  const bytes = randomBytes(24);
+  let s = "call";
+  for (const b of bytes) s += ALNUM[b % ALNUM.length];
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream chunk → events
+
+/** Upstream shapes we read (everything optional: servers differ). */
+interface UpstreamToolCallDelta {
+  index?: number;
+  id?: string | null;
+  type?: string;
+  function?: { name?: string | null; arguments?: unknown } | null;
+}
+interface UpstreamDelta {
+  role?: string;
+  content?: unknown;
+  reasoning_content?: unknown;
+  reasoning?: unknown;
+  refusal?: unknown;
+  tool_calls?: UpstreamToolCallDelta[] | null;
+}
+interface UpstreamChoice {
+  index?: number;
+  delta?: UpstreamDelta | null;
+  message?: UpstreamDelta | null;
+  finish_reason?: string | null;
+}
+interface UpstreamUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  total_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number } | null;
+  completion_tokens_details?: { reasoning_tokens?: number } | null;
+}
+interface UpstreamChunk {
+  choices?: UpstreamChoice[] | null;
+  usage?: UpstreamUsage | null;
+}
+
+interface NativeCall {
+  /** Upstream id (raw), to tell calls apart when a server reuses an index. */
+  upstreamId?: string;
+  id?: string;
+  name?: string;
+  /** Arguments not yet emitted. */
+  pending: string;
+  /** All arguments seen (to judge whether the call looks complete). */
+  args: string;
+  /** Output index once the call was started in the output. */
+  outIndex?: number;
+  state: "buffered" | "live" | "closed" | "dropped";
+  order: number;
+}
+
+export interface TranslatorOptions {
+  /** Names of the tools the request offered; empty = no extraction. */
+  tools: readonly string[];
+  extract: boolean;
+  maxToolCalls: number;
+  logger?: Logger;
+}
+
+/** Longest text held back because it may be the start of a special token such as `<|im_end|>`. */
+const SPECIAL_TOKEN_HOLD = 48;
+
+function mapFinish(reason: string | null | undefined): FinishReason {
+  switch (reason) {
+    case "length":
+      return "length";
+    case "content_filter":
+      return "content_filter";
+    case "tool_calls":
+    case "function_call":
+      return "tool_calls";
+    default:
+      return "stop";
+  }
+}
+
+function mapUsage(u: UpstreamUsage | null | undefined): Usage | undefined {
+  if (!u || typeof u !== "object") return undefined;
+  const prompt = typeof u.prompt_tokens === "number" ? u.prompt_tokens : undefined;
+  const completion = typeof u.completion_tokens === "number" ? u.completion_tokens : undefined;
+  if (prompt === undefined && completion === undefined) return undefined;
+  const usage: Usage = {
+    promptTokens: prompt ?? 0,
+    completionTokens: completion ?? 0,
+    totalTokens: typeof u.total_tokens === "number" ? u.total_tokens : (prompt ?? 0) + (completion ?? 0),
+  };
+  const cached = u.prompt_tokens_details?.cached_tokens;
+  if (typeof cached === "number" && cached > 0) usage.cachedTokens = cached;
+  const reasoning = u.completion_tokens_details?.reasoning_tokens;
+  if (typeof reasoning === "number" && reasoning > 0) usage.reasoningTokens = reasoning;
+  return usage;
+}
+
+function argsText(v: unknown): string {
+  if (typeof v === "string") return v;
+  if (v == null) return "";
+  return JSON.stringify(v);
+}
+
+function looksComplete(args: string): boolean {
+  if (!args.trim()) return false;
+  try {
+    JSON.parse(args);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Turns upstream chunks (or one non-streaming `chat.completion`) into bridge events. One instance
+ * per turn. `chunk()` returns the events of one upstream chunk at once; `finish()` flushes what was
+ * held back and returns the closing `usage` + `done`.
+ */
+export class StreamTranslator {
+  private readonly extractor?: ToolCallExtractor;
+  private readonly maxToolCalls: number;
+  private readonly logger?: Logger;
+  private nextIndex = 0;
+  private readonly usedIds = new Set<string>();
+  private readonly calls: NativeCall[] = [];
+  private readonly byKey = new Map<number, NativeCall>();
+  private live?: NativeCall;
+  private heldText = "";
+  private usage?: Usage;
+  private upstreamFinish?: string;
+  /** Calls dropped because of the cap. */
+  droppedCalls = 0;
+  /** Set when a call beyond the cap appeared: the caller should stop reading the upstream. */
+  capReached = false;
+  /** A finish_reason was seen. */
+  sawFinish = false;
+  /** Any answer content (text, reasoning, call) was seen. */
+  sawContent = false;
+
+  constructor(opts: TranslatorOptions) {
+    this.maxToolCalls = opts.maxToolCalls;
+    this.logger = opts.logger;
+    if (opts.extract && opts.tools.length > 0) {
+      // One more than the cap so the translator sees (and reports) the first call beyond it.
+      this.extractor = new ToolCallExtractor({ tools: opts.tools, maxCalls: opts.maxToolCalls + 1, newId: newCallId });
+    }
+  }
+
+  get toolCallsEmitted(): number {
+    return this.nextIndex;
+  }
+
+  /** Events for one streamed `chat.completion.chunk`. */
+  chunk(c: UpstreamChunk): BackendEvent[] {
+    const out: BackendEvent[] = [];
+    const choice = Array.isArray(c.choices) ? (c.choices.find((ch) => (ch?.index ?? 0) === 0) ?? c.choices[0]) : undefined;
+    if (choice) {
+      const delta = choice.delta ?? choice.message;
+      if (delta && typeof delta === "object") this.delta(delta, out);
+      if (typeof choice.finish_reason === "string" && choice.finish_reason) {
+        this.sawFinish = true;
+        this.upstreamFinish = choice.finish_reason;
+      }
+    }
+    const u = mapUsage(c.usage);
+    if (u) this.usage = u;
+    return out;
+  }
+
+  /** Events for a whole non-streaming `chat.completion` (a JSON reply to a streaming request). */
+  message(body: UpstreamChunk): BackendEvent[] {
+    const choice = Array.isArray(body.choices) ? body.choices[0] : undefined;
+    const msg = choice?.message ?? choice?.delta;
+    const toolCalls = Array.isArray(msg?.tool_calls) ? msg.tool_calls.map((tc, i) => ({ ...tc, index: i })) : undefined;
+    return this.chunk({
+      choices: [{ index: 0, delta: msg ? { ...msg, tool_calls: toolCalls } : null, finish_reason: choice?.finish_reason ?? "stop" }],
+      usage: body.usage,
+    });
+  }
+
+  /** Flush everything held back; closing events (`usage`, `done`). Call once. */
+  finish(): BackendEvent[] {
+    const out: BackendEvent[] = [];
+    // After the cap, whatever the extractor still holds is part of the runaway reply: dropped.
+    if (!this.capReached && this.extractor) for (const ev of this.extractor.end()) this.extracted(ev, out);
+    this.flushText(out);
+    if (!this.capReached) this.flushBufferedCalls(out);
+    if (this.droppedCalls > 0) this.logger?.warn({ dropped: this.droppedCalls, kept: this.nextIndex }, "tool-call cap reached: extra calls dropped");
+    if (this.usage) out.push({ type: "usage", usage: this.usage });
+    let finishReason: FinishReason = this.nextIndex > 0 ? "tool_calls" : mapFinish(this.upstreamFinish);
+    if (finishReason === "tool_calls" && this.nextIndex === 0) finishReason = "stop";
+    out.push({ type: "done", finishReason });
+    return out;
+  }
+
+  private delta(d: UpstreamDelta, out: BackendEvent[]): void {
+    const reasoning = typeof d.reasoning_content === "string" && d.reasoning_content ? d.reasoning_content : typeof d.reasoning === "string" && d.reasoning ? d.reasoning : "";
+    if (reasoning) {
+      const r = stripSpecialTokens(reasoning);
+      if (r) {
+        this.sawContent = true;
+        out.push({ type: "reasoning", text: r });
+      }
+    }
+    if (typeof d.content === "string" && d.content) this.text(d.content, out);
+    if (typeof d.refusal === "string" && d.refusal) this.text(d.refusal, out);
+    if (Array.isArray(d.tool_calls)) {
+      d.tool_calls.forEach((tc, pos) => {
+        if (tc && typeof tc === "object") this.nativeCall(tc, pos, out);
+      });
+    }
+  }
+
+  private text(raw: string, out: BackendEvent[]): void {
+    if (this.capReached) return;
+    if (this.extractor) {
+      for (const ev of this.extractor.push(raw)) this.extracted(ev, out);
+    } else {
+      this.emitText(raw, out);
+    }
+  }
+
+  private extracted(ev: ReturnType<ToolCallExtractor["push"]>[number], out: BackendEvent[]): void {
+    if (ev.type === "text") this.emitText(ev.text, out);
+    else {
+      if (this.live) this.live.state = "closed"; // keep the live native call's chunks together
+      this.live = undefined;
+      this.flushText(out);
+      const index = this.claimIndex(ev.call.name);
+      if (index === undefined) return;
+      this.sawContent = true;
+      out.push({ type: "tool_call", index, id: this.cleanId(ev.call.id), name: ev.call.name, argumentsDelta: ev.call.arguments });
+    }
+  }
+
+  /** Text with special tokens removed; a `<|` without its `|>` yet is held until the next text. */
+  private emitText(text: string, out: BackendEvent[]): void {
+    let t = this.heldText + text;
+    this.heldText = "";
+    const open = t.lastIndexOf("<|");
+    if (open >= 0 && t.indexOf("|>", open + 2) < 0 && t.length - open < SPECIAL_TOKEN_HOLD) {
+      this.heldText = t.slice(open);
+      t = t.slice(0, open);
+    }
+    this.pushText(t, out);
+  }
+
+  private flushText(out: BackendEvent[]): void {
+    const t = this.heldText;
+    this.heldText = "";
+    this.pushText(t, out);
+  }
+
+  private pushText(t: string, out: BackendEvent[]): void {
+    if (!t) return;
+    const clean = stripSpecialTokens(t);
+    if (!clean) return;
+    this.sawContent = true;
+    const last = out[out.length - 1];
+    if (last?.type === "text") last.text += clean; // same upstream chunk: one event
+    else out.push({ type: "text", text: clean });
+  }
+
+  private cleanId(raw: string | null | undefined): string {
+    let id = typeof raw === "string" ? raw.replace(/[^A-Za-z0-9]/g, "") : "";
+    if (!id || this.usedIds.has(id)) id = newCallId();
+    this.usedIds.add(id);
+    return id;
+  }
+
+  /** Next output index, or undefined (and the cap flag set) when the cap is reached. */
+  private claimIndex(name: string | undefined): number | undefined {
+    if (this.nextIndex >= this.maxToolCalls) {
+      this.droppedCalls++;
+      if (!this.capReached) this.logger?.warn({ max: this.maxToolCalls, name }, "tool-call cap reached: dropping further calls and stopping the upstream");
+      this.capReached = true;
+      return undefined;
+    }
+    return this.nextIndex++;
+  }
+
+  private nativeCall(tc: UpstreamToolCallDelta, pos: number, out: BackendEvent[]): void {
+    if (this.capReached) return;
+    const key = typeof tc.index === "number" ? tc.index : pos;
+    const upstreamId = typeof tc.id === "string" && tc.id ? tc.id : undefined;
+    const name = typeof tc.function?.name === "string" && tc.function.name ? tc.function.name : undefined;
+    const args = argsText(tc.function?.arguments);
+
+    let call = this.byKey.get(key);
+    // A server that reuses index 0 for every call (seen with Ollama) marks a new call by a new id.
+    if (call && upstreamId && call.upstreamId && upstreamId !== call.upstreamId) call = undefined;
+    if (!call) {
+      call = { upstreamId, pending: "", args: "", state: "buffered", order: this.calls.length };
+      this.calls.push(call);
+      this.byKey.set(key, call);
+    }
+    if (upstreamId && !call.upstreamId) call.upstreamId = upstreamId;
+    if (name && !call.name) call.name = name;
+    call.args += args;
+
+    switch (call.state) {
+      case "dropped":
+        return;
+      case "closed":
+        // A late chunk for a call we already moved past. Whitespace is harmless to drop; anything
+        // else is emitted (out of order) rather than lost.
+        if (args.trim()) {
+          this.logger?.warn({ index: call.outIndex }, "upstream sent a tool-call chunk after another call started");
+          out.push({ type: "tool_call", index: call.outIndex!, argumentsDelta: args });
+        }
+        return;
+      case "live":
+        if (args) out.push({ type: "tool_call", index: call.outIndex!, argumentsDelta: args });
+        return;
+      case "buffered":
+        call.pending += args;
+        if (!this.live || this.live === call || (this.live.name !== undefined && looksComplete(this.live.args))) this.promote(call, out);
+        return;
+    }
+  }
+
+  /** Make `call` the live call (closing the previous one) once its name is known. */
+  private promote(call: NativeCall, out: BackendEvent[]): void {
+    if (this.live && this.live !== call) this.live.state = "closed";
+    this.live = call;
+    if (call.name === undefined) return; // started once the name arrives; other calls wait
+    this.start(call, out);
+  }
+
+  private start(call: NativeCall, out: BackendEvent[]): void {
+    const index = this.claimIndex(call.name);
+    if (index === undefined) {
+      call.state = "dropped";
+      return;
+    }
+    this.flushText(out);
+    this.sawContent = true;
+    call.outIndex = index;
+    call.state = "live";
+    call.id = this.cleanId(call.upstreamId);
+    out.push({ type: "tool_call", index, id: call.id, name: call.name, argumentsDelta: call.pending });
+    call.pending = "";
+  }
+
+  private flushBufferedCalls(out: BackendEvent[]): void {
+    for (const call of [...this.calls].sort((a, b) => a.order - b.order)) {
+      if (call.state !== "buffered") continue;
+      if (call.name === undefined) {
+        this.logger?.warn("upstream tool call without a name dropped");
+        call.state = "dropped";
+        continue;
+      }
+      this.start(call, out);
+      call.state = "closed";
+      if (this.capReached) break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+function errCode(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let i = 0; i < 5 && e && typeof e === "object"; i++) {
+    const c = (e as { code?: unknown }).code;
+    if (typeof c === "string" && c !== "UND_ERR_ABORTED" && !c.startsWith("ERR_")) return c;
+    e = (e as { cause?: unknown }).cause;
+  }
+  const c = (err as { code?: unknown })?.code;
+  return typeof c === "string" ? c : undefined;
+}
+
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT", "ETIMEDOUT", "EADDRNOTAVAIL"]);
+const SOCKET_CLOSED = new Set(["UND_ERR_SOCKET", "ECONNRESET", "EPIPE", "UND_ERR_CLOSED"]);
+
+function describeUnreachable(code: string): string {
+  switch (code) {
+    case "ECONNREFUSED":
+      return "connection refused — is the server running?";
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return "host name not found";
+    case "UND_ERR_CONNECT_TIMEOUT":
+    case "ETIMEDOUT":
+      return "connect timed out";
+    default:
+      return "network unreachable";
+  }
+}
+
+/** The upstream's own error message from an error body (OpenAI, vLLM, Ollama, llama.cpp shapes, or text). */
+export function upstreamErrorMessage(raw: string): string {
+  const text = raw.trim();
+  try {
+    const j = JSON.parse(text) as unknown;
+    if (j && typeof j === "object") {
+      const o = j as { error?: unknown; message?: unknown; detail?: unknown };
+      if (typeof o.error === "string") return o.error;
+      if (o.error && typeof o.error === "object" && typeof (o.error as { message?: unknown }).message === "string") return (o.error as { message: string }).message;
+      if (typeof o.message === "string") return o.message;
+      if (typeof o.detail === "string") return o.detail;
+      if (Array.isArray(o.detail)) return JSON.stringify(o.detail).slice(0, 500);
+    }
+  } catch {
+    // not JSON: use the text
+  }
+  return text.length > 500 ? `${text.slice(0, 500)}…` : text || "(empty body)";
+}
+
+function retryAfterText(h: string | string[] | undefined, hMs: string | string[] | undefined): string {
+  const ms = Array.isArray(hMs) ? hMs[0] : hMs;
+  if (ms && /^\d+(\.\d+)?$/.test(ms)) return ` (retry after ${Math.ceil(Number(ms) / 1000)} s)`;
+  const v = Array.isArray(h) ? h[0] : h;
+  if (!v) return "";
+  if (/^\d+(\.\d+)?$/.test(v.trim())) return ` (retry after ${v.trim()} s)`;
+  const when = Date.parse(v);
+  if (!Number.isNaN(when)) return ` (retry after ${Math.max(0, Math.ceil((when - Date.now()) / 1000))} s)`;
+  return ` (retry after ${v})`;
+}
+
+/** The URL without credentials, for messages and logs. */
+function safeUrl(u: URL): string {
+  return `${u.protocol}//${u.host}${u.pathname.replace(/\/$/, "")}`;
+}
+
+type StopReason = "aborted" | "timeout" | "first_byte" | "idle";
+
+// ---------------------------------------------------------------------------------------------
+// Backend
+
+const MAX_ERROR_BODY = 64 * 1024;
+const MAX_JSON_BODY = 64 * 1024 * 1024;
+const MAX_SSE_BUFFER = 16 * 1024 * 1024;
+
+/**
+ * The request body sent upstream for a turn: the client's request with `model` replaced, the compat
+ * rules applied, usage requested in the stream (when the upstream supports `stream_options`) and
+ * `stream: true` forced (extraBody cannot change `model` or `stream`).
+ */
+export function buildUpstreamBody(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">, turn: Pick<TurnInput, "model" | "request">): Record<string, unknown> {
+  const compat = resolveCompat(options, turn.model);
+  const req = turn.request as Record<string, unknown>;
+  const base: Record<string, unknown> = { ...req, model: turn.model, stream: true };
+  if (compat.supportsStreamOptions) {
+    const so = req.stream_options && typeof req.stream_options === "object" ? (req.stream_options as Record<string, unknown>) : {};
+    base.stream_options = { ...so, include_usage: true };
+  }
+  const body = applyRequestCompat(base, compat);
+  body.model = turn.model;
+  body.stream = true;
+  return body;
+}
+
+type Body = Dispatcher.ResponseData["body"];
+
+/** Reads a response body chunk by chunk under the first-byte / idle timers. */
+class BodyReader {
+  ended = false;
+  private first = true;
+  private readonly iter: AsyncIterator<Buffer>;
+  constructor(
+    body: Body,
+    private readonly arm: (first: boolean) => void,
+    private readonly disarm: () => void,
+  ) {
+    this.iter = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  }
+  /** The next chunk, or null at the end of the body. Throws on socket errors and aborts. */
+  async next(): Promise<Buffer | null> {
+    if (this.ended) return null;
+    this.arm(this.first);
+    try {
+      const r = await this.iter.next();
+      if (r.done) {
+        this.ended = true;
+        return null;
+      }
+      this.first = false;
+      return r.value;
+    } finally {
+      this.disarm();
+    }
+  }
+}
+
+class OpenAIBackend implements Backend {
+  readonly type = "openai";
+  private readonly pool: Pool;
+  private readonly basePath: string;
+  private readonly display: string;
+  private readonly logger: Logger;
+
+  constructor(
+    readonly name: string,
+    private readonly options: OpenAIBackendOptions,
+    deps: BackendDeps,
+  ) {
+    const base = new URL(options.baseUrl);
+    this.basePath = base.pathname.replace(/\/+$/, "");
+    this.display = safeUrl(base);
+    this.logger = deps.logger.child({ backend: name });
+    this.pool = new Pool(base.origin, {
+      connections: options.maxConnections,
+      connect: { timeout: options.connectTimeoutSeconds * 1000 },
+      // Our own timers (first byte, idle, whole request) govern; undici's would fire with less context.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+  }
+
+  private headers(extra: Record<string, string>): Record<string, string> {
+    const h: Record<string, string> = { ...extra, ...this.options.headers };
+    if (this.options.apiKey) h.authorization = `Bearer ${this.options.apiKey}`;
+    return h;
+  }
+
+  run(turn: TurnInput): AsyncIterable<BackendEvent> {
+    return this.turn(turn);
+  }
+
+  private async *turn(turn: TurnInput): AsyncGenerator<BackendEvent> {
+    if (turn.signal.aborted) {
+      yield { type: "error", error: { code: "aborted", message: "request aborted before it was sent", retryable: false } };
+      return;
+    }
+    const o = this.options;
+    const url = `${this.display}/chat/completions`;
+    const ctl = new AbortController();
+    let stop: StopReason | undefined;
+    const halt = (why: StopReason) => {
+      stop ??= why;
+      ctl.abort();
+    };
+    const onAbort = () => halt("aborted");
+    turn.signal.addEventListener("abort", onAbort, { once: true });
+    const total = setTimeout(() => halt("timeout"), o.timeoutSeconds * 1000);
+    // First byte: one deadline from sending the request to the first body byte (headers included).
+    const firstByteDeadline = Date.now() + o.firstByteTimeoutSeconds * 1000;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (first: boolean) => {
+      clearTimeout(timer);
+      timer = first ? setTimeout(() => halt("first_byte"), Math.max(0, firstByteDeadline - Date.now())) : setTimeout(() => halt("idle"), o.idleTimeoutSeconds * 1000);
+    };
+    const disarm = () => clearTimeout(timer);
+
+    const stopError = (why: StopReason): BackendError => {
+      switch (why) {
+        case "aborted":
+          return { code: "aborted", message: "request aborted", retryable: false };
+        case "timeout":
+          return { code: "backend_timeout", message: `upstream ${url} did not finish within ${o.timeoutSeconds} s`, status: 504, retryable: true };
+        case "first_byte":
+          return { code: "backend_timeout", message: `upstream ${url} sent nothing for ${o.firstByteTimeoutSeconds} s after the request (first-byte timeout)`, status: 504, retryable: true };
+        case "idle":
+          return { code: "backend_timeout", message: `upstream ${url} went silent for ${o.idleTimeoutSeconds} s in the middle of the answer (idle timeout)`, status: 504, retryable: true };
+      }
+    };
+    const failure = (err: unknown, phase: "connect" | "stream"): BackendError => {
+      if (stop) return stopError(stop);
+      const code = errCode(err) ?? "";
+      if (phase === "connect" && UNREACHABLE.has(code)) {
+        return { code: "backend_unavailable", message: `cannot reach upstream ${this.display}: ${describeUnreachable(code)} (${code})`, status: 503, retryable: true };
+      }
+      if (SOCKET_CLOSED.has(code)) {
+        return {
+          code: "upstream_error",
+          message: phase === "connect" ? `upstream ${this.display} closed the connection before answering (${code})` : `upstream ${this.display} closed the connection in the middle of the answer (${code})`,
+          status: 502,
+          retryable: true,
+        };
+      }
+      const msg = err instanceof Error ? err.message : String(err);
+      return { code: "backend_failed", message: `request to upstream ${url} failed: ${msg}${code ? ` (${code})` : ""}`, status: 502, retryable: true };
+    };
+
+    let body: Body | undefined;
+    let reader: BodyReader | undefined;
+    const state = { sawDone: false };
+    try {
+      const tools = (turn.request.tools ?? []).map((t) => t.function.name).filter((n): n is string => !!n);
+      const translator = new StreamTranslator({
+        tools,
+        extract: o.extractToolCalls && turn.request.tool_choice !== "none",
+        maxToolCalls: o.maxToolCalls,
+        logger: this.logger,
+      });
+      const payload = JSON.stringify(buildUpstreamBody(o, turn));
+      this.logger.debug({ url, model: turn.model, bytes: payload.length, tools: tools.length }, "upstream request");
+
+      // --- send (one retry when a pooled keep-alive socket turns out to be closed) ---
+      arm(true);
+      let res: Dispatcher.ResponseData | undefined;
+      for (let attempt = 0; attempt < 2 && !res; attempt++) {
+        try {
+          res = await this.pool.request({
+            path: `${this.basePath}/chat/completions`,
+            method: "POST",
+            headers: this.headers({ "content-type": "application/json", accept: "text/event-stream, application/json" }),
+            body: payload,
+            signal: ctl.signal,
+          });
+        } catch (err) {
+          if (attempt === 0 && !stop && SOCKET_CLOSED.has(errCode(err) ?? "")) continue;
+          disarm();
+          yield { type: "error", error: failure(err, "connect") };
+          return;
+        }
+      }
+      disarm();
+      if (!res) throw new Error("no response");
+      body = res.body;
+      reader = new BodyReader(body, arm, disarm);
+      this.logger.debug({ status: res.statusCode }, "upstream response");
+
+      // --- HTTP error status ---
+      if (res.statusCode >= 400) {
+        let text = "";
+        try {
+          for (let c = await reader.next(); c; c = await reader.next()) {
+            text += c.toString("utf8");
+            if (text.length > MAX_ERROR_BODY) break;
+          }
+        } catch {
+          if (stop) {
+            yield { type: "error", error: stopError(stop) };
+            return;
+          }
+        }
+        const status = res.statusCode;
+        const retry = status === 429 || status === 503 ? retryAfterText(res.headers["retry-after"], res.headers["retry-after-ms"]) : "";
+        yield {
+          type: "error",
+          error: { code: "upstream_error", message: `upstream ${status}: ${upstreamErrorMessage(text)}${retry}`, status, retryable: status === 408 || status === 409 || status === 429 || status >= 500 },
+        };
+        return;
+      }
+
+      // --- body format: by content type, else sniffed from the first bytes ---
+      const ctype = String(res.headers["content-type"] ?? "").toLowerCase();
+      let mode: "sse" | "json" | "sniff" = ctype.includes("event-stream") ? "sse" : ctype.includes("json") ? "json" : "sniff";
+      const decoder = new TextDecoder("utf-8");
+      let text = "";
+      while (mode !== "sse") {
+        let c: Buffer | null;
+        try {
+          c = await reader.next();
+        } catch (err) {
+          yield { type: "error", error: failure(err, "stream") };
+          return;
+        }
+        text += c ? decoder.decode(c, { stream: true }) : decoder.decode();
+        if (mode === "sniff") {
+          const lead = text.trimStart();
+          if (lead.startsWith("{")) mode = "json";
+          else if (lead.length > 0 || !c) mode = "sse";
+        }
+        if (text.length > MAX_JSON_BODY) {
+          yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent a body larger than ${MAX_JSON_BODY} bytes`, status: 502, retryable: false } };
+          return;
+        }
+        if (!c) break;
+      }
+      if (mode === "json") {
+        yield* this.json(translator, text, url);
+        return;
+      }
+      yield* this.sse(translator, text, reader, decoder, failure, url, state);
+    } catch (err) {
+      // Never throw out of run().
+      this.logger.error({ err }, "unexpected failure in openai backend");
+      yield { type: "error", error: stop ? stopError(stop) : { code: "backend_failed", message: `openai backend failed: ${err instanceof Error ? err.message : String(err)}`, status: 500, retryable: false } };
+    } finally {
+      clearTimeout(total);
+      disarm();
+      turn.signal.removeEventListener("abort", onAbort);
+      if (body && !reader?.ended) {
+        if (state.sawDone && !stop) {
+          // The answer is complete; let the socket go back to the pool once the body ends.
+          body.dump({ limit: 64 * 1024 }).catch(() => {});
+        } else {
+          ctl.abort();
+          body.destroy();
+        }
+      }
+    }
+  }
+
+  /** A whole `chat.completion` JSON body (a plain JSON reply to our streaming request). */
+  private *json(translator: StreamTranslator, text: string, url: string): Generator<BackendEvent> {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent invalid JSON: ${text.slice(0, 200)}`, status: 502, retryable: true } };
+      return;
+    }
+    const bad = chunkError(parsed);
+    if (bad) {
+      yield { type: "error", error: bad };
+      return;
+    }
+    const obj = parsed as UpstreamChunk;
+    if (!Array.isArray(obj.choices) || obj.choices.length === 0) {
+      yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} answered JSON without choices: ${text.slice(0, 200)}`, status: 502, retryable: true } };
+      return;
+    }
+    this.logger.debug("upstream answered a streaming request with plain JSON; converted to events");
+    yield* translator.message(obj);
+    yield* translator.finish();
+  }
+
+  /** An SSE body: each network chunk is parsed and its events are yielded before the next read. */
+  private async *sse(
+    translator: StreamTranslator,
+    initial: string,
+    reader: BodyReader,
+    decoder: TextDecoder,
+    failure: (err: unknown, phase: "connect" | "stream") => BackendError,
+    url: string,
+    state: { sawDone: boolean },
+  ): AsyncGenerator<BackendEvent> {
+    const messages: EventSourceMessage[] = [];
+    let parseError: ParseError | undefined;
+    let oddLine: string | undefined;
+    const parser = createParser({
+      maxBufferSize: MAX_SSE_BUFFER,
+      onEvent: (e) => messages.push(e),
+      onError: (e) => {
+        if (e.type === "unknown-field") oddLine ??= e.line ?? e.field ?? "";
+        else if (e.type === "max-buffer-size-exceeded") parseError = e;
+      },
+    });
+    let sawData = false;
+    let eof = reader.ended;
+    if (initial) parser.feed(initial);
+    if (eof) parser.feed("\n\n");
+    for (;;) {
+      if (parseError) {
+        yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent a malformed event stream: ${parseError.message}`, status: 502, retryable: true } };
+        return;
+      }
+      const events: BackendEvent[] = [];
+      let finished = false;
+      while (messages.length) {
+        const m = messages.shift()!;
+        const payload = m.data.trim();
+        if (!payload) continue;
+        sawData = true;
+        if (payload === "[DONE]") {
+          finished = true;
+          state.sawDone = true;
+          break;
+        }
+        let obj: unknown;
+        try {
+          obj = JSON.parse(payload);
+        } catch {
+          yield* events;
+          yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent malformed stream data (not JSON): ${payload.slice(0, 200)}`, status: 502, retryable: true } };
+          return;
+        }
+        const bad = chunkError(obj, m.event);
+        if (bad) {
+          yield* events;
+          yield { type: "error", error: bad };
+          return;
+        }
+        if (obj && typeof obj === "object") events.push(...translator.chunk(obj as UpstreamChunk));
+        if (translator.capReached) {
+          finished = true;
+          break;
+        }
+      }
+      yield* events;
+      if (finished) {
+        yield* translator.finish();
+        return;
+      }
+      if (eof) {
+        if (translator.sawFinish) {
+          yield* translator.finish();
+          return;
+        }
+        const why = sawData
+          ? "the stream ended before a finish_reason or [DONE]"
+          : oddLine !== undefined
+            ? `it is not an event stream (unexpected line: ${oddLine.slice(0, 200)})`
+            : "the body was empty";
+        yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent an incomplete answer: ${why}`, status: 502, retryable: true } };
+        return;
+      }
+      let chunk: Buffer | null;
+      try {
+        chunk = await reader.next();
+      } catch (err) {
+        yield { type: "error", error: failure(err, "stream") };
+        return;
+      }
+      if (chunk) parser.feed(decoder.decode(chunk, { stream: true }));
+      else {
+        eof = true;
+        parser.feed(decoder.decode() + "\n\n");
+      }
+    }
+  }
+
+  async health(): Promise<BackendHealth> {
+    const t0 = Date.now();
+    try {
+      const res = await this.pool.request({
+        path: `${this.basePath}/models`,
+        method: "GET",
+        headers: this.headers({ accept: "application/json" }),
+        signal: AbortSignal.timeout(this.options.healthTimeoutSeconds * 1000),
+      });
+      const text = await res.body.text();
+      if (res.statusCode >= 400) {
+        return { usable: false, detail: `${this.display}/models answered ${res.statusCode}: ${upstreamErrorMessage(text)}` };
+      }
+      let ids: string[] = [];
+      try {
+        const j = JSON.parse(text) as { data?: Array<{ id?: unknown }> };
+        ids = (j.data ?? []).map((m) => String(m.id ?? "")).filter(Boolean);
+      } catch {
+        // a server that answers /models with something else is still reachable
+      }
+      const list = ids.length ? `: ${ids.slice(0, 5).join(", ")}${ids.length > 5 ? ", …" : ""}` : "";
+      return { usable: true, detail: `${this.display} reachable in ${Date.now() - t0} ms, ${ids.length} model${ids.length === 1 ? "" : "s"}${list}` };
+    } catch (err) {
+      const code = errCode(err) ?? "";
+      const name = (err as { name?: string })?.name;
+      if (name === "TimeoutError" || name === "AbortError") {
+        return { usable: false, detail: `${this.display}/models did not answer within ${this.options.healthTimeoutSeconds} s` };
+      }
+      if (UNREACHABLE.has(code)) return { usable: false, detail: `cannot reach ${this.display}: ${describeUnreachable(code)} (${code})` };
+      return { usable: false, detail: `health check of ${this.display} failed: ${err instanceof Error ? err.message : String(err)}` };
+    }
+  }
+
+  async close(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const graceful = this.pool.close().then(
+      () => true,
+      () => true,
+    );
+    const late = new Promise<false>((r) => (timer = setTimeout(() => r(false), 1000)));
+    const ok = await Promise.race([graceful, late]);
+    clearTimeout(timer);
+    if (!ok) await this.pool.destroy().catch(() => {});
+  }
+}
+
+/** An error carried in a stream chunk or a JSON body (`{"error":{...}}` or vLLM's `{"object":"error",...}`). */
+function chunkError(obj: unknown, event?: string): BackendError | undefined {
+  if (!obj || typeof obj !== "object") return undefined;
+  const o = obj as { error?: unknown; object?: unknown; message?: unknown; code?: unknown };
+  if (o.error === undefined && o.object !== "error" && event !== "error") return undefined;
+  if (o.error === null) return undefined;
+  const e = (o.error && typeof o.error === "object" ? o.error : o) as { message?: unknown; code?: unknown; status?: unknown };
+  const message = typeof o.error === "string" ? o.error : typeof e.message === "string" ? e.message : JSON.stringify(obj).slice(0, 300);
+  const code = typeof e.code === "number" ? e.code : typeof e.status === "number" ? e.status : undefined;
+  const status = code !== undefined && code >= 400 && code < 600 ? code : 502;
+  return { code: "upstream_error", message: `upstream error: ${message}`, status, retryable: status === 429 || status >= 500 };
+}
+
+export const openaiBackend: BackendModule<OpenAIBackendOptions> = {
+  type: "openai",
+  schema: openaiOptionsSchema as unknown as z.ZodType<OpenAIBackendOptions>,
+  defaultSessionMode: "passthrough",
+  sessionModes: ["passthrough"],
+  create: (name, options, deps) => new OpenAIBackend(name, options, deps),
+};

@@ -1,0 +1,223 @@
+/**
+ * OpenCode CLI backend: `opencode run --format json -m <model>` with the prompt on stdin.
+ * Each stdout line is one JSON event (step_start, text, reasoning, tool_use, step_finish, error);
+ * see docs/CLI_FORMATS.md. `run` emits text per finished part, not per token.
+ */
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import { z } from "zod";
+import { CliProcess } from "../util/process.js";
+import { cliVersionHealth, resolveCli } from "./cli-resolve.js";
+import type { BackendDeps, BackendModule } from "./module.js";
+import type { Backend, BackendEvent, BackendHealth, TurnInput, Usage } from "./types.js";
+
+export const opencodeOptionsSchema = z.strictObject({
+  /** Binary name or path. Looked up on PATH, then ~/.opencode/bin, then this package's node_modules/.bin. */
+  command: z.string().min(1).default("opencode"),
+  /** Extra arguments placed after `run --format json -m <model>`. */
+  args: z.array(z.string()).default([]),
+  /** Environment added to the bridge's own for the CLI. */
+  env: z.record(z.string(), z.string()).default({}),
+  /** Whole-turn limit; the process group is killed when it fires. */
+  timeoutSeconds: z.number().positive().default(300),
+  /** Time between SIGTERM and SIGKILL. */
+  killGraceSeconds: z.number().nonnegative().default(3),
+  /** Working directory for the CLI (default: an empty folder in the data directory). */
+  cwd: z.string().min(1).optional(),
+  /** OpenCode agent to run (`--agent`), e.g. one with a custom prompt in opencode's config. */
+  agent: z.string().min(1).optional(),
+});
+export type OpencodeOptions = z.infer<typeof opencodeOptionsSchema>;
+
+interface OpencodeEvent {
+  type?: string;
+  sessionID?: string;
+  part?: {
+    type?: string;
+    text?: string;
+    tool?: string;
+    reason?: string;
+    state?: { status?: string; title?: string; error?: string };
+    tokens?: { input?: number; output?: number; reasoning?: number; cache?: { read?: number; write?: number } };
+  };
+  error?: { name?: string; data?: { message?: string; statusCode?: number; isRetryable?: boolean } };
+}
+
+/** Map one parsed OpenCode event to bridge events; updates the running state. Exported for tests. */
+export function mapOpencodeEvent(ev: OpencodeEvent, state: OpencodeTurnState): BackendEvent[] {
+  const out: BackendEvent[] = [];
+  if (ev.sessionID && !state.sessionId) {
+    state.sessionId = ev.sessionID;
+    out.push({ type: "session", id: ev.sessionID });
+  }
+  const part = ev.part ?? {};
+  switch (ev.type) {
+    case "text":
+      if (part.text) {
+        // Separate text parts of successive steps so words do not run together.
+        const text = state.sawText && !/\s$/.test(state.lastText) && !/^\s/.test(part.text) ? `\n\n${part.text}` : part.text;
+        state.sawText = true;
+        state.lastText = part.text;
+        out.push({ type: "text", text });
+      }
+      break;
+    case "reasoning":
+      if (part.text) out.push({ type: "reasoning", text: part.text });
+      break;
+    case "tool_use": {
+      const status = part.state?.status;
+      out.push({
+        type: "tool_activity",
+        name: part.tool ?? "tool",
+        status: status === "error" ? "failed" : status === "completed" ? "completed" : "started",
+        detail: part.state?.title ?? part.state?.error,
+      });
+      break;
+    }
+    case "step_finish": {
+      state.steps++;
+      const t = part.tokens;
+      if (t) {
+        const cacheRead = t.cache?.read ?? 0;
+        state.usage.promptTokens += (t.input ?? 0) + cacheRead + (t.cache?.write ?? 0);
+        state.usage.completionTokens += (t.output ?? 0) + (t.reasoning ?? 0);
+        state.usage.reasoningTokens = (state.usage.reasoningTokens ?? 0) + (t.reasoning ?? 0);
+        state.usage.cachedTokens = (state.usage.cachedTokens ?? 0) + cacheRead;
+        state.usage.totalTokens = state.usage.promptTokens + state.usage.completionTokens;
+        state.sawUsage = true;
+      }
+      if (part.reason === "length") state.finish = "length";
+      break;
+    }
+    case "error": {
+      const data = ev.error?.data;
+      const status = data?.statusCode;
+      state.error = {
+        code: "upstream_error",
+        message: `opencode: ${data?.message ?? ev.error?.name ?? "unknown error"}${status ? ` (model API status ${status})` : ""}`,
+        status: status === 429 ? 429 : 502,
+        retryable: data?.isRetryable ?? status === 429,
+      };
+      break;
+    }
+  }
+  return out;
+}
+
+export interface OpencodeTurnState {
+  sessionId?: string;
+  sawText: boolean;
+  lastText: string;
+  sawUsage: boolean;
+  steps: number;
+  usage: Usage;
+  finish: "stop" | "length";
+  error?: { code: "upstream_error"; message: string; status: number; retryable: boolean };
+}
+
+export function newOpencodeState(): OpencodeTurnState {
+  return { sawText: false, lastText: "", sawUsage: false, steps: 0, usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 }, finish: "stop" };
+}
+
+class OpencodeBackend implements Backend {
+  readonly type = "opencode";
+  private bin: Promise<{ path?: string; tried: string[] }> | undefined;
+
+  constructor(
+    readonly name: string,
+    private readonly opts: OpencodeOptions,
+    private readonly deps: BackendDeps,
+  ) {}
+
+  private resolveBin() {
+    this.bin ??= resolveCli(this.opts.command, ["~/.opencode/bin/opencode"]);
+    return this.bin;
+  }
+
+  private env(): NodeJS.ProcessEnv {
+    return { ...process.env, ...this.opts.env };
+  }
+
+  async health(): Promise<BackendHealth> {
+    const { path: bin, tried } = await this.resolveBin();
+    return cliVersionHealth(bin, tried, this.env());
+  }
+
+  async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
+    const { path: bin, tried } = await this.resolveBin();
+    if (!bin) {
+      yield { type: "error", error: { code: "backend_unavailable", message: `opencode CLI not found (looked for ${tried.join(", ")}); install it or set backends.${this.name}.command`, status: 503 } };
+      return;
+    }
+    const cwd = this.opts.cwd ?? path.join(this.deps.dataDir, "work", "opencode");
+    mkdirSync(cwd, { recursive: true, mode: 0o700 });
+    const args = ["run", "--format", "json", "-m", turn.model];
+    if (this.opts.agent) args.push("--agent", this.opts.agent);
+    if (turn.session.backendSessionId) args.push("--session", turn.session.backendSessionId);
+    args.push(...this.opts.args);
+    const prompt = turn.prompt.system ? `${turn.prompt.system}\n\n${turn.prompt.text}` : turn.prompt.text;
+
+    const proc = new CliProcess({
+      command: bin,
+      args,
+      env: this.env(),
+      cwd,
+      stdin: prompt,
+      signal: turn.signal,
+      timeoutMs: this.opts.timeoutSeconds * 1000,
+      killGraceMs: this.opts.killGraceSeconds * 1000,
+    });
+    const log = this.deps.logger.child({ backend: this.name, pid: proc.pid });
+    log.debug({ args, promptChars: prompt.length }, "opencode started");
+    const state = newOpencodeState();
+    try {
+      for await (const line of proc.lines()) {
+        if (!line.trim()) continue;
+        let ev: OpencodeEvent;
+        try {
+          ev = JSON.parse(line) as OpencodeEvent;
+        } catch {
+          log.debug({ line: line.slice(0, 200) }, "opencode printed a non-JSON line");
+          continue;
+        }
+        for (const out of mapOpencodeEvent(ev, state)) yield out;
+      }
+    } finally {
+      // Runs on normal end AND when the consumer stops early: never leave the process behind.
+      if (proc.child.exitCode === null && proc.child.signalCode === null) await proc.terminate("aborted");
+    }
+    const end = await proc.wait();
+    log.debug({ code: end.code, signal: end.signal, reason: end.reason }, "opencode ended");
+    if (end.reason === "timeout") {
+      yield { type: "error", error: { code: "backend_timeout", message: `opencode did not finish within ${this.opts.timeoutSeconds}s and was stopped`, status: 504, retryable: true } };
+      return;
+    }
+    if (end.reason === "aborted") {
+      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
+      return;
+    }
+    if (end.reason === "spawn_error") {
+      yield { type: "error", error: { code: "backend_unavailable", message: `cannot start opencode (${bin}): ${end.spawnError?.message}`, status: 503 } };
+      return;
+    }
+    if (state.error) {
+      yield { type: "error", error: state.error };
+      return;
+    }
+    if (!state.sawText && state.steps === 0) {
+      const why = end.stderr.trim().split("\n").slice(-3).join(" ").slice(0, 500);
+      yield { type: "error", error: { code: "backend_failed", message: `opencode exited ${end.code ?? end.signal} without an answer${why ? `: ${why}` : ""}`, status: 502 } };
+      return;
+    }
+    if (state.sawUsage) yield { type: "usage", usage: state.usage };
+    yield { type: "done", finishReason: state.finish };
+  }
+}
+
+export const opencodeBackend: BackendModule<OpencodeOptions> = {
+  type: "opencode",
+  schema: opencodeOptionsSchema,
+  defaultSessionMode: "stateless",
+  sessionModes: ["stateless"],
+  create: (name, options, deps) => new OpencodeBackend(name, options, deps),
+};

@@ -1,0 +1,100 @@
+/**
+ * Compressing OpenClaw's 30-50k character system prompt into a short brief: a configurable
+ * preamble, then the identity, user profile and behaviour files OpenClaw loaded (IDENTITY.md,
+ * USER.md, SOUL.md, AGENTS.md), shared fairly within `maxSystemChars`. No persona is built in:
+ * everything personal comes from the request.
+ */
+import { fairShares, truncateAtWord } from "./text.js";
+
+/** OpenClaw's own sections that follow the project-context files. */
+const TRAILING_HEADINGS = /^## (Silent Replies|Heartbeats|Message Priority|Output Boundaries|Context Recovery|Conversation History|Runtime|Workspace|Group Chat|Subagent Context|Reactions|Reasoning Format|Inbound Context)\b/;
+const FILE_HEADING = /^## (\S[^\n]*\.md)\s*$/;
+
+export interface ContextFile {
+  path: string;
+  name: string;
+  content: string;
+}
+
+/** The workspace files OpenClaw put into its system prompt (`## <path>.md` sections). */
+export function extractContextFiles(system: string): ContextFile[] {
+  const lines = system.replace(/\r\n/g, "\n").split("\n");
+  const files: ContextFile[] = [];
+  let current: { path: string; lines: string[] } | undefined;
+  let inFence = false;
+  const flush = () => {
+    if (current) {
+      const name = current.path.split("/").pop() ?? current.path;
+      files.push({ path: current.path, name: name.toUpperCase(), content: current.lines.join("\n").trim() });
+    }
+    current = undefined;
+  };
+  for (const line of lines) {
+    if (/^\s*```/.test(line)) inFence = !inFence;
+    if (!inFence) {
+      const file = FILE_HEADING.exec(line);
+      if (file) {
+        flush();
+        current = { path: file[1]!, lines: [] };
+        continue;
+      }
+      if (current && (TRAILING_HEADINGS.test(line) || /^# /.test(line))) {
+        flush();
+        continue;
+      }
+    }
+    current?.lines.push(line);
+  }
+  flush();
+  return files;
+}
+
+const SECTIONS: Array<{ file: string; label: string }> = [
+  { file: "IDENTITY.MD", label: "Identity" },
+  { file: "USER.MD", label: "About the user" },
+  { file: "SOUL.MD", label: "Personality and behaviour" },
+  { file: "AGENTS.MD", label: "Operating rules" },
+];
+
+/** Working directory line of OpenClaw's `## Workspace` section, if present. */
+export function workspacePath(system: string): string | undefined {
+  const m = /Your working directory is:?\s*`?([^\s`]+)`?/i.exec(system);
+  return m?.[1];
+}
+
+export function compressSystemPrompt(system: string, maxChars: number, preamble: string): string {
+  const head = preamble.trim();
+  if (maxChars <= 0) return "";
+  if (!system.trim()) return truncateAtWord(head, maxChars);
+  const files = extractContextFiles(system);
+  const parts: Array<{ label: string; content: string }> = [];
+  for (const s of SECTIONS) {
+    const f = files.find((x) => x.name === s.file && x.content);
+    if (f) parts.push({ label: s.label, content: squeeze(f.content) });
+  }
+  if (!parts.length) {
+    // Not an OpenClaw prompt: keep the client's own instructions, as many as fit.
+    const own = squeeze(system);
+    const body = head ? `${head}\n\n${own}` : own;
+    return truncateAtWord(body, maxChars);
+  }
+  const ws = workspacePath(system);
+  const fixed = [head, ws ? `Workspace: ${ws}` : ""].filter(Boolean).join("\n");
+  const overhead = parts.reduce((n, p) => n + p.label.length + 4, 0) + fixed.length + 2;
+  const shares = fairShares(parts.map((p) => p.content.length), maxChars - overhead);
+  const body = parts
+    .map((p, i) => (shares[i]! > 20 ? `## ${p.label}\n${truncateAtWord(p.content, shares[i]!)}` : ""))
+    .filter(Boolean)
+    .join("\n");
+  return truncateAtWord([fixed, body].filter(Boolean).join("\n\n"), maxChars);
+}
+
+/** Drop HTML comments, markdown front matter, and runs of blank lines. */
+function squeeze(text: string): string {
+  return text
+    .replace(/<!--[\s\S]*?-->/g, "")
+    .replace(/^---\n[\s\S]*?\n---\n/, "")
+    .replace(/[ \t]+\n/g, "\n")
+    .replace(/\n{3,}/g, "\n\n")
+    .trim();
+}

@@ -1,0 +1,165 @@
+/**
+ * The HTTP layer (Fastify). It validates requests, asks the pipeline for a turn, and hands the
+ * turn's event stream to an encoder. It never knows which backend it talks to.
+ */
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import type { Logger } from "pino";
+import type { Backend, BackendHealth } from "../backends/types.js";
+import type { Config } from "../config/schema.js";
+import { collectCompletion } from "../encoder/json.js";
+import { writeSse } from "../encoder/sse.js";
+import type { DebugLog } from "../log/debug-log.js";
+import { chatRequestSchema, describeIssues } from "../openai/schema.js";
+import type { ChatPipeline } from "../pipeline/chat.js";
+import type { TurnScheduler } from "../queue/scheduler.js";
+import type { ModelRouter } from "../routing/router.js";
+import { liveProcessCount } from "../util/process.js";
+import { VERSION } from "../version.js";
+import { ApiKeys } from "./auth.js";
+import { ApiError, backendErrorBody, backendErrorStatus, badRequest } from "./errors.js";
+
+export interface AppDeps {
+  config: Config;
+  pipeline: ChatPipeline;
+  router: ModelRouter;
+  scheduler: TurnScheduler;
+  backends: ReadonlyMap<string, Backend>;
+  logger: Logger;
+  debugLog: DebugLog;
+}
+
+const HEALTH_TTL_MS = 30_000;
+
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const { config, pipeline, router, scheduler, backends, logger, debugLog } = deps;
+  const startedAt = Date.now();
+  const keys = new ApiKeys(config.server.apiKeys);
+  const app = Fastify({
+    bodyLimit: config.server.bodyLimitBytes,
+    logger: false,
+    return503OnClosing: true,
+    forceCloseConnections: false,
+  });
+
+  // Bodies are JSON whatever the client claims (some clients send text/plain or nothing).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => {
+    const text = typeof body === "string" ? body : body.toString("utf8");
+    if (!text.trim()) return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      done(badRequest(`The request body is not valid JSON: ${(err as Error).message}`, "invalid_json"), undefined);
+    }
+  });
+
+  const sendError = (reply: FastifyReply, err: ApiError) => {
+    for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);
+    return reply.code(err.status).type("application/json").send(err.body());
+  };
+
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    if (err instanceof ApiError) return sendError(reply, err);
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+      return sendError(reply, new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${config.server.bodyLimitBytes} bytes (server.bodyLimitBytes).`));
+    }
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return sendError(reply, new ApiError(err.statusCode, "invalid_request_error", err.code ?? "bad_request", err.message));
+    }
+    logger.error({ err }, "unexpected error");
+    return sendError(reply, new ApiError(500, "server_error", "internal_error", "Internal error in the bridge; see its log."));
+  });
+
+  app.setNotFoundHandler((req, reply) =>
+    sendError(reply, new ApiError(404, "not_found_error", "not_found", `No route ${req.method} ${req.url}. Try POST /v1/chat/completions or GET /v1/models.`)),
+  );
+
+  app.addHook("onRequest", async (req, reply) => {
+    if (!req.url.startsWith("/v1/")) return;
+    if (!keys.check(ApiKeys.presented(req.headers))) {
+      return sendError(reply, new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys."));
+    }
+  });
+
+  app.addHook("onResponse", async (req, reply) => {
+    debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.raw.httpVersion}" ${reply.statusCode} -`);
+  });
+
+  let healthCache: { at: number; value: Array<BackendHealth & { name: string; type: string }> } | undefined;
+  const backendHealth = async () => {
+    if (!healthCache || Date.now() - healthCache.at > HEALTH_TTL_MS) {
+      const value = await Promise.all(
+        [...backends.values()].map(async (b) => {
+          const h = await b.health().catch((e: Error) => ({ usable: false, detail: e.message }));
+          return { name: b.name, type: b.type, ...h };
+        }),
+      );
+      healthCache = { at: Date.now(), value };
+    }
+    return healthCache.value;
+  };
+
+  const status = async () => {
+    const list = await backendHealth();
+    return {
+      status: list.every((b) => b.usable) ? "ok" : list.some((b) => b.usable) ? "degraded" : "unusable",
+      name: "clawbridge",
+      version: VERSION,
+      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+      backends: list,
+      models: router.models().map((m) => ({ id: m.id, backend: m.backend, mode: m.sessionMode })),
+      turns: { ...scheduler.stats(), processes: liveProcessCount() },
+    };
+  };
+  app.get("/", status);
+  app.get("/health", status);
+
+  const modelJson = (id: string) => ({ id, object: "model", created: Math.floor(startedAt / 1000), owned_by: "clawbridge" });
+  app.get("/v1/models", async () => ({ object: "list", data: router.models().map((m) => modelJson(m.id)) }));
+  app.get<{ Params: { "*": string } }>("/v1/models/*", async (req, reply) => {
+    const id = req.params["*"];
+    const m = router.models().find((x) => x.id === id);
+    if (!m) return sendError(reply, new ApiError(404, "invalid_request_error", "model_not_found", `The model "${id}" is not served here.`, "model"));
+    return modelJson(m.id);
+  });
+
+  app.post("/v1/chat/completions", async (req: FastifyRequest, reply: FastifyReply) => {
+    if (req.body === undefined || req.body === null || typeof req.body !== "object" || Array.isArray(req.body)) {
+      throw badRequest("The request body must be a JSON object with `model` and `messages`.", "invalid_body");
+    }
+    const parsed = chatRequestSchema.safeParse(req.body);
+    if (!parsed.success) {
+      const { message, param } = describeIssues(parsed.error);
+      throw badRequest(message, "invalid_request", param);
+    }
+    const body = parsed.data;
+
+    // The client's connection: when it goes away, the turn is aborted (and its process killed).
+    const clientGone = new AbortController();
+    const onClose = () => {
+      if (!reply.raw.writableFinished) clientGone.abort();
+    };
+    reply.raw.on("close", onClose);
+
+    const turn = await pipeline.prepare(body, req.headers, clientGone.signal);
+    if (body.stream) {
+      reply.hijack();
+      await writeSse(reply.raw, turn.events, {
+        model: body.model,
+        includeUsage: body.stream_options?.include_usage === true,
+        heartbeatMs: config.server.heartbeatSeconds * 1000,
+        headers: turn.headers,
+      });
+      return reply;
+    }
+    const result = await collectCompletion(turn.events, body.model);
+    for (const [k, v] of Object.entries(turn.headers)) void reply.header(k, v);
+    if (!result.ok) {
+      if (clientGone.signal.aborted) return reply;
+      return reply.code(backendErrorStatus(result.error)).send(backendErrorBody(result.error));
+    }
+    return reply.send(result.body);
+  });
+
+  return app;
+}

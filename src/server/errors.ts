@@ -1,0 +1,44 @@
+/** OpenAI-shaped errors: `{"error":{"message","type","code","param"}}` with an HTTP status. */
+import type { BackendError } from "../backends/types.js";
+
+export type ErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "rate_limit_error" | "server_error" | "backend_error";
+
+export interface ApiErrorBody {
+  error: { message: string; type: ErrorType; code: string | null; param: string | null };
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly type: ErrorType,
+    readonly code: string,
+    message: string,
+    readonly param: string | null = null,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+
+  body(): ApiErrorBody {
+    return { error: { message: this.message, type: this.type, code: this.code, param: this.param } };
+  }
+}
+
+export const badRequest = (message: string, code = "invalid_request", param: string | null = null) => new ApiError(400, "invalid_request_error", code, message, param);
+
+/** The error a backend failure becomes, in a JSON body or an SSE data line. */
+export function backendErrorBody(err: BackendError): ApiErrorBody {
+  return {
+    error: {
+      message: err.message,
+      type: err.status === 429 ? "rate_limit_error" : "backend_error",
+      code: err.code,
+      param: null,
+    },
+  };
+}
+
+export function backendErrorStatus(err: BackendError): number {
+  return err.status && err.status >= 400 && err.status < 600 ? err.status : 502;
+}

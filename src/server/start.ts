@@ -1,0 +1,110 @@
+/** Wiring: configuration → backends → pipeline → HTTP server. Also graceful shutdown. */
+import { mkdirSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "pino";
+import { backendModule } from "../backends/registry.js";
+import type { Backend } from "../backends/types.js";
+import type { Config } from "../config/schema.js";
+import { DebugLog } from "../log/debug-log.js";
+import { createLogger } from "../log/logger.js";
+import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
+import { TurnScheduler } from "../queue/scheduler.js";
+import { ModelRouter } from "../routing/router.js";
+import { terminateAll } from "../util/process.js";
+import { buildApp } from "./app.js";
+
+export interface Bridge {
+  url: string;
+  port: number;
+  host: string;
+  backends: ReadonlyMap<string, Backend>;
+  pipeline: ChatPipeline;
+  /** Stop accepting, let running turns finish (up to the grace period), abort the rest, reap children. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface StartOptions {
+  logger?: Logger;
+  enricher?: Enricher;
+}
+
+export class PortInUseError extends Error {
+  constructor(host: string, port: number, owner: string) {
+    super(`${host}:${port} is already in use${owner}. Stop the other process, or start with --port <another>.`);
+    this.name = "PortInUseError";
+  }
+}
+
+export function createBackends(config: Config, logger: Logger): Map<string, Backend> {
+  const backends = new Map<string, Backend>();
+  for (const [name, entry] of Object.entries(config.backends)) {
+    const mod = backendModule(entry.type);
+    if (!mod) throw new Error(`unknown backend type ${entry.type}`); // validated earlier
+    backends.set(name, mod.create(name, entry.options, { logger: logger.child({ backend: name }), dataDir: config.dataDir }));
+  }
+  return backends;
+}
+
+/** Ask whatever holds the port whether it is a clawbridge (for a clear start-up message). */
+async function describePortOwner(host: string, port: number): Promise<string> {
+  try {
+    const h = host.includes(":") ? `[${host}]` : host;
+    const res = await fetch(`http://${h}:${port}/health`, { signal: AbortSignal.timeout(1500) });
+    const body = (await res.json()) as { name?: string; version?: string };
+    if (body?.name === "clawbridge") return ` by another clawbridge ${body.version ?? ""} (an old process or a service?)`.replace("  ", " ");
+  } catch {
+    /* not an HTTP server we know */
+  }
+  return " by another program";
+}
+
+export async function startBridge(config: Config, opts: StartOptions = {}): Promise<Bridge> {
+  const logger = opts.logger ?? createLogger(config.logging.level);
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const debugLog = new DebugLog(config.logging.debugLog);
+  const backends = createBackends(config, logger);
+  const router = new ModelRouter(config, backends);
+  const scheduler = new TurnScheduler({
+    maxConcurrent: config.server.maxConcurrent,
+    maxQueue: config.server.maxQueue,
+    queueTimeoutMs: config.server.queueTimeoutSeconds * 1000,
+  });
+  const pipeline = new ChatPipeline({ config, router, scheduler, logger, debugLog, enricher: opts.enricher });
+  const app = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog });
+
+  try {
+    await app.listen({ host: config.server.host, port: config.server.port });
+  } catch (err) {
+    await Promise.all([...backends.values()].map((b) => b.close?.()));
+    await debugLog.close();
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      throw new PortInUseError(config.server.host, config.server.port, await describePortOwner(config.server.host, config.server.port));
+    }
+    throw err;
+  }
+  const addr = app.server.address() as AddressInfo;
+  const hostForUrl = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+  const url = `http://${hostForUrl}:${addr.port}`;
+  logger.info({ url, config: config.source, models: config.models.map((m) => m.id) }, "clawbridge listening");
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    port: addr.port,
+    host: addr.address,
+    backends,
+    pipeline,
+    close(graceMs = config.server.shutdownGraceSeconds * 1000) {
+      closing ??= (async () => {
+        const closed = app.close(); // stops accepting; resolves when open requests are done
+        await pipeline.drain(graceMs);
+        await terminateAll();
+        await closed;
+        await Promise.all([...backends.values()].map((b) => b.close?.()));
+        await debugLog.close();
+        logger.info("clawbridge stopped");
+      })();
+      return closing;
+    },
+  };
+}

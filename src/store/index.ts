@@ -1,0 +1,41 @@
+/**
+ * Session store factory. The real default is SQLite at `<dataDir>/sessions.db`; "memory" is an
+ * in-memory SQLite database (same code, same semantics, nothing on disk) for tests of other parts.
+ */
+import path from "node:path";
+import { SESSION_DB_FILENAME, SqliteSessionStore } from "./sqlite.js";
+import type { SessionStore, SessionStoreConfig } from "./types.js";
+
+export * from "./types.js";
+export { MIGRATIONS, SCHEMA_VERSION, SESSION_DB_FILENAME, SqliteSessionStore, type Migration, type SqliteSessionStoreOptions, type SqliteStoreInfo } from "./sqlite.js";
+export {
+  EXPORT_FORMAT,
+  exportSessionsJson,
+  importSessionsJson,
+  parseSessionsJson,
+  SessionImportError,
+  writeFileAtomic,
+  type ImportOptions,
+  type ImportResult,
+  type ImportSkip,
+  type ParsedSessions,
+  type SessionImportErrorCode,
+} from "./json-import.js";
+
+/** `<dataDir>/sessions.db` */
+export function defaultSessionStorePath(dataDir: string): string {
+  return path.join(dataDir, SESSION_DB_FILENAME);
+}
+
+export async function openSessionStore(cfg: SessionStoreConfig): Promise<SessionStore> {
+  switch (cfg.kind) {
+    case "sqlite":
+      return SqliteSessionStore.open(cfg.path, { synchronous: cfg.synchronous, busyTimeoutMs: cfg.busyTimeoutMs, now: cfg.now });
+    case "memory":
+      return SqliteSessionStore.open(":memory:", { now: cfg.now });
+    default: {
+      const kind: never = cfg;
+      throw new Error(`unknown session store kind: ${JSON.stringify((kind as { kind?: unknown }).kind)}`);
+    }
+  }
+}

@@ -1,0 +1,375 @@
+/**
+ * Embedded session store: one SQLite file (normally `<dataDir>/sessions.db`) via better-sqlite3.
+ *
+ * Pragmas and why:
+ * - `journal_mode=WAL`: readers never block the writer and vice versa, so two bridge processes can
+ *   share one file; a commit is one append to the -wal file.
+ * - `synchronous=FULL` (default; NORMAL selectable): in WAL mode FULL fsyncs the WAL on every commit,
+ *   so a put() that resolved survives `kill -9` AND power loss / OS crash. NORMAL also survives
+ *   `kill -9` (the commit has been written to the OS before put() returns; only the fsync is
+ *   deferred to checkpoints) but may lose the last commits on power loss. A lost binding means a
+ *   conversation silently cold-starts, and writes happen about once per turn (turns take seconds),
+ *   so the fsync per commit costs nothing that matters: FULL is the default.
+ * - `busy_timeout` (default 5000 ms): a writer that finds another process holding the write lock
+ *   waits instead of failing with SQLITE_BUSY. Every read-modify-write runs in `BEGIN IMMEDIATE`,
+ *   which takes the write lock up front, so a WAL snapshot can never go stale mid-transaction
+ *   (SQLITE_BUSY_SNAPSHOT is not retried by the busy handler). better-sqlite3 is synchronous, so a
+ *   wait blocks this process's event loop; transactions here are a few rows, waits are tiny.
+ * - `trusted_schema=OFF`: hygiene; the schema uses no functions that would need it.
+ *
+ * Schema versioning: a `meta` table holds `schema_version`; MIGRATIONS run in order inside one
+ * IMMEDIATE transaction that re-reads the version (two processes may open a fresh file together).
+ * A fresh file runs every migration, so the upgrade path is the path that is always exercised.
+ * A file from a newer clawbridge is refused rather than guessed at.
+ */
+import { closeSync, mkdirSync, openSync } from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import {
+  clip,
+  MAX_EVENTS_PER_KEY,
+  optionalText,
+  requireCount,
+  requireText,
+  SessionStoreError,
+  validateBinding,
+  type ListOptions,
+  type SessionBinding,
+  type SessionEvent,
+  type SessionEventKind,
+  type SessionStore,
+  type SqliteSynchronous,
+} from "./types.js";
+
+export const SESSION_DB_FILENAME = "sessions.db";
+export const SCHEMA_VERSION = 2;
+const DEFAULT_BUSY_TIMEOUT_MS = 5000;
+
+type DB = Database.Database;
+
+export interface Migration {
+  version: number;
+  description: string;
+  up(db: DB): void;
+}
+
+/** In order; `version` is the schema version after the migration ran. Never edit a shipped one. */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: "sessions table",
+    up(db) {
+      db.exec(`
+        CREATE TABLE sessions (
+          key                TEXT PRIMARY KEY NOT NULL,
+          backend            TEXT NOT NULL,
+          backend_session_id TEXT NOT NULL,
+          cwd                TEXT NOT NULL,
+          turns              INTEGER NOT NULL DEFAULT 0,
+          created_at         INTEGER NOT NULL,
+          updated_at         INTEGER NOT NULL
+        );
+      `);
+    },
+  },
+  {
+    version: 2,
+    description: "last_error, model, events history, list indexes",
+    up(db) {
+      db.exec(`
+        ALTER TABLE sessions ADD COLUMN last_error TEXT;
+        ALTER TABLE sessions ADD COLUMN model TEXT;
+        CREATE INDEX sessions_updated ON sessions (updated_at DESC, key);
+        CREATE INDEX sessions_backend_updated ON sessions (backend, updated_at DESC, key);
+        CREATE TABLE events (
+          id     INTEGER PRIMARY KEY AUTOINCREMENT,
+          key    TEXT NOT NULL,
+          at     INTEGER NOT NULL,
+          kind   TEXT NOT NULL,
+          reason TEXT
+        );
+        CREATE INDEX events_key ON events (key, id);
+      `);
+    },
+  },
+];
+
+export interface SqliteSessionStoreOptions {
+  synchronous?: SqliteSynchronous;
+  busyTimeoutMs?: number;
+  now?: () => number;
+}
+
+export interface SqliteStoreInfo {
+  path: string;
+  schemaVersion: number;
+  journalMode: string;
+  synchronous: SqliteSynchronous | "OFF" | "EXTRA";
+  busyTimeoutMs: number;
+}
+
+interface SessionRow {
+  key: string;
+  backend: string;
+  backend_session_id: string;
+  cwd: string;
+  turns: number;
+  created_at: number;
+  updated_at: number;
+  last_error: string | null;
+  model: string | null;
+}
+
+interface EventRow {
+  id: number;
+  key: string;
+  at: number;
+  kind: string;
+  reason: string | null;
+}
+
+function rowToBinding(r: SessionRow): SessionBinding {
+  return {
+    key: r.key,
+    backend: r.backend,
+    backendSessionId: r.backend_session_id,
+    cwd: r.cwd,
+    turns: r.turns,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    lastError: r.last_error,
+    model: r.model,
+  };
+}
+
+function limitArg(limit: number | undefined): number {
+  if (limit === undefined) return -1; // SQLite: no limit
+  return requireCount(limit, "limit");
+}
+
+function readSchemaVersion(db: DB): number {
+  const hasMeta = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").get();
+  if (!hasMeta) return 0;
+  const row = db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string } | undefined;
+  if (!row) return 0;
+  const v = Number(row.value);
+  if (!Number.isSafeInteger(v) || v < 0) throw new SessionStoreError(`meta.schema_version is not a version: "${row.value}"`);
+  return v;
+}
+
+function migrate(db: DB, file: string): void {
+  const check = (v: number): void => {
+    if (v > SCHEMA_VERSION) {
+      throw new SessionStoreError(
+        `${file} has session schema version ${v}, newer than this clawbridge understands (${SCHEMA_VERSION}); upgrade clawbridge or use another data directory`,
+      );
+    }
+  };
+  const seen = readSchemaVersion(db);
+  check(seen);
+  if (seen === SCHEMA_VERSION) return;
+  db.transaction(() => {
+    const from = readSchemaVersion(db); // another process may have migrated meanwhile
+    check(from);
+    db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)");
+    for (const m of MIGRATIONS) {
+      if (m.version <= from) continue;
+      try {
+        m.up(db);
+      } catch (err) {
+        throw new SessionStoreError(`${file}: migration to schema version ${m.version} (${m.description}) failed: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    const set = db.prepare("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+    set.run("schema_version", String(SCHEMA_VERSION));
+    if (from === 0) set.run("created_at", String(Date.now()));
+  }).immediate();
+}
+
+const SYNC_NAMES = ["OFF", "NORMAL", "FULL", "EXTRA"] as const;
+
+export class SqliteSessionStore implements SessionStore {
+  private closed = false;
+  private readonly now: () => number;
+  private readonly stmt;
+  private readonly tx;
+
+  private constructor(
+    private readonly db: DB,
+    readonly path: string,
+    opts: SqliteSessionStoreOptions,
+  ) {
+    this.now = opts.now ?? Date.now;
+    const s = {
+      get: db.prepare<[string], SessionRow>("SELECT * FROM sessions WHERE key = ?"),
+      sessionId: db.prepare<[string], { backend_session_id: string }>("SELECT backend_session_id FROM sessions WHERE key = ?"),
+      upsert: db.prepare(`
+        INSERT INTO sessions (key, backend, backend_session_id, cwd, turns, created_at, updated_at, last_error, model)
+        VALUES (@key, @backend, @backendSessionId, @cwd, @turns, @createdAt, @updatedAt, @lastError, @model)
+        ON CONFLICT(key) DO UPDATE SET
+          backend = excluded.backend, backend_session_id = excluded.backend_session_id, cwd = excluded.cwd,
+          turns = excluded.turns, created_at = excluded.created_at, updated_at = excluded.updated_at,
+          last_error = excluded.last_error, model = excluded.model`),
+      turn: db.prepare<[string, number, string]>(
+        "UPDATE sessions SET turns = turns + 1, backend_session_id = ?, updated_at = ?, last_error = NULL WHERE key = ?",
+      ),
+      error: db.prepare<[string, number, string]>("UPDATE sessions SET last_error = ?, updated_at = ? WHERE key = ?"),
+      delete: db.prepare<[string]>("DELETE FROM sessions WHERE key = ?"),
+      listAll: db.prepare<[number], SessionRow>("SELECT * FROM sessions ORDER BY updated_at DESC, key LIMIT ?"),
+      listBackend: db.prepare<[string, number], SessionRow>(
+        "SELECT * FROM sessions WHERE backend = ? ORDER BY updated_at DESC, key LIMIT ?",
+      ),
+      addEvent: db.prepare<[string, number, string, string | null]>("INSERT INTO events (key, at, kind, reason) VALUES (?, ?, ?, ?)"),
+      pruneEvents: db.prepare<[string, string, number]>(
+        "DELETE FROM events WHERE key = ? AND id NOT IN (SELECT id FROM events WHERE key = ? ORDER BY id DESC LIMIT ?)",
+      ),
+      events: db.prepare<[string, number], EventRow>("SELECT id, key, at, kind, reason FROM events WHERE key = ? ORDER BY id DESC LIMIT ?"),
+    };
+    this.stmt = s;
+
+    const event = (key: string, kind: string, reason: string | null): void => {
+      s.addEvent.run(key, this.now(), kind, reason === null ? null : clip(reason));
+      s.pruneEvents.run(key, key, MAX_EVENTS_PER_KEY);
+    };
+    this.tx = {
+      event: db.transaction(event),
+      put: db.transaction((b: SessionBinding) => {
+        const prev = s.sessionId.get(b.key);
+        s.upsert.run(b);
+        if (!prev) event(b.key, "bound", `session ${b.backendSessionId} on ${b.backend}`);
+        else if (prev.backend_session_id !== b.backendSessionId) {
+          event(b.key, "rebound", `session ${prev.backend_session_id} -> ${b.backendSessionId} on ${b.backend}`);
+        }
+      }),
+      turn: db.transaction((key: string, sessionId: string) => {
+        const prev = s.sessionId.get(key);
+        if (!prev) return;
+        s.turn.run(sessionId, this.now(), key);
+        if (prev.backend_session_id !== sessionId) {
+          event(key, "rebound", `backend reported session ${sessionId} (was ${prev.backend_session_id})`);
+        }
+      }),
+      error: db.transaction((key: string, message: string) => {
+        const msg = clip(message);
+        if (s.error.run(msg, this.now(), key).changes > 0) event(key, "error", msg);
+      }),
+      delete: db.transaction((key: string): boolean => {
+        const removed = s.delete.run(key).changes > 0;
+        if (removed) event(key, "deleted", null);
+        return removed;
+      }),
+    };
+  }
+
+  /** Opens (creating directory 0700 and file 0600 when missing) and migrates the database. */
+  static open(file: string, opts: SqliteSessionStoreOptions = {}): SqliteSessionStore {
+    const memory = file === ":memory:";
+    const target = memory ? file : path.resolve(file);
+    const busyTimeoutMs = opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
+    requireCount(busyTimeoutMs, "busyTimeoutMs");
+    const synchronous = opts.synchronous ?? "FULL";
+    if (synchronous !== "FULL" && synchronous !== "NORMAL") {
+      throw new SessionStoreError(`synchronous must be "FULL" or "NORMAL", got "${String(synchronous)}"`);
+    }
+    if (!memory) {
+      mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
+      // Create the file ourselves so it is 0600; SQLite gives -wal/-shm the same permissions.
+      closeSync(openSync(target, "a", 0o600));
+    }
+    let db: DB | undefined;
+    try {
+      db = new Database(target, { timeout: busyTimeoutMs });
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+      if (!memory) {
+        const mode = String(db.pragma("journal_mode = WAL", { simple: true }));
+        if (mode.toLowerCase() !== "wal") throw new SessionStoreError(`could not switch ${target} to WAL (journal_mode=${mode})`);
+      }
+      db.pragma(`synchronous = ${synchronous}`);
+      db.pragma("trusted_schema = OFF");
+      migrate(db, target);
+      return new SqliteSessionStore(db, target, opts);
+    } catch (err) {
+      db?.close();
+      if (err instanceof SessionStoreError) throw err;
+      const code = (err as { code?: string }).code;
+      const hint = code === "SQLITE_NOTADB" ? " (the file is not a SQLite database)" : "";
+      throw new SessionStoreError(`cannot open session store ${target}: ${(err as Error).message}${hint}`, { cause: err });
+    }
+  }
+
+  private live(): void {
+    if (this.closed) throw new SessionStoreError("session store is closed");
+  }
+
+  async get(key: string): Promise<SessionBinding | undefined> {
+    this.live();
+    const row = this.stmt.get.get(requireText(key, "key"));
+    return row ? rowToBinding(row) : undefined;
+  }
+
+  async put(binding: SessionBinding): Promise<void> {
+    this.live();
+    this.tx.put.immediate(validateBinding(binding));
+  }
+
+  async recordTurn(key: string, backendSessionId: string): Promise<void> {
+    this.live();
+    this.tx.turn.immediate(requireText(key, "key"), requireText(backendSessionId, "backendSessionId"));
+  }
+
+  async recordError(key: string, message: string): Promise<void> {
+    this.live();
+    if (typeof message !== "string") throw new SessionStoreError("message must be a string");
+    this.tx.error.immediate(requireText(key, "key"), message);
+  }
+
+  async delete(key: string): Promise<boolean> {
+    this.live();
+    return this.tx.delete.immediate(requireText(key, "key"));
+  }
+
+  async list(opts: ListOptions = {}): Promise<SessionBinding[]> {
+    this.live();
+    const limit = limitArg(opts.limit);
+    const rows =
+      opts.backend === undefined
+        ? this.stmt.listAll.all(limit)
+        : this.stmt.listBackend.all(requireText(opts.backend, "backend"), limit);
+    return rows.map(rowToBinding);
+  }
+
+  async appendEvent(key: string, kind: SessionEventKind, reason?: string | null): Promise<void> {
+    this.live();
+    this.tx.event.immediate(requireText(key, "key"), requireText(kind, "kind", 64), optionalText(reason, "reason"));
+  }
+
+  async listEvents(key: string, opts: { limit?: number } = {}): Promise<SessionEvent[]> {
+    this.live();
+    return this.stmt.events.all(requireText(key, "key"), limitArg(opts.limit));
+  }
+
+  /** `["ok"]` when the file is sound; otherwise SQLite's list of problems. */
+  async integrityCheck(): Promise<string[]> {
+    this.live();
+    return (this.db.pragma("integrity_check") as Array<{ integrity_check: string }>).map((r) => r.integrity_check);
+  }
+
+  /** Effective settings (for health output and tests). */
+  async info(): Promise<SqliteStoreInfo> {
+    this.live();
+    const sync = Number(this.db.pragma("synchronous", { simple: true }));
+    return {
+      path: this.path,
+      schemaVersion: readSchemaVersion(this.db),
+      journalMode: String(this.db.pragma("journal_mode", { simple: true })),
+      synchronous: SYNC_NAMES[sync] ?? "FULL",
+      busyTimeoutMs: Number(this.db.pragma("busy_timeout", { simple: true })),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+}
