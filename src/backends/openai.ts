@@ -11,11 +11,12 @@
  *
  * Every upstream chunk is translated into events as soon as it is read — no sleeps, no batching.
  * The only hold-backs are inherent: the tool-call extractor keeps text that may be the start of a
- * call, a `<|` that may start a special token is held until the token is complete, and a native
+ * call, a `<` that may start a special token is held until the token is decided, and a native
  * tool call that the upstream interleaves with another is buffered so each call's chunks stay
  * together (see `StreamTranslator`).
  */
 import { randomBytes } from "node:crypto";
+import { TextDecoder } from "node:util";
 import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
 import { Pool, type Dispatcher } from "undici";
 import { z } from "zod";
@@ -23,7 +24,7 @@ import type { Logger } from "pino";
 import { applyRequestCompat, compatOverrideSchema, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride, type CompatRules } from "./compat.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendError, BackendEvent, BackendHealth, FinishReason, TurnInput, Usage } from "./types.js";
-import { stripSpecialTokens, ToolCallExtractor } from "../toolcalls/extract.js";
+import { SpecialTokenStripper, ToolCallExtractor, type ExtractEvent } from "../toolcalls/extract.js";
 
 export const openaiOptionsSchema = z.strictObject({
   /** Upstream API root including `/v1`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:11434/v1` (Ollama). */
@@ -139,9 +140,6 @@ export interface TranslatorOptions {
   logger?: Logger;
 }
 
-/** Longest text held back because it may be the start of a special token such as `<|im_end|>`. */
-const SPECIAL_TOKEN_HOLD = 48;
-
 function mapFinish(reason: string | null | undefined): FinishReason {
   switch (reason) {
     case "length":
@@ -203,7 +201,9 @@ export class StreamTranslator {
   private readonly calls: NativeCall[] = [];
   private readonly byKey = new Map<number, NativeCall>();
   private live?: NativeCall;
-  private heldText = "";
+  /** Special tokens in text (when there is no extractor: the extractor strips them itself). */
+  private readonly textStripper?: SpecialTokenStripper;
+  private readonly reasoningStripper = new SpecialTokenStripper();
   private usage?: Usage;
   private upstreamFinish?: string;
   /** Calls dropped because of the cap. */
@@ -212,19 +212,20 @@ export class StreamTranslator {
   capReached = false;
   /** A finish_reason was seen. */
   sawFinish = false;
-  /** Any answer content (text, reasoning, call) was seen. */
-  sawContent = false;
 
   constructor(opts: TranslatorOptions) {
     this.maxToolCalls = opts.maxToolCalls;
     this.logger = opts.logger;
     if (opts.extract && opts.tools.length > 0) {
       // One more than the cap so the translator sees (and reports) the first call beyond it.
-      this.extractor = new ToolCallExtractor({ tools: opts.tools, maxCalls: opts.maxToolCalls + 1, newId: newCallId });
+      this.extractor = new ToolCallExtractor({ tools: opts.tools, maxCalls: opts.maxToolCalls + 1, newId: newCallId, stripSpecialTokens: true });
+    } else {
+      this.textStripper = new SpecialTokenStripper();
     }
   }
 
-  get toolCallsEmitted(): number {
+  /** Tool calls emitted so far (native and extracted). */
+  get toolCalls(): number {
     return this.nextIndex;
   }
 
@@ -259,11 +260,14 @@ export class StreamTranslator {
   /** Flush everything held back; closing events (`usage`, `done`). Call once. */
   finish(): BackendEvent[] {
     const out: BackendEvent[] = [];
+    const r = this.reasoningStripper.end();
+    if (r) out.push({ type: "reasoning", text: r });
     // After the cap, whatever the extractor still holds is part of the runaway reply: dropped.
     if (!this.capReached && this.extractor) for (const ev of this.extractor.end()) this.extracted(ev, out);
     this.flushText(out);
     if (!this.capReached) this.flushBufferedCalls(out);
-    if (this.droppedCalls > 0) this.logger?.warn({ dropped: this.droppedCalls, kept: this.nextIndex }, "tool-call cap reached: extra calls dropped");
+    const dropped = this.droppedCalls + (this.extractor?.droppedCalls ?? 0);
+    if (dropped > 0) this.logger?.warn({ dropped, kept: this.nextIndex }, "tool-call cap reached: extra calls dropped");
     if (this.usage) out.push({ type: "usage", usage: this.usage });
     let finishReason: FinishReason = this.nextIndex > 0 ? "tool_calls" : mapFinish(this.upstreamFinish);
     if (finishReason === "tool_calls" && this.nextIndex === 0) finishReason = "stop";
@@ -274,11 +278,8 @@ export class StreamTranslator {
   private delta(d: UpstreamDelta, out: BackendEvent[]): void {
     const reasoning = typeof d.reasoning_content === "string" && d.reasoning_content ? d.reasoning_content : typeof d.reasoning === "string" && d.reasoning ? d.reasoning : "";
     if (reasoning) {
-      const r = stripSpecialTokens(reasoning);
-      if (r) {
-        this.sawContent = true;
-        out.push({ type: "reasoning", text: r });
-      }
+      const r = this.reasoningStripper.push(reasoning);
+      if (r) out.push({ type: "reasoning", text: r });
     }
     if (typeof d.content === "string" && d.content) this.text(d.content, out);
     if (typeof d.refusal === "string" && d.refusal) this.text(d.refusal, out);
@@ -294,49 +295,32 @@ export class StreamTranslator {
     if (this.extractor) {
       for (const ev of this.extractor.push(raw)) this.extracted(ev, out);
     } else {
-      this.emitText(raw, out);
+      this.pushText(this.textStripper?.push(raw) ?? raw, out);
     }
   }
 
-  private extracted(ev: ReturnType<ToolCallExtractor["push"]>[number], out: BackendEvent[]): void {
-    if (ev.type === "text") this.emitText(ev.text, out);
+  private extracted(ev: ExtractEvent, out: BackendEvent[]): void {
+    if (ev.type === "text") this.pushText(ev.text, out);
     else {
       if (this.live) this.live.state = "closed"; // keep the live native call's chunks together
       this.live = undefined;
       this.flushText(out);
       const index = this.claimIndex(ev.call.name);
       if (index === undefined) return;
-      this.sawContent = true;
       out.push({ type: "tool_call", index, id: this.cleanId(ev.call.id), name: ev.call.name, argumentsDelta: ev.call.arguments });
     }
   }
 
-  /** Text with special tokens removed; a `<|` without its `|>` yet is held until the next text. */
-  private emitText(text: string, out: BackendEvent[]): void {
-    let t = this.heldText + text;
-    this.heldText = "";
-    const open = t.lastIndexOf("<|");
-    if (open >= 0 && t.indexOf("|>", open + 2) < 0 && t.length - open < SPECIAL_TOKEN_HOLD) {
-      this.heldText = t.slice(open);
-      t = t.slice(0, open);
-    }
-    this.pushText(t, out);
-  }
-
+  /** Text the special-token stripper still holds (a possible token's start), before a call or at the end. */
   private flushText(out: BackendEvent[]): void {
-    const t = this.heldText;
-    this.heldText = "";
-    this.pushText(t, out);
+    if (this.textStripper) this.pushText(this.textStripper.end(), out);
   }
 
   private pushText(t: string, out: BackendEvent[]): void {
     if (!t) return;
-    const clean = stripSpecialTokens(t);
-    if (!clean) return;
-    this.sawContent = true;
     const last = out[out.length - 1];
-    if (last?.type === "text") last.text += clean; // same upstream chunk: one event
-    else out.push({ type: "text", text: clean });
+    if (last?.type === "text") last.text += t; // same upstream chunk: one event
+    else out.push({ type: "text", text: t });
   }
 
   private cleanId(raw: string | null | undefined): string {
@@ -412,7 +396,6 @@ export class StreamTranslator {
       return;
     }
     this.flushText(out);
-    this.sawContent = true;
     call.outIndex = index;
     call.state = "live";
     call.id = this.cleanId(call.upstreamId);
@@ -559,6 +542,22 @@ class BodyReader {
     } finally {
       this.disarm();
     }
+  }
+}
+
+/** Read to the end of the body for at most `ms` (a few chunks); errors are ignored. */
+async function drainBriefly(reader: BodyReader, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), ms)));
+  try {
+    for (let i = 0; i < 16; i++) {
+      const c = await Promise.race([reader.next(), late]);
+      if (c === "late" || c === null) break;
+    }
+  } catch {
+    // the body is destroyed by the caller's cleanup
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -744,6 +743,9 @@ class OpenAIBackend implements Backend {
         return;
       }
       yield* this.sse(translator, text, reader, decoder, failure, url, state);
+      // After `done`: servers end the body right after [DONE]. Reading that end (briefly) returns the
+      // socket to the pool before the next turn asks for one. The consumer already has `done`.
+      if (state.sawDone && !stop && !reader.ended) await drainBriefly(reader, 250);
     } catch (err) {
       // Never throw out of run().
       this.logger.error({ err }, "unexpected failure in openai backend");

@@ -170,6 +170,7 @@ class OpencodeBackend implements Backend {
     const log = this.deps.logger.child({ backend: this.name, pid: proc.pid });
     log.debug({ args, promptChars: prompt.length }, "opencode started");
     const state = newOpencodeState();
+    let readAll = false;
     try {
       for await (const line of proc.lines()) {
         if (!line.trim()) continue;
@@ -182,9 +183,10 @@ class OpencodeBackend implements Backend {
         }
         for (const out of mapOpencodeEvent(ev, state)) yield out;
       }
+      readAll = true;
     } finally {
-      // Runs on normal end AND when the consumer stops early: never leave the process behind.
-      if (proc.child.exitCode === null && proc.child.signalCode === null) await proc.terminate("aborted");
+      // The consumer stopped early (client gone): never leave the process behind.
+      if (!readAll) await proc.terminate("aborted");
     }
     const end = await proc.wait();
     log.debug({ code: end.code, signal: end.signal, reason: end.reason }, "opencode ended");

@@ -1,9 +1,12 @@
 /** The backend types this bridge knows. One file per backend; add new types here. */
 import type { BackendModule } from "./module.js";
 import { opencodeBackend } from "./opencode.js";
+import { openaiBackend } from "./openai.js";
+import { claudeCodeBackend } from "./claude-code.js";
+import { geminiCliBackend } from "./gemini-cli.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const modules: BackendModule<any>[] = [opencodeBackend];
+const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend];
 
 export function backendModule(type: string): BackendModule<unknown> | undefined {
   return modules.find((m) => m.type === type);

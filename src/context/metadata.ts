@@ -17,6 +17,7 @@ const MESSAGE_ID_LINE = /^\[message_id: [^\]\n]*\][ \t]*(?:\n|$)/;
 const INTERNAL_BLOCK = /<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>[\s\S]*?(?:<<<END_OPENCLAW_INTERNAL_CONTEXT>>>|$)/g;
 /** OpenClaw's `Runtime: agent=main | session=agent:main:main | sessionId=<uuid> | …` line. */
 const RUNTIME_LINE = /^Runtime: [^\n]*(?:\n|$)/gm;
+const RUNTIME_AT_START = /^Runtime: [^\n]*(?:\n|$)/;
 
 /** Remove OpenClaw's metadata wrappers from one user text. Idempotent. */
 export function stripMetadata(text: string): string {
@@ -28,6 +29,7 @@ export function stripMetadata(text: string): string {
     out = out.replace(TIMESTAMP_PREFIX, "");
     out = out.replace(UNTRUSTED_BLOCK, "");
     out = out.replace(MESSAGE_ID_LINE, "");
+    out = out.replace(RUNTIME_AT_START, "");
     if (out === before) break;
   }
   out = out.replace(RUNTIME_LINE, "");

@@ -38,7 +38,7 @@ export function extractContextFiles(system: string): ContextFile[] {
         current = { path: file[1]!, lines: [] };
         continue;
       }
-      if (current && (TRAILING_HEADINGS.test(line) || /^# /.test(line))) {
+      if (current && TRAILING_HEADINGS.test(line)) {
         flush();
         continue;
       }

@@ -78,12 +78,14 @@ function compile(rule: IntentRule): CompiledRule {
 
 /**
  * Prepare a user message for matching: Unicode NFC, drop a leading client timestamp
- * ("[Sat 2026-11-21 09:13 UTC] "), fenced and inline code, and quoted ("> ") lines — text in
- * code or quotes is material, not a request.
+ * ("[Sat 2026-11-21 09:13 UTC] "), <<<BEGIN_X>>>…<<<END_X>>> context blocks, fenced and inline
+ * code, and quoted ("> ") lines — text in code or quotes is material, not a request.
  */
 export function normalizeMessage(message: string): string {
   let s = message.normalize("NFC").replace(/\r\n?/g, "\n");
   s = s.replace(/^\s*\[[^\]\n]{0,60}?\d{1,2}:\d{2}[^\]\n]{0,30}\]\s*/u, "");
+  // Client-injected context blocks (e.g. OpenClaw's internal context) are not the user's words.
+  s = s.replace(/<<<BEGIN_[A-Z0-9_]+>>>[\s\S]*?(?:<<<END_[A-Z0-9_]+>>>|$)/g, "\n");
   s = s.replace(/```[\s\S]*?(?:```|$)/g, "\n");
   s = s.replace(/~~~[\s\S]*?(?:~~~|$)/g, "\n");
   s = s.replace(/`[^`\n]*`/g, " ");
@@ -103,7 +105,7 @@ export function splitSentences(text: string): string[] {
     .filter((s) => s.length > 0);
 }
 
-const URL_RE = /(?:\bhttps?:\/\/|(?<![\p{L}\p{N}@/.:-])www\.)[^\s<>"'`\\^{}|[\]]+/giu;
+const URL_RE = /(?:\bhttps?:\/\/(?:\[[0-9a-f:.%]+\])?|(?<![\p{L}\p{N}@/.:-])www\.)[^\s<>"'`\\^{}|[\]]*/giu;
 
 function trimUrlTail(u: string): string {
   let s = u;

@@ -10,7 +10,7 @@ import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { Transform } from "node:stream";
 import { BlockedError, type NetGuard, type ResolveFn } from "./netguard.js";
 
-export const DEFAULT_USER_AGENT = "Mozilla/5.0 (compatible; clawbridge/0.1; +https://github.com/clawbridge)";
+export const DEFAULT_USER_AGENT = "Mozilla/5.0 (compatible; clawbridge/0.1)";
 
 export class ToolError extends Error {
   constructor(
@@ -108,7 +108,13 @@ async function readCapped(
   let truncated = false;
   const z = encoding && encoding !== "identity" ? decompressor(encoding) : null;
   if (encoding && encoding !== "identity" && !z) throw new ToolError("UNSUPPORTED", `unsupported content-encoding ${encoding}`);
-  const source: AsyncIterable<Uint8Array> = z ? (body as unknown as NodeJS.ReadableStream).pipe(z) : body;
+  let source: AsyncIterable<Uint8Array> = body;
+  if (z) {
+    const raw = body as unknown as NodeJS.ReadableStream;
+    // pipe() does not forward errors: a failed or aborted download must end the decompressor too.
+    raw.on("error", (err: Error) => z.destroy(err));
+    source = raw.pipe(z);
+  }
   try {
     for await (const chunk of source) {
       const c = Buffer.from(chunk);

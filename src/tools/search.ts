@@ -8,6 +8,12 @@ import type { Dispatcher } from "undici";
 import type { SearchConfig, SearchProviderName } from "../intent/schema.js";
 import { httpGet, ToolError } from "./http.js";
 
+interface DomEl {
+  getAttribute(name: string): string | null;
+  querySelector(selector: string): DomEl | null;
+  textContent: string | null;
+}
+
 export interface SearchResult {
   title: string;
   url: string;
@@ -94,7 +100,7 @@ function ddgTarget(href: string | null): string | null {
  */
 export function parseDuckDuckGoHtml(html: string): SearchResult[] {
   const { document } = parseHTML(html);
-  const nodes = Array.from(document.querySelectorAll(".result, .web-result"));
+  const nodes = Array.from(document.querySelectorAll(".result, .web-result")) as DomEl[];
   const out: SearchResult[] = [];
   const seen = new Set<string>();
   for (const node of nodes) {

@@ -36,7 +36,20 @@ export type Reply =
   | { kind: "hang"; afterChunks?: string[] }
   | { kind: "reset"; afterChunks?: string[] }
   /** Raw HTTP: written as is (frames with a delay between them). */
-  | { kind: "raw"; status?: number; headers?: Record<string, string>; frames: string[]; delayMs?: number };
+  | { kind: "raw"; status?: number; headers?: Record<string, string>; frames: string[]; delayMs?: number }
+  /**
+   * Raw HTTP driven step by step: a string is written as is, a function is awaited before the next
+   * step (a gate the test releases, a signal that a frame was written, `res.flushHeaders()`...).
+   * Headers (default text/event-stream) go out with the first write. The response ends after the
+   * last step unless `keepOpen`.
+   */
+  | {
+      kind: "steps";
+      status?: number;
+      headers?: Record<string, string>;
+      steps: Array<string | ((res: http.ServerResponse) => unknown)>;
+      keepOpen?: boolean;
+    };
 
 export type Script = (req: RecordedRequest) => Reply;
 
@@ -135,7 +148,7 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
     switch (reply.kind) {
       case "error": {
         res.writeHead(reply.status, { "content-type": "application/json" });
-        res.end(JSON.stringify({ error: { message: reply.message, type: reply.type ?? "server_error" } }));
+        res.end(JSON.stringify({ error: { message: reply.message, type: reply.type ?? (reply.status >= 500 ? "server_error" : "invalid_request_error") } }));
         return;
       }
       case "raw": {
@@ -215,6 +228,16 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
         res.write(chunk({}, reply.finishReason ?? "stop"));
         if (usage) res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model, choices: [], usage })}\n\n`);
         res.end("data: [DONE]\n\n");
+        return;
+      }
+      case "steps": {
+        res.writeHead(reply.status ?? 200, reply.headers ?? { "content-type": "text/event-stream" });
+        for (const step of reply.steps) {
+          if (closing || res.destroyed) return;
+          if (typeof step === "string") res.write(step);
+          else await step(res);
+        }
+        if (!reply.keepOpen && !res.destroyed) res.end();
         return;
       }
     }

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
-import { openSessionStore } from "../../src/store/index.js";
+import { SqliteSessionStore } from "../../src/store/index.js";
 import { expectedBinding } from "../fixtures/store/expected.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -101,7 +101,7 @@ describe("session store crash safety (kill -9)", () => {
       assert.ok(existsSync(`${file()}-wal`), "the killed child left its WAL behind (recovery is exercised)");
 
       assert.deepEqual(rawIntegrity(file()), ["ok"]);
-      const store = await openSessionStore({ kind: "sqlite", path: file() });
+      const store = SqliteSessionStore.open(file());
       try {
         for (const { key, i } of reported) {
           assert.deepEqual(await store.get(key), expectedBinding(prefix, i), `binding ${key} after kill -9`);
@@ -129,7 +129,7 @@ describe("session store shared by several processes", () => {
       assert.equal(b.code, 0, `child b: ${b.stderr}`);
       assert.deepEqual(a.lines, ["DONE 20"]);
       assert.deepEqual(b.lines, ["DONE 20"]);
-      const store = await openSessionStore({ kind: "sqlite", path: file });
+      const store = SqliteSessionStore.open(file);
       try {
         assert.equal((await store.list()).length, 40);
         for (let i = 0; i < 20; i++) {
@@ -148,7 +148,7 @@ describe("session store shared by several processes", () => {
     const SHARED = "agent:main:shared";
     const PER_CHILD = 150;
     const PARENT_TURNS = 60;
-    const store = await openSessionStore({ kind: "sqlite", path: file });
+    const store = SqliteSessionStore.open(file);
     try {
       await store.put({ key: SHARED, backend: "claude", backendSessionId: "shared-sid", cwd: "/w", turns: 0, createdAt: 1, updatedAt: 1 });
       const children = Promise.all([

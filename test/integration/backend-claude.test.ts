@@ -1,0 +1,338 @@
+/**
+ * The claude-code backend driving the REAL `claude` CLI (node_modules/.bin) against a fake
+ * Anthropic Messages API on 127.0.0.1. Only the model API is faked.
+ */
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code.js";
+import type { BackendEvent, TurnInput } from "../../src/backends/types.js";
+import { createLogger } from "../../src/log/logger.js";
+import { chatRequestSchema } from "../../src/openai/schema.js";
+import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
+import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
+
+const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
+
+function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string } = {}): TurnInput {
+  return {
+    model: opts.model ?? "default",
+    prompt: { system: opts.system ?? "", text },
+    request: chatRequestSchema.parse({ model: "claude-test", messages: [{ role: "user", content: text }] }),
+    session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
+    signal: opts.signal ?? new AbortController().signal,
+  };
+}
+
+async function collect(it: AsyncIterable<BackendEvent>, max = 5000): Promise<BackendEvent[]> {
+  const out: BackendEvent[] = [];
+  for await (const ev of it) {
+    out.push(ev);
+    if (out.length >= max) throw new Error("too many events");
+  }
+  return out;
+}
+
+const textOf = (evs: BackendEvent[]) => evs.flatMap((e) => (e.type === "text" ? [e.text] : [])).join("");
+const sessionOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "session" }> => e.type === "session")?.id;
+const errorOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
+
+function assertEndsOnce(evs: BackendEvent[]): void {
+  const ends = evs.filter((e) => e.type === "done" || e.type === "error");
+  assert.equal(ends.length, 1, `exactly one done/error: ${JSON.stringify(evs.map((e) => e.type))}`);
+  assert.equal(evs.at(-1), ends[0], "done/error is the last event");
+}
+
+/** All files named `name` below `root` (bounded walk). */
+function findFiles(root: string, name: string, depth = 6): string[] {
+  const out: string[] = [];
+  if (depth < 0) return out;
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(root);
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = path.join(root, e);
+    if (e === name) out.push(p);
+    else if (statSync(p).isDirectory()) out.push(...findFiles(p, name, depth - 1));
+  }
+  return out;
+}
+
+function systemText(req: RecordedRequest): string {
+  const s = req.body?.system;
+  return typeof s === "string" ? s : Array.isArray(s) ? s.map((b: any) => b?.text ?? "").join("\n") : "";
+}
+
+/** The user/assistant messages of a request as [role, text] (tool-only and claude's own system rows skipped). */
+function dialogue(req: RecordedRequest): [string, string][] {
+  const msgs: any[] = req.body?.messages ?? [];
+  return msgs
+    .filter((m) => m.role === "user" || m.role === "assistant")
+    .map((m): [string, string] => [m.role, anthropicText(m.content)])
+    .filter(([, t]) => t.trim() !== "");
+}
+
+function pidGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ESRCH";
+  }
+}
+
+async function eventually(check: () => boolean, ms = 10_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  for (let i = 0; i < 1000 && Date.now() < end; i++) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return check();
+}
+
+describe("claude-code backend with the real claude CLI", () => {
+  let fake: FakeAnthropic;
+  let home: string;
+  let dataDir: string;
+  let backend: ClaudeCodeBackend;
+
+  const make = (extra: Record<string, unknown> = {}) =>
+    claudeCodeBackend.create(
+      "claude",
+      claudeCodeOptionsSchema.parse({ command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      { logger, dataDir },
+    ) as ClaudeCodeBackend;
+
+  before(async () => {
+    fake = await startFakeAnthropic();
+    home = mkdtempSync(path.join(tmpdir(), "cb-claude-home-"));
+    dataDir = mkdtempSync(path.join(tmpdir(), "cb-claude-data-"));
+    backend = make();
+  });
+
+  after(async () => {
+    await fake?.close();
+    rmSync(home, { recursive: true, force: true });
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test("health reports the CLI version", async () => {
+    const h = await backend.health();
+    assert.equal(h.usable, true, h.detail);
+    assert.match(h.version ?? "", /Claude Code/);
+  });
+
+  test("a text turn streams deltas, reasoning, usage, a session and done", async () => {
+    fake.setScript(() => ({ kind: "text", thinking: ["Let me ", "think."], chunks: ["The answer ", "is ", "81."], delayMs: 5, inputTokens: 120, outputTokens: 9 }));
+    const before = fake.messageCalls().length;
+    const evs = await collect(backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })));
+    assertEndsOnce(evs);
+    assert.deepEqual(evs.at(-1), { type: "done", finishReason: "stop" });
+    const texts = evs.filter((e) => e.type === "text");
+    assert.ok(texts.length >= 3, `several text deltas, got ${texts.length}`);
+    assert.equal(textOf(evs), "The answer is 81.");
+    assert.equal(evs.filter((e) => e.type === "reasoning").map((e) => (e as { text: string }).text).join(""), "Let me think.");
+    const sid = sessionOf(evs);
+    assert.match(sid ?? "", /^[0-9a-f-]{36}$/);
+    assert.ok(evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"), "session is known before the first text");
+    const usage = evs.find((e) => e.type === "usage");
+    assert.deepEqual(usage, { type: "usage", usage: { promptTokens: 120, completionTokens: 9, totalTokens: 129 } });
+
+    const calls = fake.messageCalls().slice(before);
+    assert.equal(calls.length, 1, "one model call");
+    const req = calls[0]!;
+    assert.ok(systemText(req).includes("BOOTSTRAP-basic: you are Pebble."), "bootstrap appended to the system prompt");
+    assert.ok(systemText(req).includes("Claude Code"), "append mode keeps claude's own system prompt");
+    assert.match(req.lastUserText, /what is 9 \* 9/);
+    const toolNames: string[] = (req.body.tools ?? []).map((t: any) => t.name);
+    assert.ok(toolNames.includes("Read"), "read-only tools offered");
+    for (const t of ["Bash", "Edit", "Write"]) assert.ok(!toolNames.includes(t), `${t} not offered by the safe default`);
+    assert.equal(fake.unknown.length, 0, `unknown paths: ${fake.unknown.map((u) => u.path).join(", ")}`);
+    assert.deepEqual(readdirSync(path.join(dataDir, "tmp")), [], "the per-turn system prompt file is removed");
+  });
+
+  test("systemPromptMode replace (flag value instead of a file) sends only the bootstrap as the system prompt", async () => {
+    fake.setScript(() => ({ kind: "text", chunks: ["ok"] }));
+    const replacing = make({ systemPromptMode: "replace", systemPromptFile: false });
+    const n0 = fake.messageCalls().length;
+    const evs = await collect(replacing.run(turnInput("conv-replace", "hi", { system: "--- ONLY-BOOT (starts with dashes)" })));
+    assertEndsOnce(evs);
+    assert.equal(evs.at(-1)?.type, "done");
+    const sys = systemText(fake.messageCalls().slice(n0)[0]!);
+    assert.ok(sys.includes("--- ONLY-BOOT (starts with dashes)"), sys);
+    assert.ok(!sys.includes("Claude Code"), "claude's own prompt replaced");
+  });
+
+  test("a consumer that stops reading early leaves no process behind", async () => {
+    fake.setScript(() => ({ kind: "text", chunks: ["one ", "two ", "three"], delayMs: 300 }));
+    let sawText = false;
+    for await (const ev of backend.run(turnInput("conv-early", "count"))) {
+      if (ev.type === "text") {
+        sawText = true;
+        break;
+      }
+    }
+    assert.ok(sawText);
+    assert.ok(pidGone(backend.lastPid!), "process terminated and reaped when the generator was closed");
+  });
+
+  test("turn 2 resumes the session: history from the CLI's transcript, only the new message added, bootstrap on both turns", async () => {
+    fake.setScript((r) => ({ kind: "text", chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."] }));
+    const n0 = fake.messageCalls().length;
+    const t1 = await collect(backend.run(turnInput("conv-resume", "first question", { system: "BOOT-ONE" })));
+    assertEndsOnce(t1);
+    const sid = sessionOf(t1)!;
+    assert.ok(sid);
+    const t2 = await collect(backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })));
+    assertEndsOnce(t2);
+    assert.equal(t2.at(-1)?.type, "done");
+    assert.equal(sessionOf(t2), sid, "same session id confirmed");
+    assert.equal(textOf(t2), "Second reply.");
+
+    const [r1, r2] = fake.messageCalls().slice(n0);
+    assert.ok(r1 && r2);
+    assert.ok(systemText(r1).includes("BOOT-ONE"));
+    assert.ok(systemText(r2).includes("BOOT-TWO"), "bootstrap sent again on the resumed turn");
+    assert.ok(!systemText(r2).includes("BOOT-ONE"), "the system text is per turn, not stored in the session");
+    const d2 = dialogue(r2);
+    assert.equal(d2.length, 3, `user, assistant, user: ${JSON.stringify(d2)}`);
+    assert.equal(d2[0]![0], "user");
+    assert.match(d2[0]![1], /first question/);
+    assert.deepEqual(d2[1], ["assistant", "First reply."]);
+    assert.equal(d2[2]![0], "user");
+    assert.match(d2[2]![1], /second question/);
+    assert.ok(!d2[2]![1].includes("first question"), "only the new message is added");
+  });
+
+  test("resuming an unknown session id gives session_not_found", async () => {
+    const n0 = fake.messageCalls().length;
+    const evs = await collect(backend.run(turnInput("conv-unknown", "hello", { sessionId: randomUUID() })));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "session_not_found", JSON.stringify(err));
+    assert.match(err!.message, /No conversation found with session ID/);
+    assert.equal(sessionOf(evs), undefined, "no session bound for a failed resume");
+    assert.equal(fake.messageCalls().length, n0, "the model was not called");
+  });
+
+  test("resuming a session whose transcript was deleted gives session_not_found", async () => {
+    fake.setScript(() => ({ kind: "text", chunks: ["ok"] }));
+    const t1 = await collect(backend.run(turnInput("conv-deleted", "remember me")));
+    const sid = sessionOf(t1)!;
+    const files = findFiles(path.join(home, ".claude", "projects"), `${sid}.jsonl`);
+    assert.equal(files.length, 1, "transcript stored under CLAUDE_CONFIG_DIR/projects/<cwd>/<id>.jsonl");
+    unlinkSync(files[0]!);
+    const evs = await collect(backend.run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
+    assertEndsOnce(evs);
+    assert.equal(errorOf(evs)?.code, "session_not_found");
+  });
+
+  test("an API error from the model becomes an upstream_error carrying its message", async () => {
+    fake.setScript(() => ({ kind: "error", status: 400, errorType: "invalid_request_error", message: "fake refused the request: bad-field-xyz-123" }));
+    const evs = await collect(backend.run(turnInput("conv-apierr", "hi")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "upstream_error");
+    assert.match(err!.message, /fake refused the request: bad-field-xyz-123/);
+    assert.equal(err!.retryable, false);
+    assert.equal(textOf(evs), "", "the CLI's synthetic 'API Error' message is not streamed as answer text");
+  });
+
+  test("claude's own tool use shows as tool_activity and the answer continues after it", async () => {
+    let step = 0;
+    fake.setScript((r) => {
+      const hasResult = JSON.stringify(r.body?.messages ?? []).includes("tool_result");
+      step++;
+      return hasResult
+        ? { kind: "text", chunks: ["The file says ", "hi."] }
+        : { kind: "text", chunks: ["Let me look."], toolUses: [{ id: `toolu_${step}x`, name: "Read", input: { file_path: "notes.txt" } }] };
+    });
+    const cwd = mkdtempSync(path.join(dataDir, "tool-"));
+    writeFileSync(path.join(cwd, "notes.txt"), "hi\n");
+    const evs = await collect(backend.run(turnInput("conv-tool", "read notes.txt", { cwd })));
+    assertEndsOnce(evs);
+    const acts = evs.filter((e) => e.type === "tool_activity");
+    assert.deepEqual(
+      acts.map((a) => [a.name, a.status]),
+      [
+        ["Read", "started"],
+        ["Read", "completed"],
+      ],
+    );
+    assert.equal((acts[0] as { detail?: string }).detail, "notes.txt");
+    assert.equal(textOf(evs), "Let me look.\n\nThe file says hi.");
+  });
+
+  test("abort while the model hangs ends the turn promptly and leaves no process", async () => {
+    fake.setScript(() => ({ kind: "hang" }));
+    const ac = new AbortController();
+    const n0 = fake.messageCalls().length;
+    const it = backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal }));
+    const done = collect(it);
+    assert.ok(await eventually(() => fake.messageCalls().length > n0), "the CLI reached the model");
+    const pid = backend.lastPid!;
+    assert.ok(pid > 0);
+    ac.abort();
+    const evs = await done;
+    assertEndsOnce(evs);
+    assert.equal(errorOf(evs)?.code, "aborted");
+    assert.ok(pidGone(pid), "process reaped");
+  });
+
+  test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
+    fake.setScript(() => ({ kind: "hang" }));
+    const slow = make({ timeoutSeconds: 2 });
+    const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "backend_timeout");
+    assert.equal(err?.retryable, true);
+    assert.ok(pidGone(slow.lastPid!), "process reaped");
+  });
+
+  test("two conversations in parallel stay apart, on their first and their resumed turns", async () => {
+    fake.setScript((r) => ({ kind: "text", chunks: [r.lastUserText.includes("alpha") ? "A" : "B", "-", r.lastUserText.includes("again") ? "2" : "1"], delayMs: 20 }));
+    const [a1, b1] = await Promise.all([
+      collect(backend.run(turnInput("conv-par-A", "alpha start"))),
+      collect(backend.run(turnInput("conv-par-B", "beta start"))),
+    ]);
+    assert.equal(textOf(a1), "A-1");
+    assert.equal(textOf(b1), "B-1");
+    const sa = sessionOf(a1)!;
+    const sb = sessionOf(b1)!;
+    assert.notEqual(sa, sb);
+    const n0 = fake.messageCalls().length;
+    const [a2, b2] = await Promise.all([
+      collect(backend.run(turnInput("conv-par-A", "alpha again", { sessionId: sa }))),
+      collect(backend.run(turnInput("conv-par-B", "beta again", { sessionId: sb }))),
+    ]);
+    assert.equal(textOf(a2), "A-2");
+    assert.equal(textOf(b2), "B-2");
+    const calls = fake.messageCalls().slice(n0);
+    const reqA = calls.find((r) => r.lastUserText.includes("alpha again"))!;
+    const reqB = calls.find((r) => r.lastUserText.includes("beta again"))!;
+    assert.ok(reqA && reqB);
+    const histA = JSON.stringify(dialogue(reqA));
+    const histB = JSON.stringify(dialogue(reqB));
+    assert.ok(histA.includes("alpha start") && !histA.includes("beta"), histA);
+    assert.ok(histB.includes("beta start") && !histB.includes("alpha"), histB);
+    const dirs = readdirSync(path.join(dataDir, "work"));
+    assert.ok(dirs.length >= 2, "each conversation has its own working directory");
+  });
+
+  test("a missing binary gives backend_unavailable naming the path tried", async () => {
+    const missing = claudeCodeBackend.create("nope", claudeCodeOptionsSchema.parse({ command: "/nonexistent/dir/claude" }), { logger, dataDir });
+    const evs = await collect(missing.run(turnInput("conv-missing", "hi")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "backend_unavailable");
+    assert.match(err!.message, /\/nonexistent\/dir\/claude/);
+    assert.equal((await missing.health()).usable, false);
+  });
+});

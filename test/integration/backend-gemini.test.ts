@@ -1,0 +1,335 @@
+/**
+ * The gemini-cli backend driving the REAL `gemini` CLI (node_modules/.bin) against a fake Gemini
+ * API on 127.0.0.1. Only the model API is faked.
+ */
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { GEMINI_MD_MARKER, geminiCliBackend, geminiCliOptionsSchema, type GeminiCliBackend } from "../../src/backends/gemini-cli.js";
+import type { BackendEvent, TurnInput } from "../../src/backends/types.js";
+import { createLogger } from "../../src/log/logger.js";
+import { chatRequestSchema } from "../../src/openai/schema.js";
+import { geminiEnv, GEMINI_BIN } from "../fakes/cli-env.js";
+import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../fakes/gemini-api.js";
+
+const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
+
+function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string } = {}): TurnInput {
+  return {
+    model: opts.model ?? "default",
+    prompt: { system: opts.system ?? "", text },
+    request: chatRequestSchema.parse({ model: "gemini-test", messages: [{ role: "user", content: text }] }),
+    session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
+    signal: opts.signal ?? new AbortController().signal,
+  };
+}
+
+async function collect(it: AsyncIterable<BackendEvent>, max = 5000): Promise<BackendEvent[]> {
+  const out: BackendEvent[] = [];
+  for await (const ev of it) {
+    out.push(ev);
+    if (out.length >= max) throw new Error("too many events");
+  }
+  return out;
+}
+
+const textOf = (evs: BackendEvent[]) => evs.flatMap((e) => (e.type === "text" ? [e.text] : [])).join("");
+const sessionOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "session" }> => e.type === "session")?.id;
+const errorOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
+
+function assertEndsOnce(evs: BackendEvent[]): void {
+  const ends = evs.filter((e) => e.type === "done" || e.type === "error");
+  assert.equal(ends.length, 1, `exactly one done/error: ${JSON.stringify(evs.map((e) => e.type))}`);
+  assert.equal(evs.at(-1), ends[0], "done/error is the last event");
+}
+
+/** Files below `root` whose name matches (bounded walk). */
+function findFiles(root: string, match: (name: string) => boolean, depth = 6): string[] {
+  const out: string[] = [];
+  if (depth < 0) return out;
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(root);
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = path.join(root, e);
+    if (statSync(p).isDirectory()) out.push(...findFiles(p, match, depth - 1));
+    else if (match(e)) out.push(p);
+  }
+  return out;
+}
+
+/** The conversation of a request as [role, text] pairs (text parts of each content joined). */
+function dialogue(req: RecordedGeminiRequest): [string, string][] {
+  return (req.body?.contents ?? []).map((c: any): [string, string] => [c.role, geminiPartsText(c.parts)]);
+}
+
+function pidGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ESRCH";
+  }
+}
+
+async function eventually(check: () => boolean, ms = 15_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  for (let i = 0; i < 1000 && Date.now() < end; i++) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return check();
+}
+
+/** Script only the model turn; side calls (routing classifier: JSON) keep the fake's default answer. */
+const mainTurn =
+  (fn: (r: RecordedGeminiRequest) => GeminiReply) =>
+  (r: RecordedGeminiRequest): GeminiReply =>
+    r.action === "streamGenerateContent" ? fn(r) : { kind: "text", chunks: ["side"] };
+
+describe("gemini-cli backend with the real gemini CLI", () => {
+  let fake: FakeGemini;
+  let home: string;
+  let dataDir: string;
+  let backend: GeminiCliBackend;
+
+  const make = (extra: Record<string, unknown> = {}) =>
+    geminiCliBackend.create(
+      "gemini",
+      geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      { logger, dataDir },
+    ) as GeminiCliBackend;
+
+  before(async () => {
+    fake = await startFakeGemini();
+    home = mkdtempSync(path.join(tmpdir(), "cb-gemini-home-"));
+    dataDir = mkdtempSync(path.join(tmpdir(), "cb-gemini-data-"));
+    backend = make();
+  });
+
+  after(async () => {
+    await fake?.close();
+    rmSync(home, { recursive: true, force: true });
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test("health reports the CLI version", async () => {
+    const h = await backend.health();
+    assert.equal(h.usable, true, h.detail);
+    assert.match(h.version ?? "", /^\d+\.\d+/);
+  });
+
+  test("a text turn streams deltas, usage, a session and done; the bootstrap is the system instruction", async () => {
+    fake.setScript(mainTurn(() => ({ kind: "text", chunks: ["The answer ", "is ", "81."], delayMs: 5, promptTokens: 200, outputTokens: 7 })));
+    const n0 = fake.turnCalls().length;
+    const evs = await collect(backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })));
+    assertEndsOnce(evs);
+    assert.deepEqual(evs.at(-1), { type: "done", finishReason: "stop" });
+    assert.ok(evs.filter((e) => e.type === "text").length >= 3, "several text deltas");
+    assert.equal(textOf(evs), "The answer is 81.");
+    const sid = sessionOf(evs);
+    assert.match(sid ?? "", /^[0-9a-f-]{36}$/);
+    assert.ok(evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"), "session is known before the first text");
+    const usage = evs.find((e) => e.type === "usage") as Extract<BackendEvent, { type: "usage" }> | undefined;
+    assert.ok(usage, "usage reported");
+    // stats add up every model call of the turn (the routing side call included).
+    assert.ok(usage.usage.promptTokens >= 200 && usage.usage.completionTokens >= 7, JSON.stringify(usage.usage));
+    assert.equal(usage.usage.totalTokens, usage.usage.promptTokens + usage.usage.completionTokens);
+
+    const calls = fake.turnCalls().slice(n0);
+    assert.equal(calls.length, 1, "one model turn");
+    assert.equal(calls[0]!.systemText, "BOOTSTRAP-basic: you are Pebble.", "GEMINI_SYSTEM_MD replaces the system instruction");
+    assert.match(calls[0]!.lastUserText, /what is 9 \* 9/);
+    assert.deepEqual(fake.unknown.map((u) => u.path), [], "no unknown endpoints called");
+  });
+
+  test("turn 2 resumes the session: turn 1's history plus only the new message, bootstrap on both turns", async () => {
+    fake.setScript(mainTurn((r) => ({ kind: "text", chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."] })));
+    const n0 = fake.turnCalls().length;
+    const t1 = await collect(backend.run(turnInput("conv-resume", "first question", { system: "BOOT-ONE" })));
+    assertEndsOnce(t1);
+    const sid = sessionOf(t1)!;
+    const t2 = await collect(backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })));
+    assertEndsOnce(t2);
+    assert.equal(t2.at(-1)?.type, "done", JSON.stringify(errorOf(t2)));
+    assert.equal(sessionOf(t2), sid, "same session id");
+    assert.equal(textOf(t2), "Second reply.");
+    const [r1, r2] = fake.turnCalls().slice(n0);
+    assert.ok(r1 && r2);
+    assert.equal(r1.systemText, "BOOT-ONE");
+    assert.equal(r2.systemText, "BOOT-TWO", "bootstrap applied again on the resumed turn");
+    const d2 = dialogue(r2);
+    assert.equal(d2.length, 3, JSON.stringify(d2.map(([r, t]) => [r, t.slice(-40)])));
+    assert.equal(d2[0]![0], "user");
+    assert.match(d2[0]![1], /first question/);
+    assert.deepEqual(d2[1], ["model", "First reply."]);
+    assert.equal(d2[2]![0], "user");
+    assert.match(d2[2]![1], /^second question/);
+    assert.ok(!d2[2]![1].includes("first question"), "only the new message is added");
+  });
+
+  test("context mode: the bootstrap goes to GEMINI.md and reaches the first user content on every turn", async () => {
+    const ctx = make({ systemPromptMode: "context" });
+    fake.setScript(mainTurn(() => ({ kind: "text", chunks: ["ok"] })));
+    const n0 = fake.turnCalls().length;
+    const t1 = await collect(ctx.run(turnInput("conv-context", "hello", { system: "CTX-BOOT-ONE" })));
+    assertEndsOnce(t1);
+    const t2 = await collect(ctx.run(turnInput("conv-context", "again", { system: "CTX-BOOT-TWO", sessionId: sessionOf(t1) })));
+    assertEndsOnce(t2);
+    assert.equal(t2.at(-1)?.type, "done");
+    const [r1, r2] = fake.turnCalls().slice(n0);
+    assert.ok(r1 && r2);
+    assert.match(r1.systemText, /Gemini CLI/, "gemini's own system prompt stays");
+    assert.ok(!r1.systemText.includes("CTX-BOOT"));
+    assert.match(dialogue(r1)[0]![1], /CTX-BOOT-ONE/);
+    const first2 = dialogue(r2)[0]![1];
+    assert.match(first2, /CTX-BOOT-TWO/, "rewritten GEMINI.md is re-read on the resumed turn");
+    assert.ok(!first2.includes("CTX-BOOT-ONE"));
+  });
+
+  test("context mode never overwrites a GEMINI.md that is not the bridge's", async () => {
+    const cwd = mkdtempSync(path.join(dataDir, "own-md-"));
+    writeFileSync(path.join(cwd, "GEMINI.md"), "USER-OWN-NOTES\n");
+    const ctx = make({ systemPromptMode: "context" });
+    fake.setScript(mainTurn(() => ({ kind: "text", chunks: ["ok"] })));
+    const n0 = fake.turnCalls().length;
+    const evs = await collect(ctx.run(turnInput("conv-own-md", "hello", { system: "BRIDGE-BOOT", cwd })));
+    assertEndsOnce(evs);
+    assert.equal(readFileSync(path.join(cwd, "GEMINI.md"), "utf8"), "USER-OWN-NOTES\n");
+    const r = fake.turnCalls().slice(n0)[0]!;
+    assert.equal(r.systemText, "BRIDGE-BOOT", "fell back to GEMINI_SYSTEM_MD");
+    assert.ok(!readFileSync(path.join(cwd, "GEMINI.md"), "utf8").startsWith(GEMINI_MD_MARKER));
+  });
+
+  test("resuming an unknown session id gives session_not_found", async () => {
+    const n0 = fake.turnCalls().length;
+    const evs = await collect(backend.run(turnInput("conv-unknown", "hello", { sessionId: randomUUID() })));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "session_not_found", JSON.stringify(err));
+    assert.match(err!.message, /Error resuming session|Invalid session identifier|No previous sessions found/);
+    assert.equal(sessionOf(evs), undefined);
+    assert.equal(fake.turnCalls().length, n0, "the model was not called");
+  });
+
+  test("resuming a session whose file was deleted gives session_not_found", async () => {
+    fake.setScript(mainTurn(() => ({ kind: "text", chunks: ["ok"] })));
+    const t1 = await collect(backend.run(turnInput("conv-deleted", "remember me")));
+    const sid = sessionOf(t1)!;
+    const files = findFiles(path.join(home, ".gemini", "tmp"), (n) => n.startsWith("session-") && n.includes(sid.slice(0, 8))).filter((f) =>
+      readFileSync(f, "utf8").includes(sid),
+    );
+    assert.equal(files.length, 1, "session stored under ~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl");
+    unlinkSync(files[0]!);
+    const evs = await collect(backend.run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
+    assertEndsOnce(evs);
+    assert.equal(errorOf(evs)?.code, "session_not_found", JSON.stringify(errorOf(evs)));
+  });
+
+  test("an API error from the model becomes an upstream_error carrying its message", async () => {
+    fake.setScript(mainTurn(() => ({ kind: "error", status: 400, message: "fake refused the request: bad-field-xyz-123" })));
+    const evs = await collect(backend.run(turnInput("conv-apierr", "hi")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "upstream_error", JSON.stringify(err));
+    assert.match(err!.message, /fake refused the request: bad-field-xyz-123/);
+    assert.match(err!.message, /400/);
+    assert.equal(err!.retryable, false);
+  });
+
+  test("gemini's own tool use shows as tool_activity and the answer continues after it", async () => {
+    fake.setScript(
+      mainTurn((r) =>
+        JSON.stringify(r.body?.contents ?? []).includes("functionResponse")
+          ? { kind: "text", chunks: ["The file says ", "hi."] }
+          : { kind: "text", chunks: ["Let me look."], functionCalls: [{ name: "read_file", args: { file_path: "notes.txt" } }] },
+      ),
+    );
+    const cwd = mkdtempSync(path.join(dataDir, "tool-"));
+    writeFileSync(path.join(cwd, "notes.txt"), "hi\n");
+    const evs = await collect(backend.run(turnInput("conv-tool", "read notes.txt", { cwd })));
+    assertEndsOnce(evs);
+    const acts = evs.filter((e) => e.type === "tool_activity");
+    assert.deepEqual(
+      acts.map((a) => [a.name, a.status]),
+      [
+        ["read_file", "started"],
+        ["read_file", "completed"],
+      ],
+    );
+    assert.equal((acts[0] as { detail?: string }).detail, "notes.txt");
+    assert.equal(textOf(evs), "Let me look.\n\nThe file says hi.");
+  });
+
+  test("abort while the model hangs ends the turn promptly and leaves no process", async () => {
+    fake.setScript(mainTurn(() => ({ kind: "hang" })));
+    const ac = new AbortController();
+    const n0 = fake.turnCalls().length;
+    const done = collect(backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal, system: "boot" })));
+    assert.ok(await eventually(() => fake.turnCalls().length > n0), "the CLI reached the model");
+    const pid = backend.lastPid!;
+    ac.abort();
+    const evs = await done;
+    assertEndsOnce(evs);
+    assert.equal(errorOf(evs)?.code, "aborted");
+    assert.ok(pidGone(pid), "process reaped");
+    assert.deepEqual(readdirSync(path.join(dataDir, "tmp")), [], "the per-turn system file is removed after an aborted turn too");
+  });
+
+  test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
+    fake.setScript(mainTurn(() => ({ kind: "hang" })));
+    const slow = make({ timeoutSeconds: 4 });
+    const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "backend_timeout");
+    assert.ok(pidGone(slow.lastPid!), "process reaped");
+  });
+
+  test("two conversations in parallel stay apart, on their first and their resumed turns", async () => {
+    fake.setScript(
+      mainTurn((r) => ({ kind: "text", chunks: [r.lastUserText.includes("alpha") ? "A" : "B", "-", r.lastUserText.includes("again") ? "2" : "1"], delayMs: 20 })),
+    );
+    const [a1, b1] = await Promise.all([
+      collect(backend.run(turnInput("conv-par-A", "alpha start", { system: "SYS-A" }))),
+      collect(backend.run(turnInput("conv-par-B", "beta start", { system: "SYS-B" }))),
+    ]);
+    assert.equal(textOf(a1), "A-1");
+    assert.equal(textOf(b1), "B-1");
+    const sa = sessionOf(a1)!;
+    const sb = sessionOf(b1)!;
+    assert.notEqual(sa, sb);
+    const n0 = fake.turnCalls().length;
+    const [a2, b2] = await Promise.all([
+      collect(backend.run(turnInput("conv-par-A", "alpha again", { sessionId: sa, system: "SYS-A" }))),
+      collect(backend.run(turnInput("conv-par-B", "beta again", { sessionId: sb, system: "SYS-B" }))),
+    ]);
+    assert.equal(textOf(a2), "A-2");
+    assert.equal(textOf(b2), "B-2");
+    const calls = fake.turnCalls().slice(n0);
+    const reqA = calls.find((r) => r.lastUserText.includes("alpha again"))!;
+    const reqB = calls.find((r) => r.lastUserText.includes("beta again"))!;
+    assert.ok(reqA && reqB);
+    assert.equal(reqA.systemText, "SYS-A");
+    assert.equal(reqB.systemText, "SYS-B");
+    const histA = JSON.stringify(dialogue(reqA).map(([r, t]) => [r, t.slice(-60)]));
+    const histB = JSON.stringify(dialogue(reqB).map(([r, t]) => [r, t.slice(-60)]));
+    assert.ok(histA.includes("alpha start") && !histA.includes("beta"), histA);
+    assert.ok(histB.includes("beta start") && !histB.includes("alpha"), histB);
+  });
+
+  test("a missing binary gives backend_unavailable naming the path tried", async () => {
+    const missing = geminiCliBackend.create("nope", geminiCliOptionsSchema.parse({ command: "/nonexistent/dir/gemini" }), { logger, dataDir });
+    const evs = await collect(missing.run(turnInput("conv-missing", "hi")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "backend_unavailable");
+    assert.match(err!.message, /\/nonexistent\/dir\/gemini/);
+  });
+});
