@@ -10,6 +10,7 @@ import path from "node:path";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { CliProcess, type ProcessEnd } from "../util/process.js";
+import { conversationWorkDir } from "../util/workdir.js";
 import type { BackendEvent, TurnInput } from "./types.js";
 
 /** Option keys every CLI backend accepts. `command` defaults differ per backend. */
@@ -40,8 +41,7 @@ export function cliBaseOptions(defaultCommand: string) {
  * Gemini CLI tie their sessions to the directory they ran in, so it must be stable per conversation.
  */
 export function conversationCwd(turn: TurnInput, dataDir: string, fixed?: string): string {
-  const dir =
-    fixed ?? turn.session.cwd ?? path.join(dataDir, "work", createHash("sha256").update(turn.session.key).digest("hex").slice(0, 24));
+  const dir = fixed ?? turn.session.cwd ?? conversationWorkDir(dataDir, turn.session.key);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   return dir;
 }

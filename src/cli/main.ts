@@ -5,6 +5,8 @@ import { ConfigError, loadConfig } from "../config/load.js";
 import { createLogger } from "../log/logger.js";
 import { PortInUseError, startBridge } from "../server/start.js";
 import { VERSION } from "../version.js";
+import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
+import type { SessionStore } from "../store/types.js";
 
 function portArg(v: string): number {
   const n = Number(v);
@@ -100,5 +102,76 @@ configCmd
       fail(err);
     }
   });
+
+async function withStore<T>(opts: { config?: string }, fn: (store: SessionStore) => Promise<T>): Promise<T> {
+  const config = loadConfig({ configPath: opts.config });
+  const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+const when = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(0, 19);
+
+const sessions = program
+  .command("sessions")
+  .description("conversations bound to backend sessions (resume mode), kept in <dataDir>/sessions.db");
+sessions
+  .command("list")
+  .description("list conversations, most recently used first")
+  .option("-c, --config <file>", "config file (for the data directory)")
+  .option("-n, --limit <n>", "how many to show", (v) => Number(v), 50)
+  .option("--json", "print JSON")
+  .action((opts: { config?: string; limit: number; json?: boolean }) =>
+    withStore(opts, async (store) => {
+      const list = await store.list({ limit: opts.limit });
+      if (opts.json) return void process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
+      if (!list.length) return void process.stdout.write("no conversations yet\n");
+      for (const b of list) {
+        process.stdout.write(`${when(b.updatedAt)}  ${b.key}  ${b.backend}:${b.backendSessionId}  turns=${b.turns}${b.lastError ? `  last error: ${b.lastError.slice(0, 80)}` : ""}\n`);
+      }
+    }).catch(fail),
+  );
+sessions
+  .command("show <key>")
+  .description("show one conversation's binding and its recent events")
+  .option("-c, --config <file>", "config file (for the data directory)")
+  .action((key: string, opts: { config?: string }) =>
+    withStore(opts, async (store) => {
+      const b = await store.get(key);
+      const events = await store.listEvents(key, { limit: 20 });
+      if (!b && !events.length) {
+        process.stderr.write(`clawbridge: no conversation "${key}" (see: clawbridge sessions list)\n`);
+        process.exitCode = 1;
+        return;
+      }
+      process.stdout.write(`${JSON.stringify({ binding: b ?? null, events }, null, 2)}\n`);
+    }).catch(fail),
+  );
+sessions
+  .command("forget <key>")
+  .description("drop a conversation's binding: its next turn starts a new backend session")
+  .option("-c, --config <file>", "config file (for the data directory)")
+  .action((key: string, opts: { config?: string }) =>
+    withStore(opts, async (store) => {
+      const removed = await store.delete(key);
+      process.stdout.write(removed ? `forgot ${key}\n` : `no conversation "${key}"\n`);
+      if (!removed) process.exitCode = 1;
+    }).catch(fail),
+  );
+sessions
+  .command("import <file>")
+  .description("import a seed-era sessions.json (tolerates a bare {})")
+  .option("-c, --config <file>", "config file (for the data directory)")
+  .requiredOption("-b, --backend <name>", "backend the imported sessions belong to")
+  .action((file: string, opts: { config?: string; backend: string }) =>
+    withStore(opts, async (store) => {
+      const res = await importSessionsJson(store, file, { backend: opts.backend });
+      process.stdout.write(`imported ${res.imported} of ${res.total} (${res.existing} already known, ${res.skipped.length} skipped)\n`);
+      for (const s of res.skipped) process.stdout.write(`  skipped ${s.entry}: ${s.reason}\n`);
+    }).catch(fail),
+  );
 
 program.parseAsync(process.argv).catch(fail);

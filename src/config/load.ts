@@ -18,6 +18,7 @@ import {
   type ResolvedModel,
 } from "./schema.js";
 import { formatPath } from "../openai/schema.js";
+import { mergeIntentsInput, parseIntentsConfig, type IntentsConfigInput } from "../intent/schema.js";
 
 export class ConfigError extends Error {
   constructor(
@@ -133,6 +134,15 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     }
     const context = mergeContext(file.context, m.context);
     if (context.maxPromptChars < 1000) problems.push(`${where}.context.maxPromptChars: must be at least 1000`);
+    let intents: IntentsConfigInput | undefined;
+    if (file.intents || m.intents) {
+      intents = mergeIntentsInput(file.intents as IntentsConfigInput | undefined, m.intents as IntentsConfigInput | undefined);
+      try {
+        parseIntentsConfig(intents);
+      } catch (err) {
+        problems.push(`${where}.intents: ${(err as Error).message}`);
+      }
+    }
     models.push({
       id: m.id,
       name: m.name ?? m.id,
@@ -142,6 +152,8 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
       sessionMode: mode,
       contextWindow: m.contextWindow ?? 200_000,
       maxTokens: m.maxTokens ?? 32_000,
+      session: { fallback: m.session?.fallback ?? "derived", maxSeedChars: m.session?.maxSeedChars ?? 6000 },
+      intents,
     });
   });
 

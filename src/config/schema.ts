@@ -3,6 +3,7 @@
  * resolved, typed `Config`. Backend types add their own option schemas (src/backends/registry.ts).
  */
 import { z } from "zod";
+import { intentsConfigSchema, type IntentsConfigInput } from "../intent/schema.js";
 
 export const SESSION_MODES = ["stateless", "resume", "passthrough"] as const;
 export type SessionMode = (typeof SESSION_MODES)[number];
@@ -87,8 +88,18 @@ export const modelSchema = z.strictObject({
   session: z
     .strictObject({
       mode: z.enum(SESSION_MODES).optional(),
+      /**
+       * What to do when a request names no conversation (no header, no `user`, no OpenClaw Runtime
+       * line): `derived` keys it on the conversation's first user message as sent (OpenClaw's
+       * timestamp/message-id metadata makes that unique); `stateless` answers it statelessly.
+       */
+      fallback: z.enum(["derived", "stateless"]).optional(),
+      /** Characters of earlier conversation given to a NEW backend session (first turn or healed). */
+      maxSeedChars: nonNegInt.optional(),
     })
     .optional(),
+  /** Tool pre-execution (live web data) for this model, merged over the top-level `intents`. */
+  intents: intentsConfigSchema.partial().optional(),
   /** Advertised context window and output limit (for OpenClaw's provider entry). */
   contextWindow: positiveInt.optional(),
   maxTokens: positiveInt.optional(),
@@ -112,6 +123,8 @@ export const configFileSchema = z.strictObject({
   backends: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, "backend names use letters, digits, _ . -"), backendBaseSchema),
   models: z.array(modelSchema).min(1, "configure at least one model"),
   remap: z.array(remapSchema).default([]),
+  /** Tool pre-execution defaults for every model (see src/intent/schema.ts). */
+  intents: intentsConfigSchema.partial().optional(),
 });
 export type ConfigFile = z.infer<typeof configFileSchema>;
 export type ServerConfig = z.infer<typeof serverSchema>;
@@ -126,6 +139,9 @@ export interface ResolvedModel {
   sessionMode: SessionMode;
   contextWindow: number;
   maxTokens: number;
+  session: { fallback: "derived" | "stateless"; maxSeedChars: number };
+  /** Merged tool pre-execution settings (undefined: the defaults). */
+  intents: IntentsConfigInput | undefined;
 }
 
 export interface Config {

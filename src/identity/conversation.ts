@@ -3,8 +3,9 @@
  *  1. an explicit header (`server.sessionHeader`, `x-openclaw-session-key`, `x-session-id`);
  *  2. the OpenAI `user` field;
  *  3. the `Runtime: … session=<key> | sessionId=<uuid>` line newer OpenClaw puts in the first user message;
- *  4. a key derived from the stable START of the conversation (its first real user message) —
- *     never from the system prompt, which OpenClaw rebuilds every turn.
+ *  4. a key derived from the stable START of the conversation: its first user message exactly as
+ *     sent (OpenClaw's timestamp / message-id metadata makes it unique per conversation) — never
+ *     from the system prompt, which OpenClaw rebuilds every turn.
  */
 import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
@@ -48,7 +49,8 @@ export function resolveConversation(req: ChatRequest, headers: IncomingHttpHeade
       return { key: clean(`openclaw:${rt.session ?? "-"}:${rt.sessionId ?? "-"}`), source: "runtime" };
     }
   }
-  const first = users.map((m) => stripMetadata(contentText(m.content))).find((t) => t.length > 0) ?? "";
+  // The first user message that holds something the person typed, AS SENT (metadata included).
+  const first = users.map((m) => contentText(m.content)).find((t) => stripMetadata(t).length > 0) ?? "";
   const digest = createHash("sha256")
     .update(opts.scope ?? "")
     .update("\0")

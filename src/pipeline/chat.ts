@@ -6,8 +6,11 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import type { Backend, BackendEvent, PromptParts, TurnInput } from "../backends/types.js";
-import type { Config } from "../config/schema.js";
-import { buildStatelessPrompt, type BuildStats, type LiveData } from "../context/stateless.js";
+import type { Config, SessionMode } from "../config/schema.js";
+import { buildStatelessPrompt, type LiveData } from "../context/stateless.js";
+import { buildResumeTurn } from "../context/resume.js";
+import type { SessionStore } from "../store/types.js";
+import { conversationWorkDir } from "../util/workdir.js";
 import { findCurrentUserTurn } from "../context/metadata.js";
 import { resolveConversation, type Conversation } from "../identity/conversation.js";
 import type { DebugLog } from "../log/debug-log.js";
@@ -38,6 +41,8 @@ export interface PipelineDeps {
   logger: Logger;
   debugLog: DebugLog;
   enricher?: Enricher;
+  /** Conversation → backend session bindings (resume mode). */
+  store?: SessionStore;
 }
 
 export class ChatPipeline {
@@ -117,20 +122,11 @@ export class ChatPipeline {
     let outcome = "completed";
     let chars = 0;
     try {
-      const built = await this.buildPrompt(req, route, signal, log);
-      debugLog.line(
-        `Prompt built: ${built.stats ? built.stats.totalChars : built.prompt.text.length} chars, tool_context: ${built.live.length > 0}, history_entries: ${built.stats?.historyEntries ?? 0}`,
-      );
-      log.info({ conversationSource: conversation.source, mode: route.model.sessionMode, waitedMs: lease.waitedMs, ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
-      const turn: TurnInput = {
-        model: route.model.backendModel,
-        prompt: built.prompt,
-        request: req,
-        session: { key: conversation.key, turn: 0 },
-        signal,
-      };
-      const promptText = () => `${built.prompt.system}\n${built.prompt.text}`;
-      for await (const ev of withUsage(guard(route.backend, turn), promptText)) {
+      const mode = effectiveMode(route, conversation);
+      const userText = findCurrentUserTurn(req.messages).text;
+      const live = mode === "passthrough" ? [] : await this.enrich(userText, route, signal, log);
+      const source = mode === "resume" ? this.runResume(req, route, conversation, signal, live, log) : this.runStateless(req, route, conversation, signal, live, log, mode);
+      for await (const ev of source) {
         if (ev.type === "text") chars += ev.text.length;
         if (ev.type === "error") {
           outcome = `error:${ev.error.code}`;
@@ -149,29 +145,118 @@ export class ChatPipeline {
     }
   }
 
-  private async buildPrompt(
+  private async enrich(userText: string, route: Route, signal: AbortSignal, log: Logger): Promise<LiveData[]> {
+    if (!this.deps.enricher) return [];
+    try {
+      return await this.deps.enricher(userText, route, signal);
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, "tool pre-execution failed; answering without it");
+      return [];
+    }
+  }
+
+  /** Stateless (compact prompt each turn) and passthrough (the request as is) turns. */
+  private async *runStateless(
     req: ChatRequest,
     route: Route,
+    conversation: Conversation,
     signal: AbortSignal,
+    live: LiveData[],
     log: Logger,
-  ): Promise<{ prompt: PromptParts; stats?: BuildStats; live: LiveData[] }> {
-    const mode = route.model.sessionMode;
+    mode: SessionMode,
+  ): AsyncGenerator<BackendEvent> {
+    let prompt: PromptParts;
     if (mode === "passthrough") {
-      const current = findCurrentUserTurn(req.messages);
-      return { prompt: { system: "", text: current.text }, live: [] };
+      prompt = { system: "", text: findCurrentUserTurn(req.messages).text };
+      log.info({ conversationSource: conversation.source, mode }, "turn started");
+    } else {
+      const built = buildStatelessPrompt(req.messages, route.model.context, live);
+      prompt = built.prompt;
+      this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars, tool_context: ${live.length > 0}, history_entries: ${built.stats.historyEntries}`);
+      log.info({ conversationSource: conversation.source, mode, ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
     }
-    let live: LiveData[] = [];
-    if (this.deps.enricher) {
-      const current = findCurrentUserTurn(req.messages);
-      try {
-        live = await this.deps.enricher(current.text, route, signal);
-      } catch (err) {
-        log.warn({ err: (err as Error).message }, "tool pre-execution failed; answering without it");
-      }
-    }
-    const built = buildStatelessPrompt(req.messages, route.model.context, live);
-    return { prompt: built.prompt, stats: built.stats, live };
+    const turn: TurnInput = { model: route.model.backendModel, prompt, request: req, session: { key: conversation.key, turn: 0 }, signal };
+    yield* withUsage(guard(route.backend, turn), () => `${prompt.system}\n${prompt.text}`);
   }
+
+  /**
+   * Resume turns: the backend keeps the conversation; the store maps the conversation key to the
+   * backend's session. A lost session (deleted, expired, wrong directory) is healed once: the dead
+   * binding is dropped and a new session is seeded from the conversation in the request.
+   */
+  private async *runResume(
+    req: ChatRequest,
+    route: Route,
+    conversation: Conversation,
+    signal: AbortSignal,
+    live: LiveData[],
+    log: Logger,
+  ): AsyncGenerator<BackendEvent> {
+    const store = this.deps.store;
+    if (!store) throw new Error("resume mode needs a session store");
+    const key = conversation.key;
+    const backendName = route.backend.name;
+    let binding = await store.get(key);
+    if (binding && binding.backend !== backendName) {
+      log.info({ was: binding.backend }, "conversation moved to another backend: starting a new session there");
+      binding = undefined;
+    }
+    const cwd = binding?.cwd ?? conversationWorkDir(this.deps.config.dataDir, key);
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const continuing = binding !== undefined;
+      const built = buildResumeTurn(req.messages, {
+        budget: route.model.context,
+        conversationKey: key,
+        continuing,
+        maxSeedChars: route.model.session.maxSeedChars,
+        live,
+      });
+      this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${live.length > 0}, history_entries: ${built.stats.seedEntries}`);
+      log.info({ conversationSource: conversation.source, mode: "resume", continuing, backendSessionId: binding?.backendSessionId, ...built.stats }, "turn started");
+      const turn: TurnInput = {
+        model: route.model.backendModel,
+        prompt: built.prompt,
+        request: req,
+        session: { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0 },
+        signal,
+      };
+      let answered = false;
+      let heal = false;
+      for await (const ev of withUsage(guard(route.backend, turn), () => `${built.prompt.system}\n${built.prompt.text}`)) {
+        if (ev.type === "session") {
+          if (ev.id !== binding?.backendSessionId) {
+            // The backend confirmed a session id: only now is the binding written.
+            const now = Date.now();
+            binding = { key, backend: backendName, backendSessionId: ev.id, cwd, turns: binding?.turns ?? 0, createdAt: binding?.createdAt ?? now, updatedAt: now, model: route.model.id };
+            await store.put(binding);
+          }
+        } else if (ev.type === "text" || ev.type === "tool_call" || ev.type === "reasoning") {
+          answered = true;
+        } else if (ev.type === "error" && ev.error.code === "session_not_found" && continuing && !answered && attempt === 0) {
+          log.warn({ backendSessionId: binding?.backendSessionId, reason: ev.error.message }, "resume failed: dropping the dead session and starting a new one seeded from the conversation");
+          this.deps.debugLog.line(`Session healed for ${key}: ${ev.error.message}`);
+          await store.delete(key);
+          await store.appendEvent(key, "healed", ev.error.message);
+          binding = undefined;
+          heal = true;
+          break;
+        } else if (ev.type === "done" && binding) {
+          await store.recordTurn(key, binding.backendSessionId);
+        } else if (ev.type === "error" && binding) {
+          await store.recordError(key, ev.error.message);
+        }
+        yield ev;
+      }
+      if (!heal) return;
+    }
+  }
+}
+
+/** Resume needs a real conversation identity; without one a model may fall back to stateless. */
+function effectiveMode(route: Route, conversation: Conversation): SessionMode {
+  const mode = route.model.sessionMode;
+  if (mode === "resume" && conversation.source === "derived" && route.model.session.fallback === "stateless") return "stateless";
+  return mode;
 }
 
 /**

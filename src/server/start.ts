@@ -11,6 +11,11 @@ import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
 import { ModelRouter } from "../routing/router.js";
 import { terminateAll } from "../util/process.js";
+import { PreExecutor } from "../pipeline/enrich.js";
+import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
+import type { SessionStore } from "../store/types.js";
+import { existsSync, renameSync } from "node:fs";
+import path from "node:path";
 import { buildApp } from "./app.js";
 
 export interface Bridge {
@@ -58,6 +63,27 @@ async function describePortOwner(host: string, port: number): Promise<string> {
   return " by another program";
 }
 
+/**
+ * The session store, opened when a model runs in resume mode. A seed-era `sessions.json` found in
+ * the data directory is imported once and renamed so it is not imported again.
+ */
+async function openStoreIfNeeded(config: Config, logger: Logger): Promise<SessionStore | undefined> {
+  const resumeModels = config.models.filter((m) => m.sessionMode === "resume");
+  if (!resumeModels.length) return undefined;
+  const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
+  const legacy = path.join(config.dataDir, "sessions.json");
+  if (existsSync(legacy)) {
+    try {
+      const res = await importSessionsJson(store, legacy, { backend: resumeModels[0]!.backend });
+      renameSync(legacy, `${legacy}.imported-${Date.now()}`);
+      logger.info({ file: legacy, imported: res.imported, skipped: res.skipped.length }, "imported sessions.json into the session store");
+    } catch (err) {
+      logger.warn({ file: legacy, err: (err as Error).message }, "could not import sessions.json; it was left in place");
+    }
+  }
+  return store;
+}
+
 export async function startBridge(config: Config, opts: StartOptions = {}): Promise<Bridge> {
   const logger = opts.logger ?? createLogger(config.logging.level);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -69,13 +95,18 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     maxQueue: config.server.maxQueue,
     queueTimeoutMs: config.server.queueTimeoutSeconds * 1000,
   });
-  const pipeline = new ChatPipeline({ config, router, scheduler, logger, debugLog, enricher: opts.enricher });
+  const store = await openStoreIfNeeded(config, logger);
+  const preexec = new PreExecutor(logger, debugLog);
+  const enricher = opts.enricher ?? ((text, route, signal) => preexec.enrich(text, route, signal));
+  const pipeline = new ChatPipeline({ config, router, scheduler, logger, debugLog, enricher, store });
   const app = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog });
 
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {
     await Promise.all([...backends.values()].map((b) => b.close?.()));
+    await preexec.close();
+    await store?.close();
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
       throw new PortInUseError(config.server.host, config.server.port, await describePortOwner(config.server.host, config.server.port));
@@ -101,6 +132,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await terminateAll();
         await closed;
         await Promise.all([...backends.values()].map((b) => b.close?.()));
+        await preexec.close();
+        await store?.close();
         await debugLog.close();
         logger.info("clawbridge stopped");
       })();

@@ -18,7 +18,8 @@ export interface TestBridge extends Bridge {
 /** `raw` is config data as a user would write it (dataDir and port filled in). */
 export async function startTestBridge(raw: Record<string, any>, opts: StartOptions = {}): Promise<TestBridge> {
   const dataDir = raw.dataDir ?? tempDir("cb-data-");
-  const cfg = resolveConfig({ ...raw, dataDir, server: { port: 0, ...(raw.server ?? {}) } }, "test");
+  // Tool pre-execution would reach the internet: off unless a test configures it (with local fakes).
+  const cfg = resolveConfig({ intents: { enabled: false }, ...raw, dataDir, server: { port: 0, ...(raw.server ?? {}) } }, "test");
   const logger = opts.logger ?? createLogger(process.env.CB_TEST_LOG ?? "silent");
   const bridge = await startBridge(cfg, { ...opts, logger });
   return Object.assign(bridge, { baseURL: `${bridge.url}/v1`, dataDir });

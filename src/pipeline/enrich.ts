@@ -1,0 +1,50 @@
+/**
+ * Tool pre-execution: for models that describe tools instead of calling them, the bridge runs the
+ * obvious tool (web search, page fetch, news) BEFORE the model answers and puts the results in the
+ * prompt as live data. A failing tool never blocks the answer: the model answers without it.
+ */
+import type { Logger } from "pino";
+import type { ResolvedModel } from "../config/schema.js";
+import type { LiveData } from "../context/stateless.js";
+import { parseIntentsConfig } from "../intent/schema.js";
+import type { DebugLog } from "../log/debug-log.js";
+import type { Route } from "../routing/router.js";
+import { ToolRunner } from "../tools/preexec.js";
+
+export class PreExecutor {
+  private readonly runners = new Map<string, ToolRunner | null>();
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly debugLog: DebugLog,
+  ) {}
+
+  /** One runner per distinct settings (models sharing settings share a cache). */
+  private runnerFor(model: ResolvedModel): ToolRunner | null {
+    const cfg = parseIntentsConfig(model.intents ?? {});
+    const id = JSON.stringify([cfg, model.context.maxToolResultChars]);
+    let runner = this.runners.get(id);
+    if (runner === undefined) {
+      runner = cfg.enabled ? new ToolRunner(cfg, this.logger.child({ part: "preexec" }), { maxToolResultChars: model.context.maxToolResultChars }) : null;
+      this.runners.set(id, runner);
+    }
+    return runner;
+  }
+
+  async enrich(userText: string, route: Route, signal: AbortSignal): Promise<LiveData[]> {
+    if (!userText || route.model.sessionMode === "passthrough") return [];
+    const runner = this.runnerFor(route.model);
+    if (!runner) return [];
+    const res = await runner.preExecute(userText, signal);
+    if (res.intent) {
+      this.debugLog.line(`Intent detected: ${res.intent.kind} (rule ${res.intent.ruleId})`);
+      this.logger.info({ intent: res.intent.kind, rule: res.intent.ruleId, cached: res.cached, results: res.resultCount, error: res.error }, "tool pre-execution");
+    }
+    if (res.error) this.debugLog.line(`Pre-exec failed, answering without it: ${res.error}`);
+    return res.live ? [res.live] : [];
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.runners.values()].map((r) => r?.close()));
+  }
+}
