@@ -6,7 +6,8 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
-import { CliProcess } from "../util/process.js";
+import type { ProcessEnd } from "../util/process.js";
+import { joinSeparator, runCliTurn, stderrTail } from "./cli-common.js";
 import { cliVersionHealth, resolveCli } from "./cli-resolve.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendEvent, BackendHealth, TurnInput, Usage } from "./types.js";
@@ -55,7 +56,7 @@ export function mapOpencodeEvent(ev: OpencodeEvent, state: OpencodeTurnState): B
     case "text":
       if (part.text) {
         // Separate text parts of successive steps so words do not run together.
-        const text = state.sawText && !/\s$/.test(state.lastText) && !/^\s/.test(part.text) ? `\n\n${part.text}` : part.text;
+        const text = (state.sawText ? joinSeparator(state.lastText, part.text) : "") + part.text;
         state.sawText = true;
         state.lastText = part.text;
         out.push({ type: "text", text });
@@ -155,65 +156,41 @@ class OpencodeBackend implements Backend {
     if (this.opts.agent) args.push("--agent", this.opts.agent);
     if (turn.session.backendSessionId) args.push("--session", turn.session.backendSessionId);
     args.push(...this.opts.args);
+    // `run` has no system-prompt flag: the instructions lead the prompt.
     const prompt = turn.prompt.system ? `${turn.prompt.system}\n\n${turn.prompt.text}` : turn.prompt.text;
-
-    const proc = new CliProcess({
-      command: bin,
-      args,
-      env: this.env(),
-      cwd,
-      stdin: prompt,
-      signal: turn.signal,
-      timeoutMs: this.opts.timeoutSeconds * 1000,
-      killGraceMs: this.opts.killGraceSeconds * 1000,
-    });
-    const log = this.deps.logger.child({ backend: this.name, pid: proc.pid });
-    log.debug({ args, promptChars: prompt.length }, "opencode started");
     const state = newOpencodeState();
-    let readAll = false;
-    try {
-      for await (const line of proc.lines()) {
-        if (!line.trim()) continue;
-        let ev: OpencodeEvent;
-        try {
-          ev = JSON.parse(line) as OpencodeEvent;
-        } catch {
-          log.debug({ line: line.slice(0, 200) }, "opencode printed a non-JSON line");
-          continue;
-        }
-        for (const out of mapOpencodeEvent(ev, state)) yield out;
-      }
-      readAll = true;
-    } finally {
-      // The consumer stopped early (client gone): never leave the process behind.
-      if (!readAll) await proc.terminate("aborted");
-    }
-    const end = await proc.wait();
-    log.debug({ code: end.code, signal: end.signal, reason: end.reason }, "opencode ended");
-    if (end.reason === "timeout") {
-      yield { type: "error", error: { code: "backend_timeout", message: `opencode did not finish within ${this.opts.timeoutSeconds}s and was stopped`, status: 504, retryable: true } };
-      return;
-    }
-    if (end.reason === "aborted") {
-      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
-      return;
-    }
-    if (end.reason === "spawn_error") {
-      yield { type: "error", error: { code: "backend_unavailable", message: `cannot start opencode (${bin}): ${end.spawnError?.message}`, status: 503 } };
-      return;
-    }
-    if (state.error) {
-      yield { type: "error", error: state.error };
-      return;
-    }
-    if (!state.sawText && state.steps === 0) {
-      const why = end.stderr.trim().split("\n").slice(-3).join(" ").slice(0, 500);
-      yield { type: "error", error: { code: "backend_failed", message: `opencode exited ${end.code ?? end.signal} without an answer${why ? `: ${why}` : ""}`, status: 502 } };
-      return;
-    }
-    if (state.sawUsage) yield { type: "usage", usage: state.usage };
-    yield { type: "done", finishReason: state.finish };
+    yield* runCliTurn(
+      {
+        label: "opencode",
+        bin,
+        args,
+        env: this.env(),
+        cwd,
+        stdin: prompt,
+        signal: turn.signal,
+        timeoutSeconds: this.opts.timeoutSeconds,
+        killGraceSeconds: this.opts.killGraceSeconds,
+        logger: this.deps.logger,
+      },
+      {
+        onEvent: (ev) => mapOpencodeEvent(ev as OpencodeEvent, state),
+        finish: (end) => finishOpencodeTurn(state, end),
+      },
+    );
   }
+}
+
+/** The events that end a turn, from what the run printed and how the process ended. */
+export function finishOpencodeTurn(state: OpencodeTurnState, end: ProcessEnd): BackendEvent[] {
+  if (state.error) return [{ type: "error", error: state.error }];
+  if (!state.sawText && state.steps === 0) {
+    const why = stderrTail(end.stderr, 3, 500);
+    return [{ type: "error", error: { code: "backend_failed", message: `opencode exited ${end.code ?? end.signal} without an answer${why ? `: ${why}` : ""}`, status: 502 } }];
+  }
+  const out: BackendEvent[] = [];
+  if (state.sawUsage) out.push({ type: "usage", usage: state.usage });
+  out.push({ type: "done", finishReason: state.finish });
+  return out;
 }
 
 export const opencodeBackend: BackendModule<OpencodeOptions> = {

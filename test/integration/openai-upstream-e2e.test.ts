@@ -52,6 +52,18 @@ function gate(ms = 10_000) {
   return { wait: p, open: () => open("client") };
 }
 
+/**
+ * An upstream reply that writes `frames` and then holds the response open until the connection
+ * closes; `closed()` tells whether that happened (the fake sees the bridge drop THIS request's socket).
+ */
+function heldOpen(frames: string[]): { reply: () => Reply; closed: () => boolean } {
+  let closed = false;
+  return {
+    reply: () => ({ kind: "steps", steps: [...frames, (res) => new Promise<void>((r) => res.once("close", () => ((closed = true), r())))] }),
+    closed: () => closed,
+  };
+}
+
 /** A port nothing listens on. */
 async function deadPort(): Promise<number> {
   const s = http.createServer();
@@ -582,58 +594,66 @@ describe("openai upstream through the bridge", () => {
       });
 
       test("nothing at all (not even headers): first-byte timeout as an SSE error, and 504 JSON", async () => {
-        // The step waits until the bridge gives up and closes the connection.
-        const silent = (): Reply => ({ kind: "steps", steps: [(res) => new Promise((r) => res.once("close", r))] });
-        hangFake.setScript(silent);
+        // The step holds the response until the bridge gives up and closes the connection.
+        const held = heldOpen([]);
+        hangFake.setScript(held.reply);
         const res = await post(short, { model: MODEL, stream: true, messages: [{ role: "user", content: "think" }] });
         const { objs, done } = await sseObjects(res);
         assert.equal(done, false);
         assert.equal(objs.at(-1)?.error?.code, "backend_timeout");
         assert.match(objs.at(-1)?.error?.message, /sent nothing for 1 s after the request \(first-byte timeout\)/);
+        assert.ok(await eventually(held.closed, 5000), "the stuck upstream request's connection was closed");
 
-        hangFake.setScript(silent);
+        const held2 = heldOpen([]);
+        hangFake.setScript(held2.reply);
         const res2 = await post(short, { model: MODEL, messages: [{ role: "user", content: "think" }] });
         assert.equal(res2.status, 504);
         assert.match(((await res2.json()) as { error: { message: string } }).error.message, /first-byte timeout/);
-        assert.ok(await eventually(() => hangFake.openConnections() === 0, 5000), "the stuck upstream connections were closed");
+        assert.ok(await eventually(held2.closed, 5000), "the stuck upstream request's connection was closed");
       });
 
       test("silence mid-answer: the partial text arrives, then an idle-timeout SSE error", async () => {
-        hangFake.setScript(() => ({ kind: "hang", afterChunks: ["partial answer"] }));
+        const held = heldOpen([chunk({ role: "assistant", content: "" }), chunk({ content: "partial answer" })]);
+        hangFake.setScript(held.reply);
         const res = await post(short, { model: MODEL, stream: true, messages: [{ role: "user", content: "think" }] });
         const { objs, done } = await sseObjects(res);
         assert.equal(done, false);
         assert.equal(objs.map((o) => o.choices?.[0]?.delta?.content ?? "").join(""), "partial answer");
         assert.equal(objs.at(-1)?.error?.code, "backend_timeout");
         assert.match(objs.at(-1)?.error?.message, /went silent for 1 s in the middle of the answer \(idle timeout\)/);
-        assert.ok(await eventually(() => hangFake.openConnections() === 0, 5000), "the stuck upstream connection was closed");
+        assert.ok(await eventually(held.closed, 5000), "the stuck upstream request's connection was closed");
       });
     });
 
     test("client abort mid-stream closes the upstream connection", async () => {
-      const own = await startFakeOpenAI(() => ({ kind: "hang", afterChunks: ["partial"] }));
-      const b = await startTestBridge(bridgeConfig(own.url));
+      const held = heldOpen([chunk({ role: "assistant", content: "" }), chunk({ content: "partial" })]);
+      fake.setScript(held.reply);
+      const ac = new AbortController();
+      const res = await post(bridge, { model: MODEL, stream: true, messages: [{ role: "user", content: "long answer please" }] }, ac.signal);
+      const reader = res.body!.getReader();
+      const dec = new TextDecoder();
+      let seen = "";
+      const guard = setTimeout(() => ac.abort(), 10_000); // a bridge that buffers fails instead of hanging
       try {
-        const ac = new AbortController();
-        const res = await post(b, { model: MODEL, stream: true, messages: [{ role: "user", content: "long answer please" }] }, ac.signal);
-        const reader = res.body!.getReader();
-        const dec = new TextDecoder();
-        let seen = "";
-        for (let i = 0; i < 100 && !seen.includes("partial"); i++) {
+        for (let i = 0; i < 100 && !seen.includes('"content":"partial"'); i++) {
           const r = await reader.read();
           if (r.done) break;
           seen += dec.decode(r.value, { stream: true });
         }
-        assert.ok(seen.includes('"content":"partial"'), "the partial content was streamed before the abort");
-        assert.equal(own.openConnections(), 1, "one upstream connection is open while the answer streams");
-        ac.abort();
-        assert.ok(await eventually(() => own.openConnections() === 0, 5000), "the upstream connection was closed after the client left");
-        assert.ok(await eventually(() => b.pipeline.activeTurns === 0, 5000), "the turn ended");
+      } catch {
+        /* aborted by the guard */
       } finally {
-        await b.close(0);
-        await own.close();
-        cleanup(b.dataDir);
+        clearTimeout(guard);
       }
+      assert.ok(seen.includes('"content":"partial"'), "the partial content was streamed before the abort");
+      assert.equal(held.closed(), false, "the upstream request is open while the answer streams");
+      ac.abort();
+      assert.ok(await eventually(held.closed, 5000), "the upstream connection was closed after the client left");
+      assert.ok(await eventually(() => bridge.pipeline.activeTurns === 0, 5000), "the turn ended");
+      // The bridge still answers normally afterwards.
+      fake.setScript(() => ({ kind: "text", chunks: ["still ", "here"] }));
+      const after = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "again" }] });
+      assert.equal(after.choices[0]?.message.content, "still here");
     });
   });
 });

@@ -242,7 +242,7 @@ describe("budgets hold for random conversations and budgets", () => {
 
   test(
     "the whole prompt is within maxPromptChars whenever the user message fits (strict)",
-    { todo: "BUG: src/context/stateless.ts:136-137 system gets `avail` chars, then `avail -= system.length + 2`: the 2-char separator overshoots maxPromptChars" },
+    { todo: "BUG: src/context/stateless.ts buildStatelessPrompt: system gets `avail` chars, then `avail -= system.length + 2`: the 2-char separator overshoots maxPromptChars" },
     () => {
       const violations: string[] = [];
       for (const { round, question, b, built } of cases) {

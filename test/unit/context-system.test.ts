@@ -167,7 +167,8 @@ describe("compressSystemPrompt", () => {
 describe("text helpers", () => {
   test("truncateAtWord cuts at a boundary and marks the cut", () => {
     assert.equal(truncateAtWord("short", 10), "short");
-    assert.equal(truncateAtWord("hello wonderful world", 12), "hello…");
+    assert.equal(truncateAtWord("hello wonderful world", 18), "hello wonderful…");
+    assert.equal(truncateAtWord("hello wonderful world", 12), "hello wonde…", "a boundary too far back is not used");
     assert.equal(truncateAtWord("abcdefghijkl", 5), "abcd…");
     assert.equal(truncateAtWord("abc", 1), "…");
     assert.equal(truncateAtWord("abc", 0), "");

@@ -1,0 +1,29 @@
+#!/usr/bin/env node
+// Runs every test/**/*.test.ts with node's test runner (Node 20 does not expand globs itself).
+// Extra arguments are passed to `node --test` (e.g. a file list or --test-name-pattern).
+import { spawn } from "node:child_process";
+import { readdirSync, statSync } from "node:fs";
+import path from "node:path";
+
+function find(dir) {
+  const out = [];
+  for (const name of readdirSync(dir)) {
+    if (name.startsWith(".") || name === "node_modules" || name === "fixtures") continue;
+    const p = path.join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...find(p));
+    else if (name.endsWith(".test.ts")) out.push(p);
+  }
+  return out;
+}
+
+const args = process.argv.slice(2);
+const files = args.some((a) => a.endsWith(".ts")) ? [] : find("test").sort();
+const child = spawn(
+  process.execPath,
+  ["--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000", ...args, ...files],
+  { stdio: "inherit" },
+);
+const forward = (sig) => child.kill(sig);
+process.on("SIGINT", forward);
+process.on("SIGTERM", forward);
+child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

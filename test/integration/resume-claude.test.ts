@@ -1,0 +1,610 @@
+/**
+ * Resume mode end to end THROUGH THE BRIDGE with the REAL `claude` CLI (node_modules/.bin) against a
+ * fake Anthropic Messages API: conversation identity, session bindings in the SQLite store (checked
+ * with the real `clawbridge sessions` command), only-new-messages turns with the bootstrap on every
+ * turn, self-healing after a lost transcript, abort + retry without two CLIs, strict per-conversation
+ * ordering, and the two client libraries OpenClaw and SDK users drive us with.
+ * Only the model API is faked.
+ */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { existsSync, readdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { promisify } from "node:util";
+import { stream, type AssistantMessage, type Context, type Model } from "@mariozechner/pi-ai";
+import OpenAI from "openai";
+import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
+import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
+import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { openclawRequest, wrapUserText, openclawSystemPrompt, type Generation, type OpenClawTurn } from "../helpers/openclaw-request.js";
+
+const MODEL = "claude";
+const execFileP = promisify(execFile);
+const CLI_ENTRY = path.resolve("src/cli/main.ts");
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+interface ChatResult {
+  status: number;
+  key: string | null;
+  source: string | null;
+  text: string;
+  error?: { message: string; code?: string };
+  done: boolean;
+}
+
+async function chat(baseURL: string, body: unknown, opts: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<ChatResult> {
+  const res = await fetch(`${baseURL}/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(opts.headers ?? {}) },
+    body: JSON.stringify(body),
+    signal: opts.signal,
+  });
+  const base = { status: res.status, key: res.headers.get("x-clawbridge-conversation"), source: res.headers.get("x-clawbridge-conversation-source") };
+  if (!(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
+    const j = (await res.json()) as any;
+    return { ...base, text: j?.choices?.[0]?.message?.content ?? "", error: j?.error, done: false };
+  }
+  const { frames } = await readSse(res);
+  const payloads = frames.filter((f) => f !== "[DONE]").map((f) => JSON.parse(f));
+  return {
+    ...base,
+    text: payloads.map((p) => p.choices?.[0]?.delta?.content ?? "").join(""),
+    error: payloads.find((p) => p.error)?.error,
+    done: frames.includes("[DONE]"),
+  };
+}
+
+/** An OpenClaw conversation: turns as OpenClaw replays them (earlier assistant answers included). */
+class Conversation {
+  readonly turns: OpenClawTurn[] = [];
+  constructor(
+    readonly gen: Generation,
+    readonly extra: { sessionId?: string; sessionKey?: string } = {},
+  ) {}
+  ask(text: string): Record<string, unknown> {
+    this.turns.push({ role: "user", text });
+    return openclawRequest(MODEL, this.turns, this.gen, this.extra);
+  }
+  answered(text: string): void {
+    this.turns.push({ role: "assistant", text });
+  }
+  /** The request for re-sending the last question (a retry), without adding a turn. */
+  again(): Record<string, unknown> {
+    return openclawRequest(MODEL, this.turns, this.gen, this.extra);
+  }
+}
+
+function blocks(content: unknown): string[] {
+  if (typeof content === "string") return [content];
+  if (!Array.isArray(content)) return [];
+  return content.filter((b: any) => b?.type === "text" && typeof b.text === "string").map((b: any) => b.text);
+}
+
+/** What the CLI sent as the person's words in a user message (Claude's own <system-reminder> blocks left out). */
+function promptText(content: unknown): string {
+  return blocks(content)
+    .filter((t) => !t.trimStart().startsWith("<system-reminder>"))
+    .join("\n")
+    .trim();
+}
+
+/** user/assistant messages of a model call as [role, text] (Claude's own system rows and empty ones skipped). */
+function dialogue(req: RecordedRequest): [string, string][] {
+  const msgs: any[] = req.body?.messages ?? [];
+  return msgs
+    .filter((m) => m.role === "user" || m.role === "assistant")
+    .map((m): [string, string] => [m.role, m.role === "user" ? promptText(m.content) : anthropicText(m.content)])
+    .filter(([, t]) => t !== "");
+}
+
+function systemOf(req: RecordedRequest): string {
+  const s = req.body?.system;
+  return typeof s === "string" ? s : Array.isArray(s) ? s.map((b: any) => b?.text ?? "").join("\n") : "";
+}
+
+/** Claude Code puts its session id into metadata.user_id (a JSON string). */
+function sessionOf(req: RecordedRequest): string | undefined {
+  try {
+    return JSON.parse(String(req.body?.metadata?.user_id)).session_id;
+  } catch {
+    return undefined;
+  }
+}
+
+function lastLine(s: string): string {
+  return s.trim().split("\n").at(-1)!.trim();
+}
+
+/** The default script: answer naming the person's latest line, so answers are traceable. */
+function replyScript(req: RecordedRequest): AnthropicReply {
+  const msgs: any[] = req.body?.messages ?? [];
+  const lastUser = [...msgs].reverse().find((m) => m.role === "user" && promptText(m.content));
+  return { kind: "text", chunks: ["Reply to: ", lastLine(promptText(lastUser?.content ?? ""))] };
+}
+
+/** Process groups (= CLI processes with their children) whose environment has this HOME. */
+function cliGroups(home: string): Set<number> {
+  const groups = new Set<number>();
+  for (const pid of pidsWithEnv(`HOME=${home}`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (fields[0] !== "Z") groups.add(Number(fields[2]));
+    } catch {
+      /* gone */
+    }
+  }
+  return groups;
+}
+
+/** Main `claude` processes (argv[0] is the claude binary) whose environment has this HOME. */
+function claudeMains(home: string): number[] {
+  return pidsWithEnv(`HOME=${home}`).filter((pid) => {
+    try {
+      const argv0 = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] ?? "";
+      return path.basename(argv0) === "claude" || argv0.endsWith("claude.exe");
+    } catch {
+      return false;
+    }
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Files named `name` below `root` (bounded walk). */
+function findFiles(root: string, name: string, depth = 6): string[] {
+  const out: string[] = [];
+  if (depth < 0 || !existsSync(root)) return out;
+  for (const e of readdirSync(root)) {
+    const p = path.join(root, e);
+    if (e === name) out.push(p);
+    else if (statSync(p).isDirectory()) out.push(...findFiles(p, name, depth - 1));
+  }
+  return out;
+}
+
+/** The real `clawbridge sessions …` command, run as a child process against the bridge's data dir. */
+async function sessionsCli(dataDir: string, ...args: string[]): Promise<string> {
+  const env: NodeJS.ProcessEnv = { ...process.env, CLAWBRIDGE_DATA_DIR: dataDir };
+  delete env.CLAWBRIDGE_CONFIG;
+  const { stdout } = await execFileP(process.execPath, ["--import", "tsx", CLI_ENTRY, "sessions", ...args], { env, timeout: 60_000 });
+  return stdout;
+}
+
+async function showSession(dataDir: string, key: string): Promise<{ binding: any; events: Array<{ kind: string; reason: string | null }> }> {
+  return JSON.parse(await sessionsCli(dataDir, "show", key));
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------------------------
+
+describe("resume mode through the bridge: Claude Code", () => {
+  let fake: FakeAnthropic;
+  let bridge: TestBridge;
+  let home: string;
+
+  before(async () => {
+    fake = await startFakeAnthropic(replyScript);
+    home = tempDir("cb-rc-home-");
+    bridge = await startTestBridge({
+      server: { heartbeatSeconds: 0.5, maxConcurrent: 4 },
+      backends: { cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      models: [{ id: MODEL, backend: "cc", model: "default", session: { mode: "resume" } }],
+    });
+  });
+
+  after(async () => {
+    await bridge?.close(0);
+    await fake?.close();
+    // Every CLI process is gone (the bridge reaps its children on close).
+    const left = await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 10_000);
+    cleanup(home);
+    if (bridge) cleanup(bridge.dataDir);
+    assert.ok(left, "no claude process left behind");
+  });
+
+  test("multi-turn: turn 2 resumes the session with only the new message; the bootstrap is on both turns; sessions list/show", async () => {
+    fake.setScript(replyScript);
+    const sid = randomUUID();
+    const key = `openclaw:agent:main:main:${sid}`;
+    const conv = new Conversation("2026.9", { sessionId: sid });
+    const before = fake.messageCalls().length;
+
+    const body1 = conv.ask("what is the capital of Estonia");
+    const r1 = await chat(bridge.baseURL, body1);
+    assert.equal(r1.status, 200);
+    assert.equal(r1.key, key, "x-clawbridge-conversation names the key from the Runtime line");
+    assert.equal(r1.source, "runtime");
+    assert.equal(r1.text, "Reply to: what is the capital of Estonia");
+    assert.ok(r1.done);
+    conv.answered(r1.text);
+
+    const body2 = conv.ask("and of Latvia?");
+    const requestBytes = Buffer.byteLength(JSON.stringify(body2));
+    const r2 = await chat(bridge.baseURL, body2);
+    assert.equal(r2.status, 200);
+    assert.equal(r2.key, key);
+    assert.equal(r2.text, "Reply to: and of Latvia?");
+
+    const calls = fake.messageCalls().slice(before);
+    assert.equal(calls.length, 2, "one model call per turn");
+    const [c1, c2] = calls as [RecordedRequest, RecordedRequest];
+    for (const c of calls) {
+      const sys = systemOf(c);
+      assert.match(sys, /Pebble/, "bootstrap carries the identity from IDENTITY.md");
+      assert.ok(sys.includes(`Conversation: ${key}`), "bootstrap names the conversation key");
+      assert.ok(!sys.includes("<available_skills>"), "not OpenClaw's whole system prompt");
+    }
+    assert.deepEqual(dialogue(c1), [["user", "what is the capital of Estonia"]]);
+    assert.deepEqual(
+      dialogue(c2),
+      [
+        ["user", "what is the capital of Estonia"],
+        ["assistant", "Reply to: what is the capital of Estonia"],
+        ["user", "and of Latvia?"],
+      ],
+      "turn 2 is the resumed session plus exactly one new user message",
+    );
+    const ids = calls.map(sessionOf);
+    assert.ok(ids[0], "claude reported a session id");
+    assert.equal(ids[1], ids[0], "turn 2 runs in the same Claude Code session (--resume)");
+    // What the bridge forwarded on turn 2: the new user message alone, not OpenClaw's request.
+    const msgs2: any[] = c2.body.messages;
+    const newUser = msgs2.at(-1);
+    assert.equal(newUser.role, "user");
+    const newBytes = Buffer.byteLength(blocks(newUser.content).join(""));
+    assert.ok(newBytes < 100 && requestBytes > 40_000, `turn 2 forwarded ${newBytes} bytes of a ${requestBytes}-byte request`);
+    assert.ok(!JSON.stringify(c2.body.messages).includes("Runtime:"), "no Runtime line reaches the model");
+    assert.ok(!JSON.stringify(c2.body.messages).includes("[Sat 2026-11-21"), "no timestamp prefix reaches the model");
+
+    const list = await sessionsCli(bridge.dataDir, "list");
+    const line = list.split("\n").find((l) => l.includes(key));
+    assert.ok(line, `sessions list shows the conversation:\n${list}`);
+    assert.ok(line.includes(`cc:${ids[0]}`), `bound to claude's session: ${line}`);
+    assert.match(line, /turns=2\b/);
+    const shown = await showSession(bridge.dataDir, key);
+    assert.equal(shown.binding.turns, 2);
+    assert.equal(shown.binding.backend, "cc");
+    assert.equal(shown.binding.backendSessionId, ids[0]);
+    assert.ok(path.isAbsolute(shown.binding.cwd));
+    assert.ok(shown.events.some((e) => e.kind === "bound"), "a bound event");
+  });
+
+  test("conversation identity: Runtime line, derived fallback (2026.5), explicit header, OpenAI user; parallel conversations stay apart", async () => {
+    fake.setScript(replyScript);
+
+    // 2026.5: no Runtime line → a derived key, stable across turns (the session resumes).
+    const old = new Conversation("2026.5");
+    const before5 = fake.messageCalls().length;
+    const o1 = await chat(bridge.baseURL, old.ask("derived one: hello from an older OpenClaw"));
+    assert.equal(o1.status, 200);
+    assert.equal(o1.source, "derived");
+    assert.match(o1.key ?? "", /^derived:[0-9a-f]{24}$/);
+    old.answered(o1.text);
+    const o2 = await chat(bridge.baseURL, old.ask("derived two"));
+    assert.equal(o2.key, o1.key, "the derived key is stable across turns");
+    const oc = fake.messageCalls().slice(before5);
+    assert.equal(oc.length, 2);
+    assert.equal(sessionOf(oc[1]!), sessionOf(oc[0]!), "the derived conversation resumes its session");
+    assert.deepEqual(dialogue(oc[1]!).map(([r]) => r), ["user", "assistant", "user"]);
+    assert.equal(dialogue(oc[1]!).at(-1)![1], "derived two", "metadata blocks stripped from the new message");
+
+    // An explicit header wins over the Runtime line.
+    const h = await chat(bridge.baseURL, new Conversation("2026.9", { sessionId: randomUUID() }).ask("header wins"), {
+      headers: { "x-openclaw-session-key": "agent:main:telegram:dm:42" },
+    });
+    assert.equal(h.source, "header");
+    assert.equal(h.key, "agent:main:telegram:dm:42");
+
+    // The OpenAI `user` field when there is no header (it also beats the Runtime line).
+    const ub = { ...new Conversation("2026.9", { sessionId: randomUUID() }).ask("user field"), user: "alex-42" };
+    const u = await chat(bridge.baseURL, ub);
+    assert.equal(u.source, "user");
+    assert.equal(u.key, "user:alex-42");
+    const shownUser = await showSession(bridge.dataDir, "user:alex-42");
+    assert.equal(shownUser.binding.turns, 1);
+
+    // Two conversations in parallel: each model call holds only its own conversation.
+    const a = new Conversation("2026.9", { sessionId: randomUUID() });
+    const b = new Conversation("2026.9", { sessionId: randomUUID() });
+    const keyA = `openclaw:agent:main:main:${a.extra.sessionId}`;
+    const keyB = `openclaw:agent:main:main:${b.extra.sessionId}`;
+    const beforeAB = fake.messageCalls().length;
+    const [a1, b1] = await Promise.all([chat(bridge.baseURL, a.ask("alpha one")), chat(bridge.baseURL, b.ask("bravo one"))]);
+    assert.equal(a1.text, "Reply to: alpha one");
+    assert.equal(b1.text, "Reply to: bravo one");
+    a.answered(a1.text);
+    b.answered(b1.text);
+    const [a2, b2] = await Promise.all([chat(bridge.baseURL, a.ask("alpha two")), chat(bridge.baseURL, b.ask("bravo two"))]);
+    assert.equal(a2.text, "Reply to: alpha two");
+    assert.equal(b2.text, "Reply to: bravo two");
+    const ab = fake.messageCalls().slice(beforeAB);
+    assert.equal(ab.length, 4);
+    const of = (k: string) => ab.filter((c) => systemOf(c).includes(`Conversation: ${k}`));
+    assert.equal(of(keyA).length, 2);
+    assert.equal(of(keyB).length, 2);
+    for (const [k, word, other] of [
+      [keyA, "alpha", "bravo"],
+      [keyB, "bravo", "alpha"],
+    ] as const) {
+      for (const c of of(k)) {
+        const texts = dialogue(c).map(([, t]) => t);
+        assert.ok(texts.every((t) => t.includes(word)), `${k}: only its own messages: ${JSON.stringify(texts)}`);
+        assert.ok(!JSON.stringify(c.body.messages).includes(other), `${k}: nothing of the other conversation`);
+      }
+      assert.equal(dialogue(of(k)[1]!).length, 3, "second turn resumed with one new message");
+    }
+    const sa = new Set(of(keyA).map(sessionOf));
+    const sb = new Set(of(keyB).map(sessionOf));
+    assert.equal(sa.size, 1);
+    assert.equal(sb.size, 1);
+    assert.notEqual([...sa][0], [...sb][0], "two different backend sessions");
+    const [bindA, bindB] = await Promise.all([showSession(bridge.dataDir, keyA), showSession(bridge.dataDir, keyB)]);
+    assert.equal(bindA.binding.backendSessionId, [...sa][0]);
+    assert.equal(bindB.binding.backendSessionId, [...sb][0]);
+    assert.notEqual(bindA.binding.cwd, bindB.binding.cwd, "each conversation has its own working directory");
+  });
+
+  test("self-healing: a deleted transcript → a NEW session seeded from the conversation; the dead id is never reused", async () => {
+    fake.setScript(replyScript);
+    const sid = randomUUID();
+    const key = `openclaw:agent:main:main:${sid}`;
+    const conv = new Conversation("2026.9", { sessionId: sid });
+    for (const q of ["my cat is called Miso", "she is three years old"]) {
+      const r = await chat(bridge.baseURL, conv.ask(q));
+      assert.equal(r.status, 200);
+      conv.answered(r.text);
+    }
+    const bound = (await showSession(bridge.dataDir, key)).binding;
+    assert.equal(bound.turns, 2);
+    const dead: string = bound.backendSessionId;
+    const transcripts = findFiles(path.join(home, ".claude", "projects"), `${dead}.jsonl`);
+    assert.equal(transcripts.length, 1, "the session's transcript is where docs/CLI_FORMATS.md says");
+    unlinkSync(transcripts[0]!);
+
+    const before = fake.messageCalls().length;
+    const r3 = await chat(bridge.baseURL, conv.ask("what is my cat's name?"));
+    assert.equal(r3.status, 200);
+    assert.equal(r3.error, undefined, `no error: ${JSON.stringify(r3.error)}`);
+    assert.equal(r3.text, "Reply to: what is my cat's name?");
+    conv.answered(r3.text);
+    const healedCalls = fake.messageCalls().slice(before);
+    assert.equal(healedCalls.length, 1, "the failed resume made no model call; the new session made one");
+    const seeded = healedCalls[0]!;
+    const fresh = sessionOf(seeded)!;
+    assert.ok(fresh && fresh !== dead, "a new Claude Code session");
+    const d = dialogue(seeded);
+    assert.equal(d.length, 1, "a new session: one user message");
+    const first = d[0]![1];
+    assert.match(first, /EARLIER IN THIS CONVERSATION/);
+    for (const t of ["my cat is called Miso", "she is three years old", "Reply to: my cat is called Miso"]) assert.ok(first.includes(t), `seed holds "${t}"`);
+    assert.ok(first.endsWith("what is my cat's name?"), "the new message comes last");
+    assert.ok(systemOf(seeded).includes(`Conversation: ${key}`), "bootstrap on the healed turn");
+
+    const shown = await showSession(bridge.dataDir, key);
+    assert.equal(shown.binding.backendSessionId, fresh, "the store holds the new session id");
+    assert.equal(shown.binding.turns, 1);
+    const healed = shown.events.find((e) => e.kind === "healed");
+    assert.ok(healed, `a healed event: ${JSON.stringify(shown.events)}`);
+    assert.match(healed.reason ?? "", /No conversation found/);
+
+    // The next turn resumes the NEW session; the dead id is never used again.
+    const r4 = await chat(bridge.baseURL, conv.ask("and her age?"));
+    assert.equal(r4.text, "Reply to: and her age?");
+    const after = fake.messageCalls().slice(before);
+    assert.equal(after.length, 2);
+    assert.equal(sessionOf(after[1]!), fresh);
+    assert.ok(after.every((c) => sessionOf(c) !== dead), "no model call in the dead session");
+    assert.deepEqual(
+      dialogue(after[1]!).map(([r]) => r),
+      ["user", "assistant", "user"],
+    );
+    assert.equal(dialogue(after[1]!).at(-1)![1], "and her age?");
+    assert.equal((await showSession(bridge.dataDir, key)).binding.turns, 2);
+  });
+
+  test("abort then retry: never two CLI processes for the conversation; the retry answers; the abandoned one is gone", async () => {
+    const sid = randomUUID();
+    const conv = new Conversation("2026.9", { sessionId: sid });
+    fake.setScript(replyScript);
+    const r1 = await chat(bridge.baseURL, conv.ask("first, quick"));
+    conv.answered(r1.text);
+    assert.equal(cliGroups(home).size, 0, "nothing running between turns");
+
+    let hung = 0;
+    fake.setScript((req) => {
+      const msgs: any[] = req.body?.messages ?? [];
+      if (promptText(msgs.at(-1)?.content) === "second, slow" && hung === 0) {
+        hung++;
+        return { kind: "hang" };
+      }
+      return replyScript(req);
+    });
+    const before = fake.messageCalls().length;
+    const body2 = conv.ask("second, slow");
+    const ac = new AbortController();
+    const res = await fetch(`${bridge.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body2),
+      signal: ac.signal,
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    await reader.read(); // the role chunk: the turn is streaming
+    assert.ok(await eventually(() => fake.messageCalls().length > before, 30_000), "the CLI reached the (hanging) model");
+    const abandoned = claudeMains(home);
+    assert.equal(abandoned.length, 1, "one claude is mid-turn");
+
+    let maxGroups = 0;
+    let maxMains = 0;
+    let samples = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling && samples < 5000) {
+        maxGroups = Math.max(maxGroups, cliGroups(home).size);
+        maxMains = Math.max(maxMains, claudeMains(home).length);
+        samples++;
+        await sleep(20);
+      }
+    })();
+    try {
+      ac.abort();
+      const retry = await chat(bridge.baseURL, conv.again());
+      assert.equal(retry.status, 200);
+      assert.equal(retry.error, undefined, JSON.stringify(retry.error));
+      assert.equal(retry.text, "Reply to: second, slow", "the retry answers");
+    } finally {
+      sampling = false;
+      await sampler;
+    }
+    assert.ok(samples > 5, `sampled ${samples} times`);
+    assert.ok(maxMains <= 1, `at most one claude process at any moment (saw ${maxMains})`);
+    assert.ok(maxGroups <= 1, `at most one CLI process group at any moment (saw ${maxGroups})`);
+    assert.ok(!alive(abandoned[0]!), "the abandoned claude is gone");
+    assert.ok(await eventually(() => cliGroups(home).size === 0, 10_000), "nothing left after the retry");
+    // The retry continued the same session (the abort did not lose the conversation).
+    const calls = fake.messageCalls().slice(before);
+    assert.equal(sessionOf(calls.at(-1)!), sessionOf(calls[0]!));
+    assert.equal(dialogue(calls.at(-1)!).at(-1)![1], "second, slow");
+    const health = (await (await fetch(`${bridge.url}/health`)).json()) as any;
+    assert.equal(health.turns.running, 0);
+  });
+
+  test("turns of one conversation are strictly serialised: the model sees the second only after the first finished", async () => {
+    const conv = new Conversation("2026.9", { sessionId: randomUUID() });
+    fake.setScript(replyScript);
+    const r1 = await chat(bridge.baseURL, conv.ask("serial one"));
+    conv.answered(r1.text);
+
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const arrivals: Array<{ text: string; at: number }> = [];
+    fake.setScript(async (req) => {
+      const msgs: any[] = req.body?.messages ?? [];
+      const text = promptText(msgs.at(-1)?.content);
+      arrivals.push({ text, at: Date.now() });
+      if (arrivals.length === 1) await gate; // the first turn stays open until released
+      return replyScript(req);
+    });
+    const base = conv.turns.slice();
+    const bodyA = openclawRequest(MODEL, [...base, { role: "user", text: "serial two A" }], "2026.9", conv.extra);
+    const bodyB = openclawRequest(MODEL, [...base, { role: "user", text: "serial two B" }], "2026.9", conv.extra);
+    const finishedAt: Record<string, number> = {};
+    const pa = chat(bridge.baseURL, bodyA).then((r) => ((finishedAt.A = Date.now()), r));
+    const pb = chat(bridge.baseURL, bodyB).then((r) => ((finishedAt.B = Date.now()), r));
+    try {
+      assert.ok(await eventually(() => arrivals.length >= 1, 30_000), "the first turn reached the model");
+      // A second claude would have reached the fake well within this time (one start takes ~0.5 s).
+      await sleep(2500);
+      assert.equal(arrivals.length, 1, "the second turn waits while the first is answering");
+      assert.ok(cliGroups(home).size <= 1, "one CLI for the conversation");
+    } finally {
+      release();
+    }
+    const [ra, rb] = await Promise.all([pa, pb]);
+    assert.equal(ra.text, "Reply to: serial two A");
+    assert.equal(rb.text, "Reply to: serial two B");
+    assert.equal(arrivals.length, 2);
+    const firstName = arrivals[0]!.text.endsWith("A") ? "A" : "B";
+    const secondName = firstName === "A" ? "B" : "A";
+    assert.ok(arrivals[1]!.at >= finishedAt[firstName]!, "the second reached the model after the first answer was complete");
+    // And the second ran in the session the first had finished writing: its history holds the first's answer.
+    const last = fake.messageCalls().at(-1)!;
+    const d = dialogue(last).map(([, t]) => t);
+    assert.ok(d.includes(`serial two ${firstName}`) && d.includes(`Reply to: serial two ${firstName}`), JSON.stringify(d));
+    assert.equal(d.at(-1), `serial two ${secondName}`);
+  });
+
+  test("multi-turn through OpenClaw's client library pi-ai (with the plugin's session header) and the official openai client", async () => {
+    fake.setScript(replyScript);
+    // --- pi-ai, as OpenClaw 2026.5 drives it
+    const model: Model<"openai-completions"> = {
+      id: MODEL,
+      name: "Claude via clawbridge",
+      api: "openai-completions",
+      provider: "clawbridge",
+      baseUrl: bridge.baseURL,
+      reasoning: false,
+      input: ["text"],
+      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+      contextWindow: 128000,
+      maxTokens: 4096,
+    };
+    const piKey = `agent:main:pi:${randomUUID()}`;
+    const context: Context = {
+      systemPrompt: openclawSystemPrompt(),
+      messages: [{ role: "user", content: wrapUserText("pi says hello", "2026.5"), timestamp: Date.now() }],
+    };
+    let seenKey: string | undefined;
+    const before = fake.messageCalls().length;
+    for (const next of ["pi asks again", undefined]) {
+      const s = stream(model, context, {
+        apiKey: "unused",
+        maxRetries: 0,
+        headers: { "x-openclaw-session-key": piKey },
+        onResponse: (r) => {
+          seenKey = r.headers["x-clawbridge-conversation"];
+        },
+      });
+      let n = 0;
+      for await (const _ of s) if (++n > 5000) break;
+      const msg: AssistantMessage = await s.result();
+      assert.equal(msg.stopReason, "stop", `pi-ai: ${msg.errorMessage ?? ""}`);
+      context.messages.push(msg);
+      if (next) context.messages.push({ role: "user", content: wrapUserText(next, "2026.5"), timestamp: Date.now() });
+    }
+    assert.equal(seenKey, piKey, "the session header names the conversation");
+    const piCalls = fake.messageCalls().slice(before);
+    assert.equal(piCalls.length, 2);
+    assert.equal(sessionOf(piCalls[1]!), sessionOf(piCalls[0]!), "pi-ai's turn 2 resumed the session");
+    assert.deepEqual(dialogue(piCalls[1]!), [
+      ["user", "pi says hello"],
+      ["assistant", "Reply to: pi says hello"],
+      ["user", "pi asks again"],
+    ]);
+    const texts = context.messages.filter((m): m is AssistantMessage => m.role === "assistant").map((m) => m.content.map((c) => (c.type === "text" ? c.text : "")).join(""));
+    assert.deepEqual(texts, ["Reply to: pi says hello", "Reply to: pi asks again"]);
+    assert.equal((await showSession(bridge.dataDir, piKey)).binding.turns, 2);
+
+    // --- the official openai client, streaming, conversation named by `user`
+    const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
+    const user = `sdk-${randomUUID()}`;
+    const history: OpenAI.ChatCompletionMessageParam[] = [{ role: "system", content: openclawSystemPrompt() }];
+    const beforeSdk = fake.messageCalls().length;
+    for (const q of ["sdk first", "sdk second"]) {
+      history.push({ role: "user", content: q });
+      const s = await client.chat.completions.create({ model: MODEL, messages: history, stream: true, user });
+      let text = "";
+      for await (const chunk of s) text += chunk.choices[0]?.delta?.content ?? "";
+      assert.equal(text, `Reply to: ${q}`);
+      history.push({ role: "assistant", content: text });
+    }
+    const sdkCalls = fake.messageCalls().slice(beforeSdk);
+    assert.equal(sdkCalls.length, 2);
+    assert.equal(sessionOf(sdkCalls[1]!), sessionOf(sdkCalls[0]!));
+    assert.deepEqual(dialogue(sdkCalls[1]!), [
+      ["user", "sdk first"],
+      ["assistant", "Reply to: sdk first"],
+      ["user", "sdk second"],
+    ]);
+    // Non-streaming works on the same session too.
+    history.push({ role: "user", content: "sdk third" });
+    const plain = await client.chat.completions.create({ model: MODEL, messages: history, user });
+    assert.equal(plain.choices[0]?.message.content, "Reply to: sdk third");
+    assert.equal(sessionOf(fake.messageCalls().at(-1)!), sessionOf(sdkCalls[0]!));
+    assert.equal((await showSession(bridge.dataDir, `user:${user}`)).binding.turns, 3);
+  });
+});

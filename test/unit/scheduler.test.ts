@@ -1,0 +1,325 @@
+/**
+ * TurnScheduler: FIFO per conversation, parallel across conversations up to maxConcurrent, a bounded
+ * queue with a timeout, aborts while waiting. Driven deterministically: leases are released by the
+ * test, and "not granted yet" is checked after the event loop has settled (no timing asserts).
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { QueueRejected, TurnScheduler, WaitAborted, type Lease } from "../../src/queue/scheduler.js";
+
+/** Let every pending promise callback and immediate run. */
+async function settle(rounds = 5): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** An acquire whose outcome the test can inspect without awaiting it. */
+function track(s: TurnScheduler, key: string, signal: AbortSignal = new AbortController().signal) {
+  const t: { lease?: Lease; error?: Error; done: boolean; promise: Promise<void> } = { done: false, promise: Promise.resolve() };
+  t.promise = s.acquire(key, signal).then(
+    (l) => {
+      t.lease = l;
+      t.done = true;
+    },
+    (e: Error) => {
+      t.error = e;
+      t.done = true;
+    },
+  );
+  return t;
+}
+
+const sched = (o: Partial<{ maxConcurrent: number; maxQueue: number; queueTimeoutMs: number }> = {}) =>
+  new TurnScheduler({ maxConcurrent: 4, maxQueue: 32, queueTimeoutMs: 60_000, ...o });
+
+describe("per-conversation FIFO", () => {
+  test("three turns of one key run strictly one after another, in arrival order", async () => {
+    const s = sched();
+    const order: string[] = [];
+    const turns = ["t1", "t2", "t3"].map((name) => {
+      const t = track(s, "conv-A");
+      void t.promise.then(() => t.lease && order.push(name));
+      return t;
+    });
+    await settle();
+    assert.deepEqual(order, ["t1"], "only the first runs");
+    assert.deepEqual(s.stats(), { running: 1, waiting: 2, conversations: 1, maxConcurrent: 4, maxQueue: 32 });
+
+    turns[0]!.lease!.release();
+    await settle();
+    assert.deepEqual(order, ["t1", "t2"]);
+    assert.equal(turns[2]!.done, false, "t3 still waits for t2");
+
+    turns[1]!.lease!.release();
+    await settle();
+    assert.deepEqual(order, ["t1", "t2", "t3"]);
+
+    turns[2]!.lease!.release();
+    await settle();
+    assert.deepEqual(s.stats(), { running: 0, waiting: 0, conversations: 0, maxConcurrent: 4, maxQueue: 32 });
+  });
+
+  test("a free slot does not let a later turn of the same key overtake", async () => {
+    const s = sched({ maxConcurrent: 10 });
+    const a1 = track(s, "k");
+    const a2 = track(s, "k");
+    const b1 = track(s, "other");
+    await settle();
+    assert.ok(a1.lease && b1.lease, "a1 and b1 run in parallel");
+    assert.equal(a2.done, false);
+    b1.lease!.release();
+    await settle();
+    assert.equal(a2.done, false, "releasing another conversation does not release this one");
+    a1.lease!.release();
+    await a2.promise;
+    assert.ok(a2.lease);
+    a2.lease.release();
+  });
+});
+
+describe("parallel across keys up to maxConcurrent", () => {
+  test("maxConcurrent turns of different keys run at once; the next waits for a free slot, first come first served", async () => {
+    const s = sched({ maxConcurrent: 3 });
+    const ts = ["a", "b", "c", "d", "e"].map((k) => track(s, k));
+    await settle();
+    assert.deepEqual(
+      ts.map((t) => Boolean(t.lease)),
+      [true, true, true, false, false],
+    );
+    assert.equal(s.stats().running, 3);
+    assert.equal(s.stats().waiting, 2);
+
+    ts[1]!.lease!.release();
+    await settle();
+    assert.deepEqual(
+      ts.map((t) => Boolean(t.lease)),
+      [true, true, true, true, false],
+      "d (first in the queue) gets the slot",
+    );
+    assert.equal(s.stats().running, 3);
+
+    ts[0]!.lease!.release();
+    await settle();
+    assert.ok(ts[4]!.lease);
+    for (const t of ts.slice(2)) t.lease!.release();
+    await settle();
+    assert.equal(s.stats().running, 0);
+  });
+
+  test("waitedMs is reported and non-negative", async () => {
+    const s = sched({ maxConcurrent: 1 });
+    const a = track(s, "a");
+    const b = track(s, "b");
+    await settle();
+    a.lease!.release();
+    await b.promise;
+    assert.ok(a.lease!.waitedMs >= 0 && b.lease!.waitedMs >= 0);
+    b.lease!.release();
+  });
+});
+
+describe("the bounded queue", () => {
+  test("beyond maxQueue waiting turns a new turn is refused at once with retryAfterSeconds ≥ 1", async () => {
+    const s = sched({ maxConcurrent: 1, maxQueue: 2 });
+    const running = track(s, "a");
+    const w1 = track(s, "b");
+    const w2 = track(s, "c");
+    await settle();
+    assert.equal(s.stats().waiting, 2);
+    await assert.rejects(s.acquire("d", new AbortController().signal), (err: unknown) => {
+      assert.ok(err instanceof QueueRejected);
+      assert.ok(Number.isInteger(err.retryAfterSeconds) && err.retryAfterSeconds >= 1, `retryAfterSeconds ${err.retryAfterSeconds}`);
+      assert.ok(err.retryAfterSeconds <= 60);
+      assert.match(err.message, /busy/);
+      return true;
+    });
+    assert.equal(s.stats().waiting, 2, "the refused turn took no place");
+    running.lease!.release();
+    await settle();
+    assert.ok(w1.lease, "the queue still works after a refusal");
+    w1.lease!.release();
+    await settle();
+    w2.lease!.release();
+  });
+
+  test("maxQueue 0: no waiting at all once the slots are taken", async () => {
+    const s = sched({ maxConcurrent: 1, maxQueue: 0 });
+    const a = track(s, "a");
+    await settle();
+    await assert.rejects(s.acquire("b", new AbortController().signal), QueueRejected);
+    await assert.rejects(s.acquire("a", new AbortController().signal), QueueRejected, "nor behind its own conversation");
+    a.lease!.release();
+  });
+
+  test("retryAfterSeconds follows recent turn durations and stays within 1..60", async () => {
+    const s = sched({ maxConcurrent: 1, maxQueue: 0 });
+    assert.equal(s.retryAfter(), 5, "no history: about one typical turn");
+    const a = await s.acquire("a", new AbortController().signal);
+    a.release(); // a ~0 ms turn
+    assert.equal(s.retryAfter(), 1, "never below 1");
+  });
+});
+
+describe("the queue timeout", () => {
+  test("a turn that gets no slot within queueTimeoutMs is refused with QueueRejected", async () => {
+    const s = sched({ maxConcurrent: 1, queueTimeoutMs: 100 });
+    const a = track(s, "a");
+    await settle();
+    await assert.rejects(s.acquire("b", new AbortController().signal), (err: unknown) => {
+      assert.ok(err instanceof QueueRejected);
+      assert.ok(err.retryAfterSeconds >= 1);
+      assert.match(err.message, /no free slot/);
+      return true;
+    });
+    assert.equal(s.stats().waiting, 0, "the timed-out turn left the queue");
+    assert.equal(s.stats().running, 1);
+    a.lease!.release();
+    const b = await s.acquire("b", new AbortController().signal);
+    assert.equal(s.stats().running, 1, "b's conversation is usable again");
+    b.release();
+    assert.equal(s.stats().conversations, 0);
+  });
+
+  test("a timed-out turn does not hold up later turns of its conversation", async () => {
+    const s = sched({ maxConcurrent: 1, queueTimeoutMs: 150 });
+    const a = track(s, "a");
+    await settle();
+    const b1 = s.acquire("b", new AbortController().signal);
+    await assert.rejects(b1, QueueRejected);
+    a.lease!.release();
+    const b2 = await s.acquire("b", new AbortController().signal);
+    b2.release();
+  });
+
+  test(
+    "a turn waiting behind its own conversation is also bounded by the queue timeout",
+    { todo: "BUG: src/queue/scheduler.ts acquire: the wait on the conversation chain (`await abortable(prev, signal)`) has no deadline; queueTimeoutMs only applies to the global-slot wait" },
+    async () => {
+      const s = sched({ maxConcurrent: 4, queueTimeoutMs: 100 });
+      const first = track(s, "same");
+      await settle();
+      const second = track(s, "same");
+      // Bounded wait for the outcome (the bug makes it wait forever; give it 10× the timeout).
+      await Promise.race([second.promise, new Promise((r) => setTimeout(r, 1000))]);
+      const outcome = second.error;
+      first.lease!.release();
+      await second.promise;
+      second.lease?.release();
+      assert.ok(outcome instanceof QueueRejected, `expected QueueRejected, got ${second.done ? (second.error?.name ?? "a lease after release") : "still waiting"}`);
+    },
+  );
+});
+
+describe("aborts while waiting", () => {
+  test("an already-aborted signal is refused at once", async () => {
+    const s = sched();
+    await assert.rejects(s.acquire("a", AbortSignal.abort()), WaitAborted);
+    assert.deepEqual(s.stats().waiting, 0);
+    assert.equal(s.stats().conversations, 0);
+  });
+
+  test("abort while waiting for a slot frees the place", async () => {
+    const s = sched({ maxConcurrent: 1, maxQueue: 1 });
+    const a = track(s, "a");
+    const ac = new AbortController();
+    const b = track(s, "b", ac.signal);
+    await settle();
+    assert.equal(s.stats().waiting, 1);
+    await assert.rejects(s.acquire("c", new AbortController().signal), QueueRejected, "the queue is full");
+    ac.abort();
+    await b.promise;
+    assert.ok(b.error instanceof WaitAborted);
+    assert.equal(s.stats().waiting, 0);
+    const c = track(s, "c");
+    await settle();
+    assert.equal(s.stats().waiting, 1, "the freed place is usable");
+    a.lease!.release();
+    await settle();
+    assert.ok(c.lease, "c gets the slot, not the aborted b");
+    assert.equal(s.stats().running, 1);
+    c.lease!.release();
+  });
+
+  test("abort of a turn waiting on its conversation does not break the chain", async () => {
+    const s = sched();
+    const t1 = track(s, "k");
+    const ac2 = new AbortController();
+    const t2 = track(s, "k", ac2.signal);
+    const t3 = track(s, "k");
+    await settle();
+    ac2.abort();
+    await t2.promise;
+    assert.ok(t2.error instanceof WaitAborted);
+    await settle();
+    assert.equal(t3.done, false, "t3 still waits for t1 (FIFO kept)");
+    assert.equal(s.stats().running, 1);
+    t1.lease!.release();
+    await t3.promise;
+    assert.ok(t3.lease, "t3 runs after t1");
+    const t4 = track(s, "k");
+    await settle();
+    assert.equal(t4.done, false, "the chain still serialises later turns");
+    t3.lease!.release();
+    await t4.promise;
+    assert.ok(t4.lease);
+    t4.lease!.release();
+    await settle();
+    assert.deepEqual(s.stats(), { running: 0, waiting: 0, conversations: 0, maxConcurrent: 4, maxQueue: 32 });
+  });
+
+  test("abort of the last waiter in a chain leaves the key usable", async () => {
+    const s = sched();
+    const t1 = track(s, "k");
+    const ac = new AbortController();
+    const t2 = track(s, "k", ac.signal);
+    await settle();
+    ac.abort();
+    await t2.promise;
+    t1.lease!.release();
+    await settle();
+    assert.equal(s.stats().conversations, 0);
+    const t3 = await s.acquire("k", new AbortController().signal);
+    t3.release();
+  });
+});
+
+describe("release", () => {
+  test("is idempotent: a second release changes nothing", async () => {
+    const s = sched({ maxConcurrent: 1 });
+    const a = track(s, "a");
+    const b = track(s, "b");
+    const c = track(s, "c");
+    await settle();
+    a.lease!.release();
+    a.lease!.release();
+    a.lease!.release();
+    await settle();
+    assert.ok(b.lease, "b got the slot");
+    assert.equal(c.done, false, "a double release does not hand out a second slot");
+    assert.equal(s.stats().running, 1);
+    b.lease!.release();
+    await settle();
+    c.lease!.release();
+    c.lease!.release();
+    await settle();
+    assert.equal(s.stats().running, 0, "never negative");
+    const d = await s.acquire("d", new AbortController().signal);
+    assert.equal(s.stats().running, 1);
+    d.release();
+  });
+
+  test("a double release of one conversation's turn does not release its next turn twice", async () => {
+    const s = sched();
+    const t1 = track(s, "k");
+    const t2 = track(s, "k");
+    const t3 = track(s, "k");
+    await settle();
+    t1.lease!.release();
+    t1.lease!.release();
+    await settle();
+    assert.ok(t2.lease);
+    assert.equal(t3.done, false);
+    t2.lease!.release();
+    await t3.promise;
+    t3.lease!.release();
+  });
+});
