@@ -81,6 +81,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }
   });
 
+  // Lets a second instance (and `doctor`) recognise a clawbridge on a port cheaply.
+  app.addHook("onSend", async (_req, reply) => {
+    void reply.header("server", `clawbridge/${VERSION}`);
+  });
+
   app.addHook("onResponse", async (req, reply) => {
     debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.raw.httpVersion}" ${reply.statusCode} -`);
   });

@@ -54,9 +54,11 @@ export function createBackends(config: Config, logger: Logger): Map<string, Back
 async function describePortOwner(host: string, port: number): Promise<string> {
   try {
     const h = host.includes(":") ? `[${host}]` : host;
-    const res = await fetch(`http://${h}:${port}/health`, { signal: AbortSignal.timeout(1500) });
-    const body = (await res.json()) as { name?: string; version?: string };
-    if (body?.name === "clawbridge") return ` by another clawbridge ${body.version ?? ""} (an old process or a service?)`.replace("  ", " ");
+    // Any path answers with the Server header; an unknown one answers fastest (no backend checks).
+    const res = await fetch(`http://${h}:${port}/.well-known/clawbridge`, { signal: AbortSignal.timeout(3000) });
+    await res.body?.cancel();
+    const m = /^clawbridge\/(\S+)/.exec(res.headers.get("server") ?? "");
+    if (m) return ` by another clawbridge ${m[1]} (an old process or a service?)`;
   } catch {
     /* not an HTTP server we know */
   }

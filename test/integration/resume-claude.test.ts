@@ -17,6 +17,8 @@ import { stream, type AssistantMessage, type Context, type Model } from "@marioz
 import OpenAI from "openai";
 import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
+import { defaultSessionStorePath, openSessionStore } from "../../src/store/index.js";
+import type { SessionStore } from "../../src/store/types.js";
 import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { openclawRequest, wrapUserText, openclawSystemPrompt, type Generation, type OpenClawTurn } from "../helpers/openclaw-request.js";
 
@@ -194,6 +196,13 @@ describe("resume mode through the bridge: Claude Code", () => {
   let fake: FakeAnthropic;
   let bridge: TestBridge;
   let home: string;
+  /** A second connection to the bridge's own sessions.db (the `sessions` command is checked separately). */
+  let store: SessionStore;
+  const bindingOf = async (key: string) => {
+    const b = await store.get(key);
+    assert.ok(b, `a binding for ${key}`);
+    return b;
+  };
 
   before(async () => {
     fake = await startFakeAnthropic(replyScript);
@@ -203,9 +212,11 @@ describe("resume mode through the bridge: Claude Code", () => {
       backends: { cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1 } },
       models: [{ id: MODEL, backend: "cc", model: "default", session: { mode: "resume" } }],
     });
+    store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(bridge.dataDir) });
   });
 
   after(async () => {
+    await store?.close();
     await bridge?.close(0);
     await fake?.close();
     // Every CLI process is gone (the bridge reaps its children on close).
@@ -313,8 +324,7 @@ describe("resume mode through the bridge: Claude Code", () => {
     const u = await chat(bridge.baseURL, ub);
     assert.equal(u.source, "user");
     assert.equal(u.key, "user:alex-42");
-    const shownUser = await showSession(bridge.dataDir, "user:alex-42");
-    assert.equal(shownUser.binding.turns, 1);
+    assert.equal((await bindingOf("user:alex-42")).turns, 1);
 
     // Two conversations in parallel: each model call holds only its own conversation.
     const a = new Conversation("2026.9", { sessionId: randomUUID() });
@@ -351,10 +361,10 @@ describe("resume mode through the bridge: Claude Code", () => {
     assert.equal(sa.size, 1);
     assert.equal(sb.size, 1);
     assert.notEqual([...sa][0], [...sb][0], "two different backend sessions");
-    const [bindA, bindB] = await Promise.all([showSession(bridge.dataDir, keyA), showSession(bridge.dataDir, keyB)]);
-    assert.equal(bindA.binding.backendSessionId, [...sa][0]);
-    assert.equal(bindB.binding.backendSessionId, [...sb][0]);
-    assert.notEqual(bindA.binding.cwd, bindB.binding.cwd, "each conversation has its own working directory");
+    const [bindA, bindB] = await Promise.all([bindingOf(keyA), bindingOf(keyB)]);
+    assert.equal(bindA.backendSessionId, [...sa][0]);
+    assert.equal(bindB.backendSessionId, [...sb][0]);
+    assert.notEqual(bindA.cwd, bindB.cwd, "each conversation has its own working directory");
   });
 
   test("self-healing: a deleted transcript → a NEW session seeded from the conversation; the dead id is never reused", async () => {
@@ -367,7 +377,7 @@ describe("resume mode through the bridge: Claude Code", () => {
       assert.equal(r.status, 200);
       conv.answered(r.text);
     }
-    const bound = (await showSession(bridge.dataDir, key)).binding;
+    const bound = await bindingOf(key);
     assert.equal(bound.turns, 2);
     const dead: string = bound.backendSessionId;
     const transcripts = findFiles(path.join(home, ".claude", "projects"), `${dead}.jsonl`);
@@ -412,7 +422,7 @@ describe("resume mode through the bridge: Claude Code", () => {
       ["user", "assistant", "user"],
     );
     assert.equal(dialogue(after[1]!).at(-1)![1], "and her age?");
-    assert.equal((await showSession(bridge.dataDir, key)).binding.turns, 2);
+    assert.equal((await bindingOf(key)).turns, 2);
   });
 
   test("abort then retry: never two CLI processes for the conversation; the retry answers; the abandoned one is gone", async () => {
@@ -577,7 +587,7 @@ describe("resume mode through the bridge: Claude Code", () => {
     ]);
     const texts = context.messages.filter((m): m is AssistantMessage => m.role === "assistant").map((m) => m.content.map((c) => (c.type === "text" ? c.text : "")).join(""));
     assert.deepEqual(texts, ["Reply to: pi says hello", "Reply to: pi asks again"]);
-    assert.equal((await showSession(bridge.dataDir, piKey)).binding.turns, 2);
+    assert.equal((await bindingOf(piKey)).turns, 2);
 
     // --- the official openai client, streaming, conversation named by `user`
     const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
@@ -605,6 +615,6 @@ describe("resume mode through the bridge: Claude Code", () => {
     const plain = await client.chat.completions.create({ model: MODEL, messages: history, user });
     assert.equal(plain.choices[0]?.message.content, "Reply to: sdk third");
     assert.equal(sessionOf(fake.messageCalls().at(-1)!), sessionOf(sdkCalls[0]!));
-    assert.equal((await showSession(bridge.dataDir, `user:${user}`)).binding.turns, 3);
+    assert.equal((await bindingOf(`user:${user}`)).turns, 3);
   });
 });

@@ -1,0 +1,120 @@
+/** Summarise a V8 `.cpuprofile` (from `node --cpu-prof`): where the process spent its CPU time. */
+import { readFileSync } from "node:fs";
+import { table } from "./stats.js";
+
+interface CpuNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
+  hitCount?: number;
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: CpuNode[];
+  startTime: number;
+  endTime: number;
+  samples?: number[];
+  timeDeltas?: number[];
+}
+
+/** Which part of the stack a script belongs to: a repo file, an npm package, or node itself. */
+export function area(url: string, root: string): string {
+  if (!url) return "(native/V8)";
+  let u = url.replace(/^file:\/\//, "");
+  if (u.startsWith("node:")) return "node core";
+  const nm = u.lastIndexOf("/node_modules/");
+  if (nm >= 0) {
+    const rest = u.slice(nm + "/node_modules/".length).split("/");
+    return rest[0]?.startsWith("@") ? `${rest[0]}/${rest[1]}` : (rest[0] ?? "node_modules");
+  }
+  if (u.startsWith(root)) u = u.slice(root.length + 1);
+  return u;
+}
+
+export interface ProfileSummary {
+  /** Milliseconds of samples that were not idle. */
+  busyMs: number;
+  markdown: string;
+}
+
+/** Self time by function and by area, and inclusive time of the repo's own functions. */
+export function summariseProfile(file: string, root: string, top = 25): ProfileSummary {
+  const p = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const totalHits = p.nodes.reduce((s, n) => s + (n.hitCount ?? 0), 0);
+  const usPerHit = totalHits ? (p.endTime - p.startTime) / totalHits : 0;
+  const msOf = (hits: number) => (hits * usPerHit) / 1000;
+
+  const self = new Map<string, { hits: number; area: string }>();
+  const areas = new Map<string, number>();
+  let idle = 0;
+  const key = (n: CpuNode) => {
+    const f = n.callFrame;
+    const where = f.url ? `${area(f.url, root)}:${f.lineNumber + 1}` : "";
+    return `${f.functionName || "(anonymous)"}${where ? ` ${where}` : ""}`;
+  };
+  for (const n of p.nodes) {
+    const h = n.hitCount ?? 0;
+    if (!h) continue;
+    if (n.callFrame.functionName === "(idle)") {
+      idle += h;
+      continue;
+    }
+    const a = n.callFrame.url ? area(n.callFrame.url, root) : n.callFrame.functionName.startsWith("(") ? n.callFrame.functionName : "(native/V8)";
+    const k = key(n);
+    const e = self.get(k) ?? { hits: 0, area: a };
+    e.hits += h;
+    self.set(k, e);
+    areas.set(a, (areas.get(a) ?? 0) + h);
+  }
+  const busy = totalHits - idle;
+
+  // Inclusive time of repo functions (src/…): self + descendants, counted once per stack.
+  const inclusive = new Map<string, number>();
+  const walk = (id: number, onStack: Set<string>): number => {
+    const n = byId.get(id);
+    if (!n) return 0;
+    let hits = n.callFrame.functionName === "(idle)" ? 0 : (n.hitCount ?? 0);
+    const k = n.callFrame.url && area(n.callFrame.url, root).startsWith("src/") ? key(n) : undefined;
+    const added = k !== undefined && !onStack.has(k);
+    if (added) onStack.add(k!);
+    for (const c of n.children ?? []) hits += walk(c, onStack);
+    if (added) {
+      onStack.delete(k!);
+      inclusive.set(k!, (inclusive.get(k!) ?? 0) + hits);
+    }
+    return hits;
+  };
+  const rootNode = p.nodes[0];
+  if (rootNode) walk(rootNode.id, new Set());
+
+  const pct = (h: number) => (busy ? `${((100 * h) / busy).toFixed(1)}%` : "–");
+  const selfRows = [...self.entries()]
+    .sort((a, b) => b[1].hits - a[1].hits)
+    .slice(0, top)
+    .map(([k, v]) => [`\`${k}\``, msOf(v.hits).toFixed(0), pct(v.hits)]);
+  const areaRows = [...areas.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 20)
+    .map(([k, h]) => [`\`${k}\``, msOf(h).toFixed(0), pct(h)]);
+  const inclRows = [...inclusive.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 20)
+    .map(([k, h]) => [`\`${k}\``, msOf(h).toFixed(0), pct(h)]);
+
+  const markdown = [
+    `Busy CPU in the profile: ${msOf(busy).toFixed(0)} ms (idle ${msOf(idle).toFixed(0)} ms), sampled every ~${usPerHit.toFixed(0)} µs.`,
+    "",
+    "Self time by area (file of the repo, npm package, or node core):",
+    "",
+    table(["area", "self ms", "% of busy"], areaRows),
+    "",
+    `Top ${top} functions by self time:`,
+    "",
+    table(["function", "self ms", "% of busy"], selfRows),
+    "",
+    "The repo's own functions by inclusive time (self + everything they call):",
+    "",
+    table(["function", "incl. ms", "% of busy"], inclRows),
+  ].join("\n");
+  return { busyMs: msOf(busy), markdown };
+}

@@ -1,0 +1,271 @@
+/**
+ * Suite "openai": the `type: openai` upstream backend. The same load goes straight to a fake
+ * OpenAI-compatible upstream ("direct") and through clawbridge to that upstream ("bridge"), side by
+ * side in one run. Fake upstream, bridge and load generator are three processes.
+ */
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { stringify } from "yaml";
+import { openclawRequest } from "../../test/helpers/openclaw-request.js";
+import { answerText, FAKE_MODEL } from "../fake-upstream.js";
+import { runLoad, type LoadResult } from "../load.js";
+import { cpuMs, memory, startService, type Memory, type Service } from "../procs.js";
+import { summariseProfile } from "../profile.js";
+import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
+import { deltaMs, int, mb, ms, percentile, table } from "../stats.js";
+
+const CHUNKS = 20;
+const BRIDGE_MODEL = "bench/local";
+const TEXT = answerText(CHUNKS);
+
+interface Scenario {
+  id: string;
+  label: string;
+  stream: boolean;
+  concurrency: number;
+  /** Request body for a model name. */
+  body(model: string): string;
+}
+
+const small = (stream: boolean) => (model: string) =>
+  JSON.stringify({ model, stream, messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "Tell me about the fox." }], max_completion_tokens: 256 });
+
+const openclaw = (model: string) => JSON.stringify(openclawRequest(model, [{ role: "user", text: "Tell me about the fox." }], "2026.5"));
+
+const SCENARIOS: Scenario[] = [
+  { id: "stream-c1", label: "streaming, c=1", stream: true, concurrency: 1, body: small(true) },
+  { id: "stream-c32", label: "streaming, c=32", stream: true, concurrency: 32, body: small(true) },
+  { id: "json-c1", label: "non-streaming, c=1", stream: false, concurrency: 1, body: small(false) },
+  { id: "json-c32", label: "non-streaming, c=32", stream: false, concurrency: 32, body: small(false) },
+  { id: "openclaw-c1", label: `OpenClaw-size request (${(openclaw("m").length / 1024).toFixed(0)} KB, 20 tools), streaming, c=1`, stream: true, concurrency: 1, body: openclaw },
+];
+
+function sseContents(body: string): string[] {
+  const out: string[] = [];
+  for (const block of body.split("\n\n")) {
+    if (!block.startsWith("data: ") || block === "data: [DONE]") continue;
+    const obj = JSON.parse(block.slice(6)) as { choices?: Array<{ delta?: { content?: string } }> };
+    const c = obj.choices?.[0]?.delta?.content;
+    if (c) out.push(c);
+  }
+  return out;
+}
+
+const checkStream = (status: number, body: string) =>
+  status !== 200 ? `HTTP ${status}: ${body.slice(0, 200)}` : !body.endsWith("data: [DONE]\n\n") || body.includes('{"error"') ? `bad stream: ${body.slice(-200)}` : undefined;
+const expectJson = `"content":${JSON.stringify(TEXT)}`;
+const checkJson = (status: number, body: string) => (status !== 200 ? `HTTP ${status}: ${body.slice(0, 200)}` : body.includes(expectJson) ? undefined : `bad body: ${body.slice(0, 200)}`);
+
+function verifyStream(status: number, body: string): string | undefined {
+  const bad = checkStream(status, body);
+  if (bad) return bad;
+  const parts = sseContents(body);
+  if (parts.join("") !== TEXT) return `streamed text differs: ${JSON.stringify(parts.join(""))}`;
+  if (parts.length !== CHUNKS) return `${parts.length} content deltas, expected ${CHUNKS}`;
+  return undefined;
+}
+function verifyJson(status: number, body: string): string | undefined {
+  const bad = checkJson(status, body);
+  if (bad) return bad;
+  const j = JSON.parse(body) as { choices?: Array<{ message?: { content?: string } }> };
+  return j.choices?.[0]?.message?.content === TEXT ? undefined : `content differs: ${body.slice(0, 200)}`;
+}
+
+interface Row {
+  scenario: Scenario;
+  direct: LoadResult;
+  bridge: LoadResult;
+  /** Bridge process CPU per measured request (ms), warm-up excluded. */
+  bridgeCpuPerReq: number;
+  upstreamCpuPerReqDirect: number;
+  upstreamCpuPerReqBridge: number;
+}
+
+const p50 = (xs: number[]) => percentile(xs, 50);
+const p99 = (xs: number[]) => percentile(xs, 99);
+
+async function startFake(ctx: BenchContext): Promise<Service> {
+  return startService({
+    name: "fake upstream",
+    command: process.execPath,
+    args: ["--import", "tsx", path.join(ctx.root, "bench", "fake-upstream.ts"), "--chunks", String(CHUNKS)],
+    cwd: ctx.root,
+    readyPattern: /PORT (\d+)/,
+  });
+}
+
+async function startBridge(ctx: BenchContext, configFile: string, profileDir?: string): Promise<{ service: Service; origin: string }> {
+  const service = await startService({
+    name: "clawbridge",
+    command: process.execPath,
+    args: [...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []), "--import", "tsx", path.join(ctx.root, "src", "cli", "main.ts"), "serve", "--config", configFile, "--port", "0"],
+    cwd: ctx.root,
+    readyPattern: /listening on (http:\/\/[^\s]+)/,
+  });
+  return { service, origin: service.ready };
+}
+
+const suite: BenchSuite = {
+  name: "openai",
+  resultSlug: "openai-upstream",
+  description: "OpenAI-compatible upstream backend: direct vs through clawbridge (latency, req/s, memory)",
+  async run(ctx: BenchContext): Promise<SuiteResult> {
+    const tmp = mkdtempSync(path.join(tmpdir(), "cb-bench-"));
+    const profileDir = ctx.profile ? path.join(tmp, "profile") : undefined;
+    let fake: Service | undefined;
+    let bridge: Service | undefined;
+    try {
+      fake = await startFake(ctx);
+      const fakeOrigin = `http://127.0.0.1:${fake.ready}`;
+      const configFile = path.join(tmp, "clawbridge.yaml");
+      writeFileSync(
+        configFile,
+        stringify({
+          server: { host: "127.0.0.1", port: 0, maxConcurrent: 64, maxQueue: 256 },
+          logging: { level: "warn" },
+          dataDir: path.join(tmp, "data"),
+          backends: { local: { type: "openai", baseUrl: `${fakeOrigin}/v1`, maxConnections: 64 } },
+          models: [{ id: BRIDGE_MODEL, backend: "local", model: FAKE_MODEL }],
+        }),
+      );
+      const started = await startBridge(ctx, configFile, profileDir);
+      bridge = started.service;
+      ctx.log(`fake upstream pid ${fake.pid} at ${fakeOrigin}; bridge pid ${bridge.pid} at ${started.origin}${profileDir ? " (under --cpu-prof)" : ""}`);
+      const memStart: Memory = memory(bridge.pid);
+
+      const rows: Row[] = [];
+      let memAfterWarm: Memory | undefined;
+      for (const sc of SCENARIOS) {
+        const base = {
+          ...ctx.limits,
+          concurrency: sc.concurrency,
+          sessionPerWorker: true,
+          check: sc.stream ? checkStream : checkJson,
+          verify: sc.stream ? verifyStream : verifyJson,
+        };
+        ctx.log(`${sc.label}: direct…`);
+        const f0 = cpuMs(fake.pid);
+        const direct = await runLoad({ ...base, origin: fakeOrigin, path: "/v1/chat/completions", body: sc.body(FAKE_MODEL) });
+        const f1 = cpuMs(fake.pid);
+        ctx.log(`${sc.label}: bridge…`);
+        const b0 = cpuMs(bridge.pid);
+        const fb0 = cpuMs(fake.pid);
+        const viaBridge = await runLoad({ ...base, origin: started.origin, path: "/v1/chat/completions", body: sc.body(BRIDGE_MODEL) });
+        const b1 = cpuMs(bridge.pid);
+        const fb1 = cpuMs(fake.pid);
+        memAfterWarm ??= memory(bridge.pid);
+        const total = (r: LoadResult) => r.requests + r.errors + ctx.limits.warmup;
+        rows.push({
+          scenario: sc,
+          direct,
+          bridge: viaBridge,
+          // CPU is read around the whole run (warm-up included): divide by every request sent.
+          bridgeCpuPerReq: (b1 - b0) / total(viaBridge),
+          upstreamCpuPerReqDirect: (f1 - f0) / total(direct),
+          upstreamCpuPerReqBridge: (fb1 - fb0) / total(viaBridge),
+        });
+        ctx.log(
+          `${sc.label}: direct ${direct.rps.toFixed(0)} req/s (first content p50 ${ms(p50(direct.ttfc))} ms), bridge ${viaBridge.rps.toFixed(0)} req/s (first content p50 ${ms(p50(viaBridge.ttfc))} ms)`,
+        );
+      }
+      const memEnd = memory(bridge.pid);
+      await bridge.stop(10_000);
+      let profileMd = "";
+      if (profileDir) {
+        const files = readdirSync(profileDir).filter((f) => f.endsWith(".cpuprofile"));
+        profileMd = files.length
+          ? summariseProfile(path.join(profileDir, files[0]!), ctx.root).markdown
+          : "(the bridge wrote no .cpuprofile — did it exit cleanly?)";
+      }
+      return build(ctx, rows, { start: memStart, afterFirst: memAfterWarm ?? memEnd, end: memEnd }, profileMd);
+    } finally {
+      await bridge?.stop(5000);
+      await fake?.stop(5000);
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  },
+};
+
+function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst: Memory; end: Memory }, profileMd: string): SuiteResult {
+  const byId = (id: string) => rows.find((r) => r.scenario.id === id)!;
+  const s1 = byId("stream-c1");
+  const j1 = byId("json-c1");
+  const j32 = byId("json-c32");
+
+  const addedFirstByte = p50(s1.bridge.ttfb) - p50(s1.direct.ttfb);
+  const addedFirstContent = p50(s1.bridge.ttfc) - p50(s1.direct.ttfc);
+  const addedJson = p50(j1.bridge.total) - p50(j1.direct.total);
+  const ratio = j32.bridge.rps / j32.direct.rps;
+  const targets: TargetCheck[] = [
+    { name: "added time to first byte, p50 (streaming c=1; the bridge's role chunk)", goal: "< 1 ms", measured: `${deltaMs(addedFirstByte)} ms`, pass: addedFirstByte < 1 },
+    { name: "added time to first CONTENT delta, p50 (streaming c=1)", goal: "< 1 ms", measured: `${deltaMs(addedFirstContent)} ms`, pass: addedFirstContent < 1 },
+    { name: "added time to the full response, p50 (non-streaming c=1; first byte = whole answer)", goal: "< 1 ms", measured: `${deltaMs(addedJson)} ms`, pass: addedJson < 1 },
+    { name: "non-streaming c=32 throughput, bridge / direct", goal: "≥ 50%", measured: `${(ratio * 100).toFixed(0)}% (${int(j32.bridge.rps)} vs ${int(j32.direct.rps)} req/s)`, pass: ratio >= 0.5 },
+  ];
+
+  const results = table(
+    ["scenario", "path", "requests", "errors", "req/s", "first byte p50 / p99 (ms)", "first content p50 / p99 (ms)", "full response p50 / p99 (ms)", "bridge CPU / req"],
+    rows.flatMap((r) =>
+      (["direct", "bridge"] as const).map((k) => {
+        const x = r[k];
+        return [
+          k === "direct" ? r.scenario.label : "",
+          k,
+          int(x.requests),
+          x.errors ? `${x.errors} (${(x.firstError ?? "").slice(0, 60)})` : "0",
+          int(x.rps),
+          `${ms(p50(x.ttfb))} / ${ms(p99(x.ttfb))}`,
+          `${ms(p50(x.ttfc))} / ${ms(p99(x.ttfc))}`,
+          `${ms(p50(x.total))} / ${ms(p99(x.total))}`,
+          k === "bridge" ? `${ms(r.bridgeCpuPerReq)} ms` : "",
+        ];
+      }),
+    ),
+  );
+  const added = table(
+    ["scenario", "Δ first byte p50 / p99", "Δ first content p50 / p99", "Δ full response p50 / p99", "req/s bridge / direct", "upstream CPU / req (direct → via bridge)"],
+    rows.map((r) => [
+      r.scenario.label,
+      `${deltaMs(p50(r.bridge.ttfb) - p50(r.direct.ttfb))} / ${deltaMs(p99(r.bridge.ttfb) - p99(r.direct.ttfb))}`,
+      `${deltaMs(p50(r.bridge.ttfc) - p50(r.direct.ttfc))} / ${deltaMs(p99(r.bridge.ttfc) - p99(r.direct.ttfc))}`,
+      `${deltaMs(p50(r.bridge.total) - p50(r.direct.total))} / ${deltaMs(p99(r.bridge.total) - p99(r.direct.total))}`,
+      `${((100 * r.bridge.rps) / r.direct.rps).toFixed(0)}%`,
+      `${ms(r.upstreamCpuPerReqDirect)} → ${ms(r.upstreamCpuPerReqBridge)} ms`,
+    ]),
+  );
+  const memory = table(
+    ["bridge process", "VmRSS", "VmHWM (peak)"],
+    [
+      ["after start-up (before any request)", mb(mem.start.rssKb), mb(mem.start.hwmKb)],
+      ["after the first scenario", mb(mem.afterFirst.rssKb), mb(mem.afterFirst.hwmKb)],
+      ["after all scenarios", mb(mem.end.rssKb), mb(mem.end.hwmKb)],
+    ],
+  );
+  const { warmup, maxRequests, maxSeconds } = ctx.limits;
+  const markdown = [
+    "## Set-up",
+    "",
+    `- Fake upstream (bench/fake-upstream.ts, its own process): every answer is ${CHUNKS} content chunks + finish + usage + [DONE], precomputed, each frame its own write, back-to-back, no delay; \`stream: false\` gets the same text as one JSON body.`,
+    `- Bridge: \`node --import tsx src/cli/main.ts serve --config <tmp>.yaml --port 0\` (its own process), one \`type: openai\` backend on the fake, \`logging.level: warn\`, \`server.maxConcurrent: 64\`. The bridge always streams from the upstream, also for non-streaming clients.`,
+    `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests, ${maxSeconds} s).`,
+    "- first byte: request sent → first body byte. The bridge writes its `delta.role` chunk at once, before the upstream answers, so its first byte can come EARLIER than direct. first content: → first body chunk with non-empty `delta.content` (or the JSON body). full response: → last byte.",
+    "- bridge CPU / req: user+system CPU of the bridge process (/proc/<pid>/stat) over the run, per request sent.",
+    "",
+    "## Results",
+    "",
+    results,
+    "",
+    "## Added by the bridge (bridge − direct)",
+    "",
+    added,
+    "",
+    "## Memory",
+    "",
+    memory,
+    ...(profileMd ? ["", "## CPU profile of the bridge (node --cpu-prof over the whole suite; timings above include the profiler's overhead)", "", profileMd] : []),
+  ].join("\n");
+  return { markdown, targets };
+}
+
+export default suite;
