@@ -15,7 +15,6 @@
  * tool call that the upstream interleaves with another is buffered so each call's chunks stay
  * together (see `StreamTranslator`).
  */
-import { randomBytes } from "node:crypto";
 import { TextDecoder } from "node:util";
 import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
 import { Pool, type Dispatcher } from "undici";
@@ -25,6 +24,7 @@ import { applyRequestCompat, compatOverrideSchema, LOCAL_SERVER_COMPAT, mergeCom
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendError, BackendEvent, BackendHealth, FinishReason, TurnInput, Usage } from "./types.js";
 import { SpecialTokenStripper, ToolCallExtractor, type ExtractEvent } from "../toolcalls/extract.js";
+import { alnumId } from "../encoder/chunks.js";
 
 export const openaiOptionsSchema = z.strictObject({
   /** Upstream API root including `/v1`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:11434/v1` (Ollama). */
@@ -71,14 +71,9 @@ export function resolveCompat(options: Pick<OpenAIBackendOptions, "compat" | "ex
 // ---------------------------------------------------------------------------------------------
 // Ids
 
-const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
 /** A tool-call id of letters and digits only (`call` + 24 random characters). */
 export function newCallId(): string {
-  const bytes = randomBytes(24);
-  let s = "call";
-  for (const b of bytes) s += ALNUM[b % ALNUM.length];
-  return s;
+  return alnumId("call", 24);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -86,6 +86,15 @@ function zodProblems(error: z.ZodError, prefix = ""): string[] {
   });
 }
 
+function rawSection(obj: unknown, key: string): unknown {
+  return obj && typeof obj === "object" && !Array.isArray(obj) ? (obj as Record<string, unknown>)[key] : undefined;
+}
+
+function rawModels(raw: unknown): unknown[] {
+  const models = rawSection(raw, "models");
+  return Array.isArray(models) ? models : [];
+}
+
 function mergeContext(...layers: Array<ContextBudgetInput | undefined>): ContextBudget {
   const out: ContextBudget = { ...DEFAULT_CONTEXT };
   for (const layer of layers) {
@@ -135,8 +144,12 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     const context = mergeContext(file.context, m.context);
     if (context.maxPromptChars < 1000) problems.push(`${where}.context.maxPromptChars: must be at least 1000`);
     let intents: IntentsConfigInput | undefined;
-    if (file.intents || m.intents) {
-      intents = mergeIntentsInput(file.intents as IntentsConfigInput | undefined, m.intents as IntentsConfigInput | undefined);
+    // Merge what the user WROTE (not the parsed sections, whose filled-in defaults would
+    // overwrite the top-level settings), then validate the result once.
+    const rawTop = rawSection(raw, "intents");
+    const rawModel = rawSection(rawModels(raw)[i], "intents");
+    if (rawTop || rawModel) {
+      intents = mergeIntentsInput(rawTop as IntentsConfigInput | undefined, rawModel as IntentsConfigInput | undefined);
       try {
         parseIntentsConfig(intents);
       } catch (err) {

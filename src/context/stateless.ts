@@ -116,7 +116,7 @@ function renderToolResults(after: readonly ChatMessage[], live: readonly LiveDat
   if (!blocks.length || budget <= 0) return "";
   const shares = fairShares(
     blocks.map((b) => b.length),
-    budget - blocks.length * 2,
+    budget - (blocks.length - 1) * 2,
   );
   return blocks
     .map((b, i) => (shares[i]! >= b.length ? b : shares[i]! > 40 ? truncateAtWord(b, shares[i]!) : ""))

@@ -56,7 +56,8 @@ export interface InstallRecord {
   models: string[];
   /** Objects install created (e.g. `models`, `models.providers`), removed by uninstall when empty. */
   createdParents: JsonPath[];
-  defaultModel?: DefaultModelRecord;
+  /** Default models install set (one per target). */
+  defaultModels?: DefaultModelRecord[];
   /** The bridge config the entry was built from. */
   bridgeConfig?: string;
 }
@@ -292,9 +293,10 @@ export async function installOpenClaw(opts: InstallOptions): Promise<InstallResu
   }
   const writtenEntry = doc.get(pPath);
 
-  // The default model.
-  let defaultRecord: DefaultModelRecord | undefined = prevRecord?.defaultModel;
+  // The default model: one record per target (agents.defaults, or an agent of agents.list).
+  const defaultRecords: DefaultModelRecord[] = [...(prevRecord?.defaultModels ?? [])];
   let defaultRef: string | undefined;
+  let defaultPath: JsonPath | undefined;
   if (opts.setDefault) {
     const modelId = opts.model ?? config.models[0]!.id;
     if (!config.models.some((m) => m.id === modelId)) {
@@ -304,23 +306,22 @@ export async function installOpenClaw(opts: InstallOptions): Promise<InstallResu
     const target = defaultModelTarget(doc, opts.agent);
     if ("error" in target) throw new OpenClawSetupError(target.error);
     assertNoIncludeOnPath(doc, paths, target.path.slice(0, -1));
+    defaultPath = target.path;
     const cur = doc.get(target.path);
     const previous = typeof cur === "string" ? cur : null;
-    const sameTarget = prevRecord?.defaultModel && prevRecord.defaultModel.agent === opts.agent;
+    const i = defaultRecords.findIndex((r) => r.agent === opts.agent);
+    const old = i >= 0 ? defaultRecords[i] : undefined;
     const res = doc.set(target.path, defaultRef);
-    defaultRecord = {
+    const rec: DefaultModelRecord = {
       ...(opts.agent !== undefined ? { agent: opts.agent } : {}),
       form: target.form,
       value: defaultRef,
-      // Re-install over our own earlier value keeps what the user had before the first install.
-      previous: sameTarget && previous === prevRecord!.defaultModel!.value ? prevRecord!.defaultModel!.previous : previous,
-      createdParents: sameTarget && !res.created.length ? prevRecord!.defaultModel!.createdParents : res.created,
+      // Re-setting over our own earlier value keeps what the user had before the first install.
+      previous: old && previous === old.value ? old.previous : previous,
+      createdParents: old && !res.created.length ? old.createdParents : res.created,
     };
-    if (prevRecord?.defaultModel && !sameTarget) {
-      notes.push(
-        `the default model set by an earlier install (${prevRecord.defaultModel.agent ? `agent ${prevRecord.defaultModel.agent}` : "agents.defaults"}) is left as it is; the record now tracks this one`,
-      );
-    }
+    if (i >= 0) defaultRecords[i] = rec;
+    else defaultRecords.push(rec);
     const allow = doc.get(["agents", "defaults", "models"]);
     if (allow && typeof allow === "object" && !Array.isArray(allow) && Object.keys(allow).length && !(defaultRef in allow)) {
       notes.push(`agents.defaults.models is an allowlist without "${defaultRef}"; add it there to switch models with /model`);
@@ -347,7 +348,7 @@ export async function installOpenClaw(opts: InstallOptions): Promise<InstallResu
   };
 
   if (opts.validate && (changed || opts.dryRun)) {
-    const ours: JsonPath[] = [pPath, ...(opts.setDefault && defaultRecord ? [defaultModelTarget(doc, opts.agent)].flatMap((t) => ("path" in t ? [t.path] : [])) : [])];
+    const ours: JsonPath[] = [pPath, ...(defaultPath ? [defaultPath] : [])];
     const { validation, refuse } = await checkWithOpenClaw(paths, before, after, opts.validate, ours, notes);
     result.validation = validation;
     if (refuse) {
@@ -373,7 +374,7 @@ export async function installOpenClaw(opts: InstallOptions): Promise<InstallResu
     baseUrl: entry.baseUrl,
     models: entry.models.map((m) => m.id),
     createdParents: prevRecord && !createdParents.length ? prevRecord.createdParents : createdParents,
-    ...(defaultRecord ? { defaultModel: defaultRecord } : {}),
+    ...(defaultRecords.length ? { defaultModels: defaultRecords } : {}),
     ...(config.source !== "embedded defaults" ? { bridgeConfig: config.source } : {}),
   };
   if (!prevRecord || !deepEqual(prevRecord, record)) {
@@ -404,7 +405,8 @@ export interface UninstallResult {
   backupPath?: string;
   providerId: string;
   removedProvider: boolean;
-  restoredDefault?: { path: string; to: string | null };
+  /** Default-model settings put back to what they were before install. */
+  restoredDefaults: Array<{ path: string; to: string | null }>;
   modelsJson: ModelsJsonAction[];
   validation?: ValidationResult;
   notes: string[];
@@ -426,6 +428,7 @@ export async function uninstallOpenClaw(opts: UninstallOptions): Promise<Uninsta
     diff: "",
     providerId,
     removedProvider: false,
+    restoredDefaults: [],
     modelsJson: [],
     notes,
   };
@@ -458,9 +461,8 @@ export async function uninstallOpenClaw(opts: UninstallOptions): Promise<Uninsta
     notes.push(`${formatJsonPath(pPath)} is not in the config (already removed?)`);
   }
 
-  // The default model: restored only when it still points where we set it.
-  const dm = record?.defaultModel;
-  if (dm) {
+  // Default models: each restored only when it still points where we set it.
+  for (const dm of record?.defaultModels ?? []) {
     const target = defaultModelTarget(doc, dm.agent);
     const where = dm.agent ? `agent ${dm.agent}'s model` : "agents.defaults.model";
     if ("error" in target) notes.push(`${where}: ${target.error}; left as it is`);
@@ -472,7 +474,7 @@ export async function uninstallOpenClaw(opts: UninstallOptions): Promise<Uninsta
       } else {
         doc.set(target.path, dm.previous);
       }
-      result.restoredDefault = { path: formatJsonPath(target.path), to: dm.previous };
+      result.restoredDefaults.push({ path: formatJsonPath(target.path), to: dm.previous });
     }
   }
   // Anything else that still names our provider is the user's; say so.

@@ -44,32 +44,28 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 
 /** A parsed JSON5 document whose root is an object. */
 export class Json5Doc {
+  /**
+   * The current text is the source of truth; every operation works on a fresh parse of it. Sets go
+   * through the syntax tree (which copies the surrounding style); deletes splice the text directly
+   * (the tree's own delete mis-places braces after a trailing comma).
+   */
   private constructor(
-    private root: JsonObjectNode,
+    private text: string,
     /** The file was empty or a bare `{}`: new content is written as plain pretty JSON. */
     private blank: boolean,
   ) {}
 
   static parse(text: string): Json5Doc {
-    const trimmed = text.replace(/^\uFEFF/, "").trim();
-    if (trimmed === "" || trimmed === "{}") return new Json5Doc(JsonParser.parse("{}", JsonObjectNode), true);
-    let node: JsonValueNode;
-    try {
-      node = JsonParser.parse(text.replace(/^\uFEFF/, ""));
-    } catch (err) {
-      if (err instanceof JsonParseError) {
-        const start = err.location.start;
-        throw new Json5SyntaxError(`${err.message} (line ${start.line}, column ${start.column})`, start.line, start.column);
-      }
-      throw new Json5SyntaxError((err as Error).message);
-    }
-    if (!(node instanceof JsonObjectNode)) throw new Json5SyntaxError("the top level is not an object");
-    return new Json5Doc(node, false);
+    const clean = text.replace(/^\uFEFF/, "");
+    const trimmed = clean.trim();
+    if (trimmed === "" || trimmed === "{}") return new Json5Doc("{}", true);
+    parseRoot(clean);
+    return new Json5Doc(clean, false);
   }
 
   /** The whole document as plain data. */
   toJSON(): Record<string, unknown> {
-    return this.root.toJSON() as Record<string, unknown>;
+    return parseRoot(this.text).toJSON() as Record<string, unknown>;
   }
 
   toString(): string {
@@ -77,29 +73,15 @@ export class Json5Doc {
       const value = this.toJSON();
       return Object.keys(value).length ? `${JSON.stringify(value, null, 2)}\n` : "{}\n";
     }
-    return this.root.toString();
-  }
-
-  private node(p: JsonPath): JsonValueNode | undefined {
-    let cur: JsonValueNode = this.root;
-    for (const seg of p) {
-      if (typeof seg === "number") {
-        if (!(cur instanceof JsonArrayNode) || seg < 0 || seg >= cur.elements.length) return undefined;
-        cur = cur.get(seg);
-      } else {
-        if (!(cur instanceof JsonObjectNode) || !cur.has(seg)) return undefined;
-        cur = cur.get(seg);
-      }
-    }
-    return cur;
+    return this.text;
   }
 
   has(p: JsonPath): boolean {
-    return this.node(p) !== undefined;
+    return findNode(parseRoot(this.text), p) !== undefined;
   }
 
   get(p: JsonPath): unknown {
-    return this.node(p)?.toJSON();
+    return findNode(parseRoot(this.text), p)?.toJSON();
   }
 
   /**
@@ -108,8 +90,9 @@ export class Json5Doc {
    */
   set(p: JsonPath, value: unknown): { created: JsonPath[]; changed: boolean } {
     if (!p.length) throw new Error("cannot replace the whole document");
+    const root = parseRoot(this.text);
     const created: JsonPath[] = [];
-    let cur: JsonValueNode = this.root;
+    let cur: JsonValueNode = root;
     for (let i = 0; i < p.length - 1; i++) {
       const seg = p[i]!;
       const here = p.slice(0, i + 1);
@@ -131,11 +114,12 @@ export class Json5Doc {
       if (!(cur instanceof JsonArrayNode)) throw new Error(`${formatJsonPath(p.slice(0, -1))} is not a list`);
       if (deepEqual(cur.elements[last]?.toJSON(), value)) return { created, changed: false };
       cur.set(last, value as never);
-      return { created, changed: true };
+    } else {
+      if (!(cur instanceof JsonObjectNode)) throw new Error(`${formatJsonPath(p.slice(0, -1))} is not an object`);
+      if (!created.length && cur.has(last) && deepEqual(cur.get(last).toJSON(), value)) return { created, changed: false };
+      cur.set(last, value as never);
     }
-    if (!(cur instanceof JsonObjectNode)) throw new Error(`${formatJsonPath(p.slice(0, -1))} is not an object`);
-    if (cur.has(last) && deepEqual(cur.get(last).toJSON(), value)) return { created, changed: created.length > 0 };
-    cur.set(last, value as never);
+    this.text = root.toString();
     return { created, changed: true };
   }
 
@@ -143,16 +127,147 @@ export class Json5Doc {
   delete(p: JsonPath): boolean {
     const last = p[p.length - 1];
     if (typeof last !== "string") throw new Error("delete needs a key path");
-    const parent = this.node(p.slice(0, -1));
+    const parent = findNode(parseRoot(this.text), p.slice(0, -1));
     if (!(parent instanceof JsonObjectNode) || !parent.has(last)) return false;
-    parent.delete(last);
+    const prop = parent.properties.find((x) => x.key.toJSON() === last)!;
+    this.text = spliceOutProperty(this.text, prop.location.start.index, prop.location.end.index, parent.location.start.index, parent.location.end.index);
+    parseRoot(this.text); // never hand back a broken document
     return true;
   }
 
   /** Remove the object at `p` when it exists and has no properties left. */
   deleteIfEmptyObject(p: JsonPath): boolean {
-    const n = this.node(p);
+    const n = findNode(parseRoot(this.text), p);
     if (!(n instanceof JsonObjectNode) || n.properties.length > 0) return false;
     return this.delete(p);
   }
+}
+
+function parseRoot(text: string): JsonObjectNode {
+  let node: JsonValueNode;
+  try {
+    node = JsonParser.parse(text);
+  } catch (err) {
+    if (err instanceof JsonParseError) {
+      const start = err.location.start;
+      throw new Json5SyntaxError(`${err.message} (line ${start.line}, column ${start.column})`, start.line, start.column);
+    }
+    throw new Json5SyntaxError((err as Error).message);
+  }
+  if (!(node instanceof JsonObjectNode)) throw new Json5SyntaxError("the top level is not an object");
+  return node;
+}
+
+function findNode(root: JsonObjectNode, p: JsonPath): JsonValueNode | undefined {
+  let cur: JsonValueNode = root;
+  for (const seg of p) {
+    if (typeof seg === "number") {
+      if (!(cur instanceof JsonArrayNode) || seg < 0 || seg >= cur.elements.length) return undefined;
+      cur = cur.get(seg);
+    } else {
+      if (!(cur instanceof JsonObjectNode) || !cur.has(seg)) return undefined;
+      cur = cur.get(seg);
+    }
+  }
+  return cur;
+}
+
+/** Skip whitespace and comments backwards from `i` (exclusive); returns the index of the previous significant char or -1. */
+function prevSignificant(text: string, i: number, floor: number): number {
+  let j = i - 1;
+  while (j > floor) {
+    const c = text[j]!;
+    if (/\s/.test(c)) {
+      j--;
+      continue;
+    }
+    // end of a block comment
+    if (c === "/" && text[j - 1] === "*") {
+      const open = text.lastIndexOf("/*", j - 2);
+      if (open < 0) return j;
+      j = open - 1;
+      continue;
+    }
+    // a line comment: this char may be inside `// ...` on its line
+    const lineStart = text.lastIndexOf("\n", j) + 1;
+    const lc = lineCommentStart(text.slice(lineStart, j + 1));
+    if (lc >= 0) {
+      j = lineStart + lc - 1;
+      continue;
+    }
+    return j;
+  }
+  return -1;
+}
+
+/** Index of a `//` that starts a comment in this line fragment (outside strings), or -1. */
+function lineCommentStart(line: string): number {
+  let quote: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quote) {
+      if (c === "\\") i++;
+      else if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === "/" && line[i + 1] === "/") return i;
+    else if (c === "/" && line[i + 1] === "*") {
+      const close = line.indexOf("*/", i + 2);
+      if (close < 0) return -1;
+      i = close + 1;
+    }
+  }
+  return -1;
+}
+
+/**
+ * Remove the property text [start, end) from an object spanning [objStart, objEnd): its own line(s)
+ * when it sits on lines of its own, plus its comma; when it was the last property and had no comma,
+ * the comma before it goes instead (JSON files have no trailing comma).
+ */
+function spliceOutProperty(text: string, start: number, end: number, objStart: number, objEnd: number): string {
+  let e = end;
+  let k = e;
+  while (k < objEnd && (text[k] === " " || text[k] === "\t")) k++;
+  let hadComma = false;
+  if (text[k] === ",") {
+    hadComma = true;
+    e = k + 1;
+  }
+  let s = start;
+  const lineStart = text.lastIndexOf("\n", s - 1) + 1;
+  const ownLineBefore = /^[ \t]*$/.test(text.slice(lineStart, s));
+  let after = e;
+  while (after < objEnd && (text[after] === " " || text[after] === "\t")) after++;
+  const ownLineAfter = text[after] === "\n" || (text[after] === "\r" && text[after + 1] === "\n");
+  if (ownLineBefore && ownLineAfter) {
+    s = lineStart;
+    e = after + (text[after] === "\r" ? 2 : 1);
+  } else if (hadComma) {
+    e = after;
+  }
+  const lineMode = ownLineBefore && ownLineAfter;
+  let out: string;
+  if (hadComma) {
+    out = text.slice(0, s) + text.slice(e);
+  } else {
+    const prev = prevSignificant(text, start, objStart);
+    if (prev > objStart && text[prev] === ",") {
+      // The last property without a trailing comma: the comma before it goes too. On lines of their
+      // own, what lies between (newline, comments) stays; inline, the space before it goes.
+      out = lineMode ? text.slice(0, prev) + text.slice(prev + 1, s) + text.slice(e) : text.slice(0, prev) + text.slice(e);
+    } else {
+      if (!lineMode) while (s > objStart + 1 && (text[s - 1] === " " || text[s - 1] === "\t")) s--;
+      out = text.slice(0, s) + text.slice(e);
+    }
+  }
+  return collapseEmpty(out, objStart, objEnd - (text.length - out.length));
+}
+
+/** `{` + only whitespace + `}` becomes `{}`. */
+function collapseEmpty(text: string, objStart: number, objEnd: number): string {
+  const inner = text.slice(objStart + 1, objEnd - 1);
+  if (text[objStart] === "{" && text[objEnd - 1] === "}" && inner.length && /^\s*$/.test(inner)) {
+    return text.slice(0, objStart + 1) + text.slice(objEnd - 1);
+  }
+  return text;
 }

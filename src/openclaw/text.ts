@@ -2,7 +2,8 @@
 import { createTwoFilesPatch } from "diff";
 import { PLACEHOLDER_API_KEY } from "./provider.js";
 
-const SECRET_KEY = /(?:api[-_]?key|token|secret|password|passphrase|authorization|cookie)/i;
+/** Keys whose string values are secrets (by how the key ENDS: `apiKey`, `botToken`, not `maxTokensField`). */
+const SECRET_KEY = /(?:api[-_]?key|token|secret|password|passphrase|authorization|cookie|private[-_]?key)$/i;
 // key (quoted or not) : string value (double or single quoted)
 const PROP_WITH_STRING = /((["']?)([A-Za-z0-9_$.-]+)\2\s*:\s*)(["'])((?:\\.|(?!\4)[^\\])*)\4/g;
 

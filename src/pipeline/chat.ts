@@ -32,7 +32,7 @@ export interface PreparedTurn {
 }
 
 /** Optional step that fetches live data before the model answers (tool pre-execution). */
-export type Enricher = (userText: string, route: Route, signal: AbortSignal) => Promise<LiveData[]>;
+export type Enricher = (userText: string, route: Route, signal: AbortSignal, log: Logger) => Promise<LiveData[]>;
 
 export interface PipelineDeps {
   config: Config;
@@ -148,7 +148,7 @@ export class ChatPipeline {
   private async enrich(userText: string, route: Route, signal: AbortSignal, log: Logger): Promise<LiveData[]> {
     if (!this.deps.enricher) return [];
     try {
-      return await this.deps.enricher(userText, route, signal);
+      return await this.deps.enricher(userText, route, signal, log);
     } catch (err) {
       log.warn({ err: (err as Error).message }, "tool pre-execution failed; answering without it");
       return [];

@@ -23,22 +23,24 @@ export class PreExecutor {
   private runnerFor(model: ResolvedModel): ToolRunner | null {
     const cfg = parseIntentsConfig(model.intents ?? {});
     const id = JSON.stringify([cfg, model.context.maxToolResultChars]);
+
     let runner = this.runners.get(id);
     if (runner === undefined) {
-      runner = cfg.enabled ? new ToolRunner(cfg, this.logger.child({ part: "preexec" }), { maxToolResultChars: model.context.maxToolResultChars }) : null;
+      const maxToolResultChars = Math.min(cfg.maxToolResultChars, model.context.maxToolResultChars);
+      runner = cfg.enabled ? new ToolRunner(cfg, this.logger.child({ part: "preexec" }), { maxToolResultChars }) : null;
       this.runners.set(id, runner);
     }
     return runner;
   }
 
-  async enrich(userText: string, route: Route, signal: AbortSignal): Promise<LiveData[]> {
+  async enrich(userText: string, route: Route, signal: AbortSignal, log: Logger = this.logger): Promise<LiveData[]> {
     if (!userText || route.model.sessionMode === "passthrough") return [];
     const runner = this.runnerFor(route.model);
     if (!runner) return [];
     const res = await runner.preExecute(userText, signal);
     if (res.intent) {
       this.debugLog.line(`Intent detected: ${res.intent.kind} (rule ${res.intent.ruleId})`);
-      this.logger.info({ intent: res.intent.kind, rule: res.intent.ruleId, cached: res.cached, results: res.resultCount, error: res.error }, "tool pre-execution");
+      log.info({ intent: res.intent.kind, rule: res.intent.ruleId, cached: res.cached, results: res.resultCount, error: res.error }, "tool pre-execution");
     }
     if (res.error) this.debugLog.line(`Pre-exec failed, answering without it: ${res.error}`);
     return res.live ? [res.live] : [];

@@ -99,7 +99,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   });
   const store = await openStoreIfNeeded(config, logger);
   const preexec = new PreExecutor(logger, debugLog);
-  const enricher = opts.enricher ?? ((text, route, signal) => preexec.enrich(text, route, signal));
+  const enricher = opts.enricher ?? ((text, route, signal, log) => preexec.enrich(text, route, signal, log));
   const pipeline = new ChatPipeline({ config, router, scheduler, logger, debugLog, enricher, store });
   const app = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog });
 

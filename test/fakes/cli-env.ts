@@ -76,3 +76,92 @@ export function geminiEnv({ baseUrl, home }: CliEnvInput): Record<string, string
     NO_COLOR: "1",
   };
 }
+
+export const QWEN_BIN = path.resolve("node_modules/.bin/qwen");
+export const CODEX_BIN = path.resolve("node_modules/.bin/codex");
+
+/**
+ * Env for `qwen` against a fake OpenAI chat-completions API (`test/fakes/openai-api.ts`; pass its
+ * `url`, which ends in `/v1`), and `<home>/.qwen/settings.json`: OpenAI auth, telemetry, usage
+ * statistics, update checks and the managed auto-memory side call (a second model call after every
+ * turn) off. Sessions land in `<home>/.qwen/projects/<cwd with non-alphanumerics as '-'>/chats/<id>.jsonl`.
+ */
+export function qwenEnv({ baseUrl, home, model = "fake-model" }: CliEnvInput & { model?: string }): Record<string, string> {
+  const dir = path.join(home, ".qwen");
+  const tmp = path.join(home, "tmp");
+  mkdirSync(dir, { recursive: true });
+  mkdirSync(tmp, { recursive: true });
+  writeFileSync(
+    path.join(dir, "settings.json"),
+    JSON.stringify(
+      {
+        security: { auth: { selectedType: "openai" } },
+        telemetry: { enabled: false },
+        privacy: { usageStatisticsEnabled: false },
+        general: { enableAutoUpdate: false },
+        memory: { enableManagedAutoMemory: false },
+      },
+      null,
+      2,
+    ),
+  );
+  return {
+    HOME: home,
+    TMPDIR: tmp,
+    OPENAI_API_KEY: "dummy",
+    OPENAI_BASE_URL: baseUrl,
+    OPENAI_MODEL: model,
+    // Other providers or a Qwen OAuth login from the developer's own environment must not win.
+    QWEN_DEFAULT_AUTH_TYPE: "",
+    QWEN_SYSTEM_MD: "",
+    DASHSCOPE_API_KEY: "",
+    NO_COLOR: "1",
+  };
+}
+
+/**
+ * Env for `codex` against a fake Responses API (`test/fakes/responses-api.ts`; pass its `url`,
+ * which ends in `/v1`): `CODEX_HOME=<home>/.codex` with a config.toml naming a custom provider
+ * `fake` (wire_api "responses", key from env FAKE_CODEX_API_KEY, no retries), update checks,
+ * analytics and plugins off (plugin sync otherwise looks up api.github.com and chatgpt.com).
+ * Sessions land in `<home>/.codex/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`.
+ */
+export function codexEnv({ baseUrl, home, model = "fake-model" }: CliEnvInput & { model?: string }): Record<string, string> {
+  const dir = path.join(home, ".codex");
+  const tmp = path.join(home, "tmp");
+  mkdirSync(dir, { recursive: true });
+  mkdirSync(tmp, { recursive: true });
+  writeFileSync(
+    path.join(dir, "config.toml"),
+    [
+      `model = ${JSON.stringify(model)}`,
+      `model_provider = "fake"`,
+      `check_for_update_on_startup = false`,
+      ``,
+      `[model_providers.fake]`,
+      `name = "Fake"`,
+      `base_url = ${JSON.stringify(baseUrl)}`,
+      `wire_api = "responses"`,
+      `env_key = "FAKE_CODEX_API_KEY"`,
+      `request_max_retries = 0`,
+      `stream_max_retries = 0`,
+      ``,
+      `[analytics]`,
+      `enabled = false`,
+      ``,
+      `[features]`,
+      `plugins = false`,
+      ``,
+    ].join("\n"),
+  );
+  return {
+    HOME: home,
+    TMPDIR: tmp,
+    CODEX_HOME: dir,
+    FAKE_CODEX_API_KEY: "dummy",
+    // A real key or login from the developer's own environment must not be used.
+    OPENAI_API_KEY: "",
+    CODEX_API_KEY: "",
+    NO_COLOR: "1",
+  };
+}

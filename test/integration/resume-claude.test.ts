@@ -451,12 +451,18 @@ describe("resume mode through the bridge: Claude Code", () => {
       body: JSON.stringify(body2),
       signal: ac.signal,
     });
-    assert.equal(res.status, 200);
-    const reader = res.body!.getReader();
-    await reader.read(); // the role chunk: the turn is streaming
-    assert.ok(await eventually(() => fake.messageCalls().length > before, 30_000), "the CLI reached the (hanging) model");
-    const abandoned = claudeMains(home);
-    assert.equal(abandoned.length, 1, "one claude is mid-turn");
+    let abandoned: number[];
+    try {
+      assert.equal(res.status, 200);
+      const reader = res.body!.getReader();
+      await reader.read(); // the role chunk: the turn is streaming
+      assert.ok(await eventually(() => fake.messageCalls().length > before, 30_000), "the CLI reached the (hanging) model");
+      abandoned = claudeMains(home);
+      assert.equal(abandoned.length, 1, "one claude is mid-turn");
+    } catch (err) {
+      ac.abort(); // never leave the hanging turn behind for the next test
+      throw err;
+    }
 
     let maxGroups = 0;
     let maxMains = 0;

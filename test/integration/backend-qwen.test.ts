@@ -1,0 +1,339 @@
+/**
+ * The qwen-code backend driving the REAL `qwen` CLI (node_modules/.bin) against a fake OpenAI
+ * chat-completions API on 127.0.0.1. Only the model API is faked.
+ */
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { qwenCodeBackend, qwenCodeOptionsSchema, parseQwenApiError, type QwenCodeBackend } from "../../src/backends/qwen-code.js";
+import type { BackendEvent, TurnInput } from "../../src/backends/types.js";
+import { createLogger } from "../../src/log/logger.js";
+import { chatRequestSchema } from "../../src/openai/schema.js";
+import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../fakes/openai-api.js";
+import { QWEN_BIN, qwenEnv } from "../fakes/cli-env.js";
+
+const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
+
+function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string } = {}): TurnInput {
+  return {
+    model: opts.model ?? "default",
+    prompt: { system: opts.system ?? "", text },
+    request: chatRequestSchema.parse({ model: "qwen-test", messages: [{ role: "user", content: text }] }),
+    session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
+    signal: opts.signal ?? new AbortController().signal,
+  };
+}
+
+async function collect(it: AsyncIterable<BackendEvent>, max = 5000): Promise<BackendEvent[]> {
+  const out: BackendEvent[] = [];
+  for await (const ev of it) {
+    out.push(ev);
+    if (out.length >= max) throw new Error("too many events");
+  }
+  return out;
+}
+
+const textOf = (evs: BackendEvent[]) => evs.flatMap((e) => (e.type === "text" ? [e.text] : [])).join("");
+const sessionOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "session" }> => e.type === "session")?.id;
+const errorOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
+
+function assertEndsOnce(evs: BackendEvent[]): void {
+  const ends = evs.filter((e) => e.type === "done" || e.type === "error");
+  assert.equal(ends.length, 1, `exactly one done/error: ${JSON.stringify(evs.map((e) => e.type))}`);
+  assert.equal(evs.at(-1), ends[0], "done/error is the last event");
+}
+
+function findFiles(root: string, name: string, depth = 6): string[] {
+  const out: string[] = [];
+  if (depth < 0) return out;
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(root);
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = path.join(root, e);
+    if (e === name) out.push(p);
+    else if (statSync(p).isDirectory()) out.push(...findFiles(p, name, depth - 1));
+  }
+  return out;
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p) => (p && typeof p === "object" && typeof (p as any).text === "string" ? (p as any).text : "")).join("\n");
+  return "";
+}
+
+function systemText(req: RecordedRequest): string {
+  const msgs: any[] = req.body?.messages ?? [];
+  return msgs.filter((m) => m.role === "system").map((m) => contentText(m.content)).join("\n");
+}
+
+/** The user/assistant messages of a request as [role, text], without qwen's own context prelude. */
+function dialogue(req: RecordedRequest): [string, string][] {
+  const msgs: any[] = req.body?.messages ?? [];
+  return msgs
+    .filter((m) => m.role === "user" || m.role === "assistant")
+    .map((m): [string, string] => [m.role, contentText(m.content).trim()])
+    .filter(([, t]) => t !== "" && !/setting up the context for our chat/.test(t) && t !== "Got it. Thanks for the context!");
+}
+
+function pidGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ESRCH";
+  }
+}
+
+async function eventually(check: () => boolean, ms = 15_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  for (let i = 0; i < 1000 && Date.now() < end; i++) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return check();
+}
+
+describe("qwen-code backend with the real qwen CLI", () => {
+  let fake: FakeOpenAI;
+  let home: string;
+  let dataDir: string;
+  let backend: QwenCodeBackend;
+
+  const make = (extra: Record<string, unknown> = {}) =>
+    qwenCodeBackend.create(
+      "qwen",
+      qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      { logger, dataDir },
+    ) as QwenCodeBackend;
+
+  before(async () => {
+    fake = await startFakeOpenAI();
+    home = mkdtempSync(path.join(tmpdir(), "cb-qwen-home-"));
+    dataDir = mkdtempSync(path.join(tmpdir(), "cb-qwen-data-"));
+    backend = make();
+  });
+
+  after(async () => {
+    await fake?.close();
+    rmSync(home, { recursive: true, force: true });
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test("health reports the CLI version", async () => {
+    const h = await backend.health();
+    assert.equal(h.usable, true, h.detail);
+    assert.match(h.version ?? "", /^\d+\.\d+\.\d+/);
+  });
+
+  test("a text turn streams deltas, reasoning, usage, a session and done; the bootstrap replaces qwen's prompt", async () => {
+    // prompt_tokens includes the cached ones (OpenAI semantics): not added twice.
+    const usage = { prompt_tokens: 120, completion_tokens: 9, prompt_tokens_details: { cached_tokens: 30 } };
+    fake.setScript(() => ({ kind: "text", reasoning: ["Let me ", "think."], chunks: ["The answer ", "is ", "81."], delayMs: 5, usage }));
+    const n0 = fake.mainRequests().length;
+    const evs = await collect(backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })));
+    assertEndsOnce(evs);
+    assert.deepEqual(evs.at(-1), { type: "done", finishReason: "stop" });
+    assert.ok(evs.filter((e) => e.type === "text").length >= 3, "several text deltas");
+    assert.equal(textOf(evs), "The answer is 81.", "streamed text, not repeated from the whole assistant message");
+    assert.equal(evs.filter((e) => e.type === "reasoning").map((e) => (e as { text: string }).text).join(""), "Let me think.");
+    const sid = sessionOf(evs);
+    assert.match(sid ?? "", /^[0-9a-f-]{36}$/);
+    assert.ok(evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"), "session is known before the first text");
+    assert.deepEqual(evs.find((e) => e.type === "usage"), { type: "usage", usage: { promptTokens: 120, completionTokens: 9, totalTokens: 129, cachedTokens: 30 } });
+
+    const calls = fake.mainRequests().slice(n0);
+    assert.equal(calls.length, 1, "one model call (auto-memory side call off)");
+    const req = calls[0]!;
+    const sys = systemText(req);
+    assert.ok(sys.startsWith("BOOTSTRAP-basic: you are Pebble."), sys.slice(0, 200));
+    assert.ok(!sys.includes("You are Qwen Code"), "replace mode drops qwen's own prompt");
+    assert.match(req.lastUser, /what is 9 \* 9/);
+    const toolNames: string[] = (req.body.tools ?? []).map((t: any) => t.function?.name);
+    assert.ok(toolNames.includes("read_file"), `read-only tools offered: ${toolNames.join(",")}`);
+    for (const t of ["run_shell_command", "write_file", "edit"]) assert.ok(!toolNames.includes(t), `${t} not offered`);
+    assert.deepEqual(readdirSync(path.join(dataDir, "tmp")), [], "the per-turn system prompt file is removed");
+  });
+
+  test("systemPromptMode append keeps qwen's prompt and adds the bootstrap", async () => {
+    fake.setScript(() => ({ kind: "text", chunks: ["ok"] }));
+    const appending = make({ systemPromptMode: "append" });
+    const n0 = fake.mainRequests().length;
+    const evs = await collect(appending.run(turnInput("conv-append", "hi", { system: "APPENDED-BOOT-77" })));
+    assertEndsOnce(evs);
+    assert.equal(evs.at(-1)?.type, "done");
+    const sys = systemText(fake.mainRequests().slice(n0)[0]!);
+    assert.ok(sys.includes("You are Qwen Code"), "qwen's own prompt kept");
+    assert.ok(sys.trimEnd().endsWith("APPENDED-BOOT-77"), sys.slice(-200));
+  });
+
+  test("a consumer that stops reading early leaves no process behind", async () => {
+    fake.setScript(() => ({ kind: "text", chunks: ["one ", "two ", "three"], delayMs: 300 }));
+    let sawText = false;
+    for await (const ev of backend.run(turnInput("conv-early", "count"))) {
+      if (ev.type === "text") {
+        sawText = true;
+        break;
+      }
+    }
+    assert.ok(sawText);
+    assert.ok(pidGone(backend.lastPid!), "process terminated and reaped when the generator was closed");
+  });
+
+  test("turn 2 resumes the session: history from qwen's transcript, only the new message added, bootstrap on both turns", async () => {
+    fake.setScript((r) => ({ kind: "text", chunks: [r.lastUser.includes("second") ? "Second " : "First ", "reply."] }));
+    const n0 = fake.mainRequests().length;
+    const t1 = await collect(backend.run(turnInput("conv-resume", "first question", { system: "BOOT-ONE" })));
+    assertEndsOnce(t1);
+    const sid = sessionOf(t1)!;
+    assert.ok(sid);
+    const t2 = await collect(backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })));
+    assertEndsOnce(t2);
+    assert.equal(t2.at(-1)?.type, "done");
+    assert.equal(sessionOf(t2), sid, "same session id confirmed");
+    assert.equal(textOf(t2), "Second reply.");
+
+    const [r1, r2] = fake.mainRequests().slice(n0);
+    assert.ok(r1 && r2);
+    assert.ok(systemText(r1).includes("BOOT-ONE"));
+    assert.ok(systemText(r2).includes("BOOT-TWO"), "bootstrap sent again on the resumed turn");
+    assert.ok(!systemText(r2).includes("BOOT-ONE"), "the system text is per turn, not stored in the session");
+    const d2 = dialogue(r2);
+    assert.deepEqual(
+      d2.map(([role]) => role),
+      ["user", "assistant", "user"],
+      JSON.stringify(d2),
+    );
+    assert.match(d2[0]![1], /first question/);
+    assert.equal(d2[1]![1], "First reply.");
+    assert.match(d2[2]![1], /second question/);
+    assert.ok(!d2[2]![1].includes("first question"), "only the new message is added");
+  });
+
+  test("resuming an unknown session id gives session_not_found without calling the model", async () => {
+    const n0 = fake.requests.length;
+    const evs = await collect(backend.run(turnInput("conv-unknown", "hello", { sessionId: randomUUID() })));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "session_not_found", JSON.stringify(err));
+    assert.match(err!.message, /No saved session found with ID/);
+    assert.equal(sessionOf(evs), undefined, "no session bound for a failed resume");
+    assert.equal(fake.requests.length, n0, "the model was not called");
+  });
+
+  test("resuming a session whose transcript was deleted gives session_not_found", async () => {
+    fake.setScript(() => ({ kind: "text", chunks: ["ok"] }));
+    const t1 = await collect(backend.run(turnInput("conv-deleted", "remember me")));
+    const sid = sessionOf(t1)!;
+    const files = findFiles(path.join(home, ".qwen", "projects"), `${sid}.jsonl`);
+    assert.equal(files.length, 1, "transcript stored under ~/.qwen/projects/<cwd>/chats/<id>.jsonl");
+    unlinkSync(files[0]!);
+    const evs = await collect(backend.run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
+    assertEndsOnce(evs);
+    assert.equal(errorOf(evs)?.code, "session_not_found");
+  });
+
+  test("an API error (qwen: exit 0, is_error false) becomes an upstream_error carrying the fake's message", async () => {
+    fake.setScript(() => ({ kind: "error", status: 400, message: "fake refused the request: bad-field-xyz-123" }));
+    const evs = await collect(backend.run(turnInput("conv-apierr", "hi")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "upstream_error", JSON.stringify(evs));
+    assert.match(err!.message, /fake refused the request: bad-field-xyz-123/);
+    assert.equal(err!.retryable, false);
+    assert.equal(textOf(evs), "", "qwen's '[API Error: ...]' text is not streamed as answer text");
+  });
+
+  test("a stream cut mid-answer: the partial text is streamed, then a retryable upstream_error", async () => {
+    fake.setScript(() => ({ kind: "reset", afterChunks: ["partial ", "text "] }));
+    const evs = await collect(backend.run(turnInput("conv-reset", "hi")));
+    assertEndsOnce(evs);
+    assert.equal(textOf(evs), "partial text ");
+    const err = errorOf(evs);
+    assert.equal(err?.code, "upstream_error", JSON.stringify(evs));
+    assert.ok(!textOf(evs).includes("API Error"));
+    assert.equal(err!.retryable, true, err!.message);
+  });
+
+  test("qwen's own tools show as tool_activity; a shell command is refused by the safe default", async () => {
+    const cwd = mkdtempSync(path.join(dataDir, "tool-"));
+    writeFileSync(path.join(cwd, "notes.txt"), "hi from notes\n");
+    const marker = path.join(cwd, "pwned.txt");
+    fake.setScript((r) => {
+      const msgs: any[] = r.body?.messages ?? [];
+      const toolResults = msgs.filter((m) => m.role === "tool").length;
+      if (toolResults === 0) {
+        return {
+          kind: "tool_calls",
+          calls: [
+            { id: "call_read1", name: "read_file", arguments: { file_path: path.join(cwd, "notes.txt") } },
+            { id: "call_sh1", name: "run_shell_command", arguments: { command: `touch ${marker}` } },
+          ],
+        };
+      }
+      return { kind: "text", chunks: ["The file says ", "hi."] };
+    });
+    const evs = await collect(backend.run(turnInput("conv-tool", "read notes.txt", { cwd })));
+    assertEndsOnce(evs);
+    assert.equal(evs.at(-1)?.type, "done");
+    const acts = evs.filter((e): e is Extract<BackendEvent, { type: "tool_activity" }> => e.type === "tool_activity");
+    const read = acts.filter((a) => a.name === "read_file").map((a) => a.status);
+    const shell = acts.filter((a) => a.name === "run_shell_command").map((a) => a.status);
+    assert.deepEqual(read, ["started", "completed"], JSON.stringify(acts));
+    assert.deepEqual(shell, ["started", "failed"], JSON.stringify(acts));
+    assert.equal(textOf(evs), "The file says hi.");
+    assert.equal(existsSync(marker), false, "the command did not run");
+    const last = fake.mainRequests().at(-1)!;
+    const toolMsgs = (last.body.messages as any[]).filter((m) => m.role === "tool").map((m) => contentText(m.content));
+    assert.ok(toolMsgs.some((t) => t.includes("hi from notes")), "the file content reached the model");
+  });
+
+  test("abort while the model hangs ends the turn promptly and leaves no process", async () => {
+    fake.setScript(() => ({ kind: "hang" }));
+    const ac = new AbortController();
+    const n0 = fake.mainRequests().length;
+    const done = collect(backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal })));
+    assert.ok(await eventually(() => fake.mainRequests().length > n0), "the CLI reached the model");
+    const pid = backend.lastPid!;
+    assert.ok(pid > 0);
+    ac.abort();
+    const evs = await done;
+    assertEndsOnce(evs);
+    assert.equal(errorOf(evs)?.code, "aborted");
+    assert.ok(pidGone(pid), "process reaped");
+  });
+
+  test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
+    fake.setScript(() => ({ kind: "hang" }));
+    const slow = make({ timeoutSeconds: 3 });
+    const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "backend_timeout");
+    assert.equal(err?.retryable, true);
+    assert.ok(pidGone(slow.lastPid!), "process reaped");
+  });
+
+  test("a missing binary gives backend_unavailable naming the path tried", async () => {
+    const missing = qwenCodeBackend.create("nope", qwenCodeOptionsSchema.parse({ command: "/nonexistent/dir/qwen" }), { logger, dataDir });
+    const evs = await collect(missing.run(turnInput("conv-missing", "hi")));
+    assertEndsOnce(evs);
+    const err = errorOf(evs);
+    assert.equal(err?.code, "backend_unavailable");
+    assert.match(err!.message, /\/nonexistent\/dir\/qwen/);
+    assert.equal((await missing.health()).usable, false);
+  });
+
+  test("parseQwenApiError reads the status from qwen's formats", () => {
+    assert.deepEqual(parseQwenApiError("[API Error: 400 fake says no]"), { message: "400 fake says no", status: 400 });
+    assert.deepEqual(parseQwenApiError("[API Error: over quota (Status: 429)]\nPossible quota limitations in place"), { message: "over quota (Status: 429)", status: 429 });
+    assert.deepEqual(parseQwenApiError("[API Error: terminated (cause: other side closed)]"), { message: "terminated (cause: other side closed)" });
+  });
+});
