@@ -64,15 +64,37 @@ async function once(pool: Pool, spec: LoadSpec, headers: Record<string, string>)
   return { status: res.statusCode, body, ttfb, ttfc, total: performance.now() - t0 };
 }
 
-export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
-  const pool = new Pool(spec.origin, {
-    connections: spec.concurrency,
+/** A keep-alive connection pool for one target (reuse it across rounds; close it at the end). */
+export function loadClient(origin: string, connections: number): Pool {
+  return new Pool(origin, {
+    connections,
     pipelining: 1,
     keepAliveTimeout: 120_000,
     keepAliveMaxTimeout: 120_000,
     headersTimeout: 60_000,
     bodyTimeout: 60_000,
   });
+}
+
+/** Results of several runs of the same scenario, as one. */
+export function mergeResults(parts: LoadResult[]): LoadResult {
+  const out: LoadResult = { requests: 0, errors: 0, seconds: 0, rps: 0, ttfb: [], ttfc: [], total: [] };
+  for (const p of parts) {
+    out.requests += p.requests;
+    out.errors += p.errors;
+    out.firstError ??= p.firstError;
+    out.seconds += p.seconds;
+    out.ttfb.push(...p.ttfb);
+    out.ttfc.push(...p.ttfc);
+    out.total.push(...p.total);
+  }
+  out.rps = out.seconds > 0 ? out.requests / out.seconds : 0;
+  return out;
+}
+
+/** One bounded run. With `client`, that pool is used and left open; otherwise one is made and closed. */
+export async function runLoad(spec: LoadSpec, client?: Pool): Promise<LoadResult> {
+  const pool = client ?? loadClient(spec.origin, spec.concurrency);
   const result: LoadResult = { requests: 0, errors: 0, seconds: 0, rps: 0, ttfb: [], ttfc: [], total: [] };
   const fail = (msg: string) => {
     result.errors++;
@@ -136,6 +158,6 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
     result.rps = result.requests / result.seconds;
     return result;
   } finally {
-    await pool.close().catch(() => pool.destroy());
+    if (!client) await pool.close().catch(() => pool.destroy());
   }
 }

@@ -111,8 +111,11 @@ function commandLine(): string {
   return args.length ? `npm run bench -- ${args.join(" ")}` : "npm run bench";
 }
 
-function report(suite: BenchSuite, result: SuiteResult, startedAt: Date, seconds: number): string {
+const loadavg = () => os.loadavg().map((x) => x.toFixed(2)).join(" / ");
+
+function report(suite: BenchSuite, result: SuiteResult, startedAt: Date, seconds: number, loadBefore: string, busyBefore: boolean): string {
   const cores = os.cpus().length;
+  const busyAfter = os.loadavg()[0]! > cores;
   const targets = result.targets.length
     ? table(
         ["target", "goal", "measured", "result"],
@@ -128,6 +131,7 @@ function report(suite: BenchSuite, result: SuiteResult, startedAt: Date, seconds
     cores <= 2
       ? `- Note: only ${cores} core${cores === 1 ? "" : "s"}: the load generator, the bridge and the fake upstream are separate processes that compete for them, so absolute numbers are low and noisy; compare the direct and bridge rows of the same run.`
       : `- Note: the load generator, the bridge and the fake upstream run as separate processes on ${cores} cores.`,
+    `- Load average (1 / 5 / 15 min) before: ${loadBefore}; after: ${loadavg()}.${busyBefore || busyAfter ? ` **Other processes were using the machine (load above ${cores}): absolute numbers are pessimistic and noisy; direct and bridge alternate in rounds so their ratio stays comparable.**` : ""}`,
     "",
     "## Targets",
     "",
@@ -162,6 +166,8 @@ async function main(): Promise<number> {
   let crashed = 0;
   for (const suite of chosen) {
     const startedAt = new Date();
+    const loadBefore = loadavg();
+    const busyBefore = os.loadavg()[0]! > os.cpus().length;
     ctx.log(`suite ${suite.name}: ${suite.description}`);
     let result: SuiteResult;
     try {
@@ -172,7 +178,7 @@ async function main(): Promise<number> {
       await stopAll();
       continue;
     }
-    const md = report(suite, result, startedAt, (Date.now() - startedAt.getTime()) / 1000);
+    const md = report(suite, result, startedAt, (Date.now() - startedAt.getTime()) / 1000, loadBefore, busyBefore);
     process.stdout.write(`\n${md}\n`);
     if (args.write) {
       mkdirSync(resultsDir, { recursive: true });

@@ -9,13 +9,15 @@ import path from "node:path";
 import { stringify } from "yaml";
 import { openclawRequest } from "../../test/helpers/openclaw-request.js";
 import { answerText, FAKE_MODEL } from "../fake-upstream.js";
-import { runLoad, type LoadResult } from "../load.js";
+import { loadClient, mergeResults, runLoad, type LoadResult } from "../load.js";
 import { cpuMs, memory, startService, type Memory, type Service } from "../procs.js";
 import { summariseProfile } from "../profile.js";
 import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
 import { deltaMs, int, mb, ms, percentile, table } from "../stats.js";
 
 const CHUNKS = 20;
+/** Direct and bridge alternate this many times per scenario (each round a share of the limits). */
+const ROUNDS = 3;
 const BRIDGE_MODEL = "bench/local";
 const TEXT = answerText(CHUNKS);
 
@@ -137,36 +139,60 @@ const suite: BenchSuite = {
       const rows: Row[] = [];
       let memAfterWarm: Memory | undefined;
       for (const sc of SCENARIOS) {
-        const base = {
-          ...ctx.limits,
-          concurrency: sc.concurrency,
-          sessionPerWorker: true,
-          check: sc.stream ? checkStream : checkJson,
-          verify: sc.stream ? verifyStream : verifyJson,
-        };
-        ctx.log(`${sc.label}: direct…`);
-        const f0 = cpuMs(fake.pid);
-        const direct = await runLoad({ ...base, origin: fakeOrigin, path: "/v1/chat/completions", body: sc.body(FAKE_MODEL) });
-        const f1 = cpuMs(fake.pid);
-        ctx.log(`${sc.label}: bridge…`);
-        const b0 = cpuMs(bridge.pid);
-        const fb0 = cpuMs(fake.pid);
-        const viaBridge = await runLoad({ ...base, origin: started.origin, path: "/v1/chat/completions", body: sc.body(BRIDGE_MODEL) });
-        const b1 = cpuMs(bridge.pid);
-        const fb1 = cpuMs(fake.pid);
+        const directPool = loadClient(fakeOrigin, sc.concurrency);
+        const bridgePool = loadClient(started.origin, sc.concurrency);
+        const parts = { direct: [] as LoadResult[], bridge: [] as LoadResult[] };
+        let bridgeCpu = 0;
+        let fakeCpuDirect = 0;
+        let fakeCpuBridge = 0;
+        let sentDirect = 0;
+        let sentBridge = 0;
+        try {
+          // Direct and bridge alternate in ROUNDS rounds so that both see the same background load.
+          for (let round = 0; round < ROUNDS; round++) {
+            const warmup = round === 0 ? ctx.limits.warmup : Math.min(ctx.limits.warmup, 2 * sc.concurrency);
+            const base = {
+              warmup,
+              maxRequests: Math.ceil(ctx.limits.maxRequests / ROUNDS),
+              maxSeconds: ctx.limits.maxSeconds / ROUNDS,
+              concurrency: sc.concurrency,
+              sessionPerWorker: true,
+              check: sc.stream ? checkStream : checkJson,
+              verify: sc.stream ? verifyStream : verifyJson,
+              path: "/v1/chat/completions",
+            };
+            const f0 = cpuMs(fake.pid);
+            const d = await runLoad({ ...base, origin: fakeOrigin, body: sc.body(FAKE_MODEL) }, directPool);
+            const f1 = cpuMs(fake.pid);
+            const b0 = cpuMs(bridge.pid);
+            const b = await runLoad({ ...base, origin: started.origin, body: sc.body(BRIDGE_MODEL) }, bridgePool);
+            const b1 = cpuMs(bridge.pid);
+            const f2 = cpuMs(fake.pid);
+            parts.direct.push(d);
+            parts.bridge.push(b);
+            fakeCpuDirect += f1 - f0;
+            fakeCpuBridge += f2 - f1;
+            bridgeCpu += b1 - b0;
+            // CPU is read around whole runs (warm-up included): divide by every request sent.
+            sentDirect += d.requests + d.errors + warmup;
+            sentBridge += b.requests + b.errors + warmup;
+          }
+        } finally {
+          await Promise.all([directPool.close(), bridgePool.close()]).catch(() => {});
+        }
         memAfterWarm ??= memory(bridge.pid);
-        const total = (r: LoadResult) => r.requests + r.errors + ctx.limits.warmup;
+        const direct = mergeResults(parts.direct);
+        const viaBridge = mergeResults(parts.bridge);
         rows.push({
           scenario: sc,
           direct,
           bridge: viaBridge,
-          // CPU is read around the whole run (warm-up included): divide by every request sent.
-          bridgeCpuPerReq: (b1 - b0) / total(viaBridge),
-          upstreamCpuPerReqDirect: (f1 - f0) / total(direct),
-          upstreamCpuPerReqBridge: (fb1 - fb0) / total(viaBridge),
+          bridgeCpuPerReq: bridgeCpu / sentBridge,
+          upstreamCpuPerReqDirect: fakeCpuDirect / sentDirect,
+          upstreamCpuPerReqBridge: fakeCpuBridge / sentBridge,
         });
         ctx.log(
-          `${sc.label}: direct ${direct.rps.toFixed(0)} req/s (first content p50 ${ms(p50(direct.ttfc))} ms), bridge ${viaBridge.rps.toFixed(0)} req/s (first content p50 ${ms(p50(viaBridge.ttfc))} ms)`,
+          `${sc.label}: direct ${direct.rps.toFixed(0)} req/s (first content p50 ${ms(p50(direct.ttfc))} ms), bridge ${viaBridge.rps.toFixed(0)} req/s (first content p50 ${ms(p50(viaBridge.ttfc))} ms, ${ms(bridgeCpu / sentBridge)} ms CPU/req)`,
         );
       }
       const memEnd = memory(bridge.pid);
@@ -248,7 +274,7 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     "",
     `- Fake upstream (bench/fake-upstream.ts, its own process): every answer is ${CHUNKS} content chunks + finish + usage + [DONE], precomputed, each frame its own write, back-to-back, no delay; \`stream: false\` gets the same text as one JSON body.`,
     `- Bridge: \`node --import tsx src/cli/main.ts serve --config <tmp>.yaml --port 0\` (its own process), one \`type: openai\` backend on the fake, \`logging.level: warn\`, \`server.maxConcurrent: 64\`. The bridge always streams from the upstream, also for non-streaming clients.`,
-    `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests, ${maxSeconds} s).`,
+    `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests, ${maxSeconds} s), measured in ${ROUNDS} rounds that alternate direct and bridge (so both see the same background load); the latency columns pool all rounds.`,
     "- first byte: request sent → first body byte. The bridge writes its `delta.role` chunk at once, before the upstream answers, so its first byte can come EARLIER than direct. first content: → first body chunk with non-empty `delta.content` (or the JSON body). full response: → last byte.",
     "- bridge CPU / req: user+system CPU of the bridge process (/proc/<pid>/stat) over the run, per request sent.",
     "",

@@ -4,9 +4,11 @@ import { opencodeBackend } from "./opencode.js";
 import { openaiBackend } from "./openai.js";
 import { claudeCodeBackend } from "./claude-code.js";
 import { geminiCliBackend } from "./gemini-cli.js";
+import { qwenCodeBackend } from "./qwen-code.js";
+import { codexBackend } from "./codex.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend];
+const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend, qwenCodeBackend, codexBackend];
 
 export function backendModule(type: string): BackendModule<unknown> | undefined {
   return modules.find((m) => m.type === type);

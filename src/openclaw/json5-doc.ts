@@ -53,14 +53,16 @@ export class Json5Doc {
     private text: string,
     /** The file was empty or a bare `{}`: new content is written as plain pretty JSON. */
     private blank: boolean,
+    /** The text as read (given back unchanged when a blank document stays empty). */
+    private readonly original: string,
   ) {}
 
   static parse(text: string): Json5Doc {
     const clean = text.replace(/^\uFEFF/, "");
     const trimmed = clean.trim();
-    if (trimmed === "" || trimmed === "{}") return new Json5Doc("{}", true);
+    if (trimmed === "" || trimmed === "{}") return new Json5Doc("{}", true, text);
     parseRoot(clean);
-    return new Json5Doc(clean, false);
+    return new Json5Doc(clean, false, text);
   }
 
   /** The whole document as plain data. */
@@ -71,9 +73,9 @@ export class Json5Doc {
   toString(): string {
     if (this.blank) {
       const value = this.toJSON();
-      return Object.keys(value).length ? `${JSON.stringify(value, null, 2)}\n` : "{}\n";
+      return Object.keys(value).length ? `${JSON.stringify(value, null, 2)}\n` : this.original;
     }
-    return this.text;
+    return this.original.startsWith("\uFEFF") ? `\uFEFF${this.text}` : this.text;
   }
 
   has(p: JsonPath): boolean {
@@ -87,11 +89,12 @@ export class Json5Doc {
   /**
    * Set the value at `p`, creating missing parent objects. Returns the paths of the objects it had to
    * create (outermost first), so an uninstall can remove them again. Setting an equal value is a no-op.
+   * Objects and lists are written laid out like the rest of the file (indent unit, key quoting,
+   * trailing commas); a property inside a one-line object stays on one line.
    */
   set(p: JsonPath, value: unknown): { created: JsonPath[]; changed: boolean } {
     if (!p.length) throw new Error("cannot replace the whole document");
     const root = parseRoot(this.text);
-    const created: JsonPath[] = [];
     let cur: JsonValueNode = root;
     for (let i = 0; i < p.length - 1; i++) {
       const seg = p[i]!;
@@ -103,8 +106,13 @@ export class Json5Doc {
       }
       if (!(cur instanceof JsonObjectNode)) throw new Error(`${formatJsonPath(p.slice(0, i))} is not an object`);
       if (!cur.has(seg)) {
-        cur.set(seg, {});
-        created.push(here);
+        // Create the missing objects in one go: {seg: {..: value}}.
+        if (p.slice(i + 1).some((x) => typeof x === "number")) throw new Error(`${formatJsonPath(here)} does not exist`);
+        let nested: unknown = value;
+        for (let j = p.length - 1; j > i; j--) nested = { [p[j] as string]: nested };
+        const created = p.slice(i, -1).map((_, k) => p.slice(0, i + k + 1));
+        this.setProperty(p.slice(0, i), seg, nested);
+        return { created, changed: true };
       }
       cur = cur.get(seg);
       if (!(cur instanceof JsonObjectNode) && typeof p[i + 1] === "string") throw new Error(`${formatJsonPath(here)} is not an object`);
@@ -112,15 +120,66 @@ export class Json5Doc {
     const last = p[p.length - 1]!;
     if (typeof last === "number") {
       if (!(cur instanceof JsonArrayNode)) throw new Error(`${formatJsonPath(p.slice(0, -1))} is not a list`);
-      if (deepEqual(cur.elements[last]?.toJSON(), value)) return { created, changed: false };
+      if (deepEqual(cur.elements[last]?.toJSON(), value)) return { created: [], changed: false };
       cur.set(last, value as never);
-    } else {
-      if (!(cur instanceof JsonObjectNode)) throw new Error(`${formatJsonPath(p.slice(0, -1))} is not an object`);
-      if (!created.length && cur.has(last) && deepEqual(cur.get(last).toJSON(), value)) return { created, changed: false };
-      cur.set(last, value as never);
+      this.text = root.toString();
+      return { created: [], changed: true };
     }
-    this.text = root.toString();
-    return { created, changed: true };
+    if (!(cur instanceof JsonObjectNode)) throw new Error(`${formatJsonPath(p.slice(0, -1))} is not an object`);
+    if (cur.has(last) && deepEqual(cur.get(last).toJSON(), value)) return { created: [], changed: false };
+    this.setProperty(p.slice(0, -1), last, value);
+    return { created: [], changed: true };
+  }
+
+  /** Set `key` of the (existing) object at `parentPath`. */
+  private setProperty(parentPath: JsonPath, key: string, value: unknown): void {
+    const complex = (Array.isArray(value) && value.length > 0) || (isPlainObject(value) && Object.keys(value).length > 0);
+    let root = parseRoot(this.text);
+    let parent = findNode(root, parentPath) as JsonObjectNode;
+    const style = detectStyle(this.text);
+    const objText = this.text.slice(parent.location.start.index, parent.location.end.index);
+    if (!parent.has(key) && !this.blank && !objText.includes("\n")) {
+      // A one-line object: insert `, key: value` by hand (the tree would eat the space before `}`).
+      const entry = `${formatKey(key, style)}: ${formatInline(value, style)}`;
+      const props = parent.properties;
+      let at: number;
+      let insert: string;
+      if (props.length) {
+        const end = props[props.length - 1]!.location.end.index;
+        const comma = /^[ \t]*,/.exec(this.text.slice(end));
+        at = comma ? end + comma[0].length : end;
+        insert = comma ? ` ${entry},` : `, ${entry}`;
+      } else {
+        at = parent.location.start.index + 1;
+        const close = parent.location.end.index - 1;
+        this.text = this.text.slice(0, at) + this.text.slice(close);
+        insert = ` ${entry} `;
+      }
+      this.text = this.text.slice(0, at) + insert + this.text.slice(at);
+      parseRoot(this.text);
+      return;
+    }
+    if (!complex || this.blank) {
+      parent.set(key, value as never);
+      this.text = root.toString();
+      return;
+    }
+    if (!parent.has(key)) {
+      // Let the tree place the new key (position, comma, key quoting), then write the value as text.
+      parent.set(key, null);
+      this.text = root.toString();
+      root = parseRoot(this.text);
+      parent = findNode(root, parentPath) as JsonObjectNode;
+    }
+    const prop = parent.properties.find((x) => x.key.toJSON() === key)!;
+    const lineStart = this.text.lastIndexOf("\n", prop.location.start.index - 1) + 1;
+    const before = this.text.slice(lineStart, prop.location.start.index);
+    const ownLine = /^[ \t]*$/.test(before);
+    const indent = /^[ \t]*/.exec(before)![0];
+    const text = ownLine ? formatValue(value, indent, style) : formatInline(value, style);
+    const v = prop.value.location;
+    this.text = this.text.slice(0, v.start.index) + text + this.text.slice(v.end.index);
+    parseRoot(this.text);
   }
 
   /** Remove the property at `p` (the last segment must be a key). Returns whether it existed. */
@@ -270,4 +329,55 @@ function collapseEmpty(text: string, objStart: number, objEnd: number): string {
     return text.slice(0, objStart + 1) + text.slice(objEnd - 1);
   }
   return text;
+}
+
+interface Style {
+  unit: string;
+  unquoted: boolean;
+  trailingComma: boolean;
+  eol: string;
+}
+
+/** How this file is laid out: indent unit, bare or quoted keys, trailing commas, line ends. */
+function detectStyle(text: string): Style {
+  const unit = /^([ \t]+)\S/m.exec(text)?.[1] ?? "  ";
+  const bare = (text.match(/(?:^|[{,])[ \t]*[A-Za-z_$][\w$]*[ \t]*:/gm) ?? []).length;
+  const quoted = (text.match(/(?:^|[{,])[ \t]*(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')[ \t]*:/gm) ?? []).length;
+  return {
+    unit: unit.startsWith("\t") ? "\t" : unit,
+    unquoted: bare > quoted,
+    trailingComma: /,[ \t]*\r?\n[ \t]*[}\]]/.test(text),
+    eol: text.includes("\r\n") ? "\r\n" : "\n",
+  };
+}
+
+function formatKey(k: string, style: Style): string {
+  return style.unquoted && /^[A-Za-z_$][\w$]*$/.test(k) ? k : JSON.stringify(k);
+}
+
+function formatInline(v: unknown, style: Style): string {
+  if (Array.isArray(v)) return `[${v.map((x) => formatInline(x, style)).join(", ")}]`;
+  if (isPlainObject(v)) {
+    const entries = Object.entries(v).filter(([, x]) => x !== undefined);
+    return entries.length ? `{ ${entries.map(([k, x]) => `${formatKey(k, style)}: ${formatInline(x, style)}`).join(", ")} }` : "{}";
+  }
+  return JSON.stringify(v) ?? "null";
+}
+
+/** Multi-line layout; `indent` is the indentation of the line the value starts on. */
+function formatValue(v: unknown, indent: string, style: Style): string {
+  const inner = indent + style.unit;
+  const tc = style.trailingComma ? "," : "";
+  if (Array.isArray(v)) {
+    if (!v.length) return "[]";
+    const inline = formatInline(v, style);
+    if (v.every((x) => x === null || typeof x !== "object") && inline.length <= 60) return inline;
+    return `[${style.eol}${v.map((x) => inner + formatValue(x, inner, style)).join(`,${style.eol}`)}${tc}${style.eol}${indent}]`;
+  }
+  if (isPlainObject(v)) {
+    const entries = Object.entries(v).filter(([, x]) => x !== undefined);
+    if (!entries.length) return "{}";
+    return `{${style.eol}${entries.map(([k, x]) => `${inner}${formatKey(k, style)}: ${formatValue(x, inner, style)}`).join(`,${style.eol}`)}${tc}${style.eol}${indent}}`;
+  }
+  return JSON.stringify(v) ?? "null";
 }

@@ -160,6 +160,8 @@ describe("qwen-code backend with the real qwen CLI", () => {
     assert.ok(toolNames.includes("read_file"), `read-only tools offered: ${toolNames.join(",")}`);
     for (const t of ["run_shell_command", "write_file", "edit"]) assert.ok(!toolNames.includes(t), `${t} not offered`);
     assert.deepEqual(readdirSync(path.join(dataDir, "tmp")), [], "the per-turn system prompt file is removed");
+    const other = fake.requests.filter((r) => !r.path.endsWith("/chat/completions"));
+    assert.deepEqual(other.map((r) => `${r.method} ${r.path}`), [], "no other endpoint called");
   });
 
   test("systemPromptMode append keeps qwen's prompt and adds the bootstrap", async () => {

@@ -128,7 +128,11 @@ function replyScript(req: RecordedRequest): AnthropicReply {
   return { kind: "text", chunks: ["Reply to: ", lastLine(promptText(lastUser?.content ?? ""))] };
 }
 
-/** Process groups (= CLI processes with their children) whose environment has this HOME. */
+/**
+ * Process groups whose environment has this HOME: one per CLI process (the bridge starts each CLI in
+ * its own group; claude's helpers — git, rg, ps, and forks of itself that have not exec'ed yet — share it).
+ * Counting raw pids would count those helpers as CLIs.
+ */
 function cliGroups(home: string): Set<number> {
   const groups = new Set<number>();
   for (const pid of pidsWithEnv(`HOME=${home}`)) {
@@ -141,18 +145,6 @@ function cliGroups(home: string): Set<number> {
     }
   }
   return groups;
-}
-
-/** Main `claude` processes (argv[0] is the claude binary) whose environment has this HOME. */
-function claudeMains(home: string): number[] {
-  return pidsWithEnv(`HOME=${home}`).filter((pid) => {
-    try {
-      const argv0 = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] ?? "";
-      return path.basename(argv0) === "claude" || argv0.endsWith("claude.exe");
-    } catch {
-      return false;
-    }
-  });
 }
 
 function alive(pid: number): boolean {
@@ -425,6 +417,9 @@ describe("resume mode through the bridge: Claude Code", () => {
     assert.equal((await bindingOf(key)).turns, 2);
   });
 
+  /** The model call of the retried turn in the abort test (for the todo check below). */
+  let retriedCall: RecordedRequest | undefined;
+
   test("abort then retry: never two CLI processes for the conversation; the retry answers; the abandoned one is gone", async () => {
     const sid = randomUUID();
     const conv = new Conversation("2026.9", { sessionId: sid });
@@ -457,7 +452,7 @@ describe("resume mode through the bridge: Claude Code", () => {
       const reader = res.body!.getReader();
       await reader.read(); // the role chunk: the turn is streaming
       assert.ok(await eventually(() => fake.messageCalls().length > before, 30_000), "the CLI reached the (hanging) model");
-      abandoned = claudeMains(home);
+      abandoned = [...cliGroups(home)];
       assert.equal(abandoned.length, 1, "one claude is mid-turn");
     } catch (err) {
       ac.abort(); // never leave the hanging turn behind for the next test
@@ -465,13 +460,11 @@ describe("resume mode through the bridge: Claude Code", () => {
     }
 
     let maxGroups = 0;
-    let maxMains = 0;
     let samples = 0;
     let sampling = true;
     const sampler = (async () => {
       while (sampling && samples < 5000) {
         maxGroups = Math.max(maxGroups, cliGroups(home).size);
-        maxMains = Math.max(maxMains, claudeMains(home).length);
         samples++;
         await sleep(20);
       }
@@ -487,17 +480,33 @@ describe("resume mode through the bridge: Claude Code", () => {
       await sampler;
     }
     assert.ok(samples > 5, `sampled ${samples} times`);
-    assert.ok(maxMains <= 1, `at most one claude process at any moment (saw ${maxMains})`);
     assert.ok(maxGroups <= 1, `at most one CLI process group at any moment (saw ${maxGroups})`);
-    assert.ok(!alive(abandoned[0]!), "the abandoned claude is gone");
+    assert.ok(!alive(abandoned[0]!), "the abandoned claude (the group leader) is gone");
     assert.ok(await eventually(() => cliGroups(home).size === 0, 10_000), "nothing left after the retry");
     // The retry continued the same session (the abort did not lose the conversation).
     const calls = fake.messageCalls().slice(before);
+    retriedCall = calls.at(-1);
     assert.equal(sessionOf(calls.at(-1)!), sessionOf(calls[0]!));
+    assert.equal(dialogue(calls.at(-1)!)[0]![1], "first, quick", "the retry resumed the conversation's session");
     assert.equal(dialogue(calls.at(-1)!).at(-1)![1], "second, slow");
     const health = (await (await fetch(`${bridge.url}/health`)).json()) as any;
     assert.equal(health.turns.running, 0);
   });
+
+  test(
+    "a retried turn reaches the model once: the aborted attempt leaves no duplicate question or synthetic answer in the CLI's history",
+    {
+      todo:
+        "BUG: an aborted resumed turn stays in claude's own transcript (the prompt plus a synthetic 'No response requested.' " +
+        "answer); the retry appends the same text again, so the model sees the question twice",
+    },
+    () => {
+      assert.ok(retriedCall, "the abort test ran");
+      const d = dialogue(retriedCall);
+      assert.equal(d.filter(([r, t]) => r === "user" && t === "second, slow").length, 1, JSON.stringify(d));
+      assert.ok(!d.some(([r, t]) => r === "assistant" && /No response requested/i.test(t)), JSON.stringify(d));
+    },
+  );
 
   test("turns of one conversation are strictly serialised: the model sees the second only after the first finished", async () => {
     const conv = new Conversation("2026.9", { sessionId: randomUUID() });

@@ -135,7 +135,8 @@ function integrity(dbFile: string): string {
 
 function replyScript(req: RecordedRequest): AnthropicReply {
   const msgs: any[] = req.body?.messages ?? [];
-  return { kind: "text", chunks: ["Reply to: ", promptText(msgs.at(-1)?.content).split("\n").at(-1) ?? ""] };
+  const lastUser = [...msgs].reverse().find((m) => m.role === "user" && promptText(m.content));
+  return { kind: "text", chunks: ["Reply to: ", promptText(lastUser?.content).split("\n").at(-1) ?? ""] };
 }
 
 describe("resume mode: the store survives kill -9 of the bridge mid-turn", () => {

@@ -1,0 +1,2 @@
+/** Suite "resume" (implementation: bench/suite-resume.ts). */
+export { default } from "../suite-resume.js";

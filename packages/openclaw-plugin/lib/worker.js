@@ -1,0 +1,79 @@
+/**
+ * Worker thread that runs clawbridge inside the gateway process. clawbridge is TypeScript run
+ * through tsx: tsx's loader is registered in THIS thread only, so the gateway's own module loading
+ * is untouched. Messages to the parent: {type:"ready"|"reuse"|"error"|"stopped"}; from the parent:
+ * {type:"stop"}.
+ */
+import { createRequire } from "node:module";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { parentPort, workerData } from "node:worker_threads";
+import { probePort } from "./probe.js";
+
+const { root, configPath, host, port, apiKey } = workerData;
+const reply = (msg) => parentPort?.postMessage(msg);
+
+function fail(err, code = "start_failed") {
+  reply({ type: "error", code, name: err?.name, message: err?.message ?? String(err) });
+  // Give the message a moment to leave, then end this thread (not the process).
+  setTimeout(() => process.exit(1), 50);
+}
+
+async function main() {
+  const req = createRequire(path.join(root, "package.json"));
+  let tsxApi;
+  try {
+    tsxApi = await import(pathToFileURL(req.resolve("tsx/esm/api")).href);
+  } catch (err) {
+    throw new Error(`cannot load tsx from ${root} (is clawbridge installed with its dependencies?): ${err.message}`);
+  }
+  tsxApi.register();
+  const mod = (rel) => import(pathToFileURL(path.join(root, rel)).href);
+  const [{ loadConfig }, { startBridge }, { createLogger }, { VERSION }] = await Promise.all([
+    mod("src/config/load.ts"),
+    mod("src/server/start.ts"),
+    mod("src/log/logger.ts"),
+    mod("src/version.ts"),
+  ]);
+
+  const config = loadConfig({ configPath, overrides: { host, port } });
+  if (apiKey) {
+    if (apiKey.length < 8) throw new Error("plugins.entries.clawbridge.config.apiKey must be at least 8 characters");
+    if (!config.server.apiKeys.includes(apiKey)) config.server.apiKeys = [...config.server.apiKeys, apiKey];
+  }
+  const owner = await probePort(config.server.host, config.server.port, { apiKey });
+  if (owner.state === "clawbridge") {
+    reply({ type: "reuse", host: config.server.host, port: config.server.port, version: owner.version });
+    setTimeout(() => process.exit(0), 50);
+    return;
+  }
+  if (owner.state === "other") {
+    reply({
+      type: "error",
+      code: "port_in_use",
+      message: `${config.server.host}:${config.server.port} is already in use by another program (${owner.detail}); the bridge was not started. Free the port, or set plugins.entries.clawbridge.config.port (and the provider's baseUrl) to another one.`,
+    });
+    setTimeout(() => process.exit(1), 50);
+    return;
+  }
+
+  // Logs go to this thread's stdout, which the plugin forwards to the gateway's log.
+  const logger = createLogger(config.logging.level, process.stdout);
+  const bridge = await startBridge(config, { logger });
+  reply({ type: "ready", url: bridge.url, host: bridge.host, port: bridge.port, version: VERSION, config: config.source, models: config.models.map((m) => m.id) });
+
+  let stopping = false;
+  parentPort?.on("message", (msg) => {
+    if (msg?.type !== "stop" || stopping) return;
+    stopping = true;
+    bridge.close(typeof msg.graceMs === "number" ? msg.graceMs : undefined).then(
+      () => {
+        reply({ type: "stopped" });
+        setTimeout(() => process.exit(0), 20);
+      },
+      (err) => fail(err, "stop_failed"),
+    );
+  });
+}
+
+main().catch((err) => fail(err));
