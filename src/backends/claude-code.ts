@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { cliVersionHealth, resolveCli } from "./cli-resolve.js";
+import { CliBinary } from "./cli-resolve.js";
 import { cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendError, BackendEvent, BackendHealth, FinishReason, TurnInput, Usage } from "./types.js";
@@ -244,7 +244,6 @@ function resultText(content: unknown): string {
 
 export class ClaudeCodeBackend implements Backend {
   readonly type = "claude-code";
-  private bin: Promise<{ path?: string; tried: string[] }> | undefined;
   /** Pid of the most recent turn's process (for tests and diagnostics). */
   lastPid: number | undefined;
 
@@ -254,27 +253,23 @@ export class ClaudeCodeBackend implements Backend {
     private readonly deps: BackendDeps,
   ) {}
 
-  private resolveBin() {
-    this.bin ??= resolveCli(this.opts.command, ["~/.claude/local/claude", "~/.local/bin/claude"]);
-    return this.bin;
+  private cliCache: CliBinary | undefined;
+  private get cli(): CliBinary {
+    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: ["~/.claude/local/claude", "~/.local/bin/claude"], label: "Claude Code CLI", npmPackage: "@anthropic-ai/claude-code", backendName: this.name }));
   }
 
   private env(): NodeJS.ProcessEnv {
-    return { ...process.env, ...this.opts.env };
+    return this.cli.env();
   }
 
   async health(): Promise<BackendHealth> {
-    const { path: bin, tried } = await this.resolveBin();
-    return cliVersionHealth(bin, tried, this.env());
+    return this.cli.health();
   }
 
   async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.resolveBin();
+    const { path: bin, tried } = await this.cli.resolve();
     if (!bin) {
-      yield {
-        type: "error",
-        error: { code: "backend_unavailable", message: `Claude Code CLI not found (looked for ${tried.join(", ")}); install @anthropic-ai/claude-code or set backends.${this.name}.command`, status: 503 },
-      };
+      yield this.cli.missing(tried);
       return;
     }
     if (turn.signal.aborted) {

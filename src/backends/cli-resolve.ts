@@ -40,3 +40,52 @@ export async function cliVersionHealth(bin: string | undefined, tried: string[],
   const version = out.trim().split("\n")[0]?.slice(0, 100);
   return { usable: true, detail: bin, version };
 }
+
+/**
+ * One configured CLI binary: found once (lazily), run with the bridge's environment plus the
+ * backend's own, health-checked with `--version`, and a clear error when it is missing.
+ */
+export class CliBinary {
+  private found: Promise<{ path?: string; tried: string[] }> | undefined;
+
+  constructor(
+    private readonly spec: {
+      command: string;
+      env: Record<string, string>;
+      /** Well-known install places tried after PATH (e.g. `~/.opencode/bin/opencode`). */
+      places?: string[];
+      /** Human name, e.g. "Claude Code CLI". */
+      label: string;
+      /** npm package that provides it (for the error message). */
+      npmPackage: string;
+      /** The backend's name in configuration (for the error message). */
+      backendName: string;
+    },
+  ) {}
+
+  resolve(): Promise<{ path?: string; tried: string[] }> {
+    this.found ??= resolveCli(this.spec.command, this.spec.places ?? []);
+    return this.found;
+  }
+
+  env(): NodeJS.ProcessEnv {
+    return { ...process.env, ...this.spec.env };
+  }
+
+  async health(): Promise<BackendHealth> {
+    const { path: bin, tried } = await this.resolve();
+    return cliVersionHealth(bin, tried, this.env());
+  }
+
+  /** The error event for a binary that cannot be found. */
+  missing(tried: string[]): { type: "error"; error: { code: "backend_unavailable"; message: string; status: number } } {
+    return {
+      type: "error",
+      error: {
+        code: "backend_unavailable",
+        message: `${this.spec.label} not found (looked for ${tried.join(", ")}); install ${this.spec.npmPackage} or set backends.${this.spec.backendName}.command`,
+        status: 503,
+      },
+    };
+  }
+}

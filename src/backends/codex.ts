@@ -29,7 +29,7 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { cliVersionHealth, resolveCli } from "./cli-resolve.js";
+import { CliBinary } from "./cli-resolve.js";
 import { cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendError, BackendEvent, BackendHealth, TurnInput, Usage } from "./types.js";
@@ -325,7 +325,6 @@ const MAX_REMEMBERED_THREADS = 2000;
 
 export class CodexBackend implements Backend {
   readonly type = "codex";
-  private bin: Promise<{ path?: string; tried: string[] }> | undefined;
   private readonly totals = new Map<string, CodexTotals>();
   /** Pid of the most recent turn's process (for tests and diagnostics). */
   lastPid: number | undefined;
@@ -336,13 +335,13 @@ export class CodexBackend implements Backend {
     private readonly deps: BackendDeps,
   ) {}
 
-  private resolveBin() {
-    this.bin ??= resolveCli(this.opts.command);
-    return this.bin;
+  private cliCache: CliBinary | undefined;
+  private get cli(): CliBinary {
+    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: [], label: "Codex CLI", npmPackage: "@openai/codex", backendName: this.name }));
   }
 
   private env(): NodeJS.ProcessEnv {
-    return { ...process.env, ...this.opts.env };
+    return this.cli.env();
   }
 
   /** `$CODEX_HOME`, default `~/.codex` (of the HOME codex runs with). */
@@ -360,17 +359,13 @@ export class CodexBackend implements Backend {
   }
 
   async health(): Promise<BackendHealth> {
-    const { path: bin, tried } = await this.resolveBin();
-    return cliVersionHealth(bin, tried, this.env());
+    return this.cli.health();
   }
 
   async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.resolveBin();
+    const { path: bin, tried } = await this.cli.resolve();
     if (!bin) {
-      yield {
-        type: "error",
-        error: { code: "backend_unavailable", message: `Codex CLI not found (looked for ${tried.join(", ")}); install @openai/codex or set backends.${this.name}.command`, status: 503 },
-      };
+      yield this.cli.missing(tried);
       return;
     }
     if (turn.signal.aborted) {

@@ -15,7 +15,7 @@ import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { cliVersionHealth, resolveCli } from "./cli-resolve.js";
+import { CliBinary } from "./cli-resolve.js";
 import { cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendError, BackendEvent, BackendHealth, TurnInput, Usage } from "./types.js";
@@ -172,7 +172,6 @@ function geminiUpstreamError(label: string, message: string, apiStatus: number |
 
 export class GeminiCliBackend implements Backend {
   readonly type = "gemini-cli";
-  private bin: Promise<{ path?: string; tried: string[] }> | undefined;
   lastPid: number | undefined;
 
   constructor(
@@ -181,27 +180,23 @@ export class GeminiCliBackend implements Backend {
     private readonly deps: BackendDeps,
   ) {}
 
-  private resolveBin() {
-    this.bin ??= resolveCli(this.opts.command);
-    return this.bin;
+  private cliCache: CliBinary | undefined;
+  private get cli(): CliBinary {
+    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: [], label: "Gemini CLI", npmPackage: "@google/gemini-cli", backendName: this.name }));
   }
 
   private env(): NodeJS.ProcessEnv {
-    return { ...process.env, ...this.opts.env };
+    return this.cli.env();
   }
 
   async health(): Promise<BackendHealth> {
-    const { path: bin, tried } = await this.resolveBin();
-    return cliVersionHealth(bin, tried, this.env());
+    return this.cli.health();
   }
 
   async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.resolveBin();
+    const { path: bin, tried } = await this.cli.resolve();
     if (!bin) {
-      yield {
-        type: "error",
-        error: { code: "backend_unavailable", message: `Gemini CLI not found (looked for ${tried.join(", ")}); install @google/gemini-cli or set backends.${this.name}.command`, status: 503 },
-      };
+      yield this.cli.missing(tried);
       return;
     }
     if (turn.signal.aborted) {

@@ -8,7 +8,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { joinSeparator, runCliTurn, stderrTail } from "./cli-common.js";
-import { cliVersionHealth, resolveCli } from "./cli-resolve.js";
+import { CliBinary } from "./cli-resolve.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendEvent, BackendHealth, TurnInput, Usage } from "./types.js";
 
@@ -122,7 +122,6 @@ export function newOpencodeState(): OpencodeTurnState {
 
 class OpencodeBackend implements Backend {
   readonly type = "opencode";
-  private bin: Promise<{ path?: string; tried: string[] }> | undefined;
 
   constructor(
     readonly name: string,
@@ -130,24 +129,23 @@ class OpencodeBackend implements Backend {
     private readonly deps: BackendDeps,
   ) {}
 
-  private resolveBin() {
-    this.bin ??= resolveCli(this.opts.command, ["~/.opencode/bin/opencode"]);
-    return this.bin;
+  private cliCache: CliBinary | undefined;
+  private get cli(): CliBinary {
+    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: ["~/.opencode/bin/opencode"], label: "opencode CLI", npmPackage: "opencode-ai", backendName: this.name }));
   }
 
   private env(): NodeJS.ProcessEnv {
-    return { ...process.env, ...this.opts.env };
+    return this.cli.env();
   }
 
   async health(): Promise<BackendHealth> {
-    const { path: bin, tried } = await this.resolveBin();
-    return cliVersionHealth(bin, tried, this.env());
+    return this.cli.health();
   }
 
   async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.resolveBin();
+    const { path: bin, tried } = await this.cli.resolve();
     if (!bin) {
-      yield { type: "error", error: { code: "backend_unavailable", message: `opencode CLI not found (looked for ${tried.join(", ")}); install it or set backends.${this.name}.command`, status: 503 } };
+      yield this.cli.missing(tried);
       return;
     }
     const cwd = this.opts.cwd ?? path.join(this.deps.dataDir, "work", "opencode");

@@ -18,7 +18,7 @@
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { ClaudeStreamMapper } from "./claude-code.js";
-import { cliVersionHealth, resolveCli } from "./cli-resolve.js";
+import { CliBinary } from "./cli-resolve.js";
 import { cliBaseOptions, conversationCwd, runCliTurn, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendError, BackendEvent, BackendHealth, TurnInput } from "./types.js";
@@ -177,7 +177,6 @@ export class QwenStreamMapper implements CliTurnMapper {
 
 export class QwenCodeBackend implements Backend {
   readonly type = "qwen-code";
-  private bin: Promise<{ path?: string; tried: string[] }> | undefined;
   /** Pid of the most recent turn's process (for tests and diagnostics). */
   lastPid: number | undefined;
 
@@ -187,27 +186,23 @@ export class QwenCodeBackend implements Backend {
     private readonly deps: BackendDeps,
   ) {}
 
-  private resolveBin() {
-    this.bin ??= resolveCli(this.opts.command);
-    return this.bin;
+  private cliCache: CliBinary | undefined;
+  private get cli(): CliBinary {
+    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: [], label: "Qwen Code CLI", npmPackage: "@qwen-code/qwen-code", backendName: this.name }));
   }
 
   private env(): NodeJS.ProcessEnv {
-    return { ...process.env, ...this.opts.env };
+    return this.cli.env();
   }
 
   async health(): Promise<BackendHealth> {
-    const { path: bin, tried } = await this.resolveBin();
-    return cliVersionHealth(bin, tried, this.env());
+    return this.cli.health();
   }
 
   async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.resolveBin();
+    const { path: bin, tried } = await this.cli.resolve();
     if (!bin) {
-      yield {
-        type: "error",
-        error: { code: "backend_unavailable", message: `Qwen Code CLI not found (looked for ${tried.join(", ")}); install @qwen-code/qwen-code or set backends.${this.name}.command`, status: 503 },
-      };
+      yield this.cli.missing(tried);
       return;
     }
     if (turn.signal.aborted) {

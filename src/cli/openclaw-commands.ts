@@ -16,7 +16,10 @@ import { buildProviderEntry, DEFAULT_PROVIDER_ID, resolveOpenClawPaths } from ".
 import { openclawStatus } from "../openclaw/status.js";
 import { findOpenClawBin, validateWithOpenClaw, type Validator } from "../openclaw/validate.js";
 import { canListen, findListeningPid } from "../doctor/probes.js";
-import { installService, parseEnvAssignments, serviceStatus, uninstallService, type ServiceResult } from "../service/systemd.js";
+import { defaultSystemctlRunner, installService, parseEnvAssignments, serviceStatus, uninstallService, type ServiceResult } from "../service/systemd.js";
+
+/** systemctl to run (CLAWBRIDGE_SYSTEMCTL: another binary, e.g. a wrapper). */
+const systemctl = () => defaultSystemctlRunner(process.env.CLAWBRIDGE_SYSTEMCTL || "systemctl");
 
 const out = (s: string) => void process.stdout.write(s.endsWith("\n") ? s : `${s}\n`);
 const err = (s: string) => void process.stderr.write(s.endsWith("\n") ? s : `${s}\n`);
@@ -226,6 +229,7 @@ export function registerServiceCommands(program: Command): void {
           ...(configPath ? { configPath: path.resolve(configPath) } : {}),
           env,
           start: opts.start,
+          runner: systemctl(),
           stopTimeoutSeconds: Math.ceil(config.server.shutdownGraceSeconds + 20),
         });
         r.notes.unshift(...notes);
@@ -243,7 +247,7 @@ export function registerServiceCommands(program: Command): void {
     .option("--json", "print JSON")
     .action(async (opts: { name: string; json?: boolean }) => {
       try {
-        const r = await uninstallService({ name: opts.name });
+        const r = await uninstallService({ name: opts.name, runner: systemctl() });
         if (opts.json) out(JSON.stringify(r, null, 2));
         else printService(r, r.changed ? "removed" : "nothing to remove at");
         if (!r.ok) process.exitCode = 1;
@@ -258,7 +262,7 @@ export function registerServiceCommands(program: Command): void {
     .option("--json", "print JSON")
     .action(async (opts: { name: string; json?: boolean }) => {
       try {
-        const s = await serviceStatus({ name: opts.name });
+        const s = await serviceStatus({ name: opts.name, runner: systemctl() });
         if (opts.json) out(JSON.stringify(s, null, 2));
         else {
           out(`unit: ${s.unitPath} (${s.installed ? "installed" : "not installed"})`);
@@ -296,6 +300,7 @@ export function registerDoctorCommand(program: Command): void {
           validate: await makeValidator(opts),
           scanClis: opts.cliScan,
           fix: opts.fix,
+          systemctl: systemctl(),
         });
         if (opts.json) out(JSON.stringify(r, null, 2));
         else out(renderFindings(r.findings, "clawbridge doctor"));

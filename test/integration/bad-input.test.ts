@@ -221,14 +221,15 @@ describe("API keys", () => {
   const call = (headers: Record<string, string>, method = "GET", path = "/models", body?: string) => fetch(`${authBridge.baseURL}${path}`, { method, headers, body });
 
   test("missing or wrong key → 401 authentication_error", async () => {
-    for (const headers of [
+    const bad: Array<Record<string, string>> = [
       {},
       { authorization: "Bearer wrong-key-0000000" },
       { authorization: `Bearer ${KEY}x` },
       { authorization: `Basic ${Buffer.from(`u:${KEY}`).toString("base64")}` },
       { authorization: KEY },
       { "x-api-key": "nope-nope-nope" },
-    ]) {
+    ];
+    for (const headers of bad) {
       for (const [method, path, body] of [
         ["GET", "/models", undefined],
         ["POST", "/chat/completions", JSON.stringify(good)],
@@ -243,10 +244,11 @@ describe("API keys", () => {
   });
 
   test("the right key passes, as Bearer (any case) or x-api-key, and any configured key works", async () => {
-    for (const headers of [{ authorization: `Bearer ${KEY}` }, { authorization: `bearer ${KEY}` }, { authorization: `Bearer   ${KEY}  ` }, { "x-api-key": KEY }, { authorization: "Bearer second-key-abcdef" }]) {
+    const goodHeaders: Array<Record<string, string>> = [{ authorization: `Bearer ${KEY}` }, { authorization: `bearer ${KEY}` }, { authorization: `Bearer   ${KEY}  ` }, { "x-api-key": KEY }, { authorization: "Bearer second-key-abcdef" }];
+    for (const headers of goodHeaders) {
       const res = await call(headers);
       assert.equal(res.status, 200, JSON.stringify(headers));
-      assert.equal((await res.json()).object, "list");
+      assert.equal(((await res.json()) as any).object, "list");
     }
   });
 
@@ -313,7 +315,7 @@ describe("models and health", () => {
   test("GET /v1/models lists the configured models, OpenAI-shaped", async () => {
     const res = await fetch(`${bridge.baseURL}/models`);
     assert.equal(res.status, 200);
-    const body = await res.json();
+    const body = (await res.json()) as any;
     assert.equal(body.object, "list");
     assert.deepEqual(
       body.data.map((m: any) => m.id),
@@ -325,7 +327,7 @@ describe("models and health", () => {
       assert.equal(m.owned_by, "clawbridge");
       assert.ok(Number.isInteger(m.created) && m.created > 1_700_000_000);
     }
-    const one = await (await fetch(`${bridge.baseURL}/models/${MODEL}`)).json();
+    const one = (await (await fetch(`${bridge.baseURL}/models/${MODEL}`)).json()) as any;
     assert.equal(one.id, MODEL);
   });
 
@@ -333,7 +335,7 @@ describe("models and health", () => {
     for (const path of ["/", "/health"]) {
       const res = await fetch(`${bridge.url}${path}`);
       assert.equal(res.status, 200);
-      const h = await res.json();
+      const h = (await res.json()) as any;
       assert.equal(h.status, "ok");
       assert.equal(h.name, "clawbridge");
       assert.match(h.version, /^\d+\.\d+\.\d+/);
@@ -358,7 +360,7 @@ describe("models and health", () => {
       models: [{ id: MODEL, backend: "gone" }],
     });
     try {
-      const h = await (await fetch(`${broken.url}/health`)).json();
+      const h = (await (await fetch(`${broken.url}/health`)).json()) as any;
       assert.equal(h.status, "unusable");
       assert.equal(h.backends[0].usable, false);
       assert.ok(h.backends[0].detail.length > 0);

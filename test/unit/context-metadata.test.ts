@@ -135,6 +135,14 @@ describe("stripMetadata: text that only looks similar is kept", () => {
   });
 
   test(
+    "a pasted log line that starts with its own timestamp keeps it (OpenClaw adds only one prefix)",
+    { todo: "BUG (minor): src/context/metadata.ts stripMetadata peels TIMESTAMP_PREFIX repeatedly, so the person's own leading '[2026-11-20 10:00:00]' is removed too" },
+    () => {
+      assert.equal(stripMetadata("[Sat 2026-11-21 09:13 UTC] [2026-11-20 10:00:00] ERROR disk full\nwhy?"), "[2026-11-20 10:00:00] ERROR disk full\nwhy?");
+    },
+  );
+
+  test(
     "a typed line starting with 'Runtime: ' that is not OpenClaw's key=value line is kept",
     { todo: "BUG: src/context/metadata.ts RUNTIME_LINE removes ANY line starting with 'Runtime: ' anywhere in the message (e.g. 'Runtime: 155 minutes')" },
     () => {
