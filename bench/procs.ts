@@ -130,16 +130,21 @@ function ticksPerSecond(): number {
   return clockTicks;
 }
 
-/** User+system CPU time a process has used so far, in ms (from /proc/<pid>/stat). */
-export function cpuMs(pid: number): number {
+/** User and system CPU time a process has used so far, in ms (from /proc/<pid>/stat). */
+export function cpuSplit(pid: number): { user: number; sys: number } {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // Fields after the command name (which may contain spaces) start after the last ')'.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const utime = Number(fields[11]);
-    const stime = Number(fields[12]);
-    return ((utime + stime) * 1000) / ticksPerSecond();
+    const tick = 1000 / ticksPerSecond();
+    return { user: Number(fields[11]) * tick, sys: Number(fields[12]) * tick };
   } catch {
-    return NaN;
+    return { user: NaN, sys: NaN };
   }
+}
+
+/** User+system CPU time a process has used so far, in ms. */
+export function cpuMs(pid: number): number {
+  const c = cpuSplit(pid);
+  return c.user + c.sys;
 }

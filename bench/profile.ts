@@ -49,7 +49,9 @@ export function summariseProfile(file: string, root: string, top = 25): ProfileS
   let idle = 0;
   const key = (n: CpuNode) => {
     const f = n.callFrame;
-    const where = f.url ? `${area(f.url, root)}:${f.lineNumber + 1}` : "";
+    // Code loaded through tsx reports line 1 for everything (positions are in the transformed
+    // code): show the file only, the function name is what identifies it.
+    const where = f.url ? (f.lineNumber > 0 ? `${area(f.url, root)}:${f.lineNumber + 1}` : area(f.url, root)) : "";
     return `${f.functionName || "(anonymous)"}${where ? ` ${where}` : ""}`;
   };
   for (const n of p.nodes) {
@@ -103,6 +105,8 @@ export function summariseProfile(file: string, root: string, top = 25): ProfileS
 
   const markdown = [
     `Busy CPU in the profile: ${msOf(busy).toFixed(0)} ms (idle ${msOf(idle).toFixed(0)} ms), sampled every ~${usPerHit.toFixed(0)} µs.`,
+    "",
+    "The profiler samples wall-clock time: on a machine whose CPUs are shared, a process that wakes its peer on loopback is often preempted inside the write, so native `writev`/`write` time is inflated there (compare with the system CPU share in /proc/<pid>/stat).",
     "",
     "Self time by area (file of the repo, npm package, or node core):",
     "",

@@ -11,7 +11,8 @@
  *   --requests <n>          measured requests per scenario (default 3000)
  *   --seconds <s>           time limit per scenario (default 10)
  *   --warmup <n>            warm-up requests per scenario (default 200)
- *   --profile               also run the bridge under --cpu-prof and report where its time goes
+ *   --profile               run the bridge under --cpu-prof and report where its time goes
+ *                           (written as <date>-<slug>-profile.md: the profiler slows the bridge)
  *   --no-write              print only
  *   --strict                exit 1 when a target is missed
  */
@@ -182,7 +183,7 @@ async function main(): Promise<number> {
     process.stdout.write(`\n${md}\n`);
     if (args.write) {
       mkdirSync(resultsDir, { recursive: true });
-      const file = path.join(resultsDir, `${startedAt.toISOString().slice(0, 10)}-${suite.resultSlug ?? suite.name}.md`);
+      const file = path.join(resultsDir, `${startedAt.toISOString().slice(0, 10)}-${suite.resultSlug ?? suite.name}${args.profile ? "-profile" : ""}.md`);
       writeFileSync(file, md);
       ctx.log(`written: ${path.relative(ROOT, file)}`);
     }

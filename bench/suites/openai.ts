@@ -10,7 +10,7 @@ import { stringify } from "yaml";
 import { openclawRequest } from "../../test/helpers/openclaw-request.js";
 import { answerText, FAKE_MODEL } from "../fake-upstream.js";
 import { loadClient, mergeResults, runLoad, type LoadResult } from "../load.js";
-import { cpuMs, memory, startService, type Memory, type Service } from "../procs.js";
+import { cpuMs, cpuSplit, memory, startService, type Memory, type Service } from "../procs.js";
 import { summariseProfile } from "../profile.js";
 import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
 import { deltaMs, int, mb, ms, percentile, table } from "../stats.js";
@@ -80,6 +80,8 @@ interface Row {
   bridge: LoadResult;
   /** Bridge process CPU per measured request (ms), warm-up excluded. */
   bridgeCpuPerReq: number;
+  /** Share of the bridge's CPU spent in the kernel. */
+  bridgeSysShare: number;
   upstreamCpuPerReqDirect: number;
   upstreamCpuPerReqBridge: number;
 }
@@ -143,6 +145,7 @@ const suite: BenchSuite = {
         const bridgePool = loadClient(started.origin, sc.concurrency);
         const parts = { direct: [] as LoadResult[], bridge: [] as LoadResult[] };
         let bridgeCpu = 0;
+        let bridgeSys = 0;
         let fakeCpuDirect = 0;
         let fakeCpuBridge = 0;
         let sentDirect = 0;
@@ -164,15 +167,16 @@ const suite: BenchSuite = {
             const f0 = cpuMs(fake.pid);
             const d = await runLoad({ ...base, origin: fakeOrigin, body: sc.body(FAKE_MODEL) }, directPool);
             const f1 = cpuMs(fake.pid);
-            const b0 = cpuMs(bridge.pid);
+            const b0 = cpuSplit(bridge.pid);
             const b = await runLoad({ ...base, origin: started.origin, body: sc.body(BRIDGE_MODEL) }, bridgePool);
-            const b1 = cpuMs(bridge.pid);
+            const b1 = cpuSplit(bridge.pid);
             const f2 = cpuMs(fake.pid);
             parts.direct.push(d);
             parts.bridge.push(b);
             fakeCpuDirect += f1 - f0;
             fakeCpuBridge += f2 - f1;
-            bridgeCpu += b1 - b0;
+            bridgeCpu += b1.user + b1.sys - b0.user - b0.sys;
+            bridgeSys += b1.sys - b0.sys;
             // CPU is read around whole runs (warm-up included): divide by every request sent.
             sentDirect += d.requests + d.errors + warmup;
             sentBridge += b.requests + b.errors + warmup;
@@ -188,6 +192,7 @@ const suite: BenchSuite = {
           direct,
           bridge: viaBridge,
           bridgeCpuPerReq: bridgeCpu / sentBridge,
+          bridgeSysShare: bridgeCpu > 0 ? bridgeSys / bridgeCpu : NaN,
           upstreamCpuPerReqDirect: fakeCpuDirect / sentDirect,
           upstreamCpuPerReqBridge: fakeCpuBridge / sentBridge,
         });
@@ -244,7 +249,7 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
           `${ms(p50(x.ttfb))} / ${ms(p99(x.ttfb))}`,
           `${ms(p50(x.ttfc))} / ${ms(p99(x.ttfc))}`,
           `${ms(p50(x.total))} / ${ms(p99(x.total))}`,
-          k === "bridge" ? `${ms(r.bridgeCpuPerReq)} ms` : "",
+          k === "bridge" ? `${ms(r.bridgeCpuPerReq)} ms (${Number.isFinite(r.bridgeSysShare) ? (100 * r.bridgeSysShare).toFixed(0) : "–"}% system)` : "",
         ];
       }),
     ),
@@ -276,7 +281,7 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     `- Bridge: \`node --import tsx src/cli/main.ts serve --config <tmp>.yaml --port 0\` (its own process), one \`type: openai\` backend on the fake, \`logging.level: warn\`, \`server.maxConcurrent: 64\`. The bridge always streams from the upstream, also for non-streaming clients.`,
     `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests, ${maxSeconds} s), measured in ${ROUNDS} rounds that alternate direct and bridge (so both see the same background load); the latency columns pool all rounds.`,
     "- first byte: request sent → first body byte. The bridge writes its `delta.role` chunk at once, before the upstream answers, so its first byte can come EARLIER than direct. first content: → first body chunk with non-empty `delta.content` (or the JSON body). full response: → last byte.",
-    "- bridge CPU / req: user+system CPU of the bridge process (/proc/<pid>/stat) over the run, per request sent.",
+    "- bridge CPU / req: user+system CPU of the bridge process (/proc/<pid>/stat) over the run, per request sent (share spent in the kernel in brackets).",
     "",
     "## Results",
     "",

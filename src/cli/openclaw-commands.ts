@@ -193,7 +193,17 @@ function printService(r: ServiceResult, verb: string): void {
 }
 
 export function registerServiceCommands(program: Command): void {
-  const svc = program.command("service").description("run the bridge as a systemd user service (~/.config/systemd/user/clawbridge.service)");
+  const svc = program
+    .command("service")
+    .description("run the bridge as a systemd user service (~/.config/systemd/user/clawbridge.service)")
+    .addHelpText(
+      "after",
+      `
+Without systemctl or a systemd user session (containers, CI, ssh without a login session) install
+still writes the unit and prints the systemctl commands to run. Logs: journalctl --user -u clawbridge.
+Environment:
+  CLAWBRIDGE_SYSTEMCTL  systemctl binary to run (default: systemctl on PATH)`,
+    );
   svc
     .command("install")
     .description("write and enable the unit (ExecStart: this node + clawbridge serve --config <abs path>), then start it")

@@ -9,7 +9,9 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { backendModule, backendTypes } from "../backends/registry.js";
 import {
+  backendBaseSchema,
   configFileSchema,
+  modelSchema,
   DEFAULT_CONTEXT,
   type Config,
   type ConfigFile,
@@ -104,50 +106,89 @@ function mergeContext(...layers: Array<ContextBudgetInput | undefined>): Context
   return out;
 }
 
-/** Validate raw configuration data. Pure: no file or environment access. */
+/** Validate raw configuration data. Pure: no file or environment access. Reports every problem it can find in one pass. */
 export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessEnv = {}): Config {
-  const parsed = configFileSchema.safeParse(raw ?? {});
-  if (!parsed.success) throw new ConfigError(source, zodProblems(parsed.error));
-  const file: ConfigFile = parsed.data;
   const problems: string[] = [];
+  const obj = (raw ?? {}) as Record<string, unknown>;
+  if (typeof obj !== "object" || Array.isArray(obj)) throw new ConfigError(source, ["(top level): expected an object with server, backends, models"]);
+  const known = Object.keys(configFileSchema.shape);
+  const unknown = Object.keys(obj).filter((k) => !known.includes(k));
+  if (unknown.length) problems.push(`(top level): unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `"${k}"`).join(", ")} (known: ${known.join(", ")})`);
+  // Each section on its own, so one mistake does not hide the others.
+  const section = <K extends keyof ConfigFile>(key: K): ConfigFile[K] | undefined => {
+    const r = configFileSchema.shape[key].safeParse(obj[key]);
+    if (r.success) return r.data as ConfigFile[K];
+    problems.push(...zodProblems(r.error, key));
+    return undefined;
+  };
+  const server = section("server");
+  const logging = section("logging");
+  const dataDirIn = section("dataDir");
+  const contextDefaults = section("context");
+  const remap = section("remap") ?? [];
+  section("intents");
 
+  const rawBackends = obj.backends;
   const backends: Config["backends"] = {};
-  for (const [name, entry] of Object.entries(file.backends)) {
-    const mod = backendModule(entry.type);
-    if (!mod) {
-      problems.push(`backends.${name}.type: unknown backend type "${entry.type}" (known: ${backendTypes().join(", ")})`);
-      continue;
+  const backendTypesByName = new Map<string, string>();
+  if (rawBackends === undefined || rawBackends === null || typeof rawBackends !== "object" || Array.isArray(rawBackends)) {
+    problems.push(`backends: configure at least one backend (a map of name → { type, ... })`);
+  } else {
+    for (const [name, entryRaw] of Object.entries(rawBackends as Record<string, unknown>)) {
+      if (!/^[A-Za-z0-9_.-]+$/.test(name)) problems.push(`backends.${name}: backend names use letters, digits, _ . -`);
+      const base = backendBaseSchema.safeParse(entryRaw);
+      if (!base.success) {
+        problems.push(...zodProblems(base.error, `backends.${name}`));
+        continue;
+      }
+      const entry = base.data;
+      const mod = backendModule(entry.type);
+      if (!mod) {
+        problems.push(`backends.${name}.type: unknown backend type "${entry.type}" (known: ${backendTypes().join(", ")})`);
+        continue;
+      }
+      backendTypesByName.set(name, entry.type);
+      const { type: _type, ...rest } = entry;
+      const opts = mod.schema.safeParse(rest);
+      if (!opts.success) problems.push(...zodProblems(opts.error, `backends.${name}`));
+      else backends[name] = { type: entry.type, options: opts.data };
     }
-    const { type: _type, ...rest } = entry;
-    const opts = mod.schema.safeParse(rest);
-    if (!opts.success) problems.push(...zodProblems(opts.error, `backends.${name}`));
-    else backends[name] = { type: entry.type, options: opts.data };
   }
 
   const models: ResolvedModel[] = [];
   const seen = new Set<string>();
-  file.models.forEach((m, i) => {
+  const rawModelList = obj.models;
+  if (!Array.isArray(rawModelList) || rawModelList.length === 0) problems.push("models: configure at least one model (a list of { id, backend })");
+  (Array.isArray(rawModelList) ? rawModelList : []).forEach((rm, i) => {
     const where = `models[${i}]`;
-    if (seen.has(m.id)) problems.push(`${where}.id: duplicate model id "${m.id}"`);
-    seen.add(m.id);
-    const backendEntry = file.backends[m.backend];
-    if (!backendEntry) {
-      problems.push(`${where}.backend: no backend named "${m.backend}" (configured: ${Object.keys(file.backends).join(", ") || "none"})`);
+    const parsed = modelSchema.safeParse(rm);
+    if (!parsed.success) {
+      problems.push(...zodProblems(parsed.error, where));
       return;
     }
-    const mod = backendModule(backendEntry.type);
-    if (!mod) return;
+    const m = parsed.data;
+    if (seen.has(m.id)) problems.push(`${where}.id: duplicate model id "${m.id}"`);
+    seen.add(m.id);
+    const type = backendTypesByName.get(m.backend);
+    if (!type) {
+      const names = [...backendTypesByName.keys()];
+      if (!(rawBackends && typeof rawBackends === "object" && m.backend in (rawBackends as object))) {
+        problems.push(`${where}.backend: no backend named "${m.backend}" (configured: ${names.join(", ") || "none"})`);
+      }
+      return;
+    }
+    const mod = backendModule(type)!;
     const mode = m.session?.mode ?? mod.defaultSessionMode;
     if (!mod.sessionModes.includes(mode)) {
       problems.push(`${where}.session.mode: backend type "${mod.type}" supports ${mod.sessionModes.join(", ")}, not "${mode}"`);
     }
-    const context = mergeContext(file.context, m.context);
+    const context = mergeContext(contextDefaults, m.context);
     if (context.maxPromptChars < 1000) problems.push(`${where}.context.maxPromptChars: must be at least 1000`);
     let intents: IntentsConfigInput | undefined;
     // Merge what the user WROTE (not the parsed sections, whose filled-in defaults would
     // overwrite the top-level settings), then validate the result once.
     const rawTop = rawSection(raw, "intents");
-    const rawModel = rawSection(rawModels(raw)[i], "intents");
+    const rawModel = rawSection(rm, "intents");
     if (rawTop || rawModel) {
       intents = mergeIntentsInput(rawTop as IntentsConfigInput | undefined, rawModel as IntentsConfigInput | undefined);
       try {
@@ -156,41 +197,71 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
         problems.push(`${where}.intents: ${(err as Error).message}`);
       }
     }
-    models.push({
-      id: m.id,
-      name: m.name ?? m.id,
-      backend: m.backend,
-      backendModel: m.model ?? m.id,
-      context,
-      sessionMode: mode,
-      contextWindow: m.contextWindow ?? 200_000,
-      maxTokens: m.maxTokens ?? 32_000,
-      session: { fallback: m.session?.fallback ?? "derived", maxSeedChars: m.session?.maxSeedChars ?? 6000 },
-      intents,
-    });
+    models.push(resolvedModel(m.id, m.backend, m.model ?? m.id, mode, context, intents, m));
   });
 
-  file.remap.forEach((r, i) => {
-    if (!seen.has(r.to)) problems.push(`remap[${i}].to: "${r.to}" is not a configured model id`);
+  // A remap target is a configured model id, or a model name given to a backend that takes any
+  // model (the seed's `kimi` → `opencode/glm-5-free`): then it runs like the model it replaces.
+  const remapTargets: Config["remapTargets"] = {};
+  remap.forEach((r, i) => {
+    if (seen.has(r.to)) return;
+    const configured = rawBackends && typeof rawBackends === "object" ? Object.keys(rawBackends) : [];
+    const backendName = r.backend ?? (configured.length === 1 ? configured[0] : undefined);
+    if (!backendName) {
+      problems.push(`remap[${i}].to: "${r.to}" is not a configured model id; name the backend that serves it with remap[${i}].backend`);
+      return;
+    }
+    const type = backendTypesByName.get(backendName);
+    if (!type) {
+      problems.push(`remap[${i}].backend: no backend named "${backendName}"`);
+      return;
+    }
+    const mod = backendModule(type)!;
+    const base = models.find((m) => m.backend === backendName);
+    remapTargets[r.to] = resolvedModel(r.to, backendName, r.to, base?.sessionMode ?? mod.defaultSessionMode, base?.context ?? mergeContext(contextDefaults), base?.intents, {});
   });
 
-  const isLoopback = isLoopbackHost(file.server.host);
-  if (!isLoopback && file.server.apiKeys.length === 0 && !file.server.allowUnauthenticatedRemote) {
-    problems.push(
-      `server.host: "${file.server.host}" is reachable from other machines; set server.apiKeys (or allowUnauthenticatedRemote: true if you really mean it)`,
-    );
+  if (server) {
+    const isLoopback = isLoopbackHost(server.host);
+    if (!isLoopback && server.apiKeys.length === 0 && !server.allowUnauthenticatedRemote) {
+      problems.push(`server.host: "${server.host}" is reachable from other machines; set server.apiKeys (or allowUnauthenticatedRemote: true if you really mean it)`);
+    }
   }
 
-  if (problems.length) throw new ConfigError(source, problems);
-  const dataDir = path.resolve(expandHome(file.dataDir ?? env.CLAWBRIDGE_DATA_DIR ?? path.join(homedir(), ".clawbridge")));
+  if (problems.length || !server || !logging) throw new ConfigError(source, problems);
+  const dataDir = path.resolve(expandHome(dataDirIn ?? env.CLAWBRIDGE_DATA_DIR ?? path.join(homedir(), ".clawbridge")));
   return {
-    server: file.server,
-    logging: { ...file.logging, debugLog: file.logging.debugLog ? path.resolve(expandHome(file.logging.debugLog)) : null },
+    server,
+    logging: { ...logging, debugLog: logging.debugLog ? path.resolve(expandHome(logging.debugLog)) : null },
     dataDir,
     backends,
     models,
-    remap: file.remap,
+    remap,
+    remapTargets,
     source,
+  };
+}
+
+function resolvedModel(
+  id: string,
+  backend: string,
+  backendModel: string,
+  sessionMode: ResolvedModel["sessionMode"],
+  context: ContextBudget,
+  intents: IntentsConfigInput | undefined,
+  m: { name?: string; contextWindow?: number; maxTokens?: number; session?: { fallback?: "derived" | "stateless"; maxSeedChars?: number } },
+): ResolvedModel {
+  return {
+    id,
+    name: m.name ?? id,
+    backend,
+    backendModel,
+    context,
+    sessionMode,
+    contextWindow: m.contextWindow ?? 200_000,
+    maxTokens: m.maxTokens ?? 32_000,
+    session: { fallback: m.session?.fallback ?? "derived", maxSeedChars: m.session?.maxSeedChars ?? 6000 },
+    intents,
   };
 }
 
@@ -205,8 +276,9 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   } else {
     source = "embedded defaults";
     const envProblems: string[] = [];
-    if (env.ROUTER_TIMEOUT && !(Number(env.ROUTER_TIMEOUT) > 0)) envProblems.push(`ROUTER_TIMEOUT: "${env.ROUTER_TIMEOUT}" is not a positive number of seconds`);
-    if (env.ROUTER_PORT && !/^\d+$/.test(env.ROUTER_PORT)) envProblems.push(`ROUTER_PORT: "${env.ROUTER_PORT}" is not a port number`);
+    const timeout = Number(env.ROUTER_TIMEOUT);
+    if (env.ROUTER_TIMEOUT && !(Number.isFinite(timeout) && timeout > 0)) envProblems.push(`ROUTER_TIMEOUT: "${env.ROUTER_TIMEOUT}" is not a positive number of seconds`);
+    if (env.ROUTER_PORT && !(/^\d+$/.test(env.ROUTER_PORT) && Number(env.ROUTER_PORT) <= 65535)) envProblems.push(`ROUTER_PORT: "${env.ROUTER_PORT}" is not a port number (0-65535)`);
     if (envProblems.length) throw new ConfigError("environment", envProblems);
     raw = embeddedDefaults(env);
   }

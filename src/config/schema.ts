@@ -109,8 +109,10 @@ export type ModelInput = z.infer<typeof modelSchema>;
 export const remapSchema = z.strictObject({
   /** Case-insensitive substring of the requested model id. */
   match: z.string().min(1),
-  /** Model id (from `models`) to use instead. */
+  /** Model id (from `models`) to use instead, or a model name for `backend`. */
   to: z.string().min(1),
+  /** When `to` is not a configured model id: the backend that serves it (default: the only backend). */
+  backend: z.string().min(1).optional(),
 });
 
 export const configFileSchema = z.strictObject({
@@ -151,7 +153,9 @@ export interface Config {
   /** Backend options, validated by each backend type's own schema. */
   backends: Record<string, { type: string; options: unknown }>;
   models: ResolvedModel[];
-  remap: Array<{ match: string; to: string }>;
+  remap: Array<{ match: string; to: string; backend?: string }>;
+  /** Remap targets that are model names on a backend rather than configured model ids. */
+  remapTargets: Record<string, ResolvedModel>;
   /** Where the configuration came from (file path or "embedded defaults"). */
   source: string;
 }

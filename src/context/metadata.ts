@@ -16,17 +16,25 @@ const UNTRUSTED_BLOCK = /^[A-Z][\w /-]{0,60}\(untrusted[^)\n]*\):[ \t]*\n```[a-z
 const MESSAGE_ID_LINE = /^\[message_id: [^\]\n]*\][ \t]*(?:\n|$)/;
 const INTERNAL_BLOCK = /<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>[\s\S]*?(?:<<<END_OPENCLAW_INTERNAL_CONTEXT>>>|$)/g;
 /** OpenClaw's `Runtime: agent=main | session=agent:main:main | sessionId=<uuid> | …` line. */
-const RUNTIME_LINE = /^Runtime: [^\n]*(?:\n|$)/gm;
-const RUNTIME_AT_START = /^Runtime: [^\n]*(?:\n|$)/;
+/** Only OpenClaw's `key=value | key=value` form: a person's "Runtime: 155 minutes" is kept. */
+const RUNTIME_BODY = "[\\w.-]+=[^|\\n]*(?:\\|\\s*[\\w.-]+=[^|\\n]*)*";
+const RUNTIME_LINE = new RegExp(`^Runtime: ${RUNTIME_BODY}(?:\\n|$)`, "gm");
+const RUNTIME_AT_START = new RegExp(`^Runtime: ${RUNTIME_BODY}(?:\\n|$)`);
 
 /** Remove OpenClaw's metadata wrappers from one user text. Idempotent. */
 export function stripMetadata(text: string): string {
   let out = text.replace(/\r\n/g, "\n").replace(INTERNAL_BLOCK, "");
-  // Wrappers stack at the start in any order; peel them until none is left (bounded).
+  // Wrappers stack at the start in any order; peel them until none is left (bounded). OpenClaw
+  // adds ONE timestamp: a second one is the person's own text (a pasted log line).
+  let stampRemoved = false;
   for (let i = 0; i < 20; i++) {
     const before = out;
     out = out.replace(/^\s+/, "");
-    out = out.replace(TIMESTAMP_PREFIX, "");
+    if (!stampRemoved) {
+      const next = out.replace(TIMESTAMP_PREFIX, "");
+      stampRemoved = next !== out;
+      out = next;
+    }
     out = out.replace(UNTRUSTED_BLOCK, "");
     out = out.replace(MESSAGE_ID_LINE, "");
     out = out.replace(RUNTIME_AT_START, "");
@@ -79,7 +87,7 @@ export function findCurrentUserTurn(messages: readonly ChatMessage[]): CurrentTu
 
 /** The `Runtime:` line OpenClaw puts into a user message or the system prompt, parsed into fields. */
 export function parseRuntimeLine(text: string): Record<string, string> | undefined {
-  const m = /^Runtime: ([^\n]*)$/m.exec(text);
+  const m = new RegExp(`^Runtime: (${RUNTIME_BODY})$`, "m").exec(text);
   if (!m) return undefined;
   const out: Record<string, string> = {};
   for (const field of m[1]!.split("|")) {

@@ -133,8 +133,11 @@ export function buildStatelessPrompt(messages: readonly ChatMessage[], budget: C
   const userBlock = `USER: ${userText}\n\nRespond:`;
   let avail = budget.maxPromptChars - userBlock.length;
 
-  const system = compressSystemPrompt(systemText(messages), Math.min(budget.maxSystemChars, Math.max(0, avail)), budget.preamble);
-  avail -= system.length + 2;
+  // The 2 characters that separate system and text are part of the budget; a brief under 40
+  // characters would be noise, so then there is none.
+  const systemRoom = Math.min(budget.maxSystemChars, Math.max(0, avail - 2));
+  const system = systemRoom >= 40 ? compressSystemPrompt(systemText(messages), systemRoom, budget.preamble) : "";
+  avail -= system.length + (system ? 2 : 0);
 
   const toolText = renderToolResults(after, live, current.internal, Math.min(budget.maxToolResultChars, Math.max(0, avail - 40)));
   const toolSection = toolText ? `${toolText}\n\n` : "";

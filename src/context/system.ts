@@ -79,13 +79,24 @@ export function compressSystemPrompt(system: string, maxChars: number, preamble:
     return truncateAtWord(body, maxChars);
   }
   const ws = workspacePath(system);
-  const fixed = [head, ws ? `Workspace: ${ws}` : ""].filter(Boolean).join("\n");
-  const overhead = parts.reduce((n, p) => n + p.label.length + 4, 0) + fixed.length + 2;
-  const shares = fairShares(parts.map((p) => p.content.length), maxChars - overhead);
-  const body = parts
-    .map((p, i) => (shares[i]! > 20 ? `## ${p.label}\n${truncateAtWord(p.content, shares[i]!)}` : ""))
-    .filter(Boolean)
-    .join("\n");
+  // The person's own files matter more than our preamble: on a small budget the preamble gets
+  // at most a third of it.
+  const shortHead = head.length > maxChars / 3 ? truncateAtWord(head, Math.floor(maxChars / 3)) : head;
+  const fixed = [shortHead, ws && ws.length < maxChars / 4 ? `Workspace: ${ws}` : ""].filter(Boolean).join("\n");
+  // Keep as many of the files as can each get a useful share, most important first.
+  const room = maxChars - fixed.length - 2;
+  let body = "";
+  for (let k = parts.length; k >= 1; k--) {
+    const chosen = parts.slice(0, k);
+    const overhead = chosen.reduce((n, p) => n + p.label.length + 4, 0);
+    const shares = fairShares(chosen.map((p) => p.content.length), room - overhead);
+    if (k > 1 && shares.some((sh, i) => sh < Math.min(chosen[i]!.content.length, 60))) continue;
+    body = chosen
+      .map((p, i) => (shares[i]! > 0 ? `## ${p.label}\n${truncateAtWord(p.content, shares[i]!)}` : ""))
+      .filter(Boolean)
+      .join("\n");
+    break;
+  }
   return truncateAtWord([fixed, body].filter(Boolean).join("\n\n"), maxChars);
 }
 

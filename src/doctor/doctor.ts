@@ -143,7 +143,9 @@ async function checkPort(config: Config, findings: Finding[], timeoutMs: number)
   let body: Record<string, unknown> | undefined;
   let httpStatus: number | undefined;
   try {
-    const res = await fetch(`${origin}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    // With server.apiKeys the details (models) need a key; liveness does not.
+    const key = config.server.apiKeys[0];
+    const res = await fetch(`${origin}/health`, { signal: AbortSignal.timeout(timeoutMs), headers: key ? { authorization: `Bearer ${key}` } : {} });
     httpStatus = res.status;
     body = (await res.json().catch(() => undefined)) as Record<string, unknown> | undefined;
   } catch {
@@ -154,14 +156,15 @@ async function checkPort(config: Config, findings: Finding[], timeoutMs: number)
     return pid ? ` (pid ${pid}${processCommand(pid) ? `: ${processCommand(pid)}` : ""})` : "";
   };
   if (body && body.name === "clawbridge") {
-    const running = Array.isArray(body.models) ? body.models.map((m) => String((m as { id?: unknown }).id)) : [];
+    const running = Array.isArray(body.models) ? body.models.map((m) => String((m as { id?: unknown }).id)) : undefined;
     const configured = config.models.map((m) => m.id);
-    const same = running.length === configured.length && configured.every((id) => running.includes(id));
+    // Without its model list (another key) there is nothing to compare.
+    const same = !running || (running.length === configured.length && configured.every((id) => running.includes(id)));
     findings.push({
       id: "port",
       status: same ? "ok" : "warn",
       title: `port ${where}: a clawbridge ${String(body.version ?? "")} answers${owner()}`.replace("  ", " "),
-      detail: `GET ${origin}/health: status ${String(body.status ?? "?")}${same ? "" : `\nit serves ${running.join(", ") || "no models"}; this config has ${configured.join(", ")}`}`,
+      detail: `GET ${origin}/health: status ${String(body.status ?? "?")}${same ? "" : `\nit serves ${running?.join(", ") || "no models"}; this config has ${configured.join(", ")}`}`,
       ...(same ? {} : { fix: "restart it to apply this config (systemctl --user restart clawbridge, or stop the old process and run clawbridge serve)" }),
     });
     return;

@@ -5,7 +5,7 @@
 import { z } from "zod";
 
 const textPart = z.looseObject({ type: z.literal("text"), text: z.string() });
-const otherPart = z.looseObject({ type: z.string() });
+const otherPart = z.looseObject({ type: z.string().refine((t) => t !== "text", "a text part needs a string `text`") });
 export const contentPartSchema = z.union([textPart, otherPart]);
 
 export const messageContentSchema = z.union([z.string(), z.array(contentPartSchema), z.null()]);

@@ -71,7 +71,7 @@ export class TurnScheduler {
 
     this.waiting++;
     try {
-      await abortable(prev, signal);
+      await abortable(prev, signal, this.opts.queueTimeoutMs, () => new QueueRejected(`this conversation's previous turn is still running after ${Math.round(this.opts.queueTimeoutMs / 1000)}s`, this.retryAfter()));
       await this.takeSlot(signal, start);
     } catch (err) {
       dropKey();
@@ -147,20 +147,21 @@ export class TurnScheduler {
   }
 }
 
-function abortable(p: Promise<void>, signal: AbortSignal): Promise<void> {
+/** Wait for `p`, unless the signal aborts or `timeoutMs` passes first. */
+function abortable(p: Promise<void>, signal: AbortSignal, timeoutMs: number, onTimeout: () => Error): Promise<void> {
   if (signal.aborted) return Promise.reject(new WaitAborted());
   return new Promise<void>((resolve, reject) => {
-    const onAbort = () => reject(new WaitAborted());
+    const done = (fn: () => void) => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      fn();
+    };
+    const onAbort = () => done(() => reject(new WaitAborted()));
+    const timer = setTimeout(() => done(() => reject(onTimeout())), timeoutMs);
     signal.addEventListener("abort", onAbort, { once: true });
     p.then(
-      () => {
-        signal.removeEventListener("abort", onAbort);
-        resolve();
-      },
-      (e) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
+      () => done(resolve),
+      (e) => done(() => reject(e)),
     );
   });
 }

@@ -30,7 +30,7 @@ export class ModelRouter {
       const lower = requested.toLowerCase();
       const rule = this.config.remap.find((r) => lower.includes(r.match.toLowerCase()));
       if (rule) {
-        model = this.byId.get(rule.to);
+        model = this.byId.get(rule.to) ?? this.config.remapTargets[rule.to];
         remappedFrom = requested;
       }
     }

@@ -38,7 +38,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     bodyLimit: config.server.bodyLimitBytes,
     logger: false,
     return503OnClosing: true,
-    forceCloseConnections: false,
+    // On close, idle keep-alive sockets are closed at once (running turns still finish).
+    forceCloseConnections: "idle",
+    // Errors Fastify raises before routing (a malformed URL...) are OpenAI-shaped too.
+    frameworkErrors: (err, _req, reply) => {
+      const body = new ApiError(400, "invalid_request_error", "bad_request", `Bad request: ${err.message}`).body();
+      (reply as FastifyReply).code(400).type("application/json").send(body);
+    },
   });
 
   // Bodies are JSON whatever the client claims (some clients send text/plain or nothing).
@@ -116,8 +122,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       turns: { ...scheduler.stats(), processes: liveProcessCount() },
     };
   };
-  app.get("/", status);
-  app.get("/health", status);
+  // With API keys set, the details (backends, models, load) need the key; liveness does not.
+  const health = async (req: FastifyRequest) => {
+    if (keys.required && !keys.check(ApiKeys.presented(req.headers))) {
+      return { status: "ok", name: "clawbridge", version: VERSION, detail: "send the API key for backend details" };
+    }
+    return status();
+  };
+  app.get("/", health);
+  app.get("/health", health);
 
   const modelJson = (id: string) => ({ id, object: "model", created: Math.floor(startedAt / 1000), owned_by: "clawbridge" });
   app.get("/v1/models", async () => ({ object: "list", data: router.models().map((m) => modelJson(m.id)) }));
@@ -160,7 +173,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const result = await collectCompletion(turn.events, body.model);
     for (const [k, v] of Object.entries(turn.headers)) void reply.header(k, v);
     if (!result.ok) {
-      if (clientGone.signal.aborted) return reply;
+      if (clientGone.signal.aborted) {
+        // Nobody is listening: drop the connection rather than leave the reply open.
+        reply.hijack();
+        reply.raw.destroy();
+        return reply;
+      }
       return reply.code(backendErrorStatus(result.error)).send(backendErrorBody(result.error));
     }
     return reply.send(result.body);

@@ -92,7 +92,7 @@ export function unitPath(opts: { name?: string; unitDir?: string; envVars?: Node
 export function quoteExecArg(arg: string): string {
   if (/[\n\r]/.test(arg)) throw new Error("service arguments cannot contain line breaks");
   const escaped = arg.replace(/%/g, "%%").replace(/\$/g, "$$$$");
-  if (/^[A-Za-z0-9_@+=:,./-]+$/.test(escaped)) return escaped;
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped;
   return `"${escaped.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
 }
 

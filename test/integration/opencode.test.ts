@@ -40,7 +40,7 @@ describe("opencode backend through the bridge", () => {
   test("a streamed turn reaches the model as a compact prompt and streams back", async () => {
     fake.setScript(() => ({ kind: "text", chunks: ["The answer ", "is 81."], usage: { prompt_tokens: 321, completion_tokens: 5 } }));
     const body = openclawRequest(MODEL, [{ role: "user", text: "what is 9 * 9" }], "2026.9");
-    const stream = await client.chat.completions.create({ ...(body as any), stream: true, stream_options: { include_usage: true } });
+    const stream = (await client.chat.completions.create({ ...(body as any), stream: true, stream_options: { include_usage: true } })) as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>;
     let text = "";
     let sawRole = false;
     let finish: string | null = null;
@@ -148,7 +148,7 @@ describe("opencode backend through the bridge", () => {
     ac.abort();
     assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000), "no opencode process left after abort");
     assert.ok(await eventually(() => fake.openConnections() === 0, 5000), "the model connection was closed");
-    const health = await (await fetch(`${bridge.url}/health`)).json();
+    const health = (await (await fetch(`${bridge.url}/health`)).json()) as any;
     assert.equal(health.turns.running, 0);
     assert.equal(health.turns.processes, 0);
   });

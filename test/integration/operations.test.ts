@@ -171,7 +171,7 @@ describe("back-pressure", () => {
         body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: "user", content: "hold the only slot" }] }),
         signal: ac.signal,
       }).catch(() => undefined);
-      assert.ok(await eventually(async () => (await (await fetch(`${bridge.url}/health`)).json()).turns.running === 1, 10_000));
+      assert.ok(await eventually(async () => ((await (await fetch(`${bridge.url}/health`)).json()) as any).turns.running === 1, 10_000));
       const res = await fetch(`${bridge.baseURL}/chat/completions`, {
         method: "POST",
         headers: { "content-type": "application/json", "x-session-id": "two" },
@@ -180,7 +180,7 @@ describe("back-pressure", () => {
       assert.equal(res.status, 429);
       const retry = Number(res.headers.get("retry-after"));
       assert.ok(retry >= 1 && retry <= 60, `Retry-After ${retry}`);
-      const body = await res.json();
+      const body = (await res.json()) as any;
       assert.equal(body.error.type, "rate_limit_error");
       assert.equal(body.error.code, "queue_full");
       ac.abort();

@@ -255,7 +255,8 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     const shown = await showSession(bridge.dataDir, key);
     assert.equal(shown.binding.turns, 2);
     assert.equal(shown.binding.backendSessionId, first.backendSessionId, "the same gemini session on both turns");
-    assert.equal(sessionFiles(home, first.backendSessionId).length, 1, "gemini's session file exists for the bound id");
+    // Gemini 0.61 may add a second, stub file for the same id when a resume happens in a later minute.
+    assert.ok(sessionFiles(home, first.backendSessionId).length >= 1, "gemini's session file exists for the bound id");
   });
 
   test("conversation identity: derived fallback (2026.5), explicit header, OpenAI user; parallel conversations stay apart", async () => {
@@ -329,9 +330,10 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     const bound = await bindingOf(key);
     assert.equal(bound.turns, 2);
     const dead = bound.backendSessionId;
+    // Every file of the session (gemini writes a stub file per minute a resume started in).
     const files = sessionFiles(home, dead);
-    assert.equal(files.length, 1, "gemini's session file is where docs/CLI_FORMATS.md says");
-    unlinkSync(files[0]!);
+    assert.ok(files.length >= 1, "gemini's session file is where docs/CLI_FORMATS.md says");
+    for (const f of files) unlinkSync(f);
 
     const before = fake.turnCalls().length;
     const r3 = await chat(bridge.baseURL, conv.ask("what is my cat's name?"));
@@ -356,7 +358,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     const ev = shown.events.find((e) => e.kind === "healed");
     assert.ok(ev, `a healed event: ${JSON.stringify(shown.events)}`);
     assert.match(ev.reason ?? "", /No previous sessions found|Invalid session identifier|Error resuming session/);
-    assert.equal(sessionFiles(home, fresh).length, 1);
+    assert.ok(sessionFiles(home, fresh).length >= 1, "the new session has its file");
 
     const r4 = await chat(bridge.baseURL, conv.ask("and her age?"));
     assert.equal(r4.text, "Reply to: and her age?");

@@ -99,24 +99,10 @@ models:
     assert.equal(loadConfig({ env: { ...baseEnv, CLAWBRIDGE_CONFIG: p } }).models[0]!.id, "from-env");
   });
 
-  test("the exact example from the issue validates as written", { todo: "BUG: src/config/load.ts resolveConfig (remap check) requires remap targets to be configured model ids, so the issue's own example (remap kimi → opencode/glm-5-free) is rejected" }, () => {
+  test("the exact example from the issue validates as written", {}, () => {
     const p = file("issue.yaml", ISSUE_EXAMPLE);
     const cfg = loadConfig({ configPath: p, env: baseEnv });
     assert.equal(cfg.models[0]!.id, "opencode/minimax-m2.5-free");
-    assert.deepEqual(cfg.remap, [{ match: "kimi", to: "opencode/glm-5-free" }]);
-  });
-
-  test("the issue's example: everything but the remap target validates (the rejection names remap[0].to)", () => {
-    const raw = parseYaml(ISSUE_EXAMPLE) as Record<string, unknown>;
-    assert.deepEqual(
-      problems(() => resolveConfig(raw, "issue")),
-      ['remap[0].to: "opencode/glm-5-free" is not a configured model id'],
-    );
-    // With the target also configured it validates, budgets as given.
-    const fixed = { ...raw, models: [...(raw.models as object[]), { id: "opencode/glm-5-free", backend: "oc" }] };
-    const cfg = resolveConfig(fixed, "issue");
-    assert.deepEqual(cfg.models[0]!.context, { ...DEFAULT_CONTEXT, maxSystemChars: 2000, maxHistoryChars: 2500, maxToolResultChars: 3000, maxPromptChars: 10000 });
-    assert.equal(cfg.server.port, 4097);
     assert.deepEqual(cfg.remap, [{ match: "kimi", to: "opencode/glm-5-free" }]);
   });
 
@@ -139,7 +125,7 @@ models:
 
 describe("every bad key is named", () => {
   const cases: Array<{ name: string; raw: unknown; expect: RegExp }> = [
-    { name: "unknown top-level key", raw: minimal({ modles: [] }), expect: /^\(top level\): unknown key "modles"$/ },
+    { name: "unknown top-level key", raw: minimal({ modles: [] }), expect: /^\(top level\): unknown key "modles" \(known: / },
     { name: "unknown server key", raw: minimal({ server: { prot: 1 } }), expect: /^server: unknown key "prot"$/ },
     { name: "wrong type for server.port", raw: minimal({ server: { port: "4097" } }), expect: /^server\.port: .*expected number/ },
     { name: "port out of range", raw: minimal({ server: { port: 70000 } }), expect: /^server\.port: / },
@@ -158,7 +144,8 @@ describe("every bad key is named", () => {
     },
     { name: "backend without type", raw: { backends: { oc: {} }, models: [{ id: "m", backend: "oc" }] }, expect: /^backends\.oc\.type: / },
     { name: "model pointing at a missing backend", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "ocx" }] }, expect: /^models\[0\]\.backend: no backend named "ocx" \(configured: oc\)$/ },
-    { name: "remap to an unknown model", raw: minimal({ remap: [{ match: "kimi", to: "ghost" }] }), expect: /^remap\[0\]\.to: "ghost" is not a configured model id$/ },
+    { name: "remap to an unknown model with several backends", raw: minimal({ backends: { oc: { type: "opencode" }, oc2: { type: "opencode" } }, remap: [{ match: "kimi", to: "ghost" }] }), expect: /^remap\[0\]\.to: "ghost" is not a configured model id; name the backend that serves it with remap\[0\]\.backend$/ },
+    { name: "remap naming a missing backend", raw: minimal({ remap: [{ match: "kimi", to: "ghost", backend: "nope" }] }), expect: /^remap\[0\]\.backend: no backend named "nope"$/ },
     {
       name: "duplicate model ids",
       raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "dup", backend: "oc" }, { id: "dup", backend: "oc" }] },
@@ -168,7 +155,7 @@ describe("every bad key is named", () => {
     { name: "unknown context key", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc", context: { maxHistory: 1 } }] }, expect: /^models\[0\]\.context: unknown key "maxHistory"$/ },
     { name: "prompt budget too small", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc", context: { maxPromptChars: 500 } }] }, expect: /^models\[0\]\.context\.maxPromptChars: must be at least 1000$/ },
     { name: "session mode the backend cannot do", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc", session: { mode: "resume" } }] }, expect: /^models\[0\]\.session\.mode: backend type "opencode" supports stateless, not "resume"$/ },
-    { name: "no models", raw: { backends: { oc: { type: "opencode" } }, models: [] }, expect: /^models: configure at least one model$/ },
+    { name: "no models", raw: { backends: { oc: { type: "opencode" } }, models: [] }, expect: /^models: configure at least one model/ },
     { name: "missing backends and models", raw: {}, expect: /^backends: / },
     { name: "not an object", raw: "just a string", expect: /^\(top level\): / },
     { name: "bad logging level", raw: minimal({ logging: { level: "verbose" } }), expect: /^logging\.level: / },
@@ -198,7 +185,7 @@ describe("every bad key is named", () => {
 
   test(
     "schema problems and semantic problems are reported together in one pass",
-    { todo: "BUG: src/config/load.ts resolveConfig stops after the file-schema pass: with an unknown key anywhere, bad backend options / missing backends / duplicate ids are not reported until the next run" },
+    {},
     () => {
       const ps = problems(() =>
         resolveConfig({ bogus: 1, backends: { oc: { type: "opencode", timeoutSeconds: "300" } }, models: [{ id: "a", backend: "missing" }] }, "test"),
@@ -294,7 +281,7 @@ describe("embedded defaults (no config file) honour the seed's environment varia
 
   test(
     "an out-of-range ROUTER_PORT / infinite ROUTER_TIMEOUT is rejected naming the variable",
-    { todo: "BUG: src/config/load.ts loadConfig env checks accept ROUTER_PORT=99999 and ROUTER_TIMEOUT=Infinity; the later error names server.port / backends.opencode.timeoutSeconds instead of the variable" },
+    {},
     () => {
       assert.ok(problems(() => load({ ROUTER_PORT: "99999" })).some((p) => p.startsWith("ROUTER_PORT:")));
       assert.ok(problems(() => load({ ROUTER_TIMEOUT: "Infinity" })).some((p) => p.startsWith("ROUTER_TIMEOUT:")));

@@ -192,7 +192,7 @@ describe("the queue timeout", () => {
 
   test(
     "a turn waiting behind its own conversation is also bounded by the queue timeout",
-    { todo: "BUG: src/queue/scheduler.ts acquire: the wait on the conversation chain (`await abortable(prev, signal)`) has no deadline; queueTimeoutMs only applies to the global-slot wait" },
+    {},
     async () => {
       const s = sched({ maxConcurrent: 4, queueTimeoutMs: 100 });
       const first = track(s, "same");

@@ -1,0 +1,324 @@
+/**
+ * End to end with the REAL OpenClaw (test/e2e/setup.ts installs it: 2026.5.x on Node 22 and
+ * 2026.9.x on Node 24). For each generation, one private HOME with a minimal openclaw.json:
+ *
+ *   provider `cbtest`     → a clawbridge this test runs in-process: model `claude` (claude-code
+ *                           backend, resume mode, the REAL claude CLI against a fake Anthropic
+ *                           API) and model `gpt` (openai backend, passthrough, fake OpenAI API);
+ *   provider `clawbridge` → the clawbridge the PLUGIN starts inside the gateway (openai backend,
+ *                           fake OpenAI API), installed with `openclaw plugins install <path>`.
+ *
+ * Checked: (a) a plain answer reaches OpenClaw (`agent --local`); (b) a second turn remembers the
+ * first (resume: same claude session, turn 1 in the resumed history); (c) a tool call returned by
+ * the bridge is executed by OpenClaw (`read`) and its result comes back in the next request;
+ * (d) a backend error reaches the user as a message; (e) the plugin: installed, not started by CLI
+ * commands (`config validate`, `agent --local`), started by a real gateway, serving a turn with
+ * OpenClaw's session id as conversation key, stale lock replaced, stopped cleanly on SIGTERM (port
+ * closed, lock removed, no process left).
+ *
+ * Only the model APIs are faked. Everything listens on 127.0.0.1.
+ */
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { openSessionStore, defaultSessionStorePath } from "../../src/store/index.js";
+import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest as AnthropicRequest } from "../fakes/anthropic-api.js";
+import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
+import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest as OpenAIRequest, type Reply } from "../fakes/openai-api.js";
+import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { agentReply, freePort, Gateway, openclawEnv, PortWatcher, portOpen, runOpenClaw, writeJson, type RunResult } from "./harness.js";
+import { ensureOpenClaw, GENERATIONS, type OpenClawInstall } from "./setup.js";
+
+const REPO = path.resolve(".");
+const PLUGIN_DIR = path.join(REPO, "packages", "openclaw-plugin");
+const PLUGIN_KEY = "e2e-plugin-key-0123456789";
+const TEST_KEY = "e2e-test-key-0123456789";
+const NOTE_SECRET = "PAPAYA-42-SECRET";
+const INTERNAL = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>";
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p: any) => (typeof p?.text === "string" ? p.text : "")).join("\n");
+  return "";
+}
+
+/** The last user message a person wrote (2026.9 appends internal-context user messages). */
+function lastHumanText(messages: any[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role !== "user") continue;
+    const t = textOf(m.content);
+    if (!t.includes(INTERNAL)) return t;
+  }
+  return "";
+}
+
+/** Fake OpenAI script: markers in the person's last message pick the behaviour. */
+function openaiScript(notePath: string) {
+  return (req: OpenAIRequest): Reply => {
+    const messages: any[] = req.body?.messages ?? [];
+    const human = lastHumanText(messages);
+    if (human.includes("E2E-D")) return { kind: "error", status: 400, message: "fake upstream refused the request: E2E-D-ERROR-400" };
+    if (human.includes("E2E-C")) {
+      const asked = messages.findLastIndex((m) => m?.role === "user" && textOf(m.content) === human);
+      const toolMsg = messages.slice(asked + 1).find((m) => m?.role === "tool");
+      if (toolMsg) return { kind: "text", chunks: ["The note says: ", textOf(toolMsg.content).slice(0, 200)] };
+      const read = (req.body?.tools ?? []).find((t: any) => t?.function?.name === "read");
+      const props = Object.keys(read?.function?.parameters?.properties ?? {});
+      const param = props.includes("path") ? "path" : props.includes("file_path") ? "file_path" : (props[0] ?? "path");
+      return { kind: "tool_calls", calls: [{ id: "callE2Eread1", name: "read", arguments: { [param]: notePath } }] };
+    }
+    if (human.includes("E2E-E")) return { kind: "text", chunks: ["PLUGIN-", "BRIDGE-", "OK"] };
+    return { kind: "text", chunks: ["ok"] };
+  };
+}
+
+/** Fake Anthropic script for the claude CLI: (a) a fixed answer, (b) memory of turn 1. */
+function anthropicScript(req: AnthropicRequest) {
+  const t = req.lastUserText;
+  if (t.includes("E2E-A")) return { kind: "text" as const, chunks: ["Hello from the fake Claude: ", "PLAIN-ANSWER-OK"] };
+  if (t.includes("E2E-B1")) return { kind: "text" as const, chunks: ["Noted: ", "ZEBRA-7."] };
+  if (t.includes("E2E-B2")) {
+    const earlier = (req.body?.messages ?? []).slice(0, -1).map((m: any) => anthropicText(m.content)).join("\n");
+    return { kind: "text" as const, chunks: [earlier.includes("ZEBRA-7") ? "You told me ZEBRA-7." : "I do not know."] };
+  }
+  return { kind: "text" as const, chunks: ["ok"] };
+}
+
+const model = (id: string) => ({ id, name: id, contextWindow: 200_000, maxTokens: 4096 });
+
+function describeRun(r: RunResult): string {
+  return `exit ${r.code}${r.signal ? ` (${r.signal})` : ""} after ${Math.round(r.ms / 1000)} s\n--- stdout ---\n${r.stdout.slice(-3000)}\n--- stderr ---\n${r.stderr.slice(-3000)}`;
+}
+
+for (const gen of GENERATIONS) {
+  describe(`real OpenClaw ${gen.gen}.x`, { concurrency: false, timeout: 15 * 60_000 }, () => {
+    let install: OpenClawInstall;
+    let home: string;
+    let env: NodeJS.ProcessEnv;
+    let claudeHome: string;
+    let anthropic: FakeAnthropic;
+    let openai: FakeOpenAI;
+    let bridge: TestBridge;
+    let pluginPort: number;
+    let gatewayPort: number;
+    let gateway: Gateway | undefined;
+    let configFile: string;
+    let notePath: string;
+    let dataDir: string;
+    const timings: string[] = [];
+    const oc = async (args: string[], timeoutMs?: number) => {
+      const r = await runOpenClaw(install, env, args, timeoutMs);
+      timings.push(`${args.slice(0, 2).join(" ")}: ${(r.ms / 1000).toFixed(1)} s`);
+      return r;
+    };
+    const lockFile = () => path.join(dataDir, "plugin.lock");
+
+    before(async () => {
+      // Fails loudly (with npm's output) when OpenClaw is not installed and cannot be.
+      install = await ensureOpenClaw(gen);
+      home = tempDir(`cb-e2e-oc${gen.gen.replace(".", "")}-`);
+      env = openclawEnv(install, home);
+      claudeHome = path.join(home, "claude-home");
+      mkdirSync(claudeHome, { recursive: true });
+      const workspace = path.join(home, "workspace");
+      mkdirSync(workspace, { recursive: true });
+      notePath = path.join(workspace, "e2e-note.txt");
+      writeFileSync(notePath, `The secret word is ${NOTE_SECRET}.\n`);
+      dataDir = path.join(home, "clawbridge-data");
+
+      anthropic = await startFakeAnthropic(anthropicScript);
+      openai = await startFakeOpenAI(openaiScript(notePath));
+      bridge = await startTestBridge({
+        server: { apiKeys: [TEST_KEY] },
+        backends: {
+          cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: anthropic.baseUrl, home: claudeHome }), timeoutSeconds: 90, killGraceSeconds: 1 },
+          up: { type: "openai", baseUrl: openai.url, timeoutSeconds: 60 },
+        },
+        models: [
+          { id: "claude", backend: "cc", model: "default", session: { mode: "resume" } },
+          { id: "gpt", backend: "up", model: "fake-model" },
+        ],
+      });
+      pluginPort = await freePort();
+      gatewayPort = await freePort();
+
+      // The bridge the plugin runs inside the gateway (an openai backend: no native modules, so it
+      // runs on the gateway's Node 22/24 as well).
+      writeJson(path.join(home, "plugin-bridge.json"), {
+        server: { host: "127.0.0.1", port: 4097, shutdownGraceSeconds: 2 },
+        logging: { level: "info" },
+        intents: { enabled: false },
+        backends: { up: { type: "openai", baseUrl: openai.url, timeoutSeconds: 60 } },
+        models: [{ id: "fake", backend: "up", model: "fake-model" }],
+      });
+      configFile = path.join(home, ".openclaw", "openclaw.json");
+      writeJson(configFile, {
+        gateway: { mode: "local", port: gatewayPort, bind: "loopback", auth: { mode: "token", token: "e2e-gateway-token-0123456789" } },
+        models: {
+          mode: "merge",
+          providers: {
+            cbtest: { baseUrl: bridge.baseURL, apiKey: TEST_KEY, api: "openai-completions", models: [model("claude"), model("gpt")] },
+            // The plugin takes its port from this baseUrl.
+            clawbridge: { baseUrl: `http://127.0.0.1:${pluginPort}/v1`, apiKey: PLUGIN_KEY, api: "openai-completions", models: [model("fake")] },
+          },
+        },
+        agents: { defaults: { model: { primary: "cbtest/claude" }, workspace } },
+      });
+    });
+
+    after(async () => {
+      gateway?.kill();
+      await bridge?.close(0);
+      await anthropic?.close();
+      await openai?.close();
+      if (home) {
+        const gone = await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0 && pidsWithEnv(`HOME=${claudeHome}`).length === 0, 15_000);
+        const left = gone ? [] : [...pidsWithEnv(`HOME=${home}`), ...pidsWithEnv(`HOME=${claudeHome}`)];
+        for (const pid of left) {
+          try {
+            process.kill(pid, "SIGKILL");
+          } catch {
+            /* gone */
+          }
+        }
+        cleanup(home);
+      }
+      if (bridge) cleanup(bridge.dataDir);
+      process.stderr.write(`[e2e ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`);
+    });
+
+    test("the plugin installs with `openclaw plugins install <path>` (copied) and its config validates", async () => {
+      const args = ["plugins", "install", PLUGIN_DIR, "--force"];
+      if (gen.gen === "2026.9") args.push("--accept-capabilities");
+      const r = await oc(args);
+      assert.equal(r.code, 0, describeRun(r));
+      // A copy, not a link: the plugin must be told where clawbridge is (clawbridgeRoot).
+      const copied = path.join(home, ".openclaw", "extensions", "clawbridge");
+      assert.ok(existsSync(path.join(copied, "index.js")) && existsSync(path.join(copied, "lib", "worker.js")), `plugin copied to ${copied}`);
+      const cfg = JSON.parse(readFileSync(configFile, "utf8"));
+      assert.equal(cfg.plugins?.entries?.clawbridge?.enabled, true, "install enabled the plugin");
+      cfg.plugins.entries.clawbridge.config = {
+        clawbridgeRoot: REPO,
+        configPath: path.join(home, "plugin-bridge.json"),
+        dataDir,
+        apiKey: PLUGIN_KEY,
+      };
+      writeJson(configFile, cfg);
+
+      const watch = new PortWatcher(pluginPort);
+      const v = await oc(["config", "validate", "--json"]);
+      assert.equal(await watch.stop(), false, "`config validate` must not start the bridge");
+      assert.equal(v.code, 0, describeRun(v));
+      assert.equal(JSON.parse(v.stdout.slice(v.stdout.indexOf("{"))).valid, true, v.stdout);
+      assert.equal(existsSync(lockFile()), false, "no lock file after a CLI command");
+    });
+
+    test("(a) a plain answer reaches OpenClaw (agent --local); the plugin does not start the bridge in that process", async () => {
+      const watch = new PortWatcher(pluginPort);
+      const r = await oc(["agent", "--local", "--agent", "main", "--session-key", "agent:main:e2e-a", "--message", "E2E-A: say hello", "--json", "--timeout", "150"], 240_000);
+      assert.equal(await watch.stop(), false, "`agent --local` runs register() but must not start the bridge");
+      assert.equal(existsSync(lockFile()), false, "no lock file after `agent --local`");
+      assert.equal(r.code, 0, describeRun(r));
+      const reply = agentReply(r.stdout);
+      assert.match(reply.text, /PLAIN-ANSWER-OK/, `OpenClaw's --json output holds the fake's text: ${r.stdout.slice(0, 2000)}`);
+      assert.ok(anthropic.messageCalls().some((c) => c.lastUserText.includes("E2E-A")), "the real claude CLI asked the fake Anthropic API");
+    });
+
+    test("(e) a real gateway starts the plugin's bridge (a stale lock is replaced)", async () => {
+      // A lock left by a gateway that died: its PID does not exist.
+      mkdirSync(dataDir, { recursive: true });
+      writeFileSync(lockFile(), JSON.stringify({ pid: 2 ** 22 + 12345, startedAt: "2026-01-01T00:00:00Z" }));
+      gateway = Gateway.start(install, env, gatewayPort);
+      const ready = await gateway.ready(240_000);
+      assert.ok(ready, `gateway ready:\n${gateway.output().slice(-4000)}`);
+      const started = await eventually(async () => (await portOpen(pluginPort)) && existsSync(lockFile()), 60_000);
+      assert.ok(started, `the plugin's bridge listens on ${pluginPort}:\n${gateway.output().slice(-4000)}`);
+      const health = (await (await fetch(`http://127.0.0.1:${pluginPort}/health`)).json()) as any;
+      assert.equal(health.name, "clawbridge");
+      const lock = JSON.parse(readFileSync(lockFile(), "utf8"));
+      assert.equal(lock.pid, gateway.pid, "the lock names the gateway process");
+      assert.equal(lock.port, pluginPort);
+      assert.match(gateway.output(), /replaced a stale plugin\.lock/);
+      // The plugin's apiKey is required by its bridge.
+      const noKey = await fetch(`http://127.0.0.1:${pluginPort}/v1/models`);
+      assert.equal(noKey.status, 401);
+      const withKey = await fetch(`http://127.0.0.1:${pluginPort}/v1/models`, { headers: { authorization: `Bearer ${PLUGIN_KEY}` } });
+      assert.equal(withKey.status, 200);
+    });
+
+    test("(e) a turn through the gateway reaches the plugin's bridge with OpenClaw's session id as conversation key", async () => {
+      assert.ok(gateway, "gateway running");
+      const r = await oc(["agent", "--agent", "main", "--session-key", "agent:main:e2e-e", "--model", "clawbridge/fake", "--message", "E2E-E: through the plugin", "--json", "--timeout", "120"], 200_000);
+      assert.equal(r.code, 0, describeRun(r));
+      const reply = agentReply(r.stdout);
+      assert.match(reply.text, /PLUGIN-BRIDGE-OK/, r.stdout.slice(0, 2000));
+      assert.ok(reply.sessionId, "OpenClaw reports the session id");
+      // The bridge's log (forwarded into the gateway's log by the plugin) names the conversation.
+      const keyed = await eventually(() => gateway!.output().includes(`"conversation":"${reply.sessionId}","conversationSource":"header"`), 10_000);
+      assert.ok(keyed, `the bridge keyed the turn on x-session-id=${reply.sessionId}:\n${gateway!.output().split("\n").filter((l) => l.includes("clawbridge")).slice(-20).join("\n")}`);
+    });
+
+    test("(b) a second turn remembers the first (resume: the same claude session continues)", async () => {
+      const key = "agent:main:e2e-b";
+      const r1 = await oc(["agent", "--agent", "main", "--session-key", key, "--message", "E2E-B1: remember the word ZEBRA-7", "--json", "--timeout", "150"], 240_000);
+      assert.equal(r1.code, 0, describeRun(r1));
+      assert.match(agentReply(r1.stdout).text, /ZEBRA-7/);
+      const r2 = await oc(["agent", "--agent", "main", "--session-key", key, "--message", "E2E-B2: which word did I ask you to remember?", "--json", "--timeout", "150"], 240_000);
+      assert.equal(r2.code, 0, describeRun(r2));
+      assert.match(agentReply(r2.stdout).text, /You told me ZEBRA-7/, "turn 1 is in the history the resumed claude session sent");
+
+      const calls = anthropic.messageCalls().filter((c) => c.lastUserText.includes("E2E-B2"));
+      assert.ok(calls.length >= 1, "the fake saw turn 2");
+      const history = (calls.at(-1)!.body.messages as any[]).map((m) => `${m.role}: ${anthropicText(m.content)}`).join("\n");
+      assert.match(history, /assistant: Noted: ZEBRA-7\./, "claude resumed its own transcript (turn 1's answer is in it)");
+      // Only the new message was given to claude on turn 2 (resume), not the whole conversation again.
+      assert.doesNotMatch(calls.at(-1)!.lastUserText, /E2E-B1/);
+
+      const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(bridge.dataDir) });
+      try {
+        const bindings = (await store.list({ limit: 50 })).filter((b) => b.turns >= 2);
+        assert.equal(bindings.length, 1, `one conversation with two turns: ${JSON.stringify(await store.list({ limit: 50 }))}`);
+        assert.equal(bindings[0]!.backend, "cc");
+      } finally {
+        await store.close();
+      }
+    });
+
+    test("(c) a tool call from the bridge is executed by OpenClaw and its result comes back in the next request", async () => {
+      const before = openai.mainRequests().length;
+      const r = await oc(["agent", "--agent", "main", "--session-key", "agent:main:e2e-c", "--model", "cbtest/gpt", "--message", "E2E-C: read my note file", "--json", "--timeout", "150"], 240_000);
+      assert.equal(r.code, 0, describeRun(r));
+      const reqs = openai.mainRequests().slice(before).filter((q) => lastHumanText(q.body?.messages ?? []).includes("E2E-C"));
+      assert.ok(reqs.length >= 2, `two model calls for the turn (tool call, then answer): ${reqs.length}`);
+      const second = reqs[1]!.body.messages as any[];
+      const call = second.find((m) => m.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.some((c: any) => c.function?.name === "read"));
+      assert.ok(call, "the assistant tool call is replayed");
+      const toolMsg = second.find((m) => m.role === "tool");
+      assert.ok(toolMsg, "a tool message follows");
+      assert.match(textOf(toolMsg.content), new RegExp(NOTE_SECRET), "it holds the REAL file content OpenClaw read");
+      assert.match(agentReply(r.stdout).text, new RegExp(NOTE_SECRET), "the final answer reached the user");
+    });
+
+    test("(d) a backend error reaches the user as a message, not as an empty reply", async () => {
+      const r = await oc(["agent", "--agent", "main", "--session-key", "agent:main:e2e-d", "--model", "cbtest/gpt", "--message", "E2E-D: this will fail", "--json", "--timeout", "150"], 240_000);
+      const all = `${r.stdout}\n${r.stderr}`;
+      assert.match(all, /E2E-D-ERROR-400/, `the upstream's error text is shown:\n${describeRun(r)}`);
+      assert.doesNotMatch(all, /No reply from agent/i);
+    });
+
+    test("(e) SIGTERM to the gateway stops the bridge cleanly: port closed, lock removed, no process left", async () => {
+      assert.ok(gateway, "gateway running");
+      const g = gateway!;
+      const end = await g.stop(90_000);
+      gateway = undefined;
+      assert.equal(end.killed, false, `the gateway ended by itself after SIGTERM:\n${g.output().slice(-3000)}`);
+      assert.equal(await portOpen(pluginPort), false, "the bridge's port is closed");
+      assert.equal(existsSync(lockFile()), false, "plugin.lock removed");
+      assert.match(g.output(), /clawbridge: stopped/);
+      const gone = await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000);
+      assert.ok(gone, `no OpenClaw process left: ${pidsWithEnv(`HOME=${home}`).join(", ")}`);
+    });
+  });
+}
