@@ -3,11 +3,11 @@
  * server with `POST <baseUrl>/chat/completions`.
  *
  * Passthrough only: the client's request is forwarded with `model` replaced, rewritten by the
- * compat rules (src/backends/compat.ts), and ALWAYS sent with `stream: true` — also when the client
- * did not ask for a stream. Streaming upstream is never slower than a JSON reply (the last byte
- * arrives at the same time), gives the bridge the first tokens early, lets idle/first-byte
- * timeouts detect a stuck server, and keeps one code path; the bridge aggregates for
- * non-streaming clients.
+ * compat rules (src/backends/compat.ts), and sent with `stream: true` when the client streams (or
+ * always, with `streamUpstream: always`). A non-streaming client gets the upstream's JSON answer
+ * translated once: parsing one body costs the bridge far less than parsing a stream of chunks
+ * (the throughput benchmark's case); `always` trades that for idle/first-byte timeouts that can
+ * detect a stuck server mid-answer.
  *
  * Every upstream chunk is translated into events as soon as it is read — no sleeps, no batching.
  * The only hold-backs are inherent: the tool-call extractor keeps text that may be the start of a
@@ -53,6 +53,8 @@ export const openaiOptionsSchema = z.strictObject({
   extraBody: z.record(z.string(), z.unknown()).default({}),
   /** Most parallel connections to the upstream. */
   maxConnections: z.number().int().positive().default(32),
+  /** Ask the upstream for a stream only when the client streams (default), or always. */
+  streamUpstream: z.enum(["when-client-streams", "always"]).default("when-client-streams"),
   /** Timeout of the `GET <baseUrl>/models` health check. */
   healthTimeoutSeconds: z.number().positive().default(5),
 });
@@ -514,17 +516,20 @@ function cachedCompat(options: Pick<OpenAIBackendOptions, "compat" | "extraBody"
  * rules applied, usage requested in the stream (when the upstream supports `stream_options`) and
  * `stream: true` forced (extraBody cannot change `model` or `stream`).
  */
-export function buildUpstreamBody(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">, turn: Pick<TurnInput, "model" | "request">): Record<string, unknown> {
+export function buildUpstreamBody(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat"> & { streamUpstream?: "always" | "when-client-streams" }, turn: Pick<TurnInput, "model" | "request">): Record<string, unknown> {
   const compat = cachedCompat(options, turn.model);
   const req = turn.request as Record<string, unknown>;
-  const base: Record<string, unknown> = { ...req, model: turn.model, stream: true };
-  if (compat.supportsStreamOptions) {
+  const stream = options.streamUpstream === "always" || req.stream === true;
+  const base: Record<string, unknown> = { ...req, model: turn.model, stream };
+  if (stream && compat.supportsStreamOptions) {
     const so = req.stream_options && typeof req.stream_options === "object" ? (req.stream_options as Record<string, unknown>) : {};
     base.stream_options = { ...so, include_usage: true };
+  } else if (!stream) {
+    delete base.stream_options;
   }
   const body = applyRequestCompat(base, compat);
   body.model = turn.model;
-  body.stream = true;
+  body.stream = stream;
   return body;
 }
 
@@ -628,7 +633,9 @@ class OpenAIBackend implements Backend {
     turn.signal.addEventListener("abort", onAbort, { once: true });
     const total = setTimeout(() => halt("timeout"), o.timeoutSeconds * 1000);
     // First byte: one deadline from sending the request to the first body byte (headers included).
-    const firstByteDeadline = Date.now() + o.firstByteTimeoutSeconds * 1000;
+    // A non-streamed upstream answer only starts when it is complete: the whole-turn limit applies.
+    const upstreamStreams = o.streamUpstream === "always" || turn.request.stream === true;
+    const firstByteDeadline = Date.now() + (upstreamStreams ? o.firstByteTimeoutSeconds : o.timeoutSeconds) * 1000;
     let timer: NodeJS.Timeout | undefined;
     const arm = (first: boolean) => {
       clearTimeout(timer);

@@ -204,16 +204,16 @@ function checkLocks(dataDir: string | undefined, tmpDir: string, fix: boolean, f
     const l = readLock(file);
     if (l.problem) {
       findings.push({ id: `lock:${file}`, status: "warn", title: `lock file ${file}: ${l.problem}`, fix: `if no clawbridge or OpenClaw gateway is running: rm ${file}` });
-    } else if (l.alive) {
+    } else if (l.alive && !l.reused) {
       findings.push({ id: `lock:${file}`, status: "ok", title: `lock file ${file}: held by running pid ${l.pid}`, ...(l.command ? { detail: l.command } : {}) });
     } else if (fix) {
       rmSync(file, { force: true });
-      findings.push({ id: `lock:${file}`, status: "ok", title: `lock file ${file}: pid ${l.pid} was dead; removed (--fix)` });
+      findings.push({ id: `lock:${file}`, status: "ok", title: `lock file ${file}: pid ${l.pid} was ${l.reused ? "reused by another program" : "dead"}; removed (--fix)` });
     } else {
       findings.push({
         id: `lock:${file}`,
         status: "warn",
-        title: `stale lock file ${file}: pid ${l.pid} is not running`,
+        title: l.reused ? `stale lock file ${file}: pid ${l.pid} now belongs to another program (${l.command})` : `stale lock file ${file}: pid ${l.pid} is not running`,
         detail: "a crashed bridge or plugin left it; it can stop the plugin from starting the bridge",
         fix: `rm ${file} (or: clawbridge doctor --fix)`,
       });

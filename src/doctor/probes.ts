@@ -88,6 +88,8 @@ export interface LockInfo {
   pid?: number;
   alive?: boolean;
   command?: string;
+  /** The PID is alive but belongs to an unrelated program now (PID reuse): the lock is stale. */
+  reused?: boolean;
   /** Could not be read or holds no PID. */
   problem?: string;
 }
@@ -116,7 +118,11 @@ export function readLock(file: string): LockInfo {
   }
   if (!pid) return { file, problem: "holds no PID" };
   const alive = pidAlive(pid);
-  return { file, pid, alive, ...(alive ? { command: processCommand(pid) } : {}) };
+  if (!alive) return { file, pid, alive };
+  const command = processCommand(pid);
+  // A live PID that is not a node/openclaw/clawbridge process was reused by the system: stale
+  // (the same rule the OpenClaw plugin applies to its plugin.lock).
+  return { file, pid, alive, ...(command ? { command, reused: !/node|openclaw|clawbridge/i.test(command) } : {}) };
 }
 
 /** Lock files of the bridge and its OpenClaw plugin: `<dataDir>/*.lock` and `<tmpDir>/clawbridge-*.lock`. */

@@ -14,7 +14,7 @@
  * `<stateDir>/.clawbridge-install.json`, so uninstall removes exactly that and nothing else.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import type { Config } from "../config/schema.js";
 import { copyFileKeepMode, fileMode, writeFileAtomic } from "./fsutil.js";
@@ -526,8 +526,4 @@ export function collectModelRefs(cfg: Record<string, unknown>, providerId: strin
   };
   walk(cfg, []);
   return out;
-}
-
-export function existsConfig(paths: OpenClawPaths): boolean {
-  return existsSync(paths.configPath);
 }

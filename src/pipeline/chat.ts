@@ -19,7 +19,7 @@ import { QueueRejected, TurnScheduler, WaitAborted, type Lease } from "../queue/
 import { ModelRouter, type Route } from "../routing/router.js";
 import { ApiError } from "../server/errors.js";
 import { alnumId } from "../encoder/chunks.js";
-import { withUsage } from "./usage.js";
+import { countTokens } from "./usage.js";
 
 export interface PreparedTurn {
   requestId: string;
@@ -81,13 +81,15 @@ export class ChatPipeline {
       );
     }
     const conversation = resolveConversation(req, headers, { sessionHeader: config.server.sessionHeader, scope: route.model.id });
-    const signal = AbortSignal.any([clientSignal, this.shutdown.signal]);
+    const linked = linkSignals(clientSignal, this.shutdown.signal);
+    const signal = linked.signal;
     const log = logger.child({ requestId, model: route.model.id, backend: route.backend.name, conversation: conversation.key });
 
     let lease: Lease;
     try {
       lease = await scheduler.acquire(conversation.key, signal);
     } catch (err) {
+      linked.dispose();
       if (err instanceof QueueRejected) {
         log.warn({ reason: err.message }, "turn refused: queue full");
         throw new ApiError(429, "rate_limit_error", "queue_full", `${err.message}; retry in ${err.retryAfterSeconds}s`, null, {
@@ -98,7 +100,7 @@ export class ChatPipeline {
       throw err;
     }
 
-    const events = this.run(req, route, conversation, signal, lease, log);
+    const events = this.run(req, route, conversation, signal, lease, log, linked.dispose);
     return {
       requestId,
       route,
@@ -113,7 +115,7 @@ export class ChatPipeline {
     };
   }
 
-  private async *run(req: ChatRequest, route: Route, conversation: Conversation, signal: AbortSignal, lease: Lease, log: Logger): AsyncGenerator<BackendEvent> {
+  private async *run(req: ChatRequest, route: Route, conversation: Conversation, signal: AbortSignal, lease: Lease, log: Logger, dispose: () => void): AsyncGenerator<BackendEvent> {
     const started = Date.now();
     let finished!: () => void;
     const done = new Promise<void>((r) => (finished = r));
@@ -138,6 +140,7 @@ export class ChatPipeline {
     } finally {
       if (signal.aborted && outcome === "completed") outcome = "aborted";
       lease.release();
+      dispose();
       log.info({ outcome, contentChars: chars, durationMs: Date.now() - started }, "turn ended");
       debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - started) / 1000).toFixed(1)}s`);
       this.active.delete(done);
@@ -176,7 +179,7 @@ export class ChatPipeline {
       log.info({ conversationSource: conversation.source, mode, ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
     }
     const turn: TurnInput = { model: route.model.backendModel, prompt, request: req, session: { key: conversation.key, turn: 0 }, signal };
-    yield* withUsage(guard(route.backend, turn), () => `${prompt.system}\n${prompt.text}`);
+    yield* contract(route.backend, turn, () => `${prompt.system}\n${prompt.text}`);
   }
 
   /**
@@ -222,7 +225,7 @@ export class ChatPipeline {
       };
       let answered = false;
       let heal = false;
-      for await (const ev of withUsage(guard(route.backend, turn), () => `${built.prompt.system}\n${built.prompt.text}`)) {
+      for await (const ev of contract(route.backend, turn, () => `${built.prompt.system}\n${built.prompt.text}`)) {
         if (ev.type === "session") {
           if (ev.id !== binding?.backendSessionId) {
             // The backend confirmed a session id: only now is the binding written.
@@ -260,17 +263,60 @@ function effectiveMode(route: Route, conversation: Conversation): SessionMode {
 }
 
 /**
- * Enforce the backend contract at the boundary: exactly one terminal event, nothing after it, and a
- * thrown exception becomes an error event instead of a crash.
+ * Enforce the backend contract at the boundary: exactly one terminal event, nothing after it, a
+ * thrown exception becomes an error event instead of a crash, and a turn that finishes without
+ * usage gets counted usage (real tokenizer) before `done`.
  */
-async function* guard(backend: Backend, turn: TurnInput): AsyncGenerator<BackendEvent> {
+async function* contract(backend: Backend, turn: TurnInput, promptText: () => string): AsyncGenerator<BackendEvent> {
+  let sawUsage = false;
+  let output = "";
   try {
     for await (const ev of backend.run(turn)) {
+      switch (ev.type) {
+        case "usage":
+          sawUsage = true;
+          break;
+        case "text":
+        case "reasoning":
+          output += ev.text;
+          break;
+        case "tool_call":
+          output += (ev.name ?? "") + ev.argumentsDelta;
+          break;
+        case "done":
+          if (!sawUsage) {
+            const promptTokens = await countTokens(promptText());
+            const completionTokens = await countTokens(output);
+            yield { type: "usage", usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, estimated: true } };
+          }
+          yield ev;
+          return;
+        case "error":
+          yield ev;
+          return;
+        default:
+          break;
+      }
       yield ev;
-      if (ev.type === "done" || ev.type === "error") return;
     }
     yield { type: "error", error: { code: "backend_failed", message: `backend "${backend.name}" ended without an answer`, status: 502 } };
   } catch (err) {
     yield { type: "error", error: { code: "backend_failed", message: `backend "${backend.name}" failed: ${(err as Error).message}`, status: 502 } };
   }
+}
+
+/** One signal that fires when either fires; `dispose` detaches it from the long-lived one (no leak). */
+function linkSignals(turnScoped: AbortSignal, longLived: AbortSignal): { signal: AbortSignal; dispose: () => void } {
+  const ctl = new AbortController();
+  const onAbort = () => ctl.abort();
+  if (turnScoped.aborted || longLived.aborted) ctl.abort();
+  turnScoped.addEventListener("abort", onAbort, { once: true });
+  longLived.addEventListener("abort", onAbort, { once: true });
+  return {
+    signal: ctl.signal,
+    dispose: () => {
+      turnScoped.removeEventListener("abort", onAbort);
+      longLived.removeEventListener("abort", onAbort);
+    },
+  };
 }

@@ -158,9 +158,9 @@ describe("openai backend", () => {
     assert.equal(body.tool_choice, "auto");
   });
 
-  it("non-streaming client request is still streamed from the upstream", async () => {
+  it("with streamUpstream: always a non-streaming client request is still streamed from the upstream", async () => {
     fake.setScript(() => replay("vllm-text.sse"));
-    const b = makeBackend(fake.url);
+    const b = makeBackend(fake.url, { streamUpstream: "always" });
     const evs = await collect(b.run(turn({ stream: false })));
     // Without tools every upstream delta is one event, whitespace-only ones included.
     assert.deepEqual(texts(evs), ["The", " capital", " of", " France", " is", " Paris", ".", " It", " has", " been", " the", " capital", " since", " ", "9", "8", "7", "."]);
@@ -666,8 +666,9 @@ describe("openai backend", () => {
       modelCompat: { "gpt-like": { maxTokensField: "max_completion_tokens", supportsStreamOptions: false } },
     });
     const req = { model: "c", messages: [{ role: "user", content: "hi" }], max_tokens: 10 } as ChatRequest;
-    const a = buildUpstreamBody(options, { model: "qwen", request: req });
+    const a = buildUpstreamBody(options, { model: "qwen", request: { ...req, stream: true } });
     assert.equal(a.stream, true);
+    assert.equal(buildUpstreamBody(options, { model: "qwen", request: req }).stream, false, "a non-streaming client: no upstream stream");
     assert.equal(a.model, "qwen");
     assert.equal(a.top_k, 20);
     assert.equal(a.max_tokens, 10);

@@ -365,14 +365,15 @@ describe("openai upstream through the bridge", () => {
       assert.equal(body.stream, true);
     });
 
-    test("non-streaming client: the upstream is still streamed, the client gets one chat.completion", async () => {
+    test("non-streaming client: the upstream answers JSON, the client gets one chat.completion", async () => {
       fake.setScript(() => ({ kind: "text", chunks: ["plain ", "answer"], usage: { prompt_tokens: 10, completion_tokens: 2 } }));
       const res = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hello" }] });
       assert.equal(res.object, "chat.completion");
       assert.equal(res.choices[0]?.message.content, "plain answer");
       assert.equal(res.choices[0]?.finish_reason, "stop");
       assert.equal(res.usage?.total_tokens, 12);
-      assert.equal(fake.mainRequests().at(-1)!.body.stream, true);
+      assert.equal(fake.mainRequests().at(-1)!.body.stream, false);
+      assert.equal(fake.mainRequests().at(-1)!.body.stream_options, undefined);
     });
 
     test("an upstream answering a streaming request with plain JSON is re-wrapped as SSE", async () => {
@@ -585,7 +586,7 @@ describe("openai upstream through the bridge", () => {
       let short: TestBridge;
       before(async () => {
         hangFake = await startFakeOpenAI();
-        short = await startTestBridge(bridgeConfig(hangFake.url, { firstByteTimeoutSeconds: 1, idleTimeoutSeconds: 1, timeoutSeconds: 20 }));
+        short = await startTestBridge(bridgeConfig(hangFake.url, { firstByteTimeoutSeconds: 1, idleTimeoutSeconds: 1, timeoutSeconds: 3 }));
       });
       after(async () => {
         await short?.close(0);
@@ -593,7 +594,7 @@ describe("openai upstream through the bridge", () => {
         if (short) cleanup(short.dataDir);
       });
 
-      test("nothing at all (not even headers): first-byte timeout as an SSE error, and 504 JSON", async () => {
+      test("nothing at all (not even headers): first-byte timeout as an SSE error; a non-streaming turn gets the whole-turn limit as 504 JSON", async () => {
         // The step holds the response until the bridge gives up and closes the connection.
         const held = heldOpen([]);
         hangFake.setScript(held.reply);
@@ -608,7 +609,8 @@ describe("openai upstream through the bridge", () => {
         hangFake.setScript(held2.reply);
         const res2 = await post(short, { model: MODEL, messages: [{ role: "user", content: "think" }] });
         assert.equal(res2.status, 504);
-        assert.match(((await res2.json()) as { error: { message: string } }).error.message, /first-byte timeout/);
+        // A non-streamed upstream answer only starts when it is complete: only the whole-turn limit applies.
+        assert.match(((await res2.json()) as { error: { message: string } }).error.message, /did not finish within 3 s/);
         assert.ok(await eventually(held2.closed, 5000), "the stuck upstream request's connection was closed");
       });
 

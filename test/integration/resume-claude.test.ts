@@ -515,6 +515,7 @@ describe("resume mode through the bridge: Claude Code", () => {
     conv.answered(r1.text);
 
     let release!: () => void;
+    let releasedAt = 0;
     const gate = new Promise<void>((r) => (release = r));
     const arrivals: Array<{ text: string; at: number }> = [];
     fake.setScript(async (req) => {
@@ -527,9 +528,8 @@ describe("resume mode through the bridge: Claude Code", () => {
     const base = conv.turns.slice();
     const bodyA = openclawRequest(MODEL, [...base, { role: "user", text: "serial two A" }], "2026.9", conv.extra);
     const bodyB = openclawRequest(MODEL, [...base, { role: "user", text: "serial two B" }], "2026.9", conv.extra);
-    const finishedAt: Record<string, number> = {};
-    const pa = chat(bridge.baseURL, bodyA).then((r) => ((finishedAt.A = Date.now()), r));
-    const pb = chat(bridge.baseURL, bodyB).then((r) => ((finishedAt.B = Date.now()), r));
+    const pa = chat(bridge.baseURL, bodyA);
+    const pb = chat(bridge.baseURL, bodyB);
     try {
       assert.ok(await eventually(() => arrivals.length >= 1, 30_000), "the first turn reached the model");
       // A second claude would have reached the fake well within this time (one start takes ~0.5 s).
@@ -537,6 +537,7 @@ describe("resume mode through the bridge: Claude Code", () => {
       assert.equal(arrivals.length, 1, "the second turn waits while the first is answering");
       assert.ok(cliGroups(home).size <= 1, "one CLI for the conversation");
     } finally {
+      releasedAt = Date.now();
       release();
     }
     const [ra, rb] = await Promise.all([pa, pb]);
@@ -545,7 +546,8 @@ describe("resume mode through the bridge: Claude Code", () => {
     assert.equal(arrivals.length, 2);
     const firstName = arrivals[0]!.text.endsWith("A") ? "A" : "B";
     const secondName = firstName === "A" ? "B" : "A";
-    assert.ok(arrivals[1]!.at >= finishedAt[firstName]!, "the second reached the model after the first answer was complete");
+    // Causal, not a timing guess: the first CLI cannot finish before its (gated) answer was released.
+    assert.ok(arrivals[1]!.at >= releasedAt, "the second reached the model only after the first one's answer was released");
     // And the second ran in the session the first had finished writing: its history holds the first's answer.
     const last = fake.messageCalls().at(-1)!;
     const d = dialogue(last).map(([, t]) => t);

@@ -464,6 +464,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     conv.answered(r1.text);
 
     let release!: () => void;
+    let releasedAt = 0;
     const gate = new Promise<void>((r) => (release = r));
     const arrivals: Array<{ text: string; at: number }> = [];
     fake.setScript(async (req) => {
@@ -473,9 +474,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
       return replyScript(req);
     });
     const base = conv.turns.slice();
-    const finishedAt: Record<string, number> = {};
-    const send = (name: string) =>
-      chat(bridge.baseURL, openclawRequest(MODEL, [...base, { role: "user", text: `serial two ${name}` }], "2026.9", conv.extra)).then((r) => ((finishedAt[name] = Date.now()), r));
+    const send = (name: string) => chat(bridge.baseURL, openclawRequest(MODEL, [...base, { role: "user", text: `serial two ${name}` }], "2026.9", conv.extra));
     const pa = send("A");
     const pb = send("B");
     try {
@@ -484,6 +483,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
       assert.equal(arrivals.length, 1, "the second turn waits while the first is answering");
       assert.ok(cliGroups(home).size <= 1, "one CLI for the conversation");
     } finally {
+      releasedAt = Date.now();
       release();
     }
     const [ra, rb] = await Promise.all([pa, pb]);
@@ -492,7 +492,8 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     assert.equal(arrivals.length, 2);
     const firstName = arrivals[0]!.text.endsWith("A") ? "A" : "B";
     const secondName = firstName === "A" ? "B" : "A";
-    assert.ok(arrivals[1]!.at >= finishedAt[firstName]!, "the second reached the model after the first answer was complete");
+    // Causal, not a timing guess: the first CLI cannot finish before its (gated) answer was released.
+    assert.ok(arrivals[1]!.at >= releasedAt, "the second reached the model only after the first one's answer was released");
     const d = dialogue(fake.turnCalls().at(-1)!).map(([, t]) => t);
     assert.ok(d.includes(`serial two ${firstName}`) && d.includes(`Reply to: serial two ${firstName}`), JSON.stringify(d));
     assert.equal(d.at(-1), `serial two ${secondName}`);
