@@ -7,6 +7,7 @@ import { PortInUseError, startBridge } from "../server/start.js";
 import { VERSION } from "../version.js";
 import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
 import type { SessionStore } from "../store/types.js";
+import { registerDoctorCommand, registerOpenClawCommands, registerServiceCommands } from "./openclaw-commands.js";
 
 function portArg(v: string): number {
   const n = Number(v);
@@ -173,5 +174,9 @@ sessions
       for (const s of res.skipped) process.stdout.write(`  skipped ${s.entry}: ${s.reason}\n`);
     }).catch(fail),
   );
+
+registerOpenClawCommands(program);
+registerServiceCommands(program);
+registerDoctorCommand(program);
 
 program.parseAsync(process.argv).catch(fail);

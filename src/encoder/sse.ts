@@ -41,8 +41,20 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
   // less per stream; the client sees both at the same moment either way).
   const result: EncodeResult = { outcome: "completed", contentChars: 0, text: "" };
   let lastWrite = Date.now();
+  // Frames produced in the same tick (one upstream read often holds several) leave in one
+  // syscall: cork now, uncork before anything else runs. Nothing waits longer than the tick.
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    if (!res.destroyed) res.uncork();
+  };
   const write = (frame: string) => {
     if (res.writableEnded || res.destroyed) return;
+    if (!corked) {
+      corked = true;
+      res.cork();
+      process.nextTick(uncork);
+    }
     res.write(frame);
     lastWrite = Date.now();
   };

@@ -80,21 +80,28 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     sendError(reply, new ApiError(404, "not_found_error", "not_found", `No route ${req.method} ${req.url}. Try POST /v1/chat/completions or GET /v1/models.`)),
   );
 
-  app.addHook("onRequest", async (req, reply) => {
-    if (!req.url.startsWith("/v1/")) return;
-    if (!keys.check(ApiKeys.presented(req.headers))) {
-      return sendError(reply, new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys."));
-    }
+  if (keys.required) {
+    app.addHook("onRequest", async (req, reply) => {
+      if (!req.url.startsWith("/v1/")) return;
+      if (!keys.check(ApiKeys.presented(req.headers))) {
+        return sendError(reply, new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys."));
+      }
+    });
+  }
+
+  // Every response names the bridge, so a second instance (and `doctor`) recognises one on a port
+  // cheaply. Set on the raw response: no per-request hook.
+  const SERVER = `clawbridge/${VERSION}`;
+  app.addHook("onRequest", (_req, reply, done) => {
+    reply.raw.setHeader("server", SERVER);
+    done();
   });
 
-  // Lets a second instance (and `doctor`) recognise a clawbridge on a port cheaply.
-  app.addHook("onSend", async (_req, reply) => {
-    void reply.header("server", `clawbridge/${VERSION}`);
-  });
-
-  app.addHook("onResponse", async (req, reply) => {
-    debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.raw.httpVersion}" ${reply.statusCode} -`);
-  });
+  if (debugLog.enabled) {
+    app.addHook("onResponse", async (req, reply) => {
+      debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.raw.httpVersion}" ${reply.statusCode} -`);
+    });
+  }
 
   let healthCache: { at: number; value: Array<BackendHealth & { name: string; type: string }> } | undefined;
   const backendHealth = async () => {

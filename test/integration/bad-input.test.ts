@@ -137,7 +137,7 @@ describe("invalid fields name the field", () => {
     { name: "role missing", body: { model: MODEL, messages: [{ content: "hi" }] }, param: "messages[0].role" },
     { name: "content a number", body: { model: MODEL, messages: [{ role: "user", content: 42 }] }, param: "messages[0].content" },
     { name: "content an object", body: { model: MODEL, messages: [{ role: "user", content: { text: "hi" } }] }, param: "messages[0].content" },
-    { name: "content part without text", body: { model: MODEL, messages: [{ role: "user", content: [{ type: "text" }] }] }, param: "messages[0].content" },
+    { name: "content part without text", body: { model: MODEL, messages: [{ role: "user", content: [{ type: "text" }] }] }, param: "messages[0].content[0].type", message: /a text part needs a string `text`/ },
     { name: "second message bad", body: { model: MODEL, messages: [{ role: "user", content: "a" }, { role: "assistant", content: false }] }, param: "messages[1].content" },
     { name: "tool_calls not an array", body: { model: MODEL, messages: [{ role: "assistant", content: null, tool_calls: {} }, { role: "user", content: "x" }] }, param: "messages[0].tool_calls" },
     { name: "model missing", body: { messages: good.messages }, param: "model" },

@@ -66,6 +66,7 @@ before(async () => {
 
 after(async () => {
   await bridge?.close();
+  if (bridge) cleanup(bridge.dataDir);
   cleanup(root);
 });
 

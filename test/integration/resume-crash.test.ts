@@ -233,6 +233,7 @@ describe("resume mode: the store survives kill -9 of the bridge mid-turn", () =>
     assert.equal(retried.length, 1, "resumed directly (no healing needed)");
     assert.equal(sessionOf(retried[0]!), session1, "the SAME backend session continues");
     const d = dialogue(retried[0]!);
+    t.diagnostic(`history the model saw on the retried turn: ${JSON.stringify(d)}`);
     assert.deepEqual(d[0], ["user", "remember the number 4217"], "turn 1's question is in the resumed history");
     assert.deepEqual(d[1], ["assistant", "Reply to: remember the number 4217"], "turn 1's answer is in the resumed history");
     assert.deepEqual(d.at(-1), ["user", "what was the number?"]);

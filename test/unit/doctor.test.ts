@@ -135,6 +135,7 @@ describe("doctor", () => {
   it("a port owned by this bridge (running) with OpenClaw pointing at it; then a stale models.json", async () => {
     const bridge: TestBridge = await startTestBridge({ backends: { cc: { type: "claude-code" } }, models: [{ id: "claude-cli", backend: "cc" }] });
     closers.push(() => bridge.close());
+    dirs.push(bridge.dataDir);
     const s = setup(bridge.port);
     const config = resolveConfig(JSON.parse((await import("node:fs")).readFileSync(s.configPath, "utf8")), s.configPath);
     const paths = resolveOpenClawPaths({ openclawHome: s.openclawHome });
@@ -206,5 +207,18 @@ describe("doctor", () => {
     const c = path.join(root, "c.lock");
     writeFileSync(c, "hello");
     assert.equal(readLock(c).problem, "holds no PID");
+    // A live PID that is not node/openclaw/clawbridge: reused by the system, so the lock is stale.
+    const other = spawn("sleep", ["30"], { stdio: "ignore" });
+    try {
+      const d = path.join(root, "d.lock");
+      writeFileSync(d, JSON.stringify({ pid: other.pid }));
+      const info = readLock(d);
+      assert.equal(info.alive, true);
+      assert.equal(info.reused, true);
+      assert.match(info.command!, /^sleep 30/);
+    } finally {
+      other.kill("SIGKILL");
+      await new Promise((r) => other.once("exit", r));
+    }
   });
 });
