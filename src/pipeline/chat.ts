@@ -3,6 +3,7 @@
  *   request → routing → conversation identity → per-conversation queue → context building → backend
  * It hands the HTTP layer a typed event stream; the encoders (src/encoder) turn it into SSE or JSON.
  */
+import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import type { Backend, BackendEvent, PromptParts, TurnInput } from "../backends/types.js";
@@ -204,6 +205,17 @@ export class ChatPipeline {
       log.info({ was: binding.backend }, "conversation moved to another backend: starting a new session there");
       binding = undefined;
     }
+    // A turn that never finished (client gone, bridge killed) may already sit in the CLI's own
+    // history. Retrying the SAME message on that session would put it there twice: start a new
+    // session seeded from the conversation instead. A different next message continues normally.
+    const inProgress = `${IN_PROGRESS}${createHash("sha256").update(findCurrentUserTurn(req.messages).text).digest("hex").slice(0, 16)}`;
+    if (binding?.lastError === inProgress) {
+      log.info({ backendSessionId: binding.backendSessionId }, "retry of an interrupted turn: starting a new session seeded from the conversation");
+      this.deps.debugLog.line(`Retry of an interrupted turn for ${key}: new session`);
+      await store.delete(key);
+      await store.appendEvent(key, "reset", "retry of an interrupted turn");
+      binding = undefined;
+    }
     const cwd = binding?.cwd ?? conversationWorkDir(this.deps.config.dataDir, key);
     for (let attempt = 0; attempt < 2; attempt++) {
       const continuing = binding !== undefined;
@@ -223,6 +235,10 @@ export class ChatPipeline {
         session: { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0 },
         signal,
       };
+      if (binding) {
+        binding = { ...binding, lastError: inProgress, updatedAt: Date.now() };
+        await store.put(binding);
+      }
       let answered = false;
       let heal = false;
       for await (const ev of contract(route.backend, turn, () => `${built.prompt.system}\n${built.prompt.text}`)) {
@@ -230,7 +246,7 @@ export class ChatPipeline {
           if (ev.id !== binding?.backendSessionId) {
             // The backend confirmed a session id: only now is the binding written.
             const now = Date.now();
-            binding = { key, backend: backendName, backendSessionId: ev.id, cwd, turns: binding?.turns ?? 0, createdAt: binding?.createdAt ?? now, updatedAt: now, model: route.model.id };
+            binding = { key, backend: backendName, backendSessionId: ev.id, cwd, turns: binding?.turns ?? 0, createdAt: binding?.createdAt ?? now, updatedAt: now, model: route.model.id, lastError: inProgress };
             await store.put(binding);
           }
         } else if (ev.type === "text" || ev.type === "tool_call" || ev.type === "reasoning") {
@@ -245,7 +261,8 @@ export class ChatPipeline {
           break;
         } else if (ev.type === "done" && binding) {
           await store.recordTurn(key, binding.backendSessionId);
-        } else if (ev.type === "error" && binding) {
+        } else if (ev.type === "error" && binding && ev.error.code !== "aborted") {
+          // The CLI finished with an error: the session is consistent; record why.
           await store.recordError(key, ev.error.message);
         }
         yield ev;
@@ -254,6 +271,9 @@ export class ChatPipeline {
     }
   }
 }
+
+/** `lastError` marker of a turn that started but has not finished: `in-progress <hash of the message>`. */
+const IN_PROGRESS = "in-progress ";
 
 /** Resume needs a real conversation identity; without one a model may fall back to stateless. */
 function effectiveMode(route: Route, conversation: Conversation): SessionMode {

@@ -439,21 +439,18 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     assert.ok(await eventually(() => cliGroups(home).size === 0, 10_000), "nothing left after the retry");
     const last = fake.turnCalls().at(-1)!;
     retriedCall = last;
-    assert.equal(dialogue(last)[0]![1], "first, quick", "the retry resumed the conversation's session");
-    assert.equal(userParts(last).at(-1), "second, slow", "the retried message comes last");
+    // A retry of an interrupted turn starts a new session seeded from the conversation.
+    assert.match(dialogue(last)[0]![1], /EARLIER IN THIS CONVERSATION[\s\S]*first, quick/, "seeded with the earlier conversation");
+    assert.ok(userParts(last).at(-1)!.endsWith("second, slow"), "the retried message comes last");
   });
 
   test(
     "a retried turn reaches the model once: the aborted attempt leaves no duplicate user message in the CLI's history",
-    {
-      todo:
-        "BUG: an aborted resumed turn stays in gemini's own session file (the prompt is saved before the model call); the retry " +
-        "appends the same text again, so the model sees ['second, slow', 'second, slow'] merged into one user content",
-    },
     () => {
       assert.ok(retriedCall, "the abort test ran");
       const texts = userParts(retriedCall);
-      assert.equal(texts.filter((t) => t === "second, slow").length, 1, `user parts: ${JSON.stringify(texts)}`);
+      const asked = texts.map((t) => t.split("second, slow").length - 1).reduce((a, b) => a + b, 0);
+      assert.equal(asked, 1, `user parts: ${JSON.stringify(texts)}`);
     },
   );
 
