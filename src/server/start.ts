@@ -10,7 +10,7 @@ import { createLogger } from "../log/logger.js";
 import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
 import { ModelRouter } from "../routing/router.js";
-import { terminateAll } from "../util/process.js";
+import { reapOrphans, setRunDir, terminateAll } from "../util/process.js";
 import { PreExecutor } from "../pipeline/enrich.js";
 import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
 import type { SessionStore } from "../store/types.js";
@@ -89,6 +89,11 @@ async function openStoreIfNeeded(config: Config, logger: Logger): Promise<Sessio
 export async function startBridge(config: Config, opts: StartOptions = {}): Promise<Bridge> {
   const logger = opts.logger ?? createLogger(config.logging.level);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // CLIs a previous bridge could not reap (it was killed with SIGKILL) are ended now.
+  const runDir = path.join(config.dataDir, "run");
+  const orphans = await reapOrphans(runDir);
+  if (orphans) logger.warn({ groups: orphans }, "ended CLI processes left running by a bridge that was killed");
+  setRunDir(runDir);
   const debugLog = new DebugLog(config.logging.debugLog);
   const backends = createBackends(config, logger);
   const router = new ModelRouter(config, backends);

@@ -4,6 +4,8 @@
  * and always reaped. Every live child is tracked so shutdown can end them all.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { createInterface } from "node:readline";
 
 export interface CliProcessOptions {
@@ -32,6 +34,65 @@ export interface ProcessEnd {
 }
 
 const live = new Set<CliProcess>();
+
+/**
+ * Where running CLIs are recorded (one small file per process group), so that a bridge that was
+ * killed with SIGKILL — and so could not reap its children — can end them when it starts again.
+ */
+let runDir: string | undefined;
+
+export function setRunDir(dir: string | undefined): void {
+  runDir = dir;
+  if (dir) mkdirSync(dir, { recursive: true, mode: 0o700 });
+}
+
+/** Kernel start time of a process (field 22 of /proc/<pid>/stat), to tell a reused PID apart. */
+function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * End the process groups a previous bridge left behind (recorded in the run directory and still
+ * alive with the same start time). Returns how many groups were ended.
+ */
+export async function reapOrphans(dir: string, graceMs = 2000): Promise<number> {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.endsWith(".json"));
+  } catch {
+    return 0;
+  }
+  let ended = 0;
+  for (const name of names) {
+    const file = path.join(dir, name);
+    try {
+      const rec = JSON.parse(readFileSync(file, "utf8")) as { pid: number; start?: string };
+      if (Number.isInteger(rec.pid) && rec.pid > 1 && rec.start && startTime(rec.pid) === rec.start) {
+        try {
+          process.kill(-rec.pid, "SIGTERM");
+        } catch {
+          /* gone */
+        }
+        for (let i = 0; i < graceMs / 50 && startTime(rec.pid) === rec.start; i++) await new Promise((r) => setTimeout(r, 50));
+        try {
+          process.kill(-rec.pid, "SIGKILL");
+        } catch {
+          /* gone */
+        }
+        ended++;
+      }
+    } catch {
+      /* unreadable record: just remove it */
+    }
+    rmSync(file, { force: true });
+  }
+  return ended;
+}
 
 /** Processes still running (for health output and shutdown). */
 export function liveProcessCount(): number {
@@ -66,6 +127,15 @@ export class CliProcess {
       shell: false,
     });
     live.add(this);
+    const pid = this.child.pid;
+    const record = runDir && pid ? path.join(runDir, `${pid}.json`) : undefined;
+    if (record && pid) {
+      try {
+        writeFileSync(record, JSON.stringify({ pid, start: startTime(pid), command: path.basename(opts.command) }), { mode: 0o600 });
+      } catch {
+        /* bookkeeping only */
+      }
+    }
     this.exited = new Promise((resolve) => {
       this.child.once("error", (err) => {
         this.spawnError = err;
@@ -76,6 +146,7 @@ export class CliProcess {
     });
     void this.exited.then(() => {
       live.delete(this);
+      if (record) rmSync(record, { force: true });
       if (this.timer) clearTimeout(this.timer);
       opts.signal?.removeEventListener("abort", this.onAbort);
       // Leftover grandchildren in the group (a language server, a tool) must not outlive the turn.

@@ -87,6 +87,8 @@ export async function startSidecar(settings, logger, { workerUrl = new URL("./wo
       name: "clawbridge",
       workerData: { root: settings.root, configPath: settings.configPath, host: settings.host, port: settings.port, apiKey: settings.apiKey },
       env: { ...process.env, ...settings.env, CLAWBRIDGE_DATA_DIR: process.env.CLAWBRIDGE_DATA_DIR || settings.dataDir },
+      // Not the gateway's own Node flags (--import hooks and the like): a clean thread.
+      execArgv: [],
       stdout: true,
       stderr: true,
     });

@@ -4,6 +4,7 @@
  * is untouched. Messages to the parent: {type:"ready"|"reuse"|"error"|"stopped"}; from the parent:
  * {type:"stop"}.
  */
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -19,11 +20,19 @@ function fail(err, code = "start_failed") {
   setTimeout(() => process.exit(1), 50);
 }
 
-async function main() {
+/** tsx's ESM API entry as installed for clawbridge (the package's `import` export of ./esm/api). */
+function tsxEsmApi(root) {
   const req = createRequire(path.join(root, "package.json"));
+  const pkgFile = req.resolve("tsx/package.json");
+  const exp = JSON.parse(readFileSync(pkgFile, "utf8")).exports?.["./esm/api"];
+  const rel = typeof exp === "string" ? exp : (exp?.import?.default ?? exp?.import ?? exp?.default);
+  return typeof rel === "string" ? path.join(path.dirname(pkgFile), rel) : req.resolve("tsx/esm/api");
+}
+
+async function main() {
   let tsxApi;
   try {
-    tsxApi = await import(pathToFileURL(req.resolve("tsx/esm/api")).href);
+    tsxApi = await import(pathToFileURL(tsxEsmApi(root)).href);
   } catch (err) {
     throw new Error(`cannot load tsx from ${root} (is clawbridge installed with its dependencies?): ${err.message}`);
   }
