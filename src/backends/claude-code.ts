@@ -7,10 +7,9 @@
  */
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { CliBinary } from "./cli-resolve.js";
-import { cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
-import type { Backend, BackendError, BackendEvent, BackendHealth, FinishReason, TurnInput, Usage } from "./types.js";
+import type { BackendError, BackendEvent, FinishReason, TurnInput, Usage } from "./types.js";
 
 export const CLAUDE_PERMISSION_MODES = ["default", "acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan"] as const;
 
@@ -242,40 +241,17 @@ function resultText(content: unknown): string {
   return "";
 }
 
-export class ClaudeCodeBackend implements Backend {
+export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
   readonly type = "claude-code";
   /** Pid of the most recent turn's process (for tests and diagnostics). */
-  lastPid: number | undefined;
 
-  constructor(
-    readonly name: string,
-    private readonly opts: ClaudeCodeOptions,
-    private readonly deps: BackendDeps,
-  ) {}
-
-  private cliCache: CliBinary | undefined;
-  private get cli(): CliBinary {
-    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: ["~/.claude/local/claude", "~/.local/bin/claude"], label: "Claude Code CLI", npmPackage: "@anthropic-ai/claude-code", backendName: this.name }));
+  constructor(name: string, opts: ClaudeCodeOptions, deps: BackendDeps) {
+    super(name, opts, deps, { places: ["~/.claude/local/claude", "~/.local/bin/claude"], label: "Claude Code CLI", npmPackage: "@anthropic-ai/claude-code" });
   }
 
-  private env(): NodeJS.ProcessEnv {
-    return this.cli.env();
-  }
 
-  async health(): Promise<BackendHealth> {
-    return this.cli.health();
-  }
 
-  async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.cli.resolve();
-    if (!bin) {
-      yield this.cli.missing(tried);
-      return;
-    }
-    if (turn.signal.aborted) {
-      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
-      return;
-    }
+  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     const resuming = !!turn.session.backendSessionId;
     const systemFile =

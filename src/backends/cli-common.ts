@@ -4,14 +4,15 @@
  * lines and turns the way the process ended (timeout, abort, spawn failure) into bridge errors.
  * The CLI-specific mapping of events lives in each backend.
  */
-import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { CliProcess, type ProcessEnd } from "../util/process.js";
+import { CliBinary } from "./cli-resolve.js";
+import type { BackendDeps } from "./module.js";
 import { conversationWorkDir } from "../util/workdir.js";
-import type { BackendEvent, TurnInput } from "./types.js";
+import type { Backend, BackendEvent, BackendHealth, TurnInput } from "./types.js";
 
 /** Option keys every CLI backend accepts. `command` defaults differ per backend. */
 export function cliBaseOptions(defaultCommand: string) {
@@ -203,4 +204,51 @@ export function writeTurnFile(dataDir: string, prefix: string, name: string, con
   const file = path.join(dir, name);
   writeFileSync(file, content, { mode: 0o600 });
   return { file, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * What every CLI backend shares: the binary (found once, `--version` health), its environment, and
+ * the checks before a turn (binary missing → `backend_unavailable`, already aborted → `aborted`).
+ * A backend implements `runTurn` with the CLI's own arguments and event mapping.
+ */
+export abstract class CliBackendBase<O extends { command: string; env: Record<string, string> }> implements Backend {
+  abstract readonly type: string;
+  /** Pid of the last CLI started (tests and diagnostics; not reliable with parallel turns). */
+  lastPid: number | undefined;
+  private cliCache: CliBinary | undefined;
+
+  constructor(
+    readonly name: string,
+    protected readonly opts: O,
+    protected readonly deps: BackendDeps,
+    private readonly binary: { places: string[]; label: string; npmPackage: string },
+  ) {}
+
+  protected get cli(): CliBinary {
+    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, ...this.binary, backendName: this.name }));
+  }
+
+  protected env(): NodeJS.ProcessEnv {
+    return this.cli.env();
+  }
+
+  health(): Promise<BackendHealth> {
+    return this.cli.health();
+  }
+
+  async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
+    const { path: bin, tried } = await this.cli.resolve();
+    if (!bin) {
+      yield this.cli.missing(tried);
+      return;
+    }
+    if (turn.signal.aborted) {
+      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
+      return;
+    }
+    yield* this.runTurn(turn, bin);
+  }
+
+  /** One turn with the resolved binary. */
+  protected abstract runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent>;
 }

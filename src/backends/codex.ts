@@ -29,10 +29,9 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { CliBinary } from "./cli-resolve.js";
-import { cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
-import type { Backend, BackendError, BackendEvent, BackendHealth, TurnInput, Usage } from "./types.js";
+import type { BackendError, BackendEvent, TurnInput, Usage } from "./types.js";
 
 export const codexOptionsSchema = z.strictObject({
   ...cliBaseOptions("codex"),
@@ -323,26 +322,15 @@ export class CodexStreamMapper implements CliTurnMapper {
 /** Running totals remembered per thread (for the next turn's usage); bounded. */
 const MAX_REMEMBERED_THREADS = 2000;
 
-export class CodexBackend implements Backend {
+export class CodexBackend extends CliBackendBase<CodexOptions> {
   readonly type = "codex";
   private readonly totals = new Map<string, CodexTotals>();
   /** Pid of the most recent turn's process (for tests and diagnostics). */
-  lastPid: number | undefined;
 
-  constructor(
-    readonly name: string,
-    private readonly opts: CodexOptions,
-    private readonly deps: BackendDeps,
-  ) {}
-
-  private cliCache: CliBinary | undefined;
-  private get cli(): CliBinary {
-    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: [], label: "Codex CLI", npmPackage: "@openai/codex", backendName: this.name }));
+  constructor(name: string, opts: CodexOptions, deps: BackendDeps) {
+    super(name, opts, deps, { places: [], label: "Codex CLI", npmPackage: "@openai/codex" });
   }
 
-  private env(): NodeJS.ProcessEnv {
-    return this.cli.env();
-  }
 
   /** `$CODEX_HOME`, default `~/.codex` (of the HOME codex runs with). */
   codexHome(env: NodeJS.ProcessEnv = this.env()): string {
@@ -358,20 +346,8 @@ export class CodexBackend implements Backend {
     }
   }
 
-  async health(): Promise<BackendHealth> {
-    return this.cli.health();
-  }
 
-  async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.cli.resolve();
-    if (!bin) {
-      yield this.cli.missing(tried);
-      return;
-    }
-    if (turn.signal.aborted) {
-      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
-      return;
-    }
+  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const resume = turn.session.backendSessionId;
     if (resume !== undefined && !CODEX_THREAD_ID.test(resume)) {
       yield { type: "error", error: { code: "session_not_found", message: `codex: "${resume.slice(0, 80)}" is not a codex thread id`, status: 404 } };

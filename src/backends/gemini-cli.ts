@@ -15,10 +15,9 @@ import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { CliBinary } from "./cli-resolve.js";
-import { cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
-import type { Backend, BackendError, BackendEvent, BackendHealth, TurnInput, Usage } from "./types.js";
+import type { BackendError, BackendEvent, TurnInput, Usage } from "./types.js";
 
 export const geminiCliOptionsSchema = z.strictObject({
   ...cliBaseOptions("gemini"),
@@ -170,39 +169,16 @@ function geminiUpstreamError(label: string, message: string, apiStatus: number |
   };
 }
 
-export class GeminiCliBackend implements Backend {
+export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
   readonly type = "gemini-cli";
-  lastPid: number | undefined;
 
-  constructor(
-    readonly name: string,
-    private readonly opts: GeminiCliOptions,
-    private readonly deps: BackendDeps,
-  ) {}
-
-  private cliCache: CliBinary | undefined;
-  private get cli(): CliBinary {
-    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: [], label: "Gemini CLI", npmPackage: "@google/gemini-cli", backendName: this.name }));
+  constructor(name: string, opts: GeminiCliOptions, deps: BackendDeps) {
+    super(name, opts, deps, { places: [], label: "Gemini CLI", npmPackage: "@google/gemini-cli" });
   }
 
-  private env(): NodeJS.ProcessEnv {
-    return this.cli.env();
-  }
 
-  async health(): Promise<BackendHealth> {
-    return this.cli.health();
-  }
 
-  async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.cli.resolve();
-    if (!bin) {
-      yield this.cli.missing(tried);
-      return;
-    }
-    if (turn.signal.aborted) {
-      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
-      return;
-    }
+  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     const env = this.env();
     const system = turn.prompt.system;

@@ -7,10 +7,9 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { joinSeparator, runCliTurn, stderrTail } from "./cli-common.js";
-import { CliBinary } from "./cli-resolve.js";
+import { CliBackendBase, joinSeparator, runCliTurn, stderrTail } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
-import type { Backend, BackendEvent, BackendHealth, TurnInput, Usage } from "./types.js";
+import type { BackendEvent, TurnInput, Usage } from "./types.js";
 
 export const opencodeOptionsSchema = z.strictObject({
   /** Binary name or path. Looked up on PATH, then ~/.opencode/bin, then this package's node_modules/.bin. */
@@ -120,34 +119,16 @@ export function newOpencodeState(): OpencodeTurnState {
   return { sawText: false, lastText: "", sawUsage: false, steps: 0, usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 }, finish: "stop" };
 }
 
-class OpencodeBackend implements Backend {
+class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
   readonly type = "opencode";
 
-  constructor(
-    readonly name: string,
-    private readonly opts: OpencodeOptions,
-    private readonly deps: BackendDeps,
-  ) {}
-
-  private cliCache: CliBinary | undefined;
-  private get cli(): CliBinary {
-    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: ["~/.opencode/bin/opencode"], label: "opencode CLI", npmPackage: "opencode-ai", backendName: this.name }));
+  constructor(name: string, opts: OpencodeOptions, deps: BackendDeps) {
+    super(name, opts, deps, { places: ["~/.opencode/bin/opencode"], label: "opencode CLI", npmPackage: "opencode-ai" });
   }
 
-  private env(): NodeJS.ProcessEnv {
-    return this.cli.env();
-  }
 
-  async health(): Promise<BackendHealth> {
-    return this.cli.health();
-  }
 
-  async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.cli.resolve();
-    if (!bin) {
-      yield this.cli.missing(tried);
-      return;
-    }
+  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const cwd = this.opts.cwd ?? path.join(this.deps.dataDir, "work", "opencode");
     mkdirSync(cwd, { recursive: true, mode: 0o700 });
     const args = ["run", "--format", "json", "-m", turn.model];

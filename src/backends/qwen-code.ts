@@ -18,10 +18,9 @@
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { ClaudeStreamMapper } from "./claude-code.js";
-import { CliBinary } from "./cli-resolve.js";
-import { cliBaseOptions, conversationCwd, runCliTurn, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, runCliTurn, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
-import type { Backend, BackendError, BackendEvent, BackendHealth, TurnInput } from "./types.js";
+import type { BackendError, BackendEvent, TurnInput } from "./types.js";
 
 /** Tools removed by default (`--exclude-tools`): running commands and writing files. */
 export const QWEN_SAFE_EXCLUDED_TOOLS = ["run_shell_command", "write_file", "edit"];
@@ -175,40 +174,17 @@ export class QwenStreamMapper implements CliTurnMapper {
   }
 }
 
-export class QwenCodeBackend implements Backend {
+export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
   readonly type = "qwen-code";
   /** Pid of the most recent turn's process (for tests and diagnostics). */
-  lastPid: number | undefined;
 
-  constructor(
-    readonly name: string,
-    private readonly opts: QwenCodeOptions,
-    private readonly deps: BackendDeps,
-  ) {}
-
-  private cliCache: CliBinary | undefined;
-  private get cli(): CliBinary {
-    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, places: [], label: "Qwen Code CLI", npmPackage: "@qwen-code/qwen-code", backendName: this.name }));
+  constructor(name: string, opts: QwenCodeOptions, deps: BackendDeps) {
+    super(name, opts, deps, { places: [], label: "Qwen Code CLI", npmPackage: "@qwen-code/qwen-code" });
   }
 
-  private env(): NodeJS.ProcessEnv {
-    return this.cli.env();
-  }
 
-  async health(): Promise<BackendHealth> {
-    return this.cli.health();
-  }
 
-  async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const { path: bin, tried } = await this.cli.resolve();
-    if (!bin) {
-      yield this.cli.missing(tried);
-      return;
-    }
-    if (turn.signal.aborted) {
-      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
-      return;
-    }
+  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     const env = this.env();
     // Per turn, private, removed afterwards: parallel turns never share or race on the file.

@@ -92,10 +92,6 @@ function rawSection(obj: unknown, key: string): unknown {
   return obj && typeof obj === "object" && !Array.isArray(obj) ? (obj as Record<string, unknown>)[key] : undefined;
 }
 
-function rawModels(raw: unknown): unknown[] {
-  const models = rawSection(raw, "models");
-  return Array.isArray(models) ? models : [];
-}
 
 function mergeContext(...layers: Array<ContextBudgetInput | undefined>): ContextBudget {
   const out: ContextBudget = { ...DEFAULT_CONTEXT };

@@ -5,7 +5,7 @@
  * answer that depends on how much text has arrived. That is what makes streaming equal to whole-text
  * extraction for every split.
  */
-import { DONE, isWs, JsonScanner, MORE, REJECT, V_CALL, V_CALLS, V_OBJ } from "./json.js";
+import { isWs, JsonScanner, MORE, REJECT, V_CALL, V_CALLS, V_OBJ } from "./json.js";
 import { callsFromJsonText, convertParamValue, objectFromJsonText, type RawCall } from "./shape.js";
 
 export interface ScanContext {

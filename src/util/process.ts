@@ -117,7 +117,7 @@ export class CliProcess {
   private readonly onAbort = () => void this.terminate("aborted");
   private readonly killGraceMs: number;
 
-  constructor(private readonly opts: CliProcessOptions) {
+  constructor(opts: CliProcessOptions) {
     this.killGraceMs = opts.killGraceMs ?? 3000;
     this.child = spawn(opts.command, opts.args, {
       cwd: opts.cwd,
