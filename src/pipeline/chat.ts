@@ -4,6 +4,7 @@
  * It hands the HTTP layer a typed event stream; the encoders (src/encoder) turn it into SSE or JSON.
  */
 import { createHash } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import type { Backend, BackendEvent, PromptParts, TurnInput } from "../backends/types.js";
@@ -47,8 +48,12 @@ export interface PipelineDeps {
 }
 
 export class ChatPipeline {
-  /** Aborted on shutdown: every running turn stops. */
-  private readonly shutdown = new AbortController();
+  /** Aborted on shutdown: every running turn stops. One listener per running turn: no limit. */
+  private readonly shutdown = (() => {
+    const ctl = new AbortController();
+    setMaxListeners(0, ctl.signal);
+    return ctl;
+  })();
   private readonly active = new Set<Promise<void>>();
 
   constructor(private readonly deps: PipelineDeps) {}
