@@ -44,6 +44,16 @@ export function stripMetadata(text: string): string {
   return out.trim();
 }
 
+/**
+ * The parts of a user message OpenClaw does not replay identically — a leading timestamp prefix and
+ * `Runtime:` lines — removed; everything else (message-id metadata included) kept. For identity.
+ */
+export function stripReplayVariance(text: string): string {
+  let out = text.replace(/\r\n/g, "\n").replace(RUNTIME_LINE, "").trimStart();
+  out = out.replace(TIMESTAMP_PREFIX, "");
+  return out.trim();
+}
+
 /** True when a user message holds nothing the person typed (only internal context / metadata). */
 export function isInternalOnly(text: string): boolean {
   return text.includes("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>") && stripMetadata(text) === "";

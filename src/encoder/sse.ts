@@ -131,6 +131,9 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
     write(`data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: `internal error: ${result.error}` }))}\n\n`);
   } finally {
     clearInterval(beat);
+    // Flush what this tick wrote before ending: on Node 22/24 frames still corked when end() is
+    // called are lost (Node 20 flushes them).
+    if (corked) uncork();
     if (!res.writableEnded) res.end();
   }
   return result;

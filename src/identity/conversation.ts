@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { contentText, type ChatRequest } from "../openai/schema.js";
-import { parseRuntimeLine, stripMetadata } from "../context/metadata.js";
+import { parseRuntimeLine, stripMetadata, stripReplayVariance } from "../context/metadata.js";
 
 export type KeySource = "header" | "user" | "runtime" | "derived";
 
@@ -49,12 +49,15 @@ export function resolveConversation(req: ChatRequest, headers: IncomingHttpHeade
       return { key: clean(`openclaw:${rt.session ?? "-"}:${rt.sessionId ?? "-"}`), source: "runtime" };
     }
   }
-  // The first user message that holds something the person typed, AS SENT (metadata included).
+  // The first user message that holds something the person typed, as sent — its message-id
+  // metadata makes it unique — less what OpenClaw changes on replay: 2026.5 puts the timestamp
+  // prefix on the NEWEST message only, and the Runtime line is per request.
   const first = users.map((m) => contentText(m.content)).find((t) => stripMetadata(t).length > 0) ?? "";
+  const stable = stripReplayVariance(first);
   const digest = createHash("sha256")
     .update(opts.scope ?? "")
     .update("\0")
-    .update(first)
+    .update(stable)
     .digest("hex")
     .slice(0, 24);
   return { key: `derived:${digest}`, source: "derived" };

@@ -55,6 +55,8 @@ export class ChatPipeline {
     return ctl;
   })();
   private readonly active = new Set<Promise<void>>();
+  /** The controller of every running turn: aborted on shutdown (a Set, not one listener per turn). */
+  private readonly turnControllers = new Set<AbortController>();
 
   constructor(private readonly deps: PipelineDeps) {}
 
@@ -70,10 +72,16 @@ export class ChatPipeline {
       if (timer) clearTimeout(timer);
     }
     this.shutdown.abort();
+    for (const ctl of this.turnControllers) ctl.abort();
     await Promise.allSettled([...this.active]);
   }
 
-  async prepare(req: ChatRequest, headers: IncomingHttpHeaders, clientSignal: AbortSignal): Promise<PreparedTurn> {
+  /**
+   * `client` is the client's signal, or a controller the caller owns and aborts when the client
+   * goes away: then its signal is the turn's own (no second controller and listener per turn; the
+   * pipeline aborts it on shutdown, so the caller should not read "client gone" from it).
+   */
+  async prepare(req: ChatRequest, headers: IncomingHttpHeaders, client: AbortSignal | AbortController): Promise<PreparedTurn> {
     const { config, router, scheduler, logger } = this.deps;
     const requestId = alnumId("req", 12);
     const route = router.resolve(req.model);
@@ -87,9 +95,11 @@ export class ChatPipeline {
       );
     }
     const conversation = resolveConversation(req, headers, { sessionHeader: config.server.sessionHeader, scope: route.model.id });
-    const linked = linkSignals(clientSignal, this.shutdown.signal);
+    const linked = this.linkTurn(client);
     const signal = linked.signal;
-    const log = logger.child({ requestId, model: route.model.id, backend: route.backend.name, conversation: conversation.key });
+    // The child logger is made only when something is logged at an enabled level (creating a pino
+    // child per turn showed in the per-request CPU profile; most turns log nothing at `warn`).
+    const log = lazyChild(logger, () => ({ requestId, model: route.model.id, backend: route.backend.name, conversation: conversation.key }));
 
     let lease: Lease;
     try {
@@ -121,6 +131,30 @@ export class ChatPipeline {
     };
   }
 
+  /** The turn's signal: fires when the client goes away or on shutdown. `dispose` when the turn ends. */
+  private linkTurn(client: AbortSignal | AbortController): { signal: AbortSignal; dispose: () => void } {
+    const own = client instanceof AbortController ? client : undefined;
+    const ctl = own ?? new AbortController();
+    let onAbort: (() => void) | undefined;
+    if (!own) {
+      const clientSignal = client as AbortSignal;
+      if (clientSignal.aborted) ctl.abort();
+      else {
+        onAbort = () => ctl.abort();
+        clientSignal.addEventListener("abort", onAbort, { once: true });
+      }
+    }
+    if (this.shutdown.signal.aborted) ctl.abort();
+    this.turnControllers.add(ctl);
+    return {
+      signal: ctl.signal,
+      dispose: () => {
+        this.turnControllers.delete(ctl);
+        if (onAbort) (client as AbortSignal).removeEventListener("abort", onAbort);
+      },
+    };
+  }
+
   private async *run(req: ChatRequest, route: Route, conversation: Conversation, signal: AbortSignal, lease: Lease, log: Logger, dispose: () => void): AsyncGenerator<BackendEvent> {
     const started = Date.now();
     let finished!: () => void;
@@ -131,9 +165,10 @@ export class ChatPipeline {
     let chars = 0;
     try {
       const mode = effectiveMode(route, conversation);
-      const userText = findCurrentUserTurn(req.messages).text;
-      const live = mode === "passthrough" ? [] : await this.enrich(userText, route, signal, log);
-      const source = mode === "resume" ? this.runResume(req, route, conversation, signal, live, log) : this.runStateless(req, route, conversation, signal, live, log, mode);
+      const live = mode === "passthrough" ? [] : await this.enrich(findCurrentUserTurn(req.messages).text, route, signal, log);
+      // Stateless/passthrough: the backend's events through `contract` only (one generator layer
+      // fewer per event than a wrapper generator).
+      const source = mode === "resume" ? this.runResume(req, route, conversation, signal, live, log) : this.statelessTurn(req, route, conversation, signal, live, log, mode);
       for await (const ev of source) {
         if (ev.type === "text") chars += ev.text.length;
         if (ev.type === "error") {
@@ -165,7 +200,7 @@ export class ChatPipeline {
   }
 
   /** Stateless (compact prompt each turn) and passthrough (the request as is) turns. */
-  private async *runStateless(
+  private statelessTurn(
     req: ChatRequest,
     route: Route,
     conversation: Conversation,
@@ -185,7 +220,7 @@ export class ChatPipeline {
       log.info({ conversationSource: conversation.source, mode, ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
     }
     const turn: TurnInput = { model: route.model.backendModel, prompt, request: req, session: { key: conversation.key, turn: 0 }, signal };
-    yield* contract(route.backend, turn, () => `${prompt.system}\n${prompt.text}`);
+    return contract(route.backend, turn, () => `${prompt.system}\n${prompt.text}`);
   }
 
   /**
@@ -330,18 +365,22 @@ async function* contract(backend: Backend, turn: TurnInput, promptText: () => st
   }
 }
 
-/** One signal that fires when either fires; `dispose` detaches it from the long-lived one (no leak). */
-function linkSignals(turnScoped: AbortSignal, longLived: AbortSignal): { signal: AbortSignal; dispose: () => void } {
-  const ctl = new AbortController();
-  const onAbort = () => ctl.abort();
-  if (turnScoped.aborted || longLived.aborted) ctl.abort();
-  turnScoped.addEventListener("abort", onAbort, { once: true });
-  longLived.addEventListener("abort", onAbort, { once: true });
-  return {
-    signal: ctl.signal,
-    dispose: () => {
-      turnScoped.removeEventListener("abort", onAbort);
-      longLived.removeEventListener("abort", onAbort);
+const LOG_LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace"]);
+const noop = () => {};
+
+/**
+ * `parent.child(bindings())`, made on first use: calls at a level the parent has disabled are
+ * no-ops that create nothing. Everything else goes to the real child.
+ */
+function lazyChild(parent: Logger, bindings: () => Record<string, unknown>): Logger {
+  let child: Logger | undefined;
+  const real = () => (child ??= parent.child(bindings()));
+  return new Proxy({} as Logger, {
+    get(_target, prop) {
+      if (child === undefined && typeof prop === "string" && LOG_LEVELS.has(prop) && !parent.isLevelEnabled(prop)) return noop;
+      const r = real();
+      const v = (r as unknown as Record<PropertyKey, unknown>)[prop];
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(r) : v;
     },
-  };
+  });
 }

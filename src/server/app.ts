@@ -160,13 +160,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const body = parsed.data;
 
     // The client's connection: when it goes away, the turn is aborted (and its process killed).
-    const clientGone = new AbortController();
+    // The controller becomes the turn's own (the pipeline also aborts it on shutdown): whether the
+    // client went away is kept apart.
+    const turnCtl = new AbortController();
+    let clientGone = false;
     const onClose = () => {
-      if (!reply.raw.writableFinished) clientGone.abort();
+      if (!reply.raw.writableFinished) {
+        clientGone = true;
+        turnCtl.abort();
+      }
     };
     reply.raw.on("close", onClose);
 
-    const turn = await pipeline.prepare(body, req.headers, clientGone.signal);
+    const turn = await pipeline.prepare(body, req.headers, turnCtl);
     if (body.stream) {
       reply.hijack();
       await writeSse(reply.raw, turn.events, {
@@ -180,7 +186,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const result = await collectCompletion(turn.events, body.model);
     for (const [k, v] of Object.entries(turn.headers)) void reply.header(k, v);
     if (!result.ok) {
-      if (clientGone.signal.aborted) {
+      if (clientGone) {
         // Nobody is listening: drop the connection rather than leave the reply open.
         reply.hijack();
         reply.raw.destroy();

@@ -204,7 +204,9 @@ export class Gateway {
     } catch {
       /* already gone */
     }
-    const r = await Promise.race([this.exited, new Promise<"timeout">((res) => setTimeout(() => res("timeout"), timeoutMs))]);
+    let timer: NodeJS.Timeout | undefined;
+    const r = await Promise.race([this.exited, new Promise<"timeout">((res) => (timer = setTimeout(() => res("timeout"), timeoutMs)))]);
+    clearTimeout(timer);
     if (r !== "timeout") return { ...r, killed: false };
     try {
       process.kill(-this.pid, "SIGKILL");

@@ -16,9 +16,13 @@
  * first (resume: same claude session, turn 1 in the resumed history, keyed on OpenClaw's session
  * id); (c) a tool call returned by the bridge is executed by OpenClaw (`read`) and its result comes
  * back in the next request; (d) a backend error reaches the user as a message; (e) the plugin:
- * installed, not started by CLI commands (`config validate`, `agent --local`), started by a real
- * gateway (stale lock replaced, its apiKey enforced), serving a turn, stopped cleanly on SIGTERM
- * (port closed, lock removed, no process left).
+ * installed (2026.5: `plugins install -l`, linked; 2026.9: copied), not started by CLI commands
+ * (`config validate`, `doctor`, `agent --local`), started by a real gateway (stale lock replaced,
+ * its apiKey enforced), serving a turn, stopped cleanly on SIGTERM (port closed, lock removed, no
+ * process left). Known bridge bugs are marked `todo` (see each test's note).
+ *
+ * Install OpenClaw once before: `node --import tsx test/e2e/setup.ts` (the suite installs it itself
+ * when missing, and fails if it cannot). CLAWBRIDGE_E2E_GEN=2026.5 runs one generation.
  *
  * Only the model APIs are faked. Everything listens on 127.0.0.1.
  */
@@ -97,7 +101,7 @@ function describeRun(r: RunResult): string {
   return `exit ${r.code}${r.signal ? ` (${r.signal})` : ""} after ${Math.round(r.ms / 1000)} s\n--- stdout ---\n${r.stdout.slice(-3000)}\n--- stderr ---\n${r.stderr.slice(-3000)}`;
 }
 
-// CLAWBRIDGE_E2E_GEN=2026.5 runs one generation (while working on it); by default both run.
+// CLAWBRIDGE_E2E_GEN=2026.5 runs one generation; by default both run.
 const only = process.env.CLAWBRIDGE_E2E_GEN?.trim();
 const selected = GENERATIONS.filter((g) => !only || g.gen === only);
 if (!selected.length) throw new Error(`CLAWBRIDGE_E2E_GEN=${only}: known generations are ${GENERATIONS.map((g) => g.gen).join(", ")}`);
@@ -154,8 +158,8 @@ for (const gen of selected) {
       pluginPort = await freePort();
       gatewayPort = await freePort();
 
-      // The bridge the plugin runs inside the gateway (an openai backend: no native modules, so it
-      // runs on the gateway's Node 22/24 as well).
+      // The bridge the plugin runs inside the gateway (an openai backend: no native module, so it
+      // runs on the gateway's Node 22/24 too). Its port comes from the plugin config (`port`).
       writeJson(path.join(home, "plugin-bridge.json"), {
         server: { host: "127.0.0.1", port: 4097, shutdownGraceSeconds: 2 },
         logging: { level: "info" },
@@ -164,8 +168,10 @@ for (const gen of selected) {
         models: [{ id: "fake", backend: "up", model: "fake-model" }],
       });
       configFile = path.join(home, ".openclaw", "openclaw.json");
+      // No `gateway` section yet: with one, `openclaw doctor` waits 60 s for a gateway to answer.
       writeJson(configFile, {
-        gateway: { mode: "local", port: gatewayPort, bind: "loopback", auth: { mode: "token", token: "e2e-gateway-token-0123456789" } },
+        // OpenClaw's file log would go to the shared /tmp/openclaw otherwise.
+        logging: { file: path.join(home, "openclaw.log") },
         models: {
           mode: "merge",
           providers: {
@@ -199,18 +205,25 @@ for (const gen of selected) {
       process.stderr.write(`[e2e ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`);
     });
 
-    test("the plugin installs with `openclaw plugins install <path>` (copied) and its config validates", async () => {
-      const args = ["plugins", "install", PLUGIN_DIR, "--force"];
+    // 2026.5 links the plugin folder (`-l`): the plugin finds this repository from its own path.
+    // 2026.9 copies it (the default): the copy is told where clawbridge is (clawbridgeRoot).
+    const linked = gen.gen === "2026.5";
+    test(`the plugin installs with \`openclaw plugins install${linked ? " -l" : ""} <path>\` and its config validates; \`config validate\` starts nothing`, async () => {
+      // --force: a local source is confirmed non-interactively (not accepted with --link).
+      const args = ["plugins", "install", ...(linked ? ["-l", PLUGIN_DIR] : [PLUGIN_DIR, "--force"])];
       if (gen.gen === "2026.9") args.push("--accept-capabilities");
       const r = await oc(args);
       assert.equal(r.code, 0, describeRun(r));
-      // A copy, not a link: the plugin must be told where clawbridge is (clawbridgeRoot).
-      const copied = path.join(home, ".openclaw", "extensions", "clawbridge");
-      assert.ok(existsSync(path.join(copied, "index.js")) && existsSync(path.join(copied, "lib", "worker.js")), `plugin copied to ${copied}`);
       const cfg = JSON.parse(readFileSync(configFile, "utf8"));
-      assert.equal(cfg.plugins?.entries?.clawbridge?.enabled, true, "install enabled the plugin");
+      assert.equal(cfg.plugins?.entries?.clawbridge?.enabled, true, `install enabled the plugin: ${JSON.stringify(cfg.plugins)}`);
+      const copied = path.join(home, ".openclaw", "extensions", "clawbridge");
+      if (linked) {
+        assert.ok((cfg.plugins?.load?.paths ?? []).includes(PLUGIN_DIR), `linked through plugins.load.paths: ${JSON.stringify(cfg.plugins)}`);
+      } else {
+        assert.ok(existsSync(path.join(copied, "index.js")) && existsSync(path.join(copied, "lib", "worker.js")), `plugin copied to ${copied}`);
+      }
       cfg.plugins.entries.clawbridge.config = {
-        clawbridgeRoot: REPO,
+        ...(linked ? {} : { clawbridgeRoot: REPO }),
         configPath: path.join(home, "plugin-bridge.json"),
         port: pluginPort,
         dataDir,
@@ -224,6 +237,14 @@ for (const gen of selected) {
       assert.equal(v.code, 0, describeRun(v));
       assert.equal(JSON.parse(v.stdout.slice(v.stdout.indexOf("{"))).valid, true, v.stdout);
       assert.equal(existsSync(lockFile()), false, "no lock file after a CLI command");
+    });
+
+    test("`openclaw doctor` does not start the bridge", async () => {
+      const watch = new PortWatcher(pluginPort);
+      const r = await oc(["doctor", "--non-interactive"], 240_000);
+      assert.equal(await watch.stop(), false, "`doctor` must not start the bridge");
+      assert.equal(existsSync(lockFile()), false, "no lock file after `doctor`");
+      assert.equal(r.code, 0, describeRun(r));
     });
 
     /** The bridge's binding for a conversation key (resume mode), or undefined. */
@@ -255,6 +276,9 @@ for (const gen of selected) {
       // A lock left by a gateway that died: its PID does not exist.
       mkdirSync(dataDir, { recursive: true });
       writeFileSync(lockFile(), JSON.stringify({ pid: 2 ** 22 + 12345, startedAt: "2026-01-01T00:00:00Z" }));
+      const cfg = JSON.parse(readFileSync(configFile, "utf8"));
+      cfg.gateway = { mode: "local", port: gatewayPort, bind: "loopback", auth: { mode: "token", token: "e2e-gateway-token-0123456789" } };
+      writeJson(configFile, cfg);
       gateway = Gateway.start(install, env, gatewayPort);
       const ready = await gateway.ready(240_000);
       assert.ok(ready, `gateway ready:\n${gateway.output().slice(-4000)}`);
@@ -272,15 +296,23 @@ for (const gen of selected) {
       assert.equal(withKey.status, 200);
     });
 
-    test("(e) a turn through the gateway's agent path is answered by the plugin's bridge", async () => {
-      assert.ok(gateway, "gateway running");
-      const r = await oc(["agent", "--agent", "main", "--session-key", "agent:main:e2e-e", "--model", "cbplugin/fake", "--message", "E2E-E: through the plugin", "--json", "--timeout", "120"], 200_000);
-      const bridgeLog = () => gateway!.output().split("\n").filter((l) => /clawbridge/.test(l)).slice(-30).join("\n");
-      assert.equal(r.code, 0, `${describeRun(r)}\n--- the plugin's bridge in the gateway log ---\n${bridgeLog()}`);
-      assert.match(agentReply(r.stdout).text, /PLUGIN-BRIDGE-OK/, r.stdout.slice(0, 2000));
-      // The bridge's own log reaches the gateway's log through the plugin.
-      const logged = await eventually(() => /clawbridge: turn ended .*"outcome":"completed"/.test(gateway!.output()), 10_000);
-      assert.ok(logged, gateway!.output().split("\n").filter((l) => l.includes("clawbridge")).slice(-20).join("\n"));
+    const bridgeLog = () => (gateway?.output() ?? "").split("\n").filter((l) => /clawbridge/.test(l)).slice(-30).join("\n");
+    let pluginTurn: RunResult | undefined;
+    test(
+      "(e) a turn through the gateway's agent path is answered by the plugin's bridge",
+      async () => {
+        assert.ok(gateway, "gateway running");
+        // A short OpenClaw timeout: with the bug above the turn never completes.
+        pluginTurn = await oc(["agent", "--agent", "main", "--session-key", "agent:main:e2e-e", "--model", "cbplugin/fake", "--message", "E2E-E: through the plugin", "--json", "--timeout", "45"], 90_000);
+        assert.equal(pluginTurn.code, 0, `${describeRun(pluginTurn)}\n--- the plugin's bridge in the gateway log ---\n${bridgeLog()}`);
+        assert.match(agentReply(pluginTurn.stdout).text, /PLUGIN-BRIDGE-OK/, pluginTurn.stdout.slice(0, 2000));
+      },
+    );
+
+    test("(e) that turn reached the plugin's bridge, which completed it (its log is forwarded into the gateway's log)", async () => {
+      assert.ok(pluginTurn, "the turn ran");
+      const logged = await eventually(() => /clawbridge: turn started .*"model":"fake"/.test(gateway?.output() ?? "") && /clawbridge: turn ended .*"outcome":"completed"/.test(gateway?.output() ?? ""), 10_000);
+      assert.ok(logged, bridgeLog());
     });
 
     /** Two turns in one session; returns what the second claude call saw. */
@@ -311,12 +343,6 @@ for (const gen of selected) {
 
     test(
       "(b) without the plugin's header (identity from the request itself) a second turn remembers the first",
-      {
-        todo:
-          gen.gen === "2026.5"
-            ? "bridge bug (src/identity/conversation.ts): OpenClaw 2026.5.28 prefixes only the NEWEST user message with `[Sat 2026-11-21 10:25 UTC] ` and replays it without the prefix, so the derived key (hash of the first user message as sent) changes between turn 1 and turn 2 and turn 2 starts a new claude session"
-            : false,
-      },
       async () => {
         const { reply2, last } = await twoTurns("cbtest/claude", "agent:main:e2e-b2");
         assert.match(reply2.text, /You told me ZEBRA-7/);
@@ -351,10 +377,7 @@ for (const gen of selected) {
     test(
       "(d) the message carries the upstream's own error text",
       {
-        todo:
-          gen.gen === "2026.9"
-            ? "OpenClaw 2026.9 never shows a provider's error text; the bridge's SSE error {type:backend_error, code:upstream_error} for an upstream 400 is classed as a retryable internal error: ~75 s of retries, then `request failed (provider internal error)` (see report)"
-            : false,
+        skip: gen.gen === "2026.9" ? "OpenClaw 2026.9 never shows a provider's error text to the user (only its own 'request failed' message); the bridge's reason is in the bridge's log" : false,
       },
       () => {
         assert.ok(errorRun, "the error turn ran");

@@ -110,10 +110,21 @@ describe("derived keys", () => {
     });
   }
 
-  test("two conversations that start with the same words at different times (or message ids) get different keys", () => {
+  test("two conversations that start with the same words but other message ids get different keys", () => {
     assert.notEqual(resolveConversation(turnOf("2026.5", 2, "A"), {}).key, resolveConversation(turnOf("2026.5", 2, "B"), {}).key);
-    const at = (stamp: string) => resolveConversation(req([{ role: "user", content: `[${stamp}] hi` }]), {}).key;
-    assert.notEqual(at("Sat 2026-11-21 09:13 UTC"), at("Sun 2026-11-22 10:00 UTC"));
+  });
+
+  test("the timestamp prefix does not count: OpenClaw 2026.5 stamps only the newest message and replays it bare", () => {
+    const stamped = resolveConversation(req([{ role: "user", content: "[Sat 2026-11-21 09:13 UTC] plan my trip" }]), {}).key;
+    const replayed = resolveConversation(
+      req([
+        { role: "user", content: "plan my trip" },
+        { role: "assistant", content: "Sure." },
+        { role: "user", content: "[Sat 2026-11-21 09:15 UTC] by train" },
+      ]),
+      {},
+    ).key;
+    assert.equal(stamped, replayed);
   });
 
   test("different first messages → different keys", () => {
