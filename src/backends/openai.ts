@@ -723,7 +723,10 @@ class OpenAIBackend implements Backend {
     let timer: NodeJS.Timeout | undefined;
     const arm = (first: boolean) => {
       clearTimeout(timer);
-      timer = first ? setTimeout(() => halt("first_byte"), Math.max(0, firstByteDeadline - Date.now())) : setTimeout(() => halt("idle"), o.idleTimeoutSeconds * 1000);
+      // Non-streamed: the first-byte deadline IS the whole-turn deadline, which `total` already
+      // enforces (with the whole-turn message); a second timer per phase would only race it.
+      if (first && !upstreamStreams) timer = undefined;
+      else timer = first ? setTimeout(() => halt("first_byte"), Math.max(0, firstByteDeadline - Date.now())) : setTimeout(() => halt("idle"), o.idleTimeoutSeconds * 1000);
     };
     const disarm = () => clearTimeout(timer);
 
