@@ -9,42 +9,14 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { qwenCodeBackend, qwenCodeOptionsSchema, parseQwenApiError, type QwenCodeBackend } from "../../src/backends/qwen-code.js";
-import type { BackendEvent, TurnInput } from "../../src/backends/types.js";
+import type { BackendEvent } from "../../src/backends/types.js";
 import { createLogger } from "../../src/log/logger.js";
-import { chatRequestSchema } from "../../src/openai/schema.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../fakes/openai-api.js";
 import { QWEN_BIN, qwenEnv } from "../fakes/cli-env.js";
 
+import { assertEndsOnce, collect, errorOf, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
-
-function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string } = {}): TurnInput {
-  return {
-    model: opts.model ?? "default",
-    prompt: { system: opts.system ?? "", text },
-    request: chatRequestSchema.parse({ model: "qwen-test", messages: [{ role: "user", content: text }] }),
-    session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
-    signal: opts.signal ?? new AbortController().signal,
-  };
-}
-
-async function collect(it: AsyncIterable<BackendEvent>, max = 5000): Promise<BackendEvent[]> {
-  const out: BackendEvent[] = [];
-  for await (const ev of it) {
-    out.push(ev);
-    if (out.length >= max) throw new Error("too many events");
-  }
-  return out;
-}
-
-const textOf = (evs: BackendEvent[]) => evs.flatMap((e) => (e.type === "text" ? [e.text] : [])).join("");
-const sessionOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "session" }> => e.type === "session")?.id;
-const errorOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
-
-function assertEndsOnce(evs: BackendEvent[]): void {
-  const ends = evs.filter((e) => e.type === "done" || e.type === "error");
-  assert.equal(ends.length, 1, `exactly one done/error: ${JSON.stringify(evs.map((e) => e.type))}`);
-  assert.equal(evs.at(-1), ends[0], "done/error is the last event");
-}
 
 function findFiles(root: string, name: string, depth = 6): string[] {
   const out: string[] = [];

@@ -1,0 +1,35 @@
+/** Driving a backend's `run()` directly in tests: a turn input, the collected events, and checks. */
+import assert from "node:assert/strict";
+import type { BackendEvent, TurnInput } from "../../src/backends/types.js";
+import { chatRequestSchema } from "../../src/openai/schema.js";
+
+export function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string } = {}): TurnInput {
+  return {
+    model: opts.model ?? "default",
+    prompt: { system: opts.system ?? "", text },
+    request: chatRequestSchema.parse({ model: "backend-test", messages: [{ role: "user", content: text }] }),
+    session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
+    signal: opts.signal ?? new AbortController().signal,
+  };
+}
+
+/** Every event of a run (bounded). */
+export async function collect(it: AsyncIterable<BackendEvent>, max = 5000): Promise<BackendEvent[]> {
+  const out: BackendEvent[] = [];
+  for await (const ev of it) {
+    out.push(ev);
+    if (out.length >= max) throw new Error("too many events");
+  }
+  return out;
+}
+
+export const textOf = (evs: BackendEvent[]) => evs.flatMap((e) => (e.type === "text" ? [e.text] : [])).join("");
+export const sessionOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "session" }> => e.type === "session")?.id;
+export const errorOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
+
+/** The backend contract: exactly one done/error, and it is the last event. */
+export function assertEndsOnce(evs: BackendEvent[]): void {
+  const ends = evs.filter((e) => e.type === "done" || e.type === "error");
+  assert.equal(ends.length, 1, `exactly one done/error: ${JSON.stringify(evs.map((e) => e.type))}`);
+  assert.equal(evs.at(-1), ends[0], "done/error is the last event");
+}
