@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, FinishReason, TurnInput, Usage } from "./types.js";
 
@@ -257,19 +257,14 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
     const systemFile =
       this.opts.systemPromptFile && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system) : undefined;
     try {
-      yield* runCliTurn(
+      yield* this.cliTurn(
+        turn,
         {
           label: "claude",
           bin,
           args: claudeArgs(this.opts, turn, systemFile?.file),
           env: this.env(),
           cwd,
-          stdin: turn.prompt.text,
-          signal: turn.signal,
-          timeoutSeconds: this.opts.timeoutSeconds,
-          killGraceSeconds: this.opts.killGraceSeconds,
-          logger: this.deps.logger.child({ backend: this.name }),
-          onSpawn: (pid) => (this.lastPid = pid),
         },
         new ClaudeStreamMapper("claude", resuming),
       );

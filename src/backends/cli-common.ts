@@ -211,7 +211,7 @@ export function writeTurnFile(dataDir: string, prefix: string, name: string, con
  * the checks before a turn (binary missing → `backend_unavailable`, already aborted → `aborted`).
  * A backend implements `runTurn` with the CLI's own arguments and event mapping.
  */
-export abstract class CliBackendBase<O extends { command: string; env: Record<string, string> }> implements Backend {
+export abstract class CliBackendBase<O extends { command: string; env: Record<string, string>; timeoutSeconds: number; killGraceSeconds: number }> implements Backend {
   abstract readonly type: string;
   /** Pid of the last CLI started (tests and diagnostics; not reliable with parallel turns). */
   lastPid: number | undefined;
@@ -247,6 +247,26 @@ export abstract class CliBackendBase<O extends { command: string; env: Record<st
       return;
     }
     yield* this.runTurn(turn, bin);
+  }
+
+  /** Run one CLI turn with this backend's limits, logger and pid bookkeeping (prompt on stdin). */
+  protected cliTurn(
+    turn: TurnInput,
+    spec: Pick<CliTurnSpec, "label" | "bin" | "args" | "env" | "cwd"> & { stdin?: string; logger?: Logger },
+    mapper: CliTurnMapper,
+  ): AsyncGenerator<BackendEvent> {
+    return runCliTurn(
+      {
+        stdin: turn.prompt.text,
+        logger: this.deps.logger.child({ backend: this.name }),
+        ...spec,
+        signal: turn.signal,
+        timeoutSeconds: this.opts.timeoutSeconds,
+        killGraceSeconds: this.opts.killGraceSeconds,
+        onSpawn: (pid) => (this.lastPid = pid),
+      },
+      mapper,
+    );
   }
 
   /** One turn with the resolved binary. */

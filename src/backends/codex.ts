@@ -29,7 +29,7 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, TurnInput, Usage } from "./types.js";
 
@@ -362,19 +362,15 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
     const mapper = new CodexStreamMapper("codex", !!resume, baseline);
     const log = this.deps.logger.child({ backend: this.name });
     try {
-      yield* runCliTurn(
+      yield* this.cliTurn(
+        turn,
         {
           label: "codex",
           bin,
           args: codexArgs(this.opts, turn, instructions?.file),
           env,
           cwd,
-          stdin: turn.prompt.text,
-          signal: turn.signal,
-          timeoutSeconds: this.opts.timeoutSeconds,
-          killGraceSeconds: this.opts.killGraceSeconds,
           logger: log,
-          onSpawn: (pid) => (this.lastPid = pid),
         },
         mapper,
       );

@@ -15,7 +15,7 @@ import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, runCliTurn, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, TurnInput, Usage } from "./types.js";
 
@@ -201,19 +201,14 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
     const systemFile = mode === "replace" && system ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", system) : undefined;
     if (systemFile) env.GEMINI_SYSTEM_MD = systemFile.file;
     try {
-      yield* runCliTurn(
+      yield* this.cliTurn(
+        turn,
         {
           label: "gemini",
           bin,
           args: geminiArgs(this.opts, turn),
           env,
           cwd,
-          stdin: turn.prompt.text,
-          signal: turn.signal,
-          timeoutSeconds: this.opts.timeoutSeconds,
-          killGraceSeconds: this.opts.killGraceSeconds,
-          logger: this.deps.logger.child({ backend: this.name }),
-          onSpawn: (pid) => (this.lastPid = pid),
         },
         new GeminiStreamMapper("gemini", !!turn.session.backendSessionId),
       );

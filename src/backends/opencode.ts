@@ -7,7 +7,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
-import { CliBackendBase, joinSeparator, runCliTurn, stderrTail } from "./cli-common.js";
+import { CliBackendBase, joinSeparator, stderrTail } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendEvent, TurnInput, Usage } from "./types.js";
 
@@ -138,19 +138,9 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
     // `run` has no system-prompt flag: the instructions lead the prompt.
     const prompt = turn.prompt.system ? `${turn.prompt.system}\n\n${turn.prompt.text}` : turn.prompt.text;
     const state = newOpencodeState();
-    yield* runCliTurn(
-      {
-        label: "opencode",
-        bin,
-        args,
-        env: this.env(),
-        cwd,
-        stdin: prompt,
-        signal: turn.signal,
-        timeoutSeconds: this.opts.timeoutSeconds,
-        killGraceSeconds: this.opts.killGraceSeconds,
-        logger: this.deps.logger,
-      },
+    yield* this.cliTurn(
+      turn,
+      { label: "opencode", bin, args, env: this.env(), cwd, stdin: prompt },
       {
         onEvent: (ev) => mapOpencodeEvent(ev as OpencodeEvent, state),
         finish: (end) => finishOpencodeTurn(state, end),

@@ -18,7 +18,7 @@
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { ClaudeStreamMapper } from "./claude-code.js";
-import { CliBackendBase, cliBaseOptions, conversationCwd, runCliTurn, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, TurnInput } from "./types.js";
 
@@ -192,19 +192,14 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
       this.opts.systemPromptMode === "replace" && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "qwen-system-", "system.md", turn.prompt.system) : undefined;
     if (systemFile) env.QWEN_SYSTEM_MD = systemFile.file;
     try {
-      yield* runCliTurn(
+      yield* this.cliTurn(
+        turn,
         {
           label: "qwen",
           bin,
           args: qwenArgs(this.opts, turn),
           env,
           cwd,
-          stdin: turn.prompt.text,
-          signal: turn.signal,
-          timeoutSeconds: this.opts.timeoutSeconds,
-          killGraceSeconds: this.opts.killGraceSeconds,
-          logger: this.deps.logger.child({ backend: this.name }),
-          onSpawn: (pid) => (this.lastPid = pid),
         },
         new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
       );
