@@ -103,7 +103,7 @@ async function startBridge(ctx: BenchContext, configFile: string, profileDir?: s
   const service = await startService({
     name: "clawbridge",
     command: process.execPath,
-    args: [...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []), "--import", "tsx", path.join(ctx.root, "src", "cli", "main.ts"), "serve", "--config", configFile, "--port", "0"],
+    args: [...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []), path.join(ctx.root, "bin", "clawbridge.js"), "serve", "--config", configFile, "--port", "0"],
     cwd: ctx.root,
     readyPattern: /listening on (http:\/\/[^\s]+)/,
   });
@@ -278,7 +278,7 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     "## Set-up",
     "",
     `- Fake upstream (bench/fake-upstream.ts, its own process): every answer is ${CHUNKS} content chunks + finish + usage + [DONE], precomputed, each frame its own write, back-to-back, no delay; \`stream: false\` gets the same text as one JSON body.`,
-    `- Bridge: \`node --import tsx src/cli/main.ts serve --config <tmp>.yaml --port 0\` (its own process), one \`type: openai\` backend on the fake, \`logging.level: warn\`, \`server.maxConcurrent: 64\`. The upstream is asked for a stream only when the client streams (\`streamUpstream: when-client-streams\`, the default).`,
+    `- Bridge: \`node bin/clawbridge.js serve --config <tmp>.yaml --port 0\` (its own process; the compiled build in dist/, as \`npm start\` runs it — \`npm run bench\` builds it first), one \`type: openai\` backend on the fake, \`logging.level: warn\`, \`server.maxConcurrent: 64\`. The upstream is asked for a stream only when the client streams (\`streamUpstream: when-client-streams\`, the default).`,
     `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests, ${maxSeconds} s), measured in ${ROUNDS} rounds that alternate direct and bridge (so both see the same background load); the latency columns pool all rounds.`,
     "- first byte: request sent → first body byte. The bridge writes its `delta.role` chunk at once, before the upstream answers, so its first byte can come EARLIER than direct. first content: → first body chunk with non-empty `delta.content` (or the JSON body). full response: → last byte.",
     "- bridge CPU / req: user+system CPU of the bridge process (/proc/<pid>/stat) over the run, per request sent (share spent in the kernel in brackets).",

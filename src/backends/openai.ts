@@ -467,6 +467,12 @@ export function upstreamErrorMessage(raw: string): string {
   return text.length > 500 ? `${text.slice(0, 500)}…` : text || "(empty body)";
 }
 
+/** The error an HTTP error status of the upstream becomes (its own message, retry hint, retryable). */
+function statusError(status: number, headers: Record<string, string | string[] | undefined>, text: string): BackendError {
+  const retry = status === 429 || status === 503 ? retryAfterText(headers["retry-after"], headers["retry-after-ms"]) : "";
+  return { code: "upstream_error", message: `upstream ${status}: ${upstreamErrorMessage(text)}${retry}`, status, retryable: status === 408 || status === 409 || status === 429 || status >= 500 };
+}
+
 function retryAfterText(h: string | string[] | undefined, hMs: string | string[] | undefined): string {
   const ms = Array.isArray(hMs) ? hMs[0] : hMs;
   if (ms && /^\d+(\.\d+)?$/.test(ms)) return ` (retry after ${Math.ceil(Number(ms) / 1000)} s)`;
@@ -608,6 +614,108 @@ function readWhole(body: Body, limit: number, arm: (first: boolean) => void, dis
     body.on("error", onError);
   });
 }
+
+/** A whole upstream answer, read by `fetchWhole`. */
+interface WholeResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+  /** The body grew beyond the limit: `body` holds its start and the request was stopped. */
+  truncated: boolean;
+}
+
+/** A failure of `fetchWhole`; `answered` tells whether the upstream had started its answer. */
+class WholeError extends Error {
+  constructor(
+    override readonly cause: Error,
+    readonly answered: boolean,
+  ) {
+    super(cause.message);
+  }
+}
+
+/**
+ * One request whose answer is read whole (the non-streamed upstream answer of a non-streaming
+ * client), on undici's dispatch API: status, headers and body chunks arrive as callbacks, with no
+ * response stream, async iterator or promise per chunk — the cheapest way to the bytes, and this
+ * runs once per turn. Stopped through `abort` (client gone, shutdown, timeout). A body beyond
+ * `limit` bytes (`errorLimit` for an error status) is cut there and the request stopped.
+ */
+class WholeHandler implements Dispatcher.DispatchHandler {
+  private controller?: Dispatcher.DispatchController;
+  private status = 0;
+  private headers: WholeResponse["headers"] = {};
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private cap: number;
+  private settled = false;
+
+  constructor(
+    limit: number,
+    private readonly errorLimit: number,
+    private readonly abort: UpstreamAbort,
+    private readonly resolve: (r: WholeResponse) => void,
+    private readonly reject: (e: WholeError) => void,
+  ) {
+    this.cap = limit;
+  }
+
+  private readonly onAbort = () => this.controller?.abort(this.abort.reason as Error);
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.abort.aborted) controller.abort(this.abort.reason as Error);
+    else this.abort.once("abort", this.onAbort);
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
+    if (statusCode < 200) return; // 1xx informational
+    this.status = statusCode;
+    this.headers = headers;
+    if (statusCode >= 400) this.cap = Math.min(this.cap, this.errorLimit);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.settled) return;
+    if (this.size + chunk.length > this.cap) {
+      this.chunks.push(chunk.subarray(0, this.cap - this.size));
+      this.size = this.cap;
+      this.finish(true);
+      controller.abort(new Error("body larger than the limit"));
+      return;
+    }
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+  }
+
+  onResponseEnd(): void {
+    this.finish(false);
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    this.abort.removeListener("abort", this.onAbort);
+    if (this.settled) return;
+    this.settled = true;
+    this.reject(new WholeError(err, this.status > 0));
+  }
+
+  private finish(truncated: boolean): void {
+    this.abort.removeListener("abort", this.onAbort);
+    if (this.settled) return;
+    this.settled = true;
+    const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
+    this.resolve({ status: this.status, headers: this.headers, body, truncated });
+  }
+}
+
+function fetchWhole(pool: Pool, options: Dispatcher.DispatchOptions, limit: number, errorLimit: number, abort: UpstreamAbort): Promise<WholeResponse> {
+  return new Promise((resolve, reject) => {
+    pool.dispatch(options, new WholeHandler(limit, errorLimit, abort, resolve, reject));
+  });
+}
+
+/** A body that has been read to its end (for parsing a whole answer as an event stream). */
+const ENDED_READER = { ended: true, next: async (): Promise<Buffer | null> => null };
 
 /** Read to the end of the body for at most `ms` (a few chunks); errors are ignored. */
 async function drainBriefly(reader: BodyReader, ms: number): Promise<void> {
@@ -775,18 +883,52 @@ class OpenAIBackend implements Backend {
       const payload = JSON.stringify(buildUpstreamBody(o, turn));
       this.logger.debug({ url, model: turn.model, bytes: payload.length, tools: tools.length }, "upstream request");
 
+      const request = {
+        path: `${this.basePath}/chat/completions`,
+        method: "POST" as const,
+        headers: (this.chatHeaders ??= this.headers({ "content-type": "application/json", accept: "text/event-stream, application/json" })),
+        body: payload,
+      };
+
+      if (!upstreamStreams) {
+        // --- non-streamed: the answer is read whole, then translated once ---
+        let whole: WholeResponse | undefined;
+        for (let attempt = 0; attempt < 2 && !whole; attempt++) {
+          try {
+            whole = await fetchWhole(this.pool, request, MAX_JSON_BODY, MAX_ERROR_BODY, ctl);
+          } catch (err) {
+            const answered = err instanceof WholeError && err.answered;
+            // One retry when a pooled keep-alive socket turns out to be closed before any answer.
+            if (attempt === 0 && !answered && !stop && SOCKET_CLOSED.has(errCode(err) ?? "")) continue;
+            yield { type: "error", error: failure(err, answered ? "stream" : "connect") };
+            return;
+          }
+        }
+        if (!whole) throw new Error("no response");
+        this.logger.debug({ status: whole.status }, "upstream response");
+        if (whole.status >= 400) {
+          yield { type: "error", error: statusError(whole.status, whole.headers, whole.body.toString("utf8")) };
+          return;
+        }
+        if (whole.truncated) {
+          yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent a body larger than ${MAX_JSON_BODY} bytes`, status: 502, retryable: false } };
+          return;
+        }
+        let text = whole.body.toString("utf8");
+        if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as TextDecoder does
+        const ctype = String(whole.headers["content-type"] ?? "").toLowerCase();
+        // JSON (the usual answer), else an event stream (a server that streams anyway).
+        if (!ctype.includes("event-stream") && (ctype.includes("json") || text.trimStart().startsWith("{"))) yield* this.json(translator, text, url);
+        else yield* this.sse(translator, text, ENDED_READER, new TextDecoder("utf-8"), failure, url, state);
+        return;
+      }
+
       // --- send (one retry when a pooled keep-alive socket turns out to be closed) ---
       arm(true);
       let res: Dispatcher.ResponseData | undefined;
       for (let attempt = 0; attempt < 2 && !res; attempt++) {
         try {
-          res = await this.pool.request({
-            path: `${this.basePath}/chat/completions`,
-            method: "POST",
-            headers: (this.chatHeaders ??= this.headers({ "content-type": "application/json", accept: "text/event-stream, application/json" })),
-            body: payload,
-            signal: ctl as unknown as EventEmitter,
-          });
+          res = await this.pool.request({ ...request, signal: ctl as unknown as EventEmitter });
         } catch (err) {
           if (attempt === 0 && !stop && SOCKET_CLOSED.has(errCode(err) ?? "")) continue;
           disarm();
@@ -814,12 +956,7 @@ class OpenAIBackend implements Backend {
             return;
           }
         }
-        const status = res.statusCode;
-        const retry = status === 429 || status === 503 ? retryAfterText(res.headers["retry-after"], res.headers["retry-after-ms"]) : "";
-        yield {
-          type: "error",
-          error: { code: "upstream_error", message: `upstream ${status}: ${upstreamErrorMessage(text)}${retry}`, status, retryable: status === 408 || status === 409 || status === 429 || status >= 500 },
-        };
+        yield { type: "error", error: statusError(res.statusCode, res.headers, text) };
         return;
       }
 
@@ -923,7 +1060,7 @@ class OpenAIBackend implements Backend {
   private async *sse(
     translator: StreamTranslator,
     initial: string,
-    reader: BodyReader,
+    reader: Pick<BodyReader, "ended" | "next">,
     decoder: TextDecoder,
     failure: (err: unknown, phase: "connect" | "stream") => BackendError,
     url: string,

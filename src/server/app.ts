@@ -2,21 +2,20 @@
  * The HTTP layer (Fastify). It validates requests, asks the pipeline for a turn, and hands the
  * turn's event stream to an encoder. It never knows which backend it talks to.
  */
+import http from "node:http";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Backend, BackendHealth } from "../backends/types.js";
 import type { Config } from "../config/schema.js";
-import { collectCompletion } from "../encoder/json.js";
-import { writeSse } from "../encoder/sse.js";
 import type { DebugLog } from "../log/debug-log.js";
-import { chatRequestSchema, describeIssues } from "../openai/schema.js";
 import type { ChatPipeline } from "../pipeline/chat.js";
 import type { TurnScheduler } from "../queue/scheduler.js";
 import type { ModelRouter } from "../routing/router.js";
 import { liveProcessCount } from "../util/process.js";
 import { VERSION } from "../version.js";
 import { ApiKeys } from "./auth.js";
-import { ApiError, backendErrorBody, backendErrorStatus, badRequest } from "./errors.js";
+import { chatRoute, isChatRoute } from "./chat-route.js";
+import { ApiError, badRequest } from "./errors.js";
 
 export interface AppDeps {
   config: Config;
@@ -34,9 +33,28 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, pipeline, router, scheduler, backends, logger, debugLog } = deps;
   const startedAt = Date.now();
   const keys = new ApiKeys(config.server.apiKeys);
+  // Every response names the bridge, so a second instance (and `doctor`) recognises one on a port
+  // cheaply.
+  const SERVER = `clawbridge/${VERSION}`;
+  let closing = false;
+  const chat = chatRoute({ config, pipeline, keys, logger, debugLog, closing: () => closing });
   const app = Fastify({
     bodyLimit: config.server.bodyLimitBytes,
     logger: false,
+    // POST /v1/chat/completions, the route every turn takes, is served on plain node:http
+    // (src/server/chat-route.ts); Fastify serves the rest. The server settings are Fastify's own
+    // defaults (it does not apply them to a server it did not create).
+    serverFactory: (fastifyHandler) => {
+      const server = http.createServer((req, res) => {
+        res.setHeader("server", SERVER);
+        if (isChatRoute(req.method, req.url)) chat(req, res);
+        else fastifyHandler(req, res);
+      });
+      server.keepAliveTimeout = 72_000;
+      server.requestTimeout = 0;
+      server.setTimeout(0);
+      return server;
+    },
     return503OnClosing: true,
     // On close, idle keep-alive sockets are closed at once (running turns still finish).
     forceCloseConnections: "idle",
@@ -89,11 +107,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     });
   }
 
-  // Every response names the bridge, so a second instance (and `doctor`) recognises one on a port
-  // cheaply. Set on the raw response: no per-request hook.
-  const SERVER = `clawbridge/${VERSION}`;
-  app.addHook("onRequest", (_req, reply, done) => {
-    reply.raw.setHeader("server", SERVER);
+  app.addHook("preClose", (done) => {
+    closing = true;
     done();
   });
 
@@ -146,55 +161,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const m = router.models().find((x) => x.id === id);
     if (!m) return sendError(reply, new ApiError(404, "invalid_request_error", "model_not_found", `The model "${id}" is not served here.`, "model"));
     return modelJson(m.id);
-  });
-
-  app.post("/v1/chat/completions", async (req: FastifyRequest, reply: FastifyReply) => {
-    if (req.body === undefined || req.body === null || typeof req.body !== "object" || Array.isArray(req.body)) {
-      throw badRequest("The request body must be a JSON object with `model` and `messages`.", "invalid_body");
-    }
-    const parsed = chatRequestSchema.safeParse(req.body);
-    if (!parsed.success) {
-      const { message, param } = describeIssues(parsed.error);
-      throw badRequest(message, "invalid_request", param);
-    }
-    const body = parsed.data;
-
-    // The client's connection: when it goes away, the turn is aborted (and its process killed).
-    // The controller becomes the turn's own (the pipeline also aborts it on shutdown): whether the
-    // client went away is kept apart.
-    const turnCtl = new AbortController();
-    let clientGone = false;
-    const onClose = () => {
-      if (!reply.raw.writableFinished) {
-        clientGone = true;
-        turnCtl.abort();
-      }
-    };
-    reply.raw.on("close", onClose);
-
-    const turn = await pipeline.prepare(body, req.headers, turnCtl);
-    if (body.stream) {
-      reply.hijack();
-      await writeSse(reply.raw, turn.events, {
-        model: body.model,
-        includeUsage: body.stream_options?.include_usage === true,
-        heartbeatMs: config.server.heartbeatSeconds * 1000,
-        headers: turn.headers,
-      });
-      return reply;
-    }
-    const result = await collectCompletion(turn.events, body.model);
-    for (const [k, v] of Object.entries(turn.headers)) void reply.header(k, v);
-    if (!result.ok) {
-      if (clientGone) {
-        // Nobody is listening: drop the connection rather than leave the reply open.
-        reply.hijack();
-        reply.raw.destroy();
-        return reply;
-      }
-      return reply.code(backendErrorStatus(result.error)).send(backendErrorBody(result.error));
-    }
-    return reply.send(result.body);
   });
 
   return app;

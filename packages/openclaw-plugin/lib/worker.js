@@ -1,7 +1,7 @@
 /**
- * Worker thread that runs clawbridge inside the gateway process. clawbridge is TypeScript run
- * through tsx: tsx's loader is registered in THIS thread only, so the gateway's own module loading
- * is untouched. Messages to the parent: {type:"ready"|"reuse"|"error"|"stopped"}; from the parent:
+ * Worker thread that runs clawbridge inside the gateway process: its compiled build (dist/) when
+ * that is current, else its TypeScript sources through tsx — tsx's loader is then registered in
+ * THIS thread only, so the gateway's own module loading is untouched. Messages to the parent: {type:"ready"|"reuse"|"error"|"stopped"}; from the parent:
  * {type:"stop"}.
  */
 import { readFileSync } from "node:fs";
@@ -30,19 +30,24 @@ function tsxEsmApi(root) {
 }
 
 async function main() {
-  let tsxApi;
-  try {
-    tsxApi = await import(pathToFileURL(tsxEsmApi(root)).href);
-  } catch (err) {
-    throw new Error(`cannot load tsx from ${root} (is clawbridge installed with its dependencies?): ${err.message}`);
+  // The compiled build (dist/) when it is current with the sources; else the sources through tsx.
+  const { buildState } = await import(pathToFileURL(path.join(root, "scripts", "build-state.mjs")).href);
+  const compiled = buildState(root).fresh;
+  if (!compiled) {
+    let tsxApi;
+    try {
+      tsxApi = await import(pathToFileURL(tsxEsmApi(root)).href);
+    } catch (err) {
+      throw new Error(`cannot load tsx from ${root} (is clawbridge installed with its dependencies?): ${err.message}`);
+    }
+    tsxApi.register();
   }
-  tsxApi.register();
-  const mod = (rel) => import(pathToFileURL(path.join(root, rel)).href);
+  const mod = (rel) => import(pathToFileURL(path.join(root, compiled ? "dist" : "src", `${rel}.${compiled ? "js" : "ts"}`)).href);
   const [{ loadConfig }, { startBridge }, { createLogger }, { VERSION }] = await Promise.all([
-    mod("src/config/load.ts"),
-    mod("src/server/start.ts"),
-    mod("src/log/logger.ts"),
-    mod("src/version.ts"),
+    mod("config/load"),
+    mod("server/start"),
+    mod("log/logger"),
+    mod("version"),
   ]);
 
   const config = loadConfig({ configPath, overrides: { host, port } });

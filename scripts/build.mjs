@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+/**
+ * `npm run build` (also run by `npm ci` / `npm install` as `prepare`, and before `npm start`):
+ * compile src/ to dist/ with tsc when the sources changed since the last build, then stamp it.
+ * `--force` rebuilds anyway. Without TypeScript installed (a production-only install) nothing is
+ * built and the bridge runs its sources through tsx.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildState, STAMP } from "./build-state.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const force = process.argv.includes("--force");
+const state = buildState(root);
+if (state.fresh && !force) process.exit(0);
+
+let tsc;
+try {
+  tsc = createRequire(path.join(root, "package.json")).resolve("typescript/bin/tsc");
+} catch {
+  console.error("clawbridge build: TypeScript is not installed; the bridge will run its sources through tsx.");
+  process.exit(0);
+}
+const stampFile = path.join(root, STAMP);
+rmSync(stampFile, { force: true });
+const started = Date.now();
+const r = spawnSync(process.execPath, [tsc, "-p", path.join(root, "tsconfig.build.json")], { cwd: root, stdio: "inherit" });
+if (r.status !== 0) {
+  console.error(`clawbridge build: tsc failed (exit ${r.status ?? r.signal}); dist/ is not used until a build succeeds.`);
+  process.exit(1);
+}
+mkdirSync(path.dirname(stampFile), { recursive: true });
+writeFileSync(stampFile, `${new Date().toISOString()}\n`);
+console.error(`clawbridge build: src/ compiled to dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s (${state.reason}).`);

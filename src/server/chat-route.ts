@@ -1,0 +1,185 @@
+/**
+ * `POST /v1/chat/completions` on plain node:http, ahead of Fastify.
+ *
+ * Every turn goes through here, so its cost per request is the bridge's cost per request. Served
+ * by Fastify it spent more CPU in the framework (routing, hooks, content-type parsing, reply
+ * serialisation) than in the rest of the bridge; here the same contract is kept by hand, and
+ * every other route stays on Fastify (src/server/app.ts):
+ * - 503 while shutting down (`connection: close`), 401 without a right API key (checked before
+ *   the body is read), 413 over `server.bodyLimitBytes` (checked on Content-Length, then while
+ *   reading), 400 for an empty, non-JSON or non-object body and for a request the schema refuses;
+ * - the body is JSON whatever content type the client claims;
+ * - every error is OpenAI-shaped; an unexpected failure is a logged 500, never a crash.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Logger } from "pino";
+import type { Config } from "../config/schema.js";
+import { collectCompletion } from "../encoder/json.js";
+import { writeSse } from "../encoder/sse.js";
+import type { DebugLog } from "../log/debug-log.js";
+import { chatRequestSchema, describeIssues } from "../openai/schema.js";
+import type { ChatPipeline } from "../pipeline/chat.js";
+import { ApiKeys } from "./auth.js";
+import { ApiError, backendErrorBody, backendErrorStatus, badRequest, type ApiErrorBody } from "./errors.js";
+
+export const CHAT_PATH = "/v1/chat/completions";
+
+/** The chat route's URL, with or without a query string. */
+export function isChatRoute(method: string | undefined, url: string | undefined): boolean {
+  return method === "POST" && url !== undefined && (url === CHAT_PATH || (url.startsWith(CHAT_PATH) && url.charCodeAt(CHAT_PATH.length) === 63)); // "?"
+}
+
+export interface ChatRouteDeps {
+  config: Config;
+  pipeline: ChatPipeline;
+  keys: ApiKeys;
+  logger: Logger;
+  debugLog: DebugLog;
+  /** True once the server is shutting down. */
+  closing(): boolean;
+}
+
+const JSON_TYPE = "application/json; charset=utf-8";
+
+/** Write an OpenAI-shaped JSON answer on a raw response. */
+export function writeJson(res: ServerResponse, status: number, body: object | ApiErrorBody, headers?: Record<string, string>): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...headers, "content-type": JSON_TYPE, "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+export function writeApiError(res: ServerResponse, err: ApiError, extra?: Record<string, string>): void {
+  writeJson(res, err.status, err.body(), { ...err.headers, ...extra });
+}
+
+export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const { config, pipeline, keys, logger, debugLog } = deps;
+  const limit = config.server.bodyLimitBytes;
+  const heartbeatMs = config.server.heartbeatSeconds * 1000;
+  const tooLarge = () => new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${limit} bytes (server.bodyLimitBytes).`);
+
+  const fail = (res: ServerResponse, err: unknown) => {
+    if (res.headersSent) {
+      // Mid-answer: the encoders end their own streams; anything else can only close it.
+      if (!res.writableEnded) res.destroy();
+      return;
+    }
+    if (err instanceof ApiError) return writeApiError(res, err);
+    logger.error({ err }, "unexpected error");
+    writeApiError(res, new ApiError(500, "server_error", "internal_error", "Internal error in the bridge; see its log."));
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    if (deps.closing()) {
+      return writeApiError(res, new ApiError(503, "server_error", "shutting_down", "The bridge is shutting down; retry in a moment."), { connection: "close" });
+    }
+    if (keys.required && !keys.check(ApiKeys.presented(req.headers))) {
+      return writeApiError(res, new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys."));
+    }
+    const text = await readBody(req, limit);
+    if (text === undefined) return writeApiError(res, tooLarge(), { connection: "close" });
+
+    let raw: unknown;
+    if (text.trim()) {
+      try {
+        raw = JSON.parse(text);
+      } catch (err) {
+        throw badRequest(`The request body is not valid JSON: ${(err as Error).message}`, "invalid_json");
+      }
+    }
+    if (raw === undefined || raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+      throw badRequest("The request body must be a JSON object with `model` and `messages`.", "invalid_body");
+    }
+    const parsed = chatRequestSchema.safeParse(raw);
+    if (!parsed.success) {
+      const { message, param } = describeIssues(parsed.error);
+      throw badRequest(message, "invalid_request", param);
+    }
+    const body = parsed.data;
+
+    // The client's connection: when it goes away, the turn is aborted (and its process killed).
+    // The controller becomes the turn's own (the pipeline also aborts it on shutdown): whether the
+    // client went away is kept apart.
+    const turnCtl = new AbortController();
+    let clientGone = false;
+    res.on("close", () => {
+      if (!res.writableFinished) {
+        clientGone = true;
+        turnCtl.abort();
+      }
+    });
+
+    const turn = await pipeline.prepare(body, req.headers, turnCtl);
+    if (body.stream) {
+      await writeSse(res, turn.events, {
+        model: body.model,
+        includeUsage: body.stream_options?.include_usage === true,
+        heartbeatMs,
+        headers: turn.headers,
+      });
+      return;
+    }
+    const result = await collectCompletion(turn.events, body.model);
+    if (!result.ok) {
+      // Nobody is listening: drop the connection rather than leave the reply open.
+      if (clientGone) return void res.destroy();
+      return writeJson(res, backendErrorStatus(result.error), backendErrorBody(result.error), turn.headers);
+    }
+    writeJson(res, 200, result.body, turn.headers);
+  };
+
+  return (req, res) => {
+    if (debugLog.enabled) {
+      res.once("finish", () => debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.httpVersion}" ${res.statusCode} -`));
+    }
+    handle(req, res).catch((err) => fail(res, err));
+  };
+}
+
+/**
+ * The request body as text, or `undefined` when it is larger than `limit` bytes (then the rest is
+ * not read: the caller answers 413 and closes the connection).
+ */
+function readBody(req: IncomingMessage, limit: number): Promise<string | undefined> {
+  const declared = Number(req.headers["content-length"]);
+  if (declared > limit) {
+    req.resume();
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("aborted", onAborted);
+    };
+    const onData = (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        cleanup();
+        req.resume();
+        resolve(undefined);
+        return;
+      }
+      parts.push(c);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(parts.length === 1 ? parts[0]!.toString("utf8") : Buffer.concat(parts, size).toString("utf8"));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    const onAborted = () => {
+      cleanup();
+      reject(new ApiError(499, "invalid_request_error", "client_closed", "the client went away while sending the request"));
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+    req.on("aborted", onAborted);
+  });
+}
