@@ -54,26 +54,32 @@ export class ChatPipeline {
     setMaxListeners(0, ctl.signal);
     return ctl;
   })();
-  private readonly active = new Set<Promise<void>>();
+  /** Turns running now, and who waits for that number to reach zero (drain). */
+  private running = 0;
+  private idleWaiters: Array<() => void> = [];
   /** The controller of every running turn: aborted on shutdown (a Set, not one listener per turn). */
   private readonly turnControllers = new Set<AbortController>();
 
   constructor(private readonly deps: PipelineDeps) {}
 
   get activeTurns(): number {
-    return this.active.size;
+    return this.running;
+  }
+
+  private idle(): Promise<void> {
+    return this.running === 0 ? Promise.resolve() : new Promise((r) => this.idleWaiters.push(r));
   }
 
   /** Wait until running turns finish (up to `ms`), then abort the rest and wait for them. */
   async drain(ms: number): Promise<void> {
-    if (this.active.size && ms > 0) {
+    if (this.running && ms > 0) {
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.allSettled([...this.active]), new Promise((r) => (timer = setTimeout(r, ms)))]);
+      await Promise.race([this.idle(), new Promise((r) => (timer = setTimeout(r, ms)))]);
       if (timer) clearTimeout(timer);
     }
     this.shutdown.abort();
     for (const ctl of this.turnControllers) ctl.abort();
-    await Promise.allSettled([...this.active]);
+    await this.idle();
   }
 
   /**
@@ -157,9 +163,7 @@ export class ChatPipeline {
 
   private async *run(req: ChatRequest, route: Route, conversation: Conversation, signal: AbortSignal, lease: Lease, log: Logger, dispose: () => void): AsyncGenerator<BackendEvent> {
     const started = Date.now();
-    let finished!: () => void;
-    const done = new Promise<void>((r) => (finished = r));
-    this.active.add(done);
+    this.running++;
     const { debugLog } = this.deps;
     let outcome = "completed";
     let chars = 0;
@@ -184,8 +188,11 @@ export class ChatPipeline {
       dispose();
       log.info({ outcome, contentChars: chars, durationMs: Date.now() - started }, "turn ended");
       debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - started) / 1000).toFixed(1)}s`);
-      this.active.delete(done);
-      finished();
+      if (--this.running === 0) {
+        const waiters = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const w of waiters) w();
+      }
     }
   }
 

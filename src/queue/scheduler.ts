@@ -38,47 +38,56 @@ interface Waiter {
   fail: (err: Error) => void;
 }
 
+/** A conversation with a turn in progress: the turn that owns it, and its later turns in order. */
+interface KeyState {
+  waiters: Waiter[];
+}
+
 export class TurnScheduler {
   private running = 0;
   private waiting = 0;
   private readonly globalQueue: Waiter[] = [];
-  private readonly tails = new Map<string, Promise<void>>();
+  /** Conversations with a turn running or waiting for a slot (the owner); later turns queue here. */
+  private readonly keys = new Map<string, KeyState>();
   private recentDurations: number[] = [];
 
   constructor(private readonly opts: SchedulerOptions) {}
 
   stats() {
-    return { running: this.running, waiting: this.waiting, conversations: this.tails.size, maxConcurrent: this.opts.maxConcurrent, maxQueue: this.opts.maxQueue };
+    return { running: this.running, waiting: this.waiting, conversations: this.keys.size, maxConcurrent: this.opts.maxConcurrent, maxQueue: this.opts.maxQueue };
   }
 
   /** Wait for this conversation's earlier turns, then for a free slot. */
   async acquire(key: string, signal: AbortSignal): Promise<Lease> {
     if (signal.aborted) throw new WaitAborted();
     const start = Date.now();
-    if (this.waiting >= this.opts.maxQueue && (this.running >= this.opts.maxConcurrent || this.tails.has(key))) {
+    const state = this.keys.get(key);
+    if (this.waiting >= this.opts.maxQueue && (this.running >= this.opts.maxConcurrent || state)) {
       throw new QueueRejected(`the bridge is busy: ${this.running} turns running and ${this.waiting} waiting`, this.retryAfter());
     }
-    // Per-conversation FIFO: chain onto the previous turn of the same key.
-    const prev = this.tails.get(key) ?? Promise.resolve();
-    let releaseKey!: () => void;
-    const mine = new Promise<void>((r) => (releaseKey = r));
-    const tail = prev.then(() => mine);
-    this.tails.set(key, tail);
-    const dropKey = () => {
-      releaseKey();
-      if (this.tails.get(key) === tail) this.tails.delete(key);
-    };
-
+    // The common case: the conversation is idle and a slot is free — no waiting, no timer.
+    if (!state && this.running < this.opts.maxConcurrent && this.globalQueue.length === 0) {
+      this.keys.set(key, { waiters: [] });
+      this.running++;
+      return this.lease(key, start);
+    }
     this.waiting++;
+    let owner = false;
     try {
-      await abortable(prev, signal, this.opts.queueTimeoutMs, () => new QueueRejected(`this conversation's previous turn is still running after ${Math.round(this.opts.queueTimeoutMs / 1000)}s`, this.retryAfter()));
+      if (state) await this.waitForKey(state, signal);
+      else this.keys.set(key, { waiters: [] });
+      owner = true;
       await this.takeSlot(signal, start);
     } catch (err) {
-      dropKey();
+      if (owner) this.handOver(key);
       throw err;
     } finally {
       this.waiting--;
     }
+    return this.lease(key, start);
+  }
+
+  private lease(key: string, start: number): Lease {
     const started = Date.now();
     let released = false;
     return {
@@ -89,9 +98,47 @@ export class TurnScheduler {
         this.recordDuration(Date.now() - started);
         this.running--;
         this.grantNext();
-        dropKey();
+        this.handOver(key);
       },
     };
+  }
+
+  /** The owner of `key` is done (or gave up): its next turn owns the conversation now. */
+  private handOver(key: string): void {
+    const state = this.keys.get(key);
+    if (!state) return;
+    const next = state.waiters.shift();
+    if (next) next.grant();
+    else this.keys.delete(key);
+  }
+
+  /** Queue behind the conversation's earlier turns (at most queueTimeoutMs, or until aborted). */
+  private waitForKey(state: KeyState, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = {
+        grant: () => {
+          cleanup();
+          resolve();
+        },
+        fail: (err) => {
+          cleanup();
+          const i = state.waiters.indexOf(waiter);
+          if (i >= 0) state.waiters.splice(i, 1);
+          reject(err);
+        },
+      };
+      const timer = setTimeout(
+        () => waiter.fail(new QueueRejected(`this conversation's previous turn is still running after ${Math.round(this.opts.queueTimeoutMs / 1000)}s`, this.retryAfter())),
+        this.opts.queueTimeoutMs,
+      );
+      const onAbort = () => waiter.fail(new WaitAborted());
+      const cleanup = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      state.waiters.push(waiter);
+    });
   }
 
   private takeSlot(signal: AbortSignal, start: number): Promise<void> {
@@ -145,23 +192,4 @@ export class TurnScheduler {
     const avg = d.length ? d.reduce((a, b) => a + b, 0) / d.length : 5000;
     return Math.min(60, Math.max(1, Math.ceil(avg / 1000)));
   }
-}
-
-/** Wait for `p`, unless the signal aborts or `timeoutMs` passes first. */
-function abortable(p: Promise<void>, signal: AbortSignal, timeoutMs: number, onTimeout: () => Error): Promise<void> {
-  if (signal.aborted) return Promise.reject(new WaitAborted());
-  return new Promise<void>((resolve, reject) => {
-    const done = (fn: () => void) => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", onAbort);
-      fn();
-    };
-    const onAbort = () => done(() => reject(new WaitAborted()));
-    const timer = setTimeout(() => done(() => reject(onTimeout())), timeoutMs);
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      () => done(resolve),
-      (e) => done(() => reject(e)),
-    );
-  });
 }

@@ -120,6 +120,44 @@ describe("malformed requests", () => {
     assert.match(a.body.error.message, new RegExp(String(BODY_LIMIT)));
   });
 
+  test("a chunked body (no Content-Length) that grows over the limit → 413, and the connection is closed", async () => {
+    const { request } = await import("node:http");
+    const url = new URL(bridge.url);
+    const answer = await new Promise<{ status: number; text: string; connection: string | undefined }>((resolve, reject) => {
+      let answered = false;
+      const req = request({ host: url.hostname, port: url.port, path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" } }, (res) => {
+        answered = true;
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (text += c));
+        res.on("end", () => {
+          clearTimeout(timer);
+          resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection });
+        });
+        res.on("error", reject);
+      });
+      const timer = setTimeout(() => {
+        req.destroy();
+        reject(new Error("no complete answer within 5 s"));
+      }, 5000);
+      // The server closes the connection after its 413: a write error after the answer is expected.
+      req.on("error", (err) => (answered ? undefined : reject(err)));
+      // Written in pieces, so node sends it chunked; it passes the limit on the last piece.
+      const piece = "x".repeat(10_000);
+      req.write(`{"model":"${MODEL}","messages":[{"role":"user","content":"`);
+      for (let i = 0; i < BODY_LIMIT / piece.length + 1; i++) req.write(piece);
+      req.end('"}]}');
+    });
+    assert.equal(answer.status, 413);
+    assert.equal(JSON.parse(answer.text).error.code, "body_too_large");
+    assert.equal(answer.connection, "close");
+  });
+
+  test("the chat route with a query string is still the chat route (validated, not 404)", async () => {
+    const a = await post("[]", { "content-type": "application/json" }, bridge.baseURL, "/chat/completions?api-version=1");
+    assertOpenAIError(a, 400, "invalid_body");
+  });
+
   test("a body just under the limit is accepted for validation (400 for its content, not 413)", async () => {
     const a = await postJson({ model: 7, messages: [{ role: "user", content: "x".repeat(BODY_LIMIT - 200) }] });
     assertOpenAIError(a, 400, "invalid_request");
