@@ -195,3 +195,55 @@ describe("back-pressure", () => {
     }
   });
 });
+
+describe("shutting down", () => {
+  test("a request that arrives while the bridge drains (pipelined behind a running turn) gets 503 and the connection closes; the running turn finishes", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const answer = JSON.stringify({ id: "x", object: "chat.completion", created: 1, model: "up", choices: [{ index: 0, message: { role: "assistant", content: "finished in time" }, finish_reason: "stop" }] });
+    const fake = await startFakeOpenAI(() => ({ kind: "steps", headers: { "content-type": "application/json" }, steps: [() => gate, answer] }));
+    const bridge = await startTestBridge({
+      server: { shutdownGraceSeconds: 20 },
+      backends: { up: { type: "openai", baseUrl: fake.url } },
+      models: [{ id: "up", backend: "up" }],
+    });
+    const { connect } = await import("node:net");
+    const url = new URL(bridge.url);
+    const socket = connect(Number(url.port), url.hostname);
+    try {
+      const request = (text: string) => {
+        const body = JSON.stringify({ model: "up", messages: [{ role: "user", content: text }] });
+        return `POST /v1/chat/completions HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\nx-session-id: ${text}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      };
+      let received = "";
+      const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+      socket.on("data", (d) => (received += d.toString("utf8")));
+      await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+      socket.write(request("first"));
+      assert.ok(await eventually(() => fake.requests.length === 1, 10_000), "the first turn reached the upstream");
+      const closing = bridge.close();
+      // Behind the running turn, on the same connection: the bridge is draining now.
+      socket.write(request("second"));
+      await new Promise((r) => setTimeout(r, 200));
+      release();
+      await closing;
+      const timer = setTimeout(() => socket.destroy(), 10_000);
+      await closed;
+      clearTimeout(timer);
+      const [first, second] = received.split(/(?=HTTP\/1\.1 )/);
+      assert.match(first ?? "", /^HTTP\/1\.1 200 /);
+      assert.match(first ?? "", /finished in time/);
+      assert.match(second ?? "", /^HTTP\/1\.1 503 /, `second answer: ${second}`);
+      assert.match(second ?? "", /connection: close/i);
+      const json = JSON.parse((second ?? "").slice((second ?? "").indexOf("\r\n\r\n") + 4)) as any;
+      assert.equal(json.error.code, "shutting_down");
+      assert.equal(fake.requests.length, 1, "the request that came during the drain never reached the upstream");
+    } finally {
+      release();
+      socket.destroy();
+      await bridge.close(0);
+      await fake.close();
+      cleanup(bridge.dataDir);
+    }
+  });
+});
