@@ -8,7 +8,7 @@
  * upstream JSON parsed → a `chat.completion` written back. No validation, routing, queue, timeouts,
  * abort handling, logging or error shapes: only what no bridge can skip. It answers non-streaming
  * requests only. Prints `PORT <n>` once listening. Whatever share of the direct throughput it keeps
- * on a machine is the ceiling for any Node.js bridge there. Plain JavaScript, run by node itself (no
+ * on a machine is a practical ceiling for a Node.js bridge there. Plain JavaScript, run by node itself (no
  * tsx), like the bridge's compiled build.
  */
 import http from "node:http";

@@ -128,7 +128,7 @@ function report(suite: BenchSuite, result: SuiteResult, startedAt: Date, seconds
     "",
     `- Date: ${startedAt.toISOString()} (suite ran ${seconds.toFixed(0)} s)`,
     `- Machine: ${machineLine()}`,
-    `- Command: \`${commandLine()}\` (= \`node --import tsx bench/run.ts${process.argv.length > 2 ? " " + process.argv.slice(2).join(" ") : ""}\`)`,
+    `- Command: \`${commandLine()}\` (= \`node scripts/build.mjs && node --import tsx bench/run.ts${process.argv.length > 2 ? " " + process.argv.slice(2).join(" ") : ""}\`)`,
     cores <= 2
       ? `- Note: only ${cores} core${cores === 1 ? "" : "s"}: the load generator, the bridge and the fake upstream are separate processes that compete for them, so absolute numbers are low and noisy; compare the direct and bridge rows of the same run.`
       : `- Note: the load generator, the bridge and the fake upstream run as separate processes on ${cores} cores.`,
