@@ -41,7 +41,10 @@ export function buildState(root) {
   return newest > stamp ? { fresh: false, reason: "sources changed since the last build" } : { fresh: true, reason: "current" };
 }
 
-/** The entry module to import for `rel` (e.g. "cli/main"): dist's .js when current, else src's .ts. */
-export function entryFile(root, rel) {
-  return buildState(root).fresh ? path.join(root, "dist", `${rel}.js`) : path.join(root, "src", `${rel}.ts`);
+/**
+ * The module to import for `rel` (e.g. "cli/main"): dist's .js when the build is current, else
+ * src's .ts. Pass `state` to resolve several modules with one look at the tree.
+ */
+export function entryFile(root, rel, state = buildState(root)) {
+  return state.fresh ? path.join(root, "dist", `${rel}.js`) : path.join(root, "src", `${rel}.ts`);
 }

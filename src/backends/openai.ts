@@ -467,6 +467,12 @@ export function upstreamErrorMessage(raw: string): string {
   return text.length > 500 ? `${text.slice(0, 500)}…` : text || "(empty body)";
 }
 
+/** An answer's format by its content type; "sniff": decided by its first bytes. */
+function bodyFormat(contentType: string | string[] | undefined): "sse" | "json" | "sniff" {
+  const ctype = String(contentType ?? "").toLowerCase();
+  return ctype.includes("event-stream") ? "sse" : ctype.includes("json") ? "json" : "sniff";
+}
+
 /** The error an HTTP error status of the upstream becomes (its own message, retry hint, retryable). */
 function statusError(status: number, headers: Record<string, string | string[] | undefined>, text: string): BackendError {
   const retry = status === 429 || status === 503 ? retryAfterText(headers["retry-after"], headers["retry-after-ms"]) : "";
@@ -916,9 +922,9 @@ class OpenAIBackend implements Backend {
         }
         let text = whole.body.toString("utf8");
         if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as TextDecoder does
-        const ctype = String(whole.headers["content-type"] ?? "").toLowerCase();
         // JSON (the usual answer), else an event stream (a server that streams anyway).
-        if (!ctype.includes("event-stream") && (ctype.includes("json") || text.trimStart().startsWith("{"))) yield* this.json(translator, text, url);
+        const format = bodyFormat(whole.headers["content-type"]);
+        if (format === "json" || (format === "sniff" && text.trimStart().startsWith("{"))) yield* this.json(translator, text, url);
         else yield* this.sse(translator, text, ENDED_READER, new TextDecoder("utf-8"), failure, url, state);
         return;
       }
@@ -961,8 +967,7 @@ class OpenAIBackend implements Backend {
       }
 
       // --- body format: by content type, else sniffed from the first bytes ---
-      const ctype = String(res.headers["content-type"] ?? "").toLowerCase();
-      let mode: "sse" | "json" | "sniff" = ctype.includes("event-stream") ? "sse" : ctype.includes("json") ? "json" : "sniff";
+      let mode = bodyFormat(res.headers["content-type"]);
       if (mode === "json") {
         // The usual answer to a non-streaming request: read it whole, translate it once.
         let bytes: Buffer | undefined;

@@ -114,31 +114,7 @@ export class TurnScheduler {
 
   /** Queue behind the conversation's earlier turns (at most queueTimeoutMs, or until aborted). */
   private waitForKey(state: KeyState, signal: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = {
-        grant: () => {
-          cleanup();
-          resolve();
-        },
-        fail: (err) => {
-          cleanup();
-          const i = state.waiters.indexOf(waiter);
-          if (i >= 0) state.waiters.splice(i, 1);
-          reject(err);
-        },
-      };
-      const timer = setTimeout(
-        () => waiter.fail(new QueueRejected(`this conversation's previous turn is still running after ${Math.round(this.opts.queueTimeoutMs / 1000)}s`, this.retryAfter())),
-        this.opts.queueTimeoutMs,
-      );
-      const onAbort = () => waiter.fail(new WaitAborted());
-      const cleanup = () => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-      state.waiters.push(waiter);
-    });
+    return this.enqueue(state.waiters, signal, this.opts.queueTimeoutMs, () => new QueueRejected(`this conversation's previous turn is still running after ${Math.round(this.opts.queueTimeoutMs / 1000)}s`, this.retryAfter()));
   }
 
   private takeSlot(signal: AbortSignal, start: number): Promise<void> {
@@ -147,11 +123,31 @@ export class TurnScheduler {
       return Promise.resolve();
     }
     const remaining = this.opts.queueTimeoutMs - (Date.now() - start);
+    return this.enqueue(
+      this.globalQueue,
+      signal,
+      remaining,
+      () => new QueueRejected(`no free slot within ${Math.round(this.opts.queueTimeoutMs / 1000)}s (${this.running} turns running)`, this.retryAfter()),
+      () => this.running++,
+    );
+  }
+
+  /**
+   * Wait in `queue` until granted (`onGrant` runs at that moment), for at most `timeoutMs` and
+   * until the signal aborts. The waiter leaves the queue however it ends.
+   */
+  private enqueue(queue: Waiter[], signal: AbortSignal, timeoutMs: number, timeoutError: () => Error, onGrant?: () => void): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      const cleanup = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        const i = queue.indexOf(waiter);
+        if (i >= 0) queue.splice(i, 1);
+      };
       const waiter: Waiter = {
         grant: () => {
           cleanup();
-          this.running++;
+          onGrant?.();
           resolve();
         },
         fail: (err) => {
@@ -159,19 +155,10 @@ export class TurnScheduler {
           reject(err);
         },
       };
-      const timer = setTimeout(
-        () => waiter.fail(new QueueRejected(`no free slot within ${Math.round(this.opts.queueTimeoutMs / 1000)}s (${this.running} turns running)`, this.retryAfter())),
-        Math.max(0, remaining),
-      );
+      const timer = setTimeout(() => waiter.fail(timeoutError()), Math.max(0, timeoutMs));
       const onAbort = () => waiter.fail(new WaitAborted());
-      const cleanup = () => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-        const i = this.globalQueue.indexOf(waiter);
-        if (i >= 0) this.globalQueue.splice(i, 1);
-      };
       signal.addEventListener("abort", onAbort, { once: true });
-      this.globalQueue.push(waiter);
+      queue.push(waiter);
     });
   }
 

@@ -1,6 +1,6 @@
 /**
- * The HTTP layer (Fastify). It validates requests, asks the pipeline for a turn, and hands the
- * turn's event stream to an encoder. It never knows which backend it talks to.
+ * The HTTP server: `POST /v1/chat/completions` goes to src/server/chat-route.ts (plain node:http);
+ * Fastify serves the models, health and unknown routes. Neither knows which backend it talks to.
  */
 import http from "node:http";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
@@ -15,7 +15,7 @@ import { liveProcessCount } from "../util/process.js";
 import { VERSION } from "../version.js";
 import { ApiKeys } from "./auth.js";
 import { chatRoute, isChatRoute } from "./chat-route.js";
-import { ApiError, badRequest } from "./errors.js";
+import { ApiError, internalError, unauthorized } from "./errors.js";
 
 export interface AppDeps {
   config: Config;
@@ -39,7 +39,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   let closing = false;
   const chat = chatRoute({ config, pipeline, keys, logger, debugLog, closing: () => closing });
   const app = Fastify({
-    bodyLimit: config.server.bodyLimitBytes,
     logger: false,
     // POST /v1/chat/completions, the route every turn takes, is served on plain node:http
     // (src/server/chat-route.ts); Fastify serves the rest. The server settings are Fastify's own
@@ -65,17 +64,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     },
   });
 
-  // Bodies are JSON whatever the client claims (some clients send text/plain or nothing).
+  // No Fastify route reads a body (the chat route parses its own).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => {
-    const text = typeof body === "string" ? body : body.toString("utf8");
-    if (!text.trim()) return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch (err) {
-      done(badRequest(`The request body is not valid JSON: ${(err as Error).message}`, "invalid_json"), undefined);
-    }
-  });
 
   const sendError = (reply: FastifyReply, err: ApiError) => {
     for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);
@@ -84,14 +74,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     if (err instanceof ApiError) return sendError(reply, err);
-    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
-      return sendError(reply, new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${config.server.bodyLimitBytes} bytes (server.bodyLimitBytes).`));
-    }
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return sendError(reply, new ApiError(err.statusCode, "invalid_request_error", err.code ?? "bad_request", err.message));
     }
     logger.error({ err }, "unexpected error");
-    return sendError(reply, new ApiError(500, "server_error", "internal_error", "Internal error in the bridge; see its log."));
+    return sendError(reply, internalError());
   });
 
   app.setNotFoundHandler((req, reply) =>
@@ -102,7 +89,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     app.addHook("onRequest", async (req, reply) => {
       if (!req.url.startsWith("/v1/")) return;
       if (!keys.check(ApiKeys.presented(req.headers))) {
-        return sendError(reply, new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys."));
+        return sendError(reply, unauthorized());
       }
     });
   }

@@ -20,7 +20,7 @@ import type { DebugLog } from "../log/debug-log.js";
 import { chatRequestSchema, describeIssues } from "../openai/schema.js";
 import type { ChatPipeline } from "../pipeline/chat.js";
 import { ApiKeys } from "./auth.js";
-import { ApiError, backendErrorBody, backendErrorStatus, badRequest, type ApiErrorBody } from "./errors.js";
+import { ApiError, backendErrorBody, backendErrorStatus, badRequest, internalError, unauthorized, type ApiErrorBody } from "./errors.js";
 
 export const CHAT_PATH = "/v1/chat/completions";
 
@@ -66,7 +66,7 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
     }
     if (err instanceof ApiError) return writeApiError(res, err);
     logger.error({ err }, "unexpected error");
-    writeApiError(res, new ApiError(500, "server_error", "internal_error", "Internal error in the bridge; see its log."));
+    writeApiError(res, internalError());
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
@@ -74,7 +74,7 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
       return writeApiError(res, new ApiError(503, "server_error", "shutting_down", "The bridge is shutting down; retry in a moment."), { connection: "close" });
     }
     if (keys.required && !keys.check(ApiKeys.presented(req.headers))) {
-      return writeApiError(res, new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys."));
+      return writeApiError(res, unauthorized());
     }
     const text = await readBody(req, limit);
     if (text === undefined) return writeApiError(res, tooLarge(), { connection: "close" });

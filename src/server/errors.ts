@@ -27,6 +27,11 @@ export class ApiError extends Error {
 
 export const badRequest = (message: string, code = "invalid_request", param: string | null = null) => new ApiError(400, "invalid_request_error", code, message, param);
 
+export const unauthorized = () =>
+  new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys.");
+
+export const internalError = () => new ApiError(500, "server_error", "internal_error", "Internal error in the bridge; see its log.");
+
 /** The error a backend failure becomes, in a JSON body or an SSE data line. */
 export function backendErrorBody(err: BackendError): ApiErrorBody {
   return {

@@ -33,3 +33,13 @@ export function assertEndsOnce(evs: BackendEvent[]): void {
   assert.equal(ends.length, 1, `exactly one done/error: ${JSON.stringify(evs.map((e) => e.type))}`);
   assert.equal(evs.at(-1), ends[0], "done/error is the last event");
 }
+
+/** True when no process `pid` exists any more (it was ended and reaped). */
+export function pidGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ESRCH";
+  }
+}

@@ -13,7 +13,8 @@ import { createLogger } from "../../src/log/logger.js";
 import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
 
-import { assertEndsOnce, collect, errorOf, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { eventually } from "../helpers/bridge.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
@@ -47,24 +48,6 @@ function dialogue(req: RecordedRequest): [string, string][] {
     .filter((m) => m.role === "user" || m.role === "assistant")
     .map((m): [string, string] => [m.role, anthropicText(m.content)])
     .filter(([, t]) => t.trim() !== "");
-}
-
-function pidGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "ESRCH";
-  }
-}
-
-async function eventually(check: () => boolean, ms = 10_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (let i = 0; i < 1000 && Date.now() < end; i++) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return check();
 }
 
 describe("claude-code backend with the real claude CLI", () => {

@@ -14,7 +14,8 @@ import { createLogger } from "../../src/log/logger.js";
 import { responsesDialogue, responsesText, startFakeResponses, type FakeResponses, type RecordedResponsesRequest } from "../fakes/responses-api.js";
 import { CODEX_BIN, codexEnv } from "../fakes/cli-env.js";
 
-import { assertEndsOnce, collect, errorOf, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { eventually } from "../helpers/bridge.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
@@ -49,24 +50,6 @@ function dialogue(req: RecordedResponsesRequest): [string, string][] {
     .filter(([role]) => role === "user" || role === "assistant")
     .filter(([, t]) => !t.startsWith("<environment_context>") && !t.startsWith("# AGENTS.md"))
     .map(([r, t]): [string, string] => [r, t.trim()]);
-}
-
-function pidGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "ESRCH";
-  }
-}
-
-async function eventually(check: () => boolean, ms = 15_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (let i = 0; i < 1000 && Date.now() < end; i++) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return check();
 }
 
 describe("codex backend with the real codex CLI", () => {
@@ -289,7 +272,7 @@ describe("codex backend with the real codex CLI", () => {
     const ac = new AbortController();
     const n0 = fake.responseCalls().length;
     const done = collect(backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal })));
-    assert.ok(await eventually(() => fake.responseCalls().length > n0), "the CLI reached the model");
+    assert.ok(await eventually(() => fake.responseCalls().length > n0, 15_000), "the CLI reached the model");
     const pid = backend.lastPid!;
     assert.ok(pid > 0);
     ac.abort();

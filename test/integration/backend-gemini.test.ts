@@ -14,7 +14,8 @@ import { createLogger } from "../../src/log/logger.js";
 import { geminiEnv, GEMINI_BIN } from "../fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../fakes/gemini-api.js";
 
-import { assertEndsOnce, collect, errorOf, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { eventually } from "../helpers/bridge.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
@@ -39,24 +40,6 @@ function findFiles(root: string, match: (name: string) => boolean, depth = 6): s
 /** The conversation of a request as [role, text] pairs (text parts of each content joined). */
 function dialogue(req: RecordedGeminiRequest): [string, string][] {
   return (req.body?.contents ?? []).map((c: any): [string, string] => [c.role, geminiPartsText(c.parts)]);
-}
-
-function pidGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "ESRCH";
-  }
-}
-
-async function eventually(check: () => boolean, ms = 15_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (let i = 0; i < 1000 && Date.now() < end; i++) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return check();
 }
 
 /** Script only the model turn; side calls (routing classifier: JSON) keep the fake's default answer. */
@@ -244,7 +227,7 @@ describe("gemini-cli backend with the real gemini CLI", () => {
     const ac = new AbortController();
     const n0 = fake.turnCalls().length;
     const done = collect(backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal, system: "boot" })));
-    assert.ok(await eventually(() => fake.turnCalls().length > n0), "the CLI reached the model");
+    assert.ok(await eventually(() => fake.turnCalls().length > n0, 15_000), "the CLI reached the model");
     const pid = backend.lastPid!;
     ac.abort();
     const evs = await done;

@@ -14,6 +14,7 @@ import { openaiBackend, openaiOptionsSchema, buildUpstreamBody } from "../../src
 import type { Backend, BackendEvent, TurnInput } from "../../src/backends/types.js";
 import type { ChatRequest } from "../../src/openai/schema.js";
 import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../fakes/openai-api.js";
+import { eventually } from "../helpers/bridge.js";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "upstream");
 
@@ -393,7 +394,7 @@ describe("openai backend", () => {
       "the drop is logged",
     );
     // The stream was never finished by the fake (keepOpen): run() ended because of the cap.
-    assert.ok(await eventually(() => closedEarly), "the upstream connection is closed");
+    assert.ok(await eventually(() => closedEarly, 5000), "the upstream connection is closed");
   });
 
   it("calls extracted from a runaway text reply are capped too", async () => {
@@ -599,7 +600,7 @@ describe("openai backend", () => {
     const r = await pending;
     assert.equal((r.value as Extract<BackendEvent, { type: "error" }>).error.code, "aborted");
     assert.equal((await it.next()).done, true);
-    assert.ok(await eventually(() => upstreamClosed), "the upstream saw the connection close");
+    assert.ok(await eventually(() => upstreamClosed, 5000), "the upstream saw the connection close");
 
     // Already aborted before the call: nothing is sent.
     const before = fake.mainRequests().length;
@@ -621,7 +622,7 @@ describe("openai backend", () => {
       assert.deepEqual(ev, { type: "text", text: "a" });
       break;
     }
-    assert.ok(await eventually(() => upstreamClosed));
+    assert.ok(await eventually(() => upstreamClosed, 5000));
   });
 
   it("keep-alive: consecutive turns reuse the pooled connection", async () => {
@@ -679,12 +680,3 @@ describe("openai backend", () => {
     assert.equal("stream_options" in g, false);
   });
 });
-
-async function eventually(check: () => boolean, ms = 5000): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (let i = 0; i < 1000 && Date.now() < end; i++) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return check();
-}

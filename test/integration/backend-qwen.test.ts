@@ -14,7 +14,8 @@ import { createLogger } from "../../src/log/logger.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../fakes/openai-api.js";
 import { QWEN_BIN, qwenEnv } from "../fakes/cli-env.js";
 
-import { assertEndsOnce, collect, errorOf, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { eventually } from "../helpers/bridge.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
@@ -53,24 +54,6 @@ function dialogue(req: RecordedRequest): [string, string][] {
     .filter((m) => m.role === "user" || m.role === "assistant")
     .map((m): [string, string] => [m.role, contentText(m.content).trim()])
     .filter(([, t]) => t !== "" && !/setting up the context for our chat/.test(t) && t !== "Got it. Thanks for the context!");
-}
-
-function pidGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "ESRCH";
-  }
-}
-
-async function eventually(check: () => boolean, ms = 15_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (let i = 0; i < 1000 && Date.now() < end; i++) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return check();
 }
 
 describe("qwen-code backend with the real qwen CLI", () => {
@@ -274,7 +257,7 @@ describe("qwen-code backend with the real qwen CLI", () => {
     const ac = new AbortController();
     const n0 = fake.mainRequests().length;
     const done = collect(backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal })));
-    assert.ok(await eventually(() => fake.mainRequests().length > n0), "the CLI reached the model");
+    assert.ok(await eventually(() => fake.mainRequests().length > n0, 15_000), "the CLI reached the model");
     const pid = backend.lastPid!;
     assert.ok(pid > 0);
     ac.abort();

@@ -7,78 +7,24 @@
  * Only the model API is faked.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
+import { existsSync, readdirSync, statSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { promisify } from "node:util";
 import { stream, type AssistantMessage, type Context, type Model } from "@mariozechner/pi-ai";
 import OpenAI from "openai";
 import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
 import { defaultSessionStorePath, openSessionStore } from "../../src/store/index.js";
 import type { SessionStore } from "../../src/store/types.js";
-import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-import { openclawRequest, wrapUserText, openclawSystemPrompt, type Generation, type OpenClawTurn } from "../helpers/openclaw-request.js";
+import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { alive, chat, cliGroups, Conversation, lastLine, sessionsCli, showSession, sleep } from "../helpers/resume.js";
+import { openclawRequest, wrapUserText, openclawSystemPrompt } from "../helpers/openclaw-request.js";
 
 const MODEL = "claude";
-const execFileP = promisify(execFile);
-const CLI_ENTRY = path.resolve("src/cli/main.ts");
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-interface ChatResult {
-  status: number;
-  key: string | null;
-  source: string | null;
-  text: string;
-  error?: { message: string; code?: string };
-  done: boolean;
-}
-
-async function chat(baseURL: string, body: unknown, opts: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<ChatResult> {
-  const res = await fetch(`${baseURL}/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...(opts.headers ?? {}) },
-    body: JSON.stringify(body),
-    signal: opts.signal,
-  });
-  const base = { status: res.status, key: res.headers.get("x-clawbridge-conversation"), source: res.headers.get("x-clawbridge-conversation-source") };
-  if (!(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
-    const j = (await res.json()) as any;
-    return { ...base, text: j?.choices?.[0]?.message?.content ?? "", error: j?.error, done: false };
-  }
-  const { frames } = await readSse(res);
-  const payloads = frames.filter((f) => f !== "[DONE]").map((f) => JSON.parse(f));
-  return {
-    ...base,
-    text: payloads.map((p) => p.choices?.[0]?.delta?.content ?? "").join(""),
-    error: payloads.find((p) => p.error)?.error,
-    done: frames.includes("[DONE]"),
-  };
-}
-
-/** An OpenClaw conversation: turns as OpenClaw replays them (earlier assistant answers included). */
-class Conversation {
-  readonly turns: OpenClawTurn[] = [];
-  constructor(
-    readonly gen: Generation,
-    readonly extra: { sessionId?: string; sessionKey?: string } = {},
-  ) {}
-  ask(text: string): Record<string, unknown> {
-    this.turns.push({ role: "user", text });
-    return openclawRequest(MODEL, this.turns, this.gen, this.extra);
-  }
-  answered(text: string): void {
-    this.turns.push({ role: "assistant", text });
-  }
-  /** The request for re-sending the last question (a retry), without adding a turn. */
-  again(): Record<string, unknown> {
-    return openclawRequest(MODEL, this.turns, this.gen, this.extra);
-  }
-}
 
 function blocks(content: unknown): string[] {
   if (typeof content === "string") return [content];
@@ -117,43 +63,11 @@ function sessionOf(req: RecordedRequest): string | undefined {
   }
 }
 
-function lastLine(s: string): string {
-  return s.trim().split("\n").at(-1)!.trim();
-}
-
 /** The default script: answer naming the person's latest line, so answers are traceable. */
 function replyScript(req: RecordedRequest): AnthropicReply {
   const msgs: any[] = req.body?.messages ?? [];
   const lastUser = [...msgs].reverse().find((m) => m.role === "user" && promptText(m.content));
   return { kind: "text", chunks: ["Reply to: ", lastLine(promptText(lastUser?.content ?? ""))] };
-}
-
-/**
- * Process groups whose environment has this HOME: one per CLI process (the bridge starts each CLI in
- * its own group; claude's helpers — git, rg, ps, and forks of itself that have not exec'ed yet — share it).
- * Counting raw pids would count those helpers as CLIs.
- */
-function cliGroups(home: string): Set<number> {
-  const groups = new Set<number>();
-  for (const pid of pidsWithEnv(`HOME=${home}`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (fields[0] !== "Z") groups.add(Number(fields[2]));
-    } catch {
-      /* gone */
-    }
-  }
-  return groups;
-}
-
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
 }
 
 /** Files named `name` below `root` (bounded walk). */
@@ -167,20 +81,6 @@ function findFiles(root: string, name: string, depth = 6): string[] {
   }
   return out;
 }
-
-/** The real `clawbridge sessions …` command, run as a child process against the bridge's data dir. */
-async function sessionsCli(dataDir: string, ...args: string[]): Promise<string> {
-  const env: NodeJS.ProcessEnv = { ...process.env, CLAWBRIDGE_DATA_DIR: dataDir };
-  delete env.CLAWBRIDGE_CONFIG;
-  const { stdout } = await execFileP(process.execPath, ["--import", "tsx", CLI_ENTRY, "sessions", ...args], { env, timeout: 60_000 });
-  return stdout;
-}
-
-async function showSession(dataDir: string, key: string): Promise<{ binding: any; events: Array<{ kind: string; reason: string | null }> }> {
-  return JSON.parse(await sessionsCli(dataDir, "show", key));
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
 
@@ -222,7 +122,7 @@ describe("resume mode through the bridge: Claude Code", () => {
     fake.setScript(replyScript);
     const sid = randomUUID();
     const key = `openclaw:agent:main:main:${sid}`;
-    const conv = new Conversation("2026.9", { sessionId: sid });
+    const conv = new Conversation(MODEL, "2026.9", { sessionId: sid });
     const before = fake.messageCalls().length;
 
     const body1 = conv.ask("what is the capital of Estonia");
@@ -289,7 +189,7 @@ describe("resume mode through the bridge: Claude Code", () => {
     fake.setScript(replyScript);
 
     // 2026.5: no Runtime line → a derived key, stable across turns (the session resumes).
-    const old = new Conversation("2026.5");
+    const old = new Conversation(MODEL, "2026.5");
     const before5 = fake.messageCalls().length;
     const o1 = await chat(bridge.baseURL, old.ask("derived one: hello from an older OpenClaw"));
     assert.equal(o1.status, 200);
@@ -305,22 +205,22 @@ describe("resume mode through the bridge: Claude Code", () => {
     assert.equal(dialogue(oc[1]!).at(-1)![1], "derived two", "metadata blocks stripped from the new message");
 
     // An explicit header wins over the Runtime line.
-    const h = await chat(bridge.baseURL, new Conversation("2026.9", { sessionId: randomUUID() }).ask("header wins"), {
+    const h = await chat(bridge.baseURL, new Conversation(MODEL, "2026.9", { sessionId: randomUUID() }).ask("header wins"), {
       headers: { "x-openclaw-session-key": "agent:main:telegram:dm:42" },
     });
     assert.equal(h.source, "header");
     assert.equal(h.key, "agent:main:telegram:dm:42");
 
     // The OpenAI `user` field when there is no header (it also beats the Runtime line).
-    const ub = { ...new Conversation("2026.9", { sessionId: randomUUID() }).ask("user field"), user: "alex-42" };
+    const ub = { ...new Conversation(MODEL, "2026.9", { sessionId: randomUUID() }).ask("user field"), user: "alex-42" };
     const u = await chat(bridge.baseURL, ub);
     assert.equal(u.source, "user");
     assert.equal(u.key, "user:alex-42");
     assert.equal((await bindingOf("user:alex-42")).turns, 1);
 
     // Two conversations in parallel: each model call holds only its own conversation.
-    const a = new Conversation("2026.9", { sessionId: randomUUID() });
-    const b = new Conversation("2026.9", { sessionId: randomUUID() });
+    const a = new Conversation(MODEL, "2026.9", { sessionId: randomUUID() });
+    const b = new Conversation(MODEL, "2026.9", { sessionId: randomUUID() });
     const keyA = `openclaw:agent:main:main:${a.extra.sessionId}`;
     const keyB = `openclaw:agent:main:main:${b.extra.sessionId}`;
     const beforeAB = fake.messageCalls().length;
@@ -363,7 +263,7 @@ describe("resume mode through the bridge: Claude Code", () => {
     fake.setScript(replyScript);
     const sid = randomUUID();
     const key = `openclaw:agent:main:main:${sid}`;
-    const conv = new Conversation("2026.9", { sessionId: sid });
+    const conv = new Conversation(MODEL, "2026.9", { sessionId: sid });
     for (const q of ["my cat is called Miso", "she is three years old"]) {
       const r = await chat(bridge.baseURL, conv.ask(q));
       assert.equal(r.status, 200);
@@ -422,7 +322,7 @@ describe("resume mode through the bridge: Claude Code", () => {
 
   test("abort then retry: never two CLI processes for the conversation; the retry answers; the abandoned one is gone", async () => {
     const sid = randomUUID();
-    const conv = new Conversation("2026.9", { sessionId: sid });
+    const conv = new Conversation(MODEL, "2026.9", { sessionId: sid });
     fake.setScript(replyScript);
     const r1 = await chat(bridge.baseURL, conv.ask("first, quick"));
     conv.answered(r1.text);
@@ -507,7 +407,7 @@ describe("resume mode through the bridge: Claude Code", () => {
   );
 
   test("turns of one conversation are strictly serialised: the model sees the second only after the first finished", async () => {
-    const conv = new Conversation("2026.9", { sessionId: randomUUID() });
+    const conv = new Conversation(MODEL, "2026.9", { sessionId: randomUUID() });
     fake.setScript(replyScript);
     const r1 = await chat(bridge.baseURL, conv.ask("serial one"));
     conv.answered(r1.text);

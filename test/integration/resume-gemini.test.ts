@@ -8,74 +8,22 @@
  * (checked with the real `clawbridge sessions` command) and the session files under the private HOME.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
+import { existsSync, readdirSync, statSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { promisify } from "node:util";
 import { defaultSessionStorePath, openSessionStore } from "../../src/store/index.js";
 import type { SessionStore } from "../../src/store/types.js";
 import { GEMINI_BIN, geminiEnv } from "../fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../fakes/gemini-api.js";
-import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-import { openclawRequest, type Generation, type OpenClawTurn } from "../helpers/openclaw-request.js";
+import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { alive, chat, cliGroups, Conversation, lastLine, sessionsCli, showSession, sleep } from "../helpers/resume.js";
+import { openclawRequest } from "../helpers/openclaw-request.js";
 
 const MODEL = "gemini";
-const execFileP = promisify(execFile);
-const CLI_ENTRY = path.resolve("src/cli/main.ts");
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-interface ChatResult {
-  status: number;
-  key: string | null;
-  source: string | null;
-  text: string;
-  error?: { message: string; code?: string };
-  done: boolean;
-}
-
-async function chat(baseURL: string, body: unknown, opts: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<ChatResult> {
-  const res = await fetch(`${baseURL}/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...(opts.headers ?? {}) },
-    body: JSON.stringify(body),
-    signal: opts.signal,
-  });
-  const base = { status: res.status, key: res.headers.get("x-clawbridge-conversation"), source: res.headers.get("x-clawbridge-conversation-source") };
-  if (!(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
-    const j = (await res.json()) as any;
-    return { ...base, text: j?.choices?.[0]?.message?.content ?? "", error: j?.error, done: false };
-  }
-  const { frames } = await readSse(res);
-  const payloads = frames.filter((f) => f !== "[DONE]").map((f) => JSON.parse(f));
-  return {
-    ...base,
-    text: payloads.map((p) => p.choices?.[0]?.delta?.content ?? "").join(""),
-    error: payloads.find((p) => p.error)?.error,
-    done: frames.includes("[DONE]"),
-  };
-}
-
-class Conversation {
-  readonly turns: OpenClawTurn[] = [];
-  constructor(
-    readonly gen: Generation,
-    readonly extra: { sessionId?: string; sessionKey?: string } = {},
-  ) {}
-  ask(text: string): Record<string, unknown> {
-    this.turns.push({ role: "user", text });
-    return openclawRequest(MODEL, this.turns, this.gen, this.extra);
-  }
-  answered(text: string): void {
-    this.turns.push({ role: "assistant", text });
-  }
-  again(): Record<string, unknown> {
-    return openclawRequest(MODEL, this.turns, this.gen, this.extra);
-  }
-}
 
 /** The person's words in a content: Gemini CLI's own `<session_context>` part left out. */
 function promptText(parts: unknown): string {
@@ -93,10 +41,6 @@ function dialogue(req: RecordedGeminiRequest): [string, string][] {
   return contents
     .map((c): [string, string] => [c.role, c.role === "user" ? promptText(c.parts) : geminiPartsText(c.parts)])
     .filter(([, t]) => t !== "");
-}
-
-function lastLine(s: string): string {
-  return s.trim().split("\n").at(-1)!.trim();
 }
 
 /** Answer naming the person's latest line (of the last text part: gemini may merge two user turns into one content). */
@@ -118,30 +62,6 @@ function lastPrompt(req: RecordedGeminiRequest): string {
   return promptText(contents.at(-1)?.parts);
 }
 
-/** Process groups (= CLI processes with their children; gemini relaunches itself once) with this HOME. */
-function cliGroups(home: string): Set<number> {
-  const groups = new Set<number>();
-  for (const pid of pidsWithEnv(`HOME=${home}`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (fields[0] !== "Z") groups.add(Number(fields[2]));
-    } catch {
-      /* gone */
-    }
-  }
-  return groups;
-}
-
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
 /** Gemini CLI session files: `<home>/.gemini/tmp/<project>/chats/session-<time>-<first 8 of id>.jsonl`. */
 function sessionFiles(home: string, id: string): string[] {
   const root = path.join(home, ".gemini", "tmp");
@@ -154,19 +74,6 @@ function sessionFiles(home: string, id: string): string[] {
   }
   return out;
 }
-
-async function sessionsCli(dataDir: string, ...args: string[]): Promise<string> {
-  const env: NodeJS.ProcessEnv = { ...process.env, CLAWBRIDGE_DATA_DIR: dataDir };
-  delete env.CLAWBRIDGE_CONFIG;
-  const { stdout } = await execFileP(process.execPath, ["--import", "tsx", CLI_ENTRY, "sessions", ...args], { env, timeout: 60_000 });
-  return stdout;
-}
-
-async function showSession(dataDir: string, key: string): Promise<{ binding: any; events: Array<{ kind: string; reason: string | null }> }> {
-  return JSON.parse(await sessionsCli(dataDir, "show", key));
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
 
@@ -206,7 +113,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     fake.setScript(replyScript);
     const sid = randomUUID();
     const key = `openclaw:agent:main:main:${sid}`;
-    const conv = new Conversation("2026.9", { sessionId: sid });
+    const conv = new Conversation(MODEL, "2026.9", { sessionId: sid });
     const before = fake.turnCalls().length;
 
     const r1 = await chat(bridge.baseURL, conv.ask("what is the capital of Estonia"));
@@ -261,7 +168,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
 
   test("conversation identity: derived fallback (2026.5), explicit header, OpenAI user; parallel conversations stay apart", async () => {
     fake.setScript(replyScript);
-    const old = new Conversation("2026.5");
+    const old = new Conversation(MODEL, "2026.5");
     const before5 = fake.turnCalls().length;
     const o1 = await chat(bridge.baseURL, old.ask("derived one: hello from an older OpenClaw"));
     assert.equal(o1.source, "derived");
@@ -274,17 +181,17 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     assert.equal(lastPrompt(oc.at(-1)!), "derived two");
     assert.equal((await bindingOf(o1.key!)).turns, 2);
 
-    const h = await chat(bridge.baseURL, new Conversation("2026.9", { sessionId: randomUUID() }).ask("header wins"), {
+    const h = await chat(bridge.baseURL, new Conversation(MODEL, "2026.9", { sessionId: randomUUID() }).ask("header wins"), {
       headers: { "x-openclaw-session-key": "agent:main:discord:dm:7" },
     });
     assert.equal(h.source, "header");
     assert.equal(h.key, "agent:main:discord:dm:7");
-    const u = await chat(bridge.baseURL, { ...new Conversation("2026.9", { sessionId: randomUUID() }).ask("user field"), user: "sam-7" });
+    const u = await chat(bridge.baseURL, { ...new Conversation(MODEL, "2026.9", { sessionId: randomUUID() }).ask("user field"), user: "sam-7" });
     assert.equal(u.source, "user");
     assert.equal(u.key, "user:sam-7");
 
-    const a = new Conversation("2026.9", { sessionId: randomUUID() });
-    const b = new Conversation("2026.9", { sessionId: randomUUID() });
+    const a = new Conversation(MODEL, "2026.9", { sessionId: randomUUID() });
+    const b = new Conversation(MODEL, "2026.9", { sessionId: randomUUID() });
     const keyA = `openclaw:agent:main:main:${a.extra.sessionId}`;
     const keyB = `openclaw:agent:main:main:${b.extra.sessionId}`;
     const beforeAB = fake.turnCalls().length;
@@ -321,7 +228,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
     fake.setScript(replyScript);
     const sid = randomUUID();
     const key = `openclaw:agent:main:main:${sid}`;
-    const conv = new Conversation("2026.9", { sessionId: sid });
+    const conv = new Conversation(MODEL, "2026.9", { sessionId: sid });
     for (const q of ["my cat is called Miso", "she is three years old"]) {
       const r = await chat(bridge.baseURL, conv.ask(q));
       assert.equal(r.status, 200);
@@ -376,7 +283,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
   let retriedCall: RecordedGeminiRequest | undefined;
 
   test("abort then retry: never two CLI processes for the conversation; the retry answers; the abandoned one is gone", async () => {
-    const conv = new Conversation("2026.9", { sessionId: randomUUID() });
+    const conv = new Conversation(MODEL, "2026.9", { sessionId: randomUUID() });
     fake.setScript(replyScript);
     const r1 = await chat(bridge.baseURL, conv.ask("first, quick"));
     conv.answered(r1.text);
@@ -455,7 +362,7 @@ describe("resume mode through the bridge: Gemini CLI", () => {
   );
 
   test("turns of one conversation are strictly serialised: the model sees the second only after the first finished", async () => {
-    const conv = new Conversation("2026.9", { sessionId: randomUUID() });
+    const conv = new Conversation(MODEL, "2026.9", { sessionId: randomUUID() });
     fake.setScript(replyScript);
     const r1 = await chat(bridge.baseURL, conv.ask("serial one"));
     conv.answered(r1.text);

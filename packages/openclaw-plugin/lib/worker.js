@@ -1,8 +1,8 @@
 /**
  * Worker thread that runs clawbridge inside the gateway process: its compiled build (dist/) when
  * that is current, else its TypeScript sources through tsx — tsx's loader is then registered in
- * THIS thread only, so the gateway's own module loading is untouched. Messages to the parent: {type:"ready"|"reuse"|"error"|"stopped"}; from the parent:
- * {type:"stop"}.
+ * THIS thread only, so the gateway's own module loading is untouched. Messages to the parent:
+ * {type:"ready"|"reuse"|"error"|"stopped"}; from the parent: {type:"stop"}.
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -31,9 +31,9 @@ function tsxEsmApi(root) {
 
 async function main() {
   // The compiled build (dist/) when it is current with the sources; else the sources through tsx.
-  const { buildState } = await import(pathToFileURL(path.join(root, "scripts", "build-state.mjs")).href);
-  const compiled = buildState(root).fresh;
-  if (!compiled) {
+  const { buildState, entryFile } = await import(pathToFileURL(path.join(root, "scripts", "build-state.mjs")).href);
+  const state = buildState(root);
+  if (!state.fresh) {
     let tsxApi;
     try {
       tsxApi = await import(pathToFileURL(tsxEsmApi(root)).href);
@@ -42,7 +42,7 @@ async function main() {
     }
     tsxApi.register();
   }
-  const mod = (rel) => import(pathToFileURL(path.join(root, compiled ? "dist" : "src", `${rel}.${compiled ? "js" : "ts"}`)).href);
+  const mod = (rel) => import(pathToFileURL(entryFile(root, rel, state)).href);
   const [{ loadConfig }, { startBridge }, { createLogger }, { VERSION }] = await Promise.all([
     mod("config/load"),
     mod("server/start"),
