@@ -26,6 +26,7 @@ import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendError, BackendEvent, BackendHealth, FinishReason, TurnInput, Usage } from "./types.js";
 import { SpecialTokenStripper, ToolCallExtractor, type ExtractEvent } from "../toolcalls/extract.js";
 import { alnumId } from "../encoder/chunks.js";
+import { readLimited } from "../util/read-limited.js";
 
 export const openaiOptionsSchema = z.strictObject({
   /** Upstream API root including `/v1`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:11434/v1` (Ollama). */
@@ -579,46 +580,17 @@ class BodyReader {
 }
 
 /**
- * A whole JSON body (the non-streamed answer) under the same timers as `BodyReader` (first byte,
- * then idle between chunks), read with plain stream events instead of an async iterator: one
- * promise per body rather than per chunk. Resolves with the bytes, or `undefined` when the body
- * grew beyond `limit` (then the body is left to the caller's cleanup). Rejects on socket errors
- * and aborts.
+ * A whole JSON body (a JSON answer to a streaming request) under the same timers as `BodyReader`
+ * (first byte, then idle between chunks). `undefined` when the body grew beyond `limit` (then the
+ * body is left to the caller's cleanup). Rejects on socket errors and aborts.
  */
-function readWhole(body: Body, limit: number, arm: (first: boolean) => void, disarm: () => void): Promise<Buffer | undefined> {
-  return new Promise<Buffer | undefined>((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      disarm();
-      body.off("data", onData);
-      body.off("end", onEnd);
-      body.off("error", onError);
-    };
-    const onData = (c: Buffer) => {
-      size += c.length;
-      if (size > limit) {
-        cleanup();
-        body.pause();
-        resolve(undefined);
-        return;
-      }
-      chunks.push(c);
-      arm(false);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
-    };
-    const onError = (err: Error) => {
-      cleanup();
-      reject(err);
-    };
-    arm(true);
-    body.on("data", onData);
-    body.on("end", onEnd);
-    body.on("error", onError);
-  });
+async function readWhole(body: Body, limit: number, arm: (first: boolean) => void, disarm: () => void): Promise<Buffer | undefined> {
+  arm(true);
+  try {
+    return await readLimited(body, limit, () => arm(false));
+  } finally {
+    disarm();
+  }
 }
 
 /** A whole upstream answer, read by `fetchWhole`. */

@@ -19,6 +19,7 @@ import { writeSse } from "../encoder/sse.js";
 import type { DebugLog } from "../log/debug-log.js";
 import { chatRequestSchema, describeIssues } from "../openai/schema.js";
 import type { ChatPipeline } from "../pipeline/chat.js";
+import { readLimited } from "../util/read-limited.js";
 import { ApiKeys } from "./auth.js";
 import { ApiError, backendErrorBody, backendErrorStatus, badRequest, internalError, unauthorized, type ApiErrorBody } from "./errors.js";
 
@@ -146,40 +147,14 @@ function readBody(req: IncomingMessage, limit: number): Promise<string | undefin
     req.resume();
     return Promise.resolve(undefined);
   }
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.off("error", onError);
-      req.off("aborted", onAborted);
-    };
-    const onData = (c: Buffer) => {
-      size += c.length;
-      if (size > limit) {
-        cleanup();
-        req.resume();
-        resolve(undefined);
-        return;
-      }
-      parts.push(c);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(parts.length === 1 ? parts[0]!.toString("utf8") : Buffer.concat(parts, size).toString("utf8"));
-    };
-    const onError = (err: Error) => {
-      cleanup();
-      reject(err);
-    };
-    const onAborted = () => {
-      cleanup();
-      reject(new ApiError(499, "invalid_request_error", "client_closed", "the client went away while sending the request"));
-    };
-    req.on("data", onData);
-    req.on("end", onEnd);
-    req.on("error", onError);
-    req.on("aborted", onAborted);
-  });
+  return readLimited(req, limit).then(
+    (bytes) => {
+      if (bytes) return bytes.toString("utf8");
+      req.resume(); // the rest is discarded while the 413 goes out
+      return undefined;
+    },
+    () => {
+      throw new ApiError(499, "invalid_request_error", "client_closed", "the client went away while sending the request");
+    },
+  );
 }
