@@ -70,13 +70,13 @@ export function summariseProfile(file: string, root: string, top = 25): ProfileS
   }
   const busy = totalHits - idle;
 
-  // Inclusive time of repo functions (src/…): self + descendants, counted once per stack.
+  // Inclusive time of repo functions (src/… or the compiled dist/…): self + descendants, counted once per stack.
   const inclusive = new Map<string, number>();
   const walk = (id: number, onStack: Set<string>): number => {
     const n = byId.get(id);
     if (!n) return 0;
     let hits = n.callFrame.functionName === "(idle)" ? 0 : (n.hitCount ?? 0);
-    const k = n.callFrame.url && area(n.callFrame.url, root).startsWith("src/") ? key(n) : undefined;
+    const k = n.callFrame.url && /^(src|dist)\//.test(area(n.callFrame.url, root)) ? key(n) : undefined;
     const added = k !== undefined && !onStack.has(k);
     if (added) onStack.add(k!);
     for (const c of n.children ?? []) hits += walk(c, onStack);
