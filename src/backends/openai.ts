@@ -27,6 +27,7 @@ import type { Backend, BackendError, BackendEvent, BackendHealth, FinishReason, 
 import { SpecialTokenStripper, ToolCallExtractor, type ExtractEvent } from "../toolcalls/extract.js";
 import { alnumId } from "../encoder/chunks.js";
 import { readLimited } from "../util/read-limited.js";
+import { Cancellation, onAbort } from "../util/cancel.js";
 
 export const openaiOptionsSchema = z.strictObject({
   /** Upstream API root including `/v1`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:11434/v1` (Ollama). */
@@ -631,7 +632,7 @@ class WholeHandler implements Dispatcher.DispatchHandler {
   constructor(
     limit: number,
     private readonly errorLimit: number,
-    private readonly abort: UpstreamAbort,
+    private readonly abort: Cancellation,
     private readonly resolve: (r: WholeResponse) => void,
     private readonly reject: (e: WholeError) => void,
   ) {
@@ -686,7 +687,7 @@ class WholeHandler implements Dispatcher.DispatchHandler {
   }
 }
 
-function fetchWhole(pool: Pool, options: Dispatcher.DispatchOptions, limit: number, errorLimit: number, abort: UpstreamAbort): Promise<WholeResponse> {
+function fetchWhole(pool: Pool, options: Dispatcher.DispatchOptions, limit: number, errorLimit: number, abort: Cancellation): Promise<WholeResponse> {
   return new Promise((resolve, reject) => {
     pool.dispatch(options, new WholeHandler(limit, errorLimit, abort, resolve, reject));
   });
@@ -708,43 +709,6 @@ async function drainBriefly(reader: BodyReader, ms: number): Promise<void> {
     // the body is destroyed by the caller's cleanup
   } finally {
     clearTimeout(timer);
-  }
-}
-
-/**
- * Stops the upstream request: given to undici as its `signal` (undici takes an EventEmitter-like
- * object: `aborted`, `reason`, `once`/`removeListener` of "abort"), aborting it destroys the
- * request or its body, which closes the connection — like an AbortController, without the
- * EventTarget machinery (one per turn showed in the per-request CPU profile).
- */
-class UpstreamAbort {
-  aborted = false;
-  reason: unknown = undefined;
-  private listeners: Array<() => void> = [];
-  once(event: string, fn: () => void): this {
-    if (event === "abort") this.listeners.push(fn);
-    return this;
-  }
-  on(event: string, fn: () => void): this {
-    return this.once(event, fn);
-  }
-  addListener(event: string, fn: () => void): this {
-    return this.once(event, fn);
-  }
-  removeListener(event: string, fn: () => void): this {
-    if (event === "abort") this.listeners = this.listeners.filter((l) => l !== fn);
-    return this;
-  }
-  off(event: string, fn: () => void): this {
-    return this.removeListener(event, fn);
-  }
-  abort(): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.reason = new DOMException("This operation was aborted", "AbortError");
-    const ls = this.listeners;
-    this.listeners = [];
-    for (const l of ls) l();
   }
 }
 
@@ -787,20 +751,21 @@ class OpenAIBackend implements Backend {
   }
 
   private async *turn(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    if (turn.signal.aborted) {
+    const turnCancel = turn.cancel ?? turn.signal; // not `signal` when there is a cheaper one
+    if (turnCancel.aborted) {
       yield { type: "error", error: { code: "aborted", message: "request aborted before it was sent", retryable: false } };
       return;
     }
     const o = this.options;
     const url = `${this.display}/chat/completions`;
-    const ctl = new UpstreamAbort();
+    // Stops the upstream request (client gone, shutdown, a timeout): undici takes it as `signal`.
+    const ctl = new Cancellation();
     let stop: StopReason | undefined;
     const halt = (why: StopReason) => {
       stop ??= why;
       ctl.abort();
     };
-    const onAbort = () => halt("aborted");
-    turn.signal.addEventListener("abort", onAbort, { once: true });
+    const stopFollowing = onAbort(turnCancel, () => halt("aborted"));
     const total = setTimeout(() => halt("timeout"), o.timeoutSeconds * 1000);
     // First byte: one deadline from sending the request to the first body byte (headers included).
     // A non-streamed upstream answer only starts when it is complete: the whole-turn limit applies.
@@ -996,7 +961,7 @@ class OpenAIBackend implements Backend {
     } finally {
       clearTimeout(total);
       disarm();
-      turn.signal.removeEventListener("abort", onAbort);
+      stopFollowing();
       if (body && !bodyEnded && !reader?.ended) {
         if (state.sawDone && !stop) {
           // The answer is complete; let the socket go back to the pool once the body ends.

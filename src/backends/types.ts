@@ -3,6 +3,7 @@
  * The HTTP layer and the response encoders only ever see these types — never a CLI, a process or
  * an upstream URL.
  */
+import type { Cancellation } from "../util/cancel.js";
 import type { ChatRequest } from "../openai/schema.js";
 
 /** Why a turn ended, in OpenAI's vocabulary. */
@@ -86,6 +87,11 @@ export interface TurnInput {
   session: SessionInfo;
   /** Aborted when the client goes away, the bridge shuts down or a newer turn replaces this one. */
   signal: AbortSignal;
+  /**
+   * The same cancellation as `signal`, cheaper to listen to (plain functions, no EventTarget).
+   * The pipeline always sets it, and then makes `signal` only when a backend reads it.
+   */
+  cancel?: Cancellation;
 }
 
 export interface BackendHealth {

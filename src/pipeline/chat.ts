@@ -4,7 +4,6 @@
  * It hands the HTTP layer a typed event stream; the encoders (src/encoder) turn it into SSE or JSON.
  */
 import { createHash } from "node:crypto";
-import { setMaxListeners } from "node:events";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import type { Backend, BackendEvent, PromptParts, TurnInput } from "../backends/types.js";
@@ -22,6 +21,7 @@ import { ModelRouter, type Route } from "../routing/router.js";
 import { ApiError } from "../server/errors.js";
 import { alnumId } from "../encoder/chunks.js";
 import { countTokens } from "./usage.js";
+import { Cancellation } from "../util/cancel.js";
 
 export interface PreparedTurn {
   requestId: string;
@@ -48,17 +48,13 @@ export interface PipelineDeps {
 }
 
 export class ChatPipeline {
-  /** Aborted on shutdown: every running turn stops. One listener per running turn: no limit. */
-  private readonly shutdown = (() => {
-    const ctl = new AbortController();
-    setMaxListeners(0, ctl.signal);
-    return ctl;
-  })();
+  /** Set on shutdown: every running turn is aborted, and a turn that starts later at once. */
+  private shuttingDown = false;
   /** Turns running now, and who waits for that number to reach zero (drain). */
   private running = 0;
   private idleWaiters: Array<() => void> = [];
-  /** The controller of every running turn: aborted on shutdown (a Set, not one listener per turn). */
-  private readonly turnControllers = new Set<AbortController>();
+  /** The cancellation of every running turn: aborted on shutdown (a Set, not one listener per turn). */
+  private readonly turnCancels = new Set<Cancellation>();
 
   constructor(private readonly deps: PipelineDeps) {}
 
@@ -77,17 +73,17 @@ export class ChatPipeline {
       await Promise.race([this.idle(), new Promise((r) => (timer = setTimeout(r, ms)))]);
       if (timer) clearTimeout(timer);
     }
-    this.shutdown.abort();
-    for (const ctl of this.turnControllers) ctl.abort();
+    this.shuttingDown = true;
+    for (const c of this.turnCancels) c.abort();
     await this.idle();
   }
 
   /**
-   * `client` is the client's signal, or a controller the caller owns and aborts when the client
-   * goes away: then its signal is the turn's own (no second controller and listener per turn; the
-   * pipeline aborts it on shutdown, so the caller should not read "client gone" from it).
+   * `client` is the client's signal, or a `Cancellation` the caller owns and aborts when the client
+   * goes away: then it is the turn's own (nothing is made or listened to per turn; the pipeline
+   * aborts it on shutdown, so the caller should not read "client gone" from it).
    */
-  async prepare(req: ChatRequest, headers: IncomingHttpHeaders, client: AbortSignal | AbortController): Promise<PreparedTurn> {
+  async prepare(req: ChatRequest, headers: IncomingHttpHeaders, client: AbortSignal | Cancellation): Promise<PreparedTurn> {
     const { config, router, scheduler, logger } = this.deps;
     const requestId = alnumId("req", 12);
     const route = router.resolve(req.model);
@@ -102,14 +98,14 @@ export class ChatPipeline {
     }
     const conversation = resolveConversation(req, headers, { sessionHeader: config.server.sessionHeader, scope: route.model.id });
     const linked = this.linkTurn(client);
-    const signal = linked.signal;
+    const cancel = linked.cancel;
     // The child logger is made only when something is logged at an enabled level (creating a pino
     // child per turn showed in the per-request CPU profile; most turns log nothing at `warn`).
     const log = lazyChild(logger, () => ({ requestId, model: route.model.id, backend: route.backend.name, conversation: conversation.key }));
 
     let lease: Lease;
     try {
-      lease = await scheduler.acquire(conversation.key, signal);
+      lease = await scheduler.acquire(conversation.key, cancel);
     } catch (err) {
       linked.dispose();
       if (err instanceof QueueRejected) {
@@ -122,7 +118,7 @@ export class ChatPipeline {
       throw err;
     }
 
-    const events = this.run(req, route, conversation, signal, lease, log, linked.dispose);
+    const events = this.run(req, route, conversation, cancel, lease, log, linked.dispose);
     return {
       requestId,
       route,
@@ -137,31 +133,22 @@ export class ChatPipeline {
     };
   }
 
-  /** The turn's signal: fires when the client goes away or on shutdown. `dispose` when the turn ends. */
-  private linkTurn(client: AbortSignal | AbortController): { signal: AbortSignal; dispose: () => void } {
-    const own = client instanceof AbortController ? client : undefined;
-    const ctl = own ?? new AbortController();
-    let onAbort: (() => void) | undefined;
-    if (!own) {
-      const clientSignal = client as AbortSignal;
-      if (clientSignal.aborted) ctl.abort();
-      else {
-        onAbort = () => ctl.abort();
-        clientSignal.addEventListener("abort", onAbort, { once: true });
-      }
-    }
-    if (this.shutdown.signal.aborted) ctl.abort();
-    this.turnControllers.add(ctl);
+  /** The turn's cancellation: fires when the client goes away or on shutdown. `dispose` when the turn ends. */
+  private linkTurn(client: AbortSignal | Cancellation): { cancel: Cancellation; dispose: () => void } {
+    const followed = client instanceof Cancellation ? { cancel: client, dispose: undefined } : Cancellation.follow(client);
+    const cancel = followed.cancel;
+    if (this.shuttingDown) cancel.abort();
+    this.turnCancels.add(cancel);
     return {
-      signal: ctl.signal,
+      cancel,
       dispose: () => {
-        this.turnControllers.delete(ctl);
-        if (onAbort) (client as AbortSignal).removeEventListener("abort", onAbort);
+        this.turnCancels.delete(cancel);
+        followed.dispose?.();
       },
     };
   }
 
-  private async *run(req: ChatRequest, route: Route, conversation: Conversation, signal: AbortSignal, lease: Lease, log: Logger, dispose: () => void): AsyncGenerator<BackendEvent> {
+  private async *run(req: ChatRequest, route: Route, conversation: Conversation, cancel: Cancellation, lease: Lease, log: Logger, dispose: () => void): AsyncGenerator<BackendEvent> {
     const started = Date.now();
     this.running++;
     const { debugLog } = this.deps;
@@ -169,10 +156,10 @@ export class ChatPipeline {
     let chars = 0;
     try {
       const mode = effectiveMode(route, conversation);
-      const live = mode === "passthrough" ? [] : await this.enrich(findCurrentUserTurn(req.messages).text, route, signal, log);
+      const live = mode === "passthrough" ? [] : await this.enrich(findCurrentUserTurn(req.messages).text, route, cancel, log);
       // Stateless/passthrough: the backend's events through `contract` only (one generator layer
       // fewer per event than a wrapper generator).
-      const source = mode === "resume" ? this.runResume(req, route, conversation, signal, live, log) : this.statelessTurn(req, route, conversation, signal, live, log, mode);
+      const source = mode === "resume" ? this.runResume(req, route, conversation, cancel, live, log) : this.statelessTurn(req, route, conversation, cancel, live, log, mode);
       for await (const ev of source) {
         if (ev.type === "text") chars += ev.text.length;
         if (ev.type === "error") {
@@ -183,7 +170,7 @@ export class ChatPipeline {
         yield ev;
       }
     } finally {
-      if (signal.aborted && outcome === "completed") outcome = "aborted";
+      if (cancel.aborted && outcome === "completed") outcome = "aborted";
       lease.release();
       dispose();
       log.info({ outcome, contentChars: chars, durationMs: Date.now() - started }, "turn ended");
@@ -196,10 +183,10 @@ export class ChatPipeline {
     }
   }
 
-  private async enrich(userText: string, route: Route, signal: AbortSignal, log: Logger): Promise<LiveData[]> {
+  private async enrich(userText: string, route: Route, cancel: Cancellation, log: Logger): Promise<LiveData[]> {
     if (!this.deps.enricher) return [];
     try {
-      return await this.deps.enricher(userText, route, signal, log);
+      return await this.deps.enricher(userText, route, cancel.signal, log);
     } catch (err) {
       log.warn({ err: (err as Error).message }, "tool pre-execution failed; answering without it");
       return [];
@@ -211,14 +198,22 @@ export class ChatPipeline {
     req: ChatRequest,
     route: Route,
     conversation: Conversation,
-    signal: AbortSignal,
+    cancel: Cancellation,
     live: LiveData[],
     log: Logger,
     mode: SessionMode,
   ): AsyncGenerator<BackendEvent> {
     let prompt: PromptParts;
     if (mode === "passthrough") {
-      prompt = { system: "", text: findCurrentUserTurn(req.messages).text };
+      // The request goes to the backend as it is; the prompt text is only read to count usage
+      // when an upstream reports none, so it is found then.
+      let text: string | undefined;
+      prompt = {
+        system: "",
+        get text() {
+          return (text ??= findCurrentUserTurn(req.messages).text);
+        },
+      };
       log.info({ conversationSource: conversation.source, mode }, "turn started");
     } else {
       const built = buildStatelessPrompt(req.messages, route.model.context, live);
@@ -226,7 +221,7 @@ export class ChatPipeline {
       this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars, tool_context: ${live.length > 0}, history_entries: ${built.stats.historyEntries}`);
       log.info({ conversationSource: conversation.source, mode, ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
     }
-    const turn: TurnInput = { model: route.model.backendModel, prompt, request: req, session: { key: conversation.key, turn: 0 }, signal };
+    const turn = turnInput({ model: route.model.backendModel, prompt, request: req, session: { key: conversation.key, turn: 0 } }, cancel);
     return contract(route.backend, turn, () => `${prompt.system}\n${prompt.text}`);
   }
 
@@ -239,7 +234,7 @@ export class ChatPipeline {
     req: ChatRequest,
     route: Route,
     conversation: Conversation,
-    signal: AbortSignal,
+    cancel: Cancellation,
     live: LiveData[],
     log: Logger,
   ): AsyncGenerator<BackendEvent> {
@@ -275,13 +270,15 @@ export class ChatPipeline {
       });
       this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${live.length > 0}, history_entries: ${built.stats.seedEntries}`);
       log.info({ conversationSource: conversation.source, mode: "resume", continuing, backendSessionId: binding?.backendSessionId, ...built.stats }, "turn started");
-      const turn: TurnInput = {
-        model: route.model.backendModel,
-        prompt: built.prompt,
-        request: req,
-        session: { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0 },
-        signal,
-      };
+      const turn = turnInput(
+        {
+          model: route.model.backendModel,
+          prompt: built.prompt,
+          request: req,
+          session: { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0 },
+        },
+        cancel,
+      );
       if (binding) {
         binding = { ...binding, lastError: inProgress, updatedAt: Date.now() };
         await store.put(binding);
@@ -317,6 +314,17 @@ export class ChatPipeline {
       if (!heal) return;
     }
   }
+}
+
+/** A backend's input: `cancel`, and the standard `signal` made only when the backend reads it. */
+function turnInput(fields: Omit<TurnInput, "signal" | "cancel">, cancel: Cancellation): TurnInput {
+  return {
+    ...fields,
+    cancel,
+    get signal() {
+      return cancel.signal;
+    },
+  };
 }
 
 /** `lastError` marker of a turn that started but has not finished: `in-progress <hash of the message>`. */

@@ -4,6 +4,8 @@
  * bounded queue (`maxQueue` places, `queueTimeoutMs` at most) and are then refused (HTTP 429).
  */
 
+import { onAbort, type Abortable } from "../util/cancel.js";
+
 export class QueueRejected extends Error {
   constructor(
     message: string,
@@ -58,7 +60,7 @@ export class TurnScheduler {
   }
 
   /** Wait for this conversation's earlier turns, then for a free slot. */
-  async acquire(key: string, signal: AbortSignal): Promise<Lease> {
+  async acquire(key: string, signal: Abortable): Promise<Lease> {
     if (signal.aborted) throw new WaitAborted();
     const start = Date.now();
     const state = this.keys.get(key);
@@ -113,11 +115,11 @@ export class TurnScheduler {
   }
 
   /** Queue behind the conversation's earlier turns (at most queueTimeoutMs, or until aborted). */
-  private waitForKey(state: KeyState, signal: AbortSignal): Promise<void> {
+  private waitForKey(state: KeyState, signal: Abortable): Promise<void> {
     return this.enqueue(state.waiters, signal, this.opts.queueTimeoutMs, () => new QueueRejected(`this conversation's previous turn is still running after ${Math.round(this.opts.queueTimeoutMs / 1000)}s`, this.retryAfter()));
   }
 
-  private takeSlot(signal: AbortSignal, start: number): Promise<void> {
+  private takeSlot(signal: Abortable, start: number): Promise<void> {
     if (this.running < this.opts.maxConcurrent && this.globalQueue.length === 0) {
       this.running++;
       return Promise.resolve();
@@ -136,11 +138,12 @@ export class TurnScheduler {
    * Wait in `queue` until granted (`onGrant` runs at that moment), for at most `timeoutMs` and
    * until the signal aborts. The waiter leaves the queue however it ends.
    */
-  private enqueue(queue: Waiter[], signal: AbortSignal, timeoutMs: number, timeoutError: () => Error, onGrant?: () => void): Promise<void> {
+  private enqueue(queue: Waiter[], signal: Abortable, timeoutMs: number, timeoutError: () => Error, onGrant?: () => void): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      let stopListening = () => {};
       const cleanup = () => {
         clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
+        stopListening();
         const i = queue.indexOf(waiter);
         if (i >= 0) queue.splice(i, 1);
       };
@@ -156,9 +159,9 @@ export class TurnScheduler {
         },
       };
       const timer = setTimeout(() => waiter.fail(timeoutError()), Math.max(0, timeoutMs));
-      const onAbort = () => waiter.fail(new WaitAborted());
-      signal.addEventListener("abort", onAbort, { once: true });
       queue.push(waiter);
+      // Last: a signal that has already aborted fails the waiter at once.
+      stopListening = onAbort(signal, () => waiter.fail(new WaitAborted()));
     });
   }
 

@@ -19,6 +19,7 @@ import { writeSse } from "../encoder/sse.js";
 import type { DebugLog } from "../log/debug-log.js";
 import { chatRequestSchema, describeIssues } from "../openai/schema.js";
 import type { ChatPipeline } from "../pipeline/chat.js";
+import { Cancellation } from "../util/cancel.js";
 import { readLimited } from "../util/read-limited.js";
 import { ApiKeys } from "./auth.js";
 import { ApiError, backendErrorBody, backendErrorStatus, badRequest, internalError, unauthorized, type ApiErrorBody } from "./errors.js";
@@ -99,18 +100,18 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
     const body = parsed.data;
 
     // The client's connection: when it goes away, the turn is aborted (and its process killed).
-    // The controller becomes the turn's own (the pipeline also aborts it on shutdown): whether the
-    // client went away is kept apart.
-    const turnCtl = new AbortController();
+    // The cancellation becomes the turn's own (the pipeline also aborts it on shutdown): whether
+    // the client went away is kept apart.
+    const cancel = new Cancellation();
     let clientGone = false;
     res.on("close", () => {
       if (!res.writableFinished) {
         clientGone = true;
-        turnCtl.abort();
+        cancel.abort();
       }
     });
 
-    const turn = await pipeline.prepare(body, req.headers, turnCtl);
+    const turn = await pipeline.prepare(body, req.headers, cancel);
     if (body.stream) {
       await writeSse(res, turn.events, {
         model: body.model,

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { QueueRejected, TurnScheduler, WaitAborted, type Lease } from "../../src/queue/scheduler.js";
+import { Cancellation, type Abortable } from "../../src/util/cancel.js";
 
 /** Let every pending promise callback and immediate run. */
 async function settle(rounds = 5): Promise<void> {
@@ -13,7 +14,7 @@ async function settle(rounds = 5): Promise<void> {
 }
 
 /** An acquire whose outcome the test can inspect without awaiting it. */
-function track(s: TurnScheduler, key: string, signal: AbortSignal = new AbortController().signal) {
+function track(s: TurnScheduler, key: string, signal: Abortable = new AbortController().signal) {
   const t: { lease?: Lease; error?: Error; done: boolean; promise: Promise<void> } = { done: false, promise: Promise.resolve() };
   t.promise = s.acquire(key, signal).then(
     (l) => {
@@ -214,6 +215,40 @@ describe("aborts while waiting", () => {
     const s = sched();
     await assert.rejects(s.acquire("a", AbortSignal.abort()), WaitAborted);
     assert.deepEqual(s.stats().waiting, 0);
+    assert.equal(s.stats().conversations, 0);
+  });
+
+  test("a turn aborted just as its conversation frees up is refused at once, not after the queue timeout", async () => {
+    const s = sched({ maxConcurrent: 1, queueTimeoutMs: 60_000 });
+    const a = track(s, "k");
+    await settle();
+    const other = track(s, "x"); // waits for the only slot
+    const cancel = new Cancellation(); // the pipeline's own cancellation (not an AbortSignal)
+    const b = track(s, "k", cancel); // waits behind a
+    await settle();
+    a.lease!.release(); // `other` takes the slot; b now owns "k" and must wait for a slot
+    cancel.abort(); // before b's wait for the slot has begun
+    await settle();
+    assert.ok(b.done, "b is refused at once");
+    assert.ok(b.error instanceof WaitAborted, `expected WaitAborted, got ${b.error?.name ?? "a lease"}`);
+    assert.equal(s.stats().waiting, 0);
+    other.lease!.release();
+    assert.equal(s.stats().conversations, 0, "nothing is left behind");
+  });
+
+  test("a Cancellation aborted while waiting for the conversation frees the place", async () => {
+    const s = sched();
+    const a = track(s, "k");
+    await settle();
+    const cancel = new Cancellation();
+    const b = track(s, "k", cancel);
+    await settle();
+    assert.equal(s.stats().waiting, 1);
+    cancel.abort();
+    await b.promise;
+    assert.ok(b.error instanceof WaitAborted);
+    assert.equal(s.stats().waiting, 0);
+    a.lease!.release();
     assert.equal(s.stats().conversations, 0);
   });
 
