@@ -37,7 +37,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // cheaply.
   const SERVER = `clawbridge/${VERSION}`;
   let closing = false;
-  const chat = chatRoute({ config, pipeline, keys, logger, debugLog, closing: () => closing });
+  const chat = chatRoute({ config, pipeline, keys, logger, debugLog, closing: () => closing, server: SERVER });
   const app = Fastify({
     logger: false,
     // POST /v1/chat/completions, the route every turn takes, is served on plain node:http
@@ -45,9 +45,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // defaults (it does not apply them to a server it did not create).
     serverFactory: (fastifyHandler) => {
       const server = http.createServer((req, res) => {
+        if (isChatRoute(req.method, req.url)) return chat(req, res); // it writes its own `server` header
         res.setHeader("server", SERVER);
-        if (isChatRoute(req.method, req.url)) chat(req, res);
-        else fastifyHandler(req, res);
+        fastifyHandler(req, res);
       });
       server.keepAliveTimeout = 72_000;
       server.requestTimeout = 0;

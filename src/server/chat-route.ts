@@ -39,23 +39,26 @@ export interface ChatRouteDeps {
   debugLog: DebugLog;
   /** True once the server is shutting down. */
   closing(): boolean;
+  /** The `server` response header (`clawbridge/<version>`). */
+  server: string;
 }
 
 const JSON_TYPE = "application/json; charset=utf-8";
 
-/** Write an OpenAI-shaped JSON answer on a raw response. */
-export function writeJson(res: ServerResponse, status: number, body: object | ApiErrorBody, headers?: Record<string, string>): void {
+/**
+ * Write an OpenAI-shaped JSON answer on a raw response. Every header goes in `writeHead`: a header
+ * set earlier with `setHeader` would send Node down its slower path that validates each header
+ * twice (measurable per request).
+ */
+function writeJson(res: ServerResponse, server: string, status: number, body: object | ApiErrorBody, headers?: Record<string, string>): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { ...headers, "content-type": JSON_TYPE, "content-length": Buffer.byteLength(text) });
+  res.writeHead(status, { server, ...headers, "content-type": JSON_TYPE, "content-length": Buffer.byteLength(text) });
   res.end(text);
 }
 
-export function writeApiError(res: ServerResponse, err: ApiError, extra?: Record<string, string>): void {
-  writeJson(res, err.status, err.body(), { ...err.headers, ...extra });
-}
-
 export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  const { config, pipeline, keys, logger, debugLog } = deps;
+  const { config, pipeline, keys, logger, debugLog, server } = deps;
+  const writeApiError = (res: ServerResponse, err: ApiError, extra?: Record<string, string>) => writeJson(res, server, err.status, err.body(), { ...err.headers, ...extra });
   const limit = config.server.bodyLimitBytes;
   const heartbeatMs = config.server.heartbeatSeconds * 1000;
   const tooLarge = () => new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${limit} bytes (server.bodyLimitBytes).`);
@@ -117,7 +120,7 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
         model: body.model,
         includeUsage: body.stream_options?.include_usage === true,
         heartbeatMs,
-        headers: turn.headers,
+        headers: { server, ...turn.headers },
       });
       return;
     }
@@ -125,9 +128,9 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
     if (!result.ok) {
       // Nobody is listening: drop the connection rather than leave the reply open.
       if (clientGone) return void res.destroy();
-      return writeJson(res, backendErrorStatus(result.error), backendErrorBody(result.error), turn.headers);
+      return writeJson(res, server, backendErrorStatus(result.error), backendErrorBody(result.error), turn.headers);
     }
-    writeJson(res, 200, result.body, turn.headers);
+    writeJson(res, server, 200, result.body, turn.headers);
   };
 
   return (req, res) => {

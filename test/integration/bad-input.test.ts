@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startFakeOpenAI, type FakeOpenAI } from "../fakes/openai-api.js";
 import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
+import { VERSION } from "../../src/version.js";
 import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 
 const MODEL = "fake/m1";
@@ -86,6 +87,7 @@ function assertOpenAIError(a: Answer, status: number | ((s: number) => boolean),
   if (code instanceof RegExp) assert.match(String(e.code), code);
   else if (code) assert.equal(e.code, code, a.text);
   assert.match(a.headers.get("content-type") ?? "", /application\/json/);
+  assert.equal(a.headers.get("server"), `clawbridge/${VERSION}`, "every answer names the bridge");
 }
 
 const good = { model: MODEL, messages: [{ role: "user", content: "hi" }] };

@@ -13,6 +13,7 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { complete, stream, Type, type AssistantMessage, type AssistantMessageEvent, type Context, type Model, type ToolCall, type ToolResultMessage } from "@mariozechner/pi-ai";
+import { VERSION } from "../../src/version.js";
 import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../fakes/openai-api.js";
 import { cleanup, eventually, readSse, startTestBridge, type TestBridge } from "../helpers/bridge.js";
 
@@ -381,6 +382,8 @@ describe("openai upstream through the bridge", () => {
       const res = await post(bridge, { model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "capital?" }] });
       assert.equal(res.status, 200);
       assert.match(res.headers.get("content-type") ?? "", /text\/event-stream/);
+      assert.equal(res.headers.get("server"), `clawbridge/${VERSION}`);
+      assert.equal(res.headers.get("x-clawbridge-backend"), "local");
       const { objs, done } = await sseObjects(res);
       assert.ok(done, "ends with [DONE]");
       assert.equal(objs.map((o) => o.choices?.[0]?.delta?.content ?? "").join(""), "Paris is the capital of France.");
@@ -538,6 +541,7 @@ describe("openai upstream through the bridge", () => {
         const res2 = await post(down, { model: MODEL, messages: [{ role: "user", content: "hello?" }] });
         assert.equal(res2.status, 503);
         assert.match(res2.headers.get("content-type") ?? "", /application\/json/);
+        assert.equal(res2.headers.get("server"), `clawbridge/${VERSION}`);
         const body = (await res2.json()) as { error: { message: string; code: string } };
         assert.equal(body.error.code, "backend_unavailable");
         assert.match(body.error.message, /connection refused — is the server running\?/);
