@@ -205,15 +205,7 @@ export class ChatPipeline {
   ): AsyncGenerator<BackendEvent> {
     let prompt: PromptParts;
     if (mode === "passthrough") {
-      // The request goes to the backend as it is; the prompt text is only read to count usage
-      // when an upstream reports none, so it is found then.
-      let text: string | undefined;
-      prompt = {
-        system: "",
-        get text() {
-          return (text ??= findCurrentUserTurn(req.messages).text);
-        },
-      };
+      prompt = new PassthroughPrompt(req.messages);
       log.info({ conversationSource: conversation.source, mode }, "turn started");
     } else {
       const built = buildStatelessPrompt(req.messages, route.model.context, live);
@@ -316,15 +308,38 @@ export class ChatPipeline {
   }
 }
 
-/** A backend's input: `cancel`, and the standard `signal` made only when the backend reads it. */
-function turnInput(fields: Omit<TurnInput, "signal" | "cancel">, cancel: Cancellation): TurnInput {
-  return {
-    ...fields,
-    cancel,
-    get signal() {
-      return cancel.signal;
-    },
-  };
+/**
+ * A backend's input: `cancel`, and the standard `signal` made only when the backend reads it.
+ * A class, not an object literal with a getter: V8 builds those slowly (seen per request).
+ */
+class PipelineTurn implements TurnInput {
+  constructor(
+    readonly model: string,
+    readonly prompt: PromptParts,
+    readonly request: ChatRequest,
+    readonly session: TurnInput["session"],
+    readonly cancel: Cancellation,
+  ) {}
+  get signal(): AbortSignal {
+    return this.cancel.signal;
+  }
+}
+
+function turnInput(f: Omit<TurnInput, "signal" | "cancel">, cancel: Cancellation): TurnInput {
+  return new PipelineTurn(f.model, f.prompt, f.request, f.session, cancel);
+}
+
+/**
+ * A passthrough turn's prompt: the request goes to the backend as it is, and the prompt text is
+ * only read to count usage when an upstream reports none, so it is found then.
+ */
+class PassthroughPrompt implements PromptParts {
+  readonly system = "";
+  private found?: string;
+  constructor(private readonly messages: ChatRequest["messages"]) {}
+  get text(): string {
+    return (this.found ??= findCurrentUserTurn(this.messages).text);
+  }
 }
 
 /** `lastError` marker of a turn that started but has not finished: `in-progress <hash of the message>`. */
