@@ -90,7 +90,18 @@ interface Row {
 
 /** The scenario the throughput target is about; the minimal proxy runs in it as a reference. */
 const REFERENCE_SCENARIO = "json-c32";
+/**
+ * Requests that warm up every path of the reference scenario (direct, bridge, minimal proxy)
+ * before it is measured: the JIT optimises a process's code only after it has run many times,
+ * and each path must be compared at its steady state.
+ */
 const REFERENCE_WARMUP = 5000;
+/**
+ * Throughput scenarios (concurrency > 1) measure this many times `--requests`: at tens of
+ * thousands of requests per second, 3000 requests last a few tens of milliseconds, too short for
+ * a stable rate. `--seconds` still bounds them.
+ */
+const THROUGHPUT_FACTOR = 10;
 
 const p50 = (xs: number[]) => percentile(xs, 50);
 const p99 = (xs: number[]) => percentile(xs, 99);
@@ -175,16 +186,19 @@ const suite: BenchSuite = {
         let sentBridge = 0;
         try {
           if (referencePool) {
-            // The bridge has served every earlier scenario (its code is optimised by now): the
-            // reference is warmed up as long first, outside the measurement.
-            await runLoad({ origin: referenceOrigin, path: "/v1/chat/completions", body: sc.body(BRIDGE_MODEL), concurrency: sc.concurrency, warmup: REFERENCE_WARMUP, maxRequests: 0, maxSeconds: 30, sessionPerWorker: true, check: checkJson }, referencePool);
+            // Every path of the target's scenario is warmed up alike, outside the measurement.
+            const warm = (origin: string, model: string, pool: ReturnType<typeof loadClient>) =>
+              runLoad({ origin, path: "/v1/chat/completions", body: sc.body(model), concurrency: sc.concurrency, warmup: REFERENCE_WARMUP, maxRequests: 0, maxSeconds: 30, sessionPerWorker: true, check: checkJson }, pool);
+            await warm(fakeOrigin, FAKE_MODEL, directPool);
+            await warm(started.origin, BRIDGE_MODEL, bridgePool);
+            await warm(referenceOrigin, BRIDGE_MODEL, referencePool);
           }
           // Direct and bridge alternate in ROUNDS rounds so that both see the same background load.
           for (let round = 0; round < ROUNDS; round++) {
             const warmup = round === 0 ? ctx.limits.warmup : Math.min(ctx.limits.warmup, 2 * sc.concurrency);
             const base = {
               warmup,
-              maxRequests: Math.ceil(ctx.limits.maxRequests / ROUNDS),
+              maxRequests: Math.ceil(((sc.concurrency > 1 ? THROUGHPUT_FACTOR : 1) * ctx.limits.maxRequests) / ROUNDS),
               maxSeconds: ctx.limits.maxSeconds / ROUNDS,
               concurrency: sc.concurrency,
               sessionPerWorker: true,
@@ -340,8 +354,9 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     "",
     `- Fake upstream (bench/fake-upstream.ts, its own process): every answer is ${CHUNKS} content chunks + finish + usage + [DONE], precomputed, each frame its own write, back-to-back, no delay; \`stream: false\` gets the same text as one JSON body.`,
     `- Bridge: \`node bin/clawbridge.js serve --config <tmp>.yaml --port 0\` (its own process; the compiled build in dist/, as \`npm start\` runs it — \`npm run bench\` builds it first), one \`type: openai\` backend on the fake, \`logging.level: warn\`, \`server.maxConcurrent: 64\`. The upstream is asked for a stream only when the client streams (\`streamUpstream: when-client-streams\`, the default).`,
-    `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests, ${maxSeconds} s), measured in ${ROUNDS} rounds that alternate direct and bridge (so both see the same background load); the latency columns pool all rounds.`,
+    `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests (${THROUGHPUT_FACTOR * maxRequests} at c=32), ${maxSeconds} s), measured in ${ROUNDS} rounds that alternate direct and bridge (so both see the same background load); the latency columns pool all rounds.`,
     "- first byte: request sent → first body byte. The bridge writes its `delta.role` chunk at once, before the upstream answers, so its first byte can come EARLIER than direct. first content: → first body chunk with non-empty `delta.content` (or the JSON body). full response: → last byte.",
+    `- Non-streaming c=32 (the throughput target): before it is measured, direct, bridge and minimal proxy are each warmed up with ${REFERENCE_WARMUP} requests of it (the JIT optimises code only after many runs; each path is compared at its steady state).`,
     "- bridge CPU / req: user+system CPU of the bridge process (/proc/<pid>/stat) over the run, per request sent (share spent in the kernel in brackets).",
     "",
     "## Results",

@@ -246,15 +246,20 @@ export class StreamTranslator {
     return out;
   }
 
-  /** Events for a whole non-streaming `chat.completion` (a JSON reply to a streaming request). */
+  /**
+   * Events for a whole `chat.completion` (the answer to a non-streamed request, or a JSON reply to
+   * a streaming one): its message is one delta whose tool calls are told apart by position.
+   */
   message(body: UpstreamChunk): BackendEvent[] {
+    const out: BackendEvent[] = [];
     const choice = Array.isArray(body.choices) ? body.choices[0] : undefined;
     const msg = choice?.message ?? choice?.delta;
-    const toolCalls = Array.isArray(msg?.tool_calls) ? msg.tool_calls.map((tc, i) => ({ ...tc, index: i })) : undefined;
-    return this.chunk({
-      choices: [{ index: 0, delta: msg ? { ...msg, tool_calls: toolCalls } : null, finish_reason: choice?.finish_reason ?? "stop" }],
-      usage: body.usage,
-    });
+    if (msg && typeof msg === "object") this.delta(msg, out, true);
+    this.sawFinish = true;
+    this.upstreamFinish = typeof choice?.finish_reason === "string" && choice.finish_reason ? choice.finish_reason : "stop";
+    const u = mapUsage(body.usage);
+    if (u) this.usage = u;
+    return out;
   }
 
   /** Flush everything held back; closing events (`usage`, `done`). Call once. */
@@ -275,7 +280,8 @@ export class StreamTranslator {
     return out;
   }
 
-  private delta(d: UpstreamDelta, out: BackendEvent[]): void {
+  /** `whole`: the delta is a whole message, whose tool calls are numbered by position (any `index` ignored). */
+  private delta(d: UpstreamDelta, out: BackendEvent[], whole = false): void {
     const reasoning = typeof d.reasoning_content === "string" && d.reasoning_content ? d.reasoning_content : typeof d.reasoning === "string" && d.reasoning ? d.reasoning : "";
     if (reasoning) {
       const r = this.reasoningStripper.push(reasoning);
@@ -285,7 +291,7 @@ export class StreamTranslator {
     if (typeof d.refusal === "string" && d.refusal) this.text(d.refusal, out);
     if (Array.isArray(d.tool_calls)) {
       d.tool_calls.forEach((tc, pos) => {
-        if (tc && typeof tc === "object") this.nativeCall(tc, pos, out);
+        if (tc && typeof tc === "object") this.nativeCall(tc, pos, out, whole);
       });
     }
   }
@@ -341,9 +347,9 @@ export class StreamTranslator {
     return this.nextIndex++;
   }
 
-  private nativeCall(tc: UpstreamToolCallDelta, pos: number, out: BackendEvent[]): void {
+  private nativeCall(tc: UpstreamToolCallDelta, pos: number, out: BackendEvent[], byPosition: boolean): void {
     if (this.capReached) return;
-    const key = typeof tc.index === "number" ? tc.index : pos;
+    const key = !byPosition && typeof tc.index === "number" ? tc.index : pos;
     const upstreamId = typeof tc.id === "string" && tc.id ? tc.id : undefined;
     const name = typeof tc.function?.name === "string" && tc.function.name ? tc.function.name : undefined;
     const args = argsText(tc.function?.arguments);

@@ -174,7 +174,7 @@ export class ChatPipeline {
       lease.release();
       dispose();
       log.info({ outcome, contentChars: chars, durationMs: Date.now() - started }, "turn ended");
-      debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - started) / 1000).toFixed(1)}s`);
+      if (debugLog.enabled) debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - started) / 1000).toFixed(1)}s`);
       if (--this.running === 0) {
         const waiters = this.idleWaiters;
         this.idleWaiters = [];
