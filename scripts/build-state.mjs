@@ -6,14 +6,15 @@
  * tsx's on-the-fly transform (bench/README.md). A build is current when its stamp file is at
  * least as new as every source file and build setting.
  */
-import { readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 
 export const STAMP = path.join("dist", ".build-stamp");
 const INPUTS = ["tsconfig.json", "tsconfig.build.json"];
 
+/** Newest mtime of the files and folders under `dir` (a folder's changes when a file is added or deleted). */
 function newestMtime(dir) {
-  let newest = 0;
+  let newest = statSync(dir).mtimeMs;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, entry.name);
     if (entry.isDirectory()) newest = Math.max(newest, newestMtime(p));
@@ -47,4 +48,27 @@ export function buildState(root) {
  */
 export function entryFile(root, rel, state = buildState(root)) {
   return state.fresh ? path.join(root, "dist", `${rel}.js`) : path.join(root, "src", `${rel}.ts`);
+}
+
+/**
+ * Compiled files in dist/ whose source is gone (a deleted or renamed src/ file): tsc never removes
+ * its old output. Paths relative to `root`; the build's own dotfiles are kept.
+ */
+export function staleOutputs(root) {
+  const out = [];
+  const walk = (rel) => {
+    let entries;
+    try {
+      entries = readdirSync(path.join(root, "dist", rel), { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const r = path.join(rel, e.name);
+      if (e.isDirectory()) walk(r);
+      else if (e.isFile() && e.name.endsWith(".js") && !existsSync(path.join(root, "src", r.replace(/\.js$/, ".ts")))) out.push(path.join("dist", r));
+    }
+  };
+  walk("");
+  return out.sort();
 }

@@ -6,11 +6,11 @@
  * built and the bridge runs its sources through tsx.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildState, STAMP } from "./build-state.mjs";
+import { buildState, STAMP, staleOutputs } from "./build-state.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const force = process.argv.includes("--force");
@@ -31,6 +31,11 @@ const r = spawnSync(process.execPath, [tsc, "-p", path.join(root, "tsconfig.buil
 if (r.status !== 0) {
   console.error(`clawbridge build: tsc failed (exit ${r.status ?? r.signal}); dist/ is not used until a build succeeds.`);
   process.exit(1);
+}
+// tsc leaves the output of a deleted source behind: remove it (and the folders it empties).
+for (const rel of staleOutputs(root)) {
+  rmSync(path.join(root, rel), { force: true });
+  for (let dir = path.dirname(path.join(root, rel)); dir !== path.join(root, "dist") && readdirSync(dir).length === 0; dir = path.dirname(dir)) rmdirSync(dir);
 }
 mkdirSync(path.dirname(stampFile), { recursive: true });
 writeFileSync(stampFile, `${new Date().toISOString()}\n`);
