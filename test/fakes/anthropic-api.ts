@@ -8,8 +8,10 @@
  *   whose content is only tool_result blocks does not count as "what the user said", but is still
  *   reported through `request.body`).
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { ServerResponse } from "node:http";
+import { redactHeaders, runScript, sendJson as json, serveFake, sleep } from "./fake-http.js";
+
+export { redactHeaders };
 
 export interface RecordedRequest {
   method: string;
@@ -56,17 +58,6 @@ export interface FakeAnthropic {
   close(): Promise<void>;
 }
 
-const SECRET_HEADERS = new Set(["authorization", "x-api-key", "x-goog-api-key", "cookie", "proxy-authorization"]);
-
-export function redactHeaders(h: IncomingMessage["headers"]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(h)) {
-    if (v === undefined) continue;
-    out[k] = SECRET_HEADERS.has(k.toLowerCase()) ? "[redacted]" : Array.isArray(v) ? v.join(", ") : v;
-  }
-  return out;
-}
-
 /** Text of a Messages API content value (string or blocks). Only `text` blocks count. */
 export function anthropicText(content: unknown): string {
   if (typeof content === "string") return content;
@@ -94,75 +85,42 @@ export const echoScript: AnthropicScript = (req) => ({
   chunks: ["You said: ", req.lastUserText.slice(-40), "."],
 });
 
-async function readBody(req: IncomingMessage): Promise<string> {
-  const parts: Buffer[] = [];
-  for await (const c of req) parts.push(c as Buffer);
-  return Buffer.concat(parts).toString("utf8");
-}
-
 let msgCounter = 0;
 
 export async function startFakeAnthropic(script: AnthropicScript = echoScript): Promise<FakeAnthropic> {
   let current = script;
   const requests: RecordedRequest[] = [];
   const unknown: RecordedRequest[] = [];
-  const open = new Set<ServerResponse>();
 
-  const server: Server = createServer((req, res) => {
-    void (async () => {
-      open.add(res);
-      res.on("close", () => open.delete(res));
-      const raw = await readBody(req);
-      let body: any;
-      try {
-        body = raw ? JSON.parse(raw) : undefined;
-      } catch {
-        body = undefined;
-      }
-      const url = new URL(req.url ?? "/", "http://127.0.0.1");
-      const rec: RecordedRequest = {
-        method: req.method ?? "GET",
-        path: url.pathname + url.search,
-        headers: redactHeaders(req.headers),
-        body,
-        lastUserText: lastUserText(body),
-        stream: body?.stream === true,
-      };
-      requests.push(rec);
-      const path = url.pathname;
+  const server = await serveFake(async ({ method, url, headers, raw, body }, res) => {
+    const rec: RecordedRequest = {
+      method,
+      path: url.pathname + url.search,
+      headers: redactHeaders(headers),
+      body,
+      lastUserText: lastUserText(body),
+      stream: body?.stream === true,
+    };
+    requests.push(rec);
+    const path = url.pathname;
 
-      if ((req.method === "HEAD" || req.method === "GET") && path === "/") {
-        res.writeHead(200, { "content-type": "text/plain" }).end(req.method === "HEAD" ? undefined : "ok");
-        return;
-      }
-      if (req.method === "POST" && path === "/v1/messages/count_tokens") {
-        const n = Math.max(1, Math.ceil(raw.length / 4));
-        json(res, 200, { input_tokens: n });
-        return;
-      }
-      if (req.method === "POST" && path === "/v1/messages") {
-        let reply: AnthropicReply;
-        try {
-          reply = await current(rec);
-        } catch (err) {
-          reply = { kind: "error", status: 500, message: `fake script threw: ${String(err)}` };
-        }
-        await answer(res, rec, reply);
-        return;
-      }
-      unknown.push(rec);
-      json(res, 404, { type: "error", error: { type: "not_found_error", message: `fake: no route ${req.method} ${path}` } });
-    })().catch((err) => {
-      if (!res.headersSent) res.writeHead(500).end(String(err));
-      else res.destroy();
-    });
+    if ((method === "HEAD" || method === "GET") && path === "/") {
+      res.writeHead(200, { "content-type": "text/plain" }).end(method === "HEAD" ? undefined : "ok");
+      return;
+    }
+    if (method === "POST" && path === "/v1/messages/count_tokens") {
+      const n = Math.max(1, Math.ceil(raw.length / 4));
+      json(res, 200, { input_tokens: n });
+      return;
+    }
+    if (method === "POST" && path === "/v1/messages") {
+      await answer(res, rec, await runScript(current, rec, (message): AnthropicReply => ({ kind: "error", status: 500, message })));
+      return;
+    }
+    unknown.push(rec);
+    json(res, 404, { type: "error", error: { type: "not_found_error", message: `fake: no route ${method} ${path}` } });
   });
-
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = server.port;
 
   return {
     baseUrl: `http://127.0.0.1:${port}`,
@@ -173,20 +131,9 @@ export async function startFakeAnthropic(script: AnthropicScript = echoScript): 
     setScript(s) {
       current = s;
     },
-    async close() {
-      for (const r of open) r.destroy();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: server.close,
   };
 }
-
-function json(res: ServerResponse, status: number, value: unknown): void {
-  const s = JSON.stringify(value);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(s) }).end(s);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function answer(res: ServerResponse, rec: RecordedRequest, reply: AnthropicReply): Promise<void> {
   if (reply.kind === "hang") {

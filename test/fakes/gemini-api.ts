@@ -12,9 +12,8 @@
  * Any model name is accepted. Scripting is on the LAST USER content that has text (a user content made
  * only of functionResponse parts does not count).
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { redactHeaders } from "./anthropic-api.js";
+import type { ServerResponse } from "node:http";
+import { redactHeaders, runScript, sendJson as json, serveFake, sleep } from "./fake-http.js";
 
 export interface RecordedGeminiRequest {
   method: string;
@@ -122,75 +121,43 @@ export function valueForSchema(schema: any, depth = 0): unknown {
   }
 }
 
-async function readBody(req: IncomingMessage): Promise<string> {
-  const parts: Buffer[] = [];
-  for await (const c of req) parts.push(c as Buffer);
-  return Buffer.concat(parts).toString("utf8");
-}
-
 export async function startFakeGemini(script: GeminiScript = echoGeminiScript): Promise<FakeGemini> {
   let current = script;
   const requests: RecordedGeminiRequest[] = [];
   const unknown: RecordedGeminiRequest[] = [];
-  const open = new Set<ServerResponse>();
 
-  const server: Server = createServer((req, res) => {
-    void (async () => {
-      open.add(res);
-      res.on("close", () => open.delete(res));
-      const raw = await readBody(req);
-      let body: any;
-      try {
-        body = raw ? JSON.parse(raw) : undefined;
-      } catch {
-        body = undefined;
-      }
-      const url = new URL(req.url ?? "/", "http://127.0.0.1");
-      const m = /^\/v1(?:beta|alpha)?\/models\/([^/:]+):([A-Za-z]+)$/.exec(url.pathname);
-      const gc = body?.generationConfig ?? body?.generation_config ?? {};
-      const rec: RecordedGeminiRequest = {
-        method: req.method ?? "GET",
-        path: url.pathname + url.search,
-        headers: redactHeaders(req.headers),
-        body,
-        model: m ? decodeURIComponent(m[1]!) : "",
-        action: m ? m[2]! : "",
-        lastUserText: lastUserText(body),
-        systemText: systemText(body),
-        wantsJson: !!(gc.responseJsonSchema || gc.responseSchema || gc.responseMimeType === "application/json"),
-      };
-      requests.push(rec);
+  const server = await serveFake(async ({ method, url, headers, raw, body }, res) => {
+    const m = /^\/v1(?:beta|alpha)?\/models\/([^/:]+):([A-Za-z]+)$/.exec(url.pathname);
+    const gc = body?.generationConfig ?? body?.generation_config ?? {};
+    const rec: RecordedGeminiRequest = {
+      method,
+      path: url.pathname + url.search,
+      headers: redactHeaders(headers),
+      body,
+      model: m ? decodeURIComponent(m[1]!) : "",
+      action: m ? m[2]! : "",
+      lastUserText: lastUserText(body),
+      systemText: systemText(body),
+      wantsJson: !!(gc.responseJsonSchema || gc.responseSchema || gc.responseMimeType === "application/json"),
+    };
+    requests.push(rec);
 
-      if (req.method === "POST" && rec.action === "countTokens") {
-        json(res, 200, { totalTokens: Math.max(1, Math.ceil(raw.length / 4)) });
-        return;
+    if (method === "POST" && rec.action === "countTokens") {
+      json(res, 200, { totalTokens: Math.max(1, Math.ceil(raw.length / 4)) });
+      return;
+    }
+    if (method === "POST" && (rec.action === "streamGenerateContent" || rec.action === "generateContent")) {
+      let reply = await runScript(current, rec, (message): GeminiReply => ({ kind: "error", status: 500, message }));
+      if (rec.wantsJson && reply.kind === "text") {
+        reply = { kind: "json", value: valueForSchema(gc.responseJsonSchema ?? gc.responseSchema) };
       }
-      if (req.method === "POST" && (rec.action === "streamGenerateContent" || rec.action === "generateContent")) {
-        let reply: GeminiReply;
-        try {
-          reply = await current(rec);
-        } catch (err) {
-          reply = { kind: "error", status: 500, message: `fake script threw: ${String(err)}` };
-        }
-        if (rec.wantsJson && reply.kind === "text") {
-          reply = { kind: "json", value: valueForSchema(gc.responseJsonSchema ?? gc.responseSchema) };
-        }
-        await answer(res, rec, reply, rec.action === "streamGenerateContent");
-        return;
-      }
-      unknown.push(rec);
-      json(res, 404, { error: { code: 404, message: `fake: no route ${req.method} ${url.pathname}`, status: "NOT_FOUND" } });
-    })().catch((err) => {
-      if (!res.headersSent) res.writeHead(500).end(String(err));
-      else res.destroy();
-    });
+      await answer(res, rec, reply, rec.action === "streamGenerateContent");
+      return;
+    }
+    unknown.push(rec);
+    json(res, 404, { error: { code: 404, message: `fake: no route ${method} ${url.pathname}`, status: "NOT_FOUND" } });
   });
-
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = server.port;
 
   return {
     baseUrl: `http://127.0.0.1:${port}`,
@@ -201,20 +168,9 @@ export async function startFakeGemini(script: GeminiScript = echoGeminiScript): 
     setScript(s) {
       current = s;
     },
-    async close() {
-      for (const r of open) r.destroy();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: server.close,
   };
 }
-
-function json(res: ServerResponse, status: number, value: unknown): void {
-  const s = JSON.stringify(value);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(s) }).end(s);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const STATUS_TEXT: Record<number, string> = {
   400: "INVALID_ARGUMENT",

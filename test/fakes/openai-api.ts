@@ -4,8 +4,8 @@
  * scripts replies on the LAST USER message, records every request, and can stream slowly, fail,
  * or hang.
  */
-import http from "node:http";
-import type { AddressInfo } from "node:net";
+import type http from "node:http";
+import { serveFake, sleep } from "./fake-http.js";
 
 export interface RecordedRequest {
   method: string;
@@ -87,36 +87,15 @@ function isSideCall(body: any): boolean {
   return /title generator|generate a (brief )?title|summar(y|ize) (of )?(this|the) conversation/i.test(sys);
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startFakeOpenAI(script: Script = defaultScript): Promise<FakeOpenAI> {
   let current = script;
   const requests: RecordedRequest[] = [];
-  const sockets = new Set<import("node:net").Socket>();
-  let closing = false;
 
-  const server = http.createServer((req, res) => {
-    let raw = "";
-    req.setEncoding("utf8");
-    req.on("data", (c: string) => (raw += c));
-    req.on("end", () => {
-      void handle(req, res, raw).catch(() => res.destroy());
-    });
-  });
-  server.on("connection", (s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
-
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: string): Promise<void> {
-    const path = (req.url ?? "/").split("?")[0] ?? "/";
-    let body: any = null;
-    try {
-      body = raw ? JSON.parse(raw) : null;
-    } catch {
-      body = null;
-    }
-    if (req.method === "GET" && path.endsWith("/models")) {
+  const server = await serveFake(async ({ method, url, headers, raw, body: parsed }, res) => {
+    const path = url.pathname;
+    const body = parsed ?? null;
+    if (method === "GET" && path.endsWith("/models")) {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ object: "list", data: [{ id: "fake-model", object: "model", owned_by: "fake" }] }));
       return;
@@ -124,9 +103,9 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
     const messages: any[] = Array.isArray(body?.messages) ? body.messages : [];
     const lastUserMsg = [...messages].reverse().find((m) => m?.role === "user");
     const rec: RecordedRequest = {
-      method: req.method ?? "GET",
+      method,
       path,
-      headers: req.headers,
+      headers,
       body,
       rawBody: raw,
       lastUser: textOf(lastUserMsg?.content),
@@ -154,7 +133,7 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
       case "raw": {
         res.writeHead(reply.status ?? 200, reply.headers ?? { "content-type": "text/event-stream" });
         for (const f of reply.frames) {
-          if (closing || res.destroyed) return;
+          if (res.destroyed) return;
           res.write(f);
           if (reply.delayMs) await sleep(reply.delayMs);
         }
@@ -221,7 +200,7 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
         for (const r of reply.reasoning ?? []) res.write(chunk({ reasoning_content: r }));
         if (reply.firstDelayMs) await sleep(reply.firstDelayMs);
         for (let i = 0; i < reply.chunks.length; i++) {
-          if (closing || res.destroyed) return;
+          if (res.destroyed) return;
           if (i > 0 && reply.delayMs) await sleep(reply.delayMs);
           res.write(chunk({ content: reply.chunks[i] }));
         }
@@ -233,7 +212,7 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
       case "steps": {
         res.writeHead(reply.status ?? 200, reply.headers ?? { "content-type": "text/event-stream" });
         for (const step of reply.steps) {
-          if (closing || res.destroyed) return;
+          if (res.destroyed) return;
           if (typeof step === "string") res.write(step);
           else await step(res);
         }
@@ -241,10 +220,8 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
         return;
       }
     }
-  }
-
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as AddressInfo).port;
+  });
+  const port = server.port;
   return {
     url: `http://127.0.0.1:${port}/v1`,
     port,
@@ -253,11 +230,7 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
     setScript: (s) => {
       current = s;
     },
-    openConnections: () => sockets.size,
-    close: async () => {
-      closing = true;
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    openConnections: server.openConnections,
+    close: server.close,
   };
 }

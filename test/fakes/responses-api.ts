@@ -8,8 +8,8 @@
  *   `response.output_item.done`, then `response.completed` with `usage`.
  * - `GET /v1/models` → a one-model list. Anything else → 404 and recorded in `unknown`.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { ServerResponse } from "node:http";
+import { redactHeaders, runScript, sendJson as json, serveFake, sleep } from "./fake-http.js";
 
 export interface RecordedResponsesRequest {
   method: string;
@@ -63,17 +63,6 @@ export interface FakeResponses {
   close(): Promise<void>;
 }
 
-const SECRET_HEADERS = new Set(["authorization", "x-api-key", "cookie", "proxy-authorization", "openai-organization", "openai-project"]);
-
-function redact(h: IncomingMessage["headers"]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(h)) {
-    if (v === undefined) continue;
-    out[k] = SECRET_HEADERS.has(k.toLowerCase()) ? "[redacted]" : Array.isArray(v) ? v.join(", ") : v;
-  }
-  return out;
-}
-
 /** Text of a Responses API message content (a string or input_text/output_text parts). */
 export function responsesText(content: unknown): string {
   if (typeof content === "string") return content;
@@ -102,76 +91,37 @@ function lastUserText(body: any): string {
 
 export const echoResponsesScript: ResponsesScript = (req) => ({ kind: "text", chunks: ["You said: ", req.lastUserText.slice(-40), "."] });
 
-async function readBody(req: IncomingMessage): Promise<string> {
-  const parts: Buffer[] = [];
-  for await (const c of req) parts.push(c as Buffer);
-  return Buffer.concat(parts).toString("utf8");
-}
-
-function json(res: ServerResponse, status: number, value: unknown): void {
-  const s = JSON.stringify(value);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(s) }).end(s);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let counter = 0;
 
 export async function startFakeResponses(script: ResponsesScript = echoResponsesScript): Promise<FakeResponses> {
   let current = script;
   const requests: RecordedResponsesRequest[] = [];
   const unknown: RecordedResponsesRequest[] = [];
-  const open = new Set<ServerResponse>();
 
-  const server: Server = createServer((req, res) => {
-    void (async () => {
-      open.add(res);
-      res.on("close", () => open.delete(res));
-      const raw = await readBody(req);
-      let body: any;
-      try {
-        body = raw ? JSON.parse(raw) : undefined;
-      } catch {
-        body = undefined;
-      }
-      const url = new URL(req.url ?? "/", "http://127.0.0.1");
-      const rec: RecordedResponsesRequest = {
-        method: req.method ?? "GET",
-        path: url.pathname + url.search,
-        headers: redact(req.headers),
-        body,
-        lastUserText: lastUserText(body),
-        instructions: typeof body?.instructions === "string" ? body.instructions : "",
-        stream: body?.stream === true,
-      };
-      requests.push(rec);
-      const path = url.pathname;
-      if (req.method === "GET" && path === "/v1/models") {
-        json(res, 200, { object: "list", data: [{ id: "fake-model", object: "model", owned_by: "fake" }] });
-        return;
-      }
-      if (req.method === "POST" && path === "/v1/responses") {
-        let reply: ResponsesReply;
-        try {
-          reply = await current(rec);
-        } catch (err) {
-          reply = { kind: "error", status: 500, message: `fake script threw: ${String(err)}` };
-        }
-        await answer(res, rec, reply);
-        return;
-      }
-      unknown.push(rec);
-      json(res, 404, { error: { message: `fake: no route ${req.method} ${path}`, type: "not_found" } });
-    })().catch((err) => {
-      if (!res.headersSent) res.writeHead(500).end(String(err));
-      else res.destroy();
-    });
+  const server = await serveFake(async ({ method, url, headers, body }, res) => {
+    const rec: RecordedResponsesRequest = {
+      method,
+      path: url.pathname + url.search,
+      headers: redactHeaders(headers),
+      body,
+      lastUserText: lastUserText(body),
+      instructions: typeof body?.instructions === "string" ? body.instructions : "",
+      stream: body?.stream === true,
+    };
+    requests.push(rec);
+    const path = url.pathname;
+    if (method === "GET" && path === "/v1/models") {
+      json(res, 200, { object: "list", data: [{ id: "fake-model", object: "model", owned_by: "fake" }] });
+      return;
+    }
+    if (method === "POST" && path === "/v1/responses") {
+      await answer(res, rec, await runScript(current, rec, (message): ResponsesReply => ({ kind: "error", status: 500, message })));
+      return;
+    }
+    unknown.push(rec);
+    json(res, 404, { error: { message: `fake: no route ${method} ${path}`, type: "not_found" } });
   });
-
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = server.port;
   return {
     url: `http://127.0.0.1:${port}/v1`,
     port,
@@ -181,11 +131,7 @@ export async function startFakeResponses(script: ResponsesScript = echoResponses
     setScript(s) {
       current = s;
     },
-    async close() {
-      for (const r of open) r.destroy();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: server.close,
   };
 }
 
