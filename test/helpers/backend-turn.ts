@@ -1,5 +1,7 @@
 /** Driving a backend's `run()` directly in tests: a turn input, the collected events, and checks. */
 import assert from "node:assert/strict";
+import { readdirSync, statSync } from "node:fs";
+import path from "node:path";
 import type { BackendEvent, TurnInput } from "../../src/backends/types.js";
 import { chatRequestSchema } from "../../src/openai/schema.js";
 
@@ -42,4 +44,22 @@ export function pidGone(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "ESRCH";
   }
+}
+
+/** Files (not folders) below `root` whose name `match`es (a bounded walk; a missing root has none). */
+export function findFiles(root: string, match: (name: string) => boolean, depth = 6): string[] {
+  const out: string[] = [];
+  if (depth < 0) return out;
+  let entries: string[];
+  try {
+    entries = readdirSync(root);
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = path.join(root, e);
+    if (statSync(p).isDirectory()) out.push(...findFiles(p, match, depth - 1));
+    else if (match(e)) out.push(p);
+  }
+  return out;
 }

@@ -3,38 +3,19 @@
  * Anthropic Messages API on 127.0.0.1. Only the model API is faked.
  */
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
-import { mkdtempSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code.js";
 import { createLogger } from "../../src/log/logger.js";
-import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
+import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
 
-import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
-import { eventually } from "../helpers/bridge.js";
+import { assertEndsOnce, collect, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
-
-/** All files named `name` below `root` (bounded walk). */
-function findFiles(root: string, name: string, depth = 6): string[] {
-  const out: string[] = [];
-  if (depth < 0) return out;
-  let entries: string[] = [];
-  try {
-    entries = readdirSync(root);
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const p = path.join(root, e);
-    if (e === name) out.push(p);
-    else if (statSync(p).isDirectory()) out.push(...findFiles(p, name, depth - 1));
-  }
-  return out;
-}
 
 function systemText(req: RecordedRequest): string {
   const s = req.body?.system;
@@ -76,10 +57,23 @@ describe("claude-code backend with the real claude CLI", () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  test("health reports the CLI version", async () => {
-    const h = await backend.health();
-    assert.equal(h.usable, true, h.detail);
-    assert.match(h.version ?? "", /Claude Code/);
+  cliBackendContract<AnthropicReply>({
+    cli: "claude",
+    backend: () => backend,
+    make,
+    missing: (command) => claudeCodeBackend.create("nope", claudeCodeOptionsSchema.parse({ command }), { logger, dataDir }),
+    dataDir: () => dataDir,
+    reply: (r) => fake.setScript(() => r),
+    text: (chunks, delayMs) => ({ kind: "text", chunks, delayMs }),
+    hang: { kind: "hang" },
+    refusal: (message) => ({ kind: "error", status: 400, errorType: "invalid_request_error", message }),
+    requests: () => fake.messageCalls().length,
+    turns: () => fake.messageCalls().length,
+    version: /Claude Code/,
+    unknownSession: /No conversation found with session ID/,
+    sessionFiles: (id) => findFiles(path.join(home, ".claude", "projects"), (n) => n === `${id}.jsonl`),
+    sessionFilesWhere: "CLAUDE_CONFIG_DIR/projects/<cwd>/<id>.jsonl",
+    timeoutSeconds: 2,
   });
 
   test("a text turn streams deltas, reasoning, usage, a session and done", async () => {
@@ -123,19 +117,6 @@ describe("claude-code backend with the real claude CLI", () => {
     assert.ok(!sys.includes("Claude Code"), "claude's own prompt replaced");
   });
 
-  test("a consumer that stops reading early leaves no process behind", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["one ", "two ", "three"], delayMs: 300 }));
-    let sawText = false;
-    for await (const ev of backend.run(turnInput("conv-early", "count"))) {
-      if (ev.type === "text") {
-        sawText = true;
-        break;
-      }
-    }
-    assert.ok(sawText);
-    assert.ok(pidGone(backend.lastPid!), "process terminated and reaped when the generator was closed");
-  });
-
   test("turn 2 resumes the session: history from the CLI's transcript, only the new message added, bootstrap on both turns", async () => {
     fake.setScript((r) => ({ kind: "text", chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."] }));
     const n0 = fake.messageCalls().length;
@@ -164,40 +145,6 @@ describe("claude-code backend with the real claude CLI", () => {
     assert.ok(!d2[2]![1].includes("first question"), "only the new message is added");
   });
 
-  test("resuming an unknown session id gives session_not_found", async () => {
-    const n0 = fake.messageCalls().length;
-    const evs = await collect(backend.run(turnInput("conv-unknown", "hello", { sessionId: randomUUID() })));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "session_not_found", JSON.stringify(err));
-    assert.match(err!.message, /No conversation found with session ID/);
-    assert.equal(sessionOf(evs), undefined, "no session bound for a failed resume");
-    assert.equal(fake.messageCalls().length, n0, "the model was not called");
-  });
-
-  test("resuming a session whose transcript was deleted gives session_not_found", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["ok"] }));
-    const t1 = await collect(backend.run(turnInput("conv-deleted", "remember me")));
-    const sid = sessionOf(t1)!;
-    const files = findFiles(path.join(home, ".claude", "projects"), `${sid}.jsonl`);
-    assert.equal(files.length, 1, "transcript stored under CLAUDE_CONFIG_DIR/projects/<cwd>/<id>.jsonl");
-    unlinkSync(files[0]!);
-    const evs = await collect(backend.run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
-    assertEndsOnce(evs);
-    assert.equal(errorOf(evs)?.code, "session_not_found");
-  });
-
-  test("an API error from the model becomes an upstream_error carrying its message", async () => {
-    fake.setScript(() => ({ kind: "error", status: 400, errorType: "invalid_request_error", message: "fake refused the request: bad-field-xyz-123" }));
-    const evs = await collect(backend.run(turnInput("conv-apierr", "hi")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "upstream_error");
-    assert.match(err!.message, /fake refused the request: bad-field-xyz-123/);
-    assert.equal(err!.retryable, false);
-    assert.equal(textOf(evs), "", "the CLI's synthetic 'API Error' message is not streamed as answer text");
-  });
-
   test("claude's own tool use shows as tool_activity and the answer continues after it", async () => {
     let step = 0;
     fake.setScript((r) => {
@@ -221,33 +168,6 @@ describe("claude-code backend with the real claude CLI", () => {
     );
     assert.equal((acts[0] as { detail?: string }).detail, "notes.txt");
     assert.equal(textOf(evs), "Let me look.\n\nThe file says hi.");
-  });
-
-  test("abort while the model hangs ends the turn promptly and leaves no process", async () => {
-    fake.setScript(() => ({ kind: "hang" }));
-    const ac = new AbortController();
-    const n0 = fake.messageCalls().length;
-    const it = backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal }));
-    const done = collect(it);
-    assert.ok(await eventually(() => fake.messageCalls().length > n0), "the CLI reached the model");
-    const pid = backend.lastPid!;
-    assert.ok(pid > 0);
-    ac.abort();
-    const evs = await done;
-    assertEndsOnce(evs);
-    assert.equal(errorOf(evs)?.code, "aborted");
-    assert.ok(pidGone(pid), "process reaped");
-  });
-
-  test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
-    fake.setScript(() => ({ kind: "hang" }));
-    const slow = make({ timeoutSeconds: 2 });
-    const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "backend_timeout");
-    assert.equal(err?.retryable, true);
-    assert.ok(pidGone(slow.lastPid!), "process reaped");
   });
 
   test("two conversations in parallel stay apart, on their first and their resumed turns", async () => {
@@ -280,13 +200,4 @@ describe("claude-code backend with the real claude CLI", () => {
     assert.ok(dirs.length >= 2, "each conversation has its own working directory");
   });
 
-  test("a missing binary gives backend_unavailable naming the path tried", async () => {
-    const missing = claudeCodeBackend.create("nope", claudeCodeOptionsSchema.parse({ command: "/nonexistent/dir/claude" }), { logger, dataDir });
-    const evs = await collect(missing.run(turnInput("conv-missing", "hi")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "backend_unavailable");
-    assert.match(err!.message, /\/nonexistent\/dir\/claude/);
-    assert.equal((await missing.health()).usable, false);
-  });
 });

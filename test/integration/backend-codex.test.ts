@@ -4,39 +4,22 @@
  */
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { codexArgs, codexBackend, codexError, codexOptionsSchema, codexRolloutTotals, type CodexBackend } from "../../src/backends/codex.js";
 import type { BackendEvent } from "../../src/backends/types.js";
 import { createLogger } from "../../src/log/logger.js";
-import { responsesDialogue, responsesText, startFakeResponses, type FakeResponses, type RecordedResponsesRequest } from "../fakes/responses-api.js";
+import { responsesDialogue, responsesText, startFakeResponses, type FakeResponses, type RecordedResponsesRequest, type ResponsesReply } from "../fakes/responses-api.js";
 import { CODEX_BIN, codexEnv } from "../fakes/cli-env.js";
 
-import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
-import { eventually } from "../helpers/bridge.js";
+import { assertEndsOnce, collect, errorOf, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
 const usageOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "usage" }> => e.type === "usage")?.usage;
-
-function findFiles(root: string, suffix: string, depth = 6): string[] {
-  const out: string[] = [];
-  if (depth < 0) return out;
-  let entries: string[] = [];
-  try {
-    entries = readdirSync(root);
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const p = path.join(root, e);
-    if (e.endsWith(suffix)) out.push(p);
-    else if (statSync(p).isDirectory()) out.push(...findFiles(p, suffix, depth - 1));
-  }
-  return out;
-}
 
 /** Texts of the developer messages (codex puts its base instructions there; `instructions` stays empty). */
 function developerTexts(req: RecordedResponsesRequest): string[] {
@@ -78,10 +61,23 @@ describe("codex backend with the real codex CLI", () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  test("health reports the CLI version", async () => {
-    const h = await backend.health();
-    assert.equal(h.usable, true, h.detail);
-    assert.match(h.version ?? "", /codex-cli \d+\.\d+/);
+  cliBackendContract<ResponsesReply>({
+    cli: "codex",
+    backend: () => backend,
+    make,
+    missing: (command) => codexBackend.create("nope", codexOptionsSchema.parse({ command }), { logger, dataDir }),
+    dataDir: () => dataDir,
+    reply: (r) => fake.setScript(() => r),
+    text: (chunks, delayMs) => ({ kind: "text", chunks, delayMs }),
+    hang: { kind: "hang" },
+    refusal: (message) => ({ kind: "error", status: 400, message }),
+    requests: () => fake.requests.length,
+    turns: () => fake.responseCalls().length,
+    version: /codex-cli \d+\.\d+/,
+    unknownSession: /no rollout found for thread id/,
+    sessionFiles: (id) => findFiles(path.join(home, ".codex", "sessions"), (n) => n.endsWith(`-${id}.jsonl`)),
+    sessionFilesWhere: "CODEX_HOME/sessions/YYYY/MM/DD/",
+    timeoutSeconds: 2,
   });
 
   test("argv: prompt on stdin, safe defaults, resume as a subcommand", () => {
@@ -165,46 +161,12 @@ describe("codex backend with the real codex CLI", () => {
     assert.deepEqual(await codexRolloutTotals(path.join(home, ".codex"), sid), { input_tokens: 126, cached_input_tokens: 0, output_tokens: 18, reasoning_output_tokens: 0 });
   });
 
-  test("resuming an unknown thread id gives session_not_found without calling the model", async () => {
-    const n0 = fake.requests.length;
-    const evs = await collect(backend.run(turnInput("conv-unknown", "hello", { sessionId: randomUUID() })));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "session_not_found", JSON.stringify(err));
-    assert.match(err!.message, /no rollout found for thread id/);
-    assert.equal(sessionOf(evs), undefined);
-    assert.equal(fake.requests.length, n0, "the model was not called");
-  });
-
   test("a session id that is not a UUID is refused before codex runs (codex would start a new thread)", async () => {
     const n0 = fake.requests.length;
     const evs = await collect(backend.run(turnInput("conv-notuuid", "hello", { sessionId: "not-a-uuid" })));
     assertEndsOnce(evs);
     assert.equal(errorOf(evs)?.code, "session_not_found");
     assert.equal(fake.requests.length, n0);
-  });
-
-  test("resuming a thread whose rollout file was deleted gives session_not_found", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["ok"] }));
-    const t1 = await collect(backend.run(turnInput("conv-deleted", "remember me")));
-    const sid = sessionOf(t1)!;
-    const files = findFiles(path.join(home, ".codex", "sessions"), `-${sid}.jsonl`);
-    assert.equal(files.length, 1, "rollout stored under CODEX_HOME/sessions/YYYY/MM/DD/");
-    unlinkSync(files[0]!);
-    const evs = await collect(backend.run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
-    assertEndsOnce(evs);
-    assert.equal(errorOf(evs)?.code, "session_not_found");
-  });
-
-  test("an API error becomes an upstream_error carrying the fake's message", async () => {
-    fake.setScript(() => ({ kind: "error", status: 400, message: "fake refused the request: bad-field-xyz-123" }));
-    const evs = await collect(backend.run(turnInput("conv-apierr", "hi")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "upstream_error", JSON.stringify(evs));
-    assert.match(err!.message, /fake refused the request: bad-field-xyz-123/);
-    assert.equal(err!.retryable, false);
-    assert.equal(textOf(evs), "");
   });
 
   test("a response.failed stream becomes a retryable upstream_error", async () => {
@@ -265,42 +227,6 @@ describe("codex backend with the real codex CLI", () => {
     assert.ok(outputs.some((o) => o.includes("hi from notes")), "reading works");
     assert.ok(outputs.some((o) => /Read-only file system|Permission denied|Operation not permitted/.test(o)), outputs.join("\n"));
     assert.equal(existsSync(marker), false, "the sandbox kept the file system read-only");
-  });
-
-  test("abort while the model hangs ends the turn promptly and leaves no process", async () => {
-    fake.setScript(() => ({ kind: "hang" }));
-    const ac = new AbortController();
-    const n0 = fake.responseCalls().length;
-    const done = collect(backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal })));
-    assert.ok(await eventually(() => fake.responseCalls().length > n0, 15_000), "the CLI reached the model");
-    const pid = backend.lastPid!;
-    assert.ok(pid > 0);
-    ac.abort();
-    const evs = await done;
-    assertEndsOnce(evs);
-    assert.equal(errorOf(evs)?.code, "aborted");
-    assert.ok(pidGone(pid), "process reaped");
-  });
-
-  test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
-    fake.setScript(() => ({ kind: "hang" }));
-    const slow = make({ timeoutSeconds: 2 });
-    const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "backend_timeout");
-    assert.equal(err?.retryable, true);
-    assert.ok(pidGone(slow.lastPid!), "process reaped");
-  });
-
-  test("a missing binary gives backend_unavailable naming the path tried", async () => {
-    const missing = codexBackend.create("nope", codexOptionsSchema.parse({ command: "/nonexistent/dir/codex" }), { logger, dataDir });
-    const evs = await collect(missing.run(turnInput("conv-missing", "hi")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "backend_unavailable");
-    assert.match(err!.message, /\/nonexistent\/dir\/codex/);
-    assert.equal((await missing.health()).usable, false);
   });
 
   test("codexError reads codex's error formats", () => {

@@ -3,8 +3,7 @@
  * API on 127.0.0.1. Only the model API is faked.
  */
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -14,28 +13,10 @@ import { createLogger } from "../../src/log/logger.js";
 import { geminiEnv, GEMINI_BIN } from "../fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../fakes/gemini-api.js";
 
-import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
-import { eventually } from "../helpers/bridge.js";
+import { assertEndsOnce, collect, errorOf, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
-
-/** Files below `root` whose name matches (bounded walk). */
-function findFiles(root: string, match: (name: string) => boolean, depth = 6): string[] {
-  const out: string[] = [];
-  if (depth < 0) return out;
-  let entries: string[] = [];
-  try {
-    entries = readdirSync(root);
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const p = path.join(root, e);
-    if (statSync(p).isDirectory()) out.push(...findFiles(p, match, depth - 1));
-    else if (match(e)) out.push(p);
-  }
-  return out;
-}
 
 /** The conversation of a request as [role, text] pairs (text parts of each content joined). */
 function dialogue(req: RecordedGeminiRequest): [string, string][] {
@@ -74,10 +55,23 @@ describe("gemini-cli backend with the real gemini CLI", () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  test("health reports the CLI version", async () => {
-    const h = await backend.health();
-    assert.equal(h.usable, true, h.detail);
-    assert.match(h.version ?? "", /^\d+\.\d+/);
+  cliBackendContract<GeminiReply>({
+    cli: "gemini",
+    backend: () => backend,
+    make,
+    missing: (command) => geminiCliBackend.create("nope", geminiCliOptionsSchema.parse({ command }), { logger, dataDir }),
+    dataDir: () => dataDir,
+    reply: (r) => fake.setScript(mainTurn(() => r)),
+    text: (chunks, delayMs) => ({ kind: "text", chunks, delayMs }),
+    hang: { kind: "hang" },
+    refusal: (message) => ({ kind: "error", status: 400, message }),
+    requests: () => fake.turnCalls().length,
+    turns: () => fake.turnCalls().length,
+    version: /^\d+\.\d+/,
+    unknownSession: /Error resuming session|Invalid session identifier|No previous sessions found/,
+    sessionFiles: (id) => findFiles(path.join(home, ".gemini", "tmp"), (n) => n.startsWith("session-") && n.includes(id.slice(0, 8))).filter((f) => readFileSync(f, "utf8").includes(id)),
+    sessionFilesWhere: "~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl",
+    timeoutSeconds: 4,
   });
 
   test("a text turn streams deltas, usage, a session and done; the bootstrap is the system instruction", async () => {
@@ -162,42 +156,6 @@ describe("gemini-cli backend with the real gemini CLI", () => {
     assert.ok(!readFileSync(path.join(cwd, "GEMINI.md"), "utf8").startsWith(GEMINI_MD_MARKER));
   });
 
-  test("resuming an unknown session id gives session_not_found", async () => {
-    const n0 = fake.turnCalls().length;
-    const evs = await collect(backend.run(turnInput("conv-unknown", "hello", { sessionId: randomUUID() })));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "session_not_found", JSON.stringify(err));
-    assert.match(err!.message, /Error resuming session|Invalid session identifier|No previous sessions found/);
-    assert.equal(sessionOf(evs), undefined);
-    assert.equal(fake.turnCalls().length, n0, "the model was not called");
-  });
-
-  test("resuming a session whose file was deleted gives session_not_found", async () => {
-    fake.setScript(mainTurn(() => ({ kind: "text", chunks: ["ok"] })));
-    const t1 = await collect(backend.run(turnInput("conv-deleted", "remember me")));
-    const sid = sessionOf(t1)!;
-    const files = findFiles(path.join(home, ".gemini", "tmp"), (n) => n.startsWith("session-") && n.includes(sid.slice(0, 8))).filter((f) =>
-      readFileSync(f, "utf8").includes(sid),
-    );
-    assert.equal(files.length, 1, "session stored under ~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl");
-    unlinkSync(files[0]!);
-    const evs = await collect(backend.run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
-    assertEndsOnce(evs);
-    assert.equal(errorOf(evs)?.code, "session_not_found", JSON.stringify(errorOf(evs)));
-  });
-
-  test("an API error from the model becomes an upstream_error carrying its message", async () => {
-    fake.setScript(mainTurn(() => ({ kind: "error", status: 400, message: "fake refused the request: bad-field-xyz-123" })));
-    const evs = await collect(backend.run(turnInput("conv-apierr", "hi")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "upstream_error", JSON.stringify(err));
-    assert.match(err!.message, /fake refused the request: bad-field-xyz-123/);
-    assert.match(err!.message, /400/);
-    assert.equal(err!.retryable, false);
-  });
-
   test("gemini's own tool use shows as tool_activity and the answer continues after it", async () => {
     fake.setScript(
       mainTurn((r) =>
@@ -220,31 +178,6 @@ describe("gemini-cli backend with the real gemini CLI", () => {
     );
     assert.equal((acts[0] as { detail?: string }).detail, "notes.txt");
     assert.equal(textOf(evs), "Let me look.\n\nThe file says hi.");
-  });
-
-  test("abort while the model hangs ends the turn promptly and leaves no process", async () => {
-    fake.setScript(mainTurn(() => ({ kind: "hang" })));
-    const ac = new AbortController();
-    const n0 = fake.turnCalls().length;
-    const done = collect(backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal, system: "boot" })));
-    assert.ok(await eventually(() => fake.turnCalls().length > n0, 15_000), "the CLI reached the model");
-    const pid = backend.lastPid!;
-    ac.abort();
-    const evs = await done;
-    assertEndsOnce(evs);
-    assert.equal(errorOf(evs)?.code, "aborted");
-    assert.ok(pidGone(pid), "process reaped");
-    assert.deepEqual(readdirSync(path.join(dataDir, "tmp")), [], "the per-turn system file is removed after an aborted turn too");
-  });
-
-  test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
-    fake.setScript(mainTurn(() => ({ kind: "hang" })));
-    const slow = make({ timeoutSeconds: 4 });
-    const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "backend_timeout");
-    assert.ok(pidGone(slow.lastPid!), "process reaped");
   });
 
   test("two conversations in parallel stay apart, on their first and their resumed turns", async () => {
@@ -279,12 +212,4 @@ describe("gemini-cli backend with the real gemini CLI", () => {
     assert.ok(histB.includes("beta start") && !histB.includes("alpha"), histB);
   });
 
-  test("a missing binary gives backend_unavailable naming the path tried", async () => {
-    const missing = geminiCliBackend.create("nope", geminiCliOptionsSchema.parse({ command: "/nonexistent/dir/gemini" }), { logger, dataDir });
-    const evs = await collect(missing.run(turnInput("conv-missing", "hi")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "backend_unavailable");
-    assert.match(err!.message, /\/nonexistent\/dir\/gemini/);
-  });
 });

@@ -3,38 +3,20 @@
  * chat-completions API on 127.0.0.1. Only the model API is faked.
  */
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { qwenCodeBackend, qwenCodeOptionsSchema, parseQwenApiError, type QwenCodeBackend } from "../../src/backends/qwen-code.js";
 import type { BackendEvent } from "../../src/backends/types.js";
 import { createLogger } from "../../src/log/logger.js";
-import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../fakes/openai-api.js";
+import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../fakes/openai-api.js";
 import { QWEN_BIN, qwenEnv } from "../fakes/cli-env.js";
 
-import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
-import { eventually } from "../helpers/bridge.js";
+import { assertEndsOnce, collect, errorOf, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
-
-function findFiles(root: string, name: string, depth = 6): string[] {
-  const out: string[] = [];
-  if (depth < 0) return out;
-  let entries: string[] = [];
-  try {
-    entries = readdirSync(root);
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const p = path.join(root, e);
-    if (e === name) out.push(p);
-    else if (statSync(p).isDirectory()) out.push(...findFiles(p, name, depth - 1));
-  }
-  return out;
-}
 
 function contentText(content: unknown): string {
   if (typeof content === "string") return content;
@@ -82,10 +64,23 @@ describe("qwen-code backend with the real qwen CLI", () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  test("health reports the CLI version", async () => {
-    const h = await backend.health();
-    assert.equal(h.usable, true, h.detail);
-    assert.match(h.version ?? "", /^\d+\.\d+\.\d+/);
+  cliBackendContract<Reply>({
+    cli: "qwen",
+    backend: () => backend,
+    make,
+    missing: (command) => qwenCodeBackend.create("nope", qwenCodeOptionsSchema.parse({ command }), { logger, dataDir }),
+    dataDir: () => dataDir,
+    reply: (r) => fake.setScript(() => r),
+    text: (chunks, delayMs) => ({ kind: "text", chunks, delayMs }),
+    hang: { kind: "hang" },
+    refusal: (message) => ({ kind: "error", status: 400, message }),
+    requests: () => fake.requests.length,
+    turns: () => fake.mainRequests().length,
+    version: /^\d+\.\d+\.\d+/,
+    unknownSession: /No saved session found with ID/,
+    sessionFiles: (id) => findFiles(path.join(home, ".qwen", "projects"), (n) => n === `${id}.jsonl`),
+    sessionFilesWhere: "~/.qwen/projects/<cwd>/chats/<id>.jsonl",
+    timeoutSeconds: 3,
   });
 
   test("a text turn streams deltas, reasoning, usage, a session and done; the bootstrap replaces qwen's prompt", async () => {
@@ -131,19 +126,6 @@ describe("qwen-code backend with the real qwen CLI", () => {
     assert.ok(sys.trimEnd().endsWith("APPENDED-BOOT-77"), sys.slice(-200));
   });
 
-  test("a consumer that stops reading early leaves no process behind", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["one ", "two ", "three"], delayMs: 300 }));
-    let sawText = false;
-    for await (const ev of backend.run(turnInput("conv-early", "count"))) {
-      if (ev.type === "text") {
-        sawText = true;
-        break;
-      }
-    }
-    assert.ok(sawText);
-    assert.ok(pidGone(backend.lastPid!), "process terminated and reaped when the generator was closed");
-  });
-
   test("turn 2 resumes the session: history from qwen's transcript, only the new message added, bootstrap on both turns", async () => {
     fake.setScript((r) => ({ kind: "text", chunks: [r.lastUser.includes("second") ? "Second " : "First ", "reply."] }));
     const n0 = fake.mainRequests().length;
@@ -172,40 +154,6 @@ describe("qwen-code backend with the real qwen CLI", () => {
     assert.equal(d2[1]![1], "First reply.");
     assert.match(d2[2]![1], /second question/);
     assert.ok(!d2[2]![1].includes("first question"), "only the new message is added");
-  });
-
-  test("resuming an unknown session id gives session_not_found without calling the model", async () => {
-    const n0 = fake.requests.length;
-    const evs = await collect(backend.run(turnInput("conv-unknown", "hello", { sessionId: randomUUID() })));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "session_not_found", JSON.stringify(err));
-    assert.match(err!.message, /No saved session found with ID/);
-    assert.equal(sessionOf(evs), undefined, "no session bound for a failed resume");
-    assert.equal(fake.requests.length, n0, "the model was not called");
-  });
-
-  test("resuming a session whose transcript was deleted gives session_not_found", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["ok"] }));
-    const t1 = await collect(backend.run(turnInput("conv-deleted", "remember me")));
-    const sid = sessionOf(t1)!;
-    const files = findFiles(path.join(home, ".qwen", "projects"), `${sid}.jsonl`);
-    assert.equal(files.length, 1, "transcript stored under ~/.qwen/projects/<cwd>/chats/<id>.jsonl");
-    unlinkSync(files[0]!);
-    const evs = await collect(backend.run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
-    assertEndsOnce(evs);
-    assert.equal(errorOf(evs)?.code, "session_not_found");
-  });
-
-  test("an API error (qwen: exit 0, is_error false) becomes an upstream_error carrying the fake's message", async () => {
-    fake.setScript(() => ({ kind: "error", status: 400, message: "fake refused the request: bad-field-xyz-123" }));
-    const evs = await collect(backend.run(turnInput("conv-apierr", "hi")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "upstream_error", JSON.stringify(evs));
-    assert.match(err!.message, /fake refused the request: bad-field-xyz-123/);
-    assert.equal(err!.retryable, false);
-    assert.equal(textOf(evs), "", "qwen's '[API Error: ...]' text is not streamed as answer text");
   });
 
   test("a stream cut mid-answer: the partial text is streamed, then a retryable upstream_error", async () => {
@@ -250,42 +198,6 @@ describe("qwen-code backend with the real qwen CLI", () => {
     const last = fake.mainRequests().at(-1)!;
     const toolMsgs = (last.body.messages as any[]).filter((m) => m.role === "tool").map((m) => contentText(m.content));
     assert.ok(toolMsgs.some((t) => t.includes("hi from notes")), "the file content reached the model");
-  });
-
-  test("abort while the model hangs ends the turn promptly and leaves no process", async () => {
-    fake.setScript(() => ({ kind: "hang" }));
-    const ac = new AbortController();
-    const n0 = fake.mainRequests().length;
-    const done = collect(backend.run(turnInput("conv-abort", "never answered", { signal: ac.signal })));
-    assert.ok(await eventually(() => fake.mainRequests().length > n0, 15_000), "the CLI reached the model");
-    const pid = backend.lastPid!;
-    assert.ok(pid > 0);
-    ac.abort();
-    const evs = await done;
-    assertEndsOnce(evs);
-    assert.equal(errorOf(evs)?.code, "aborted");
-    assert.ok(pidGone(pid), "process reaped");
-  });
-
-  test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
-    fake.setScript(() => ({ kind: "hang" }));
-    const slow = make({ timeoutSeconds: 3 });
-    const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "backend_timeout");
-    assert.equal(err?.retryable, true);
-    assert.ok(pidGone(slow.lastPid!), "process reaped");
-  });
-
-  test("a missing binary gives backend_unavailable naming the path tried", async () => {
-    const missing = qwenCodeBackend.create("nope", qwenCodeOptionsSchema.parse({ command: "/nonexistent/dir/qwen" }), { logger, dataDir });
-    const evs = await collect(missing.run(turnInput("conv-missing", "hi")));
-    assertEndsOnce(evs);
-    const err = errorOf(evs);
-    assert.equal(err?.code, "backend_unavailable");
-    assert.match(err!.message, /\/nonexistent\/dir\/qwen/);
-    assert.equal((await missing.health()).usable, false);
   });
 
   test("parseQwenApiError reads the status from qwen's formats", () => {

@@ -8,13 +8,13 @@
  */
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { stream, type AssistantMessage, type Context, type Model } from "@mariozechner/pi-ai";
 import OpenAI from "openai";
 import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
+import { findFiles } from "../helpers/backend-turn.js";
 import { lastLine } from "../helpers/resume.js";
 import { resumeContract } from "../helpers/resume-contract.js";
 import { wrapUserText, openclawSystemPrompt } from "../helpers/openclaw-request.js";
@@ -68,18 +68,6 @@ function replyScript(req: RecordedRequest): AnthropicReply {
   return { kind: "text", chunks: ["Reply to: ", lastLine(promptText(lastUser?.content ?? ""))] };
 }
 
-/** Files named `name` below `root` (bounded walk). */
-function findFiles(root: string, name: string, depth = 6): string[] {
-  const out: string[] = [];
-  if (depth < 0 || !existsSync(root)) return out;
-  for (const e of readdirSync(root)) {
-    const p = path.join(root, e);
-    if (e === name) out.push(p);
-    else if (statSync(p).isDirectory()) out.push(...findFiles(p, name, depth - 1));
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 
 let fake: FakeAnthropic;
@@ -113,7 +101,7 @@ resumeContract<RecordedRequest, AnthropicReply>(
     // Claude Code's own system prompt comes with the bootstrap (append mode).
     systemIsBootstrapOnly: false,
     sessionOf,
-    sessionFiles: (home, id) => findFiles(path.join(home, ".claude", "projects"), `${id}.jsonl`),
+    sessionFiles: (home, id) => findFiles(path.join(home, ".claude", "projects"), (n) => n === `${id}.jsonl`),
     lostSession: /No conversation found/,
     reachModelMs: 30_000,
     // A second claude would reach the fake well within this time (one start takes ~0.5 s).
