@@ -186,6 +186,28 @@ function migrate(db: DB, file: string): void {
   }).immediate();
 }
 
+/** SQLITE_BUSY and its extended codes (recovery, snapshot...), here or in an error's cause. */
+function isBusy(err: unknown): boolean {
+  for (let e: unknown = err, i = 0; e && typeof e === "object" && i < 3; e = (e as { cause?: unknown }).cause, i++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && code.startsWith("SQLITE_BUSY")) return true;
+  }
+  return false;
+}
+
+/** Block this thread for `ms` (only while opening: a pause before trying again). */
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Math.max(1, Math.round(ms)));
+}
+
+/** An error while opening, as a SessionStoreError that names the file. */
+function openError(err: unknown, target: string): SessionStoreError {
+  if (err instanceof SessionStoreError) return err;
+  const code = (err as { code?: string }).code;
+  const hint = code === "SQLITE_NOTADB" ? " (the file is not a SQLite database)" : "";
+  return new SessionStoreError(`cannot open session store ${target}: ${(err as Error).message}${hint}`, { cause: err });
+}
+
 const SYNC_NAMES = ["OFF", "NORMAL", "FULL", "EXTRA"] as const;
 
 export class SqliteSessionStore implements SessionStore {
@@ -276,24 +298,31 @@ export class SqliteSessionStore implements SessionStore {
       // Create the file ourselves so it is 0600; SQLite gives -wal/-shm the same permissions.
       closeSync(openSync(target, "a", 0o600));
     }
-    let db: DB | undefined;
-    try {
-      db = new Database(target, { timeout: busyTimeoutMs });
-      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-      if (!memory) {
-        const mode = String(db.pragma("journal_mode = WAL", { simple: true }));
-        if (mode.toLowerCase() !== "wal") throw new SessionStoreError(`could not switch ${target} to WAL (journal_mode=${mode})`);
+    // Several processes opening a NEW file at once race to switch it to WAL: SQLite answers that
+    // race with SQLITE_BUSY at once, without waiting in the busy handler (it would deadlock).
+    // The loser opens again after a short, growing pause, within the busy timeout.
+    const deadline = Date.now() + busyTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      let db: DB | undefined;
+      try {
+        db = new Database(target, { timeout: busyTimeoutMs });
+        db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+        if (!memory) {
+          const mode = String(db.pragma("journal_mode = WAL", { simple: true }));
+          if (mode.toLowerCase() !== "wal") throw new SessionStoreError(`could not switch ${target} to WAL (journal_mode=${mode})`);
+        }
+        db.pragma(`synchronous = ${synchronous}`);
+        db.pragma("trusted_schema = OFF");
+        migrate(db, target);
+        return new SqliteSessionStore(db, target, opts);
+      } catch (err) {
+        db?.close();
+        if (isBusy(err) && Date.now() < deadline) {
+          sleepSync(Math.min(100, 5 * 2 ** attempt) * (0.5 + Math.random()));
+          continue;
+        }
+        throw openError(err, target);
       }
-      db.pragma(`synchronous = ${synchronous}`);
-      db.pragma("trusted_schema = OFF");
-      migrate(db, target);
-      return new SqliteSessionStore(db, target, opts);
-    } catch (err) {
-      db?.close();
-      if (err instanceof SessionStoreError) throw err;
-      const code = (err as { code?: string }).code;
-      const hint = code === "SQLITE_NOTADB" ? " (the file is not a SQLite database)" : "";
-      throw new SessionStoreError(`cannot open session store ${target}: ${(err as Error).message}${hint}`, { cause: err });
     }
   }
 

@@ -12,8 +12,9 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
-import { complete, stream, Type, type AssistantMessage, type AssistantMessageEvent, type Context, type Model, type ToolCall, type ToolResultMessage } from "@mariozechner/pi-ai";
+import { complete, stream, Type, type AssistantMessage, type AssistantMessageEvent, type Context, type ToolCall, type ToolResultMessage } from "@mariozechner/pi-ai";
 import { VERSION } from "../../src/version.js";
+import { piModel } from "../helpers/pi-model.js";
 import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../fakes/openai-api.js";
 import { cleanup, eventually, readSse, startTestBridge, type TestBridge } from "../helpers/bridge.js";
 
@@ -410,19 +411,8 @@ describe("openai upstream through the bridge", () => {
   // 2. OpenClaw's client library, driven as OpenClaw drives it
 
   describe("pi-ai (OpenClaw 2026.5's client)", () => {
-    const model = (): Model<"openai-completions"> => ({
-      id: MODEL,
-      name: "Local Qwen via clawbridge",
-      api: "openai-completions",
-      provider: "clawbridge",
-      baseUrl: bridge.baseURL,
-      reasoning: false,
-      input: ["text"],
-      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-      contextWindow: 128000,
-      maxTokens: 4096,
-      compat: { supportsStore: false, supportsDeveloperRole: false, supportsReasoningEffort: false, maxTokensField: "max_tokens" },
-    });
+    const model = () =>
+      piModel(bridge.baseURL, MODEL, "Local Qwen via clawbridge", { supportsStore: false, supportsDeveloperRole: false, supportsReasoningEffort: false, maxTokensField: "max_tokens" });
     const tools = [
       { name: "read", description: "Read a file from the workspace", parameters: Type.Object({ path: Type.String({ description: "file path" }) }) },
       { name: "exec", description: "Run a shell command", parameters: Type.Object({ command: Type.String() }) },

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { complete, stream, Type, type AssistantMessageEvent, type Context, type Model } from "@mariozechner/pi-ai";
+import { piModel } from "../helpers/pi-model.js";
 import { startFakeOpenAI, type FakeOpenAI } from "../fakes/openai-api.js";
 import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
@@ -27,18 +28,7 @@ before(async () => {
     backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 90, killGraceSeconds: 1 } },
     models: [{ id: MODEL, backend: "oc" }],
   });
-  model = {
-    id: MODEL,
-    name: "Fake via clawbridge",
-    api: "openai-completions",
-    provider: "clawbridge",
-    baseUrl: bridge.baseURL,
-    reasoning: false,
-    input: ["text"],
-    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-    contextWindow: 128000,
-    maxTokens: 4096,
-  };
+  model = piModel(bridge.baseURL, MODEL, "Fake via clawbridge");
 });
 
 after(async () => {

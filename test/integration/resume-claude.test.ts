@@ -10,11 +10,12 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { test } from "node:test";
-import { stream, type AssistantMessage, type Context, type Model } from "@mariozechner/pi-ai";
+import { stream, type AssistantMessage, type Context } from "@mariozechner/pi-ai";
 import OpenAI from "openai";
 import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
 import { findFiles } from "../helpers/backend-turn.js";
+import { piModel } from "../helpers/pi-model.js";
 import { lastLine } from "../helpers/resume.js";
 import { resumeContract } from "../helpers/resume-contract.js";
 import { wrapUserText, openclawSystemPrompt } from "../helpers/openclaw-request.js";
@@ -112,18 +113,7 @@ resumeContract<RecordedRequest, AnthropicReply>(
       const { bridge, bindingOf } = ctx;
       fake.setScript(replyScript);
       // --- pi-ai, as OpenClaw 2026.5 drives it
-      const model: Model<"openai-completions"> = {
-        id: MODEL,
-        name: "Claude via clawbridge",
-        api: "openai-completions",
-        provider: "clawbridge",
-        baseUrl: bridge.baseURL,
-        reasoning: false,
-        input: ["text"],
-        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-        contextWindow: 128000,
-        maxTokens: 4096,
-      };
+      const model = piModel(bridge.baseURL, MODEL, "Claude via clawbridge");
       const piKey = `agent:main:pi:${randomUUID()}`;
       const context: Context = {
         systemPrompt: openclawSystemPrompt(),
