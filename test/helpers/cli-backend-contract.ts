@@ -15,6 +15,11 @@ import type { Backend } from "../../src/backends/types.js";
 import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "./backend-turn.js";
 import { eventually } from "./bridge.js";
 
+/** Replies every fake model API understands alike. */
+export type CommonReply = { kind: "text"; chunks: string[]; delayMs?: number } | { kind: "hang" } | { kind: "error"; status: number; message: string };
+const text = (chunks: string[], delayMs?: number): CommonReply => ({ kind: "text", chunks, delayMs });
+const hang: CommonReply = { kind: "hang" };
+
 /** A CLI backend with the pid of its last process. */
 export type CliBackend = Backend & { readonly lastPid?: number };
 
@@ -29,11 +34,9 @@ export interface CliUnderTest<Reply> {
   missing(command: string): Backend;
   dataDir(): string;
   /** The fake answers every model turn with `reply` (side calls keep a harmless answer). */
-  reply(reply: Reply): void;
-  text(chunks: string[], delayMs?: number): Reply;
-  hang: Reply;
-  /** The model refusing the request with HTTP 400 and `message`. */
-  refusal(message: string): Reply;
+  reply(reply: Reply | CommonReply): void;
+  /** The model refusing the request with HTTP 400 and `message`, when the fake needs more than the common shape. */
+  refusal?(message: string): Reply;
   /** Requests the fake has seen (any path): "the model was not called" counts these. */
   requests(): number;
   /** Model turns the fake has seen: "the CLI reached the model" counts these. */
@@ -63,7 +66,7 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
   });
 
   test("a consumer that stops reading early leaves no process behind", async () => {
-    t.reply(t.text(["one ", "two ", "three"], 300));
+    t.reply(text(["one ", "two ", "three"], 300));
     const backend = t.backend();
     let sawText = false;
     for await (const ev of backend.run(turnInput("conv-early", "count"))) {
@@ -88,7 +91,7 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
   });
 
   test("resuming a session whose file was deleted gives session_not_found", async () => {
-    t.reply(t.text(["ok"]));
+    t.reply(text(["ok"]));
     const t1 = await collect(t.backend().run(turnInput("conv-deleted", "remember me")));
     const sid = sessionOf(t1)!;
     assert.ok(sid, JSON.stringify(t1));
@@ -101,7 +104,8 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
   });
 
   test("an API error from the model becomes an upstream_error carrying its message", async () => {
-    t.reply(t.refusal("fake refused the request: bad-field-xyz-123"));
+    const message = "fake refused the request: bad-field-xyz-123";
+    t.reply(t.refusal?.(message) ?? { kind: "error", status: 400, message });
     const evs = await collect(t.backend().run(turnInput("conv-apierr", "hi")));
     assertEndsOnce(evs);
     const err = errorOf(evs);
@@ -113,7 +117,7 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
   });
 
   test("abort while the model hangs ends the turn promptly, leaves no process and no per-turn file", async () => {
-    t.reply(t.hang);
+    t.reply(hang);
     const backend = t.backend();
     const ac = new AbortController();
     const n0 = t.turns();
@@ -130,7 +134,7 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
   });
 
   test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
-    t.reply(t.hang);
+    t.reply(hang);
     const slow = t.make({ timeoutSeconds: t.timeoutSeconds });
     const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
     assertEndsOnce(evs);

@@ -94,6 +94,11 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       assert.ok(b, `a binding for ${key}`);
       return b;
     };
+    /** An OpenClaw 2026.9 conversation (its Runtime line names a new session) and its key. */
+    const newConversation = () => {
+      const sid = randomUUID();
+      return { key: runtimeKey(sid), conv: new Conversation(MODEL, "2026.9", { sessionId: sid }) };
+    };
     const same = (a: Req, b: Req) => cli.sessionOf && assert.equal(cli.sessionOf(b), cli.sessionOf(a), `one ${cli.title} session`);
 
     before(async () => {
@@ -123,9 +128,7 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
     test("multi-turn: turn 2 resumes the session with only the new message; the bootstrap is on both turns; sessions list/show", async () => {
       const { fake, bridge, home } = ctx;
       fake.setScript(cli.replyScript);
-      const sid = randomUUID();
-      const key = runtimeKey(sid);
-      const conv = new Conversation(MODEL, "2026.9", { sessionId: sid });
+      const { key, conv } = newConversation();
       const before = cli.turns().length;
 
       const r1 = await chat(bridge.baseURL, conv.ask("what is the capital of Estonia"));
@@ -267,9 +270,7 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
     test("self-healing: the CLI lost the session's files → a NEW session seeded from the conversation; the dead id is never reused", async () => {
       const { fake, bridge, home } = ctx;
       fake.setScript(cli.replyScript);
-      const sid = randomUUID();
-      const key = runtimeKey(sid);
-      const conv = new Conversation(MODEL, "2026.9", { sessionId: sid });
+      const { key, conv } = newConversation();
       for (const q of ["my cat is called Miso", "she is three years old"]) {
         const r = await chat(bridge.baseURL, conv.ask(q));
         assert.equal(r.status, 200);

@@ -64,8 +64,6 @@ describe("claude-code backend with the real claude CLI", () => {
     missing: (command) => claudeCodeBackend.create("nope", claudeCodeOptionsSchema.parse({ command }), { logger, dataDir }),
     dataDir: () => dataDir,
     reply: (r) => fake.setScript(() => r),
-    text: (chunks, delayMs) => ({ kind: "text", chunks, delayMs }),
-    hang: { kind: "hang" },
     refusal: (message) => ({ kind: "error", status: 400, errorType: "invalid_request_error", message }),
     requests: () => fake.messageCalls().length,
     turns: () => fake.messageCalls().length,
