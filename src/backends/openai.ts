@@ -627,7 +627,6 @@ class WholeError extends Error {
  * `limit` bytes (`errorLimit` for an error status) is cut there and the request stopped.
  */
 class WholeHandler implements Dispatcher.DispatchHandler {
-  private controller?: Dispatcher.DispatchController;
   private status = 0;
   private headers: WholeResponse["headers"] = {};
   private chunks: Buffer[] = [];
@@ -645,12 +644,11 @@ class WholeHandler implements Dispatcher.DispatchHandler {
     this.cap = limit;
   }
 
-  private readonly onAbort = () => this.controller?.abort(this.abort.reason as Error);
+  /** Stops following `abort` (set once the request has started). */
+  private stopFollowing = () => {};
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.abort.aborted) controller.abort(this.abort.reason as Error);
-    else this.abort.once("abort", this.onAbort);
+    this.stopFollowing = this.abort.onAbort(() => controller.abort(this.abort.reason as Error));
   }
 
   onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
@@ -678,14 +676,14 @@ class WholeHandler implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
-    this.abort.removeListener("abort", this.onAbort);
+    this.stopFollowing();
     if (this.settled) return;
     this.settled = true;
     this.reject(new WholeError(err, this.status > 0));
   }
 
   private finish(truncated: boolean): void {
-    this.abort.removeListener("abort", this.onAbort);
+    this.stopFollowing();
     if (this.settled) return;
     this.settled = true;
     const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
@@ -912,7 +910,7 @@ class OpenAIBackend implements Backend {
       // --- body format: by content type, else sniffed from the first bytes ---
       let mode = bodyFormat(res.headers["content-type"]);
       if (mode === "json") {
-        // The usual answer to a non-streaming request: read it whole, translate it once.
+        // A plain JSON answer to a streaming request: read it whole, translate it once.
         let bytes: Buffer | undefined;
         try {
           bytes = await readWhole(body, MAX_JSON_BODY, arm, disarm);

@@ -55,7 +55,8 @@ export class Cancellation {
     return { cancel, dispose: () => signal.removeEventListener("abort", onAbort) };
   }
 
-  // --- the EventEmitter-like interface undici uses for a request's `signal` ---
+  // --- the EventEmitter-like interface undici uses for a request's `signal`: it requires `on`,
+  // then listens with `once` and stops with `removeListener` ---
   once(event: string, fn: () => void): this {
     if (event === "abort") this.listeners.push(fn);
     return this;
@@ -63,15 +64,9 @@ export class Cancellation {
   on(event: string, fn: () => void): this {
     return this.once(event, fn);
   }
-  addListener(event: string, fn: () => void): this {
-    return this.once(event, fn);
-  }
   removeListener(event: string, fn: () => void): this {
     if (event === "abort") this.remove(fn);
     return this;
-  }
-  off(event: string, fn: () => void): this {
-    return this.removeListener(event, fn);
   }
 
   private remove(fn: () => void): void {

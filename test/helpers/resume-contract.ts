@@ -99,7 +99,10 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       const sid = randomUUID();
       return { key: runtimeKey(sid), conv: new Conversation(MODEL, "2026.9", { sessionId: sid }) };
     };
-    const same = (a: Req, b: Req) => cli.sessionOf && assert.equal(cli.sessionOf(b), cli.sessionOf(a), `one ${cli.title} session`);
+    /** Where the CLI names its session on the wire: `a` and `b` ran in the same one. */
+    const same = (a: Req, b: Req) => {
+      if (cli.sessionOf) assert.equal(cli.sessionOf(b), cli.sessionOf(a), `one ${cli.title} session`);
+    };
 
     before(async () => {
       ctx.home = tempDir(`cb-r${cli.cli.slice(0, 1)}-home-`);
