@@ -91,17 +91,18 @@ interface Row {
 /** The scenario the throughput target is about; the minimal proxy runs in it as a reference. */
 const REFERENCE_SCENARIO = "json-c32";
 /**
- * Requests that warm up every path of the reference scenario (direct, bridge, minimal proxy)
- * before it is measured: the JIT optimises a process's code only after it has run many times,
+ * Requests (× `--warmup`, so 5000 by default) that warm up every path of the reference scenario
+ * (direct, bridge, minimal proxy) before it is measured: the JIT optimises a process's code only after it has run many times,
  * and each path must be compared at its steady state.
  */
-const REFERENCE_WARMUP = 5000;
+const REFERENCE_WARMUP_FACTOR = 25;
 /**
- * Requests that warm up both paths of every other scenario before it is measured. A scenario's
- * own warm-up (`--warmup`, 200 by default) is too short for the JIT: with `--requests 300`, the
- * first scenario used to measure a bridge whose streaming path was still half cold.
+ * Requests (× `--warmup`, so 1000 by default) that warm up both paths of every other scenario
+ * before it is measured. A scenario's own warm-up (`--warmup`, 200 by default) is too short for the
+ * JIT: with `--requests 300`, the first scenario used to measure a bridge whose streaming path was
+ * still half cold.
  */
-const SCENARIO_WARMUP = 1000;
+const SCENARIO_WARMUP_FACTOR = 5;
 /**
  * Throughput scenarios (concurrency > 1) measure this many times `--requests`: at tens of
  * thousands of requests per second, 3000 requests last a few tens of milliseconds, too short for
@@ -193,7 +194,7 @@ const suite: BenchSuite = {
         try {
           {
             // Every path of the scenario is warmed up alike, outside the measurement and its CPU count.
-            const requests = withReference ? REFERENCE_WARMUP : SCENARIO_WARMUP;
+            const requests = ctx.limits.warmup * (withReference ? REFERENCE_WARMUP_FACTOR : SCENARIO_WARMUP_FACTOR);
             const warm = (origin: string, model: string, pool: ReturnType<typeof loadClient>) =>
               runLoad({ origin, path: "/v1/chat/completions", body: sc.body(model), concurrency: sc.concurrency, warmup: requests, maxRequests: 0, maxSeconds: 30, sessionPerWorker: true, check: sc.stream ? checkStream : checkJson }, pool);
             await warm(fakeOrigin, FAKE_MODEL, directPool);
@@ -363,7 +364,7 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     `- Bridge: \`node bin/clawbridge.js serve --config <tmp>.yaml --port 0\` (its own process; the compiled build in dist/, as \`npm start\` runs it — \`npm run bench\` builds it first), one \`type: openai\` backend on the fake, \`logging.level: warn\`, \`server.maxConcurrent: 64\`. The upstream is asked for a stream only when the client streams (\`streamUpstream: when-client-streams\`, the default).`,
     `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests (${THROUGHPUT_FACTOR * maxRequests} at c=32), ${maxSeconds} s), measured in ${ROUNDS} rounds that alternate direct and bridge (so both see the same background load); the latency columns pool all rounds.`,
     "- first byte: request sent → first body byte. The bridge writes its `delta.role` chunk at once, before the upstream answers, so its first byte can come EARLIER than direct. first content: → first body chunk with non-empty `delta.content` (or the JSON body). full response: → last byte.",
-    `- Before each scenario is measured, each of its paths is warmed up with ${SCENARIO_WARMUP} requests of it (${REFERENCE_WARMUP} for non-streaming c=32, the throughput target, where the minimal proxy is warmed up too), outside the measurement: the JIT optimises code only after many runs, and each path is compared at its steady state.`,
+    `- Before each scenario is measured, each of its paths is warmed up with ${SCENARIO_WARMUP_FACTOR * warmup} requests of it (${REFERENCE_WARMUP_FACTOR * warmup} for non-streaming c=32, the throughput target, where the minimal proxy is warmed up too), outside the measurement: the JIT optimises code only after many runs, and each path is compared at its steady state.`,
     "- bridge CPU / req: user+system CPU of the bridge process (/proc/<pid>/stat) over the run, per request sent (share spent in the kernel in brackets).",
     "",
     "## Results",
