@@ -10,7 +10,8 @@
  *   --list                  list the suites
  *   --requests <n>          measured requests per scenario (default 3000)
  *   --seconds <s>           time limit per scenario (default 10)
- *   --warmup <n>            warm-up requests per scenario (default 200)
+ *   --warmup <n>            warm-up requests per scenario (default 200; the openai suite warms
+ *                           each path up with 5x that before each scenario)
  *   --profile               run the bridge under --cpu-prof and report where its time goes
  *                           (written as <date>-<slug>-profile.md: the profiler slows the bridge)
  *   --no-write              print only

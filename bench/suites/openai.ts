@@ -98,9 +98,8 @@ const REFERENCE_SCENARIO = "json-c32";
 const REFERENCE_WARMUP_FACTOR = 25;
 /**
  * Requests (× `--warmup`, so 1000 by default) that warm up both paths of every other scenario
- * before it is measured. A scenario's own warm-up (`--warmup`, 200 by default) is too short for the
- * JIT: with `--requests 300`, the first scenario used to measure a bridge whose streaming path was
- * still half cold.
+ * before it is measured. 200 were too few for the JIT: with `--requests 300`, the first scenario
+ * used to measure a bridge whose streaming path was still half cold.
  */
 const SCENARIO_WARMUP_FACTOR = 5;
 /**
@@ -203,7 +202,9 @@ const suite: BenchSuite = {
           }
           // Direct and bridge alternate in ROUNDS rounds so that both see the same background load.
           for (let round = 0; round < ROUNDS; round++) {
-            const warmup = round === 0 ? ctx.limits.warmup : Math.min(ctx.limits.warmup, 2 * sc.concurrency);
+            // The paths are warm already: a round's own warm-up only opens its connections and
+            // checks the first answer in full.
+            const warmup = Math.min(ctx.limits.warmup, 2 * sc.concurrency);
             const base = {
               warmup,
               maxRequests: Math.ceil(((sc.concurrency > 1 ? THROUGHPUT_FACTOR : 1) * ctx.limits.maxRequests) / ROUNDS),
@@ -362,7 +363,7 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     "",
     `- Fake upstream (bench/fake-upstream.ts, its own process): every answer is ${CHUNKS} content chunks + finish + usage + [DONE], precomputed, each frame its own write, back-to-back, no delay; \`stream: false\` gets the same text as one JSON body.`,
     `- Bridge: \`node bin/clawbridge.js serve --config <tmp>.yaml --port 0\` (its own process; the compiled build in dist/, as \`npm start\` runs it — \`npm run bench\` builds it first), one \`type: openai\` backend on the fake, \`logging.level: warn\`, \`server.maxConcurrent: 64\`. The upstream is asked for a stream only when the client streams (\`streamUpstream: when-client-streams\`, the default).`,
-    `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path: ${warmup} warm-up requests, then min(${maxRequests} requests (${THROUGHPUT_FACTOR * maxRequests} at c=32), ${maxSeconds} s), measured in ${ROUNDS} rounds that alternate direct and bridge (so both see the same background load); the latency columns pool all rounds.`,
+    `- Load: undici Pool with keep-alive, one connection per worker, closed loop (next request when the previous answer is read). Each worker sends its own \`x-session-id\` (the bridge runs one turn at a time per conversation). Per scenario and path, in each round: 2 × concurrency warm-up requests (the first answer is checked in full), then min(${maxRequests} requests (${THROUGHPUT_FACTOR * maxRequests} at c=32), ${maxSeconds} s), measured in ${ROUNDS} rounds that alternate direct and bridge (so both see the same background load); the latency columns pool all rounds.`,
     "- first byte: request sent → first body byte. The bridge writes its `delta.role` chunk at once, before the upstream answers, so its first byte can come EARLIER than direct. first content: → first body chunk with non-empty `delta.content` (or the JSON body). full response: → last byte.",
     `- Before each scenario is measured, each of its paths is warmed up with ${SCENARIO_WARMUP_FACTOR * warmup} requests of it (${REFERENCE_WARMUP_FACTOR * warmup} for non-streaming c=32, the throughput target, where the minimal proxy is warmed up too), outside the measurement: the JIT optimises code only after many runs, and each path is compared at its steady state.`,
     "- bridge CPU / req: user+system CPU of the bridge process (/proc/<pid>/stat) over the run, per request sent (share spent in the kernel in brackets).",

@@ -61,7 +61,7 @@ function tableRows(markdown: string, first: string): string[][] {
   return rows;
 }
 
-const num = (cell: string) => Number(cell.replace(/,/g, "").replace(/^\+/, ""));
+const num = (cell: string) => Number(cell.replace(/,/g, ""));
 
 /** Command lines of the running processes that are one of the benchmark's own programs. */
 function benchProcesses(): string[] {
@@ -74,7 +74,7 @@ function benchProcesses(): string[] {
       continue;
     }
     if (cmd.includes(path.join(REPO, "bench", "fake-upstream.ts")) || cmd.includes(path.join(REPO, "bench", "minimal-proxy.mjs"))) found.push(`${pid}: ${cmd}`);
-    else if (cmd.includes(path.join(REPO, "bin", "clawbridge.js")) && /clawbridge-bench|cb-bench/.test(cmd)) found.push(`${pid}: ${cmd}`);
+    else if (cmd.includes(path.join(REPO, "bin", "clawbridge.js")) && cmd.includes("cb-bench-")) found.push(`${pid}: ${cmd}`);
   }
   return found;
 }
