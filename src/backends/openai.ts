@@ -25,7 +25,7 @@ import { applyRequestCompat, compatOverrideSchema, LOCAL_SERVER_COMPAT, mergeCom
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend, BackendError, BackendEvent, BackendHealth, FinishReason, TurnInput, Usage } from "./types.js";
 import { SpecialTokenStripper, ToolCallExtractor, type ExtractEvent } from "../toolcalls/extract.js";
-import { alnumId } from "../encoder/chunks.js";
+import { newCallId } from "../util/ids.js";
 import { readLimited } from "../util/read-limited.js";
 import { Cancellation, onAbort } from "../util/cancel.js";
 
@@ -73,13 +73,7 @@ export function resolveCompat(options: Pick<OpenAIBackendOptions, "compat" | "ex
   return rules;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Ids
-
-/** A tool-call id of letters and digits only (`call` + 24 random characters). */
-export function newCallId(): string {
-  return alnumId("call", 24);
-}
+export { newCallId };
 
 // ---------------------------------------------------------------------------------------------
 // Upstream chunk → events

@@ -1,27 +1,6 @@
 /** Building OpenAI chat.completion(.chunk) objects. */
-import { randomBytes } from "node:crypto";
 import type { FinishReason, Usage } from "../backends/types.js";
-
-const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
-/**
- * Random bytes are drawn from the CSPRNG in blocks: one `randomBytes()` call per id cost ~5 µs and
- * showed up in the bridge's CPU profile (several ids per request). Same source, same output.
- */
-const RANDOM_BLOCK = 4096;
-let randomPool = Buffer.alloc(0);
-let randomPos = 0;
-
-/** Random id of letters and digits only (OpenClaw rewrites other characters on replay). */
-export function alnumId(prefix: string, length = 24): string {
-  if (randomPos + length > randomPool.length) {
-    randomPool = randomBytes(Math.max(RANDOM_BLOCK, length));
-    randomPos = 0;
-  }
-  let out = prefix;
-  for (let i = 0; i < length; i++) out += ALNUM[randomPool[randomPos++]! % ALNUM.length];
-  return out;
-}
+import { alnumId } from "../util/ids.js";
 
 export function usageJson(u: Usage) {
   return {

@@ -1,6 +1,7 @@
 /** Non-streaming encoder: the same backend events collected into one `chat.completion`. */
 import type { BackendError, BackendEvent, FinishReason, Usage } from "../backends/types.js";
-import { alnumId, usageJson } from "./chunks.js";
+import { alnumId } from "../util/ids.js";
+import { usageJson } from "./chunks.js";
 
 export type Collected =
   | { ok: true; body: object; text: string; finishReason: FinishReason; usage?: Usage }

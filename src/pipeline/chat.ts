@@ -19,7 +19,7 @@ import type { ChatRequest } from "../openai/schema.js";
 import { QueueRejected, TurnScheduler, WaitAborted, type Lease } from "../queue/scheduler.js";
 import { ModelRouter, type Route } from "../routing/router.js";
 import { ApiError } from "../server/errors.js";
-import { alnumId } from "../encoder/chunks.js";
+import { alnumId } from "../util/ids.js";
 import { countTokens } from "./usage.js";
 import { Cancellation } from "../util/cancel.js";
 

@@ -34,6 +34,7 @@
  * at the start or end of the reply the blanks are dropped. Blanks between consecutive calls are
  * dropped. Text that never touches a call is kept exactly.
  */
+import { newCallId } from "../util/ids.js";
 import { isWs } from "./json.js";
 import {
   AngleCandidate,
@@ -77,17 +78,8 @@ export interface ExtractorOptions {
 export const MAX_HELD = 256 * 1024;
 export const DEFAULT_MAX_CALLS = 20;
 
-const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
 /** "call" + 24 random letters/digits. */
-export function defaultNewId(): string {
-  const bytes = new Uint8Array(24);
-  globalThis.crypto.getRandomValues(bytes);
-  let id = "call";
-  // 248 = 4 * 62: rejection-free enough; the tiny bias does not matter for ids.
-  for (const b of bytes) id += ID_CHARS[b % 62];
-  return id;
-}
+export const defaultNewId = newCallId;
 
 /** Number of '\n' in a blank run. */
 function newlines(ws: string): number {
