@@ -2,6 +2,9 @@
  * The benchmark suite interface. A suite is one file in `bench/suites/<name>.ts` whose default
  * export is a `BenchSuite`; `bench/run.ts` discovers the files, so adding a suite needs no edit
  * anywhere else. `npm run bench` runs all suites; `npm run bench -- --suite <name>` runs one.
+ * Every `.ts` file directly in bench/suites/ must be a suite: code only one suite uses goes in
+ * `bench/suites/<name>/` (not discovered), code several use in bench/, fakes shared with the tests
+ * in testkit/.
  */
 
 export interface BenchLimits {

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Runs every test/**/*.test.ts with node's test runner (Node 20 does not expand globs itself).
-// Extra arguments are passed to `node --test` (e.g. a file list or --test-name-pattern).
+// Extra arguments are passed to `node --test` (e.g. a file list or --test-name-pattern); a folder
+// argument limits the run to the tests under it (`npm run test:unit` is `test/unit`).
 import { spawn } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 
 function find(dir) {
@@ -16,8 +17,11 @@ function find(dir) {
   return out;
 }
 
-const args = process.argv.slice(2);
-const files = args.some((a) => a.endsWith(".ts")) ? [] : find("test").sort();
+// A folder argument (`test/unit`) runs the tests under it only; file arguments run those files.
+const raw = process.argv.slice(2);
+const dirs = raw.filter((a) => !a.startsWith("-") && !a.endsWith(".ts") && existsSync(a) && statSync(a).isDirectory());
+const args = raw.filter((a) => !dirs.includes(a));
+const files = args.some((a) => a.endsWith(".ts")) ? [] : (dirs.length ? dirs : ["test"]).flatMap(find).sort();
 const child = spawn(
   process.execPath,
   ["--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000", ...args, ...files],

@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { stringify } from "yaml";
-import { openclawRequest } from "../../test/helpers/openclaw-request.js";
+import { openclawRequest } from "../../testkit/openclaw-request.js";
 import { answerText, FAKE_MODEL } from "../fake-upstream.js";
 import { loadClient, mergeResults, runLoad, type LoadResult } from "../load.js";
 import { cpuMs, cpuSplit, memory, startService, type Memory, type Service } from "../procs.js";

@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
 import { z } from "zod";
+import { TurnDeadline } from "../util/cancel.js";
 import { CliProcess, type ProcessEnd } from "../util/process.js";
 import { CliBinary } from "./cli-resolve.js";
 import type { BackendDeps } from "./module.js";
@@ -84,8 +85,8 @@ export interface CliTurnSpec {
   env: NodeJS.ProcessEnv;
   cwd: string;
   stdin: string;
+  /** The turn's cancellation (client gone, shutdown, or the pipeline's turn deadline: a `TurnDeadline` reason). */
   signal: AbortSignal;
-  timeoutSeconds: number;
   killGraceSeconds: number;
   logger: Logger;
   /** Called with the pid right after spawning (tests check the process is gone afterwards). */
@@ -105,7 +106,6 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
     cwd: spec.cwd,
     stdin: spec.stdin,
     signal: spec.signal,
-    timeoutMs: spec.timeoutSeconds * 1000,
     killGraceMs: spec.killGraceSeconds * 1000,
   });
   spec.onSpawn?.(proc.pid);
@@ -154,10 +154,11 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
   const end = await proc.wait();
   if (lingered && end.reason === "aborted" && !spec.signal.aborted) end.reason = "exit";
   log.debug({ code: end.code, signal: end.signal, reason: end.reason }, "cli ended");
-  if (end.reason === "timeout") {
+  const reason: unknown = spec.signal.reason;
+  if (spec.signal.aborted && reason instanceof TurnDeadline) {
     yield {
       type: "error",
-      error: { code: "backend_timeout", message: `${spec.label} did not finish within ${spec.timeoutSeconds}s and was stopped`, status: 504, retryable: true },
+      error: { code: "backend_timeout", message: `${spec.label} did not finish within ${reason.seconds}s and was stopped`, status: 504, retryable: true },
     };
     return;
   }
@@ -224,6 +225,11 @@ export abstract class CliBackendBase<O extends { command: string; env: Record<st
     private readonly binary: { places: string[]; label: string; npmPackage: string },
   ) {}
 
+  /** The turn deadline the pipeline enforces (`timeoutSeconds`). */
+  get timeoutSeconds(): number {
+    return this.opts.timeoutSeconds;
+  }
+
   protected get cli(): CliBinary {
     return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, ...this.binary, backendName: this.name }));
   }
@@ -261,7 +267,6 @@ export abstract class CliBackendBase<O extends { command: string; env: Record<st
         logger: this.deps.logger.child({ backend: this.name }),
         ...spec,
         signal: turn.signal,
-        timeoutSeconds: this.opts.timeoutSeconds,
         killGraceSeconds: this.opts.killGraceSeconds,
         onSpawn: (pid) => (this.lastPid = pid),
       },

@@ -1,7 +1,10 @@
 /** The backend types this bridge knows. One file per backend; add new types here. */
+import type { Logger } from "pino";
+import type { Config } from "../config/schema.js";
 import type { BackendModule } from "./module.js";
+import type { Backend } from "./types.js";
 import { opencodeBackend } from "./opencode.js";
-import { openaiBackend } from "./openai.js";
+import { openaiBackend } from "./openai/backend.js";
 import { claudeCodeBackend } from "./claude-code.js";
 import { geminiCliBackend } from "./gemini-cli.js";
 import { qwenCodeBackend } from "./qwen-code.js";
@@ -16,4 +19,15 @@ export function backendModule(type: string): BackendModule<unknown> | undefined 
 
 export function backendTypes(): string[] {
   return modules.map((m) => m.type);
+}
+
+/** One Backend per `config.backends` entry, keyed by its name. */
+export function createBackends(config: Config, logger: Logger): Map<string, Backend> {
+  const backends = new Map<string, Backend>();
+  for (const [name, entry] of Object.entries(config.backends)) {
+    const mod = backendModule(entry.type);
+    if (!mod) throw new Error(`unknown backend type ${entry.type}`); // validated earlier
+    backends.set(name, mod.create(name, entry.options, { logger: logger.child({ backend: name }), dataDir: config.dataDir }));
+  }
+  return backends;
 }

@@ -85,13 +85,15 @@ export interface TurnInput {
   /** The validated client request, for backends that pass requests through (OpenAI upstreams). */
   request: ChatRequest;
   session: SessionInfo;
-  /** Aborted when the client goes away, the bridge shuts down or a newer turn replaces this one. */
-  signal: AbortSignal;
   /**
-   * The same cancellation as `signal`, cheaper to listen to (plain functions, no EventTarget).
-   * The pipeline always sets it, and then makes `signal` only when a backend reads it.
+   * The turn's cancellation: aborted when the client goes away, the bridge shuts down, or the
+   * turn's deadline passes (the pipeline owns that one deadline; then `cancel.reason` is a
+   * `TurnDeadline` and the backend should report `backend_timeout`). Plain listener functions,
+   * cheaper than an EventTarget.
    */
-  cancel?: Cancellation;
+  cancel: Cancellation;
+  /** The same cancellation as a standard signal (made when first read: CLI processes, fetch). */
+  signal: AbortSignal;
 }
 
 export interface BackendHealth {
@@ -106,7 +108,12 @@ export interface Backend {
   readonly name: string;
   /** The backend type (`opencode`, `claude-code`, `openai`...). */
   readonly type: string;
-  /** Answer one turn. Must end with exactly one `done` or `error` event and must stop promptly when `signal` aborts. */
+  /**
+   * The turn deadline in seconds (the backend's `timeoutSeconds` option). The pipeline enforces it
+   * for every turn (src/pipeline/contract.ts); a backend keeps no whole-turn timer of its own.
+   */
+  readonly timeoutSeconds?: number;
+  /** Answer one turn. Must end with exactly one `done` or `error` event and must stop promptly when `cancel` aborts. */
   run(turn: TurnInput): AsyncIterable<BackendEvent>;
   /** Cheap check whether the backend can be used (binary present, upstream reachable...). */
   health(): Promise<BackendHealth>;

@@ -7,7 +7,9 @@ import { PortInUseError, startBridge } from "../server/start.js";
 import { VERSION } from "../version.js";
 import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
 import type { SessionStore } from "../store/types.js";
-import { registerDoctorCommand, registerOpenClawCommands, registerServiceCommands } from "./openclaw-commands.js";
+import { registerDoctorCommand } from "./doctor.js";
+import { registerOpenClawCommands } from "./openclaw.js";
+import { registerServiceCommands } from "./service.js";
 
 function portArg(v: string): number {
   const n = Number(v);

@@ -7,6 +7,8 @@ import { homedir } from "node:os";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+// The one deliberate upward import (config -> backend registry): each backend type owns and
+// validates its own option schema, so config asks the registry instead of knowing them all.
 import { backendModule, backendTypes } from "../backends/registry.js";
 import {
   backendBaseSchema,

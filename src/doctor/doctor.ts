@@ -8,6 +8,7 @@ import { existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { resolveCli, cliVersionHealth } from "../backends/cli-resolve.js";
+import { createBackends } from "../backends/registry.js";
 import type { Backend } from "../backends/types.js";
 import { ConfigError, loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
@@ -15,10 +16,9 @@ import { createLogger } from "../log/logger.js";
 import { bridgeBaseUrl, bridgeOrigin, resolveOpenClawPaths } from "../openclaw/provider.js";
 import { openclawStatus } from "../openclaw/status.js";
 import type { Validator } from "../openclaw/validate.js";
-import { createBackends } from "../server/start.js";
 import { serviceStatus, type SystemctlRunner } from "../service/systemd.js";
 import { canListen, findListeningPid, findLockFiles, formatBytes, freeBytes, processCommand, readLock, writable } from "./probes.js";
-import { summarize, type Finding, type Summary } from "./report.js";
+import { summarize, type Finding, type Summary } from "../report/findings.js";
 
 export interface KnownCli {
   /** Binary name. */

@@ -8,7 +8,7 @@
  */
 import type { ServerResponse } from "node:http";
 import type { BackendEvent, FinishReason, Usage } from "../backends/types.js";
-import { backendErrorBody } from "../server/errors.js";
+import { backendErrorBody } from "./errors.js";
 import { ChunkFactory } from "./chunks.js";
 
 export interface SseOptions {

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import type { Config } from "../config/schema.js";
-import type { Finding } from "../doctor/report.js";
+import type { Finding } from "../report/findings.js";
 import { Json5Doc, Json5SyntaxError } from "./json5-doc.js";
 import { readMarker } from "./install.js";
 import { inspectAllModelsJson } from "./models-json.js";

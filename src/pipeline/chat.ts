@@ -1,27 +1,29 @@
 /**
- * The chat pipeline, independent of HTTP:
- *   request → routing → conversation identity → per-conversation queue → context building → backend
- * It hands the HTTP layer a typed event stream; the encoders (src/encoder) turn it into SSE or JSON.
+ * The chat pipeline, independent of HTTP. The caller has validated the request, routed it and
+ * resolved its conversation (`TurnRequest`); the pipeline then
+ *   waits for the conversation's turn (queue) → fetches live data (tool pre-execution) → builds the
+ *   context (stateless / resume / passthrough) → runs the backend under its contract and deadline
+ * and hands back a typed event stream; the encoders (src/encoder) turn it into SSE or JSON.
+ * Refusals are typed values, not HTTP statuses: `QueueRejected` (full, or waited too long) and
+ * `WaitAborted` (cancelled while waiting) from src/queue; the server maps them.
  */
-import { createHash } from "node:crypto";
-import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
-import type { Backend, BackendEvent, PromptParts, TurnInput } from "../backends/types.js";
-import type { Config, SessionMode } from "../config/schema.js";
+import type { BackendEvent, PromptParts } from "../backends/types.js";
+import type { Config } from "../config/schema.js";
 import { buildStatelessPrompt, type LiveData } from "../context/stateless.js";
-import { buildResumeTurn } from "../context/resume.js";
-import type { SessionStore } from "../store/types.js";
-import { conversationWorkDir } from "../util/workdir.js";
-import { findCurrentUserTurn } from "../context/metadata.js";
-import { resolveConversation, type Conversation } from "../identity/conversation.js";
+import type { Conversation } from "../identity/conversation.js";
 import type { DebugLog } from "../log/debug-log.js";
-import type { ChatRequest } from "../openai/schema.js";
-import { QueueRejected, TurnScheduler, WaitAborted, type Lease } from "../queue/scheduler.js";
-import { ModelRouter, type Route } from "../routing/router.js";
-import { ApiError } from "../server/errors.js";
-import { alnumId } from "../util/ids.js";
-import { countTokens } from "./usage.js";
+import { lazyChild } from "../log/lazy.js";
+import { QueueRejected, type Lease, type TurnScheduler } from "../queue/scheduler.js";
+import type { Route } from "../routing/router.js";
+import type { SessionStore } from "../store/types.js";
 import { Cancellation } from "../util/cancel.js";
+import { alnumId } from "../util/ids.js";
+import { armDeadline, contract } from "./contract.js";
+import { runResume } from "./resume.js";
+import { PassthroughPrompt, Turn, type TurnRequest } from "./turn.js";
+
+export type { TurnRequest } from "./turn.js";
 
 export interface PreparedTurn {
   requestId: string;
@@ -29,7 +31,7 @@ export interface PreparedTurn {
   conversation: Conversation;
   /** The backend's answer. Always iterate it to the end (or break): that releases the turn's slot. */
   events: AsyncGenerator<BackendEvent>;
-  /** Response headers describing the turn. */
+  /** Facts about the turn the caller may show (the HTTP layer sends them as response headers). */
   headers: Record<string, string>;
 }
 
@@ -38,7 +40,6 @@ export type Enricher = (userText: string, route: Route, signal: AbortSignal, log
 
 export interface PipelineDeps {
   config: Config;
-  router: ModelRouter;
   scheduler: TurnScheduler;
   logger: Logger;
   debugLog: DebugLog;
@@ -79,51 +80,35 @@ export class ChatPipeline {
   }
 
   /**
-   * `client` is the client's signal, or a `Cancellation` the caller owns and aborts when the client
-   * goes away: then it is the turn's own (nothing is made or listened to per turn; the pipeline
-   * aborts it on shutdown, so the caller should not read "client gone" from it).
+   * Wait for the conversation's turn and start it. `client` is the client's signal, or a
+   * `Cancellation` the caller owns and aborts when the client goes away: then it is the turn's own
+   * (nothing is made or listened to per turn; the pipeline aborts it on shutdown or at the turn's
+   * deadline, so the caller should not read "client gone" from it).
+   * Throws `QueueRejected` or `WaitAborted` (src/queue) when the turn cannot start.
    */
-  async prepare(req: ChatRequest, headers: IncomingHttpHeaders, client: AbortSignal | Cancellation): Promise<PreparedTurn> {
-    const { config, router, scheduler, logger } = this.deps;
+  async prepare(req: TurnRequest, client: AbortSignal | Cancellation): Promise<PreparedTurn> {
+    const { scheduler, logger } = this.deps;
+    const { route, conversation } = req;
     const requestId = alnumId("req", 12);
-    const route = router.resolve(req.model);
-    if (!route) {
-      throw new ApiError(
-        404,
-        "invalid_request_error",
-        "model_not_found",
-        `The model "${req.model}" is not served here. Available: ${router.models().map((m) => m.id).join(", ")} (GET /v1/models lists them).`,
-        "model",
-      );
-    }
-    const conversation = resolveConversation(req, headers, { sessionHeader: config.server.sessionHeader, scope: route.model.id });
     const linked = this.linkTurn(client);
-    const cancel = linked.cancel;
-    // The child logger is made only when something is logged at an enabled level (creating a pino
-    // child per turn showed in the per-request CPU profile; most turns log nothing at `warn`).
+    // The child logger is made only when something is logged at an enabled level.
     const log = lazyChild(logger, () => ({ requestId, model: route.model.id, backend: route.backend.name, conversation: conversation.key }));
 
     let lease: Lease;
     try {
-      lease = await scheduler.acquire(conversation.key, cancel);
+      lease = await scheduler.acquire(conversation.key, linked.cancel);
     } catch (err) {
       linked.dispose();
-      if (err instanceof QueueRejected) {
-        log.warn({ reason: err.message }, "turn refused: queue full");
-        throw new ApiError(429, "rate_limit_error", "queue_full", `${err.message}; retry in ${err.retryAfterSeconds}s`, null, {
-          "retry-after": String(err.retryAfterSeconds),
-        });
-      }
-      if (err instanceof WaitAborted) throw new ApiError(499, "invalid_request_error", "client_closed", err.message);
+      if (err instanceof QueueRejected) log.warn({ reason: err.message }, "turn refused: queue full");
       throw err;
     }
 
-    const events = this.run(req, route, conversation, cancel, lease, log, linked.dispose);
+    const turn = new Turn(requestId, req.request, route, conversation, linked.cancel, log);
     return {
       requestId,
       route,
       conversation,
-      events,
+      events: this.run(turn, lease, linked.dispose),
       headers: {
         "x-request-id": requestId,
         "x-clawbridge-conversation": conversation.key,
@@ -148,18 +133,20 @@ export class ChatPipeline {
     };
   }
 
-  private async *run(req: ChatRequest, route: Route, conversation: Conversation, cancel: Cancellation, lease: Lease, log: Logger, dispose: () => void): AsyncGenerator<BackendEvent> {
-    const started = Date.now();
+  private async *run(turn: Turn, lease: Lease, dispose: () => void): AsyncGenerator<BackendEvent> {
     this.running++;
     const { debugLog } = this.deps;
+    const { cancel, log } = turn;
+    // The one turn deadline (the backend's `timeoutSeconds`), from the moment the turn may start.
+    const disarm = armDeadline(cancel, turn.route.backend.timeoutSeconds);
     let outcome = "completed";
     let chars = 0;
     try {
-      const mode = effectiveMode(route, conversation);
-      const live = mode === "passthrough" ? [] : await this.enrich(findCurrentUserTurn(req.messages).text, route, cancel, log);
+      const mode = turn.mode;
+      if (mode !== "passthrough") turn.live = await this.enrich(turn);
       // Stateless/passthrough: the backend's events through `contract` only (one generator layer
       // fewer per event than a wrapper generator).
-      const source = mode === "resume" ? this.runResume(req, route, conversation, cancel, live, log) : this.statelessTurn(req, route, conversation, cancel, live, log, mode);
+      const source = mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
       for await (const ev of source) {
         if (ev.type === "text") chars += ev.text.length;
         if (ev.type === "error") {
@@ -170,11 +157,12 @@ export class ChatPipeline {
         yield ev;
       }
     } finally {
+      disarm();
       if (cancel.aborted && outcome === "completed") outcome = "aborted";
       lease.release();
       dispose();
-      log.info({ outcome, contentChars: chars, durationMs: Date.now() - started }, "turn ended");
-      if (debugLog.enabled) debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - started) / 1000).toFixed(1)}s`);
+      log.info({ outcome, contentChars: chars, durationMs: Date.now() - turn.started }, "turn ended");
+      if (debugLog.enabled) debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - turn.started) / 1000).toFixed(1)}s`);
       if (--this.running === 0) {
         const waiters = this.idleWaiters;
         this.idleWaiters = [];
@@ -183,234 +171,35 @@ export class ChatPipeline {
     }
   }
 
-  private async enrich(userText: string, route: Route, cancel: Cancellation, log: Logger): Promise<LiveData[]> {
+  private async enrich(turn: Turn): Promise<LiveData[]> {
     if (!this.deps.enricher) return [];
     try {
-      return await this.deps.enricher(userText, route, cancel.signal, log);
+      return await this.deps.enricher(turn.userText(), turn.route, turn.cancel.signal, turn.log);
     } catch (err) {
-      log.warn({ err: (err as Error).message }, "tool pre-execution failed; answering without it");
+      turn.log.warn({ err: (err as Error).message }, "tool pre-execution failed; answering without it");
       return [];
     }
   }
 
   /** Stateless (compact prompt each turn) and passthrough (the request as is) turns. */
-  private statelessTurn(
-    req: ChatRequest,
-    route: Route,
-    conversation: Conversation,
-    cancel: Cancellation,
-    live: LiveData[],
-    log: Logger,
-    mode: SessionMode,
-  ): AsyncGenerator<BackendEvent> {
+  private statelessTurn(turn: Turn): AsyncGenerator<BackendEvent> {
+    const { request, route, conversation, log } = turn;
     let prompt: PromptParts;
-    if (mode === "passthrough") {
-      prompt = new PassthroughPrompt(req.messages);
-      log.info({ conversationSource: conversation.source, mode }, "turn started");
+    if (turn.mode === "passthrough") {
+      prompt = new PassthroughPrompt(request.messages);
+      log.info({ conversationSource: conversation.source, mode: "passthrough" }, "turn started");
     } else {
-      const built = buildStatelessPrompt(req.messages, route.model.context, live);
+      const built = buildStatelessPrompt(request.messages, route.model.context, turn.live);
       prompt = built.prompt;
-      this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars, tool_context: ${live.length > 0}, history_entries: ${built.stats.historyEntries}`);
-      log.info({ conversationSource: conversation.source, mode, ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
+      this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars, tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.historyEntries}`);
+      log.info({ conversationSource: conversation.source, mode: "stateless", ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
     }
-    const turn = turnInput({ model: route.model.backendModel, prompt, request: req, session: { key: conversation.key, turn: 0 } }, cancel);
-    return contract(route.backend, turn, () => `${prompt.system}\n${prompt.text}`);
+    return contract(route.backend, turn.input(prompt, { key: conversation.key, turn: 0 }), () => `${prompt.system}\n${prompt.text}`);
   }
 
-  /**
-   * Resume turns: the backend keeps the conversation; the store maps the conversation key to the
-   * backend's session. A lost session (deleted, expired, wrong directory) is healed once: the dead
-   * binding is dropped and a new session is seeded from the conversation in the request.
-   */
-  private async *runResume(
-    req: ChatRequest,
-    route: Route,
-    conversation: Conversation,
-    cancel: Cancellation,
-    live: LiveData[],
-    log: Logger,
-  ): AsyncGenerator<BackendEvent> {
+  private resumeTurn(turn: Turn): AsyncGenerator<BackendEvent> {
     const store = this.deps.store;
     if (!store) throw new Error("resume mode needs a session store");
-    const key = conversation.key;
-    const backendName = route.backend.name;
-    let binding = await store.get(key);
-    if (binding && binding.backend !== backendName) {
-      log.info({ was: binding.backend }, "conversation moved to another backend: starting a new session there");
-      binding = undefined;
-    }
-    // A turn that never finished (client gone, bridge killed) may already sit in the CLI's own
-    // history. Retrying the SAME message on that session would put it there twice: start a new
-    // session seeded from the conversation instead. A different next message continues normally.
-    const inProgress = `${IN_PROGRESS}${createHash("sha256").update(findCurrentUserTurn(req.messages).text).digest("hex").slice(0, 16)}`;
-    if (binding?.lastError === inProgress) {
-      log.info({ backendSessionId: binding.backendSessionId }, "retry of an interrupted turn: starting a new session seeded from the conversation");
-      this.deps.debugLog.line(`Retry of an interrupted turn for ${key}: new session`);
-      await store.delete(key);
-      await store.appendEvent(key, "reset", "retry of an interrupted turn");
-      binding = undefined;
-    }
-    const cwd = binding?.cwd ?? conversationWorkDir(this.deps.config.dataDir, key);
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const continuing = binding !== undefined;
-      const built = buildResumeTurn(req.messages, {
-        budget: route.model.context,
-        conversationKey: key,
-        continuing,
-        maxSeedChars: route.model.session.maxSeedChars,
-        live,
-      });
-      this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${live.length > 0}, history_entries: ${built.stats.seedEntries}`);
-      log.info({ conversationSource: conversation.source, mode: "resume", continuing, backendSessionId: binding?.backendSessionId, ...built.stats }, "turn started");
-      const turn = turnInput(
-        {
-          model: route.model.backendModel,
-          prompt: built.prompt,
-          request: req,
-          session: { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0 },
-        },
-        cancel,
-      );
-      if (binding) {
-        binding = { ...binding, lastError: inProgress, updatedAt: Date.now() };
-        await store.put(binding);
-      }
-      let answered = false;
-      let heal = false;
-      for await (const ev of contract(route.backend, turn, () => `${built.prompt.system}\n${built.prompt.text}`)) {
-        if (ev.type === "session") {
-          if (ev.id !== binding?.backendSessionId) {
-            // The backend confirmed a session id: only now is the binding written.
-            const now = Date.now();
-            binding = { key, backend: backendName, backendSessionId: ev.id, cwd, turns: binding?.turns ?? 0, createdAt: binding?.createdAt ?? now, updatedAt: now, model: route.model.id, lastError: inProgress };
-            await store.put(binding);
-          }
-        } else if (ev.type === "text" || ev.type === "tool_call" || ev.type === "reasoning") {
-          answered = true;
-        } else if (ev.type === "error" && ev.error.code === "session_not_found" && continuing && !answered && attempt === 0) {
-          log.warn({ backendSessionId: binding?.backendSessionId, reason: ev.error.message }, "resume failed: dropping the dead session and starting a new one seeded from the conversation");
-          this.deps.debugLog.line(`Session healed for ${key}: ${ev.error.message}`);
-          await store.delete(key);
-          await store.appendEvent(key, "healed", ev.error.message);
-          binding = undefined;
-          heal = true;
-          break;
-        } else if (ev.type === "done" && binding) {
-          await store.recordTurn(key, binding.backendSessionId);
-        } else if (ev.type === "error" && binding && ev.error.code !== "aborted") {
-          // The CLI finished with an error: the session is consistent; record why.
-          await store.recordError(key, ev.error.message);
-        }
-        yield ev;
-      }
-      if (!heal) return;
-    }
+    return runResume(turn, { store, dataDir: this.deps.config.dataDir, debugLog: this.deps.debugLog });
   }
-}
-
-/**
- * A backend's input: `cancel`, and the standard `signal` made only when the backend reads it.
- * A class, not an object literal with a getter: V8 builds those slowly (seen per request).
- */
-class PipelineTurn implements TurnInput {
-  constructor(
-    readonly model: string,
-    readonly prompt: PromptParts,
-    readonly request: ChatRequest,
-    readonly session: TurnInput["session"],
-    readonly cancel: Cancellation,
-  ) {}
-  get signal(): AbortSignal {
-    return this.cancel.signal;
-  }
-}
-
-function turnInput(f: Omit<TurnInput, "signal" | "cancel">, cancel: Cancellation): TurnInput {
-  return new PipelineTurn(f.model, f.prompt, f.request, f.session, cancel);
-}
-
-/**
- * A passthrough turn's prompt: the request goes to the backend as it is, and the prompt text is
- * only read to count usage when an upstream reports none, so it is found then.
- */
-class PassthroughPrompt implements PromptParts {
-  readonly system = "";
-  private found?: string;
-  constructor(private readonly messages: ChatRequest["messages"]) {}
-  get text(): string {
-    return (this.found ??= findCurrentUserTurn(this.messages).text);
-  }
-}
-
-/** `lastError` marker of a turn that started but has not finished: `in-progress <hash of the message>`. */
-const IN_PROGRESS = "in-progress ";
-
-/** Resume needs a real conversation identity; without one a model may fall back to stateless. */
-function effectiveMode(route: Route, conversation: Conversation): SessionMode {
-  const mode = route.model.sessionMode;
-  if (mode === "resume" && conversation.source === "derived" && route.model.session.fallback === "stateless") return "stateless";
-  return mode;
-}
-
-/**
- * Enforce the backend contract at the boundary: exactly one terminal event, nothing after it, a
- * thrown exception becomes an error event instead of a crash, and a turn that finishes without
- * usage gets counted usage (real tokenizer) before `done`.
- */
-async function* contract(backend: Backend, turn: TurnInput, promptText: () => string): AsyncGenerator<BackendEvent> {
-  let sawUsage = false;
-  let output = "";
-  try {
-    for await (const ev of backend.run(turn)) {
-      switch (ev.type) {
-        case "usage":
-          sawUsage = true;
-          break;
-        case "text":
-        case "reasoning":
-          output += ev.text;
-          break;
-        case "tool_call":
-          output += (ev.name ?? "") + ev.argumentsDelta;
-          break;
-        case "done":
-          if (!sawUsage) {
-            const promptTokens = await countTokens(promptText());
-            const completionTokens = await countTokens(output);
-            yield { type: "usage", usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, estimated: true } };
-          }
-          yield ev;
-          return;
-        case "error":
-          yield ev;
-          return;
-        default:
-          break;
-      }
-      yield ev;
-    }
-    yield { type: "error", error: { code: "backend_failed", message: `backend "${backend.name}" ended without an answer`, status: 502 } };
-  } catch (err) {
-    yield { type: "error", error: { code: "backend_failed", message: `backend "${backend.name}" failed: ${(err as Error).message}`, status: 502 } };
-  }
-}
-
-const LOG_LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace"]);
-const noop = () => {};
-
-/**
- * `parent.child(bindings())`, made on first use: calls at a level the parent has disabled are
- * no-ops that create nothing. Everything else goes to the real child.
- */
-function lazyChild(parent: Logger, bindings: () => Record<string, unknown>): Logger {
-  let child: Logger | undefined;
-  const real = () => (child ??= parent.child(bindings()));
-  return new Proxy({} as Logger, {
-    get(_target, prop) {
-      if (child === undefined && typeof prop === "string" && LOG_LEVELS.has(prop) && !parent.isLevelEnabled(prop)) return noop;
-      const r = real();
-      const v = (r as unknown as Record<PropertyKey, unknown>)[prop];
-      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(r) : v;
-    },
-  });
 }

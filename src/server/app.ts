@@ -15,7 +15,7 @@ import { liveProcessCount } from "../util/process.js";
 import { VERSION } from "../version.js";
 import { ApiKeys } from "./auth.js";
 import { chatRoute, isChatRoute } from "./chat-route.js";
-import { ApiError, internalError, unauthorized } from "./errors.js";
+import { ApiError, internalError, unauthorized } from "../openai/errors.js";
 
 export interface AppDeps {
   config: Config;
@@ -37,7 +37,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // cheaply.
   const SERVER = `clawbridge/${VERSION}`;
   let closing = false;
-  const chat = chatRoute({ config, pipeline, keys, logger, debugLog, closing: () => closing, server: SERVER });
+  const chat = chatRoute({ config, pipeline, router, keys, logger, debugLog, closing: () => closing, server: SERVER });
   const app = Fastify({
     logger: false,
     // POST /v1/chat/completions, the route every turn takes, is served on plain node:http

@@ -9,6 +9,9 @@
  *   the body is read), 413 over `server.bodyLimitBytes` (checked on Content-Length, then while
  *   reading), 400 for an empty, non-JSON or non-object body and for a request the schema refuses;
  * - the body is JSON whatever content type the client claims;
+ * - the model is routed (404 for an unknown one) and the conversation identified (headers, `user`,
+ *   OpenClaw's metadata) here, before the pipeline, which knows nothing of HTTP; its refusals
+ *   (queue full → 429 with `Retry-After`, cancelled while waiting → 499) are mapped here;
  * - every error is OpenAI-shaped; an unexpected failure is a logged 500, never a crash.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -18,11 +21,15 @@ import { collectCompletion } from "../encoder/json.js";
 import { writeSse } from "../encoder/sse.js";
 import type { DebugLog } from "../log/debug-log.js";
 import { chatRequestSchema, describeIssues } from "../openai/schema.js";
-import type { ChatPipeline } from "../pipeline/chat.js";
+import { resolveConversation } from "../identity/conversation.js";
+import type { ChatPipeline, PreparedTurn } from "../pipeline/chat.js";
+import { QueueRejected, WaitAborted } from "../queue/scheduler.js";
+import type { ModelRouter } from "../routing/router.js";
 import { Cancellation } from "../util/cancel.js";
 import { readLimited } from "../util/read-limited.js";
 import { ApiKeys } from "./auth.js";
-import { ApiError, backendErrorBody, backendErrorStatus, badRequest, internalError, unauthorized, type ApiErrorBody } from "./errors.js";
+import { backendErrorBody, backendErrorStatus } from "../encoder/errors.js";
+import { ApiError, badRequest, internalError, unauthorized, type ApiErrorBody } from "../openai/errors.js";
 
 export const CHAT_PATH = "/v1/chat/completions";
 
@@ -34,6 +41,7 @@ export function isChatRoute(method: string | undefined, url: string | undefined)
 export interface ChatRouteDeps {
   config: Config;
   pipeline: ChatPipeline;
+  router: ModelRouter;
   keys: ApiKeys;
   logger: Logger;
   debugLog: DebugLog;
@@ -57,7 +65,7 @@ function writeJson(res: ServerResponse, server: string, status: number, body: ob
 }
 
 export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  const { config, pipeline, keys, logger, debugLog, server } = deps;
+  const { config, pipeline, router, keys, logger, debugLog, server } = deps;
   const writeApiError = (res: ServerResponse, err: ApiError, extra?: Record<string, string>) => writeJson(res, server, err.status, err.body(), { ...err.headers, ...extra });
   const limit = config.server.bodyLimitBytes;
   const heartbeatMs = config.server.heartbeatSeconds * 1000;
@@ -101,6 +109,17 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
       throw badRequest(message, "invalid_request", param);
     }
     const body = parsed.data;
+    const route = router.resolve(body.model);
+    if (!route) {
+      throw new ApiError(
+        404,
+        "invalid_request_error",
+        "model_not_found",
+        `The model "${body.model}" is not served here. Available: ${router.models().map((m) => m.id).join(", ")} (GET /v1/models lists them).`,
+        "model",
+      );
+    }
+    const conversation = resolveConversation(body, req.headers, { sessionHeader: config.server.sessionHeader, scope: route.model.id });
 
     // The client's connection: when it goes away, the turn is aborted (and its process killed).
     // The cancellation becomes the turn's own (the pipeline also aborts it on shutdown): whether
@@ -114,7 +133,12 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
       }
     });
 
-    const turn = await pipeline.prepare(body, req.headers, cancel);
+    let turn: PreparedTurn;
+    try {
+      turn = await pipeline.prepare({ request: body, route, conversation }, cancel);
+    } catch (err) {
+      refusal(err);
+    }
     if (body.stream) {
       await writeSse(res, turn.events, {
         model: body.model,
@@ -139,6 +163,15 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
     }
     handle(req, res).catch((err) => fail(res, err));
   };
+}
+
+/** The pipeline's refusals (typed values) as OpenAI-shaped HTTP errors. */
+function refusal(err: unknown): never {
+  if (err instanceof QueueRejected) {
+    throw new ApiError(429, "rate_limit_error", "queue_full", `${err.message}; retry in ${err.retryAfterSeconds}s`, null, { "retry-after": String(err.retryAfterSeconds) });
+  }
+  if (err instanceof WaitAborted) throw new ApiError(499, "invalid_request_error", "client_closed", err.message);
+  throw err;
 }
 
 /**

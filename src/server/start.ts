@@ -2,7 +2,7 @@
 import { mkdirSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
-import { backendModule } from "../backends/registry.js";
+import { createBackends } from "../backends/registry.js";
 import type { Backend } from "../backends/types.js";
 import type { Config } from "../config/schema.js";
 import { DebugLog } from "../log/debug-log.js";
@@ -38,16 +38,6 @@ export class PortInUseError extends Error {
     super(`${host}:${port} is already in use${owner}. Stop the other process, or start with --port <another>.`);
     this.name = "PortInUseError";
   }
-}
-
-export function createBackends(config: Config, logger: Logger): Map<string, Backend> {
-  const backends = new Map<string, Backend>();
-  for (const [name, entry] of Object.entries(config.backends)) {
-    const mod = backendModule(entry.type);
-    if (!mod) throw new Error(`unknown backend type ${entry.type}`); // validated earlier
-    backends.set(name, mod.create(name, entry.options, { logger: logger.child({ backend: name }), dataDir: config.dataDir }));
-  }
-  return backends;
 }
 
 /** Ask whatever holds the port whether it is a clawbridge (for a clear start-up message). */
@@ -105,7 +95,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const store = await openStoreIfNeeded(config, logger);
   const preexec = new PreExecutor(logger, debugLog);
   const enricher = opts.enricher ?? ((text, route, signal, log) => preexec.enrich(text, route, signal, log));
-  const pipeline = new ChatPipeline({ config, router, scheduler, logger, debugLog, enricher, store });
+  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store });
   const app = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog });
 
   try {

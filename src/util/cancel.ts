@@ -90,3 +90,15 @@ export function onAbort(a: Abortable, fn: () => void): () => void {
 }
 
 const noop = () => {};
+
+/**
+ * The reason a turn is cancelled when its deadline passes. The pipeline owns the one turn
+ * deadline (`src/pipeline/contract.ts`); a backend that sees its cancellation's reason is a
+ * `TurnDeadline` reports `backend_timeout` instead of `aborted`.
+ */
+export class TurnDeadline extends Error {
+  constructor(readonly seconds: number) {
+    super(`the turn did not finish within ${seconds}s`);
+    this.name = "TurnDeadline";
+  }
+}

@@ -19,7 +19,7 @@
  * installed (2026.5: `plugins install -l`, linked; 2026.9: copied), not started by CLI commands
  * (`config validate`, `doctor`, `agent --local`), started by a real gateway (stale lock replaced,
  * its apiKey enforced), serving a turn, stopped cleanly on SIGTERM (port closed, lock removed, no
- * process left). Known bridge bugs are marked `todo` (see each test's note).
+ * process left).
  *
  * Install OpenClaw once before: `node --import tsx test/e2e/setup.ts` (the suite installs it itself
  * when missing, and fails if it cannot). CLAWBRIDGE_E2E_GEN=2026.5 runs one generation.
@@ -31,9 +31,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { openSessionStore, defaultSessionStorePath } from "../../src/store/index.js";
-import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest as AnthropicRequest } from "../fakes/anthropic-api.js";
-import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
-import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest as OpenAIRequest, type Reply } from "../fakes/openai-api.js";
+import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest as AnthropicRequest } from "../../testkit/fakes/anthropic-api.js";
+import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
+import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest as OpenAIRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { agentReply, freePort, Gateway, openclawEnv, PortWatcher, portOpen, runOpenClaw, writeJson, type RunResult } from "./harness.js";
 import { ensureOpenClaw, GENERATIONS, type OpenClawInstall } from "./setup.js";

@@ -2,17 +2,36 @@
 import assert from "node:assert/strict";
 import { readdirSync, statSync } from "node:fs";
 import path from "node:path";
-import type { BackendEvent, TurnInput } from "../../src/backends/types.js";
+import type { Backend, BackendEvent, TurnInput } from "../../src/backends/types.js";
+import { armDeadline, contract } from "../../src/pipeline/contract.js";
+import { Cancellation } from "../../src/util/cancel.js";
 import { chatRequestSchema } from "../../src/openai/schema.js";
 
 export function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string } = {}): TurnInput {
+  const { cancel } = Cancellation.follow(opts.signal ?? new AbortController().signal);
   return {
     model: opts.model ?? "default",
     prompt: { system: opts.system ?? "", text },
     request: chatRequestSchema.parse({ model: "backend-test", messages: [{ role: "user", content: text }] }),
     session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
-    signal: opts.signal ?? new AbortController().signal,
+    cancel,
+    get signal() {
+      return cancel.signal;
+    },
   };
+}
+
+/**
+ * A backend's turn the way the pipeline runs it: under the backend contract and the turn's one
+ * deadline (`backend.timeoutSeconds`), both the pipeline's own code (src/pipeline/contract.ts).
+ */
+export async function* guardedRun(backend: Backend, turn: TurnInput): AsyncGenerator<BackendEvent> {
+  const disarm = armDeadline(turn.cancel, backend.timeoutSeconds);
+  try {
+    yield* contract(backend, turn, () => `${turn.prompt.system}\n${turn.prompt.text}`);
+  } finally {
+    disarm();
+  }
 }
 
 /** Every event of a run (bounded). */

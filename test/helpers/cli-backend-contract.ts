@@ -12,7 +12,7 @@ import { existsSync, readdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import type { Backend } from "../../src/backends/types.js";
-import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "./backend-turn.js";
+import { assertEndsOnce, collect, errorOf, guardedRun, pidGone, sessionOf, textOf, turnInput } from "./backend-turn.js";
 import { eventually } from "./bridge.js";
 
 /** Replies every fake model API understands alike. */
@@ -133,10 +133,10 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
     assert.deepEqual(turnFilesLeft(t.dataDir()), [], "the per-turn files are removed after an aborted turn too");
   });
 
-  test("a turn over timeoutSeconds is stopped with backend_timeout", async () => {
+  test("a turn over timeoutSeconds is stopped by the pipeline's deadline with backend_timeout", async () => {
     t.reply(hang);
     const slow = t.make({ timeoutSeconds: t.timeoutSeconds });
-    const evs = await collect(slow.run(turnInput("conv-timeout", "slow")));
+    const evs = await collect(guardedRun(slow, turnInput("conv-timeout", "slow")));
     assertEndsOnce(evs);
     const err = errorOf(evs);
     assert.equal(err?.code, "backend_timeout");

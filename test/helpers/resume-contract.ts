@@ -20,7 +20,7 @@ import { after, before, describe, test } from "node:test";
 import { defaultSessionStorePath, openSessionStore } from "../../src/store/index.js";
 import type { SessionBinding, SessionStore } from "../../src/store/types.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "./bridge.js";
-import { openclawRequest } from "./openclaw-request.js";
+import { openclawRequest } from "../../testkit/openclaw-request.js";
 import { alive, chat, cliGroups, Conversation, sessionsCli, showSession, sleep } from "./resume.js";
 
 /** The fake model API of a CLI, as the contract drives it. */

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { pidsWithEnv, readSse } from "./bridge.js";
-import { openclawRequest, type Generation, type OpenClawTurn } from "./openclaw-request.js";
+import { openclawRequest, type Generation, type OpenClawTurn } from "../../testkit/openclaw-request.js";
 
 const execFileP = promisify(execFile);
 const CLI_ENTRY = path.resolve("src/cli/main.ts");

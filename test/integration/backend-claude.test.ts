@@ -9,8 +9,8 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code.js";
 import { createLogger } from "../../src/log/logger.js";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
-import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
+import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 
 import { assertEndsOnce, collect, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";

@@ -11,8 +11,8 @@ import { after, before, describe, test } from "node:test";
 import { codexArgs, codexBackend, codexError, codexOptionsSchema, codexRolloutTotals, type CodexBackend } from "../../src/backends/codex.js";
 import type { BackendEvent } from "../../src/backends/types.js";
 import { createLogger } from "../../src/log/logger.js";
-import { responsesDialogue, responsesText, startFakeResponses, type FakeResponses, type RecordedResponsesRequest, type ResponsesReply } from "../fakes/responses-api.js";
-import { CODEX_BIN, codexEnv } from "../fakes/cli-env.js";
+import { responsesDialogue, responsesText, startFakeResponses, type FakeResponses, type RecordedResponsesRequest, type ResponsesReply } from "../../testkit/fakes/responses-api.js";
+import { CODEX_BIN, codexEnv } from "../../testkit/fakes/cli-env.js";
 
 import { assertEndsOnce, collect, errorOf, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";

@@ -10,8 +10,8 @@ import { after, before, describe, test } from "node:test";
 import { GEMINI_MD_MARKER, geminiCliBackend, geminiCliOptionsSchema, type GeminiCliBackend } from "../../src/backends/gemini-cli.js";
 import type { BackendEvent } from "../../src/backends/types.js";
 import { createLogger } from "../../src/log/logger.js";
-import { geminiEnv, GEMINI_BIN } from "../fakes/cli-env.js";
-import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../fakes/gemini-api.js";
+import { geminiEnv, GEMINI_BIN } from "../../testkit/fakes/cli-env.js";
+import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
 
 import { assertEndsOnce, collect, errorOf, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";

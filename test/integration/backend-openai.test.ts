@@ -10,11 +10,13 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
-import { openaiBackend, openaiOptionsSchema, buildUpstreamBody } from "../../src/backends/openai.js";
+import { openaiBackend, openaiOptionsSchema, buildUpstreamBody } from "../../src/backends/openai/backend.js";
 import type { Backend, BackendEvent, TurnInput } from "../../src/backends/types.js";
 import type { ChatRequest } from "../../src/openai/schema.js";
-import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../fakes/openai-api.js";
+import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../../testkit/fakes/openai-api.js";
 import { eventually } from "../helpers/bridge.js";
+import { guardedRun } from "../helpers/backend-turn.js";
+import { Cancellation } from "../../src/util/cancel.js";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "upstream");
 
@@ -52,7 +54,17 @@ const TOOLS = ["read", "exec", "write"].map((name) => ({
 
 function turn(request: Partial<ChatRequest> = {}, signal: AbortSignal = new AbortController().signal, model = "upstream-model"): TurnInput {
   const req = { model: "client-model", messages: [{ role: "user" as const, content: "hello" }], stream: true, ...request } as ChatRequest;
-  return { model, prompt: { system: "", text: "hello" }, request: req, session: { key: "k", turn: 0 }, signal };
+  const { cancel } = Cancellation.follow(signal);
+  return {
+    model,
+    prompt: { system: "", text: "hello" },
+    request: req,
+    session: { key: "k", turn: 0 },
+    cancel,
+    get signal() {
+      return cancel.signal;
+    },
+  };
 }
 
 async function collect(events: AsyncIterable<BackendEvent>): Promise<BackendEvent[]> {
@@ -544,8 +556,9 @@ describe("openai backend", () => {
     const trickle: Array<string | (() => Promise<void>)> = [chunk({ role: "assistant", content: "" })];
     for (let i = 0; i < 200; i++) trickle.push(chunk({ content: "." }), () => new Promise<void>((r) => setTimeout(r, 20)));
     fake.setScript(() => ({ kind: "steps", steps: trickle }));
+    // The whole-turn deadline is the pipeline's: the backend is run the way the pipeline runs it.
     b = makeBackend(fake.url, { timeoutSeconds: 0.4 });
-    evs = await collect(b.run(turn()));
+    evs = await collect(guardedRun(b, turn()));
     e = last(evs) as Extract<BackendEvent, { type: "error" }>;
     assert.equal(e.error.code, "backend_timeout");
     assert.match(e.error.message, /did not finish within 0\.4 s/);

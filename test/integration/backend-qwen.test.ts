@@ -10,8 +10,8 @@ import { after, before, describe, test } from "node:test";
 import { qwenCodeBackend, qwenCodeOptionsSchema, parseQwenApiError, type QwenCodeBackend } from "../../src/backends/qwen-code.js";
 import type { BackendEvent } from "../../src/backends/types.js";
 import { createLogger } from "../../src/log/logger.js";
-import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../fakes/openai-api.js";
-import { QWEN_BIN, qwenEnv } from "../fakes/cli-env.js";
+import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
+import { QWEN_BIN, qwenEnv } from "../../testkit/fakes/cli-env.js";
 
 import { assertEndsOnce, collect, errorOf, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";

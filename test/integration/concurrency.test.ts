@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import OpenAI from "openai";
-import { startFakeOpenAI } from "../fakes/openai-api.js";
+import { startFakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { cleanup, startTestBridge } from "../helpers/bridge.js";
 
 test("40 conversations at once through one bridge: every answer right, no MaxListeners warning", async () => {

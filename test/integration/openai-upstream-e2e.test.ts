@@ -15,7 +15,7 @@ import OpenAI from "openai";
 import { complete, stream, Type, type AssistantMessage, type AssistantMessageEvent, type Context, type ToolCall, type ToolResultMessage } from "@mariozechner/pi-ai";
 import { VERSION } from "../../src/version.js";
 import { piModel } from "../helpers/pi-model.js";
-import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../fakes/openai-api.js";
+import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, readSse, startTestBridge, type TestBridge } from "../helpers/bridge.js";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "upstream");

@@ -5,10 +5,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { startFakeOpenAI, type FakeOpenAI } from "../fakes/openai-api.js";
+import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
 import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-import { openclawRequest } from "../helpers/openclaw-request.js";
+import { openclawRequest } from "../../testkit/openclaw-request.js";
 
 const MODEL = "fake/m1";
 

@@ -8,7 +8,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { startFakeOpenAI, type FakeOpenAI } from "../fakes/openai-api.js";
+import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir } from "../helpers/bridge.js";
 

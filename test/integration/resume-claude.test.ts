@@ -12,13 +12,13 @@ import path from "node:path";
 import { test } from "node:test";
 import { stream, type AssistantMessage, type Context } from "@mariozechner/pi-ai";
 import OpenAI from "openai";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
-import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
+import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { findFiles } from "../helpers/backend-turn.js";
 import { piModel } from "../helpers/pi-model.js";
 import { lastLine } from "../helpers/resume.js";
 import { resumeContract } from "../helpers/resume-contract.js";
-import { wrapUserText, openclawSystemPrompt } from "../helpers/openclaw-request.js";
+import { wrapUserText, openclawSystemPrompt } from "../../testkit/openclaw-request.js";
 
 const MODEL = "claude";
 

@@ -15,10 +15,10 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../fakes/anthropic-api.js";
-import { CLAUDE_BIN, claudeEnv } from "../fakes/cli-env.js";
+import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, pidsWithEnv, readSse, tempDir } from "../helpers/bridge.js";
-import { openclawRequest, type OpenClawTurn } from "../helpers/openclaw-request.js";
+import { openclawRequest, type OpenClawTurn } from "../../testkit/openclaw-request.js";
 
 const MODEL = "claude";
 const CLI_ENTRY = path.resolve("src/cli/main.ts");

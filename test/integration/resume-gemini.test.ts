@@ -10,8 +10,8 @@
  */
 import { existsSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
-import { GEMINI_BIN, geminiEnv } from "../fakes/cli-env.js";
-import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../fakes/gemini-api.js";
+import { GEMINI_BIN, geminiEnv } from "../../testkit/fakes/cli-env.js";
+import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
 import { lastLine } from "../helpers/resume.js";
 import { resumeContract } from "../helpers/resume-contract.js";
 

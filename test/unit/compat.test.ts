@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { applyRequestCompat, deepMerge, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride } from "../../src/backends/compat.js";
+import { applyRequestCompat, deepMerge, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride } from "../../src/backends/openai/compat.js";
 
 type Body = Record<string, unknown>;
 

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { findCurrentUserTurn, internalContext, isInternalOnly, parseRuntimeLine, stripMetadata } from "../../src/context/metadata.js";
 import type { ChatMessage } from "../../src/openai/schema.js";
-import { openclawRequest, wrapUserText } from "../helpers/openclaw-request.js";
+import { openclawRequest, wrapUserText } from "../../testkit/openclaw-request.js";
 
 const BEGIN = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>";
 const END = "<<<END_OPENCLAW_INTERNAL_CONTEXT>>>";

@@ -8,7 +8,7 @@ import { describe, test } from "node:test";
 import { DEFAULT_PREAMBLE } from "../../src/config/schema.js";
 import { compressSystemPrompt, extractContextFiles, workspacePath } from "../../src/context/system.js";
 import { fairShares, truncateAtWord, truncateKeepEnd } from "../../src/context/text.js";
-import { openclawSystemPrompt } from "../helpers/openclaw-request.js";
+import { openclawSystemPrompt } from "../../testkit/openclaw-request.js";
 
 const WS = "/home/someone/.openclaw/workspace";
 

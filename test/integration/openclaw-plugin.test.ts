@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { startFakeOpenAI, type FakeOpenAI } from "../fakes/openai-api.js";
+import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { cleanup, startTestBridge, tempDir } from "../helpers/bridge.js";
 
 const PLUGIN_DIR = path.resolve("packages/openclaw-plugin");

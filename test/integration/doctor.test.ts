@@ -12,7 +12,7 @@ import path from "node:path";
 import { after, describe, it } from "node:test";
 import { runDoctor } from "../../src/doctor/doctor.js";
 import { findListeningPid, pidAlive, readLock } from "../../src/doctor/probes.js";
-import { renderFindings, type Finding } from "../../src/doctor/report.js";
+import { renderFindings, type Finding } from "../../src/report/findings.js";
 import { installOpenClaw } from "../../src/openclaw/install.js";
 import { resolveOpenClawPaths } from "../../src/openclaw/provider.js";
 import { resolveConfig } from "../../src/config/load.js";

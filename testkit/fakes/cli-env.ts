@@ -81,7 +81,7 @@ export const QWEN_BIN = path.resolve("node_modules/.bin/qwen");
 export const CODEX_BIN = path.resolve("node_modules/.bin/codex");
 
 /**
- * Env for `qwen` against a fake OpenAI chat-completions API (`test/fakes/openai-api.ts`; pass its
+ * Env for `qwen` against a fake OpenAI chat-completions API (`testkit/fakes/openai-api.ts`; pass its
  * `url`, which ends in `/v1`), and `<home>/.qwen/settings.json`: OpenAI auth, telemetry, usage
  * statistics, update checks and the managed auto-memory side call (a second model call after every
  * turn) off. Sessions land in `<home>/.qwen/projects/<cwd with non-alphanumerics as '-'>/chats/<id>.jsonl`.
@@ -120,7 +120,7 @@ export function qwenEnv({ baseUrl, home, model = "fake-model" }: CliEnvInput & {
 }
 
 /**
- * Env for `codex` against a fake Responses API (`test/fakes/responses-api.ts`; pass its `url`,
+ * Env for `codex` against a fake Responses API (`testkit/fakes/responses-api.ts`; pass its `url`,
  * which ends in `/v1`): `CODEX_HOME=<home>/.codex` with a config.toml naming a custom provider
  * `fake` (wire_api "responses", key from env FAKE_CODEX_API_KEY, no retries), update checks,
  * analytics and plugins off (plugin sync otherwise looks up api.github.com and chatgpt.com).

@@ -1,5 +1,8 @@
-/** OpenAI-shaped errors: `{"error":{"message","type","code","param"}}` with an HTTP status. */
-import type { BackendError } from "../backends/types.js";
+/**
+ * OpenAI-shaped errors: `{"error":{"message","type","code","param"}}` with an HTTP status. Every
+ * error the bridge answers has this shape; the server maps the pipeline's typed refusals and the
+ * encoders map backend failures (`src/encoder/errors.ts`) onto it.
+ */
 
 export type ErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "rate_limit_error" | "server_error" | "backend_error";
 
@@ -31,30 +34,3 @@ export const unauthorized = () =>
   new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys.");
 
 export const internalError = () => new ApiError(500, "server_error", "internal_error", "Internal error in the bridge; see its log.");
-
-/** The error a backend failure becomes, in a JSON body or an SSE data line. */
-export function backendErrorBody(err: BackendError): ApiErrorBody {
-  return {
-    error: {
-      message: err.message,
-      type: errorType(err),
-      code: err.code,
-      param: null,
-    },
-  };
-}
-
-/**
- * A refusal that retrying cannot fix (an upstream 4xx other than 408/409/429) is an
- * `invalid_request_error`, so clients fail at once instead of retrying (OpenClaw 2026.9 retries
- * `backend_error`s for over a minute); rate limits are `rate_limit_error`; the rest `backend_error`.
- */
-function errorType(err: BackendError): ErrorType {
-  if (err.status === 429) return "rate_limit_error";
-  if (err.status && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 409 && err.status !== 499 && !err.retryable) return "invalid_request_error";
-  return "backend_error";
-}
-
-export function backendErrorStatus(err: BackendError): number {
-  return err.status && err.status >= 400 && err.status < 600 ? err.status : 502;
-}

@@ -1,0 +1,433 @@
+/**
+ * OpenAI-compatible upstream backend (`type: openai`): vLLM, Ollama, llama.cpp, LM Studio, or any
+ * server with `POST <baseUrl>/chat/completions`.
+ *
+ * Passthrough only: the client's request is forwarded with `model` replaced, rewritten by the
+ * compat rules (./compat.ts), and sent with `stream: true` when the client streams (or always,
+ * with `streamUpstream: always`). A non-streaming client gets the upstream's JSON answer
+ * translated once (`wholeTurn`): parsing one body costs the bridge far less than parsing a stream
+ * of chunks (the throughput benchmark's case); `always` trades that for idle/first-byte timeouts
+ * that can detect a stuck server mid-answer (`streamTurn`).
+ *
+ * The rest of the backend: ./translate.ts (upstream chunks → events), ./transport.ts (deadlines,
+ * reading and framing the answer), ./errors.ts (upstream errors and their messages).
+ */
+import { TextDecoder } from "node:util";
+import type { EventEmitter } from "node:events";
+import { Pool, type Dispatcher } from "undici";
+import { z } from "zod";
+import type { Logger } from "pino";
+import { applyRequestCompat, compatOverrideSchema, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride, type CompatRules } from "./compat.js";
+import type { BackendDeps, BackendModule } from "../module.js";
+import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../types.js";
+import { describeUnreachable, errCode, safeUrl, SOCKET_CLOSED, statusError, UNREACHABLE, upstreamErrorMessage } from "./errors.js";
+import { StreamTranslator } from "./translate.js";
+import { BodyReader, bodyFormat, drainBriefly, ENDED_READER, fetchWhole, jsonEvents, readWhole, sseEvents, TurnControl, WholeError, type Body, type WholeResponse } from "./transport.js";
+
+export const openaiOptionsSchema = z.strictObject({
+  /** Upstream API root including `/v1`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:11434/v1` (Ollama). */
+  baseUrl: z.url({ protocol: /^https?$/, error: "baseUrl must be an http(s) URL such as http://127.0.0.1:8000/v1" }),
+  /** Sent as `Authorization: Bearer <apiKey>`. Never logged. */
+  apiKey: z.string().min(1).optional(),
+  /** Extra request headers. */
+  headers: z.record(z.string(), z.string()).default({}),
+  /** Whole request, from sending to the last byte. */
+  timeoutSeconds: z.number().positive().default(300),
+  /** TCP (and TLS) connect. */
+  connectTimeoutSeconds: z.number().positive().default(10),
+  /** From sending the request to the first body byte (prompt processing happens here). */
+  firstByteTimeoutSeconds: z.number().positive().default(120),
+  /** Longest silence between two body chunks once the answer has started. */
+  idleTimeoutSeconds: z.number().positive().default(60),
+  /** Tool calls per reply; more are dropped (and the upstream request is stopped) to end runaway loops. */
+  maxToolCalls: z.number().int().positive().default(20),
+  /** Recognise tool calls a model wrote as text (when the request offered tools). */
+  extractToolCalls: z.boolean().default(true),
+  /** Compat rules on top of the local-server defaults (see ./compat.ts). */
+  compat: compatOverrideSchema.default({}),
+  /** Per upstream model name (the name the backend is given): compat rules on top of `compat`. */
+  modelCompat: z.record(z.string(), compatOverrideSchema).default({}),
+  /** Object deep-merged into every request body, e.g. `{"options":{"num_ctx":32768}}`. Same as `compat.extraBody`. */
+  extraBody: z.record(z.string(), z.unknown()).default({}),
+  /** Most parallel connections to the upstream. */
+  maxConnections: z.number().int().positive().default(32),
+  /** Ask the upstream for a stream only when the client streams (default), or always. */
+  streamUpstream: z.enum(["when-client-streams", "always"]).default("when-client-streams"),
+  /** Timeout of the `GET <baseUrl>/models` health check. */
+  healthTimeoutSeconds: z.number().positive().default(5),
+});
+export type OpenAIBackendOptions = z.infer<typeof openaiOptionsSchema>;
+
+/** Effective compat rules for one upstream model: defaults ← options.compat ← extraBody ← modelCompat[model]. */
+export function resolveCompat(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">, model?: string, override?: CompatOverride): CompatRules {
+  let rules = mergeCompat(LOCAL_SERVER_COMPAT, options.compat);
+  if (options.extraBody && Object.keys(options.extraBody).length) rules = mergeCompat(rules, { extraBody: options.extraBody });
+  const perModel = model !== undefined ? options.modelCompat?.[model] : undefined;
+  if (perModel) rules = mergeCompat(rules, perModel);
+  if (override) rules = mergeCompat(rules, override);
+  return rules;
+}
+
+const MAX_ERROR_BODY = 64 * 1024;
+const MAX_JSON_BODY = 64 * 1024 * 1024;
+
+/**
+ * Resolved compat rules per options object and model name: resolving them merges several rule
+ * sets, which showed in the per-request CPU profile. Options are validated once and never change;
+ * model names come from the configuration, so each map stays small.
+ */
+const compatCache = new WeakMap<object, Map<string, CompatRules>>();
+function cachedCompat(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">, model: string): CompatRules {
+  let perModel = compatCache.get(options);
+  if (!perModel) {
+    perModel = new Map();
+    compatCache.set(options, perModel);
+  }
+  let rules = perModel.get(model);
+  if (!rules) {
+    rules = resolveCompat(options, model);
+    perModel.set(model, rules);
+  }
+  return rules;
+}
+
+/**
+ * The request body sent upstream for a turn: the client's request with `model` replaced, the compat
+ * rules applied, usage requested in the stream (when the upstream supports `stream_options`) and
+ * `stream: true` forced (extraBody cannot change `model` or `stream`).
+ */
+export function buildUpstreamBody(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat"> & { streamUpstream?: "always" | "when-client-streams" }, turn: Pick<TurnInput, "model" | "request">): Record<string, unknown> {
+  const compat = cachedCompat(options, turn.model);
+  const req = turn.request as Record<string, unknown>;
+  const stream = options.streamUpstream === "always" || req.stream === true;
+  const base: Record<string, unknown> = { ...req, model: turn.model, stream };
+  if (stream && compat.supportsStreamOptions) {
+    const so = req.stream_options && typeof req.stream_options === "object" ? (req.stream_options as Record<string, unknown>) : {};
+    base.stream_options = { ...so, include_usage: true };
+  } else if (!stream) {
+    delete base.stream_options;
+  }
+  const body = applyRequestCompat(base, compat);
+  body.model = turn.model;
+  body.stream = stream;
+  return body;
+}
+
+/** The upstream chat request of a turn (`signal` is added for the streaming path). */
+interface UpstreamRequest {
+  path: string;
+  method: "POST";
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** The turn's cancellation was aborted before anything was sent. */
+function notSent(): BackendEvent {
+  return { type: "error", error: { code: "aborted", message: "request aborted before it was sent", retryable: false } };
+}
+
+/** The upstream's answer is beyond `MAX_JSON_BODY`. */
+function bodyTooLarge(url: string): BackendEvent {
+  return { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent a body larger than ${MAX_JSON_BODY} bytes`, status: 502, retryable: false } };
+}
+
+class OpenAIBackend implements Backend {
+  readonly type = "openai";
+  /** The turn deadline the pipeline enforces (a non-streamed upstream answer has no other limit). */
+  readonly timeoutSeconds: number;
+  private readonly pool: Pool;
+  private readonly basePath: string;
+  private readonly display: string;
+  private readonly logger: Logger;
+
+  constructor(
+    readonly name: string,
+    private readonly options: OpenAIBackendOptions,
+    deps: BackendDeps,
+  ) {
+    this.timeoutSeconds = options.timeoutSeconds;
+    const base = new URL(options.baseUrl);
+    this.basePath = base.pathname.replace(/\/+$/, "");
+    this.display = safeUrl(base);
+    this.logger = deps.logger.child({ backend: name });
+    this.pool = new Pool(base.origin, {
+      connections: options.maxConnections,
+      connect: { timeout: options.connectTimeoutSeconds * 1000 },
+      // Our own timers (first byte, idle, whole request) govern; undici's would fire with less context.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+  }
+
+  /** Headers of every chat request (computed once: options never change). */
+  private chatHeaders?: Record<string, string>;
+
+  private headers(extra: Record<string, string>): Record<string, string> {
+    const h: Record<string, string> = { ...extra, ...this.options.headers };
+    if (this.options.apiKey) h.authorization = `Bearer ${this.options.apiKey}`;
+    return h;
+  }
+
+  /** Streamed from the upstream when the client streams (or `streamUpstream: always`), else read whole. */
+  run(turn: TurnInput): AsyncIterable<BackendEvent> {
+    return this.options.streamUpstream === "always" || turn.request.stream === true ? this.streamTurn(turn) : this.wholeTurn(turn);
+  }
+
+  /**
+   * Set-up shared by both paths: the stop switch, the deadlines (from now) and the error mapping of
+   * the turn's upstream request. Undefined when the turn was cancelled before anything was sent.
+   */
+  private begin(turn: TurnInput): TurnControl | undefined {
+    if (turn.cancel.aborted) return undefined;
+    return new TurnControl(turn.cancel, this.options, `${this.display}/chat/completions`, this.display);
+  }
+
+  /** The turn's translator and its upstream request (the body built by `buildUpstreamBody`). */
+  private prepare(turn: TurnInput, url: string): { translator: StreamTranslator; request: UpstreamRequest } {
+    const o = this.options;
+    const tools = (turn.request.tools ?? []).map((t) => t.function.name).filter((n): n is string => !!n);
+    const translator = new StreamTranslator({
+      tools,
+      extract: o.extractToolCalls && turn.request.tool_choice !== "none",
+      maxToolCalls: o.maxToolCalls,
+      logger: this.logger,
+    });
+    const payload = JSON.stringify(buildUpstreamBody(o, turn));
+    this.logger.debug({ url, model: turn.model, bytes: payload.length, tools: tools.length }, "upstream request");
+    const request: UpstreamRequest = {
+      path: `${this.basePath}/chat/completions`,
+      method: "POST",
+      headers: (this.chatHeaders ??= this.headers({ "content-type": "application/json", accept: "text/event-stream, application/json" })),
+      body: payload,
+    };
+    return { translator, request };
+  }
+
+  /** The error event of an unexpected failure: never thrown out of run(). */
+  private unexpected(err: unknown, t: TurnControl): BackendEvent {
+    this.logger.error({ err }, "unexpected failure in openai backend");
+    return { type: "error", error: t.stop ? t.stopError(t.stop) : { code: "backend_failed", message: `openai backend failed: ${err instanceof Error ? err.message : String(err)}`, status: 500, retryable: false } };
+  }
+
+  /**
+   * A non-streamed upstream answer (the client does not stream): read whole on undici's dispatch
+   * API, then translated once. Only the whole-request deadline applies: the answer only starts
+   * when it is complete.
+   */
+  private async *wholeTurn(turn: TurnInput): AsyncGenerator<BackendEvent> {
+    const t = this.begin(turn);
+    if (!t) {
+      yield notSent();
+      return;
+    }
+    try {
+      const { translator, request } = this.prepare(turn, t.url);
+      let whole: WholeResponse | undefined;
+      for (let attempt = 0; attempt < 2 && !whole; attempt++) {
+        try {
+          whole = await fetchWhole(this.pool, request, MAX_JSON_BODY, MAX_ERROR_BODY, t.ctl);
+        } catch (err) {
+          const answered = err instanceof WholeError && err.answered;
+          // One retry when a pooled keep-alive socket turns out to be closed before any answer.
+          if (attempt === 0 && !answered && !t.stop && SOCKET_CLOSED.has(errCode(err) ?? "")) continue;
+          yield { type: "error", error: t.failure(err, answered ? "stream" : "connect") };
+          return;
+        }
+      }
+      if (!whole) throw new Error("no response");
+      this.logger.debug({ status: whole.status }, "upstream response");
+      if (whole.status >= 400) {
+        yield { type: "error", error: statusError(whole.status, whole.headers, whole.body.toString("utf8")) };
+        return;
+      }
+      if (whole.truncated) {
+        yield bodyTooLarge(t.url);
+        return;
+      }
+      let text = whole.body.toString("utf8");
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as TextDecoder does
+      // JSON (the usual answer), else an event stream (a server that streams anyway).
+      const format = bodyFormat(whole.headers["content-type"]);
+      if (format === "json" || (format === "sniff" && text.trimStart().startsWith("{"))) yield* jsonEvents(translator, text, t.url, this.logger);
+      else yield* sseEvents(translator, text, ENDED_READER, new TextDecoder("utf-8"), t.failure, t.url, t);
+    } catch (err) {
+      yield this.unexpected(err, t);
+    } finally {
+      t.end();
+    }
+  }
+
+  /**
+   * A streamed upstream answer: sent under the first-byte deadline, then each body chunk read
+   * under the idle deadline and its events yielded before the next read (`sseEvents`). A plain
+   * JSON answer to the streaming request is read whole and translated once.
+   */
+  private async *streamTurn(turn: TurnInput): AsyncGenerator<BackendEvent> {
+    const t = this.begin(turn);
+    if (!t) {
+      yield notSent();
+      return;
+    }
+    let body: Body | undefined;
+    let reader: BodyReader | undefined;
+    let bodyEnded = false;
+    try {
+      const { translator, request } = this.prepare(turn, t.url);
+
+      // --- send (one retry when a pooled keep-alive socket turns out to be closed) ---
+      t.arm(true);
+      let res: Dispatcher.ResponseData | undefined;
+      for (let attempt = 0; attempt < 2 && !res; attempt++) {
+        try {
+          res = await this.pool.request({ ...request, signal: t.ctl as unknown as EventEmitter });
+        } catch (err) {
+          if (attempt === 0 && !t.stop && SOCKET_CLOSED.has(errCode(err) ?? "")) continue;
+          t.disarm();
+          yield { type: "error", error: t.failure(err, "connect") };
+          return;
+        }
+      }
+      t.disarm();
+      if (!res) throw new Error("no response");
+      body = res.body;
+      reader = new BodyReader(body, t.arm, t.disarm);
+      this.logger.debug({ status: res.statusCode }, "upstream response");
+
+      // --- HTTP error status ---
+      if (res.statusCode >= 400) {
+        let text = "";
+        try {
+          for (let c = await reader.next(); c; c = await reader.next()) {
+            text += c.toString("utf8");
+            if (text.length > MAX_ERROR_BODY) break;
+          }
+        } catch {
+          if (t.stop) {
+            yield { type: "error", error: t.stopError(t.stop) };
+            return;
+          }
+        }
+        yield { type: "error", error: statusError(res.statusCode, res.headers, text) };
+        return;
+      }
+
+      // --- body format: by content type, else sniffed from the first bytes ---
+      let mode = bodyFormat(res.headers["content-type"]);
+      if (mode === "json") {
+        // A plain JSON answer to a streaming request: read it whole, translate it once.
+        let bytes: Buffer | undefined;
+        try {
+          bytes = await readWhole(body, MAX_JSON_BODY, t.arm, t.disarm);
+        } catch (err) {
+          yield { type: "error", error: t.failure(err, "stream") };
+          return;
+        }
+        if (!bytes) {
+          yield bodyTooLarge(t.url);
+          return;
+        }
+        bodyEnded = true;
+        let text = bytes.toString("utf8");
+        if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as TextDecoder does
+        yield* jsonEvents(translator, text, t.url, this.logger);
+        return;
+      }
+      const decoder = new TextDecoder("utf-8");
+      let text = "";
+      while (mode !== "sse") {
+        let c: Buffer | null;
+        try {
+          c = await reader.next();
+        } catch (err) {
+          yield { type: "error", error: t.failure(err, "stream") };
+          return;
+        }
+        text += c ? decoder.decode(c, { stream: true }) : decoder.decode();
+        if (mode === "sniff") {
+          const lead = text.trimStart();
+          if (lead.startsWith("{")) mode = "json";
+          else if (lead.length > 0 || !c) mode = "sse";
+        }
+        if (text.length > MAX_JSON_BODY) {
+          yield bodyTooLarge(t.url);
+          return;
+        }
+        if (!c) break;
+      }
+      if (mode === "json") {
+        yield* jsonEvents(translator, text, t.url, this.logger);
+        return;
+      }
+      yield* sseEvents(translator, text, reader, decoder, t.failure, t.url, t);
+      // After `done`: servers end the body right after [DONE]. Reading that end (briefly) returns the
+      // socket to the pool before the next turn asks for one. The consumer already has `done`.
+      if (t.sawDone && !t.stop && !reader.ended) await drainBriefly(reader, 250);
+    } catch (err) {
+      yield this.unexpected(err, t);
+    } finally {
+      t.end();
+      if (body && !bodyEnded && !reader?.ended) {
+        if (t.sawDone && !t.stop) {
+          // The answer is complete; let the socket go back to the pool once the body ends.
+          body.dump({ limit: 64 * 1024 }).catch(() => {});
+        } else {
+          t.ctl.abort();
+          body.destroy();
+        }
+      }
+    }
+  }
+
+  async health(): Promise<BackendHealth> {
+    const t0 = Date.now();
+    try {
+      const res = await this.pool.request({
+        path: `${this.basePath}/models`,
+        method: "GET",
+        headers: this.headers({ accept: "application/json" }),
+        signal: AbortSignal.timeout(this.options.healthTimeoutSeconds * 1000),
+      });
+      const text = await res.body.text();
+      if (res.statusCode >= 400) {
+        return { usable: false, detail: `${this.display}/models answered ${res.statusCode}: ${upstreamErrorMessage(text)}` };
+      }
+      let ids: string[] = [];
+      try {
+        const j = JSON.parse(text) as { data?: Array<{ id?: unknown }> };
+        ids = (j.data ?? []).map((m) => String(m.id ?? "")).filter(Boolean);
+      } catch {
+        // a server that answers /models with something else is still reachable
+      }
+      const list = ids.length ? `: ${ids.slice(0, 5).join(", ")}${ids.length > 5 ? ", …" : ""}` : "";
+      return { usable: true, detail: `${this.display} reachable in ${Date.now() - t0} ms, ${ids.length} model${ids.length === 1 ? "" : "s"}${list}` };
+    } catch (err) {
+      const code = errCode(err) ?? "";
+      const name = (err as { name?: string })?.name;
+      if (name === "TimeoutError" || name === "AbortError") {
+        return { usable: false, detail: `${this.display}/models did not answer within ${this.options.healthTimeoutSeconds} s` };
+      }
+      if (UNREACHABLE.has(code)) return { usable: false, detail: `cannot reach ${this.display}: ${describeUnreachable(code)} (${code})` };
+      return { usable: false, detail: `health check of ${this.display} failed: ${err instanceof Error ? err.message : String(err)}` };
+    }
+  }
+
+  async close(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const graceful = this.pool.close().then(
+      () => true,
+      () => true,
+    );
+    const late = new Promise<false>((r) => (timer = setTimeout(() => r(false), 1000)));
+    const ok = await Promise.race([graceful, late]);
+    clearTimeout(timer);
+    if (!ok) await this.pool.destroy().catch(() => {});
+  }
+}
+
+export const openaiBackend: BackendModule<OpenAIBackendOptions> = {
+  type: "openai",
+  schema: openaiOptionsSchema as unknown as z.ZodType<OpenAIBackendOptions>,
+  defaultSessionMode: "passthrough",
+  sessionModes: ["passthrough"],
+  create: (name, options, deps) => new OpenAIBackend(name, options, deps),
+};
