@@ -1,6 +1,6 @@
 /**
  * The `type: openai` upstream backend END TO END: a real bridge (real server, real pipeline, real
- * backend) in front of the fake OpenAI-compatible API (test/fakes/openai-api.ts), driven by the
+ * backend) in front of the fake OpenAI-compatible API (testkit/fakes/openai-api.ts), driven by the
  * official `openai` client and by OpenClaw's own client library `@mariozechner/pi-ai` (0.73, the
  * version OpenClaw 2026.5 uses). Only the upstream model server is faked.
  */

@@ -1,6 +1,6 @@
 /**
  * The real `opencode` CLI (npm opencode-ai) behind the real bridge, driven by the official `openai`
- * client; only the model API is faked (test/fakes/openai-api.ts).
+ * client; only the model API is faked (testkit/fakes/openai-api.ts).
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";

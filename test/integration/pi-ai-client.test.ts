@@ -1,7 +1,7 @@
 /**
  * `@mariozechner/pi-ai` 0.73 — the client library OpenClaw 2026.5 uses for "openai-completions"
  * providers — driven the way OpenClaw drives it, against a bridge with the REAL opencode CLI. Only
- * the model API is faked (test/fakes/openai-api.ts).
+ * the model API is faked (testkit/fakes/openai-api.ts).
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";

@@ -125,6 +125,18 @@ async function rig(mode: "stateless" | "resume", backend = new ScriptedBackend()
 }
 
 let r: Rig;
+
+/** A turn whose client goes away once the backend has started answering. */
+async function interrupted(key: string, req: ChatRequest): Promise<void> {
+  const cancel = new Cancellation();
+  r.backend.then(async function* (turn) {
+    yield { type: "text", text: "working on it…" };
+    await aborted(turn);
+    yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
+  });
+  const prepared = await r.pipeline.prepare({ request: req, route: r.route, conversation: conv(key) }, cancel);
+  for await (const ev of prepared.events) if (ev.type === "text") cancel.abort();
+}
 afterEach(async () => {
   assert.equal(r.pipeline.activeTurns, 0, "every turn ended");
   assert.equal(r.scheduler.stats().running, 0, "every slot released");
@@ -439,14 +451,7 @@ describe("pipeline: resume binding, healing and reset", () => {
       { role: "assistant", content: "one" },
     ];
     // The client goes away in the middle of "book it": the binding keeps the in-progress marker.
-    const cancel = new Cancellation();
-    r.backend.then(async function* (turn) {
-      yield { type: "text", text: "booking…" };
-      await aborted(turn);
-      yield { type: "error", error: { code: "aborted", message: "cancelled", status: 499 } };
-    });
-    const prepared = await r.pipeline.prepare({ request: request("book it", history), route: r.route, conversation: conv("k") }, cancel);
-    for await (const ev of prepared.events) if (ev.type === "text") cancel.abort();
+    await interrupted("k", request("book it", history));
     assert.match((await r.store.get("k"))?.lastError ?? "", /^in-progress [0-9a-f]{16}$/);
 
     // OpenClaw retries the same message: a new session, seeded, never the same message twice on s-1.
@@ -459,14 +464,7 @@ describe("pipeline: resume binding, healing and reset", () => {
     assert.ok((await r.store.listEvents("k")).some((e) => e.kind === "reset"));
 
     // An interrupted turn followed by a DIFFERENT message continues the session.
-    const cancel2 = new Cancellation();
-    r.backend.then(async function* (turn) {
-      yield { type: "text", text: "…" };
-      await aborted(turn);
-      yield { type: "error", error: { code: "aborted", message: "cancelled", status: 499 } };
-    });
-    const p2 = await r.pipeline.prepare({ request: request("also lunch", history), route: r.route, conversation: conv("k") }, cancel2);
-    for await (const ev of p2.events) if (ev.type === "text") cancel2.abort();
+    await interrupted("k", request("also lunch", history));
     r.backend.then(answer("ok"));
     await r.turn("k", request("never mind lunch", history));
     assert.equal(r.backend.inputs[4]!.session.backendSessionId, "s-2");
