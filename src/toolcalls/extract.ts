@@ -1,33 +1,61 @@
 /**
- * Tool calls written as TEXT by models served without a tool-call parser (vLLM, Ollama, llama.cpp)
- * → real OpenAI tool calls, in streaming. Pure: no I/O.
+ * Tool calls written as TEXT by models served without a tool-call parser (vLLM, SGLang, Ollama,
+ * llama.cpp) → real OpenAI tool calls, in streaming. Pure: no I/O. No flag: every format below is
+ * looked for at once. docs/TOOLCALL_FORMATS.md lists each shape with the parser it was taken from.
  *
  * Recognised (when the call names an offered tool):
- * - `<tool_call>…</tool_call>`, `<tools>…</tools>`, `<tool_calls>…</tool_calls>` (Hermes / Qwen /
- *   Qwen2.5-Coder) holding one or more items separated by whitespace or commas. Items: a JSON call
- *   object, a JSON array of call objects, a `<function=name>` block.
- * - Qwen3-Coder `<function=name><parameter=k>v</parameter>…</function>` (also without the outer
- *   tag) and Llama 3.1 `<function=name>{json}</function>`.
- * - Mistral `[TOOL_CALLS]` + JSON array/object, or `[TOOL_CALLS]name[ARGS]{…}` (optionally
- *   `name[CALL_ID]id[ARGS]{…}`).
- * - Llama 3 `<|python_tag|>` + JSON object(s) (`;` between several), optionally ended by
- *   `<|eom_id|>` / `<|eot_id|>`.
- * - A JSON call object or a JSON array of call objects standing on its own line(s): it starts a line
- *   (after blanks) and nothing but blanks follows it up to the line end.
- * - A fenced block (``` with no language, json, jsonc, json5, tool_call, tool_calls, tool, xml) whose
- *   content is ONLY call items.
+ * - Wrapper tags holding call items separated by blanks or commas: `<tool_call>`, `<tools>`,
+ *   `<tool_calls>` (Hermes, Qwen, MiniMax M1), `<function_call>`, `<tool>`, `<response>`, `<json>`,
+ *   `<xml>`, `<JSON>` (llama.cpp), `<seed:tool_call>` (Seed-OSS), `<minimax:tool_call>` (MiniMax
+ *   M2). Items: a JSON call object, a JSON array of them, `<function=name>` blocks (Qwen3-Coder
+ *   parameters or Llama 3.1 JSON), llama.cpp's `<function name="name">`, MiniMax
+ *   `<invoke name="name"><parameter name="k">v</parameter></invoke>`, and in `<tool_call>` a GLM-4.5
+ *   item `name<arg_key>k</arg_key><arg_value>v</arg_value>`. The function and invoke blocks also
+ *   count on their own.
+ * - Marker tokens: Mistral `[TOOL_CALLS]` + JSON or `name[ARGS]{…}`; Llama `<|python_tag|>` + JSON
+ *   call object(s) (`;` between), a pythonic list, a builtin `name.call(k=v)`, or raw code for an
+ *   offered `python` / `code_interpreter` tool; Llama 4 `<|python_start|>` and LFM2
+ *   `<|tool_call_start|>` + a pythonic list; Granite `<|tool_call|>` + JSON; InternLM
+ *   `<|action_start|><|plugin|>` + JSON; Phi-4-mini `functools[…]` (at a word start); DeepSeek V3 / R1 / V3.1
+ *   `<｜tool▁calls▁begin｜>…`; Kimi K2 `<|tool_calls_section_begin|>…`; gpt-oss Harmony
+ *   `<|channel|>commentary to=functions.name …<|message|>{…}<|call|>`.
+ * - Pythonic call lists `[get_weather(city="Paris"), get_time()]` anywhere in the text, unless the
+ *   sentence before presents it as an example (the word list below). Python literal arguments: see
+ *   scanners/python.ts.
+ * - A JSON call object, `;`-separated call objects, or a JSON array of call objects (xLAM and
+ *   others) at the start of a line — or in a sentence, under the rule below — followed by the end
+ *   of the line, the end of the reply, or blanks and the first letter of a new sentence. A JSON
+ *   array left unclosed when the reply ends counts if its elements are complete calls.
+ * - A fenced block (``` with no language, json, jsonc, json5, tool_call, tool_calls, tool, xml)
+ *   whose content is ONLY call items.
  * A call object is `{"name", "arguments"|"parameters"}` (+ optional `"type":"function"`, `"id"`),
- * or `{"function": {"name", "arguments"|"parameters"}, "type"?: "function", "id"?}`. Arguments may be
- * an object, a JSON string holding an object, null or absent. Any other key means "not a call"
- * (so a package.json named like a tool is not one), and so does an `arguments` that is a JSON
+ * or `{"function"|"function_call": {"name", "arguments"|"parameters"}, "type"?, "id"?}`. Arguments
+ * may be an object, a JSON string holding an object, null or absent. Any other key means "not a
+ * call" (so a package.json named like a tool is not one), and so does an `arguments` that is a JSON
  * Schema (`{"type":"object","properties":{…}}`: the model is echoing a tool definition).
  *
- * NOT a call (kept as text, byte for byte): JSON inside a sentence (on a line with other text),
- * anything between backticks of inline code, anything inside a code fence of another language, a name
- * that was not offered, malformed or truncated JSON, objects without a name or with other keys. A
- * block (tag, fence, array, python_tag run) is all-or-nothing: one item that is not a valid call
- * makes the whole block text. Tags/fences whose closing line is missing when the reply ENDS are
- * accepted if their items are complete.
+ * JSON IN A SENTENCE (Llama 3 JSON as vLLM's `llama3_json` finds it) counts only when it stands
+ * between sentences: (1) the text before it on its line ends with `:` (or `：。！？`), or with `.`
+ * `!` `?` and a blank; (2) the sentence that ends there (from the previous `.!?。！？` + blank; at
+ * most 200 characters are looked at) does not present it as an example: none of the words example(s),
+ * e.g., i.e., for instance, such as, look(s) like, like this, like so, format(s/ted), syntax, schema,
+ * template, sample, pattern, would look, should look, 例如, 比如, 示例, 格式; (3) after the object
+ * (or the `;`/`,`/blank-separated objects) come only blanks to the end of the line or reply, or
+ * blanks and an uppercase letter (or a letter of a script without case) that starts the next
+ * sentence. Braces and JSON fragments in that next sentence are text. So a call object written as a
+ * package.json (other keys), an echoed schema, or a JSON example in an explanation stays text.
+ *
+ * NOT a call (kept as text, byte for byte): JSON elsewhere in a sentence, anything between backticks
+ * of inline code, anything inside a code fence of another language, anything inside a reasoning block
+ * that opens the reply (`<think>…</think>`, `<seed:think>…</seed:think>`), a name that was not
+ * offered (`say_hello` never matches `say_hello_world`), malformed or truncated JSON, objects
+ * without a name or with other keys. A block (tag, fence, array, list, token section, `;` run) is
+ * all-or-nothing: one item that is not a valid call makes the whole block text. Tags, fences and
+ * token sections whose closing part is missing when the reply ENDS are accepted if their items are
+ * complete.
+ *
+ * With `stripSpecialTokens`, call-marker tokens that were not part of a call are removed afterwards
+ * (a Harmony header without a `functions.` recipient is removed whole, leaving its message text).
  *
  * Whitespace: a call removes the blanks around it. Between prose before and prose after, the line
  * breaks of the blank run with more of them are kept (then the indentation of the prose after);
@@ -36,17 +64,15 @@
  */
 import { newCallId } from "../util/ids.js";
 import { isWs } from "./json.js";
-import {
-  AngleCandidate,
-  BracketCandidate,
-  type Candidate,
-  type Decision,
-  FenceCandidate,
-  LineJsonCandidate,
-  type ScanContext,
-} from "./scanners.js";
+import { AngleCandidate } from "./scanners/angle.js";
+import { BracketCandidate } from "./scanners/bracket.js";
+import type { Candidate, Decision, ScanContext } from "./scanners/common.js";
+import { FenceCandidate } from "./scanners/fence.js";
+import { jsonMayStartAfter, JsonRunCandidate, SENTENCE_WINDOW } from "./scanners/json-run.js";
+import { FunctoolsCandidate } from "./scanners/markers.js";
 import type { RawCall } from "./shape.js";
-import { SpecialTokenStripper, stripSpecialTokens } from "./special-tokens.js";
+import { CALL_MARKER_TOKENS, SpecialTokenStripper, stripSpecialTokens } from "./special-tokens.js";
+import { isWordCode, maybeFunctools, pickSeparator } from "./text.js";
 
 export { SpecialTokenStripper, stripSpecialTokens };
 
@@ -67,40 +93,20 @@ export interface ExtractorOptions {
   /** Id generator; default: "call" + 24 random letters/digits. Ids must be letters and digits only. */
   newId?: () => string;
   /**
-   * Also remove leaked chat-template special tokens (see `stripSpecialTokens`) while streaming,
-   * before calls are looked for. Default false. `<|python_tag|>` is still recognised as a call
-   * opener (and dropped when what follows is not a call).
+   * Also remove leaked chat-template special tokens (see `stripSpecialTokens`) while streaming.
+   * Default false. The tokens that open or structure a call (`<|python_tag|>`, DeepSeek's, Kimi's,
+   * Harmony's, …) are still recognised, and removed from the text when they were not part of a call.
    */
   stripSpecialTokens?: boolean;
 }
 
 /** Longest text held while undecided; a candidate that grows beyond it is released as text. */
 export const MAX_HELD = 256 * 1024;
+const NO_TOKENS: readonly string[] = [];
 export const DEFAULT_MAX_CALLS = 20;
 
 /** "call" + 24 random letters/digits. */
 export const defaultNewId = newCallId;
-
-/** Number of '\n' in a blank run. */
-function newlines(ws: string): number {
-  let n = 0;
-  for (let i = 0; i < ws.length; i++) if (ws.charCodeAt(i) === 10) n++;
-  return n;
-}
-
-/**
- * The blanks kept where calls were removed between prose `before` and prose `after`: the line
- * breaks of the run with more of them (ties: the one after), followed by the indentation of the
- * prose that comes after. Without line breaks: the longer run.
- */
-function pickSeparator(before: string, after: string): string {
-  const nb = newlines(before);
-  const na = newlines(after);
-  if (nb === 0 && na === 0) return before.length >= after.length ? before : after;
-  const lines = nb > na ? before : after;
-  const head = lines.slice(0, lines.lastIndexOf("\n") + 1);
-  return head + after.slice(after.lastIndexOf("\n") + 1);
-}
 
 /** Characters that need the per-character path: blanks and possible call openers. */
 const SPECIAL = /[ \t\r\n<[{`]/g;
@@ -117,6 +123,9 @@ export class ToolCallExtractor {
   private readonly maxCalls: number;
   private readonly newId: () => string;
   private readonly stripper: SpecialTokenStripper | null;
+  /** Strips the call-marker tokens that `stripper` let through, from the text around calls (made on first use). */
+  private markerStripper: SpecialTokenStripper | null = null;
+  private readonly stripMarkers: boolean;
 
   private cand: Candidate | null = null;
   private held = "";
@@ -126,14 +135,22 @@ export class ToolCallExtractor {
   private codeLine = CL_START;
   private codeTicks = 0;
 
+  /** Inside a reasoning block opening the reply: the literal that closes it (null: not in one). */
+  private think: string | null = null;
+  private thinkMatch = 0;
+
   private lineStart = true;
   private tickRun = 0;
   private inlineTicks = 0;
+  private prevWord = false;
+  /** The end of the current line's emitted text (at least SENTENCE_WINDOW characters of it). */
+  private lineTail = "";
 
   private pendingWs = "";
   private afterCall = false;
   private wsBefore = "";
   private hasContent = false;
+  private sawCall = false;
 
   private out = "";
   private events: ExtractEvent[] = [];
@@ -142,12 +159,15 @@ export class ToolCallExtractor {
   private ended = false;
 
   constructor(opts: ExtractorOptions) {
-    this.ctx = { tools: new Set(opts.tools), strip: opts.stripSpecialTokens === true };
+    const tools = new Set(opts.tools);
+    const strip = opts.stripSpecialTokens === true;
+    this.ctx = { tools, strip, codeTool: tools.has("python") ? "python" : tools.has("code_interpreter") ? "code_interpreter" : null };
     this.passthrough = opts.tools.length === 0;
     const max = opts.maxCalls ?? DEFAULT_MAX_CALLS;
     this.maxCalls = Number.isNaN(max) ? DEFAULT_MAX_CALLS : Math.max(0, Math.floor(max));
     this.newId = opts.newId ?? defaultNewId;
-    this.stripper = opts.stripSpecialTokens ? new SpecialTokenStripper(["python_tag"]) : null;
+    this.stripper = strip ? new SpecialTokenStripper(this.passthrough ? [] : CALL_MARKER_TOKENS) : null;
+    this.stripMarkers = strip && !this.passthrough;
   }
 
   /** How many calls were dropped by maxCalls. */
@@ -161,7 +181,7 @@ export class ToolCallExtractor {
     const s = this.stripper ? this.stripper.push(text) : text;
     if (this.passthrough) return s ? [{ type: "text", text: s }] : [];
     this.feed(s);
-    return this.take();
+    return this.take(false);
   }
 
   /** End of the reply: flush everything still held (undecided text becomes text). */
@@ -177,21 +197,49 @@ export class ToolCallExtractor {
     }
     if (!this.afterCall) this.out += this.pendingWs;
     this.pendingWs = "";
-    return this.take();
+    return this.take(true);
   }
 
-  private take(): ExtractEvent[] {
-    this.flushText();
+  private take(final: boolean): ExtractEvent[] {
+    this.flushText(final);
     const ev = this.events;
     this.events = [];
     return ev;
   }
 
-  private flushText(): void {
-    if (this.out) {
-      this.events.push({ type: "text", text: this.out });
+  /** Emit the decided text; `final`: nothing may follow it in the same text run (a call or the end). */
+  private flushText(final: boolean): void {
+    let t = this.out;
+    if (t) {
       this.out = "";
+      const nl = t.lastIndexOf("\n");
+      this.lineTail = nl >= 0 ? t.slice(nl + 1) : this.lineTail + t;
+      if (this.lineTail.length > 2 * SENTENCE_WINDOW) this.lineTail = this.lineTail.slice(-SENTENCE_WINDOW);
     }
+    if (this.stripMarkers) t = this.stripMarkerTokens(t, final);
+    if (t) this.events.push({ type: "text", text: t });
+  }
+
+  /** Text without a '<' passes as is unless the marker stripper holds a token's start. */
+  private stripMarkerTokens(t: string, final: boolean): string {
+    let m = this.markerStripper;
+    if (m === null || !m.holding) {
+      if (t.indexOf("<") < 0) return t;
+      m ??= this.markerStripper = new SpecialTokenStripper(NO_TOKENS, CALL_MARKER_TOKENS);
+    }
+    return m.push(t) + (final ? m.end() : "");
+  }
+
+  /** The end (at least SENTENCE_WINDOW characters) of the decided text before this position on its line. */
+  private linePrefix(): string {
+    // Emit a long decided run first: reading the end of a long concatenated string flattens it, and
+    // doing that at every brace of a long line would be quadratic.
+    if (this.out.length > 2 * SENTENCE_WINDOW) this.flushText(false);
+    const o = this.out;
+    let p = o.length >= SENTENCE_WINDOW ? o.slice(-SENTENCE_WINDOW) : this.lineTail.slice(-SENTENCE_WINDOW) + o;
+    const nl = p.lastIndexOf("\n");
+    if (nl >= 0) p = p.slice(nl + 1);
+    return this.afterCall ? p : p + this.pendingWs;
   }
 
   private feed(text: string): void {
@@ -203,16 +251,17 @@ export class ToolCallExtractor {
         stack.pop();
         continue;
       }
-      if (this.cand === null && this.code === 0 && this.tickRun === 0 && !this.afterCall) {
+      if (this.cand === null && this.code === 0 && this.tickRun === 0 && !this.afterCall && this.thinkMatch === 0) {
         // Fast path: a run of characters that cannot open a call and are not blanks.
         SPECIAL.lastIndex = top.i;
         const j = SPECIAL.exec(top.s)?.index ?? top.s.length;
-        if (j > top.i + 1) {
+        if (j > top.i + 1 && (this.think !== null || this.prevWord || top.s.charCodeAt(top.i) !== 102 || !maybeFunctools(top.s, top.i, j))) {
           this.out += this.pendingWs + top.s.slice(top.i, j);
           this.pendingWs = "";
           top.i = j;
           this.lineStart = false;
           this.hasContent = true;
+          this.prevWord = isWordCode(top.s.charCodeAt(j - 1));
           continue;
         }
       }
@@ -226,10 +275,11 @@ export class ToolCallExtractor {
     const cand = this.cand;
     if (cand) {
       this.held += c;
-      const d = this.held.length > MAX_HELD ? { calls: null, refeed: 0, code: cand.codeOnReject(), drop: 0 } : cand.step(c);
+      const d = this.held.length > MAX_HELD ? { calls: null, refeed: 0, code: cand.codeOnReject(), drop: 0, think: null } : cand.step(c);
       return d ? this.decide(d) : null;
     }
-    if (this.code) this.codeChar(c);
+    if (this.think !== null) this.thinkChar(c);
+    else if (this.code) this.codeChar(c);
     else this.normalChar(c);
     return null;
   }
@@ -252,6 +302,10 @@ export class ToolCallExtractor {
         this.enterCode(d.code, body);
       } else {
         for (let i = 0; i < text.length; i++) this.plainChar(text[i]!);
+        if (d.think !== null) {
+          this.think = d.think;
+          this.thinkMatch = 0;
+        }
       }
     }
     return rest || null;
@@ -270,13 +324,15 @@ export class ToolCallExtractor {
       this.afterCall = true;
     }
     this.pendingWs = "";
+    this.sawCall = true;
+    this.prevWord = false;
     for (const c of calls) {
       if (this.nCalls >= this.maxCalls) {
         this.dropped++;
         continue;
       }
       this.nCalls++;
-      this.flushText();
+      this.flushText(true);
       this.events.push({ type: "call", call: { id: this.makeId(), name: c.name, arguments: JSON.stringify(c.args) } });
     }
   }
@@ -289,6 +345,7 @@ export class ToolCallExtractor {
   // ----- text emission (blank handling around calls)
 
   private wsChar(c: string): void {
+    this.prevWord = false;
     this.pendingWs += c;
     if (this.pendingWs.length > MAX_HELD) {
       // Pathological run of blanks: let it through.
@@ -310,6 +367,7 @@ export class ToolCallExtractor {
     }
     this.out += c;
     this.hasContent = true;
+    this.prevWord = isWordCode(c.charCodeAt(0));
   }
 
   private rawChar(c: string): void {
@@ -341,22 +399,30 @@ export class ToolCallExtractor {
     this.lineStart = false;
   }
 
+  /** A JSON object may start here: at a line start, or between sentences. */
+  private jsonMayStart(): boolean {
+    return this.lineStart || jsonMayStartAfter(this.linePrefix());
+  }
+
   private normalChar(c: string): void {
     if (this.tickRun > 0 && c !== "`") this.finishTicks();
     if (this.inlineTicks === 0) {
       let cand: Candidate | null = null;
       switch (c) {
         case "<":
-          cand = new AngleCandidate(this.ctx);
+          cand = new AngleCandidate(this.ctx, !this.hasContent && !this.sawCall);
           break;
         case "[":
-          cand = new BracketCandidate(this.ctx, this.lineStart);
+          cand = new BracketCandidate(this.ctx, this.lineStart ? "" : this.linePrefix());
           break;
         case "{":
-          if (this.lineStart) cand = new LineJsonCandidate(this.ctx, c);
+          if (this.jsonMayStart()) cand = new JsonRunCandidate(this.ctx, c);
           break;
         case "`":
           if (this.lineStart) cand = new FenceCandidate(this.ctx);
+          break;
+        case "f":
+          if (!this.prevWord) cand = new FunctoolsCandidate(this.ctx);
           break;
         default:
           break;
@@ -368,6 +434,26 @@ export class ToolCallExtractor {
       }
     }
     this.plainChar(c);
+  }
+
+  // ----- inside a reasoning block: everything is text; watch for its closing tag
+
+  private thinkChar(c: string): void {
+    const lit = this.think!;
+    if (c === lit[this.thinkMatch]) this.thinkMatch++;
+    else this.thinkMatch = c === "<" ? 1 : 0;
+    this.rawChar(c);
+    if (this.thinkMatch === lit.length) {
+      this.think = null;
+      this.thinkMatch = 0;
+      // A call may follow the block directly (`</think>[{…}]`).
+      this.lineStart = true;
+      this.inlineTicks = 0;
+      this.tickRun = 0;
+      this.prevWord = false;
+    } else if (c === "\n") {
+      this.lineStart = true;
+    }
   }
 
   // ----- inside a non-call code fence: everything is text; watch for the closing fence

@@ -9,7 +9,10 @@
 
 /** What the next JSON value must be. */
 export const V_ANY = 0;
-/** A call object: `{"name":..,"arguments"|"parameters":..}` or `{"function":{..},"type":"function"}`. */
+/**
+ * A call object: `{"name":..,"arguments"|"parameters":..}`, `{"function":{..},"type":"function"}`
+ * or `{"function_call":{..}}`.
+ */
 export const V_CALL = 1;
 /** The `function` member of a call object. */
 const V_FN = 2;
@@ -46,7 +49,7 @@ const K_PLAIN = 0;
 const K_KEY = 1;
 const K_NAME = 2;
 
-const CALL_KEYS: ReadonlySet<string> = new Set(["name", "arguments", "parameters", "function", "type", "id"]);
+const CALL_KEYS: ReadonlySet<string> = new Set(["name", "arguments", "parameters", "function", "function_call", "type", "id"]);
 const FN_KEYS: ReadonlySet<string> = new Set(["name", "arguments", "parameters"]);
 
 const MAX_DEPTH = 256;
@@ -152,6 +155,20 @@ export class JsonScanner {
 
   private keyPending = false;
 
+  /**
+   * At the end of the reply: the text of a top-level array whose elements are complete and whose
+   * closing bracket (only) is missing, closed; otherwise null.
+   */
+  closedArrayText(): string | null {
+    if (this.stack.length !== 1 || !this.stack[0]!.arr) return null;
+    if (this.st === S_AFTER) return this.text + "]";
+    if (this.st === S_VALUE) {
+      const t = this.text.trimEnd();
+      return t.endsWith(",") ? t.slice(0, -1) + "]" : null;
+    }
+    return null;
+  }
+
   private beginString(kind: number): void {
     this.st = S_STR;
     this.strKind = kind;
@@ -205,6 +222,7 @@ export class JsonScanner {
       case "name":
         return V_NAME;
       case "function":
+      case "function_call":
         return V_FN;
       case "arguments":
       case "parameters":

@@ -10,7 +10,7 @@ export interface RawCall {
 }
 
 const TOP_KEYS: ReadonlySet<string> = new Set(["name", "arguments", "parameters", "type", "id"]);
-const WRAP_KEYS: ReadonlySet<string> = new Set(["function", "type", "id"]);
+const WRAP_KEYS: ReadonlySet<string> = new Set(["function", "function_call", "type", "id"]);
 const FN_KEYS: ReadonlySet<string> = new Set(["name", "arguments", "parameters"]);
 const SCHEMA_KEYS: ReadonlySet<string> = new Set([
   "type",
@@ -54,9 +54,10 @@ function looksLikeSchema(args: Record<string, unknown>): boolean {
 export function normalizeCall(v: unknown, tools: ReadonlySet<string>): RawCall | null {
   if (!isPlainObject(v)) return null;
   let src: Record<string, unknown> = v;
-  if ("function" in v) {
-    if (!onlyKeys(v, WRAP_KEYS)) return null;
-    const fn = v["function"];
+  const wrap = "function" in v ? "function" : "function_call" in v ? "function_call" : null;
+  if (wrap !== null) {
+    if (!onlyKeys(v, WRAP_KEYS) || ("function" in v && "function_call" in v)) return null;
+    const fn = v[wrap];
     if (!isPlainObject(fn) || !onlyKeys(fn, FN_KEYS)) return null;
     src = fn;
   } else if (!onlyKeys(v, TOP_KEYS)) {
@@ -91,6 +92,11 @@ export function callsFromValue(v: unknown, tools: ReadonlySet<string>): RawCall[
 export function callsFromJsonText(text: string, tools: ReadonlySet<string>): RawCall[] | null {
   const v = parseJsonLenient(text);
   return v === undefined ? null : callsFromValue(v, tools);
+}
+
+/** A JSON array whose closing bracket was missing at the end of the reply → its calls, or null. */
+export function callsFromClosedArray(text: string | null, tools: ReadonlySet<string>): RawCall[] | null {
+  return text === null ? null : callsFromJsonText(text, tools);
 }
 
 /** JSON text of an arguments object → the object, or null. */

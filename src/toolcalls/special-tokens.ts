@@ -7,40 +7,82 @@
  * - `<|NAME|>` with NAME = 1-64 of [A-Za-z0-9_]
  * - `<｜NAME｜>` (full-width bars) with NAME = 1-64 characters other than ｜ < > and whitespace
  * - `<start_of_turn>`, `<end_of_turn>`
+ * The tool-call extractor keeps the tokens that open or structure a call (`CALL_MARKER_TOKENS`)
+ * while it looks for calls, and strips the ones that were not part of a call afterwards.
  * A role header that the template puts after a start token is removed with it:
  * `<|im_start|>assistant\n`, `<start_of_turn>model\n`, `<|start_header_id|>assistant<|end_header_id|>`
  * (roles: system, user, assistant, tool, model, developer, ipython).
  * Everything else is kept exactly.
  */
 
+/**
+ * Token names (between the bars) that open or structure a tool call in some model family: Llama's
+ * `<|python_tag|>` / `<|python_start|>`, LFM2, Granite, InternLM, Kimi K2, gpt-oss Harmony, DeepSeek.
+ */
+export const CALL_MARKER_TOKENS: readonly string[] = [
+  "python_tag",
+  "python_start",
+  "tool_call_start",
+  "tool_call",
+  "action_start",
+  "plugin",
+  "action_end",
+  "tool_calls_section_begin",
+  "tool_call_section_begin",
+  "tool_calls_section_end",
+  "tool_call_section_end",
+  "tool_call_begin",
+  "tool_call_argument_begin",
+  "tool_call_end",
+  "start",
+  "channel",
+  "message",
+  "constrain",
+  "call",
+  "tool▁calls▁begin",
+  "tool_calls_begin",
+  "tool▁calls",
+  "tool▁call▁begin",
+  "tool▁sep",
+  "tool▁call▁end",
+  "tool▁calls▁end",
+];
+
+const NONE: readonly string[] = [];
+/** Sets of token names, built once per list (extractors are created per reply). */
+const SETS = new WeakMap<readonly string[], ReadonlySet<string>>();
+function setOf(names: readonly string[]): ReadonlySet<string> {
+  let s = SETS.get(names);
+  if (!s) {
+    s = new Set(names);
+    SETS.set(names, s);
+  }
+  return s;
+}
+
 const ROLES: ReadonlySet<string> = new Set(["system", "user", "assistant", "tool", "model", "developer", "ipython"]);
 const GEMMA: readonly string[] = ["<start_of_turn>", "<end_of_turn>"];
 const END_HEADER = "<|end_header_id|>";
 
-const ASCII_FULL = /^<\|([A-Za-z0-9_]{1,64})\|>$/;
-const ASCII_PREFIX = /^<(?:\|(?:[A-Za-z0-9_]{0,64}\|?)?)?$/;
-const WIDE_FULL = /^<｜([^｜<>\s]{1,64})｜>$/;
-const WIDE_PREFIX = /^<(?:｜(?:[^｜<>\s]{0,64}｜?)?)?$/;
+/** Token kinds being read (after the '<'): `<|NAME|>`, `<｜NAME｜>`, Gemma's literals. */
+const T_ASCII = 1;
+const T_WIDE = 2;
+const T_GEMMA = 3;
+const MAX_TOKEN_NAME = 64;
+
+function isAsciiNameChar(c: string): boolean {
+  return (c >= "a" && c <= "z") || (c >= "A" && c <= "Z") || (c >= "0" && c <= "9") || c === "_";
+}
+
+function isWideNameChar(c: string): boolean {
+  return c !== "｜" && c !== "<" && c !== ">" && !/\s/.test(c);
+}
 
 const N_NORMAL = 0;
 const N_TOKEN = 1;
 const N_ROLE_NL = 2;
 const N_HDR = 3;
 const N_HDR_END = 4;
-
-/** `undefined`: may still become a token; `null`: cannot; string: the complete token's name. */
-function tokenState(buf: string): string | null | undefined {
-  let m = ASCII_FULL.exec(buf);
-  if (m) return m[1]!;
-  m = WIDE_FULL.exec(buf);
-  if (m) return m[1]!;
-  for (const g of GEMMA) {
-    if (g === buf) return g.slice(1, -1);
-    if (g.startsWith(buf)) return undefined;
-  }
-  if (ASCII_PREFIX.test(buf) || WIDE_PREFIX.test(buf)) return undefined;
-  return null;
-}
 
 function isLower(c: string): boolean {
   return c >= "a" && c <= "z";
@@ -53,13 +95,27 @@ function isLower(c: string): boolean {
 export class SpecialTokenStripper {
   private st = N_NORMAL;
   private buf = "";
+  /** The token being read: its kind, its name so far, whether its closing bar was seen. */
+  private tkind = 0;
+  private tname = "";
+  private tclosing = false;
   private role = "";
   private out = "";
   private readonly keep: ReadonlySet<string>;
+  private readonly only: ReadonlySet<string> | null;
 
-  /** `keep`: token names (without brackets, e.g. "python_tag") to leave in the text. */
-  constructor(keep: readonly string[] = []) {
-    this.keep = new Set(keep);
+  /**
+   * `keep`: token names (without brackets, e.g. "python_tag") to leave in the text. `only`: strip
+   * these tokens and no others (no role headers either).
+   */
+  constructor(keep: readonly string[] = NONE, only?: readonly string[]) {
+    this.keep = setOf(keep);
+    this.only = only ? setOf(only) : null;
+  }
+
+  /** A possible token's start (or a role header) is held. */
+  get holding(): boolean {
+    return this.st !== N_NORMAL;
   }
 
   push(text: string): string {
@@ -135,7 +191,7 @@ export class SpecialTokenStripper {
         return null;
       case N_TOKEN: {
         this.buf += c;
-        const name = tokenState(this.buf);
+        const name = this.tokenStep(c);
         if (name === undefined) return null;
         if (name === null) {
           // Release all but the last character, which may open a token itself.
@@ -144,9 +200,14 @@ export class SpecialTokenStripper {
           this.buf = "";
           return c;
         }
-        if (this.keep.has(name)) this.out += this.buf;
-        this.buf = "";
         this.role = "";
+        if (this.keep.has(name) || (this.only !== null && !this.only.has(name))) {
+          this.out += this.buf;
+          this.buf = "";
+          this.st = N_NORMAL;
+          return null;
+        }
+        this.buf = "";
         this.st = name === "im_start" || name === "start_of_turn" ? N_ROLE_NL : name === "start_header_id" ? N_HDR : N_NORMAL;
         return null;
       }
@@ -196,6 +257,37 @@ export class SpecialTokenStripper {
       default:
         return null;
     }
+  }
+
+  /**
+   * The token after one more character (already in `buf`): `undefined` may still become a token,
+   * `null` cannot, a string is the complete token's name.
+   */
+  private tokenStep(c: string): string | null | undefined {
+    if (this.buf.length === 2) {
+      this.tname = "";
+      this.tclosing = false;
+      this.tkind = c === "|" ? T_ASCII : c === "｜" ? T_WIDE : 0;
+      if (this.tkind !== 0) return undefined;
+    }
+    if (this.tkind === T_ASCII || this.tkind === T_WIDE) {
+      const bar = this.tkind === T_ASCII ? "|" : "｜";
+      if (this.tclosing) return c === ">" ? this.tname : null;
+      if (c === bar) {
+        if (this.tname === "") return null;
+        this.tclosing = true;
+        return undefined;
+      }
+      if (this.tname.length >= MAX_TOKEN_NAME || !(this.tkind === T_ASCII ? isAsciiNameChar(c) : isWideNameChar(c))) return null;
+      this.tname += c;
+      return undefined;
+    }
+    this.tkind = T_GEMMA;
+    for (const g of GEMMA) {
+      if (g === this.buf) return g.slice(1, -1);
+      if (g.startsWith(this.buf)) return undefined;
+    }
+    return null;
   }
 
   private release(c: string): string {

@@ -4,6 +4,8 @@
  * and negative cases (kept as text, byte for byte).
  */
 
+import { FAMILY_CASES, FAMILY_FORMATS } from "./toolcalls-corpus-families.js";
+
 export type Args = Record<string, unknown>;
 
 export interface ExpectedCall {
@@ -23,6 +25,8 @@ export interface CorpusCase {
   sample?: boolean;
   /** Category label for the sample coverage check. */
   kind: string;
+  /** Where the shape was taken from (repository + path), for cases from public parser suites. */
+  source?: string;
 }
 
 export const TOOLS: readonly string[] = ["read", "exec", "write", "edit", "web_search", "message", "sessions_list", "memory_search"];
@@ -69,7 +73,12 @@ const CALL_SETS: { id: string; calls: ExpectedCall[] }[] = [
 // Call-object shapes (JSON formats)
 
 type Shape = (c: ExpectedCall) => unknown;
-const SHAPES: { id: string; shape: Shape; pretty?: boolean }[] = [
+export interface ShapeDef {
+  id: string;
+  shape: Shape;
+  pretty?: boolean;
+}
+const SHAPES: ShapeDef[] = [
   { id: "arguments", shape: (c) => ({ name: c.name, arguments: c.args }) },
   { id: "arguments-string", shape: (c) => ({ name: c.name, arguments: JSON.stringify(c.args) }) },
   { id: "parameters", shape: (c) => ({ name: c.name, parameters: c.args }) },
@@ -77,12 +86,14 @@ const SHAPES: { id: string; shape: Shape; pretty?: boolean }[] = [
   { id: "function-wrapper", shape: (c) => ({ function: { name: c.name, arguments: c.args } }) },
   { id: "with-id", shape: (c) => ({ id: "call_0001", name: c.name, arguments: c.args }) },
   { id: "pretty", shape: (c) => ({ name: c.name, arguments: c.args }), pretty: true },
+  // OpenAI's legacy `function_call` field, as models copy it into fenced JSON.
+  { id: "function_call-wrapper", shape: (c) => ({ function_call: { name: c.name, arguments: JSON.stringify(c.args) } }) },
 ];
 
 // ---------------------------------------------------------------------------------------------
 // Formats
 
-interface Format {
+export interface Format {
   id: string;
   /** Calls are recognised mid-line (explicit markers). */
   inline: boolean;
@@ -90,7 +101,15 @@ interface Format {
   json: boolean;
   /** Raw (unescaped) argument strings end up in the text (XML formats). */
   raw?: boolean;
-  render: (calls: ExpectedCall[], shape: (typeof SHAPES)[number]) => string;
+  /** All calls of a reply are ONE block (all-or-nothing); see ONE_BLOCK for the older formats. */
+  oneBlock?: boolean;
+  /** Uses chat-template tokens: also generated with stripSpecialTokens. */
+  tokens?: boolean;
+  /** Where the shape was taken from. */
+  source?: string;
+  /** Positions strictly inside the first call (default: inside its first JSON object). */
+  trunc?: (body: string) => [number, number] | null;
+  render: (calls: ExpectedCall[], shape: ShapeDef) => string;
 }
 
 const js = (v: unknown, pretty = false): string => (pretty ? JSON.stringify(v, null, 2) : JSON.stringify(v));
@@ -153,6 +172,7 @@ const FORMATS: Format[] = [
   { id: "qwen3-xml-one-tag", inline: true, json: false, raw: true, render: (cs) => `<tool_call>\n${cs.map((c) => xmlFunction(c)).join("\n")}\n</tool_call>` },
   { id: "qwen3-xml-bare", inline: true, json: false, raw: true, render: (cs) => cs.map((c) => xmlFunction(c)).join("\n") },
   { id: "qwen3-xml-compact", inline: true, json: false, raw: true, render: (cs) => cs.map((c) => `<tool_call>${xmlFunction(c, true)}</tool_call>`).join("") },
+  ...FAMILY_FORMATS,
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -232,7 +252,20 @@ for (const f of FORMATS) {
         calls: set.calls,
         kind: f.id,
         sample: set.id === "two" && ctx.id === "both",
+        ...(f.source ? { source: f.source } : {}),
       });
+      // Formats made of chat-template tokens, with the bridge's special-token stripping on.
+      if (f.tokens && ctx.id === "both") {
+        add({
+          name: `${name}/stripped`,
+          input: `<|im_start|>assistant\n${input}<|im_end|>`,
+          content: expectedContent(ctx),
+          calls: set.calls,
+          kind: f.id,
+          stripSpecialTokens: true,
+          sample: set.id === "three",
+        });
+      }
       // Windows newlines (every newline of the reply becomes \r\n).
       if (ctx.id === "both" || ctx.id === "alone") {
         const calls = f.raw ? set.calls.map((c) => ({ name: c.name, args: crlfArgs(c.args) })) : set.calls;
@@ -272,7 +305,7 @@ for (const f of FORMATS) {
     const input = `I'll check that for you.\n${body}\n`;
     add({ name: `neg/not-offered/${f.id}/${set.id}`, input, tools: ["browser", "canvas"], content: input, calls: [], kind: "neg-not-offered", sample: set.id === "two" && f.id.startsWith("qwen3-xml-bare") });
     // Partly offered: a block is all-or-nothing.
-    if (set.calls.length > 1 && ONE_BLOCK.has(f.id)) {
+    if (set.calls.length > 1 && (ONE_BLOCK.has(f.id) || f.oneBlock === true)) {
       const tools = [set.calls[0]!.name];
       if (!set.calls.every((c) => tools.includes(c.name))) add({ name: `neg/partly-offered/${f.id}/${set.id}`, input, tools, content: input, calls: [], kind: "neg-partly-offered" });
     }
@@ -309,6 +342,7 @@ for (const f of FORMATS) {
 
 /** Positions strictly inside the first call's JSON object / first parameter value. */
 function truncationRange(f: Format, body: string): [number, number] | null {
+  if (f.trunc) return f.trunc(body);
   if (f.raw) {
     const a = body.indexOf("<parameter=");
     const b = body.indexOf("</parameter>");
@@ -793,5 +827,7 @@ R(
   '```json\n{"name": "read", "arguments": {"path": "a"}}\n```not closed\n```\nafter',
   [],
 );
+
+for (const c of FAMILY_CASES) add(c);
 
 export const CORPUS: readonly CorpusCase[] = cases;
