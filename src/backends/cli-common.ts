@@ -131,8 +131,9 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
     }
     stdoutClosed = !spec.signal.aborted;
   } finally {
-    // The consumer stopped early, or the turn was aborted: never leave the process behind.
-    if (!stdoutClosed && running(proc)) await proc.terminate("aborted");
+    // The consumer stopped early, or the turn was aborted: never leave the process group behind,
+    // also when its leader has exited and a child of it still holds stdout.
+    if (!stdoutClosed) await proc.terminate("aborted");
   }
   // stdout is closed: the CLI is finishing. Give it a moment to exit on its own, then end it.
   let lingered = false;

@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import { ConfigError, loadConfig } from "../config/load.js";
 import { createLogger } from "../log/logger.js";
+import { stopOnSignals } from "../server/signals.js";
 import { PortInUseError, startBridge } from "../server/start.js";
 import { VERSION } from "../version.js";
 import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
@@ -72,21 +73,8 @@ program
       fail(err);
     }
     process.stderr.write(`clawbridge ${VERSION} listening on ${bridge.url} (config: ${config.source})\n`);
-    let stopping = false;
-    const stop = (sig: string) => {
-      if (stopping) {
-        process.stderr.write(`clawbridge: ${sig} again, exiting now\n`);
-        process.exit(130);
-      }
-      stopping = true;
-      process.stderr.write(`clawbridge: ${sig} received, finishing running turns...\n`);
-      bridge.close().then(
-        () => process.exit(0),
-        (err) => fail(err),
-      );
-    };
-    process.on("SIGTERM", () => stop("SIGTERM"));
-    process.on("SIGINT", () => stop("SIGINT"));
+    // First signal: graceful; second: end the CLI process groups, then exit; third: exit at once.
+    stopOnSignals(bridge, { onError: fail });
   });
 
 const configCmd = program.command("config").description("inspect configuration");

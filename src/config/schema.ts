@@ -49,10 +49,20 @@ export const serverSchema = z.strictObject({
   apiKeys: z.array(z.string().min(8, "API keys must be at least 8 characters")).default([]),
   /** Largest request body accepted, in bytes. */
   bodyLimitBytes: positiveInt.default(16 * 1024 * 1024),
+  /** Seconds a client has to send a whole request (headers and body); slower → 408 and the connection closes. Not the answer: a turn may take longer. */
+  requestTimeoutSeconds: z.number().positive().default(30),
+  /** Seconds a client has to send the request line and headers (capped at requestTimeoutSeconds); slower → 408 and the connection closes. */
+  headersTimeoutSeconds: z.number().positive().default(10),
+  /** Seconds a keep-alive connection may sit idle between requests before it is closed. */
+  idleTimeoutSeconds: z.number().positive().default(30),
+  /** Connections open at once. Past it a new connection gets 503 (Retry-After: 1) and is closed; past twice it, it is closed unanswered. */
+  maxConnections: positiveInt.default(256),
   /** Turns that may run at the same time across all conversations. */
   maxConcurrent: positiveInt.default(4),
   /** Turns that may wait for a free slot; more get 429 at once. */
   maxQueue: nonNegInt.default(32),
+  /** Turns of ONE conversation that may wait (it runs one at a time); more get 429 for that conversation only. */
+  maxQueuedPerConversation: nonNegInt.default(2),
   /** How long a turn may wait for a free slot before it gets 429. */
   queueTimeoutSeconds: z.number().positive().default(60),
   /** Seconds of backend silence after which an empty content chunk is streamed. */

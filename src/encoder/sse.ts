@@ -15,7 +15,7 @@ export interface SseOptions {
   model: string;
   includeUsage: boolean;
   heartbeatMs: number;
-  /** Extra response headers (conversation key...). */
+  /** Extra response headers (conversation key, `connection: close` while shutting down...). */
   headers?: Record<string, string>;
 }
 
@@ -30,10 +30,12 @@ export interface EncodeResult {
 
 export async function writeSse(res: ServerResponse, events: AsyncIterable<BackendEvent>, opts: SseOptions): Promise<EncodeResult> {
   const chunks = new ChunkFactory(opts.model);
+  // No `connection` header of our own: node:http says keep-alive, or close when the client asked
+  // for it (a `connection: keep-alive` set here would keep the connection against the client's
+  // `Connection: close`); the caller passes `connection: close` when the server is shutting down.
   res.writeHead(200, {
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-cache, no-transform",
-    connection: "keep-alive",
     "x-accel-buffering": "no",
     ...opts.headers,
   });

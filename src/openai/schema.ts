@@ -1,8 +1,142 @@
 /**
  * OpenAI Chat Completions request shape, validated at the edge. Unknown fields are kept (loose
  * objects) so that pass-through backends can forward what they understand.
+ *
+ * Nesting is bounded first (`MAX_JSON_DEPTH`, checked without recursion before zod sees the body):
+ * a client value nested thousands deep would overflow the stack of anything that walks it
+ * recursively later (`JSON.stringify` of the upstream body did: a 500 for a client error).
  */
 import { z } from "zod";
+
+/** Deepest nesting of arrays and objects anywhere in a request; the body itself is level 1. */
+export const MAX_JSON_DEPTH = 64;
+
+// The walk's stack, kept between calls (the walk is synchronous): no allocation per request once
+// it has grown; emptied after each walk so that it holds no request.
+const stackValues: unknown[] = [];
+const stackDepths: number[] = [];
+
+/**
+ * Whether `value` nests arrays and objects more than `max` levels deep (`value` itself, when an
+ * array or object, is level 1). Iterative: any depth is safe.
+ */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  if (max < 1) return true;
+  const values = stackValues;
+  const depths = stackDepths;
+  values[0] = value;
+  depths[0] = 1;
+  let n = 1;
+  let high = 1;
+  let deeper = false;
+  walk: while (n > 0) {
+    n--;
+    const v = values[n] as object;
+    const child = depths[n]! + 1;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const c: unknown = v[i];
+        if (typeof c !== "object" || c === null) continue;
+        if (child > max) {
+          deeper = true;
+          break walk;
+        }
+        values[n] = c;
+        depths[n++] = child;
+      }
+    } else {
+      for (const k in v) {
+        const c: unknown = (v as Record<string, unknown>)[k];
+        if (typeof c !== "object" || c === null) continue;
+        if (child > max) {
+          deeper = true;
+          break walk;
+        }
+        values[n] = c;
+        depths[n++] = child;
+      }
+    }
+    if (n > high) high = n;
+  }
+  for (let i = 0; i < high; i++) values[i] = undefined;
+  return deeper;
+}
+
+/**
+ * Path to the first (in document order) array or object nested more than `max` levels deep, or []
+ * when there is none. Iterative, and it holds only the current path (at most `max` levels): the
+ * answer for a refused body, so it may allocate.
+ */
+function pathDeeperThan(value: unknown, max: number): PropertyKey[] {
+  if (typeof value !== "object" || value === null) return [];
+  interface Frame {
+    value: Record<PropertyKey, unknown>;
+    keys: string[] | undefined; // undefined: an array
+    next: number;
+  }
+  const frame = (v: object): Frame => ({ value: v as Record<PropertyKey, unknown>, keys: Array.isArray(v) ? undefined : Object.keys(v), next: 0 });
+  const frames: Frame[] = [frame(value)];
+  const path: PropertyKey[] = [];
+  while (frames.length) {
+    const f = frames[frames.length - 1]!;
+    if (f.next >= (f.keys ? f.keys.length : (f.value as unknown as unknown[]).length)) {
+      frames.pop();
+      path.pop();
+      continue;
+    }
+    const key: PropertyKey = f.keys ? f.keys[f.next]! : f.next;
+    f.next++;
+    const c = f.value[key];
+    if (typeof c !== "object" || c === null) continue;
+    path.push(key);
+    if (frames.length + 1 > max) return path; // `c` is at level frames.length + 1
+    frames.push(frame(c));
+  }
+  return [];
+}
+
+/**
+ * The request's own structure, down to where a free-form value begins (tool_choice, a content
+ * part's image_url, a tool's parameters, any unknown field): an object shape keeps one key and
+ * goes on with that key's shape, if any; an array shape keeps one index.
+ */
+type Shape = { readonly [key: string]: Shape } | readonly [Shape];
+const REQUEST_SHAPE: Shape = {
+  messages: [{ content: [{}], tool_calls: [{ function: {} }] }],
+  tools: [{ function: {} }],
+  stream_options: {},
+};
+
+/** `path` cut where it leaves the request's own structure: the field a client got wrong. */
+function fieldOf(path: readonly PropertyKey[]): PropertyKey[] {
+  const out: PropertyKey[] = [];
+  let shape: Shape | undefined = REQUEST_SHAPE;
+  for (const seg of path) {
+    if (!shape) break;
+    if (Array.isArray(shape)) {
+      if (typeof seg !== "number") break;
+      shape = shape[0];
+    } else {
+      if (typeof seg !== "string") break;
+      const obj = shape as { readonly [key: string]: Shape };
+      shape = Object.hasOwn(obj, seg) ? obj[seg] : undefined;
+    }
+    out.push(seg);
+  }
+  return out;
+}
+
+/** The nesting bound, before any other check: zod and the rest only ever see bounded values. */
+const boundedDepth = z.unknown().check((payload) => {
+  if (!nestedDeeperThan(payload.value, MAX_JSON_DEPTH)) return;
+  payload.issues.push({
+    code: "custom",
+    message: `nested more than ${MAX_JSON_DEPTH} levels deep (arrays and objects, counted from the request body); flatten it`,
+    input: undefined,
+    path: fieldOf(pathDeeperThan(payload.value, MAX_JSON_DEPTH)),
+  });
+});
 
 const textPart = z.looseObject({ type: z.literal("text"), text: z.string() });
 const otherPart = z.looseObject({ type: z.string().refine((t) => t !== "text", "a text part needs a string `text`") });
@@ -37,7 +171,7 @@ export const toolSchema = z.looseObject({
   }),
 });
 
-export const chatRequestSchema = z.looseObject({
+const chatRequestFields = z.looseObject({
   model: z.string().min(1, "model must be a non-empty string"),
   messages: z.array(messageSchema).min(1, "messages must contain at least one message"),
   stream: z.boolean().optional(),
@@ -51,6 +185,9 @@ export const chatRequestSchema = z.looseObject({
   user: z.string().optional(),
   n: z.number().int().min(1).max(1, "n must be 1: the bridge returns one choice").nullable().optional(),
 });
+
+/** The request body: nesting bounded first (`MAX_JSON_DEPTH`), then the fields. */
+export const chatRequestSchema = boundedDepth.pipe(chatRequestFields);
 
 export type ChatRequest = z.infer<typeof chatRequestSchema>;
 export type ChatMessage = z.infer<typeof messageSchema>;

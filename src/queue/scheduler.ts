@@ -1,7 +1,18 @@
 /**
  * Turn scheduling: turns of ONE conversation run strictly one at a time in arrival order; turns of
  * different conversations run in parallel up to `maxConcurrent`. Beyond that, turns wait in a
- * bounded queue (`maxQueue` places, `queueTimeoutMs` at most) and are then refused (HTTP 429).
+ * bounded queue (`maxQueue` places in all, `maxQueuedPerConversation` of them per conversation,
+ * `queueTimeoutMs` at most) and are then refused (HTTP 429).
+ *
+ * Fairness: a free slot goes to the conversations that have a waiting turn in turn (round-robin),
+ * not to the turns in global arrival order. A conversation whose turn ends and that has another
+ * turn waiting joins the end of that round, behind the conversations already waiting. Since a
+ * conversation runs one turn at a time, its backlog only holds places other conversations could
+ * use: `maxQueuedPerConversation` bounds it (a flooding conversation is refused, the others are
+ * not).
+ *
+ * The common case — the conversation is idle and a slot is free — is granted at once: no timer,
+ * no listener, no waiter.
  */
 
 import { onAbort, type Abortable } from "../util/cancel.js";
@@ -10,6 +21,12 @@ export class QueueRejected extends Error {
   constructor(
     message: string,
     readonly retryAfterSeconds: number,
+    /**
+     * What is full: the whole bridge (`maxQueue` turns waiting, or no slot within the queue
+     * timeout), or only this conversation (`maxQueuedPerConversation` turns waiting, or its
+     * previous turn still running after the queue timeout).
+     */
+    readonly scope: "bridge" | "conversation" = "bridge",
   ) {
     super(message);
     this.name = "QueueRejected";
@@ -33,63 +50,79 @@ export interface SchedulerOptions {
   maxConcurrent: number;
   maxQueue: number;
   queueTimeoutMs: number;
+  /** Turns of one conversation that may wait (behind its running turn or for a slot); default 2. */
+  maxQueuedPerConversation?: number;
 }
 
+export const DEFAULT_MAX_QUEUED_PER_CONVERSATION = 2;
+
+/** A waiting turn: `grant` gives it the slot (and its conversation), `fail` refuses it. */
 interface Waiter {
   grant: () => void;
   fail: (err: Error) => void;
 }
 
-/** A conversation with a turn in progress: the turn that owns it, and its later turns in order. */
+/**
+ * A conversation with a turn running or waiting. It is in the round (`TurnScheduler.round`)
+ * exactly when no turn of it runs and a turn of it waits: its first waiter is next for a slot.
+ */
 interface KeyState {
+  running: boolean;
+  /** Its waiting turns, oldest first. */
   waiters: Waiter[];
 }
 
 export class TurnScheduler {
   private running = 0;
   private waiting = 0;
-  private readonly globalQueue: Waiter[] = [];
-  /** Conversations with a turn running or waiting for a slot (the owner); later turns queue here. */
+  /** Conversations with a turn running or waiting. */
   private readonly keys = new Map<string, KeyState>();
+  /** Conversations waiting for a slot, in the order they get one (round-robin). */
+  private readonly round: KeyState[] = [];
+  private readonly perConversation: number;
   private recentDurations: number[] = [];
 
-  constructor(private readonly opts: SchedulerOptions) {}
+  constructor(private readonly opts: SchedulerOptions) {
+    this.perConversation = opts.maxQueuedPerConversation ?? DEFAULT_MAX_QUEUED_PER_CONVERSATION;
+  }
 
   stats() {
     return { running: this.running, waiting: this.waiting, conversations: this.keys.size, maxConcurrent: this.opts.maxConcurrent, maxQueue: this.opts.maxQueue };
   }
 
-  /** Wait for this conversation's earlier turns, then for a free slot. */
+  /** Wait for this conversation's earlier turns, then for a free slot (the round's turn). */
   async acquire(key: string, signal: Abortable): Promise<Lease> {
     if (signal.aborted) throw new WaitAborted();
     const start = Date.now();
-    const state = this.keys.get(key);
-    if (this.waiting >= this.opts.maxQueue && (this.running >= this.opts.maxConcurrent || state)) {
+    let state = this.keys.get(key);
+    // The common case: the conversation is idle and a slot is free — no waiting, no timer. (The
+    // round is then empty: a slot that frees goes to the round at once.)
+    if (!state && this.running < this.opts.maxConcurrent && this.round.length === 0) {
+      state = { running: true, waiters: [] };
+      this.keys.set(key, state);
+      this.running++;
+      return this.lease(key, state, start);
+    }
+    const queued = state ? state.waiters.length : 0;
+    if (queued >= this.perConversation) {
+      throw new QueueRejected(
+        `this conversation already has ${queued} turn${queued === 1 ? "" : "s"} waiting, the most one conversation may have (server.maxQueuedPerConversation: ${this.perConversation})`,
+        this.retryAfter(),
+        "conversation",
+      );
+    }
+    if (this.waiting >= this.opts.maxQueue) {
       throw new QueueRejected(`the bridge is busy: ${this.running} turns running and ${this.waiting} waiting`, this.retryAfter());
     }
-    // The common case: the conversation is idle and a slot is free — no waiting, no timer.
-    if (!state && this.running < this.opts.maxConcurrent && this.globalQueue.length === 0) {
-      this.keys.set(key, { waiters: [] });
-      this.running++;
-      return this.lease(key, start);
+    if (!state) {
+      state = { running: false, waiters: [] };
+      this.keys.set(key, state);
     }
-    this.waiting++;
-    let owner = false;
-    try {
-      if (state) await this.waitForKey(state, signal);
-      else this.keys.set(key, { waiters: [] });
-      owner = true;
-      await this.takeSlot(signal, start);
-    } catch (err) {
-      if (owner) this.handOver(key);
-      throw err;
-    } finally {
-      this.waiting--;
-    }
-    return this.lease(key, start);
+    await this.wait(key, state, signal);
+    return this.lease(key, state, start);
   }
 
-  private lease(key: string, start: number): Lease {
+  private lease(key: string, state: KeyState, start: number): Lease {
     const started = Date.now();
     let released = false;
     return {
@@ -99,76 +132,72 @@ export class TurnScheduler {
         released = true;
         this.recordDuration(Date.now() - started);
         this.running--;
-        this.grantNext();
-        this.handOver(key);
+        state.running = false;
+        // Its next turn waits for a slot behind the conversations already waiting.
+        if (state.waiters.length) this.round.push(state);
+        else this.keys.delete(key);
+        this.grantFree();
       },
     };
   }
 
-  /** The owner of `key` is done (or gave up): its next turn owns the conversation now. */
-  private handOver(key: string): void {
-    const state = this.keys.get(key);
-    if (!state) return;
-    const next = state.waiters.shift();
-    if (next) next.grant();
-    else this.keys.delete(key);
-  }
-
-  /** Queue behind the conversation's earlier turns (at most queueTimeoutMs, or until aborted). */
-  private waitForKey(state: KeyState, signal: Abortable): Promise<void> {
-    return this.enqueue(state.waiters, signal, this.opts.queueTimeoutMs, () => new QueueRejected(`this conversation's previous turn is still running after ${Math.round(this.opts.queueTimeoutMs / 1000)}s`, this.retryAfter()));
-  }
-
-  private takeSlot(signal: Abortable, start: number): Promise<void> {
-    if (this.running < this.opts.maxConcurrent && this.globalQueue.length === 0) {
-      this.running++;
-      return Promise.resolve();
-    }
-    const remaining = this.opts.queueTimeoutMs - (Date.now() - start);
-    return this.enqueue(
-      this.globalQueue,
-      signal,
-      remaining,
-      () => new QueueRejected(`no free slot within ${Math.round(this.opts.queueTimeoutMs / 1000)}s (${this.running} turns running)`, this.retryAfter()),
-      () => this.running++,
-    );
-  }
-
   /**
-   * Wait in `queue` until granted (`onGrant` runs at that moment), for at most `timeoutMs` and
-   * until the signal aborts. The waiter leaves the queue however it ends.
+   * Wait in the conversation's queue until this turn is first in it, no turn of the conversation
+   * runs and the round gives it a free slot; at most queueTimeoutMs from now, and until the signal
+   * aborts. The waiter leaves the queue (and the conversation the round) however it ends.
    */
-  private enqueue(queue: Waiter[], signal: Abortable, timeoutMs: number, timeoutError: () => Error, onGrant?: () => void): Promise<void> {
+  private wait(key: string, state: KeyState, signal: Abortable): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       let stopListening = () => {};
-      const cleanup = () => {
+      const leave = () => {
         clearTimeout(timer);
         stopListening();
-        const i = queue.indexOf(waiter);
-        if (i >= 0) queue.splice(i, 1);
+        const i = state.waiters.indexOf(waiter);
+        if (i < 0) return;
+        state.waiters.splice(i, 1);
+        this.waiting--;
+        if (state.waiters.length === 0 && !state.running) {
+          const r = this.round.indexOf(state);
+          if (r >= 0) this.round.splice(r, 1);
+          this.keys.delete(key);
+        }
       };
       const waiter: Waiter = {
         grant: () => {
-          cleanup();
-          onGrant?.();
+          state.running = true; // first: the conversation stays while its turn runs
+          leave();
+          this.running++;
           resolve();
         },
         fail: (err) => {
-          cleanup();
+          leave();
           reject(err);
         },
       };
-      const timer = setTimeout(() => waiter.fail(timeoutError()), Math.max(0, timeoutMs));
-      queue.push(waiter);
+      const timer = setTimeout(() => waiter.fail(this.timeoutError(state, waiter)), Math.max(0, this.opts.queueTimeoutMs));
+      state.waiters.push(waiter);
+      this.waiting++;
+      if (!state.running && state.waiters.length === 1) this.round.push(state);
       // Last: a signal that has already aborted fails the waiter at once.
       stopListening = onAbort(signal, () => waiter.fail(new WaitAborted()));
+      this.grantFree();
     });
   }
 
-  private grantNext(): void {
-    while (this.running < this.opts.maxConcurrent && this.globalQueue.length) {
-      this.globalQueue[0]!.grant();
+  /** Free slots go to the conversations of the round, first come first served, one turn each. */
+  private grantFree(): void {
+    while (this.running < this.opts.maxConcurrent && this.round.length) {
+      this.round.shift()!.waiters[0]!.grant();
     }
+  }
+
+  /** Why a waiter timed out: behind its own conversation, or for want of a free slot. */
+  private timeoutError(state: KeyState, waiter: Waiter): QueueRejected {
+    const seconds = Math.round(this.opts.queueTimeoutMs / 1000);
+    if (state.running || state.waiters[0] !== waiter) {
+      return new QueueRejected(`this conversation's previous turn is still running after ${seconds}s`, this.retryAfter(), "conversation");
+    }
+    return new QueueRejected(`no free slot within ${seconds}s (${this.running} turns running)`, this.retryAfter());
   }
 
   private recordDuration(ms: number): void {

@@ -2,7 +2,6 @@
  * The HTTP server: `POST /v1/chat/completions` goes to src/server/chat-route.ts (plain node:http);
  * Fastify serves the models, health and unknown routes. Neither knows which backend it talks to.
  */
-import http from "node:http";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Backend, BackendHealth } from "../backends/types.js";
@@ -15,6 +14,7 @@ import { liveProcessCount } from "../util/process.js";
 import { VERSION } from "../version.js";
 import { ApiKeys } from "./auth.js";
 import { chatRoute, isChatRoute } from "./chat-route.js";
+import { HttpFront, lingerAfterAnswer, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
 import { ApiError, internalError, unauthorized } from "../openai/errors.js";
 
 export interface AppDeps {
@@ -29,34 +29,56 @@ export interface AppDeps {
 
 const HEALTH_TTL_MS = 30_000;
 
-export function buildApp(deps: AppDeps): FastifyInstance {
+/** The Fastify app and the HTTP front under it (connections, timeouts, shutdown: src/server/http-front.ts). */
+export interface BuiltApp {
+  app: FastifyInstance;
+  front: HttpFront;
+}
+
+export function buildApp(deps: AppDeps): BuiltApp {
   const { config, pipeline, router, scheduler, backends, logger, debugLog } = deps;
   const startedAt = Date.now();
   const keys = new ApiKeys(config.server.apiKeys);
   // Every response names the bridge, so a second instance (and `doctor`) recognises one on a port
   // cheaply.
   const SERVER = `clawbridge/${VERSION}`;
-  let closing = false;
-  const chat = chatRoute({ config, pipeline, router, keys, logger, debugLog, closing: () => closing, server: SERVER });
+  let front!: HttpFront;
+  const chat = chatRoute({ config, pipeline, router, keys, logger, debugLog, closesAfter: (req) => front.closesAfter(req), server: SERVER, lingerBytes: () => front.lingerBytes });
   const app = Fastify({
     logger: false,
     // POST /v1/chat/completions, the route every turn takes, is served on plain node:http
-    // (src/server/chat-route.ts); Fastify serves the rest. The server settings are Fastify's own
-    // defaults (it does not apply them to a server it did not create).
+    // (src/server/chat-route.ts); Fastify serves the rest. Both sit behind the HTTP front
+    // (timeouts, connection cap, HTTP-level errors, shutdown).
     serverFactory: (fastifyHandler) => {
-      const server = http.createServer((req, res) => {
-        if (isChatRoute(req.method, req.url)) return chat(req, res); // it writes its own `server` header
-        res.setHeader("server", SERVER);
-        fastifyHandler(req, res);
-      });
-      server.keepAliveTimeout = 72_000;
-      server.requestTimeout = 0;
-      server.setTimeout(0);
-      return server;
+      front = new HttpFront(
+        {
+          serverHeader: SERVER,
+          headersTimeoutMs: config.server.headersTimeoutSeconds * 1000,
+          requestTimeoutMs: config.server.requestTimeoutSeconds * 1000,
+          idleTimeoutMs: config.server.idleTimeoutSeconds * 1000,
+          maxConnections: config.server.maxConnections,
+          bodyLimitBytes: config.server.bodyLimitBytes,
+        },
+        (req, res, expectsContinue) => {
+          if (isChatRoute(req.method, req.url)) return chat(req, res, expectsContinue); // it writes its own `server` header
+          res.setHeader("server", SERVER);
+          // No Fastify route reads a body: one sent anyway is not read past a small budget, and
+          // the connection closes after the answer.
+          if (req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")) {
+            res.setHeader("connection", "close");
+            lingerAfterAnswer(req, UNAUTHENTICATED_LINGER_BYTES);
+          } else if (expectsContinue) res.writeContinue();
+          fastifyHandler(req, res);
+        },
+      );
+      return front.server;
     },
     return503OnClosing: true,
     // On close, idle keep-alive sockets are closed at once (running turns still finish).
     forceCloseConnections: "idle",
+    // node:http's parser errors and request timeouts, answered OpenAI-shaped (Fastify's own
+    // answer is `{"error":"Bad Request",...}`).
+    clientErrorHandler: (err, socket) => front.onClientError(err, socket),
     // Errors Fastify raises before routing (a malformed URL...) are OpenAI-shaped too.
     frameworkErrors: (err, _req, reply) => {
       const body = new ApiError(400, "invalid_request_error", "bad_request", `Bad request: ${err.message}`).body();
@@ -95,7 +117,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   }
 
   app.addHook("preClose", (done) => {
-    closing = true;
+    front.shutdown();
     done();
   });
 
@@ -150,5 +172,5 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return modelJson(m.id);
   });
 
-  return app;
+  return { app, front };
 }

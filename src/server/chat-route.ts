@@ -4,14 +4,20 @@
  * Every turn goes through here, so its cost per request is the bridge's cost per request. Served
  * by Fastify it spent more CPU in the framework (routing, hooks, content-type parsing, reply
  * serialisation) than in the rest of the bridge; here the same contract is kept by hand, and
- * every other route stays on Fastify (src/server/app.ts):
- * - 503 while shutting down (`connection: close`), 401 without a right API key (checked before
- *   the body is read), 413 over `server.bodyLimitBytes` (checked on Content-Length, then while
- *   reading), 400 for an empty, non-JSON or non-object body and for a request the schema refuses;
+ * every other route stays on Fastify (src/server/app.ts). Both sit behind the HTTP front
+ * (src/server/http-front.ts: timeouts, connection cap, HTTP-level errors, 503 while shutting down).
+ * - 401 without a right API key and 413 over `server.bodyLimitBytes` on Content-Length, both
+ *   before the body is read and before `100 Continue`; 413 again while reading; both close the
+ *   connection without reading the rest (a bounded lingering close); 400 for an empty, non-JSON
+ *   or non-object body and for a request the schema refuses;
  * - the body is JSON whatever content type the client claims;
  * - the model is routed (404 for an unknown one) and the conversation identified (headers, `user`,
  *   OpenClaw's metadata) here, before the pipeline, which knows nothing of HTTP; its refusals
  *   (queue full → 429 with `Retry-After`, cancelled while waiting → 499) are mapped here;
+ * - a turn stopped by shutdown (while it waited or ran) is not a client that went away: it gets
+ *   503 `shutting_down` with `Retry-After` (SDKs retry it; they do not retry a 499);
+ * - answers sent while the bridge shuts down say `Connection: close`; a stream honours the
+ *   client's own `Connection: close`;
  * - every error is OpenAI-shaped; an unexpected failure is a logged 500, never a crash.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -25,9 +31,10 @@ import { resolveConversation } from "../identity/conversation.js";
 import type { ChatPipeline, PreparedTurn } from "../pipeline/chat.js";
 import { QueueRejected, WaitAborted } from "../queue/scheduler.js";
 import type { ModelRouter } from "../routing/router.js";
-import { Cancellation } from "../util/cancel.js";
+import { Cancellation, TurnDeadline } from "../util/cancel.js";
 import { readLimited } from "../util/read-limited.js";
 import { ApiKeys } from "./auth.js";
+import { lingerAfterAnswer, shuttingDown, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
 import { backendErrorBody, backendErrorStatus } from "../encoder/errors.js";
 import { ApiError, badRequest, internalError, unauthorized, type ApiErrorBody } from "../openai/errors.js";
 
@@ -45,10 +52,12 @@ export interface ChatRouteDeps {
   keys: ApiKeys;
   logger: Logger;
   debugLog: DebugLog;
-  /** True once the server is shutting down. */
-  closing(): boolean;
+  /** Whether the answer to `req` closes its connection (the server is shutting down). */
+  closesAfter(req: IncomingMessage): boolean;
   /** The `server` response header (`clawbridge/<version>`). */
   server: string;
+  /** Bytes a lingering close may read after a 413 (src/server/http-front.ts). */
+  lingerBytes(): number;
 }
 
 const JSON_TYPE = "application/json; charset=utf-8";
@@ -64,15 +73,20 @@ function writeJson(res: ServerResponse, server: string, status: number, body: ob
   res.end(text);
 }
 
-export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: ServerResponse) => void {
+const CLOSE = { connection: "close" } as const;
+
+export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: ServerResponse, expectsContinue?: boolean) => void {
   const { config, pipeline, router, keys, logger, debugLog, server } = deps;
-  const writeApiError = (res: ServerResponse, err: ApiError, extra?: Record<string, string>) => writeJson(res, server, err.status, err.body(), { ...err.headers, ...extra });
+  /** A JSON answer; while shutting down it closes its connection. */
+  const send = (res: ServerResponse, status: number, body: object | ApiErrorBody, headers?: Record<string, string>) =>
+    writeJson(res, server, status, body, deps.closesAfter(res.req) ? { ...headers, ...CLOSE } : headers);
+  const writeApiError = (res: ServerResponse, err: ApiError, extra?: Record<string, string>) => send(res, err.status, err.body(), { ...err.headers, ...extra });
   const limit = config.server.bodyLimitBytes;
   const heartbeatMs = config.server.heartbeatSeconds * 1000;
   const tooLarge = () => new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${limit} bytes (server.bodyLimitBytes).`);
 
   const fail = (res: ServerResponse, err: unknown) => {
-    if (res.headersSent) {
+    if (res.headersSent || res.destroyed) {
       // Mid-answer: the encoders end their own streams; anything else can only close it.
       if (!res.writableEnded) res.destroy();
       return;
@@ -82,15 +96,24 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
     writeApiError(res, internalError());
   };
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    if (deps.closing()) {
-      return writeApiError(res, new ApiError(503, "server_error", "shutting_down", "The bridge is shutting down; retry in a moment."), { connection: "close" });
-    }
+  const handle = async (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean) => {
     if (keys.required && !keys.check(ApiKeys.presented(req.headers))) {
-      return writeApiError(res, unauthorized());
+      // The connection closes: of the body, a client without a key gets at most a small budget read.
+      writeApiError(res, unauthorized(), CLOSE);
+      return lingerAfterAnswer(req, UNAUTHENTICATED_LINGER_BYTES);
     }
+    if (Number(req.headers["content-length"]) > limit) {
+      writeApiError(res, tooLarge(), CLOSE);
+      return lingerAfterAnswer(req, deps.lingerBytes());
+    }
+    if (expectsContinue) res.writeContinue();
     const text = await readBody(req, limit);
-    if (text === undefined) return writeApiError(res, tooLarge(), { connection: "close" });
+    if (text === undefined) {
+      writeApiError(res, tooLarge(), CLOSE);
+      return lingerAfterAnswer(req, deps.lingerBytes());
+    }
+    // Answered while the body was arriving (408: it came too slowly): the request is over.
+    if (res.headersSent) return;
 
     let raw: unknown;
     if (text.trim()) {
@@ -137,6 +160,8 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
     try {
       turn = await pipeline.prepare({ request: body, route, conversation }, cancel);
     } catch (err) {
+      // Stopped while it waited, and not by its client: the bridge is shutting down.
+      if (err instanceof WaitAborted && !clientGone) throw shuttingDown();
       refusal(err);
     }
     if (body.stream) {
@@ -144,7 +169,7 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
         model: body.model,
         includeUsage: body.stream_options?.include_usage === true,
         heartbeatMs,
-        headers: { server, ...turn.headers },
+        headers: deps.closesAfter(req) ? { server, ...turn.headers, ...CLOSE } : { server, ...turn.headers },
       });
       return;
     }
@@ -152,23 +177,27 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
     if (!result.ok) {
       // Nobody is listening: drop the connection rather than leave the reply open.
       if (clientGone) return void res.destroy();
-      return writeJson(res, server, backendErrorStatus(result.error), backendErrorBody(result.error), turn.headers);
+      // Aborted, not by its client and not by its deadline: by the shutdown. Retryable.
+      if (cancel.aborted && !(cancel.reason instanceof TurnDeadline)) return writeApiError(res, shuttingDown(), turn.headers);
+      return send(res, backendErrorStatus(result.error), backendErrorBody(result.error), turn.headers);
     }
-    writeJson(res, server, 200, result.body, turn.headers);
+    send(res, 200, result.body, turn.headers);
   };
 
-  return (req, res) => {
+  return (req, res, expectsContinue = false) => {
     if (debugLog.enabled) {
       res.once("finish", () => debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.httpVersion}" ${res.statusCode} -`));
     }
-    handle(req, res).catch((err) => fail(res, err));
+    handle(req, res, expectsContinue).catch((err) => fail(res, err));
   };
 }
 
 /** The pipeline's refusals (typed values) as OpenAI-shaped HTTP errors. */
 function refusal(err: unknown): never {
   if (err instanceof QueueRejected) {
-    throw new ApiError(429, "rate_limit_error", "queue_full", `${err.message}; retry in ${err.retryAfterSeconds}s`, null, { "retry-after": String(err.retryAfterSeconds) });
+    // "conversation": only this conversation has too many turns waiting; others are still served.
+    const code = err.scope === "conversation" ? "conversation_queue_full" : "queue_full";
+    throw new ApiError(429, "rate_limit_error", code, `${err.message}; retry in ${err.retryAfterSeconds}s`, null, { "retry-after": String(err.retryAfterSeconds) });
   }
   if (err instanceof WaitAborted) throw new ApiError(499, "invalid_request_error", "client_closed", err.message);
   throw err;
@@ -176,20 +205,12 @@ function refusal(err: unknown): never {
 
 /**
  * The request body as text, or `undefined` when it is larger than `limit` bytes (then the rest is
- * not read: the caller answers 413 and closes the connection).
+ * not read: the caller answers 413 and closes the connection, lingering). A Content-Length over the
+ * limit is refused before this.
  */
 function readBody(req: IncomingMessage, limit: number): Promise<string | undefined> {
-  const declared = Number(req.headers["content-length"]);
-  if (declared > limit) {
-    req.resume();
-    return Promise.resolve(undefined);
-  }
   return readLimited(req, limit).then(
-    (bytes) => {
-      if (bytes) return bytes.toString("utf8");
-      req.resume(); // the rest is discarded while the 413 goes out
-      return undefined;
-    },
+    (bytes) => bytes?.toString("utf8"),
     () => {
       throw new ApiError(499, "invalid_request_error", "client_closed", "the client went away while sending the request");
     },

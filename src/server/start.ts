@@ -11,6 +11,7 @@ import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
 import { ModelRouter } from "../routing/router.js";
 import { reapOrphans, setRunDir, terminateAll } from "../util/process.js";
+import { startOrphanWatcher } from "../util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
 import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
 import type { SessionStore } from "../store/types.js";
@@ -24,7 +25,11 @@ export interface Bridge {
   host: string;
   backends: ReadonlyMap<string, Backend>;
   pipeline: ChatPipeline;
-  /** Stop accepting, let running turns finish (up to the grace period), abort the rest, reap children. */
+  /**
+   * Answer new requests 503 (Retry-After), let running turns finish (up to the grace period), abort
+   * the rest (a non-streamed one is answered 503 too), reap children, then stop listening and close
+   * every connection (idle and finished ones at once).
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -79,11 +84,14 @@ async function openStoreIfNeeded(config: Config, logger: Logger): Promise<Sessio
 export async function startBridge(config: Config, opts: StartOptions = {}): Promise<Bridge> {
   const logger = opts.logger ?? createLogger(config.logging.level);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  // CLIs a previous bridge could not reap (it was killed with SIGKILL) are ended now.
+  // CLIs a previous bridge could not reap (it was killed with SIGKILL) are ended now; ours are
+  // recorded, and ended by the orphan watcher should this bridge be killed in turn.
   const runDir = path.join(config.dataDir, "run");
+  const reapStart = Date.now();
   const orphans = await reapOrphans(runDir);
-  if (orphans) logger.warn({ groups: orphans }, "ended CLI processes left running by a bridge that was killed");
-  setRunDir(runDir);
+  if (orphans) logger.warn({ groups: orphans, ms: Date.now() - reapStart }, "ended CLI processes left running by a bridge that was killed");
+  const watcher = startOrphanWatcher(runDir, setRunDir(runDir));
+  logger.debug({ pid: watcher.pid }, "orphan watcher started");
   const debugLog = new DebugLog(config.logging.debugLog);
   const backends = createBackends(config, logger);
   const router = new ModelRouter(config, backends);
@@ -91,16 +99,18 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     maxConcurrent: config.server.maxConcurrent,
     maxQueue: config.server.maxQueue,
     queueTimeoutMs: config.server.queueTimeoutSeconds * 1000,
+    maxQueuedPerConversation: config.server.maxQueuedPerConversation,
   });
   const store = await openStoreIfNeeded(config, logger);
   const preexec = new PreExecutor(logger, debugLog);
   const enricher = opts.enricher ?? ((text, route, signal, log) => preexec.enrich(text, route, signal, log));
   const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store });
-  const app = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog });
+  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog });
 
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {
+    await watcher.stop();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
     await preexec.close();
     await store?.close();
@@ -124,10 +134,13 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     pipeline,
     close(graceMs = config.server.shutdownGraceSeconds * 1000) {
       closing ??= (async () => {
-        const closed = app.close(); // stops accepting; resolves when open requests are done
+        // New requests get 503 (the port stays open while turns drain, so clients get an answer).
+        front.shutdown();
         await pipeline.drain(graceMs);
         await terminateAll();
-        await closed;
+        await watcher.stop();
+        // Stop listening; idle and finished connections are closed at once.
+        await front.close(() => app.close());
         await Promise.all([...backends.values()].map((b) => b.close?.()));
         await preexec.close();
         await store?.close();

@@ -3,8 +3,9 @@
  *
  * Addresses are parsed into 16 bytes (IPv4 as IPv4-mapped IPv6) so one set of CIDR rules covers
  * every spelling: `127.0.0.1`, `::ffff:127.0.0.1`, `::ffff:7f00:1`, `[::1]`, `fe80::1%eth0`.
- * IPv6 forms that embed an IPv4 address (IPv4-mapped, IPv4-compatible, NAT64 64:ff9b::/96,
- * 6to4 2002::/16) are classified by the embedded IPv4 address as well.
+ * IPv6 forms that embed an IPv4 address (IPv4-mapped, IPv4-compatible, IPv4-translated
+ * ::ffff:0:0:0/96, NAT64 64:ff9b::/96 and the local-use 64:ff9b:1::/48, 6to4 2002::/16) are
+ * classified by the embedded IPv4 address as well.
  */
 import { isIP } from "node:net";
 
@@ -191,7 +192,17 @@ const TABLE: Array<[Cidr, AddressClass]> = [
 
 const MAPPED = cidr("::ffff:0:0/96");
 const COMPAT = cidr("::/96");
+/** IPv4-translated addresses (SIIT, RFC 2765 / RFC 6145): `::ffff:0:a.b.c.d`, the IPv4 in the last 32 bits. */
+const TRANSLATED = cidr("::ffff:0:0:0/96");
 const NAT64 = cidr("64:ff9b::/96");
+/**
+ * Local-use NAT64 prefix (RFC 8215). Its addresses follow RFC 6052's layout for a /48 prefix: the
+ * IPv4 address is split around the reserved "u" octet (bits 64–71), first half in bits 48–63
+ * (bytes 6–7), second half in bits 72–87 (bytes 9–10). An operator may use a longer prefix inside
+ * it, which puts the IPv4 address further right: read with the /48 layout such an address gives
+ * another IPv4 address, 0.0.x.x (refused as "unspecified") when the extra prefix bits are zero.
+ */
+const NAT64_LOCAL = cidr("64:ff9b:1::/48");
 const SIX_TO_FOUR = cidr("2002::/16");
 
 function v4Mapped(b4: Uint8Array): Uint8Array {
@@ -202,10 +213,11 @@ function v4Mapped(b4: Uint8Array): Uint8Array {
   return out;
 }
 
-/** The IPv4 address embedded in an IPv6 address (mapped, compatible, NAT64, 6to4), if any. */
+/** The IPv4 address embedded in an IPv6 address (mapped, compatible, translated, NAT64, 6to4), if any. */
 function embeddedV4(bytes: Uint8Array): Uint8Array | null {
   if (cidrContains(MAPPED, bytes)) return null; // already the canonical IPv4 form
-  if (cidrContains(COMPAT, bytes) || cidrContains(NAT64, bytes)) return v4Mapped(bytes.slice(12, 16));
+  if (cidrContains(COMPAT, bytes) || cidrContains(TRANSLATED, bytes) || cidrContains(NAT64, bytes)) return v4Mapped(bytes.slice(12, 16));
+  if (cidrContains(NAT64_LOCAL, bytes)) return v4Mapped(new Uint8Array([bytes[6]!, bytes[7]!, bytes[9]!, bytes[10]!]));
   if (cidrContains(SIX_TO_FOUR, bytes)) return v4Mapped(bytes.slice(2, 6));
   return null;
 }

@@ -4,9 +4,9 @@
  * and always reaped. Every live child is tracked so shutdown can end them all.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import path from "node:path";
+import { mkdirSync, rmSync } from "node:fs";
 import { createInterface } from "node:readline";
+import { newRunOwner, startTime, writeRunRecord, type RunOwner } from "./run-records.js";
 
 export interface CliProcessOptions {
   command: string;
@@ -21,6 +21,11 @@ export interface CliProcessOptions {
   timeoutMs?: number;
   /** Time between SIGTERM and SIGKILL. */
   killGraceMs?: number;
+  /**
+   * How long the pipes may stay open after the leader exited (held by something it started)
+   * before the rest of the group is ended. Default 2000.
+   */
+  exitLingerMs?: number;
 }
 
 export interface ProcessEnd {
@@ -36,63 +41,27 @@ export interface ProcessEnd {
 const live = new Set<CliProcess>();
 
 /**
- * Where running CLIs are recorded (one small file per process group), so that a bridge that was
- * killed with SIGKILL — and so could not reap its children — can end them when it starts again.
+ * Where running CLIs are recorded (one small file per process group, `run-records.ts`), so that
+ * CLIs a bridge could not end itself — it was killed with SIGKILL — are ended by its orphan
+ * watcher, or by the next bridge when it starts.
  */
-let runDir: string | undefined;
+let run: { dir: string; owner: RunOwner } | undefined;
 
-export function setRunDir(dir: string | undefined): void {
-  runDir = dir;
-  if (dir) mkdirSync(dir, { recursive: true, mode: 0o700 });
-}
-
-/** Kernel start time of a process (field 22 of /proc/<pid>/stat), to tell a reused PID apart. */
-function startTime(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
-  } catch {
+/** Record every CLI started from now on under `dir`; returns the id its records carry (the watcher's). */
+export function setRunDir(dir: string): string;
+export function setRunDir(dir: undefined): undefined;
+export function setRunDir(dir: string | undefined): string | undefined {
+  if (!dir) {
+    run = undefined;
     return undefined;
   }
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  run = { dir, owner: newRunOwner() };
+  return run.owner.id;
 }
 
-/**
- * End the process groups a previous bridge left behind (recorded in the run directory and still
- * alive with the same start time). Returns how many groups were ended.
- */
-export async function reapOrphans(dir: string, graceMs = 2000): Promise<number> {
-  let names: string[];
-  try {
-    names = readdirSync(dir).filter((n) => n.endsWith(".json"));
-  } catch {
-    return 0;
-  }
-  let ended = 0;
-  for (const name of names) {
-    const file = path.join(dir, name);
-    try {
-      const rec = JSON.parse(readFileSync(file, "utf8")) as { pid: number; start?: string };
-      if (Number.isInteger(rec.pid) && rec.pid > 1 && rec.start && startTime(rec.pid) === rec.start) {
-        try {
-          process.kill(-rec.pid, "SIGTERM");
-        } catch {
-          /* gone */
-        }
-        for (let i = 0; i < graceMs / 50 && startTime(rec.pid) === rec.start; i++) await new Promise((r) => setTimeout(r, 50));
-        try {
-          process.kill(-rec.pid, "SIGKILL");
-        } catch {
-          /* gone */
-        }
-        ended++;
-      }
-    } catch {
-      /* unreadable record: just remove it */
-    }
-    rmSync(file, { force: true });
-  }
-  return ended;
-}
+/** The start-up reaper (`run-records.ts`), here with the rest of the process-group handling. */
+export { reapOrphans } from "./run-records.js";
 
 /** Processes still running (for health output and shutdown). */
 export function liveProcessCount(): number {
@@ -105,17 +74,32 @@ export async function terminateAll(): Promise<void> {
 }
 
 const STDERR_KEEP = 8192;
+/** After SIGKILL, how long a process outside the group (it left with setsid) may keep our pipes open. */
+const PIPE_RELEASE_MS = 1000;
 
+/**
+ * How a CLI ends, whatever its leader did. The group is signalled even when the leader has already
+ * exited: a child it left (`sleep 40 &`, a language server) is still in the group and may hold
+ * stdout, so `close` would not come until it exits on its own. Stopping the group is: SIGTERM,
+ * `killGraceMs` for everything to close, SIGKILL, and — should the pipes still be open because a
+ * process that left the group holds them — stop reading them, so the turn always ends.
+ */
 export class CliProcess {
   readonly child: ChildProcess;
   private reason: ProcessEnd["reason"] = "exit";
   private stderrBuf = "";
   private spawnError: Error | undefined;
   private readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** The process exited and its pipes closed (or it never started): nothing left to signal. */
+  private closed = false;
   private timer: NodeJS.Timeout | undefined;
+  private lingerTimer: NodeJS.Timeout | undefined;
   private terminating: Promise<void> | undefined;
+  private stopping: Promise<void> | undefined;
   private readonly onAbort = () => void this.terminate("aborted");
   private readonly killGraceMs: number;
+  /** The leader's kernel start time, to tell its pid apart from a later process that got it. */
+  private readonly leaderStart: string | undefined;
 
   constructor(opts: CliProcessOptions) {
     this.killGraceMs = opts.killGraceMs ?? 3000;
@@ -123,19 +107,13 @@ export class CliProcess {
       cwd: opts.cwd,
       env: opts.env,
       stdio: ["pipe", "pipe", "pipe"],
-      detached: true, // own process group: kill(-pid) reaches the CLI's children too
+      detached: true, // own session and process group: kill(-pid) reaches the CLI's children too
       shell: false,
     });
     live.add(this);
     const pid = this.child.pid;
-    const record = runDir && pid ? path.join(runDir, `${pid}.json`) : undefined;
-    if (record && pid) {
-      try {
-        writeFileSync(record, JSON.stringify({ pid, start: startTime(pid), command: path.basename(opts.command) }), { mode: 0o600 });
-      } catch {
-        /* bookkeeping only */
-      }
-    }
+    this.leaderStart = pid ? startTime(pid) : undefined;
+    const record = run && pid ? writeRunRecord(run.dir, run.owner, pid, opts.command, this.leaderStart) : undefined;
     this.exited = new Promise((resolve) => {
       this.child.once("error", (err) => {
         this.spawnError = err;
@@ -145,12 +123,22 @@ export class CliProcess {
       this.child.once("close", (code, signal) => resolve({ code, signal }));
     });
     void this.exited.then(() => {
+      this.closed = true;
       live.delete(this);
       if (record) rmSync(record, { force: true });
       if (this.timer) clearTimeout(this.timer);
+      if (this.lingerTimer) clearTimeout(this.lingerTimer);
       opts.signal?.removeEventListener("abort", this.onAbort);
       // Leftover grandchildren in the group (a language server, a tool) must not outlive the turn.
       this.killGroup("SIGKILL");
+    });
+    // The leader exited but something it started still holds stdout or stderr open: the CLI has
+    // finished its turn, so give the leftovers a moment, then end the group (reason stays "exit").
+    const exitLingerMs = opts.exitLingerMs ?? 2000;
+    this.child.once("exit", () => {
+      if (this.closed) return;
+      this.lingerTimer = setTimeout(() => void this.stopGroup(), exitLingerMs);
+      this.lingerTimer.unref();
     });
     this.child.stderr?.setEncoding("utf8");
     this.child.stderr?.on("data", (d: string) => {
@@ -180,9 +168,13 @@ export class CliProcess {
     const stdout = this.child.stdout;
     if (!stdout) return;
     const rl = createInterface({ input: stdout, crlfDelay: Infinity });
+    // readline ends on the stream's end, not on its destruction (`stopGroup`'s last resort).
+    const onClose = () => rl.close();
+    stdout.once("close", onClose);
     try {
       for await (const line of rl) yield line;
     } finally {
+      stdout.removeListener("close", onClose);
       rl.close();
     }
   }
@@ -194,33 +186,56 @@ export class CliProcess {
     return { code, signal, reason: this.reason, stderr: this.stderrBuf, spawnError: this.spawnError };
   }
 
-  /** SIGTERM the whole group, SIGKILL it after the grace period, resolve once reaped. Idempotent. */
+  /**
+   * End the whole process group — also when its leader has already exited — and resolve once the
+   * process is reaped and its pipes are closed. Idempotent; nothing to do once it has closed.
+   */
   terminate(reason: "timeout" | "aborted"): Promise<void> {
     if (this.terminating) return this.terminating;
+    if (this.closed) return Promise.resolve();
     if (this.reason === "exit") this.reason = reason;
-    this.terminating = (async () => {
-      if (this.child.exitCode !== null || this.child.signalCode !== null || this.spawnError) {
-        await this.exited;
-        return;
-      }
+    this.terminating = this.stopGroup();
+    return this.terminating;
+  }
+
+  /** SIGTERM the group, SIGKILL it after the grace period, then let go of the pipes if still held. */
+  private stopGroup(): Promise<void> {
+    this.stopping ??= (async () => {
+      if (this.closed) return;
       this.killGroup("SIGTERM");
-      let graceTimer: NodeJS.Timeout | undefined;
-      const killed = await Promise.race([
-        this.exited.then(() => true),
-        new Promise<false>((r) => {
-          graceTimer = setTimeout(() => r(false), this.killGraceMs);
-        }),
-      ]);
-      if (graceTimer) clearTimeout(graceTimer);
-      if (!killed) this.killGroup("SIGKILL");
+      if (await this.closedWithin(this.killGraceMs)) return;
+      this.killGroup("SIGKILL");
+      if (await this.closedWithin(PIPE_RELEASE_MS)) return;
+      // Everything in the group is dead, yet a pipe is still open: held by a process that left
+      // the group. Stop reading it (the rest of its output is not this turn's).
+      this.child.stdout?.destroy();
+      this.child.stderr?.destroy();
       await this.exited;
     })();
-    return this.terminating;
+    return this.stopping;
+  }
+
+  private async closedWithin(ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const closed = await Promise.race([
+      this.exited.then(() => true),
+      new Promise<false>((r) => {
+        timer = setTimeout(() => r(false), ms);
+      }),
+    ]);
+    if (timer) clearTimeout(timer);
+    return closed;
   }
 
   private killGroup(sig: NodeJS.Signals): void {
     const pid = this.child.pid;
     if (!pid) return;
+    if (this.child.exitCode !== null || this.child.signalCode !== null) {
+      // The leader is gone. Its pid is not handed out again while anything is left in its group,
+      // so a process holding that pid with another start time means our group has ended.
+      const now = startTime(pid);
+      if (now !== undefined && now !== this.leaderStart) return;
+    }
     try {
       process.kill(-pid, sig);
     } catch {

@@ -211,6 +211,63 @@ describe("invalid fields name the field", () => {
   }
 });
 
+describe("deep nesting → 400 naming the field, never 500", () => {
+  // An OpenAI-type backend: it forwards the request (JSON.stringify of a 10,000-deep value
+  // overflowed the stack there: a 500 for a client error).
+  let up: TestBridge;
+  before(async () => {
+    up = await startTestBridge({ backends: { up: { type: "openai", baseUrl: fake.url } }, models: [{ id: MODEL, backend: "up" }] });
+  });
+  after(async () => {
+    await up?.close(0);
+    if (up) cleanup(up.dataDir);
+  });
+
+  // Written as text: JSON.stringify of a 10,000-deep value would overflow this test's own stack.
+  const DEPTH = 10_000;
+  const deepArray = "[".repeat(DEPTH) + "]".repeat(DEPTH);
+  const deepObject = '{"a":'.repeat(DEPTH) + "1" + "}".repeat(DEPTH);
+  const HOLE = "\u0000deep\u0000";
+  const withDeep = (body: Record<string, unknown>, deep: string) => JSON.stringify(body).replace(JSON.stringify(HOLE), () => deep);
+  /** `level` arrays nested in each other: at the limit when the field is `level` + (its own depth in the body) = 64. */
+  const nested = (levels: number) => JSON.parse("[".repeat(levels) + "]".repeat(levels)) as unknown;
+  const cases: Array<{ name: string; body: (deep: string) => Record<string, unknown>; param: string }> = [
+    { name: "tool_choice", body: (deep) => ({ ...good, tools: [{ type: "function", function: { name: "f" } }], tool_choice: deep }), param: "tool_choice" },
+    { name: "response_format", body: (deep) => ({ ...good, response_format: { type: "json_schema", json_schema: { name: "x", schema: deep } } }), param: "response_format" },
+    { name: "a message content part", body: (deep) => ({ ...good, messages: [{ role: "user", content: [{ type: "text", text: "hi" }, { type: "image_url", image_url: deep }] }] }), param: "messages[0].content[1].image_url" },
+    { name: "tools[].function.parameters", body: (deep) => ({ ...good, tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: deep } } }] }), param: "tools[0].function.parameters" },
+    { name: "an unknown pass-through field", body: (deep) => ({ ...good, metadata_extra: deep }), param: "metadata_extra" },
+  ];
+  for (const c of cases) {
+    for (const stream of [false, true]) {
+      test(`10,000-deep ${c.name} (${stream ? "streaming" : "non-streaming"}) → 400 naming ${c.param}`, async () => {
+        for (const deep of [deepArray, deepObject]) {
+          const before = fake.requests.length;
+          const a = await post(withDeep({ ...c.body(HOLE), stream }, deep), { "content-type": "application/json" }, up.baseURL);
+          assertOpenAIError(a, 400, "invalid_request");
+          assert.equal(a.body.error.param, c.param, a.text);
+          assert.ok(a.body.error.message.startsWith(`${c.param}: `), a.body.error.message);
+          assert.match(a.body.error.message, /nested more than 64 levels/);
+          assert.equal(fake.requests.length, before, "the model was not called");
+        }
+      });
+    }
+  }
+
+  test("nesting up to the limit (64 levels, the body included) is forwarded; one more level is refused", async () => {
+    // body (1) → tools (2) → [0] (3) → function (4) → parameters (5): 59 more levels reach 64.
+    const at = (levels: number) => ({ ...good, tools: [{ type: "function", function: { name: "f", parameters: nested(levels) } }] });
+    const before = fake.requests.length;
+    const ok = await post(JSON.stringify(at(60)), { "content-type": "application/json" }, up.baseURL);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(fake.requests.length, before + 1, "forwarded to the model");
+    assert.equal(JSON.stringify(fake.requests.at(-1)!.body.tools[0].function.parameters), JSON.stringify(nested(60)));
+    const over = await post(JSON.stringify(at(61)), { "content-type": "application/json" }, up.baseURL);
+    assertOpenAIError(over, 400, "invalid_request");
+    assert.equal(over.body.error.param, "tools[0].function.parameters");
+  });
+});
+
 describe("unknown models and routes", () => {
   test("unknown model → 404 model_not_found listing the available models", async () => {
     for (const stream of [false, true]) {

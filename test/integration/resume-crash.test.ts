@@ -3,9 +3,10 @@
  * CHILD PROCESS through its real command line (`clawbridge serve --config <file>`), answering with
  * the REAL `claude` CLI against a fake Anthropic API.
  *
- * A SIGKILLed bridge cannot reap its CLI: the process that was mid-turn lives on in its own process
- * group (the bridge spawns every CLI detached so it can kill the whole group). The bridge records
- * every running CLI under <dataDir>/run, and the restarted bridge ends such leftovers first.
+ * A SIGKILLed bridge cannot reap its CLI itself: the process that was mid-turn runs in its own
+ * process group (the bridge spawns every CLI detached so it can kill the whole group). The bridge
+ * records every running CLI under <dataDir>/run; its orphan watcher ends them as soon as the bridge
+ * dies, and a restarted bridge ends any leftover first.
  */
 import assert from "node:assert/strict";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
@@ -221,8 +222,8 @@ describe("resume mode: the store survives kill -9 of the bridge mid-turn", () =>
     assert.ok(lost instanceof Error, "the client saw the connection drop");
     ac.abort();
 
-    // The killed bridge could not reap its CLI: it is still running (recorded under <dataDir>/run).
-    assert.ok(pidsWithEnv(`HOME=${home}`).length > 0, "the orphaned CLI outlived the killed bridge");
+    // The killed bridge could not reap its CLI; its orphan watcher ends it, without a restart.
+    assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 10_000), "the orphan watcher ended the CLI of the killed bridge");
 
     // The database as the crash left it.
     const dbFile = path.join(dataDir, "sessions.db");
@@ -231,11 +232,9 @@ describe("resume mode: the store survives kill -9 of the bridge mid-turn", () =>
     assert.equal(survived.binding.backendSessionId, session1, "the confirmed binding survived kill -9");
     assert.equal(survived.binding.turns, 1);
 
-    // Restart on the same data dir: the new bridge ends the orphan first; OpenClaw retries turn 2
-    // and the model answers now.
+    // Restart on the same data dir; OpenClaw retries turn 2 and the model answers now.
     fake.setScript(replyScript);
     bridge = await startChildBridge(configFile, marker);
-    assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 10_000), "the restarted bridge ended the orphaned CLI");
     const before3 = fake.messageCalls().length;
     const r2 = await chat(bridge.url, openclawRequest(MODEL, turns, "2026.9", { sessionId: sid }));
     assert.equal(r2.status, 200);

@@ -1,6 +1,7 @@
 /**
  * TurnScheduler: FIFO per conversation, parallel across conversations up to maxConcurrent, a bounded
- * queue with a timeout, aborts while waiting. Driven deterministically: leases are released by the
+ * queue with a timeout, aborts while waiting, a cap on one conversation's waiting turns, and free
+ * slots granted round-robin across conversations. Driven deterministically: leases are released by the
  * test, and "not granted yet" is checked after the event loop has settled (no timing asserts).
  */
 import assert from "node:assert/strict";
@@ -29,7 +30,7 @@ function track(s: TurnScheduler, key: string, signal: Abortable = new AbortContr
   return t;
 }
 
-const sched = (o: Partial<{ maxConcurrent: number; maxQueue: number; queueTimeoutMs: number }> = {}) =>
+const sched = (o: Partial<{ maxConcurrent: number; maxQueue: number; queueTimeoutMs: number; maxQueuedPerConversation: number }> = {}) =>
   new TurnScheduler({ maxConcurrent: 4, maxQueue: 32, queueTimeoutMs: 60_000, ...o });
 
 describe("per-conversation FIFO", () => {
@@ -356,5 +357,198 @@ describe("release", () => {
     t2.lease!.release();
     await t3.promise;
     t3.lease!.release();
+  });
+});
+
+describe("waiting turns per conversation (maxQueuedPerConversation)", () => {
+  const refusedForConversation = (err: unknown) => {
+    assert.ok(err instanceof QueueRejected, `expected QueueRejected, got ${String(err)}`);
+    assert.equal(err.scope, "conversation");
+    assert.match(err.message, /maxQueuedPerConversation/);
+    assert.ok(err.retryAfterSeconds >= 1 && err.retryAfterSeconds <= 60);
+    return true;
+  };
+
+  test("by default two turns of a conversation may wait behind its running turn; a third is refused, other conversations are not", async () => {
+    const s = sched({ maxConcurrent: 1 });
+    const t1 = track(s, "flood");
+    const t2 = track(s, "flood");
+    const t3 = track(s, "flood");
+    await settle();
+    assert.ok(t1.lease);
+    await assert.rejects(s.acquire("flood", new AbortController().signal), refusedForConversation);
+    assert.equal(s.stats().waiting, 2, "the refused turn took no place");
+    const other = track(s, "other");
+    await settle();
+    assert.equal(other.done, false, "another conversation still waits (it is not refused)");
+    assert.equal(s.stats().waiting, 3);
+
+    t1.lease!.release(); // the slot goes to `other` (round-robin); t2 is next of "flood"
+    await settle();
+    assert.ok(other.lease);
+    assert.equal(t2.done, false);
+    const t4 = track(s, "flood"); // still two waiting (t2, t3): refused
+    await settle();
+    assert.ok(t4.error && refusedForConversation(t4.error));
+    other.lease!.release();
+    await settle();
+    assert.ok(t2.lease, "FIFO within the conversation");
+    assert.equal(t3.done, false);
+    const t5 = track(s, "flood"); // one waiting now (t3): t5 may wait
+    await settle();
+    assert.equal(t5.done, false);
+    t2.lease!.release();
+    await settle();
+    assert.ok(t3.lease);
+    t3.lease!.release();
+    await settle();
+    assert.ok(t5.lease);
+    t5.lease!.release();
+    assert.deepEqual(s.stats(), { running: 0, waiting: 0, conversations: 0, maxConcurrent: 1, maxQueue: 32 });
+  });
+
+  test("a turn waiting for a slot counts: with no slot free, two turns of an idle conversation wait, the third is refused", async () => {
+    const s = sched({ maxConcurrent: 1 });
+    const busy = track(s, "busy");
+    const k1 = track(s, "k");
+    const k2 = track(s, "k");
+    await settle();
+    await assert.rejects(s.acquire("k", new AbortController().signal), refusedForConversation);
+    busy.lease!.release();
+    await settle();
+    assert.ok(k1.lease);
+    k1.lease!.release();
+    await settle();
+    assert.ok(k2.lease);
+    k2.lease!.release();
+  });
+
+  test("the cap is configurable, and a place freed by an abort or a timeout is usable again", async () => {
+    const s = sched({ maxQueuedPerConversation: 1, queueTimeoutMs: 100 });
+    const t1 = track(s, "k");
+    const ac = new AbortController();
+    const t2 = track(s, "k", ac.signal);
+    await settle();
+    await assert.rejects(s.acquire("k", new AbortController().signal), refusedForConversation);
+    ac.abort();
+    await t2.promise;
+    assert.ok(t2.error instanceof WaitAborted);
+    const t3 = s.acquire("k", new AbortController().signal); // the freed place; then the timeout
+    await assert.rejects(t3, (err: unknown) => err instanceof QueueRejected && /previous turn is still running/.test(err.message) && err.scope === "conversation");
+    const t4 = track(s, "k");
+    await settle();
+    assert.equal(t4.done, false, "waits again, in the place the timed-out turn left");
+    t1.lease!.release();
+    await t4.promise;
+    assert.ok(t4.lease);
+    t4.lease!.release();
+    assert.equal(s.stats().conversations, 0);
+
+    const none = sched({ maxQueuedPerConversation: 0 });
+    const only = await none.acquire("k", new AbortController().signal);
+    await assert.rejects(none.acquire("k", new AbortController().signal), refusedForConversation);
+    only.release();
+  });
+
+  test("the bridge-wide refusal is still the busy one (scope bridge)", async () => {
+    const s = sched({ maxConcurrent: 1, maxQueue: 1 });
+    const a = track(s, "a");
+    const b = track(s, "b");
+    await settle();
+    await assert.rejects(s.acquire("c", new AbortController().signal), (err: unknown) => err instanceof QueueRejected && err.scope === "bridge" && /busy/.test(err.message));
+    a.lease!.release();
+    await settle();
+    b.lease!.release();
+  });
+});
+
+describe("free slots are granted round-robin across conversations", () => {
+  test("a conversation whose turn ends goes behind the conversations already waiting, even with older turns of its own", async () => {
+    const s = sched({ maxConcurrent: 1 });
+    const asks: Array<[key: string, name: string]> = [
+      ["A", "a1"],
+      ["A", "a2"],
+      ["A", "a3"],
+      ["B", "b1"],
+      ["C", "c1"],
+      ["B", "b2"],
+    ];
+    const ts = asks.map(([key]) => track(s, key));
+    const granted: string[] = [];
+    for (let i = 0; i < asks.length; i++) {
+      await settle();
+      const now = ts.flatMap((t, j) => (t.lease && !granted.includes(asks[j]![1]) ? [j] : []));
+      assert.equal(now.length, 1, `one slot, one turn at a time (granted so far: ${granted.join(",")})`);
+      granted.push(asks[now[0]!]![1]);
+      ts[now[0]!]!.lease!.release();
+    }
+    assert.deepEqual(granted, ["a1", "b1", "c1", "a2", "b2", "a3"]);
+    assert.deepEqual(s.stats().conversations, 0);
+  });
+
+  test("5 flooding conversations against 20 light ones: every light turn is admitted and granted within one round of grants", async () => {
+    const maxConcurrent = 4;
+    const s = sched({ maxConcurrent, maxQueue: 32 });
+    type T = ReturnType<typeof track> & { key: string; grantedAt: number | undefined };
+    const floods = Array.from({ length: 5 }, (_, i) => `flood-${i}`);
+    const turns: T[] = [];
+    let floodRefusals = 0;
+    const submit = (key: string) => {
+      const t: T = Object.assign(track(s, key), { key, grantedAt: undefined });
+      turns.push(t);
+      return t;
+    };
+    /** Each flood keeps as many turns in flight as it is allowed, plus one more that is refused. */
+    const flood = async () => {
+      for (const key of floods) {
+        for (let i = 0; i < 12; i++) {
+          const t = submit(key);
+          await settle(1);
+          if (t.error) {
+            assert.ok(t.error instanceof QueueRejected && t.error.scope === "conversation", `a flood is refused for its own conversation: ${t.error.message}`);
+            floodRefusals++;
+            break;
+          }
+        }
+      }
+    };
+    await flood();
+    const light = Array.from({ length: 20 }, (_, i) => submit(`light-${i}`));
+    await settle();
+    for (const l of light) assert.equal(l.error, undefined, `light turn refused: ${l.error?.message}`);
+
+    let grants = 0;
+    const mark = () => {
+      for (const t of turns) if (t.lease && t.grantedAt === undefined) t.grantedAt = ++grants;
+    };
+    mark();
+    const released = new Set<T>();
+    // Release the oldest running turn, one at a time; the floods refill their backlog after each.
+    for (let round = 0; round < 200 && light.some((l) => !l.lease); round++) {
+      const oldest = turns.filter((t) => t.lease && !released.has(t)).sort((x, y) => x.grantedAt! - y.grantedAt!)[0];
+      assert.ok(oldest, "something runs");
+      released.add(oldest);
+      oldest.lease!.release();
+      await settle();
+      await flood();
+      mark();
+      assert.ok(s.stats().running <= maxConcurrent);
+    }
+    assert.ok(floodRefusals > 5, "the floods were refused beyond their cap");
+    for (const l of light) assert.ok(l.lease, `${l.key} was granted`);
+    // 25 conversations: each light one had at most all the others ahead of it in the round.
+    const bound = maxConcurrent + 25;
+    for (const l of light) assert.ok(l.grantedAt! <= bound, `${l.key} granted at grant #${l.grantedAt}, later than ${bound}`);
+    // Drain: release whatever runs until nothing runs or waits (no timer is left behind).
+    for (let i = 0; i < 200 && (s.stats().running || s.stats().waiting); i++) {
+      for (const t of turns) {
+        if (t.lease && !released.has(t)) {
+          released.add(t);
+          t.lease.release();
+        }
+      }
+      await settle();
+    }
+    assert.deepEqual(s.stats(), { running: 0, waiting: 0, conversations: 0, maxConcurrent, maxQueue: 32 });
   });
 });

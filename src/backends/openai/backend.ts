@@ -174,8 +174,9 @@ class OpenAIBackend implements Backend {
   }
 
   /**
-   * Set-up shared by both paths: the stop switch, the deadlines (from now) and the error mapping of
-   * the turn's upstream request. Undefined when the turn was cancelled before anything was sent.
+   * Set-up shared by both paths: the stop switch (following the turn's cancellation, which the
+   * pipeline's turn deadline also aborts), the first-byte deadline (from now) and the error mapping
+   * of the turn's upstream request. Undefined when the turn was cancelled before anything was sent.
    */
   private begin(turn: TurnInput): TurnControl | undefined {
     if (turn.cancel.aborted) return undefined;
@@ -211,8 +212,8 @@ class OpenAIBackend implements Backend {
 
   /**
    * A non-streamed upstream answer (the client does not stream): read whole on undici's dispatch
-   * API, then translated once. Only the whole-request deadline applies: the answer only starts
-   * when it is complete.
+   * API, then translated once. Only the turn's deadline (the pipeline's) applies: the answer only
+   * starts when it is complete.
    */
   private async *wholeTurn(turn: TurnInput): AsyncGenerator<BackendEvent> {
     const t = this.begin(turn);
