@@ -67,7 +67,12 @@ export const shuttingDown = () =>
 /** What node:http's `clientError` carries: the parser's code and reason, and the bytes it failed on. */
 type ClientError = Error & { code?: string; reason?: string; rawPacket?: unknown };
 
-const versionNotSupported = () => new ApiError(505, "invalid_request_error", "http_version_not_supported", "Only HTTP/1.1 (and 1.0) is served here; HTTP/2 is not.");
+/**
+ * A client error, so a 4xx (the rule is no 5xx for a client's mistake), although HTTP's own words
+ * for these would be 505 and 501: SDKs retry 5xx answers, and retrying cannot fix either.
+ */
+const versionNotSupported = () => new ApiError(400, "invalid_request_error", "http_version_not_supported", "Only HTTP/1.1 (and 1.0) is served here; HTTP/2 is not.");
+const methodNotSupported = () => new ApiError(400, "invalid_request_error", "method_not_supported", "Unknown HTTP method. Try POST /v1/chat/completions or GET /v1/models.");
 
 /** A socket as node:http keeps it: the response it is writing (internal, stable since Node 0.x). */
 type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
@@ -176,6 +181,12 @@ export class HttpFront {
     server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, true));
     server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
       this.refuse(req, res, new ApiError(417, "invalid_request_error", "expectation_failed", `Unsupported Expect: ${req.headers.expect}; only 100-continue is understood.`));
+    });
+    // CONNECT (a proxy tunnel request) is not served: answered, not dropped (node:http closes a
+    // CONNECT's socket unanswered when nobody listens for it).
+    server.on("connect", (_req: IncomingMessage, socket: Socket) => {
+      socket.on("error", () => {});
+      socket.end(rawAnswer(this.opts.serverHeader, methodNotSupported()));
     });
     // The connection cap, ahead of node:http's own connection listener.
     const listeners = server.listeners("connection") as Array<(socket: Socket) => void>;
@@ -305,7 +316,7 @@ export class HttpFront {
         if (/^\S+ \S+ HTTP\/[02-9]\.\d\r?$/.test(String(err.rawPacket ?? "").split("\n", 1)[0]!)) return versionNotSupported();
         return bad(400, "bad_request", `Malformed HTTP request: ${err.reason ?? err.message}.`);
       case "HPE_INVALID_METHOD":
-        return new ApiError(501, "invalid_request_error", "method_not_supported", "Unknown HTTP method. Try POST /v1/chat/completions or GET /v1/models.");
+        return methodNotSupported();
       default:
         if (err.code?.startsWith("HPE_")) return bad(400, "bad_request", `Malformed HTTP request: ${err.reason ?? err.message}.`);
         return undefined; // ECONNRESET, EPIPE...: the socket failed, the client is gone

@@ -108,9 +108,10 @@ describe("HTTP-level errors are OpenAI-shaped and close the connection", () => {
       status: 400,
       code: "bad_request",
     },
-    { name: "an HTTP/2 preface", bytes: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", status: 505, code: "http_version_not_supported" },
-    { name: "an HTTP/3.0 request line", bytes: "GET /v1/models HTTP/3.0\r\nHost: x\r\n\r\n", status: 505, code: "http_version_not_supported" },
-    { name: "an unknown method", bytes: "FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", status: 501, code: "method_not_supported" },
+    { name: "an HTTP/2 preface", bytes: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", status: 400, code: "http_version_not_supported" },
+    { name: "an HTTP/3.0 request line", bytes: "GET /v1/models HTTP/3.0\r\nHost: x\r\n\r\n", status: 400, code: "http_version_not_supported" },
+    { name: "an unknown method", bytes: "FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", status: 400, code: "method_not_supported" },
+    { name: "a CONNECT request", bytes: "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n", status: 400, code: "method_not_supported" },
     { name: "headers over 16 KiB", bytes: `GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`, status: 431, code: "headers_too_large" },
     {
       name: "an unknown Expect",
