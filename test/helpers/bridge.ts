@@ -54,6 +54,16 @@ export async function eventually(check: () => boolean | Promise<boolean>, ms = 1
   return check();
 }
 
+/** `p`, or a failure after `ms` (a hang fails fast instead of at the test's timeout). */
+export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Read a raw SSE response into its `data:` payloads (strings), bounded. */
 export async function readSse(res: Response, maxFrames = 10_000): Promise<{ frames: string[]; raw: string }> {
   const text = await res.text();

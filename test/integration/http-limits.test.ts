@@ -11,12 +11,12 @@
  * normal client is meant.
  */
 import assert from "node:assert/strict";
-import net from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { VERSION } from "../../src/version.js";
 import { cleanup, eventually, startTestBridge, type TestBridge } from "../helpers/bridge.js";
+import { connect } from "../helpers/raw-http.js";
 
 const KEY = "sk-limits-0123456789";
 let fake: FakeOpenAI;
@@ -37,56 +37,6 @@ async function bridgeWith(server: Record<string, unknown>): Promise<TestBridge> 
   const b = await startTestBridge({ server, backends: { up: { type: "openai", baseUrl: fake.url } }, models: [{ id: "up", backend: "up" }] });
   bridges.push(b);
   return b;
-}
-
-interface Conn {
-  socket: net.Socket;
-  /** Everything received so far (latin1). */
-  received(): string;
-  /** Resolves when the server ended or reset the connection (true), or after `ms` (false). */
-  closed(ms: number): Promise<boolean>;
-  /** Resolves when `re` matches what was received, or after `ms` (false). */
-  waitFor(re: RegExp, ms: number): Promise<boolean>;
-}
-
-async function connect(port: number): Promise<Conn> {
-  const socket = net.connect(port, "127.0.0.1");
-  let raw = "";
-  let ended = false;
-  const waiters = new Set<() => void>();
-  const wake = () => {
-    for (const w of waiters) w();
-  };
-  socket.on("data", (d) => {
-    raw += d.toString("latin1");
-    wake();
-  });
-  const onEnd = () => {
-    ended = true;
-    wake();
-  };
-  socket.on("end", onEnd);
-  socket.on("error", onEnd); // a reset after the answer is a close too
-  socket.on("close", onEnd);
-  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
-  const until = (check: () => boolean, ms: number) =>
-    new Promise<boolean>((resolve) => {
-      if (check()) return resolve(true);
-      const timer = setTimeout(() => done(false), ms);
-      const w = () => check() && done(true);
-      const done = (v: boolean) => {
-        clearTimeout(timer);
-        waiters.delete(w);
-        resolve(v);
-      };
-      waiters.add(w);
-    });
-  return {
-    socket,
-    received: () => raw,
-    closed: (ms) => until(() => ended, ms),
-    waitFor: (re, ms) => until(() => re.test(raw), ms),
-  };
 }
 
 /** Status, lower-cased headers and body of the first answer in `raw`. */

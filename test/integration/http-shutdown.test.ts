@@ -14,58 +14,14 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { chmodSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { stopOnSignals } from "../../src/server/signals.js";
 import { VERSION } from "../../src/version.js";
-import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-
-interface Conn {
-  socket: net.Socket;
-  received(): string;
-  /** True once the server ended or reset the connection, false after `ms`. */
-  closed(ms: number): Promise<boolean>;
-  waitFor(re: RegExp, ms: number): Promise<boolean>;
-  isClosed(): boolean;
-}
-
-async function connect(port: number): Promise<Conn> {
-  const socket = net.connect(port, "127.0.0.1");
-  let raw = "";
-  let ended = false;
-  const waiters = new Set<() => void>();
-  const wake = () => {
-    for (const w of waiters) w();
-  };
-  socket.on("data", (d) => {
-    raw += d.toString("latin1");
-    wake();
-  });
-  const onEnd = () => {
-    ended = true;
-    wake();
-  };
-  socket.on("end", onEnd);
-  socket.on("error", onEnd);
-  socket.on("close", onEnd);
-  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
-  const until = (check: () => boolean, ms: number) =>
-    new Promise<boolean>((resolve) => {
-      if (check()) return resolve(true);
-      const timer = setTimeout(() => done(false), ms);
-      const w = () => check() && done(true);
-      const done = (v: boolean) => {
-        clearTimeout(timer);
-        waiters.delete(w);
-        resolve(v);
-      };
-      waiters.add(w);
-    });
-  return { socket, received: () => raw, closed: (ms) => until(() => ended, ms), waitFor: (re, ms) => until(() => re.test(raw), ms), isClosed: () => ended };
-}
+import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge, within } from "../helpers/bridge.js";
+import { connect, type Conn } from "../helpers/raw-http.js";
 
 /** The answers in `raw`, in order (status, lower-cased headers, body by Content-Length). */
 function answers(raw: string): Array<{ status: number; headers: Record<string, string>; body: string }> {
@@ -94,16 +50,6 @@ function assertShuttingDown(a: { status: number; headers: Record<string, string>
   assert.deepEqual(Object.keys(body), ["error"]);
   assert.equal(body.error.code, "shutting_down");
   assert.equal(body.error.type, "server_error");
-}
-
-/** `p`, or a failure after `ms` (the old bridge waited 72 s for an idle keep-alive connection). */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** A fake upstream whose non-streamed answers wait for `release()`. */

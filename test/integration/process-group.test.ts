@@ -11,7 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { chmodSync, readdirSync, writeFileSync } from "node:fs";
+import { chmodSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { runCliTurn, type CliTurnMapper } from "../../src/backends/cli-common.js";
@@ -20,7 +20,8 @@ import { createLogger } from "../../src/log/logger.js";
 import { TurnDeadline } from "../../src/util/cancel.js";
 import { terminateAll } from "../../src/util/process.js";
 import { procStat } from "../../src/util/run-records.js";
-import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge, within } from "../helpers/bridge.js";
+import { exited, groupAlive, killGroups, killMarked } from "../helpers/process-groups.js";
 
 const marker = randomUUID();
 const MARK = `CB_PG_MARKER=${marker}`;
@@ -39,20 +40,6 @@ function script(file: string, body: string): string {
   return file;
 }
 
-/** Is anything of group `pgid` still running? (`kill -0` first; zombies only waiting for init to reap them are dead.) */
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ESRCH") return false;
-  }
-  return readdirSync("/proc").some((n) => {
-    if (!/^\d+$/.test(n)) return false;
-    const s = procStat(Number(n));
-    return !!s && s.pgrp === pgid && s.state !== "Z";
-  });
-}
-
 /**
  * Read the turn's two events, then go on reading (as the HTTP response does) while nothing more
  * comes: the state the issue's repro is in when the abort arrives.
@@ -67,20 +54,19 @@ async function readAllThenWait(it: AsyncGenerator<BackendEvent>): Promise<{ endi
 
 /** The leader has exited (and been reaped by us); its group lives on. */
 async function leaderExited(pid: number): Promise<void> {
-  assert.ok(await eventually(() => procStat(pid) === undefined || procStat(pid)!.state === "Z", 5000), "the leader exited");
+  assert.ok(await eventually(() => exited(pid), 5000), "the leader exited");
   assert.ok(groupAlive(pid), "a child of the leader still runs in its group");
   // Let node handle the exit too (its 'exit' event), as it has long before a real abort comes.
   await new Promise((r) => setTimeout(r, 300));
 }
 
-/** `p`, or an error after `ms` (the old code hangs for the child's 30 s: fail fast instead). */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
+/** A turn of `bin` in the issue's state: both events read, the leader exited, a child left in its group. */
+async function orphanedTurn(bin: string, killGraceSeconds?: number) {
+  const ac = new AbortController();
+  const { it, pgid } = startTurn(bin, ac.signal, killGraceSeconds);
+  const { ending } = await readAllThenWait(it);
+  await leaderExited(pgid());
+  return { ac, pgid, ending };
 }
 
 /** text → text; step_finish → a reasoning event, so a test can tell when every line has been read. */
@@ -131,30 +117,15 @@ before(() => {
 });
 
 after(async () => {
-  for (const g of groups) {
-    try {
-      process.kill(-g, "SIGKILL");
-    } catch {
-      /* gone, as it should be */
-    }
-  }
-  for (const pid of pidsWithEnv(MARK)) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      /* gone */
-    }
-  }
+  killGroups(groups);
+  killMarked(MARK);
   await eventually(() => pidsWithEnv(MARK).length === 0, 5000);
   cleanup(dir);
 });
 
 describe("runCliTurn / CliProcess: the leader exited, a child holds stdout", () => {
   test("a client abort ends the whole group at once", async (t) => {
-    const ac = new AbortController();
-    const { it, pgid } = startTurn(leaves, ac.signal);
-    const { ending } = await readAllThenWait(it);
-    await leaderExited(pgid());
+    const { ac, pgid, ending } = await orphanedTurn(leaves);
     const t0 = Date.now();
     ac.abort();
     const events = await within(ending, 8000, "the aborted turn ended");
@@ -165,10 +136,7 @@ describe("runCliTurn / CliProcess: the leader exited, a child holds stdout", () 
   });
 
   test("the turn deadline (an abort with TurnDeadline) ends the whole group: backend_timeout", async (t) => {
-    const ac = new AbortController();
-    const { it, pgid } = startTurn(leaves, ac.signal);
-    const { ending } = await readAllThenWait(it);
-    await leaderExited(pgid());
+    const { ac, pgid, ending } = await orphanedTurn(leaves);
     const t0 = Date.now();
     ac.abort(new TurnDeadline(1));
     const events = await within(ending, 8000, "the timed-out turn ended");
@@ -180,10 +148,7 @@ describe("runCliTurn / CliProcess: the leader exited, a child holds stdout", () 
   });
 
   test("shutdown (terminateAll) ends the whole group", async (t) => {
-    const ac = new AbortController();
-    const { it, pgid } = startTurn(leaves, ac.signal);
-    const { ending } = await readAllThenWait(it);
-    await leaderExited(pgid());
+    const { pgid, ending } = await orphanedTurn(leaves);
     const t0 = Date.now();
     await within(terminateAll(), 8000, "terminateAll");
     t.diagnostic(`terminateAll returned after ${Date.now() - t0} ms`);
@@ -193,10 +158,7 @@ describe("runCliTurn / CliProcess: the leader exited, a child holds stdout", () 
   });
 
   test("a child that ignores SIGTERM is SIGKILLed after the grace period", async (t) => {
-    const ac = new AbortController();
-    const { it, pgid } = startTurn(stubborn, ac.signal, 0.5);
-    const { ending } = await readAllThenWait(it);
-    await leaderExited(pgid());
+    const { ac, pgid, ending } = await orphanedTurn(stubborn, 0.5);
     const t0 = Date.now();
     ac.abort();
     await within(ending, 8000, "the aborted turn ended");
@@ -232,6 +194,17 @@ describe("runCliTurn / CliProcess: the leader exited, a child holds stdout", () 
     assert.ok(await eventually(() => !groupAlive(pgid()), 3000), "no process of the group is left");
   });
 });
+
+/** Read a streamed answer until the CLI's text ("hello") has come through (or the stream ended); what was read. */
+async function readUntilHello(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  let seen = "";
+  for (let i = 0; i < 100 && !seen.includes("hello"); i++) {
+    const r = await within(reader.read(), 10_000, "a streamed chunk");
+    if (r.done) break;
+    seen += Buffer.from(r.value).toString();
+  }
+  return seen;
+}
 
 describe("a bridge over HTTP with that CLI as an opencode backend", () => {
   let bridge: TestBridge;
@@ -281,13 +254,7 @@ describe("a bridge over HTTP with that CLI as an opencode backend", () => {
     const res = await post({ model: "fake/long", stream: true }, session, ac.signal);
     assert.equal(res.status, 200);
     const reader = res.body!.getReader();
-    let seen = "";
-    for (let i = 0; i < 100 && !seen.includes("hello"); i++) {
-      const r = await within(reader.read(), 10_000, "a streamed chunk");
-      if (r.done) break;
-      seen += Buffer.from(r.value).toString();
-    }
-    assert.match(seen, /hello/);
+    assert.match(await readUntilHello(reader), /hello/);
     const pgid = backend().lastPid!;
     groups.add(pgid);
     ac.abort();
@@ -308,12 +275,7 @@ describe("a bridge over HTTP with that CLI as an opencode backend", () => {
     const ac = new AbortController();
     const res = await post({ model: "fake/long", stream: true }, `pg-${randomUUID()}`, ac.signal);
     const reader = res.body!.getReader();
-    let seen = "";
-    for (let i = 0; i < 100 && !seen.includes("hello"); i++) {
-      const r = await within(reader.read(), 10_000, "a streamed chunk");
-      if (r.done) break;
-      seen += Buffer.from(r.value).toString();
-    }
+    await readUntilHello(reader);
     const pgid = backend().lastPid!;
     groups.add(pgid);
     const t0 = Date.now();

@@ -13,6 +13,7 @@ import { after, test } from "node:test";
 import { reapOrphans } from "../../src/util/process.js";
 import { newRunOwner, procStat, startTime, writeRunRecord, type RunOwner } from "../../src/util/run-records.js";
 import { cleanup, eventually, tempDir } from "../helpers/bridge.js";
+import { exited, groupAlive, killGroups } from "../helpers/process-groups.js";
 
 const spawned: ChildProcess[] = [];
 const groups = new Set<number>();
@@ -27,19 +28,6 @@ function group(body: string): ChildProcess {
   return c;
 }
 
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ESRCH") return false;
-  }
-  return readdirSync("/proc").some((n) => {
-    if (!/^\d+$/.test(n)) return false;
-    const s = procStat(Number(n));
-    return !!s && s.pgrp === pgid && s.state !== "Z";
-  });
-}
-
 /** Members of a group, leader excluded (its children have started). */
 function helpers(pgid: number): number[] {
   return readdirSync("/proc")
@@ -52,13 +40,7 @@ function helpers(pgid: number): number[] {
 const deadBridge: RunOwner = { id: "killed-bridge", pid: 4_194_304 + 7, start: "12345" };
 
 after(async () => {
-  for (const g of groups) {
-    try {
-      process.kill(-g, "SIGKILL");
-    } catch {
-      /* gone */
-    }
-  }
+  killGroups(groups);
   for (const c of spawned) c.kill("SIGKILL");
   await eventually(() => [...groups].every((g) => !groupAlive(g)), 5000);
   for (const d of dirs) cleanup(d);
@@ -80,7 +62,7 @@ test("24 orphaned groups, whatever their leaders did, are all ended with one sha
   assert.ok(await eventually(() => [...live, ...leaderDead, ...stubborn].every((g) => helpers(g).length === 1 && procStat(g)?.start !== undefined), 10_000), "every group has its helper");
   for (const g of [...live, ...leaderDead, ...stubborn]) writeRunRecord(dir, deadBridge, g, "/usr/bin/fake-cli");
   for (const g of leaderDead) process.kill(g, "SIGKILL"); // the leader only
-  assert.ok(await eventually(() => leaderDead.every((g) => procStat(g) === undefined || procStat(g)!.state === "Z"), 5000), "the leaders are dead");
+  assert.ok(await eventually(() => leaderDead.every(exited), 5000), "the leaders are dead");
   assert.ok(leaderDead.every(groupAlive), "their helpers live on in the groups");
 
   const t0 = Date.now();

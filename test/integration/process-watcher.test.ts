@@ -14,6 +14,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { procStat } from "../../src/util/run-records.js";
 import { cleanup, eventually, pidsWithEnv, tempDir } from "../helpers/bridge.js";
+import { bridgeListening, exited as gone, groupAlive, killGroups, killMarked } from "../helpers/process-groups.js";
 
 const marker = randomUUID();
 const MARK = `CB_WATCH_MARKER=${marker}`;
@@ -23,21 +24,6 @@ let configFile: string;
 let bridge: ChildProcess | undefined;
 let watcher: number | undefined;
 const groups = new Set<number>();
-
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ESRCH") return false;
-  }
-  return readdirSync("/proc").some((n) => {
-    if (!/^\d+$/.test(n)) return false;
-    const s = procStat(Number(n));
-    return !!s && s.pgrp === pgid && s.state !== "Z";
-  });
-}
-
-const gone = (pid: number) => procStat(pid) === undefined || procStat(pid)!.state === "Z";
 
 /** The watcher of the bridge whose run directory is `runDir` (found by its command line). */
 function findWatcher(runDir: string): number | undefined {
@@ -75,21 +61,9 @@ before(() => {
 
 after(async () => {
   if (bridge && bridge.exitCode === null && bridge.signalCode === null) bridge.kill("SIGKILL");
-  for (const g of groups) {
-    try {
-      process.kill(-g, "SIGKILL");
-    } catch {
-      /* gone, as it should be */
-    }
-  }
+  killGroups(groups);
   if (watcher && !gone(watcher)) process.kill(watcher, "SIGKILL");
-  for (const pid of pidsWithEnv(MARK)) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      /* gone */
-    }
-  }
+  killMarked(MARK);
   await eventually(() => pidsWithEnv(MARK).length === 0, 5000);
   cleanup(dir);
 });
@@ -100,22 +74,7 @@ test("kill -9 of the bridge mid-turn: the CLI's group and the watcher are gone w
   const proc = spawn(process.execPath, [path.resolve("bin/clawbridge.js"), "serve", "--config", configFile], { env, stdio: ["ignore", "ignore", "pipe"] });
   bridge = proc;
   const exited = new Promise<NodeJS.Signals | null>((resolve) => proc.once("exit", (_code, signal) => resolve(signal)));
-  let err = "";
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the bridge did not start within 60 s:\n${err}`)), 60_000);
-    proc.stderr!.on("data", (d: Buffer) => {
-      err = (err + d.toString()).slice(-20_000);
-      const m = /listening on (http:\/\/[^\s]+)/.exec(err);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    void exited.then(() => {
-      clearTimeout(timer);
-      reject(new Error(`the bridge exited before listening:\n${err}`));
-    });
-  });
+  const url = await bridgeListening(proc).url;
 
   const runDir = path.join(dataDir, "run");
   watcher = findWatcher(runDir);

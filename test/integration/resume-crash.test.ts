@@ -19,6 +19,7 @@ import Database from "better-sqlite3";
 import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, pidsWithEnv, readSse, tempDir } from "../helpers/bridge.js";
+import { bridgeListening } from "../helpers/process-groups.js";
 import { openclawRequest, type OpenClawTurn } from "../../testkit/openclaw-request.js";
 
 const MODEL = "claude";
@@ -94,24 +95,9 @@ async function startChildBridge(configFile: string, marker: string): Promise<Chi
   const env: NodeJS.ProcessEnv = { ...process.env, CB_CRASH_MARKER: marker };
   delete env.CLAWBRIDGE_CONFIG;
   const proc = spawn(process.execPath, ["--import", "tsx", CLI_ENTRY, "serve", "--config", configFile], { env, stdio: ["ignore", "ignore", "pipe"] });
-  let err = "";
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once("exit", (code, signal) => resolve({ code, signal })));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the bridge did not start within 60 s:\n${err}`)), 60_000);
-    proc.stderr!.on("data", (d: Buffer) => {
-      err = (err + d.toString()).slice(-20_000);
-      const m = /listening on (http:\/\/[^\s]+)/.exec(err);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    void exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      reject(new Error(`the bridge exited (${code ?? signal}) before listening:\n${err}`));
-    });
-  });
-  return { proc, url, stderr: () => err, exited };
+  const { url, stderr } = bridgeListening(proc);
+  return { proc, url: await url, stderr, exited };
 }
 
 async function stopChildBridge(b: ChildBridge | undefined): Promise<void> {

@@ -4,7 +4,7 @@
  * call list `[name(k=v, …), …]` anywhere except after a sentence that presents it as an example,
  * or — at the start of a line or between sentences — a JSON array of call objects.
  */
-import { JsonScanner, MORE, REJECT, V_CALL, V_CALLS, V_OBJ } from "../json.js";
+import { JsonScanner, MORE, REJECT, V_CALL, V_CALLS } from "../json.js";
 import { callsFromClosedArray, callsFromJsonText, objectFromJsonText, type RawCall } from "../shape.js";
 import {
   accept,
@@ -18,6 +18,7 @@ import {
   LIT_FAIL,
   LIT_MORE,
   MAX_NAME,
+  objectScanner,
   reject,
   type ScanContext,
 } from "./common.js";
@@ -206,8 +207,7 @@ export class BracketCandidate implements Candidate {
   }
 
   private startArgs(c: string): null {
-    this.json = new JsonScanner(this.ctx.tools, V_OBJ);
-    this.json.step(c);
+    this.json = objectScanner(this.ctx.tools, c);
     this.st = M_ARGS;
     return null;
   }

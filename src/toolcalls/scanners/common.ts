@@ -5,8 +5,8 @@
  * themselves; "I need more" is the only answer that depends on how much text has arrived. That is
  * what makes streaming equal to whole-text extraction for every split.
  */
-import { isWs } from "../json.js";
-import type { RawCall } from "../shape.js";
+import { isWs, JsonScanner, MORE, REJECT, V_OBJ } from "../json.js";
+import { objectFromJsonText, type RawCall } from "../shape.js";
 
 export { isWs };
 
@@ -177,5 +177,183 @@ export class UntilLit {
   }
   get pending(): string {
     return this.pend;
+  }
+}
+
+/** A scanner for an arguments object, already fed its opening `{`. */
+export function objectScanner(tools: ReadonlySet<string>, c: string): JsonScanner {
+  const json = new JsonScanner(tools, V_OBJ);
+  json.step(c);
+  return json;
+}
+
+/**
+ * The part of a nested item scanner (a call item inside a tag or a block) that every such scanner
+ * shares: the call being built, the refeed of a rejection, and an arguments object.
+ */
+export abstract class SubScanner {
+  rejectRefeed = 1;
+  protected name = "";
+  protected readonly args: Record<string, unknown> = {};
+  protected json: JsonScanner | null = null;
+
+  constructor(protected readonly ctx: ScanContext) {}
+
+  result(): RawCall {
+    return { name: this.name, args: this.args };
+  }
+
+  protected fail(refeed: number): number {
+    this.rejectRefeed = refeed;
+    return SUB_REJECT;
+  }
+
+  /** Feeds the arguments object; SUB_DONE once it is complete and merged into the arguments. */
+  protected jsonStep(c: string): number {
+    const r = this.json!.step(c);
+    if (r === MORE) return SUB_MORE;
+    if (r === REJECT) return this.fail(1);
+    const obj = objectFromJsonText(this.json!.text);
+    if (obj === null) return this.fail(0);
+    Object.assign(this.args, obj);
+    return SUB_DONE;
+  }
+}
+
+/** Token literals of a token-delimited call block (DeepSeek, Kimi). */
+export interface BlockTokens {
+  /** Opens one call. */
+  callBegin: readonly string[];
+  /** Closes one call. */
+  callEnd: readonly string[];
+  /** Closes the block. */
+  blockEnd: readonly string[];
+  /** `callBegin` then `blockEnd`: what may follow a call. */
+  next: readonly string[];
+}
+
+/** States every token block has; a subclass numbers its own from TB_OWN. */
+export const TB_WS0 = 0;
+export const TB_LIT = 1;
+export const TB_JSON = 2;
+export const TB_AFTER = 3;
+export const TB_BETWEEN = 4;
+export const TB_OWN = 5;
+
+/** What a matched literal leads to; a subclass numbers its own from TL_OWN. */
+export const TL_BEGIN = 0;
+export const TL_END = 1;
+export const TL_NEXT = 2;
+export const TL_OWN = 3;
+
+/**
+ * A block of token-delimited calls: `begin` name … arguments-object `end`, repeated (blanks between
+ * calls allowed), then an optional block end. All-or-nothing; the block end may be missing when the
+ * reply ends or other text follows. A subclass scans the part between a call's begin token and
+ * its arguments object (its own states and literals).
+ */
+export abstract class TokenBlockCandidate implements Candidate {
+  protected st = TB_WS0;
+  protected lit: Lit | null = null;
+  protected litKind = TL_BEGIN;
+  protected name = "";
+  protected json: JsonScanner | null = null;
+  /** The state after the arguments object. */
+  protected afterJson = TB_AFTER;
+  private args: Record<string, unknown> | null = null;
+  private readonly calls: RawCall[] = [];
+  private pending = 0;
+
+  constructor(
+    protected readonly ctx: ScanContext,
+    private readonly toks: BlockTokens,
+  ) {}
+
+  /** A state of the subclass (TB_OWN and above). */
+  protected abstract stepOwn(c: string): Decision | null;
+  /** A literal of kind TL_BEGIN or of the subclass's own kinds matched completely. */
+  protected abstract matched(kind: number): Decision | null;
+
+  protected expect(lits: readonly string[], kind: number, c: string): null {
+    this.lit = new Lit(lits, c);
+    this.litKind = kind;
+    this.st = TB_LIT;
+    return null;
+  }
+
+  /** The arguments object starts here (or the block is not a call). */
+  protected startJson(c: string): Decision | null {
+    if (c !== "{") return reject(1);
+    this.json = objectScanner(this.ctx.tools, c);
+    this.st = TB_JSON;
+    return null;
+  }
+
+  step(c: string): Decision | null {
+    switch (this.st) {
+      case TB_WS0:
+        if (isWs(c)) return null;
+        return c === "<" ? this.expect(this.toks.callBegin, TL_BEGIN, c) : reject(1);
+      case TB_LIT:
+        return this.litStep(c);
+      case TB_JSON: {
+        const r = this.json!.step(c);
+        if (r === MORE) return null;
+        if (r === REJECT) return reject(1);
+        this.args = objectFromJsonText(this.json!.text);
+        if (this.args === null) return reject(0);
+        this.st = this.afterJson;
+        return null;
+      }
+      case TB_AFTER:
+        if (isWs(c)) return null;
+        return c === "<" ? this.expect(this.toks.callEnd, TL_END, c) : reject(1);
+      case TB_BETWEEN:
+        if (isWs(c)) {
+          this.pending++;
+          return null;
+        }
+        if (c === "<") return this.expect(this.toks.next, TL_NEXT, c);
+        return accept(this.calls, this.pending + 1);
+      default:
+        return this.stepOwn(c);
+    }
+  }
+
+  private litStep(c: string): Decision | null {
+    const lit = this.lit!;
+    const r = lit.step(c);
+    if (r === LIT_MORE) return null;
+    if (r === LIT_FAIL) return this.litKind === TL_NEXT ? accept(this.calls, this.pending + lit.partial.length) : reject(lit.partial.length);
+    this.lit = null;
+    switch (this.litKind) {
+      case TL_END:
+        this.calls.push({ name: this.name, args: this.args! });
+        this.args = null;
+        this.pending = 0;
+        this.st = TB_BETWEEN;
+        return null;
+      case TL_NEXT:
+        if (this.toks.blockEnd.includes(lit.partial)) return accept(this.calls);
+        return this.matched(TL_BEGIN);
+      default:
+        return this.matched(this.litKind);
+    }
+  }
+
+  /** At the end of the reply, is the current call complete but for its end token? */
+  protected completeAtEof(): boolean {
+    return this.st === TB_AFTER || (this.st === TB_LIT && this.litKind === TL_END);
+  }
+
+  eof(): Decision {
+    if (this.completeAtEof() && this.args !== null) return accept([...this.calls, { name: this.name, args: this.args }]);
+    if (this.st === TB_BETWEEN) return accept(this.calls, this.pending);
+    if (this.st === TB_LIT && this.litKind === TL_NEXT) return accept(this.calls, this.pending + this.lit!.partial.length);
+    return reject(0);
+  }
+
+  codeOnReject(): number {
+    return 0;
   }
 }

@@ -3,9 +3,8 @@
  * </function>` and Llama 3.1 `<function=name>{json}</function>`; llama.cpp's attribute form
  * `<function name="name">{json}</function>` (its Hermes 2 Pro parser).
  */
-import { JsonScanner, MORE, REJECT, V_OBJ } from "../json.js";
-import { convertParamValue, objectFromJsonText, type RawCall } from "../shape.js";
-import { isWs, Lit, LIT_FAIL, LIT_MORE, MAX_NAME, type ScanContext, SUB_DONE, SUB_DONE_OUTER, SUB_MORE, SUB_REJECT, trimParamNewlines, UntilLit } from "./common.js";
+import { convertParamValue } from "../shape.js";
+import { isWs, Lit, LIT_FAIL, LIT_MORE, MAX_NAME, objectScanner, type ScanContext, SUB_DONE, SUB_DONE_OUTER, SUB_MORE, SubScanner, trimParamNewlines, UntilLit } from "./common.js";
 
 export const FUNCTION_OPEN = "<function=";
 export const FUNCTION_ATTR_OPEN = "<function name=";
@@ -29,36 +28,24 @@ const F_ATTR_GT = 9;
  * `<parameter=k>v</parameter>`… or a JSON object, then `</function>`. A missing `</parameter>` is
  * tolerated (the next `<parameter=`, `</function>` or the enclosing closing tag ends the value).
  */
-export class FunctionScanner {
-  rejectRefeed = 1;
+export class FunctionScanner extends SubScanner {
   private st: number;
-  private name = "";
   private quote = "";
-  private readonly args: Record<string, unknown> = {};
   private params = 0;
   private pname = "";
   private val: UntilLit | null = null;
   private lit: Lit | null = null;
-  private json: JsonScanner | null = null;
   private hasJson = false;
   private readonly terms: readonly string[];
 
   constructor(
-    private readonly ctx: ScanContext,
+    ctx: ScanContext,
     private readonly outerClose: string | null,
     attr = false,
   ) {
+    super(ctx);
     this.st = attr ? F_ATTR_Q : F_NAME;
     this.terms = outerClose ? [PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE, outerClose] : [PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE];
-  }
-
-  result(): RawCall {
-    return { name: this.name, args: this.args };
-  }
-
-  private fail(refeed: number): number {
-    this.rejectRefeed = refeed;
-    return SUB_REJECT;
   }
 
   private named(name: string): number {
@@ -100,8 +87,7 @@ export class FunctionScanner {
           return SUB_MORE;
         }
         if (c === "{" && this.params === 0 && !this.hasJson) {
-          this.json = new JsonScanner(this.ctx.tools, V_OBJ);
-          this.json.step(c);
+          this.json = objectScanner(this.ctx.tools, c);
           this.st = F_JSON;
           return SUB_MORE;
         }
@@ -144,12 +130,8 @@ export class FunctionScanner {
         return SUB_MORE;
       }
       case F_JSON: {
-        const r = this.json!.step(c);
-        if (r === MORE) return SUB_MORE;
-        if (r === REJECT) return this.fail(1);
-        const obj = objectFromJsonText(this.json!.text);
-        if (obj === null) return this.fail(0);
-        Object.assign(this.args, obj);
+        const r = this.jsonStep(c);
+        if (r !== SUB_DONE) return r;
         this.hasJson = true;
         this.json = null;
         this.st = F_AFTER_JSON;

@@ -8,8 +8,7 @@
  * Parameter values are strings unless they read as a JSON number, boolean, object or array (as
  * Qwen3-Coder parameters are).
  */
-import { JsonScanner, MORE, REJECT, V_OBJ } from "../json.js";
-import { convertParamValue, objectFromJsonText, type RawCall } from "../shape.js";
+import { convertParamValue } from "../shape.js";
 import {
   isHws,
   isNameChar,
@@ -18,11 +17,12 @@ import {
   LIT_FAIL,
   LIT_MORE,
   MAX_NAME,
+  objectScanner,
   type ScanContext,
   SUB_DONE,
   SUB_DONE_OUTER,
   SUB_MORE,
-  SUB_REJECT,
+  SubScanner,
   trimParamNewlines,
   UntilLit,
 } from "./common.js";
@@ -43,26 +43,12 @@ const I_PGT = 7;
 const I_PVAL = 8;
 
 /** Scans what follows `<invoke name=`: `"name">`, parameters, `</invoke>`. */
-export class InvokeScanner {
-  rejectRefeed = 1;
+export class InvokeScanner extends SubScanner {
   private st = I_Q;
   private quote = "";
-  private name = "";
   private pname = "";
-  private readonly args: Record<string, unknown> = {};
   private lit: Lit | null = null;
   private val: UntilLit | null = null;
-
-  constructor(private readonly ctx: ScanContext) {}
-
-  result(): RawCall {
-    return { name: this.name, args: this.args };
-  }
-
-  private fail(refeed: number): number {
-    this.rejectRefeed = refeed;
-    return SUB_REJECT;
-  }
 
   step(c: string): number {
     switch (this.st) {
@@ -145,32 +131,20 @@ const G_JSON = 6;
 const G_AFTER_JSON = 7;
 
 /** A GLM item inside `<tool_call>`, fed from the name's first character; ends at `</tool_call>`. */
-export class GlmScanner {
-  rejectRefeed = 1;
+export class GlmScanner extends SubScanner {
   private st = G_NAME;
-  private name = "";
   private key = "";
-  private readonly args: Record<string, unknown> = {};
   private nargs = 0;
   private lit: Lit | null = null;
   private val: UntilLit | null = null;
-  private json: JsonScanner | null = null;
 
   constructor(
-    private readonly ctx: ScanContext,
+    ctx: ScanContext,
     private readonly close: string,
     first: string,
   ) {
+    super(ctx);
     this.name = first;
-  }
-
-  result(): RawCall {
-    return { name: this.name, args: this.args };
-  }
-
-  private fail(refeed: number): number {
-    this.rejectRefeed = refeed;
-    return SUB_REJECT;
   }
 
   step(c: string): number {
@@ -191,8 +165,7 @@ export class GlmScanner {
           return SUB_MORE;
         }
         if (c === "{" && this.nargs === 0) {
-          this.json = new JsonScanner(this.ctx.tools, V_OBJ);
-          this.json.step(c);
+          this.json = objectScanner(this.ctx.tools, c);
           this.st = G_JSON;
           return SUB_MORE;
         }
@@ -238,12 +211,8 @@ export class GlmScanner {
         this.st = G_BODY;
         return SUB_MORE;
       case G_JSON: {
-        const r = this.json!.step(c);
-        if (r === MORE) return SUB_MORE;
-        if (r === REJECT) return this.fail(1);
-        const obj = objectFromJsonText(this.json!.text);
-        if (obj === null) return this.fail(0);
-        Object.assign(this.args, obj);
+        const r = this.jsonStep(c);
+        if (r !== SUB_DONE) return r;
         this.st = G_AFTER_JSON;
         return SUB_MORE;
       }
