@@ -13,6 +13,15 @@ export interface MarkedProcess {
   cmd: string;
 }
 
+/** Every process id in /proc but this process's own (none when /proc cannot be read). */
+function otherPids(): number[] {
+  try {
+    return readdirSync("/proc").flatMap((n) => (/^\d+$/.test(n) && Number(n) !== process.pid ? [Number(n)] : []));
+  } catch {
+    return [];
+  }
+}
+
 function stat(pid: number): { state: string; pgid: number } | undefined {
   try {
     const s = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -27,15 +36,7 @@ function stat(pid: number): { state: string; pgid: number } | undefined {
 export function markedProcesses(mark: string, prefix = false): MarkedProcess[] {
   const needle = Buffer.from(`FAULTS_MARK=${mark}`);
   const out: MarkedProcess[] = [];
-  let pids: string[];
-  try {
-    pids = readdirSync("/proc").filter((n) => /^\d+$/.test(n));
-  } catch {
-    return out;
-  }
-  for (const p of pids) {
-    const pid = Number(p);
-    if (pid === process.pid) continue;
+  for (const pid of otherPids()) {
     let env: Buffer;
     try {
       env = readFileSync(`/proc/${pid}/environ`);
@@ -96,15 +97,7 @@ export function alive(pid: number): boolean {
 /** Live processes (not this one) whose command line contains `text` (e.g. the run's temporary folder). */
 export function processesNaming(text: string): MarkedProcess[] {
   const out: MarkedProcess[] = [];
-  let pids: string[];
-  try {
-    pids = readdirSync("/proc").filter((n) => /^\d+$/.test(n));
-  } catch {
-    return out;
-  }
-  for (const p of pids) {
-    const pid = Number(p);
-    if (pid === process.pid) continue;
+  for (const pid of otherPids()) {
     let cmd: string;
     try {
       cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").trim();
