@@ -1,0 +1,94 @@
+/**
+ * The bridge's one in-process event bus: every routing decision, every change of a conversation's
+ * state and every step of a run is published here as a typed event. The router and the systems
+ * runner publish; the dashboard (a later room) and tests subscribe. Publishing never throws and
+ * never waits: a listener that fails is logged and kept.
+ */
+
+/** Where a conversation is, as the router sees it. */
+export type ConversationState = "idle" | "routing" | "planning" | "executing" | "paused" | "completed" | "error";
+
+/** A run's life. `interrupted`: found `running` when the bridge started (never re-run silently). */
+export type RunStatus = "pending" | "running" | "paused" | "completed" | "failed" | "cancelled" | "interrupted";
+
+/** What the router decided for one message, and what that decision rested on. */
+export type DecisionAction = "answer" | "clarify" | "confirm" | "run" | "cancel" | "status" | "list" | "decline" | "give_up" | "resume";
+
+interface Base {
+  /** Milliseconds since the epoch. */
+  at: number;
+}
+
+export type BridgeEvent = Base &
+  (
+    | {
+        type: "decision";
+        conversation: string;
+        action: DecisionAction;
+        system?: string;
+        confidence?: number;
+        /** Who decided: the classifier model, the keyword fallback, a slash command, or a reply to a question. */
+        source: "classifier" | "fallback" | "slash" | "reply" | "state";
+        reason?: string;
+      }
+    | { type: "gathering"; conversation: string; system: string; collected: string[]; missing: string[]; round: number }
+    | { type: "confirm"; conversation: string; system: string; inputsHash: string }
+    | { type: "state"; conversation: string; state: ConversationState }
+    | { type: "run.started"; runId: string; system: string; conversation?: string }
+    | { type: "run.output"; runId: string; step?: string; text: string }
+    | { type: "step.started"; runId: string; step: string; attempt: number }
+    | { type: "step.retry"; runId: string; step: string; attempt: number; error: string; delayMs: number }
+    | { type: "step.completed"; runId: string; step: string; ms: number }
+    | { type: "step.failed"; runId: string; step: string; error: string; ms: number }
+    | { type: "step.skipped"; runId: string; step: string; reason: string }
+    | { type: "run.completed"; runId: string; system: string; ms: number }
+    | { type: "run.failed"; runId: string; system: string; step?: string; error: string; ms: number }
+    | { type: "run.paused"; runId: string; system: string }
+    | { type: "run.cancelled"; runId: string; system: string }
+    | { type: "run.interrupted"; runId: string; system: string }
+  );
+
+export type BridgeEventType = BridgeEvent["type"];
+/** The event of one type, for typed subscriptions. */
+export type EventOf<T extends BridgeEventType> = Extract<BridgeEvent, { type: T }>;
+/** An event as it is published: the bus stamps `at`. */
+export type NewEvent = BridgeEvent extends infer E ? (E extends BridgeEvent ? Omit<E, "at"> : never) : never;
+
+export type Listener = (event: BridgeEvent) => void;
+
+export class EventBus {
+  private listeners: Listener[] = [];
+
+  constructor(private readonly onListenerError: (err: unknown) => void = () => {}) {}
+
+  /** Publish. Listeners run synchronously, in subscription order; one that throws is reported and kept. */
+  emit(event: NewEvent): void {
+    const stamped = { ...event, at: Date.now() } as BridgeEvent;
+    for (const fn of this.listeners) {
+      try {
+        fn(stamped);
+      } catch (err) {
+        this.onListenerError(err);
+      }
+    }
+  }
+
+  /** Subscribe to every event. Returns the function that unsubscribes. */
+  on(fn: Listener): () => void {
+    this.listeners = [...this.listeners, fn];
+    return () => {
+      this.listeners = this.listeners.filter((l) => l !== fn);
+    };
+  }
+
+  /** Subscribe to the events of one run. */
+  onRun(runId: string, fn: Listener): () => void {
+    return this.on((e) => {
+      if ("runId" in e && e.runId === runId) fn(e);
+    });
+  }
+
+  get listenerCount(): number {
+    return this.listeners.length;
+  }
+}

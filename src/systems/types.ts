@@ -1,0 +1,26 @@
+/** A system as the rest of the bridge sees it once the library has loaded and checked it. */
+import type { RunSpec } from "./schema.js";
+
+/** JSON Schema of a system's inputs: always an object schema (`{type:"object", properties:{}}` when it takes none). */
+export interface InputSchema {
+  type: "object";
+  properties: Record<string, Record<string, unknown>>;
+  required?: string[];
+  [key: string]: unknown;
+}
+
+export interface LoadedSystem {
+  id: string;
+  /** Display name (defaults to the id). */
+  name: string;
+  description: string;
+  examples: string[];
+  keywords: string[];
+  inputs: InputSchema;
+  /** Whether running it changes something outside the bridge (configured, or inferred). */
+  sideEffects: boolean;
+  confirm: "auto" | "always" | "never";
+  run: RunSpec;
+  /** Where it was declared: `config` or the YAML file's path. */
+  source: string;
+}
