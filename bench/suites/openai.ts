@@ -28,7 +28,14 @@ interface Scenario {
   concurrency: number;
   /** Request body for a model name. */
   body(model: string): string;
+  /**
+   * The minimal proxy measured in the same rounds as direct and the bridge: `json`
+   * (bench/minimal-proxy.mjs) or `stream` (bench/minimal-stream-proxy.mjs).
+   */
+  reference?: ReferenceKind;
 }
+
+type ReferenceKind = "json" | "stream";
 
 const small = (stream: boolean) => (model: string) =>
   JSON.stringify({ model, stream, messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "Tell me about the fox." }], max_completion_tokens: 256 });
@@ -36,10 +43,10 @@ const small = (stream: boolean) => (model: string) =>
 const openclaw = (model: string) => JSON.stringify(openclawRequest(model, [{ role: "user", text: "Tell me about the fox." }], "2026.5"));
 
 const SCENARIOS: Scenario[] = [
-  { id: "stream-c1", label: "streaming, c=1", stream: true, concurrency: 1, body: small(true) },
-  { id: "stream-c32", label: "streaming, c=32", stream: true, concurrency: 32, body: small(true) },
+  { id: "stream-c1", label: "streaming, c=1", stream: true, concurrency: 1, body: small(true), reference: "stream" },
+  { id: "stream-c32", label: "streaming, c=32", stream: true, concurrency: 32, body: small(true), reference: "stream" },
   { id: "json-c1", label: "non-streaming, c=1", stream: false, concurrency: 1, body: small(false) },
-  { id: "json-c32", label: "non-streaming, c=32", stream: false, concurrency: 32, body: small(false) },
+  { id: "json-c32", label: "non-streaming, c=32", stream: false, concurrency: 32, body: small(false), reference: "json" },
   { id: "openclaw-c1", label: `OpenClaw-size request (${(openclaw("m").length / 1024).toFixed(0)} KB, 20 tools), streaming, c=1`, stream: true, concurrency: 1, body: openclaw },
 ];
 
@@ -84,8 +91,11 @@ interface Row {
   bridgeSysShare: number;
   upstreamCpuPerReqDirect: number;
   upstreamCpuPerReqBridge: number;
-  /** The minimal Node.js proxy (bench/minimal-proxy.mjs), measured in the same rounds (non-streaming c=32 only). */
-  reference?: { result: LoadResult; cpuPerReq: number };
+  /**
+   * The minimal Node.js proxy of the scenario (bench/minimal-proxy.mjs for non-streaming c=32,
+   * bench/minimal-stream-proxy.mjs for streaming c=1 and c=32), measured in the same rounds.
+   */
+  reference?: { kind: ReferenceKind; result: LoadResult; cpuPerReq: number; sysShare: number };
 }
 
 /** The scenario the throughput target is about; the minimal proxy runs in it as a reference. */
@@ -109,6 +119,9 @@ const SCENARIO_WARMUP_FACTOR = 5;
  */
 const THROUGHPUT_FACTOR = 10;
 
+/** The bridge's CPU per request may be at most this multiple of the minimal proxy's (issue 19). */
+const CPU_MULTIPLE_GOAL = 1.5;
+
 const p50 = (xs: number[]) => percentile(xs, 50);
 const p99 = (xs: number[]) => percentile(xs, 99);
 
@@ -122,11 +135,13 @@ async function startFake(ctx: BenchContext): Promise<Service> {
   });
 }
 
-async function startReference(ctx: BenchContext, upstream: string): Promise<Service> {
+const REFERENCE_FILE: Record<ReferenceKind, string> = { json: "minimal-proxy.mjs", stream: "minimal-stream-proxy.mjs" };
+
+async function startReference(ctx: BenchContext, kind: ReferenceKind, upstream: string): Promise<Service> {
   return startService({
-    name: "minimal proxy",
+    name: kind === "json" ? "minimal proxy" : "minimal streaming proxy",
     command: process.execPath,
-    args: [path.join(ctx.root, "bench", "minimal-proxy.mjs"), "--upstream", upstream],
+    args: [path.join(ctx.root, "bench", REFERENCE_FILE[kind]), "--upstream", upstream],
     cwd: ctx.root,
     readyPattern: /PORT (\d+)/,
   });
@@ -152,7 +167,7 @@ const suite: BenchSuite = {
     const profileDir = ctx.profile ? path.join(tmp, "profile") : undefined;
     let fake: Service | undefined;
     let bridge: Service | undefined;
-    let reference: Service | undefined;
+    const references: Partial<Record<ReferenceKind, Service>> = {};
     try {
       fake = await startFake(ctx);
       const fakeOrigin = `http://127.0.0.1:${fake.ready}`;
@@ -171,18 +186,20 @@ const suite: BenchSuite = {
       bridge = started.service;
       ctx.log(`fake upstream pid ${fake.pid} at ${fakeOrigin}; bridge pid ${bridge.pid} at ${started.origin}${profileDir ? " (under --cpu-prof)" : ""}`);
       const memStart: Memory = memory(bridge.pid);
-      reference = await startReference(ctx, fakeOrigin);
-      const referenceOrigin = `http://127.0.0.1:${reference.ready}`;
+      references.json = await startReference(ctx, "json", fakeOrigin);
+      references.stream = await startReference(ctx, "stream", fakeOrigin);
 
       const rows: Row[] = [];
       let memAfterWarm: Memory | undefined;
       for (const sc of SCENARIOS) {
         const directPool = loadClient(fakeOrigin, sc.concurrency);
         const bridgePool = loadClient(started.origin, sc.concurrency);
-        const withReference = sc.id === REFERENCE_SCENARIO;
-        const referencePool = withReference ? loadClient(referenceOrigin, sc.concurrency) : undefined;
+        const reference = sc.reference ? references[sc.reference] : undefined;
+        const referenceOrigin = reference ? `http://127.0.0.1:${reference.ready}` : "";
+        const referencePool = reference ? loadClient(referenceOrigin, sc.concurrency) : undefined;
         const parts = { direct: [] as LoadResult[], bridge: [] as LoadResult[], reference: [] as LoadResult[] };
         let referenceCpu = 0;
+        let referenceSys = 0;
         let sentReference = 0;
         let bridgeCpu = 0;
         let bridgeSys = 0;
@@ -193,7 +210,7 @@ const suite: BenchSuite = {
         try {
           {
             // Every path of the scenario is warmed up alike, outside the measurement and its CPU count.
-            const requests = ctx.limits.warmup * (withReference ? REFERENCE_WARMUP_FACTOR : SCENARIO_WARMUP_FACTOR);
+            const requests = ctx.limits.warmup * (sc.id === REFERENCE_SCENARIO ? REFERENCE_WARMUP_FACTOR : SCENARIO_WARMUP_FACTOR);
             const warm = (origin: string, model: string, pool: ReturnType<typeof loadClient>) =>
               runLoad({ origin, path: "/v1/chat/completions", body: sc.body(model), concurrency: sc.concurrency, warmup: requests, maxRequests: 0, maxSeconds: 30, sessionPerWorker: true, check: sc.stream ? checkStream : checkJson }, pool);
             await warm(fakeOrigin, FAKE_MODEL, directPool);
@@ -232,9 +249,11 @@ const suite: BenchSuite = {
             sentDirect += d.requests + d.errors + warmup;
             sentBridge += b.requests + b.errors + warmup;
             if (referencePool && reference) {
-              const r0 = cpuMs(reference.pid);
+              const r0 = cpuSplit(reference.pid);
               const r = await runLoad({ ...base, origin: referenceOrigin, body: sc.body(BRIDGE_MODEL) }, referencePool);
-              referenceCpu += cpuMs(reference.pid) - r0;
+              const r1 = cpuSplit(reference.pid);
+              referenceCpu += r1.user + r1.sys - r0.user - r0.sys;
+              referenceSys += r1.sys - r0.sys;
               sentReference += r.requests + r.errors + warmup;
               parts.reference.push(r);
             }
@@ -253,10 +272,12 @@ const suite: BenchSuite = {
           bridgeSysShare: bridgeCpu > 0 ? bridgeSys / bridgeCpu : NaN,
           upstreamCpuPerReqDirect: fakeCpuDirect / sentDirect,
           upstreamCpuPerReqBridge: fakeCpuBridge / sentBridge,
-          ...(parts.reference.length ? { reference: { result: mergeResults(parts.reference), cpuPerReq: referenceCpu / sentReference } } : {}),
+          ...(parts.reference.length && sc.reference
+            ? { reference: { kind: sc.reference, result: mergeResults(parts.reference), cpuPerReq: referenceCpu / sentReference, sysShare: referenceCpu > 0 ? referenceSys / referenceCpu : NaN } }
+            : {}),
         });
         ctx.log(
-          `${sc.label}: direct ${direct.rps.toFixed(0)} req/s (first content p50 ${ms(p50(direct.ttfc))} ms), bridge ${viaBridge.rps.toFixed(0)} req/s (first content p50 ${ms(p50(viaBridge.ttfc))} ms, ${ms(bridgeCpu / sentBridge)} ms CPU/req)`,
+          `${sc.label}: direct ${direct.rps.toFixed(0)} req/s (first content p50 ${ms(p50(direct.ttfc))} ms), bridge ${viaBridge.rps.toFixed(0)} req/s (first content p50 ${ms(p50(viaBridge.ttfc))} ms, ${ms(bridgeCpu / sentBridge)} ms CPU/req)${sentReference ? `, minimal proxy ${ms(referenceCpu / sentReference)} ms CPU/req` : ""}`,
         );
       }
       const memEnd = memory(bridge.pid);
@@ -271,7 +292,7 @@ const suite: BenchSuite = {
       return build(ctx, rows, { start: memStart, afterFirst: memAfterWarm ?? memEnd, end: memEnd }, profileMd);
     } finally {
       await bridge?.stop(5000);
-      await reference?.stop(5000);
+      await Promise.all(Object.values(references).map((r) => r.stop(5000)));
       await fake?.stop(5000);
       rmSync(tmp, { recursive: true, force: true });
     }
@@ -298,6 +319,18 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
       measured: `${(ratio * 100).toFixed(0)}% (${int(j32.bridge.rps)} vs ${int(j32.direct.rps)} req/s)${j32.reference ? `; the minimal Node.js proxy: ${((100 * j32.reference.result.rps) / j32.direct.rps).toFixed(0)}%` : ""}`,
       pass: ratio >= 0.5,
     },
+    ...rows
+      .filter((r) => r.reference)
+      .map((r): TargetCheck => {
+        const ref = r.reference!;
+        const x = r.bridgeCpuPerReq / ref.cpuPerReq;
+        return {
+          name: `bridge CPU / req as a multiple of the minimal ${ref.kind === "stream" ? "streaming " : ""}proxy's (${r.scenario.label})`,
+          goal: `≤ ${CPU_MULTIPLE_GOAL}×`,
+          measured: `${x.toFixed(2)}× (${ms(r.bridgeCpuPerReq)} vs ${ms(ref.cpuPerReq)} ms)`,
+          pass: x <= CPU_MULTIPLE_GOAL,
+        };
+      }),
   ];
 
   const results = table(
@@ -357,6 +390,23 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
         `The bridge keeps ${((100 * j32.bridge.rps) / ref.result.rps).toFixed(0)}% of the minimal proxy's throughput.`,
       ]
     : [];
+  const cpuMultiples = table(
+    ["scenario", "minimal proxy", "minimal proxy CPU / req", "bridge CPU / req", "bridge ÷ minimal proxy", "req/s minimal proxy / bridge / direct"],
+    rows
+      .filter((r) => r.reference)
+      .map((r) => {
+        const ref = r.reference!;
+        const sys = (v: number) => (Number.isFinite(v) ? `${(100 * v).toFixed(0)}% system` : "–");
+        return [
+          r.scenario.label,
+          `bench/${REFERENCE_FILE[ref.kind]}`,
+          `${ms(ref.cpuPerReq)} ms (${sys(ref.sysShare)})`,
+          `${ms(r.bridgeCpuPerReq)} ms (${sys(r.bridgeSysShare)})`,
+          `${(r.bridgeCpuPerReq / ref.cpuPerReq).toFixed(2)}×`,
+          `${int(ref.result.rps)} / ${int(r.bridge.rps)} / ${int(r.direct.rps)}`,
+        ];
+      }),
+  );
   const { warmup, maxRequests, maxSeconds } = ctx.limits;
   const markdown = [
     "## Set-up",
@@ -377,6 +427,12 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     added,
     "",
     ...(referenceMd.length ? [...referenceMd, ""] : []),
+    "## CPU per request: the bridge against the minimal proxies",
+    "",
+    "Each minimal proxy runs as its own process, measured in the same rounds as direct and the bridge (direct → bridge → minimal proxy in every round), its CPU read from /proc/<pid>/stat like the bridge's. bench/minimal-stream-proxy.mjs reads the upstream's event stream as it arrives and, per frame, parses the JSON, rewrites `id` and `model`, re-serialises it and writes it as one SSE frame (one `res.write` per frame); it has none of the bridge's validation, routing, queue, timeouts, heartbeats, tool-call extraction, special-token stripping or error handling.",
+    "",
+    cpuMultiples,
+    "",
     "## Memory",
     "",
     memory,

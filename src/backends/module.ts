@@ -3,11 +3,14 @@ import type { z } from "zod";
 import type { Logger } from "pino";
 import type { Backend } from "./types.js";
 import type { SessionMode } from "../config/schema.js";
+import type { RouterRuntime } from "../router/engine.js";
 
 export interface BackendDeps {
   logger: Logger;
   /** The bridge's data directory (per-conversation working directories live below it). */
   dataDir: string;
+  /** The systems library, runs, router state and event bus (present when systems or a router are configured). */
+  router?: Omit<RouterRuntime, "log">;
 }
 
 export interface BackendModule<Options = unknown> {

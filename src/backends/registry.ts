@@ -1,7 +1,7 @@
 /** The backend types this bridge knows. One file per backend; add new types here. */
 import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
-import type { BackendModule } from "./module.js";
+import type { BackendDeps, BackendModule } from "./module.js";
 import type { Backend } from "./types.js";
 import { opencodeBackend } from "./opencode.js";
 import { openaiBackend } from "./openai/backend.js";
@@ -9,9 +9,10 @@ import { claudeCodeBackend } from "./claude-code.js";
 import { geminiCliBackend } from "./gemini-cli.js";
 import { qwenCodeBackend } from "./qwen-code.js";
 import { codexBackend } from "./codex.js";
+import { routerBackend } from "./router.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend, qwenCodeBackend, codexBackend];
+const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend, qwenCodeBackend, codexBackend, routerBackend];
 
 export function backendModule(type: string): BackendModule<unknown> | undefined {
   return modules.find((m) => m.type === type);
@@ -22,12 +23,12 @@ export function backendTypes(): string[] {
 }
 
 /** One Backend per `config.backends` entry, keyed by its name. */
-export function createBackends(config: Config, logger: Logger): Map<string, Backend> {
+export function createBackends(config: Config, logger: Logger, extra: Pick<BackendDeps, "router"> = {}): Map<string, Backend> {
   const backends = new Map<string, Backend>();
   for (const [name, entry] of Object.entries(config.backends)) {
     const mod = backendModule(entry.type);
     if (!mod) throw new Error(`unknown backend type ${entry.type}`); // validated earlier
-    backends.set(name, mod.create(name, entry.options, { logger: logger.child({ backend: name }), dataDir: config.dataDir }));
+    backends.set(name, mod.create(name, entry.options, { logger: logger.child({ backend: name }), dataDir: config.dataDir, ...extra }));
   }
   return backends;
 }

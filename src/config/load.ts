@@ -124,6 +124,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   const dataDirIn = section("dataDir");
   const contextDefaults = section("context");
   const remap = section("remap") ?? [];
+  const systems = section("systems") ?? [];
   section("intents");
 
   const rawBackends = obj.backends;
@@ -236,6 +237,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     models,
     remap,
     remapTargets,
+    systems,
     source,
   };
 }

@@ -137,6 +137,12 @@ export const configFileSchema = z.strictObject({
   remap: z.array(remapSchema).default([]),
   /** Tool pre-execution defaults for every model (see src/intent/schema.ts). */
   intents: intentsConfigSchema.partial().optional(),
+  /**
+   * The person's own systems (webhooks, commands, MCP tools, models, plans) that a `router`
+   * backend can run. Checked at start-up by src/systems/library.ts, together with the files in
+   * `<dataDir>/systems/`.
+   */
+  systems: z.array(z.unknown()).default([]),
 });
 export type ConfigFile = z.infer<typeof configFileSchema>;
 export type ServerConfig = z.infer<typeof serverSchema>;
@@ -166,6 +172,8 @@ export interface Config {
   remap: Array<{ match: string; to: string; backend?: string }>;
   /** Remap targets that are model names on a backend rather than configured model ids. */
   remapTargets: Record<string, ResolvedModel>;
+  /** Raw `systems:` entries (validated by src/systems/library.ts). */
+  systems: unknown[];
   /** Where the configuration came from (file path or "embedded defaults"). */
   source: string;
 }

@@ -8,7 +8,7 @@
  * `WaitAborted` (cancelled while waiting) from src/queue; the server maps them.
  */
 import type { Logger } from "pino";
-import type { BackendEvent, PromptParts } from "../backends/types.js";
+import type { Backend, BackendEvent, PromptParts } from "../backends/types.js";
 import type { Config } from "../config/schema.js";
 import { buildStatelessPrompt, type LiveData } from "../context/stateless.js";
 import type { Conversation } from "../identity/conversation.js";
@@ -20,6 +20,7 @@ import type { SessionStore } from "../store/types.js";
 import { Cancellation } from "../util/cancel.js";
 import { alnumId } from "../util/ids.js";
 import { armDeadline, contract } from "./contract.js";
+import { dispatchInput } from "./dispatch.js";
 import { runResume } from "./resume.js";
 import { PassthroughPrompt, Turn, type TurnRequest } from "./turn.js";
 
@@ -46,6 +47,8 @@ export interface PipelineDeps {
   enricher?: Enricher;
   /** Conversation → backend session bindings (resume mode). */
   store?: SessionStore;
+  /** Model id → route, for a dispatching backend (the router) that hands a turn over to another model. */
+  resolveModel?: (id: string) => Route | undefined;
 }
 
 export class ChatPipeline {
@@ -138,15 +141,30 @@ export class ChatPipeline {
     const { debugLog } = this.deps;
     const { cancel, log } = turn;
     // The one turn deadline (the backend's `timeoutSeconds`), from the moment the turn may start.
-    const disarm = armDeadline(cancel, turn.route.backend.timeoutSeconds);
+    let disarm = armDeadline(cancel, turn.route.backend.timeoutSeconds);
     let outcome = "completed";
     let chars = 0;
     try {
-      const mode = turn.mode;
-      if (mode !== "passthrough") turn.live = await this.enrich(turn);
-      // Stateless/passthrough: the backend's events through `contract` only (one generator layer
-      // fewer per event than a wrapper generator).
-      const source = mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
+      let source: AsyncIterable<BackendEvent> | undefined;
+      if (turn.route.backend.dispatch) {
+        // A dispatching backend (the router) answers itself or hands the turn to another model,
+        // which then runs exactly as if it had been asked directly (its own mode and deadline).
+        const d = await this.dispatch(turn);
+        if (d.kind === "answer") source = d.events;
+        else {
+          if (d.preface) yield { type: "text", text: d.preface };
+          turn = turn.withRoute(d.route);
+          disarm();
+          disarm = armDeadline(cancel, d.route.backend.timeoutSeconds);
+        }
+      }
+      if (!source) {
+        const mode = turn.mode;
+        if (mode !== "passthrough") turn.live = await this.enrich(turn);
+        // Stateless/passthrough: the backend's events through `contract` only (one generator layer
+        // fewer per event than a wrapper generator).
+        source = mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
+      }
       for await (const ev of source) {
         if (ev.type === "text") chars += ev.text.length;
         if (ev.type === "error") {
@@ -169,6 +187,37 @@ export class ChatPipeline {
         for (const w of waiters) w();
       }
     }
+  }
+
+  /**
+   * Ask the dispatching backend what to do with the turn. Its own answer comes back under the
+   * backend contract; a hand-over names a configured model.
+   */
+  private async dispatch(turn: Turn): Promise<{ kind: "answer"; events: AsyncIterable<BackendEvent> } | { kind: "handover"; route: Route; preface?: string }> {
+    const backend = turn.route.backend;
+    const input = turn.input({ system: "", text: "" }, { key: turn.conversation.key, turn: 0 });
+    const fail = (message: string): { kind: "answer"; events: AsyncIterable<BackendEvent> } => ({
+      kind: "answer",
+      events: (async function* () {
+        yield { type: "error", error: { code: "backend_failed", message, status: 502 } } as BackendEvent;
+      })(),
+    });
+    let d;
+    try {
+      d = await backend.dispatch!(dispatchInput(input, turn.request.messages));
+    } catch (err) {
+      turn.log.error({ err }, "router failed");
+      return fail(`${backend.name} failed: ${(err as Error).message}`);
+    }
+    if (d.kind === "answer") {
+      const events = d.events;
+      const own: Backend = { name: backend.name, type: backend.type, run: () => events, health: () => backend.health() };
+      return { kind: "answer", events: contract(own, input, () => turn.userText()) };
+    }
+    const route = this.deps.resolveModel?.(d.model);
+    if (!route) return fail(`${backend.name} handed the turn to model "${d.model}", which is not configured`);
+    turn.log.debug({ to: d.model }, "turn handed over");
+    return { kind: "handover", route, preface: d.preface };
   }
 
   private async enrich(turn: Turn): Promise<LiveData[]> {

@@ -41,6 +41,13 @@ export class Turn implements TurnRequest {
     return model.sessionMode;
   }
 
+  /** The same turn, answered by another route (a dispatching backend handed it over). */
+  withRoute(route: Route): Turn {
+    const t = new Turn(this.requestId, this.request, route, this.conversation, this.cancel, this.log);
+    t.live = this.live;
+    return t;
+  }
+
   /** What the person typed this turn. */
   userText(): string {
     return findCurrentUserTurn(this.request.messages).text;
@@ -56,7 +63,7 @@ export class Turn implements TurnRequest {
  * A backend's input: `cancel`, and the standard `signal` made only when the backend reads it.
  * A class, not an object literal with a getter: V8 builds those slowly (seen per request).
  */
-class BackendInput implements TurnInput {
+export class BackendInput implements TurnInput {
   constructor(
     readonly model: string,
     readonly prompt: PromptParts,

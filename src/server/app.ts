@@ -16,6 +16,8 @@ import { ApiKeys } from "./auth.js";
 import { chatRoute, isChatRoute } from "./chat-route.js";
 import { HttpFront, lingerAfterAnswer, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
 import { ApiError, internalError, unauthorized } from "../openai/errors.js";
+import type { RouterRuntimeHandle } from "../router/runtime.js";
+import { isSystemsRoute, registerSystemsRoutes } from "./systems-routes.js";
 
 export interface AppDeps {
   config: Config;
@@ -25,6 +27,8 @@ export interface AppDeps {
   backends: ReadonlyMap<string, Backend>;
   logger: Logger;
   debugLog: DebugLog;
+  /** Systems, runs and router state, when configured (src/server/systems-routes.ts). */
+  systems?: RouterRuntimeHandle;
 }
 
 const HEALTH_TTL_MS = 30_000;
@@ -62,9 +66,11 @@ export function buildApp(deps: AppDeps): BuiltApp {
         (req, res, expectsContinue) => {
           if (isChatRoute(req.method, req.url)) return chat(req, res, expectsContinue); // it writes its own `server` header
           res.setHeader("server", SERVER);
-          // No Fastify route reads a body: one sent anyway is not read past a small budget, and
-          // the connection closes after the answer.
-          if (req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")) {
+          // Only the systems and runs routes read a body: one sent anyway elsewhere is not read
+          // past a small budget, and the connection closes after the answer.
+          if (isSystemsRoute(req.method, req.url)) {
+            if (expectsContinue) res.writeContinue();
+          } else if (req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")) {
             res.setHeader("connection", "close");
             lingerAfterAnswer(req, UNAUTHENTICATED_LINGER_BYTES);
           } else if (expectsContinue) res.writeContinue();
@@ -86,8 +92,10 @@ export function buildApp(deps: AppDeps): BuiltApp {
     },
   });
 
-  // No Fastify route reads a body (the chat route parses its own).
+  // No Fastify route reads a body (the chat route parses its own) except the systems routes,
+  // which register their own JSON parser.
   app.removeAllContentTypeParsers();
+  registerSystemsRoutes(app, deps.systems);
 
   const sendError = (reply: FastifyReply, err: ApiError) => {
     for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);

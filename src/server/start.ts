@@ -18,6 +18,10 @@ import type { SessionStore } from "../store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
 import { buildApp } from "./app.js";
+import { EventBus } from "../events/bus.js";
+import { sideCaller } from "../pipeline/side-call.js";
+import type { RouterRuntimeHandle } from "../router/runtime.js";
+import { wantsSystems } from "../systems/paths.js";
 
 export interface Bridge {
   url: string;
@@ -25,6 +29,10 @@ export interface Bridge {
   host: string;
   backends: ReadonlyMap<string, Backend>;
   pipeline: ChatPipeline;
+  /** Every routing decision, state change and run step (src/events). */
+  bus: EventBus;
+  /** Systems, runs and router state (undefined when nothing configures systems or a router). */
+  systems?: RouterRuntimeHandle;
   /**
    * Answer new requests 503 (Retry-After), let running turns finish (up to the grace period), abort
    * the rest (a non-streamed one is answered 503 too), reap children, then stop listening and close
@@ -36,6 +44,10 @@ export interface Bridge {
 export interface StartOptions {
   logger?: Logger;
   enricher?: Enricher;
+  /** Systems database file (default `<dataDir>/systems.db`; `:memory:` in tests). */
+  systemsDb?: string;
+  /** First retry delay of a failing run step (default 1000 ms). */
+  retryBaseMs?: number;
 }
 
 export class PortInUseError extends Error {
@@ -93,8 +105,20 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const watcher = startOrphanWatcher(runDir, setRunDir(runDir));
   logger.debug({ pid: watcher.pid }, "orphan watcher started");
   const debugLog = new DebugLog(config.logging.debugLog);
-  const backends = createBackends(config, logger);
-  const router = new ModelRouter(config, backends);
+  const bus = new EventBus((err) => logger.warn({ err }, "event listener failed"));
+  // Models are reached by id for the router's classifier and systems' model steps; the routes
+  // exist once the backends do (the router backend itself is built with the runtime).
+  let router: ModelRouter | undefined;
+  const resolveModel = (id: string) => router?.resolve(id);
+  const callModel = sideCaller(resolveModel);
+  let systems: RouterRuntimeHandle | undefined;
+  if (wantsSystems(config)) {
+    // Loaded only when systems or a router are configured.
+    const { openRouterRuntime } = await import("../router/runtime.js");
+    systems = await openRouterRuntime({ config, bus, callModel, logger, dbFile: opts.systemsDb, retryBaseMs: opts.retryBaseMs });
+  }
+  const backends = createBackends(config, logger, systems ? { router: systems } : {});
+  router = new ModelRouter(config, backends);
   const scheduler = new TurnScheduler({
     maxConcurrent: config.server.maxConcurrent,
     maxQueue: config.server.maxQueue,
@@ -104,8 +128,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const store = await openStoreIfNeeded(config, logger);
   const preexec = new PreExecutor(logger, debugLog);
   const enricher = opts.enricher ?? ((text, route, signal, log) => preexec.enrich(text, route, signal, log));
-  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store });
-  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog });
+  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store, resolveModel });
+  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems });
 
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
@@ -113,6 +137,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await watcher.stop();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
     await preexec.close();
+    await systems?.close();
     await store?.close();
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
@@ -132,17 +157,23 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     host: addr.address,
     backends,
     pipeline,
+    bus,
+    systems,
     close(graceMs = config.server.shutdownGraceSeconds * 1000) {
       closing ??= (async () => {
         // New requests get 503 (the port stays open while turns drain, so clients get an answer).
         front.shutdown();
+        // Runs attached to a draining turn are not cancelled by it: they end `interrupted` below.
+        systems?.runs.beginClose();
         await pipeline.drain(graceMs);
+        await systems?.runs.close();
         await terminateAll();
         await watcher.stop();
         // Stop listening; idle and finished connections are closed at once.
         await front.close(() => app.close());
         await Promise.all([...backends.values()].map((b) => b.close?.()));
         await preexec.close();
+        await systems?.close();
         await store?.close();
         await debugLog.close();
         logger.info("clawbridge stopped");

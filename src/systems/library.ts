@@ -1,0 +1,365 @@
+/**
+ * The systems library: every system from the config's `systems:` list and from one YAML file per
+ * system in `<dataDir>/systems/`, loaded and checked once at start-up. Each problem names where it
+ * is (the config or the file) and the offending key, so `clawbridge systems validate` and the
+ * start-up error can say exactly what to fix. What is checked beyond the shape (schema.ts):
+ * - ids are unique across the config and the files (a file's id defaults to its name);
+ * - `inputs` is a JSON Schema of an object that compiles; `fromTool` only on an mcp system;
+ * - every `${inputs.x}` names a declared input, every `${steps.a.output}` a step the step depends
+ *   on (directly or not), and templates are well formed;
+ * - plan steps: unique ids, known `dependsOn`, no cycle, `uses` a kind (its settings valid) or a
+ *   known system (no system that ends up using itself);
+ * - webhook URLs keep inputs out of the host; a command's program is fixed;
+ * - `model` names a configured model that is not a router.
+ * Side effects are inferred when not set: an MCP tool's `destructiveHint` (read-only tools have
+ * none), webhooks and commands have them, models do not, a plan has them when a step has.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+import { parse as parseYaml } from "yaml";
+import type { z } from "zod";
+import { checkCommand } from "./executors/command.js";
+import { checkWebhookUrl } from "./executors/webhook.js";
+import { schemaProblem } from "./inputs.js";
+import { compileRun, type CompiledPlan, type LeafSpec } from "./plan.js";
+import { commandRunSchema, LEAF_KINDS, mcpRunSchema, modelRunSchema, systemSchema, webhookRunSchema, type McpServer, type SystemFile } from "./schema.js";
+import { refsIn, TemplateError } from "./template.js";
+import type { InputSchema, LoadedSystem } from "./types.js";
+
+export interface LibraryProblem {
+  /** `config` (the `systems:` list) or the YAML file's path. */
+  where: string;
+  /** The offending key, e.g. `systems[2].run.steps[1].uses` or `inputs.properties.tone`. */
+  key: string;
+  message: string;
+}
+
+export interface ToolFacts {
+  inputSchema: Record<string, unknown>;
+  destructive?: boolean;
+  readOnly?: boolean;
+}
+
+export interface LoadOptions {
+  /** The config file's raw `systems:` entries. */
+  configSystems: unknown[];
+  /** `<dataDir>/systems`; missing is fine. */
+  dir?: string;
+  /** Configured model ids, and whether each is served by a router (a model step may not call one). */
+  models: ReadonlyMap<string, { router: boolean }>;
+  /** Looks an MCP tool up (for `inputs: fromTool` and side effects); omitted: no MCP server is asked. */
+  describeTool?: (server: McpServer, tool: string) => Promise<ToolFacts>;
+}
+
+export class SystemsLibrary {
+  private readonly byId: Map<string, LoadedSystem>;
+  private readonly plans = new Map<string, CompiledPlan>();
+
+  constructor(readonly systems: LoadedSystem[]) {
+    this.byId = new Map(systems.map((s) => [s.id, s]));
+  }
+
+  get(id: string): LoadedSystem | undefined {
+    return this.byId.get(id);
+  }
+
+  /** The system's run as a plan (a single-kind system is one step). */
+  plan(id: string): CompiledPlan {
+    let p = this.plans.get(id);
+    if (!p) {
+      const s = this.byId.get(id);
+      if (!s) throw new Error(`no system ${id}`);
+      p = compileRun(s.run);
+      this.plans.set(id, p);
+    }
+    return p;
+  }
+}
+
+const EMPTY_INPUTS: InputSchema = { type: "object", properties: {} };
+
+interface Raw {
+  where: string;
+  /** Key prefix (`systems[2]` for the config, "" for a file). */
+  prefix: string;
+  value: unknown;
+}
+
+function keyOf(prefix: string, p: ReadonlyArray<PropertyKey>): string {
+  let k = prefix;
+  for (const part of p) k += typeof part === "number" ? `[${part}]` : `${k ? "." : ""}${String(part)}`;
+  return k || "(top)";
+}
+
+function zodProblems(where: string, prefix: string, error: z.ZodError): LibraryProblem[] {
+  return error.issues.map((i) => ({ where, key: keyOf(prefix, i.path), message: i.message }));
+}
+
+/** Read `<dir>/*.yaml|yml|json`; a file's id defaults to its name. */
+function readDir(dir: string | undefined, problems: LibraryProblem[]): Raw[] {
+  if (!dir) return [];
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => /\.(ya?ml|json)$/i.test(n)).sort();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    problems.push({ where: dir, key: "(directory)", message: (err as Error).message });
+    return [];
+  }
+  const out: Raw[] = [];
+  for (const name of names) {
+    const file = path.join(dir, name);
+    try {
+      if (!statSync(file).isFile()) continue;
+      const value = parseYaml(readFileSync(file, "utf8")) as unknown;
+      if (!value || typeof value !== "object" || Array.isArray(value)) {
+        problems.push({ where: file, key: "(top)", message: "a system file holds one mapping (id, description, inputs, run…)" });
+        continue;
+      }
+      const withId = "id" in value ? value : { id: name.replace(/\.(ya?ml|json)$/i, ""), ...value };
+      out.push({ where: file, prefix: "", value: withId });
+    } catch (err) {
+      problems.push({ where: file, key: "(file)", message: `cannot read it: ${(err as Error).message}` });
+    }
+  }
+  return out;
+}
+
+const leafSchemas = { webhook: webhookRunSchema, command: commandRunSchema, mcp: mcpRunSchema, model: modelRunSchema } as const;
+
+/** Load and check every system. Problems are returned, never thrown; a system with a problem is left out. */
+export async function loadSystems(opts: LoadOptions): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
+  const problems: LibraryProblem[] = [];
+  const raws: Raw[] = opts.configSystems.map((value, i) => ({ where: "config", prefix: `systems[${i}]`, value }));
+  raws.push(...readDir(opts.dir, problems));
+
+  const parsed: Array<{ raw: Raw; sys: SystemFile; badSteps: Set<number> }> = [];
+  const seen = new Map<string, string>();
+  for (const raw of raws) {
+    const res = systemSchema.safeParse(raw.value);
+    if (!res.success) {
+      problems.push(...zodProblems(raw.where, raw.prefix, res.error));
+      continue;
+    }
+    const sys = res.data;
+    const other = seen.get(sys.id);
+    if (other) {
+      problems.push({ where: raw.where, key: keyOf(raw.prefix, ["id"]), message: `system id "${sys.id}" is already used (${other})` });
+      continue;
+    }
+    seen.set(sys.id, raw.where);
+    // Leaf steps: validate (and default) each kind's settings now, so the runner gets complete specs.
+    const badSteps = new Set<number>();
+    if (sys.run.kind === "plan") {
+      sys.run.steps.forEach((step, i) => {
+        if (!(LEAF_KINDS as readonly string[]).includes(step.uses)) return;
+        const schema = leafSchemas[step.uses as keyof typeof leafSchemas];
+        const r = (schema as z.ZodType).safeParse({ ...step.with, kind: step.uses });
+        if (!r.success) {
+          problems.push(...zodProblems(raw.where, keyOf(raw.prefix, ["run", "steps", i, "with"]), r.error));
+          badSteps.add(i);
+        } else {
+          const { kind: _kind, ...settings } = r.data as LeafSpec;
+          step.with = settings;
+        }
+      });
+    }
+    parsed.push({ raw, sys, badSteps });
+  }
+  const ids = new Set(parsed.map((p) => p.sys.id));
+
+  const loaded: LoadedSystem[] = [];
+  for (const { raw, sys, badSteps } of parsed) {
+    const before = problems.length;
+    const at = (...p: PropertyKey[]) => keyOf(raw.prefix, p);
+    const report = (key: string, message: string) => problems.push({ where: raw.where, key, message });
+
+    // Inputs.
+    let inputs: InputSchema = EMPTY_INPUTS;
+    let tool: ToolFacts | undefined;
+    if (sys.run.kind === "mcp" && opts.describeTool && (sys.inputs === "fromTool" || sys.sideEffects === undefined)) {
+      try {
+        tool = await opts.describeTool(sys.run.server, sys.run.tool);
+      } catch (err) {
+        if (sys.inputs === "fromTool") report(at("inputs"), `cannot read the input schema of MCP tool "${sys.run.tool}": ${(err as Error).message}`);
+      }
+    }
+    if (sys.inputs === "fromTool") {
+      if (sys.run.kind !== "mcp") report(at("inputs"), "`fromTool` is only for systems with run.kind mcp");
+      else if (!opts.describeTool) report(at("inputs"), "`fromTool` needs the MCP server at start-up");
+      else if (tool) {
+        const problem = schemaProblem(tool.inputSchema);
+        if (problem) report(at("inputs"), `the tool's input schema: ${problem}`);
+        else inputs = normaliseSchema(tool.inputSchema);
+      }
+    } else if (sys.inputs !== undefined) {
+      const problem = schemaProblem(sys.inputs);
+      if (problem) report(at("inputs"), problem);
+      else inputs = normaliseSchema(sys.inputs);
+    }
+    const declared = new Set(Object.keys(inputs.properties));
+    const inputsKnown = sys.inputs !== "fromTool" || tool !== undefined;
+
+    // Templates and kind-specific checks.
+    const checkRefs = (value: unknown, key: string, stepDeps?: Set<string>) => {
+      let refs;
+      try {
+        refs = refsIn(value);
+      } catch (err) {
+        if (err instanceof TemplateError) return report(key, err.message);
+        throw err;
+      }
+      for (const r of refs) {
+        if (r.kind === "input" && inputsKnown && !declared.has(r.name)) report(key, `\${inputs.${r.name}}: "${r.name}" is not a declared input (declared: ${[...declared].join(", ") || "none"})`);
+        if (r.kind === "step" && !stepDeps) report(key, `\${steps.${r.step}.output} is only for plan steps`);
+        if (r.kind === "step" && stepDeps && !stepDeps.has(r.step)) report(key, `\${steps.${r.step}.output}: this step does not depend on step "${r.step}" (add it to dependsOn)`);
+      }
+    };
+    const checkLeaf = (spec: LeafSpec, key: (...p: PropertyKey[]) => string, deps?: Set<string>) => {
+      checkRefs(spec, key(), deps);
+      if (spec.kind === "webhook") {
+        const p = checkWebhookUrl(spec.url);
+        if (p) report(key("url"), p);
+      }
+      if (spec.kind === "command") for (const p of checkCommand(spec)) report(key("argv"), p);
+      if (spec.kind === "model") {
+        const m = opts.models.get(spec.model);
+        if (!m) report(key("model"), `no configured model "${spec.model}" (models: ${[...opts.models.keys()].join(", ")})`);
+        else if (m.router) report(key("model"), `"${spec.model}" is a router model; a system step must name the model that does the work`);
+      }
+    };
+
+    if (sys.run.kind === "plan") {
+      const steps = sys.run.steps;
+      const stepIds = new Map<string, number>();
+      steps.forEach((s, i) => {
+        if (stepIds.has(s.id)) report(at("run", "steps", i, "id"), `step id "${s.id}" is used twice`);
+        stepIds.set(s.id, i);
+      });
+      steps.forEach((s, i) => {
+        for (const d of s.dependsOn) if (!stepIds.has(d)) report(at("run", "steps", i, "dependsOn"), `unknown step "${d}" (steps: ${[...stepIds.keys()].join(", ")})`);
+        if (s.dependsOn.includes(s.id)) report(at("run", "steps", i, "dependsOn"), "a step cannot depend on itself");
+      });
+      const cycle = findCycle(steps.map((s) => ({ id: s.id, deps: s.dependsOn.filter((d) => stepIds.has(d)) })));
+      if (cycle) report(at("run", "steps"), `steps depend on each other in a cycle: ${cycle.join(" → ")}`);
+      if (sys.run.output && !stepIds.has(sys.run.output)) report(at("run", "output"), `unknown step "${sys.run.output}"`);
+      const ancestors = cycle ? undefined : ancestorsOf(steps);
+      steps.forEach((s, i) => {
+        const deps = ancestors?.get(s.id) ?? new Set<string>();
+        const key = (...p: PropertyKey[]) => at("run", "steps", i, "with", ...p);
+        if ((LEAF_KINDS as readonly string[]).includes(s.uses)) {
+          if (!badSteps.has(i)) checkLeaf({ ...s.with, kind: s.uses } as LeafSpec, key, deps);
+        } else if (!ids.has(s.uses)) {
+          report(at("run", "steps", i, "uses"), `"${s.uses}" is neither a kind (${LEAF_KINDS.join(", ")}) nor a known system`);
+        } else {
+          checkRefs(s.with, key(), deps);
+        }
+      });
+    } else {
+      checkLeaf(sys.run, (...p) => at("run", ...p));
+    }
+
+    if (problems.length > before || badSteps.size) continue;
+    loaded.push({
+      id: sys.id,
+      name: sys.name ?? sys.id,
+      description: sys.description,
+      examples: sys.examples,
+      keywords: sys.keywords,
+      inputs,
+      sideEffects: sys.sideEffects ?? inferSideEffects(sys, tool),
+      confirm: sys.confirm,
+      run: sys.run,
+      source: raw.where,
+    });
+  }
+
+  // Systems that use systems: no loop, and plans' side effects include their sub-systems'.
+  const byId = new Map(loaded.map((s) => [s.id, s]));
+  const uses = loaded.map((s) => ({ id: s.id, deps: s.run.kind === "plan" ? s.run.steps.map((st) => st.uses).filter((u) => byId.has(u)) : [] }));
+  const loop = findCycle(uses);
+  if (loop) {
+    const first = byId.get(loop[0]!)!;
+    problems.push({ where: first.source, key: "run.steps", message: `systems use each other in a loop: ${loop.join(" → ")}` });
+    for (const id of loop) byId.delete(id);
+  }
+  // A plan step that names a system left out for its own problems is reported too.
+  for (const s of [...byId.values()]) {
+    if (s.run.kind !== "plan") continue;
+    s.run.steps.forEach((st, i) => {
+      if (!(LEAF_KINDS as readonly string[]).includes(st.uses) && !byId.has(st.uses) && ids.has(st.uses)) {
+        problems.push({ where: s.source, key: `run.steps[${i}].uses`, message: `system "${st.uses}" has problems of its own (see above)` });
+        byId.delete(s.id);
+      }
+    });
+  }
+  return { library: new SystemsLibrary([...byId.values()]), problems };
+}
+
+function inferSideEffects(sys: SystemFile, tool: ToolFacts | undefined): boolean {
+  switch (sys.run.kind) {
+    case "model":
+      return false;
+    case "mcp":
+      // MCP: a tool is destructive unless it says it is read-only or not destructive.
+      if (!tool) return true;
+      if (tool.readOnly) return false;
+      return tool.destructive ?? true;
+    case "plan":
+      return sys.run.steps.some((s) => s.uses !== "model");
+    default:
+      return true;
+  }
+}
+
+function normaliseSchema(schema: Record<string, unknown>): InputSchema {
+  const properties = (schema.properties && typeof schema.properties === "object" ? schema.properties : {}) as InputSchema["properties"];
+  return { ...schema, type: "object", properties };
+}
+
+/** A cycle among the nodes (ids in order, first repeated at the end), or undefined. */
+export function findCycle(nodes: Array<{ id: string; deps: string[] }>): string[] | undefined {
+  const deps = new Map(nodes.map((n) => [n.id, n.deps]));
+  const colour = new Map<string, 1 | 2>();
+  const stack: string[] = [];
+  const visit = (id: string): string[] | undefined => {
+    colour.set(id, 1);
+    stack.push(id);
+    for (const d of deps.get(id) ?? []) {
+      if (colour.get(d) === 1) return [...stack.slice(stack.indexOf(d)), d];
+      if (!colour.has(d)) {
+        const c = visit(d);
+        if (c) return c;
+      }
+    }
+    stack.pop();
+    colour.set(id, 2);
+    return undefined;
+  };
+  for (const n of nodes) {
+    if (!colour.has(n.id)) {
+      const c = visit(n.id);
+      if (c) return c;
+    }
+  }
+  return undefined;
+}
+
+/** Every step's transitive dependencies (no cycles). */
+function ancestorsOf(steps: Array<{ id: string; dependsOn: string[] }>): Map<string, Set<string>> {
+  const direct = new Map(steps.map((s) => [s.id, s.dependsOn]));
+  const memo = new Map<string, Set<string>>();
+  const get = (id: string): Set<string> => {
+    let set = memo.get(id);
+    if (set) return set;
+    set = new Set();
+    memo.set(id, set);
+    for (const d of direct.get(id) ?? []) {
+      set.add(d);
+      for (const a of get(d)) set.add(a);
+    }
+    return set;
+  };
+  for (const s of steps) get(s.id);
+  return memo;
+}
