@@ -11,6 +11,7 @@ import type { SessionStore } from "../store/types.js";
 import { registerDoctorCommand } from "./doctor.js";
 import { registerOpenClawCommands } from "./openclaw.js";
 import { registerServiceCommands } from "./service.js";
+import { registerSystemsCommands } from "./systems.js";
 
 function portArg(v: string): number {
   const n = Number(v);
@@ -19,7 +20,7 @@ function portArg(v: string): number {
 }
 
 function fail(err: unknown): never {
-  if (err instanceof ConfigError || err instanceof PortInUseError) {
+  if (err instanceof ConfigError || err instanceof PortInUseError || (err instanceof Error && err.name === "SystemsConfigError")) {
     process.stderr.write(`clawbridge: ${err.message}\n`);
     process.exit(2);
   }
@@ -168,5 +169,6 @@ sessions
 registerOpenClawCommands(program);
 registerServiceCommands(program);
 registerDoctorCommand(program);
+registerSystemsCommands(program);
 
 program.parseAsync(process.argv).catch(fail);

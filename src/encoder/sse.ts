@@ -5,6 +5,12 @@
  * - silence longer than the heartbeat interval → an empty `delta.content` chunk (never a comment);
  * - end: a chunk with `finish_reason`, the usage chunk when asked for, then `data: [DONE]`;
  * - failure: `data: {"error":{...}}` carrying the real reason, then the stream ends.
+ *
+ * Writes: the frames produced in one tick (one upstream read often holds several) are joined and
+ * leave in ONE `res.write` at the end of that tick (`FrameWriter`), so one HTTP chunk and one
+ * syscall instead of a chunk per frame; nothing waits longer than the tick. The last frames
+ * (finish, usage, `[DONE]`, or an error) go out with `res.end()` itself: the frames and the
+ * closing chunk in one syscall.
  */
 import type { ServerResponse } from "node:http";
 import type { BackendEvent, FinishReason, Usage } from "../backends/types.js";
@@ -28,6 +34,106 @@ export interface EncodeResult {
   text: string;
 }
 
+const DONE = "data: [DONE]\n\n";
+
+/**
+ * The frames of one response, joined per tick: `write()` appends a frame and, for the first frame
+ * of a tick, schedules the flush at the end of the tick (`process.nextTick`, which runs once the
+ * current microtasks are done: every event a read produced has been encoded by then). `end()`
+ * sends what is pending with the closing chunk.
+ */
+class FrameWriter {
+  private pending = "";
+  private scheduled = false;
+  /** When a frame was last written (for heartbeats). */
+  lastWrite = Date.now();
+  /** The stream's heartbeat frame and interval (see `Heartbeats`). */
+  heartbeat = "";
+  heartbeatMs = 0;
+
+  constructor(readonly res: ServerResponse) {}
+
+  get closed(): boolean {
+    return this.res.writableEnded || this.res.destroyed;
+  }
+
+  write(frame: string): void {
+    if (this.closed) return;
+    this.pending += frame;
+    this.lastWrite = Date.now();
+    if (!this.scheduled) {
+      this.scheduled = true;
+      process.nextTick(flushWriter, this);
+    }
+  }
+
+  flush(): void {
+    this.scheduled = false;
+    const data = this.pending;
+    if (!data) return;
+    this.pending = "";
+    if (!this.closed) this.res.write(data);
+  }
+
+  /** Ends the response with what is pending and `last` (in one write). */
+  end(last = ""): void {
+    const data = this.pending + last;
+    this.pending = "";
+    if (this.closed) return;
+    if (data) this.res.end(data);
+    else this.res.end();
+  }
+}
+
+function flushWriter(w: FrameWriter): void {
+  w.flush();
+}
+
+/**
+ * Heartbeats of every open stream from one interval timer per check period (instead of a timer
+ * per stream): each tick sends a stream's heartbeat frame when nothing was written to it for its
+ * `heartbeatMs`. The timer is unref'd (an open stream keeps the process alive by its socket) and
+ * stops itself at the first tick without streams, so a run of back-to-back requests does not make
+ * and clear a timer per request.
+ */
+class Heartbeats {
+  private readonly streams = new Set<FrameWriter>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly periodMs: number) {}
+
+  add(w: FrameWriter): void {
+    this.streams.add(w);
+    if (!this.timer) {
+      this.timer = setInterval(() => this.tick(), this.periodMs);
+      this.timer.unref();
+    }
+  }
+
+  delete(w: FrameWriter): void {
+    this.streams.delete(w);
+  }
+
+  private tick(): void {
+    if (this.streams.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      return;
+    }
+    const now = Date.now();
+    for (const w of this.streams) if (now - w.lastWrite >= w.heartbeatMs) w.write(w.heartbeat);
+  }
+}
+
+/** One `Heartbeats` per check period (in practice one: the period comes from the configuration). */
+const heartbeats = new Map<number, Heartbeats>();
+function heartbeatsFor(heartbeatMs: number): Heartbeats {
+  const period = Math.max(50, Math.min(heartbeatMs, 1000));
+  let h = heartbeats.get(period);
+  if (!h) heartbeats.set(period, (h = new Heartbeats(period)));
+  return h;
+}
+
 export async function writeSse(res: ServerResponse, events: AsyncIterable<BackendEvent>, opts: SseOptions): Promise<EncodeResult> {
   const chunks = new ChunkFactory(opts.model);
   // No `connection` header of our own: node:http says keep-alive, or close when the client asked
@@ -42,28 +148,12 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
   // No flushHeaders(): the headers go out in the same write as the role chunk below (one syscall
   // less per stream; the client sees both at the same moment either way).
   const result: EncodeResult = { outcome: "completed", contentChars: 0, text: "" };
-  let lastWrite = Date.now();
-  // Frames produced in the same tick (one upstream read often holds several) leave in one
-  // syscall: cork now, uncork before anything else runs. Nothing waits longer than the tick.
-  let corked = false;
-  const uncork = () => {
-    corked = false;
-    if (!res.destroyed) res.uncork();
-  };
-  const write = (frame: string) => {
-    if (res.writableEnded || res.destroyed) return;
-    if (!corked) {
-      corked = true;
-      res.cork();
-      process.nextTick(uncork);
-    }
-    res.write(frame);
-    lastWrite = Date.now();
-  };
-  write(chunks.delta({ role: "assistant", content: "" }));
-  const beat = setInterval(() => {
-    if (Date.now() - lastWrite >= opts.heartbeatMs) write(chunks.delta({ content: "" }));
-  }, Math.max(50, Math.min(opts.heartbeatMs, 1000)));
+  const out = new FrameWriter(res);
+  out.write(chunks.delta({ role: "assistant", content: "" }));
+  out.heartbeat = chunks.content("");
+  out.heartbeatMs = opts.heartbeatMs;
+  const beats = heartbeatsFor(opts.heartbeatMs);
+  beats.add(out);
   let sawToolCall = false;
   let ended = false;
   try {
@@ -77,15 +167,15 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
           if (ev.text) {
             result.contentChars += ev.text.length;
             result.text += ev.text;
-            write(chunks.delta({ content: ev.text }));
+            out.write(chunks.content(ev.text));
           }
           break;
         case "reasoning":
-          if (ev.text) write(chunks.delta({ reasoning_content: ev.text }));
+          if (ev.text) out.write(chunks.delta({ reasoning_content: ev.text }));
           break;
         case "tool_call":
           sawToolCall = true;
-          write(
+          out.write(
             chunks.delta({
               tool_calls: [
                 {
@@ -103,16 +193,16 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
         case "error":
           result.outcome = "error";
           result.error = ev.error.message;
-          write(`data: ${JSON.stringify(backendErrorBody(ev.error))}\n\n`);
           ended = true;
+          out.end(`data: ${JSON.stringify(backendErrorBody(ev.error))}\n\n`);
           break;
         case "done": {
           const finish: FinishReason = sawToolCall && ev.finishReason === "stop" ? "tool_calls" : ev.finishReason;
           result.finishReason = finish;
-          write(chunks.delta({}, finish));
-          if (opts.includeUsage && result.usage) write(chunks.usage(result.usage));
-          write("data: [DONE]\n\n");
           ended = true;
+          // The last frames and the end of the response in one write, before the event stream is
+          // closed (the turn's clean-up runs after).
+          out.end(chunks.delta({}, finish) + (opts.includeUsage && result.usage ? chunks.usage(result.usage) : "") + DONE);
           break;
         }
         case "session":
@@ -125,18 +215,17 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
       // A backend that stops without done/error must never look like an empty success.
       result.outcome = "error";
       result.error = "the backend stopped without finishing its answer";
-      write(`data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: result.error }))}\n\n`);
+      ended = true;
+      out.end(`data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: result.error }))}\n\n`);
     }
   } catch (err) {
     result.outcome = "error";
     result.error = (err as Error).message;
-    write(`data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: `internal error: ${result.error}` }))}\n\n`);
+    out.end(`data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: `internal error: ${result.error}` }))}\n\n`);
   } finally {
-    clearInterval(beat);
-    // Flush what this tick wrote before ending: on Node 22/24 frames still corked when end() is
-    // called are lost (Node 20 flushes them).
-    if (corked) uncork();
-    if (!res.writableEnded) res.end();
+    beats.delete(out);
+    // Whatever is pending goes out with the end of the response (nothing, when it has ended).
+    out.end();
   }
   return result;
 }

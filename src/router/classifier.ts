@@ -17,7 +17,7 @@
  * and the inputs it claims are only candidates — src/router/inputs.ts `checkInputs` decides.
  */
 import type { LoadedSystem } from "../systems/types.js";
-import { fieldsOf } from "./inputs.js";
+import { fieldsOf } from "../systems/inputs.js";
 
 export interface ClassifierReply {
   action: "answer" | "run" | "cancel" | "status";

@@ -22,7 +22,7 @@ import type { LoadedSystem } from "../systems/types.js";
 import type { Cancellation } from "../util/cancel.js";
 import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "./classifier.js";
 import { fallbackMatch, parseSlash } from "./fallback.js";
-import { checkInputs, inputsHash, mergeInputs } from "./inputs.js";
+import { checkInputs, inputsHash, mergeInputs } from "../systems/inputs.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, runningLine, stepLine, systemsListText } from "./messages.js";
 import type { RouterOptions } from "./options.js";
 import { replyKind } from "./replies.js";
@@ -191,7 +191,7 @@ export class RouterEngine {
         missing: check.missing.map((f) => f.name),
         round: next.rounds,
       });
-      return this.say(conv, preface, clarifyText(system.name, check.missing, check.invalid), "idle");
+      return this.say(conv, preface, clarifyText(system.name, check.missing, check.invalid, check.problems), "idle");
     }
     const unsure = confidence < this.opts.thresholds.trigger;
     const why = system.confirm === "always" ? "always" : unsure ? "unsure" : system.sideEffects && system.confirm === "auto" ? "side_effects" : undefined;

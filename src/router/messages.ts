@@ -4,7 +4,7 @@
  * replies for listing, cancelling, giving up and declining. Pure text builders; no I/O.
  */
 import type { LoadedSystem } from "../systems/types.js";
-import { fieldsOf, type FieldInfo, type InputCheck } from "./inputs.js";
+import { fieldsOf, type FieldInfo, type InputCheck } from "../systems/inputs.js";
 
 /** Longest value shown in a confirmation, and in a "you gave …" note. */
 export const CONFIRM_VALUE_CHARS = 200;

@@ -70,6 +70,7 @@ export interface RouterRuntimeHandle {
 export class SystemsConfigError extends Error {
   constructor(readonly problems: string[]) {
     super(`the systems configuration has ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "SystemsConfigError";
   }
 }
 

@@ -107,7 +107,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
       if (typeof body !== "object" || Array.isArray(body)) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_body", 'Send a JSON object: {"inputs": {...}}.'));
       const inputs = body.inputs ?? {};
       if (!inputs || typeof inputs !== "object" || Array.isArray(inputs)) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_inputs", "`inputs` must be an object.", "inputs"));
-      const { checkInputs } = await import("../router/inputs.js");
+      const { checkInputs } = await import("../systems/inputs.js");
       const check = checkInputs(s.inputs, inputs as Record<string, unknown>);
       if (!check.complete) {
         const parts = [

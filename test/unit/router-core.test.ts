@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "../../src/router/classifier.js";
 import { fallbackMatch, parseSlash, words } from "../../src/router/fallback.js";
-import { checkInputs, fieldsOf, inputsHash, mergeInputs, schemaProblem } from "../../src/router/inputs.js";
+import { checkInputs, fieldsOf, inputsHash, mergeInputs, schemaProblem } from "../../src/systems/inputs.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, runningLine, stepLine, systemsListText } from "../../src/router/messages.js";
 import { replyKind } from "../../src/router/replies.js";
 import type { InputSchema, LoadedSystem } from "../../src/systems/types.js";
