@@ -86,6 +86,8 @@ function config(up: Upstream, extra: { systems?: unknown[]; router?: Record<stri
 /** One conversation as a client keeps it: the history grows with each answer. */
 class Chat {
   readonly messages: OpenAI.ChatCompletionMessageParam[] = [];
+  /** The last request's messages (a retry sends them again, as OpenClaw does after a timeout). */
+  private sent: OpenAI.ChatCompletionMessageParam[] = [];
   constructor(
     private b: TestBridge,
     readonly key: string,
@@ -96,8 +98,9 @@ class Chat {
   }
   async say(text: string, opts: { retry?: boolean; signal?: AbortSignal; onText?: (t: string) => void } = {}): Promise<{ text: string; finish?: string | null; toolCalls: number }> {
     if (!opts.retry) this.messages.push({ role: "user", content: `[Sat 2026-11-21 09:${String(this.messages.length).padStart(2, "0")} UTC] ${text}` });
+    if (!opts.retry) this.sent = [...this.messages];
     const stream = await this.client().chat.completions.create(
-      { model: "router", messages: this.messages, stream: true, stream_options: { include_usage: true } },
+      { model: "router", messages: this.sent, stream: true, stream_options: { include_usage: true } },
       { headers: { "x-session-id": this.key }, signal: opts.signal },
     );
     let out = "";
@@ -265,7 +268,7 @@ describe("router", () => {
     assert.match(res.text, /Content Pipeline/);
     calls = up.classifierCalls();
     const addr = await new Chat(b, "fallback-2").say("what is my address?");
-    assert.equal(up.classifierCalls() - calls, 2);
+    assert.equal(up.classifierCalls() - calls, 1, "an upstream error is not asked again");
     assert.match(addr.text, /^ANSWER/, "'address' is not a keyword match for anything");
   });
 
@@ -352,8 +355,9 @@ describe("router", () => {
     try {
       const chat = new Chat(b2, "abort");
       const ac = new AbortController();
-      const res = chat.say("/run long", { signal: ac.signal, onText: (t) => t.includes("started") && ac.abort() });
-      await assert.rejects(res);
+      // (the openai client ends an aborted stream quietly)
+      await chat.say("/run long", { signal: ac.signal, onText: (t) => t.includes("started") && ac.abort() }).catch(() => undefined);
+      assert.ok(ac.signal.aborted, "the client went away once the command had started");
       const runs = async () => ((await (await fetch(`${b2.baseURL}/runs?conversation=abort`)).json()) as { data: Array<{ status: string }> }).data;
       assert.ok(await eventually(async () => (await runs())[0]?.status === "cancelled", 10_000), "run cancelled");
       const pid = Number(readFileSync(pidFile, "utf8"));
