@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import type { DispatchInput, TurnInput } from "../backends/types.js";
-import { findCurrentUserTurn, isInternalOnly, stripMetadata } from "../context/metadata.js";
+import { findCurrentUserTurn, stripMetadata } from "../context/metadata.js";
 import { contentText, type ChatMessage } from "../openai/schema.js";
 
 /** OpenClaw's heartbeat poll ("Read HEARTBEAT.md if it exists … reply HEARTBEAT_OK"). */
@@ -18,9 +18,18 @@ export function dispatchInput(turn: TurnInput, messages: readonly ChatMessage[])
   const current = findCurrentUserTurn(messages);
   const last = messages[messages.length - 1];
   let notFromPerson: DispatchInput["notFromPerson"];
+  // OpenClaw often sends internal context as the LAST user message of a person's turn: the turn is
+  // the person's when their message comes after the last answer, whatever internal messages follow.
+  let lastAnswer = -1;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]!.role === "assistant") {
+      lastAnswer = i;
+      break;
+    }
+  }
   if (last && last.role === "tool") notFromPerson = "tool_result";
-  else if (last && last.role === "user" && isInternalOnly(contentText(last.content))) notFromPerson = "internal";
   else if (last && last.role !== "user") notFromPerson = "internal";
+  else if (current.index < 0 || current.index < lastAnswer) notFromPerson = "internal";
   else if (HEARTBEAT.test(current.text)) notFromPerson = "heartbeat";
 
   const recent: DispatchInput["recent"] = [];
