@@ -51,6 +51,8 @@ const RESUME = /^\/?resume\s+(?:run\s+)?`?([A-Za-z0-9_-]{4,64})`?\s*[.!]?$/i;
 export class RouterEngine {
   /** Classifier calls made (for the bench and /health). */
   classifierCalls = 0;
+  /** Conversations in the passing `routing` state (not written to the database). */
+  private readonly transient = new Map<string, ConversationState>();
 
   constructor(
     readonly name: string,
@@ -145,7 +147,7 @@ export class RouterEngine {
       const latest = this.rt.runs.store.latest(conv);
       if (latest) {
         this.decision(conv, "status", d.source, { system: latest.system });
-        return this.say(conv, preface, runStatusText(latest, this.nameOf(latest.system)), this.rt.state.get(conv).state);
+        return this.say(conv, preface, runStatusText(latest, this.nameOf(latest.system)), this.endState(latest));
       }
       return this.handover(conv, preface, d.source, "no run to report");
     }
@@ -209,7 +211,7 @@ export class RouterEngine {
 
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
   private confirmed(conv: string, pending: Extract<Pending, { kind: "confirm" }>, input: DispatchInput, preface: string): Dispatch {
-    if (!this.rt.state.consume(conv, pending)) return this.say(conv, preface, "That was already answered.", this.rt.state.get(conv).state);
+    if (!this.rt.state.consume(conv, pending)) return this.say(conv, preface, "That was already answered.", "idle");
     if (pending.resumeRun) {
       this.decision(conv, "resume", "reply", { system: pending.system });
       try {
@@ -386,9 +388,19 @@ export class RouterEngine {
     this.rt.log.debug({ router: this.name, conversation: conv, action, source, ...extra }, "router decision");
   }
 
+  /**
+   * A conversation's state: published on every change; written to the database only when it is
+   * not the passing `routing` state and differs from what is stored (an ordinary message, routing
+   * → idle, writes nothing).
+   */
   private setState(conv: string, state: ConversationState): void {
-    if (this.rt.state.get(conv).state === state) return;
-    this.rt.state.setState(conv, state);
+    const current = this.transient.get(conv) ?? this.rt.state.get(conv).state;
+    if (current === state) return;
+    if (state === "routing") this.transient.set(conv, state);
+    else {
+      this.transient.delete(conv);
+      if (this.rt.state.get(conv).state !== state) this.rt.state.setState(conv, state);
+    }
     this.rt.bus.emit({ type: "state", conversation: conv, state });
   }
 
