@@ -216,6 +216,7 @@ export class RouterEngine {
       this.decision(conv, "resume", "reply", { system: pending.system });
       try {
         const rec = this.rt.runs.resume(pending.resumeRun);
+        this.rt.runs.store.markAttached(rec.id);
         return this.attach(rec, input, preface, true);
       } catch (err) {
         return this.say(conv, preface, (err as Error).message, "idle");

@@ -136,6 +136,7 @@ export class RunStore {
         `UPDATE runs SET status = @status, output = @output, error = @error, failed_step = @failedStep, ended_at = @now, updated_at = @now WHERE id = @id`,
       ),
       detach: db.prepare(`UPDATE runs SET detached = 1, updated_at = ? WHERE id = ?`),
+      attach: db.prepare(`UPDATE runs SET detached = 0, reported = 0, updated_at = ? WHERE id = ?`),
       reported: db.prepare(`UPDATE runs SET reported = 1, updated_at = ? WHERE id = ?`),
       stepStart: db.prepare(`UPDATE run_steps SET status = 'running', attempts = @attempts, started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL WHERE run_id = @run AND step_id = @step`),
       stepEnd: db.prepare(`UPDATE run_steps SET status = @status, ended_at = @now, output = @output, error = @error WHERE run_id = @run AND step_id = @step`),
@@ -245,6 +246,11 @@ export class RunStore {
 
   markDetached(id: string): void {
     this.stmts.detach.run(Date.now(), id);
+  }
+
+  /** A chat turn follows the run again (it was resumed from chat): its outcome is shown there. */
+  markAttached(id: string): void {
+    this.stmts.attach.run(Date.now(), id);
   }
 
   markReported(id: string): void {

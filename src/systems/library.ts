@@ -135,13 +135,21 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
 
   const parsed: Array<{ raw: Raw; sys: SystemFile; badSteps: Set<number> }> = [];
   const seen = new Map<string, string>();
+  /** Ids of systems refused for their shape (a plan step naming one is told so, not "unknown"). */
+  const misshapen = new Set<string>();
   for (const raw of raws) {
     const res = systemSchema.safeParse(raw.value);
     if (!res.success) {
       problems.push(...zodProblems(raw.where, raw.prefix, res.error));
+      const rawId = (raw.value as { id?: unknown } | null)?.id;
+      if (typeof rawId === "string") misshapen.add(rawId);
       continue;
     }
     const sys = res.data;
+    if ((LEAF_KINDS as readonly string[]).includes(sys.id)) {
+      problems.push({ where: raw.where, key: keyOf(raw.prefix, ["id"]), message: `"${sys.id}" is the name of a run kind; a plan step could never use this system. Choose another id` });
+      continue;
+    }
     const other = seen.get(sys.id);
     if (other) {
       problems.push({ where: raw.where, key: keyOf(raw.prefix, ["id"]), message: `system id "${sys.id}" is already used (${other})` });
@@ -169,6 +177,10 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
   const ids = new Set(parsed.map((p) => p.sys.id));
 
   const loaded: LoadedSystem[] = [];
+  /** Key prefix of each loaded system (`systems[2]`, or "" for a file), for the problems below. */
+  const prefixes = new Map<string, string>();
+  /** Systems whose side effects were inferred, not configured. */
+  const inferred = new Set<string>();
   for (const { raw, sys, badSteps } of parsed) {
     const before = problems.length;
     const at = (...p: PropertyKey[]) => keyOf(raw.prefix, p);
@@ -201,12 +213,19 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     const inputsKnown = sys.inputs !== "fromTool" || tool !== undefined;
 
     // Templates and kind-specific checks.
-    const checkRefs = (value: unknown, key: string, stepDeps?: Set<string>) => {
+    // Each string is checked on its own, so a problem names the exact key (`run.argv[1]`, `….with.body.text`).
+    const checkRefs = (value: unknown, key: string, stepDeps?: Set<string>): void => {
+      if (Array.isArray(value)) return value.forEach((v, i) => checkRefs(v, `${key}[${i}]`, stepDeps));
+      if (value && typeof value === "object") {
+        for (const [k, v] of Object.entries(value)) checkRefs(v, `${key}.${k}`, stepDeps);
+        return;
+      }
+      if (typeof value !== "string") return;
       let refs;
       try {
         refs = refsIn(value);
       } catch (err) {
-        if (err instanceof TemplateError) return report(key, err.message);
+        if (err instanceof TemplateError) return void report(key, err.message);
         throw err;
       }
       for (const r of refs) {
@@ -216,7 +235,8 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       }
     };
     const checkLeaf = (spec: LeafSpec, key: (...p: PropertyKey[]) => string, deps?: Set<string>) => {
-      checkRefs(spec, key(), deps);
+      const { kind: _kind, ...settings } = spec;
+      checkRefs(settings, key(), deps);
       if (spec.kind === "webhook") {
         const p = checkWebhookUrl(spec.url);
         if (p) report(key("url"), p);
@@ -250,7 +270,8 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
         if ((LEAF_KINDS as readonly string[]).includes(s.uses)) {
           if (!badSteps.has(i)) checkLeaf({ ...s.with, kind: s.uses } as LeafSpec, key, deps);
         } else if (!ids.has(s.uses)) {
-          report(at("run", "steps", i, "uses"), `"${s.uses}" is neither a kind (${LEAF_KINDS.join(", ")}) nor a known system`);
+          if (misshapen.has(s.uses)) report(at("run", "steps", i, "uses"), `system "${s.uses}" has problems of its own (see above)`);
+          else report(at("run", "steps", i, "uses"), `"${s.uses}" is neither a kind (${LEAF_KINDS.join(", ")}) nor a known system`);
         } else {
           checkRefs(s.with, key(), deps);
         }
@@ -260,6 +281,8 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     }
 
     if (problems.length > before || badSteps.size) continue;
+    prefixes.set(sys.id, raw.prefix);
+    if (sys.sideEffects === undefined) inferred.add(sys.id);
     loaded.push({
       id: sys.id,
       name: sys.name ?? sys.id,
@@ -274,25 +297,44 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     });
   }
 
-  // Systems that use systems: no loop, and plans' side effects include their sub-systems'.
+  // Systems that use systems: no loop (every loop, one at a time), and nothing that uses a system
+  // left out, directly or through others.
   const byId = new Map(loaded.map((s) => [s.id, s]));
-  const uses = loaded.map((s) => ({ id: s.id, deps: s.run.kind === "plan" ? s.run.steps.map((st) => st.uses).filter((u) => byId.has(u)) : [] }));
-  const loop = findCycle(uses);
-  if (loop) {
+  const usedBy = (s: LoadedSystem) => (s.run.kind === "plan" ? s.run.steps.map((st) => st.uses).filter((u) => !(LEAF_KINDS as readonly string[]).includes(u)) : []);
+  for (let n = 0; n <= loaded.length; n++) {
+    const loop = findCycle([...byId.values()].map((s) => ({ id: s.id, deps: usedBy(s).filter((u) => byId.has(u)) })));
+    if (!loop) break;
     const first = byId.get(loop[0]!)!;
-    problems.push({ where: first.source, key: "run.steps", message: `systems use each other in a loop: ${loop.join(" → ")}` });
+    problems.push({ where: first.source, key: keyOf(prefixes.get(first.id) ?? "", ["run", "steps"]), message: `systems use each other in a loop: ${loop.join(" → ")}` });
     for (const id of loop) byId.delete(id);
   }
-  // A plan step that names a system left out for its own problems is reported too.
-  for (const s of [...byId.values()]) {
-    if (s.run.kind !== "plan") continue;
-    s.run.steps.forEach((st, i) => {
-      if (!(LEAF_KINDS as readonly string[]).includes(st.uses) && !byId.has(st.uses) && ids.has(st.uses)) {
-        problems.push({ where: s.source, key: `run.steps[${i}].uses`, message: `system "${st.uses}" has problems of its own (see above)` });
-        byId.delete(s.id);
-      }
-    });
+  // A plan step that names a system left out for its own problems is reported too (until nothing changes).
+  for (let changed = true, n = 0; changed && n <= loaded.length; n++) {
+    changed = false;
+    for (const s of [...byId.values()]) {
+      if (s.run.kind !== "plan") continue;
+      s.run.steps.forEach((st, i) => {
+        if (!byId.has(s.id)) return;
+        if (!(LEAF_KINDS as readonly string[]).includes(st.uses) && !byId.has(st.uses) && ids.has(st.uses)) {
+          problems.push({ where: s.source, key: keyOf(prefixes.get(s.id) ?? "", ["run", "steps", i, "uses"]), message: `system "${st.uses}" has problems of its own (see above)` });
+          byId.delete(s.id);
+          changed = true;
+        }
+      });
+    }
   }
+  // A plan's inferred side effects include those of the systems its steps use (no loops are left).
+  const effects = (s: LoadedSystem): boolean => {
+    if (!inferred.has(s.id) || s.run.kind !== "plan") return s.sideEffects;
+    inferred.delete(s.id);
+    s.sideEffects = s.run.steps.some((st) => {
+      if ((LEAF_KINDS as readonly string[]).includes(st.uses)) return st.uses !== "model";
+      const sub = byId.get(st.uses);
+      return sub ? effects(sub) : true;
+    });
+    return s.sideEffects;
+  };
+  for (const s of byId.values()) effects(s);
   return { library: new SystemsLibrary([...byId.values()]), problems };
 }
 

@@ -118,7 +118,8 @@ export async function runPlan(args: RunPlanArgs): Promise<PlanOutcome> {
       hooks.started(step.id, attempt);
       try {
         const res = await args.attempt(step, outputs, attemptCancel);
-        if (cancel.aborted) break;
+        // A success is kept even when a pause or cancel came just after it: redoing a step that
+        // finished (a webhook that changed something) on resume would do it twice.
         outputs[step.id] = res.output;
         state.set(step.id, "completed");
         hooks.completed(step.id, res.output, Date.now() - started);

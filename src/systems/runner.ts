@@ -177,6 +177,16 @@ export class RunManager {
     // Started on the next microtask: the caller subscribes to the run's events first.
     const done = Promise.resolve()
       .then(() => this.execute(id, cancel))
+      .catch((err: unknown) => {
+        // Only the store itself failing gets here; the run is reported failed if it can be.
+        this.deps.log.error({ err, runId: id }, "run could not be executed");
+        try {
+          this.deps.store.finish(id, { status: "failed", error: (err as Error).message });
+        } catch {
+          /* the store is gone */
+        }
+        return this.deps.store.get(id) ?? ({ id, status: "failed" } as RunRecord);
+      })
       .finally(() => this.live.delete(id));
     this.live.set(id, { cancel, done });
   }

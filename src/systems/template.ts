@@ -26,7 +26,8 @@ export interface Scope {
 
 export class TemplateError extends Error {}
 
-const NAME = /^[A-Za-z_][A-Za-z0-9_-]*$/;
+/** An input name or a step id (step ids may start with a digit: schema.ts `id`). */
+const NAME = /^[A-Za-z0-9_][A-Za-z0-9_-]*$/;
 
 function parseRef(expr: string): Ref {
   const parts = expr.trim().split(".");
@@ -101,7 +102,7 @@ function lookup(ref: Ref, scope: Scope): unknown {
             throw new TemplateError(`step "${ref.step}" output is text, not JSON with a field "${key}"`);
           }
         }
-        if (v === null || typeof v !== "object" || !(key in (v as object))) {
+        if (v === null || typeof v !== "object" || !Object.prototype.hasOwnProperty.call(v, key)) {
           throw new TemplateError(`step "${ref.step}" output has no field "${ref.path.join(".")}"`);
         }
         v = (v as Record<string, unknown>)[key];
