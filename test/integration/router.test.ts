@@ -242,6 +242,35 @@ describe("router", () => {
     assert.match(after.text, /^ANSWER/, "the gathering was dropped by the unrelated question");
   });
 
+  test("gathering gives up politely after maxRounds, and when its time ran out", async () => {
+    up.rules = [
+      [/blog post about frogs/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "frogs" } }],
+      [/hmm|not sure/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: {} }],
+    ];
+    const rounds = await startTestBridge(config(up, { router: { gathering: { maxRounds: 2, ttlMinutes: 60 } } }));
+    try {
+      const chat = new Chat(rounds, "rounds");
+      assert.equal((await chat.say("write a blog post about frogs")).text, CLARIFY);
+      assert.equal((await chat.say("hmm")).text, CLARIFY, "asked a second time");
+      const gaveUp = await chat.say("not sure");
+      assert.doesNotMatch(gaveUp.text, /need a bit more info/);
+      assert.match(gaveUp.text, /Content Pipeline/);
+      assert.match((await chat.say("casual")).text, /^ANSWER/, "the question is gone");
+    } finally {
+      await rounds.close();
+    }
+    const ttl = await startTestBridge(config(up, { router: { gathering: { maxRounds: 4, ttlMinutes: 0.0005 } } }));
+    try {
+      const chat = new Chat(ttl, "ttl");
+      assert.equal((await chat.say("write a blog post about frogs")).text, CLARIFY);
+      await new Promise((r) => setTimeout(r, 100));
+      const late = await chat.say("by the way, what time is it?");
+      assert.match(late.text, /Content Pipeline[\s\S]*ANSWER/, "an expired question is mentioned, then the message answered");
+    } finally {
+      await ttl.close();
+    }
+  });
+
   test("slash commands take no classifier call", async () => {
     const chat = new Chat(b, "slash");
     const calls = up.classifierCalls();
