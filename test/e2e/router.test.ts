@@ -1,0 +1,296 @@
+/**
+ * End to end: the `router` backend behind the REAL OpenClaw (test/e2e/setup.ts installs it: 2026.5.x
+ * on Node 22 and 2026.9.x on Node 24). OpenClaw's model is `clawbridge/router`; a clawbridge runs
+ * in-process (Node 20) with
+ *
+ *   backends: up (type openai → the fake OpenAI API), router (type router: classifier `cls`, answer `ans`)
+ *   systems:  content-pipeline (a command: prints "post about <topic> in <tone> tone")
+ *
+ * In ONE OpenClaw session (`agent --local`, one --session-key, no plugin: the bridge finds the
+ * conversation from the request itself):
+ *   (a) "write a blog post about cats" → the clarify question for the missing `tone`, word for word;
+ *   (b) "make it casual"               → the system runs; its output reaches the reply;
+ *   (c) an everyday question           → handed over to `ans`, which asks for OpenClaw's `read` tool;
+ *                                         OpenClaw executes it, the result comes back in the next
+ *                                         request, and the final text reaches the reply.
+ * At the fake upstream: exactly one classifier call per routed message, none for the tool-result
+ * request, and the `answer` model is never called for (a) or (b).
+ *
+ * Like test/e2e/openclaw.test.ts, the suite installs OpenClaw when it is missing and fails (with
+ * npm's output) when it cannot. CLAWBRIDGE_E2E_GEN=2026.5 runs one generation. Only the model API is
+ * faked; everything listens on 127.0.0.1; every OpenClaw process is reaped in `after()`.
+ */
+import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
+import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { agentReply, openclawEnv, runOpenClaw, writeJson, type RunResult } from "./harness.js";
+import { ensureOpenClaw, GENERATIONS, type OpenClawInstall } from "./setup.js";
+
+const TEST_KEY = "e2e-router-key-0123456789";
+const NOTE_SECRET = "MANGO-17-ROUTER";
+const INTERNAL = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>";
+const SESSION_KEY = "agent:main:e2e-router";
+
+const MSG_A = "write a blog post about cats";
+const MSG_B = "make it casual";
+const MSG_C = "what does my note file say? (router e2e)";
+
+const CLARIFY_LINES = [
+  "I can run **Content Pipeline** for you, but I need a bit more info:",
+  "- **tone** (string: formal, casual, technical): Writing tone",
+  "Please provide the missing details.",
+];
+const RUN_OUTPUT = "post about cats in casual tone";
+const FINAL_PREFIX = "Your note says: ";
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p: any) => (typeof p?.text === "string" ? p.text : "")).join("\n");
+  return "";
+}
+
+/** The system text of a recorded request. */
+function systemText(req: RecordedRequest): string {
+  const messages: any[] = req.body?.messages ?? [];
+  return messages.filter((m) => m?.role === "system" || m?.role === "developer").map((m) => textOf(m.content)).join("\n");
+}
+
+/** The router's classifier call (src/router/classifier.ts): its system prompt says so, and it offers no tools. */
+function isClassifier(req: RecordedRequest): boolean {
+  return /classif/i.test(systemText(req)) && !Array.isArray(req.body?.tools);
+}
+
+/** What the classifier is asked about: the text after the last "Message:" line of its user text. */
+function classifiedMessage(req: RecordedRequest): string {
+  const u = req.lastUser;
+  const i = u.lastIndexOf("Message:\n");
+  return i < 0 ? "" : u.slice(i + "Message:\n".length).trim();
+}
+
+/** The last user message a person wrote (2026.9 appends internal-context user messages). */
+function lastHumanText(messages: any[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role !== "user") continue;
+    const t = textOf(m.content);
+    if (!t.includes(INTERNAL)) return t;
+  }
+  return "";
+}
+
+const classifierReply = (obj: object): Reply => ({ kind: "text", chunks: [JSON.stringify(obj)] });
+
+/** The fake upstream: the classifier (told apart by its system prompt) and the `answer` model. */
+function script(notePath: string) {
+  return (req: RecordedRequest): Reply => {
+    if (isClassifier(req)) {
+      const msg = classifiedMessage(req);
+      if (msg.includes(MSG_A)) return classifierReply({ action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "cats" } });
+      if (msg.includes(MSG_B)) return classifierReply({ action: "run", system: "content-pipeline", confidence: 0.9, inputs: { tone: "casual" } });
+      return classifierReply({ action: "answer", confidence: 0.1 });
+    }
+    const messages: any[] = req.body?.messages ?? [];
+    const human = lastHumanText(messages);
+    if (human.includes(MSG_C)) {
+      const asked = messages.findLastIndex((m) => m?.role === "user" && textOf(m.content) === human);
+      const toolMsg = messages.slice(asked + 1).find((m) => m?.role === "tool");
+      if (toolMsg) return { kind: "text", chunks: [FINAL_PREFIX, textOf(toolMsg.content).trim().slice(0, 200)] };
+      const read = (req.body?.tools ?? []).find((t: any) => t?.function?.name === "read");
+      const props = Object.keys(read?.function?.parameters?.properties ?? {});
+      const param = props.includes("path") ? "path" : props.includes("file_path") ? "file_path" : (props[0] ?? "path");
+      return { kind: "tool_calls", calls: [{ id: "callRouterRead1", name: "read", arguments: { [param]: notePath } }] };
+    }
+    return { kind: "text", chunks: ["ok"] };
+  };
+}
+
+function describeRun(r: RunResult): string {
+  return `exit ${r.code}${r.signal ? ` (${r.signal})` : ""} after ${Math.round(r.ms / 1000)} s\n--- stdout ---\n${r.stdout.slice(-3000)}\n--- stderr ---\n${r.stderr.slice(-3000)}`;
+}
+
+/** One line per recorded request, for failure messages. */
+function describeRequests(reqs: RecordedRequest[]): string {
+  return reqs
+    .map((r, i) => {
+      const messages: any[] = r.body?.messages ?? [];
+      const last = messages.at(-1);
+      return isClassifier(r)
+        ? `#${i} classifier (model ${r.body?.model}): ${JSON.stringify(classifiedMessage(r).slice(0, 120))}`
+        : `#${i} answer (model ${r.body?.model}, ${messages.length} messages, last ${last?.role}): ${JSON.stringify(lastHumanText(messages).slice(-120))}`;
+    })
+    .join("\n");
+}
+
+const only = process.env.CLAWBRIDGE_E2E_GEN?.trim();
+const selected = GENERATIONS.filter((g) => !only || g.gen === only);
+if (!selected.length) throw new Error(`CLAWBRIDGE_E2E_GEN=${only}: known generations are ${GENERATIONS.map((g) => g.gen).join(", ")}`);
+
+for (const gen of selected) {
+  describe(`router through the real OpenClaw ${gen.gen}.x (model clawbridge/router)`, { concurrency: false, timeout: 15 * 60_000 }, () => {
+    let install: OpenClawInstall;
+    let home: string;
+    let env: NodeJS.ProcessEnv;
+    let notePath: string;
+    let fake: FakeOpenAI;
+    let bridge: TestBridge;
+    const timings: string[] = [];
+
+    /** One person's message in THE session; returns OpenClaw's result and the fake's requests during it. */
+    const turn = async (message: string) => {
+      const from = fake.mainRequests().length;
+      const r = await runOpenClaw(install, env, ["agent", "--local", "--agent", "main", "--session-key", SESSION_KEY, "--message", message, "--json", "--timeout", "150"], 240_000);
+      timings.push(`${JSON.stringify(message.slice(0, 20))}: ${(r.ms / 1000).toFixed(1)} s`);
+      const reqs = fake.mainRequests().slice(from);
+      return { r, reqs, classifier: reqs.filter(isClassifier), answer: reqs.filter((q) => !isClassifier(q)) };
+    };
+
+    before(async () => {
+      install = await ensureOpenClaw(gen);
+      home = tempDir(`cb-e2e-router${gen.gen.replace(".", "")}-`);
+      env = openclawEnv(install, home);
+      const workspace = path.join(home, "workspace");
+      mkdirSync(workspace, { recursive: true });
+      notePath = path.join(workspace, "router-note.txt");
+      writeFileSync(notePath, `The secret word is ${NOTE_SECRET}.\n`);
+
+      fake = await startFakeOpenAI(script(notePath));
+      bridge = await startTestBridge(
+        {
+          server: { apiKeys: [TEST_KEY] },
+          backends: {
+            up: { type: "openai", baseUrl: fake.url, apiKey: "x", timeoutSeconds: 60 },
+            router: { type: "router", classifier: "cls", answer: "ans" },
+          },
+          models: [
+            { id: "cls", backend: "up", model: "classifier-model" },
+            { id: "ans", backend: "up", model: "answer-model" },
+            { id: "router", backend: "router" },
+          ],
+          systems: [
+            {
+              id: "content-pipeline",
+              name: "Content Pipeline",
+              description: "Writes a blog post on a topic in a given tone",
+              examples: ["write a blog post about X"],
+              inputs: {
+                type: "object",
+                required: ["topic", "tone"],
+                properties: {
+                  topic: { type: "string", description: "The blog post topic" },
+                  tone: { type: "string", enum: ["formal", "casual", "technical"], description: "Writing tone" },
+                },
+              },
+              sideEffects: false,
+              run: { kind: "command", argv: [process.execPath, "-e", "console.log('post about '+process.argv[1]+' in '+process.argv[2]+' tone')", "${inputs.topic}", "${inputs.tone}"] },
+            },
+          ],
+        },
+        { systemsDb: ":memory:" },
+      );
+
+      writeJson(path.join(home, ".openclaw", "openclaw.json"), {
+        logging: { file: path.join(home, "openclaw.log") },
+        models: {
+          mode: "merge",
+          providers: {
+            clawbridge: {
+              baseUrl: bridge.baseURL,
+              apiKey: TEST_KEY,
+              api: "openai-completions",
+              models: [{ id: "router", name: "router", contextWindow: 200_000, maxTokens: 4096 }],
+            },
+          },
+        },
+        agents: { defaults: { model: { primary: "clawbridge/router" }, workspace } },
+      });
+    });
+
+    after(async () => {
+      await bridge?.close(0);
+      await fake?.close();
+      if (home) {
+        const gone = await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000);
+        for (const pid of gone ? [] : pidsWithEnv(`HOME=${home}`)) {
+          try {
+            process.kill(pid, "SIGKILL");
+          } catch {
+            /* gone */
+          }
+        }
+        cleanup(home);
+      }
+      if (bridge) cleanup(bridge.dataDir);
+      process.stderr.write(`[e2e router ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`);
+    });
+
+    let sessionA: string | undefined;
+
+    test("(a) a request that lacks an input gets the clarify question, word for word; one classifier call, no answer model", async () => {
+      const t = await turn(MSG_A);
+      assert.equal(t.r.code, 0, describeRun(t.r));
+      const reply = agentReply(t.r.stdout);
+      sessionA = reply.sessionId;
+      const lines = reply.text.split("\n").map((l) => l.trimEnd());
+      for (const line of CLARIFY_LINES) assert.ok(lines.includes(line), `the reply has the line ${JSON.stringify(line)}:\n${reply.text}`);
+      assert.ok(!/\*\*topic\*\*/.test(reply.text), `topic was given, so it is not asked for:\n${reply.text}`);
+      const asked = t.classifier.filter((q) => classifiedMessage(q).includes(MSG_A));
+      assert.equal(asked.length, 1, `one classifier call for the message:\n${describeRequests(t.reqs)}`);
+      assert.equal(t.classifier.length, 1, `no other classifier call during the turn:\n${describeRequests(t.reqs)}`);
+      assert.equal(t.answer.length, 0, `the answer model is not asked:\n${describeRequests(t.reqs)}`);
+      assert.equal(asked[0]!.body?.model, "classifier-model", "the classifier call goes to the `cls` model");
+    });
+
+    test("(b) the next message supplies the input and the system runs; its output reaches OpenClaw's reply", async () => {
+      const t = await turn(MSG_B);
+      assert.equal(t.r.code, 0, describeRun(t.r));
+      const reply = agentReply(t.r.stdout);
+      assert.equal(reply.sessionId, sessionA, "the same OpenClaw session");
+      assert.ok(reply.text.includes(RUN_OUTPUT), `the command's output is in the reply:\n${reply.text}`);
+      assert.match(reply.text, /Running \*\*Content Pipeline\*\*/);
+      const asked = t.classifier.filter((q) => classifiedMessage(q).includes(MSG_B));
+      assert.equal(asked.length, 1, `one classifier call for the message:\n${describeRequests(t.reqs)}`);
+      assert.equal(t.classifier.length, 1, `no other classifier call during the turn:\n${describeRequests(t.reqs)}`);
+      assert.match(systemText(asked[0]!), /Now collecting inputs for content-pipeline/, "the classifier was told what is being gathered");
+      assert.equal(t.answer.length, 0, `the answer model is not asked:\n${describeRequests(t.reqs)}`);
+    });
+
+    test("(c) an everyday question is handed over to the answer model; OpenClaw executes its tool call; no classifier call for the tool result", async () => {
+      const t = await turn(MSG_C);
+      assert.equal(t.r.code, 0, describeRun(t.r));
+      const reply = agentReply(t.r.stdout);
+      assert.equal(reply.sessionId, sessionA, "the same OpenClaw session");
+
+      // Classifier: once, for the person's message, before the answer model is asked.
+      const asked = t.classifier.filter((q) => classifiedMessage(q).includes(MSG_C));
+      assert.equal(asked.length, 1, `one classifier call for the message:\n${describeRequests(t.reqs)}`);
+      assert.equal(t.classifier.length, 1, `no classifier call for the tool-result request:\n${describeRequests(t.reqs)}`);
+      assert.ok(isClassifier(t.reqs[0]!), `the classifier is asked first:\n${describeRequests(t.reqs)}`);
+
+      // The answer model: the tool call, then (after OpenClaw ran it) the tool result.
+      const answers = t.answer.filter((q) => lastHumanText(q.body?.messages ?? []).includes(MSG_C));
+      assert.equal(answers.length, 2, `two answer-model calls (tool call, then the answer):\n${describeRequests(t.reqs)}`);
+      assert.ok(answers.every((q) => q.body?.model === "answer-model"), "both go to the `ans` model");
+      assert.ok((answers[0]!.body?.tools ?? []).some((tl: any) => tl?.function?.name === "read"), "OpenClaw's tools are handed over to the answer model");
+      const second = answers[1]!.body.messages as any[];
+      const call = second.find((m) => m.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.some((c: any) => c.function?.name === "read"));
+      assert.ok(call, "the assistant's read call is replayed");
+      const toolMsg = second.find((m) => m.role === "tool");
+      assert.ok(toolMsg, "a tool message follows in the second request");
+      assert.match(textOf(toolMsg.content), new RegExp(NOTE_SECRET), "it holds the REAL file content OpenClaw read");
+      assert.ok(reply.text.includes(FINAL_PREFIX) && reply.text.includes(NOTE_SECRET), `the final answer reached the reply:\n${reply.text}`);
+    });
+
+    test("over the session: exactly one classifier call per person's message", () => {
+      const all = fake.mainRequests().filter(isClassifier).map(classifiedMessage);
+      assert.deepEqual(
+        [MSG_A, MSG_B, MSG_C].map((m) => all.filter((c) => c.includes(m)).length),
+        [1, 1, 1],
+        `classifier calls: ${JSON.stringify(all)}`,
+      );
+      assert.equal(all.length, 3, `no other classifier calls: ${JSON.stringify(all)}`);
+    });
+  });
+}
