@@ -25,6 +25,7 @@
  *    confirmation is pending, slash commands, and a tool result handed back. Each reply is checked
  *    too (the cancel was a cancel, the "yes" ran the system...), so a zero means the right path.
  */
+import { contentPipeline } from "../../testkit/systems.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -73,22 +74,7 @@ function bridgeConfig(fakeOrigin: string, dataDir: string): Record<string, unkno
       { id: "router", backend: "router" },
     ],
     systems: [
-      {
-        id: "content-pipeline",
-        name: "Content Pipeline",
-        description: "Writes a blog post on a topic in a given tone",
-        examples: ["write a blog post about X"],
-        inputs: {
-          type: "object",
-          required: ["topic", "tone"],
-          properties: {
-            topic: { type: "string", description: "The blog post topic" },
-            tone: { type: "string", enum: ["formal", "casual", "technical"], description: "Writing tone" },
-          },
-        },
-        sideEffects: false,
-        run: { kind: "command", argv: [node, "-e", "console.log('post about '+process.argv[1]+' in '+process.argv[2]+' tone')", "${inputs.topic}", "${inputs.tone}"] },
-      },
+      contentPipeline(node),
       {
         id: "publish-post",
         name: "Publish Post",

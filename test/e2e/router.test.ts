@@ -20,6 +20,7 @@
  * npm's output) when it cannot. CLAWBRIDGE_E2E_GEN=2026.5 runs one generation. Only the model API is
  * faked; everything listens on 127.0.0.1; every OpenClaw process is reaped in `after()`.
  */
+import { contentPipeline } from "../../testkit/systems.js";
 import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -170,22 +171,7 @@ for (const gen of selected) {
             { id: "router", backend: "router" },
           ],
           systems: [
-            {
-              id: "content-pipeline",
-              name: "Content Pipeline",
-              description: "Writes a blog post on a topic in a given tone",
-              examples: ["write a blog post about X"],
-              inputs: {
-                type: "object",
-                required: ["topic", "tone"],
-                properties: {
-                  topic: { type: "string", description: "The blog post topic" },
-                  tone: { type: "string", enum: ["formal", "casual", "technical"], description: "Writing tone" },
-                },
-              },
-              sideEffects: false,
-              run: { kind: "command", argv: [process.execPath, "-e", "console.log('post about '+process.argv[1]+' in '+process.argv[2]+' tone')", "${inputs.topic}", "${inputs.tone}"] },
-            },
+            contentPipeline(process.execPath),
           ],
         },
         { systemsDb: ":memory:" },

@@ -12,6 +12,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import type { BridgeEvent } from "../../src/events/bus.js";
+import { contentPipeline as seedSystem } from "../../testkit/systems.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 
@@ -49,23 +50,7 @@ async function startUpstream(): Promise<Upstream> {
   return u;
 }
 
-const contentPipeline = {
-  id: "content-pipeline",
-  name: "Content Pipeline",
-  description: "Writes a blog post on a topic in a given tone",
-  examples: ["write a blog post about X", "draft an article on Y"],
-  inputs: {
-    type: "object",
-    required: ["topic", "tone"],
-    properties: {
-      topic: { type: "string", description: "The blog post topic" },
-      tone: { type: "string", enum: ["formal", "casual", "technical"], description: "Writing tone" },
-      words: { type: "integer", description: "Length in words" },
-    },
-  },
-  sideEffects: false,
-  run: { kind: "command", argv: [NODE, "-e", "console.log('post about ' + process.argv[1] + ' in ' + process.argv[2] + ' tone, ' + (process.argv[3] || 'any') + ' words')", "${inputs.topic}", "${inputs.tone}", "${inputs.words}"] },
-};
+const contentPipeline = seedSystem();
 
 function config(up: Upstream, extra: { systems?: unknown[]; router?: Record<string, unknown>; server?: Record<string, unknown> } = {}) {
   return {

@@ -6,16 +6,15 @@
  * whole process group (a backgrounded grandchild too), exit codes map to retryable or not, and a
  * missing program is a spawn failure. Every group started is SIGKILLed in `after` should a test fail.
  */
+import { execContext } from "../helpers/exec-context.js";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
-import { pino } from "pino";
 import { ExecError, type ExecContext } from "../../src/systems/executor.js";
 import { checkCommand, runCommand } from "../../src/systems/executors/command.js";
 import { commandRunSchema, type CommandRun } from "../../src/systems/schema.js";
-import { Cancellation } from "../../src/util/cancel.js";
 import { exited, killGroups } from "../helpers/process-groups.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "cb-command-"));
@@ -45,21 +44,8 @@ function spec(over: Partial<CommandRun> & { argv: string[] }): CommandRun {
 }
 
 function context(inputs: Record<string, unknown> = {}): { ctx: ExecContext; pieces: string[]; work: string } {
-  const pieces: string[] = [];
   const work = freshDir();
-  const ctx: ExecContext = {
-    runId: "run-1",
-    systemId: "sys",
-    scope: { inputs, runId: "run-1" },
-    cancel: new Cancellation(),
-    output: (t) => pieces.push(t),
-    log: pino({ level: "silent" }),
-    workDir: () => work,
-    callModel: async function* () {
-      throw new Error("unused");
-    },
-  };
-  return { ctx, pieces, work };
+  return { ...execContext(inputs, { workDir: () => work }), work };
 }
 
 async function execError(p: Promise<unknown>): Promise<ExecError> {

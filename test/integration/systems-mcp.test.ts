@@ -8,17 +8,16 @@
  * at start, and a server that ignores SIGTERM. Every stdio server writes its pid to a file; after
  * each call the test checks it is gone (and its helper, when it started one).
  */
+import { execContext } from "../helpers/exec-context.js";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import pino from "pino";
 import { describeMcpTool, runMcp } from "../../src/systems/executors/mcp.js";
-import { ExecError, type ExecContext } from "../../src/systems/executor.js";
+import { ExecError } from "../../src/systems/executor.js";
 import type { McpRun, McpServer } from "../../src/systems/schema.js";
-import { Cancellation } from "../../src/util/cancel.js";
 import { procStat } from "../../src/util/run-records.js";
 import { mcpStdioCommand, startMcpHttpServer, type McpHttpServer } from "../../testkit/mcp-server.js";
 
@@ -88,21 +87,8 @@ function serverFor(kind: Kind, opts: { flags?: Array<"--stubborn" | "--crash">; 
 }
 
 function context(inputs: Record<string, unknown> = {}) {
-  const pieces: string[] = [];
-  const cancel = new Cancellation();
-  const ctx: ExecContext = {
-    runId: "run-1",
-    systemId: "sys-mcp",
-    scope: { inputs, runId: "run-1" },
-    cancel,
-    output: (t) => pieces.push(t),
-    log: pino({ level: "silent" }),
-    workDir: () => dir,
-    callModel: async function* () {
-      throw new Error("unused");
-    },
-  };
-  return { ctx, pieces, cancel };
+  const r = execContext(inputs, { systemId: "sys-mcp", workDir: () => dir });
+  return { ...r, cancel: r.ctx.cancel };
 }
 
 function spec(server: McpServer, tool: string, extra: Partial<McpRun> = {}): McpRun {

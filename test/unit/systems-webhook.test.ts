@@ -5,6 +5,7 @@
  * retryable, 404 and redirects not, timeouts, cancels, refused connections), and that JSON, text
  * and SSE replies are read with their pieces streamed before the reply ends.
  */
+import { execContext } from "../helpers/exec-context.js";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -13,11 +14,9 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { pino } from "pino";
 import { ExecError, type ExecContext } from "../../src/systems/executor.js";
 import { checkWebhookUrl, runWebhook, signWebhook } from "../../src/systems/executors/webhook.js";
 import { webhookRunSchema, type WebhookRun } from "../../src/systems/schema.js";
-import { Cancellation } from "../../src/util/cancel.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => unknown;
 
@@ -55,21 +54,7 @@ function spec(over: Partial<WebhookRun> & { url: string }): WebhookRun {
 }
 
 function context(inputs: Record<string, unknown> = {}, extra: Partial<ExecContext> = {}): { ctx: ExecContext; pieces: string[] } {
-  const pieces: string[] = [];
-  const ctx: ExecContext = {
-    runId: "run-1",
-    systemId: "sys",
-    scope: { inputs, runId: "run-1" },
-    cancel: new Cancellation(),
-    output: (t) => pieces.push(t),
-    log: pino({ level: "silent" }),
-    workDir: () => work,
-    callModel: async function* () {
-      throw new Error("unused");
-    },
-    ...extra,
-  };
-  return { ctx, pieces };
+  return execContext(inputs, { workDir: () => work, ...extra });
 }
 
 /** The ExecError a promise rejects with (fails the test when it resolves or rejects with something else). */

@@ -1,0 +1,21 @@
+/** An executor's context built by hand, for tests of one executor (src/systems/executor.ts). */
+import pino from "pino";
+import type { ExecContext } from "../../src/systems/executor.js";
+import { Cancellation } from "../../src/util/cancel.js";
+
+export function execContext(inputs: Record<string, unknown>, extra: Partial<ExecContext> & Pick<ExecContext, "workDir">): { ctx: ExecContext; pieces: string[] } {
+  const pieces: string[] = [];
+  const ctx: ExecContext = {
+    runId: "run-1",
+    systemId: "sys",
+    scope: { inputs, runId: "run-1" },
+    cancel: new Cancellation(),
+    output: (t) => pieces.push(t),
+    log: pino({ level: "silent" }),
+    callModel: async function* () {
+      throw new Error("unused");
+    },
+    ...extra,
+  };
+  return { ctx, pieces };
+}
