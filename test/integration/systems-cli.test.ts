@@ -68,7 +68,7 @@ describe("clawbridge systems and runs", () => {
     assert.equal(bad.code, 1);
     assert.match(bad.stdout, /systems\[3\]\.run\.url: .*host/);
     assert.match(bad.stdout, /broken\.yaml: run\.steps: steps depend on each other in a cycle: a → b → a/);
-    assert.match(bad.stdout, /broken\.yaml: run\.steps\[1\]\.with: .*"nope" is not a declared input/);
+    assert.match(bad.stdout, /broken\.yaml: run\.steps\[1\]\.with\.argv\[1\]: .*"nope" is not a declared input/);
   });
 
   test("list and show: fromTool takes the MCP tool's schema, destructiveHint means side effects", async () => {
