@@ -36,8 +36,24 @@ export interface ProfileSummary {
   markdown: string;
 }
 
-/** Self time by function and by area, and inclusive time of the repo's own functions. */
-export function summariseProfile(file: string, root: string, top = 25): ProfileSummary {
+/** One frame of a sampled stack, as `classify` sees it. */
+export interface StackFrame {
+  functionName: string;
+  /** `area()` of its script: a repo file (`dist/encoder/sse.js`), an npm package, `node core`, or `(native/V8)`. */
+  area: string;
+  /** Node's own module for node core frames (`node:_http_outgoing`), else "". */
+  coreModule: string;
+}
+
+/**
+ * Sorts each busy sample into one part of the path: `classify` gets the sample's stack, innermost
+ * frame first, and names its part (undefined: "other"). Gives a table of the parts with their
+ * share of the busy time, each sample counted once.
+ */
+export type Classifier = (stack: StackFrame[]) => string | undefined;
+
+/** Self time by function and by area, inclusive time of the repo's own functions and, with `classify`, the time by part of the path. */
+export function summariseProfile(file: string, root: string, top = 25, classify?: Classifier, classifyTitle = "By part of the path"): ProfileSummary {
   const p = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const totalHits = p.nodes.reduce((s, n) => s + (n.hitCount ?? 0), 0);
@@ -89,6 +105,25 @@ export function summariseProfile(file: string, root: string, top = 25): ProfileS
   const rootNode = p.nodes[0];
   if (rootNode) walk(rootNode.id, new Set());
 
+  // Parts of the path: every node's stack (innermost first) classified once, its self hits added.
+  const parts = new Map<string, number>();
+  if (classify) {
+    const parent = new Map<number, number>();
+    for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+    for (const n of p.nodes) {
+      const h = n.hitCount ?? 0;
+      if (!h || n.callFrame.functionName === "(idle)") continue;
+      const stack: StackFrame[] = [];
+      for (let id: number | undefined = n.id; id !== undefined; id = parent.get(id)) {
+        const f = byId.get(id)!.callFrame;
+        const a = f.url ? area(f.url, root) : "(native/V8)";
+        stack.push({ functionName: f.functionName, area: a, coreModule: f.url.startsWith("node:") ? f.url : "" });
+      }
+      const part = classify(stack) ?? "other";
+      parts.set(part, (parts.get(part) ?? 0) + h);
+    }
+  }
+
   const pct = (h: number) => (busy ? `${((100 * h) / busy).toFixed(1)}%` : "–");
   const selfRows = [...self.entries()]
     .sort((a, b) => b[1].hits - a[1].hits)
@@ -119,6 +154,17 @@ export function summariseProfile(file: string, root: string, top = 25): ProfileS
     "The repo's own functions by inclusive time (self + everything they call):",
     "",
     table(["function", "incl. ms", "% of busy"], inclRows),
+    ...(classify
+      ? [
+          "",
+          `${classifyTitle}:`,
+          "",
+          table(
+            ["part", "ms", "% of busy"],
+            [...parts.entries()].sort((a, b) => b[1] - a[1]).map(([k, h]) => [k, msOf(h).toFixed(0), pct(h)]),
+          ),
+        ]
+      : []),
   ].join("\n");
   return { busyMs: msOf(busy), markdown };
 }

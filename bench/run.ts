@@ -12,6 +12,8 @@
  *   --seconds <s>           time limit per scenario (default 10)
  *   --warmup <n>            warm-up requests per scenario (default 200; the openai suite warms
  *                           each path up with 5x that before each scenario)
+ *   --scenario <id[,id]>    only these scenarios of a suite (the openai suite: stream-c1, stream-c32,
+ *                           json-c1, json-c32, openclaw-c1), e.g. to profile one path
  *   --profile               run the bridge under --cpu-prof and report where its time goes
  *                           (written as <date>-<slug>-profile.md: the profiler slows the bridge)
  *   --no-write              print only
@@ -30,6 +32,7 @@ const ROOT = path.dirname(BENCH_DIR);
 
 interface Args {
   suites: string[];
+  scenarios: string[];
   list: boolean;
   requests: number;
   seconds: number;
@@ -40,7 +43,7 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { suites: [], list: false, requests: 3000, seconds: 10, warmup: 200, profile: false, write: true, strict: false };
+  const a: Args = { suites: [], scenarios: [], list: false, requests: 3000, seconds: 10, warmup: 200, profile: false, write: true, strict: false };
   const num = (flag: string, v: string | undefined): number => {
     const n = Number(v);
     if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} needs a positive number`);
@@ -53,6 +56,9 @@ function parseArgs(argv: string[]): Args {
     switch (flag) {
       case "--suite":
         a.suites.push(...(value() ?? "").split(",").filter(Boolean));
+        break;
+      case "--scenario":
+        a.scenarios.push(...(value() ?? "").split(",").filter(Boolean));
         break;
       case "--list":
         a.list = true;
@@ -78,7 +84,7 @@ function parseArgs(argv: string[]): Args {
       case "--help":
       case "-h":
         process.stdout.write(
-          "npm run bench -- [--suite name[,name]] [--list] [--requests n] [--seconds s] [--warmup n] [--profile] [--no-write] [--strict]\n",
+          "npm run bench -- [--suite name[,name]] [--scenario id[,id]] [--list] [--requests n] [--seconds s] [--warmup n] [--profile] [--no-write] [--strict]\n",
         );
         process.exit(0);
       // falls through (exit)
@@ -161,6 +167,7 @@ async function main(): Promise<number> {
     resultsDir,
     limits: { warmup: args.warmup, maxRequests: args.requests, maxSeconds: args.seconds },
     profile: args.profile,
+    ...(args.scenarios.length ? { scenarios: args.scenarios } : {}),
     log: (m) => process.stderr.write(`[bench] ${m}\n`),
   };
   ctx.log(`machine: ${machineLine()}`);

@@ -24,6 +24,8 @@ export interface BenchContext {
   limits: BenchLimits;
   /** Run the bridge under `node --cpu-prof` and summarise where its time goes. */
   profile: boolean;
+  /** `--scenario`: run only these scenarios (ids of the suite's own; a suite without scenarios ignores it). */
+  scenarios?: string[];
   /** Progress line on stderr (results go in the returned markdown). */
   log(message: string): void;
 }

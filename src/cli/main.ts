@@ -6,12 +6,7 @@ import { createLogger } from "../log/logger.js";
 import { stopOnSignals } from "../server/signals.js";
 import { PortInUseError, startBridge } from "../server/start.js";
 import { VERSION } from "../version.js";
-import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
 import type { SessionStore } from "../store/types.js";
-import { registerDoctorCommand } from "./doctor.js";
-import { registerOpenClawCommands } from "./openclaw.js";
-import { registerServiceCommands } from "./service.js";
-import { registerSystemsCommands } from "./systems.js";
 
 function portArg(v: string): number {
   const n = Number(v);
@@ -97,6 +92,7 @@ configCmd
 
 async function withStore<T>(opts: { config?: string }, fn: (store: SessionStore) => Promise<T>): Promise<T> {
   const config = loadConfig({ configPath: opts.config });
+  const { defaultSessionStorePath, openSessionStore } = await import("../store/index.js");
   const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
   try {
     return await fn(store);
@@ -160,15 +156,23 @@ sessions
   .requiredOption("-b, --backend <name>", "backend the imported sessions belong to")
   .action((file: string, opts: { config?: string; backend: string }) =>
     withStore(opts, async (store) => {
+      const { importSessionsJson } = await import("../store/index.js");
       const res = await importSessionsJson(store, file, { backend: opts.backend });
       process.stdout.write(`imported ${res.imported} of ${res.total} (${res.existing} already known, ${res.skipped.length} skipped)\n`);
       for (const s of res.skipped) process.stdout.write(`  skipped ${s.entry}: ${s.reason}\n`);
     }).catch(fail),
   );
 
-registerOpenClawCommands(program);
-registerServiceCommands(program);
-registerDoctorCommand(program);
-registerSystemsCommands(program);
+// The command groups are imported only for a command that is not one of the above (and for the
+// whole help): `serve` does not load OpenClaw's config editing, systemd, the doctor's probes or
+// systems, nor the session store (loaded by the `sessions` commands when they run).
+const command = process.argv.slice(2).find((a) => !a.startsWith("-"));
+if (command !== "serve" && command !== "config" && command !== "sessions") {
+  const [openclaw, service, doctor, systems] = await Promise.all([import("./openclaw.js"), import("./service.js"), import("./doctor.js"), import("./systems.js")]);
+  openclaw.registerOpenClawCommands(program);
+  service.registerServiceCommands(program);
+  doctor.registerDoctorCommand(program);
+  systems.registerSystemsCommands(program);
+}
 
 program.parseAsync(process.argv).catch(fail);

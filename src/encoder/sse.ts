@@ -47,9 +47,6 @@ class FrameWriter {
   private scheduled = false;
   /** When a frame was last written (for heartbeats). */
   lastWrite = Date.now();
-  /** The stream's heartbeat frame and interval (see `Heartbeats`). */
-  heartbeat = "";
-  heartbeatMs = 0;
 
   constructor(readonly res: ServerResponse) {}
 
@@ -89,51 +86,6 @@ function flushWriter(w: FrameWriter): void {
   w.flush();
 }
 
-/**
- * Heartbeats of every open stream from one interval timer per check period (instead of a timer
- * per stream): each tick sends a stream's heartbeat frame when nothing was written to it for its
- * `heartbeatMs`. The timer is unref'd (an open stream keeps the process alive by its socket) and
- * stops itself at the first tick without streams, so a run of back-to-back requests does not make
- * and clear a timer per request.
- */
-class Heartbeats {
-  private readonly streams = new Set<FrameWriter>();
-  private timer: NodeJS.Timeout | undefined;
-
-  constructor(private readonly periodMs: number) {}
-
-  add(w: FrameWriter): void {
-    this.streams.add(w);
-    if (!this.timer) {
-      this.timer = setInterval(() => this.tick(), this.periodMs);
-      this.timer.unref();
-    }
-  }
-
-  delete(w: FrameWriter): void {
-    this.streams.delete(w);
-  }
-
-  private tick(): void {
-    if (this.streams.size === 0) {
-      clearInterval(this.timer);
-      this.timer = undefined;
-      return;
-    }
-    const now = Date.now();
-    for (const w of this.streams) if (now - w.lastWrite >= w.heartbeatMs) w.write(w.heartbeat);
-  }
-}
-
-/** One `Heartbeats` per check period (in practice one: the period comes from the configuration). */
-const heartbeats = new Map<number, Heartbeats>();
-function heartbeatsFor(heartbeatMs: number): Heartbeats {
-  const period = Math.max(50, Math.min(heartbeatMs, 1000));
-  let h = heartbeats.get(period);
-  if (!h) heartbeats.set(period, (h = new Heartbeats(period)));
-  return h;
-}
-
 export async function writeSse(res: ServerResponse, events: AsyncIterable<BackendEvent>, opts: SseOptions): Promise<EncodeResult> {
   const chunks = new ChunkFactory(opts.model);
   // No `connection` header of our own: node:http says keep-alive, or close when the client asked
@@ -150,10 +102,12 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
   const result: EncodeResult = { outcome: "completed", contentChars: 0, text: "" };
   const out = new FrameWriter(res);
   out.write(chunks.delta({ role: "assistant", content: "" }));
-  out.heartbeat = chunks.content("");
-  out.heartbeatMs = opts.heartbeatMs;
-  const beats = heartbeatsFor(opts.heartbeatMs);
-  beats.add(out);
+  const heartbeat = chunks.content("");
+  // A timer per stream: one shared timer with a Set of the open streams was tried, and made V8
+  // promote every request's objects to the old generation (bench/README.md, issue 19).
+  const beat = setInterval(() => {
+    if (Date.now() - out.lastWrite >= opts.heartbeatMs) out.write(heartbeat);
+  }, Math.max(50, Math.min(opts.heartbeatMs, 1000)));
   let sawToolCall = false;
   let ended = false;
   try {
@@ -223,7 +177,7 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
     result.error = (err as Error).message;
     out.end(`data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: `internal error: ${result.error}` }))}\n\n`);
   } finally {
-    beats.delete(out);
+    clearInterval(beat);
     // Whatever is pending goes out with the end of the response (nothing, when it has ended).
     out.end();
   }

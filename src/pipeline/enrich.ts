@@ -9,7 +9,7 @@ import type { LiveData } from "../context/stateless.js";
 import { parseIntentsConfig } from "../intent/schema.js";
 import type { DebugLog } from "../log/debug-log.js";
 import type { Route } from "../routing/router.js";
-import { ToolRunner } from "../tools/preexec.js";
+import type { ToolRunner } from "../tools/preexec.js";
 
 export class PreExecutor {
   private readonly runners = new Map<string, ToolRunner | null>();
@@ -19,15 +19,25 @@ export class PreExecutor {
     private readonly debugLog: DebugLog,
   ) {}
 
-  /** One runner per distinct settings (models sharing settings share a cache). */
-  private runnerFor(model: ResolvedModel): ToolRunner | null {
+  /**
+   * One runner per distinct settings (models sharing settings share a cache). The tools (page
+   * extraction, search) are loaded on first use: a bridge whose models never fetch live data
+   * never loads them.
+   */
+  private async runnerFor(model: ResolvedModel): Promise<ToolRunner | null> {
     const cfg = parseIntentsConfig(model.intents ?? {});
     const id = JSON.stringify([cfg, model.context.maxToolResultChars]);
-
-    let runner = this.runners.get(id);
+    const known = this.runners.get(id);
+    if (known !== undefined) return known;
+    if (!cfg.enabled) {
+      this.runners.set(id, null);
+      return null;
+    }
+    const { ToolRunner } = await import("../tools/preexec.js");
+    let runner = this.runners.get(id); // another turn may have made it meanwhile
     if (runner === undefined) {
       const maxToolResultChars = Math.min(cfg.maxToolResultChars, model.context.maxToolResultChars);
-      runner = cfg.enabled ? new ToolRunner(cfg, this.logger.child({ part: "preexec" }), { maxToolResultChars }) : null;
+      runner = new ToolRunner(cfg, this.logger.child({ part: "preexec" }), { maxToolResultChars });
       this.runners.set(id, runner);
     }
     return runner;
@@ -35,7 +45,7 @@ export class PreExecutor {
 
   async enrich(userText: string, route: Route, signal: AbortSignal, log: Logger = this.logger): Promise<LiveData[]> {
     if (!userText || route.model.sessionMode === "passthrough") return [];
-    const runner = this.runnerFor(route.model);
+    const runner = await this.runnerFor(route.model);
     if (!runner) return [];
     const res = await runner.preExecute(userText, signal);
     if (res.intent) {

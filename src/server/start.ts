@@ -13,7 +13,6 @@ import { ModelRouter } from "../routing/router.js";
 import { reapOrphans, setRunDir, terminateAll } from "../util/process.js";
 import { startOrphanWatcher } from "../util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
-import { defaultSessionStorePath, importSessionsJson, openSessionStore } from "../store/index.js";
 import type { SessionStore } from "../store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -79,6 +78,8 @@ async function describePortOwner(host: string, port: number): Promise<string> {
 async function openStoreIfNeeded(config: Config, logger: Logger): Promise<SessionStore | undefined> {
   const resumeModels = config.models.filter((m) => m.sessionMode === "resume");
   if (!resumeModels.length) return undefined;
+  // Loaded only when a model runs in resume mode.
+  const { defaultSessionStorePath, importSessionsJson, openSessionStore } = await import("../store/index.js");
   const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
   const legacy = path.join(config.dataDir, "sessions.json");
   if (existsSync(legacy)) {

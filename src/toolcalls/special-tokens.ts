@@ -119,6 +119,8 @@ export class SpecialTokenStripper {
   }
 
   push(text: string): string {
+    // Nothing held and no '<' in the text: nothing to strip (the common case, without the feed loop).
+    if (this.st === N_NORMAL && text.indexOf("<") < 0) return text;
     this.feed(text);
     const out = this.out;
     this.out = "";

@@ -3,7 +3,7 @@
  * limits, `--no-write`), and its printed report must hold every table with real figures. The
  * benchmark's figures themselves are not judged here (targets live in the benchmark, not in tests);
  * what is checked is that every scenario ran through every path without an error, that nothing was
- * written, and that the fake upstream, the bridge and the minimal proxy were all reaped.
+ * written, and that the fake upstream, the bridge and the minimal proxies were all reaped.
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -73,7 +73,7 @@ function benchProcesses(): string[] {
     } catch {
       continue;
     }
-    if (cmd.includes(path.join(REPO, "bench", "fake-upstream.ts")) || cmd.includes(path.join(REPO, "bench", "minimal-proxy.mjs"))) found.push(`${pid}: ${cmd}`);
+    if (["fake-upstream.ts", "minimal-proxy.mjs", "minimal-stream-proxy.mjs"].some((f) => cmd.includes(path.join(REPO, "bench", f)))) found.push(`${pid}: ${cmd}`);
     else if (cmd.includes(path.join(REPO, "bin", "clawbridge.js")) && cmd.includes("cb-bench-")) found.push(`${pid}: ${cmd}`);
   }
   return found;
@@ -94,15 +94,28 @@ describe("npm run bench -- --suite openai (smoke run)", () => {
     assert.match(run.stdout, /^# Benchmark: openai/m);
   });
 
-  test("the four targets are stated, each with a figure and PASS or FAIL", () => {
+  test("the seven targets are stated, each with a figure and PASS or FAIL", () => {
     const rows = tableRows(run.stdout, "target");
     assert.deepEqual(
       rows.map((r) => r[0]!.split(",")[0]),
-      ["added time to first byte", "added time to first CONTENT delta", "added time to the full response", "non-streaming c=32 throughput"],
+      [
+        "added time to first byte",
+        "added time to first CONTENT delta",
+        "added time to the full response",
+        "non-streaming c=32 throughput",
+        "bridge CPU / req as a multiple of the minimal streaming proxy's (streaming",
+        "bridge CPU / req as a multiple of the minimal streaming proxy's (streaming",
+        "bridge CPU / req as a multiple of the minimal proxy's (non-streaming",
+      ],
     );
     for (const [name, goal, measured, result] of rows as [string, string, string, string][]) {
-      assert.match(goal!, /^(< 1 ms|≥ 50%)$/, name);
-      assert.match(measured!, goal!.endsWith("ms") ? /^[+-]\d+\.\d+ ms$/ : /^\d+% \([\d,]+ vs [\d,]+ req\/s\); the minimal Node\.js proxy: \d+%$/, name);
+      assert.match(goal!, /^(< 1 ms|≥ 50%|≤ 1\.5×)$/, name);
+      const figure = goal!.endsWith("ms")
+        ? /^[+-]\d+\.\d+ ms$/
+        : goal!.endsWith("%")
+          ? /^\d+% \([\d,]+ vs [\d,]+ req\/s\); the minimal Node\.js proxy: \d+%$/
+          : /^\d+\.\d+× \(\d+\.\d+ vs \d+\.\d+ ms\)$/;
+      assert.match(measured!, figure, name);
       assert.match(result!, /^(PASS|\*\*FAIL\*\*)$/, name);
     }
   });
@@ -130,6 +143,25 @@ describe("npm run bench -- --suite openai (smoke run)", () => {
       ["direct", "minimal proxy", "bridge"],
     );
     for (const r of rows) assert.ok(num(r[1]!) > 0, `${r[0]}: ${r[1]} req/s`);
+  });
+
+  test("the bridge's CPU per request is set against the minimal proxies', measured in the same run", () => {
+    const rows = tableRows(run.stdout, "scenario | minimal proxy");
+    assert.deepEqual(
+      rows.map((r) => [r[0], r[1]]),
+      [
+        ["streaming, c=1", "bench/minimal-stream-proxy.mjs"],
+        ["streaming, c=32", "bench/minimal-stream-proxy.mjs"],
+        ["non-streaming, c=32", "bench/minimal-proxy.mjs"],
+      ],
+    );
+    for (const [scenario, , proxyCpu, bridgeCpu, multiple, rates] of rows as string[][]) {
+      assert.match(proxyCpu!, /^\d+\.\d+ ms \(\d+% system\)$/, scenario);
+      assert.match(bridgeCpu!, /^\d+\.\d+ ms \(\d+% system\)$/, scenario);
+      assert.match(multiple!, /^\d+\.\d+×$/, scenario);
+      const [proxy, bridge, direct] = rates!.split(" / ").map(num);
+      assert.ok(proxy! > 0 && bridge! > 0 && direct! > 0, `${scenario}: ${rates}`);
+    }
   });
 
   test("the bridge's memory is reported at three moments", () => {

@@ -5,24 +5,23 @@
  * Passthrough only: the client's request is forwarded with `model` replaced, rewritten by the
  * compat rules (./compat.ts), and sent with `stream: true` when the client streams (or always,
  * with `streamUpstream: always`). A non-streaming client gets the upstream's JSON answer
- * translated once (`wholeTurn`): parsing one body costs the bridge far less than parsing a stream
- * of chunks (the throughput benchmark's case); `always` trades that for idle/first-byte timeouts
- * that can detect a stuck server mid-answer (`streamTurn`).
+ * translated once: parsing one body costs the bridge far less than parsing a stream of chunks
+ * (the throughput benchmark's case); `always` trades that for idle/first-byte timeouts that can
+ * detect a stuck server mid-answer. Both are one `UpstreamTurn` (./transport.ts) on undici's
+ * dispatch API, each body chunk translated as it arrives.
  *
  * The rest of the backend: ./translate.ts (upstream chunks → events), ./transport.ts (deadlines,
  * reading and framing the answer), ./errors.ts (upstream errors and their messages).
  */
-import { TextDecoder } from "node:util";
-import type { EventEmitter } from "node:events";
-import { Pool, type Dispatcher } from "undici";
+import { Pool } from "undici";
 import { z } from "zod";
 import type { Logger } from "pino";
 import { applyRequestCompat, compatOverrideSchema, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride, type CompatRules } from "./compat.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../types.js";
-import { describeUnreachable, errCode, safeUrl, SOCKET_CLOSED, statusError, UNREACHABLE, upstreamErrorMessage } from "./errors.js";
+import { describeUnreachable, errCode, safeUrl, UNREACHABLE, upstreamErrorMessage } from "./errors.js";
 import { StreamTranslator } from "./translate.js";
-import { BodyReader, bodyFormat, drainBriefly, ENDED_READER, fetchWhole, jsonEvents, readWhole, sseEvents, TurnControl, WholeError, type Body, type WholeResponse } from "./transport.js";
+import { TurnControl, UpstreamTurn, type UpstreamRequest } from "./transport.js";
 
 export const openaiOptionsSchema = z.strictObject({
   /** Upstream API root including `/v1`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:11434/v1` (Ollama). */
@@ -100,12 +99,17 @@ export function buildUpstreamBody(options: Pick<OpenAIBackendOptions, "compat" |
   const compat = cachedCompat(options, turn.model);
   const req = turn.request as Record<string, unknown>;
   const stream = options.streamUpstream === "always" || req.stream === true;
-  const base: Record<string, unknown> = { ...req, model: turn.model, stream };
-  if (stream && compat.supportsStreamOptions) {
-    const so = req.stream_options && typeof req.stream_options === "object" ? (req.stream_options as Record<string, unknown>) : {};
-    base.stream_options = { ...so, include_usage: true };
-  } else if (!stream) {
-    delete base.stream_options;
+  let base: Record<string, unknown>;
+  if (stream) {
+    base = { ...req, model: turn.model, stream };
+    if (compat.supportsStreamOptions) {
+      const so = req.stream_options && typeof req.stream_options === "object" ? (req.stream_options as Record<string, unknown>) : {};
+      base.stream_options = { ...so, include_usage: true };
+    }
+  } else {
+    // Without `stream_options` (copied without it, not deleted: see applyRequestCompat).
+    const { stream_options: _so, ...rest } = req;
+    base = { ...rest, model: turn.model, stream };
   }
   const body = applyRequestCompat(base, compat);
   body.model = turn.model;
@@ -113,22 +117,16 @@ export function buildUpstreamBody(options: Pick<OpenAIBackendOptions, "compat" |
   return body;
 }
 
-/** The upstream chat request of a turn (`signal` is added for the streaming path). */
-interface UpstreamRequest {
-  path: string;
-  method: "POST";
-  headers: Record<string, string>;
-  body: string;
-}
+const NO_TOOLS: readonly string[] = [];
 
 /** The turn's cancellation was aborted before anything was sent. */
 function notSent(): BackendEvent {
   return { type: "error", error: { code: "aborted", message: "request aborted before it was sent", retryable: false } };
 }
 
-/** The upstream's answer is beyond `MAX_JSON_BODY`. */
-function bodyTooLarge(url: string): BackendEvent {
-  return { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent a body larger than ${MAX_JSON_BODY} bytes`, status: 502, retryable: false } };
+/** An event stream of one event. */
+async function* only(ev: BackendEvent): AsyncGenerator<BackendEvent> {
+  yield ev;
 }
 
 class OpenAIBackend implements Backend {
@@ -137,6 +135,7 @@ class OpenAIBackend implements Backend {
   readonly timeoutSeconds: number;
   private readonly pool: Pool;
   private readonly basePath: string;
+  private readonly chatPath: string;
   private readonly display: string;
   private readonly logger: Logger;
 
@@ -148,6 +147,7 @@ class OpenAIBackend implements Backend {
     this.timeoutSeconds = options.timeoutSeconds;
     const base = new URL(options.baseUrl);
     this.basePath = base.pathname.replace(/\/+$/, "");
+    this.chatPath = `${this.basePath}/chat/completions`;
     this.display = safeUrl(base);
     this.logger = deps.logger.child({ backend: name });
     this.pool = new Pool(base.origin, {
@@ -168,9 +168,34 @@ class OpenAIBackend implements Backend {
     return h;
   }
 
-  /** Streamed from the upstream when the client streams (or `streamUpstream: always`), else read whole. */
+  /**
+   * The turn's upstream request and its answer as events (`UpstreamTurn`, ./transport.ts): asked
+   * for as a stream when the client streams (or `streamUpstream: always`), with first-byte and idle
+   * deadlines; otherwise the upstream answers whole and only the turn's deadline (the pipeline's)
+   * applies, the answer only starting when it is complete.
+   */
   run(turn: TurnInput): AsyncIterable<BackendEvent> {
-    return this.options.streamUpstream === "always" || turn.request.stream === true ? this.streamTurn(turn) : this.wholeTurn(turn);
+    const t = this.begin(turn);
+    if (!t) return only(notSent());
+    let prepared: { translator: StreamTranslator; request: UpstreamRequest };
+    try {
+      prepared = this.prepare(turn, t.url);
+    } catch (err) {
+      const ev = this.unexpected(err, t);
+      t.end();
+      return only(ev);
+    }
+    return new UpstreamTurn({
+      pool: this.pool,
+      request: prepared.request,
+      translator: prepared.translator,
+      control: t,
+      logger: this.logger,
+      maxJsonBody: MAX_JSON_BODY,
+      maxErrorBody: MAX_ERROR_BODY,
+      unexpected: (err) => this.unexpected(err, t),
+      timers: this.options.streamUpstream === "always" || turn.request.stream === true,
+    });
   }
 
   /**
@@ -186,7 +211,8 @@ class OpenAIBackend implements Backend {
   /** The turn's translator and its upstream request (the body built by `buildUpstreamBody`). */
   private prepare(turn: TurnInput, url: string): { translator: StreamTranslator; request: UpstreamRequest } {
     const o = this.options;
-    const tools = (turn.request.tools ?? []).map((t) => t.function.name).filter((n): n is string => !!n);
+    const offered = turn.request.tools;
+    const tools = offered?.length ? offered.map((t) => t.function.name).filter((n): n is string => !!n) : NO_TOOLS;
     const translator = new StreamTranslator({
       tools,
       extract: o.extractToolCalls && turn.request.tool_choice !== "none",
@@ -194,9 +220,10 @@ class OpenAIBackend implements Backend {
       logger: this.logger,
     });
     const payload = JSON.stringify(buildUpstreamBody(o, turn));
-    this.logger.debug({ url, model: turn.model, bytes: payload.length, tools: tools.length }, "upstream request");
+    // Guarded: the log object would be built for every turn even with debug off.
+    if (this.logger.isLevelEnabled("debug")) this.logger.debug({ url, model: turn.model, bytes: payload.length, tools: tools.length }, "upstream request");
     const request: UpstreamRequest = {
-      path: `${this.basePath}/chat/completions`,
+      path: this.chatPath,
       method: "POST",
       headers: (this.chatHeaders ??= this.headers({ "content-type": "application/json", accept: "text/event-stream, application/json" })),
       body: payload,
@@ -208,175 +235,6 @@ class OpenAIBackend implements Backend {
   private unexpected(err: unknown, t: TurnControl): BackendEvent {
     this.logger.error({ err }, "unexpected failure in openai backend");
     return { type: "error", error: t.stop ? t.stopError(t.stop) : { code: "backend_failed", message: `openai backend failed: ${err instanceof Error ? err.message : String(err)}`, status: 500, retryable: false } };
-  }
-
-  /**
-   * A non-streamed upstream answer (the client does not stream): read whole on undici's dispatch
-   * API, then translated once. Only the turn's deadline (the pipeline's) applies: the answer only
-   * starts when it is complete.
-   */
-  private async *wholeTurn(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const t = this.begin(turn);
-    if (!t) {
-      yield notSent();
-      return;
-    }
-    try {
-      const { translator, request } = this.prepare(turn, t.url);
-      let whole: WholeResponse | undefined;
-      for (let attempt = 0; attempt < 2 && !whole; attempt++) {
-        try {
-          whole = await fetchWhole(this.pool, request, MAX_JSON_BODY, MAX_ERROR_BODY, t.ctl);
-        } catch (err) {
-          const answered = err instanceof WholeError && err.answered;
-          // One retry when a pooled keep-alive socket turns out to be closed before any answer.
-          if (attempt === 0 && !answered && !t.stop && SOCKET_CLOSED.has(errCode(err) ?? "")) continue;
-          yield { type: "error", error: t.failure(err, answered ? "stream" : "connect") };
-          return;
-        }
-      }
-      if (!whole) throw new Error("no response");
-      this.logger.debug({ status: whole.status }, "upstream response");
-      if (whole.status >= 400) {
-        yield { type: "error", error: statusError(whole.status, whole.headers, whole.body.toString("utf8")) };
-        return;
-      }
-      if (whole.truncated) {
-        yield bodyTooLarge(t.url);
-        return;
-      }
-      let text = whole.body.toString("utf8");
-      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as TextDecoder does
-      // JSON (the usual answer), else an event stream (a server that streams anyway).
-      const format = bodyFormat(whole.headers["content-type"]);
-      if (format === "json" || (format === "sniff" && text.trimStart().startsWith("{"))) yield* jsonEvents(translator, text, t.url, this.logger);
-      else yield* sseEvents(translator, text, ENDED_READER, new TextDecoder("utf-8"), t.failure, t.url, t);
-    } catch (err) {
-      yield this.unexpected(err, t);
-    } finally {
-      t.end();
-    }
-  }
-
-  /**
-   * A streamed upstream answer: sent under the first-byte deadline, then each body chunk read
-   * under the idle deadline and its events yielded before the next read (`sseEvents`). A plain
-   * JSON answer to the streaming request is read whole and translated once.
-   */
-  private async *streamTurn(turn: TurnInput): AsyncGenerator<BackendEvent> {
-    const t = this.begin(turn);
-    if (!t) {
-      yield notSent();
-      return;
-    }
-    let body: Body | undefined;
-    let reader: BodyReader | undefined;
-    let bodyEnded = false;
-    try {
-      const { translator, request } = this.prepare(turn, t.url);
-
-      // --- send (one retry when a pooled keep-alive socket turns out to be closed) ---
-      t.arm(true);
-      let res: Dispatcher.ResponseData | undefined;
-      for (let attempt = 0; attempt < 2 && !res; attempt++) {
-        try {
-          res = await this.pool.request({ ...request, signal: t.ctl as unknown as EventEmitter });
-        } catch (err) {
-          if (attempt === 0 && !t.stop && SOCKET_CLOSED.has(errCode(err) ?? "")) continue;
-          t.disarm();
-          yield { type: "error", error: t.failure(err, "connect") };
-          return;
-        }
-      }
-      t.disarm();
-      if (!res) throw new Error("no response");
-      body = res.body;
-      reader = new BodyReader(body, t.arm, t.disarm);
-      this.logger.debug({ status: res.statusCode }, "upstream response");
-
-      // --- HTTP error status ---
-      if (res.statusCode >= 400) {
-        let text = "";
-        try {
-          for (let c = await reader.next(); c; c = await reader.next()) {
-            text += c.toString("utf8");
-            if (text.length > MAX_ERROR_BODY) break;
-          }
-        } catch {
-          if (t.stop) {
-            yield { type: "error", error: t.stopError(t.stop) };
-            return;
-          }
-        }
-        yield { type: "error", error: statusError(res.statusCode, res.headers, text) };
-        return;
-      }
-
-      // --- body format: by content type, else sniffed from the first bytes ---
-      let mode = bodyFormat(res.headers["content-type"]);
-      if (mode === "json") {
-        // A plain JSON answer to a streaming request: read it whole, translate it once.
-        let bytes: Buffer | undefined;
-        try {
-          bytes = await readWhole(body, MAX_JSON_BODY, t.arm, t.disarm);
-        } catch (err) {
-          yield { type: "error", error: t.failure(err, "stream") };
-          return;
-        }
-        if (!bytes) {
-          yield bodyTooLarge(t.url);
-          return;
-        }
-        bodyEnded = true;
-        let text = bytes.toString("utf8");
-        if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as TextDecoder does
-        yield* jsonEvents(translator, text, t.url, this.logger);
-        return;
-      }
-      const decoder = new TextDecoder("utf-8");
-      let text = "";
-      while (mode !== "sse") {
-        let c: Buffer | null;
-        try {
-          c = await reader.next();
-        } catch (err) {
-          yield { type: "error", error: t.failure(err, "stream") };
-          return;
-        }
-        text += c ? decoder.decode(c, { stream: true }) : decoder.decode();
-        if (mode === "sniff") {
-          const lead = text.trimStart();
-          if (lead.startsWith("{")) mode = "json";
-          else if (lead.length > 0 || !c) mode = "sse";
-        }
-        if (text.length > MAX_JSON_BODY) {
-          yield bodyTooLarge(t.url);
-          return;
-        }
-        if (!c) break;
-      }
-      if (mode === "json") {
-        yield* jsonEvents(translator, text, t.url, this.logger);
-        return;
-      }
-      yield* sseEvents(translator, text, reader, decoder, t.failure, t.url, t);
-      // After `done`: servers end the body right after [DONE]. Reading that end (briefly) returns the
-      // socket to the pool before the next turn asks for one. The consumer already has `done`.
-      if (t.sawDone && !t.stop && !reader.ended) await drainBriefly(reader, 250);
-    } catch (err) {
-      yield this.unexpected(err, t);
-    } finally {
-      t.end();
-      if (body && !bodyEnded && !reader?.ended) {
-        if (t.sawDone && !t.stop) {
-          // The answer is complete; let the socket go back to the pool once the body ends.
-          body.dump({ limit: 64 * 1024 }).catch(() => {});
-        } else {
-          t.ctl.abort();
-          body.destroy();
-        }
-      }
-    }
   }
 
   async health(): Promise<BackendHealth> {

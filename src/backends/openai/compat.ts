@@ -96,6 +96,28 @@ export function mergeCompat(base: Readonly<CompatRules>, override?: CompatOverri
   return out;
 }
 
+function compatMessages(messages: unknown[], compat: Readonly<CompatRules>): unknown[] {
+  return messages.map((m: unknown) => {
+    if (!isPlainObject(m)) return m;
+    let msg = m;
+    if (!compat.supportsDeveloperRole && msg.role === "developer") msg = { ...msg, role: "system" };
+    if (compat.flattenTextContent && Array.isArray(msg.content)) {
+      const flat = flattenContent(msg.content);
+      if (flat !== msg.content) msg = { ...msg, content: flat };
+    }
+    return msg;
+  });
+}
+
+/** Tool definitions without `function.strict`. */
+function withoutStrict(tools: unknown[]): unknown[] {
+  return tools.map((t: unknown) => {
+    if (!isPlainObject(t) || !isPlainObject(t.function) || !("strict" in t.function)) return t;
+    const { strict: _strict, ...fn } = t.function;
+    return { ...t, function: fn };
+  });
+}
+
 function flattenContent(content: unknown): unknown {
   if (!Array.isArray(content)) return content;
   const allText = content.every((p) => isPlainObject(p) && p.type === "text" && typeof p.text === "string");
@@ -112,50 +134,43 @@ function flattenContent(content: unknown): unknown {
  * limits (`max_tokens: null`) are dropped.
  */
 export function applyRequestCompat(request: Readonly<Record<string, unknown>>, compat: Readonly<CompatRules>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...request };
-
-  if (!compat.supportsStore) delete out.store;
-  if (!compat.supportsReasoningEffort) delete out.reasoning_effort;
-  if (!compat.supportsStreamOptions) delete out.stream_options;
-
+  // The body is built by copying the keys that stay, not by deleting from a copy: an object that
+  // loses keys turns into a slow dictionary in V8, and every turn serialises this one.
+  const field = compat.maxTokensField;
   // Output limit: one field, the one the upstream understands.
-  const other: MaxTokensField = compat.maxTokensField === "max_tokens" ? "max_completion_tokens" : "max_tokens";
-  const wanted = out[compat.maxTokensField];
-  const given = out[other];
-  delete out[other];
-  if (wanted == null) {
-    delete out[compat.maxTokensField];
-    if (given != null) out[compat.maxTokensField] = given;
-  }
-
-  if (Array.isArray(out.messages)) {
-    out.messages = out.messages.map((m: unknown) => {
-      if (!isPlainObject(m)) return m;
-      let msg = m;
-      if (!compat.supportsDeveloperRole && msg.role === "developer") msg = { ...msg, role: "system" };
-      if (compat.flattenTextContent && Array.isArray(msg.content)) {
-        const flat = flattenContent(msg.content);
-        if (flat !== msg.content) msg = { ...msg, content: flat };
-      }
-      return msg;
-    });
-  }
-
-  if (Array.isArray(out.tools)) {
-    if (out.tools.length === 0) {
-      delete out.tools;
-      delete out.tool_choice;
-      delete out.parallel_tool_calls;
-    } else if (!compat.supportsStrictMode) {
-      out.tools = out.tools.map((t: unknown) => {
-        if (!isPlainObject(t) || !isPlainObject(t.function) || !("strict" in t.function)) return t;
-        const { strict: _strict, ...fn } = t.function;
-        return { ...t, function: fn };
-      });
+  const other: MaxTokensField = field === "max_tokens" ? "max_completion_tokens" : "max_tokens";
+  const wanted = request[field];
+  const given = request[other];
+  // An empty `tools: []` goes with `tool_choice` / `parallel_tool_calls` (vLLM rejects tool_choice without tools).
+  const noTools = Array.isArray(request.tools) && request.tools.length === 0;
+  const drops = compat.dropFields;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(request)) {
+    switch (key) {
+      case "store":
+        if (!compat.supportsStore) continue;
+        break;
+      case "reasoning_effort":
+        if (!compat.supportsReasoningEffort) continue;
+        break;
+      case "stream_options":
+        if (!compat.supportsStreamOptions) continue;
+        break;
+      case "tools":
+      case "tool_choice":
+      case "parallel_tool_calls":
+        if (noTools) continue;
+        break;
+      default:
+        break;
     }
+    if (key === other || (key === field && wanted == null) || (drops.length > 0 && drops.includes(key))) continue;
+    let v = request[key];
+    if (key === "messages" && Array.isArray(v)) v = compatMessages(v, compat);
+    else if (key === "tools" && Array.isArray(v) && !compat.supportsStrictMode) v = withoutStrict(v);
+    out[key] = v;
   }
-
-  for (const f of compat.dropFields) delete out[f];
+  if (wanted == null && given != null && !drops.includes(field)) out[field] = given;
 
   return Object.keys(compat.extraBody).length ? deepMerge(out, compat.extraBody) : out;
 }

@@ -129,15 +129,20 @@ export class StreamTranslator {
   private readonly maxToolCalls: number;
   private readonly logger?: Logger;
   private nextIndex = 0;
-  private readonly usedIds = new Set<string>();
+  /** Ids given out (made on the first tool call). */
+  private usedIds?: Set<string>;
   private readonly calls: NativeCall[] = [];
-  private readonly byKey = new Map<number, NativeCall>();
+  /** Native calls by their upstream index (made on the first native call). */
+  private byKey?: Map<number, NativeCall>;
   private live?: NativeCall;
   /** Special tokens in text (when there is no extractor: the extractor strips them itself). */
   private readonly textStripper?: SpecialTokenStripper;
-  private readonly reasoningStripper = new SpecialTokenStripper();
+  /** Special tokens in reasoning (made on the first reasoning delta). */
+  private reasoningStripper?: SpecialTokenStripper;
   private usage?: Usage;
   private upstreamFinish?: string;
+  /** Where the events of the chunk being translated begin in its `out` (see `chunkInto`). */
+  private chunkStart = 0;
   /** Calls dropped because of the cap. */
   droppedCalls = 0;
   /** Set when a call beyond the cap appeared: the caller should stop reading the upstream. */
@@ -164,7 +169,30 @@ export class StreamTranslator {
   /** Events for one streamed `chat.completion.chunk`. */
   chunk(c: UpstreamChunk): BackendEvent[] {
     const out: BackendEvent[] = [];
-    const choice = Array.isArray(c.choices) ? (c.choices.find((ch) => (ch?.index ?? 0) === 0) ?? c.choices[0]) : undefined;
+    this.chunkInto(c, out);
+    return out;
+  }
+
+  /**
+   * `chunk()` appending to `out` (the events of a whole upstream read, without an array per
+   * chunk). The chunk's own events are the ones from `out.length` on: text is joined into one
+   * event per upstream chunk, never across chunks.
+   */
+  chunkInto(c: UpstreamChunk, out: BackendEvent[]): void {
+    this.chunkStart = out.length;
+    const choices = c.choices;
+    let choice: UpstreamChoice | undefined;
+    if (Array.isArray(choices)) {
+      // The choice with index 0 (a missing index counts as 0), else the first.
+      for (let i = 0; i < choices.length; i++) {
+        const ch = choices[i];
+        if ((ch?.index ?? 0) === 0) {
+          choice = ch;
+          break;
+        }
+      }
+      choice ??= choices[0];
+    }
     if (choice) {
       const delta = choice.delta ?? choice.message;
       if (delta && typeof delta === "object") this.delta(delta, out);
@@ -173,9 +201,10 @@ export class StreamTranslator {
         this.upstreamFinish = choice.finish_reason;
       }
     }
-    const u = mapUsage(c.usage);
-    if (u) this.usage = u;
-    return out;
+    if (c.usage != null) {
+      const u = mapUsage(c.usage);
+      if (u) this.usage = u;
+    }
   }
 
   /**
@@ -184,6 +213,7 @@ export class StreamTranslator {
    */
   message(body: UpstreamChunk): BackendEvent[] {
     const out: BackendEvent[] = [];
+    this.chunkStart = 0;
     const choice = Array.isArray(body.choices) ? body.choices[0] : undefined;
     const msg = choice?.message ?? choice?.delta;
     if (msg && typeof msg === "object") this.delta(msg, out, true);
@@ -197,7 +227,8 @@ export class StreamTranslator {
   /** Flush everything held back; closing events (`usage`, `done`). Call once. */
   finish(): BackendEvent[] {
     const out: BackendEvent[] = [];
-    const r = this.reasoningStripper.end();
+    this.chunkStart = 0;
+    const r = this.reasoningStripper?.end();
     if (r) out.push({ type: "reasoning", text: r });
     // After the cap, whatever the extractor still holds is part of the runaway reply: dropped.
     if (!this.capReached && this.extractor) for (const ev of this.extractor.end()) this.extracted(ev, out);
@@ -216,7 +247,7 @@ export class StreamTranslator {
   private delta(d: UpstreamDelta, out: BackendEvent[], whole = false): void {
     const reasoning = typeof d.reasoning_content === "string" && d.reasoning_content ? d.reasoning_content : typeof d.reasoning === "string" && d.reasoning ? d.reasoning : "";
     if (reasoning) {
-      const r = this.reasoningStripper.push(reasoning);
+      const r = (this.reasoningStripper ??= new SpecialTokenStripper()).push(reasoning);
       if (r) out.push({ type: "reasoning", text: r });
     }
     if (typeof d.content === "string" && d.content) this.text(d.content, out);
@@ -256,15 +287,16 @@ export class StreamTranslator {
 
   private pushText(t: string, out: BackendEvent[]): void {
     if (!t) return;
-    const last = out[out.length - 1];
+    const last = out.length > this.chunkStart ? out[out.length - 1] : undefined;
     if (last?.type === "text") last.text += t; // same upstream chunk: one event
     else out.push({ type: "text", text: t });
   }
 
   private cleanId(raw: string | null | undefined): string {
     let id = typeof raw === "string" ? raw.replace(/[^A-Za-z0-9]/g, "") : "";
-    if (!id || this.usedIds.has(id)) id = newCallId();
-    this.usedIds.add(id);
+    const used = (this.usedIds ??= new Set());
+    if (!id || used.has(id)) id = newCallId();
+    used.add(id);
     return id;
   }
 
@@ -286,13 +318,14 @@ export class StreamTranslator {
     const name = typeof tc.function?.name === "string" && tc.function.name ? tc.function.name : undefined;
     const args = argsText(tc.function?.arguments);
 
-    let call = this.byKey.get(key);
+    const byKey = (this.byKey ??= new Map());
+    let call = byKey.get(key);
     // A server that reuses index 0 for every call (seen with Ollama) marks a new call by a new id.
     if (call && upstreamId && call.upstreamId && upstreamId !== call.upstreamId) call = undefined;
     if (!call) {
       call = { upstreamId, pending: "", args: "", state: "buffered", order: this.calls.length };
       this.calls.push(call);
-      this.byKey.set(key, call);
+      byKey.set(key, call);
     }
     if (upstreamId && !call.upstreamId) call.upstreamId = upstreamId;
     if (name && !call.name) call.name = name;

@@ -1,17 +1,18 @@
 /**
  * The transport of the OpenAI-compatible backend: one upstream request's stop switch and
- * deadlines (`TurnControl`), the undici body reader (first-byte / idle timers), the whole-answer
- * handler on undici's dispatch API (`fetchWhole`), and the readers that frame an answer — an
- * event stream (`sseEvents`) or a whole JSON body (`jsonEvents`) — into `StreamTranslator` calls.
+ * deadlines (`TurnControl`), the request and its answer on undici's dispatch API (`UpstreamTurn`:
+ * each body chunk decoded, parsed and translated as it arrives, streamed or whole), and the
+ * framing of an answer into `StreamTranslator` calls — an event stream (`SseDecoder`, and
+ * `sseEvents` over a body read by the caller) or a whole JSON body (`jsonEvents`).
  */
-import type { TextDecoder } from "node:util";
-import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
+import { isAscii } from "node:buffer";
+import { TextDecoder } from "node:util";
+import { createParser, type EventSourceMessage, type EventSourceParser, type ParseError } from "eventsource-parser";
 import type { Pool, Dispatcher } from "undici";
 import type { Logger } from "pino";
 import type { BackendError, BackendEvent } from "../types.js";
 import { Cancellation, onAbort, TurnDeadline, type Abortable } from "../../util/cancel.js";
-import { readLimited } from "../../util/read-limited.js";
-import { chunkError, requestError, stopError, type StopReason } from "./errors.js";
+import { chunkError, errCode, requestError, SOCKET_CLOSED, statusError, stopError, type StopReason } from "./errors.js";
 import type { StreamTranslator, UpstreamChunk } from "./translate.js";
 
 const MAX_SSE_BUFFER = 16 * 1024 * 1024;
@@ -33,7 +34,7 @@ export class TurnControl {
   readonly ctl = new Cancellation();
   /** Why the request was stopped (the first reason wins); undefined while it was not. */
   stop: StopReason | undefined = undefined;
-  /** The event stream ended with `[DONE]` (set by `sseEvents`). */
+  /** The event stream ended with `[DONE]` (set by `SseDecoder`). */
   sawDone = false;
   private timer: NodeJS.Timeout | undefined = undefined;
   private readonly stopFollowing: () => void;
@@ -61,13 +62,41 @@ export class TurnControl {
     this.ctl.abort();
   }
 
-  /** Arms the first-byte timer (`first`) or the idle timer before a read of the body. */
-  readonly arm = (first: boolean): void => {
+  /** Arms the first-byte deadline (from the turn's start: sending the request to the first body byte). */
+  armFirstByte(): void {
     clearTimeout(this.timer);
-    this.timer = first ? setTimeout(() => this.halt("first_byte"), Math.max(0, this.firstByteDeadline - Date.now())) : setTimeout(() => this.halt("idle"), this.o.idleTimeoutSeconds * 1000);
-  };
+    this.timer = setTimeout(onFirstByteTimeout, Math.max(0, this.firstByteDeadline - Date.now()), this);
+  }
 
-  readonly disarm = (): void => clearTimeout(this.timer);
+  disarm(): void {
+    clearTimeout(this.timer);
+  }
+
+  /** When the last body chunk arrived (the idle deadline runs from it; see `startIdle`). */
+  lastChunk = 0;
+
+  /**
+   * The first body byte arrived: from now on the idle deadline applies, from the last chunk
+   * (`touch()` on each one). One timer for the whole body: when it fires it looks at the time of
+   * the last chunk and waits again for what is left, instead of being cleared and set per chunk.
+   */
+  startIdle(): void {
+    clearTimeout(this.timer);
+    this.lastChunk = Date.now();
+    this.timer = setTimeout(onIdleTimeout, this.o.idleTimeoutSeconds * 1000, this);
+  }
+
+  /** A body chunk arrived (after `startIdle`). */
+  touch(): void {
+    this.lastChunk = Date.now();
+  }
+
+  /** The idle timer fired: stop the request, or wait for what is left since the last chunk. */
+  idleCheck(): void {
+    const left = this.lastChunk + this.o.idleTimeoutSeconds * 1000 - Date.now();
+    if (left > 0) this.timer = setTimeout(onIdleTimeout, left, this);
+    else this.halt("idle");
+  }
 
   /** The error of the request stopped for `why`. */
   stopError(why: StopReason): BackendError {
@@ -75,10 +104,10 @@ export class TurnControl {
   }
 
   /** The error a failed send or read becomes (the stop reason when the bridge stopped the request). */
-  readonly failure = (err: unknown, phase: "connect" | "stream"): BackendError => {
+  failure(err: unknown, phase: "connect" | "stream"): BackendError {
     if (this.stop) return stopError(this.stop, this.url, this.o);
     return requestError(err, phase, this.display, this.url);
-  };
+  }
 
   /** Clears the first-byte / idle timer and stops following the turn's cancellation. */
   end(): void {
@@ -87,172 +116,24 @@ export class TurnControl {
   }
 }
 
+/** Timer callbacks (module functions with the control as argument: no closure per turn). */
+function onFirstByteTimeout(t: TurnControl): void {
+  t.halt("first_byte");
+}
+function onIdleTimeout(t: TurnControl): void {
+  t.idleCheck();
+}
+
 /** An answer's format by its content type; "sniff": decided by its first bytes. */
 export function bodyFormat(contentType: string | string[] | undefined): "sse" | "json" | "sniff" {
   const ctype = String(contentType ?? "").toLowerCase();
   return ctype.includes("event-stream") ? "sse" : ctype.includes("json") ? "json" : "sniff";
 }
 
-export type Body = Dispatcher.ResponseData["body"];
-
-/** Reads a response body chunk by chunk under the first-byte / idle timers. */
-export class BodyReader {
-  ended = false;
-  private first = true;
-  /** Made on the first read: a JSON answer read by `readWhole` never iterates the body. */
-  private iter?: AsyncIterator<Buffer>;
-  constructor(
-    private readonly body: Body,
-    private readonly arm: (first: boolean) => void,
-    private readonly disarm: () => void,
-  ) {}
-  /** The next chunk, or null at the end of the body. Throws on socket errors and aborts. */
-  async next(): Promise<Buffer | null> {
-    if (this.ended) return null;
-    this.arm(this.first);
-    try {
-      this.iter ??= this.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-      const r = await this.iter.next();
-      if (r.done) {
-        this.ended = true;
-        return null;
-      }
-      this.first = false;
-      return r.value;
-    } finally {
-      this.disarm();
-    }
-  }
-}
-
-/**
- * A whole JSON body (a JSON answer to a streaming request) under the same timers as `BodyReader`
- * (first byte, then idle between chunks). `undefined` when the body grew beyond `limit` (then the
- * body is left to the caller's cleanup). Rejects on socket errors and aborts.
- */
-export async function readWhole(body: Body, limit: number, arm: (first: boolean) => void, disarm: () => void): Promise<Buffer | undefined> {
-  arm(true);
-  try {
-    return await readLimited(body, limit, () => arm(false));
-  } finally {
-    disarm();
-  }
-}
-
-/** A whole upstream answer, read by `fetchWhole`. */
-export interface WholeResponse {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Buffer;
-  /** The body grew beyond the limit: `body` holds its start and the request was stopped. */
-  truncated: boolean;
-}
-
-/** A failure of `fetchWhole`; `answered` tells whether the upstream had started its answer. */
-export class WholeError extends Error {
-  constructor(
-    override readonly cause: Error,
-    readonly answered: boolean,
-  ) {
-    super(cause.message);
-  }
-}
-
-/**
- * One request whose answer is read whole (the non-streamed upstream answer of a non-streaming
- * client), on undici's dispatch API: status, headers and body chunks arrive as callbacks, with no
- * response stream, async iterator or promise per chunk — the cheapest way to the bytes, and this
- * runs once per turn. Stopped through `abort` (client gone, shutdown, timeout). A body beyond
- * `limit` bytes (`errorLimit` for an error status) is cut there and the request stopped.
- */
-class WholeHandler implements Dispatcher.DispatchHandler {
-  private status = 0;
-  private headers: WholeResponse["headers"] = {};
-  private chunks: Buffer[] = [];
-  private size = 0;
-  private cap: number;
-  private settled = false;
-
-  constructor(
-    limit: number,
-    private readonly errorLimit: number,
-    private readonly abort: Cancellation,
-    private readonly resolve: (r: WholeResponse) => void,
-    private readonly reject: (e: WholeError) => void,
-  ) {
-    this.cap = limit;
-  }
-
-  /** Stops following `abort` (set once the request has started). */
-  private stopFollowing = () => {};
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.stopFollowing = this.abort.onAbort(() => controller.abort(this.abort.reason as Error));
-  }
-
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
-    if (statusCode < 200) return; // 1xx informational
-    this.status = statusCode;
-    this.headers = headers;
-    if (statusCode >= 400) this.cap = Math.min(this.cap, this.errorLimit);
-  }
-
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.settled) return;
-    if (this.size + chunk.length > this.cap) {
-      this.chunks.push(chunk.subarray(0, this.cap - this.size));
-      this.size = this.cap;
-      this.finish(true);
-      controller.abort(new Error("body larger than the limit"));
-      return;
-    }
-    this.chunks.push(chunk);
-    this.size += chunk.length;
-  }
-
-  onResponseEnd(): void {
-    this.finish(false);
-  }
-
-  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
-    this.stopFollowing();
-    if (this.settled) return;
-    this.settled = true;
-    this.reject(new WholeError(err, this.status > 0));
-  }
-
-  private finish(truncated: boolean): void {
-    this.stopFollowing();
-    if (this.settled) return;
-    this.settled = true;
-    const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
-    this.resolve({ status: this.status, headers: this.headers, body, truncated });
-  }
-}
-
-export function fetchWhole(pool: Pool, options: Dispatcher.DispatchOptions, limit: number, errorLimit: number, abort: Cancellation): Promise<WholeResponse> {
-  return new Promise((resolve, reject) => {
-    pool.dispatch(options, new WholeHandler(limit, errorLimit, abort, resolve, reject));
-  });
-}
-
-/** A body that has been read to its end (for parsing a whole answer as an event stream). */
-export const ENDED_READER = { ended: true, next: async (): Promise<Buffer | null> => null };
-
-/** Read to the end of the body for at most `ms` (a few chunks); errors are ignored. */
-export async function drainBriefly(reader: BodyReader, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), ms)));
-  try {
-    for (let i = 0; i < 16; i++) {
-      const c = await Promise.race([reader.next(), late]);
-      if (c === "late" || c === null) break;
-    }
-  } catch {
-    // the body is destroyed by the caller's cleanup
-  } finally {
-    clearTimeout(timer);
-  }
+/** A body read chunk by chunk: the next chunk, or null at its end (`sseEvents`). */
+export interface BodyChunks {
+  ended: boolean;
+  next(): Promise<Buffer | null>;
 }
 
 /** A whole `chat.completion` JSON body (a plain JSON reply to our streaming request). */
@@ -279,86 +160,128 @@ export function* jsonEvents(translator: StreamTranslator, text: string, url: str
   yield* translator.finish();
 }
 
-/** An SSE body: each network chunk is parsed and its events are yielded before the next read. */
-export async function* sseEvents(
-  translator: StreamTranslator,
-  initial: string,
-  reader: Pick<BodyReader, "ended" | "next">,
-  decoder: TextDecoder,
-  failure: (err: unknown, phase: "connect" | "stream") => BackendError,
-  url: string,
-  state: { sawDone: boolean },
-): AsyncGenerator<BackendEvent> {
-  const messages: EventSourceMessage[] = [];
-  let parseError: ParseError | undefined;
-  let oddLine: string | undefined;
-  const parser = createParser({
-    maxBufferSize: MAX_SSE_BUFFER,
-    onEvent: (e) => messages.push(e),
-    onError: (e) => {
-      if (e.type === "unknown-field") oddLine ??= e.line ?? e.field ?? "";
-      else if (e.type === "max-buffer-size-exceeded") parseError = e;
-    },
-  });
-  let sawData = false;
-  let eof = reader.ended;
-  if (initial) parser.feed(initial);
-  if (eof) parser.feed("\n\n");
-  for (;;) {
-    if (parseError) {
-      yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent a malformed event stream: ${parseError.message}`, status: 502, retryable: true } };
-      return;
+/**
+ * The event-stream side of an answer, synchronous: decoded text in, the translator's events out
+ * (appended to the caller's array). Each `push()` parses what the text completes and translates
+ * every frame at once: nothing is held back beyond what the translator holds. It ends the answer
+ * (`done`) with the translator's closing events at `[DONE]`, at the tool-call cap, or at the end
+ * of the body after a `finish_reason`; with an error event on malformed data, an error payload,
+ * or a body that ends too early.
+ */
+export class SseDecoder {
+  private readonly messages: EventSourceMessage[] = [];
+  private parseError: ParseError | undefined = undefined;
+  private oddLine: string | undefined = undefined;
+  private readonly parser: EventSourceParser;
+  private sawData = false;
+  /** The answer is over (its last event was produced): nothing more is read. */
+  done = false;
+
+  constructor(
+    private readonly translator: StreamTranslator,
+    private readonly url: string,
+    private readonly state: { sawDone: boolean },
+  ) {
+    this.parser = createParser({
+      maxBufferSize: MAX_SSE_BUFFER,
+      onEvent: (e) => this.messages.push(e),
+      onError: (e) => {
+        if (e.type === "unknown-field") this.oddLine ??= e.line ?? e.field ?? "";
+        else if (e.type === "max-buffer-size-exceeded") this.parseError = e;
+      },
+    });
+  }
+
+  /** The next decoded text of the body (`eof`: the body ended after it); events are appended to `out`. Returns `done`. */
+  push(text: string, eof: boolean, out: BackendEvent[]): boolean {
+    if (this.done) return true;
+    const feed = eof ? text + "\n\n" : text;
+    if (feed) this.parser.feed(feed);
+    if (this.parseError) {
+      out.push({ type: "error", error: { code: "upstream_error", message: `upstream ${this.url} sent a malformed event stream: ${this.parseError.message}`, status: 502, retryable: true } });
+      return this.end();
     }
-    const events: BackendEvent[] = [];
+    const messages = this.messages;
+    const translator = this.translator;
     let finished = false;
-    while (messages.length) {
-      const m = messages.shift()!;
+    let i = 0;
+    for (; i < messages.length && !finished; i++) {
+      const m = messages[i]!;
       const payload = m.data.trim();
       if (!payload) continue;
-      sawData = true;
+      this.sawData = true;
       if (payload === "[DONE]") {
         finished = true;
-        state.sawDone = true;
+        this.state.sawDone = true;
         break;
       }
       let obj: unknown;
       try {
         obj = JSON.parse(payload);
       } catch {
-        yield* events;
-        yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent malformed stream data (not JSON): ${payload.slice(0, 200)}`, status: 502, retryable: true } };
-        return;
+        out.push({ type: "error", error: { code: "upstream_error", message: `upstream ${this.url} sent malformed stream data (not JSON): ${payload.slice(0, 200)}`, status: 502, retryable: true } });
+        return this.end();
       }
       const bad = chunkError(obj, m.event);
       if (bad) {
-        yield* events;
-        yield { type: "error", error: bad };
-        return;
+        out.push({ type: "error", error: bad });
+        return this.end();
       }
-      if (obj && typeof obj === "object") events.push(...translator.chunk(obj as UpstreamChunk));
-      if (translator.capReached) {
-        finished = true;
-        break;
-      }
+      if (obj && typeof obj === "object") translator.chunkInto(obj as UpstreamChunk, out);
+      if (translator.capReached) finished = true;
     }
-    yield* events;
+    messages.length = 0;
     if (finished) {
-      yield* translator.finish();
-      return;
+      for (const ev of translator.finish()) out.push(ev);
+      return this.end();
     }
-    if (eof) {
-      if (translator.sawFinish) {
-        yield* translator.finish();
-        return;
-      }
-      const why = sawData
-        ? "the stream ended before a finish_reason or [DONE]"
-        : oddLine !== undefined
-          ? `it is not an event stream (unexpected line: ${oddLine.slice(0, 200)})`
-          : "the body was empty";
-      yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent an incomplete answer: ${why}`, status: 502, retryable: true } };
-      return;
+    if (!eof) return false;
+    if (translator.sawFinish) {
+      for (const ev of translator.finish()) out.push(ev);
+      return this.end();
     }
+    const why = this.sawData
+      ? "the stream ended before a finish_reason or [DONE]"
+      : this.oddLine !== undefined
+        ? `it is not an event stream (unexpected line: ${this.oddLine.slice(0, 200)})`
+        : "the body was empty";
+    out.push({ type: "error", error: { code: "upstream_error", message: `upstream ${this.url} sent an incomplete answer: ${why}`, status: 502, retryable: true } });
+    return this.end();
+  }
+
+  private end(): true {
+    this.done = true;
+    this.messages.length = 0;
+    return true;
+  }
+}
+
+const STREAM_DECODE = { stream: true } as const;
+
+/**
+ * An SSE body read through `reader` (`initial`: text already read): each chunk is parsed and its
+ * events are yielded before the next read (`SseDecoder`). For a caller that reads a body itself
+ * (test/unit/openai-translate.test.ts cuts the fixtures at every byte boundary through it); the
+ * backend's own path is `UpstreamTurn`, which feeds the same `SseDecoder` from undici's callbacks.
+ */
+export async function* sseEvents(
+  translator: StreamTranslator,
+  initial: string,
+  reader: BodyChunks,
+  decoder: TextDecoder,
+  failure: (err: unknown, phase: "connect" | "stream") => BackendError,
+  url: string,
+  state: { sawDone: boolean },
+): AsyncGenerator<BackendEvent> {
+  const sse = new SseDecoder(translator, url, state);
+  const out: BackendEvent[] = [];
+  sse.push(initial, reader.ended, out);
+  for (;;) {
+    if (out.length) {
+      const events = out.splice(0);
+      yield* events;
+    }
+    if (sse.done) return;
     let chunk: Buffer | null;
     try {
       chunk = await reader.next();
@@ -366,10 +289,381 @@ export async function* sseEvents(
       yield { type: "error", error: failure(err, "stream") };
       return;
     }
-    if (chunk) parser.feed(decoder.decode(chunk, { stream: true }));
-    else {
-      eof = true;
-      parser.feed(decoder.decode() + "\n\n");
+    if (chunk) sse.push(decoder.decode(chunk, STREAM_DECODE), false, out);
+    else sse.push(decoder.decode(), true, out);
+  }
+}
+
+/** The upstream chat request of a turn. */
+export interface UpstreamRequest {
+  path: string;
+  method: "POST";
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface UpstreamTurnOptions {
+  pool: Pool;
+  request: UpstreamRequest;
+  translator: StreamTranslator;
+  control: TurnControl;
+  logger: Logger;
+  /** Largest JSON answer read whole. */
+  maxJsonBody: number;
+  /** How much of an error status's body is read. */
+  maxErrorBody: number;
+  /** The error event of an unexpected failure (logged by the caller). */
+  unexpected(err: unknown): BackendEvent;
+  /**
+   * First-byte and idle deadlines (a streamed answer). Without them (an answer the upstream sends
+   * whole, which only starts when it is complete) the turn's deadline is the only limit.
+   */
+  timers: boolean;
+}
+
+/** What may follow `[DONE]` before the connection is given up rather than read to its end. */
+const MAX_AFTER_DONE = 64 * 1024;
+/** Events waiting for the consumer beyond which the upstream is paused (resumed once they are taken). */
+const HIGH_WATER = 1024;
+
+const noop = (): void => {};
+const DONE_RESULT: IteratorResult<BackendEvent> = { value: undefined, done: true };
+
+/**
+ * One turn's upstream request and its answer on undici's dispatch API, as the turn's event
+ * stream — a streamed answer (the client streams, or `streamUpstream: always`) or one the upstream
+ * sends whole. Status, headers and body chunks arrive as callbacks (no response stream, async
+ * iterator or promise per chunk): each chunk is decoded, parsed and translated as soon as it
+ * arrives (`SseDecoder`) and its events are handed to the consumer at once — nothing is batched
+ * or delayed. The consumer pulls them with `next()`; when it falls behind by `HIGH_WATER` events
+ * the upstream is paused until it catches up.
+ *
+ * - With `timers` (a streamed answer): the first-byte deadline (headers and the first body byte),
+ *   then the idle deadline between body chunks (`TurnControl`). Always: stopped when the turn is
+ *   cancelled (client gone, shutdown, the turn's deadline), with the stop's reason as the error.
+ * - One retry when a pooled keep-alive socket turns out to be closed before any answer.
+ * - An HTTP error status: up to `maxErrorBody` of its body, then the upstream's message.
+ * - The body's format by content type, else sniffed from its first bytes: an event stream, or a
+ *   plain JSON answer (read whole, up to `maxJsonBody`, and translated once).
+ * - After the last event (`done` or an error), the upstream request is stopped unless the answer
+ *   was complete (`[DONE]`, or the whole body read): then the rest of the body (up to 64 KiB) is
+ *   read and dropped, so the connection goes back to the pool.
+ */
+export class UpstreamTurn implements AsyncIterableIterator<BackendEvent>, Dispatcher.DispatchHandler {
+  private readonly queue: BackendEvent[] = [];
+  private head = 0;
+  private waiting: ((r: IteratorResult<BackendEvent>) => void) | undefined = undefined;
+  /** The last event was produced (or the consumer stopped): nothing more is produced. */
+  private over = false;
+  /** Clean-up (timers, the upstream request) done. */
+  private released = false;
+
+  private controller: Dispatcher.DispatchController | undefined = undefined;
+  private stopFollowing = noop;
+  private attempt = 0;
+  private status = 0;
+  private headers: Record<string, string | string[] | undefined> = {};
+  private mode: "sse" | "json" | "sniff" | "error" = "sniff";
+  private gotBody = false;
+  private bodyEnded = false;
+  private text = "";
+  private bytes: Buffer[] = [];
+  private size = 0;
+  private afterDone = 0;
+  private paused = false;
+  private decoder: TextDecoder | undefined = undefined;
+  /** Text was decoded already (a BOM is only stripped at the very start). */
+  private decodedAny = false;
+  /** The decoder holds no partial character (its last input ended with an ASCII byte). */
+  private decoderClean = true;
+  private sse: SseDecoder | undefined = undefined;
+  /** Sniffing found the start of a JSON answer: the rest is read whole. */
+  private sniffedJson = false;
+  private readonly out: BackendEvent[] = [];
+
+  /** The request was sent (on the first `next()`: nothing is sent for a stream nobody reads). */
+  private sent = false;
+
+  constructor(private readonly o: UpstreamTurnOptions) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<BackendEvent>> {
+    if (!this.sent) {
+      this.sent = true;
+      if (this.o.timers) this.o.control.armFirstByte();
+      this.send();
+    }
+    if (this.head < this.queue.length) {
+      const value = this.queue[this.head++]!;
+      if (this.head === this.queue.length) {
+        this.queue.length = 0;
+        this.head = 0;
+        if (this.paused) this.unpause();
+      }
+      return Promise.resolve({ value, done: false });
+    }
+    if (this.over) {
+      this.release();
+      return Promise.resolve(DONE_RESULT);
+    }
+    return new Promise((resolve) => (this.waiting = resolve));
+  }
+
+  /** The consumer stops (after the last event, or early: its client went away). */
+  return(): Promise<IteratorResult<BackendEvent>> {
+    this.over = true;
+    this.queue.length = 0;
+    this.head = 0;
+    this.release();
+    return Promise.resolve(DONE_RESULT);
+  }
+
+  // ----- producing events
+
+  private emit(ev: BackendEvent): void {
+    const w = this.waiting;
+    if (w) {
+      this.waiting = undefined;
+      w({ value: ev, done: false });
+    } else {
+      this.queue.push(ev);
     }
   }
+
+  /** Hands `out` (the events of one chunk) to the consumer. */
+  private emitAll(out: BackendEvent[]): void {
+    for (let i = 0; i < out.length; i++) this.emit(out[i]!);
+    out.length = 0;
+  }
+
+  /** The last event was produced: the consumer gets the queue, then the end. */
+  private finish(): void {
+    if (this.over) return;
+    this.over = true;
+    this.o.control.end();
+    // Complete answer: the rest of the body is read and dropped (the socket goes back to the pool).
+    if (!this.bodyEnded && !(this.o.control.sawDone && !this.o.control.stop)) this.abortUpstream();
+    else if (this.paused) this.unpause();
+    const w = this.waiting;
+    if (w && this.head >= this.queue.length) {
+      this.waiting = undefined;
+      this.release();
+      w(DONE_RESULT);
+    }
+  }
+
+  private fail(ev: BackendEvent): void {
+    if (this.over) return;
+    this.emit(ev);
+    this.finish();
+  }
+
+  private release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.o.control.end();
+    if (!this.bodyEnded && !(this.o.control.sawDone && !this.o.control.stop)) this.abortUpstream();
+    else if (this.paused) this.unpause();
+    this.stopFollowing();
+  }
+
+  /** Stops the upstream request (the request's controller follows the turn's stop switch). */
+  private abortUpstream(): void {
+    if (this.bodyEnded) return;
+    this.bodyEnded = true; // nothing more is wanted from it
+    this.o.control.ctl.abort();
+  }
+
+  private unpause(): void {
+    this.paused = false;
+    if (!this.bodyEnded) {
+      if (!this.over && this.gotBody && this.o.timers) this.o.control.startIdle();
+      this.controller?.resume();
+    }
+  }
+
+  // ----- the upstream request (undici's dispatch handler)
+
+  private send(): void {
+    const { request, pool } = this.o;
+    try {
+      pool.dispatch({ path: request.path, method: request.method, headers: request.headers, body: request.body }, this);
+    } catch (err) {
+      this.fail({ type: "error", error: this.o.control.failure(err, "connect") });
+    }
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    this.stopFollowing();
+    const ctl = this.o.control.ctl;
+    this.stopFollowing = ctl.onAbort(() => controller.abort((ctl.reason as Error) ?? new Error("aborted")));
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
+    if (statusCode < 200) return; // 1xx informational
+    this.status = statusCode;
+    this.headers = headers;
+    if (this.o.logger.isLevelEnabled("debug")) this.o.logger.debug({ status: statusCode }, "upstream response");
+    if (statusCode >= 400) this.mode = "error";
+    else this.mode = bodyFormat(headers["content-type"]);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.over) {
+      // After a complete answer ([DONE]): read and dropped, within a bound.
+      this.afterDone += chunk.length;
+      if (this.afterDone > MAX_AFTER_DONE) this.abortUpstream();
+      return;
+    }
+    const control = this.o.control;
+    if (this.gotBody) {
+      if (this.o.timers) control.touch();
+    } else {
+      this.gotBody = true;
+      if (this.o.timers) control.startIdle();
+    }
+    try {
+      switch (this.mode) {
+        case "sse":
+          this.sseText(this.decode(chunk), false);
+          break;
+        case "error":
+          this.text += chunk.toString("utf8");
+          if (this.text.length > this.o.maxErrorBody) this.fail({ type: "error", error: statusError(this.status, this.headers, this.text) });
+          break;
+        case "json":
+          this.bytes.push(chunk);
+          this.size += chunk.length;
+          if (this.size > this.o.maxJsonBody) this.fail(bodyTooLarge(control.url, this.o.maxJsonBody));
+          break;
+        case "sniff": {
+          this.text += this.decode(chunk);
+          this.sniff(false);
+          break;
+        }
+      }
+    } catch (err) {
+      this.fail(this.o.unexpected(err));
+    }
+    if (!this.over && this.queue.length - this.head > HIGH_WATER && !this.paused) {
+      this.paused = true;
+      control.disarm();
+      controller.pause();
+    }
+  }
+
+  onResponseEnd(): void {
+    this.bodyEnded = true;
+    this.stopFollowing();
+    if (this.over) return;
+    this.o.control.disarm();
+    try {
+      switch (this.mode) {
+        case "sse":
+          this.sseText(this.decoder ? this.decoder.decode() : "", true);
+          break;
+        case "error":
+          this.fail({ type: "error", error: statusError(this.status, this.headers, this.text) });
+          break;
+        case "json": {
+          const body = this.bytes.length === 1 ? this.bytes[0]! : Buffer.concat(this.bytes, this.size);
+          this.bytes = [];
+          let text = body.toString("utf8");
+          if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as TextDecoder does
+          this.json(text);
+          break;
+        }
+        case "sniff":
+          if (this.decoder) this.text += this.decoder.decode();
+          this.sniff(true);
+          break;
+      }
+    } catch (err) {
+      this.fail(this.o.unexpected(err));
+    }
+    // A body that ended without an answer (cannot happen: every branch above ends it) is an error.
+    if (!this.over) this.fail(this.o.unexpected(new Error("the upstream body ended without an answer")));
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    this.bodyEnded = true;
+    this.stopFollowing();
+    if (this.over) return;
+    const control = this.o.control;
+    if (this.status === 0) {
+      // No answer yet: one retry when a pooled keep-alive socket turns out to be closed.
+      if (this.attempt === 0 && !control.stop && SOCKET_CLOSED.has(errCode(err) ?? "")) {
+        this.attempt++;
+        this.bodyEnded = false;
+        this.send();
+        return;
+      }
+      control.disarm();
+      this.fail({ type: "error", error: control.failure(err, "connect") });
+      return;
+    }
+    control.disarm();
+    if (this.mode === "error") this.fail({ type: "error", error: control.stop ? control.stopError(control.stop) : statusError(this.status, this.headers, this.text) });
+    else this.fail({ type: "error", error: control.failure(err, "stream") });
+  }
+
+  // ----- the body
+
+  /**
+   * UTF-8 text of a body chunk, as a streaming `TextDecoder` gives it. An all-ASCII chunk while the
+   * decoder holds no partial character is the same text as Latin-1, which is far cheaper to make
+   * (upstream frames are JSON: ASCII unless the text itself is not); any other chunk goes through
+   * the decoder, made on first use (stripping a BOM only when nothing was decoded before).
+   */
+  private decode(chunk: Buffer): string {
+    if (this.decoderClean && isAscii(chunk)) {
+      this.decodedAny ||= chunk.length > 0;
+      return chunk.toString("latin1");
+    }
+    const decoder = (this.decoder ??= new TextDecoder("utf-8", { ignoreBOM: this.decodedAny }));
+    this.decodedAny = true;
+    const text = decoder.decode(chunk, STREAM_DECODE);
+    this.decoderClean = chunk.length > 0 && chunk[chunk.length - 1]! < 0x80;
+    return text;
+  }
+
+  private sseText(text: string, eof: boolean): void {
+    let sse = this.sse;
+    if (!sse) sse = this.sse = new SseDecoder(this.o.translator, this.o.control.url, this.o.control);
+    const out = this.out;
+    const done = sse.push(text, eof, out);
+    this.emitAll(out);
+    if (done) this.finish();
+  }
+
+  /** Neither the content type nor (yet) the first bytes told the format. */
+  private sniff(eof: boolean): void {
+    if (this.sniffedJson || this.text.trimStart().startsWith("{")) {
+      this.sniffedJson = true;
+      // A JSON answer: the text so far is its start.
+      if (eof) this.json(this.text);
+      else if (this.text.length > this.o.maxJsonBody) this.fail(bodyTooLarge(this.o.control.url, this.o.maxJsonBody));
+      return;
+    }
+    if (eof || this.text.trimStart().length > 0) {
+      this.mode = "sse";
+      const text = this.text;
+      this.text = "";
+      this.sseText(text, eof);
+    }
+  }
+
+  private json(text: string): void {
+    for (const ev of jsonEvents(this.o.translator, text, this.o.control.url, this.o.logger)) this.emit(ev);
+    this.finish();
+  }
+}
+
+/** The upstream's answer is beyond the limit. */
+export function bodyTooLarge(url: string, limit: number): BackendEvent {
+  return { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent a body larger than ${limit} bytes`, status: 502, retryable: false } };
 }
