@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { TextDecoder } from "node:util";
 import type { BackendError, BackendEvent, FinishReason, Usage } from "../../src/backends/types.js";
 import { mapFinish, mapUsage, StreamTranslator, type UpstreamChunk, type UpstreamDelta, type UpstreamToolCallDelta } from "../../src/backends/openai/translate.js";
-import { sseEvents } from "../../src/backends/openai/transport.js";
+import { sseEvents } from "../../src/backends/openai/framing.js";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "upstream");
 const fixture = (name: string): string => readFileSync(path.join(FIXTURES, name), "utf8");
