@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import type { Backend } from "./types.js";
 import type { SessionMode } from "../config/schema.js";
 import type { RouterRuntime } from "../router/engine.js";
+import type { BuilderBase } from "../builder/backend-deps.js";
 
 export interface BackendDeps {
   logger: Logger;
@@ -11,6 +12,8 @@ export interface BackendDeps {
   dataDir: string;
   /** The systems library, runs, router state and event bus (present when systems or a router are configured). */
   router?: Omit<RouterRuntime, "log">;
+  /** The builder room over the systems runtime (present when a builder backend is configured). */
+  builder?: BuilderBase;
 }
 
 export interface BackendModule<Options = unknown> {

@@ -10,9 +10,10 @@ import { geminiCliBackend } from "./gemini-cli.js";
 import { qwenCodeBackend } from "./qwen-code.js";
 import { codexBackend } from "./codex.js";
 import { routerBackend } from "./router.js";
+import { builderBackend } from "./builder.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend, qwenCodeBackend, codexBackend, routerBackend];
+const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend, qwenCodeBackend, codexBackend, routerBackend, builderBackend];
 
 export function backendModule(type: string): BackendModule<unknown> | undefined {
   return modules.find((m) => m.type === type);
@@ -23,7 +24,7 @@ export function backendTypes(): string[] {
 }
 
 /** One Backend per `config.backends` entry, keyed by its name. */
-export function createBackends(config: Config, logger: Logger, extra: Pick<BackendDeps, "router"> = {}): Map<string, Backend> {
+export function createBackends(config: Config, logger: Logger, extra: Pick<BackendDeps, "router" | "builder"> = {}): Map<string, Backend> {
   const backends = new Map<string, Backend>();
   for (const [name, entry] of Object.entries(config.backends)) {
     const mod = backendModule(entry.type);

@@ -168,11 +168,12 @@ sessions
 // systems, nor the session store (loaded by the `sessions` commands when they run).
 const command = process.argv.slice(2).find((a) => !a.startsWith("-"));
 if (command !== "serve" && command !== "config" && command !== "sessions") {
-  const [openclaw, service, doctor, systems] = await Promise.all([import("./openclaw.js"), import("./service.js"), import("./doctor.js"), import("./systems.js")]);
+  const [openclaw, service, doctor, systems, mcp] = await Promise.all([import("./openclaw.js"), import("./service.js"), import("./doctor.js"), import("./systems.js"), import("./mcp.js")]);
   openclaw.registerOpenClawCommands(program);
   service.registerServiceCommands(program);
   doctor.registerDoctorCommand(program);
   systems.registerSystemsCommands(program);
+  mcp.registerMcpCommand(program);
 }
 
 program.parseAsync(process.argv).catch(fail);

@@ -12,7 +12,7 @@ export type ConversationState = "idle" | "routing" | "planning" | "executing" | 
 export type RunStatus = "pending" | "running" | "paused" | "completed" | "failed" | "cancelled" | "interrupted";
 
 /** What the router decided for one message, and what that decision rested on. */
-export type DecisionAction = "answer" | "clarify" | "confirm" | "run" | "cancel" | "status" | "list" | "decline" | "give_up" | "resume";
+export type DecisionAction = "answer" | "clarify" | "confirm" | "run" | "cancel" | "status" | "list" | "decline" | "give_up" | "resume" | "build";
 
 interface Base {
   /** Milliseconds since the epoch. */
@@ -46,7 +46,27 @@ export type BridgeEvent = Base &
     | { type: "run.paused"; runId: string; system: string }
     | { type: "run.cancelled"; runId: string; system: string }
     | { type: "run.interrupted"; runId: string; system: string }
+    // The builder (src/builder): a plan's steps as they run, and every change to a canvas.
+    | { type: "execution:stepStart"; buildId: string; system: string; step: string; name: string; action: string; attempt: number }
+    | { type: "execution:stepRetry"; buildId: string; system: string; step: string; attempt: number; error: string; delayMs: number }
+    | { type: "execution:stepComplete"; buildId: string; system: string; step: string; status: "completed" | "failed" | "skipped"; output?: unknown; error?: string; ms: number }
+    | { type: "execution:planComplete"; buildId: string; system: string; status: "completed" | "failed" | "paused"; failedStep?: string; error?: string; ms: number }
+    | { type: "node:created"; system: string; node: CanvasNodeEvent }
+    | { type: "node:updated"; system: string; node: CanvasNodeEvent; key?: string }
+    | { type: "node:deleted"; system: string; nodeId: string }
+    | { type: "edge:created"; system: string; edge: { id: string; from: string; to: string } }
+    | { type: "edge:deleted"; system: string; edgeId: string }
   );
+
+/** A canvas node as events carry it (src/builder/types.ts CanvasNode, kept structural so events stays at the bottom). */
+export interface CanvasNodeEvent {
+  id: string;
+  type: string;
+  label: string;
+  properties: Record<string, unknown>;
+  position: { x: number; y: number };
+  parent?: string;
+}
 
 export type BridgeEventType = BridgeEvent["type"];
 /** The event of one type, for typed subscriptions. */

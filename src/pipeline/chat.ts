@@ -146,9 +146,17 @@ export class ChatPipeline {
     let chars = 0;
     try {
       let source: AsyncIterable<BackendEvent> | undefined;
-      if (turn.route.backend.dispatch) {
-        // A dispatching backend (the router) answers itself or hands the turn to another model,
-        // which then runs exactly as if it had been asked directly (its own mode and deadline).
+      // A dispatching backend (the router, the builder) answers itself or hands the turn to
+      // another model, which then runs exactly as if it had been asked directly (its own mode and
+      // deadline) — or, when that one dispatches too (router → builder), decides in its turn.
+      // Each backend is asked at most once per turn, so a hand-over can never loop.
+      const asked = new Set<string>();
+      while (!source && turn.route.backend.dispatch) {
+        if (asked.has(turn.route.backend.name)) {
+          source = failed(`${[...asked].join(" → ")} handed the turn back to ${turn.route.backend.name}; a hand-over may not loop`);
+          break;
+        }
+        asked.add(turn.route.backend.name);
         const d = await this.dispatch(turn);
         if (d.kind === "answer") source = d.events;
         else {
@@ -196,12 +204,7 @@ export class ChatPipeline {
   private async dispatch(turn: Turn): Promise<{ kind: "answer"; events: AsyncIterable<BackendEvent> } | { kind: "handover"; route: Route; preface?: string }> {
     const backend = turn.route.backend;
     const input = turn.input({ system: "", text: "" }, { key: turn.conversation.key, turn: 0 });
-    const fail = (message: string): { kind: "answer"; events: AsyncIterable<BackendEvent> } => ({
-      kind: "answer",
-      events: (async function* () {
-        yield { type: "error", error: { code: "backend_failed", message, status: 502 } } as BackendEvent;
-      })(),
-    });
+    const fail = (message: string): { kind: "answer"; events: AsyncIterable<BackendEvent> } => ({ kind: "answer", events: failed(message) });
     let d;
     try {
       d = await backend.dispatch!(dispatchInput(input, turn.request.messages));
@@ -251,4 +254,9 @@ export class ChatPipeline {
     if (!store) throw new Error("resume mode needs a session store");
     return runResume(turn, { store, dataDir: this.deps.config.dataDir, debugLog: this.deps.debugLog });
   }
+}
+
+/** A turn that fails before any backend answered. */
+async function* failed(message: string): AsyncGenerator<BackendEvent> {
+  yield { type: "error", error: { code: "backend_failed", message, status: 502 } };
 }

@@ -19,6 +19,8 @@ export interface SideCall {
   cancel: Cancellation;
   /** Default: the backend's own `timeoutSeconds`. */
   timeoutSeconds?: number;
+  /** The CLI agent's working directory (a system's sandbox). */
+  cwd?: string;
 }
 
 export function sideCaller(resolve: (id: string) => Route | undefined): (call: SideCall) => AsyncGenerator<BackendEvent> {
@@ -37,7 +39,7 @@ export function sideCaller(resolve: (id: string) => Route | undefined): (call: S
     const unfollow = call.cancel.onAbort(() => cancel.abort(call.cancel.reason));
     const disarm = armDeadline(cancel, call.timeoutSeconds ?? route.backend.timeoutSeconds);
     try {
-      const input = new BackendInput(route.model.backendModel, { system: call.system ?? "", text: call.prompt }, request, { key: `side:${route.model.id}`, turn: 0 }, cancel);
+      const input = new BackendInput(route.model.backendModel, { system: call.system ?? "", text: call.prompt }, request, { key: `side:${route.model.id}`, turn: 0, ...(call.cwd ? { cwd: call.cwd } : {}) }, cancel);
       yield* contract(route.backend, input, () => `${call.system ?? ""}\n${call.prompt}`);
     } finally {
       disarm();

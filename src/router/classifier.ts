@@ -20,7 +20,8 @@ import type { LoadedSystem } from "../systems/types.js";
 import { fieldsOf } from "../systems/inputs.js";
 
 export interface ClassifierReply {
-  action: "answer" | "run" | "cancel" | "status";
+  /** `build`: only when the router has a builder (make, change, deploy or export a system). */
+  action: "answer" | "run" | "cancel" | "status" | "build";
   /** A known system id (exactly as known), for `run`; for `cancel`/`status` only when one was named. */
   system?: string;
   /** 0..1. */
@@ -40,6 +41,8 @@ export interface ClassifierPromptArgs {
   recent: ClassifierTurn[];
   /** Set while the router is asking for a system's missing inputs. */
   gathering?: { system: LoadedSystem; collected: Record<string, unknown>; missing: string[] };
+  /** The router hands building and changing systems to a builder: offer the `build` action. */
+  builder?: boolean;
 }
 
 /** Recent turns kept in the prompt, and their length. */
@@ -94,8 +97,9 @@ export function classifierPrompt(args: ClassifierPromptArgs): { system: string; 
     "- run: the person asks to run or do what a system does.",
     "- cancel: they want to stop what is being gathered or running.",
     "- status: they ask how a run is going.",
+    ...(args.builder ? ["- build: they ask to make a new system, or to change, deploy, export or configure one (not to run it)."] : []),
     "Inputs: only values the person actually stated (in the message or the recent turns), under the input names listed. Never invent, guess or fill in defaults; leave out what they did not give.",
-    'Reply with ONLY a JSON object: {"action":"answer|run|cancel|status","system":"<id>|null","confidence":0..1,"inputs":{}}',
+    `Reply with ONLY a JSON object: {"action":"answer|run|cancel|status${args.builder ? "|build" : ""}","system":"<id>|null","confidence":0..1,"inputs":{}}`,
     "",
     "Systems:",
     ...(args.systems.length > 0 ? args.systems.map(systemBlock) : ["(none)"]),
@@ -131,6 +135,7 @@ const ACTIONS: Record<string, ClassifierReply["action"]> = {
   execute: "run",
   cancel: "cancel",
   status: "status",
+  build: "build",
 };
 
 /** Bounds on reading a reply: characters looked at, and `{` tried as the start of an object. */
@@ -187,7 +192,7 @@ function readConfidence(v: unknown): number | undefined {
  * The classifier's decision from its reply text, or `{error}` when the reply holds no usable JSON
  * object. Tolerates code fences, prose and `<think>` blocks around the object.
  */
-export function parseClassifierReply(text: string, known: ReadonlySet<string>): ClassifierReply | { error: string } {
+export function parseClassifierReply(text: string, known: ReadonlySet<string>, opts: { builder?: boolean } = {}): ClassifierReply | { error: string } {
   const cleaned = String(text ?? "").replace(/<think>[\s\S]*?<\/think>/gi, " ").slice(0, MAX_REPLY_CHARS);
   let obj: Record<string, unknown> | undefined;
   let sawJson = false;
@@ -201,6 +206,7 @@ export function parseClassifierReply(text: string, known: ReadonlySet<string>): 
   if (!obj) return { error: sawJson ? "the JSON object has no action" : "no JSON object in the reply" };
   const rawAction = typeof obj.action === "string" ? obj.action.trim().toLowerCase().replace(/[\s_]+/g, "-") : "";
   const action = ACTIONS[rawAction];
+  if (action === "build") return opts.builder ? { action, confidence: readConfidence(obj.confidence) ?? 0.5, inputs: {} } : { action: "answer", confidence: 0, inputs: {} };
   if (!action) return { error: `unknown action ${JSON.stringify(obj.action)} (expected answer, run, cancel or status)` };
 
   let system: string | undefined;

@@ -36,10 +36,19 @@ export interface RouterRuntime {
   state: RouterStateStore;
   callModel: ModelCaller;
   log: Logger;
+  /**
+   * Whether the builder is in the middle of something with this conversation (a question waiting
+   * for its yes, a build running or paused): then its messages go to the builder. Wired by the
+   * bridge when a builder is configured (the router knows it only as a model id).
+   */
+  builderBusy?: (conversation: string) => boolean;
 }
 
+/** Making, changing or deploying a system, in words the keyword fallback can hear. */
+const BUILD_WORDS = /\b(?:build|create|make|design|set up|draft)\b[^.?!\n]{0,80}\b(?:system|workflow|pipeline|automation)s?\b|^\s*\/?(?:deploy|undeploy|undo)\b/i;
+
 interface Decision {
-  action: "answer" | "run" | "cancel" | "status";
+  action: "answer" | "run" | "cancel" | "status" | "build";
   system?: LoadedSystem;
   confidence: number;
   inputs: Record<string, unknown>;
@@ -61,7 +70,8 @@ export class RouterEngine {
   ) {}
 
   private systems(): LoadedSystem[] {
-    const all = this.rt.library.systems;
+    // Disabled systems stay runnable by id (HTTP, CLI) but are not offered in chat.
+    const all = this.rt.library.systems.filter((s) => s.enabled);
     return this.opts.systems ? all.filter((s) => this.opts.systems!.includes(s.id)) : all;
   }
 
@@ -91,6 +101,9 @@ export class RouterEngine {
 
     const slash = parseSlash(text);
     if (slash) return this.slash(conv, slash, input, preface);
+
+    // The builder is waiting for this conversation's answer, or building: its message.
+    if (this.opts.builder && this.rt.builderBusy?.(conv)) return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
 
     let rec = this.rt.state.get(conv);
     if (rec.pending && Date.now() - rec.pending.since > this.opts.gathering.ttlMinutes * 60_000) {
@@ -124,7 +137,7 @@ export class RouterEngine {
     }
 
     const systems = this.systems();
-    if (!systems.length) return this.handover(conv, preface, "state", "no systems");
+    if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
     const gathering = pending?.kind === "gathering" ? pending : undefined;
     const gatheringSystem = gathering ? this.system(gathering.system) : undefined;
     const d = await this.decide(text, input, systems, gathering && gatheringSystem ? { system: gatheringSystem, values: gathering.values } : undefined);
@@ -142,6 +155,10 @@ export class RouterEngine {
         return this.say(conv, preface, runStatusText(ended, this.nameOf(ended.system)), "idle");
       }
       return this.handover(conv, preface, d.source, "nothing to cancel");
+    }
+    if (d.action === "build" && this.opts.builder) {
+      if (gathering) this.rt.state.setPending(conv, undefined);
+      return this.toBuilder(conv, preface, d.source, "build");
     }
     if (d.action === "status") {
       const latest = this.rt.runs.store.latest(conv);
@@ -289,6 +306,7 @@ export class RouterEngine {
       const missing = checkInputs(gathering.system.inputs, gathering.values).missing;
       if (missing.length === 1) return { action: "run", system: gathering.system, confidence: 1, inputs: { [missing[0]!.name]: text }, source: "fallback" };
     }
+    if (this.opts.builder && BUILD_WORDS.test(text)) return { action: "build", confidence: 0.7, inputs: {}, source: "fallback" };
     const fb = fallbackMatch(text, systems);
     if (!fb) return { action: "answer", confidence: 0, inputs: {}, source: "fallback" };
     return { action: "run", system: systems.find((s) => s.id === fb.system), confidence: fb.confidence, inputs: {}, source: "fallback" };
@@ -301,12 +319,13 @@ export class RouterEngine {
       userText: text,
       recent: input.recent,
       gathering: gathering ? { system: gathering.system, collected: gathering.values, missing: checkInputs(gathering.system.inputs, gathering.values).missing.map((f) => f.name) } : undefined,
+      builder: Boolean(this.opts.builder),
     });
     let user = prompt.user;
     for (let attempt = 0; attempt < 2; attempt++) {
       const out = await this.callText(prompt.system, user, input.turn.cancel);
       if (out === undefined) return undefined; // upstream down, timeout, cancelled: fallback
-      const parsed = parseClassifierReply(out, known);
+      const parsed = parseClassifierReply(out, known, { builder: Boolean(this.opts.builder) });
       if (!("error" in parsed)) return parsed;
       this.rt.log.warn({ router: this.name, problem: parsed.error }, "classifier reply did not parse");
       user = `${prompt.user}\n\n${retryMessage(out)}`;
@@ -377,6 +396,13 @@ export class RouterEngine {
     this.decision(conv, "answer", source, { reason });
     this.setState(conv, "idle");
     return { kind: "handover", model: this.opts.answer, ...(preface ? { preface: `${preface}\n\n` } : {}) };
+  }
+
+  /** Hand the message to the builder model (a transparent hand-over, like an ordinary answer). */
+  private toBuilder(conv: string, preface: string, source: Decision["source"] | "state", reason: string): Dispatch {
+    this.decision(conv, "build", source, { reason });
+    this.setState(conv, "idle");
+    return { kind: "handover", model: this.opts.builder!, ...(preface ? { preface: `${preface}\n\n` } : {}) };
   }
 
   private say(conv: string, preface: string, text: string, state: ConversationState): Dispatch {

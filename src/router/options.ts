@@ -27,6 +27,8 @@ export const routerOptionsSchema = z
     detachAfterSeconds: z.number().positive().default(240),
     /** Limit for one classifier call. */
     classifierTimeoutSeconds: z.number().positive().default(30),
+    /** Model id of a `type: builder` backend: making, changing, deploying and exporting systems is handed to it. */
+    builder: z.string().min(1).optional(),
     /** Systems this router offers (ids); default all. */
     systems: z.array(z.string().min(1)).optional(),
     /** The turn deadline; default detachAfterSeconds + 60 (a run detaches before it). */

@@ -27,10 +27,13 @@ export function routerProblems(config: Config): string[] {
   for (const [name, entry] of Object.entries(config.backends)) {
     if (entry.type !== "router") continue;
     const opts = routerOptionsSchema.parse(entry.options);
-    for (const key of ["classifier", "answer"] as const) {
+    for (const key of ["classifier", "answer", "builder"] as const) {
+      if (opts[key] === undefined) continue;
       const m = models.get(opts[key]);
       if (!m) problems.push(`backends.${name}.${key}: no model "${opts[key]}" in models (models: ${[...models.keys()].join(", ")})`);
       else if (config.backends[m.backend]?.type === "router") problems.push(`backends.${name}.${key}: "${opts[key]}" is itself a router model; name the model that does the work`);
+      else if (key === "builder" && config.backends[m.backend]?.type !== "builder") problems.push(`backends.${name}.builder: "${opts[key]}" is served by a ${config.backends[m.backend]?.type} backend; name a model of a type: builder backend`);
+      else if (key !== "builder" && config.backends[m.backend]?.type === "builder") problems.push(`backends.${name}.${key}: "${opts[key]}" is a builder model; name the model that answers`);
     }
   }
   return problems;
@@ -43,9 +46,9 @@ async function describeTool(server: McpServer, tool: string): Promise<ToolFacts>
 }
 
 /** Load and check the systems (config + files). Used by start-up and `clawbridge systems validate`. */
-export async function loadLibrary(config: Config, opts: { askMcp?: boolean } = {}): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
+export async function loadLibrary(config: Config, opts: { askMcp?: boolean; candidates?: Array<{ where: string; value: unknown }> } = {}): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
   const models = new Map(config.models.map((m) => [m.id, { router: config.backends[m.backend]?.type === "router" }]));
-  const res = await loadSystems({ configSystems: config.systems, dir: systemsDir(config.dataDir), models, describeTool: opts.askMcp === false ? undefined : describeTool });
+  const res = await loadSystems({ configSystems: config.systems, dir: systemsDir(config.dataDir), models, describeTool: opts.askMcp === false ? undefined : describeTool, candidates: opts.candidates });
   // A router that offers systems by id: each must exist.
   for (const [name, entry] of Object.entries(config.backends)) {
     if (entry.type !== "router") continue;
@@ -64,6 +67,13 @@ export interface RouterRuntimeHandle {
   bus: EventBus;
   callModel: ModelCaller;
   db: Database.Database;
+  /**
+   * Check the library as it would be with these systems added or replaced (a canvas about to be
+   * deployed); nothing changes. Returns the problems, each naming where and which key.
+   */
+  check(candidates: Array<{ where: string; value: unknown }>): Promise<LibraryProblem[]>;
+  /** Load the config and `<dataDir>/systems/` again and take the result (after a deploy or removal). Problems leave the library as it was. */
+  reload(): Promise<LibraryProblem[]>;
   close(): Promise<void>;
 }
 
@@ -96,6 +106,16 @@ export async function openRouterRuntime(args: { config: Config; bus: EventBus; c
     bus,
     callModel,
     db,
+    async check(candidates) {
+      return (await loadLibrary(config, { candidates })).problems;
+    },
+    async reload() {
+      const next = await loadLibrary(config);
+      if (next.problems.length) return next.problems;
+      library.replace(next.library);
+      logger.info({ systems: library.systems.map((s) => s.id) }, "systems reloaded");
+      return [];
+    },
     async close() {
       await runs.close();
       db.close();

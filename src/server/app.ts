@@ -18,6 +18,10 @@ import { HttpFront, lingerAfterAnswer, UNAUTHENTICATED_LINGER_BYTES } from "./ht
 import { ApiError, internalError, unauthorized } from "../openai/errors.js";
 import type { RouterRuntimeHandle } from "../router/runtime.js";
 import { isSystemsRoute, registerSystemsRoutes } from "./systems-routes.js";
+import { isMcpRoute, registerMcpRoute } from "./mcp-route.js";
+import type { CanvasTools } from "../builder/tools.js";
+import type { BuilderBase } from "../builder/backend-deps.js";
+import { registerBuilderRoutes } from "./builder-routes.js";
 
 export interface AppDeps {
   config: Config;
@@ -29,6 +33,10 @@ export interface AppDeps {
   debugLog: DebugLog;
   /** Systems, runs and router state, when configured (src/server/systems-routes.ts). */
   systems?: RouterRuntimeHandle;
+  /** The builder's canvas and sandbox tools, served over MCP at `/mcp` (src/server/mcp-route.ts); without them /mcp is 404. */
+  builderTools?: CanvasTools;
+  /** The builder room (canvases, builds, export), when systems are on (src/server/builder-routes.ts). */
+  builder?: BuilderBase;
 }
 
 const HEALTH_TTL_MS = 30_000;
@@ -66,9 +74,9 @@ export function buildApp(deps: AppDeps): BuiltApp {
         (req, res, expectsContinue) => {
           if (isChatRoute(req.method, req.url)) return chat(req, res, expectsContinue); // it writes its own `server` header
           res.setHeader("server", SERVER);
-          // Only the systems and runs routes read a body: one sent anyway elsewhere is not read
-          // past a small budget, and the connection closes after the answer.
-          if (isSystemsRoute(req.method, req.url)) {
+          // Only the systems and runs routes and /mcp read a body: one sent anyway elsewhere is not
+          // read past a small budget, and the connection closes after the answer.
+          if (isSystemsRoute(req.method, req.url) || isMcpRoute(req.method, req.url)) {
             if (expectsContinue) res.writeContinue();
           } else if (req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")) {
             res.setHeader("connection", "close");
@@ -96,6 +104,8 @@ export function buildApp(deps: AppDeps): BuiltApp {
   // which register their own JSON parser.
   app.removeAllContentTypeParsers();
   registerSystemsRoutes(app, deps.systems);
+  registerMcpRoute(app, { keys, tools: deps.builderTools });
+  registerBuilderRoutes(app, deps.builder);
 
   const sendError = (reply: FastifyReply, err: ApiError) => {
     for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);

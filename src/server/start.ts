@@ -21,6 +21,7 @@ import { EventBus } from "../events/bus.js";
 import { sideCaller } from "../pipeline/side-call.js";
 import type { RouterRuntimeHandle } from "../router/runtime.js";
 import { wantsSystems } from "../systems/paths.js";
+import type { BuilderBase } from "../builder/backend-deps.js";
 
 export interface Bridge {
   url: string;
@@ -118,7 +119,30 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     const { openRouterRuntime } = await import("../router/runtime.js");
     systems = await openRouterRuntime({ config, bus, callModel, logger, dbFile: opts.systemsDb, retryBaseMs: opts.retryBaseMs });
   }
-  const backends = createBackends(config, logger, systems ? { router: systems } : {});
+  // The builder room (canvases, sandboxes, builds; the tools served at /mcp) lives beside the systems.
+  let builder: BuilderBase | undefined;
+  if (systems) {
+    const [{ openBuilderRoom }, { builderProblems }, { SystemsConfigError }] = await Promise.all([import("../builder/service.js"), import("../builder/options.js"), import("../router/runtime.js")]);
+    const problems = builderProblems(config);
+    if (problems.length) {
+      await systems.close();
+      await watcher.stop();
+      throw new SystemsConfigError(problems);
+    }
+    const room = openBuilderRoom({ db: systems.db, dataDir: config.dataDir, bus, host: systems });
+    builder = {
+      room,
+      bus,
+      callModel,
+      host: systems,
+      runs: systems.runs.store,
+      dataDir: config.dataDir,
+      models: config.models.map((m) => ({ id: m.id, kind: config.backends[m.backend]?.type ?? "unknown" })),
+      engines: new Map(),
+    };
+  }
+  const builderBusy = builder ? busyWith(builder) : undefined;
+  const backends = createBackends(config, logger, { ...(systems ? { router: { ...systems, builderBusy } } : {}), ...(builder ? { builder } : {}) });
   router = new ModelRouter(config, backends);
   const scheduler = new TurnScheduler({
     maxConcurrent: config.server.maxConcurrent,
@@ -130,7 +154,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const preexec = new PreExecutor(logger, debugLog);
   const enricher = opts.enricher ?? ((text, route, signal, log) => preexec.enrich(text, route, signal, log));
   const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store, resolveModel });
-  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems });
+  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems, builder, builderTools: builder?.room.tools });
 
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
@@ -181,5 +205,19 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       })();
       return closing;
     },
+  };
+}
+
+/**
+ * Whether the builder is in the middle of something with a conversation: a question waiting for
+ * its yes (an hour), or a build planning, running or paused (half an hour since it last moved).
+ * The router then hands that conversation's messages to the builder.
+ */
+function busyWith(builder: BuilderBase): (conversation: string) => boolean {
+  return (conversation) => {
+    const c = builder.room.builds.conversation(conversation);
+    const age = Date.now() - c.updatedAt;
+    if (c.pending) return Date.now() - c.pending.since < 60 * 60_000;
+    return (c.state === "planning" || c.state === "executing" || c.state === "paused") && age < 30 * 60_000;
   };
 }

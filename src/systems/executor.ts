@@ -35,7 +35,15 @@ export class ExecError extends Error {
 }
 
 /** Calls a configured clawbridge model (the `model` kind); the caller resolves ids to backends. */
-export type ModelCaller = (req: { model: string; prompt: string; system?: string; cancel: Cancellation; timeoutSeconds?: number }) => AsyncIterable<BackendEvent>;
+export type ModelCaller = (req: {
+  model: string;
+  prompt: string;
+  system?: string;
+  cancel: Cancellation;
+  timeoutSeconds?: number;
+  /** Working directory for a CLI agent (a system's sandbox); default the backend's own. */
+  cwd?: string;
+}) => AsyncIterable<BackendEvent>;
 
 export interface ExecContext {
   runId: string;
@@ -51,6 +59,8 @@ export interface ExecContext {
   log: Logger;
   /** A working directory for this run (created on first use). */
   workDir(): string;
+  /** The system's sandbox (`<dataDir>/sandboxes/<id>`) when it has one: the working directory of its model steps. */
+  sandbox?: string;
   /** For the `model` kind. */
   callModel: ModelCaller;
 }

@@ -379,7 +379,9 @@ export function checkInputs(schema: InputSchema, candidate: Record<string, unkno
     const field = fieldInfo(name, p, required.has(name), schema);
     const given = Object.prototype.hasOwnProperty.call(source, name) ? source[name] : undefined;
     if (!isGiven(given)) {
-      if (field.required) missing.push(field);
+      // JSON Schema's `default`: the value used when none is given (never asked for).
+      if (p && typeof p === "object" && "default" in p) put(values, name, (p as { default: unknown }).default);
+      else if (field.required) missing.push(field);
       continue;
     }
     let accepted = false;

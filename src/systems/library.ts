@@ -49,14 +49,35 @@ export interface LoadOptions {
   models: ReadonlyMap<string, { router: boolean }>;
   /** Looks an MCP tool up (for `inputs: fromTool` and side effects); omitted: no MCP server is asked. */
   describeTool?: (server: McpServer, tool: string) => Promise<ToolFacts>;
+  /**
+   * Systems from elsewhere checked with the rest (a canvas being deployed by the builder); one
+   * replaces a file of `dir` with the same id (the system being deployed again).
+   */
+  candidates?: Array<{ where: string; value: unknown }>;
 }
 
 export class SystemsLibrary {
-  private readonly byId: Map<string, LoadedSystem>;
-  private readonly plans = new Map<string, CompiledPlan>();
+  private byId: Map<string, LoadedSystem>;
+  private plans = new Map<string, CompiledPlan>();
+  private list: LoadedSystem[];
 
-  constructor(readonly systems: LoadedSystem[]) {
+  constructor(systems: LoadedSystem[]) {
+    this.list = systems;
     this.byId = new Map(systems.map((s) => [s.id, s]));
+  }
+
+  get systems(): LoadedSystem[] {
+    return this.list;
+  }
+
+  /**
+   * Take another library's systems (a reload after the builder deployed or removed one). Holders
+   * of this library see the new list at once; a run already started keeps the plan it compiled.
+   */
+  replace(next: SystemsLibrary): void {
+    this.list = next.systems;
+    this.byId = new Map(this.list.map((s) => [s.id, s]));
+    this.plans = new Map();
   }
 
   get(id: string): LoadedSystem | undefined {
@@ -131,7 +152,10 @@ const leafSchemas = { webhook: webhookRunSchema, command: commandRunSchema, mcp:
 export async function loadSystems(opts: LoadOptions): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
   const problems: LibraryProblem[] = [];
   const raws: Raw[] = opts.configSystems.map((value, i) => ({ where: "config", prefix: `systems[${i}]`, value }));
-  raws.push(...readDir(opts.dir, problems));
+  const candidates = opts.candidates ?? [];
+  const replaced = new Set(candidates.map((c) => (c.value as { id?: unknown } | null)?.id).filter((id): id is string => typeof id === "string"));
+  raws.push(...readDir(opts.dir, problems).filter((r) => !replaced.has((r.value as { id?: unknown }).id as string)));
+  raws.push(...candidates.map((c) => ({ where: c.where, prefix: "", value: c.value })));
 
   const parsed: Array<{ raw: Raw; sys: SystemFile; badSteps: Set<number> }> = [];
   const seen = new Map<string, string>();
@@ -292,6 +316,7 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       inputs,
       sideEffects: sys.sideEffects ?? inferSideEffects(sys, tool),
       confirm: sys.confirm,
+      enabled: sys.enabled,
       run: sys.run,
       source: raw.where,
     });

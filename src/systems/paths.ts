@@ -12,7 +12,17 @@ export function systemsDir(dataDir: string): string {
   return path.join(dataDir, SYSTEMS_DIR);
 }
 
-/** Whether systems are configured (the config's list or files) or a router backend exists. */
+/** `<dataDir>/sandboxes/<id>`: a system's own files, the working directory of its model steps (the builder writes there). */
+export function sandboxDir(dataDir: string, systemId: string): string {
+  return path.join(dataDir, "sandboxes", systemId);
+}
+
+/** The directory when it exists, else undefined. */
+export function existingDir(dir: string): string | undefined {
+  return existsSync(dir) ? dir : undefined;
+}
+
+/** Whether systems are configured (the config's list or files) or a router or builder backend exists. */
 export function wantsSystems(config: { systems: unknown[]; backends: Record<string, { type: string }>; dataDir: string }): boolean {
-  return config.systems.length > 0 || Object.values(config.backends).some((b) => b.type === "router") || existsSync(systemsDir(config.dataDir));
+  return config.systems.length > 0 || Object.values(config.backends).some((b) => b.type === "router" || b.type === "builder") || existsSync(systemsDir(config.dataDir));
 }

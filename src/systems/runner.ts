@@ -18,6 +18,7 @@ import { alnumId } from "../util/ids.js";
 import type { RunRecord, RunStore } from "./db.js";
 import { ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./executor.js";
 import { executeLeaf } from "./executors/index.js";
+import { existingDir, sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
 import { runPlan, type CompiledStep, type StepHooks } from "./plan.js";
 import { renderValue, type Scope } from "./template.js";
@@ -285,6 +286,7 @@ export class RunManager {
           return dir;
         },
         callModel: this.deps.callModel,
+        sandbox: existingDir(sandboxDir(this.deps.dataDir, rec.system)),
       };
       try {
         return await executeLeaf(step.target.spec, ctx);

@@ -121,6 +121,8 @@ export const systemSchema = z.strictObject({
   sideEffects: z.boolean().optional(),
   /** `auto`: ask first when it has side effects or the match is not sure; `always`; `never`. */
   confirm: z.enum(["auto", "always", "never"]).default("auto"),
+  /** false: kept, runnable by id (HTTP, CLI, another system), but the router does not offer it. */
+  enabled: z.boolean().default(true),
   run: runSpecSchema,
 });
 

@@ -20,6 +20,8 @@ export interface LoadedSystem {
   /** Whether running it changes something outside the bridge (configured, or inferred). */
   sideEffects: boolean;
   confirm: "auto" | "always" | "never";
+  /** Offered by the router (false: runnable by id only). */
+  enabled: boolean;
   run: RunSpec;
   /** Where it was declared: `config` or the YAML file's path. */
   source: string;

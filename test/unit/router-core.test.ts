@@ -21,6 +21,7 @@ function sys(p: Partial<LoadedSystem> & { id: string }): LoadedSystem {
     inputs: { type: "object", properties: {} },
     sideEffects: false,
     confirm: "auto",
+    enabled: true,
     run: { kind: "model", model: "m", prompt: "p" },
     source: "config",
     ...p,

@@ -1,0 +1,195 @@
+/**
+ * A canvas compiles to the `plan` system format of src/systems — one model, not two: what the
+ * builder makes, the router runs.
+ * - `input` nodes become the system's input schema (required unless they have a default);
+ * - every step node (agent, webhook, command, mcp, system) becomes a plan step with the node's id;
+ *   an edge between step nodes is a `dependsOn`; an edge from an input is data only;
+ * - `agent` → a `model` step (`{model, prompt, system?, timeoutSeconds?}`); its prompt's
+ *   `{{name}}` names an input or a node upstream of it (→ `${inputs.name}` /
+ *   `${steps.name.output}`); without a prompt, the node's label and its upstream values are sent;
+ * - webhook / command / mcp → that kind's step with the node's properties (`{{name}}` converted);
+ * - `system` → a step that uses another system (`properties.with` are its inputs);
+ * - the `output` node's one incoming edge names the step whose output is the run's output (default:
+ *   the last step in dependency order).
+ * Problems name the node and the property to fix. Deeper checks (settings of each kind, known
+ * models and systems, templates) are the library's own, run by deploy on the compiled system.
+ */
+import type { Canvas, CanvasNode } from "./types.js";
+import { STEP_NODE_TYPES } from "./types.js";
+
+export interface CompileProblem {
+  /** The node (or `canvas`). */
+  node: string;
+  message: string;
+}
+
+export type CompileResult = { ok: true; system: Record<string, unknown> } | { ok: false; problems: CompileProblem[] };
+
+const INPUT_TYPES = new Set(["string", "number", "integer", "boolean"]);
+const MUSTACHE = /\{\{\s*([A-Za-z0-9_-]+)\s*\}\}/g;
+
+export function compileCanvas(canvas: Canvas): CompileResult {
+  const problems: CompileProblem[] = [];
+  const byId = new Map(canvas.nodes.map((n) => [n.id, n]));
+  const inputs = canvas.nodes.filter((n) => n.type === "input");
+  const steps = canvas.nodes.filter((n) => STEP_NODE_TYPES.includes(n.type));
+  const outputs = canvas.nodes.filter((n) => n.type === "output");
+  if (!steps.length) problems.push({ node: "canvas", message: "the canvas has no step (an agent, webhook, command, mcp or system node); add one" });
+
+  // Inputs.
+  const properties: Record<string, Record<string, unknown>> = {};
+  const required: string[] = [];
+  const inputName = new Map<string, string>();
+  for (const n of inputs) {
+    const p = n.properties;
+    const name = typeof p.name === "string" && p.name ? p.name : n.id;
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) problems.push({ node: n.id, message: `input name "${name}" must be letters, digits and _ (set properties.name)` });
+    if (properties[name]) problems.push({ node: n.id, message: `input "${name}" is declared twice` });
+    const type = typeof p.type === "string" ? p.type : "string";
+    if (!INPUT_TYPES.has(type)) problems.push({ node: n.id, message: `properties.type "${type}" is not one of string, number, integer, boolean` });
+    const def = canvas.settings.defaults?.[name] ?? p.default;
+    const prop: Record<string, unknown> = { type, description: typeof p.description === "string" && p.description ? p.description : n.label };
+    if (Array.isArray(p.enum) && p.enum.length) prop.enum = p.enum;
+    if (def !== undefined && def !== null) prop.default = def;
+    properties[name] = prop;
+    inputName.set(n.id, name);
+    if (p.required !== false && prop.default === undefined) required.push(name);
+  }
+
+  // Edges: dependencies between steps; upstream sets for templates.
+  const incoming = new Map<string, string[]>();
+  for (const e of canvas.edges) {
+    if (!byId.has(e.from) || !byId.has(e.to)) {
+      problems.push({ node: e.id, message: `edge ${e.id} joins a node that does not exist` });
+      continue;
+    }
+    incoming.set(e.to, [...(incoming.get(e.to) ?? []), e.from]);
+  }
+  const upstream = (id: string): Set<string> => {
+    const seen = new Set<string>();
+    const stack = [...(incoming.get(id) ?? [])];
+    for (let guard = 0; stack.length && guard < 10_000; guard++) {
+      const x = stack.pop()!;
+      if (seen.has(x)) continue;
+      seen.add(x);
+      stack.push(...(incoming.get(x) ?? []));
+    }
+    return seen;
+  };
+  const isStep = (id: string) => STEP_NODE_TYPES.includes(byId.get(id)!.type);
+
+  /** `{{name}}` → a system template reference, for the node `at`. */
+  const convert = (value: unknown, at: CanvasNode, where: string): unknown => {
+    if (typeof value === "string") {
+      const up = upstream(at.id);
+      return value.replace(MUSTACHE, (whole, name: string) => {
+        const inputNode = inputs.find((n) => inputName.get(n.id) === name || n.id === name);
+        if (inputNode) return `\${inputs.${inputName.get(inputNode.id)}}`;
+        if (byId.has(name) && isStep(name)) {
+          if (up.has(name)) return `\${steps.${name}.output}`;
+          problems.push({ node: at.id, message: `${where}: {{${name}}} is a node this one is not connected from; connect ${name} → ${at.id}` });
+          return whole;
+        }
+        problems.push({ node: at.id, message: `${where}: {{${name}}} names no input and no node (inputs: ${[...inputName.values()].join(", ") || "none"})` });
+        return whole;
+      });
+    }
+    if (Array.isArray(value)) return value.map((v, i) => convert(v, at, `${where}[${i}]`));
+    if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, convert(v, at, `${where}.${k}`)]));
+    return value;
+  };
+
+  // Steps, in dependency order (a canvas's edges have no cycle; checked again here).
+  const order = topo(steps.map((s) => s.id), (id) => (incoming.get(id) ?? []).filter((x) => byId.has(x) && isStep(x)));
+  if (!order) problems.push({ node: "canvas", message: "the steps' connections form a cycle; remove one edge of it" });
+  const planSteps: Array<Record<string, unknown>> = [];
+  for (const id of order ?? []) {
+    const n = byId.get(id)!;
+    const dependsOn = [...new Set((incoming.get(id) ?? []).filter((x) => isStep(x)))];
+    const { uses, with: w } = stepOf(n, convert, problems, incoming.get(id) ?? [], byId, inputName);
+    planSteps.push({ id: n.id, uses, with: w, dependsOn });
+  }
+
+  // Output.
+  let output: string | undefined;
+  if (outputs.length > 1) problems.push({ node: outputs[1]!.id, message: "a canvas has one output node; delete the others" });
+  if (outputs[0]) {
+    const from = incoming.get(outputs[0].id) ?? [];
+    if (from.length !== 1 || !isStep(from[0]!)) problems.push({ node: outputs[0].id, message: "connect exactly one step to the output node" });
+    else output = from[0];
+  }
+
+  if (problems.length) return { ok: false, problems };
+  const s = canvas.settings;
+  const system: Record<string, unknown> = {
+    id: canvas.system,
+    name: canvas.name || canvas.system,
+    description: canvas.description,
+    ...(s.examples?.length ? { examples: s.examples } : {}),
+    ...(s.keywords?.length ? { keywords: s.keywords } : {}),
+    inputs: { type: "object", properties, ...(required.length ? { required } : {}) },
+    confirm: s.confirm ?? "auto",
+    enabled: s.enabled ?? true,
+    run: { kind: "plan", steps: planSteps, ...(output ? { output } : {}) },
+  };
+  return { ok: true, system };
+}
+
+function stepOf(
+  n: CanvasNode,
+  convert: (v: unknown, at: CanvasNode, where: string) => unknown,
+  problems: CompileProblem[],
+  from: string[],
+  byId: Map<string, CanvasNode>,
+  inputName: Map<string, string>,
+): { uses: string; with: Record<string, unknown> } {
+  const p = n.properties;
+  switch (n.type) {
+    case "agent": {
+      if (typeof p.model !== "string" || !p.model) problems.push({ node: n.id, message: "set properties.model to a configured model id" });
+      let prompt = typeof p.prompt === "string" && p.prompt.trim() ? p.prompt : defaultPrompt(n, from, byId, inputName);
+      prompt = convert(prompt, n, "properties.prompt") as string;
+      const w: Record<string, unknown> = { model: p.model, prompt };
+      if (typeof p.system === "string" && p.system) w.system = convert(p.system, n, "properties.system");
+      if (typeof p.timeoutSeconds === "number") w.timeoutSeconds = p.timeoutSeconds;
+      return { uses: "model", with: w };
+    }
+    case "system": {
+      if (typeof p.system !== "string" || !p.system) problems.push({ node: n.id, message: "set properties.system to the id of the system it runs" });
+      return { uses: String(p.system ?? ""), with: (convert(p.with ?? {}, n, "properties.with") as Record<string, unknown>) ?? {} };
+    }
+    default: {
+      const { kind: _k, ...settings } = p;
+      return { uses: n.type, with: convert(settings, n, "properties") as Record<string, unknown> };
+    }
+  }
+}
+
+/** The label as the instruction, and every value the node is connected from. */
+function defaultPrompt(n: CanvasNode, from: string[], byId: Map<string, CanvasNode>, inputName: Map<string, string>): string {
+  const lines = [n.label.trim() || n.id];
+  if (typeof n.properties.description === "string" && n.properties.description) lines.push(n.properties.description);
+  for (const id of from) {
+    const src = byId.get(id)!;
+    const name = src.type === "input" ? inputName.get(id)! : id;
+    lines.push(`\n${src.label || name}:\n{{${name}}}`);
+  }
+  return lines.join("\n");
+}
+
+/** Topological order (Kahn, stable by the given order), or undefined on a cycle. */
+export function topo(ids: string[], deps: (id: string) => string[]): string[] | undefined {
+  const out: string[] = [];
+  const done = new Set<string>();
+  const set = new Set(ids);
+  for (let pass = 0; out.length < ids.length && pass <= ids.length; pass++) {
+    for (const id of ids) {
+      if (done.has(id)) continue;
+      if (deps(id).every((d) => done.has(d) || !set.has(d))) {
+        done.add(id);
+        out.push(id);
+      }
+    }
+  }
+  return out.length === ids.length ? out : undefined;
+}
