@@ -335,7 +335,7 @@ export class BuilderEngine {
     }
     if (!changes.length) return this.say(conv, `Nothing to change on **${canvas.system}**.`, "idle");
     if (changes.length === 1 && changes[0]!.path === "deployed") return this.command(conv, changes[0]!.value ? "deploy" : "undeploy", canvas.system, input);
-    const diff = await this.diffText(canvas, changes);
+    const diff = systemDiff(canvas, changes);
     this.setPending(conv, { kind: "configure", system: canvas.system, changes, since: Date.now() }, canvas.system);
     return this.say(conv, [`These changes to **${canvas.system}**:`, "", diff, "", "Apply them? (yes / no)"].join("\n"), "idle");
   }
@@ -513,10 +513,6 @@ export class BuilderEngine {
     if (!ctx.canvases.length) lines.push("- no canvases yet");
     if (ctx.recentRuns.length) lines.push("", "Recent runs:", ...ctx.recentRuns.map((r) => `- \`${r.id}\` ${r.system}: ${r.status}`));
     return lines.join("\n");
-  }
-
-  private async diffText(canvas: Canvas, changes: ConfigChange[]): Promise<string> {
-    return systemDiff(canvas, changes);
   }
 
   private knownText(): string {

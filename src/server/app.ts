@@ -22,6 +22,7 @@ import { isMcpRoute, registerMcpRoute } from "./mcp-route.js";
 import type { CanvasTools } from "../builder/tools.js";
 import type { BuilderBase } from "../builder/backend-deps.js";
 import { registerBuilderRoutes } from "./builder-routes.js";
+import { sendApiError } from "./reply.js";
 
 export interface AppDeps {
   config: Config;
@@ -107,10 +108,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
   registerMcpRoute(app, { keys, tools: deps.builderTools });
   registerBuilderRoutes(app, deps.builder);
 
-  const sendError = (reply: FastifyReply, err: ApiError) => {
-    for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);
-    return reply.code(err.status).type("application/json").send(err.body());
-  };
+  const sendError = sendApiError;
 
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     if (err instanceof ApiError) return sendError(reply, err);

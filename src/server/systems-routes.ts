@@ -10,6 +10,7 @@
  */
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { ApiError } from "../openai/errors.js";
+import { sendApiError } from "./reply.js";
 import type { RouterRuntimeHandle } from "../router/runtime.js";
 import type { RunRecord } from "../systems/db.js";
 import type { RunError } from "../systems/runner.js";
@@ -75,10 +76,7 @@ const runError = (err: unknown): ApiError => {
 
 export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRuntimeHandle | undefined): void {
   const noSystems = () => new ApiError(404, "not_found_error", "no_systems", "No systems are configured on this bridge (add `systems:` to the config or files to <dataDir>/systems/).");
-  const sendError = (reply: FastifyReply, err: ApiError) => {
-    for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);
-    return reply.code(err.status).type("application/json").send(err.body());
-  };
+  const sendError = sendApiError;
 
   app.register(async (scope) => {
     // These routes read JSON bodies (the rest of the app reads none).
