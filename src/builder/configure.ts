@@ -27,16 +27,22 @@ const inputNames = (c: Canvas) => c.nodes.filter((n) => n.type === "input").map(
 export function changesFromWords(text: string, canvas: Canvas): ConfigChange[] {
   const t = text.toLowerCase();
   const out: ConfigChange[] = [];
-  if (/\bundeploy\b/.test(t)) out.push({ path: "deployed", value: false });
-  else if (/\bdeploy\b/.test(t)) out.push({ path: "deployed", value: true });
-  if (/\bdisable\b/.test(t)) out.push({ path: "enabled", value: false });
-  else if (/\benable\b/.test(t)) out.push({ path: "enabled", value: true });
+  // "don't deploy it" asks for nothing.
+  const not = (verb: string) => new RegExp(`\\b(?:don'?t|do not|never|not)\\s+(?:\\w+\\s+)?${verb}\\b`).test(t);
+  if (/\bundeploy\b/.test(t) && !not("undeploy")) out.push({ path: "deployed", value: false });
+  else if (/\bdeploy\b/.test(t) && !not("deploy")) out.push({ path: "deployed", value: true });
+  if (/\bdisable\b/.test(t) && !not("disable")) out.push({ path: "enabled", value: false });
+  else if (/\benable\b/.test(t) && !not("enable")) out.push({ path: "enabled", value: true });
   if (/\balways (?:ask|confirm)\b/.test(t)) out.push({ path: "confirm", value: "always" });
   else if (/\b(?:never ask|never confirm|don'?t ask|without asking)\b/.test(t)) out.push({ path: "confirm", value: "never" });
   for (const name of inputNames(canvas)) {
     const esc = name.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-    const m = new RegExp(`\\bdefault (?:value of |for )?(?:the )?${esc}\\b.*?\\b(?:to|=|is)\\s+["'\`]?([^"'\`\\s.,;]+(?: [^"'\`\\s.,;]+)?)`, "i").exec(text) ?? new RegExp(`\\b${esc}\\b (?:default|defaults) (?:to|=)\\s+["'\`]?([^"'\`\\s.,;]+)`, "i").exec(text);
-    if (m) out.push({ path: `defaults.${name}`, value: m[1]! });
+    // The value: a quoted phrase, or one word.
+    const value = String.raw`(?:["'\`]([^"'\`]+)["'\`]|([^"'\`\s.,;!?]+))`;
+    const m =
+      new RegExp(String.raw`\bdefault (?:value of |for )?(?:the )?${esc}\b.*?(?:\bto\b|=|\bis\b)\s*${value}`, "i").exec(text) ??
+      new RegExp(String.raw`\b${esc}\b (?:default|defaults) (?:to\b|=)\s*${value}`, "i").exec(text);
+    if (m) out.push({ path: `defaults.${name}`, value: m[1] ?? m[2]! });
   }
   return out;
 }
@@ -70,17 +76,41 @@ export function configurePrompt(text: string, canvas: Canvas): { system: string;
 export function parseChanges(reply: string, canvas: Canvas): { changes: ConfigChange[] } | { errors: string[] } {
   for (const obj of jsonObjects(reply)) {
     if (!Array.isArray(obj.changes)) continue;
-    const errors: string[] = [];
-    const changes: ConfigChange[] = [];
-    for (const [i, c] of (obj.changes as unknown[]).entries()) {
-      const ch = c as { path?: unknown; value?: unknown };
-      const problem = typeof ch?.path === "string" ? changeProblem(ch.path, ch.value, canvas) : "no path";
-      if (problem) errors.push(`changes[${i}]: ${problem}`);
-      else changes.push({ path: ch.path as string, value: ch.value });
-    }
-    return errors.length ? { errors } : { changes };
+    return checkChanges(obj.changes as unknown[], canvas);
   }
   return { errors: ["the reply held no {\"changes\": [...]} object"] };
+}
+
+/** Changes checked against the canvas; a default is coerced to its input's type ("5" → 5) and must be an allowed value. */
+export function checkChanges(list: unknown[], canvas: Canvas): { changes: ConfigChange[] } | { errors: string[] } {
+  const errors: string[] = [];
+  const changes: ConfigChange[] = [];
+  for (const [i, c] of list.entries()) {
+    const ch = c as { path?: unknown; value?: unknown };
+    if (typeof ch?.path !== "string") {
+      errors.push(`changes[${i}]: no path`);
+      continue;
+    }
+    const value = ch.path.startsWith("defaults.") ? coerceDefault(canvas, ch.path.slice(9), ch.value) : { value: ch.value };
+    const problem = "error" in value ? value.error : changeProblem(ch.path, value.value, canvas);
+    if (problem) errors.push(`changes[${i}]: ${problem}`);
+    else changes.push({ path: ch.path, value: (value as { value: unknown }).value });
+  }
+  return errors.length ? { errors } : { changes };
+}
+
+function coerceDefault(canvas: Canvas, name: string, raw: unknown): { value: unknown } | { error: string } {
+  const n = canvas.nodes.find((x) => x.type === "input" && (x.properties.name ?? x.id) === name);
+  if (!n) return { value: raw };
+  const type = typeof n.properties.type === "string" ? n.properties.type : "string";
+  let value = raw;
+  if (typeof raw === "string" && (type === "number" || type === "integer")) value = Number(raw);
+  if (typeof raw === "string" && type === "boolean") value = /^(true|yes|on)$/i.test(raw) ? true : /^(false|no|off)$/i.test(raw) ? false : raw;
+  const ok = type === "string" ? typeof value === "string" : type === "boolean" ? typeof value === "boolean" : typeof value === "number" && Number.isFinite(value) && (type === "number" || Number.isInteger(value));
+  if (!ok) return { error: `the default of ${name} must be a ${type}, not ${JSON.stringify(raw)}` };
+  const allowed = Array.isArray(n.properties.enum) ? (n.properties.enum as unknown[]) : undefined;
+  if (allowed && !allowed.includes(value)) return { error: `the default of ${name} must be one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}, not ${JSON.stringify(raw)}` };
+  return { value };
 }
 
 function changeProblem(path: string, value: unknown, canvas: Canvas): string | undefined {

@@ -27,7 +27,7 @@ import { alnumId } from "../util/ids.js";
 import { architectPrompt, parsePlan, repairRequest, validatePlan, type ArchitectContext } from "./architect.js";
 import type { BuilderPending, BuildRecord, BuildStore, ConfigChange } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { applyChanges, changesFromWords, configurePrompt, parseChanges, systemDiff } from "./configure.js";
+import { applyChanges, changesFromWords, checkChanges, configurePrompt, parseChanges, systemDiff } from "./configure.js";
 import { compiledSystem, deployCanvas, undeployCanvas, type SystemsHost } from "./deploy.js";
 import { executeBuild, type StepReport } from "./executor.js";
 import type { ToolCaller } from "./mcp-client.js";
@@ -94,8 +94,9 @@ export class BuilderEngine {
     this.d.log.debug({ builder: this.name, conversation: conv, ...verdict }, "builder intent");
     switch (verdict.intent) {
       case "BUILD":
-        // "add a step to X" names an existing canvas: that is an edit of it.
-        if (focus && this.mentions(text, focus)) return this.plan(conv, "EDIT", focus, text, input);
+        // Keywords hear "add a step to X" as BUILD; naming an existing canvas makes it an edit of
+        // it (the Supervisor model is told so itself).
+        if (verdict.source === "keywords" && focus && this.mentions(text, focus) && /\badd\b/i.test(text)) return this.plan(conv, "EDIT", focus, text, input);
         return this.plan(conv, "BUILD", undefined, text, input);
       case "EDIT":
         if (!focus) return this.say(conv, this.noCanvasText(), "idle");
@@ -326,7 +327,11 @@ export class BuilderEngine {
       return this.say(conv, this.noCanvasText(), "idle");
     }
     let changes = changesFromWords(text, canvas);
-    if (!changes.length) {
+    if (changes.length) {
+      const checked = checkChanges(changes, canvas);
+      if ("errors" in checked) return this.say(conv, `I cannot change that on **${canvas.system}**: ${checked.errors.map((e) => e.replace(/^changes\[\d+\]: /, "")).join("; ")}.`, "idle");
+      changes = checked.changes;
+    } else {
       const p = configurePrompt(text, canvas);
       const out = await this.callText(this.opts.answer ?? this.opts.supervisor, p.system, p.user, input.turn.cancel);
       const parsed = out === undefined ? { errors: ["the model could not be reached"] } : parseChanges(out, canvas);

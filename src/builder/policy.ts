@@ -10,7 +10,6 @@
  * Systems in the config file or written by hand in `<dataDir>/systems/` are the operator's and are
  * not checked here.
  */
-import path from "node:path";
 import { NetGuard, systemResolve, type ResolveFn } from "../tools/netguard.js";
 import { isIpLiteral } from "../tools/ip.js";
 
@@ -27,7 +26,8 @@ export async function policyProblems(system: Record<string, unknown>, policy: De
   const run = system.run as { steps?: Array<{ id: string; uses: string; with: Record<string, unknown> }> } | undefined;
   const guard = new NetGuard({ allowPrivateAddresses: false, allowHosts: policy.allowHosts });
   const program = (p: unknown) => (typeof p === "string" ? p : "");
-  const commandOk = (p: string) => policy.allowCommands.includes(p) || policy.allowCommands.includes(path.basename(p));
+  // Compared as given: allowing "node" allows the program found as `node` on PATH, not ./node.
+  const commandOk = (p: string) => policy.allowCommands.includes(p);
   const urlProblem = async (raw: string): Promise<string | undefined> => {
     // References may sit in the path and query only (checked by the library); a placeholder stands in.
     const literal = raw.replace(/\$\{[^}]*\}/g, "x");
@@ -56,6 +56,7 @@ export async function policyProblems(system: Record<string, unknown>, policy: De
     } else if (step.uses === "mcp") {
       const server = (w.server ?? {}) as Record<string, unknown>;
       if (server.transport === "stdio") {
+        if (typeof server.cwd === "string") problems.push(`step ${step.id}: an MCP server built by chat runs in its run directory; remove server.cwd`);
         const prog = program(server.command);
         if (!commandOk(prog)) problems.push(`step ${step.id}: the MCP server program "${prog}" is not in the builder's allowCommands (${policy.allowCommands.join(", ") || "none"})`);
       } else if (typeof server.url === "string") {

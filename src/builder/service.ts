@@ -4,7 +4,8 @@
  * and export / import of a system as a bundle. The bridge (src/server/start.ts), the CLI and the
  * HTTP routes all use this one composition.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import type Database from "better-sqlite3";
 import { stringify } from "yaml";
@@ -14,12 +15,12 @@ import type { LoadedSystem } from "../systems/types.js";
 import { BuildStore } from "./build-store.js";
 import { readBundle, writeBundle, BundleError } from "./bundle.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { compiledSystem, BUILDER_MARK, type SystemsHost } from "./deploy.js";
+import { compileCanvas } from "./compile.js";
+import { BUILDER_MARK, type SystemsHost } from "./deploy.js";
 import { connectTools, type ToolCaller } from "./mcp-client.js";
 import { Sandbox } from "./sandbox.js";
 import { openBuilderTools } from "./runtime.js";
 import type { CanvasTools } from "./tools.js";
-import type { DeployPolicy } from "./policy.js";
 
 export interface BuilderRoom {
   tools: CanvasTools;
@@ -34,14 +35,19 @@ export interface BuilderRoom {
   importBundle(data: Buffer, opts?: { replace?: boolean }): Promise<{ system: string; canvas: boolean; files: number }>;
 }
 
-export function openBuilderRoom(args: { db: Database.Database; dataDir: string; bus?: EventBus; host?: SystemsHost }): BuilderRoom {
+export function openBuilderRoom(args: {
+  db: Database.Database;
+  dataDir: string;
+  bus?: EventBus;
+  host?: SystemsHost;
+  /** The bridge starting: builds a stopped bridge left running become paused (never by a CLI command beside a running bridge). */
+  recover?: boolean;
+}): BuilderRoom {
   const tools = openBuilderTools({ db: args.db, dataDir: args.dataDir, bus: args.bus });
   const canvases = tools.store;
   const builds = new BuildStore(args.db);
-  builds.pauseInterrupted();
+  if (args.recover) builds.pauseInterrupted();
   const dataDir = args.dataDir;
-  // The operator's systems are exported as they are; no policy applies to reading a canvas out.
-  const open: DeployPolicy = { allowCommands: [], allowHosts: [] };
 
   return {
     tools,
@@ -68,8 +74,9 @@ export function openBuilderRoom(args: { db: Database.Database; dataDir: string; 
       let yaml: string | undefined;
       if (existsSync(file)) yaml = readFileSync(file, "utf8");
       else if (canvas) {
-        const res = await compiledSystem(canvases, system, undefined, open);
-        if (!res.ok) throw new BundleError(`the canvas does not make a system yet: ${res.problems.join("; ")}`);
+        // Reading a canvas out is not deploying it: no policy applies.
+        const res = compileCanvas(canvas);
+        if (!res.ok) throw new BundleError(`the canvas does not make a system yet: ${res.problems.map((p) => `${p.node}: ${p.message}`).join("; ")}`);
         yaml = stringify(res.system);
       } else {
         const loaded = args.host?.library.get(system);
@@ -82,6 +89,9 @@ export function openBuilderRoom(args: { db: Database.Database; dataDir: string; 
     },
     async importBundle(data, opts = {}) {
       const b = await readBundle(data);
+      // Every file through the sandbox's checks first, in a throwaway sandbox: a bundle refused
+      // half-way must leave nothing behind, and --replace must not remove what was there.
+      stage(b.files);
       const sandbox = Sandbox.forSystem(dataDir, b.system);
       const file = path.join(systemsDir(dataDir), `${b.system}.yaml`);
       if (!opts.replace) {
@@ -112,4 +122,17 @@ export function openBuilderRoom(args: { db: Database.Database; dataDir: string; 
 /** A loaded system as the file that would declare it. */
 function systemFileOf(s: LoadedSystem): Record<string, unknown> {
   return { id: s.id, name: s.name, description: s.description, examples: s.examples, keywords: s.keywords, inputs: s.inputs, sideEffects: s.sideEffects, confirm: s.confirm, enabled: s.enabled, run: s.run };
+}
+
+/** Write every file once into a throwaway sandbox (the same path checks and limits); throws what the real one would. */
+function stage(files: Array<{ path: string; content: Buffer }>): void {
+  if (!files.length) return;
+  const dir = mkdtempSync(path.join(tmpdir(), "clawbridge-import-"));
+  try {
+    const staging = new Sandbox(path.join(dir, "sandbox"));
+    staging.ensure();
+    for (const f of files) staging.write(f.path, f.content);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -4,8 +4,13 @@
  * `<dataDir>/systems.db` (the bridge may be stopped). Starting, pausing, resuming and cancelling
  * a run ask the running bridge over its HTTP API (`/v1/systems/:id/runs`, `/v1/runs/:id/…`), with
  * the config's first API key, since the run executes there.
+ * `clawbridge systems export|import` move a system as a bundle (src/builder/bundle.ts) through the
+ * builder room over `<dataDir>/systems.db`: export works with the bridge stopped or running,
+ * import writes a draft canvas and its sandbox files (or a system file) into `<dataDir>`.
  */
 import type { Command } from "commander";
+import type { BuilderRoom } from "../builder/service.js";
+import type { SystemsHost } from "../builder/deploy.js";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { fail, out } from "./common.js";
@@ -74,6 +79,52 @@ function printRun(r: Record<string, unknown>): void {
   }
   if (r.error) out(`error: ${r.error}`);
   if (r.output !== null && r.output !== undefined) out(typeof r.output === "string" ? r.output : JSON.stringify(r.output, null, 2));
+}
+
+const SYSTEM_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+/** A refused export or import (no such system, a bad bundle, a file that cannot be read or written): one line, exit 1. */
+class BundleProblem extends Error {}
+
+function handleBundle(e: unknown, what: string): void {
+  const name = (e as Error | undefined)?.name;
+  if (e instanceof BundleProblem) err(`clawbridge: ${e.message}`);
+  else if (name === "BundleError" || name === "SandboxError" || name === "CanvasOpError") err(`clawbridge: ${what}: ${(e as Error).message}`);
+  else if (e instanceof Error && e.constructor === Error) {
+    // tar-stream and zlib say what is wrong with the archive in a plain Error.
+    err(`clawbridge: ${what}: ${e.message}`);
+  } else return fail(e);
+  process.exitCode = 1;
+}
+
+/**
+ * The builder room over `<dataDir>/systems.db`, closed after `fn`. For an export of a system with
+ * no canvas and no file in `<dataDir>/systems/` (one declared in the config), the room gets the
+ * loaded library so it can find it; nothing is checked or reloaded.
+ */
+async function withRoom<T>(config: Config, exportOf: string | undefined, fn: (room: BuilderRoom) => Promise<T>): Promise<T> {
+  const [{ openSystemsDb, systemsDbPath }, { openBuilderRoom }, { existsSync }, path, { systemsDir }] = await Promise.all([
+    import("../systems/db.js"),
+    import("../builder/service.js"),
+    import("node:fs"),
+    import("node:path"),
+    import("../systems/paths.js"),
+  ]);
+  const db = openSystemsDb(systemsDbPath(config.dataDir));
+  try {
+    let host: SystemsHost | undefined;
+    if (exportOf !== undefined && !existsSync(path.join(systemsDir(config.dataDir), `${exportOf}.yaml`))) {
+      const { CanvasStore } = await import("../builder/canvas-store.js");
+      if (!new CanvasStore(db).get(exportOf)) {
+        const { loadLibrary } = await import("../router/runtime.js");
+        const { library } = await loadLibrary(config, { askMcp: false });
+        host = { library, check: async () => [], reload: async () => [] };
+      }
+    }
+    return await fn(openBuilderRoom({ db, dataDir: config.dataDir, host }));
+  } finally {
+    db.close();
+  }
 }
 
 export function registerSystemsCommands(program: Command): void {
@@ -149,6 +200,64 @@ export function registerSystemsCommands(program: Command): void {
         if (res.json.status === "failed" || res.json.status === "cancelled" || res.json.status === "interrupted") process.exitCode = 1;
       } catch (e) {
         handle(e);
+      }
+    });
+
+  systems
+    .command("export <id>")
+    .description("write a system as a bundle (.tar.gz: system.yaml, canvas.json, sandbox files)")
+    .option("-c, --config <file>", "config file")
+    .option("-o, --output <file>", "the bundle's file, - for stdout (default: <id>.tar.gz here)")
+    .action(async (id: string, opts: { config?: string; output?: string }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        if (!SYSTEM_ID.test(id)) throw new BundleProblem(`"${id}" is not a system id (lower-case letters, digits, - and _)`);
+        const data = await withRoom(config, id, (room) => room.exportBundle(id));
+        const target = opts.output ?? `${id}.tar.gz`;
+        if (target === "-") {
+          await new Promise<void>((resolve, reject) => process.stdout.write(data, (e) => (e ? reject(e) : resolve())));
+          return;
+        }
+        const { writeFileSync } = await import("node:fs");
+        try {
+          writeFileSync(target, data, { mode: 0o600 });
+        } catch (e) {
+          throw new BundleProblem(`cannot write ${target}: ${(e as Error).message}`);
+        }
+        out(`wrote ${target} (${data.length} bytes)`);
+      } catch (e) {
+        handleBundle(e, `cannot export ${id}`);
+      }
+    });
+
+  systems
+    .command("import <file>")
+    .description("read a bundle back into <dataDir>: a draft canvas and its sandbox files, or a system file")
+    .option("-c, --config <file>", "config file")
+    .option("--replace", "replace a canvas, system file or sandbox of the same id")
+    .action(async (file: string, opts: { config?: string; replace?: boolean }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        const { readFileSync } = await import("node:fs");
+        let data: Buffer;
+        try {
+          data = readFileSync(file === "-" ? 0 : file);
+        } catch (e) {
+          throw new BundleProblem(`cannot read ${file}: ${(e as Error).message}`);
+        }
+        const { readBundle } = await import("../builder/bundle.js");
+        const bundle = await readBundle(data);
+        const system = bundle.system;
+        // The config's own systems are not the room's to replace: the library would hold the id twice.
+        if (config.systems.some((s) => (s as { id?: unknown } | null)?.id === system)) throw new BundleProblem(`the config file declares a system "${system}"; remove it there before importing one of the same id`);
+        const r = await withRoom(config, undefined, (room) => room.importBundle(data, { replace: opts.replace === true }));
+        const [path, { sandboxDir, systemsDir }] = await Promise.all([import("node:path"), import("../systems/paths.js")]);
+        const files = `${r.files} file${r.files === 1 ? "" : "s"}`;
+        const sandbox = sandboxDir(config.dataDir, r.system);
+        if (r.canvas) out(`imported ${r.system}: a draft canvas and ${files} in ${sandbox}; deploy it from a chat with the builder ("deploy ${r.system}")`);
+        else out(`imported ${r.system}: the system file ${path.join(systemsDir(config.dataDir), `${r.system}.yaml`)}${r.files ? ` and ${files} in ${sandbox}` : ""}`);
+      } catch (e) {
+        handleBundle(e, `cannot import ${file}`);
       }
     });
 

@@ -129,7 +129,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       await watcher.stop();
       throw new SystemsConfigError(problems);
     }
-    const room = openBuilderRoom({ db: systems.db, dataDir: config.dataDir, bus, host: systems });
+    const room = openBuilderRoom({ db: systems.db, dataDir: config.dataDir, bus, host: systems, recover: true });
     builder = {
       room,
       bus,

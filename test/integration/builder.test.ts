@@ -82,7 +82,8 @@ describe("builder", () => {
   const script = (req: RecordedRequest): Reply => {
     if (isSupervisor(req)) {
       const msg = supervised(req);
-      const rule = supRules.find(([re]) => re.test(msg));
+      // The most specific rule that matches (the longest pattern).
+      const rule = supRules.filter(([re]) => re.test(msg)).sort((x, y) => y[0].source.length - x[0].source.length)[0];
       if (rule?.[1] === "down") return { kind: "error", status: 500, message: "supervisor down" };
       return { kind: "text", chunks: ["```json\n", JSON.stringify({ intent: rule?.[1] ?? "UNKNOWN", confidence: 0.9 }), "\n```"] };
     }
