@@ -14,7 +14,8 @@
 import type { BuildStep, Canvas, ExecutionPlan, PlanAction } from "./types.js";
 import { NODE_TYPES, PLAN_ACTIONS } from "./types.js";
 import { variablesIn } from "./plan-vars.js";
-import { cleanReply, isObject, jsonObjects } from "./supervisor.js";
+import { cleanReply } from "./supervisor.js";
+import { clip, clipMiddle, isObject, jsonObjects } from "../util/model-reply.js";
 
 export interface ArchitectContext {
   /** The person's words. */
@@ -61,19 +62,6 @@ const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const NODE_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const CAPABILITY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const CAPABILITY_KINDS = ["skill", "command", "instructions"] as const;
-
-const oneLine = (s: string): string => s.replace(/\s+/g, " ").trim();
-
-function clip(s: string, max: number): string {
-  const t = oneLine(s);
-  return t.length <= max ? t : `${t.slice(0, max - 1).trimEnd()}…`;
-}
-
-function clipMiddle(s: string, head: number, tail: number): string {
-  const t = s.trim();
-  if (t.length <= head + tail) return t;
-  return `${t.slice(0, head)}\n[… ${t.length - head - tail} characters left out …]\n${t.slice(t.length - tail)}`;
-}
 
 const q = (s: string): string => JSON.stringify(s);
 

@@ -18,7 +18,7 @@ import type { ConfigChange } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
 import type { ToolCaller } from "./mcp-client.js";
-import { jsonObjects } from "./supervisor.js";
+import { jsonObjects } from "../util/model-reply.js";
 import type { Canvas } from "./types.js";
 
 const inputNames = (c: Canvas) => c.nodes.filter((n) => n.type === "input").map((n) => (typeof n.properties.name === "string" && n.properties.name ? n.properties.name : n.id));

@@ -12,6 +12,7 @@
  */
 import type { Intent, IntentVerdict } from "./types.js";
 import { INTENTS } from "./types.js";
+import { cleanReply as cleanModelReply, clip, clipMiddle, jsonObjects, readConfidence } from "../util/model-reply.js";
 import { words } from "../router/fallback.js";
 
 export interface SupervisorTurn {
@@ -36,19 +37,6 @@ export const CANVASES_LISTED = 50;
 
 /** Confidence when the model's JSON has no usable confidence (as the original did). */
 export const DEFAULT_MODEL_CONFIDENCE = 0.8;
-
-const oneLine = (s: string): string => s.replace(/\s+/g, " ").trim();
-
-function clip(s: string, max: number): string {
-  const t = oneLine(s);
-  return t.length <= max ? t : `${t.slice(0, max - 1).trimEnd()}…`;
-}
-
-function clipMiddle(s: string, head: number, tail: number): string {
-  const t = s.trim();
-  if (t.length <= head + tail) return t;
-  return `${t.slice(0, head)}\n[… ${t.length - head - tail} characters left out …]\n${t.slice(t.length - tail)}`;
-}
 
 const REPLY_SHAPE = '{"intent":"BUILD|EDIT|QUERY|EXPORT|CONFIGURE|UNKNOWN","confidence":0..1}';
 
@@ -88,62 +76,8 @@ export function supervisorPrompt(args: SupervisorPromptArgs): { system: string; 
 
 /** Bounds on reading a reply: characters looked at, and `{` tried as the start of an object. */
 export const MAX_REPLY_CHARS = 200_000;
-const MAX_CANDIDATES = 200;
-
-export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
 /** A reply without `<think>…</think>` blocks, cut to MAX_REPLY_CHARS. */
-export function cleanReply(text: string): string {
-  return String(text ?? "")
-    .replace(/<think>[\s\S]*?<\/think>/gi, " ")
-    .slice(0, MAX_REPLY_CHARS);
-}
-
-/**
- * The JSON objects in a text, outermost first, in order: every `{` starts a candidate that ends at
- * its balancing `}` (braces inside JSON strings do not count). A candidate that does not parse is
- * reported through `onError` (its JSON.parse message) and skipped. Code fences and prose around
- * the object are simply not part of any candidate.
- */
-export function* jsonObjects(text: string, onError?: (message: string) => void): Generator<Record<string, unknown>> {
-  let tries = 0;
-  for (let start = text.indexOf("{"); start !== -1 && tries < MAX_CANDIDATES; start = text.indexOf("{", start + 1), tries++) {
-    let depth = 0;
-    let inString = false;
-    let end = -1;
-    for (let i = start; i < text.length; i++) {
-      const c = text[i];
-      if (inString) {
-        if (c === "\\") i++;
-        else if (c === '"') inString = false;
-      } else if (c === '"') inString = true;
-      else if (c === "{") depth++;
-      else if (c === "}" && --depth === 0) {
-        end = i;
-        break;
-      }
-    }
-    if (end === -1) continue;
-    try {
-      const parsed: unknown = JSON.parse(text.slice(start, end + 1));
-      if (isObject(parsed)) yield parsed;
-    } catch (err) {
-      onError?.(err instanceof Error ? err.message : String(err));
-    }
-  }
-}
-
-function readConfidence(v: unknown): number | undefined {
-  let n: number | undefined;
-  if (typeof v === "number") n = v;
-  else if (typeof v === "string") {
-    const m = /^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(%?)\s*$/.exec(v);
-    if (m) n = Number(m[1]) / (m[2] ? 100 : 1);
-  }
-  if (n === undefined || !Number.isFinite(n)) return undefined;
-  if (n > 1 && n <= 100) n /= 100; // a percentage
-  return Math.min(1, Math.max(0, n));
-}
+export const cleanReply = (text: string): string => cleanModelReply(text, MAX_REPLY_CHARS);
 
 /**
  * The intent from the model's reply, or `{error}` when the reply holds no JSON object with an

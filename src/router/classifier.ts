@@ -18,6 +18,7 @@
  */
 import type { LoadedSystem } from "../systems/types.js";
 import { fieldsOf } from "../systems/inputs.js";
+import { cleanReply, clip, clipMiddle, isObject, jsonObjects, oneLine, readConfidence } from "../util/model-reply.js";
 
 export interface ClassifierReply {
   /** `build`: only when the router has a builder (make, change, deploy or export a system). */
@@ -58,19 +59,6 @@ const EXAMPLE_CHARS = 100;
 const INPUT_DESCRIPTION_CHARS = 100;
 const ALLOWED_VALUES = 12;
 const COLLECTED_CHARS = 600;
-
-const oneLine = (s: string): string => s.replace(/\s+/g, " ").trim();
-
-function clip(s: string, max: number): string {
-  const t = oneLine(s);
-  return t.length <= max ? t : `${t.slice(0, max - 1).trimEnd()}…`;
-}
-
-function clipMiddle(s: string, head: number, tail: number): string {
-  const t = s.trim();
-  if (t.length <= head + tail) return t;
-  return `${t.slice(0, head)}\n[… ${t.length - head - tail} characters left out …]\n${t.slice(t.length - tail)}`;
-}
 
 const showValue = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v));
 
@@ -138,62 +126,15 @@ const ACTIONS: Record<string, ClassifierReply["action"]> = {
   build: "build",
 };
 
-/** Bounds on reading a reply: characters looked at, and `{` tried as the start of an object. */
+/** Characters of a reply looked at. */
 const MAX_REPLY_CHARS = 100_000;
-const MAX_CANDIDATES = 200;
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
-/**
- * The JSON objects in a text, outermost first, in order: every `{` starts a candidate that ends at
- * its balancing `}` (braces inside strings do not count). Candidates that do not parse are skipped.
- */
-function* jsonObjects(text: string): Generator<Record<string, unknown>> {
-  let tries = 0;
-  for (let start = text.indexOf("{"); start !== -1 && tries < MAX_CANDIDATES; start = text.indexOf("{", start + 1), tries++) {
-    let depth = 0;
-    let inString = false;
-    let end = -1;
-    for (let i = start; i < text.length; i++) {
-      const c = text[i];
-      if (inString) {
-        if (c === "\\") i++;
-        else if (c === '"') inString = false;
-      } else if (c === '"') inString = true;
-      else if (c === "{") depth++;
-      else if (c === "}" && --depth === 0) {
-        end = i;
-        break;
-      }
-    }
-    if (end === -1) continue;
-    try {
-      const parsed: unknown = JSON.parse(text.slice(start, end + 1));
-      if (isObject(parsed)) yield parsed;
-    } catch {
-      /* not JSON: try the next brace */
-    }
-  }
-}
-
-function readConfidence(v: unknown): number | undefined {
-  let n: number | undefined;
-  if (typeof v === "number") n = v;
-  else if (typeof v === "string") {
-    const m = /^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(%?)\s*$/.exec(v);
-    if (m) n = Number(m[1]) / (m[2] ? 100 : 1);
-  }
-  if (n === undefined || !Number.isFinite(n)) return undefined;
-  if (n > 1 && n <= 100) n /= 100; // a percentage
-  return Math.min(1, Math.max(0, n));
-}
 
 /**
  * The classifier's decision from its reply text, or `{error}` when the reply holds no usable JSON
  * object. Tolerates code fences, prose and `<think>` blocks around the object.
  */
 export function parseClassifierReply(text: string, known: ReadonlySet<string>, opts: { builder?: boolean } = {}): ClassifierReply | { error: string } {
-  const cleaned = String(text ?? "").replace(/<think>[\s\S]*?<\/think>/gi, " ").slice(0, MAX_REPLY_CHARS);
+  const cleaned = cleanReply(text, MAX_REPLY_CHARS);
   let obj: Record<string, unknown> | undefined;
   let sawJson = false;
   for (const o of jsonObjects(cleaned)) {
