@@ -1,7 +1,8 @@
 /**
- * The bridge's one in-process event bus: every routing decision, every change of a conversation's
- * state and every step of a run is published here as a typed event. The router and the systems
- * runner publish; the dashboard (a later room) and tests subscribe. Publishing never throws and
+ * The bridge's one in-process event bus: every turn, every routing decision, every change of a
+ * conversation's state, every step of a run or a build and every canvas change is published here as
+ * a typed event. The pipeline, the router, the systems runner and the builder publish; `/v1/events`,
+ * the metrics and tests subscribe. Publishing never throws and
  * never waits: a listener that fails is logged and kept.
  */
 
@@ -46,6 +47,23 @@ export type BridgeEvent = Base &
     | { type: "run.paused"; runId: string; system: string }
     | { type: "run.cancelled"; runId: string; system: string }
     | { type: "run.interrupted"; runId: string; system: string }
+    // Turns (src/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
+    | { type: "turn.started"; turnId: string; conversation: string; model: string; backend: string; mode: string; queuedMs: number }
+    | { type: "turn.firstByte"; turnId: string; conversation: string; model: string; backend: string; ms: number }
+    | { type: "turn.completed"; turnId: string; conversation: string; model: string; backend: string; ms: number; firstByteMs?: number; promptTokens?: number; completionTokens?: number; finishReason?: string }
+    | { type: "turn.failed"; turnId: string; conversation: string; model: string; backend: string; ms: number; code: string; message: string }
+    | { type: "turn.aborted"; turnId: string; conversation: string; model: string; backend: string; ms: number; reason: string }
+    /** A turn refused by the queue (429). */
+    | { type: "queue.rejected"; conversation: string; model: string; scope: string }
+    // Resume mode (src/pipeline/resume.ts): a dead backend session replaced, or a retried message started afresh.
+    | { type: "session.healed"; conversation: string; backend: string; reason: string }
+    | { type: "session.reset"; conversation: string; backend: string; reason: string }
+    /** Intent pre-execution (src/pipeline/enrich.ts): live data fetched before the model answered. */
+    | { type: "intent.executed"; conversation: string; model: string; tools: string[]; ok: boolean; ms: number; error?: string }
+    /** Tool calls a backend found written as text and turned into real calls (src/toolcalls). */
+    | { type: "toolcalls.extracted"; conversation: string; model: string; backend: string; count: number }
+    /** A backend's health as last checked, published when it changes. */
+    | { type: "backend.health"; backend: string; usable: boolean; detail: string }
     // The builder (src/builder): a plan's steps as they run, and every change to a canvas.
     | { type: "execution:stepStart"; buildId: string; system: string; step: string; name: string; action: string; attempt: number }
     | { type: "execution:stepRetry"; buildId: string; system: string; step: string; attempt: number; error: string; delayMs: number }
