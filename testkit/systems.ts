@@ -25,3 +25,26 @@ export function contentPipeline(node: string = process.execPath) {
     },
   };
 }
+
+/** The signature the haiku writer's CLAUDE.md asks for (only an agent that read it signs with it). */
+export const HAIKU_SIGNATURE = "-- drafted by a system built in chat";
+
+/**
+ * The builder's example: the plan its Architect returns for "build a system that writes a haiku
+ * about any topic" — "Haiku Writer" (haiku-writer): an input `topic`, an agent `poet` on the model
+ * `writer` ("Write a haiku about {{topic}}."), an output `result`, and a CLAUDE.md in the system's
+ * sandbox asking the agent to sign every poem with `signature`.
+ */
+export function haikuWriterPlan(signature: string = HAIKU_SIGNATURE) {
+  return {
+    metadata: { system: "haiku-writer", name: "Haiku Writer", description: "Writes a haiku about a topic", summary: "an input, a poet agent, an output" },
+    steps: [
+      { id: "in", name: "topic input", action: "CREATE_NODE", params: { id: "topic", type: "input", label: "Topic", properties: { description: "What the haiku is about" } }, output: "topic" },
+      { id: "poet", name: "poet agent", action: "CREATE_NODE", params: { id: "poet", type: "agent", label: "Poet", properties: { model: "writer", prompt: "Write a haiku about {{topic}}." } }, output: "poet" },
+      { id: "out", name: "output", action: "CREATE_NODE", params: { id: "result", type: "output", label: "Haiku" }, output: "result" },
+      { id: "e1", name: "topic to poet", action: "CONNECT_NODES", params: { from: "${topic}", to: "${poet}" }, dependsOn: ["in", "poet"] },
+      { id: "e2", name: "poet to output", action: "CONNECT_NODES", params: { from: "${poet}", to: "${result}" }, dependsOn: ["poet", "out"] },
+      { id: "guide", name: "house style", action: "CREATE_FILE", params: { path: "CLAUDE.md", content: `Sign every poem with: ${signature}` } },
+    ],
+  };
+}

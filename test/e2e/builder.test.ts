@@ -31,15 +31,14 @@
  * everything listens on 127.0.0.1; every OpenClaw (and Claude Code) process is reaped in `after()`.
  */
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
-import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { anthropicText, startFakeAnthropic, type FakeAnthropic } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
-import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-import { agentReply, openclawEnv, runOpenClaw, writeJson, type RunResult } from "./harness.js";
-import { ensureOpenClaw, GENERATIONS, type OpenClawInstall } from "./setup.js";
+import { HAIKU_SIGNATURE as SIGNATURE, haikuWriterPlan } from "../../testkit/systems.js";
+import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { agentReply, classifiedMessage, describeRun, openclawConfigForBridge, openclawHome, reapHome, runAgentLocal, selectedGenerations, systemText } from "./harness.js";
+import type { OpenClawInstall } from "./setup.js";
 
 const TEST_KEY = "e2e-builder-key-0123456789";
 const SESSION_A = "agent:main:e2e-builder-a";
@@ -51,45 +50,12 @@ const MSG_YES = "yes";
 const MSG_HAIKU = "write me a haiku";
 const MSG_SEA = "the sea";
 
-const SIGNATURE = "-- drafted by a system built in chat";
 const HAIKU = "Waves fold into foam / salt wind carries the gull's cry / the sea keeps its time";
 
 /** Upstream model names, one per role: the fake tells the calls apart by them. */
 const MODEL = { cls: "classifier-model", ans: "answer-model", sup: "supervisor-model", arch: "architect-model" } as const;
 
-const PLAN = {
-  metadata: { system: "haiku-writer", name: "Haiku Writer", description: "Writes a haiku about a topic", summary: "an input, a poet agent, an output" },
-  steps: [
-    { id: "in", name: "topic input", action: "CREATE_NODE", params: { id: "topic", type: "input", label: "Topic", properties: { description: "What the haiku is about" } }, output: "topic" },
-    { id: "poet", name: "poet agent", action: "CREATE_NODE", params: { id: "poet", type: "agent", label: "Poet", properties: { model: "writer", prompt: "Write a haiku about {{topic}}." } }, output: "poet" },
-    { id: "out", name: "output", action: "CREATE_NODE", params: { id: "result", type: "output", label: "Haiku" }, output: "result" },
-    { id: "e1", name: "topic to poet", action: "CONNECT_NODES", params: { from: "${topic}", to: "${poet}" }, dependsOn: ["in", "poet"] },
-    { id: "e2", name: "poet to output", action: "CONNECT_NODES", params: { from: "${poet}", to: "${result}" }, dependsOn: ["poet", "out"] },
-    { id: "guide", name: "house style", action: "CREATE_FILE", params: { path: "CLAUDE.md", content: `Sign every poem with: ${SIGNATURE}` } },
-  ],
-};
-
-function textOf(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((p: any) => (typeof p?.text === "string" ? p.text : "")).join("\n");
-  return "";
-}
-
-/** The system text of a recorded request. */
-function systemText(req: RecordedRequest): string {
-  const messages: any[] = req.body?.messages ?? [];
-  return messages.filter((m) => m?.role === "system" || m?.role === "developer").map((m) => textOf(m.content)).join("\n");
-}
-
-/**
- * What the router's classifier or the builder's Supervisor is asked about: the text after the last
- * "Message:" line of its user text (both prompts end that way; recent turns come before it).
- */
-function classifiedMessage(req: RecordedRequest): string {
-  const u = req.lastUser;
-  const i = u.lastIndexOf("Message:\n");
-  return i < 0 ? "" : u.slice(i + "Message:\n".length).trim();
-}
+const PLAN = haikuWriterPlan(SIGNATURE);
 
 const roleOf = (req: RecordedRequest): string => {
   const m = String(req.body?.model ?? "");
@@ -117,10 +83,6 @@ function script(req: RecordedRequest): Reply {
   return { kind: "text", chunks: ["ANSWER"] };
 }
 
-function describeRun(r: RunResult): string {
-  return `exit ${r.code}${r.signal ? ` (${r.signal})` : ""} after ${Math.round(r.ms / 1000)} s\n--- stdout ---\n${r.stdout.slice(-3000)}\n--- stderr ---\n${r.stderr.slice(-3000)}`;
-}
-
 /** One line per recorded request, for failure messages. */
 function describeRequests(reqs: RecordedRequest[]): string {
   return reqs
@@ -132,13 +94,8 @@ function describeRequests(reqs: RecordedRequest[]): string {
     .join("\n");
 }
 
-/** The generation this file drives: CLAWBRIDGE_E2E_GEN, or else only the newest. */
-const only = process.env.CLAWBRIDGE_E2E_GEN?.trim();
-const newest = [...GENERATIONS].sort((a, b) => a.gen.localeCompare(b.gen, undefined, { numeric: true })).at(-1)!;
-const selected = only ? GENERATIONS.filter((g) => g.gen === only) : [newest];
-if (!selected.length) throw new Error(`CLAWBRIDGE_E2E_GEN=${only}: known generations are ${GENERATIONS.map((g) => g.gen).join(", ")}`);
-
-for (const gen of selected) {
+// The generation this file drives: CLAWBRIDGE_E2E_GEN, or else only the newest.
+for (const gen of selectedGenerations("newest")) {
   describe(`builder through the real OpenClaw ${gen.gen}.x (model clawbridge/router): build, deploy, run with Claude Code`, { concurrency: false, timeout: 15 * 60_000 }, () => {
     let install: OpenClawInstall;
     let home: string;
@@ -154,7 +111,7 @@ for (const gen of selected) {
     const turn = async (sessionKey: string, message: string) => {
       const from = up.mainRequests().length;
       const fromA = anthropic.messageCalls().length;
-      const r = await runOpenClaw(install, env, ["agent", "--local", "--agent", "main", "--session-key", sessionKey, "--message", message, "--json", "--timeout", "150"], 240_000);
+      const r = await runAgentLocal(install, env, sessionKey, message);
       timings.push(`${JSON.stringify(message.slice(0, 20))}: ${(r.ms / 1000).toFixed(1)} s`);
       assert.equal(r.code, 0, describeRun(r));
       const reply = agentReply(r.stdout);
@@ -165,11 +122,8 @@ for (const gen of selected) {
     };
 
     before(async () => {
-      install = await ensureOpenClaw(gen);
-      home = tempDir(`cb-e2e-builder${gen.gen.replace(".", "")}-`);
-      env = openclawEnv(install, home);
-      const workspace = path.join(home, "workspace");
-      mkdirSync(workspace, { recursive: true });
+      let workspace: string;
+      ({ install, home, env, workspace } = await openclawHome(gen, "builder"));
       claudeHome = tempDir("cb-e2e-builder-claude-home-");
 
       up = await startFakeOpenAI(script);
@@ -197,21 +151,7 @@ for (const gen of selected) {
         ],
       });
 
-      writeJson(path.join(home, ".openclaw", "openclaw.json"), {
-        logging: { file: path.join(home, "openclaw.log") },
-        models: {
-          mode: "merge",
-          providers: {
-            clawbridge: {
-              baseUrl: bridge.baseURL,
-              apiKey: TEST_KEY,
-              api: "openai-completions",
-              models: [{ id: "router", name: "router", contextWindow: 200_000, maxTokens: 4096 }],
-            },
-          },
-        },
-        agents: { defaults: { model: { primary: "clawbridge/router" }, workspace } },
-      });
+      openclawConfigForBridge(home, { baseURL: bridge.baseURL, apiKey: TEST_KEY, model: "router", workspace });
     });
 
     after(async () => {
@@ -220,14 +160,7 @@ for (const gen of selected) {
       await anthropic?.close();
       for (const dir of [home, claudeHome]) {
         if (!dir) continue;
-        const gone = await eventually(() => pidsWithEnv(`HOME=${dir}`).length === 0, 15_000);
-        for (const pid of gone ? [] : pidsWithEnv(`HOME=${dir}`)) {
-          try {
-            process.kill(pid, "SIGKILL");
-          } catch {
-            /* gone */
-          }
-        }
+        await reapHome(dir);
         cleanup(dir);
       }
       if (bridge) cleanup(bridge.dataDir);

@@ -7,7 +7,22 @@ import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import type { OpenClawInstall } from "./setup.js";
+import type { RecordedRequest, Reply } from "../../testkit/fakes/openai-api.js";
+import { eventually, pidsWithEnv, tempDir } from "../helpers/bridge.js";
+import { ensureOpenClaw, GENERATIONS, type Generation, type OpenClawInstall } from "./setup.js";
+
+/**
+ * A generation's OpenClaw (installed when missing) and a private HOME for it (a temporary folder
+ * `cb-e2e-<name><gen>-…`) with its environment and an empty `workspace` folder.
+ */
+export async function openclawHome(gen: Generation, name: string): Promise<{ install: OpenClawInstall; home: string; env: NodeJS.ProcessEnv; workspace: string }> {
+  const install = await ensureOpenClaw(gen);
+  const home = tempDir(`cb-e2e-${name}${gen.gen.replace(".", "")}-`);
+  const env = openclawEnv(install, home);
+  const workspace = path.join(home, "workspace");
+  mkdirSync(workspace, { recursive: true });
+  return { install, home, env, workspace };
+}
 
 /** Environment for openclaw processes: nothing of the developer's own (keys, providers, channels). */
 export function openclawEnv(install: OpenClawInstall, home: string): NodeJS.ProcessEnv {
@@ -38,6 +53,18 @@ export function stripAnsi(s: string): string {
   return s.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
 }
 
+/**
+ * The generations a file drives: the one CLAWBRIDGE_E2E_GEN names (e.g. 2026.5), or else all of them
+ * (`byDefault: "all"`) or only the newest (`"newest"`, for long scenarios). Throws on an unknown name.
+ */
+export function selectedGenerations(byDefault: "all" | "newest" = "all"): Generation[] {
+  const only = process.env.CLAWBRIDGE_E2E_GEN?.trim();
+  const newest = [...GENERATIONS].sort((a, b) => a.gen.localeCompare(b.gen, undefined, { numeric: true })).at(-1)!;
+  const selected = only ? GENERATIONS.filter((g) => g.gen === only) : byDefault === "newest" ? [newest] : [...GENERATIONS];
+  if (!selected.length) throw new Error(`CLAWBRIDGE_E2E_GEN=${only}: known generations are ${GENERATIONS.map((g) => g.gen).join(", ")}`);
+  return selected;
+}
+
 export interface RunResult {
   code: number | null;
   signal: string | null;
@@ -66,6 +93,20 @@ export function runOpenClaw(install: OpenClawInstall, env: NodeJS.ProcessEnv, ar
       },
     ).stdin?.end();
   });
+}
+
+/**
+ * One person's message in an OpenClaw session, run by the embedded agent:
+ * `openclaw agent --local --agent main --session-key <key> --message <message> --json` (150 s for
+ * the agent, 240 s in all).
+ */
+export function runAgentLocal(install: OpenClawInstall, env: NodeJS.ProcessEnv, sessionKey: string, message: string): Promise<RunResult> {
+  return runOpenClaw(install, env, ["agent", "--local", "--agent", "main", "--session-key", sessionKey, "--message", message, "--json", "--timeout", "150"], 240_000);
+}
+
+/** A run's exit, time and the tails of its output, for failure messages. */
+export function describeRun(r: RunResult): string {
+  return `exit ${r.code}${r.signal ? ` (${r.signal})` : ""} after ${Math.round(r.ms / 1000)} s\n--- stdout ---\n${r.stdout.slice(-3000)}\n--- stderr ---\n${r.stderr.slice(-3000)}`;
 }
 
 /** The JSON document an `openclaw ... --json` command printed (logs around it are ignored). */
@@ -231,4 +272,106 @@ export class Gateway {
 export function writeJson(file: string, value: unknown): void {
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, JSON.stringify(value, null, 2) + "\n");
+}
+
+/** A model entry of an OpenClaw provider. */
+export function openclawModel(id: string) {
+  return { id, name: id, contextWindow: 200_000, maxTokens: 4096 };
+}
+
+/** An OpenClaw provider for an OpenAI-compatible endpoint (a clawbridge) serving `models`. */
+export function openclawProvider(baseUrl: string, apiKey: string, models: string[]) {
+  return { baseUrl, apiKey, api: "openai-completions", models: models.map(openclawModel) };
+}
+
+/**
+ * Writes `<home>/.openclaw/openclaw.json`: the given providers (merged with OpenClaw's own), the
+ * default model and workspace, and OpenClaw's file log inside `home` (it would go to the shared
+ * /tmp/openclaw otherwise). Returns the file's path.
+ */
+export function writeOpenClawConfig(home: string, opts: { providers: Record<string, unknown>; primary: string; workspace: string }): string {
+  const file = path.join(home, ".openclaw", "openclaw.json");
+  writeJson(file, {
+    logging: { file: path.join(home, "openclaw.log") },
+    models: { mode: "merge", providers: opts.providers },
+    agents: { defaults: { model: { primary: opts.primary }, workspace: opts.workspace } },
+  });
+  return file;
+}
+
+/** The openclaw.json for one clawbridge (provider `clawbridge`) whose `model` is OpenClaw's default model. */
+export function openclawConfigForBridge(home: string, opts: { baseURL: string; apiKey: string; model: string; workspace: string }): string {
+  return writeOpenClawConfig(home, {
+    providers: { clawbridge: openclawProvider(opts.baseURL, opts.apiKey, [opts.model]) },
+    primary: `clawbridge/${opts.model}`,
+    workspace: opts.workspace,
+  });
+}
+
+/**
+ * For `after()`: waits (up to 15 s) for the processes running with HOME=<one of dirs> to end, then
+ * SIGKILLs those left.
+ */
+export async function reapHome(...dirs: string[]): Promise<void> {
+  const left = () => dirs.flatMap((dir) => pidsWithEnv(`HOME=${dir}`));
+  const gone = await eventually(() => left().length === 0, 15_000);
+  for (const pid of gone ? [] : left()) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      /* gone */
+    }
+  }
+}
+
+// ---- What the fake model APIs see of OpenClaw's requests ----
+
+/** The text of a message's content (a string or an array of parts). */
+export function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p: any) => (typeof p?.text === "string" ? p.text : "")).join("\n");
+  return "";
+}
+
+/** The system text of a recorded request (its system and developer messages). */
+export function systemText(req: RecordedRequest): string {
+  const messages: any[] = req.body?.messages ?? [];
+  return messages.filter((m) => m?.role === "system" || m?.role === "developer").map((m) => textOf(m.content)).join("\n");
+}
+
+/**
+ * What the router's classifier or the builder's Supervisor is asked about: the text after the last
+ * "Message:" line of its user text (both prompts end that way; recent turns come before it).
+ */
+export function classifiedMessage(req: RecordedRequest): string {
+  const u = req.lastUser;
+  const i = u.lastIndexOf("Message:\n");
+  return i < 0 ? "" : u.slice(i + "Message:\n".length).trim();
+}
+
+const INTERNAL = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>";
+
+/** The last user message a person wrote (2026.9 appends internal-context user messages). */
+export function lastHumanText(messages: any[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role !== "user") continue;
+    const t = textOf(m.content);
+    if (!t.includes(INTERNAL)) return t;
+  }
+  return "";
+}
+
+/** The tool message after the person's message `human` in `messages`, if OpenClaw has sent one. */
+export function toolResultAfter(messages: any[], human: string): any {
+  const asked = messages.findLastIndex((m) => m?.role === "user" && textOf(m.content) === human);
+  return messages.slice(asked + 1).find((m) => m?.role === "tool");
+}
+
+/** A call to OpenClaw's `read` tool for `file`, with the parameter name the request's `read` declares. */
+export function readToolCall(req: RecordedRequest, id: string, file: string): Reply {
+  const read = (req.body?.tools ?? []).find((t: any) => t?.function?.name === "read");
+  const props = Object.keys(read?.function?.parameters?.properties ?? {});
+  const param = props.includes("path") ? "path" : props.includes("file_path") ? "file_path" : (props[0] ?? "path");
+  return { kind: "tool_calls", calls: [{ id, name: "read", arguments: { [param]: file } }] };
 }

@@ -34,33 +34,15 @@ import { openSessionStore, defaultSessionStorePath } from "../../src/store/index
 import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest as AnthropicRequest } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest as OpenAIRequest, type Reply } from "../../testkit/fakes/openai-api.js";
-import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-import { agentReply, freePort, Gateway, openclawEnv, PortWatcher, portOpen, runOpenClaw, writeJson, type RunResult } from "./harness.js";
-import { ensureOpenClaw, GENERATIONS, type OpenClawInstall } from "./setup.js";
+import { cleanup, eventually, pidsWithEnv, startTestBridge, type TestBridge } from "../helpers/bridge.js";
+import { agentReply, describeRun, freePort, Gateway, lastHumanText, openclawHome, openclawProvider, PortWatcher, portOpen, readToolCall, reapHome, runOpenClaw, selectedGenerations, textOf, toolResultAfter, writeJson, writeOpenClawConfig, type RunResult } from "./harness.js";
+import type { OpenClawInstall } from "./setup.js";
 
 const REPO = path.resolve(".");
 const PLUGIN_DIR = path.join(REPO, "packages", "openclaw-plugin");
 const PLUGIN_KEY = "e2e-plugin-key-0123456789";
 const TEST_KEY = "e2e-test-key-0123456789";
 const NOTE_SECRET = "PAPAYA-42-SECRET";
-const INTERNAL = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>";
-
-function textOf(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((p: any) => (typeof p?.text === "string" ? p.text : "")).join("\n");
-  return "";
-}
-
-/** The last user message a person wrote (2026.9 appends internal-context user messages). */
-function lastHumanText(messages: any[]): string {
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const m = messages[i];
-    if (m?.role !== "user") continue;
-    const t = textOf(m.content);
-    if (!t.includes(INTERNAL)) return t;
-  }
-  return "";
-}
 
 /** Fake OpenAI script: markers in the person's last message pick the behaviour. */
 function openaiScript(notePath: string) {
@@ -69,13 +51,9 @@ function openaiScript(notePath: string) {
     const human = lastHumanText(messages);
     if (human.includes("E2E-D")) return { kind: "error", status: 400, message: "fake upstream refused the request: E2E-D-ERROR-400" };
     if (human.includes("E2E-C")) {
-      const asked = messages.findLastIndex((m) => m?.role === "user" && textOf(m.content) === human);
-      const toolMsg = messages.slice(asked + 1).find((m) => m?.role === "tool");
+      const toolMsg = toolResultAfter(messages, human);
       if (toolMsg) return { kind: "text", chunks: ["The note says: ", textOf(toolMsg.content).slice(0, 200)] };
-      const read = (req.body?.tools ?? []).find((t: any) => t?.function?.name === "read");
-      const props = Object.keys(read?.function?.parameters?.properties ?? {});
-      const param = props.includes("path") ? "path" : props.includes("file_path") ? "file_path" : (props[0] ?? "path");
-      return { kind: "tool_calls", calls: [{ id: "callE2Eread1", name: "read", arguments: { [param]: notePath } }] };
+      return readToolCall(req, "callE2Eread1", notePath);
     }
     if (human.includes("E2E-E")) return { kind: "text", chunks: ["PLUGIN-", "BRIDGE-", "OK"] };
     return { kind: "text", chunks: ["ok"] };
@@ -95,18 +73,8 @@ function anthropicScript(req: AnthropicRequest) {
   return { kind: "text" as const, chunks: ["ok"] };
 }
 
-const model = (id: string) => ({ id, name: id, contextWindow: 200_000, maxTokens: 4096 });
-
-function describeRun(r: RunResult): string {
-  return `exit ${r.code}${r.signal ? ` (${r.signal})` : ""} after ${Math.round(r.ms / 1000)} s\n--- stdout ---\n${r.stdout.slice(-3000)}\n--- stderr ---\n${r.stderr.slice(-3000)}`;
-}
-
 // CLAWBRIDGE_E2E_GEN=2026.5 runs one generation; by default both run.
-const only = process.env.CLAWBRIDGE_E2E_GEN?.trim();
-const selected = GENERATIONS.filter((g) => !only || g.gen === only);
-if (!selected.length) throw new Error(`CLAWBRIDGE_E2E_GEN=${only}: known generations are ${GENERATIONS.map((g) => g.gen).join(", ")}`);
-
-for (const gen of selected) {
+for (const gen of selectedGenerations()) {
   describe(`real OpenClaw ${gen.gen}.x`, { concurrency: false, timeout: 15 * 60_000 }, () => {
     let install: OpenClawInstall;
     let home: string;
@@ -131,13 +99,10 @@ for (const gen of selected) {
 
     before(async () => {
       // Fails loudly (with npm's output) when OpenClaw is not installed and cannot be.
-      install = await ensureOpenClaw(gen);
-      home = tempDir(`cb-e2e-oc${gen.gen.replace(".", "")}-`);
-      env = openclawEnv(install, home);
+      let workspace: string;
+      ({ install, home, env, workspace } = await openclawHome(gen, "oc"));
       claudeHome = path.join(home, "claude-home");
       mkdirSync(claudeHome, { recursive: true });
-      const workspace = path.join(home, "workspace");
-      mkdirSync(workspace, { recursive: true });
       notePath = path.join(workspace, "e2e-note.txt");
       writeFileSync(notePath, `The secret word is ${NOTE_SECRET}.\n`);
       dataDir = path.join(home, "clawbridge-data");
@@ -167,20 +132,15 @@ for (const gen of selected) {
         backends: { up: { type: "openai", baseUrl: openai.url, timeoutSeconds: 60 } },
         models: [{ id: "fake", backend: "up", model: "fake-model" }],
       });
-      configFile = path.join(home, ".openclaw", "openclaw.json");
       // No `gateway` section yet: with one, `openclaw doctor` waits 60 s for a gateway to answer.
-      writeJson(configFile, {
-        // OpenClaw's file log would go to the shared /tmp/openclaw otherwise.
-        logging: { file: path.join(home, "openclaw.log") },
-        models: {
-          mode: "merge",
-          providers: {
-            clawbridge: { baseUrl: bridge.baseURL, apiKey: TEST_KEY, api: "openai-completions", models: [model("claude"), model("gpt")] },
-            cbtest: { baseUrl: bridge.baseURL, apiKey: TEST_KEY, api: "openai-completions", models: [model("claude")] },
-            cbplugin: { baseUrl: `http://127.0.0.1:${pluginPort}/v1`, apiKey: PLUGIN_KEY, api: "openai-completions", models: [model("fake")] },
-          },
+      configFile = writeOpenClawConfig(home, {
+        providers: {
+          clawbridge: openclawProvider(bridge.baseURL, TEST_KEY, ["claude", "gpt"]),
+          cbtest: openclawProvider(bridge.baseURL, TEST_KEY, ["claude"]),
+          cbplugin: openclawProvider(`http://127.0.0.1:${pluginPort}/v1`, PLUGIN_KEY, ["fake"]),
         },
-        agents: { defaults: { model: { primary: "clawbridge/claude" }, workspace } },
+        primary: "clawbridge/claude",
+        workspace,
       });
     });
 
@@ -190,15 +150,7 @@ for (const gen of selected) {
       await anthropic?.close();
       await openai?.close();
       if (home) {
-        const gone = await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0 && pidsWithEnv(`HOME=${claudeHome}`).length === 0, 15_000);
-        const left = gone ? [] : [...pidsWithEnv(`HOME=${home}`), ...pidsWithEnv(`HOME=${claudeHome}`)];
-        for (const pid of left) {
-          try {
-            process.kill(pid, "SIGKILL");
-          } catch {
-            /* gone */
-          }
-        }
+        await reapHome(home, claudeHome);
         cleanup(home);
       }
       if (bridge) cleanup(bridge.dataDir);

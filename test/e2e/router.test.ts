@@ -22,17 +22,16 @@
  */
 import { contentPipeline } from "../../testkit/systems.js";
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
-import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-import { agentReply, openclawEnv, runOpenClaw, writeJson, type RunResult } from "./harness.js";
-import { ensureOpenClaw, GENERATIONS, type OpenClawInstall } from "./setup.js";
+import { cleanup, startTestBridge, type TestBridge } from "../helpers/bridge.js";
+import { agentReply, classifiedMessage, describeRun, lastHumanText, openclawConfigForBridge, openclawHome, reapHome, readToolCall, runAgentLocal, selectedGenerations, systemText, textOf, toolResultAfter } from "./harness.js";
+import type { OpenClawInstall } from "./setup.js";
 
 const TEST_KEY = "e2e-router-key-0123456789";
 const NOTE_SECRET = "MANGO-17-ROUTER";
-const INTERNAL = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>";
 const SESSION_KEY = "agent:main:e2e-router";
 
 const MSG_A = "write a blog post about cats";
@@ -47,39 +46,9 @@ const CLARIFY_LINES = [
 const RUN_OUTPUT = "post about cats in casual tone";
 const FINAL_PREFIX = "Your note says: ";
 
-function textOf(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((p: any) => (typeof p?.text === "string" ? p.text : "")).join("\n");
-  return "";
-}
-
-/** The system text of a recorded request. */
-function systemText(req: RecordedRequest): string {
-  const messages: any[] = req.body?.messages ?? [];
-  return messages.filter((m) => m?.role === "system" || m?.role === "developer").map((m) => textOf(m.content)).join("\n");
-}
-
 /** The router's classifier call (src/router/classifier.ts): its system prompt says so, and it offers no tools. */
 function isClassifier(req: RecordedRequest): boolean {
   return /classif/i.test(systemText(req)) && !Array.isArray(req.body?.tools);
-}
-
-/** What the classifier is asked about: the text after the last "Message:" line of its user text. */
-function classifiedMessage(req: RecordedRequest): string {
-  const u = req.lastUser;
-  const i = u.lastIndexOf("Message:\n");
-  return i < 0 ? "" : u.slice(i + "Message:\n".length).trim();
-}
-
-/** The last user message a person wrote (2026.9 appends internal-context user messages). */
-function lastHumanText(messages: any[]): string {
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const m = messages[i];
-    if (m?.role !== "user") continue;
-    const t = textOf(m.content);
-    if (!t.includes(INTERNAL)) return t;
-  }
-  return "";
 }
 
 const classifierReply = (obj: object): Reply => ({ kind: "text", chunks: [JSON.stringify(obj)] });
@@ -96,20 +65,12 @@ function script(notePath: string) {
     const messages: any[] = req.body?.messages ?? [];
     const human = lastHumanText(messages);
     if (human.includes(MSG_C)) {
-      const asked = messages.findLastIndex((m) => m?.role === "user" && textOf(m.content) === human);
-      const toolMsg = messages.slice(asked + 1).find((m) => m?.role === "tool");
+      const toolMsg = toolResultAfter(messages, human);
       if (toolMsg) return { kind: "text", chunks: [FINAL_PREFIX, textOf(toolMsg.content).trim().slice(0, 200)] };
-      const read = (req.body?.tools ?? []).find((t: any) => t?.function?.name === "read");
-      const props = Object.keys(read?.function?.parameters?.properties ?? {});
-      const param = props.includes("path") ? "path" : props.includes("file_path") ? "file_path" : (props[0] ?? "path");
-      return { kind: "tool_calls", calls: [{ id: "callRouterRead1", name: "read", arguments: { [param]: notePath } }] };
+      return readToolCall(req, "callRouterRead1", notePath);
     }
     return { kind: "text", chunks: ["ok"] };
   };
-}
-
-function describeRun(r: RunResult): string {
-  return `exit ${r.code}${r.signal ? ` (${r.signal})` : ""} after ${Math.round(r.ms / 1000)} s\n--- stdout ---\n${r.stdout.slice(-3000)}\n--- stderr ---\n${r.stderr.slice(-3000)}`;
 }
 
 /** One line per recorded request, for failure messages. */
@@ -125,11 +86,7 @@ function describeRequests(reqs: RecordedRequest[]): string {
     .join("\n");
 }
 
-const only = process.env.CLAWBRIDGE_E2E_GEN?.trim();
-const selected = GENERATIONS.filter((g) => !only || g.gen === only);
-if (!selected.length) throw new Error(`CLAWBRIDGE_E2E_GEN=${only}: known generations are ${GENERATIONS.map((g) => g.gen).join(", ")}`);
-
-for (const gen of selected) {
+for (const gen of selectedGenerations()) {
   describe(`router through the real OpenClaw ${gen.gen}.x (model clawbridge/router)`, { concurrency: false, timeout: 15 * 60_000 }, () => {
     let install: OpenClawInstall;
     let home: string;
@@ -142,18 +99,15 @@ for (const gen of selected) {
     /** One person's message in THE session; returns OpenClaw's result and the fake's requests during it. */
     const turn = async (message: string) => {
       const from = fake.mainRequests().length;
-      const r = await runOpenClaw(install, env, ["agent", "--local", "--agent", "main", "--session-key", SESSION_KEY, "--message", message, "--json", "--timeout", "150"], 240_000);
+      const r = await runAgentLocal(install, env, SESSION_KEY, message);
       timings.push(`${JSON.stringify(message.slice(0, 20))}: ${(r.ms / 1000).toFixed(1)} s`);
       const reqs = fake.mainRequests().slice(from);
       return { r, reqs, classifier: reqs.filter(isClassifier), answer: reqs.filter((q) => !isClassifier(q)) };
     };
 
     before(async () => {
-      install = await ensureOpenClaw(gen);
-      home = tempDir(`cb-e2e-router${gen.gen.replace(".", "")}-`);
-      env = openclawEnv(install, home);
-      const workspace = path.join(home, "workspace");
-      mkdirSync(workspace, { recursive: true });
+      let workspace: string;
+      ({ install, home, env, workspace } = await openclawHome(gen, "router"));
       notePath = path.join(workspace, "router-note.txt");
       writeFileSync(notePath, `The secret word is ${NOTE_SECRET}.\n`);
 
@@ -177,35 +131,14 @@ for (const gen of selected) {
         { systemsDb: ":memory:" },
       );
 
-      writeJson(path.join(home, ".openclaw", "openclaw.json"), {
-        logging: { file: path.join(home, "openclaw.log") },
-        models: {
-          mode: "merge",
-          providers: {
-            clawbridge: {
-              baseUrl: bridge.baseURL,
-              apiKey: TEST_KEY,
-              api: "openai-completions",
-              models: [{ id: "router", name: "router", contextWindow: 200_000, maxTokens: 4096 }],
-            },
-          },
-        },
-        agents: { defaults: { model: { primary: "clawbridge/router" }, workspace } },
-      });
+      openclawConfigForBridge(home, { baseURL: bridge.baseURL, apiKey: TEST_KEY, model: "router", workspace });
     });
 
     after(async () => {
       await bridge?.close(0);
       await fake?.close();
       if (home) {
-        const gone = await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000);
-        for (const pid of gone ? [] : pidsWithEnv(`HOME=${home}`)) {
-          try {
-            process.kill(pid, "SIGKILL");
-          } catch {
-            /* gone */
-          }
-        }
+        await reapHome(home);
         cleanup(home);
       }
       if (bridge) cleanup(bridge.dataDir);

@@ -19,27 +19,16 @@ import { after, before, describe, test } from "node:test";
 import { anthropicText, startFakeAnthropic, type FakeAnthropic } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
+import { HAIKU_SIGNATURE as SIGNATURE, haikuWriterPlan } from "../../testkit/systems.js";
 import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { Chat } from "../helpers/chat.js";
-
-const SIGNATURE = "-- drafted by a system built in chat";
 
 function systemText(req: RecordedRequest): string {
   const ms: Array<{ role: string; content: unknown }> = req.body?.messages ?? [];
   return ms.filter((m) => m.role === "system").map((m) => (typeof m.content === "string" ? m.content : "")).join("\n");
 }
 
-const PLAN = {
-  metadata: { system: "haiku-writer", name: "Haiku Writer", description: "Writes a haiku about a topic", summary: "an input, a poet agent, an output" },
-  steps: [
-    { id: "in", name: "topic input", action: "CREATE_NODE", params: { id: "topic", type: "input", label: "Topic", properties: { description: "What the haiku is about" } }, output: "topic" },
-    { id: "poet", name: "poet agent", action: "CREATE_NODE", params: { id: "poet", type: "agent", label: "Poet", properties: { model: "writer", prompt: "Write a haiku about {{topic}}." } }, output: "poet" },
-    { id: "out", name: "output", action: "CREATE_NODE", params: { id: "result", type: "output", label: "Haiku" }, output: "result" },
-    { id: "e1", name: "topic to poet", action: "CONNECT_NODES", params: { from: "${topic}", to: "${poet}" }, dependsOn: ["in", "poet"] },
-    { id: "e2", name: "poet to output", action: "CONNECT_NODES", params: { from: "${poet}", to: "${result}" }, dependsOn: ["poet", "out"] },
-    { id: "guide", name: "house style", action: "CREATE_FILE", params: { path: "CLAUDE.md", content: `Sign every poem with: ${SIGNATURE}` } },
-  ],
-};
+const PLAN = haikuWriterPlan(SIGNATURE);
 
 describe("builder end to end: build by chat, deploy, then the router runs it with a CLI agent", () => {
   let up: FakeOpenAI;
