@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * `npm run build` (also run by `npm ci` / `npm install` as `prepare`, and before `npm start`):
- * compile src/ to dist/ with tsc when the sources changed since the last build, then stamp it.
+ * compile src/ to dist/ with tsc when the sources changed since the last build, then stamp it; the
+ * same for the dashboard (packages/dashboard → packages/dashboard/dist, scripts/dashboard-build.mjs).
  * `--force` rebuilds anyway. Without TypeScript installed (a production-only install) nothing is
  * built and the bridge runs its sources through tsx.
  */
@@ -11,9 +12,16 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildState, STAMP, staleOutputs } from "./build-state.mjs";
+import { buildDashboard } from "./dashboard-build.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const force = process.argv.includes("--force");
+// The dashboard (packages/dashboard, Vite) when its sources changed (scripts/dashboard-build.mjs). A
+// failed dashboard build fails `npm run build`; under `npm ci` and `npm start` it only warns: the
+// bridge runs without it (/dashboard answers 503 until a build succeeds).
+const dashboard = buildDashboard(root, { force });
+if (dashboard.built || !dashboard.ok || dashboard.message.startsWith("Vite")) console.error(`clawbridge build: ${dashboard.ok ? "" : "the dashboard was not built: "}${dashboard.message}`);
+if (!dashboard.ok && process.env.npm_lifecycle_event === "build") process.exit(1);
 const state = buildState(root);
 if (state.fresh && !force) process.exit(0);
 

@@ -107,6 +107,7 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
     stdin: spec.stdin,
     signal: spec.signal,
     killGraceMs: spec.killGraceSeconds * 1000,
+    label: spec.label,
   });
   spec.onSpawn?.(proc.pid);
   const log = spec.logger.child({ cli: spec.label, pid: proc.pid });

@@ -8,6 +8,26 @@ import type { BackendHealth } from "./types.js";
 
 const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
+export interface KnownCli {
+  /** Binary name. */
+  name: string;
+  /** Backend type that drives it. */
+  backendType: string;
+  /** npm package that installs it. */
+  pkg: string;
+  /** Install places besides PATH. */
+  extraPlaces?: string[];
+}
+
+/** The coding-agent CLIs a backend can drive (`clawbridge doctor` and the dashboard look for each). */
+export const KNOWN_CLIS: readonly KnownCli[] = [
+  { name: "opencode", backendType: "opencode", pkg: "opencode-ai", extraPlaces: ["~/.opencode/bin/opencode"] },
+  { name: "claude", backendType: "claude-code", pkg: "@anthropic-ai/claude-code", extraPlaces: ["~/.claude/local/claude", "~/.local/bin/claude"] },
+  { name: "gemini", backendType: "gemini-cli", pkg: "@google/gemini-cli" },
+  { name: "codex", backendType: "codex", pkg: "@openai/codex" },
+  { name: "qwen", backendType: "qwen-code", pkg: "@qwen-code/qwen-code" },
+];
+
 /** Resolve `command` to an executable path, or undefined with the places tried. */
 export async function resolveCli(command: string, extraPlaces: string[] = []): Promise<{ path?: string; tried: string[] }> {
   const tried: string[] = [];

@@ -4,7 +4,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { ConfigError, loadConfig } from "../config/load.js";
 import { createLogger } from "../log/logger.js";
 import { stopOnSignals } from "../server/signals.js";
-import { PortInUseError, startBridge } from "../server/start.js";
+import { PortInUseError, startBridge, type Bridge } from "../server/start.js";
 import { VERSION } from "../version.js";
 import type { SessionStore } from "../store/types.js";
 
@@ -62,9 +62,11 @@ program
       fail(err);
     }
     const logger = createLogger(config.logging.level);
-    let bridge;
+    let bridge: Bridge | undefined;
     try {
-      bridge = await startBridge(config, { logger });
+      // The dashboard's doctor (Backends view) checks the running bridge's own configuration; loaded when first asked for.
+      const doctor = async () => (await import("../doctor/doctor.js")).runDoctor({ config, backends: bridge?.backends, validate: null, systemctl: (await import("./common.js")).systemctl() });
+      bridge = await startBridge(config, { logger, doctor });
     } catch (err) {
       fail(err);
     }

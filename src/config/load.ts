@@ -13,6 +13,7 @@ import { backendModule, backendTypes } from "../backends/registry.js";
 import {
   backendBaseSchema,
   configFileSchema,
+  eventsSchema,
   modelSchema,
   DEFAULT_CONTEXT,
   type Config,
@@ -121,10 +122,12 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   };
   const server = section("server");
   const logging = section("logging");
+  const metrics = section("metrics");
   const dataDirIn = section("dataDir");
   const contextDefaults = section("context");
   const remap = section("remap") ?? [];
   const systems = section("systems") ?? [];
+  const events = section("events");
   section("intents");
 
   const rawBackends = obj.backends;
@@ -227,17 +230,23 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     }
   }
 
+  if (server && metrics?.requireKey && server.apiKeys.length === 0) {
+    problems.push("metrics.requireKey: true needs server.apiKeys (the key a scraper sends as a bearer token)");
+  }
+
   if (problems.length || !server || !logging) throw new ConfigError(source, problems);
   const dataDir = path.resolve(expandHome(dataDirIn ?? env.CLAWBRIDGE_DATA_DIR ?? path.join(homedir(), ".clawbridge")));
   return {
     server,
     logging: { ...logging, debugLog: logging.debugLog ? path.resolve(expandHome(logging.debugLog)) : null },
+    metrics: { enabled: metrics?.enabled ?? true, requireKey: metrics?.requireKey ?? server.apiKeys.length > 0 },
     dataDir,
     backends,
     models,
     remap,
     remapTargets,
     systems,
+    events: events ?? eventsSchema.parse({}),
     source,
   };
 }

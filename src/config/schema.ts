@@ -81,6 +81,27 @@ export const loggingSchema = z.strictObject({
   debugLog: z.string().min(1).nullable().default(null),
 });
 
+/** `GET /metrics` (Prometheus text, src/metrics/). */
+export const metricsSchema = z.strictObject({
+  /** Serve `GET /metrics`; off → 404 like any unknown route. */
+  enabled: z.boolean().default(true),
+  /** Whether `/metrics` needs one of server.apiKeys (a scraper sends it as a bearer token). Default: true when server.apiKeys is set. */
+  requireKey: z.boolean().optional(),
+});
+
+/** `GET /v1/events`: the live event stream (src/events/hub.ts, src/server/events-route.ts). */
+export const eventsSchema = z.strictObject({
+  /** Events kept in memory for `Last-Event-ID` replay. */
+  ringSize: positiveInt.max(1_000_000).default(1000),
+  /** Stream prompts, answers, run outputs and error texts as they are (default: each replaced with `[redacted: N chars]`). */
+  includeText: z.boolean().default(false),
+  /** A comment line is sent on every stream after this many seconds. */
+  heartbeatSeconds: z.number().positive().default(15),
+  /** Events a subscriber whose connection is not draining may have waiting; past it (or 4 MiB) it is dropped. */
+  maxQueued: positiveInt.default(1000),
+});
+export type EventsConfig = z.infer<typeof eventsSchema>;
+
 export const backendBaseSchema = z.looseObject({
   type: z.string().min(1, "every backend needs a type"),
 });
@@ -128,6 +149,7 @@ export const remapSchema = z.strictObject({
 export const configFileSchema = z.strictObject({
   server: serverSchema.default(serverSchema.parse({})),
   logging: loggingSchema.default(loggingSchema.parse({})),
+  metrics: metricsSchema.default(metricsSchema.parse({})),
   /** Where the bridge keeps its state (sessions, work dirs, logs). */
   dataDir: z.string().min(1).optional(),
   /** Defaults for every model's context budget. */
@@ -143,10 +165,16 @@ export const configFileSchema = z.strictObject({
    * `<dataDir>/systems/`.
    */
   systems: z.array(z.unknown()).default([]),
+  events: eventsSchema.default(eventsSchema.parse({})),
 });
 export type ConfigFile = z.infer<typeof configFileSchema>;
 export type ServerConfig = z.infer<typeof serverSchema>;
 export type LoggingConfig = z.infer<typeof loggingSchema>;
+/** The resolved `metrics:` section (`requireKey` decided). */
+export interface MetricsConfig {
+  enabled: boolean;
+  requireKey: boolean;
+}
 
 export interface ResolvedModel {
   id: string;
@@ -165,6 +193,7 @@ export interface ResolvedModel {
 export interface Config {
   server: ServerConfig;
   logging: LoggingConfig;
+  metrics: MetricsConfig;
   dataDir: string;
   /** Backend options, validated by each backend type's own schema. */
   backends: Record<string, { type: string; options: unknown }>;
@@ -174,6 +203,8 @@ export interface Config {
   remapTargets: Record<string, ResolvedModel>;
   /** Raw `systems:` entries (validated by src/systems/library.ts). */
   systems: unknown[];
+  /** The live event stream (`GET /v1/events`). */
+  events: EventsConfig;
   /** Where the configuration came from (file path or "embedded defaults"). */
   source: string;
 }

@@ -29,7 +29,15 @@ export type BackendEvent =
    * A tool call for the CLIENT to execute (OpenAI `tool_calls`). Each call's chunks arrive together:
    * the first chunk of a call carries `id` and `name`, later ones only `argumentsDelta`.
    */
-  | { type: "tool_call"; index: number; id?: string; name?: string; argumentsDelta: string }
+  | {
+      type: "tool_call";
+      index: number;
+      id?: string;
+      name?: string;
+      argumentsDelta: string;
+      /** Set on a call the backend found written as text and turned into a real call (src/toolcalls), not one the model made natively. */
+      extracted?: true;
+    }
   /** The backend is working with one of ITS OWN tools (a CLI reading a file, running a search...). */
   | { type: "tool_activity"; name: string; status: "started" | "completed" | "failed"; detail?: string }
   | { type: "usage"; usage: Usage }

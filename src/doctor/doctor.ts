@@ -7,7 +7,7 @@
 import { existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { resolveCli, cliVersionHealth } from "../backends/cli-resolve.js";
+import { resolveCli, cliVersionHealth, KNOWN_CLIS, type KnownCli } from "../backends/cli-resolve.js";
 import { createBackends } from "../backends/registry.js";
 import type { Backend } from "../backends/types.js";
 import { ConfigError, loadConfig } from "../config/load.js";
@@ -20,27 +20,15 @@ import { serviceStatus, type SystemctlRunner } from "../service/systemd.js";
 import { canListen, findListeningPid, findLockFiles, formatBytes, freeBytes, processCommand, readLock, writable } from "./probes.js";
 import { summarize, type Finding, type Summary } from "../report/findings.js";
 
-export interface KnownCli {
-  /** Binary name. */
-  name: string;
-  /** Backend type that drives it. */
-  backendType: string;
-  /** npm package that installs it. */
-  pkg: string;
-  /** Install places besides PATH. */
-  extraPlaces?: string[];
-}
-
-export const KNOWN_CLIS: readonly KnownCli[] = [
-  { name: "opencode", backendType: "opencode", pkg: "opencode-ai", extraPlaces: ["~/.opencode/bin/opencode"] },
-  { name: "claude", backendType: "claude-code", pkg: "@anthropic-ai/claude-code", extraPlaces: ["~/.claude/local/claude", "~/.local/bin/claude"] },
-  { name: "gemini", backendType: "gemini-cli", pkg: "@google/gemini-cli" },
-  { name: "codex", backendType: "codex", pkg: "@openai/codex" },
-  { name: "qwen", backendType: "qwen-code", pkg: "@qwen-code/qwen-code" },
-];
+/** The coding-agent CLIs a backend can drive (src/backends/cli-resolve.ts, where the dashboard finds them too). */
+export { KNOWN_CLIS, type KnownCli } from "../backends/cli-resolve.js";
 
 export interface DoctorOptions {
   configPath?: string;
+  /** An already-loaded configuration (the running bridge's, for the dashboard) instead of loading `configPath`. */
+  config?: Config;
+  /** The running bridge's backends (with `config`): checked as they are, not created anew (a router or builder backend needs the bridge's rooms). */
+  backends?: ReadonlyMap<string, Backend>;
   env?: NodeJS.ProcessEnv;
   openclawHome?: string;
   providerId?: string;
@@ -74,11 +62,11 @@ function withTimeout<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
   return Promise.race([p, new Promise<T>((r) => (timer = setTimeout(() => r(fallback), ms)))]).finally(() => clearTimeout(timer));
 }
 
-async function checkBackends(config: Config, findings: Finding[]): Promise<Set<string>> {
+async function checkBackends(config: Config, findings: Finding[], running?: ReadonlyMap<string, Backend>): Promise<Set<string>> {
   const usedTypes = new Set<string>();
-  let backends: Map<string, Backend>;
+  let backends: ReadonlyMap<string, Backend>;
   try {
-    backends = createBackends(config, createLogger("silent"));
+    backends = running ?? createBackends(config, createLogger("silent"));
   } catch (err) {
     findings.push({ id: "backends", status: "fail", title: `backends cannot be created: ${(err as Error).message}` });
     return usedTypes;
@@ -114,7 +102,7 @@ async function checkBackends(config: Config, findings: Finding[]): Promise<Set<s
       );
     }
   } finally {
-    await Promise.all([...backends.values()].map((b) => b.close?.().catch(() => undefined)));
+    if (!running) await Promise.all([...backends.values()].map((b) => b.close?.().catch(() => undefined)));
   }
   return usedTypes;
 }
@@ -246,7 +234,7 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorReport>
   // 1. Configuration.
   let config: Config | undefined;
   try {
-    config = loadConfig({ configPath: opts.configPath, env });
+    config = opts.config ?? loadConfig({ configPath: opts.configPath, env });
     findings.push({
       id: "config",
       status: "ok",
@@ -264,7 +252,7 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorReport>
   }
 
   // 2. Backends and CLIs.
-  const used = config ? await checkBackends(config, findings) : new Set<string>();
+  const used = config ? await checkBackends(config, findings, opts.backends) : new Set<string>();
   if (opts.scanClis ?? true) await scanClis(opts.knownClis ?? KNOWN_CLIS, used, env, findings);
 
   // 3. Port.

@@ -48,11 +48,12 @@ export type BridgeEvent = Base &
     | { type: "run.cancelled"; runId: string; system: string }
     | { type: "run.interrupted"; runId: string; system: string }
     // Turns (src/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
+    // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
     | { type: "turn.started"; turnId: string; conversation: string; model: string; backend: string; mode: string; queuedMs: number }
     | { type: "turn.firstByte"; turnId: string; conversation: string; model: string; backend: string; ms: number }
-    | { type: "turn.completed"; turnId: string; conversation: string; model: string; backend: string; ms: number; firstByteMs?: number; promptTokens?: number; completionTokens?: number; finishReason?: string }
-    | { type: "turn.failed"; turnId: string; conversation: string; model: string; backend: string; ms: number; code: string; message: string }
-    | { type: "turn.aborted"; turnId: string; conversation: string; model: string; backend: string; ms: number; reason: string }
+    | { type: "turn.completed"; turnId: string; conversation: string; model: string; backend: string; ms: number; firstByteMs?: number; promptTokens?: number; completionTokens?: number; finishReason?: string; answeredBy?: string }
+    | { type: "turn.failed"; turnId: string; conversation: string; model: string; backend: string; ms: number; code: string; message: string; answeredBy?: string }
+    | { type: "turn.aborted"; turnId: string; conversation: string; model: string; backend: string; ms: number; reason: string; answeredBy?: string }
     /** A turn refused by the queue (429). */
     | { type: "queue.rejected"; conversation: string; model: string; scope: string }
     // Resume mode (src/pipeline/resume.ts): a dead backend session replaced, or a retried message started afresh.

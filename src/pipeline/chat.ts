@@ -22,6 +22,8 @@ import { alnumId } from "../util/ids.js";
 import { armDeadline, contract } from "./contract.js";
 import { dispatchInput } from "./dispatch.js";
 import { runResume } from "./resume.js";
+import { TurnEvents } from "./turn-events.js";
+import type { EventBus } from "../events/bus.js";
 import { PassthroughPrompt, Turn, type TurnRequest } from "./turn.js";
 
 export type { TurnRequest } from "./turn.js";
@@ -36,8 +38,15 @@ export interface PreparedTurn {
   headers: Record<string, string>;
 }
 
-/** Optional step that fetches live data before the model answers (tool pre-execution). */
-export type Enricher = (userText: string, route: Route, signal: AbortSignal, log: Logger) => Promise<LiveData[]>;
+/** What tool pre-execution ran (`report` of an `Enricher`; published as `intent.executed`). */
+export interface IntentReport {
+  tools: string[];
+  ok: boolean;
+  error?: string;
+}
+
+/** Optional step that fetches live data before the model answers (tool pre-execution); it calls `report` (when given) once it ran a tool. */
+export type Enricher = (userText: string, route: Route, signal: AbortSignal, log: Logger, report?: (r: IntentReport) => void) => Promise<LiveData[]>;
 
 export interface PipelineDeps {
   config: Config;
@@ -49,6 +58,8 @@ export interface PipelineDeps {
   store?: SessionStore;
   /** Model id → route, for a dispatching backend (the router) that hands a turn over to another model. */
   resolveModel?: (id: string) => Route | undefined;
+  /** Turn, queue, resume and pre-execution events are published here (src/events/bus.ts), when anyone listens. */
+  bus?: EventBus;
 }
 
 export class ChatPipeline {
@@ -93,6 +104,7 @@ export class ChatPipeline {
     const { scheduler, logger } = this.deps;
     const { route, conversation } = req;
     const requestId = alnumId("req", 12);
+    const accepted = Date.now();
     const linked = this.linkTurn(client);
     // The child logger is made only when something is logged at an enabled level.
     const log = lazyChild(logger, () => ({ requestId, model: route.model.id, backend: route.backend.name, conversation: conversation.key }));
@@ -102,7 +114,10 @@ export class ChatPipeline {
       lease = await scheduler.acquire(conversation.key, linked.cancel);
     } catch (err) {
       linked.dispose();
-      if (err instanceof QueueRejected) log.warn({ reason: err.message }, "turn refused: queue full");
+      if (err instanceof QueueRejected) {
+        log.warn({ reason: err.message }, "turn refused: queue full");
+        this.deps.bus?.emit({ type: "queue.rejected", conversation: conversation.key, model: route.model.id, scope: err.scope });
+      }
       throw err;
     }
 
@@ -111,7 +126,7 @@ export class ChatPipeline {
       requestId,
       route,
       conversation,
-      events: this.run(turn, lease, linked.dispose),
+      events: this.run(turn, lease, linked.dispose, accepted),
       headers: {
         "x-request-id": requestId,
         "x-clawbridge-conversation": conversation.key,
@@ -136,10 +151,13 @@ export class ChatPipeline {
     };
   }
 
-  private async *run(turn: Turn, lease: Lease, dispose: () => void): AsyncGenerator<BackendEvent> {
+  private async *run(turn: Turn, lease: Lease, dispose: () => void, accepted: number): AsyncGenerator<BackendEvent> {
     this.running++;
-    const { debugLog } = this.deps;
+    const { debugLog, bus } = this.deps;
     const { cancel, log } = turn;
+    // The turn's events on the bus: nothing is made for them when nobody listens.
+    const watch = bus?.listenerCount ? new TurnEvents(bus, turn.requestId, turn.conversation.key, turn.route.model.id, turn.route.backend.name, accepted) : undefined;
+    watch?.started(turn.mode);
     // The one turn deadline (the backend's `timeoutSeconds`), from the moment the turn may start.
     let disarm = armDeadline(cancel, turn.route.backend.timeoutSeconds);
     let outcome = "completed";
@@ -160,8 +178,13 @@ export class ChatPipeline {
         const d = await this.dispatch(turn);
         if (d.kind === "answer") source = d.events;
         else {
-          if (d.preface) yield { type: "text", text: d.preface };
+          if (d.preface) {
+            const ev: BackendEvent = { type: "text", text: d.preface };
+            watch?.observe(ev); // the client's first byte
+            yield ev;
+          }
           turn = turn.withRoute(d.route);
+          if (watch) watch.answeredBy = d.route.model.id;
           disarm();
           disarm = armDeadline(cancel, d.route.backend.timeoutSeconds);
         }
@@ -174,6 +197,7 @@ export class ChatPipeline {
         source = mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
       }
       for await (const ev of source) {
+        watch?.observe(ev);
         if (ev.type === "text") chars += ev.text.length;
         if (ev.type === "error") {
           outcome = `error:${ev.error.code}`;
@@ -185,6 +209,7 @@ export class ChatPipeline {
     } finally {
       disarm();
       if (cancel.aborted && outcome === "completed") outcome = "aborted";
+      watch?.ended(cancel, this.shuttingDown, { model: turn.route.model.id, backend: turn.route.backend.name });
       lease.release();
       dispose();
       log.info({ outcome, contentChars: chars, durationMs: Date.now() - turn.started }, "turn ended");
@@ -225,10 +250,21 @@ export class ChatPipeline {
 
   private async enrich(turn: Turn): Promise<LiveData[]> {
     if (!this.deps.enricher) return [];
+    // `intent.executed` only when someone listens on the bus.
+    const bus = this.deps.bus?.listenerCount ? this.deps.bus : undefined;
+    const t0 = bus ? Date.now() : 0;
+    let ran: IntentReport | undefined;
+    const executed = (r: IntentReport) => {
+      const { conversation, route } = turn;
+      bus!.emit({ type: "intent.executed", conversation: conversation.key, model: route.model.id, tools: r.tools, ok: r.ok, ms: Date.now() - t0, ...(r.error ? { error: r.error } : {}) });
+    };
     try {
-      return await this.deps.enricher(turn.userText(), turn.route, turn.cancel.signal, turn.log);
+      const live = await this.deps.enricher(turn.userText(), turn.route, turn.cancel.signal, turn.log, bus ? (r) => (ran = r) : undefined);
+      if (bus && (ran || live.length)) executed(ran ?? { tools: [], ok: true });
+      return live;
     } catch (err) {
       turn.log.warn({ err: (err as Error).message }, "tool pre-execution failed; answering without it");
+      if (bus) executed({ tools: ran?.tools ?? [], ok: false, error: (err as Error).message });
       return [];
     }
   }
@@ -252,7 +288,7 @@ export class ChatPipeline {
   private resumeTurn(turn: Turn): AsyncGenerator<BackendEvent> {
     const store = this.deps.store;
     if (!store) throw new Error("resume mode needs a session store");
-    return runResume(turn, { store, dataDir: this.deps.config.dataDir, debugLog: this.deps.debugLog });
+    return runResume(turn, { store, dataDir: this.deps.config.dataDir, debugLog: this.deps.debugLog, bus: this.deps.bus });
   }
 }
 

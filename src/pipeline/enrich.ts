@@ -9,6 +9,7 @@ import type { LiveData } from "../context/stateless.js";
 import { parseIntentsConfig } from "../intent/schema.js";
 import type { DebugLog } from "../log/debug-log.js";
 import type { Route } from "../routing/router.js";
+import type { IntentReport } from "./chat.js";
 import type { ToolRunner } from "../tools/preexec.js";
 
 export class PreExecutor {
@@ -43,7 +44,8 @@ export class PreExecutor {
     return runner;
   }
 
-  async enrich(userText: string, route: Route, signal: AbortSignal, log: Logger = this.logger): Promise<LiveData[]> {
+  /** `report` hears which tool ran and whether it worked (the pipeline publishes it as `intent.executed`). */
+  async enrich(userText: string, route: Route, signal: AbortSignal, log: Logger = this.logger, report?: (r: IntentReport) => void): Promise<LiveData[]> {
     if (!userText || route.model.sessionMode === "passthrough") return [];
     const runner = await this.runnerFor(route.model);
     if (!runner) return [];
@@ -51,6 +53,7 @@ export class PreExecutor {
     if (res.intent) {
       this.debugLog.line(`Intent detected: ${res.intent.kind} (rule ${res.intent.ruleId})`);
       log.info({ intent: res.intent.kind, rule: res.intent.ruleId, cached: res.cached, results: res.resultCount, error: res.error }, "tool pre-execution");
+      report?.({ tools: [res.intent.kind], ok: !res.error, ...(res.error ? { error: res.error } : {}) });
     }
     if (res.error) this.debugLog.line(`Pre-exec failed, answering without it: ${res.error}`);
     return res.live ? [res.live] : [];

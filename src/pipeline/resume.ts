@@ -14,6 +14,7 @@ import { createHash } from "node:crypto";
 import type { BackendEvent } from "../backends/types.js";
 import { buildResumeTurn } from "../context/resume.js";
 import type { DebugLog } from "../log/debug-log.js";
+import type { EventBus } from "../events/bus.js";
 import type { SessionBinding, SessionStore } from "../store/types.js";
 import { conversationWorkDir } from "../util/workdir.js";
 import { contract } from "./contract.js";
@@ -23,6 +24,8 @@ export interface ResumeDeps {
   store: SessionStore;
   dataDir: string;
   debugLog: DebugLog;
+  /** `session.healed` and `session.reset` are published here. */
+  bus?: EventBus;
 }
 
 /** `lastError` marker of a turn that started but has not finished: `in-progress <hash of the message>`. */
@@ -44,6 +47,7 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
     debugLog.line(`Retry of an interrupted turn for ${key}: new session`);
     await store.delete(key);
     await store.appendEvent(key, "reset", "retry of an interrupted turn");
+    deps.bus?.emit({ type: "session.reset", conversation: key, backend: backendName, reason: "retry of an interrupted turn" });
     binding = undefined;
   }
   const cwd = binding?.cwd ?? conversationWorkDir(deps.dataDir, key);
@@ -80,6 +84,7 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
         debugLog.line(`Session healed for ${key}: ${ev.error.message}`);
         await store.delete(key);
         await store.appendEvent(key, "healed", ev.error.message);
+        deps.bus?.emit({ type: "session.healed", conversation: key, backend: backendName, reason: ev.error.message });
         binding = undefined;
         heal = true;
         break;

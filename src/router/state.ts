@@ -64,6 +64,12 @@ export class RouterStateStore {
     this.putStmt.run({ c: conversation, s: cur.state, d: pending ? JSON.stringify(pending) : null, t: Date.now() });
   }
 
+  /** Conversations waiting for an answer (missing inputs or a yes/no), most recent first (the dashboard's Router view). */
+  pendingList(limit = 100): Array<{ conversation: string } & ConversationRecord & { pending: Pending }> {
+    const rows = this.db.prepare(`SELECT conversation, state, data, updated_at FROM router_state WHERE data IS NOT NULL ORDER BY updated_at DESC LIMIT ?`).all(limit) as Array<{ conversation: string; state: string; data: string; updated_at: number }>;
+    return rows.map((r) => ({ conversation: r.conversation, state: r.state as ConversationState, pending: JSON.parse(r.data) as Pending, updatedAt: r.updated_at }));
+  }
+
   /**
    * Take the pending confirmation if it is still exactly `pending` (one writer wins): a second
    * "yes", or a client's retry racing the first, finds nothing to take.

@@ -22,7 +22,14 @@ import { isMcpRoute, registerMcpRoute } from "./mcp-route.js";
 import type { CanvasTools } from "../builder/tools.js";
 import type { BuilderBase } from "../builder/backend-deps.js";
 import { registerBuilderRoutes } from "./builder-routes.js";
+import type { BridgeMetrics } from "../metrics/metrics.js";
+import { registerMetricsRoute } from "./metrics-route.js";
 import { sendApiError } from "./reply.js";
+import type { EventBus } from "../events/bus.js";
+import type { EventHub } from "../events/hub.js";
+import { registerEventsRoute } from "./events-route.js";
+import { registerDashboardRoute } from "./dashboard-route.js";
+import { registerAdminRoutes, type AdminDeps } from "./admin-routes.js";
 
 export interface AppDeps {
   config: Config;
@@ -38,6 +45,15 @@ export interface AppDeps {
   builderTools?: CanvasTools;
   /** The builder room (canvases, builds, export), when systems are on (src/server/builder-routes.ts). */
   builder?: BuilderBase;
+  /** The bus (backend health changes are published on it) and the hub behind `GET /v1/events` (src/server/events-route.ts). */
+  bus?: EventBus;
+  events?: EventHub;
+  /** What the dashboard's `/v1/admin/*` routes read (src/server/admin-routes.ts). */
+  admin?: AdminDeps;
+  /** The built dashboard (default packages/dashboard/dist; src/server/dashboard-route.ts). */
+  dashboardDir?: string;
+  /** Prometheus metrics, served at `GET /metrics` (src/server/metrics-route.ts); without them /metrics is 404. */
+  metrics?: BridgeMetrics;
 }
 
 const HEALTH_TTL_MS = 30_000;
@@ -107,6 +123,10 @@ export function buildApp(deps: AppDeps): BuiltApp {
   registerSystemsRoutes(app, deps.systems);
   registerMcpRoute(app, { keys, tools: deps.builderTools });
   registerBuilderRoutes(app, deps.builder);
+  registerEventsRoute(app, deps.events);
+  registerDashboardRoute(app, { dir: deps.dashboardDir });
+  registerAdminRoutes(app, deps);
+  registerMetricsRoute(app, { metrics: deps.metrics, keys, requireKey: config.metrics.requireKey });
 
   const sendError = sendApiError;
 
@@ -144,6 +164,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
   }
 
   let healthCache: { at: number; value: Array<BackendHealth & { name: string; type: string }> } | undefined;
+  const healthSeen = new Map<string, boolean>();
   const backendHealth = async () => {
     if (!healthCache || Date.now() - healthCache.at > HEALTH_TTL_MS) {
       const value = await Promise.all(
@@ -153,6 +174,12 @@ export function buildApp(deps: AppDeps): BuiltApp {
         }),
       );
       healthCache = { at: Date.now(), value };
+      // A backend's health on the bus when it is first checked and whenever `usable` changes.
+      for (const h of value) {
+        if (healthSeen.get(h.name) === h.usable) continue;
+        healthSeen.set(h.name, h.usable);
+        deps.bus?.emit({ type: "backend.health", backend: h.name, usable: h.usable, detail: h.detail });
+      }
     }
     return healthCache.value;
   };

@@ -18,10 +18,13 @@ import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
 import { buildApp } from "./app.js";
 import { EventBus } from "../events/bus.js";
+import { EventHub } from "../events/hub.js";
 import { sideCaller } from "../pipeline/side-call.js";
 import type { RouterRuntimeHandle } from "../router/runtime.js";
 import { wantsSystems } from "../systems/paths.js";
 import type { BuilderBase } from "../builder/backend-deps.js";
+import type { AdminDoctor } from "./admin-routes.js";
+import type { BridgeMetrics } from "../metrics/metrics.js";
 
 export interface Bridge {
   url: string;
@@ -31,8 +34,12 @@ export interface Bridge {
   pipeline: ChatPipeline;
   /** Every routing decision, state change and run step (src/events). */
   bus: EventBus;
+  /** The bus as a stream (`GET /v1/events`): ids, the replay ring, redaction, subscribers (src/events/hub.ts). */
+  events: EventHub;
   /** Systems, runs and router state (undefined when nothing configures systems or a router). */
   systems?: RouterRuntimeHandle;
+  /** Prometheus metrics served at `GET /metrics` (undefined when `metrics.enabled` is false). */
+  metrics?: BridgeMetrics;
   /**
    * Answer new requests 503 (Retry-After), let running turns finish (up to the grace period), abort
    * the rest (a non-streamed one is answered 503 too), reap children, then stop listening and close
@@ -48,6 +55,10 @@ export interface StartOptions {
   systemsDb?: string;
   /** First retry delay of a failing run step (default 1000 ms). */
   retryBaseMs?: number;
+  /** `clawbridge doctor` for the dashboard's Backends view (`GET /v1/admin/doctor`; the CLI passes it: the doctor sits above the server). */
+  doctor?: AdminDoctor;
+  /** Where the built dashboard is (default packages/dashboard/dist). */
+  dashboardDir?: string;
 }
 
 export class PortInUseError extends Error {
@@ -108,6 +119,11 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   logger.debug({ pid: watcher.pid }, "orphan watcher started");
   const debugLog = new DebugLog(config.logging.debugLog);
   const bus = new EventBus((err) => logger.warn({ err }, "event listener failed"));
+  // The hub listens from the start, so a watcher that connects later can replay what it missed.
+  const events = new EventHub(bus, { ...config.events, heartbeatMs: config.events.heartbeatSeconds * 1000 });
+  // Prometheus metrics listen from the start (runs found interrupted at start-up count); the queue
+  // is read at scrape time. prom-client is loaded only when they are on.
+  const metrics = config.metrics.enabled ? await import("../metrics/metrics.js").then((m) => new m.BridgeMetrics({ bus, scheduler: { stats: () => scheduler.stats() }, ...m.metricsLabels(config) })) : undefined;
   // Models are reached by id for the router's classifier and systems' model steps; the routes
   // exist once the backends do (the router backend itself is built with the runtime).
   let router: ModelRouter | undefined;
@@ -152,13 +168,15 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   });
   const store = await openStoreIfNeeded(config, logger);
   const preexec = new PreExecutor(logger, debugLog);
-  const enricher = opts.enricher ?? ((text, route, signal, log) => preexec.enrich(text, route, signal, log));
-  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store, resolveModel });
-  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems, builder, builderTools: builder?.room.tools });
+  const enricher = opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
+  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store, resolveModel, bus });
+  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems, builder, builderTools: builder?.room.tools, bus, events, metrics, admin: { bus, store, doctor: opts.doctor }, dashboardDir: opts.dashboardDir });
 
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {
+    metrics?.close();
+    events.close();
     await watcher.stop();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
     await preexec.close();
@@ -183,7 +201,9 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     backends,
     pipeline,
     bus,
+    events,
     systems,
+    metrics,
     close(graceMs = config.server.shutdownGraceSeconds * 1000) {
       closing ??= (async () => {
         // New requests get 503 (the port stays open while turns drain, so clients get an answer).
@@ -194,6 +214,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await systems?.runs.close();
         await terminateAll();
         await watcher.stop();
+        // Event streams end (`event: shutdown`) once the turns are over, so none holds the close up.
+        events.close();
         // Stop listening; idle and finished connections are closed at once.
         await front.close(() => app.close());
         await Promise.all([...backends.values()].map((b) => b.close?.()));
@@ -201,6 +223,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await systems?.close();
         await store?.close();
         await debugLog.close();
+        metrics?.close();
         logger.info("clawbridge stopped");
       })();
       return closing;

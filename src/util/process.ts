@@ -26,6 +26,8 @@ export interface CliProcessOptions {
    * before the rest of the group is ended. Default 2000.
    */
   exitLingerMs?: number;
+  /** What this process is, in words (the backend's CLI, a system's command), for the dashboard. */
+  label?: string;
 }
 
 export interface ProcessEnd {
@@ -68,6 +70,21 @@ export function liveProcessCount(): number {
   return live.size;
 }
 
+/** A running child as the dashboard lists it (`GET /v1/admin/processes`). */
+export interface LiveProcessInfo {
+  pid: number | undefined;
+  command: string;
+  label?: string;
+  cwd?: string;
+  /** Epoch milliseconds. */
+  startedAt: number;
+}
+
+/** The processes still running, oldest first. */
+export function liveProcesses(): LiveProcessInfo[] {
+  return [...live].map((p) => p.info);
+}
+
 /** Terminate every running child (used on shutdown). */
 export async function terminateAll(): Promise<void> {
   await Promise.all([...live].map((p) => p.terminate("aborted")));
@@ -101,6 +118,9 @@ export class CliProcess {
   /** The leader's kernel start time, to tell its pid apart from a later process that got it. */
   private readonly leaderStart: string | undefined;
 
+  /** What it is and since when (`liveProcesses()`). */
+  readonly info: LiveProcessInfo;
+
   constructor(opts: CliProcessOptions) {
     this.killGraceMs = opts.killGraceMs ?? 3000;
     this.child = spawn(opts.command, opts.args, {
@@ -112,6 +132,7 @@ export class CliProcess {
     });
     live.add(this);
     const pid = this.child.pid;
+    this.info = { pid, command: opts.command, ...(opts.label ? { label: opts.label } : {}), ...(opts.cwd ? { cwd: opts.cwd } : {}), startedAt: Date.now() };
     this.leaderStart = pid ? startTime(pid) : undefined;
     const record = run && pid ? writeRunRecord(run.dir, run.owner, pid, opts.command, this.leaderStart) : undefined;
     this.exited = new Promise((resolve) => {

@@ -85,7 +85,7 @@ describe("npm run build (scripts/build.mjs, real tsc)", () => {
     const root = mkdtempSync(path.join(tmpdir(), "cb-build-run-"));
     roots.push(root);
     mkdirSync(path.join(root, "scripts"));
-    for (const f of ["build.mjs", "build-state.mjs"]) copyFileSync(path.join(REPO, "scripts", f), path.join(root, "scripts", f));
+    for (const f of ["build.mjs", "build-state.mjs", "dashboard-build.mjs"]) copyFileSync(path.join(REPO, "scripts", f), path.join(root, "scripts", f));
     symlinkSync(path.join(REPO, "node_modules"), path.join(root, "node_modules"));
     writeFileSync(path.join(root, "package.json"), '{"type":"module"}\n');
     writeFileSync(path.join(root, "tsconfig.json"), JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, skipLibCheck: true, types: [] } }));

@@ -19,6 +19,7 @@ const LAYERS = [
   "openclaw",
   "service",
   "server",
+  "metrics",
   "pipeline",
   "identity",
   "context",

@@ -88,6 +88,8 @@ const texts = (...ts: string[]): BackendEvent[][] => ts.map((t) => [text(t)]);
 const reasoning = (t: string): BackendEvent => ({ type: "reasoning", text: t });
 const call = (index: number, argumentsDelta: string, id?: string, name?: string): BackendEvent =>
   id === undefined ? { type: "tool_call", index, argumentsDelta } : { type: "tool_call", index, id, name, argumentsDelta };
+/** A call found written as text (the extractor's), marked `extracted`. */
+const xcall = (index: number, argumentsDelta: string, id: string, name: string): BackendEvent => ({ type: "tool_call", index, id, name, argumentsDelta, extracted: true });
 const usage = (promptTokens: number, completionTokens: number, totalTokens: number, more: Partial<Usage> = {}): BackendEvent => ({
   type: "usage",
   usage: { promptTokens, completionTokens, totalTokens, ...more },
@@ -369,7 +371,7 @@ describe("openai translator: fixtures → exact events", () => {
     const evs = generatedIds(r.perChunk);
     assert.deepEqual(evs.slice(0, 7), [[], ...texts("I'll", " read", " the", " file", " first", ".")]);
     assert.deepEqual(evs.slice(7, 25).flat(), [], "the call's text is held while it is being written");
-    assert.deepEqual(evs[25], [call(0, '{"path":"/etc/hostname"}', GENERATED, "read")], "emitted by the chunk with </tool_call>");
+    assert.deepEqual(evs[25], [xcall(0, '{"path":"/etc/hostname"}', GENERATED, "read")], "emitted by the chunk with </tool_call>");
     assert.deepEqual(r.finish, [usage(3000, 30, 3030), done("tool_calls")]);
   });
 
@@ -382,8 +384,8 @@ describe("openai translator: fixtures → exact events", () => {
 
   it("qwen3-xml.sse: a Qwen3-Coder <function=…><parameter=…> call becomes JSON arguments", () => {
     const r = translate(upstreamChunks("qwen3-xml.sse"), TOOLS);
-    assert.deepEqual(generatedIds(r.events), [...["Let", " me", " check", "."].map(text), call(0, '{"command":"git status"}', GENERATED, "exec"), usage(2048, 17, 2065), done("tool_calls")]);
-    assert.deepEqual(generatedIds(r.perChunk)[17], [call(0, '{"command":"git status"}', GENERATED, "exec")], "emitted by the chunk with </tool_call>");
+    assert.deepEqual(generatedIds(r.events), [...["Let", " me", " check", "."].map(text), xcall(0, '{"command":"git status"}', GENERATED, "exec"), usage(2048, 17, 2065), done("tool_calls")]);
+    assert.deepEqual(generatedIds(r.perChunk)[17], [xcall(0, '{"command":"git status"}', GENERATED, "exec")], "emitted by the chunk with </tool_call>");
   });
 
   it("ollama-content-calls.sse: bare JSON lines in content → two calls with distinct ids, no text", () => {
@@ -392,13 +394,13 @@ describe("openai translator: fixtures → exact events", () => {
     assert.equal(ids.length, 2);
     assert.notEqual(ids[0], ids[1]);
     assert.deepEqual(generatedIds(r.events), [
-      call(0, '{"path":"/tmp/a.txt","content":"hello"}', GENERATED, "write"),
-      call(1, '{"path":"/tmp/b.txt","content":"world"}', GENERATED, "write"),
+      xcall(0, '{"path":"/tmp/a.txt","content":"hello"}', GENERATED, "write"),
+      xcall(1, '{"path":"/tmp/b.txt","content":"world"}', GENERATED, "write"),
       usage(4410, 52, 4462),
       done("tool_calls"),
     ]);
     // The first call is out when its line ends; the second (no newline after it) when the stream ends.
-    assert.deepEqual(generatedIds(r.perChunk[23]!), [call(0, '{"path":"/tmp/a.txt","content":"hello"}', GENERATED, "write")]);
+    assert.deepEqual(generatedIds(r.perChunk[23]!), [xcall(0, '{"path":"/tmp/a.txt","content":"hello"}', GENERATED, "write")]);
     assert.equal(generatedIds(r.finish)[0]!.type, "tool_call");
   });
 

@@ -276,7 +276,7 @@ export class StreamTranslator {
       this.flushText(out);
       const index = this.claimIndex(ev.call.name);
       if (index === undefined) return;
-      out.push({ type: "tool_call", index, id: this.cleanId(ev.call.id), name: ev.call.name, argumentsDelta: ev.call.arguments });
+      out.push({ type: "tool_call", index, id: this.cleanId(ev.call.id), name: ev.call.name, argumentsDelta: ev.call.arguments, extracted: true });
     }
   }
 

@@ -90,6 +90,7 @@ export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
     signal: ctx.cancel.signal,
     timeoutMs: spec.timeoutSeconds * 1000,
     killGraceMs: KILL_GRACE_MS,
+    label: `system ${ctx.systemId}`,
   });
 
   // stdout, line by line as it arrives; decoded as UTF-8 across chunk boundaries.

@@ -1,0 +1,328 @@
+/**
+ * The library (configured and deployed systems) and the builder's canvases (drafts and deployed):
+ * each canvas drawn as a graph that grows live while the Builder builds it, its inputs, and export.
+ */
+import { useEffect, useMemo, useRef, useState } from "react";
+import { apiResponse } from "../api";
+import { CanvasGraph } from "../Canvas";
+import type { BridgeEvent } from "../events";
+import { ago, json, ms, time } from "../format";
+import { navigate, useApi, useEvents } from "../hooks";
+import type { Canvas, CanvasEdge, CanvasNode, CanvasSummary, List, SystemRow } from "../types";
+import { Badge, Empty, Failure, Section } from "../ui";
+
+interface Entry {
+  id: string;
+  name: string;
+  status: "draft" | "deployed" | "library";
+  kind?: string;
+  source?: string;
+}
+
+const listRefresh = (e: BridgeEvent) => e.type === "execution:planComplete" || e.type === "node:created";
+
+/** The canvas and library lists (a canvas 404s when the builder is off: then there are none). */
+function useEntries() {
+  const systems = useApi<List<SystemRow>>("/v1/systems", { everyMs: 30_000, refreshOn: (e) => e.type === "execution:planComplete" });
+  const [canvases, setCanvases] = useState<CanvasSummary[] | undefined>(undefined);
+  const [canvasError, setCanvasError] = useState<string | undefined>(undefined);
+  const load = useRef<() => void>(() => {});
+  load.current = () =>
+    void apiResponse("/v1/canvases")
+      .then((r) => r.json() as Promise<List<CanvasSummary>>)
+      .then((l) => {
+        setCanvases(l.data);
+        setCanvasError(undefined);
+      })
+      .catch((err: Error & { status?: number }) => {
+        if (err.status === 404) setCanvases([]);
+        else setCanvasError(err.message);
+      });
+  useEffect(() => {
+    load.current();
+    const t = setInterval(() => load.current(), 30_000);
+    return () => clearInterval(t);
+  }, []);
+  const known = useRef(new Set<string>());
+  useEvents((e) => {
+    if (!listRefresh(e)) return;
+    const sys = typeof e.system === "string" ? e.system : undefined;
+    if (e.type === "node:created" && sys && known.current.has(sys)) return;
+    load.current();
+  });
+  const entries = useMemo<Entry[]>(() => {
+    const out = new Map<string, Entry>();
+    for (const c of canvases ?? []) out.set(c.id, { id: c.id, name: c.name, status: c.status });
+    for (const s of systems.data?.data ?? []) {
+      const had = out.get(s.id);
+      out.set(s.id, { id: s.id, name: s.name, status: had?.status ?? "library", kind: s.kind, source: s.source });
+    }
+    return [...out.values()].sort((a, b) => a.id.localeCompare(b.id));
+  }, [canvases, systems.data]);
+  known.current = new Set(entries.map((e) => e.id));
+  return { entries, systems: systems.data?.data ?? [], canvases: canvases ?? [], error: systems.error ?? canvasError, reload: () => load.current() };
+}
+
+interface LogLine {
+  at: number;
+  text: string;
+  status?: string;
+}
+
+/** Inputs as a table: from the system's schema, or from a draft canvas's input nodes. */
+function Inputs({ system, canvas }: { system?: SystemRow; canvas?: Canvas }) {
+  const rows = system
+    ? Object.entries(system.inputs.properties ?? {}).map(([name, p]) => ({ name, type: String(p.type ?? "string"), required: (system.inputs.required ?? []).includes(name), description: String(p.description ?? ""), enum: p.enum as unknown[] | undefined, dflt: p.default }))
+    : (canvas?.nodes ?? [])
+        .filter((n) => n.type === "input")
+        .map((n) => ({ name: String(n.properties.name ?? n.id), type: String(n.properties.type ?? "string"), required: n.properties.required !== false, description: String(n.properties.description ?? ""), enum: n.properties.enum as unknown[] | undefined, dflt: n.properties.default }));
+  if (!rows.length) return <Empty>It takes no inputs.</Empty>;
+  return (
+    <table data-testid="inputs-table">
+      <thead>
+        <tr>
+          <th>input</th>
+          <th>type</th>
+          <th>required</th>
+          <th>description</th>
+          <th>values</th>
+          <th>default</th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map((r) => (
+          <tr key={r.name} data-testid="input-row" data-input={r.name}>
+            <td className="mono">{r.name}</td>
+            <td>{r.type}</td>
+            <td>{r.required ? "yes" : "no"}</td>
+            <td>{r.description || "–"}</td>
+            <td>{Array.isArray(r.enum) ? r.enum.map(String).join(", ") : "–"}</td>
+            <td>{r.dflt === undefined ? "–" : json(r.dflt)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function Detail({ id, system }: { id: string; system?: SystemRow }) {
+  const [canvas, setCanvas] = useState<Canvas | undefined>(undefined);
+  const [canvasError, setCanvasError] = useState<string | undefined>(undefined);
+  const [fresh, setFresh] = useState<ReadonlySet<string>>(new Set());
+  const [chosen, setChosen] = useState<string | undefined>(undefined);
+  const [layout, setLayout] = useState<"layered" | "canvas">("layered");
+  const [log, setLog] = useState<LogLine[]>([]);
+  const [exportError, setExportError] = useState<string | undefined>(undefined);
+
+  const load = useRef<() => void>(() => {});
+  load.current = () =>
+    void apiResponse(`/v1/canvases/${encodeURIComponent(id)}`)
+      .then((r) => r.json() as Promise<Canvas>)
+      .then((c) => {
+        setCanvas(c);
+        setCanvasError(undefined);
+      })
+      .catch((err: Error & { status?: number }) => {
+        if (err.status === 404) setCanvas(undefined);
+        else setCanvasError(err.message);
+      });
+  useEffect(() => {
+    setCanvas(undefined);
+    setLog([]);
+    setChosen(undefined);
+    load.current();
+  }, [id]);
+
+  const mark = (key: string) => {
+    setFresh((s) => new Set([...s, key]));
+    setTimeout(() => setFresh((s) => new Set([...s].filter((k) => k !== key))), 2500);
+  };
+  const note = (text: string, status?: string) => setLog((l) => [{ at: Date.now(), text, status }, ...l].slice(0, 300));
+
+  useEvents((e) => {
+    if (e.system !== id) return;
+    const apply = (fn: (c: Canvas) => Canvas) => setCanvas((c) => (c ? fn(c) : c));
+    switch (e.type) {
+      case "node:created":
+      case "node:updated": {
+        const node = e.node as CanvasNode;
+        setCanvas((c) => (c ? { ...c, nodes: [...c.nodes.filter((n) => n.id !== node.id), node] } : c));
+        if (!canvas) load.current();
+        mark(node.id);
+        break;
+      }
+      case "node:deleted": {
+        const gone = e.nodeId as string;
+        apply((c) => ({ ...c, nodes: c.nodes.filter((n) => n.id !== gone && n.parent !== gone), edges: c.edges.filter((x) => x.from !== gone && x.to !== gone) }));
+        break;
+      }
+      case "edge:created": {
+        const edge = e.edge as CanvasEdge;
+        apply((c) => ({ ...c, edges: [...c.edges.filter((x) => x.id !== edge.id), edge] }));
+        mark(edge.id);
+        break;
+      }
+      case "edge:deleted":
+        apply((c) => ({ ...c, edges: c.edges.filter((x) => x.id !== e.edgeId) }));
+        break;
+      case "execution:stepStart":
+        note(`step ${String(e.step)} ${String(e.name ?? "")} (${String(e.action)})${Number(e.attempt) > 1 ? `, attempt ${String(e.attempt)}` : ""}`, "running");
+        break;
+      case "execution:stepRetry":
+        note(`step ${String(e.step)} failed, retrying: ${String(e.error)}`, "warn");
+        break;
+      case "execution:stepComplete":
+        note(`step ${String(e.step)} ${String(e.status)} in ${ms(Number(e.ms))}${e.error ? `: ${String(e.error)}` : ""}`, String(e.status));
+        break;
+      case "execution:planComplete":
+        note(`build ${String(e.status)} in ${ms(Number(e.ms))}${e.error ? `: ${String(e.error)}` : ""}`, String(e.status));
+        load.current();
+        break;
+    }
+  });
+
+  const exportIt = async () => {
+    setExportError(undefined);
+    try {
+      const res = await apiResponse(`/v1/systems/${encodeURIComponent(id)}/export`);
+      const url = URL.createObjectURL(await res.blob());
+      const a = document.createElement("a");
+      a.href = url;
+      a.download = `${id}.tar.gz`;
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (err) {
+      setExportError((err as Error).message);
+    }
+  };
+
+  const chosenNode = canvas?.nodes.find((n) => n.id === chosen);
+  return (
+    <div className="detail" data-testid="system-detail" data-system={id}>
+      <header className="detail-head">
+        <div>
+          <h2>{canvas?.name ?? system?.name ?? id}</h2>
+          <div className="muted">
+            <span className="mono">{id}</span>
+            {canvas && (
+              <>
+                {" "}
+                · <Badge status={canvas.status} /> canvas v{canvas.version}, updated {ago(canvas.updatedAt)}
+              </>
+            )}
+            {system && (
+              <>
+                {" "}
+                · {system.kind} · {system.source}
+                {system.side_effects && " · has side effects"}
+              </>
+            )}
+          </div>
+          {(canvas?.description || system?.description) && <p>{canvas?.description || system?.description}</p>}
+        </div>
+        <div className="actions">
+          <button onClick={() => void exportIt()} data-testid="system-export">
+            Export (.tar.gz)
+          </button>
+          <button onClick={() => navigate("runs")}>Runs</button>
+        </div>
+      </header>
+      <Failure error={canvasError ?? exportError} />
+      {canvas ? (
+        <Section
+          title={`Canvas: ${canvas.nodes.length} nodes, ${canvas.edges.length} edges`}
+          testid="canvas-section"
+          actions={
+            <label className="small">
+              layout{" "}
+              <select value={layout} onChange={(e) => setLayout(e.target.value as "layered" | "canvas")} data-testid="canvas-layout">
+                <option value="layered">by data flow</option>
+                <option value="canvas">as the builder placed it</option>
+              </select>
+            </label>
+          }
+        >
+          <div className="canvas-wrap">
+            <CanvasGraph nodes={canvas.nodes} edges={canvas.edges} layout={layout} fresh={fresh} selected={chosen} onSelect={setChosen} />
+            {chosenNode && (
+              <aside className="node-panel" data-testid="node-panel">
+                <h3>{chosenNode.label}</h3>
+                <div className="muted">
+                  {chosenNode.type} · <span className="mono">{chosenNode.id}</span>
+                </div>
+                <pre>{json(chosenNode.properties)}</pre>
+              </aside>
+            )}
+          </div>
+        </Section>
+      ) : (
+        <Empty>This system has no canvas (it was written as YAML, not built by chat).</Empty>
+      )}
+      <Section title="Inputs" testid="inputs">
+        <Inputs system={system} canvas={canvas} />
+      </Section>
+      {log.length > 0 && (
+        <Section title="Builder activity" testid="builder-log">
+          <ul className="log">
+            {log.map((l, i) => (
+              <li key={i}>
+                <span className="muted">{time(l.at)}</span> {l.status && <Badge status={l.status} />} {l.text}
+              </li>
+            ))}
+          </ul>
+        </Section>
+      )}
+    </div>
+  );
+}
+
+export function Systems({ selected }: { selected?: string }) {
+  const { entries, systems, error } = useEntries();
+  const groups: Array<[string, Entry[]]> = [
+    ["Drafts", entries.filter((e) => e.status === "draft")],
+    ["Deployed", entries.filter((e) => e.status === "deployed")],
+    ["Library", entries.filter((e) => e.status === "library")],
+  ];
+  return (
+    <div className="view split" data-testid="view-systems">
+      <div className="list-pane">
+        <h1>Systems</h1>
+        <Failure error={error} />
+        {entries.length === 0 && <Empty>No systems yet. Ask the router in chat to build one, or add them to the config.</Empty>}
+        {groups.map(([title, list]) =>
+          list.length ? (
+            <div key={title} className="group">
+              <h3>{title}</h3>
+              <ul className="pick">
+                {list.map((e) => (
+                  <li key={e.id}>
+                    <a
+                      href={`/dashboard/systems/${encodeURIComponent(e.id)}`}
+                      className={e.id === selected ? "active" : ""}
+                      data-testid="system-row"
+                      data-system={e.id}
+                      data-status={e.status}
+                      onClick={(ev) => {
+                        ev.preventDefault();
+                        navigate("systems", e.id);
+                      }}
+                    >
+                      <span>{e.name}</span>
+                      <span className="muted small">
+                        {e.id}
+                        {e.kind ? ` · ${e.kind}` : ""}
+                      </span>
+                    </a>
+                  </li>
+                ))}
+              </ul>
+            </div>
+          ) : null,
+        )}
+      </div>
+      <div className="detail-pane">{selected ? <Detail key={selected} id={selected} system={systems.find((s) => s.id === selected)} /> : <Empty>Choose a system.</Empty>}</div>
+    </div>
+  );
+}
