@@ -10,7 +10,8 @@ import { describe, test } from "node:test";
 import { EventBus, type NewEvent } from "../../src/events/bus.js";
 import { EventHub, FilterError, MAX_TEXT_CHARS, parseFilter, redact, type EventFilter, type EventSink, type HubOptions } from "../../src/events/hub.js";
 
-const settle = () => new Promise((r) => setImmediate(r));
+/** Past the hub's batching (flushMs 1 here). */
+const settle = () => new Promise((r) => setTimeout(r, 5));
 
 interface Frame {
   id?: number;
@@ -71,7 +72,7 @@ function hub(opts: Partial<HubOptions> = {}) {
   const bus = new EventBus((err) => {
     throw err;
   });
-  const h = new EventHub(bus, { ringSize: 100, includeText: false, maxQueued: 50, heartbeatMs: 0, ...opts });
+  const h = new EventHub(bus, { ringSize: 100, includeText: false, maxQueued: 50, heartbeatMs: 0, flushMs: 1, ...opts });
   return { bus, hub: h };
 }
 
