@@ -73,17 +73,17 @@ fi
 ev() { echo "$1"; }
 tail=',"session_id":"'$sid'","parent_tool_use_id":null}'
 ev '{"type":"system","subtype":"init","cwd":"'"$PWD"'","session_id":"'$sid'","tools":["Read"],"model":"fake","permissionMode":"default","apiKeySource":"ANTHROPIC_API_KEY","claude_code_version":"2.1.197"}'
-ev '{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_faults'$$'","type":"message","role":"assistant","model":"fake","content":[],"usage":{"input_tokens":12,"output_tokens":0}}}'"$tail"
-ev '{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}}'"$tail"
+ev '{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_faults'$$'","type":"message","role":"assistant","model":"fake","content":[],"usage":{"input_tokens":12,"output_tokens":0}}'"$tail"
+ev '{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}'"$tail"
 printf -v pause '%d.%03d' $((ms / 1000)) $((ms % 1000))
 i=1
 while [ "$i" -le "$n" ]; do
   [ "$ms" -gt 0 ] && [ "$i" -gt 1 ] && sleep "$pause"
-  ev '{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"FAULTS-OK '$key' '$i'. "}}}'"$tail"
+  ev '{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"FAULTS-OK '$key' '$i'. "}}'"$tail"
   i=$((i + 1))
 done
-ev '{"type":"stream_event","event":{"type":"content_block_stop","index":0}}'"$tail"
-ev '{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":'$n'}}}'"$tail"
-ev '{"type":"stream_event","event":{"type":"message_stop"}}'"$tail"
+ev '{"type":"stream_event","event":{"type":"content_block_stop","index":0}'"$tail"
+ev '{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":'$n'}}'"$tail"
+ev '{"type":"stream_event","event":{"type":"message_stop"}'"$tail"
 ev '{"type":"result","subtype":"success","is_error":false,"api_error_status":null,"num_turns":1,"result":"","stop_reason":"end_turn","session_id":"'$sid'","usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":'$n'}}'
 exit 0

@@ -2,8 +2,8 @@
  * A system's canvas as a graph (@xyflow/react): its nodes and edges, laid out in layers along the
  * data flow (or where the builder placed them), growing as node and edge events arrive.
  */
-import { Background, Controls, Handle, Position, ReactFlow, ReactFlowProvider, useReactFlow, type Edge, type Node, type NodeProps } from "@xyflow/react";
-import { useEffect, useMemo } from "react";
+import { Background, Controls, Handle, Position, ReactFlow, ReactFlowProvider, useReactFlow, type Edge, type Node, type NodeChange, type NodeProps } from "@xyflow/react";
+import { useCallback, useEffect, useMemo, useRef } from "react";
 import type { CanvasEdge, CanvasNode } from "./types";
 
 type CbNode = Node<{ label: string; kind: string; fresh: boolean; selected: boolean }, "cb">;
@@ -76,6 +76,17 @@ function Fit({ count }: { count: number }) {
 
 export function CanvasGraph(props: { nodes: CanvasNode[]; edges: CanvasEdge[]; layout: "layered" | "canvas"; fresh: ReadonlySet<string>; selected?: string; onSelect: (id: string | undefined) => void }) {
   const { nodes, edges, layout, fresh, selected, onSelect } = props;
+  // xyflow keeps a node's measured size on the node object and hides a node until it has one. The
+  // nodes are rebuilt here whenever the canvas grows or a highlight ends; without their size a node
+  // must be measured again, and when two rebuilds come before that measurement xyflow never looks
+  // again: the node stays hidden (a blank canvas while the Builder builds). So sizes are kept.
+  const sizes = useRef(new Map<string, { width: number; height: number }>());
+  const onNodesChange = useCallback((changes: NodeChange<CbNode>[]) => {
+    for (const c of changes) {
+      if (c.type === "dimensions" && c.dimensions) sizes.current.set(c.id, c.dimensions);
+      else if (c.type === "remove") sizes.current.delete(c.id);
+    }
+  }, []);
   const flowNodes = useMemo<CbNode[]>(() => {
     const spots = layout === "layered" ? layered(nodes, edges) : undefined;
     return nodes.map((n) => ({
@@ -85,6 +96,7 @@ export function CanvasGraph(props: { nodes: CanvasNode[]; edges: CanvasEdge[]; l
       data: { label: n.label, kind: n.type, fresh: fresh.has(n.id), selected: n.id === selected },
       draggable: false,
       connectable: false,
+      measured: sizes.current.get(n.id),
     }));
   }, [nodes, edges, layout, fresh, selected]);
   const flowEdges = useMemo<Edge[]>(() => edges.map((e) => ({ id: e.id, source: e.from, target: e.to, className: fresh.has(e.id) ? "fresh" : undefined })), [edges, fresh]);
@@ -94,6 +106,7 @@ export function CanvasGraph(props: { nodes: CanvasNode[]; edges: CanvasEdge[]; l
         <ReactFlow
           nodes={flowNodes}
           edges={flowEdges}
+          onNodesChange={onNodesChange}
           nodeTypes={nodeTypes}
           nodesConnectable={false}
           nodesDraggable={false}

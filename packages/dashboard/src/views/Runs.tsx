@@ -79,7 +79,10 @@ function RunDetail({ id }: { id: string }) {
     const line = lineOf(e);
     if (line) setLive((l) => [...l, line].slice(-2000));
   });
-  useEffect(() => logEnd.current?.scrollIntoView({ block: "nearest" }), [live.length]);
+  // A block body: scrollIntoView returns a Promise in current Chromium, and an effect must not return one.
+  useEffect(() => {
+    logEnd.current?.scrollIntoView({ block: "nearest" });
+  }, [live.length]);
 
   const act = async (action: "pause" | "resume" | "cancel") => {
     setBusy(action);
