@@ -126,10 +126,10 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
     super(name, opts, deps, { places: ["~/.opencode/bin/opencode"], label: "opencode CLI", npmPackage: "opencode-ai" });
   }
 
-
-
   protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
-    const cwd = this.opts.cwd ?? path.join(this.deps.dataDir, "work", "opencode");
+    // A turn given a directory (a system's agent step runs in its sandbox) works there; ordinary
+    // stateless turns share one directory.
+    const cwd = this.opts.cwd ?? turn.session.cwd ?? path.join(this.deps.dataDir, "work", "opencode");
     mkdirSync(cwd, { recursive: true, mode: 0o700 });
     const args = ["run", "--format", "json", "-m", turn.model];
     if (this.opts.agent) args.push("--agent", this.opts.agent);

@@ -125,7 +125,9 @@ export class CliProcess {
     this.killGraceMs = opts.killGraceMs ?? 3000;
     this.child = spawn(opts.command, opts.args, {
       cwd: opts.cwd,
-      env: opts.env,
+      // PWD follows cwd as a shell's `cd` would: some CLIs (opencode) take their project directory
+      // from $PWD, and would otherwise work in the bridge's own directory.
+      env: opts.cwd ? { ...opts.env, PWD: opts.cwd } : opts.env,
       stdio: ["pipe", "pipe", "pipe"],
       detached: true, // own session and process group: kill(-pid) reaches the CLI's children too
       shell: false,

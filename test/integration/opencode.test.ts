@@ -3,6 +3,8 @@
  * client; only the model API is faked (testkit/fakes/openai-api.ts).
  */
 import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
@@ -171,5 +173,37 @@ describe("opencode backend through the bridge", () => {
     assert.deepEqual(results.map((r) => r.choices[0]?.message.content), ["done A1", "done A2", "done B1"]);
     assert.ok(order.indexOf("B1") < order.indexOf("A2"), `B ran while A1 was still answering (order ${order.join(",")})`);
     assert.ok(order.indexOf("A1") < order.indexOf("A2"));
+  });
+
+  test("a system's model step served by opencode runs in the system's sandbox", async () => {
+    const dataDir = tempDir("cb-oc-sandbox-");
+    const sandbox = path.join(dataDir, "sandboxes", "oc-step");
+    mkdirSync(sandbox, { recursive: true });
+    writeFileSync(path.join(sandbox, "NOTES.md"), "notes for the agent\n");
+    const b = await startTestBridge({
+      dataDir,
+      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      models: [{ id: MODEL, backend: "oc" }],
+      systems: [{ id: "oc-step", run: { kind: "model", model: MODEL, prompt: "say hi from the sandbox" } }],
+    });
+    try {
+      // The model asks opencode's own `read` tool for a relative path: opencode resolves it in its working directory.
+      fake.setScript((r) => {
+        const msgs: Array<{ role: string }> = r.body?.messages ?? [];
+        if (!msgs.some((m) => m.role === "tool")) return { kind: "tool_calls", calls: [{ id: "call_read_1", name: "read", arguments: { filePath: "NOTES.md" } }] };
+        return { kind: "text", chunks: ["hi"] };
+      });
+      const res = await fetch(`${b.url}/v1/systems/oc-step/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ inputs: {}, wait: true }) });
+      const run = (await res.json()) as { status: string; output: unknown };
+      assert.equal(run.status, "completed", JSON.stringify(run));
+      assert.equal(run.output, "hi");
+      const req = fake.mainRequests().filter((r) => r.rawBody.includes("say hi from the sandbox")).at(-1);
+      assert.ok(req, "opencode asked the model");
+      const toolResult = JSON.stringify((req.body?.messages ?? []).filter((m: { role: string }) => m.role === "tool"));
+      assert.ok(toolResult.includes("notes for the agent"), `opencode read NOTES.md in the sandbox: ${toolResult.slice(0, 300)}`);
+    } finally {
+      await b.close(0);
+      cleanup(dataDir);
+    }
   });
 });

@@ -130,6 +130,9 @@ describe("runCommand", () => {
         ctx,
       );
       const env = JSON.parse(result.output as string) as Record<string, string>;
+      // PWD is the command's own working directory (set with it, as a shell's cd would).
+      assert.equal(env.PWD, ctx.workDir());
+      delete env.PWD;
       const expected: Record<string, string> = { CLAWBRIDGE_TEST_ALLOWED: "allowed-value", GREETING: "hi Ada" };
       if (process.env.PATH !== undefined) expected.PATH = process.env.PATH;
       if (process.env.HOME !== undefined) expected.HOME = process.env.HOME;
