@@ -24,12 +24,13 @@ import type { ModelCaller } from "../systems/executor.js";
 import type { RunStore } from "../systems/db.js";
 import { Cancellation } from "../util/cancel.js";
 import { alnumId } from "../util/ids.js";
-import { architectPrompt, parsePlan, repairRequest, validatePlan, type ArchitectContext } from "./architect.js";
+import { architectPrompt, parsePlan, repairRequest, type ArchitectContext } from "./architect.js";
+import { validatePlan } from "./plan-check.js";
 import type { BuilderPending, BuildRecord, BuildStore, ConfigChange } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { applyChanges, changesFromWords, checkChanges, configurePrompt, parseChanges, systemDiff } from "./configure.js";
 import { compiledSystem, deployCanvas, undeployCanvas, type SystemsHost } from "./deploy.js";
-import { executeBuild, type StepReport } from "./executor.js";
+import { BuildRunner } from "./build-runner.js";
 import type { ToolCaller } from "./mcp-client.js";
 import type { BuilderOptions } from "./options.js";
 import type { DeployPolicy } from "./policy.js";
@@ -62,14 +63,26 @@ const COMMAND = /^\s*\/?(undo|pause|resume|deploy|undeploy|status)\b(?:\s+`?([a-
 export class BuilderEngine {
   /** Supervisor and Architect calls made (tests and the bench read it). */
   modelCalls = { supervisor: 0, architect: 0 };
-  /** Builds running in this process: their pause switch. */
-  private readonly live = new Map<string, { pause: Cancellation; done: Promise<BuildRecord> }>();
+  /** Builds running in this process. */
+  private readonly runner: BuildRunner;
 
   constructor(
     readonly name: string,
     private readonly opts: BuilderOptions,
     private readonly d: BuilderEngineDeps,
-  ) {}
+  ) {
+    this.runner = new BuildRunner({
+      canvases: d.canvases,
+      builds: d.builds,
+      connect: d.connect,
+      bus: d.bus,
+      maxParallel: opts.maxParallel,
+      retryDelayScale: opts.retryDelayScale,
+      ended: (rec) => {
+        if (rec.conversation) this.setState(rec.conversation, rec.status === "completed" ? "completed" : rec.status === "paused" ? "paused" : "error");
+      },
+    });
+  }
 
   async dispatch(input: DispatchInput): Promise<Dispatch> {
     const conv = input.turn.session.key;
@@ -151,7 +164,7 @@ export class BuilderEngine {
       const out = await this.callText(this.opts.architect, prompt.system, user, input.turn.cancel);
       if (out === undefined) return this.say(conv, `I could not reach the planning model (${this.opts.architect}); nothing was changed. Try again in a moment.`, "error");
       const parsed = parsePlan(out, { system });
-      errors = "errors" in parsed ? parsed.errors : validatePlan(parsed.plan, { canvas });
+      errors = "errors" in parsed ? parsed.errors : validatePlan(parsed.plan, { canvas, models: ctx.models.map((m) => m.id), systems: ctx.systems.map((s) => s.id) });
       if (!errors.length && "plan" in parsed) plan = parsed.plan;
       else user = `${prompt.user}\n\n${repairRequest(out, errors)}`;
     }
@@ -198,85 +211,10 @@ export class BuilderEngine {
     return { kind: "answer", events: this.follow(conv, rec, head, input.turn.cancel) };
   }
 
-  /** Start (or resume) a build in the background and stream its lines to this turn until it ends or detaches. */
-  private async *follow(conv: string, rec: BuildRecord, head: string, turnCancel: Cancellation): AsyncGenerator<BackendEvent> {
-    const lines: string[] = [];
-    let wake: (() => void) | undefined;
-    const push = (line: string) => {
-      lines.push(line);
-      const w = wake;
-      wake = undefined;
-      w?.();
-    };
+  /** Stream a build (fresh or resumed) to this turn until it ends or detaches; its end text names what comes next. */
+  private follow(conv: string, rec: BuildRecord, head: string, turnCancel: Cancellation): AsyncGenerator<BackendEvent> {
     this.setState(conv, "executing");
-    const done = this.start(rec, (r) => {
-      const line = stepLine(r);
-      if (line) push(line);
-    });
-    let ended: BuildRecord | undefined;
-    void done.then((b) => {
-      ended = b;
-      push("");
-    });
-    yield { type: "text", text: head };
-    const detachAt = Date.now() + this.opts.detachAfterSeconds * 1000;
-    // Bounded by the detach time; each wait ends on a line, the end, the client leaving, or the deadline.
-    while (!ended && !turnCancel.aborted && Date.now() < detachAt) {
-      if (!lines.length) {
-        await new Promise<void>((resolve) => {
-          const finish = () => {
-            clearTimeout(t);
-            off();
-            wake = undefined;
-            resolve();
-          };
-          const t = setTimeout(finish, Math.max(1, detachAt - Date.now()));
-          const off = turnCancel.onAbort(finish);
-          wake = finish;
-        });
-      }
-      const out = lines.splice(0).filter(Boolean);
-      if (out.length) yield { type: "text", text: `${out.join("\n")}\n` };
-    }
-    const rest = lines.splice(0).filter(Boolean);
-    if (rest.length) yield { type: "text", text: `${rest.join("\n")}\n` };
-    if (!ended) {
-      yield { type: "text", text: `\nThe build goes on in the background (build \`${rec.id}\`). Say **status** to see where it is, **pause** to stop it between steps.` };
-      yield { type: "done", finishReason: "stop" };
-      return;
-    }
-    yield { type: "text", text: `\n${await this.endText(ended)}` };
-    yield { type: "done", finishReason: "stop" };
-  }
-
-  /** Run a build (fresh or resumed) in the background; its end commits a canvas version and sets the state. */
-  private start(rec: BuildRecord, report: (r: StepReport) => void): Promise<BuildRecord> {
-    const pause = new Cancellation();
-    const done = (async () => {
-      let tools: ToolCaller | undefined;
-      try {
-        tools = await this.d.connect();
-        const out = await executeBuild({ tools, store: this.d.builds, bus: this.d.bus, maxParallel: this.opts.maxParallel, delayScale: this.opts.retryDelayScale }, rec, pause, report);
-        if (out.status !== "paused") {
-          // Laid out for the eye, then a version: undo goes back to before this plan.
-          if (out.status === "completed" && out.intent === "BUILD") await tools.call("canvas_apply_layout", { system: out.system, layout: "layered" });
-          if (this.d.canvases.get(out.system)) this.d.canvases.commitVersion(out.system, `${out.intent.toLowerCase()} ${out.id}: ${out.plan.metadata.summary || out.status}`.slice(0, 200));
-        }
-        return out;
-      } catch (err) {
-        rec.status = "failed";
-        rec.error = `the tools could not be reached: ${(err as Error).message}`;
-        this.d.builds.save(rec);
-        this.d.bus.emit({ type: "execution:planComplete", buildId: rec.id, system: rec.system, status: "failed", error: rec.error, ms: 0 });
-        return rec;
-      } finally {
-        await tools?.close().catch(() => {});
-        this.live.delete(rec.id);
-        if (rec.conversation) this.setState(rec.conversation, rec.status === "completed" ? "completed" : rec.status === "paused" ? "paused" : "error");
-      }
-    })();
-    this.live.set(rec.id, { pause, done });
-    return done;
+    return this.runner.follow(rec, head, turnCancel, this.opts.detachAfterSeconds * 1000, (b) => this.endText(b));
   }
 
   private async endText(b: BuildRecord): Promise<string> {
@@ -350,9 +288,9 @@ export class BuilderEngine {
   private async command(conv: string, cmd: string, id: string | undefined, input: DispatchInput): Promise<Dispatch> {
     if (cmd === "pause") {
       const b = this.d.builds.latest(conv, ["running"]);
-      if (!b || !this.live.has(b.id)) return this.say(conv, "No build is running in this conversation.", "idle");
+      if (!b || !this.runner.isLive(b.id)) return this.say(conv, "No build is running in this conversation.", "idle");
       this.pause(b.id);
-      const out = await this.live.get(b.id)?.done;
+      const out = await this.runner.settled(b.id);
       return this.say(conv, out ? await this.endText(out) : "Paused.", "paused");
     }
     if (cmd === "resume") {
@@ -423,29 +361,22 @@ export class BuilderEngine {
 
   /** Ask a running build to stop between steps. False when it is not running here. */
   pause(buildId: string): boolean {
-    const live = this.live.get(buildId);
-    if (!live) return false;
-    live.pause.abort(new Error("paused"));
-    return true;
+    return this.runner.pause(buildId);
   }
 
   /** Resume a paused build in the background. */
   resume(buildId: string): BuildRecord | undefined {
-    const b = this.d.builds.get(buildId);
-    if (!b || b.status !== "paused" || this.live.has(buildId)) return undefined;
-    void this.start(b, () => {});
-    return b;
+    return this.runner.resume(buildId);
   }
 
   /** Wait for a live build (tests, shutdown). */
-  async settled(buildId: string): Promise<BuildRecord | undefined> {
-    return (await this.live.get(buildId)?.done) ?? this.d.builds.get(buildId);
+  settled(buildId: string): Promise<BuildRecord | undefined> {
+    return this.runner.settled(buildId);
   }
 
   /** Pause every live build (shutdown): they resume from their unfinished steps. */
-  async close(): Promise<void> {
-    for (const id of [...this.live.keys()]) this.pause(id);
-    await Promise.all([...this.live.values()].map((l) => l.done.catch(() => undefined)));
+  close(): Promise<void> {
+    return this.runner.close();
   }
 
   // ---- helpers ---------------------------------------------------------------------------------
@@ -559,22 +490,6 @@ export class BuilderEngine {
 function wordIn(text: string, word: string): boolean {
   const esc = word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   return new RegExp(`(^|[^a-z0-9_-])${esc}($|[^a-z0-9_-])`).test(text);
-}
-
-function stepLine(r: StepReport): string | undefined {
-  const what = `\`${r.step.id}\` ${r.step.name && r.step.name !== r.step.id ? `${r.step.name} ` : ""}`;
-  switch (r.status) {
-    case "completed":
-      return `- ✓ ${what}${r.detail ? `→ \`${r.detail}\`` : ""}`;
-    case "failed":
-      return `- ✗ ${what}failed: ${r.detail ?? ""}`;
-    case "skipped":
-      return `- – ${what}${r.detail ?? "skipped"}`;
-    case "retry":
-      return `- ↻ ${what}attempt ${r.attempt}: ${r.detail ?? ""}`;
-    default:
-      return undefined;
-  }
 }
 
 export function planSummary(plan: ExecutionPlan): string {

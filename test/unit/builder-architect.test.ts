@@ -9,11 +9,10 @@ import {
   architectPrompt,
   examplePlan,
   parsePlan,
-  planOrder,
   repairRequest,
-  validatePlan,
   type ArchitectContext,
 } from "../../src/builder/architect.js";
+import { validatePlan } from "../../src/builder/plan-check.js";
 import { substitute, UndefinedVariableError, variablesIn } from "../../src/builder/plan-vars.js";
 import type { BuildStep, Canvas, ExecutionPlan } from "../../src/builder/types.js";
 
@@ -187,15 +186,14 @@ test("parsePlan: no JSON, no steps, broken JSON", () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// validatePlan, planOrder
+// validatePlan (the Builder runs steps in dependency order: test/integration/builder.test.ts)
 
-test("validatePlan: a plan listed out of order is valid; planOrder puts dependencies first", () => {
+test("validatePlan: a plan listed out of order is valid", () => {
   const p = plan([connect("link", "${a_node}", "${b_node}", ["make_a", "make_b"]), node("make_b", "b_node"), node("make_a", "a_node")]);
   assert.deepEqual(validatePlan(p), []);
-  assert.deepEqual(planOrder(p.steps), [["make_b", "make_a"], ["link"]]);
 });
 
-test("validatePlan: a diamond is valid; planOrder gives 3 waves", () => {
+test("validatePlan: a diamond is valid", () => {
   const p = plan([
     node("top", "top_node"),
     node("left", "left_node"),
@@ -205,7 +203,6 @@ test("validatePlan: a diamond is valid; planOrder gives 3 waves", () => {
     { id: "bottom", action: "CREATE_FILE", params: { path: "edges.txt", content: "${l_edge} ${r_edge}" }, dependsOn: ["l", "r"] },
   ]);
   assert.deepEqual(validatePlan(p), []);
-  assert.deepEqual(planOrder(p.steps), [["top", "left", "right"], ["l", "r"], ["bottom"]]);
 });
 
 test("validatePlan: a cycle names its steps", () => {
@@ -220,8 +217,6 @@ test("validatePlan: a cycle names its steps", () => {
   hasProblem(problems, /dependency cycle/, /"a"/, /"b"/, /"c"/);
   hasProblem(problems, /step "solo" depends on itself/);
   assert.equal(problems.length, 2);
-  // planOrder does not lose steps on a cycle
-  assert.deepEqual(planOrder(p.steps).flat().sort(), ["a", "b", "c", "free", "solo"]);
 });
 
 test("validatePlan: an undefined variable; a variable used without depending on its producer", () => {
@@ -244,7 +239,6 @@ test("validatePlan: a transitive dependency is enough", () => {
     { id: "c", action: "DELETE_NODE", params: { node: "${a_node}" }, dependsOn: ["b"] },
   ]);
   assert.deepEqual(validatePlan(p), []);
-  assert.deepEqual(planOrder(p.steps), [["a"], ["b"], ["c"]]);
 });
 
 test("validatePlan: unknown action, unknown dependsOn, duplicate ids, duplicate outputs", () => {
