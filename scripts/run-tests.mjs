@@ -5,6 +5,9 @@
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const failuresReporter = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), "failures-reporter.mjs")).href;
 
 function find(dir) {
   const out = [];
@@ -24,7 +27,13 @@ const args = raw.filter((a) => !dirs.includes(a));
 const files = args.some((a) => a.endsWith(".ts")) ? [] : (dirs.length ? dirs : ["test"]).flatMap(find).sort();
 const child = spawn(
   process.execPath,
-  ["--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000", ...args, ...files],
+  [
+    "--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000",
+    // TAP as before, then a list of the failed tests at the very end of the output.
+    "--test-reporter=tap", "--test-reporter-destination=stdout",
+    `--test-reporter=${failuresReporter}`, "--test-reporter-destination=stdout",
+    ...args, ...files,
+  ],
   { stdio: "inherit" },
 );
 const forward = (sig) => child.kill(sig);
