@@ -13,8 +13,8 @@ export interface CliProcessOptions {
   args: string[];
   env: NodeJS.ProcessEnv;
   cwd?: string;
-  /** Written to stdin, then stdin is closed. */
-  stdin?: string;
+  /** Written to stdin, then stdin is closed. `"keep"`: stdin stays open for `write()` (a warm CLI). */
+  stdin?: string | "keep";
   /** Aborting terminates the process group. */
   signal?: AbortSignal;
   /** Wall-clock limit for the whole process; 0 = none. */
@@ -28,6 +28,8 @@ export interface CliProcessOptions {
   exitLingerMs?: number;
   /** What this process is, in words (the backend's CLI, a system's command), for the dashboard. */
   label?: string;
+  /** A long-lived process serving many turns (src/warm): listed as warm. */
+  warm?: boolean;
 }
 
 export interface ProcessEnd {
@@ -78,6 +80,8 @@ export interface LiveProcessInfo {
   cwd?: string;
   /** Epoch milliseconds. */
   startedAt: number;
+  /** A warm process, kept between turns (src/warm). */
+  warm?: boolean;
 }
 
 /** The processes still running, oldest first. */
@@ -105,6 +109,8 @@ export class CliProcess {
   readonly child: ChildProcess;
   private reason: ProcessEnd["reason"] = "exit";
   private stderrBuf = "";
+  /** Characters of stderr seen so far (a warm process's turn takes the part after its mark). */
+  private stderrCount = 0;
   private spawnError: Error | undefined;
   private readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** The process exited and its pipes closed (or it never started): nothing left to signal. */
@@ -134,7 +140,14 @@ export class CliProcess {
     });
     live.add(this);
     const pid = this.child.pid;
-    this.info = { pid, command: opts.command, ...(opts.label ? { label: opts.label } : {}), ...(opts.cwd ? { cwd: opts.cwd } : {}), startedAt: Date.now() };
+    this.info = {
+      pid,
+      command: opts.command,
+      ...(opts.label ? { label: opts.label } : {}),
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
+      startedAt: Date.now(),
+      ...(opts.warm ? { warm: true } : {}),
+    };
     this.leaderStart = pid ? startTime(pid) : undefined;
     const record = run && pid ? writeRunRecord(run.dir, run.owner, pid, opts.command, this.leaderStart) : undefined;
     this.exited = new Promise((resolve) => {
@@ -166,11 +179,14 @@ export class CliProcess {
     this.child.stderr?.setEncoding("utf8");
     this.child.stderr?.on("data", (d: string) => {
       this.stderrBuf = (this.stderrBuf + d).slice(-STDERR_KEEP);
+      this.stderrCount += d.length;
     });
     this.child.stdin?.on("error", () => {
       /* the CLI may exit before reading all of stdin; the exit tells why */
     });
-    if (opts.stdin !== undefined) this.child.stdin?.end(opts.stdin);
+    if (opts.stdin === "keep") {
+      /* kept open: write() */
+    } else if (opts.stdin !== undefined) this.child.stdin?.end(opts.stdin);
     else this.child.stdin?.end();
     if (opts.timeoutMs && opts.timeoutMs > 0) {
       this.timer = setTimeout(() => void this.terminate("timeout"), opts.timeoutMs);
@@ -184,6 +200,35 @@ export class CliProcess {
 
   get pid(): number | undefined {
     return this.child.pid;
+  }
+
+  /** Characters written to stderr so far. */
+  get stderrTotal(): number {
+    return this.stderrCount;
+  }
+
+  /** stderr written after `mark` (a `stderrTotal` reading), within the kept tail. */
+  stderrSince(mark: number): string {
+    const n = this.stderrCount - mark;
+    return n <= 0 ? "" : this.stderrBuf.slice(-n);
+  }
+
+  /** Whether the process is still running (not exited, not failed to start). */
+  get running(): boolean {
+    return !this.closed && this.child.exitCode === null && this.child.signalCode === null && this.reason !== "spawn_error";
+  }
+
+  /** Write to a kept-open stdin (`stdin: "keep"`). False when the process can no longer take input. */
+  write(data: string): boolean {
+    const stdin = this.child.stdin;
+    if (!stdin || stdin.destroyed || stdin.writableEnded || !this.running) return false;
+    stdin.write(data);
+    return true;
+  }
+
+  /** Close a kept-open stdin (a stream-json CLI ends after its current turn). */
+  endInput(): void {
+    this.child.stdin?.end();
   }
 
   /** stdout, line by line, until the process closes it. */
