@@ -79,7 +79,7 @@ export const kill9Part: Part = {
     const ws = workspace(ctx.tmpRoot, "kill9", ctx.runMark);
     const config = writeConfig(ws, "kill9", {
       server: { maxConcurrent: 32, maxQueue: 64, queueTimeoutSeconds: 30, shutdownGraceSeconds: 0 },
-      backends: { resume: { type: "claude-code", command: ws.claudeBin, env: cliEnv(ws), timeoutSeconds: 120, killGraceSeconds: 1 } },
+      backends: { resume: { type: "claude-code", command: ws.claudeBin, env: cliEnv(ws), timeoutSeconds: 120, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: MODEL, backend: "resume", session: { mode: "resume" } }],
     });
     const rng = new Rng(ctx.seed * 31 + 9);

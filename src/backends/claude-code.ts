@@ -7,6 +7,8 @@
  */
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
+import { warmOption } from "../warm/options.js";
+import { StreamJsonWarm } from "./cli-warm.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, FinishReason, TurnInput, Usage } from "./types.js";
@@ -48,6 +50,8 @@ export const claudeCodeOptionsSchema = z.strictObject({
   systemPromptFile: z.boolean().default(true),
   /** Stream token deltas (`--include-partial-messages`); without it text arrives per message. */
   includePartialMessages: z.boolean().default(true),
+  /** One long-lived `--input-format stream-json` process per conversation (src/warm). */
+  warm: warmOption(true),
 });
 export type ClaudeCodeOptions = z.infer<typeof claudeCodeOptionsSchema>;
 
@@ -243,15 +247,37 @@ function resultText(content: unknown): string {
 
 export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
   readonly type = "claude-code";
-  /** Pid of the most recent turn's process (for tests and diagnostics). */
+  /** The warm pool (warm mode only). */
+  readonly warm: StreamJsonWarm | undefined;
 
   constructor(name: string, opts: ClaudeCodeOptions, deps: BackendDeps) {
     super(name, opts, deps, { places: ["~/.claude/local/claude", "~/.local/bin/claude"], label: "Claude Code CLI", npmPackage: "@anthropic-ai/claude-code" });
+    if (opts.warm.enabled) this.warm = new StreamJsonWarm(name, opts.warm, opts.killGraceSeconds, deps.logger.child({ backend: name }), (pid) => (this.lastPid = pid));
   }
 
+  protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    if (!this.warm) return this.coldTurn(turn, bin);
+    const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
+    return this.warm.run(
+      turn,
+      [bin, turn.model, turn.prompt.system, cwd],
+      () => {
+        const file =
+          this.opts.systemPromptFile && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system) : undefined;
+        const args = claudeArgs(this.opts, turn, file?.file);
+        args.splice(1, 0, "--input-format", "stream-json");
+        return { label: "claude", bin, args, env: this.env(), cwd, file };
+      },
+      new ClaudeStreamMapper("claude", !!turn.session.backendSessionId),
+      () => this.coldTurn(turn, bin),
+    );
+  }
 
+  async close(): Promise<void> {
+    await this.warm?.close();
+  }
 
-  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+  private async *coldTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     const resuming = !!turn.session.backendSessionId;
     const systemFile =

@@ -20,18 +20,21 @@
  * - An unknown thread id: stderr `Error: thread/resume: thread/resume failed: no rollout found for
  *   thread id <id> (code -32600)`, exit 1. A value that is not a UUID is taken as a thread NAME and,
  *   when no thread has that name, codex silently starts a new thread: the backend never passes one.
+ * - Warm (option `warm`, on by default): one `codex app-server` per conversation instead, giving
+ *   token deltas (src/warm/codex-app-server.ts); the same threads, so warm and cold turns alternate.
  * Observed formats: docs/CLI_FORMATS.md.
  */
-import { createReadStream } from "node:fs";
-import { readdir } from "node:fs/promises";
 import { homedir } from "node:os";
 import path from "node:path";
-import { createInterface } from "node:readline";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
+import { CodexAppServer, runCodexWarmTurn, type CodexThreadSettings } from "../warm/codex-app-server.js";
+import { warmOption } from "../warm/options.js";
+import { WarmPool } from "../warm/pool.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { CODEX_THREAD_ID, codexRolloutTotals, codexTurnUsage, totalsOf, type CodexTotals } from "./codex-usage.js";
 import type { BackendDeps, BackendModule } from "./module.js";
-import type { BackendError, BackendEvent, TurnInput, Usage } from "./types.js";
+import type { BackendError, BackendEvent, TurnInput } from "./types.js";
 
 export const codexOptionsSchema = z.strictObject({
   ...cliBaseOptions("codex"),
@@ -45,14 +48,21 @@ export const codexOptionsSchema = z.strictObject({
   skipGitRepoCheck: z.boolean().default(true),
   /** Pass the bootstrap as `model_instructions_file` (replacing codex's own base instructions). false: never. */
   systemPromptFile: z.boolean().default(true),
+  /** Keep one `codex app-server` per conversation between turns (token deltas); `enabled: false`: `codex exec` per turn. */
+  warm: warmOption(true),
 });
 export type CodexOptions = z.infer<typeof codexOptionsSchema>;
 
-/** What codex prints (stderr, exit 1) when `exec resume` names a thread it cannot load. */
-export const CODEX_SESSION_NOT_FOUND = /no rollout found for thread id|thread\/resume failed|no (?:thread|session) found/i;
+/**
+ * What codex prints (stderr, exit 1) when `exec resume` names a thread it cannot load — but not
+ * `thread/resume failed: thread <id> already has an active writer`: the thread exists and another
+ * codex process (a warm app-server of another backend) holds it (`CODEX_THREAD_BUSY`).
+ */
+export const CODEX_SESSION_NOT_FOUND = /no rollout found for thread id|thread\/resume failed(?!.*already has an active writer)|no (?:thread|session) found/i;
+/** Another codex process has the thread open for writing. */
+export const CODEX_THREAD_BUSY = /already has an active writer/i;
 
-/** Codex's thread ids are UUIDs; anything else would be looked up as a thread NAME (and silently start a new thread). */
-export const CODEX_THREAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export { CODEX_THREAD_ID, codexRolloutTotals, codexTurnUsage, type CodexTotals } from "./codex-usage.js";
 
 /** A TOML value for `-c key=value` (a JSON string literal is a valid TOML basic string). */
 const toml = (s: string) => JSON.stringify(s);
@@ -72,96 +82,31 @@ export function codexArgs(opts: CodexOptions, turn: Pick<TurnInput, "model" | "s
   return args;
 }
 
-/** Codex's token counters (`turn.completed.usage`, rollout `token_count.info.total_token_usage`). */
-export interface CodexTotals {
-  input_tokens: number;
-  cached_input_tokens: number;
-  output_tokens: number;
-  reasoning_output_tokens: number;
+/**
+ * `codex app-server`'s arguments: the same safe settings as `codex exec` gets, and of the extra
+ * `args` only the config flags the app-server takes too (`-c k=v`, `--config`, `--enable`, `--disable`).
+ */
+export function codexAppServerArgs(opts: CodexOptions): string[] {
+  const args = ["app-server", "-c", `sandbox_mode=${toml(opts.sandbox)}`, "-c", `approval_policy=${toml(opts.approvalPolicy)}`];
+  if (!opts.shellTool) args.push("-c", "features.shell_tool=false");
+  for (let i = 0; i < opts.args.length; i++) {
+    const a = opts.args[i]!;
+    if (["-c", "--config", "--enable", "--disable"].includes(a) && i + 1 < opts.args.length) args.push(a, opts.args[++i]!);
+    else if (/^--(?:config|enable|disable)=/.test(a)) args.push(a);
+  }
+  return args;
 }
 
-function totalsOf(u: unknown): CodexTotals | undefined {
-  if (!u || typeof u !== "object") return undefined;
-  const o = u as Record<string, unknown>;
-  const n = (k: string) => (typeof o[k] === "number" && Number.isFinite(o[k]) ? (o[k] as number) : 0);
-  if (typeof o.input_tokens !== "number" && typeof o.output_tokens !== "number") return undefined;
-  return { input_tokens: n("input_tokens"), cached_input_tokens: n("cached_input_tokens"), output_tokens: n("output_tokens"), reasoning_output_tokens: n("reasoning_output_tokens") };
-}
-
-/** This turn's usage: the running total after it minus the total before it. */
-export function codexTurnUsage(after: CodexTotals, before: CodexTotals | undefined): Usage {
-  const b = before ?? { input_tokens: 0, cached_input_tokens: 0, output_tokens: 0, reasoning_output_tokens: 0 };
-  const d = (k: keyof CodexTotals) => Math.max(0, after[k] - b[k]);
-  const promptTokens = d("input_tokens");
-  const completionTokens = d("output_tokens");
-  const usage: Usage = { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens };
-  if (d("cached_input_tokens")) usage.cachedTokens = d("cached_input_tokens");
-  if (d("reasoning_output_tokens")) usage.reasoningTokens = d("reasoning_output_tokens");
-  return usage;
-}
+/** What `initialize` tells codex about its client: codex derives the model requests' `originator` and User-Agent from it. */
+const CODEX_CLIENT_INFO = { name: "codex_exec", title: "clawbridge", version: "0.1.0" };
+/** Limit for each of the app-server's answers (initialize, thread, turn start). */
+const CODEX_REQUEST_TIMEOUT_MS = 30_000;
 
 /**
- * The thread's running token total as recorded in its rollout file
- * (`<codexHome>/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`, last `token_count` event).
- * Zero totals when the file has no count yet; undefined when the file is not found or unreadable.
+ * codex's error text → a bridge error. Formats: docs/CLI_FORMATS.md. `knownStatus`: the model
+ * API's HTTP status when codex reported it apart from the text (the app-server's `codexErrorInfo`).
  */
-export async function codexRolloutTotals(codexHome: string, threadId: string): Promise<CodexTotals | undefined> {
-  if (!CODEX_THREAD_ID.test(threadId)) return undefined;
-  const file = await findRollout(path.join(codexHome, "sessions"), `-${threadId}.jsonl`);
-  if (!file) return undefined;
-  let last: CodexTotals = { input_tokens: 0, cached_input_tokens: 0, output_tokens: 0, reasoning_output_tokens: 0 };
-  try {
-    const rl = createInterface({ input: createReadStream(file, "utf8"), crlfDelay: Infinity });
-    for await (const line of rl) {
-      if (!line.includes('"token_count"')) continue;
-      try {
-        const t = totalsOf(JSON.parse(line)?.payload?.info?.total_token_usage);
-        if (t) last = t;
-      } catch {
-        /* a partial line */
-      }
-    }
-  } catch {
-    return undefined;
-  }
-  return last;
-}
-
-async function sortedDirs(dir: string): Promise<string[]> {
-  try {
-    const entries = await readdir(dir, { withFileTypes: true });
-    return entries
-      .filter((e) => e.isDirectory())
-      .map((e) => e.name)
-      .sort()
-      .reverse();
-  } catch {
-    return [];
-  }
-}
-
-/** Newest day first; bounded: sessions/<year>/<month>/<day>/ only. */
-async function findRollout(sessions: string, suffix: string): Promise<string | undefined> {
-  for (const y of await sortedDirs(sessions)) {
-    for (const m of await sortedDirs(path.join(sessions, y))) {
-      for (const d of await sortedDirs(path.join(sessions, y, m))) {
-        const dir = path.join(sessions, y, m, d);
-        let names: string[] = [];
-        try {
-          names = await readdir(dir);
-        } catch {
-          continue;
-        }
-        const hit = names.find((n) => n.startsWith("rollout-") && n.endsWith(suffix));
-        if (hit) return path.join(dir, hit);
-      }
-    }
-  }
-  return undefined;
-}
-
-/** codex's error text → a bridge error. Formats: docs/CLI_FORMATS.md. */
-export function codexError(label: string, raw: string): BackendError {
+export function codexError(label: string, raw: string, knownStatus?: number): BackendError {
   let message = raw.trim();
   let status: number | undefined;
   const start = message.indexOf("{");
@@ -180,6 +125,7 @@ export function codexError(label: string, raw: string): BackendError {
   }
   const m = /\b(?:unexpected )?status:? (\d{3})\b/i.exec(raw);
   if (!status && m) status = Number(m[1]);
+  if (!status && knownStatus && knownStatus >= 400) status = knownStatus;
   message = message.replace(/,? url: \S+$/, "");
   const transient = status === undefined && /high demand|stream disconnected|connection|timed? ?out|reconnecting/i.test(message);
   return {
@@ -304,6 +250,10 @@ export class CodexStreamMapper implements CliTurnMapper {
       out.push({ type: "done", finishReason: "stop" });
       return out;
     }
+    if (this.resuming && !this.threadId && CODEX_THREAD_BUSY.test(end.stderr)) {
+      const line = end.stderr.split("\n").find((l) => CODEX_THREAD_BUSY.test(l))?.trim() ?? "";
+      return [{ type: "error", error: { code: "backend_failed", message: `${this.label}: ${line.replace(/^Error:\s*/, "")}`, status: 409, retryable: true } }];
+    }
     if (this.resuming && !this.threadId && CODEX_SESSION_NOT_FOUND.test(end.stderr)) {
       const line = end.stderr.split("\n").find((l) => CODEX_SESSION_NOT_FOUND.test(l))?.trim() ?? stderrTail(end.stderr);
       return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${line.replace(/^Error:\s*/, "")}`, status: 404 } }];
@@ -325,12 +275,20 @@ const MAX_REMEMBERED_THREADS = 2000;
 export class CodexBackend extends CliBackendBase<CodexOptions> {
   readonly type = "codex";
   private readonly totals = new Map<string, CodexTotals>();
-  /** Pid of the most recent turn's process (for tests and diagnostics). */
+  private pool: WarmPool<CodexAppServer> | undefined;
 
   constructor(name: string, opts: CodexOptions, deps: BackendDeps) {
     super(name, opts, deps, { places: [], label: "Codex CLI", npmPackage: "@openai/codex" });
   }
 
+  /** The warm app-servers (made on the first warm turn). */
+  get warmPool(): WarmPool<CodexAppServer> {
+    return (this.pool ??= new WarmPool<CodexAppServer>(this.name, this.opts.warm, this.deps.logger.child({ backend: this.name, warm: "codex" })));
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.close();
+  }
 
   /** `$CODEX_HOME`, default `~/.codex` (of the HOME codex runs with). */
   codexHome(env: NodeJS.ProcessEnv = this.env()): string {
@@ -353,6 +311,51 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
       yield { type: "error", error: { code: "session_not_found", message: `codex: "${resume.slice(0, 80)}" is not a codex thread id`, status: 404 } };
       return;
     }
+    if (this.opts.warm.enabled) yield* this.runWarm(turn, bin);
+    else yield* this.runCold(turn, bin);
+  }
+
+  /** The turn on the conversation's `codex app-server` (src/warm/codex-app-server.ts). */
+  private runWarm(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    const resume = turn.session.backendSessionId;
+    // The thread's running total moves on without `codex exec`: a later cold turn reads it from the rollout.
+    if (resume) this.totals.delete(resume);
+    const settings: CodexThreadSettings = {
+      cwd: conversationCwd(turn, this.deps.dataDir, this.opts.cwd),
+      sandbox: this.opts.sandbox,
+      approvalPolicy: this.opts.approvalPolicy,
+      ...(turn.model && turn.model !== this.opts.defaultModelName ? { model: turn.model } : {}),
+      ...(this.opts.systemPromptFile && turn.prompt.system ? { baseInstructions: turn.prompt.system } : {}),
+    };
+    return runCodexWarmTurn({
+      pool: this.warmPool,
+      key: turn.session.key,
+      signal: turn.signal,
+      resume,
+      prompt: turn.prompt.text,
+      settings,
+      server: {
+        label: "codex",
+        command: bin,
+        args: codexAppServerArgs(this.opts),
+        env: this.env(),
+        cwd: settings.cwd,
+        killGraceMs: this.opts.killGraceSeconds * 1000,
+        logger: this.deps.logger.child({ backend: this.name }),
+        clientInfo: CODEX_CLIENT_INFO,
+        requestTimeoutMs: CODEX_REQUEST_TIMEOUT_MS,
+      },
+      interruptGraceMs: this.opts.warm.interruptGraceSeconds * 1000,
+      errorOf: (message, status) => codexError("codex", message, status),
+      sessionNotFound: CODEX_SESSION_NOT_FOUND,
+      cold: () => this.runCold(turn, bin),
+      onWorker: (w) => (this.lastPid = w.pid),
+    });
+  }
+
+  /** The turn with `codex exec` (a process of its own). */
+  private async *runCold(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    const resume = turn.session.backendSessionId;
     const env = this.env();
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     let baseline: CodexTotals | null | undefined = null;

@@ -175,7 +175,7 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
         up: { type: "openai", baseUrl: up.url, apiKey: "x" },
         // Nothing listens on port 9: a backend the Backends view and the doctor show as not usable.
         offline: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" },
-        cc: { type: "claude-code", command: path.join(ROOT, "testkit", "fakes", "fake-claude-cli.sh"), env: { FAULTS_DIR: path.join(dir, "cli") }, timeoutSeconds: 30, killGraceSeconds: 1 },
+        cc: { type: "claude-code", command: path.join(ROOT, "testkit", "fakes", "fake-claude-cli.sh"), env: { FAULTS_DIR: path.join(dir, "cli") }, timeoutSeconds: 30, killGraceSeconds: 1, warm: { enabled: false } },
         builder: { type: "builder", supervisor: "sup", architect: "arch", answer: "ans", retryDelayScale: 0.05 },
         router: { type: "router", classifier: "cls", answer: "ans" },
       },

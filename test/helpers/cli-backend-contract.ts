@@ -5,13 +5,19 @@
  * stops early, an abort or the timeout; `session_not_found` for an unknown session and for one
  * whose files are gone; an API error as `upstream_error` with the model's message; a missing binary
  * as `backend_unavailable`. The backend drives the CLI as users have it; only the model is faked.
+ *
+ * `warm: true` runs the same contract on a backend in warm mode (src/warm): a process outlives its
+ * turn on purpose, so "no process left behind" becomes "the process is either gone or serves the
+ * conversation's next turn — never a second one"; a lost session is seen once the warm process has
+ * gone. Warm mode adds its own checks: turn 2 on the same process, a process killed mid-turn,
+ * `maxProcesses` with a new conversation arriving, idle reaping, and `close()` ending them all.
  */
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { existsSync, readdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import type { Backend } from "../../src/backends/types.js";
+import type { Backend, BackendEvent } from "../../src/backends/types.js";
 import { assertEndsOnce, collect, errorOf, guardedRun, pidGone, sessionOf, textOf, turnInput } from "./backend-turn.js";
 import { eventually } from "./bridge.js";
 
@@ -22,6 +28,18 @@ const hang: CommonReply = { kind: "hang" };
 
 /** A CLI backend with the pid of its last process. */
 export type CliBackend = Backend & { readonly lastPid?: number };
+
+/** A warm process that stayed: it serves the conversation's next turn (the same pid answers). */
+async function reusedOrGone(t: CliUnderTest<unknown>, backend: CliBackend, key: string, pid: number, sessionId: string | undefined, system?: string): Promise<void> {
+  if (pidGone(pid)) return;
+  t.reply(text(["again"]));
+  // The same session and bootstrap: the process it was started for fits.
+  const evs = await collect(backend.run(turnInput(key, "again?", { sessionId, system })));
+  assertEndsOnce(evs);
+  assert.equal(evs.at(-1)?.type, "done", JSON.stringify(evs));
+  assert.equal(textOf(evs), "again");
+  assert.equal(backend.lastPid, pid, "the conversation's warm process served its next turn (no second process)");
+}
 
 export interface CliUnderTest<Reply> {
   /** The binary's name ("claude"). */
@@ -50,6 +68,8 @@ export interface CliUnderTest<Reply> {
   sessionFilesWhere: string;
   /** The timeout of the timeout test: long enough for the CLI to start and reach the model. */
   timeoutSeconds: number;
+  /** The backends run in warm mode (`make` gives warm backends too). */
+  warm?: boolean;
 }
 
 /** Files the backend writes per turn (system prompt files...) that are still there. */
@@ -59,6 +79,7 @@ function turnFilesLeft(dataDir: string): string[] {
 }
 
 export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
+  if (t.warm) warmContract(t);
   test("health reports the CLI version", async () => {
     const h = await t.backend().health();
     assert.equal(h.usable, true, h.detail);
@@ -69,14 +90,17 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
     t.reply(text(["one ", "two ", "three"], 300));
     const backend = t.backend();
     let sawText = false;
+    let sid: string | undefined;
     for await (const ev of backend.run(turnInput("conv-early", "count"))) {
+      if (ev.type === "session") sid = ev.id;
       if (ev.type === "text") {
         sawText = true;
         break;
       }
     }
     assert.ok(sawText);
-    assert.ok(pidGone(backend.lastPid!), "process terminated and reaped when the generator was closed");
+    if (t.warm) await reusedOrGone(t as CliUnderTest<unknown>, backend, "conv-early", backend.lastPid!, sid);
+    else assert.ok(pidGone(backend.lastPid!), "process terminated and reaped when the generator was closed");
   });
 
   test("resuming an unknown session id gives session_not_found without calling the model", async () => {
@@ -95,9 +119,17 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
     const t1 = await collect(t.backend().run(turnInput("conv-deleted", "remember me")));
     const sid = sessionOf(t1)!;
     assert.ok(sid, JSON.stringify(t1));
+    // A warm CLI may write its session file a moment after the turn.
+    await eventually(() => t.sessionFiles(sid).length > 0, 5000);
     const files = t.sessionFiles(sid);
     assert.equal(files.length, 1, `the session is stored under ${t.sessionFilesWhere}`);
     unlinkSync(files[0]!);
+    if (t.warm) {
+      // A warm process holds the session itself; the loss shows once that process has gone.
+      const pid = t.backend().lastPid!;
+      process.kill(pid, "SIGKILL");
+      assert.ok(await eventually(() => pidGone(pid), 10_000), "the warm process is gone");
+    }
     const evs = await collect(t.backend().run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
     assertEndsOnce(evs);
     assert.equal(errorOf(evs)?.code, "session_not_found", JSON.stringify(errorOf(evs)));
@@ -129,8 +161,9 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
     const evs = await done;
     assertEndsOnce(evs);
     assert.equal(errorOf(evs)?.code, "aborted");
-    assert.ok(pidGone(pid), "process reaped");
     assert.deepEqual(turnFilesLeft(t.dataDir()), [], "the per-turn files are removed after an aborted turn too");
+    if (t.warm) await reusedOrGone(t as CliUnderTest<unknown>, backend, "conv-abort", pid, sessionOf(evs), "boot");
+    else assert.ok(pidGone(pid), "process reaped");
   });
 
   test("a turn over timeoutSeconds is stopped by the pipeline's deadline with backend_timeout", async () => {
@@ -141,7 +174,12 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
     const err = errorOf(evs);
     assert.equal(err?.code, "backend_timeout");
     assert.equal(err?.retryable, true);
-    assert.ok(pidGone(slow.lastPid!), "process reaped");
+    if (t.warm) {
+      const pid = slow.lastPid!;
+      await reusedOrGone(t as CliUnderTest<unknown>, slow, "conv-timeout", pid, sessionOf(evs));
+      await slow.close?.();
+      assert.ok(pidGone(pid), "close() ends the warm process");
+    } else assert.ok(pidGone(slow.lastPid!), "process reaped");
   });
 
   test("a missing binary gives backend_unavailable naming the path tried", async () => {
@@ -153,5 +191,105 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
     assert.equal(err?.code, "backend_unavailable");
     assert.ok(err!.message.includes(command), err!.message);
     assert.equal((await missing.health()).usable, false);
+  });
+}
+
+/** What only warm mode does, for every CLI with a warm mode (called by `cliBackendContract` when `warm`). */
+function warmContract<Reply>(t: CliUnderTest<Reply>): void {
+  const closeAll = async (...backends: CliBackend[]) => {
+    for (const b of backends) await b.close?.();
+  };
+
+  test("warm: a conversation's next turn runs on the same process; another conversation gets its own", async () => {
+    t.reply(text(["one"]));
+    const backend = t.backend();
+    const a1 = await collect(backend.run(turnInput("conv-warm-a", "first")));
+    assert.equal(a1.at(-1)?.type, "done", JSON.stringify(a1));
+    const pidA = backend.lastPid!;
+    const sid = sessionOf(a1);
+    const a2 = await collect(backend.run(turnInput("conv-warm-a", "second", { sessionId: sid })));
+    assert.equal(a2.at(-1)?.type, "done", JSON.stringify(a2));
+    assert.equal(backend.lastPid, pidA, "turn 2 on the warm process");
+    assert.equal(sessionOf(a2) ?? sid, sid, "the same CLI session");
+    const b1 = await collect(backend.run(turnInput("conv-warm-b", "other")));
+    assert.equal(b1.at(-1)?.type, "done");
+    assert.notEqual(backend.lastPid, pidA, "a conversation never shares another's process");
+    assert.ok(!pidGone(pidA), "the first conversation's process is still warm");
+  });
+
+  test("warm: a process killed mid-answer ends that turn with an error; killed before any output, the turn is answered cold", async () => {
+    const backend = t.make({});
+    try {
+      t.reply(text(["warm"]));
+      const t1 = await collect(backend.run(turnInput("conv-warm-kill", "warm up")));
+      assert.equal(t1.at(-1)?.type, "done", JSON.stringify(t1));
+      let sid = sessionOf(t1);
+      const pid1 = backend.lastPid!;
+      // Killed after the first words reached the client: the turn ends with an error, not a hang.
+      t.reply(text(["first ", "second ", "third ", "fourth"], 400));
+      const evs: BackendEvent[] = [];
+      for await (const ev of backend.run(turnInput("conv-warm-kill", "talk slowly", { sessionId: sid }))) {
+        evs.push(ev);
+        if (ev.type === "text" && evs.filter((e) => e.type === "text").length === 1) process.kill(pid1, "SIGKILL");
+        if (evs.length > 500) break;
+      }
+      assertEndsOnce(evs);
+      assert.equal(backend.lastPid, pid1, "the killed turn was served warm");
+      assert.equal(errorOf(evs)?.code, "backend_failed", JSON.stringify(evs));
+      assert.ok(await eventually(() => pidGone(pid1), 10_000), "the killed process is reaped");
+      // A new warm process, killed while the model has not answered yet: the turn is run cold.
+      t.reply(text(["again"]));
+      const t3 = await collect(backend.run(turnInput("conv-warm-kill", "after the crash", { sessionId: sid })));
+      assert.equal(t3.at(-1)?.type, "done", JSON.stringify(t3));
+      const pid2 = backend.lastPid!;
+      assert.notEqual(pid2, pid1, "a new process replaced the dead one");
+      sid = sessionOf(t3) ?? sid;
+      t.reply(hang);
+      const n0 = t.turns();
+      const pending = collect(backend.run(turnInput("conv-warm-kill", "before any output", { sessionId: sid })));
+      assert.ok(await eventually(() => t.turns() > n0, 15_000), "the warm CLI reached the model");
+      t.reply(text(["answered ", "cold"]));
+      process.kill(pid2, "SIGKILL");
+      const t4 = await pending;
+      assertEndsOnce(t4);
+      assert.equal(t4.at(-1)?.type, "done", JSON.stringify(t4));
+      assert.equal(textOf(t4), "answered cold");
+    } finally {
+      await closeAll(backend);
+    }
+  });
+
+  test("warm: at maxProcesses a new conversation ends the least recently used idle process", async () => {
+    const backend = t.make({ warm: { enabled: true, maxProcesses: 1 } });
+    try {
+      t.reply(text(["ok"]));
+      const a = await collect(backend.run(turnInput("conv-max-a", "a")));
+      assert.equal(a.at(-1)?.type, "done");
+      const pidA = backend.lastPid!;
+      const b = await collect(backend.run(turnInput("conv-max-b", "b")));
+      assert.equal(b.at(-1)?.type, "done");
+      assert.notEqual(backend.lastPid, pidA);
+      assert.ok(await eventually(() => pidGone(pidA), 10_000), "the idle process of the other conversation was ended");
+    } finally {
+      await closeAll(backend);
+    }
+  });
+
+  test("warm: an idle process is ended after idleSeconds; close() ends the rest", async () => {
+    const idle = t.make({ warm: { enabled: true, idleSeconds: 1 } });
+    const kept = t.make({});
+    try {
+      t.reply(text(["ok"]));
+      assert.equal((await collect(idle.run(turnInput("conv-idle", "hi")))).at(-1)?.type, "done");
+      assert.equal((await collect(kept.run(turnInput("conv-kept", "hi")))).at(-1)?.type, "done");
+      const idlePid = idle.lastPid!;
+      const keptPid = kept.lastPid!;
+      assert.ok(await eventually(() => pidGone(idlePid), 15_000), "reaped after 1 s idle");
+      assert.ok(!pidGone(keptPid), "a process within its idle time stays");
+      await kept.close?.();
+      assert.ok(pidGone(keptPid), "close() ended it");
+    } finally {
+      await closeAll(idle, kept);
+    }
   });
 }

@@ -40,7 +40,7 @@ describe("claude-code backend with the real claude CLI", () => {
   const make = (extra: Record<string, unknown> = {}) =>
     claudeCodeBackend.create(
       "claude",
-      claudeCodeOptionsSchema.parse({ command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      claudeCodeOptionsSchema.parse({ command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false }, ...extra }),
       { logger, dataDir },
     ) as ClaudeCodeBackend;
 

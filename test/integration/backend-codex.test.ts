@@ -44,7 +44,8 @@ describe("codex backend with the real codex CLI", () => {
   const make = (extra: Record<string, unknown> = {}) =>
     codexBackend.create(
       "codex",
-      codexOptionsSchema.parse({ command: CODEX_BIN, env: codexEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      // The cold path (`codex exec` per turn); warm app-servers: backend-codex-warm.test.ts.
+      codexOptionsSchema.parse({ command: CODEX_BIN, env: codexEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false }, ...extra }),
       { logger, dataDir },
     ) as CodexBackend;
 
@@ -65,7 +66,7 @@ describe("codex backend with the real codex CLI", () => {
     cli: "codex",
     backend: () => backend,
     make,
-    missing: (command) => codexBackend.create("nope", codexOptionsSchema.parse({ command }), { logger, dataDir }),
+    missing: (command) => codexBackend.create("nope", codexOptionsSchema.parse({ command, warm: { enabled: false } }), { logger, dataDir }),
     dataDir: () => dataDir,
     reply: (r) => fake.setScript(() => r),
     requests: () => fake.requests.length,

@@ -33,6 +33,7 @@ const LAYERS = [
   "router",
   "systems",
   "toolcalls",
+  "warm",
   "config",
   "intent",
   "contract",

@@ -1,0 +1,94 @@
+/**
+ * Warm mode of the stream-json CLI backends (Claude Code, Qwen Code), over the warm room: a pool
+ * of one process per conversation, started with the backend's own arguments plus
+ * `--input-format stream-json`. A conversation's process serves its next turn when nothing it was
+ * started with has changed: the session it is on, the model, the bootstrap, the working directory.
+ * Otherwise a new one replaces it, resuming the session — so the bootstrap reaches the CLI
+ * whenever it changes, as the cold path gives it every turn.
+ */
+import { createHash } from "node:crypto";
+import type { Logger } from "pino";
+import type { WarmOptions } from "../warm/options.js";
+import { WarmPool } from "../warm/pool.js";
+import { streamJsonTurn, StreamJsonWorker, type StreamJsonMapper } from "../warm/stream-json.js";
+import { runWarmTurn } from "../warm/turn.js";
+import type { BackendEvent, TurnInput } from "./types.js";
+
+export interface StreamJsonStart {
+  label: string;
+  bin: string;
+  /** The process's arguments (already with `--input-format stream-json` and `--resume` when resuming). */
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  /** A private file the CLI reads at start-up (the bootstrap), removed once it has. */
+  file?: { remove(): void };
+}
+
+export class StreamJsonWarm {
+  readonly pool: WarmPool<StreamJsonWorker>;
+
+  constructor(
+    name: string,
+    private readonly warm: WarmOptions,
+    private readonly killGraceSeconds: number,
+    private readonly logger: Logger,
+    private readonly onWorker: (pid: number | undefined) => void,
+  ) {
+    this.pool = new WarmPool(name, warm, logger);
+  }
+
+  /**
+   * One warm turn. `fingerprintOf`: everything besides the session that a process for this turn is
+   * started with. `start` is called only when a new process is needed: it builds the arguments
+   * (and writes the bootstrap file) then. `cold`: the same turn with a process of its own.
+   */
+  run(turn: TurnInput, fingerprintOf: unknown[], start: () => StreamJsonStart, mapper: StreamJsonMapper, cold: () => AsyncGenerator<BackendEvent>): AsyncGenerator<BackendEvent> {
+    const fingerprint = createHash("sha256").update(JSON.stringify(fingerprintOf)).digest("hex");
+    const sessionId = turn.session.backendSessionId;
+    let file: { remove(): void } | undefined;
+    return runWarmTurn<StreamJsonWorker>({
+      pool: this.pool,
+      key: turn.session.key,
+      signal: turn.signal,
+      fits: (w) => w.fingerprint === fingerprint && w.sessionId === sessionId,
+      start: async () => {
+        const s = start();
+        file = s.file;
+        return new StreamJsonWorker(
+          {
+            label: s.label,
+            command: s.bin,
+            args: s.args,
+            env: s.env,
+            cwd: s.cwd,
+            killGraceMs: this.killGraceSeconds * 1000,
+            logger: this.logger,
+            onEnd: () => s.file?.remove(),
+          },
+          fingerprint,
+          sessionId,
+        );
+      },
+      drive: (lease) =>
+        streamJsonTurn(lease, {
+          label: lease.worker.spec.label,
+          text: turn.prompt.text,
+          signal: turn.signal,
+          mapper,
+          interruptGraceMs: this.warm.interruptGraceSeconds * 1000,
+          // The CLI has read its start-up files once it speaks.
+          onFirstMessage: () => {
+            file?.remove();
+            file = undefined;
+          },
+        }),
+      cold,
+      onWorker: (w) => this.onWorker(w.pid),
+    });
+  }
+
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * Warm turns for the stream-json CLIs (Claude Code, Qwen Code): one process per conversation,
+ * started with `--input-format stream-json --output-format stream-json`; each turn is ONE user
+ * message written as a JSON line on stdin, and its answer is read up to the `result` line. The
+ * process stays for the next turn. Observed with claude 2.1.197 (docs/CLI_FORMATS.md):
+ * - every turn starts with `system/init` (same session id) and ends with `result`;
+ * - an interrupt is `{"type":"control_request","request_id":…,"request":{"subtype":"interrupt"}}`,
+ *   answered by a `control_response`, then the turn's `result` (`error_during_execution`): the
+ *   process is fit for the next turn;
+ * - `--resume <id>` of an unknown session: the process prints the reason on stderr and exits.
+ * The CLI's events are mapped by the backend's own mapper (the same as the cold path's).
+ */
+import { randomUUID } from "node:crypto";
+import type { BackendEvent } from "../contract/backend.js";
+import type { ProcessEnd } from "../util/process.js";
+import type { WarmLease } from "./pool.js";
+import { Inbox, WarmProcess, type WarmProcessSpec } from "./process.js";
+import { cancelledError, diedMidTurn, type WarmTurnEnd } from "./turn.js";
+
+/** The backend's per-turn mapping of stream-json lines (the cold path's mapper fits). */
+export interface StreamJsonMapper {
+  onEvent(ev: Record<string, unknown>): BackendEvent[];
+  finish(end: ProcessEnd): BackendEvent[];
+}
+
+/** A stream-json CLI process serving one conversation. */
+export class StreamJsonWorker extends WarmProcess {
+  /** The CLI session the process is on (the resumed one, or the one its first turn reported). */
+  sessionId: string | undefined;
+
+  constructor(
+    spec: WarmProcessSpec,
+    /** What the process was started with besides the session (bootstrap, model, options): `fits` compares it. */
+    readonly fingerprint: string,
+    sessionId: string | undefined,
+  ) {
+    super(spec);
+    this.sessionId = sessionId;
+  }
+}
+
+export interface StreamJsonTurn {
+  label: string;
+  /** The user's turn as the CLI reads it. */
+  text: string;
+  signal: AbortSignal;
+  mapper: StreamJsonMapper;
+  /** How long an interrupted turn may take to end before the process group is killed. */
+  interruptGraceMs: number;
+  /** Called with the first line of the turn (the backend drops a system file the CLI has read). */
+  onFirstMessage?: () => void;
+}
+
+/** The stream-json user message of one turn. */
+export function userMessage(text: string): Record<string, unknown> {
+  return { type: "user", message: { role: "user", content: [{ type: "text", text }] }, parent_tool_use_id: null, session_id: "" };
+}
+
+/** Run one turn on the leased worker: the driver of `runWarmTurn`. */
+export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+  const worker = lease.worker;
+  const inbox = new Inbox();
+  worker.markTurn();
+  worker.listen(inbox.push);
+  let finished = false;
+  let sawMessage = false;
+  try {
+    if (!worker.send(userMessage(t.text))) {
+      finished = true;
+      return yield* ended(lease, t, await untilEnd(inbox), false);
+    }
+    let produced = false;
+    for (;;) {
+      const item = await inbox.next(t.signal);
+      if (item === "aborted" || item === "timeout") {
+        finished = true;
+        const keep = await interrupt(worker, inbox, t.interruptGraceMs);
+        yield cancelledError(t.signal, t.label);
+        return { keep };
+      }
+      if (item.kind === "end") {
+        finished = true;
+        return yield* ended(lease, t, item.end, produced);
+      }
+      const msg = item.message;
+      if (!sawMessage) {
+        sawMessage = true;
+        t.onFirstMessage?.();
+      }
+      if (msg.type === "control_response" || msg.type === "control_request") continue;
+      for (const ev of t.mapper.onEvent(msg)) {
+        if (ev.type === "session") worker.sessionId = ev.id;
+        else produced = true;
+        yield ev;
+      }
+      if (msg.type === "result") {
+        finished = true;
+        const final = t.mapper.finish({ code: 0, signal: null, reason: "exit", stderr: worker.stderrOfTurn() });
+        for (const ev of final) yield ev;
+        const lostSession = final.some((e) => e.type === "error" && e.error.code === "session_not_found");
+        return { keep: !lostSession };
+      }
+    }
+  } finally {
+    // The consumer stopped early: stop the CLI's turn so the process can serve the next one.
+    if (!finished) await interrupt(worker, inbox, t.interruptGraceMs);
+    worker.listen(undefined);
+  }
+}
+
+/** The process ended during the turn: the CLI's own answer (fresh), a cold retry, or an error. */
+async function* ended(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn, end: ProcessEnd, produced: boolean): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+  if (t.signal.aborted) {
+    yield cancelledError(t.signal, t.label);
+    return { keep: false };
+  }
+  if (!produced && !lease.fresh) return { keep: false, lost: true };
+  if (produced) {
+    yield diedMidTurn(`${t.label} (warm process ${lease.worker.pid})`, `exit ${end.code ?? end.signal}`);
+    return { keep: false };
+  }
+  // A fresh process that ended before answering: what it said is the CLI's answer, as when cold.
+  const stderr = lease.worker.stderrOfTurn() || end.stderr;
+  for (const ev of t.mapper.finish({ ...end, reason: end.reason === "aborted" ? "exit" : end.reason, stderr })) yield ev;
+  return { keep: false };
+}
+
+async function untilEnd(inbox: Inbox): Promise<ProcessEnd> {
+  for (let i = 0; i < 100_000; i++) {
+    const item = await inbox.next(undefined, 10_000);
+    if (item !== "timeout" && item !== "aborted" && item.kind === "end") return item.end;
+  }
+  return { code: null, signal: null, reason: "exit", stderr: "" };
+}
+
+/**
+ * Ask the CLI to stop its turn and wait (bounded) for the turn's `result`. True: the process obeyed
+ * and may serve another turn. False: it was killed.
+ */
+async function interrupt(worker: StreamJsonWorker, inbox: Inbox, graceMs: number): Promise<boolean> {
+  if (!worker.usable) return false;
+  const sent = worker.send({ type: "control_request", request_id: `clawbridge-${randomUUID()}`, request: { subtype: "interrupt" } });
+  if (sent) {
+    const deadline = Date.now() + graceMs;
+    for (let i = 0; i < 100_000; i++) {
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      const item = await inbox.next(undefined, left);
+      if (item === "timeout" || item === "aborted") break;
+      if (item.kind === "end") return false;
+      if (item.message.type === "result") return true;
+    }
+  }
+  worker.log.debug("warm cli did not stop its turn in time; ending it");
+  await worker.kill();
+  return false;
+}
