@@ -38,7 +38,7 @@ export const abortsPart: Part = {
     const config = writeConfig(ws, "aborts", {
       server: { maxConcurrent: 8, maxQueue: 256, queueTimeoutSeconds: 30 },
       backends: {
-        cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 60, killGraceSeconds: killGrace },
+        cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 60, killGraceSeconds: killGrace, warm: { enabled: false } },
         up: { type: "openai", baseUrl: upstream.url, maxConnections: 32 },
       },
       models: [

@@ -50,7 +50,7 @@ export const fuzzPart: Part = {
       server: { maxConcurrent: 16, maxQueue: 512, queueTimeoutSeconds: 30, bodyLimitBytes: BODY_LIMIT },
       backends: {
         up: { type: "openai", baseUrl: `http://127.0.0.1:${upstreamPort}/v1`, maxConnections: 32 },
-        cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 30, killGraceSeconds: 1 },
+        cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 30, killGraceSeconds: 1, warm: { enabled: false } },
       },
       models: [
         { id: UP_MODEL, backend: "up", model: FAKE_MODEL },

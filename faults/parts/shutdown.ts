@@ -101,7 +101,7 @@ export const shutdownPart: Part = {
     const ws = workspace(ctx.tmpRoot, "shutdown", ctx.runMark);
     const upstream = await startSlowUpstream();
     const backends = {
-      cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 120, killGraceSeconds: 1 },
+      cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 120, killGraceSeconds: 1, warm: { enabled: false } },
       up: { type: "openai", baseUrl: upstream.url, maxConnections: 16 },
     };
     const models = [

@@ -55,7 +55,7 @@ export const slowPart: Part = {
     // Not configurable: wait for the bridge's default, bounded.
     const fallbackWaitS = ctx.small ? 4 : 35;
     const waitFor = (key: string | undefined) => (key ? TIMEOUT_S + 3 : fallbackWaitS);
-    const backends = { cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 30, killGraceSeconds: 1 } };
+    const backends = { cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 30, killGraceSeconds: 1, warm: { enabled: false } } };
     const models = [{ id: "faults/cli", backend: "cli" }];
     const config = writeConfig(ws, "slow", {
       server: { apiKeys: [KEY], bodyLimitBytes: 1024 * 1024, ...timeoutKeys, ...(knobs.connectionCap ? { [knobs.connectionCap]: 8 * n + 200 } : {}) },

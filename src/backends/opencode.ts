@@ -1,12 +1,16 @@
 /**
- * OpenCode CLI backend: `opencode run --format json -m <model>` with the prompt on stdin.
- * Each stdout line is one JSON event (step_start, text, reasoning, tool_use, step_finish, error);
- * see docs/CLI_FORMATS.md. `run` emits text per finished part, not per token.
+ * OpenCode CLI backend. Warm (default): one `opencode serve` per backend driven through its HTTP
+ * API, the answer streamed token by token (src/warm/opencode-warm.ts). Cold (`warm.enabled:
+ * false`, or when the warm server is gone before a turn produced anything): `opencode run
+ * --format json -m <model>` with the prompt on stdin, each stdout line one JSON event (step_start,
+ * text, reasoning, tool_use, step_finish, error; see docs/CLI_FORMATS.md), text per finished part.
  */
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
+import { warmOption } from "../warm/options.js";
+import { OpencodeWarm } from "../warm/opencode-warm.js";
 import { CliBackendBase, joinSeparator, stderrTail } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendEvent, TurnInput, Usage } from "./types.js";
@@ -26,6 +30,8 @@ export const opencodeOptionsSchema = z.strictObject({
   cwd: z.string().min(1).optional(),
   /** OpenCode agent to run (`--agent`), e.g. one with a custom prompt in opencode's config. */
   agent: z.string().min(1).optional(),
+  /** Keep one `opencode serve` between turns (on by default); `enabled: false` runs `opencode run` per turn. */
+  warm: warmOption(true),
 });
 export type OpencodeOptions = z.infer<typeof opencodeOptionsSchema>;
 
@@ -126,11 +132,48 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
     super(name, opts, deps, { places: ["~/.opencode/bin/opencode"], label: "opencode CLI", npmPackage: "opencode-ai" });
   }
 
+  private warm: OpencodeWarm | undefined;
+
   protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     // A turn given a directory (a system's agent step runs in its sandbox) works there; ordinary
     // stateless turns share one directory.
-    const cwd = this.opts.cwd ?? turn.session.cwd ?? path.join(this.deps.dataDir, "work", "opencode");
+    const shared = this.opts.cwd ?? path.join(this.deps.dataDir, "work", "opencode");
+    const cwd = this.opts.cwd ?? turn.session.cwd ?? shared;
     mkdirSync(cwd, { recursive: true, mode: 0o700 });
+    if (!this.opts.warm.enabled) {
+      yield* this.coldTurn(turn, bin, cwd);
+      return;
+    }
+    mkdirSync(shared, { recursive: true, mode: 0o700 });
+    this.warm ??= new OpencodeWarm({
+      backend: this.name,
+      warm: this.opts.warm,
+      killGraceSeconds: this.opts.killGraceSeconds,
+      logger: this.deps.logger.child({ backend: this.name }),
+      ...(this.opts.agent ? { agent: this.opts.agent } : {}),
+    });
+    yield* this.warm.run(turn, {
+      bin,
+      env: this.env(),
+      serverCwd: shared,
+      cwd,
+      cold: () => this.coldTurn(turn, bin, cwd),
+      onPid: (pid) => (this.lastPid = pid),
+    });
+  }
+
+  /** Pid of the warm server now (undefined when none runs). */
+  get warmPid(): number | undefined {
+    return this.warm?.pid;
+  }
+
+  async close(): Promise<void> {
+    // The closed manager stays: a turn after shutdown runs cold rather than starting a server.
+    await this.warm?.close();
+  }
+
+  /** One turn with `opencode run` of its own. */
+  private async *coldTurn(turn: TurnInput, bin: string, cwd: string): AsyncGenerator<BackendEvent> {
     const args = ["run", "--format", "json", "-m", turn.model];
     if (this.opts.agent) args.push("--agent", this.opts.agent);
     if (turn.session.backendSessionId) args.push("--session", turn.session.backendSessionId);

@@ -17,6 +17,8 @@
  */
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
+import { warmOption } from "../warm/options.js";
+import { StreamJsonWarm } from "./cli-warm.js";
 import { ClaudeStreamMapper } from "./claude-code.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
@@ -39,6 +41,8 @@ export const qwenCodeOptionsSchema = z.strictObject({
   excludeTools: z.array(z.string().min(1)).default(QWEN_SAFE_EXCLUDED_TOOLS),
   /** Stream token deltas (`--include-partial-messages`); without it text arrives per message. */
   includePartialMessages: z.boolean().default(true),
+  /** One long-lived `--input-format stream-json` process per conversation (src/warm). */
+  warm: warmOption(true),
 });
 export type QwenCodeOptions = z.infer<typeof qwenCodeOptionsSchema>;
 
@@ -176,15 +180,39 @@ export class QwenStreamMapper implements CliTurnMapper {
 
 export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
   readonly type = "qwen-code";
-  /** Pid of the most recent turn's process (for tests and diagnostics). */
+  /** The warm pool (warm mode only). */
+  readonly warm: StreamJsonWarm | undefined;
 
   constructor(name: string, opts: QwenCodeOptions, deps: BackendDeps) {
     super(name, opts, deps, { places: [], label: "Qwen Code CLI", npmPackage: "@qwen-code/qwen-code" });
+    if (opts.warm.enabled) this.warm = new StreamJsonWarm(name, opts.warm, opts.killGraceSeconds, deps.logger.child({ backend: name }), (pid) => (this.lastPid = pid));
   }
 
+  protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    if (!this.warm) return this.coldTurn(turn, bin);
+    const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
+    return this.warm.run(
+      turn,
+      [bin, turn.model, turn.prompt.system, cwd],
+      () => {
+        const env = this.env();
+        const file =
+          this.opts.systemPromptMode === "replace" && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "qwen-system-", "system.md", turn.prompt.system) : undefined;
+        if (file) env.QWEN_SYSTEM_MD = file.file;
+        const args = qwenArgs(this.opts, turn);
+        args.unshift("--input-format", "stream-json");
+        return { label: "qwen", bin, args, env, cwd, file };
+      },
+      new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
+      () => this.coldTurn(turn, bin),
+    );
+  }
 
+  async close(): Promise<void> {
+    await this.warm?.close();
+  }
 
-  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+  private async *coldTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     const env = this.env();
     // Per turn, private, removed afterwards: parallel turns never share or race on the file.

@@ -127,7 +127,7 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
     if (t.warm) {
       // A warm process holds the session itself; the loss shows once that process has gone.
       const pid = t.backend().lastPid!;
-      process.kill(pid, "SIGKILL");
+      process.kill(-pid, "SIGKILL"); // the whole group: some CLIs relaunch themselves in a child
       assert.ok(await eventually(() => pidGone(pid), 10_000), "the warm process is gone");
     }
     const evs = await collect(t.backend().run(turnInput("conv-deleted", "do you remember", { sessionId: sid })));
@@ -230,7 +230,7 @@ function warmContract<Reply>(t: CliUnderTest<Reply>): void {
       const evs: BackendEvent[] = [];
       for await (const ev of backend.run(turnInput("conv-warm-kill", "talk slowly", { sessionId: sid }))) {
         evs.push(ev);
-        if (ev.type === "text" && evs.filter((e) => e.type === "text").length === 1) process.kill(pid1, "SIGKILL");
+        if (ev.type === "text" && evs.filter((e) => e.type === "text").length === 1) process.kill(-pid1, "SIGKILL");
         if (evs.length > 500) break;
       }
       assertEndsOnce(evs);
@@ -249,7 +249,7 @@ function warmContract<Reply>(t: CliUnderTest<Reply>): void {
       const pending = collect(backend.run(turnInput("conv-warm-kill", "before any output", { sessionId: sid })));
       assert.ok(await eventually(() => t.turns() > n0, 15_000), "the warm CLI reached the model");
       t.reply(text(["answered ", "cold"]));
-      process.kill(pid2, "SIGKILL");
+      process.kill(-pid2, "SIGKILL");
       const t4 = await pending;
       assertEndsOnce(t4);
       assert.equal(t4.at(-1)?.type, "done", JSON.stringify(t4));

@@ -47,7 +47,7 @@ describe("qwen-code backend with the real qwen CLI", () => {
   const make = (extra: Record<string, unknown> = {}) =>
     qwenCodeBackend.create(
       "qwen",
-      qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false }, ...extra }),
       { logger, dataDir },
     ) as QwenCodeBackend;
 

@@ -198,7 +198,7 @@ describe("turns stopped by the shutdown", () => {
     const mark = `CB_HTTP_SHUTDOWN=${randomUUID()}`;
     const bridge = await startTestBridge({
       server: { maxConcurrent: 1 },
-      backends: { cli: { type: "opencode", command: hangingCli(dir), env: { [mark.split("=")[0]!]: mark.split("=")[1]! }, timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: { cli: { type: "opencode", command: hangingCli(dir), env: { [mark.split("=")[0]!]: mark.split("=")[1]! }, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: "up", backend: "cli" }],
     });
     try {
@@ -225,7 +225,7 @@ describe("turns stopped by the shutdown", () => {
     const mark = `CB_HTTP_SIGNAL=${randomUUID()}`;
     const bridge = await startTestBridge({
       server: { shutdownGraceSeconds: 30 },
-      backends: { cli: { type: "opencode", command: hangingCli(dir), env: { [mark.split("=")[0]!]: mark.split("=")[1]! }, timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: { cli: { type: "opencode", command: hangingCli(dir), env: { [mark.split("=")[0]!]: mark.split("=")[1]! }, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: "up", backend: "cli" }],
     });
     const signals = new EventEmitter();

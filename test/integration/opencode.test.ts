@@ -25,7 +25,7 @@ describe("opencode backend through the bridge", () => {
     home = tempDir("cb-oc-home-");
     bridge = await startTestBridge({
       server: { heartbeatSeconds: 0.3, maxConcurrent: 4 },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: MODEL, backend: "oc" }, { id: "fake/slow", backend: "oc", model: "fake/m1" }],
       remap: [{ match: "kimi", to: MODEL }],
     });
@@ -106,7 +106,7 @@ describe("opencode backend through the bridge", () => {
   test("a silent backend gets empty-content heartbeats, and the timeout ends it with an SSE error", async () => {
     const short = await startTestBridge({
       server: { heartbeatSeconds: 0.3 },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 6, killGraceSeconds: 1 } },
+      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 6, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: MODEL, backend: "oc" }],
     });
     try {
@@ -182,7 +182,7 @@ describe("opencode backend through the bridge", () => {
     writeFileSync(path.join(sandbox, "NOTES.md"), "notes for the agent\n");
     const b = await startTestBridge({
       dataDir,
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: MODEL, backend: "oc" }],
       systems: [{ id: "oc-step", run: { kind: "model", model: MODEL, prompt: "say hi from the sandbox" } }],
     });

@@ -160,7 +160,7 @@ describe("back-pressure", () => {
     const home = tempDir("cb-429-home-");
     const bridge = await startTestBridge({
       server: { maxConcurrent: 1, maxQueue: 0 },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: MODEL, backend: "oc" }],
     });
     const ac = new AbortController();

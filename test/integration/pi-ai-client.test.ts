@@ -25,7 +25,7 @@ before(async () => {
   home = tempDir("cb-piai-home-");
   bridge = await startTestBridge({
     server: { heartbeatSeconds: 1 },
-    backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 90, killGraceSeconds: 1 } },
+    backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 90, killGraceSeconds: 1, warm: { enabled: false } } },
     models: [{ id: MODEL, backend: "oc" }],
   });
   model = piModel(bridge.baseURL, MODEL, "Fake via clawbridge");

@@ -189,7 +189,7 @@ describe("tool pre-execution through the bridge: stateless (real opencode)", () 
     debugLogFile = path.join(tmp, "debug.log");
     bridge = await startTestBridge({
       logging: { debugLog: debugLogFile },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 90, killGraceSeconds: 1 } },
+      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 90, killGraceSeconds: 1, warm: { enabled: false } } },
       intents: webIntents(),
       models: [
         { id: MAIN, backend: "oc", model: "fake/m1", context: { maxToolResultChars: 600, maxPromptChars: 4000 } },

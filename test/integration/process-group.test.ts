@@ -221,8 +221,8 @@ describe("a bridge over HTTP with that CLI as an opencode backend", () => {
     bridge = await startTestBridge({
       server: { heartbeatSeconds: 0.5 },
       backends: {
-        short: { type: "opencode", command: leaves, env: { CB_PG_MARKER: marker }, timeoutSeconds: 1, killGraceSeconds: 1 },
-        long: { type: "opencode", command: leaves, env: { CB_PG_MARKER: marker }, timeoutSeconds: 60, killGraceSeconds: 1 },
+        short: { type: "opencode", command: leaves, env: { CB_PG_MARKER: marker }, timeoutSeconds: 1, killGraceSeconds: 1, warm: { enabled: false } },
+        long: { type: "opencode", command: leaves, env: { CB_PG_MARKER: marker }, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } },
       },
       models: [
         { id: "fake/short", backend: "short" },

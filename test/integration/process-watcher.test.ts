@@ -53,7 +53,7 @@ before(() => {
       logging: { level: "warn" },
       dataDir,
       intents: { enabled: false },
-      backends: { oc: { type: "opencode", command: cli, timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: { oc: { type: "opencode", command: cli, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: "fake/hang", backend: "oc" }],
     }),
   );

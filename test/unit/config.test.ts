@@ -81,7 +81,7 @@ models:
     assert.equal(cfg.models[0]!.sessionMode, "stateless");
     assert.deepEqual(cfg.backends.oc, {
       type: "opencode",
-      options: { command: "/opt/opencode/bin/opencode", args: [], env: {}, timeoutSeconds: 120, killGraceSeconds: 3 },
+      options: { command: "/opt/opencode/bin/opencode", args: [], env: {}, timeoutSeconds: 120, killGraceSeconds: 3, warm: { enabled: true, idleSeconds: 600, maxProcesses: 4, interruptGraceSeconds: 2 } },
     });
     assert.equal(cfg.dataDir, baseEnv.CLAWBRIDGE_DATA_DIR);
   });
