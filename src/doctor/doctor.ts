@@ -124,6 +124,15 @@ async function scanClis(known: readonly KnownCli[], skipTypes: Set<string>, env:
   }
 }
 
+/** The warm CLI processes a running bridge reports in /health, as one line (empty when none). */
+function warmLine(warm: unknown): string {
+  const w = warm as { processes?: number; rssBytes?: number; byBackend?: Record<string, { processes: number; busy: number; rssBytes: number }> } | undefined;
+  if (!w || !w.processes) return "";
+  const mb = (n: number) => `${Math.round(n / 1048576)} MB`;
+  const parts = Object.entries(w.byBackend ?? {}).map(([name, b]) => `${name} ${b.processes} (${b.busy} busy, ${mb(b.rssBytes)})`);
+  return `\nwarm CLI processes: ${w.processes}, ${mb(w.rssBytes ?? 0)} in all — ${parts.join(", ")}`;
+}
+
 async function checkPort(config: Config, findings: Finding[], timeoutMs: number): Promise<void> {
   const { host, port } = config.server;
   const where = `${host}:${port}`;
@@ -152,7 +161,7 @@ async function checkPort(config: Config, findings: Finding[], timeoutMs: number)
       id: "port",
       status: same ? "ok" : "warn",
       title: `port ${where}: a clawbridge ${String(body.version ?? "")} answers${owner()}`.replace("  ", " "),
-      detail: `GET ${origin}/health: status ${String(body.status ?? "?")}${same ? "" : `\nit serves ${running?.join(", ") || "no models"}; this config has ${configured.join(", ")}`}`,
+      detail: `GET ${origin}/health: status ${String(body.status ?? "?")}${warmLine(body.warm)}${same ? "" : `\nit serves ${running?.join(", ") || "no models"}; this config has ${configured.join(", ")}`}`,
       ...(same ? {} : { fix: "restart it to apply this config (systemctl --user restart clawbridge, or stop the old process and run clawbridge serve)" }),
     });
     return;

@@ -20,6 +20,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import type { BridgeEvent, DecisionAction, EventBus, EventOf } from "../events/bus.js";
 import type { TurnScheduler } from "../queue/scheduler.js";
 import { liveProcessCount } from "../util/process.js";
+import { warmSummary } from "../warm/pool.js";
 import { VERSION } from "../version.js";
 
 /** What the labels may name: configured ids only. */
@@ -162,10 +163,35 @@ export class BridgeMetrics {
     });
     new Gauge({
       name: "clawbridge_cli_processes",
-      help: "CLI processes the bridge runs right now.",
+      help: "CLI processes the bridge runs right now (warm ones included).",
       registers,
       collect() {
         this.set(processes());
+      },
+    });
+    // Warm CLI processes (src/warm), read at scrape time: how many per backend, busy or idle, and
+    // their memory (resident set of each process group).
+    new Gauge({
+      name: "clawbridge_warm_processes",
+      help: "Warm CLI processes kept between turns, by backend and state (busy, idle).",
+      labelNames: ["backend", "state"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [backend, b] of Object.entries(warmSummary().byBackend)) {
+          this.set({ backend, state: "busy" }, b.busy);
+          this.set({ backend, state: "idle" }, b.processes - b.busy);
+        }
+      },
+    });
+    new Gauge({
+      name: "clawbridge_warm_memory_bytes",
+      help: "Resident memory of the warm CLI processes (their whole process groups), by backend.",
+      labelNames: ["backend"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [backend, b] of Object.entries(warmSummary().byBackend)) this.set({ backend }, b.rssBytes);
       },
     });
 

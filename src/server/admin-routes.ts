@@ -23,6 +23,7 @@ import type { Finding, Summary } from "../report/findings.js";
 import type { RouterRuntimeHandle } from "../router/runtime.js";
 import type { SessionStore } from "../store/types.js";
 import { liveProcesses } from "../util/process.js";
+import { warmProcesses } from "../warm/pool.js";
 import { sendApiError } from "./reply.js";
 
 /** `clawbridge doctor` as the running bridge can call it (given by `clawbridge serve`: the doctor sits above the server). */
@@ -219,7 +220,19 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
   });
 
   app.get("/v1/admin/processes", async () => {
-    const data = liveProcesses().map((p) => ({ pid: p.pid ?? null, command: p.command, label: p.label ?? null, cwd: p.cwd ?? null, started_at: p.startedAt }));
+    const warm = new Map(warmProcesses().map((w) => [w.pid, w]));
+    const data = liveProcesses().map((p) => {
+      const w = p.pid !== undefined ? warm.get(p.pid) : undefined;
+      return {
+        pid: p.pid ?? null,
+        command: p.command,
+        label: p.label ?? null,
+        cwd: p.cwd ?? null,
+        started_at: p.startedAt,
+        warm: !!p.warm,
+        ...(w ? { backend: w.backend, busy: w.busy, turns: w.turns, rss_bytes: w.rssBytes ?? null } : {}),
+      };
+    });
     return { object: "list", data };
   });
 

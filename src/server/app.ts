@@ -10,7 +10,8 @@ import type { DebugLog } from "../log/debug-log.js";
 import type { ChatPipeline } from "../pipeline/chat.js";
 import type { TurnScheduler } from "../queue/scheduler.js";
 import type { ModelRouter } from "../routing/router.js";
-import { liveProcessCount } from "../util/process.js";
+import { liveProcesses } from "../util/process.js";
+import { warmSummary } from "../warm/pool.js";
 import { VERSION } from "../version.js";
 import { ApiKeys } from "./auth.js";
 import { chatRoute, isChatRoute } from "./chat-route.js";
@@ -193,7 +194,9 @@ export function buildApp(deps: AppDeps): BuiltApp {
       uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
       backends: list,
       models: router.models().map((m) => ({ id: m.id, backend: m.backend, mode: m.sessionMode })),
-      turns: { ...scheduler.stats(), processes: liveProcessCount() },
+      // Processes of turns running now; warm ones (kept between turns) are listed apart.
+      turns: { ...scheduler.stats(), processes: liveProcesses().filter((p) => !p.warm).length },
+      warm: warmSummary(),
     };
   };
   // With API keys set, the details (backends, models, load) need the key; liveness does not.

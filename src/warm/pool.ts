@@ -95,6 +95,19 @@ export function warmProcesses(): WarmProcessInfo[] {
   return all.map((w) => (w.pid !== undefined && rss.has(w.pid) ? { ...w, rssBytes: rss.get(w.pid)! } : w));
 }
 
+/** What `/health` and `clawbridge doctor` show of the warm processes. */
+export function warmSummary(): { processes: number; rssBytes: number; byBackend: Record<string, { processes: number; busy: number; rssBytes: number }>; list: WarmProcessInfo[] } {
+  const list = warmProcesses();
+  const byBackend: Record<string, { processes: number; busy: number; rssBytes: number }> = {};
+  for (const w of list) {
+    const b = (byBackend[w.backend] ??= { processes: 0, busy: 0, rssBytes: 0 });
+    b.processes++;
+    if (w.busy) b.busy++;
+    b.rssBytes += w.rssBytes ?? 0;
+  }
+  return { processes: list.length, rssBytes: list.reduce((n, w) => n + (w.rssBytes ?? 0), 0), byBackend, list };
+}
+
 export class WarmPool<W extends WarmWorker> implements WarmSource {
   private readonly entries = new Map<string, Entry<W>>();
   /** Workers being ended, by key: a new worker for the key waits for the old one to be gone. */

@@ -4,7 +4,7 @@
  * `clawbridge sessions` command.
  */
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, readlinkSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { pidsWithEnv, readSse } from "./bridge.js";
@@ -74,10 +74,12 @@ export function lastLine(s: string): string {
  * Process groups whose environment has this HOME: one per CLI process (the bridge starts each CLI in
  * its own group; a CLI's helpers and relaunches share it). Counting raw pids would count those as CLIs.
  */
-export function cliGroups(home: string): Set<number> {
+export function cliGroups(home: string, cwd?: string): Set<number> {
   const groups = new Set<number>();
   for (const pid of pidsWithEnv(`HOME=${home}`)) {
     try {
+      // Only the processes working in `cwd` (one conversation's, when warm processes of others stay).
+      if (cwd !== undefined && readlinkSync(`/proc/${pid}/cwd`) !== cwd) continue;
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       if (fields[0] !== "Z") groups.add(Number(fields[2]));

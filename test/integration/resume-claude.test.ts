@@ -17,7 +17,7 @@ import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { findFiles } from "../helpers/backend-turn.js";
 import { piModel } from "../helpers/pi-model.js";
 import { lastLine } from "../helpers/resume.js";
-import { resumeContract } from "../helpers/resume-contract.js";
+import { resumeContract, type ResumeCli } from "../helpers/resume-contract.js";
 import { wrapUserText, openclawSystemPrompt } from "../../testkit/openclaw-request.js";
 
 const MODEL = "claude";
@@ -75,15 +75,19 @@ let fake: FakeAnthropic;
 const turns = () => fake.messageCalls();
 const lastPrompt = (req: RecordedRequest) => promptText((req.body?.messages ?? []).at(-1)?.content);
 
-resumeContract<RecordedRequest, AnthropicReply>(
-  {
-    title: "Claude Code",
+/** Claude Code in the resume contract, warm (the default: one process per conversation) or cold. */
+const claudeCli = (warm: boolean): ResumeCli<RecordedRequest, AnthropicReply> => ({
+    title: `Claude Code (${warm ? "warm" : "cold"})`,
     cli: "claude",
     model: MODEL,
     backend: "cc",
+    warm,
     async start(home) {
       fake = await startFakeAnthropic(replyScript);
-      return { fake, backend: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1 } };
+      return {
+        fake,
+        backend: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: warm } },
+      };
     },
     replyScript,
     hang: { kind: "hang" },
@@ -107,7 +111,12 @@ resumeContract<RecordedRequest, AnthropicReply>(
     reachModelMs: 30_000,
     // A second claude would reach the fake well within this time (one start takes ~0.5 s).
     parallelWindowMs: 2500,
-  },
+});
+
+resumeContract<RecordedRequest, AnthropicReply>(claudeCli(false));
+
+resumeContract<RecordedRequest, AnthropicReply>(
+  claudeCli(true),
   (ctx) => {
     test("multi-turn through OpenClaw's client library pi-ai (with the plugin's session header) and the official openai client", async () => {
       const { bridge, bindingOf } = ctx;

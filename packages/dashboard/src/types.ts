@@ -45,6 +45,12 @@ export interface ProcessRow {
   label: string | null;
   cwd: string | null;
   started_at: number;
+  /** A warm CLI process, kept between turns (with its backend, state, turns and memory). */
+  warm?: boolean;
+  backend?: string;
+  busy?: boolean;
+  turns?: number;
+  rss_bytes?: number | null;
 }
 
 export interface SessionRow {

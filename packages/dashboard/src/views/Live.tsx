@@ -102,6 +102,7 @@ export function Live() {
                 <th>command</th>
                 <th>working directory</th>
                 <th>since</th>
+                <th>warm</th>
               </tr>
             </thead>
             <tbody>
@@ -116,6 +117,9 @@ export function Live() {
                     {p.cwd ? short(p.cwd, 48) : "–"}
                   </td>
                   <td>{ago(p.started_at)}</td>
+                  <td data-testid="process-warm">
+                    {p.warm ? `${p.busy ? "busy" : "idle"} · ${p.turns ?? 0} turns${p.rss_bytes ? ` · ${Math.round(p.rss_bytes / 1048576)} MB` : ""}` : "–"}
+                  </td>
                 </tr>
               ))}
             </tbody>
