@@ -12,7 +12,7 @@ import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../../te
 import { openclawRequest } from "../../testkit/openclaw-request.js";
 import { warmProcesses } from "../../src/warm/pool.js";
 import type { Backend } from "../../src/backends/types.js";
-import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
+import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
 import { pidGone } from "../helpers/backend-turn.js";
 import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, within, type TestBridge } from "../helpers/bridge.js";
 

@@ -8,7 +8,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
-import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
+import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
 import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { openclawRequest } from "../../testkit/openclaw-request.js";
 

@@ -8,7 +8,7 @@ import { after, before, describe, test } from "node:test";
 import { complete, stream, Type, type AssistantMessageEvent, type Context, type Model } from "@mariozechner/pi-ai";
 import { piModel } from "../helpers/pi-model.js";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
-import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
+import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { openclawSystemPrompt, wrapUserText } from "../../testkit/openclaw-request.js";
 

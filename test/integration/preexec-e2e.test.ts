@@ -16,7 +16,7 @@ import { createLogger } from "../../src/log/logger.js";
 import { startFakeAnthropic, type FakeAnthropic } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../../testkit/fakes/openai-api.js";
-import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
+import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
 import { ARTICLE_SENTENCE, ARTICLE_TITLE, defaultHits, FakeWeb } from "../fakes/web/server.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { openclawRequest } from "../../testkit/openclaw-request.js";

@@ -17,7 +17,7 @@ import { groupRss } from "../../src/warm/rss.js";
 import { startFakeAnthropic, type FakeAnthropic } from "../../testkit/fakes/anthropic-api.js";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
-import { OPENCODE_BIN, opencodeEnv } from "../fakes/opencode-env.js";
+import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
 import { collect, pidGone, sessionOf, turnInput } from "../helpers/backend-turn.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { Chat } from "../helpers/chat.js";
