@@ -10,12 +10,18 @@
  * - `context`: `<cwd>/GEMINI.md`, which gemini re-reads every run and puts into the first user
  *   content (`<session_context>...<project_context>`), next to its own system prompt.
  * Why `replace` is the default: docs/CLI_FORMATS.md.
+ *
+ * Warm mode (`warm.enabled`, on by default): one `gemini --acp` per conversation, kept between its
+ * turns (`gemini-warm.ts`, over `src/warm/acp.ts`); `warm: {enabled: false}` is the path above.
  */
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
+import type { AcpFailure } from "../warm/acp.js";
+import { warmOption } from "../warm/options.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { GeminiWarm } from "./gemini-warm.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, TurnInput, Usage } from "./types.js";
 
@@ -27,6 +33,8 @@ export const geminiCliOptionsSchema = z.strictObject({
   approvalMode: z.enum(["default", "auto_edit", "yolo", "plan"]).default("default"),
   /** Pass `--skip-trust` (headless gemini refuses untrusted folders; ours are created by the bridge). */
   skipTrust: z.boolean().default(true),
+  /** Keep one `gemini --acp` process per conversation between turns (src/backends/gemini-warm.ts). */
+  warm: warmOption(true),
 });
 export type GeminiCliOptions = z.infer<typeof geminiCliOptionsSchema>;
 
@@ -36,11 +44,11 @@ export const GEMINI_SESSION_NOT_FOUND = /Error resuming session|Invalid session 
 /** First line of a GEMINI.md the bridge wrote; a file without it is the user's and is never touched. */
 export const GEMINI_MD_MARKER = "<!-- clawbridge: this file is rewritten on every turn -->";
 
-export function geminiArgs(opts: GeminiCliOptions, turn: Pick<TurnInput, "model" | "session">): string[] {
-  const args = ["-o", "stream-json"];
+export function geminiArgs(opts: GeminiCliOptions, turn: Pick<TurnInput, "model" | "session">, acp = false): string[] {
+  const args = acp ? ["--acp"] : ["-o", "stream-json"];
   if (opts.skipTrust) args.push("--skip-trust");
   if (turn.model && turn.model !== opts.defaultModelName) args.push("-m", turn.model);
-  if (turn.session.backendSessionId) args.push("--resume", turn.session.backendSessionId);
+  if (turn.session.backendSessionId && !acp) args.push("--resume", turn.session.backendSessionId);
   args.push("--approval-mode", opts.approvalMode);
   args.push(...opts.args);
   return args;
@@ -160,6 +168,21 @@ export class GeminiStreamMapper implements CliTurnMapper {
   }
 }
 
+/** An ACP error answer of `gemini --acp` → the turn's error, worded as the cold path's. */
+export function geminiAcpError(label: string, f: AcpFailure, stderr: string, resuming: boolean): BackendError {
+  const raw = [f.details, f.message].filter(Boolean).join(": ");
+  if (f.method === "session/load" && (resuming || GEMINI_SESSION_NOT_FOUND.test(raw))) {
+    return { code: "session_not_found", message: `${label}: ${f.details ?? f.message}`, status: 404 };
+  }
+  if (f.method === "session/prompt") {
+    const api = parseGeminiApiError(f.details ?? f.message);
+    const status = api.status ?? (f.code && f.code >= 400 && f.code < 600 ? f.code : undefined);
+    if (status) return geminiUpstreamError(label, api.message, status);
+  }
+  const tail = stderrTail(stderr);
+  return { code: "backend_failed", message: `${label} ${f.method} failed: ${raw}${tail ? ` (${tail})` : ""}`, status: 502 };
+}
+
 function geminiUpstreamError(label: string, message: string, apiStatus: number | undefined): BackendError {
   return {
     code: "upstream_error",
@@ -176,12 +199,50 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
     super(name, opts, deps, { places: [], label: "Gemini CLI", npmPackage: "@google/gemini-cli" });
   }
 
+  private warmRoom: GeminiWarm | undefined;
 
+  private get warm(): GeminiWarm {
+    return (this.warmRoom ??= new GeminiWarm({
+      name: this.name,
+      warm: this.opts.warm,
+      killGraceSeconds: this.opts.killGraceSeconds,
+      approvalMode: this.opts.approvalMode,
+      logger: this.deps.logger.child({ backend: this.name }),
+      onWorker: (pid) => (this.lastPid = pid),
+      error: (f, stderr, resuming) => geminiAcpError("gemini", f, stderr, resuming),
+    }));
+  }
 
-  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+  /** Ends the warm processes (bridge shutdown). */
+  async close(): Promise<void> {
+    await this.warmRoom?.close();
+  }
+
+  protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    if (!this.opts.warm.enabled) return this.coldTurn(turn, bin);
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
-    const env = this.env();
     const system = turn.prompt.system;
+    return this.warm.run(
+      turn,
+      [bin, cwd, this.opts.systemPromptMode, system, turn.model, this.opts.approvalMode, this.opts.args],
+      () => {
+        const env = this.env();
+        const mode = this.bootstrapMode(cwd, system);
+        // Read by gemini whenever it builds the system instruction: kept for the process's life.
+        const file = mode === "replace" && system ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", system) : undefined;
+        if (file) env.GEMINI_SYSTEM_MD = file.file;
+        return { bin, args: geminiArgs(this.opts, turn, true), env, cwd, file };
+      },
+      () => this.coldTurn(turn, bin),
+    );
+  }
+
+  /**
+   * Where the bootstrap goes for a process started now: `context` writes (or removes) the
+   * bridge's GEMINI.md in `cwd`; `replace` (also when the user has a GEMINI.md of their own there)
+   * removes a GEMINI.md the bridge left. The caller passes GEMINI_SYSTEM_MD for `replace`.
+   */
+  private bootstrapMode(cwd: string, system: string): "replace" | "context" {
     let mode = this.opts.systemPromptMode;
     if (mode === "context") {
       const file = path.join(cwd, "GEMINI.md");
@@ -197,6 +258,15 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
       const stale = path.join(cwd, "GEMINI.md");
       if (existsSync(stale) && readFileSync(stale, "utf8").startsWith(GEMINI_MD_MARKER)) unlinkSync(stale);
     }
+    return mode;
+  }
+
+  /** One turn with a `gemini -o stream-json` process of its own. */
+  private async *coldTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
+    const env = this.env();
+    const system = turn.prompt.system;
+    const mode = this.bootstrapMode(cwd, system);
     // Per turn, private, removed afterwards: parallel turns never share or race on the file.
     const systemFile = mode === "replace" && system ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", system) : undefined;
     if (systemFile) env.GEMINI_SYSTEM_MD = systemFile.file;

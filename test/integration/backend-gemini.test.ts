@@ -38,7 +38,7 @@ describe("gemini-cli backend with the real gemini CLI", () => {
   const make = (extra: Record<string, unknown> = {}) =>
     geminiCliBackend.create(
       "gemini",
-      geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false }, ...extra }),
       { logger, dataDir },
     ) as GeminiCliBackend;
 

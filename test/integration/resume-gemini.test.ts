@@ -5,6 +5,9 @@
  * identity, self-healing after a lost session file, abort + retry without two CLIs, strict
  * per-conversation ordering). Only the model API is faked.
  *
+ * The cold path (`gemini -o stream-json --resume`); warm mode (`gemini --acp`) has its own file,
+ * backend-gemini-warm.test.ts, until this contract's `warm` variant fits it (see that file).
+ *
  * Gemini CLI sends no session id to the model API: the session is identified through the store
  * (checked with the real `clawbridge sessions` command) and the session files under the private HOME.
  */
@@ -79,7 +82,7 @@ resumeContract<RecordedGeminiRequest, GeminiReply>({
   backend: "gc",
   async start(home) {
     fake = await startFakeGemini(replyScript);
-    return { fake, backend: { type: "gemini-cli", command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 90, killGraceSeconds: 1 } };
+    return { fake, backend: { type: "gemini-cli", command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 90, killGraceSeconds: 1, warm: { enabled: false } } };
   },
   replyScript,
   hang: { kind: "hang" },
