@@ -15,6 +15,9 @@ import { geminiEnv, GEMINI_BIN } from "../../testkit/fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
 import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { eventually } from "../helpers/bridge.js";
+import { cliBackendContract } from "../helpers/cli-backend-contract.js";
+import { findFiles } from "../helpers/backend-turn.js";
+import { readFileSync } from "node:fs";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
@@ -231,5 +234,53 @@ describe("gemini-cli backend, warm (gemini --acp)", () => {
     assert.ok(await eventually(() => pidGone(pa), 10_000), "the idle process of the other conversation was evicted");
     await one.close();
     assert.ok(await eventually(() => pidGone(pb), 10_000), "close() ended the last one");
+  });
+});
+
+describe("gemini-cli backend, warm: the CLI contract", () => {
+  let fake: FakeGemini;
+  let home: string;
+  let dataDir: string;
+  let backend: GeminiCliBackend;
+  const made: GeminiCliBackend[] = [];
+  const make = (extra: Record<string, unknown> = {}) => {
+    const b = geminiCliBackend.create(
+      "gemini",
+      geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      { logger, dataDir },
+    ) as GeminiCliBackend;
+    made.push(b);
+    return b;
+  };
+
+  before(async () => {
+    fake = await startFakeGemini();
+    home = mkdtempSync(path.join(tmpdir(), "cb-gwarmc-home-"));
+    dataDir = mkdtempSync(path.join(tmpdir(), "cb-gwarmc-data-"));
+    backend = make();
+  });
+
+  after(async () => {
+    for (const b of made) await b.close();
+    await fake?.close();
+    rmSync(home, { recursive: true, force: true });
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  cliBackendContract<GeminiReply>({
+    cli: "gemini",
+    warm: true,
+    backend: () => backend,
+    make,
+    missing: (command) => make({ command }),
+    dataDir: () => dataDir,
+    reply: (r) => fake.setScript(mainTurn(() => r)),
+    requests: () => fake.turnCalls().length,
+    turns: () => fake.turnCalls().length,
+    version: /^\d+\.\d+/,
+    unknownSession: /Error resuming session|Invalid session identifier|No previous sessions found/,
+    sessionFiles: (id) => findFiles(path.join(home, ".gemini", "tmp"), (n) => n.startsWith("session-") && n.includes(id.slice(0, 8))).filter((f) => readFileSync(f, "utf8").includes(id)),
+    sessionFilesWhere: "~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl",
+    timeoutSeconds: 8,
   });
 });

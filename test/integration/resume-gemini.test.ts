@@ -5,8 +5,8 @@
  * identity, self-healing after a lost session file, abort + retry without two CLIs, strict
  * per-conversation ordering). Only the model API is faked.
  *
- * The cold path (`gemini -o stream-json --resume`); warm mode (`gemini --acp`) has its own file,
- * backend-gemini-warm.test.ts, until this contract's `warm` variant fits it (see that file).
+ * Both paths: cold (`gemini -o stream-json --resume`) and warm (`gemini --acp`, one process per
+ * conversation; its own tests are in backend-gemini-warm.test.ts).
  *
  * Gemini CLI sends no session id to the model API: the session is identified through the store
  * (checked with the real `clawbridge sessions` command) and the session files under the private HOME.
@@ -16,7 +16,7 @@ import path from "node:path";
 import { GEMINI_BIN, geminiEnv } from "../../testkit/fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
 import { lastLine } from "../helpers/resume.js";
-import { resumeContract } from "../helpers/resume-contract.js";
+import { resumeContract, type ResumeCli } from "../helpers/resume-contract.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -75,14 +75,16 @@ function sessionFiles(home: string, id: string): string[] {
 
 let fake: FakeGemini;
 
-resumeContract<RecordedGeminiRequest, GeminiReply>({
-  title: "Gemini CLI",
+/** Gemini CLI in the resume contract, warm (the default: one `gemini --acp` per conversation) or cold. */
+const geminiCli = (warm: boolean): ResumeCli<RecordedGeminiRequest, GeminiReply> => ({
+  title: `Gemini CLI (${warm ? "warm" : "cold"})`,
   cli: "gemini",
   model: "gemini",
   backend: "gc",
+  warm,
   async start(home) {
     fake = await startFakeGemini(replyScript);
-    return { fake, backend: { type: "gemini-cli", command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 90, killGraceSeconds: 1, warm: { enabled: false } } };
+    return { fake, backend: { type: "gemini-cli", command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 90, killGraceSeconds: 1, warm: { enabled: warm } } };
   },
   replyScript,
   hang: { kind: "hang" },
@@ -103,3 +105,6 @@ resumeContract<RecordedGeminiRequest, GeminiReply>({
   // A parallel gemini would reach the fake within this time.
   parallelWindowMs: 4000,
 });
+
+resumeContract<RecordedGeminiRequest, GeminiReply>(geminiCli(false));
+resumeContract<RecordedGeminiRequest, GeminiReply>(geminiCli(true));
