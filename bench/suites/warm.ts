@@ -27,13 +27,15 @@ const LATER_TURN_TARGET_MS = 100;
 const TARGET_CLIS = new Set(["claude", "opencode", "gemini"]);
 
 interface Turn {
+  /** Request → the CLI's model request reached the fake (the CLI's own share before the model). */
+  modelMs?: number;
   firstMs: number;
   chunks: number;
   text: string;
 }
 
 /** One streamed turn through the bridge: time to the first content chunk, chunk count. */
-async function turn(origin: string, model: string, key: string, messages: Array<{ role: string; content: string }>): Promise<Turn> {
+async function turn(origin: string, model: string, key: string, messages: Array<{ role: string; content: string }>, modelAt: () => number): Promise<Turn> {
   const t0 = performance.now();
   const res = await fetch(`${origin}/v1/chat/completions`, {
     method: "POST",
@@ -69,12 +71,15 @@ async function turn(origin: string, model: string, key: string, messages: Array<
     }
   }
   if (first === undefined) throw new Error(`${model}: no content streamed`);
-  return { firstMs: first - t0, chunks, text };
+  const at = modelAt();
+  return { firstMs: first - t0, chunks, text, ...(at >= t0 ? { modelMs: at - t0 } : {}) };
 }
 
 interface ModeResult {
   first: number[];
   later: number[];
+  /** Later turns: request → model request at the fake. */
+  laterModel: number[];
   chunks: number[];
   cpuPerTurnMs: number;
 }
@@ -93,7 +98,7 @@ async function runCli(ctx: BenchContext, cli: WarmCli, base: string): Promise<Cl
   const fake = await cli.start(home);
   const configFile = path.join(base, cli.id, "clawbridge.json");
   const backend = (warm: boolean) => ({ type: cli.type, command: cli.bin, env: fake.env, timeoutSeconds: 180, killGraceSeconds: 1, warm: { enabled: warm } });
-  const model = (mode: "cold" | "warm") => ({ id: `${cli.id}/${mode}`, backend: `${cli.id}-${mode}`, ...(cli.id === "opencode" ? { model: "fake/m1" } : {}), session: { mode: cli.mode } });
+  const model = (mode: "cold" | "warm") => ({ id: `${cli.id}/${mode}`, backend: `${cli.id}-${mode}`, model: cli.id === "opencode" ? "fake/m1" : "default", session: { mode: cli.mode } });
   writeFileSync(
     configFile,
     JSON.stringify({
@@ -106,7 +111,7 @@ async function runCli(ctx: BenchContext, cli: WarmCli, base: string): Promise<Cl
     }),
   );
   let bridge: Service | undefined;
-  const empty = (): ModeResult => ({ first: [], later: [], chunks: [], cpuPerTurnMs: 0 });
+  const empty = (): ModeResult => ({ first: [], later: [], laterModel: [], chunks: [], cpuPerTurnMs: 0 });
   const result: CliResult = { cli, cold: empty(), warm: empty(), warmRss: [] };
   try {
     bridge = await startService({
@@ -125,11 +130,12 @@ async function runCli(ctx: BenchContext, cli: WarmCli, base: string): Promise<Cl
         for (const mode of ["cold", "warm"] as const) {
           history[mode].push({ role: "user", content: `question ${t + 1} of conversation ${c + 1}: tell me something short` });
           const before = cpuMs(bridge.pid);
-          const r = await turn(origin, `${cli.id}/${mode}`, `bench-${cli.id}-${mode}-${c}`, history[mode]);
+          const r = await turn(origin, `${cli.id}/${mode}`, `bench-${cli.id}-${mode}-${c}`, history[mode], fake.lastModelRequestAt);
           cpu[mode] += cpuMs(bridge.pid) - before;
           history[mode].push({ role: "assistant", content: r.text });
           const m = result[mode];
           (t === 0 ? m.first : m.later).push(r.firstMs);
+          if (t > 0 && r.modelMs !== undefined) m.laterModel.push(r.modelMs);
           m.chunks.push(r.chunks);
         }
       }
@@ -178,6 +184,7 @@ const suite: BenchSuite = {
           p50(m.first),
           p50(m.later),
           max(m.later),
+          p50(m.laterModel),
           m.chunks.length ? String(percentile(m.chunks, 50)) : "–",
           m.first.length ? ms(m.cpuPerTurnMs) : "–",
           mode === "warm" && r.warmRss.length ? r.warmRss.map(mbOf).join(", ") : "–",
@@ -199,9 +206,11 @@ const suite: BenchSuite = {
     const markdown = [
       `Each CLI from node_modules/.bin against its fake model API (testkit/fakes, answering at once with ${6} chunks); the bridge as its own process with a cold and a warm backend per CLI; ${CONVERSATIONS} conversations × ${TURNS} turns per mode, cold and warm turns alternating. Times are request → first content chunk at the client.`,
       "",
-      table(["CLI", "mode", "turn 1 first token (p50)", "later turns first token (p50)", "later turns (max)", "content chunks per answer (p50)", "bridge CPU per turn", "RSS per warm process"], rows),
+      table(["CLI", "mode", "turn 1 first token (p50)", "later turns first token (p50)", "later turns (max)", "later turns: request → model request (p50)", "content chunks per answer (p50)", "bridge CPU per turn", "RSS per warm process"], rows),
       "",
       ...(failures.length ? ["Failures:", ...failures, ""] : []),
+      "`request → model request` is when the CLI's call reached the fake model API: the time before it is the bridge's and the CLI's own work before asking the model (process start, session load, prompt building); the rest is the model's stream passing through the CLI and the bridge.",
+      "",
       "Bridge CPU per turn is the bridge process's user+system time over all turns of that mode divided by the turns (10 ms /proc ticks, so small values are coarse); the CLIs' own CPU is not in it.",
     ].join("\n");
     return { markdown, targets };

@@ -22,8 +22,17 @@ export interface WarmCli {
   bin: string;
   /** resume for CLIs with sessions, stateless for opencode. */
   mode: "resume" | "stateless";
-  /** Start the fake; returns the backend's `env` for a CLI with `home` as HOME, and `close`. */
-  start(home: string): Promise<{ env: Record<string, string>; close(): Promise<void> }>;
+  /**
+   * Start the fake; returns the backend's `env` for a CLI with `home` as HOME, `close`, and when the
+   * last model turn reached the fake (`performance.now()`): the CLI's own share of the wait.
+   */
+  start(home: string): Promise<{ env: Record<string, string>; close(): Promise<void>; lastModelRequestAt(): number }>;
+}
+
+/** A clock the fakes' scripts stamp when a model turn arrives. */
+function stamp() {
+  let at = 0;
+  return { mark: () => void (at = performance.now()), at: () => at };
 }
 
 export function warmClis(root: string): WarmCli[] {
@@ -36,8 +45,9 @@ export function warmClis(root: string): WarmCli[] {
       bin: bin("claude"),
       mode: "resume",
       async start(home) {
-        const fake = await startFakeAnthropic(() => ({ kind: "text", chunks: CHUNKS }));
-        return { env: claudeEnv({ baseUrl: fake.baseUrl, home }), close: () => fake.close() };
+        const t = stamp();
+        const fake = await startFakeAnthropic(() => (t.mark(), { kind: "text", chunks: CHUNKS }));
+        return { env: claudeEnv({ baseUrl: fake.baseUrl, home }), close: () => fake.close(), lastModelRequestAt: t.at };
       },
     },
     {
@@ -47,8 +57,9 @@ export function warmClis(root: string): WarmCli[] {
       bin: bin("opencode"),
       mode: "stateless",
       async start(home) {
-        const fake = await startFakeOpenAI(() => ({ kind: "text", chunks: CHUNKS }));
-        return { env: opencodeEnv(fake.url, home), close: () => fake.close() };
+        const t = stamp();
+        const fake = await startFakeOpenAI(() => (t.mark(), { kind: "text", chunks: CHUNKS }));
+        return { env: opencodeEnv(fake.url, home), close: () => fake.close(), lastModelRequestAt: t.at };
       },
     },
     {
@@ -58,8 +69,13 @@ export function warmClis(root: string): WarmCli[] {
       bin: bin("gemini"),
       mode: "resume",
       async start(home) {
-        const fake = await startFakeGemini(() => ({ kind: "text", chunks: CHUNKS }));
-        return { env: geminiEnv({ baseUrl: fake.baseUrl, home }), close: () => fake.close() };
+        const t = stamp();
+        const fake = await startFakeGemini((r) => {
+          // Model routing side calls carry the same text: only the streamed turn is the model turn.
+          if (r.action === "streamGenerateContent") t.mark();
+          return { kind: "text", chunks: CHUNKS };
+        });
+        return { env: geminiEnv({ baseUrl: fake.baseUrl, home }), close: () => fake.close(), lastModelRequestAt: t.at };
       },
     },
     {
@@ -69,8 +85,9 @@ export function warmClis(root: string): WarmCli[] {
       bin: bin("codex"),
       mode: "resume",
       async start(home) {
-        const fake = await startFakeResponses(() => ({ kind: "text", chunks: CHUNKS }));
-        return { env: codexEnv({ baseUrl: fake.url, home }), close: () => fake.close() };
+        const t = stamp();
+        const fake = await startFakeResponses(() => (t.mark(), { kind: "text", chunks: CHUNKS }));
+        return { env: codexEnv({ baseUrl: fake.url, home }), close: () => fake.close(), lastModelRequestAt: t.at };
       },
     },
     {
@@ -80,8 +97,9 @@ export function warmClis(root: string): WarmCli[] {
       bin: bin("qwen"),
       mode: "resume",
       async start(home) {
-        const fake = await startFakeOpenAI(() => ({ kind: "text", chunks: CHUNKS }));
-        return { env: qwenEnv({ baseUrl: fake.url, home }), close: () => fake.close() };
+        const t = stamp();
+        const fake = await startFakeOpenAI(() => (t.mark(), { kind: "text", chunks: CHUNKS }));
+        return { env: qwenEnv({ baseUrl: fake.url, home }), close: () => fake.close(), lastModelRequestAt: t.at };
       },
     },
   ];
