@@ -12,6 +12,8 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code.js";
+import { resolveConfig } from "../../src/config/load.js";
+import { runDoctor } from "../../src/doctor/doctor.js";
 import { createLogger } from "../../src/log/logger.js";
 import { groupRss } from "../../src/warm/rss.js";
 import { startFakeAnthropic, type FakeAnthropic } from "../../testkit/fakes/anthropic-api.js";
@@ -73,6 +75,18 @@ describe("a warm Claude Code backend behind the bridge", () => {
     assert.equal(row.warm, true);
     assert.equal(row.backend, "cc");
     assert.equal(row.turns, 2);
+
+    // `clawbridge doctor` names them from the running bridge's /health.
+    const report = await runDoctor({
+      config: resolveConfig({ server: { port: bridge.port }, dataDir: bridge.dataDir, backends: { cc: { type: "claude-code", command: CLAUDE_BIN } }, models: [{ id: "claude", backend: "cc" }] }, "test"),
+      openclawHome: path.join(home, "no-openclaw"),
+      validate: null,
+      scanClis: false,
+      tmpDir: home,
+      env: { ...process.env, HOME: home },
+    });
+    const port = report.findings.find((f) => f.id === "port");
+    assert.match(port?.detail ?? "", /warm CLI processes: 1, \d+ MB in all — cc 1 \(0 busy, \d+ MB\)/, JSON.stringify(port));
 
     await bridge.close(0);
     assert.ok(pidGone(w.pid), "the bridge's shutdown ended the warm process");
