@@ -18,6 +18,8 @@ const FAMILIES: Record<string, "COUNTER" | "GAUGE" | "HISTOGRAM"> = {
   clawbridge_queue_conversations: "GAUGE",
   clawbridge_queue_limit: "GAUGE",
   clawbridge_cli_processes: "GAUGE",
+  clawbridge_warm_processes: "GAUGE",
+  clawbridge_warm_memory_bytes: "GAUGE",
   clawbridge_turns_total: "COUNTER",
   clawbridge_turn_errors_total: "COUNTER",
   clawbridge_turn_first_byte_seconds: "HISTOGRAM",
