@@ -10,6 +10,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { warmOption } from "../warm/options.js";
+import { addOpencodeTokens, type OpencodeTokens } from "../warm/opencode-events.js";
 import { OpencodeWarm } from "../warm/opencode-warm.js";
 import { CliBackendBase, joinSeparator, stderrTail } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
@@ -44,7 +45,7 @@ interface OpencodeEvent {
     tool?: string;
     reason?: string;
     state?: { status?: string; title?: string; error?: string };
-    tokens?: { input?: number; output?: number; reasoning?: number; cache?: { read?: number; write?: number } };
+    tokens?: OpencodeTokens;
   };
   error?: { name?: string; data?: { message?: string; statusCode?: number; isRetryable?: boolean } };
 }
@@ -82,14 +83,8 @@ export function mapOpencodeEvent(ev: OpencodeEvent, state: OpencodeTurnState): B
     }
     case "step_finish": {
       state.steps++;
-      const t = part.tokens;
-      if (t) {
-        const cacheRead = t.cache?.read ?? 0;
-        state.usage.promptTokens += (t.input ?? 0) + cacheRead + (t.cache?.write ?? 0);
-        state.usage.completionTokens += (t.output ?? 0) + (t.reasoning ?? 0);
-        state.usage.reasoningTokens = (state.usage.reasoningTokens ?? 0) + (t.reasoning ?? 0);
-        state.usage.cachedTokens = (state.usage.cachedTokens ?? 0) + cacheRead;
-        state.usage.totalTokens = state.usage.promptTokens + state.usage.completionTokens;
+      if (part.tokens) {
+        addOpencodeTokens(state.usage, part.tokens);
         state.sawUsage = true;
       }
       if (part.reason === "length") state.finish = "length";

@@ -28,7 +28,7 @@ interface OcPart {
   reason?: string;
   time?: { end?: number };
   state?: { status?: string; title?: string; error?: string };
-  tokens?: { input?: number; output?: number; reasoning?: number; cache?: { read?: number; write?: number } };
+  tokens?: OpencodeTokens;
 }
 
 interface OcError {
@@ -142,14 +142,8 @@ export class OpencodeTurnEvents {
       }
       case "step-finish": {
         this.steps++;
-        const t = part.tokens;
-        if (t) {
-          const cacheRead = t.cache?.read ?? 0;
-          this.usage.promptTokens += (t.input ?? 0) + cacheRead + (t.cache?.write ?? 0);
-          this.usage.completionTokens += (t.output ?? 0) + (t.reasoning ?? 0);
-          this.usage.reasoningTokens = (this.usage.reasoningTokens ?? 0) + (t.reasoning ?? 0);
-          this.usage.cachedTokens = (this.usage.cachedTokens ?? 0) + cacheRead;
-          this.usage.totalTokens = this.usage.promptTokens + this.usage.completionTokens;
+        if (part.tokens) {
+          addOpencodeTokens(this.usage, part.tokens);
           this.sawUsage = true;
         }
         if (part.reason === "length") this.finish = "length";
@@ -200,4 +194,22 @@ export function turnError(err: OcError | undefined): OcTurnError {
     status: status === 429 ? 429 : 502,
     retryable: data?.isRetryable ?? status === 429,
   };
+}
+
+/** OpenCode's token counts of one step (`step-finish` / `step_finish` parts). */
+export interface OpencodeTokens {
+  input?: number;
+  output?: number;
+  reasoning?: number;
+  cache?: { read?: number; write?: number };
+}
+
+/** Add one step's tokens to a turn's usage (cache reads and writes are prompt tokens; reasoning is completion). */
+export function addOpencodeTokens(usage: Usage, t: OpencodeTokens): void {
+  const cacheRead = t.cache?.read ?? 0;
+  usage.promptTokens += (t.input ?? 0) + cacheRead + (t.cache?.write ?? 0);
+  usage.completionTokens += (t.output ?? 0) + (t.reasoning ?? 0);
+  usage.reasoningTokens = (usage.reasoningTokens ?? 0) + (t.reasoning ?? 0);
+  usage.cachedTokens = (usage.cachedTokens ?? 0) + cacheRead;
+  usage.totalTokens = usage.promptTokens + usage.completionTokens;
 }
