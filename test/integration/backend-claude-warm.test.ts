@@ -5,15 +5,15 @@
  * in backend-claude.test.ts), plus what only Claude's warm mode does.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync } from "node:fs";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code.js";
 import { createLogger } from "../../src/log/logger.js";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import { anthropicText, startFakeAnthropic, type AnthropicReply, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { assertEndsOnce, collect, findFiles, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { backendFixture } from "../helpers/backend-fixture.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
@@ -24,34 +24,15 @@ function systemText(req: RecordedRequest): string {
 }
 
 describe("claude-code backend, warm, with the real claude CLI", () => {
-  let fake: FakeAnthropic;
-  let home: string;
-  let dataDir: string;
-  let backend: ClaudeCodeBackend;
-  const made: ClaudeCodeBackend[] = [];
-
-  const make = (extra: Record<string, unknown> = {}) => {
-    const b = claudeCodeBackend.create(
-      "claude",
-      claudeCodeOptionsSchema.parse({ command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
-      { logger, dataDir },
-    ) as ClaudeCodeBackend;
-    made.push(b);
-    return b;
-  };
-
-  before(async () => {
-    fake = await startFakeAnthropic();
-    home = mkdtempSync(path.join(tmpdir(), "cb-claudew-home-"));
-    dataDir = mkdtempSync(path.join(tmpdir(), "cb-claudew-data-"));
-    backend = make();
-  });
-
-  after(async () => {
-    for (const b of made) await b.close();
-    await fake?.close();
-    rmSync(home, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
+  const fx = backendFixture({
+    name: "claudew",
+    startFake: () => startFakeAnthropic(),
+    create: ({ fake, home, dataDir }, extra) =>
+      claudeCodeBackend.create(
+        "claude",
+        claudeCodeOptionsSchema.parse({ command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+        { logger, dataDir },
+      ) as ClaudeCodeBackend,
   });
 
   test("warm is the default: the option parses to enabled with its limits", () => {
@@ -64,38 +45,38 @@ describe("claude-code backend, warm, with the real claude CLI", () => {
   cliBackendContract<AnthropicReply>({
     cli: "claude",
     warm: true,
-    backend: () => backend,
-    make,
-    missing: (command) => make({ command }),
-    dataDir: () => dataDir,
-    reply: (r) => fake.setScript(() => r),
+    backend: () => fx.backend,
+    make: (extra) => fx.make(extra),
+    missing: (command) => fx.make({ command }),
+    dataDir: () => fx.dataDir,
+    reply: (r) => fx.fake.setScript(() => r),
     refusal: (message) => ({ kind: "error", status: 400, errorType: "invalid_request_error", message }),
-    requests: () => fake.messageCalls().length,
-    turns: () => fake.messageCalls().length,
+    requests: () => fx.fake.messageCalls().length,
+    turns: () => fx.fake.messageCalls().length,
     version: /Claude Code/,
     unknownSession: /No conversation found with session ID/,
-    sessionFiles: (id) => findFiles(path.join(home, ".claude", "projects"), (n) => n === `${id}.jsonl`),
+    sessionFiles: (id) => findFiles(path.join(fx.home, ".claude", "projects"), (n) => n === `${id}.jsonl`),
     sessionFilesWhere: "CLAUDE_CONFIG_DIR/projects/<cwd>/<id>.jsonl",
     timeoutSeconds: 3,
   });
 
   test("the bootstrap reaches the model on every warm turn; a changed bootstrap starts a new process on the same session", async () => {
-    fake.setScript((r) => ({ kind: "text", chunks: [`re: ${r.lastUserText.slice(0, 12)}`] }));
-    const n0 = fake.messageCalls().length;
-    const t1 = await collect(backend.run(turnInput("conv-boot", "first words", { system: "BOOT-ONE you are Pebble" })));
+    fx.fake.setScript((r) => ({ kind: "text", chunks: [`re: ${r.lastUserText.slice(0, 12)}`] }));
+    const n0 = fx.fake.messageCalls().length;
+    const t1 = await collect(fx.backend.run(turnInput("conv-boot", "first words", { system: "BOOT-ONE you are Pebble" })));
     assert.equal(t1.at(-1)?.type, "done", JSON.stringify(t1));
     const sid = sessionOf(t1)!;
-    const pid1 = backend.lastPid!;
-    assert.deepEqual(readdirSync(path.join(dataDir, "tmp")), [], "the bootstrap file is removed once the CLI has read it");
-    const t2 = await collect(backend.run(turnInput("conv-boot", "second words", { system: "BOOT-ONE you are Pebble", sessionId: sid })));
+    const pid1 = fx.backend.lastPid!;
+    assert.deepEqual(readdirSync(path.join(fx.dataDir, "tmp")), [], "the bootstrap file is removed once the CLI has read it");
+    const t2 = await collect(fx.backend.run(turnInput("conv-boot", "second words", { system: "BOOT-ONE you are Pebble", sessionId: sid })));
     assert.equal(t2.at(-1)?.type, "done");
-    assert.equal(backend.lastPid, pid1, "same bootstrap: same process");
-    const t3 = await collect(backend.run(turnInput("conv-boot", "third words", { system: "BOOT-TWO you are Quartz", sessionId: sid })));
+    assert.equal(fx.backend.lastPid, pid1, "same bootstrap: same process");
+    const t3 = await collect(fx.backend.run(turnInput("conv-boot", "third words", { system: "BOOT-TWO you are Quartz", sessionId: sid })));
     assert.equal(t3.at(-1)?.type, "done", JSON.stringify(t3));
-    assert.notEqual(backend.lastPid, pid1, "a changed bootstrap: a new process");
+    assert.notEqual(fx.backend.lastPid, pid1, "a changed bootstrap: a new process");
     assert.ok(pidGone(pid1), "the old process was ended before the new one started");
     assert.equal(sessionOf(t3), sid, "the new process resumed the same session");
-    const calls = fake.messageCalls().slice(n0);
+    const calls = fx.fake.messageCalls().slice(n0);
     assert.equal(calls.length, 3);
     assert.ok(systemText(calls[0]!).includes("BOOT-ONE") && systemText(calls[1]!).includes("BOOT-ONE"));
     assert.ok(systemText(calls[2]!).includes("BOOT-TWO") && !systemText(calls[2]!).includes("BOOT-ONE"));
@@ -104,13 +85,13 @@ describe("claude-code backend, warm, with the real claude CLI", () => {
   });
 
   test("text streams as deltas on a reused process, and a later turn's first token comes fast", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["Warm ", "and ", "quick."], delayMs: 5 }));
-    const t1 = await collect(backend.run(turnInput("conv-quick", "hello")));
+    fx.fake.setScript(() => ({ kind: "text", chunks: ["Warm ", "and ", "quick."], delayMs: 5 }));
+    const t1 = await collect(fx.backend.run(turnInput("conv-quick", "hello")));
     const sid = sessionOf(t1);
     const started = Date.now();
     let firstToken = 0;
     const evs: any[] = [];
-    for await (const ev of backend.run(turnInput("conv-quick", "again", { sessionId: sid }))) {
+    for await (const ev of fx.backend.run(turnInput("conv-quick", "again", { sessionId: sid }))) {
       if (ev.type === "text" && !firstToken) firstToken = Date.now() - started;
       evs.push(ev);
     }

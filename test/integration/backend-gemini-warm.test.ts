@@ -15,6 +15,7 @@ import { geminiEnv, GEMINI_BIN } from "../../testkit/fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
 import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { eventually } from "../helpers/bridge.js";
+import { backendFixture } from "../helpers/backend-fixture.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 import { findFiles } from "../helpers/backend-turn.js";
 import { readFileSync } from "node:fs";
@@ -238,48 +239,30 @@ describe("gemini-cli backend, warm (gemini --acp)", () => {
 });
 
 describe("gemini-cli backend, warm: the CLI contract", () => {
-  let fake: FakeGemini;
-  let home: string;
-  let dataDir: string;
-  let backend: GeminiCliBackend;
-  const made: GeminiCliBackend[] = [];
-  const make = (extra: Record<string, unknown> = {}) => {
-    const b = geminiCliBackend.create(
-      "gemini",
-      geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
-      { logger, dataDir },
-    ) as GeminiCliBackend;
-    made.push(b);
-    return b;
-  };
-
-  before(async () => {
-    fake = await startFakeGemini();
-    home = mkdtempSync(path.join(tmpdir(), "cb-gwarmc-home-"));
-    dataDir = mkdtempSync(path.join(tmpdir(), "cb-gwarmc-data-"));
-    backend = make();
-  });
-
-  after(async () => {
-    for (const b of made) await b.close();
-    await fake?.close();
-    rmSync(home, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
+  const fx = backendFixture({
+    name: "gwarmc",
+    startFake: () => startFakeGemini(),
+    create: ({ fake, home, dataDir }, extra) =>
+      geminiCliBackend.create(
+        "gemini",
+        geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+        { logger, dataDir },
+      ) as GeminiCliBackend,
   });
 
   cliBackendContract<GeminiReply>({
     cli: "gemini",
     warm: true,
-    backend: () => backend,
-    make,
-    missing: (command) => make({ command }),
-    dataDir: () => dataDir,
-    reply: (r) => fake.setScript(mainTurn(() => r)),
-    requests: () => fake.turnCalls().length,
-    turns: () => fake.turnCalls().length,
+    backend: () => fx.backend,
+    make: (extra) => fx.make(extra),
+    missing: (command) => fx.make({ command }),
+    dataDir: () => fx.dataDir,
+    reply: (r) => fx.fake.setScript(mainTurn(() => r)),
+    requests: () => fx.fake.turnCalls().length,
+    turns: () => fx.fake.turnCalls().length,
     version: /^\d+\.\d+/,
     unknownSession: /Error resuming session|Invalid session identifier|No previous sessions found/,
-    sessionFiles: (id) => findFiles(path.join(home, ".gemini", "tmp"), (n) => n.startsWith("session-") && n.includes(id.slice(0, 8))).filter((f) => readFileSync(f, "utf8").includes(id)),
+    sessionFiles: (id) => findFiles(path.join(fx.home, ".gemini", "tmp"), (n) => n.startsWith("session-") && n.includes(id.slice(0, 8))).filter((f) => readFileSync(f, "utf8").includes(id)),
     sessionFilesWhere: "~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl",
     timeoutSeconds: 8,
   });

@@ -4,15 +4,15 @@
  * 127.0.0.1. The CLI contract runs here warm (its cold run is in backend-qwen.test.ts).
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync } from "node:fs";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { qwenCodeBackend, qwenCodeOptionsSchema, type QwenCodeBackend } from "../../src/backends/qwen-code.js";
 import { createLogger } from "../../src/log/logger.js";
-import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
+import { startFakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { QWEN_BIN, qwenEnv } from "../../testkit/fakes/cli-env.js";
 import { collect, findFiles, pidGone, sessionOf, turnInput } from "../helpers/backend-turn.js";
+import { backendFixture } from "../helpers/backend-fixture.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
@@ -26,74 +26,55 @@ function systemText(req: RecordedRequest): string {
 }
 
 describe("qwen-code backend, warm, with the real qwen CLI", () => {
-  let fake: FakeOpenAI;
-  let home: string;
-  let dataDir: string;
-  let backend: QwenCodeBackend;
-  const made: QwenCodeBackend[] = [];
-
-  const make = (extra: Record<string, unknown> = {}) => {
-    const b = qwenCodeBackend.create(
-      "qwen",
-      qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
-      { logger, dataDir },
-    ) as QwenCodeBackend;
-    made.push(b);
-    return b;
-  };
-
-  before(async () => {
-    fake = await startFakeOpenAI();
-    home = mkdtempSync(path.join(tmpdir(), "cb-qwenw-home-"));
-    dataDir = mkdtempSync(path.join(tmpdir(), "cb-qwenw-data-"));
-    backend = make();
-  });
-
-  after(async () => {
-    for (const b of made) await b.close();
-    await fake?.close();
-    rmSync(home, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
+  const fx = backendFixture({
+    name: "qwenw",
+    startFake: () => startFakeOpenAI(),
+    create: ({ fake, home, dataDir }, extra) =>
+      qwenCodeBackend.create(
+        "qwen",
+        qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+        { logger, dataDir },
+      ) as QwenCodeBackend,
   });
 
   cliBackendContract<Reply>({
     cli: "qwen",
     warm: true,
-    backend: () => backend,
-    make,
-    missing: (command) => make({ command }),
-    dataDir: () => dataDir,
-    reply: (r) => fake.setScript(() => r),
-    requests: () => fake.requests.length,
-    turns: () => fake.mainRequests().length,
+    backend: () => fx.backend,
+    make: (extra) => fx.make(extra),
+    missing: (command) => fx.make({ command }),
+    dataDir: () => fx.dataDir,
+    reply: (r) => fx.fake.setScript(() => r),
+    requests: () => fx.fake.requests.length,
+    turns: () => fx.fake.mainRequests().length,
     version: /^\d+\.\d+\.\d+/,
     unknownSession: /No saved session found with ID/,
-    sessionFiles: (id) => findFiles(path.join(home, ".qwen", "projects"), (n) => n === `${id}.jsonl`),
+    sessionFiles: (id) => findFiles(path.join(fx.home, ".qwen", "projects"), (n) => n === `${id}.jsonl`),
     sessionFilesWhere: "~/.qwen/projects/<cwd>/chats/<id>.jsonl",
     timeoutSeconds: 3,
   });
 
   test("the bootstrap reaches the model on every warm turn; a changed bootstrap starts a new process on the same session", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["fine"] }));
-    const n0 = fake.mainRequests().length;
-    const t1 = await collect(backend.run(turnInput("conv-boot", "first words", { system: "BOOT-ONE you are Pebble" })));
+    fx.fake.setScript(() => ({ kind: "text", chunks: ["fine"] }));
+    const n0 = fx.fake.mainRequests().length;
+    const t1 = await collect(fx.backend.run(turnInput("conv-boot", "first words", { system: "BOOT-ONE you are Pebble" })));
     assert.equal(t1.at(-1)?.type, "done", JSON.stringify(t1));
     const sid = sessionOf(t1)!;
-    const pid1 = backend.lastPid!;
-    const t2 = await collect(backend.run(turnInput("conv-boot", "second words", { system: "BOOT-ONE you are Pebble", sessionId: sid })));
+    const pid1 = fx.backend.lastPid!;
+    const t2 = await collect(fx.backend.run(turnInput("conv-boot", "second words", { system: "BOOT-ONE you are Pebble", sessionId: sid })));
     assert.equal(t2.at(-1)?.type, "done", JSON.stringify(t2));
-    assert.equal(backend.lastPid, pid1, "same bootstrap: same process");
-    const t3 = await collect(backend.run(turnInput("conv-boot", "third words", { system: "BOOT-TWO you are Quartz", sessionId: sid })));
+    assert.equal(fx.backend.lastPid, pid1, "same bootstrap: same process");
+    const t3 = await collect(fx.backend.run(turnInput("conv-boot", "third words", { system: "BOOT-TWO you are Quartz", sessionId: sid })));
     assert.equal(t3.at(-1)?.type, "done", JSON.stringify(t3));
-    assert.notEqual(backend.lastPid, pid1, "a changed bootstrap: a new process");
+    assert.notEqual(fx.backend.lastPid, pid1, "a changed bootstrap: a new process");
     assert.ok(pidGone(pid1));
-    const calls = fake.mainRequests().slice(n0);
+    const calls = fx.fake.mainRequests().slice(n0);
     assert.equal(calls.length, 3);
     assert.ok(systemText(calls[0]!).includes("BOOT-ONE"), systemText(calls[0]!).slice(0, 300));
     assert.ok(systemText(calls[1]!).includes("BOOT-ONE"), "turn 2 on the warm process still has the bootstrap");
     assert.ok(systemText(calls[2]!).includes("BOOT-TWO") && !systemText(calls[2]!).includes("BOOT-ONE"));
     const all = JSON.stringify(calls[2]!.body.messages);
     assert.ok(all.includes("first words") && all.includes("second words"), "the history came along");
-    assert.deepEqual(readdirSync(path.join(dataDir, "tmp")).filter((n) => n.startsWith("qwen-system-")).length <= 1, true);
+    assert.deepEqual(readdirSync(path.join(fx.dataDir, "tmp")).filter((n) => n.startsWith("qwen-system-")).length <= 1, true);
   });
 });
