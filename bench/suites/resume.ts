@@ -33,6 +33,7 @@ import { openclawRequest, openclawSystemPrompt, openclawTools, type OpenClawTurn
 import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
 import { int, ms, percentile, table } from "../stats.js";
 import { ADAPTERS, type Adapter, type Observed } from "./resume/clis.js";
+import { readChatStream } from "../chat-stream.js";
 
 /** Conversations per backend, and turns per conversation. */
 const CONVERSATIONS = 2;
@@ -137,32 +138,7 @@ interface BridgeTurn {
 async function bridgeTurn(bridge: Bridge, body: unknown, spawns: SpawnLog): Promise<BridgeTurn> {
   const t0 = Date.now();
   const res = await fetch(`${bridge.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  if (res.status !== 200 || !res.body) throw new Error(`bridge answered HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`);
-  const reader = res.body.getReader();
-  const dec = new TextDecoder();
-  let buf = "";
-  let text = "";
-  let first: number | undefined;
-  for (let i = 0; i < 100_000; i++) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let cut: number;
-    while ((cut = buf.indexOf("\n\n")) >= 0) {
-      const block = buf.slice(0, cut);
-      buf = buf.slice(cut + 2);
-      const data = block.startsWith("data: ") ? block.slice(6) : "";
-      if (!data || data === "[DONE]") continue;
-      const obj = JSON.parse(data) as { choices?: Array<{ delta?: { content?: string } }>; error?: { message: string } };
-      if (obj.error) throw new Error(`bridge stream error: ${obj.error.message}`);
-      const c = obj.choices?.[0]?.delta?.content;
-      if (c) {
-        first ??= Date.now();
-        text += c;
-      }
-    }
-  }
-  if (first === undefined) throw new Error("the bridge streamed no content");
+  const { text, firstAt: first } = await readChatStream(res, "bridge", Date.now);
   const spawned = spawns.after(t0);
   return { text, requestToFirstMs: first - t0, requestToSpawnMs: spawned === undefined ? undefined : spawned - t0 };
 }
@@ -244,7 +220,8 @@ async function runBackend(ctx: BenchContext, adapter: Adapter, shape: RequestSha
       logging: { level: "debug" },
       dataDir: path.join(base, "data"),
       intents: { enabled: false },
-      backends: { cli: { type: adapter.type, command: adapter.bin, env: cliEnv, timeoutSeconds: 120, killGraceSeconds: 1 } },
+      // Cold: the latency compared is the bridge against the same CLI started directly (warm: bench/suites/warm.ts).
+      backends: { cli: { type: adapter.type, command: adapter.bin, env: cliEnv, timeoutSeconds: 120, killGraceSeconds: 1, warm: { enabled: false } } },
       models: [{ id: MODEL, backend: "cli", model: "default", session: { mode: "resume" } }],
     },
     "bench",

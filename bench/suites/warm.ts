@@ -20,6 +20,7 @@ import { cpuMs, startService, type Service } from "../procs.js";
 import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
 import { ms, percentile, table } from "../stats.js";
 import { warmClis, type WarmCli } from "./warm/clis.js";
+import { readChatStream } from "../chat-stream.js";
 
 const CONVERSATIONS = 2;
 const TURNS = 4;
@@ -43,34 +44,7 @@ async function turn(origin: string, model: string, key: string, messages: Array<
     body: JSON.stringify({ model, messages, stream: true }),
     signal: AbortSignal.timeout(180_000),
   });
-  if (res.status !== 200 || !res.body) throw new Error(`${model}: HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`);
-  const reader = res.body.getReader();
-  const dec = new TextDecoder();
-  let buf = "";
-  let text = "";
-  let chunks = 0;
-  let first: number | undefined;
-  for (let i = 0; i < 100_000; i++) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let cut: number;
-    while ((cut = buf.indexOf("\n\n")) >= 0) {
-      const block = buf.slice(0, cut);
-      buf = buf.slice(cut + 2);
-      const data = block.startsWith("data: ") ? block.slice(6) : "";
-      if (!data || data === "[DONE]") continue;
-      const obj = JSON.parse(data) as { choices?: Array<{ delta?: { content?: string } }>; error?: { message: string } };
-      if (obj.error) throw new Error(`${model}: stream error: ${obj.error.message}`);
-      const c = obj.choices?.[0]?.delta?.content;
-      if (c) {
-        first ??= performance.now();
-        chunks++;
-        text += c;
-      }
-    }
-  }
-  if (first === undefined) throw new Error(`${model}: no content streamed`);
+  const { text, chunks, firstAt: first } = await readChatStream(res, model, () => performance.now());
   const at = modelAt();
   return { firstMs: first - t0, chunks, text, ...(at >= t0 ? { modelMs: at - t0 } : {}) };
 }
