@@ -21,7 +21,7 @@ import type { ProcessEnd } from "../util/process.js";
 import type { AcpFailure } from "../warm/acp.js";
 import { warmOption } from "../warm/options.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
-import { GeminiWarm } from "./gemini-warm.js";
+import type { GeminiWarm } from "./gemini-warm.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, TurnInput, Usage } from "./types.js";
 
@@ -199,30 +199,38 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
     super(name, opts, deps, { places: [], label: "Gemini CLI", npmPackage: "@google/gemini-cli" });
   }
 
-  private warmRoom: GeminiWarm | undefined;
+  /** The warm room, loaded on the first warm turn (the ACP client library costs ~6 MB resident). */
+  private warmRoom: Promise<GeminiWarm> | undefined;
 
-  private get warm(): GeminiWarm {
-    return (this.warmRoom ??= new GeminiWarm({
-      name: this.name,
-      warm: this.opts.warm,
-      killGraceSeconds: this.opts.killGraceSeconds,
-      approvalMode: this.opts.approvalMode,
-      logger: this.deps.logger.child({ backend: this.name }),
-      onWorker: (pid) => (this.lastPid = pid),
-      error: (f, stderr, resuming) => geminiAcpError("gemini", f, stderr, resuming),
-    }));
+  private warm(): Promise<GeminiWarm> {
+    return (this.warmRoom ??= import("./gemini-warm.js").then(
+      ({ GeminiWarm }) =>
+        new GeminiWarm({
+          name: this.name,
+          warm: this.opts.warm,
+          killGraceSeconds: this.opts.killGraceSeconds,
+          approvalMode: this.opts.approvalMode,
+          logger: this.deps.logger.child({ backend: this.name }),
+          onWorker: (pid) => (this.lastPid = pid),
+          error: (f, stderr, resuming) => geminiAcpError("gemini", f, stderr, resuming),
+        }),
+    ));
   }
 
   /** Ends the warm processes (bridge shutdown). */
   async close(): Promise<void> {
-    await this.warmRoom?.close();
+    await (await this.warmRoom)?.close();
   }
 
-  protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
-    if (!this.opts.warm.enabled) return this.coldTurn(turn, bin);
+  protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    if (!this.opts.warm.enabled) {
+      yield* this.coldTurn(turn, bin);
+      return;
+    }
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     const system = turn.prompt.system;
-    return this.warm.run(
+    const warm = await this.warm();
+    yield* warm.run(
       turn,
       [bin, cwd, this.opts.systemPromptMode, system, turn.model, this.opts.approvalMode, this.opts.args],
       () => {
