@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { WarmOptions } from "../warm/options.js";
 import { WarmPool } from "../warm/pool.js";
-import { streamJsonTurn, StreamJsonWorker, type StreamJsonMapper } from "../warm/stream-json.js";
+import { controlInitialize, streamJsonTurn, StreamJsonWorker, type StreamJsonMapper } from "../warm/stream-json.js";
 import { runWarmTurn } from "../warm/turn.js";
 import type { BackendEvent, TurnInput } from "./types.js";
 
@@ -23,6 +23,8 @@ export interface StreamJsonStart {
   cwd: string;
   /** A private file the CLI reads at start-up (the bootstrap), removed once it has. */
   file?: { remove(): void };
+  /** Send the control channel's `initialize` first (Qwen Code: else interrupts are ignored). */
+  controlInit?: boolean;
 }
 
 export class StreamJsonWarm {
@@ -55,7 +57,7 @@ export class StreamJsonWarm {
       start: async () => {
         const s = start();
         file = s.file;
-        return new StreamJsonWorker(
+        const worker = new StreamJsonWorker(
           {
             label: s.label,
             command: s.bin,
@@ -69,6 +71,8 @@ export class StreamJsonWarm {
           fingerprint,
           sessionId,
         );
+        if (s.controlInit) worker.send(controlInitialize());
+        return worker;
       },
       drive: (lease) =>
         streamJsonTurn(lease, {

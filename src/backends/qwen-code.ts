@@ -201,7 +201,9 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
         if (file) env.QWEN_SYSTEM_MD = file.file;
         const args = qwenArgs(this.opts, turn);
         args.unshift("--input-format", "stream-json");
-        return { label: "qwen", bin, args, env, cwd, file };
+        // Qwen's control channel is off unless `initialize` comes first: no interrupt, and a tool
+        // needing approval would hang the turn (docs/CLI_FORMATS.md).
+        return { label: "qwen", bin, args, env, cwd, file, controlInit: true };
       },
       new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
       () => this.coldTurn(turn, bin),

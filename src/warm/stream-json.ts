@@ -47,8 +47,35 @@ export interface StreamJsonTurn {
   mapper: StreamJsonMapper;
   /** How long an interrupted turn may take to end before the process group is killed. */
   interruptGraceMs: number;
-  /** Called with the first line of the turn (the backend drops a system file the CLI has read). */
+  /** Called with the turn's first line that is not a control message: the CLI has started the turn (and read its start-up files). */
   onFirstMessage?: () => void;
+}
+
+/**
+ * The control request that switches a CLI's control channel on (Qwen Code ignores interrupts, and a
+ * tool needing approval hangs its turn, unless this is its first line).
+ */
+export function controlInitialize(): Record<string, unknown> {
+  return { type: "control_request", request_id: `clawbridge-init-${randomUUID()}`, request: { subtype: "initialize" } };
+}
+
+/**
+ * A request from the CLI: a tool asking for approval (`can_use_tool`) is denied — nobody can be
+ * asked, as in a cold non-interactive run, where such a tool is refused; anything else is answered
+ * with an error so the CLI never waits on us.
+ */
+function answerControl(worker: StreamJsonWorker, msg: Record<string, unknown>): void {
+  const id = msg.request_id;
+  const request = (msg.request ?? {}) as { subtype?: string };
+  if (typeof id !== "string") return;
+  if (request.subtype === "can_use_tool") {
+    worker.send({
+      type: "control_response",
+      response: { subtype: "success", request_id: id, response: { behavior: "deny", message: "This tool needs approval, and nobody can approve it here (non-interactive)." } },
+    });
+  } else {
+    worker.send({ type: "control_response", response: { subtype: "error", request_id: id, error: `clawbridge does not handle ${request.subtype ?? "this request"}` } });
+  }
 }
 
 /** The stream-json user message of one turn. */
@@ -83,11 +110,15 @@ export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: Str
         return yield* ended(lease, t, item.end, produced);
       }
       const msg = item.message;
-      if (!sawMessage) {
+      if (!sawMessage && msg.type !== "control_response" && msg.type !== "control_request") {
         sawMessage = true;
         t.onFirstMessage?.();
       }
-      if (msg.type === "control_response" || msg.type === "control_request") continue;
+      if (msg.type === "control_request") {
+        answerControl(worker, msg);
+        continue;
+      }
+      if (msg.type === "control_response") continue;
       for (const ev of t.mapper.onEvent(msg)) {
         if (ev.type === "session") worker.sessionId = ev.id;
         else produced = true;

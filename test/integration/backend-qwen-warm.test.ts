@@ -11,7 +11,8 @@ import { qwenCodeBackend, qwenCodeOptionsSchema, type QwenCodeBackend } from "..
 import { createLogger } from "../../src/log/logger.js";
 import { startFakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { QWEN_BIN, qwenEnv } from "../../testkit/fakes/cli-env.js";
-import { collect, findFiles, pidGone, sessionOf, turnInput } from "../helpers/backend-turn.js";
+import { collect, findFiles, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import { eventually } from "../helpers/bridge.js";
 import { backendFixture } from "../helpers/backend-fixture.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 
@@ -76,5 +77,45 @@ describe("qwen-code backend, warm, with the real qwen CLI", () => {
     const all = JSON.stringify(calls[2]!.body.messages);
     assert.ok(all.includes("first words") && all.includes("second words"), "the history came along");
     assert.deepEqual(readdirSync(path.join(fx.dataDir, "tmp")).filter((n) => n.startsWith("qwen-system-")).length <= 1, true);
+  });
+});
+
+describe("qwen-code backend, warm: its control channel", () => {
+  const fx = backendFixture({
+    name: "qwenc",
+    startFake: () => startFakeOpenAI(),
+    create: ({ fake, home, dataDir }, extra) =>
+      qwenCodeBackend.create(
+        "qwen",
+        qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+        { logger, dataDir },
+      ) as QwenCodeBackend,
+  });
+
+  test("an abort interrupts the turn at once (the control channel is on; qwen then exits) and the next turn resumes the session", async () => {
+    fx.fake.setScript(() => ({ kind: "text", chunks: ["ready"] }));
+    const t1 = await collect(fx.backend.run(turnInput("conv-int", "warm up")));
+    assert.equal(t1.at(-1)?.type, "done", JSON.stringify(t1));
+    const sid = sessionOf(t1);
+    const pid = fx.backend.lastPid!;
+    fx.fake.setScript(() => ({ kind: "hang" }));
+    const n0 = fx.fake.mainRequests().length;
+    const ac = new AbortController();
+    const pending = collect(fx.backend.run(turnInput("conv-int", "never answered", { sessionId: sid, signal: ac.signal })));
+    assert.ok(await eventually(() => fx.fake.mainRequests().length > n0, 15_000), "qwen reached the model");
+    const t0 = Date.now();
+    ac.abort();
+    const evs = await pending;
+    const took = Date.now() - t0;
+    assert.equal(evs.at(-1)?.type, "error");
+    assert.equal((evs.at(-1) as { error: { code: string } }).error.code, "aborted");
+    // Without the control channel qwen ignores the interrupt and is killed after the 2 s grace.
+    assert.ok(took < 1500, `qwen took the interrupt at once (${took} ms), not the grace period`);
+    assert.ok(await eventually(() => pidGone(pid), 5000), "qwen 0.15 ends its process on an interrupt");
+    fx.fake.setScript(() => ({ kind: "text", chunks: ["after ", "the interrupt"] }));
+    const t3 = await collect(fx.backend.run(turnInput("conv-int", "and now?", { sessionId: sid })));
+    assert.equal(t3.at(-1)?.type, "done", JSON.stringify(t3));
+    assert.equal(sessionOf(t3), sid, "a new process resumed the same session");
+    assert.match(textOf(t3), /after the interrupt/);
   });
 });
