@@ -13,8 +13,10 @@ export interface CliProcessOptions {
   args: string[];
   env: NodeJS.ProcessEnv;
   cwd?: string;
-  /** Written to stdin, then stdin is closed. `"keep"`: stdin stays open for `write()` (a warm CLI). */
-  stdin?: string | "keep";
+  /** Written to stdin, then stdin is closed (unless `keepStdin`). */
+  stdin?: string;
+  /** Keep stdin open for `write()` (a warm CLI reads its turns from it); `stdin` is then not used. */
+  keepStdin?: boolean;
   /** Aborting terminates the process group. */
   signal?: AbortSignal;
   /** Wall-clock limit for the whole process; 0 = none. */
@@ -184,7 +186,7 @@ export class CliProcess {
     this.child.stdin?.on("error", () => {
       /* the CLI may exit before reading all of stdin; the exit tells why */
     });
-    if (opts.stdin === "keep") {
+    if (opts.keepStdin) {
       /* kept open: write() */
     } else if (opts.stdin !== undefined) this.child.stdin?.end(opts.stdin);
     else this.child.stdin?.end();
@@ -218,7 +220,7 @@ export class CliProcess {
     return !this.closed && this.child.exitCode === null && this.child.signalCode === null && this.reason !== "spawn_error";
   }
 
-  /** Write to a kept-open stdin (`stdin: "keep"`). False when the process can no longer take input. */
+  /** Write to a kept-open stdin (`keepStdin`). False when the process can no longer take input. */
   write(data: string): boolean {
     const stdin = this.child.stdin;
     if (!stdin || stdin.destroyed || stdin.writableEnded || !this.running) return false;

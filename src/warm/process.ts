@@ -43,7 +43,7 @@ export class WarmProcess implements WarmWorker {
       args: spec.args,
       env: spec.env,
       cwd: spec.cwd,
-      stdin: "keep",
+      keepStdin: true,
       killGraceMs: spec.killGraceMs,
       label: spec.label,
       warm: true,

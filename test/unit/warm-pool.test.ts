@@ -152,3 +152,21 @@ test("an idle process is reaped after idleSeconds; a dead one is forgotten; clos
   assert.ok(gone(d.worker.pid), "close() ended the busy one too");
   assert.equal(await pool.acquire("e", () => true, async () => new Cat("e")), undefined, "a closed pool gives no lease");
 });
+
+test("a CliProcess keeps stdin open only when asked (a prompt that reads \"keep\" is still written and closed)", async () => {
+  const { CliProcess } = await import("../../src/util/process.js");
+  const once = new CliProcess({ command: "/bin/cat", args: [], env: process.env, stdin: "keep" });
+  const lines: string[] = [];
+  for await (const l of once.lines()) lines.push(l);
+  assert.deepEqual(lines, ["keep"]);
+  assert.equal((await once.wait()).code, 0, "cat ended: its stdin was closed after the prompt");
+  const kept = new CliProcess({ command: "/bin/cat", args: [], env: process.env, keepStdin: true });
+  assert.equal(kept.write("one\n"), true);
+  const it = kept.lines()[Symbol.asyncIterator]();
+  assert.deepEqual(await it.next(), { done: false, value: "one" });
+  assert.equal(kept.running, true, "still running: stdin is open");
+  kept.endInput();
+  assert.equal((await it.next()).done, true);
+  assert.equal((await kept.wait()).code, 0);
+  assert.equal(kept.write("late\n"), false, "no input after the end");
+});
