@@ -311,7 +311,8 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
       yield { type: "error", error: { code: "session_not_found", message: `codex: "${resume.slice(0, 80)}" is not a codex thread id`, status: 404 } };
       return;
     }
-    if (this.opts.warm.enabled) yield* this.runWarm(turn, bin);
+    // A warm app-server holds one thread: a turn the pipeline does not resume runs cold.
+    if (this.opts.warm.enabled && turn.session.resume) yield* this.runWarm(turn, bin);
     else yield* this.runCold(turn, bin);
   }
 

@@ -189,7 +189,8 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
   }
 
   protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
-    if (!this.warm) return this.coldTurn(turn, bin);
+    // A warm process lives in one CLI session: a turn the pipeline does not resume runs cold.
+    if (!this.warm || !turn.session.resume) return this.coldTurn(turn, bin);
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     return this.warm.run(
       turn,

@@ -84,6 +84,12 @@ export interface SessionInfo {
   cwd?: string;
   /** How many turns this conversation has already had on this backend. */
   turn: number;
+  /**
+   * The pipeline keeps this conversation's backend session between turns (resume mode). Unset for
+   * stateless turns, side calls and systems' steps, which start afresh every time: a warm backend
+   * whose process is tied to one session runs those cold.
+   */
+  resume?: boolean;
 }
 
 export interface TurnInput {

@@ -62,7 +62,7 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
     });
     debugLog.line(`Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.seedEntries}`);
     log.info({ conversationSource: conversation.source, mode: "resume", continuing, backendSessionId: binding?.backendSessionId, ...built.stats }, "turn started");
-    const input = turn.input(built.prompt, { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0 });
+    const input = turn.input(built.prompt, { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0, resume: true });
     if (binding) {
       binding = { ...binding, lastError: inProgress, updatedAt: Date.now() };
       await store.put(binding);

@@ -7,13 +7,17 @@ import { armDeadline, contract } from "../../src/pipeline/contract.js";
 import { Cancellation } from "../../src/util/cancel.js";
 import { chatRequestSchema } from "../../src/openai/schema.js";
 
-export function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string } = {}): TurnInput {
+/**
+ * One turn as the pipeline hands it to a backend. `resume` (default true): the pipeline keeps the
+ * conversation's backend session (resume mode); false: a stateless turn.
+ */
+export function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string; resume?: boolean } = {}): TurnInput {
   const { cancel } = Cancellation.follow(opts.signal ?? new AbortController().signal);
   return {
     model: opts.model ?? "default",
     prompt: { system: opts.system ?? "", text },
     request: chatRequestSchema.parse({ model: "backend-test", messages: [{ role: "user", content: text }] }),
-    session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
+    session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}), ...(opts.resume === false ? {} : { resume: true }) },
     cancel,
     get signal() {
       return cancel.signal;

@@ -15,6 +15,7 @@ import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { assertEndsOnce, collect, findFiles, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { backendFixture } from "../helpers/backend-fixture.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
+import { warmProcesses } from "../../src/warm/pool.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
@@ -100,5 +101,15 @@ describe("claude-code backend, warm, with the real claude CLI", () => {
     assert.ok(evs.filter((e) => e.type === "text").length >= 3, "several deltas");
     // Not a benchmark (bench/suites/warm.ts measures it): only "no process start" — a cold start takes ~0.5 s or more.
     assert.ok(firstToken < 5000, `first token after ${firstToken} ms`);
+  });
+
+  test("a turn the pipeline does not resume (stateless mode, a side call) runs cold: no warm process is kept for it", async () => {
+    fx.fake.setScript(() => ({ kind: "text", chunks: ["stateless ", "answer"] }));
+    const before = warmProcesses().length;
+    const evs = await collect(fx.backend.run(turnInput("conv-stateless", "the whole prompt", { resume: false })));
+    assertEndsOnce(evs);
+    assert.equal(textOf(evs), "stateless answer");
+    assert.ok(pidGone(fx.backend.lastPid!), "its process ended with the turn");
+    assert.equal(warmProcesses().length, before, "no warm process added");
   });
 });
