@@ -199,6 +199,13 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       assert.ok(path.isAbsolute(shown.binding.cwd));
       assert.ok(shown.events.some((e) => e.kind === "bound"), "a bound event");
       assert.ok(cli.sessionFiles(home, first.backendSessionId).length >= 1, `${cli.title}'s session file exists for the bound id`);
+      if (cli.warm) {
+        // OpenClaw's request changes between turns (its Runtime line, the time in the message), the
+        // bootstrap built from it must not: both turns ran on one warm process.
+        const health = (await (await fetch(`${bridge.url}/health`)).json()) as { warm: { list: Array<{ backend: string; turns: number }> } };
+        const mine = health.warm.list.filter((w) => w.backend === cli.backend);
+        assert.deepEqual(mine.map((w) => w.turns), [2], `one warm process served both turns: ${JSON.stringify(health.warm.list)}`);
+      }
     });
 
     test("conversation identity: Runtime line, derived fallback (2026.5), explicit header, OpenAI user; parallel conversations stay apart", async () => {
