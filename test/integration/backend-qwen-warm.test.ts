@@ -26,9 +26,10 @@ function systemText(req: RecordedRequest): string {
     .join("\n");
 }
 
-describe("qwen-code backend, warm, with the real qwen CLI", () => {
-  const fx = backendFixture({
-    name: "qwenw",
+/** Warm qwen backends on a fake OpenAI chat-completions API, for one suite. */
+const qwenFixture = (name: string) =>
+  backendFixture({
+    name,
     startFake: () => startFakeOpenAI(),
     create: ({ fake, home, dataDir }, extra) =>
       qwenCodeBackend.create(
@@ -37,6 +38,9 @@ describe("qwen-code backend, warm, with the real qwen CLI", () => {
         { logger, dataDir },
       ) as QwenCodeBackend,
   });
+
+describe("qwen-code backend, warm, with the real qwen CLI", () => {
+  const fx = qwenFixture("qwenw");
 
   cliBackendContract<Reply>({
     cli: "qwen",
@@ -81,16 +85,7 @@ describe("qwen-code backend, warm, with the real qwen CLI", () => {
 });
 
 describe("qwen-code backend, warm: its control channel", () => {
-  const fx = backendFixture({
-    name: "qwenc",
-    startFake: () => startFakeOpenAI(),
-    create: ({ fake, home, dataDir }, extra) =>
-      qwenCodeBackend.create(
-        "qwen",
-        qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
-        { logger, dataDir },
-      ) as QwenCodeBackend,
-  });
+  const fx = qwenFixture("qwenc");
 
   test("an abort interrupts the turn at once (the control channel is on; qwen then exits) and the next turn resumes the session", async () => {
     fx.fake.setScript(() => ({ kind: "text", chunks: ["ready"] }));
