@@ -20,7 +20,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import type { BridgeEvent, DecisionAction, EventBus, EventOf } from "../events/bus.js";
 import type { TurnScheduler } from "../queue/scheduler.js";
 import { liveProcessCount } from "../util/process.js";
-import { warmSummary } from "../warm/pool.js";
+import { warmEventTotals, warmSummary } from "../warm/pool.js";
 import { VERSION } from "../version.js";
 
 /** What the labels may name: configured ids only. */
@@ -181,6 +181,26 @@ export class BridgeMetrics {
         for (const [backend, b] of Object.entries(warmSummary().byBackend)) {
           this.set({ backend, state: "busy" }, b.busy);
           this.set({ backend, state: "idle" }, b.processes - b.busy);
+        }
+      },
+    });
+    // Counted by the pools themselves; a scrape adds what happened since the last one (a pool that
+    // closed keeps what it had counted).
+    const seen = new Map<string, number>();
+    new Counter({
+      name: "clawbridge_warm_events_total",
+      help: "What happened to warm CLI processes, by backend and event: started, reused, overflow (a turn ran cold: all busy), reaped (idle), evicted (room for another conversation), died.",
+      labelNames: ["backend", "event"],
+      registers,
+      collect() {
+        for (const [backend, stats] of warmEventTotals()) {
+          for (const [event, n] of Object.entries(stats)) {
+            const key = `${backend}\u0000${event}`;
+            const delta = n - (seen.get(key) ?? 0);
+            if (delta > 0) this.inc({ backend, event }, delta);
+            else this.inc({ backend, event }, 0);
+            seen.set(key, Math.max(n, seen.get(key) ?? 0));
+          }
         }
       },
     });

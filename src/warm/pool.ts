@@ -78,6 +78,9 @@ interface Entry<W> {
 export interface WarmSource {
   /** Its processes now; `rss` false: without reading their memory. */
   list(rss: boolean): WarmProcessInfo[];
+  /** A pool's backend and what happened to its workers so far. */
+  readonly backend?: string;
+  readonly stats?: WarmPoolStats;
 }
 
 const sources = new Set<WarmSource>();
@@ -93,6 +96,18 @@ export function warmProcesses(): WarmProcessInfo[] {
   const all = [...sources].flatMap((p) => p.list(false));
   const rss = groupRss(all.map((w) => w.pid).filter((p): p is number => p !== undefined));
   return all.map((w) => (w.pid !== undefined && rss.has(w.pid) ? { ...w, rssBytes: rss.get(w.pid)! } : w));
+}
+
+/** What happened to the warm workers so far, per backend (for `/metrics`: started, reused, overflow, reaped, evicted, died). */
+export function warmEventTotals(): Map<string, WarmPoolStats> {
+  const out = new Map<string, WarmPoolStats>();
+  for (const src of sources) {
+    if (!src.stats || !src.backend) continue;
+    const t = out.get(src.backend) ?? { started: 0, reused: 0, overflow: 0, reaped: 0, evicted: 0, died: 0 };
+    for (const k of Object.keys(t) as Array<keyof WarmPoolStats>) t[k] += src.stats[k];
+    out.set(src.backend, t);
+  }
+  return out;
 }
 
 /** What `/health` and `clawbridge doctor` show of the warm processes. */

@@ -68,6 +68,9 @@ describe("a warm Claude Code backend behind the bridge", () => {
     assert.equal(value(scrape, "clawbridge_warm_processes", { backend: "cc", state: "idle" }), 1);
     assert.equal(value(scrape, "clawbridge_warm_processes", { backend: "cc", state: "busy" }), 0);
     assert.ok(value(scrape, "clawbridge_warm_memory_bytes", { backend: "cc" }) > 10 * 1048576);
+    assert.equal(value(scrape, "clawbridge_warm_events_total", { backend: "cc", event: "started" }), 1);
+    assert.equal(value(scrape, "clawbridge_warm_events_total", { backend: "cc", event: "reused" }), 1, "turn 2 reused the process");
+    assert.equal(value(scrape, "clawbridge_warm_events_total", { backend: "cc", event: "died" }), 0);
 
     const procs = (await (await fetch(`${bridge.url}/v1/admin/processes`)).json()) as any;
     const row = procs.data.find((p: any) => p.pid === w.pid);
