@@ -110,6 +110,12 @@ export class GeminiWarm {
           setupTimeoutMs: SETUP_TIMEOUT_MS,
           beforeLoad: (id) => guardSessionFile(home!, cwd, id, this.d.logger),
           afterLoad: () => removeLoadLeftovers(home!, cwd, this.d.logger),
+          // A failed load still starts a recording under the dead id (only gemini's context): remove
+          // it now, and again once that process (not reused) has ended, in case it wrote it later.
+          loadFailed: (id) => {
+            removeStubsOf(home!, cwd, id, this.d.logger);
+            void lease.worker.ended.then(() => removeStubsOf(home!, cwd, id, this.d.logger));
+          },
           error: (f, stderr) => this.d.error(f, stderr, !!sessionId),
           toolName: geminiToolName,
         });
@@ -176,7 +182,8 @@ export function guardSessionFile(home: string, cwd: string, sessionId: string, l
 }
 
 /** True when a session file holds a message of the person (not only gemini's session context). */
-function resumable(file: string): boolean {
+/** Whether a gemini recording holds a turn of its own (not only gemini's session context): a session to resume. */
+export function resumable(file: string): boolean {
   for (const line of readFileSync(file, "utf8").split("\n")) {
     if (!line.includes('"user"')) continue;
     try {
@@ -192,6 +199,24 @@ function resumable(file: string): boolean {
     }
   }
   return false;
+}
+
+/** Delete the recordings of session `sessionId` that hold only gemini's session context (no turn of its own). */
+export function removeStubsOf(home: string, cwd: string, sessionId: string, log?: Logger): void {
+  const id8 = sessionId.slice(0, 8);
+  try {
+    for (const chats of chatDirs(home, cwd)) {
+      for (const f of readdirSync(chats)) {
+        if (!f.startsWith("session-") || !f.endsWith(`-${id8}.jsonl`)) continue;
+        const file = path.join(chats, f);
+        if (resumable(file)) continue;
+        unlinkSync(file);
+        log?.debug({ file: f }, "removed the recording a failed session/load left");
+      }
+    }
+  } catch (err) {
+    log?.debug({ err }, "could not clean gemini's session files");
+  }
 }
 
 /**

@@ -164,6 +164,8 @@ export interface AcpTurnSpec {
   /** Called before and after a successful `session/load` (a CLI whose loading needs help with its files). */
   beforeLoad?(sessionId: string): void;
   afterLoad?(sessionId: string): void;
+  /** `session/load` failed (the session is gone): clean up what the attempt left. */
+  loadFailed?(sessionId: string): void;
   /** An error answer → the turn's error (`session_not_found`, `upstream_error`...). */
   error(failure: AcpFailure, stderr: string): BackendError;
   /** The tool's name for `tool_activity` (default: the ACP tool kind). */
@@ -272,6 +274,10 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
         const r = yield* setup("session/load", w.conn.agent.request("session/load", { sessionId: spec.sessionId, cwd: spec.cwd, mcpServers: [] }));
         if (r.end) {
           w.sessionId = undefined;
+          // The process keeps what it started for the dead session (gemini may write it later): it
+          // is not reused, and the backend cleans up once it has ended.
+          w.proc.broken = true;
+          spec.loadFailed?.(spec.sessionId);
           return r.end;
         }
         opened = spec.sessionId;

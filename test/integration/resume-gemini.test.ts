@@ -17,6 +17,7 @@ import { GEMINI_BIN, geminiEnv } from "../../testkit/fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
 import { lastLine } from "../helpers/resume.js";
 import { resumeContract, type ResumeCli } from "../helpers/resume-contract.js";
+import { resumable } from "../../src/backends/gemini-warm.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -100,6 +101,8 @@ const geminiCli = (warm: boolean): ResumeCli<RecordedGeminiRequest, GeminiReply>
   // GEMINI_SYSTEM_MD replaces Gemini CLI's own system prompt.
   systemIsBootstrapOnly: true,
   sessionFiles,
+  // A failed session/load (warm) starts a recording under the dead id holding only gemini's context.
+  stub: (file) => !resumable(file),
   lostSession: /No previous sessions found|Invalid session identifier|Error resuming session/,
   reachModelMs: 60_000,
   // A parallel gemini would reach the fake within this time.
