@@ -8,6 +8,7 @@
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { warmOption } from "../warm/options.js";
+import { cliCallTimeoutMs, CLIENT_TOOLS_SERVER, mcpServerEntry, toolsFingerprint } from "../clienttools/types.js";
 import { StreamJsonWarm } from "./cli-warm.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
@@ -59,8 +60,8 @@ export type ClaudeCodeOptions = z.infer<typeof claudeCodeOptionsSchema>;
 export const CLAUDE_SESSION_NOT_FOUND =
   /No conversation found with session ID|--resume requires a valid session ID|is not a UUID and does not match any session title|session .{0,80}not found/i;
 
-/** Build the argv for one turn (exported for tests and docs). */
-export function claudeArgs(opts: ClaudeCodeOptions, turn: Pick<TurnInput, "model" | "prompt" | "session">, systemFile?: string): string[] {
+/** Build the argv for one turn (exported for tests and docs). `mcpConfig`: the client's tools as an MCP server (a private file). */
+export function claudeArgs(opts: ClaudeCodeOptions, turn: Pick<TurnInput, "model" | "prompt" | "session">, systemFile?: string, mcpConfig?: string): string[] {
   const args = ["-p", "--output-format", "stream-json", "--verbose"];
   if (opts.includePartialMessages) args.push("--include-partial-messages");
   if (turn.model && turn.model !== opts.defaultModelName) args.push("--model", turn.model);
@@ -71,7 +72,10 @@ export function claudeArgs(opts: ClaudeCodeOptions, turn: Pick<TurnInput, "model
     else args.push(flag, turn.prompt.system);
   }
   args.push("--permission-mode", opts.permissionMode);
-  if (opts.allowedTools.length) args.push("--allowedTools", opts.allowedTools.join(","));
+  // -p cannot ask for permission: the client's tools are allowed as a whole server.
+  const allowed = mcpConfig ? [...opts.allowedTools, `mcp__${CLIENT_TOOLS_SERVER}`] : opts.allowedTools;
+  if (mcpConfig) args.push("--mcp-config", mcpConfig);
+  if (allowed.length) args.push("--allowedTools", allowed.join(","));
   if (opts.disallowedTools.length) args.push("--disallowedTools", opts.disallowedTools.join(","));
   if (opts.tools) args.push("--tools", opts.tools.join(","));
   args.push(...opts.args);
@@ -259,18 +263,27 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
     // A warm process lives in one CLI session: a turn the pipeline does not resume runs cold.
     if (!this.warm || !turn.session.resume) return this.coldTurn(turn, bin);
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
+    const hub = this.deps.clientTools;
+    const ct = turn.clientTools?.tools.length && hub?.endpoint ? turn.clientTools : undefined;
+    const tools = ct ? hub!.session(turn.session.key) : undefined;
     return this.warm.run(
       turn,
-      [bin, turn.model, turn.prompt.system, cwd],
+      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.tools)],
       () => {
-        const file =
-          this.opts.systemPromptFile && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system) : undefined;
-        const args = claudeArgs(this.opts, turn, file?.file);
+        const files: Array<{ file: string; remove(): void }> = [];
+        if (this.opts.systemPromptFile && turn.prompt.system) files.push(writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system));
+        if (tools && ct) {
+          const entry = { type: "http", ...mcpServerEntry(hub!.endpoint!, tools.token, cliCallTimeoutMs(ct.pendingTimeoutSeconds)), alwaysLoad: true };
+          files.push(writeTurnFile(this.deps.dataDir, "claude-mcp-", "mcp.json", JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: entry } })));
+        }
+        const system = this.opts.systemPromptFile && turn.prompt.system ? files[0]?.file : undefined;
+        const args = claudeArgs(this.opts, turn, system, tools ? files.at(-1)!.file : undefined);
         args.splice(1, 0, "--input-format", "stream-json");
-        return { label: "claude", bin, args, env: this.env(), cwd, file };
+        return { label: "claude", bin, args, env: this.env(), cwd, file: { remove: () => files.forEach((f) => f.remove()) } };
       },
       new ClaudeStreamMapper("claude", !!turn.session.backendSessionId),
       () => this.coldTurn(turn, bin),
+      tools,
     );
   }
 
@@ -307,4 +320,5 @@ export const claudeCodeBackend: BackendModule<ClaudeCodeOptions> = {
   defaultSessionMode: "resume",
   sessionModes: ["resume", "stateless"],
   create: (name, options, deps) => new ClaudeCodeBackend(name, options, deps),
+  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
 };

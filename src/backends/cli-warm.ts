@@ -8,6 +8,8 @@
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
+import type { ToolSession } from "../clienttools/hub.js";
+import { parkIn, warmTurnWithClientTools } from "../warm/client-tools.js";
 import type { WarmOptions } from "../warm/options.js";
 import { WarmPool } from "../warm/pool.js";
 import { controlInitialize, streamJsonTurn, StreamJsonWorker, type StreamJsonMapper } from "../warm/stream-json.js";
@@ -31,7 +33,7 @@ export class StreamJsonWarm {
   readonly pool: WarmPool<StreamJsonWorker>;
 
   constructor(
-    name: string,
+    private readonly name: string,
     private readonly warm: WarmOptions,
     private readonly killGraceSeconds: number,
     private readonly logger: Logger,
@@ -44,8 +46,32 @@ export class StreamJsonWarm {
    * One warm turn. `fingerprintOf`: everything besides the session that a process for this turn is
    * started with. `start` is called only when a new process is needed: it builds the arguments
    * (and writes the bootstrap file) then. `cold`: the same turn with a process of its own.
+   * `tools`: the conversation's client tools, which the process was given as an MCP server (then a
+   * turn may suspend on a call and be resumed by the client's next request).
    */
-  run(turn: TurnInput, fingerprintOf: unknown[], start: () => StreamJsonStart, mapper: StreamJsonMapper, cold: () => AsyncGenerator<BackendEvent>): AsyncGenerator<BackendEvent> {
+  run(turn: TurnInput, fingerprintOf: unknown[], start: () => StreamJsonStart, mapper: StreamJsonMapper, cold: () => AsyncGenerator<BackendEvent>, tools?: ToolSession): AsyncGenerator<BackendEvent> {
+    const spec = turn.clientTools;
+    if (!tools || !spec) return this.turn(turn, fingerprintOf, start, mapper, cold, undefined, turn.prompt.text);
+    return warmTurnWithClientTools({
+      session: tools,
+      spec,
+      backend: this.name,
+      signal: turn.signal,
+      continuing: !!turn.session.backendSessionId,
+      text: turn.prompt.text,
+      fresh: (text) => this.turn(turn, fingerprintOf, start, mapper, cold, tools, text ?? turn.prompt.text),
+    });
+  }
+
+  private turn(
+    turn: TurnInput,
+    fingerprintOf: unknown[],
+    start: () => StreamJsonStart,
+    mapper: StreamJsonMapper,
+    cold: () => AsyncGenerator<BackendEvent>,
+    tools: ToolSession | undefined,
+    text: string,
+  ): AsyncGenerator<BackendEvent> {
     const fingerprint = createHash("sha256").update(JSON.stringify(fingerprintOf)).digest("hex");
     const sessionId = turn.session.backendSessionId;
     let file: { remove(): void } | undefined;
@@ -74,21 +100,26 @@ export class StreamJsonWarm {
         if (s.controlInit) worker.send(controlInitialize());
         return worker;
       },
-      drive: (lease) =>
-        streamJsonTurn(lease, {
-          label: lease.worker.spec.label,
-          text: turn.prompt.text,
-          signal: turn.signal,
-          mapper,
-          interruptGraceMs: this.warm.interruptGraceSeconds * 1000,
-          // The CLI has read its start-up files once it speaks.
-          onFirstMessage: () => {
-            file?.remove();
-            file = undefined;
+      drive: (lease, ctl) =>
+        streamJsonTurn(
+          lease,
+          {
+            label: lease.worker.spec.label,
+            text,
+            mapper,
+            ...(tools ? { tools } : {}),
+            interruptGraceMs: this.warm.interruptGraceSeconds * 1000,
+            // The CLI has read its start-up files once it speaks.
+            onFirstMessage: () => {
+              file?.remove();
+              file = undefined;
+            },
           },
-        }),
+          ctl,
+        ),
       cold,
       onWorker: (w) => this.onWorker(w.pid),
+      ...(tools && turn.clientTools ? { onPark: parkIn<StreamJsonWorker>(tools, this.name, turn.clientTools.pendingTimeoutSeconds) } : {}),
     });
   }
 

@@ -5,6 +5,7 @@ import type { Backend } from "./types.js";
 import type { SessionMode } from "../config/schema.js";
 import type { RouterRuntime } from "../router/engine.js";
 import type { BuilderBase } from "../builder/backend-deps.js";
+import type { ClientToolHub } from "../clienttools/hub.js";
 
 export interface BackendDeps {
   logger: Logger;
@@ -14,6 +15,8 @@ export interface BackendDeps {
   router?: Omit<RouterRuntime, "log">;
   /** The builder room over the systems runtime (present when a builder backend is configured). */
   builder?: BuilderBase;
+  /** The client's tools for CLI agents: pending calls per conversation and the MCP endpoint (src/clienttools). */
+  clientTools?: ClientToolHub;
 }
 
 export interface BackendModule<Options = unknown> {
@@ -26,4 +29,10 @@ export interface BackendModule<Options = unknown> {
   /** Session modes this backend can serve. */
   sessionModes: readonly SessionMode[];
   create(name: string, options: Options, deps: BackendDeps): Backend;
+  /**
+   * Present when the backend can offer the client's tools to its agent (`tools.mode: bridge`):
+   * given the backend's validated options, why it cannot with them (e.g. warm processes off), or
+   * undefined.
+   */
+  clientTools?(options: Options): string | undefined;
 }

@@ -19,12 +19,17 @@ export function backendModule(type: string): BackendModule<unknown> | undefined 
   return modules.find((m) => m.type === type);
 }
 
+/** Backend types that can offer the client's tools to their agent (`tools.mode: bridge`). */
+export function bridgeTypes(): string[] {
+  return backendTypes().filter((t) => backendModule(t)?.clientTools);
+}
+
 export function backendTypes(): string[] {
   return modules.map((m) => m.type);
 }
 
 /** One Backend per `config.backends` entry, keyed by its name. */
-export function createBackends(config: Config, logger: Logger, extra: Pick<BackendDeps, "router" | "builder"> = {}): Map<string, Backend> {
+export function createBackends(config: Config, logger: Logger, extra: Pick<BackendDeps, "router" | "builder" | "clientTools"> = {}): Map<string, Backend> {
   const backends = new Map<string, Backend>();
   for (const [name, entry] of Object.entries(config.backends)) {
     const mod = backendModule(entry.type);

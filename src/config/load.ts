@@ -9,7 +9,8 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 // The one deliberate upward import (config -> backend registry): each backend type owns and
 // validates its own option schema, so config asks the registry instead of knowing them all.
-import { backendModule, backendTypes } from "../backends/registry.js";
+import { backendModule, backendTypes, bridgeTypes } from "../backends/registry.js";
+import { CLIENT_TOOLS_OFF, type ClientToolsOptions } from "../clienttools/options.js";
 import {
   backendBaseSchema,
   configFileSchema,
@@ -199,7 +200,14 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
         problems.push(`${where}.intents: ${(err as Error).message}`);
       }
     }
-    models.push(resolvedModel(m.id, m.backend, m.model ?? m.id, mode, context, intents, m));
+    const tools = m.tools ?? CLIENT_TOOLS_OFF;
+    if (tools.mode === "bridge") {
+      const why = mod.clientTools?.(backends[m.backend]?.options);
+      if (!mod.clientTools) problems.push(`${where}.tools.mode: backend type "${mod.type}" cannot offer the client's tools ("bridge" works with ${bridgeTypes().join(", ")}); use "off"`);
+      else if (why) problems.push(`${where}.tools.mode: ${why}`);
+      else if (mode !== "resume") problems.push(`${where}.tools.mode: "bridge" needs session.mode "resume" (a CLI turn waits for the client's tool results in a process kept for the conversation)`);
+    }
+    models.push(resolvedModel(m.id, m.backend, m.model ?? m.id, mode, context, intents, m, tools));
   });
 
   // A remap target is a configured model id, or a model name given to a backend that takes any
@@ -220,7 +228,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     }
     const mod = backendModule(type)!;
     const base = models.find((m) => m.backend === backendName);
-    remapTargets[r.to] = resolvedModel(r.to, backendName, r.to, base?.sessionMode ?? mod.defaultSessionMode, base?.context ?? mergeContext(contextDefaults), base?.intents, {});
+    remapTargets[r.to] = resolvedModel(r.to, backendName, r.to, base?.sessionMode ?? mod.defaultSessionMode, base?.context ?? mergeContext(contextDefaults), base?.intents, {}, base?.tools);
   });
 
   if (server) {
@@ -259,6 +267,7 @@ function resolvedModel(
   context: ContextBudget,
   intents: IntentsConfigInput | undefined,
   m: { name?: string; contextWindow?: number; maxTokens?: number; session?: { fallback?: "derived" | "stateless"; maxSeedChars?: number } },
+  tools: ClientToolsOptions = CLIENT_TOOLS_OFF,
 ): ResolvedModel {
   return {
     id,
@@ -271,6 +280,7 @@ function resolvedModel(
     maxTokens: m.maxTokens ?? 32_000,
     session: { fallback: m.session?.fallback ?? "derived", maxSeedChars: m.session?.maxSeedChars ?? 6000 },
     intents,
+    tools,
   };
 }
 

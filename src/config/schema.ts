@@ -3,6 +3,7 @@
  * resolved, typed `Config`. Backend types add their own option schemas (src/backends/registry.ts).
  */
 import { z } from "zod";
+import { clientToolsOptionsSchema, type ClientToolsOptions } from "../clienttools/options.js";
 import { intentsConfigSchema, type IntentsConfigInput } from "../intent/schema.js";
 
 export const SESSION_MODES = ["stateless", "resume", "passthrough"] as const;
@@ -131,6 +132,8 @@ export const modelSchema = z.strictObject({
     .optional(),
   /** Tool pre-execution (live web data) for this model, merged over the top-level `intents`. */
   intents: intentsConfigSchema.partial().optional(),
+  /** The client's own tools offered to a CLI agent over MCP (src/clienttools): `{mode: bridge | off, exclude, pendingTimeoutSeconds}`. */
+  tools: clientToolsOptionsSchema.optional(),
   /** Advertised context window and output limit (for OpenClaw's provider entry). */
   contextWindow: positiveInt.optional(),
   maxTokens: positiveInt.optional(),
@@ -188,6 +191,8 @@ export interface ResolvedModel {
   session: { fallback: "derived" | "stateless"; maxSeedChars: number };
   /** Merged tool pre-execution settings (undefined: the defaults). */
   intents: IntentsConfigInput | undefined;
+  /** The client's tools for CLI agents (`off` unless configured). */
+  tools: ClientToolsOptions;
 }
 
 export interface Config {

@@ -22,6 +22,8 @@ export interface ResumeTurnOptions {
   continuing: boolean;
   /** Budget for earlier conversation given to a new session. */
   maxSeedChars: number;
+  /** OpenClaw's tools are offered to the agent as MCP tools (the brief says so). */
+  clientTools?: boolean;
   live?: readonly LiveData[];
 }
 
@@ -36,14 +38,21 @@ const AGENT_BRIEF =
   "You keep this conversation's history yourself; each message is the person's NEW message. " +
   "OpenClaw's tools are not available here: use your own, and reply in chat-friendly text.";
 
+/** The brief when OpenClaw's own tools are offered to the agent over MCP (a model in `tools.mode: bridge`). */
+const AGENT_BRIEF_WITH_TOOLS =
+  "You answer a person chatting through OpenClaw (Telegram, Discord...), connected to you by clawbridge. " +
+  "You keep this conversation's history yourself; each message is the person's NEW message. " +
+  "OpenClaw's own tools (sending messages to channels, its memory, cron jobs, other sessions...) are your MCP tools named mcp__openclaw__<tool>: " +
+  "use them for what only OpenClaw can do, your own tools for the rest, and reply in chat-friendly text.";
+
 /** The bootstrap is re-sent every turn: keep it small (a later turn should forward < 2 KB + the message). */
 export const MAX_BOOTSTRAP_CHARS = 1600;
 
 /** The bootstrap: built from OpenClaw's system prompt of THIS request, so it follows its changes. */
-export function buildBootstrap(messages: readonly ChatMessage[], budget: ContextBudget, conversationKey: string): string {
+export function buildBootstrap(messages: readonly ChatMessage[], budget: ContextBudget, conversationKey: string, clientTools = false): string {
   const sys = systemText(messages);
   const ws = workspacePath(sys);
-  const head = [AGENT_BRIEF, `Conversation: ${conversationKey}`, ws ? `OpenClaw workspace: ${ws}` : ""].filter(Boolean).join("\n");
+  const head = [clientTools ? AGENT_BRIEF_WITH_TOOLS : AGENT_BRIEF, `Conversation: ${conversationKey}`, ws ? `OpenClaw workspace: ${ws}` : ""].filter(Boolean).join("\n");
   const total = Math.min(budget.maxSystemChars, MAX_BOOTSTRAP_CHARS);
   const brief = compressSystemPrompt(sys, Math.max(0, total - head.length - 2), budget.preamble);
   return [head, brief].filter(Boolean).join("\n\n");
@@ -88,7 +97,7 @@ function renderNew(fresh: readonly ChatMessage[], toolBudget: number): string {
 export function buildResumeTurn(messages: readonly ChatMessage[], opts: ResumeTurnOptions): ResumeTurn {
   const { budget } = opts;
   const current = findCurrentUserTurn(messages);
-  const system = buildBootstrap(messages, budget, opts.conversationKey);
+  const system = buildBootstrap(messages, budget, opts.conversationKey, opts.clientTools);
   const fresh = newSinceLastAnswer(messages);
   let newText = renderNew(fresh, budget.maxToolResultChars);
   if (!newText) newText = current.text; // e.g. only an internal-context message came after the answer

@@ -92,6 +92,33 @@ export interface SessionInfo {
   resume?: boolean;
 }
 
+/** One of the client's tools, as its request offered it (OpenAI `tools[].function`). */
+export interface ClientToolDef {
+  name: string;
+  description?: string;
+  /** The JSON schema of its arguments (always an object schema). */
+  parameters: Record<string, unknown>;
+}
+
+/** A tool message of the request: the result of one call the previous response asked for. */
+export interface ClientToolResult {
+  id: string;
+  name?: string;
+  text: string;
+}
+
+/**
+ * The client's tools on a turn of a model in `tools.mode: bridge` (src/clienttools): a CLI backend
+ * that can offers them to its agent as MCP tools; a call ends the response with `tool_calls` and
+ * the agent's turn waits for the client's next request, whose `tool` messages are `results`.
+ */
+export interface ClientToolsTurn {
+  tools: ClientToolDef[];
+  pendingTimeoutSeconds: number;
+  /** The request's trailing tool messages (empty when the last message is the person's). */
+  results: ClientToolResult[];
+}
+
 export interface TurnInput {
   /** The model name the backend is given (after remapping), e.g. `opencode/minimax-m2.5-free`. */
   model: string;
@@ -108,6 +135,8 @@ export interface TurnInput {
   cancel: Cancellation;
   /** The same cancellation as a standard signal (made when first read: CLI processes, fetch). */
   signal: AbortSignal;
+  /** The client's tools, offered to the agent (a model in `tools.mode: bridge`, resume mode). */
+  clientTools?: ClientToolsTurn;
 }
 
 export interface BackendHealth {

@@ -19,9 +19,11 @@ import type { Route } from "../routing/router.js";
 import type { SessionStore } from "../store/types.js";
 import { Cancellation } from "../util/cancel.js";
 import { alnumId } from "../util/ids.js";
+import type { ClientToolHub } from "../clienttools/hub.js";
+import { ApiError } from "../openai/errors.js";
 import { armDeadline, contract } from "./contract.js";
 import { dispatchInput } from "./dispatch.js";
-import { runResume } from "./resume.js";
+import { runResume, toolResultsOf } from "./resume.js";
 import { TurnEvents } from "./turn-events.js";
 import type { EventBus } from "../events/bus.js";
 import { PassthroughPrompt, Turn, type TurnRequest } from "./turn.js";
@@ -60,6 +62,8 @@ export interface PipelineDeps {
   resolveModel?: (id: string) => Route | undefined;
   /** Turn, queue, resume and pre-execution events are published here (src/events/bus.ts), when anyone listens. */
   bus?: EventBus;
+  /** Client tool calls waiting per conversation (src/clienttools), to refuse tool results that answer none of them. */
+  clientTools?: ClientToolHub;
 }
 
 export class ChatPipeline {
@@ -121,6 +125,14 @@ export class ChatPipeline {
       throw err;
     }
 
+    const mismatch = this.toolResultMismatch(req);
+    if (mismatch) {
+      lease.release();
+      linked.dispose();
+      log.info({ reason: mismatch }, "turn refused: its tool results do not answer the pending tool calls");
+      throw new ApiError(400, "invalid_request_error", "tool_call_mismatch", mismatch, "messages");
+    }
+
     const turn = new Turn(requestId, req.request, route, conversation, linked.cancel, log);
     return {
       requestId,
@@ -134,6 +146,18 @@ export class ChatPipeline {
         "x-clawbridge-backend": route.backend.name,
       },
     };
+  }
+
+  /**
+   * While a CLI turn of this conversation waits for client tool results (src/clienttools), a request
+   * whose tool messages do not answer exactly those calls is refused (400) before anything streams;
+   * one that ends with the person's message goes through (it ends the waiting turn).
+   */
+  private toolResultMismatch(req: TurnRequest): string | undefined {
+    const session = this.deps.clientTools?.find(req.conversation.key);
+    if (!session || session.waitingOn !== req.route.backend.name) return undefined;
+    const results = toolResultsOf(req.request.messages);
+    return results.length ? session.check(results) : undefined;
   }
 
   /** The turn's cancellation: fires when the client goes away or on shutdown. `dispose` when the turn ends. */

@@ -17,6 +17,10 @@ import type { DebugLog } from "../log/debug-log.js";
 import type { EventBus } from "../events/bus.js";
 import type { SessionBinding, SessionStore } from "../store/types.js";
 import { conversationWorkDir } from "../util/workdir.js";
+import { offeredTools, trailingToolResults } from "../clienttools/types.js";
+import type { ClientToolResult, ClientToolsTurn } from "../backends/types.js";
+import { isInternalOnly } from "../context/metadata.js";
+import { contentText, type ChatMessage } from "../openai/schema.js";
 import { contract } from "./contract.js";
 import type { Turn } from "./turn.js";
 
@@ -51,10 +55,12 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
     binding = undefined;
   }
   const cwd = binding?.cwd ?? conversationWorkDir(deps.dataDir, key);
+  const clientTools = clientToolsOf(turn);
   for (let attempt = 0; attempt < 2; attempt++) {
     const continuing = binding !== undefined;
     const built = buildResumeTurn(turn.request.messages, {
       budget: route.model.context,
+      clientTools: !!clientTools?.tools.length,
       conversationKey: key,
       continuing,
       maxSeedChars: route.model.session.maxSeedChars,
@@ -62,7 +68,7 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
     });
     debugLog.line(`Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.seedEntries}`);
     log.info({ conversationSource: conversation.source, mode: "resume", continuing, backendSessionId: binding?.backendSessionId, ...built.stats }, "turn started");
-    const input = turn.input(built.prompt, { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0, resume: true });
+    const input = turn.input(built.prompt, { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0, resume: true }, clientTools);
     if (binding) {
       binding = { ...binding, lastError: inProgress, updatedAt: Date.now() };
       await store.put(binding);
@@ -98,4 +104,16 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
     }
     if (!heal) return;
   }
+}
+
+/** The client's tools for this turn, when its model offers them to the agent (`tools.mode: bridge`) and the request has some. */
+function clientToolsOf(turn: Turn): ClientToolsTurn | undefined {
+  const opts = turn.route.model.tools;
+  if (opts.mode !== "bridge" || !turn.request.tools?.length) return undefined;
+  return { tools: offeredTools(turn.request, opts.exclude), pendingTimeoutSeconds: opts.pendingTimeoutSeconds, results: toolResultsOf(turn.request.messages) };
+}
+
+/** The request's trailing tool results, past OpenClaw's internal-context messages that may follow them. */
+export function toolResultsOf(messages: readonly ChatMessage[]): ClientToolResult[] {
+  return trailingToolResults(messages, (m) => m.role === "user" && isInternalOnly(contentText(m.content)));
 }

@@ -4,7 +4,7 @@
  * parameters threaded through every step.
  */
 import type { Logger } from "pino";
-import type { PromptParts, SessionInfo, TurnInput } from "../backends/types.js";
+import type { ClientToolsTurn, PromptParts, SessionInfo, TurnInput } from "../backends/types.js";
 import type { SessionMode } from "../config/schema.js";
 import { findCurrentUserTurn } from "../context/metadata.js";
 import type { LiveData } from "../context/stateless.js";
@@ -54,8 +54,10 @@ export class Turn implements TurnRequest {
   }
 
   /** The backend's input for this turn. */
-  input(prompt: PromptParts, session: SessionInfo): TurnInput {
-    return new BackendInput(this.route.model.backendModel, prompt, this.request, session, this.cancel);
+  input(prompt: PromptParts, session: SessionInfo, clientTools?: ClientToolsTurn): TurnInput {
+    const input = new BackendInput(this.route.model.backendModel, prompt, this.request, session, this.cancel);
+    if (clientTools) input.clientTools = clientTools;
+    return input;
   }
 }
 
@@ -71,6 +73,7 @@ export class BackendInput implements TurnInput {
     readonly session: SessionInfo,
     readonly cancel: Cancellation,
   ) {}
+  clientTools?: ClientToolsTurn;
   get signal(): AbortSignal {
     return this.cancel.signal;
   }

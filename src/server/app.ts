@@ -20,6 +20,8 @@ import { ApiError, internalError, unauthorized } from "../openai/errors.js";
 import type { RouterRuntimeHandle } from "../router/runtime.js";
 import { isSystemsRoute, registerSystemsRoutes } from "./systems-routes.js";
 import { isMcpRoute, registerMcpRoute } from "./mcp-route.js";
+import { isClientToolsRoute, registerClientToolsRoute } from "./client-tools-route.js";
+import type { ClientToolHub } from "../clienttools/hub.js";
 import type { CanvasTools } from "../builder/tools.js";
 import type { BuilderBase } from "../builder/backend-deps.js";
 import { registerBuilderRoutes } from "./builder-routes.js";
@@ -55,6 +57,8 @@ export interface AppDeps {
   dashboardDir?: string;
   /** Prometheus metrics, served at `GET /metrics` (src/server/metrics-route.ts); without them /metrics is 404. */
   metrics?: BridgeMetrics;
+  /** Client tool calls of CLI agents, served over MCP at `/mcp/client-tools` (src/server/client-tools-route.ts); without them 404. */
+  clientTools?: ClientToolHub | undefined;
 }
 
 const HEALTH_TTL_MS = 30_000;
@@ -94,7 +98,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
           res.setHeader("server", SERVER);
           // Only the systems and runs routes and /mcp read a body: one sent anyway elsewhere is not
           // read past a small budget, and the connection closes after the answer.
-          if (isSystemsRoute(req.method, req.url) || isMcpRoute(req.method, req.url)) {
+          if (isSystemsRoute(req.method, req.url) || isMcpRoute(req.method, req.url) || isClientToolsRoute(req.method, req.url)) {
             if (expectsContinue) res.writeContinue();
           } else if (req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")) {
             res.setHeader("connection", "close");
@@ -123,6 +127,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
   app.removeAllContentTypeParsers();
   registerSystemsRoutes(app, deps.systems);
   registerMcpRoute(app, { keys, tools: deps.builderTools });
+  registerClientToolsRoute(app, deps.clientTools);
   registerBuilderRoutes(app, deps.builder);
   registerEventsRoute(app, deps.events);
   registerDashboardRoute(app, { dir: deps.dashboardDir });

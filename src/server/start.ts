@@ -3,6 +3,8 @@ import { mkdirSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { createBackends } from "../backends/registry.js";
+import { ClientToolHub } from "../clienttools/hub.js";
+import { CLIENT_TOOLS_PATH } from "./client-tools-route.js";
 import type { Backend } from "../backends/types.js";
 import type { Config } from "../config/schema.js";
 import { DebugLog } from "../log/debug-log.js";
@@ -106,6 +108,13 @@ async function openStoreIfNeeded(config: Config, logger: Logger): Promise<Sessio
   return store;
 }
 
+/** How a local CLI reaches this bridge: the address it listens on, or loopback when it listens on all addresses. */
+function loopbackUrl(addr: AddressInfo): string {
+  if (addr.address === "0.0.0.0") return `http://127.0.0.1:${addr.port}`;
+  if (addr.address === "::") return `http://[::1]:${addr.port}`;
+  return addr.family === "IPv6" ? `http://[${addr.address}]:${addr.port}` : `http://${addr.address}:${addr.port}`;
+}
+
 export async function startBridge(config: Config, opts: StartOptions = {}): Promise<Bridge> {
   const logger = opts.logger ?? createLogger(config.logging.level);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -158,7 +167,9 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     };
   }
   const builderBusy = builder ? busyWith(builder) : undefined;
-  const backends = createBackends(config, logger, { ...(systems ? { router: { ...systems, builderBusy } } : {}), ...(builder ? { builder } : {}) });
+  // Pending client tool calls and the MCP endpoint CLI agents reach them through (models in tools.mode: bridge).
+  const clientTools = config.models.some((m) => m.tools.mode === "bridge") ? new ClientToolHub(logger.child({ room: "clienttools" })) : undefined;
+  const backends = createBackends(config, logger, { ...(systems ? { router: { ...systems, builderBusy } } : {}), ...(builder ? { builder } : {}), ...(clientTools ? { clientTools } : {}) });
   router = new ModelRouter(config, backends);
   const scheduler = new TurnScheduler({
     maxConcurrent: config.server.maxConcurrent,
@@ -169,8 +180,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const store = await openStoreIfNeeded(config, logger);
   const preexec = new PreExecutor(logger, debugLog);
   const enricher = opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
-  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store, resolveModel, bus });
-  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems, builder, builderTools: builder?.room.tools, bus, events, metrics, admin: { bus, store, doctor: opts.doctor }, dashboardDir: opts.dashboardDir });
+  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store, resolveModel, bus, ...(clientTools ? { clientTools } : {}) });
+  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems, builder, builderTools: builder?.room.tools, bus, events, metrics, admin: { bus, store, doctor: opts.doctor }, dashboardDir: opts.dashboardDir, clientTools });
 
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
@@ -191,6 +202,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const addr = app.server.address() as AddressInfo;
   const hostForUrl = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
   const url = `http://${hostForUrl}:${addr.port}`;
+  if (clientTools) clientTools.endpoint = `${loopbackUrl(addr)}${CLIENT_TOOLS_PATH}`;
   logger.info({ url, config: config.source, models: config.models.map((m) => m.id) }, "clawbridge listening");
 
   let closing: Promise<void> | undefined;
@@ -216,6 +228,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await watcher.stop();
         // Event streams end (`event: shutdown`) once the turns are over, so none holds the close up.
         events.close();
+        // Tool calls still waiting for a client are answered, so their MCP requests do not hold the server open.
+        await clientTools?.close();
         // Stop listening; idle and finished connections are closed at once.
         await front.close(() => app.close());
         await Promise.all([...backends.values()].map((b) => b.close?.()));

@@ -146,14 +146,14 @@ export class WarmProcess implements WarmWorker {
  * limit. Bounded: a CLI that floods without the turn reading is capped (oldest kept, the rest
  * counted as dropped — a turn reads as fast as it can, so this only guards against a runaway).
  */
-export class Inbox {
-  private readonly items: WarmMessage[] = [];
+export class Inbox<T extends { kind: string } = WarmMessage> {
+  private readonly items: T[] = [];
   private waiter: (() => void) | undefined;
   dropped = 0;
 
   constructor(private readonly cap = 100_000) {}
 
-  push = (m: WarmMessage): void => {
+  push = (m: T): void => {
     if (this.items.length >= this.cap && m.kind === "message") {
       this.dropped++;
       return;
@@ -165,7 +165,7 @@ export class Inbox {
   };
 
   /** The next message, or "timeout" after `ms`, or "aborted" once `signal` aborts (checked first). */
-  async next(signal: AbortSignal | undefined, ms?: number): Promise<WarmMessage | "timeout" | "aborted"> {
+  async next(signal: AbortSignal | undefined, ms?: number): Promise<T | "timeout" | "aborted"> {
     for (;;) {
       const item = this.items.shift();
       if (item) return item;

@@ -14,8 +14,10 @@ import { randomUUID } from "node:crypto";
 import type { BackendEvent } from "../contract/backend.js";
 import type { ProcessEnd } from "../util/process.js";
 import type { WarmLease } from "./pool.js";
-import { Inbox, WarmProcess, type WarmProcessSpec } from "./process.js";
-import { cancelledError, diedMidTurn, type WarmTurnEnd } from "./turn.js";
+import type { ClientToolCall, ToolSession } from "../clienttools/hub.js";
+import { cliToolPrefix } from "../clienttools/types.js";
+import { Inbox, WarmProcess, type WarmMessage, type WarmProcessSpec } from "./process.js";
+import { cancelledError, diedMidTurn, type WarmTurnControl, type WarmTurnEnd } from "./turn.js";
 
 /** The backend's per-turn mapping of stream-json lines (the cold path's mapper fits). */
 export interface StreamJsonMapper {
@@ -43,8 +45,9 @@ export interface StreamJsonTurn {
   label: string;
   /** The user's turn as the CLI reads it. */
   text: string;
-  signal: AbortSignal;
   mapper: StreamJsonMapper;
+  /** The conversation's client tools, when the CLI was given them as an MCP server. */
+  tools?: Pick<ToolSession, "listen" | "announce">;
   /** How long an interrupted turn may take to end before the process group is killed. */
   interruptGraceMs: number;
   /** Called with the turn's first line that is not a control message: the CLI has started the turn (and read its start-up files). */
@@ -83,31 +86,79 @@ export function userMessage(text: string): Record<string, unknown> {
   return { type: "user", message: { role: "user", content: [{ type: "text", text }] }, parent_tool_use_id: null, session_id: "" };
 }
 
-/** Run one turn on the leased worker: the driver of `runWarmTurn`. */
-export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+/** A call of the client's tools reaching the turn (from the MCP endpoint, through the conversation's `ToolSession`). */
+type TurnItem = WarmMessage | { kind: "call"; call: ClientToolCall };
+
+/**
+ * How long a turn waits after a client tool call for more calls of the same reply before it ends
+ * the response with `tool_calls` (a CLI that runs calls one at a time sends the next only after the
+ * first is answered; Claude Code sends read-only ones together, within a millisecond).
+ */
+const SETTLE_MS = 100;
+
+/** Tool uses of our MCP server in an `assistant` line (how many calls the reply makes). */
+function bridgedToolUses(msg: Record<string, unknown>): number {
+  if (msg.type !== "assistant" || msg.parent_tool_use_id) return 0;
+  const content = (msg.message as { content?: unknown } | undefined)?.content;
+  if (!Array.isArray(content)) return 0;
+  return content.filter((b) => b && typeof b === "object" && (b as { type?: unknown }).type === "tool_use" && String((b as { name?: unknown }).name).startsWith(cliToolPrefix)).length;
+}
+
+/**
+ * Run one turn on the leased worker: the driver of `runWarmTurn`. With the client's tools
+ * (`t.tools`), a call of one of them is announced as a `tool_call` and, once the reply's calls are
+ * in, the turn parks (`ctl.parked`, then `done` with `tool_calls`): this generator pauses there,
+ * the CLI waits on its MCP call, and the next response resumes it once the client answered.
+ */
+export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn, ctl: WarmTurnControl): AsyncGenerator<BackendEvent, WarmTurnEnd> {
   const worker = lease.worker;
-  const inbox = new Inbox();
+  const inbox = new Inbox<TurnItem>();
   worker.markTurn();
   worker.listen(inbox.push);
+  t.tools?.listen((call) => inbox.push({ kind: "call", call }));
   let finished = false;
   let sawMessage = false;
   try {
     if (!worker.send(userMessage(t.text))) {
       finished = true;
-      return yield* ended(lease, t, await untilEnd(inbox), false);
+      return yield* ended(lease, t, ctl, await untilEnd(inbox), false);
     }
     let produced = false;
+    /** Client tool calls announced in this response, and how many the CLI's reply made. */
+    let announced = 0;
+    let expected = 0;
+    let index = 0;
     for (;;) {
-      const item = await inbox.next(t.signal);
-      if (item === "aborted" || item === "timeout") {
+      const item = await inbox.next(ctl.signal, announced ? SETTLE_MS : undefined);
+      if (item === "timeout") {
+        // No more calls came (a CLI calling one at a time): end this response; the CLI waits for the client.
+        ctl.parked = true;
+        yield { type: "done", finishReason: "tool_calls" };
+        announced = expected = index = 0;
+        continue;
+      }
+      if (item === "aborted") {
         finished = true;
         const keep = await interrupt(worker, inbox, t.interruptGraceMs);
-        yield cancelledError(t.signal, t.label);
+        yield cancelledError(ctl.signal, t.label);
         return { keep };
       }
       if (item.kind === "end") {
         finished = true;
-        return yield* ended(lease, t, item.end, produced);
+        return yield* ended(lease, t, ctl, item.end, produced);
+      }
+      if (item.kind === "call") {
+        produced = true;
+        t.tools?.announce(item.call.id);
+        yield { type: "tool_call", index: index++, id: item.call.id, name: item.call.name, argumentsDelta: item.call.argumentsJson };
+        announced++;
+        if (expected && announced >= expected) {
+          // Every call of the reply is in: end this response; the CLI waits for the client.
+          ctl.parked = true;
+          yield { type: "done", finishReason: "tool_calls" };
+          announced = expected = index = 0;
+        }
+        continue;
       }
       const msg = item.message;
       if (!sawMessage && msg.type !== "control_response" && msg.type !== "control_request") {
@@ -119,6 +170,7 @@ export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: Str
         continue;
       }
       if (msg.type === "control_response") continue;
+      if (t.tools) expected += bridgedToolUses(msg);
       for (const ev of t.mapper.onEvent(msg)) {
         if (ev.type === "session") worker.sessionId = ev.id;
         else produced = true;
@@ -133,16 +185,18 @@ export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: Str
       }
     }
   } finally {
-    // The consumer stopped early: stop the CLI's turn so the process can serve the next one.
+    // The consumer stopped early (or the parked turn was abandoned): stop the CLI's turn so the
+    // process can serve the next one.
     if (!finished) await interrupt(worker, inbox, t.interruptGraceMs);
     worker.listen(undefined);
+    t.tools?.listen(undefined);
   }
 }
 
 /** The process ended during the turn: the CLI's own answer (fresh), a cold retry, or an error. */
-async function* ended(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn, end: ProcessEnd, produced: boolean): AsyncGenerator<BackendEvent, WarmTurnEnd> {
-  if (t.signal.aborted) {
-    yield cancelledError(t.signal, t.label);
+async function* ended(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn, ctl: WarmTurnControl, end: ProcessEnd, produced: boolean): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+  if (ctl.signal.aborted) {
+    yield cancelledError(ctl.signal, t.label);
     return { keep: false };
   }
   if (!produced && !lease.fresh) return { keep: false, lost: true };
@@ -156,7 +210,7 @@ async function* ended(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn, end
   return { keep: false };
 }
 
-async function untilEnd(inbox: Inbox): Promise<ProcessEnd> {
+async function untilEnd(inbox: Inbox<TurnItem>): Promise<ProcessEnd> {
   for (let i = 0; i < 100_000; i++) {
     const item = await inbox.next(undefined, 10_000);
     if (item !== "timeout" && item !== "aborted" && item.kind === "end") return item.end;
@@ -168,7 +222,7 @@ async function untilEnd(inbox: Inbox): Promise<ProcessEnd> {
  * Ask the CLI to stop its turn and wait (bounded) for the turn's `result`. True: the process obeyed
  * and may serve another turn. False: it was killed.
  */
-async function interrupt(worker: StreamJsonWorker, inbox: Inbox, graceMs: number): Promise<boolean> {
+async function interrupt(worker: StreamJsonWorker, inbox: Inbox<TurnItem>, graceMs: number): Promise<boolean> {
   if (!worker.usable) return false;
   const sent = worker.send({ type: "control_request", request_id: `clawbridge-${randomUUID()}`, request: { subtype: "interrupt" } });
   if (sent) {
@@ -179,7 +233,7 @@ async function interrupt(worker: StreamJsonWorker, inbox: Inbox, graceMs: number
       const item = await inbox.next(undefined, left);
       if (item === "timeout" || item === "aborted") break;
       if (item.kind === "end") return false;
-      if (item.message.type === "result") return true;
+      if (item.kind === "message" && item.message.type === "result") return true;
     }
   }
   worker.log.debug("warm cli did not stop its turn in time; ending it");

@@ -5,9 +5,21 @@
  * turn produced anything is replaced by a cold run of the same turn; no lease (pool closed or full
  * of busy workers) means a cold run too. The backend contract holds: exactly one done or error.
  */
+import type { SuspendedTurn } from "../clienttools/types.js";
 import type { BackendEvent } from "../contract/backend.js";
 import { TurnDeadline } from "../util/cancel.js";
 import type { WarmLease, WarmPool, WarmWorker } from "./pool.js";
+
+/**
+ * What a driver reads while it runs a turn, and what it sets to suspend it. A turn suspended on a
+ * client tool call (`parked`, set just before its `done` with `tool_calls`) keeps its worker and
+ * its generator, paused at that `done`; it goes on later into another response, whose
+ * cancellation then replaces `signal`.
+ */
+export interface WarmTurnControl {
+  signal: AbortSignal;
+  parked: boolean;
+}
 
 /** How a driver's turn ended, for the pool. */
 export interface WarmTurnEnd {
@@ -29,12 +41,14 @@ export interface WarmTurnSpec<W extends WarmWorker> {
   /** Start a new worker for this turn. */
   start(): Promise<W>;
   /** Run the turn on the worker: events ending with done/error, then whether to keep it. */
-  drive(lease: WarmLease<W>): AsyncGenerator<BackendEvent, WarmTurnEnd>;
+  drive(lease: WarmLease<W>, ctl: WarmTurnControl): AsyncGenerator<BackendEvent, WarmTurnEnd>;
   /** The same turn with a new process of its own (the cold path). */
   cold(): AsyncGenerator<BackendEvent>;
   signal: AbortSignal;
   /** Told which worker serves the turn (the backend's `lastPid`). */
   onWorker?(worker: W): void;
+  /** The driver suspended the turn on a client tool call: keep it (the worker stays leased). */
+  onPark?(turn: ParkedWarmTurn<W>): void;
 }
 
 export async function* runWarmTurn<W extends WarmWorker>(spec: WarmTurnSpec<W>): AsyncGenerator<BackendEvent> {
@@ -54,10 +68,29 @@ export async function* runWarmTurn<W extends WarmWorker>(spec: WarmTurnSpec<W>):
     return;
   }
   spec.onWorker?.(lease.worker);
+  const ctl: WarmTurnControl = { signal: spec.signal, parked: false };
+  const gen = spec.drive(lease, ctl);
+  const park = () => spec.onPark?.(new ParkedWarmTurn(lease, gen, ctl, park));
+  const lost = yield* pump(lease, gen, ctl, park);
+  if (lost) yield* spec.cold();
+}
+
+/**
+ * Relay a driver's events, then hand the worker back — unless the driver parked the turn (it
+ * yielded its `done` with `ctl.parked` set): then `park` is called BEFORE that `done` is passed on
+ * (the client's next request must find the suspended turn), the generator stays paused there and
+ * the worker leased. The consumer stopping early ends the driver (its own finally interrupts the
+ * CLI's turn). Returns whether the turn was lost before any output (run it cold).
+ */
+async function* pump<W extends WarmWorker>(
+  lease: WarmLease<W>,
+  gen: AsyncGenerator<BackendEvent, WarmTurnEnd>,
+  ctl: WarmTurnControl,
+  park: () => void,
+): AsyncGenerator<BackendEvent, boolean> {
   let end: WarmTurnEnd = { keep: false };
   let finished = false;
-  let lost = false;
-  const gen = spec.drive(lease);
+  let parked = false;
   try {
     for (;;) {
       const r = await gen.next();
@@ -66,16 +99,61 @@ export async function* runWarmTurn<W extends WarmWorker>(spec: WarmTurnSpec<W>):
         finished = true;
         break;
       }
+      if (r.value.type === "done" && ctl.parked) {
+        parked = true;
+        park();
+        yield r.value;
+        return false;
+      }
       yield r.value;
     }
-    lost = !!end.lost && !lease.fresh;
   } finally {
-    // The consumer stopped early: the driver's own finally runs first and interrupts the CLI's
-    // turn — the worker stays if the CLI obeyed (else the driver killed it or marked it broken).
-    if (!finished) await gen.return({ keep: false });
-    lease.release((finished ? end.keep : true) && lease.worker.usable);
+    if (!parked) {
+      if (!finished) await gen.return({ keep: false });
+      lease.release((finished ? end.keep : true) && lease.worker.usable);
+    }
   }
-  if (lost) yield* spec.cold();
+  return !!end.lost && !lease.fresh;
+}
+
+/**
+ * A warm turn suspended on a client tool call (see `WarmTurnControl`): resumed into the next
+ * response, or abandoned (the driver's finally interrupts the CLI's turn, the worker is handed
+ * back). `gone` resolves when its process ends while it waits.
+ */
+export class ParkedWarmTurn<W extends WarmWorker> implements SuspendedTurn {
+  private taken = false;
+  readonly gone: Promise<void>;
+
+  constructor(
+    private readonly lease: WarmLease<W>,
+    private readonly gen: AsyncGenerator<BackendEvent, WarmTurnEnd>,
+    private readonly ctl: WarmTurnControl,
+    /** Park it again (the resumed turn made another client tool call). */
+    private readonly onPark: () => void,
+  ) {
+    this.gone = lease.worker.ended;
+  }
+
+  async *resume(signal: AbortSignal): AsyncGenerator<BackendEvent> {
+    if (this.take()) return;
+    this.ctl.signal = signal;
+    this.ctl.parked = false;
+    yield* pump(this.lease, this.gen, this.ctl, this.onPark);
+  }
+
+  async abandon(): Promise<void> {
+    if (this.take()) return;
+    const r = await this.gen.return({ keep: false }).catch(() => undefined);
+    this.lease.release(!!r && this.lease.worker.usable);
+  }
+
+  /** True when it was already resumed or abandoned. */
+  private take(): boolean {
+    const was = this.taken;
+    this.taken = true;
+    return was;
+  }
 }
 
 /** The error of a turn ended by its cancellation: the deadline (`backend_timeout`) or an abort. */

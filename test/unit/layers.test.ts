@@ -35,6 +35,7 @@ const LAYERS = [
   "toolcalls",
   "warm",
   "config",
+  "clienttools",
   "intent",
   "contract",
   "events",
