@@ -18,6 +18,7 @@
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { warmOption } from "../warm/options.js";
+import { cliCallTimeoutMs, CLIENT_TOOLS_SERVER, mcpServerEntry, toolsFingerprint } from "../clienttools/types.js";
 import { StreamJsonWarm } from "./cli-warm.js";
 import { ClaudeStreamMapper } from "./claude-code.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
@@ -192,22 +193,37 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
     // A warm process lives in one CLI session: a turn the pipeline does not resume runs cold.
     if (!this.warm || !turn.session.resume) return this.coldTurn(turn, bin);
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
+    const hub = this.deps.clientTools;
+    const ct = turn.clientTools?.tools.length && hub?.endpoint ? turn.clientTools : undefined;
+    const tools = ct ? hub!.session(turn.session.key) : undefined;
     return this.warm.run(
       turn,
-      [bin, turn.model, turn.prompt.system, cwd],
+      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.tools)],
       () => {
         const env = this.env();
-        const file =
-          this.opts.systemPromptMode === "replace" && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "qwen-system-", "system.md", turn.prompt.system) : undefined;
-        if (file) env.QWEN_SYSTEM_MD = file.file;
+        const files: Array<{ file: string; remove(): void }> = [];
+        if (this.opts.systemPromptMode === "replace" && turn.prompt.system) {
+          const file = writeTurnFile(this.deps.dataDir, "qwen-system-", "system.md", turn.prompt.system);
+          env.QWEN_SYSTEM_MD = file.file;
+          files.push(file);
+        }
         const args = qwenArgs(this.opts, turn);
         args.unshift("--input-format", "stream-json");
+        if (tools && ct) {
+          // Streamable HTTP is `httpUrl` for qwen (`url` means the old SSE transport). The tools are
+          // marked read-only, so qwen runs them without asking for approval.
+          const { url, ...rest } = mcpServerEntry(hub!.endpoint!, tools.token, cliCallTimeoutMs(ct.pendingTimeoutSeconds));
+          const mcp = writeTurnFile(this.deps.dataDir, "qwen-mcp-", "mcp.json", JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: { httpUrl: url, ...rest } } }));
+          files.push(mcp);
+          args.push("--mcp-config", mcp.file);
+        }
         // Qwen's control channel is off unless `initialize` comes first: no interrupt, and a tool
         // needing approval would hang the turn (docs/CLI_FORMATS.md).
-        return { label: "qwen", bin, args, env, cwd, file, controlInit: true };
+        return { label: "qwen", bin, args, env, cwd, file: { remove: () => files.forEach((f) => f.remove()) }, controlInit: true };
       },
       new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
       () => this.coldTurn(turn, bin),
+      tools,
     );
   }
 
@@ -246,4 +262,5 @@ export const qwenCodeBackend: BackendModule<QwenCodeOptions> = {
   defaultSessionMode: "resume",
   sessionModes: ["resume", "stateless"],
   create: (name, options, deps) => new QwenCodeBackend(name, options, deps),
+  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
 };

@@ -9,6 +9,7 @@
  */
 import type { ContextBudget } from "../config/schema.js";
 import type { PromptParts } from "../backends/types.js";
+import { isBridgeCallId } from "../clienttools/types.js";
 import { contentText, type ChatMessage } from "../openai/schema.js";
 import { findCurrentUserTurn, isInternalOnly, stripMetadata } from "./metadata.js";
 import { fitHistory, renderHistory, systemText, type LiveData } from "./stateless.js";
@@ -58,13 +59,18 @@ export function buildBootstrap(messages: readonly ChatMessage[], budget: Context
   return [head, brief].filter(Boolean).join("\n\n");
 }
 
-/** Messages after the last assistant answer: what the backend has not seen yet. */
-function newSinceLastAnswer(messages: readonly ChatMessage[]): ChatMessage[] {
+/**
+ * Messages after the last assistant answer: what the backend has not seen yet. With the client's
+ * tools bridged, an assistant message whose calls the bridge made for the CLI is in the CLI's own
+ * history too (the CLI made those calls), so it counts as an answer.
+ */
+function newSinceLastAnswer(messages: readonly ChatMessage[], bridged = false): ChatMessage[] {
   let lastAssistant = -1;
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
+    const calls = m.tool_calls ?? [];
     // An assistant message that asked for tools is part of the current turn, not an answer.
-    if (m.role === "assistant" && !(m.tool_calls && m.tool_calls.length)) {
+    if (m.role === "assistant" && (!calls.length || (bridged && calls.every((c) => c.id !== undefined && isBridgeCallId(c.id))))) {
       lastAssistant = i;
       break;
     }
@@ -98,7 +104,7 @@ export function buildResumeTurn(messages: readonly ChatMessage[], opts: ResumeTu
   const { budget } = opts;
   const current = findCurrentUserTurn(messages);
   const system = buildBootstrap(messages, budget, opts.conversationKey, opts.clientTools);
-  const fresh = newSinceLastAnswer(messages);
+  const fresh = newSinceLastAnswer(messages, opts.clientTools);
   let newText = renderNew(fresh, budget.maxToolResultChars);
   if (!newText) newText = current.text; // e.g. only an internal-context message came after the answer
   const extras: string[] = [];
