@@ -244,6 +244,16 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     assert.match(JSON.stringify(req.body.messages), /STATUS please/, "the conversation still holds the message that led to the call");
   });
 
+  test("the MCP endpoint wants a conversation's own token: 401 without one or with a wrong one", async () => {
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+    for (const auth of [undefined, "Bearer cbtnot-a-real-token", "Bearer k"]) {
+      const res = await fetch(`${bridge.url}/mcp/client-tools`, { method: "POST", body, headers: auth ? { ...headers, authorization: auth } : headers });
+      assert.equal(res.status, 401, String(auth));
+      assert.equal(((await res.json()) as any).error.code, "invalid_token");
+    }
+  });
+
   async function health(): Promise<any> {
     return (await fetch(`${bridge.url}/health`)).json();
   }
