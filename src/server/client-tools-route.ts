@@ -10,9 +10,10 @@
  * configured the route is 404. GET and DELETE (sessions) have no meaning in stateless mode: 405.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { ClientToolHub } from "../clienttools/hub.js";
+import type { ClientToolHub, ToolSession } from "../clienttools/hub.js";
 import { ApiError } from "../openai/errors.js";
 import { lingerAfterAnswer, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
+import { serveStateless, statelessOnly } from "./mcp-route.js";
 
 export const CLIENT_TOOLS_PATH = "/mcp/client-tools";
 const BODY_LIMIT = 4 * 1024 * 1024;
@@ -23,8 +24,6 @@ export function isClientToolsRoute(method: string | undefined, url: string | und
   const q = url.indexOf("?");
   return (q < 0 ? url : url.slice(0, q)) === CLIENT_TOOLS_PATH;
 }
-
-const rpcError = (code: number, message: string) => ({ jsonrpc: "2.0", error: { code, message }, id: null });
 
 export function registerClientToolsRoute(app: FastifyInstance, hub: ClientToolHub | undefined): void {
   app.register(async (scope) => {
@@ -56,37 +55,12 @@ export function registerClientToolsRoute(app: FastifyInstance, hub: ClientToolHu
     });
 
     scope.post(CLIENT_TOOLS_PATH, async (req, reply) => {
-      const session = (req as FastifyRequest & { toolSession?: import("../clienttools/hub.js").ToolSession }).toolSession!;
-      const [{ StreamableHTTPServerTransport }, { createClientToolsServer }] = await Promise.all([
-        import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
-        import("../clienttools/mcp.js"),
-      ]);
-      const server = createClientToolsServer(session);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-      reply.hijack();
-      const res = reply.raw;
-      let closed = false;
-      const close = () => {
-        if (closed) return;
-        closed = true;
-        void transport.close().catch(() => {});
-        void server.close().catch(() => {});
-      };
-      res.on("close", close);
-      try {
-        await server.connect(transport);
-        await transport.handleRequest(req.raw, res, req.body);
-      } catch (err) {
-        req.log?.error?.({ err }, "client-tools mcp request failed");
-        if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify(rpcError(-32603, "Internal error in the bridge; see its log.")));
-        else res.end();
-        close();
-      }
+      const session = (req as FastifyRequest & { toolSession?: ToolSession }).toolSession!;
+      const { createClientToolsServer } = await import("../clienttools/mcp.js");
+      await serveStateless(req, reply, createClientToolsServer(session), { json: false });
     });
 
-    const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) =>
-      reply.code(405).header("allow", "POST").type("application/json").send(rpcError(-32000, "Method not allowed: this endpoint is stateless, send JSON-RPC messages with POST."));
-    scope.get(CLIENT_TOOLS_PATH, notAllowed);
-    scope.delete(CLIENT_TOOLS_PATH, notAllowed);
+    scope.get(CLIENT_TOOLS_PATH, statelessOnly);
+    scope.delete(CLIENT_TOOLS_PATH, statelessOnly);
   });
 }

@@ -31,6 +31,45 @@ const notConfigured = () => new ApiError(404, "not_found_error", "builder_not_co
 /** A JSON-RPC error answer outside any request (as the SDK's transport writes them). */
 const rpcError = (code: number, message: string) => ({ jsonrpc: "2.0", error: { code, message }, id: null });
 
+/**
+ * One POST of the SDK's stateless Streamable HTTP: the server (made for this request) on a fresh
+ * transport, both closed when the response closes; answers as JSON (`json`) or as an SSE stream.
+ * Shared by `/mcp` and `/mcp/client-tools`.
+ */
+export async function serveStateless(req: FastifyRequest, reply: FastifyReply, server: McpServerLike, opts: { json: boolean }): Promise<void> {
+  const { StreamableHTTPServerTransport } = await import("@modelcontextprotocol/sdk/server/streamableHttp.js");
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: opts.json });
+  reply.hijack();
+  const res = reply.raw;
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    void transport.close().catch(() => {});
+    void server.close().catch(() => {});
+  };
+  res.on("close", close);
+  try {
+    await server.connect(transport);
+    await transport.handleRequest(req.raw, res, req.body);
+  } catch (err) {
+    req.log?.error?.({ err }, "mcp request failed");
+    if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify(rpcError(-32603, "Internal error in the bridge; see its log.")));
+    else res.end();
+    close();
+  }
+}
+
+/** GET (a server-to-client stream) and DELETE (end a session) mean nothing without sessions. */
+export const statelessOnly = async (_req: FastifyRequest, reply: FastifyReply) =>
+  reply.code(405).header("allow", "POST").type("application/json").send(rpcError(-32000, "Method not allowed: this endpoint is stateless, send JSON-RPC messages with POST."));
+
+/** What `serveStateless` needs of an MCP server (the SDK's `McpServer` and low-level `Server` both fit). */
+interface McpServerLike {
+  connect(transport: import("@modelcontextprotocol/sdk/shared/transport.js").Transport): Promise<void>;
+  close(): Promise<void>;
+}
+
 export function registerMcpRoute(app: FastifyInstance, deps: { keys: ApiKeys; tools?: CanvasTools }): void {
   const { keys, tools } = deps;
 
@@ -58,36 +97,11 @@ export function registerMcpRoute(app: FastifyInstance, deps: { keys: ApiKeys; to
     });
 
     scope.post(MCP_PATH, async (req, reply) => {
-      const [{ StreamableHTTPServerTransport }, { createBuilderMcpServer }] = await Promise.all([
-        import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
-        import("../builder/mcp-server.js"),
-      ]);
-      const server = createBuilderMcpServer(tools!);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      reply.hijack();
-      const res = reply.raw;
-      let closed = false;
-      const close = () => {
-        if (closed) return;
-        closed = true;
-        void transport.close().catch(() => {});
-        void server.close().catch(() => {});
-      };
-      res.on("close", close);
-      try {
-        await server.connect(transport);
-        await transport.handleRequest(req.raw, res, req.body);
-      } catch (err) {
-        req.log?.error?.({ err }, "mcp request failed");
-        if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify(rpcError(-32603, "Internal error in the bridge; see its log.")));
-        else res.end();
-        close();
-      }
+      const { createBuilderMcpServer } = await import("../builder/mcp-server.js");
+      await serveStateless(req, reply, createBuilderMcpServer(tools!), { json: true });
     });
 
-    const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) =>
-      reply.code(405).header("allow", "POST").type("application/json").send(rpcError(-32000, "Method not allowed: this endpoint is stateless, send JSON-RPC messages with POST."));
-    scope.get(MCP_PATH, notAllowed);
-    scope.delete(MCP_PATH, notAllowed);
+    scope.get(MCP_PATH, statelessOnly);
+    scope.delete(MCP_PATH, statelessOnly);
   });
 }
