@@ -77,7 +77,10 @@ describe("opencode warm mode (opencode serve) through the bridge", () => {
     assert.equal(r.finish, "stop");
     assert.ok(r.deltas.length >= 4, `one delta per model chunk (${JSON.stringify(r.deltas)})`);
     const gaps = r.deltas.slice(1).map((d, i) => d.at - r.deltas[i]!.at);
-    assert.ok(gaps.filter((g) => g >= 200).length >= 3, `the deltas arrived one by one as the model produced them (${JSON.stringify(r.deltas)})`);
+    // Chunks 400 ms apart; a whole answer at the end gives no gap at all. On a loaded machine
+    // `opencode serve` was seen to hand over its first two deltas together (gaps 59, 412, 427 ms in a
+    // CI run), so two of the three gaps must show the model's pace, not all three.
+    assert.ok(gaps.filter((g) => g >= 200).length >= 2, `the deltas arrived one by one as the model produced them (${JSON.stringify(r.deltas)})`);
     const req = fake.mainRequests().at(-1)!;
     assert.match(req.lastUser, /USER: count for me/);
     assert.match(systemOf(req), /Pebble/, "the bridge's bootstrap (identity) reaches the model in OpenCode's system prompt");
