@@ -8,8 +8,8 @@
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { warmOption } from "../warm/options.js";
-import { cliCallTimeoutMs, CLIENT_TOOLS_SERVER, mcpServerEntry, toolsFingerprint } from "../clienttools/types.js";
-import { StreamJsonWarm } from "./cli-warm.js";
+import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../clienttools/types.js";
+import { StreamJsonWarm, warmClientTools } from "./cli-warm.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, FinishReason, TurnInput, Usage } from "./types.js";
@@ -263,27 +263,25 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
     // A warm process lives in one CLI session: a turn the pipeline does not resume runs cold.
     if (!this.warm || !turn.session.resume) return this.coldTurn(turn, bin);
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
-    const hub = this.deps.clientTools;
-    const ct = turn.clientTools?.tools.length && hub?.endpoint ? turn.clientTools : undefined;
-    const tools = ct ? hub!.session(turn.session.key) : undefined;
+    const ct = warmClientTools(turn, this.deps.clientTools);
     return this.warm.run(
       turn,
-      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.tools)],
+      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools)],
       () => {
         const files: Array<{ file: string; remove(): void }> = [];
         if (this.opts.systemPromptFile && turn.prompt.system) files.push(writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system));
-        if (tools && ct) {
-          const entry = { type: "http", ...mcpServerEntry(hub!.endpoint!, tools.token, cliCallTimeoutMs(ct.pendingTimeoutSeconds)), alwaysLoad: true };
+        if (ct) {
+          const entry = { type: "http", ...ct.entry, alwaysLoad: true };
           files.push(writeTurnFile(this.deps.dataDir, "claude-mcp-", "mcp.json", JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: entry } })));
         }
         const system = this.opts.systemPromptFile && turn.prompt.system ? files[0]?.file : undefined;
-        const args = claudeArgs(this.opts, turn, system, tools ? files.at(-1)!.file : undefined);
+        const args = claudeArgs(this.opts, turn, system, ct ? files.at(-1)!.file : undefined);
         args.splice(1, 0, "--input-format", "stream-json");
         return { label: "claude", bin, args, env: this.env(), cwd, file: { remove: () => files.forEach((f) => f.remove()) } };
       },
       new ClaudeStreamMapper("claude", !!turn.session.backendSessionId),
       () => this.coldTurn(turn, bin),
-      tools,
+      ct?.session,
     );
   }
 

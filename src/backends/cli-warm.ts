@@ -8,7 +8,8 @@
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
-import type { ToolSession } from "../clienttools/hub.js";
+import type { ClientToolHub, ToolSession } from "../clienttools/hub.js";
+import { cliCallTimeoutMs, mcpServerEntry, type ClientToolsTurn } from "../clienttools/types.js";
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tools.js";
 import type { WarmOptions } from "../warm/options.js";
 import { WarmPool } from "../warm/pool.js";
@@ -27,6 +28,21 @@ export interface StreamJsonStart {
   file?: { remove(): void };
   /** Send the control channel's `initialize` first (Qwen Code: else interrupts are ignored). */
   controlInit?: boolean;
+}
+
+/** The client's tools of a warm turn, when its CLI is to be given them: the conversation's session and the MCP entry it connects with. */
+export interface WarmClientTools {
+  spec: ClientToolsTurn;
+  session: ToolSession;
+  /** The MCP server entry for the CLI's config (endpoint, token, the CLI's own call timeout). */
+  entry: ReturnType<typeof mcpServerEntry>;
+}
+
+export function warmClientTools(turn: TurnInput, hub: ClientToolHub | undefined): WarmClientTools | undefined {
+  const spec = turn.clientTools;
+  if (!spec?.tools.length || !hub?.endpoint) return undefined;
+  const session = hub.session(turn.session.key);
+  return { spec, session, entry: mcpServerEntry(hub.endpoint, session.token, cliCallTimeoutMs(spec.pendingTimeoutSeconds)) };
 }
 
 export class StreamJsonWarm {

@@ -18,8 +18,8 @@
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { warmOption } from "../warm/options.js";
-import { cliCallTimeoutMs, CLIENT_TOOLS_SERVER, mcpServerEntry, toolsFingerprint } from "../clienttools/types.js";
-import { StreamJsonWarm } from "./cli-warm.js";
+import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../clienttools/types.js";
+import { StreamJsonWarm, warmClientTools } from "./cli-warm.js";
 import { ClaudeStreamMapper } from "./claude-code.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
@@ -193,12 +193,10 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
     // A warm process lives in one CLI session: a turn the pipeline does not resume runs cold.
     if (!this.warm || !turn.session.resume) return this.coldTurn(turn, bin);
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
-    const hub = this.deps.clientTools;
-    const ct = turn.clientTools?.tools.length && hub?.endpoint ? turn.clientTools : undefined;
-    const tools = ct ? hub!.session(turn.session.key) : undefined;
+    const ct = warmClientTools(turn, this.deps.clientTools);
     return this.warm.run(
       turn,
-      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.tools)],
+      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools)],
       () => {
         const env = this.env();
         const files: Array<{ file: string; remove(): void }> = [];
@@ -209,10 +207,10 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
         }
         const args = qwenArgs(this.opts, turn);
         args.unshift("--input-format", "stream-json");
-        if (tools && ct) {
+        if (ct) {
           // Streamable HTTP is `httpUrl` for qwen (`url` means the old SSE transport). The tools are
           // marked read-only, so qwen runs them without asking for approval.
-          const { url, ...rest } = mcpServerEntry(hub!.endpoint!, tools.token, cliCallTimeoutMs(ct.pendingTimeoutSeconds));
+          const { url, ...rest } = ct.entry;
           const mcp = writeTurnFile(this.deps.dataDir, "qwen-mcp-", "mcp.json", JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: { httpUrl: url, ...rest } } }));
           files.push(mcp);
           args.push("--mcp-config", mcp.file);
@@ -223,7 +221,7 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
       },
       new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
       () => this.coldTurn(turn, bin),
-      tools,
+      ct?.session,
     );
   }
 
