@@ -158,12 +158,28 @@ export function portOpen(port: number, timeoutMs = 1000): Promise<boolean> {
       resolve(v);
     };
     sock.setTimeout(timeoutMs, () => done(false));
-    sock.once("connect", () => done(true));
+    // A connection to itself (the kernel picked the very port as the source port) is not a listener.
+    sock.once("connect", () => done(sock.localPort !== port));
     sock.once("error", () => done(false));
   });
 }
 
-/** Watches a port while something runs: was it ever open? */
+/** Whether a clawbridge answers on the port (its `server` header), not just anything listening there. */
+export async function bridgeAnswers(port: number, timeoutMs = 1000): Promise<boolean> {
+  if (!(await portOpen(port, timeoutMs))) return false;
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.body?.cancel();
+    return (res.headers.get("server") ?? "").startsWith("clawbridge");
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Watches a port while something runs: did a bridge ever answer there? (Only a clawbridge counts:
+ * the port came from the ephemeral range, and another test's server may be handed the same number.)
+ */
 export class PortWatcher {
   everOpen = false;
   private timer: NodeJS.Timeout;
@@ -173,7 +189,7 @@ export class PortWatcher {
     this.timer = setInterval(() => {
       if (this.busy) return;
       this.busy = true;
-      void portOpen(port, 500).then((open) => {
+      void bridgeAnswers(port, 500).then((open) => {
         if (open) this.everOpen = true;
         this.busy = false;
       });
@@ -182,7 +198,7 @@ export class PortWatcher {
 
   async stop(): Promise<boolean> {
     clearInterval(this.timer);
-    if (await portOpen(this.port, 500)) this.everOpen = true;
+    if (await bridgeAnswers(this.port, 500)) this.everOpen = true;
     return this.everOpen;
   }
 }
