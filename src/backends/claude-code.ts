@@ -266,7 +266,8 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
     const ct = warmClientTools(turn, this.deps.clientTools);
     return this.warm.run(
       turn,
-      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools)],
+      // The MCP entry too (endpoint, the conversation's token, the call limit): a process keeps the one it was started with.
+      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools), ct?.entry],
       () => {
         const files: Array<{ file: string; remove(): void }> = [];
         if (this.opts.systemPromptFile && turn.prompt.system) files.push(writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system));

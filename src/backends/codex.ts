@@ -22,16 +22,25 @@
  *   when no thread has that name, codex silently starts a new thread: the backend never passes one.
  * - Warm (option `warm`, on by default): one `codex app-server` per conversation instead, giving
  *   token deltas (src/warm/codex-app-server.ts); the same threads, so warm and cold turns alternate.
+ * - The client's tools (`tools: { mode: "bridge" }`, warm only): the app-server is started with
+ *   `-c mcp_servers.openclaw.url=<the bridge's endpoint>` and
+ *   `bearer_token_env_var="CLAWBRIDGE_CLIENT_TOOLS_TOKEN"` (the conversation's token goes in the
+ *   process's environment, never in argv), `tool_timeout_sec` past the bridge's pending timeout
+ *   (the bridge ends a call, not codex), `supports_parallel_tool_calls`. codex 0.169 needs no
+ *   experimental flag for streamable HTTP servers; a cold `codex exec` turn has no client tools.
  * Observed formats: docs/CLI_FORMATS.md.
  */
 import { homedir } from "node:os";
 import path from "node:path";
 import { z } from "zod";
+import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../clienttools/types.js";
 import type { ProcessEnd } from "../util/process.js";
+import { parkIn, warmTurnWithClientTools } from "../warm/client-tools.js";
 import { CodexAppServer, runCodexWarmTurn, type CodexThreadSettings } from "../warm/codex-app-server.js";
 import { warmOption } from "../warm/options.js";
 import { WarmPool } from "../warm/pool.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
+import { warmClientTools } from "./cli-warm.js";
 import { CODEX_THREAD_ID, codexRolloutTotals, codexTurnUsage, totalsOf, type CodexTotals } from "./codex-usage.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendError, BackendEvent, TurnInput } from "./types.js";
@@ -82,11 +91,47 @@ export function codexArgs(opts: CodexOptions, turn: Pick<TurnInput, "model" | "s
   return args;
 }
 
+/** The environment variable codex reads the client-tools token from (`bearer_token_env_var`): the token never appears in argv. */
+export const CODEX_CLIENT_TOOLS_TOKEN_ENV = "CLAWBRIDGE_CLIENT_TOOLS_TOKEN";
+/** How long codex may take to connect to the client tools' MCP server and list its tools (`startup_timeout_sec`). */
+const CODEX_MCP_STARTUP_SECONDS = 30;
+
+/** The bridge's MCP endpoint of the client's tools, as a codex app-server is given it. */
+export interface CodexClientToolsServer {
+  url: string;
+  /** codex's own limit for one call (`tool_timeout_sec`): past the bridge's pending timeout. */
+  timeoutMs: number;
+}
+
+/**
+ * The `-c` overrides that give codex the client's tools: a streamable HTTP MCP server
+ * `mcp_servers.openclaw` with the token read from `CODEX_CLIENT_TOOLS_TOKEN_ENV`. (Checked with
+ * codex 0.169.0: the model is offered them inside a `namespace` tool `mcp__openclaw`.)
+ */
+export function codexClientToolsArgs(server: CodexClientToolsServer): string[] {
+  const key = `mcp_servers.${CLIENT_TOOLS_SERVER}`;
+  return [
+    "-c",
+    `${key}.url=${toml(server.url)}`,
+    "-c",
+    `${key}.bearer_token_env_var=${toml(CODEX_CLIENT_TOOLS_TOKEN_ENV)}`,
+    "-c",
+    `${key}.startup_timeout_sec=${CODEX_MCP_STARTUP_SECONDS}`,
+    "-c",
+    `${key}.tool_timeout_sec=${Math.ceil(server.timeoutMs / 1000)}`,
+    // A reply's calls run together, so the client gets them in one response (they are read-only for codex).
+    "-c",
+    `${key}.supports_parallel_tool_calls=true`,
+  ];
+}
+
 /**
  * `codex app-server`'s arguments: the same safe settings as `codex exec` gets, and of the extra
- * `args` only the config flags the app-server takes too (`-c k=v`, `--config`, `--enable`, `--disable`).
+ * `args` only the config flags the app-server takes too (`-c k=v`, `--config`, `--enable`,
+ * `--disable`); then, with `clientTools`, the MCP server of the client's tools (last: the user's
+ * flags do not change it).
  */
-export function codexAppServerArgs(opts: CodexOptions): string[] {
+export function codexAppServerArgs(opts: CodexOptions, clientTools?: CodexClientToolsServer): string[] {
   const args = ["app-server", "-c", `sandbox_mode=${toml(opts.sandbox)}`, "-c", `approval_policy=${toml(opts.approvalPolicy)}`];
   if (!opts.shellTool) args.push("-c", "features.shell_tool=false");
   for (let i = 0; i < opts.args.length; i++) {
@@ -94,6 +139,7 @@ export function codexAppServerArgs(opts: CodexOptions): string[] {
     if (["-c", "--config", "--enable", "--disable"].includes(a) && i + 1 < opts.args.length) args.push(a, opts.args[++i]!);
     else if (/^--(?:config|enable|disable)=/.test(a)) args.push(a);
   }
+  if (clientTools) args.push(...codexClientToolsArgs(clientTools));
   return args;
 }
 
@@ -316,41 +362,63 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
     else yield* this.runCold(turn, bin);
   }
 
-  /** The turn on the conversation's `codex app-server` (src/warm/codex-app-server.ts). */
+  /**
+   * The turn on the conversation's `codex app-server` (src/warm/codex-app-server.ts). With the
+   * client's tools, the process is given the bridge's MCP endpoint, and a turn may park on a call
+   * and be resumed by the client's next request (src/warm/client-tools.ts).
+   */
   private runWarm(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const resume = turn.session.backendSessionId;
     // The thread's running total moves on without `codex exec`: a later cold turn reads it from the rollout.
     if (resume) this.totals.delete(resume);
+    const ct = warmClientTools(turn, this.deps.clientTools);
     const settings: CodexThreadSettings = {
       cwd: conversationCwd(turn, this.deps.dataDir, this.opts.cwd),
       sandbox: this.opts.sandbox,
       approvalPolicy: this.opts.approvalPolicy,
       ...(turn.model && turn.model !== this.opts.defaultModelName ? { model: turn.model } : {}),
       ...(this.opts.systemPromptFile && turn.prompt.system ? { baseInstructions: turn.prompt.system } : {}),
+      // A new tool set needs a new process (codex lists an MCP server's tools once), as does a new call limit.
+      ...(ct ? { clientTools: `${toolsFingerprint(ct.spec.tools)}:${ct.spec.pendingTimeoutSeconds}` } : {}),
     };
-    return runCodexWarmTurn({
-      pool: this.warmPool,
-      key: turn.session.key,
+    const env = this.env();
+    if (ct) env[CODEX_CLIENT_TOOLS_TOKEN_ENV] = ct.session.token;
+    const run = (prompt: string) =>
+      runCodexWarmTurn({
+        pool: this.warmPool,
+        key: turn.session.key,
+        signal: turn.signal,
+        resume,
+        prompt,
+        settings,
+        server: {
+          label: "codex",
+          command: bin,
+          args: codexAppServerArgs(this.opts, ct ? { url: ct.entry.url, timeoutMs: ct.entry.timeout } : undefined),
+          env,
+          cwd: settings.cwd,
+          killGraceMs: this.opts.killGraceSeconds * 1000,
+          logger: this.deps.logger.child({ backend: this.name }),
+          clientInfo: CODEX_CLIENT_INFO,
+          requestTimeoutMs: CODEX_REQUEST_TIMEOUT_MS,
+          ...(ct ? { clientToolsServer: CLIENT_TOOLS_SERVER } : {}),
+        },
+        interruptGraceMs: this.opts.warm.interruptGraceSeconds * 1000,
+        errorOf: (message, status) => codexError("codex", message, status),
+        sessionNotFound: CODEX_SESSION_NOT_FOUND,
+        cold: () => this.runCold(turn, bin),
+        onWorker: (w) => (this.lastPid = w.pid),
+        ...(ct ? { tools: ct.session, onPark: parkIn<CodexAppServer>(ct.session, this.name, ct.spec.pendingTimeoutSeconds) } : {}),
+      });
+    if (!ct) return run(turn.prompt.text);
+    return warmTurnWithClientTools({
+      session: ct.session,
+      spec: ct.spec,
+      backend: this.name,
       signal: turn.signal,
-      resume,
-      prompt: turn.prompt.text,
-      settings,
-      server: {
-        label: "codex",
-        command: bin,
-        args: codexAppServerArgs(this.opts),
-        env: this.env(),
-        cwd: settings.cwd,
-        killGraceMs: this.opts.killGraceSeconds * 1000,
-        logger: this.deps.logger.child({ backend: this.name }),
-        clientInfo: CODEX_CLIENT_INFO,
-        requestTimeoutMs: CODEX_REQUEST_TIMEOUT_MS,
-      },
-      interruptGraceMs: this.opts.warm.interruptGraceSeconds * 1000,
-      errorOf: (message, status) => codexError("codex", message, status),
-      sessionNotFound: CODEX_SESSION_NOT_FOUND,
-      cold: () => this.runCold(turn, bin),
-      onWorker: (w) => (this.lastPid = w.pid),
+      continuing: !!resume,
+      text: turn.prompt.text,
+      fresh: (text) => run(text ?? turn.prompt.text),
     });
   }
 
@@ -393,4 +461,5 @@ export const codexBackend: BackendModule<CodexOptions> = {
   defaultSessionMode: "resume",
   sessionModes: ["resume", "stateless"],
   create: (name, options, deps) => new CodexBackend(name, options, deps),
+  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
 };

@@ -13,13 +13,17 @@
  *
  * Warm mode (`warm.enabled`, on by default): one `gemini --acp` per conversation, kept between its
  * turns (`gemini-warm.ts`, over `src/warm/acp.ts`); `warm: {enabled: false}` is the path above.
+ * The client's tools (`tools: bridge`) need it: they reach gemini as an MCP server of its ACP
+ * sessions, and a turn waits for a call's result in the process kept between requests.
  */
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
+import { toolsFingerprint } from "../clienttools/types.js";
 import type { AcpFailure } from "../warm/acp.js";
 import { warmOption } from "../warm/options.js";
+import { warmClientTools } from "./cli-warm.js";
 import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "./cli-common.js";
 import type { GeminiWarm } from "./gemini-warm.js";
 import type { BackendDeps, BackendModule } from "./module.js";
@@ -230,9 +234,11 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     const system = turn.prompt.system;
     const warm = await this.warm();
+    const ct = warmClientTools(turn, this.deps.clientTools);
     yield* warm.run(
       turn,
-      [bin, cwd, this.opts.systemPromptMode, system, turn.model, this.opts.approvalMode, this.opts.args],
+      // A new tool set starts a new process (its sessions list the tools once).
+      [bin, cwd, this.opts.systemPromptMode, system, turn.model, this.opts.approvalMode, this.opts.args, toolsFingerprint(ct?.spec.tools)],
       () => {
         const env = this.env();
         const mode = this.bootstrapMode(cwd, system);
@@ -242,6 +248,7 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
         return { bin, args: geminiArgs(this.opts, turn, true), env, cwd, file };
       },
       () => this.coldTurn(turn, bin),
+      ct,
     );
   }
 
@@ -302,4 +309,5 @@ export const geminiCliBackend: BackendModule<GeminiCliOptions> = {
   defaultSessionMode: "resume",
   sessionModes: ["resume", "stateless"],
   create: (name, options, deps) => new GeminiCliBackend(name, options, deps),
+  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
 };

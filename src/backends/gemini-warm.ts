@@ -20,16 +20,26 @@
  *   next time a gemini on another session starts in that folder (a cold `--resume` leaves such a
  *   file too, harmless while every gemini there is on the same session). `removeLoadLeftovers`
  *   deletes them before a warm process starts and after each load.
+ * - The client's tools (`tools: bridge`): each ACP session is opened with the bridge's MCP endpoint
+ *   as an `http` entry of `mcpServers` (gemini advertises `mcpCapabilities.http`). gemini names
+ *   them `mcp_openclaw_<tool>` for the model and asks `session/request_permission` before each
+ *   call (an ACP entry cannot say `trust`): only calls of those names are allowed, everything else
+ *   keeps the approval mode's policy. gemini gives an MCP call 10 minutes (its default; an ACP
+ *   entry cannot set `timeout`), so the bridge gives a pending call up before that.
  */
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, renameSync, unlinkSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { Logger } from "pino";
-import { acpPermissionPolicy, acpTurn, AcpWorker, type AcpFailure } from "../warm/acp.js";
+import type * as acp from "@agentclientprotocol/sdk";
+import { CLIENT_TOOLS_SERVER, type ClientToolDef } from "../clienttools/types.js";
+import { acpPermissionPolicy, acpTurn, AcpWorker, type AcpFailure, type AcpPermissionPolicy } from "../warm/acp.js";
+import { parkIn, warmTurnWithClientTools } from "../warm/client-tools.js";
 import type { WarmOptions } from "../warm/options.js";
 import { WarmPool } from "../warm/pool.js";
 import { runWarmTurn } from "../warm/turn.js";
+import type { WarmClientTools } from "./cli-warm.js";
 import type { BackendError, BackendEvent, TurnInput } from "./types.js";
 
 export interface GeminiWarmStart {
@@ -55,6 +65,19 @@ export interface GeminiWarmDeps {
 /** How long `initialize`, `session/new` and `session/load` may take (gemini starts in 2-4 s). */
 const SETUP_TIMEOUT_MS = 60_000;
 
+/**
+ * gemini 0.61's limit for one MCP call (`MCP_DEFAULT_TIMEOUT_MSEC`, 10 minutes, not reset by
+ * progress notifications); an ACP `mcpServers` entry cannot raise it. A pending client tool call
+ * is given up by the bridge this much earlier, so gemini never goes on alone with a timed-out call.
+ */
+const GEMINI_MCP_CALL_LIMIT_SECONDS = 600;
+const GEMINI_MCP_CALL_MARGIN_SECONDS = 15;
+
+/** How long a client tool call of a gemini turn may stay pending. */
+export function geminiPendingTimeoutSeconds(configured: number): number {
+  return Math.min(configured, GEMINI_MCP_CALL_LIMIT_SECONDS - GEMINI_MCP_CALL_MARGIN_SECONDS);
+}
+
 export class GeminiWarm {
   readonly pool: WarmPool<AcpWorker>;
 
@@ -65,14 +88,41 @@ export class GeminiWarm {
   /**
    * One warm turn. `fingerprintOf`: what the process is started with besides the session;
    * `start` (only when a new process is needed) builds its arguments and files; `cold` runs the
-   * same turn with a process of its own.
+   * same turn with a process of its own. `ct`: the conversation's client tools, which the
+   * process's sessions are given as an MCP server (then a turn may suspend on a call and be
+   * resumed by the client's next request).
    */
-  run(turn: TurnInput, fingerprintOf: unknown[], start: () => GeminiWarmStart, cold: () => AsyncGenerator<BackendEvent>): AsyncGenerator<BackendEvent> {
-    const fingerprint = createHash("sha256").update(JSON.stringify(fingerprintOf)).digest("hex");
+  run(turn: TurnInput, fingerprintOf: unknown[], start: () => GeminiWarmStart, cold: () => AsyncGenerator<BackendEvent>, ct?: WarmClientTools): AsyncGenerator<BackendEvent> {
+    // The MCP entry (endpoint and the conversation's token) is in the sessions the process opens.
+    const fingerprint = createHash("sha256")
+      .update(JSON.stringify([...fingerprintOf, ct ? [ct.entry.url, ct.session.token] : null]))
+      .digest("hex");
+    if (!ct) return this.turn(turn, fingerprint, start, cold, undefined, turn.prompt.text);
+    return warmTurnWithClientTools({
+      session: ct.session,
+      spec: ct.spec,
+      backend: this.d.name,
+      signal: turn.signal,
+      continuing: !!turn.session.backendSessionId,
+      text: turn.prompt.text,
+      fresh: (text) => this.turn(turn, fingerprint, start, cold, ct, text ?? turn.prompt.text),
+    });
+  }
+
+  private turn(
+    turn: TurnInput,
+    fingerprint: string,
+    start: () => GeminiWarmStart,
+    cold: () => AsyncGenerator<BackendEvent>,
+    ct: WarmClientTools | undefined,
+    text: string,
+  ): AsyncGenerator<BackendEvent> {
     const sessionId = turn.session.backendSessionId;
     let home: string | undefined;
     let cwd = "";
-    const permission = acpPermissionPolicy(this.d.approvalMode === "yolo" ? "all" : this.d.approvalMode === "auto_edit" ? "edits" : "read-only");
+    const base = acpPermissionPolicy(this.d.approvalMode === "yolo" ? "all" : this.d.approvalMode === "auto_edit" ? "edits" : "read-only");
+    const permission = ct ? geminiClientToolsPermission(base, ct.spec.tools) : base;
+    const mcpServers: acp.McpServer[] = ct ? [geminiMcpServer(ct.entry)] : [];
     return runWarmTurn<AcpWorker>({
       pool: this.pool,
       key: turn.session.key,
@@ -96,32 +146,39 @@ export class GeminiWarm {
           permission,
         });
       },
-      drive: (lease) => {
+      drive: (lease, ctl) => {
         const env = lease.worker.spec.env;
         home = env.GEMINI_CLI_HOME || env.HOME || os.homedir();
         cwd = lease.worker.spec.cwd;
-        return acpTurn(lease, {
-          label: "gemini",
-          cwd,
-          sessionId,
-          text: turn.prompt.text,
-          signal: turn.signal,
-          interruptGraceMs: this.d.warm.interruptGraceSeconds * 1000,
-          setupTimeoutMs: SETUP_TIMEOUT_MS,
-          beforeLoad: (id) => guardSessionFile(home!, cwd, id, this.d.logger),
-          afterLoad: () => removeLoadLeftovers(home!, cwd, this.d.logger),
-          // A failed load still starts a recording under the dead id (only gemini's context): remove
-          // it now, and again once that process (not reused) has ended, in case it wrote it later.
-          loadFailed: (id) => {
-            removeStubsOf(home!, cwd, id, this.d.logger);
-            void lease.worker.ended.then(() => removeStubsOf(home!, cwd, id, this.d.logger));
+        return acpTurn(
+          lease,
+          {
+            label: "gemini",
+            cwd,
+            sessionId,
+            text,
+            interruptGraceMs: this.d.warm.interruptGraceSeconds * 1000,
+            setupTimeoutMs: SETUP_TIMEOUT_MS,
+            mcpServers,
+            ...(ct ? { tools: ct.session } : {}),
+            beforeLoad: (id) => guardSessionFile(home!, cwd, id, this.d.logger),
+            afterLoad: () => removeLoadLeftovers(home!, cwd, this.d.logger),
+            // A failed load still starts a recording under the dead id (only gemini's context): remove
+            // it now, and again once that process (not reused) has ended, in case it wrote it later.
+            loadFailed: (id) => {
+              removeStubsOf(home!, cwd, id, this.d.logger);
+              void lease.worker.ended.then(() => removeStubsOf(home!, cwd, id, this.d.logger));
+            },
+            error: (f, stderr) => this.d.error(f, stderr, !!sessionId),
+            toolName: geminiToolName,
           },
-          error: (f, stderr) => this.d.error(f, stderr, !!sessionId),
-          toolName: geminiToolName,
-        });
+          ctl,
+        );
       },
       cold,
       onWorker: (w) => this.d.onWorker(w.pid),
+      // gemini keeps no response for a call its turn was cancelled on (the API refuses that history).
+      ...(ct ? { onPark: parkIn<AcpWorker>(ct.session, this.d.name, geminiPendingTimeoutSeconds(ct.spec.pendingTimeoutSeconds)), answerFirst: true } : {}),
     });
   }
 
@@ -130,10 +187,50 @@ export class GeminiWarm {
   }
 }
 
-/** gemini's tool call ids are `<tool name>-<ms>-<random>` (`read_file-1795568625652-5db0a`). */
+/**
+ * gemini's tool call ids: `<tool name>__<call id>` for the model's calls in 0.61
+ * (`mcp_openclaw_session_status__mcp_openclaw_session_status_1795586037799_0`), else
+ * `<tool name>-<ms>-<random>` (`read_file-1795568625652-5db0a`).
+ */
 export function geminiToolName(u: { toolCallId: string; kind?: string | null }): string {
+  const sep = u.toolCallId.indexOf("__");
+  if (sep > 0) return u.toolCallId.slice(0, sep);
   const m = /^([A-Za-z][\w.]*?)(?:[-_]\d{6,}.*)?$/.exec(u.toolCallId);
   return m?.[1] && m[1] !== u.toolCallId ? m[1] : String(u.kind ?? "tool");
+}
+
+/** The ACP `mcpServers` entry of the client's tools: the bridge's endpoint with the conversation's token. */
+export function geminiMcpServer(entry: { url: string; headers: Record<string, string> }): acp.McpServer {
+  return { type: "http", name: CLIENT_TOOLS_SERVER, url: entry.url, headers: Object.entries(entry.headers).map(([name, value]) => ({ name, value })) };
+}
+
+/**
+ * The name gemini gives an MCP server's tool for the model (its `generateValidName` of
+ * `<server>_<tool>` in 0.61): `mcp_openclaw_session_status`.
+ */
+export function geminiMcpToolName(server: string, tool: string): string {
+  let name = `${server}_${tool}`;
+  name = name.startsWith("mcp_") ? name : `mcp_${name}`;
+  name = name.replace(/[^a-zA-Z0-9_\-.:]/g, "_");
+  if (/^[^a-zA-Z_]/.test(name)) name = `_${name}`;
+  if (name.length > 63) name = `${name.slice(0, 30)}...${name.slice(-30)}`;
+  return name;
+}
+
+/**
+ * The permission policy of a process given the client's tools: gemini asks before every call of an
+ * MCP tool it was not told to trust, and an ACP entry cannot say `trust`. A call of one of OUR
+ * tools is allowed — recognised by its call id, which gemini 0.61 builds as `<tool name>__<id>`
+ * from the name it resolved the tool by (the model cannot make another tool's call look like
+ * ours) — and anything else is left to the approval mode's policy.
+ */
+export function geminiClientToolsPermission(base: AcpPermissionPolicy, tools: readonly ClientToolDef[]): AcpPermissionPolicy {
+  const prefixes = tools.map((t) => `${geminiMcpToolName(CLIENT_TOOLS_SERVER, t.name)}__`);
+  return (req) => {
+    const id = String(req.toolCall?.toolCallId ?? "");
+    if ((req.toolCall?.kind ?? "other") === "other" && prefixes.some((p) => id.startsWith(p))) return "allow";
+    return base(req);
+  };
 }
 
 /** `YYYY-MM-DDTHH-MM` of a time (UTC), as gemini names its session files. */

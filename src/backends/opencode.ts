@@ -1,9 +1,12 @@
 /**
  * OpenCode CLI backend. Warm (default): one `opencode serve` per backend driven through its HTTP
- * API, the answer streamed token by token (src/warm/opencode-warm.ts). Cold (`warm.enabled:
- * false`, or when the warm server is gone before a turn produced anything): `opencode run
- * --format json -m <model>` with the prompt on stdin, each stdout line one JSON event (step_start,
- * text, reasoning, tool_use, step_finish, error; see docs/CLI_FORMATS.md), text per finished part.
+ * API, the answer streamed token by token (src/warm/opencode-warm.ts); resume turns (session mode
+ * `resume`: the conversation's OpenCode session goes on) on a server of the conversation's own, which
+ * is also where the client's tools (`tools.mode: bridge`) are offered, as the MCP server `openclaw`.
+ * Cold (`warm.enabled: false`, or when the warm server is gone before a turn produced anything):
+ * `opencode run --format json -m <model>` (`--session <id>` when resuming) with the prompt on stdin,
+ * each stdout line one JSON event (step_start, text, reasoning, tool_use, step_finish, error; see
+ * docs/CLI_FORMATS.md), text per finished part.
  */
 import { mkdirSync } from "node:fs";
 import path from "node:path";
@@ -12,6 +15,7 @@ import type { ProcessEnd } from "../util/process.js";
 import { warmOption } from "../warm/options.js";
 import { addOpencodeTokens, type OpencodeTokens } from "../warm/opencode-events.js";
 import { OpencodeWarm } from "../warm/opencode-warm.js";
+import { warmClientTools } from "./cli-warm.js";
 import { CliBackendBase, joinSeparator, stderrTail } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendEvent, TurnInput, Usage } from "./types.js";
@@ -130,8 +134,8 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
   private warm: OpencodeWarm | undefined;
 
   protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
-    // A turn given a directory (a system's agent step runs in its sandbox) works there; ordinary
-    // stateless turns share one directory.
+    // A turn given a directory (a resumed conversation's own, a system's agent step's sandbox)
+    // works there; ordinary stateless turns share one directory.
     const shared = this.opts.cwd ?? path.join(this.deps.dataDir, "work", "opencode");
     const cwd = this.opts.cwd ?? turn.session.cwd ?? shared;
     mkdirSync(cwd, { recursive: true, mode: 0o700 });
@@ -147,6 +151,9 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
       logger: this.deps.logger.child({ backend: this.name }),
       ...(this.opts.agent ? { agent: this.opts.agent } : {}),
     });
+    // The client's tools go to resume turns only: a turn waits for their results on the
+    // conversation's own server (src/warm/opencode-warm.ts).
+    const tools = turn.session.resume ? warmClientTools(turn, this.deps.clientTools) : undefined;
     yield* this.warm.run(turn, {
       bin,
       env: this.env(),
@@ -154,6 +161,7 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
       cwd,
       cold: () => this.coldTurn(turn, bin, cwd),
       onPid: (pid) => (this.lastPid = pid),
+      ...(tools ? { tools } : {}),
     });
   }
 
@@ -204,6 +212,7 @@ export const opencodeBackend: BackendModule<OpencodeOptions> = {
   type: "opencode",
   schema: opencodeOptionsSchema,
   defaultSessionMode: "stateless",
-  sessionModes: ["stateless"],
+  sessionModes: ["stateless", "resume"],
   create: (name, options, deps) => new OpencodeBackend(name, options, deps),
+  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
 };

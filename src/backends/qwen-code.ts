@@ -196,7 +196,8 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
     const ct = warmClientTools(turn, this.deps.clientTools);
     return this.warm.run(
       turn,
-      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools)],
+      // The MCP entry too (endpoint, the conversation's token, the call limit): a process keeps the one it was started with.
+      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools), ct?.entry],
       () => {
         const env = this.env();
         const files: Array<{ file: string; remove(): void }> = [];

@@ -176,10 +176,28 @@ export class ToolSession {
       if (!t) return;
       const why = `No result from the client within ${timeoutSeconds} s: the tool call was given up.`;
       this.log.info({ conversation: this.key, timeoutSeconds }, "client tool call timed out: ending the CLI's turn");
-      void t.abandon().finally(() => this.cancelAll(why));
+      void this.end(t, why);
     }, timeoutSeconds * 1000);
     timer.unref?.();
     this.suspended = { turn, backend, timer };
+  }
+
+  /** End the suspended turn, if any, for a request that will not resume it; its calls are answered with `why`. */
+  async endSuspended(why: string): Promise<void> {
+    const t = this.take();
+    if (t) await this.end(t, why);
+  }
+
+  /**
+   * End a suspended turn and answer its calls with an error. Most CLIs close an interrupted call in
+   * their own history, so the turn is interrupted first (the CLI does not go on with the error); a
+   * CLI that does not (`answerFirst`: Gemini CLI, whose API refuses a call without a response) gets
+   * the error first, and its turn is ended once it has taken it in (`ParkedWarmTurn.abandon`).
+   */
+  private async end(t: SuspendedTurn, why: string): Promise<void> {
+    if (t.answerFirst) this.cancelAll(why);
+    await t.abandon().catch(() => undefined);
+    this.cancelAll(why);
   }
 
   /** The suspended turn, taken (once): the caller resumes or abandons it. */
@@ -196,7 +214,7 @@ export class ToolSession {
     if (this.suspended?.turn !== turn) return;
     this.take();
     this.log.info({ conversation: this.key }, "the CLI ended while a client tool call was pending");
-    void turn.abandon().finally(() => this.cancelAll(why));
+    void this.end(turn, why);
   }
 
   get idle(): boolean {

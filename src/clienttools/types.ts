@@ -14,7 +14,7 @@ import { alnumId } from "../util/ids.js";
 /** The MCP server name the CLIs know the client's tools under (`mcp__openclaw__<tool>`). */
 export const CLIENT_TOOLS_SERVER = "openclaw";
 
-/** A CLI's name for one of our tools (Claude Code, Qwen Code: `mcp__<server>__<tool>`). */
+/** Claude Code's and Qwen Code's name for one of our tools (`mcp__<server>__<tool>`; Gemini CLI: `mcp_<server>_<tool>`, Codex: `<tool>` in namespace `mcp__<server>`). */
 export const cliToolPrefix = `mcp__${CLIENT_TOOLS_SERVER}__`;
 
 /** A CLI turn suspended on a client tool call, waiting for the client's next request. */
@@ -23,6 +23,8 @@ export interface SuspendedTurn {
   resume(signal: AbortSignal): AsyncGenerator<BackendEvent>;
   /** End the CLI's turn (interrupt) and hand its process back. */
   abandon(): Promise<void>;
+  /** Its CLI keeps no result for a call its turn was interrupted on: answer the calls before ending it. */
+  readonly answerFirst?: boolean;
 }
 
 /** Tool-call ids the bridge makes for client tool calls: letters and digits, recognisable as ours. */

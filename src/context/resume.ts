@@ -43,7 +43,7 @@ const AGENT_BRIEF =
 const AGENT_BRIEF_WITH_TOOLS =
   "You answer a person chatting through OpenClaw (Telegram, Discord...), connected to you by clawbridge. " +
   "You keep this conversation's history yourself; each message is the person's NEW message. " +
-  "OpenClaw's own tools (sending messages to channels, its memory, cron jobs, other sessions...) are your MCP tools named mcp__openclaw__<tool>: " +
+  "OpenClaw's own tools (sending messages to channels, its memory, cron jobs, other sessions...) are the tools of your MCP server \"openclaw\" (named after OpenClaw's, e.g. mcp__openclaw__<tool>): " +
   "use them for what only OpenClaw can do, your own tools for the rest, and reply in chat-friendly text.";
 
 /** The bootstrap is re-sent every turn: keep it small (a later turn should forward < 2 KB + the message). */

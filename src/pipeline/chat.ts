@@ -133,6 +133,13 @@ export class ChatPipeline {
       throw new ApiError(400, "invalid_request_error", "tool_call_mismatch", mismatch, "messages");
     }
 
+    // A request that offers no tools cannot resume a CLI turn suspended on a client tool call:
+    // that turn ends first (else it would hold the conversation's CLI until its timeout).
+    const waiting = this.deps.clientTools?.find(conversation.key);
+    if (waiting?.waitingOn && !(route.model.tools.mode === "bridge" && req.request.tools?.length)) {
+      await waiting.endSuspended("Cancelled: the conversation went on without tools before the result came.");
+    }
+
     const turn = new Turn(requestId, req.request, route, conversation, linked.cancel, log);
     return {
       requestId,

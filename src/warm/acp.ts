@@ -11,12 +11,19 @@
  * `session/cancel`; a CLI that does not answer the prompt within the grace period is killed.
  * No file-system or terminal capability is advertised: the agent uses its own tools, and asks
  * permission for the ones that need it (`permission` decides).
+ *
+ * The client's tools (`tools: bridge`): the sessions are opened with the bridge's MCP endpoint in
+ * `mcpServers`; a call of one of them reaches the turn through the conversation's `ToolSession`,
+ * is announced as a `tool_call`, and once the reply's calls are in the turn parks (`ctl.parked`,
+ * then `done` with `tool_calls`) with the prompt still running — the agent waits on its MCP call —
+ * and goes on into the next response when the client answered.
  */
 import * as acp from "@agentclientprotocol/sdk";
+import type { ClientToolCall, ToolSession } from "../clienttools/hub.js";
 import type { BackendError, BackendEvent, FinishReason, Usage } from "../contract/backend.js";
 import type { WarmLease, WarmWorker } from "./pool.js";
-import { WarmProcess, type WarmProcessSpec } from "./process.js";
-import { cancelledError, diedMidTurn, type WarmTurnEnd } from "./turn.js";
+import { Inbox, WarmProcess, type WarmProcessSpec } from "./process.js";
+import { cancelledError, diedMidTurn, type WarmTurnControl, type WarmTurnEnd } from "./turn.js";
 
 /** How the bridge answers the agent's `session/request_permission`. */
 export type AcpPermissionPolicy = (req: acp.RequestPermissionRequest) => "allow" | "reject";
@@ -57,8 +64,20 @@ type Item =
   | { kind: "result"; value: unknown }
   | { kind: "failed"; failure: AcpFailure }
   | { kind: "end" }
+  /** A call of the client's tools (from the MCP endpoint, through the conversation's `ToolSession`). */
+  | { kind: "call"; call: ClientToolCall }
   | { kind: "abort" }
   | { kind: "timeout" };
+
+/** What the turn's queue holds (abort and timeout are outcomes of waiting on it). */
+type Queued = Exclude<Item, { kind: "abort" } | { kind: "timeout" }>;
+
+/**
+ * How long a turn waits after a client tool call for more calls of the same reply before it ends
+ * the response with `tool_calls` (gemini 0.61 runs a reply's calls one at a time, the next only
+ * after the first is answered, and says nothing of the reply's calls beforehand).
+ */
+const SETTLE_MS = 100;
 
 export class AcpWorker implements WarmWorker {
   readonly proc: WarmProcess;
@@ -157,8 +176,11 @@ export interface AcpTurnSpec {
   /** Resume this session (the conversation's backend session id). */
   sessionId: string | undefined;
   text: string;
-  signal: AbortSignal;
   interruptGraceMs: number;
+  /** MCP servers for `session/new` and `session/load` (the client's tools; none by default). */
+  mcpServers?: acp.McpServer[];
+  /** The conversation's client tools, when the sessions get their MCP server (`mcpServers`). */
+  tools?: Pick<ToolSession, "listen" | "announce">;
   /** Limit for `initialize`, `session/new` and `session/load`. */
   setupTimeoutMs: number;
   /** Called before and after a successful `session/load` (a CLI whose loading needs help with its files). */
@@ -178,33 +200,22 @@ const REPLAY_MAX_MS = 3000;
 
 /**
  * One turn on an ACP worker: set-up as needed, the prompt, its updates as events, exactly one
- * done/error. The worker is kept unless it died, was killed, or set-up failed.
+ * done/error. The worker is kept unless it died, was killed, or set-up failed. With the client's
+ * tools (`spec.tools`), a call of one of them is announced as a `tool_call` and, once the reply's
+ * calls are in, the turn parks (`ctl.parked`, then `done` with `tool_calls`): this generator pauses
+ * there with the prompt running, and follows the new `ctl.signal` once resumed. Returned early
+ * (abandoned, or the consumer went away), it cancels the prompt.
  */
-export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, ctl: WarmTurnControl): AsyncGenerator<BackendEvent, WarmTurnEnd> {
   const w = lease.worker;
   w.proc.markTurn();
-  const items: Item[] = [];
-  let wake: (() => void) | undefined;
-  const push = (it: Item) => {
-    items.push(it);
-    const f = wake;
-    wake = undefined;
-    f?.();
-  };
-  const onAbort = () => push({ kind: "abort" });
-  spec.signal.addEventListener("abort", onAbort, { once: true });
+  const inbox = new Inbox<Queued>();
+  const push = inbox.push;
   void w.ended.then(() => push({ kind: "end" }));
-  const next = async (timeoutMs?: number): Promise<Item> => {
-    for (;;) {
-      const it = items.shift();
-      if (it) return it;
-      let timer: NodeJS.Timeout | undefined;
-      await new Promise<void>((r) => {
-        wake = r;
-        if (timeoutMs !== undefined) timer = setTimeout(() => push({ kind: "timeout" }), timeoutMs);
-      });
-      if (timer) clearTimeout(timer);
-    }
+  /** The next item; `abort` when the turn's CURRENT signal aborts (`watch`), `timeout` after `timeoutMs`. */
+  const next = async (timeoutMs?: number, watch = true): Promise<Item> => {
+    const it = await inbox.next(watch ? ctl.signal : undefined, timeoutMs);
+    return it === "timeout" ? { kind: "timeout" } : it === "aborted" ? { kind: "abort" } : it;
   };
   /** One request, its answer pushed as result/failed; the other items stay queued in order. */
   const call = (method: string, p: Promise<unknown>) => {
@@ -219,6 +230,7 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
   const stderr = () => w.proc.stderrOfTurn();
   const lostOrDied = (): WarmTurnEnd & { event?: BackendEvent } =>
     produced || lease.fresh ? { keep: false, event: diedMidTurn(spec.label, tail(stderr() || (w.proc.end?.stderr ?? ""))) } : { keep: false, lost: true };
+  const mcpServers = spec.mcpServers ?? [];
 
   /** Wait for the answer of a set-up request: value, or how the turn ends instead. */
   async function* setup<T>(method: string, p: Promise<T>): AsyncGenerator<BackendEvent, { value?: T; end?: WarmTurnEnd }> {
@@ -226,10 +238,10 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
     const deadline = Date.now() + spec.setupTimeoutMs;
     for (;;) {
       const it = await next(Math.max(1, deadline - Date.now()));
-      if (it.kind === "update") continue; // history replay, available commands: not this turn's
+      if (it.kind === "update" || it.kind === "call") continue; // history replay, available commands: not this turn's
       if (it.kind === "result") return { value: it.value as T };
       if (it.kind === "abort") {
-        yield cancelledError(spec.signal, spec.label);
+        yield cancelledError(ctl.signal, spec.label);
         return { end: { keep: false } };
       }
       if (it.kind === "end" || (it.kind === "failed" && !w.proc.usable)) {
@@ -249,8 +261,8 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
   }
 
   try {
-    if (spec.signal.aborted) {
-      yield cancelledError(spec.signal, spec.label);
+    if (ctl.signal.aborted) {
+      yield cancelledError(ctl.signal, spec.label);
       return { keep: true };
     }
     const init = yield* setup("initialize", w.initialize());
@@ -259,7 +271,7 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
     if (!spec.sessionId || spec.sessionId !== w.sessionId) {
       let opened: string | undefined;
       if (!spec.sessionId) {
-        const r = yield* setup("session/new", w.conn.agent.request("session/new", { cwd: spec.cwd, mcpServers: [] }));
+        const r = yield* setup("session/new", w.conn.agent.request("session/new", { cwd: spec.cwd, mcpServers }));
         if (r.end) return r.end;
         opened = r.value!.sessionId;
       } else {
@@ -271,7 +283,7 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
         // Updates of the loaded session (its history, replayed) are routed from now on, and dropped.
         w.sessionId = spec.sessionId;
         w.sink = undefined;
-        const r = yield* setup("session/load", w.conn.agent.request("session/load", { sessionId: spec.sessionId, cwd: spec.cwd, mcpServers: [] }));
+        const r = yield* setup("session/load", w.conn.agent.request("session/load", { sessionId: spec.sessionId, cwd: spec.cwd, mcpServers }));
         if (r.end) {
           w.sessionId = undefined;
           // The process keeps what it started for the dead session (gemini may write it later): it
@@ -295,11 +307,28 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
     // The prompt.
     const sessionId = w.sessionId!;
     w.sink = (update) => push({ kind: "update", update });
+    spec.tools?.listen((c) => push({ kind: "call", call: c }));
     prompting = true;
     call("session/prompt", w.conn.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: spec.text }] }));
     const mapper = new AcpUpdateMapper(spec.toolName);
+    /** Client tool calls announced in this response (their index restarts with each response). */
+    let announced = 0;
     for (;;) {
-      const it = await next();
+      const it = await next(announced ? SETTLE_MS : undefined);
+      if (it.kind === "timeout") {
+        // No other call came: end this response; the agent waits on its MCP call for the client.
+        ctl.parked = true;
+        yield { type: "done", finishReason: "tool_calls" };
+        // Resumed (the client answered): this response's signal is `ctl.signal` from now on.
+        announced = 0;
+        continue;
+      }
+      if (it.kind === "call") {
+        produced = true;
+        spec.tools?.announce(it.call.id);
+        yield { type: "tool_call", index: announced++, id: it.call.id, name: it.call.name, argumentsDelta: it.call.argumentsJson };
+        continue;
+      }
       if (it.kind === "update") {
         for (const ev of mapper.map(it.update)) {
           produced = true;
@@ -309,9 +338,9 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
       }
       if (it.kind === "abort") {
         prompting = false;
-        const keep = await interrupt(w, sessionId, spec.interruptGraceMs, next);
+        const keep = await interrupt(w, sessionId, spec.interruptGraceMs, (ms) => next(ms, false));
         settled = true;
-        yield cancelledError(spec.signal, spec.label);
+        yield cancelledError(ctl.signal, spec.label);
         return { keep };
       }
       if (it.kind === "end" || (it.kind === "failed" && !w.proc.usable)) {
@@ -332,7 +361,10 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
         settled = true;
         // Notifications are dispatched through promise chains: let the last ones land first.
         await new Promise((r) => setImmediate(r));
-        while (items[0]?.kind === "update") for (const ev of mapper.map((items.shift() as { update: acp.SessionUpdate }).update)) yield ev;
+        for (let it2 = await inbox.next(undefined, 0); it2 !== "timeout" && it2 !== "aborted"; it2 = await inbox.next(undefined, 0)) {
+          if (it2.kind === "update") for (const ev of mapper.map(it2.update)) yield ev;
+          else if (it2.kind === "end") break;
+        }
         const res = (it.value ?? {}) as acp.PromptResponse;
         const usage = usageOf(res);
         if (usage) yield { type: "usage", usage };
@@ -345,10 +377,11 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec): 
       }
     }
   } finally {
-    spec.signal.removeEventListener("abort", onAbort);
-    // The consumer stopped early in the middle of the prompt: cancel it like an abort.
+    spec.tools?.listen(undefined);
+    // The consumer stopped early in the middle of the prompt (or the parked turn was abandoned):
+    // cancel it like an abort.
     if (prompting && !settled && w.sessionId) {
-      const keep = await interrupt(w, w.sessionId, spec.interruptGraceMs, next);
+      const keep = await interrupt(w, w.sessionId, spec.interruptGraceMs, (ms) => next(ms, false));
       if (!keep) w.proc.broken = true;
     }
     w.sink = undefined;

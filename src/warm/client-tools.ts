@@ -47,11 +47,7 @@ export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGen
       return;
     }
   }
-  const suspended = session.take();
-  if (suspended) {
-    await suspended.abandon();
-    session.cancelAll("Cancelled: the conversation went on with a new message before the result came.");
-  }
+  await session.endSuspended("Cancelled: the conversation went on with a new message before the result came.");
   // Results of calls of ours that no turn waits for any more: a session the CLI goes on with holds
   // the person's message and its own call, so only the results go, as text; a new session (the old
   // one was lost) gets the conversation from the request as usual, after the note.

@@ -14,6 +14,9 @@
  * - `error` {error: {message, codexErrorInfo}, willRetry}: a retry notice when `willRetry`, else
  *   the turn's failure; `turn/completed` {turn: {status: completed | failed | interrupted, error}}
  *   decides.
+ * - An MCP tool call is an `mcpToolCall` item {id, server, tool, arguments, status, result, error}:
+ *   `item/started` comes before codex calls the server (and before any approval request for it),
+ *   `item/completed` when the call ended (`completed`, or `failed` with `error.message`).
  * Notifications of another thread or turn are ignored.
  */
 import type { BackendError, BackendEvent, Usage } from "../contract/backend.js";
@@ -80,6 +83,16 @@ function toolDetail(item: Obj): string | undefined {
   if (typeof item.query === "string") return short(item.query);
   if (Array.isArray(item.changes)) return short(item.changes.map((c) => str(obj(c).path)).filter(Boolean).join(", "));
   return undefined;
+}
+
+/** An `mcpToolCall` item starting or ending (the driver counts the calls of the client's tools with it). */
+export function mcpToolCallOf(method: string, params: unknown): { phase: "started" | "completed"; id: string; server: string } | undefined {
+  if (method !== "item/started" && method !== "item/completed") return undefined;
+  const item = obj(obj(params).item);
+  const id = str(item.id);
+  const server = str(item.server);
+  if (item.type !== "mcpToolCall" || !id || !server) return undefined;
+  return { phase: method === "item/started" ? "started" : "completed", id, server };
 }
 
 /** This turn's usage from the thread totals before and after it. */

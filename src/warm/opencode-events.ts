@@ -74,8 +74,29 @@ export class OpencodeTurnEvents {
   private readonly toolStatus = new Map<string, string>();
   private lastTextPart: string | undefined;
   private lastText = "";
+  /** Parts of calls of the client's tools (`bridged`) that have not finished: the calls the CLI is making now. */
+  private readonly bridgedOpen = new Set<string>();
 
-  constructor(readonly messageId: string) {}
+  /**
+   * `bridged`: OpenCode's names of the client's tools (`openclaw_<tool>`, src/clienttools). Their
+   * tool parts are not the agent's own activity — each call reaches the bridge through its MCP
+   * endpoint and is announced as a `tool_call` — so they are counted (`bridgedCalls`), never mapped.
+   */
+  constructor(
+    readonly messageId: string,
+    private readonly bridged?: ReadonlySet<string>,
+  ) {}
+
+  /** Calls of the client's tools the CLI has started and that have not finished (pending or running). */
+  get bridgedCalls(): number {
+    return this.bridgedOpen.size;
+  }
+
+  /** The answer goes on in a new response (after a client tool call): its first text needs no separator. */
+  newResponse(): void {
+    this.lastTextPart = undefined;
+    this.lastText = "";
+  }
 
   /** The bridge events for one server event of this turn's session. */
   map(ev: OcEvent): BackendEvent[] {
@@ -133,6 +154,11 @@ export class OpencodeTurnEvents {
       }
       case "tool": {
         const status = part.state?.status;
+        if (part.tool && this.bridged?.has(part.tool)) {
+          if (status === "pending" || status === "running") this.bridgedOpen.add(part.id);
+          else this.bridgedOpen.delete(part.id);
+          return [];
+        }
         const mapped = status === "error" ? "failed" : status === "completed" ? "completed" : status === "running" ? "started" : undefined;
         if (!mapped || this.toolStatus.get(part.id) === mapped) return [];
         this.toolStatus.set(part.id, mapped);

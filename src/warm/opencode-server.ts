@@ -5,8 +5,14 @@
  * event stream is connected. ONE subscription to `GET /global/event` (every directory's events,
  * each `{directory, payload: {type, properties}}`) serves every turn: events are handed to the
  * listener of their session. Permission and question requests are rejected at once, as
- * `opencode run` does (no one is there to answer them). The process is a `CliProcess` (own process
- * group, recorded for the orphan watcher and the start-up reaper, listed as warm).
+ * `opencode run` does (no one is there to answer them) — except a permission asked for one of the
+ * client's tools this server was given (`addMcp`), approved once: such a call is the client's to
+ * run, the bridge only hands it over. The process is a `CliProcess` (own process group, recorded
+ * for the orphan watcher and the start-up reaper, listed as warm).
+ *
+ * MCP servers added through the API (`POST /mcp?directory=`) live in that directory's instance
+ * only, in memory: nothing is written to a config file, and an instance disposed (its
+ * `server.instance.disposed` event, or `global.disposed`) forgets them, so they are added again.
  */
 import { randomBytes } from "node:crypto";
 import http from "node:http";
@@ -65,6 +71,10 @@ export class OpencodeServer {
   private endInfo: ProcessEnd | undefined;
   private closing = false;
   private readonly log: Logger;
+  /** MCP servers added through the API: `directory \0 name` → the fingerprint of what was added. */
+  private readonly mcp = new Map<string, string>();
+  /** OpenCode's names of the tools whose permission requests are approved (the client's tools). */
+  private approved: ReadonlySet<string> = new Set();
 
   private constructor(
     readonly proc: CliProcess,
@@ -187,6 +197,40 @@ export class OpencodeServer {
     });
   }
 
+  /**
+   * Give `directory`'s instance the MCP server `name` (OpenCode's `McpRemoteConfig`), unless the same
+   * (`fingerprint`) was given already; `tools`: OpenCode's names of its tools, whose permission
+   * requests are approved from now on. Resolves with why it failed, or undefined once connected.
+   * The config (it carries a bearer token) is never logged.
+   */
+  async addMcp(directory: string, name: string, config: Record<string, unknown>, fingerprint: string, tools: ReadonlySet<string>): Promise<string | undefined> {
+    const key = `${directory}\0${name}`;
+    this.approved = tools;
+    if (this.mcp.get(key) === fingerprint) return undefined;
+    this.mcp.delete(key);
+    let reply: ApiReply;
+    try {
+      reply = await this.request("POST", "/mcp", { query: { directory }, body: { name, config } });
+    } catch (err) {
+      return (err as Error).message;
+    }
+    const status = (reply.body as Record<string, { status?: string; error?: string } | undefined> | undefined)?.[name];
+    if (reply.status !== 200 || status?.status !== "connected") {
+      return `${reply.status} ${status ? `${status.status ?? "?"}${status.error ? `: ${status.error}` : ""}` : reply.text.slice(0, 200)}`;
+    }
+    this.mcp.set(key, fingerprint);
+    return undefined;
+  }
+
+  /** Take the MCP server `name` added with `addMcp` away from `directory`'s instance (its tools are not offered any more). */
+  async removeMcp(directory: string, name: string): Promise<void> {
+    const key = `${directory}\0${name}`;
+    if (!this.mcp.has(key)) return;
+    this.mcp.delete(key);
+    this.approved = new Set();
+    await this.request("POST", `/mcp/${encodeURIComponent(name)}/disconnect`, { query: { directory }, timeoutMs: 5000 }).catch(() => undefined);
+  }
+
   /** Ask the server to stop the session's current prompt. False when it could not be asked. */
   async abort(sessionId: string, directory: string): Promise<boolean> {
     try {
@@ -265,8 +309,15 @@ export class OpencodeServer {
     const p = ev.properties ?? {};
     const query = directory && directory !== "global" ? { directory } : undefined;
     if (ev.type === "permission.asked" && typeof p.id === "string") {
-      this.log.debug({ permission: p.permission }, "opencode asked for a permission; rejected");
-      void this.request("POST", `/permission/${encodeURIComponent(p.id)}/reply`, { ...(query ? { query } : {}), body: { reply: "reject" } }).catch(() => undefined);
+      // The client's own tools run on the client's side: their calls need nobody's approval here.
+      const reply = typeof p.permission === "string" && this.approved.has(p.permission) ? "once" : "reject";
+      this.log.debug({ permission: p.permission, reply }, "opencode asked for a permission");
+      void this.request("POST", `/permission/${encodeURIComponent(p.id)}/reply`, { ...(query ? { query } : {}), body: { reply } }).catch(() => undefined);
+    } else if (ev.type === "server.instance.disposed") {
+      const dir = typeof p.directory === "string" ? p.directory : directory;
+      for (const key of [...this.mcp.keys()]) if (key.startsWith(`${dir}\0`)) this.mcp.delete(key);
+    } else if (ev.type === "global.disposed") {
+      this.mcp.clear();
     } else if (ev.type === "question.asked" && typeof p.id === "string") {
       void this.request("POST", `/question/${encodeURIComponent(p.id)}/reject`, { ...(query ? { query } : {}) }).catch(() => undefined);
     }

@@ -12,21 +12,49 @@
  * - The server ended after `idleSeconds` without a turn; if it dies, the turn it was serving gets
  *   an error (or, when nothing was output yet on a reused server, runs cold), and the next turn
  *   starts a new one. `close()` ends it (bridge shutdown).
+ *
+ * Resume turns (the pipeline keeps the conversation's OpenCode session) run on a server of the
+ * conversation's own instead, from a warm pool (`WarmPool`: one per conversation, at most
+ * `maxProcesses`, reaped after `idleSeconds`, `runWarmTurn`), for two reasons: OpenCode keeps an
+ * instance per project directory for as long as the server runs (~60 MB each, observed with 1.18),
+ * and every resumed conversation has a directory of its own; and an MCP server belongs to a whole
+ * instance, while the client's tools (`tools.mode: bridge`) carry the conversation's own token.
+ * Those tools are added through the API (`POST /mcp?directory=`: `type: remote`, the bridge's
+ * endpoint, the token as a header, `oauth: false`) — never through a config file or the
+ * environment — and again when the tools change; OpenCode names them `openclaw_<tool>`. A call of
+ * one reaches the bridge's endpoint and is announced as a `tool_call`; once the reply's calls are
+ * in, the turn parks (`done` with `tool_calls`): the session stays busy on the calls until the
+ * client's next request answers them (the turn goes on into that response) or the turn is
+ * abandoned (a new message, the pending timeout: the session's prompt is aborted). The sessions
+ * are OpenCode's own (its database under XDG_DATA_HOME): a conversation whose server ended goes on
+ * in the same session on the next one.
  */
+import { createHash } from "node:crypto";
 import type { Logger } from "pino";
+import type { ClientToolCall, ToolSession } from "../clienttools/hub.js";
+import { CLIENT_TOOLS_SERVER, toolsFingerprint, type ClientToolDef, type ClientToolsTurn } from "../clienttools/types.js";
 import type { BackendEvent, TurnInput } from "../contract/backend.js";
+import { parkIn, warmTurnWithClientTools } from "./client-tools.js";
 import type { WarmOptions } from "./options.js";
 import { ascendingMessageId, OpencodeTurnEvents } from "./opencode-events.js";
 import { OpencodeServer } from "./opencode-server.js";
-import { registerWarmSource, type WarmProcessInfo, type WarmSource } from "./pool.js";
-import { Inbox } from "./process.js";
-import { cancelledError, diedMidTurn } from "./turn.js";
+import { registerWarmSource, WarmPool, type WarmLease, type WarmProcessInfo, type WarmSource, type WarmWorker } from "./pool.js";
+import { Inbox, type WarmMessage } from "./process.js";
+import { cancelledError, diedMidTurn, runWarmTurn, type WarmTurnControl, type WarmTurnEnd } from "./turn.js";
 
 const LABEL = "opencode serve";
 /** After a `session.error`, how long the session may take to go idle (OpenCode may try a compaction). */
 const ERROR_SETTLE_MS = 5000;
 /** How long turns run cold after `opencode serve` failed to start. */
 const COLD_AFTER_FAILURE_MS = 10 * 60_000;
+/**
+ * How long a turn waits after a client tool call for more calls of the same reply before it ends
+ * the response with `tool_calls` (OpenCode runs a reply's calls together; their tool parts, which
+ * tell how many there are, may come just before or just after the calls themselves).
+ */
+const SETTLE_MS = 100;
+/** How long a turn waits for a call OpenCode has started (its tool part is running) to reach the bridge. */
+const EXPECTED_CALL_MS = 2000;
 
 export interface OpencodeWarmOptions {
   backend: string;
@@ -49,6 +77,47 @@ export interface OpencodeWarmTurn {
   cold: () => AsyncGenerator<BackendEvent>;
   /** Told the server's pid (the backend's `lastPid`). */
   onPid?: (pid: number | undefined) => void;
+  /** The client's tools (a resume turn of a model in `tools.mode: bridge`): the conversation's session and its MCP entry. */
+  tools?: OpencodeClientTools;
+}
+
+/** The client's tools of a turn, as the backend found them (`warmClientTools`). */
+export interface OpencodeClientTools {
+  spec: ClientToolsTurn;
+  session: ToolSession;
+  /** The bridge's endpoint, the conversation's token as a header, and how long OpenCode lets one call run. */
+  entry: { url: string; headers: Record<string, string>; timeout: number };
+}
+
+/** OpenCode's name of a tool of an MCP server (`<server>_<tool>`, each with characters outside `[A-Za-z0-9_-]` made `_`). */
+export function opencodeMcpToolName(server: string, tool: string): string {
+  const clean = (x: string) => x.replace(/[^a-zA-Z0-9_-]/g, "_");
+  return `${clean(server)}_${clean(tool)}`;
+}
+
+/** A conversation's own `opencode serve` (resume turns), in the warm pool. */
+class OpencodeWorker implements WarmWorker {
+  readonly ended: Promise<void>;
+
+  constructor(
+    readonly server: OpencodeServer,
+    /** What it was started with (binary, directory): `fits` compares it. */
+    readonly fingerprint: string,
+  ) {
+    this.ended = server.ended.then(() => undefined);
+  }
+
+  get pid(): number | undefined {
+    return this.server.pid;
+  }
+
+  get usable(): boolean {
+    return this.server.usable;
+  }
+
+  close(): Promise<void> {
+    return this.server.close();
+  }
 }
 
 export class OpencodeWarm implements WarmSource {
@@ -67,6 +136,8 @@ export class OpencodeWarm implements WarmSource {
    */
   private readonly spares = new WeakMap<OpencodeServer, Map<string, Promise<string | undefined>>>();
   private readonly unregister: () => void;
+  /** The conversations' own servers (resume turns), made on the first such turn. */
+  private pool: WarmPool<OpencodeWorker> | undefined;
 
   constructor(private readonly o: OpencodeWarmOptions) {
     this.unregister = registerWarmSource(this);
@@ -83,7 +154,59 @@ export class OpencodeWarm implements WarmSource {
     return this.server?.proc.running ? this.server.pid : undefined;
   }
 
-  async *run(turn: TurnInput, t: OpencodeWarmTurn): AsyncGenerator<BackendEvent> {
+  /** One warm turn: a resume turn on the conversation's own server, any other on the shared one. */
+  run(turn: TurnInput, t: OpencodeWarmTurn): AsyncGenerator<BackendEvent> {
+    if (!turn.session.resume) return this.shared(turn, t);
+    const ct = t.tools;
+    const spec = turn.clientTools;
+    if (!ct || !spec) return this.conversationTurn(turn, t, undefined, turn.prompt.text);
+    return warmTurnWithClientTools({
+      session: ct.session,
+      spec,
+      backend: this.o.backend,
+      signal: turn.signal,
+      continuing: !!turn.session.backendSessionId,
+      text: turn.prompt.text,
+      fresh: (text) => this.conversationTurn(turn, t, ct, text ?? turn.prompt.text),
+    });
+  }
+
+  /** A resume turn on the conversation's own server (started for it, or the one it had if that fits). */
+  private conversationTurn(turn: TurnInput, t: OpencodeWarmTurn, ct: OpencodeClientTools | undefined, text: string): AsyncGenerator<BackendEvent> {
+    if (this.closed || Date.now() < this.coldUntil) return t.cold();
+    const pool = (this.pool ??= new WarmPool<OpencodeWorker>(this.o.backend, this.o.warm, this.o.logger));
+    // Model, bootstrap and agent go with each prompt, the client's tools through the API: only the
+    // binary and the directory are the process's own.
+    const fingerprint = createHash("sha256").update(JSON.stringify([t.bin, t.cwd])).digest("hex");
+    return runWarmTurn<OpencodeWorker>({
+      pool,
+      key: turn.session.key,
+      signal: turn.signal,
+      fits: (w) => w.fingerprint === fingerprint,
+      start: async () => {
+        let server: OpencodeServer;
+        try {
+          server = await OpencodeServer.start({ bin: t.bin, env: t.env, cwd: t.cwd, killGraceMs: this.o.killGraceSeconds * 1000, logger: this.o.logger });
+        } catch (err) {
+          // This turn fails (503); the next ones run cold for a while, as on the shared server.
+          if (!this.closed) {
+            this.o.logger.warn({ backend: this.o.backend, err: (err as Error).message }, "opencode serve did not start; running turns cold for a while");
+            this.coldUntil = Date.now() + COLD_AFTER_FAILURE_MS;
+          }
+          throw err;
+        }
+        this.o.logger.debug({ pid: server.pid, backend: this.o.backend }, "opencode serve started for a conversation");
+        return new OpencodeWorker(server, fingerprint);
+      },
+      drive: (lease, ctl) => conversationDrive(lease, turn, t.cwd, this.o, ct, text, ctl),
+      cold: t.cold,
+      onWorker: (w) => t.onPid?.(w.pid),
+      ...(ct ? { onPark: parkIn<OpencodeWorker>(ct.session, this.o.backend, ct.spec.pendingTimeoutSeconds) } : {}),
+    });
+  }
+
+  /** A turn on the backend's shared server (stateless turns, side calls, systems' steps). */
+  private async *shared(turn: TurnInput, t: OpencodeWarmTurn): AsyncGenerator<BackendEvent> {
     if (this.closed || Date.now() < this.coldUntil) {
       yield* t.cold();
       return;
@@ -115,7 +238,8 @@ export class OpencodeWarm implements WarmSource {
         }
         t.onPid?.(got.server.pid);
         const spare = turn.session.backendSessionId ? undefined : await this.takeSpare(got.server, t.cwd);
-        const end = yield* driveTurn(got.server, turn, t.cwd, this.o, spare);
+        const ctl: WarmTurnControl = { signal: turn.signal, parked: false };
+        const end = yield* driveTurn(got.server, turn, t.cwd, this.o, { text: turn.prompt.text, ctl, ...(spare ? { spare } : {}) });
         if (!turn.session.backendSessionId && !end.lost) this.makeSpare(got.server, t.cwd);
         if (end.lost) {
           if (got.fresh) yield diedMidTurn(LABEL, describeEnd(got.server));
@@ -217,8 +341,53 @@ export class OpencodeWarm implements WarmSource {
     const starting = this.starting;
     const s = this.server;
     this.server = undefined;
-    await Promise.all([s?.close(), starting?.then((x) => x.close(), () => undefined)]);
+    await Promise.all([s?.close(), starting?.then((x) => x.close(), () => undefined), this.pool?.close()]);
   }
+}
+
+/**
+ * The driver of a resume turn on the conversation's server (`runWarmTurn`): the client's tools
+ * given to the instance of the turn's directory first (or taken away when the turn has none), then
+ * the turn. A reused server lost before any output: the turn runs cold; a fresh one: an error.
+ */
+async function* conversationDrive(
+  lease: WarmLease<OpencodeWorker>,
+  turn: TurnInput,
+  cwd: string,
+  o: OpencodeWarmOptions,
+  ct: OpencodeClientTools | undefined,
+  text: string,
+  ctl: WarmTurnControl,
+): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+  const server = lease.worker.server;
+  let bridged: Set<string> | undefined;
+  if (ct) {
+    bridged = new Set(ct.spec.tools.map((x) => opencodeMcpToolName(CLIENT_TOOLS_SERVER, x.name)));
+    const why = await server.addMcp(cwd, CLIENT_TOOLS_SERVER, mcpConfig(ct), mcpFingerprint(ct.entry, ct.spec.tools), bridged);
+    if (why) {
+      if (!server.usable && !lease.fresh) return { keep: false, lost: true };
+      o.logger.warn({ backend: o.backend, why }, "opencode serve did not take the client's tools");
+      yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: the client's tools could not be given to OpenCode: ${why}`, status: 502, retryable: true } };
+      return { keep: server.usable };
+    }
+  } else await server.removeMcp(cwd, CLIENT_TOOLS_SERVER);
+  const end = yield* driveTurn(server, turn, cwd, o, { text, ctl, ...(ct ? { tools: ct.session, bridged } : {}) });
+  if (end.lost) {
+    if (!lease.fresh) return { keep: false, lost: true };
+    yield diedMidTurn(LABEL, describeEnd(server));
+    return { keep: false };
+  }
+  return { keep: server.usable };
+}
+
+/** The MCP server OpenCode is given for the client's tools (`McpRemoteConfig` of OpenCode 1.18). */
+function mcpConfig(ct: OpencodeClientTools): Record<string, unknown> {
+  return { type: "remote", url: ct.entry.url, headers: ct.entry.headers, oauth: false, enabled: true, timeout: ct.entry.timeout };
+}
+
+/** What an instance was given: the endpoint, the token, the call timeout and the tools (a change adds the server again). */
+function mcpFingerprint(entry: OpencodeClientTools["entry"], tools: readonly ClientToolDef[]): string {
+  return createHash("sha256").update(JSON.stringify([entry.url, entry.headers, entry.timeout, toolsFingerprint(tools)])).digest("hex");
 }
 
 /** A new session for `cwd`: its id, or undefined when the server did not make one. */
@@ -273,21 +442,44 @@ function apiMessage(reply: { status: number; body: unknown; text: string }): str
   return `${reply.status}${msg ? ` ${msg}` : ""}`;
 }
 
+/** What `driveTurn` is given besides the server and the turn. */
+interface DriveOptions {
+  /** The user's turn as OpenCode is sent it (the turn's own text, or late tool results before it). */
+  text: string;
+  /** The turn's cancellation (replaced when a parked turn goes on into a new response) and its park flag. */
+  ctl: WarmTurnControl;
+  /** A session made ahead for a turn without one. */
+  spare?: string;
+  /** The conversation's client tools, when the server was given them: calls are announced and the turn parks on them. */
+  tools?: Pick<ToolSession, "listen" | "announce">;
+  /** OpenCode's names of those tools (their tool parts are counted, not mapped). */
+  bridged?: ReadonlySet<string>;
+}
+
+/** A server event, the end of the process, or a call of the client's tools reaching the turn. */
+type TurnItem = WarmMessage | { kind: "call"; call: ClientToolCall };
+
 /**
  * One turn on the server: session, prompt, events until idle. Returns `lost` when the server
- * ended before the turn produced anything (the caller may run it cold).
+ * ended before the turn produced anything (the caller may run it cold). With the client's tools
+ * (`d.tools`), a call of one is announced as a `tool_call`; once the reply's calls are in (as many
+ * calls as OpenCode's open tool parts of those tools, or SETTLE_MS without another) the turn parks
+ * (`ctl.parked`, then `done` with `tool_calls`) and this generator pauses there; resumed, it goes
+ * on with `ctl.signal` (the new response's). Returned early (abandoned, or the consumer stopped),
+ * it aborts the session's prompt.
  */
-async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, o: OpencodeWarmOptions, spare?: string): AsyncGenerator<BackendEvent, { lost: boolean }> {
+async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, o: OpencodeWarmOptions, d: DriveOptions): AsyncGenerator<BackendEvent, { lost: boolean }> {
   const query = { directory: cwd };
   const graceMs = o.warm.interruptGraceSeconds * 1000;
+  const { ctl } = d;
   let sessionId = turn.session.backendSessionId;
-  if (!sessionId && spare) {
-    sessionId = spare;
-    yield { type: "session", id: spare };
+  if (!sessionId && d.spare) {
+    sessionId = d.spare;
+    yield { type: "session", id: d.spare };
   }
   let finished = false;
   let prompted = false;
-  const inbox = new Inbox();
+  const inbox = new Inbox<TurnItem>();
   let stop: (() => void) | undefined;
   try {
     if (!sessionId) {
@@ -313,11 +505,12 @@ async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, 
     stop = server.listen(sessionId, inbox.push);
     // An earlier turn of this session that did not wind down (aborted, the server slow to stop).
     if (server.busy(sessionId)) await stopSession(server, sessionId, cwd, inbox, undefined, graceMs);
-    const ev = new OpencodeTurnEvents(ascendingMessageId());
+    d.tools?.listen((call) => inbox.push({ kind: "call", call }));
+    const ev = new OpencodeTurnEvents(ascendingMessageId(), d.bridged);
     const model = modelOf(turn.model);
     const body = {
       messageID: ev.messageId,
-      parts: [{ type: "text", text: turn.prompt.text }],
+      parts: [{ type: "text", text: d.text }],
       ...(model ? { model } : {}),
       ...(o.agent ? { agent: o.agent } : {}),
       ...(turn.prompt.system ? { system: turn.prompt.system } : {}),
@@ -343,16 +536,32 @@ async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, 
     }
     prompted = true;
     let errorDeadline: number | undefined;
+    /** Client tool calls announced in this response, when the last came, and whether any was made this turn. */
+    let announced = 0;
+    let lastCallAt = 0;
+    let called = false;
     for (;;) {
-      const wait = errorDeadline === undefined ? undefined : Math.max(0, errorDeadline - Date.now());
-      const m = await inbox.next(turn.signal, wait);
+      // After a call: SETTLE_MS for another, longer while OpenCode's tool parts say more are coming.
+      const settleAt = announced ? lastCallAt + (ev.bridgedCalls > announced ? EXPECTED_CALL_MS : SETTLE_MS) : undefined;
+      const until = Math.min(errorDeadline ?? Infinity, settleAt ?? Infinity);
+      const m = await inbox.next(ctl.signal, until === Infinity ? undefined : Math.max(0, until - Date.now()));
       if (m === "aborted") {
         await stopSession(server, sessionId, cwd, inbox, ev, graceMs);
         finished = true;
-        yield cancelledError(turn.signal, "opencode");
+        yield cancelledError(ctl.signal, "opencode");
         return { lost: false };
       }
       if (m === "timeout") {
+        if (settleAt !== undefined && Date.now() >= settleAt) {
+          // No more calls came: end this response; the session waits on its calls for the client.
+          o.logger.debug({ calls: announced, open: ev.bridgedCalls }, "client tool calls handed over (no more came)");
+          ctl.parked = true;
+          yield { type: "done", finishReason: "tool_calls" };
+          announced = 0;
+          ev.newResponse();
+          continue;
+        }
+        if (errorDeadline === undefined || Date.now() < errorDeadline) continue;
         // The error is known; the session did not settle: stop it and report the error.
         await stopSession(server, sessionId, cwd, inbox, ev, graceMs);
         finished = true;
@@ -361,32 +570,50 @@ async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, 
       }
       if (m.kind === "end") {
         finished = true;
-        if (ev.produced === 0 && !ev.error) return { lost: true };
+        if (ev.produced === 0 && !called && !ev.error) return { lost: true };
         if (ev.error) yield* ev.finishEvents();
         else yield diedMidTurn(LABEL, m.end.signal ? `killed by ${m.end.signal}` : `exit ${m.end.code}`);
         return { lost: false };
       }
-      for (const out of ev.map(m.message)) yield out;
-      if (ev.idle) {
-        finished = true;
-        if (ev.error?.code === "aborted" && !turn.signal.aborted) {
-          yield { type: "error", error: ev.error };
+      if (m.kind === "call") {
+        d.tools?.announce(m.call.id);
+        yield { type: "tool_call", index: announced, id: m.call.id, name: m.call.name, argumentsDelta: m.call.argumentsJson };
+        announced++;
+        called = true;
+        lastCallAt = Date.now();
+      } else {
+        for (const out of ev.map(m.message)) yield out;
+        if (ev.idle) {
+          finished = true;
+          if (ev.error?.code === "aborted" && !ctl.signal.aborted) {
+            yield { type: "error", error: ev.error };
+            return { lost: false };
+          }
+          yield* ev.finishEvents();
           return { lost: false };
         }
-        yield* ev.finishEvents();
-        return { lost: false };
+        if (ev.error && errorDeadline === undefined) errorDeadline = Date.now() + ERROR_SETTLE_MS;
       }
-      if (ev.error && errorDeadline === undefined) errorDeadline = Date.now() + ERROR_SETTLE_MS;
+      if (announced && ev.bridgedCalls && announced >= ev.bridgedCalls) {
+        // Every call the reply started is in: end this response; the session waits for the client.
+        o.logger.debug({ calls: announced }, "client tool calls handed over (all of the reply's)");
+        ctl.parked = true;
+        yield { type: "done", finishReason: "tool_calls" };
+        announced = 0;
+        ev.newResponse();
+      }
     }
   } finally {
-    // The consumer stopped early: the session must not keep working for no one.
+    // The consumer stopped early (or the parked turn was abandoned): the session must not keep
+    // working for no one — nor wait on a client tool call no one will answer.
     if (!finished && prompted && sessionId && server.usable) await stopSession(server, sessionId, cwd, inbox, undefined, graceMs);
+    d.tools?.listen(undefined);
     stop?.();
   }
 }
 
 /** Abort the session's prompt and wait (bounded) until it is idle; its busy state tells the next turn otherwise. */
-async function stopSession(server: OpencodeServer, sessionId: string, cwd: string, inbox: Inbox, ev: OpencodeTurnEvents | undefined, graceMs: number): Promise<void> {
+async function stopSession(server: OpencodeServer, sessionId: string, cwd: string, inbox: Inbox<TurnItem>, ev: OpencodeTurnEvents | undefined, graceMs: number): Promise<void> {
   if (!(await server.abort(sessionId, cwd))) return;
   const until = Date.now() + Math.max(graceMs, 500);
   for (let i = 0; i < 10_000 && server.busy(sessionId); i++) {
@@ -394,6 +621,6 @@ async function stopSession(server: OpencodeServer, sessionId: string, cwd: strin
     if (left <= 0) return;
     const m = await inbox.next(undefined, left);
     if (m === "timeout" || m === "aborted" || m.kind === "end") return;
-    ev?.map(m.message);
+    if (m.kind === "message") ev?.map(m.message);
   }
 }

@@ -49,6 +49,8 @@ export interface WarmTurnSpec<W extends WarmWorker> {
   onWorker?(worker: W): void;
   /** The driver suspended the turn on a client tool call: keep it (the worker stays leased). */
   onPark?(turn: ParkedWarmTurn<W>): void;
+  /** The CLI keeps no result for a call its turn was interrupted on (`SuspendedTurn.answerFirst`). */
+  answerFirst?: boolean;
 }
 
 export async function* runWarmTurn<W extends WarmWorker>(spec: WarmTurnSpec<W>): AsyncGenerator<BackendEvent> {
@@ -70,7 +72,7 @@ export async function* runWarmTurn<W extends WarmWorker>(spec: WarmTurnSpec<W>):
   spec.onWorker?.(lease.worker);
   const ctl: WarmTurnControl = { signal: spec.signal, parked: false };
   const gen = spec.drive(lease, ctl);
-  const park = () => spec.onPark?.(new ParkedWarmTurn(lease, gen, ctl, park));
+  const park = () => spec.onPark?.(new ParkedWarmTurn(lease, gen, ctl, park, !!spec.answerFirst));
   const lost = yield* pump(lease, gen, ctl, park);
   if (lost) yield* spec.cold();
 }
@@ -116,6 +118,9 @@ async function* pump<W extends WarmWorker>(
   return !!end.lost && !lease.fresh;
 }
 
+/** How long an abandoned `answerFirst` turn may go on for its CLI to take the calls' answers in. */
+const ANSWER_TAKEN_MS = 5000;
+
 /**
  * A warm turn suspended on a client tool call (see `WarmTurnControl`): resumed into the next
  * response, or abandoned (the driver's finally interrupts the CLI's turn, the worker is handed
@@ -131,6 +136,7 @@ export class ParkedWarmTurn<W extends WarmWorker> implements SuspendedTurn {
     private readonly ctl: WarmTurnControl,
     /** Park it again (the resumed turn made another client tool call). */
     private readonly onPark: () => void,
+    readonly answerFirst = false,
   ) {
     this.gone = lease.worker.ended;
   }
@@ -144,8 +150,33 @@ export class ParkedWarmTurn<W extends WarmWorker> implements SuspendedTurn {
 
   async abandon(): Promise<void> {
     if (this.take()) return;
+    if (this.answerFirst && (await this.untilAnswerTaken())) return;
     const r = await this.gen.return({ keep: false }).catch(() => undefined);
     this.lease.release(!!r && this.lease.worker.usable);
+  }
+
+  /**
+   * `answerFirst`: the calls were just answered (with an error) and the CLI must take the answers
+   * into its history before its turn is ended, so the turn goes on, unseen, until the model speaks
+   * again (its first text), the turn ends by itself, or `ANSWER_TAKEN_MS` pass (then it is
+   * cancelled like an abort). True when it ended by itself (the worker was handed back).
+   */
+  private async untilAnswerTaken(): Promise<boolean> {
+    this.ctl.parked = false;
+    this.ctl.signal = AbortSignal.timeout(ANSWER_TAKEN_MS);
+    try {
+      for (let i = 0; i < 10_000; i++) {
+        const r = await this.gen.next();
+        if (r.done) {
+          this.lease.release(r.value.keep && this.lease.worker.usable);
+          return true;
+        }
+        if (r.value.type === "text" || r.value.type === "reasoning" || this.ctl.parked) return false;
+      }
+    } catch {
+      /* the driver failed: ended below */
+    }
+    return false;
   }
 
   /** True when it was already resumed or abandoned. */

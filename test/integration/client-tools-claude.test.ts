@@ -43,6 +43,13 @@ function newestText(req: RecordedRequest): string {
   return texts.at(-1)?.text ?? "";
 }
 
+/** Tool uses in the request's history that no tool_result answers. */
+function unanswered(req: RecordedRequest): string[] {
+  const blocks = (req.body?.messages ?? []).flatMap((m: any) => (Array.isArray(m.content) ? m.content : []));
+  const answered = new Set(blocks.filter((b: any) => b?.type === "tool_result").map((b: any) => b.tool_use_id));
+  return blocks.filter((b: any) => b?.type === "tool_use" && !answered.has(b.id)).map((b: any) => b.id);
+}
+
 const toolNames = (req: RecordedRequest): string[] => (req.body?.tools ?? []).map((t: any) => t.name);
 
 describe("client tools inside Claude Code (warm, bridge mode)", () => {
@@ -175,6 +182,23 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     assert.equal(cancelled.length, 1, "the pending tool use was closed in claude's own history");
     assert.equal(cancelled[0]!.is_error, true);
     assert.ok((await health()).warm.list.some((w: any) => w.pid === pid), "the same process took the new message");
+  });
+
+  test("a message that offers no tools while a call is pending ends the waiting turn at once and is answered", async () => {
+    const chat = new ToolChat(bridge.baseURL, `ct-${randomUUID()}`, "claude", TOOLS);
+    const r1 = await chat.say("STATUS please");
+    assert.equal(r1.finish, "tool_calls");
+    // The same conversation, its next request without `tools` (the pending timeout is 600 s).
+    const bare = new ToolChat(bridge.baseURL, chat.key, "claude", []);
+    bare.messages.push(...chat.messages);
+    const started = Date.now();
+    const r2 = await bare.say("something plain now");
+    assert.equal(r2.finish, "stop");
+    assert.match(r2.text, /plain answer/);
+    assert.ok(Date.now() - started < 30_000, "it did not wait for the pending call's timeout");
+    const req = fake.messageCalls().find((c) => c.lastUserText.includes("something plain now"))!;
+    assert.deepEqual(unanswered(req), [], "no tool use is left without its result in claude's history (the API would refuse it)");
+    assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000), "no process still waits on the call");
   });
 
   test("a pending call not answered in time is given up: the CLI's turn ends, the conversation goes on, a late result arrives as text", async () => {

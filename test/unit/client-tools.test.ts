@@ -82,8 +82,14 @@ test("the request's tools less the excluded ones; trailing tool results past ign
 test("tools.mode bridge is checked at start-up: backend type, warm processes, resume mode", () => {
   const base = (backend: Record<string, unknown>, model: Record<string, unknown> = {}) => () =>
     resolveConfig({ backends: { b: backend }, models: [{ id: "m", backend: "b", tools: { mode: "bridge" }, ...model }] }, "test");
-  assert.throws(base({ type: "gemini-cli" }), /models\[0\]\.tools\.mode: backend type "gemini-cli" cannot offer the client's tools \("bridge" works with claude-code, qwen-code\)/);
-  assert.throws(base({ type: "claude-code", warm: { enabled: false } }), /models\[0\]\.tools\.mode: needs warm processes/);
+  // An OpenAI-compatible upstream gets the tools themselves: "bridge" is for CLI agents.
+  assert.throws(
+    base({ type: "openai", baseUrl: "http://127.0.0.1:9/v1" }),
+    /models\[0\]\.tools\.mode: backend type "openai" cannot offer the client's tools \("bridge" works with opencode, claude-code, gemini-cli, qwen-code, codex\)/,
+  );
+  for (const type of ["claude-code", "gemini-cli", "qwen-code", "codex", "opencode"]) {
+    assert.throws(base({ type, warm: { enabled: false } }), /models\[0\]\.tools\.mode: needs warm processes/, type);
+  }
   assert.throws(base({ type: "claude-code" }, { session: { mode: "stateless" } }), /needs session\.mode "resume"/);
   const ok = resolveConfig({ backends: { b: { type: "qwen-code" } }, models: [{ id: "m", backend: "b", tools: { mode: "bridge", pendingTimeoutSeconds: 30 } }] }, "test");
   assert.equal(ok.models[0]!.tools.mode, "bridge");

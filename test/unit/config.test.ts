@@ -154,7 +154,7 @@ describe("every bad key is named", () => {
     { name: "unknown model key", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc", contxt: {} }] }, expect: /^models\[0\]: unknown key "contxt"$/ },
     { name: "unknown context key", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc", context: { maxHistory: 1 } }] }, expect: /^models\[0\]\.context: unknown key "maxHistory"$/ },
     { name: "prompt budget too small", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc", context: { maxPromptChars: 500 } }] }, expect: /^models\[0\]\.context\.maxPromptChars: must be at least 1000$/ },
-    { name: "session mode the backend cannot do", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc", session: { mode: "resume" } }] }, expect: /^models\[0\]\.session\.mode: backend type "opencode" supports stateless, not "resume"$/ },
+    { name: "session mode the backend cannot do", raw: { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc", session: { mode: "passthrough" } }] }, expect: /^models\[0\]\.session\.mode: backend type "opencode" supports stateless, resume, not "passthrough"$/ },
     { name: "no models", raw: { backends: { oc: { type: "opencode" } }, models: [] }, expect: /^models: configure at least one model/ },
     { name: "missing backends and models", raw: {}, expect: /^backends: / },
     { name: "not an object", raw: "just a string", expect: /^\(top level\): / },

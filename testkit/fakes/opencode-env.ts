@@ -7,7 +7,8 @@ export const OPENCODE_BIN = path.resolve("node_modules/.bin/opencode");
 /** Provider id used in the generated opencode config; models are `fake/<anything>`. */
 export const FAKE_PROVIDER = "fake";
 
-export function opencodeEnv(baseUrl: string, home: string, models: string[] = ["m1"]): Record<string, string> {
+/** `config`: more of OpenCode's config (e.g. `permission`), beside the fake provider. */
+export function opencodeEnv(baseUrl: string, home: string, models: string[] = ["m1"], config: Record<string, unknown> = {}): Record<string, string> {
   const xdg = (d: string) => {
     const p = path.join(home, d);
     mkdirSync(p, { recursive: true });
@@ -20,6 +21,7 @@ export function opencodeEnv(baseUrl: string, home: string, models: string[] = ["
     XDG_CACHE_HOME: xdg(".cache"),
     XDG_STATE_HOME: xdg(".local/state"),
     OPENCODE_CONFIG_CONTENT: JSON.stringify({
+      ...config,
       provider: {
         [FAKE_PROVIDER]: {
           npm: "@ai-sdk/openai-compatible",

@@ -33,8 +33,13 @@ export type ResponsesReply =
       chunks: string[];
       /** Reasoning summary deltas, in a `reasoning` item before the message. */
       reasoning?: string[];
-      /** Function calls (the CLI's own tools) after the message; codex runs them and calls again. */
-      functionCalls?: { name: string; arguments: unknown; callId?: string }[];
+      /**
+       * Function calls after the message; codex runs them and calls again. `namespace`: the tool's
+       * namespace, for a tool offered inside a `namespace` tool (codex 0.169 offers an MCP server's
+       * tools as `{type: "namespace", name: "mcp__<server>", tools: [...]}`: a call of one names the
+       * tool and that namespace).
+       */
+      functionCalls?: ResponsesFunctionCall[];
       /** Delay before each delta. */
       delayMs?: number;
       inputTokens?: number;
@@ -48,6 +53,27 @@ export type ResponsesReply =
   | { kind: "failed"; message: string; code?: string }
   /** Accept the request and never answer (until the client goes away or the fake closes). */
   | { kind: "hang" };
+
+/** A `function_call` output item the fake model makes. */
+export interface ResponsesFunctionCall {
+  name: string;
+  arguments: unknown;
+  callId?: string;
+  namespace?: string;
+}
+
+/** The `function_call` output item of a scripted call. */
+function functionCallItem(f: ResponsesFunctionCall, id: string, i: number): Record<string, unknown> {
+  return {
+    type: "function_call",
+    id: `fc_${id}_${i}`,
+    call_id: f.callId ?? `call_${id}_${i}`,
+    name: f.name,
+    ...(f.namespace ? { namespace: f.namespace } : {}),
+    arguments: typeof f.arguments === "string" ? f.arguments : JSON.stringify(f.arguments),
+    status: "completed",
+  };
+}
 
 export type ResponsesScript = (req: RecordedResponsesRequest) => ResponsesReply | Promise<ResponsesReply>;
 
@@ -178,9 +204,7 @@ async function answer(res: ServerResponse, rec: RecordedResponsesRequest, reply:
   if (!rec.stream) {
     if (reply.reasoning?.length) output.push({ type: "reasoning", id: `rs_${id}`, summary: [{ type: "summary_text", text: reply.reasoning.join("") }] });
     output.push({ type: "message", id: `msg_${id}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: reply.chunks.join(""), annotations: [] }] });
-    for (const [i, f] of (reply.functionCalls ?? []).entries()) {
-      output.push({ type: "function_call", id: `fc_${id}_${i}`, call_id: f.callId ?? `call_${id}_${i}`, name: f.name, arguments: typeof f.arguments === "string" ? f.arguments : JSON.stringify(f.arguments), status: "completed" });
-    }
+    for (const [i, f] of (reply.functionCalls ?? []).entries()) output.push(functionCallItem(f, id, i));
     json(res, 200, { ...base, status: "completed", output, usage });
     return;
   }
@@ -222,8 +246,8 @@ async function answer(res: ServerResponse, rec: RecordedResponsesRequest, reply:
     index++;
   }
   for (const [i, f] of (reply.functionCalls ?? []).entries()) {
-    const args = typeof f.arguments === "string" ? f.arguments : JSON.stringify(f.arguments);
-    const item = { type: "function_call", id: `fc_${id}_${i}`, call_id: f.callId ?? `call_${id}_${i}`, name: f.name, arguments: args, status: "completed" };
+    const item = functionCallItem(f, id, i);
+    const args = item.arguments as string;
     send({ type: "response.output_item.added", output_index: index, item: { ...item, arguments: "", status: "in_progress" } });
     send({ type: "response.function_call_arguments.delta", item_id: item.id, output_index: index, delta: args });
     send({ type: "response.function_call_arguments.done", item_id: item.id, output_index: index, arguments: args });
