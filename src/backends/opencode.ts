@@ -6,7 +6,12 @@
  * Cold (`warm.enabled: false`, or when the warm server is gone before a turn produced anything):
  * `opencode run --format json -m <model>` (`--session <id>` when resuming) with the prompt on stdin,
  * each stdout line one JSON event (step_start, text, reasoning, tool_use, step_finish, error; see
- * docs/CLI_FORMATS.md), text per finished part.
+ * docs/CLI_FORMATS.md), text per finished part. `run` has no system-prompt flag: a stateless turn's
+ * bootstrap leads its prompt; a resume turn's goes to the system prompt as an instructions file
+ * (OPENCODE_CONFIG_CONTENT `instructions`), so the session's history keeps only the person's words,
+ * as on the warm path. A model id that is not `provider/model` (e.g. `default`) means OpenCode's
+ * own default model, on both paths. A session OpenCode does not have (`Error: Session not found`
+ * from `run`, 404 from the server) is `session_not_found`, which the pipeline heals.
  */
 import { mkdirSync } from "node:fs";
 import path from "node:path";
@@ -14,9 +19,9 @@ import { z } from "zod";
 import type { ProcessEnd } from "../util/process.js";
 import { warmOption } from "../warm/options.js";
 import { addOpencodeTokens, type OpencodeTokens } from "../warm/opencode-events.js";
-import { OpencodeWarm } from "../warm/opencode-warm.js";
+import { opencodeModel, OpencodeWarm } from "../warm/opencode-warm.js";
 import { warmClientTools } from "./cli-warm.js";
-import { CliBackendBase, joinSeparator, stderrTail } from "./cli-common.js";
+import { CliBackendBase, joinSeparator, stderrTail, writeTurnFile } from "./cli-common.js";
 import type { BackendDeps, BackendModule } from "./module.js";
 import type { BackendEvent, TurnInput, Usage } from "./types.js";
 
@@ -177,29 +182,71 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
 
   /** One turn with `opencode run` of its own. */
   private async *coldTurn(turn: TurnInput, bin: string, cwd: string): AsyncGenerator<BackendEvent> {
-    const args = ["run", "--format", "json", "-m", turn.model];
+    const args = ["run", "--format", "json"];
+    // Not `provider/model`: OpenCode's default model (`-m default` would be refused), as on the warm path.
+    if (opencodeModel(turn.model)) args.push("-m", turn.model);
     if (this.opts.agent) args.push("--agent", this.opts.agent);
-    if (turn.session.backendSessionId) args.push("--session", turn.session.backendSessionId);
+    const resuming = turn.session.backendSessionId;
+    if (resuming) args.push("--session", resuming);
     args.push(...this.opts.args);
-    // `run` has no system-prompt flag: the instructions lead the prompt.
-    const prompt = turn.prompt.system ? `${turn.prompt.system}\n\n${turn.prompt.text}` : turn.prompt.text;
+    const system = turn.prompt.system;
+    let env = this.env();
+    // A resume turn's bootstrap goes to the system prompt (an instructions file, per turn, private,
+    // removed afterwards): the session keeps only the person's words, turn after turn.
+    const systemFile = turn.session.resume && system ? writeTurnFile(this.deps.dataDir, "opencode-system-", "clawbridge.md", system) : undefined;
+    const withFile = systemFile && withInstructions(env, systemFile.file);
+    if (withFile) env = withFile;
+    // Otherwise (`run` has no system-prompt flag) the instructions lead the prompt.
+    const prompt = system && !withFile ? `${system}\n\n${turn.prompt.text}` : turn.prompt.text;
     const state = newOpencodeState();
-    yield* this.cliTurn(
-      turn,
-      { label: "opencode", bin, args, env: this.env(), cwd, stdin: prompt },
-      {
-        onEvent: (ev) => mapOpencodeEvent(ev as OpencodeEvent, state),
-        finish: (end) => finishOpencodeTurn(state, end),
-      },
-    );
+    try {
+      yield* this.cliTurn(
+        turn,
+        { label: "opencode", bin, args, env, cwd, stdin: prompt },
+        {
+          onEvent: (ev) => mapOpencodeEvent(ev as OpencodeEvent, state),
+          finish: (end) => finishOpencodeTurn(state, end, !!resuming),
+        },
+      );
+    } finally {
+      systemFile?.remove();
+    }
   }
 }
 
-/** The events that end a turn, from what the run printed and how the process ended. */
-export function finishOpencodeTurn(state: OpencodeTurnState, end: ProcessEnd): BackendEvent[] {
+/**
+ * `env` with `file` added to the `instructions` of OPENCODE_CONFIG_CONTENT (OpenCode joins the
+ * instructions of all its config sources and puts each file into the system prompt); undefined when
+ * that variable holds something other than a JSON object (the caller then leads the prompt with it).
+ */
+export function withInstructions(env: NodeJS.ProcessEnv, file: string): NodeJS.ProcessEnv | undefined {
+  const raw = env.OPENCODE_CONFIG_CONTENT;
+  let config: Record<string, unknown> = {};
+  if (raw?.trim()) {
+    try {
+      const parsed: unknown = JSON.parse(raw);
+      if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) return undefined;
+      config = parsed as Record<string, unknown>;
+    } catch {
+      return undefined;
+    }
+  }
+  const instructions = Array.isArray(config.instructions) ? config.instructions : [];
+  return { ...env, OPENCODE_CONFIG_CONTENT: JSON.stringify({ ...config, instructions: [...instructions, file] }) };
+}
+
+/** How `opencode run --session <id>` says it has no such session (stderr, exit 1, nothing on stdout). */
+const SESSION_NOT_FOUND = /Session not found/i;
+
+/** The events that end a turn, from what the run printed and how the process ended (`resuming`: it was given `--session`). */
+export function finishOpencodeTurn(state: OpencodeTurnState, end: ProcessEnd, resuming = false): BackendEvent[] {
   if (state.error) return [{ type: "error", error: state.error }];
   if (!state.sawText && state.steps === 0) {
     const why = stderrTail(end.stderr, 3, 500);
+    if (resuming && SESSION_NOT_FOUND.test(why)) {
+      const line = why.split(" | ").find((l) => SESSION_NOT_FOUND.test(l)) ?? why;
+      return [{ type: "error", error: { code: "session_not_found", message: `opencode: ${line.replace(/^Error:\s*/, "")}`, status: 404 } }];
+    }
     return [{ type: "error", error: { code: "backend_failed", message: `opencode exited ${end.code ?? end.signal} without an answer${why ? `: ${why}` : ""}`, status: 502 } }];
   }
   const out: BackendEvent[] = [];

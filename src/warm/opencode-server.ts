@@ -231,6 +231,19 @@ export class OpencodeServer {
     await this.request("POST", `/mcp/${encodeURIComponent(name)}/disconnect`, { query: { directory }, timeoutMs: 5000 }).catch(() => undefined);
   }
 
+  /**
+   * Whether the server has gone, after a request of a turn failed: a request refused or reset is
+   * often the first sign of a crash, seen a moment before the process's end and the event stream's
+   * close, so this waits (at most `ms`) for the end to show.
+   */
+  async gone(ms = 2000): Promise<boolean> {
+    if (!this.usable) return true;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+    clearTimeout(timer);
+    return !this.usable;
+  }
+
   /** Ask the server to stop the session's current prompt. False when it could not be asked. */
   async abort(sessionId: string, directory: string): Promise<boolean> {
     try {

@@ -365,7 +365,7 @@ async function* conversationDrive(
     bridged = new Set(ct.spec.tools.map((x) => opencodeMcpToolName(CLIENT_TOOLS_SERVER, x.name)));
     const why = await server.addMcp(cwd, CLIENT_TOOLS_SERVER, mcpConfig(ct), mcpFingerprint(ct.entry, ct.spec.tools), bridged);
     if (why) {
-      if (!server.usable && !lease.fresh) return { keep: false, lost: true };
+      if (!lease.fresh && (await server.gone())) return { keep: false, lost: true };
       o.logger.warn({ backend: o.backend, why }, "opencode serve did not take the client's tools");
       yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: the client's tools could not be given to OpenCode: ${why}`, status: 502, retryable: true } };
       return { keep: server.usable };
@@ -429,8 +429,8 @@ function describeEnd(server: OpencodeServer): string {
   return end.signal ? `killed by ${end.signal}` : `exit ${end.code}`;
 }
 
-/** `provider/model` → the API's model object (`undefined`: the server's default). */
-function modelOf(model: string): { providerID: string; modelID: string } | undefined {
+/** `provider/model` → the API's model object (`undefined`, e.g. for `default`: OpenCode's default model). */
+export function opencodeModel(model: string): { providerID: string; modelID: string } | undefined {
   const i = model.indexOf("/");
   if (i <= 0 || i === model.length - 1) return undefined;
   return { providerID: model.slice(0, i), modelID: model.slice(i + 1) };
@@ -473,6 +473,11 @@ async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, 
   const graceMs = o.warm.interruptGraceSeconds * 1000;
   const { ctl } = d;
   let sessionId = turn.session.backendSessionId;
+  // OpenCode's ids are `ses_…`; the server answers another with a 500 rather than a 404.
+  if (sessionId && !sessionId.startsWith("ses_")) {
+    yield { type: "error", error: { code: "session_not_found", message: `${LABEL}: Session not found: "${sessionId.slice(0, 80)}" is not an OpenCode session id`, status: 404 } };
+    return { lost: false };
+  }
   if (!sessionId && d.spare) {
     sessionId = d.spare;
     yield { type: "session", id: d.spare };
@@ -488,7 +493,7 @@ async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, 
         // A title of our own spares a title-generating call to the model.
         reply = await server.request("POST", "/session", { query, body: { title: "clawbridge" } });
       } catch (err) {
-        if (!server.usable) return { lost: true };
+        if (await server.gone()) return { lost: true };
         finished = true;
         yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: cannot create a session: ${(err as Error).message}`, status: 502, retryable: true } };
         return { lost: false };
@@ -507,7 +512,7 @@ async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, 
     if (server.busy(sessionId)) await stopSession(server, sessionId, cwd, inbox, undefined, graceMs);
     d.tools?.listen((call) => inbox.push({ kind: "call", call }));
     const ev = new OpencodeTurnEvents(ascendingMessageId(), d.bridged);
-    const model = modelOf(turn.model);
+    const model = opencodeModel(turn.model);
     const body = {
       messageID: ev.messageId,
       parts: [{ type: "text", text: d.text }],
@@ -519,14 +524,16 @@ async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, 
     try {
       reply = await server.request("POST", `/session/${encodeURIComponent(sessionId)}/prompt_async`, { query, body });
     } catch (err) {
-      if (!server.usable) return { lost: true };
+      if (await server.gone()) return { lost: true };
       finished = true;
       yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: the prompt was not taken: ${(err as Error).message}`, status: 502, retryable: true } };
       return { lost: false };
     }
     if (reply.status === 404) {
+      // `{"name": "NotFoundError", "data": {"message": "Session not found: ses_…"}}`: gone (its
+      // database lost, another data directory), and the pipeline heals it.
       finished = true;
-      yield { type: "error", error: { code: "session_not_found", message: `opencode has no session ${sessionId}`, status: 404 } };
+      yield { type: "error", error: { code: "session_not_found", message: `${LABEL}: ${apiMessage(reply)}`, status: 404 } };
       return { lost: false };
     }
     if (reply.status < 200 || reply.status >= 300) {
