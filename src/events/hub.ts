@@ -2,8 +2,13 @@
  * The event hub: the bus as a stream for watchers (`GET /v1/events`, src/server/events-route.ts).
  *
  * - Every event published on the bus gets the next id (1, 2, 3… from the bridge's start), is
- *   redacted (below) and serialised ONCE as an SSE frame (`id:`, `event: <type>`, `data: <json>`),
- *   whoever watches; the last `ringSize` frames are kept for `Last-Event-ID` replay.
+ *   redacted (below) and serialised at most ONCE as an SSE frame (`id:`, `event: <type>`,
+ *   `data: <json>`), whoever watches; the last `ringSize` events are kept for `Last-Event-ID`
+ *   replay. An event whose fields are all plain values (every `turn.*` event: the bus's busiest,
+ *   three per turn) is kept as it is and serialised when a watcher first needs it — live or on
+ *   replay — so a bridge nobody watches does not pay for redacting and serialising every turn
+ *   (its values cannot change afterwards); any other event is serialised at once, since an
+ *   array or object in it may still be changed by whoever published it.
  * - A subscriber sees the events its filter lets through: `conversation`, `run`, `system` (each a
  *   comma-separated list of values) and `types` (exact types, or prefixes written `run.*`,
  *   `turn.*`, `node:*`); filters are ANDed, an event without the field filtered on is not shown.
@@ -152,7 +157,9 @@ export class FilterError extends Error {
 interface Entry {
   id: number;
   type: string;
-  frame: string;
+  /** The SSE frame; made on first use when the event has only plain values (`ev` kept until then). */
+  frame?: string;
+  ev?: BridgeEvent;
   conversation?: string;
   runId?: string;
   system?: string;
@@ -308,6 +315,15 @@ function json(v: unknown, clip: boolean): string {
   }
 }
 
+/** Whether every field of the event is a string, number, boolean or absent (nothing that can change later). */
+function plainValues(ev: BridgeEvent): boolean {
+  for (const k in ev) {
+    const v = (ev as unknown as Record<string, unknown>)[k];
+    if (v !== null && typeof v === "object") return false;
+  }
+  return true;
+}
+
 export const frameOf = (event: string, data: unknown, id?: number): string => `${id !== undefined ? `id: ${id}\n` : ""}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 const HEARTBEAT = ": heartbeat\n\n";
 /** Longest wait before queued frames are written (a batch per watcher). */
@@ -338,12 +354,23 @@ export class EventHub {
     this.unsubscribe = bus.on((ev) => this.publish(ev));
   }
 
-  /** A bus event: numbered, redacted, serialised once, kept in the ring, queued for its subscribers. */
+  /** The entry's SSE frame, serialised (once) when first asked for. */
+  private frame(entry: Entry): string {
+    if (entry.frame === undefined) {
+      const ev = entry.ev!;
+      const data = json(this.opts.includeText ? ev : redact(ev), this.opts.includeText);
+      entry.frame = `id: ${entry.id}\nevent: ${entry.type}\ndata: ${data}\n\n`;
+      entry.ev = undefined;
+    }
+    return entry.frame;
+  }
+
+  /** A bus event: numbered, kept in the ring (serialised now or on first use), queued for its subscribers. */
   private publish(ev: BridgeEvent): void {
     if (this.closed) return;
     const id = ++this.lastId;
-    const data = json(this.opts.includeText ? ev : redact(ev), this.opts.includeText);
-    const entry: Entry = { id, type: ev.type, frame: `id: ${id}\nevent: ${ev.type}\ndata: ${data}\n\n` };
+    const entry: Entry = { id, type: ev.type, ev };
+    if (!plainValues(ev)) this.frame(entry);
     const e = ev as { conversation?: unknown; runId?: unknown; system?: unknown };
     if (typeof e.conversation === "string") entry.conversation = e.conversation;
     if (typeof e.system === "string") entry.system = e.system;
@@ -362,7 +389,7 @@ export class EventHub {
     this.ring[this.head] = entry;
     this.head = (this.head + 1) % this.ring.length;
     if (this.size < this.ring.length) this.size++;
-    for (const sub of this.subs) if (matches(sub.filter, entry)) this.enqueue(sub, entry.frame);
+    for (const sub of this.subs) if (matches(sub.filter, entry)) this.enqueue(sub, this.frame(entry));
   }
 
   private enqueue(sub: Subscriber, frame: string): void {
@@ -455,7 +482,7 @@ export class EventHub {
       const parts: string[] = [head];
       for (let id = from; id <= this.lastId; id++) {
         const entry = this.at(id);
-        if (entry && matches(filter, entry)) parts.push(entry.frame);
+        if (entry && matches(filter, entry)) parts.push(this.frame(entry));
       }
       head = parts.join("");
     }

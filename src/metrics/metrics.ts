@@ -17,6 +17,7 @@
  * is ever a label.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { CellCounter, CellHistogram } from "./cells.js";
 import type { BridgeEvent, DecisionAction, EventBus, EventOf } from "../events/bus.js";
 import type { TurnScheduler } from "../queue/scheduler.js";
 import { liveProcessCount } from "../util/process.js";
@@ -94,12 +95,13 @@ export class BridgeMetrics {
   private readonly codes = new Set<string>();
   private readonly unsubscribe: () => void;
 
-  private readonly turns: Counter<"model" | "backend" | "outcome">;
+  // Observed on every turn: cells.ts (the same text as prom-client's, without its per-call label checks).
+  private readonly turns: CellCounter;
   private readonly turnErrors: Counter<"backend" | "code">;
-  private readonly firstByte: Histogram<"model" | "backend">;
-  private readonly duration: Histogram<"model" | "backend" | "outcome">;
-  private readonly tokens: Counter<"model" | "backend" | "kind">;
-  private readonly queueWait: Histogram;
+  private readonly firstByte: CellHistogram;
+  private readonly duration: CellHistogram;
+  private readonly tokens: CellCounter;
+  private readonly queueWait: CellHistogram;
   private readonly rejected: Counter<"model" | "scope">;
   private readonly heals: Counter<"backend">;
   private readonly resets: Counter<"backend">;
@@ -216,12 +218,13 @@ export class BridgeMetrics {
     });
 
     // Fed by events.
-    this.turns = new Counter({ name: "clawbridge_turns_total", help: "Turns ended, by model, backend and outcome (completed, failed, aborted).", labelNames: ["model", "backend", "outcome"], registers });
+    const registry = this.registry;
+    this.turns = new CellCounter("clawbridge_turns_total", "Turns ended, by model, backend and outcome (completed, failed, aborted).", ["model", "backend", "outcome"], registry);
     this.turnErrors = new Counter({ name: "clawbridge_turn_errors_total", help: "Failed turns by backend and error code.", labelNames: ["backend", "code"], registers });
-    this.firstByte = new Histogram({ name: "clawbridge_turn_first_byte_seconds", help: "Seconds from a turn's acceptance to the first byte of its answer.", labelNames: ["model", "backend"], buckets: FIRST_BYTE_BUCKETS, registers });
-    this.duration = new Histogram({ name: "clawbridge_turn_duration_seconds", help: "Seconds from a turn's acceptance to its end, by outcome.", labelNames: ["model", "backend", "outcome"], buckets: DURATION_BUCKETS, registers });
-    this.tokens = new Counter({ name: "clawbridge_tokens_total", help: "Tokens of completed turns (kind=prompt|completion), as reported or counted.", labelNames: ["model", "backend", "kind"], registers });
-    this.queueWait = new Histogram({ name: "clawbridge_queue_wait_seconds", help: "Seconds a turn waited in the queue before it started.", buckets: QUEUE_WAIT_BUCKETS, registers });
+    this.firstByte = new CellHistogram("clawbridge_turn_first_byte_seconds", "Seconds from a turn's acceptance to the first byte of its answer.", ["model", "backend"], FIRST_BYTE_BUCKETS, registry);
+    this.duration = new CellHistogram("clawbridge_turn_duration_seconds", "Seconds from a turn's acceptance to its end, by outcome.", ["model", "backend", "outcome"], DURATION_BUCKETS, registry);
+    this.tokens = new CellCounter("clawbridge_tokens_total", "Tokens of completed turns (kind=prompt|completion), as reported or counted.", ["model", "backend", "kind"], registry);
+    this.queueWait = new CellHistogram("clawbridge_queue_wait_seconds", "Seconds a turn waited in the queue before it started.", [], QUEUE_WAIT_BUCKETS, registry);
     this.rejected = new Counter({ name: "clawbridge_queue_rejected_total", help: "Turns refused by the queue (HTTP 429), by model and scope (bridge or conversation).", labelNames: ["model", "scope"], registers });
     this.heals = new Counter({ name: "clawbridge_session_heals_total", help: "Resume mode: dead backend sessions replaced by a new one seeded from the request.", labelNames: ["backend"], registers });
     this.resets = new Counter({ name: "clawbridge_session_resets_total", help: "Resume mode: retried messages started as a new session instead of asking the CLI twice.", labelNames: ["backend"], registers });
@@ -290,19 +293,20 @@ export class BridgeMetrics {
         this.queueWait.observe(seconds(e.queuedMs));
         return;
       case "turn.firstByte":
-        this.firstByte.observe({ model: this.model(e.model), backend: this.backend(e.backend) }, seconds(e.ms));
+        this.firstByte.observe(seconds(e.ms), this.model(e.model), this.backend(e.backend));
         return;
       case "turn.completed":
       case "turn.failed":
       case "turn.aborted": {
         const outcome = e.type === "turn.completed" ? "completed" : e.type === "turn.failed" ? "failed" : "aborted";
-        const labels = { model: this.model(e.model), backend: this.backend(e.backend) };
-        this.turns.inc({ ...labels, outcome });
-        this.duration.observe({ ...labels, outcome }, seconds(e.ms));
-        if (e.type === "turn.failed") this.turnErrors.inc({ backend: labels.backend, code: this.code(e.code) });
+        const model = this.model(e.model);
+        const backend = this.backend(e.backend);
+        this.turns.inc(1, model, backend, outcome);
+        this.duration.observe(seconds(e.ms), model, backend, outcome);
+        if (e.type === "turn.failed") this.turnErrors.inc({ backend, code: this.code(e.code) });
         if (e.type === "turn.completed") {
-          if (e.promptTokens) this.tokens.inc({ ...labels, kind: "prompt" }, e.promptTokens);
-          if (e.completionTokens) this.tokens.inc({ ...labels, kind: "completion" }, e.completionTokens);
+          if (e.promptTokens) this.tokens.inc(e.promptTokens, model, backend, "prompt");
+          if (e.completionTokens) this.tokens.inc(e.completionTokens, model, backend, "completion");
         }
         return;
       }

@@ -77,7 +77,9 @@ type TurnEvent = EventOf<"turn.started" | "turn.firstByte" | "turn.completed" | 
 /** Running turns and the last KEEP_TURNS that ended, from the bus. */
 export class TurnLog {
   private readonly running = new Map<string, TurnRow>();
+  /** The turns that ended, oldest first, as a ring (`next`: where the next one goes): no array shifted per turn. */
   private readonly ended: TurnRow[] = [];
+  private next = 0;
 
   onEvent(e: BridgeEvent): void {
     if (!e.type.startsWith("turn.")) return;
@@ -132,13 +134,17 @@ export class TurnLog {
     row.duration_ms = t.ms;
     row.ended_at = t.at;
     this.running.delete(t.turnId);
-    this.ended.unshift(row);
-    if (this.ended.length > KEEP_TURNS) this.ended.length = KEEP_TURNS;
+    if (this.ended.length < KEEP_TURNS) this.ended.push(row);
+    else this.ended[this.next] = row;
+    this.next = (this.next + 1) % KEEP_TURNS;
   }
 
   /** Running oldest first; ended newest first. */
   snapshot(limit = KEEP_TURNS): { running: TurnRow[]; recent: TurnRow[] } {
-    return { running: [...this.running.values()].map((r) => ({ ...r })), recent: this.ended.slice(0, limit).map((r) => ({ ...r })) };
+    const recent: TurnRow[] = [];
+    const n = this.ended.length;
+    for (let i = 1; i <= Math.min(limit, n); i++) recent.push({ ...this.ended[(this.next - i + n) % n]! });
+    return { running: [...this.running.values()].map((r) => ({ ...r })), recent };
   }
 }
 
