@@ -100,9 +100,14 @@ export class EventBus {
 
   constructor(private readonly onListenerError: (err: unknown) => void = () => {}) {}
 
-  /** Publish. Listeners run synchronously, in subscription order; one that throws is reported and kept. */
+  /**
+   * Publish. Listeners run synchronously, in subscription order; one that throws is reported and
+   * kept. The event is stamped with `at` in place (not copied: three events per turn pass here):
+   * it belongs to the bus from then on, and whoever published it must not change it afterwards.
+   */
   emit(event: NewEvent): void {
-    const stamped = { ...event, at: Date.now() } as BridgeEvent;
+    const stamped = event as BridgeEvent;
+    stamped.at = Date.now();
     for (const fn of this.listeners) {
       try {
         fn(stamped);

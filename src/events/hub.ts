@@ -4,8 +4,8 @@
  * - Every event published on the bus gets the next id (1, 2, 3… from the bridge's start), is
  *   redacted (below) and serialised at most ONCE as an SSE frame (`id:`, `event: <type>`,
  *   `data: <json>`), whoever watches; the last `ringSize` events are kept for `Last-Event-ID`
- *   replay. An event whose fields are all plain values (every `turn.*` event: the bus's busiest,
- *   three per turn) is kept as it is and serialised when a watcher first needs it — live or on
+ *   replay. An event whose fields are all plain values (`PLAIN_TYPES`: every `turn.*` event, the
+ *   bus's busiest, three per turn) is kept as it is and serialised when a watcher first needs it — live or on
  *   replay — so a bridge nobody watches does not pay for redacting and serialising every turn
  *   (its values cannot change afterwards); any other event is serialised at once, since an
  *   array or object in it may still be changed by whoever published it.
@@ -39,7 +39,7 @@
  * With `includeText: true` events are streamed as published, except that a string longer than
  * MAX_TEXT_CHARS is cut (`…[+N chars]`) so the ring stays bounded.
  */
-import type { BridgeEvent, BridgeEventType, EventBus } from "./bus.js";
+import type { BridgeEvent, BridgeEventType, EventBus, EventOf } from "./bus.js";
 
 /** Every event type, for checking `?types=` (the `satisfies` keeps it in step with the bus). */
 export const EVENT_TYPES = [
@@ -315,14 +315,29 @@ function json(v: unknown, clip: boolean): string {
   }
 }
 
-/** Whether every field of the event is a string, number, boolean or absent (nothing that can change later). */
-function plainValues(ev: BridgeEvent): boolean {
-  for (const k in ev) {
-    const v = (ev as unknown as Record<string, unknown>)[k];
-    if (v !== null && typeof v === "object") return false;
-  }
-  return true;
-}
+/**
+ * The event types whose every field is a string, number or boolean (nothing that can change after
+ * publishing): their frames are made on first use. Checked by the compiler below: a field of
+ * another kind added to one of these types fails to compile until the type leaves the list.
+ */
+const PLAIN_TYPES = [
+  "turn.started",
+  "turn.firstByte",
+  "turn.completed",
+  "turn.failed",
+  "turn.aborted",
+  "queue.rejected",
+  "session.healed",
+  "session.reset",
+  "toolcalls.extracted",
+  "state",
+  "confirm",
+  "backend.health",
+] as const satisfies readonly BridgeEventType[];
+type AllPlain<E> = E extends unknown ? (Exclude<E[keyof E], string | number | boolean | undefined> extends never ? true : false) : never;
+const _plainChecked: false extends AllPlain<EventOf<(typeof PLAIN_TYPES)[number]>> ? never : true = true;
+void _plainChecked;
+const PLAIN = new Set<string>(PLAIN_TYPES);
 
 export const frameOf = (event: string, data: unknown, id?: number): string => `${id !== undefined ? `id: ${id}\n` : ""}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 const HEARTBEAT = ": heartbeat\n\n";
@@ -370,7 +385,7 @@ export class EventHub {
     if (this.closed) return;
     const id = ++this.lastId;
     const entry: Entry = { id, type: ev.type, ev };
-    if (!plainValues(ev)) this.frame(entry);
+    if (!PLAIN.has(ev.type)) this.frame(entry);
     const e = ev as { conversation?: unknown; runId?: unknown; system?: unknown };
     if (typeof e.conversation === "string") entry.conversation = e.conversation;
     if (typeof e.system === "string") entry.system = e.system;

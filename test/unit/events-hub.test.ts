@@ -216,8 +216,9 @@ describe("filters", () => {
   });
 });
 
+const R = (n: number) => `[redacted: ${n} chars]`;
+
 describe("redaction", () => {
-  const R = (n: number) => `[redacted: ${n} chars]`;
 
   test("free text is replaced; ids, names, statuses, codes and numbers are kept", () => {
     assert.deepEqual(redact({ type: "turn.failed", at: 1, turnId: "req_1", conversation: "c", model: "m", backend: "b", ms: 5, code: "upstream_error", message: "upstream said: my secret prompt" }), {
@@ -283,6 +284,44 @@ describe("redaction", () => {
         assert.doesNotMatch(sink.chunks.join(""), /secret/);
       }
     }
+  });
+});
+
+describe("frames made on first use", () => {
+  test("turn events published while nobody watches replay redacted, with their ids, once made the same for every watcher", () => {
+    const { bus, hub: h } = hub();
+    bus.emit(turnStarted("t1"));
+    bus.emit({ type: "turn.failed", turnId: "t1", conversation: "c1", model: "m", backend: "b", ms: 5, code: "backend_failed", message: "quoting the secret prompt" });
+    const first = new FakeSink();
+    const second = new FakeSink();
+    h.subscribe(first, {}, 0);
+    h.subscribe(second, {}, 0);
+    const frames = first.events();
+    assert.deepEqual(
+      frames.map((f) => [f.id, f.event]),
+      [
+        [1, "turn.started"],
+        [2, "turn.failed"],
+      ],
+    );
+    assert.equal(frames[1]!.data.message, R("quoting the secret prompt".length));
+    assert.equal(frames[1]!.data.code, "backend_failed");
+    assert.doesNotMatch(first.chunks.join(""), /secret/);
+    assert.equal(second.chunks.join(""), first.chunks.join(""));
+  });
+
+  test("an event holding arrays is serialised when published: a later change by its publisher never shows", () => {
+    const { bus, hub: h } = hub();
+    const collected = ["city"];
+    const missing = ["date"];
+    bus.emit({ type: "gathering", conversation: "c1", system: "trip", collected, missing, round: 1 });
+    collected.push("changed-after");
+    missing.length = 0;
+    const sink = new FakeSink();
+    h.subscribe(sink, {}, 0);
+    const [frame] = sink.events();
+    assert.deepEqual(frame!.data.collected, ["city"]);
+    assert.deepEqual(frame!.data.missing, ["date"]);
   });
 });
 
