@@ -29,14 +29,12 @@ export function bridgeConfig(extra: Record<string, unknown> = {}): Config {
 }
 
 const dirs: string[] = [];
-let registered = false;
+// Registered when the test file imports this module (at its top level, like a hook of its own): a
+// hook registered from inside a test would belong to that test and run when it ends.
+after(() => dirs.splice(0).forEach(cleanup));
 
-/** A private OpenClaw home (its config file holding `text`, when given); removed after the calling file's tests. */
+/** A private OpenClaw home (its config file holding `text`, when given); removed after the importing file's tests. */
 export function openclawHome(text?: string): OpenClawPaths {
-  if (!registered) {
-    registered = true;
-    after(() => dirs.splice(0).forEach(cleanup));
-  }
   const dir = tempDir("cb-oc-");
   dirs.push(dir);
   const paths = resolveOpenClawPaths({ openclawHome: dir });
