@@ -5,10 +5,10 @@
  *   redacted (below) and serialised at most ONCE as an SSE frame (`id:`, `event: <type>`,
  *   `data: <json>`), whoever watches; the last `ringSize` events are kept for `Last-Event-ID`
  *   replay. An event whose fields are all plain values (`PLAIN_TYPES`: every `turn.*` event, the
- *   bus's busiest, three per turn) is kept as it is and serialised when a watcher first needs it — live or on
- *   replay — so a bridge nobody watches does not pay for redacting and serialising every turn
- *   (its values cannot change afterwards); any other event is serialised at once, since an
- *   array or object in it may still be changed by whoever published it.
+ *   bus's busiest, three per turn) is kept as it is and serialised when a watcher first needs
+ *   it — live or on replay — so a bridge nobody watches does not pay for redacting and
+ *   serialising every turn (its values cannot change afterwards); any other event is serialised
+ *   at once, since an array or object in it may still be changed by whoever published it.
  * - A subscriber sees the events its filter lets through: `conversation`, `run`, `system` (each a
  *   comma-separated list of values) and `types` (exact types, or prefixes written `run.*`,
  *   `turn.*`, `node:*`); filters are ANDed, an event without the field filtered on is not shown.
