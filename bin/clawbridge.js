@@ -6,7 +6,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { entryFile } from "../scripts/build-state.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const entry = entryFile(root, "cli/main");
+const entry = entryFile(root, "ops/commands/main");
 if (entry.endsWith(".ts")) {
   const { register } = await import("tsx/esm/api");
   register();

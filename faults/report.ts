@@ -81,7 +81,7 @@ export function report(opts: {
     `- Machine: ${machineLine()}`,
     `- Command: \`${opts.command}\` (= \`${opts.equivalent}\`)`,
     `- Bridge: \`node bin/clawbridge.js serve --config <tmp>.yaml --port 0\`, its own process, running ${opts.entry}; fake CLIs \`testkit/fakes/fake-opencode-cli.sh\` (type \`opencode\`) and \`testkit/fakes/fake-claude-cli.sh\` (type \`claude-code\`, resume mode); fake upstreams on 127.0.0.1 (\`bench/fake-upstream.ts\`, \`faults/lib/upstream.ts\`). Seed ${opts.seed}.`,
-    `- Server options of this bridge (src/config/schema.ts): ${opts.knobsLine}`,
+    `- Server options of this bridge (src/core/config/schema.ts): ${opts.knobsLine}`,
     `- Load average (1 / 5 / 15 min) before: ${opts.loadBefore}; after: ${loadavg()} (${cores} core${cores === 1 ? "" : "s"}).`,
     "",
     "## Done when (issue 20)",

@@ -43,7 +43,7 @@ export function buildState(root) {
 }
 
 /**
- * The module to import for `rel` (e.g. "cli/main"): dist's .js when the build is current, else
+ * The module to import for `rel` (e.g. "ops/commands/main"): dist's .js when the build is current, else
  * src's .ts. Pass `state` to resolve several modules with one look at the tree.
  */
 export function entryFile(root, rel, state = buildState(root)) {

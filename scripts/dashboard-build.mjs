@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The dashboard's build (packages/dashboard → packages/dashboard/dist, served at /dashboard by
- * src/server/dashboard-route.ts). Run by scripts/build.mjs — so by `npm ci` / `npm install`
+ * src/request/http/dashboard-route.ts). Run by scripts/build.mjs — so by `npm ci` / `npm install`
  * (`prepare`), `npm start` (`prestart`) and `npm run build` — when its sources changed since the
  * last build (stamp `packages/dashboard/dist/.build-stamp`, like the TypeScript build's), and by
  * itself with `--force`. It type-checks the sources (tsc), then bundles them with Vite.

@@ -1,5 +1,5 @@
 /**
- * Suite "router": what the `router` backend (src/backends/router.ts over src/router/) costs.
+ * Suite "router": what the `router` backend (src/backends/router-backend.ts over src/workflows/router/) costs.
  *
  * Three processes, as in the `openai` suite: a fake upstream (bench/suites/router/fake-upstream.ts,
  * which answers both the classifier model and the answer model, and measures and counts the
@@ -348,7 +348,7 @@ function build(latency: LatencyRow[], counts: CountRow[], how: string): SuiteRes
     "",
     table(["path", "requests", "errors", "first byte p50 / p95 (ms)", "first content p50 / p95 (ms)", "full response p50 / p95 (ms)", "bridge CPU / req (ms)"], latencyRows),
     "",
-    "The added time is what the router itself does before the answer model is asked: read the request for the person's words (`src/pipeline/dispatch.ts`), its checks (a retry? a slash command? a pending question?), the classifier prompt, the client half of the classifier call (the request out through the `openai` backend, its SSE read back and parsed) and the hand-over. The classifier's own time (in a real deployment, a model's answer: tens of milliseconds to seconds) is excluded; so is the answer model's.",
+    "The added time is what the router itself does before the answer model is asked: read the request for the person's words (`src/request/pipeline/dispatch.ts`), its checks (a retry? a slash command? a pending question?), the classifier prompt, the client half of the classifier call (the request out through the `openai` backend, its SSE read back and parsed) and the hand-over. The classifier's own time (in a real deployment, a model's answer: tens of milliseconds to seconds) is excluded; so is the answer model's.",
     "",
     "## 2. Classifier calls per routed message",
     "",
@@ -377,7 +377,7 @@ const suite: BenchSuite = {
       const fakeOrigin = `http://127.0.0.1:${fake.ready}`;
       const configFile = path.join(tmp, "clawbridge.yaml");
       writeFileSync(configFile, stringify(bridgeConfig(fakeOrigin, path.join(tmp, "data"))));
-      const entry = entryFile(ctx.root, "cli/main");
+      const entry = entryFile(ctx.root, "ops/commands/main");
       const how = entry.endsWith(".ts") ? "its TypeScript sources through tsx (dist/ was not current; `npm run bench` builds it first)" : "the compiled build in dist/";
       bridge = await startService({
         name: "clawbridge",

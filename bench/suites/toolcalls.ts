@@ -1,13 +1,13 @@
 /**
- * Suite "toolcalls": the CPU the text tool-call extractor (src/toolcalls/) costs per streamed
+ * Suite "toolcalls": the CPU the text tool-call extractor (src/backends/openai/toolcalls/) costs per streamed
  * answer of 20 chunks, on prose without a call and on one reply per model family, in this process
  * (no server, no network); then what that adds to the bridge's own streaming CPU per request, taken
  * from the newest `openai` suite results file in bench/results/.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { ToolCallExtractor, type ExtractorOptions } from "../../src/toolcalls/extract.js";
-import { newCallId } from "../../src/util/ids.js";
+import { ToolCallExtractor, type ExtractorOptions } from "../../src/backends/openai/toolcalls/extract.js";
+import { newCallId } from "../../src/core/util/ids.js";
 import { percentile, table } from "../stats.js";
 import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
 import { CHUNKS, type Sample, samples } from "./toolcalls/samples.js";

@@ -9,12 +9,12 @@ import path from "node:path";
 import { stringify } from "yaml";
 import { entryFile } from "../../scripts/build-state.mjs";
 import { startService, type Service } from "../../bench/procs.js";
-import { serverSchema } from "../../src/config/schema.js";
+import { serverSchema } from "../../src/core/config/schema.js";
 import { ROOT, sleep } from "./util.js";
 
 /** Which entry `bin/clawbridge.js` runs: the compiled build, or the sources through tsx (a stale build). */
 export function bridgeEntry(): string {
-  const e = entryFile(ROOT, "cli/main");
+  const e = entryFile(ROOT, "ops/commands/main");
   return e.endsWith(".ts") ? "src/ through tsx (dist/ is stale)" : "dist/ (compiled build)";
 }
 

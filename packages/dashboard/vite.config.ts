@@ -1,4 +1,4 @@
-// The dashboard is served by the bridge under /dashboard/ (src/server/dashboard-route.ts). Everything
+// The dashboard is served by the bridge under /dashboard/ (src/request/http/dashboard-route.ts). Everything
 // is bundled: no CDN, no web fonts, nothing fetched from anywhere but the bridge itself.
 import { defineConfig } from "vite";
 

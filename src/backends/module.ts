@@ -1,11 +1,11 @@
 /** What a backend type provides to the registry: its option schema and a factory. */
 import type { z } from "zod";
 import type { Logger } from "pino";
-import type { Backend } from "./types.js";
-import type { SessionMode } from "../config/schema.js";
-import type { RouterRuntime } from "../router/engine.js";
-import type { BuilderBase } from "../builder/backend-deps.js";
-import type { ClientToolHub } from "../clienttools/hub.js";
+import type { Backend } from "./contract/backend.js";
+import type { SessionMode } from "../core/config/schema.js";
+import type { RouterRuntime } from "../workflows/router/router.js";
+import type { BuilderBase } from "../workflows/builder/backend-deps.js";
+import type { ClientToolHub } from "./client-tools/sessions.js";
 
 export interface BackendDeps {
   logger: Logger;

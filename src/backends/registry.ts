@@ -1,16 +1,16 @@
 /** The backend types this bridge knows. One file per backend; add new types here. */
 import type { Logger } from "pino";
-import type { Config } from "../config/schema.js";
+import type { Config } from "../core/config/schema.js";
 import type { BackendDeps, BackendModule } from "./module.js";
-import type { Backend } from "./types.js";
-import { opencodeBackend } from "./opencode.js";
+import type { Backend } from "./contract/backend.js";
+import { opencodeBackend } from "./opencode/backend.js";
 import { openaiBackend } from "./openai/backend.js";
-import { claudeCodeBackend } from "./claude-code.js";
-import { geminiCliBackend } from "./gemini-cli.js";
-import { qwenCodeBackend } from "./qwen-code.js";
-import { codexBackend } from "./codex.js";
-import { routerBackend } from "./router.js";
-import { builderBackend } from "./builder.js";
+import { claudeCodeBackend } from "./claude-code/backend.js";
+import { geminiCliBackend } from "./gemini-cli/backend.js";
+import { qwenCodeBackend } from "./qwen-code/backend.js";
+import { codexBackend } from "./codex/backend.js";
+import { routerBackend } from "./router-backend.js";
+import { builderBackend } from "./builder-backend.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend, qwenCodeBackend, codexBackend, routerBackend, builderBackend];

@@ -24,7 +24,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { BridgeEvent } from "../../src/events/bus.js";
+import type { BridgeEvent } from "../../src/ops/events/bus.js";
 import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, type TestBridge } from "../helpers/bridge.js";

@@ -30,7 +30,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { openSessionStore, defaultSessionStorePath } from "../../src/store/index.js";
+import { openSessionStore, defaultSessionStorePath } from "../../src/core/store/index.js";
 import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest as AnthropicRequest } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest as OpenAIRequest, type Reply } from "../../testkit/fakes/openai-api.js";

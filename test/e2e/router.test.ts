@@ -46,7 +46,7 @@ const CLARIFY_LINES = [
 const RUN_OUTPUT = "post about cats in casual tone";
 const FINAL_PREFIX = "Your note says: ";
 
-/** The router's classifier call (src/router/classifier.ts): its system prompt says so, and it offers no tools. */
+/** The router's classifier call (src/workflows/router/classifier.ts): its system prompt says so, and it offers no tools. */
 function isClassifier(req: RecordedRequest): boolean {
   return /classif/i.test(systemText(req)) && !Array.isArray(req.body?.tools);
 }

@@ -9,8 +9,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before } from "node:test";
-import type { Backend } from "../../src/backends/types.js";
-import { warmProcesses } from "../../src/warm/pool.js";
+import type { Backend } from "../../src/backends/contract/backend.js";
+import { warmProcesses } from "../../src/backends/warm/pool.js";
 import { pidGone } from "./backend-turn.js";
 import { eventually } from "./bridge.js";
 

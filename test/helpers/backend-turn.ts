@@ -2,10 +2,10 @@
 import assert from "node:assert/strict";
 import { readdirSync, statSync } from "node:fs";
 import path from "node:path";
-import type { Backend, BackendEvent, TurnInput } from "../../src/backends/types.js";
-import { armDeadline, contract } from "../../src/pipeline/contract.js";
-import { Cancellation } from "../../src/util/cancel.js";
-import { chatRequestSchema } from "../../src/openai/schema.js";
+import type { Backend, BackendEvent, TurnInput } from "../../src/backends/contract/backend.js";
+import { armDeadline, contract } from "../../src/request/pipeline/enforce-contract.js";
+import { Cancellation } from "../../src/core/util/cancel.js";
+import { chatRequestSchema } from "../../src/request/chat-api/schema.js";
 
 /**
  * One turn as the pipeline hands it to a backend. `resume` (default true): the pipeline keeps the
@@ -27,7 +27,7 @@ export function turnInput(key: string, text: string, opts: { system?: string; se
 
 /**
  * A backend's turn the way the pipeline runs it: under the backend contract and the turn's one
- * deadline (`backend.timeoutSeconds`), both the pipeline's own code (src/pipeline/contract.ts).
+ * deadline (`backend.timeoutSeconds`), both the pipeline's own code (src/request/pipeline/enforce-contract.ts).
  */
 export async function* guardedRun(backend: Backend, turn: TurnInput): AsyncGenerator<BackendEvent> {
   const disarm = armDeadline(turn.cancel, backend.timeoutSeconds);

@@ -2,9 +2,9 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { resolveConfig } from "../../src/config/load.js";
-import { createLogger } from "../../src/log/logger.js";
-import { startBridge, type Bridge, type StartOptions } from "../../src/server/start.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import { createLogger } from "../../src/core/log/logger.js";
+import { startBridge, type Bridge, type StartOptions } from "../../src/request/http/start.js";
 
 export function tempDir(prefix = "cb-test-"): string {
   return mkdtempSync(path.join(tmpdir(), prefix));

@@ -17,10 +17,10 @@ import { randomUUID } from "node:crypto";
 import { existsSync, readdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import type { Backend, BackendEvent } from "../../src/backends/types.js";
+import type { Backend, BackendEvent } from "../../src/backends/contract/backend.js";
 import { assertEndsOnce, collect, errorOf, guardedRun, pidGone, sessionOf, textOf, turnInput } from "./backend-turn.js";
 import { eventually } from "./bridge.js";
-import { warmProcesses } from "../../src/warm/pool.js";
+import { warmProcesses } from "../../src/backends/warm/pool.js";
 
 /** Replies every fake model API understands alike. */
 export type CommonReply = { kind: "text"; chunks: string[]; delayMs?: number } | { kind: "hang" } | { kind: "error"; status: number; message: string };

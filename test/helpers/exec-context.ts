@@ -1,7 +1,7 @@
-/** An executor's context built by hand, for tests of one executor (src/systems/executor.ts). */
+/** An executor's context built by hand, for tests of one executor (src/workflows/systems/step-executor.ts). */
 import pino from "pino";
-import type { ExecContext } from "../../src/systems/executor.js";
-import { Cancellation } from "../../src/util/cancel.js";
+import type { ExecContext } from "../../src/workflows/systems/step-executor.js";
+import { Cancellation } from "../../src/core/util/cancel.js";
 
 export function execContext(inputs: Record<string, unknown>, extra: Partial<ExecContext> & Pick<ExecContext, "workDir">): { ctx: ExecContext; pieces: string[] } {
   const pieces: string[] = [];

@@ -7,9 +7,9 @@
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after } from "node:test";
-import { resolveConfig } from "../../src/config/load.js";
-import type { Config } from "../../src/config/schema.js";
-import { resolveOpenClawPaths, type OpenClawPaths } from "../../src/openclaw/provider.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import type { Config } from "../../src/core/config/schema.js";
+import { resolveOpenClawPaths, type OpenClawPaths } from "../../src/ops/openclaw/provider.js";
 import { cleanup, tempDir } from "./bridge.js";
 
 export function bridgeConfig(extra: Record<string, unknown> = {}): Config {

@@ -1,7 +1,7 @@
 /** Process groups a test starts (CLIs, their children, bridges run as child processes): checking and ending them. */
 import type { ChildProcess } from "node:child_process";
 import { readdirSync } from "node:fs";
-import { procStat } from "../../src/util/run-records.js";
+import { procStat } from "../../src/core/util/run-records.js";
 import { pidsWithEnv } from "./bridge.js";
 
 /** Is anything of group `pgid` still running? (`kill -0` first; zombies only waiting for init to reap them are dead.) */

@@ -11,7 +11,7 @@ import { pidsWithEnv, readSse } from "./bridge.js";
 import { openclawRequest, type Generation, type OpenClawTurn } from "../../testkit/openclaw-request.js";
 
 const execFileP = promisify(execFile);
-const CLI_ENTRY = path.resolve("src/cli/main.ts");
+const CLI_ENTRY = path.resolve("src/ops/commands/main.ts");
 
 export interface ChatResult {
   status: number;

@@ -8,14 +8,14 @@ import assert from "node:assert/strict";
 import { readdirSync } from "node:fs";
 import path from "node:path";
 import { describe, test } from "node:test";
-import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code.js";
-import { createLogger } from "../../src/log/logger.js";
+import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code/backend.js";
+import { createLogger } from "../../src/core/log/logger.js";
 import { anthropicText, startFakeAnthropic, type AnthropicReply, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { assertEndsOnce, collect, findFiles, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { backendFixture } from "../helpers/backend-fixture.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
-import { warmProcesses } from "../../src/warm/pool.js";
+import { warmProcesses } from "../../src/backends/warm/pool.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 

@@ -8,9 +8,9 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { codexArgs, codexBackend, codexError, codexOptionsSchema, codexRolloutTotals, type CodexBackend } from "../../src/backends/codex.js";
-import type { BackendEvent } from "../../src/backends/types.js";
-import { createLogger } from "../../src/log/logger.js";
+import { codexArgs, codexBackend, codexError, codexOptionsSchema, codexRolloutTotals, type CodexBackend } from "../../src/backends/codex/backend.js";
+import type { BackendEvent } from "../../src/backends/contract/backend.js";
+import { createLogger } from "../../src/core/log/logger.js";
 import { responsesDialogue, responsesText, startFakeResponses, type FakeResponses, type RecordedResponsesRequest, type ResponsesReply } from "../../testkit/fakes/responses-api.js";
 import { CODEX_BIN, codexEnv } from "../../testkit/fakes/cli-env.js";
 

@@ -7,9 +7,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { GEMINI_MD_MARKER, geminiCliBackend, geminiCliOptionsSchema, type GeminiCliBackend } from "../../src/backends/gemini-cli.js";
-import type { BackendEvent } from "../../src/backends/types.js";
-import { createLogger } from "../../src/log/logger.js";
+import { GEMINI_MD_MARKER, geminiCliBackend, geminiCliOptionsSchema, type GeminiCliBackend } from "../../src/backends/gemini-cli/backend.js";
+import type { BackendEvent } from "../../src/backends/contract/backend.js";
+import { createLogger } from "../../src/core/log/logger.js";
 import { geminiEnv, GEMINI_BIN } from "../../testkit/fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
 

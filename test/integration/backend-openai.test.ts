@@ -11,12 +11,12 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { openaiBackend, openaiOptionsSchema, buildUpstreamBody } from "../../src/backends/openai/backend.js";
-import type { Backend, BackendEvent, TurnInput } from "../../src/backends/types.js";
-import type { ChatRequest } from "../../src/openai/schema.js";
+import type { Backend, BackendEvent, TurnInput } from "../../src/backends/contract/backend.js";
+import type { ChatRequest } from "../../src/request/chat-api/schema.js";
 import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../../testkit/fakes/openai-api.js";
 import { eventually } from "../helpers/bridge.js";
 import { guardedRun } from "../helpers/backend-turn.js";
-import { Cancellation } from "../../src/util/cancel.js";
+import { Cancellation } from "../../src/core/util/cancel.js";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "upstream");
 

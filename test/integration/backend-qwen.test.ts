@@ -7,9 +7,9 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { qwenCodeBackend, qwenCodeOptionsSchema, parseQwenApiError, type QwenCodeBackend } from "../../src/backends/qwen-code.js";
-import type { BackendEvent } from "../../src/backends/types.js";
-import { createLogger } from "../../src/log/logger.js";
+import { qwenCodeBackend, qwenCodeOptionsSchema, parseQwenApiError, type QwenCodeBackend } from "../../src/backends/qwen-code/backend.js";
+import type { BackendEvent } from "../../src/backends/contract/backend.js";
+import { createLogger } from "../../src/core/log/logger.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { QWEN_BIN, qwenEnv } from "../../testkit/fakes/cli-env.js";
 

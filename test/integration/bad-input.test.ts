@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
-import { VERSION } from "../../src/version.js";
+import { VERSION } from "../../src/core/version.js";
 import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 
 const MODEL = "fake/m1";

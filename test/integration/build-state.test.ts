@@ -12,7 +12,7 @@ after(() => {
   for (const r of roots) rmSync(r, { recursive: true, force: true });
 });
 
-/** A package root with src/cli/main.ts (mtime `srcAt`) and, when `stampAt` is given, a build stamp. */
+/** A package root with src/ops/commands/main.ts (mtime `srcAt`) and, when `stampAt` is given, a build stamp. */
 function pkg(srcAt: number, stampAt?: number): string {
   const root = mkdtempSync(path.join(tmpdir(), "cb-build-"));
   roots.push(root);

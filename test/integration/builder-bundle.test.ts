@@ -15,18 +15,18 @@ import { promisify } from "node:util";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { extract as tarExtract, pack as tarPack } from "tar-stream";
 import { parse as parseYaml, stringify } from "yaml";
-import { readBundle, BUNDLE_FORMAT } from "../../src/builder/bundle.js";
-import { CanvasStore } from "../../src/builder/canvas-store.js";
-import { Sandbox } from "../../src/builder/sandbox.js";
-import { openBuilderRoom } from "../../src/builder/service.js";
-import type { Canvas } from "../../src/builder/types.js";
-import { openSystemsDb, systemsDbPath } from "../../src/systems/db.js";
+import { readBundle, BUNDLE_FORMAT } from "../../src/workflows/builder/bundle.js";
+import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
+import { Sandbox } from "../../src/workflows/builder/sandbox.js";
+import { openBuilderRoom } from "../../src/workflows/builder/service.js";
+import type { Canvas } from "../../src/workflows/builder/types.js";
+import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
 import { cleanup, startTestBridge, tempDir } from "../helpers/bridge.js";
 
 const execFileP = promisify(execFile);
 const BIN = path.resolve("bin/clawbridge.js");
 const NODE = process.execPath;
-/** server.apiKeys entries must be at least 8 characters (src/config/schema.ts). */
+/** server.apiKeys entries must be at least 8 characters (src/core/config/schema.ts). */
 const KEY = "k-bundle-test";
 const SYS = "content";
 
@@ -89,7 +89,7 @@ async function tarEntries(gz: Buffer): Promise<Map<string, { type: string; conte
 
 type Entry = { name: string; content?: Buffer | string; type?: "file" | "symlink" | "link" | "directory"; linkname?: string };
 
-/** A hand-made archive (nothing of src/builder/bundle.ts is used to make it). */
+/** A hand-made archive (nothing of src/workflows/builder/bundle.ts is used to make it). */
 async function craft(entries: Entry[]): Promise<Buffer> {
   const p = tarPack();
   const chunks: Buffer[] = [];
@@ -450,7 +450,7 @@ describe("system bundles: export and import", () => {
 });
 
 /**
- * Regressions of what a review found wrong in src/builder/service.ts (a refused import left a
+ * Regressions of what a review found wrong in src/workflows/builder/service.ts (a refused import left a
  * partial one, --replace removed what was there first, a draft with a command could not be
  * exported). In process, on a room of its own.
  */

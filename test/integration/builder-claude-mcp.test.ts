@@ -20,12 +20,12 @@ import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { BridgeEvent } from "../../src/events/bus.js";
+import type { BridgeEvent } from "../../src/ops/events/bus.js";
 import { startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 
-/** server.apiKeys entries must be at least 8 characters (src/config/schema.ts). */
+/** server.apiKeys entries must be at least 8 characters (src/core/config/schema.ts). */
 const KEY = "k-test-key-1";
 const WRONG_KEY = "k-wrong-key-9";
 const SYSTEM = "cc-demo";

@@ -15,7 +15,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../../testkit/fakes/openai-api.js";
 import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
-import { conversationWorkDir } from "../../src/util/workdir.js";
+import { conversationWorkDir } from "../../src/core/util/workdir.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { tool, ToolChat } from "../helpers/tool-chat.js";
 

@@ -12,12 +12,12 @@ import http from "node:http";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import Fastify from "fastify";
-import { resolveConfig } from "../../src/config/load.js";
-import { runDoctor } from "../../src/doctor/doctor.js";
-import { DASHBOARD_CSP, DEFAULT_DASHBOARD_DIR, registerDashboardRoute } from "../../src/server/dashboard-route.js";
-import type { SystemctlRunner } from "../../src/service/systemd.js";
-import { defaultSessionStorePath, openSessionStore } from "../../src/store/index.js";
-import { CliProcess } from "../../src/util/process.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import { runDoctor } from "../../src/ops/doctor/doctor.js";
+import { DASHBOARD_CSP, DEFAULT_DASHBOARD_DIR, registerDashboardRoute } from "../../src/request/http/dashboard-route.js";
+import type { SystemctlRunner } from "../../src/ops/service/systemd.js";
+import { defaultSessionStorePath, openSessionStore } from "../../src/core/store/index.js";
+import { CliProcess } from "../../src/core/util/process.js";
 import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 
 const KEY = "dashboard-test-key-01";

@@ -12,7 +12,7 @@ import net from "node:net";
 import { after, before, describe, test } from "node:test";
 import { createParser } from "eventsource-parser";
 import OpenAI from "openai";
-import { MAX_QUEUED_BYTES } from "../../src/events/hub.js";
+import { MAX_QUEUED_BYTES } from "../../src/ops/events/hub.js";
 import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../../testkit/fakes/openai-api.js";
 import { contentPipeline } from "../../testkit/systems.js";
 import { cleanup, eventually, startTestBridge, within, type TestBridge } from "../helpers/bridge.js";

@@ -10,7 +10,7 @@ import net from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
-import { VERSION } from "../../src/version.js";
+import { VERSION } from "../../src/core/version.js";
 import { cleanup, startTestBridge, type TestBridge } from "../helpers/bridge.js";
 
 let fake: FakeOpenAI;

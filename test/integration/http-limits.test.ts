@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
-import { VERSION } from "../../src/version.js";
+import { VERSION } from "../../src/core/version.js";
 import { cleanup, eventually, startTestBridge, type TestBridge } from "../helpers/bridge.js";
 import { connect } from "../helpers/raw-http.js";
 

@@ -18,8 +18,8 @@ import path from "node:path";
 import { describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
-import { stopOnSignals } from "../../src/server/signals.js";
-import { VERSION } from "../../src/version.js";
+import { stopOnSignals } from "../../src/request/http/signals.js";
+import { VERSION } from "../../src/core/version.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge, within } from "../helpers/bridge.js";
 import { connect, type Conn } from "../helpers/raw-http.js";
 

@@ -10,9 +10,9 @@ import assert from "node:assert/strict";
 import type http from "node:http";
 import pino from "pino";
 import { openaiBackend, openaiOptionsSchema } from "../../src/backends/openai/backend.js";
-import type { Backend, BackendEvent, TurnInput } from "../../src/backends/types.js";
-import type { ChatRequest } from "../../src/openai/schema.js";
-import { Cancellation } from "../../src/util/cancel.js";
+import type { Backend, BackendEvent, TurnInput } from "../../src/backends/contract/backend.js";
+import type { ChatRequest } from "../../src/request/chat-api/schema.js";
+import { Cancellation } from "../../src/core/util/cancel.js";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 
 const backends: Backend[] = [];

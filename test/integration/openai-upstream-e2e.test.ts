@@ -13,7 +13,7 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { complete, stream, Type, type AssistantMessage, type AssistantMessageEvent, type Context, type ToolCall, type ToolResultMessage } from "@mariozechner/pi-ai";
-import { VERSION } from "../../src/version.js";
+import { VERSION } from "../../src/core/version.js";
 import { piModel } from "../helpers/pi-model.js";
 import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, readSse, startTestBridge, type TestBridge } from "../helpers/bridge.js";

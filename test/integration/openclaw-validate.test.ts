@@ -7,9 +7,9 @@
 import { strict as assert } from "node:assert";
 import { readFileSync, writeFileSync } from "node:fs";
 import { describe, it } from "node:test";
-import { installOpenClaw } from "../../src/openclaw/install.js";
-import { Json5Doc } from "../../src/openclaw/json5-doc.js";
-import { validateWithOpenClaw, type Validator } from "../../src/openclaw/validate.js";
+import { installOpenClaw } from "../../src/ops/openclaw/install.js";
+import { Json5Doc } from "../../src/ops/openclaw/json5-doc.js";
+import { validateWithOpenClaw, type Validator } from "../../src/ops/openclaw/validate.js";
 import { OPENCLAW_CONFIGS } from "../fixtures/openclaw-configs.js";
 import { bridgeConfig, findRealOpenClaw, openclawHome } from "../helpers/openclaw-home.js";
 

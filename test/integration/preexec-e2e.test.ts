@@ -12,7 +12,7 @@ import { createServer, type AddressInfo } from "node:net";
 import path from "node:path";
 import { Writable } from "node:stream";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { createLogger } from "../../src/log/logger.js";
+import { createLogger } from "../../src/core/log/logger.js";
 import { startFakeAnthropic, type FakeAnthropic } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../../testkit/fakes/openai-api.js";

@@ -14,12 +14,12 @@ import { randomUUID } from "node:crypto";
 import { chmodSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { runCliTurn, type CliTurnMapper } from "../../src/backends/cli-common.js";
-import type { BackendEvent } from "../../src/backends/types.js";
-import { createLogger } from "../../src/log/logger.js";
-import { TurnDeadline } from "../../src/util/cancel.js";
-import { terminateAll } from "../../src/util/process.js";
-import { procStat } from "../../src/util/run-records.js";
+import { runCliTurn, type CliTurnMapper } from "../../src/backends/cli/base.js";
+import type { BackendEvent } from "../../src/backends/contract/backend.js";
+import { createLogger } from "../../src/core/log/logger.js";
+import { TurnDeadline } from "../../src/core/util/cancel.js";
+import { terminateAll } from "../../src/core/util/process.js";
+import { procStat } from "../../src/core/util/run-records.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge, within } from "../helpers/bridge.js";
 import { exited, groupAlive, killGroups, killMarked } from "../helpers/process-groups.js";
 

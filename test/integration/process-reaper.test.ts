@@ -10,8 +10,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, test } from "node:test";
-import { reapOrphans } from "../../src/util/process.js";
-import { newRunOwner, procStat, startTime, writeRunRecord, type RunOwner } from "../../src/util/run-records.js";
+import { reapOrphans } from "../../src/core/util/process.js";
+import { newRunOwner, procStat, startTime, writeRunRecord, type RunOwner } from "../../src/core/util/run-records.js";
 import { cleanup, eventually, tempDir } from "../helpers/bridge.js";
 import { exited, groupAlive, killGroups } from "../helpers/process-groups.js";
 

@@ -12,7 +12,7 @@ import { randomUUID } from "node:crypto";
 import { chmodSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { procStat } from "../../src/util/run-records.js";
+import { procStat } from "../../src/core/util/run-records.js";
 import { cleanup, eventually, pidsWithEnv, tempDir } from "../helpers/bridge.js";
 import { bridgeListening, exited as gone, groupAlive, killGroups, killMarked } from "../helpers/process-groups.js";
 

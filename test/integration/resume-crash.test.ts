@@ -23,7 +23,7 @@ import { bridgeListening } from "../helpers/process-groups.js";
 import { openclawRequest, type OpenClawTurn } from "../../testkit/openclaw-request.js";
 
 const MODEL = "claude";
-const CLI_ENTRY = path.resolve("src/cli/main.ts");
+const CLI_ENTRY = path.resolve("src/ops/commands/main.ts");
 const execFileP = promisify(execFile);
 
 let configFileForShow = "";
@@ -90,7 +90,7 @@ interface ChildBridge {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** `node --import tsx src/cli/main.ts serve --config <file>`; resolves once it prints its URL. */
+/** `node --import tsx src/ops/commands/main.ts serve --config <file>`; resolves once it prints its URL. */
 async function startChildBridge(configFile: string, marker: string): Promise<ChildBridge> {
   const env: NodeJS.ProcessEnv = { ...process.env, CB_CRASH_MARKER: marker };
   delete env.CLAWBRIDGE_CONFIG;

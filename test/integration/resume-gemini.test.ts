@@ -17,7 +17,7 @@ import { GEMINI_BIN, geminiEnv } from "../../testkit/fakes/cli-env.js";
 import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
 import { lastLine } from "../helpers/resume.js";
 import { resumeContract, type ResumeCli } from "../helpers/resume-contract.js";
-import { resumable } from "../../src/backends/gemini-warm.js";
+import { resumable } from "../../src/backends/gemini-cli/warm.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers

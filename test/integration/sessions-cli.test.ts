@@ -5,7 +5,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
-import { defaultSessionStorePath, openSessionStore } from "../../src/store/index.js";
+import { defaultSessionStorePath, openSessionStore } from "../../src/core/store/index.js";
 import { cleanup, tempDir } from "../helpers/bridge.js";
 
 const execFileP = promisify(execFile);

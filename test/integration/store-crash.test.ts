@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
-import { SqliteSessionStore } from "../../src/store/index.js";
+import { SqliteSessionStore } from "../../src/core/store/index.js";
 import { expectedBinding } from "../fixtures/store/expected.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -1,5 +1,5 @@
 /**
- * The `command` executor (src/systems/executors/command.ts) with real processes (`node -e` scripts
+ * The `command` executor (src/workflows/systems/executors/command.ts) with real processes (`node -e` scripts
  * and /bin/sh programs given as argv): inputs stay single literal arguments (a `; touch …` or
  * `$(…)` runs nothing), only the allowed environment reaches the command, cwd and stdin are the
  * run's, stdout lines are streamed while the command still runs, a timeout or a cancel ends the
@@ -12,9 +12,9 @@ import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileS
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
-import { ExecError, type ExecContext } from "../../src/systems/executor.js";
-import { checkCommand, runCommand } from "../../src/systems/executors/command.js";
-import { commandRunSchema, type CommandRun } from "../../src/systems/schema.js";
+import { ExecError, type ExecContext } from "../../src/workflows/systems/step-executor.js";
+import { checkCommand, runCommand } from "../../src/workflows/systems/executors/command.js";
+import { commandRunSchema, type CommandRun } from "../../src/workflows/systems/schema.js";
 import { exited, killGroups } from "../helpers/process-groups.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "cb-command-"));

@@ -15,10 +15,10 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { describeMcpTool, runMcp } from "../../src/systems/executors/mcp.js";
-import { ExecError } from "../../src/systems/executor.js";
-import type { McpRun, McpServer } from "../../src/systems/schema.js";
-import { procStat } from "../../src/util/run-records.js";
+import { describeMcpTool, runMcp } from "../../src/workflows/systems/executors/mcp.js";
+import { ExecError } from "../../src/workflows/systems/step-executor.js";
+import type { McpRun, McpServer } from "../../src/workflows/systems/schema.js";
+import { procStat } from "../../src/core/util/run-records.js";
 import { mcpStdioCommand, startMcpHttpServer, type McpHttpServer } from "../../testkit/mcp-server.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "cb-mcp-"));

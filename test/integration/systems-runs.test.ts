@@ -1,5 +1,5 @@
 /**
- * Runs end to end (src/systems/runner.ts, plan.ts, db.ts) with real processes — `node -e` scripts
+ * Runs end to end (src/workflows/systems/runner.ts, plan.ts, db.ts) with real processes — `node -e` scripts
  * via process.execPath and /bin/sh programs — a real node:http server on 127.0.0.1 for webhooks,
  * and a fake ModelCaller (the model kind's boundary) for `model` steps:
  * - a run is written `pending` before it starts; statuses, steps' status, output, attempts and
@@ -25,11 +25,11 @@ import { fileURLToPath } from "node:url";
 import { after, afterEach, before, describe, test } from "node:test";
 import type Database from "better-sqlite3";
 import { pino } from "pino";
-import { EventBus, type BridgeEvent } from "../../src/events/bus.js";
-import { openSystemsDb, RunStore, type RunRecord } from "../../src/systems/db.js";
-import type { ModelCaller } from "../../src/systems/executor.js";
-import { loadSystems } from "../../src/systems/library.js";
-import { RunError, RunManager } from "../../src/systems/runner.js";
+import { EventBus, type BridgeEvent } from "../../src/ops/events/bus.js";
+import { openSystemsDb, RunStore, type RunRecord } from "../../src/workflows/systems/db.js";
+import type { ModelCaller } from "../../src/workflows/systems/step-executor.js";
+import { loadSystems } from "../../src/workflows/systems/library.js";
+import { RunError, RunManager } from "../../src/workflows/systems/runner.js";
 import { exited, groupAlive, killGroups } from "../helpers/process-groups.js";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
@@ -754,10 +754,10 @@ describe("runs left by a bridge that stopped", T, () => {
       script,
       `
 import { createRequire } from "node:module";
-import { EventBus } from ${JSON.stringify(path.join(REPO, "src/events/bus.ts"))};
-import { openSystemsDb, RunStore } from ${JSON.stringify(path.join(REPO, "src/systems/db.ts"))};
-import { loadSystems } from ${JSON.stringify(path.join(REPO, "src/systems/library.ts"))};
-import { RunManager } from ${JSON.stringify(path.join(REPO, "src/systems/runner.ts"))};
+import { EventBus } from ${JSON.stringify(path.join(REPO, "src/ops/events/bus.ts"))};
+import { openSystemsDb, RunStore } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/db.ts"))};
+import { loadSystems } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/library.ts"))};
+import { RunManager } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/runner.ts"))};
 const { pino } = createRequire(${JSON.stringify(path.join(REPO, "package.json"))})("pino");
 const [dbFile, dataDir, systems] = process.argv.slice(2);
 const { library, problems } = await loadSystems({ configSystems: JSON.parse(systems!), models: new Map() });

@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type * as acp from "@agentclientprotocol/sdk";
-import { geminiClientToolsPermission, geminiMcpServer, geminiMcpToolName, geminiPendingTimeoutSeconds, geminiToolName } from "../../src/backends/gemini-warm.js";
-import { acpPermissionPolicy } from "../../src/warm/acp.js";
+import { geminiClientToolsPermission, geminiMcpServer, geminiMcpToolName, geminiPendingTimeoutSeconds, geminiToolName } from "../../src/backends/gemini-cli/warm.js";
+import { acpPermissionPolicy } from "../../src/backends/gemini-cli/acp.js";
 
 const tools = [
   { name: "session_status", parameters: { type: "object", properties: {} } },

@@ -1,5 +1,5 @@
 /**
- * The builder's Architect (src/builder/architect.ts) and plan variables (src/builder/plan-vars.ts):
+ * The builder's Architect (src/workflows/builder/architect.ts) and plan variables (src/workflows/builder/plan-vars.ts):
  * reading a plan from a model's reply, its defaults, validation (order, cycles, variables,
  * params, hooks, node ids on an edited canvas), the repair message, the wave order.
  */
@@ -11,10 +11,10 @@ import {
   parsePlan,
   repairRequest,
   type ArchitectContext,
-} from "../../src/builder/architect.js";
-import { validatePlan } from "../../src/builder/plan-check.js";
-import { substitute, UndefinedVariableError, variablesIn } from "../../src/builder/plan-vars.js";
-import type { BuildStep, Canvas, ExecutionPlan } from "../../src/builder/types.js";
+} from "../../src/workflows/builder/architect.js";
+import { validatePlan } from "../../src/workflows/builder/plan-check.js";
+import { substitute, UndefinedVariableError, variablesIn } from "../../src/workflows/builder/plan-vars.js";
+import type { BuildStep, Canvas, ExecutionPlan } from "../../src/workflows/builder/types.js";
 
 type StepIn = Omit<Partial<BuildStep>, "action"> & { id: string; action: string };
 

@@ -1,5 +1,5 @@
 /**
- * Canvases: the pure edits (src/builder/canvas-ops.ts) and their store (src/builder/canvas-store.ts)
+ * Canvases: the pure edits (src/workflows/builder/canvas-ops.ts) and their store (src/workflows/builder/canvas-store.ts)
  * in the systems database — ids from labels, the edge rules, recursive deletes, property keys,
  * layouts; create/save/mutate, versions and undo, and persistence across reopening the file.
  */
@@ -17,13 +17,13 @@ import {
   emptyCanvas,
   slugify,
   updateProperty,
-} from "../../src/builder/canvas-ops.js";
-import { CanvasStore } from "../../src/builder/canvas-store.js";
-import { SandboxError } from "../../src/builder/sandbox.js";
-import { CanvasTools, toToolError, ToolError } from "../../src/builder/tools.js";
-import { EventBus, type BridgeEvent } from "../../src/events/bus.js";
-import type { Canvas } from "../../src/builder/types.js";
-import { openSystemsDb, systemsDbPath } from "../../src/systems/db.js";
+} from "../../src/workflows/builder/canvas-ops.js";
+import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
+import { SandboxError } from "../../src/workflows/builder/sandbox.js";
+import { CanvasTools, toToolError, ToolError } from "../../src/workflows/builder/canvas-tools.js";
+import { EventBus, type BridgeEvent } from "../../src/ops/events/bus.js";
+import type { Canvas } from "../../src/workflows/builder/types.js";
+import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
 
 const refused = (fn: () => unknown, code: string, message?: RegExp) =>
   assert.throws(fn, (e: unknown) => {

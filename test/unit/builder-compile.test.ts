@@ -1,17 +1,17 @@
 /**
- * From canvas to system, without I/O: compileCanvas (src/builder/compile.ts) on a content pipeline,
+ * From canvas to system, without I/O: compileCanvas (src/workflows/builder/compile.ts) on a content pipeline,
  * a canvas listed out of order, a diamond, every kind of problem (each naming its node) and the
- * default prompt; the deploy policy for chat-built systems (src/builder/policy.ts: programs,
+ * default prompt; the deploy policy for chat-built systems (src/workflows/builder/policy.ts: programs,
  * private addresses, DNS answers through an injected resolver); CONFIGURE in words and as model
- * JSON (src/builder/configure.ts) with the diff a person confirms.
+ * JSON (src/workflows/builder/configure.ts) with the diff a person confirms.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { compileCanvas, topo, type CompileProblem } from "../../src/builder/compile.js";
-import { changesFromWords, parseChanges, systemDiff, withChanges } from "../../src/builder/configure.js";
-import { policyProblems, type DeployPolicy } from "../../src/builder/policy.js";
-import type { Canvas, CanvasNode, NodeType } from "../../src/builder/types.js";
-import { loadSystems } from "../../src/systems/library.js";
+import { compileCanvas, topo, type CompileProblem } from "../../src/workflows/builder/compile.js";
+import { changesFromWords, parseChanges, systemDiff, withChanges } from "../../src/workflows/builder/configure.js";
+import { policyProblems, type DeployPolicy } from "../../src/workflows/builder/policy.js";
+import type { Canvas, CanvasNode, NodeType } from "../../src/workflows/builder/types.js";
+import { loadSystems } from "../../src/workflows/systems/library.js";
 
 const n = (id: string, type: NodeType, properties: Record<string, unknown> = {}, label = id): CanvasNode => ({ id, type, label, properties, position: { x: 0, y: 0 } });
 

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { DEFAULT_SANDBOX_LIMITS, Sandbox, SandboxError, sandboxDir, type SandboxErrorCode, type SandboxLimits } from "../../src/builder/sandbox.js";
+import { DEFAULT_SANDBOX_LIMITS, Sandbox, SandboxError, sandboxDir, type SandboxErrorCode, type SandboxLimits } from "../../src/workflows/builder/sandbox.js";
 
 interface Env {
   tmp: string;

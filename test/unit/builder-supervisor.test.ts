@@ -1,12 +1,12 @@
 /**
- * The builder's Supervisor (src/builder/supervisor.ts): the intent prompt, the tolerant reader of
+ * The builder's Supervisor (src/workflows/builder/supervisor.ts): the intent prompt, the tolerant reader of
  * the model's reply, and the whole-word keyword fallback (with the original's substring bugs as
  * regressions).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFAULT_MODEL_CONFIDENCE, keywordIntent, keywordMatches, parseSupervisorReply, supervisorPrompt } from "../../src/builder/supervisor.js";
-import type { Intent } from "../../src/builder/types.js";
+import { DEFAULT_MODEL_CONFIDENCE, keywordIntent, keywordMatches, parseSupervisorReply, supervisorPrompt } from "../../src/workflows/builder/supervisor.js";
+import type { Intent } from "../../src/workflows/builder/types.js";
 
 // ---------------------------------------------------------------------------------------------
 // keyword fallback

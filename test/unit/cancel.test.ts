@@ -1,5 +1,5 @@
 /**
- * Cancellation (src/util/cancel.ts): the turn's cheap cancel handle. Listeners run once, in order;
+ * Cancellation (src/core/util/cancel.ts): the turn's cheap cancel handle. Listeners run once, in order;
  * a removed listener never runs; the standard AbortSignal is made on demand and follows it; it
  * follows a signal; and undici accepts it as a request's `signal` (a real request to a local
  * server is stopped by it).
@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import type { EventEmitter } from "node:events";
 import { after, before, describe, test } from "node:test";
 import { Pool } from "undici";
-import { Cancellation, onAbort } from "../../src/util/cancel.js";
+import { Cancellation, onAbort } from "../../src/core/util/cancel.js";
 
 describe("Cancellation", () => {
   test("listeners run once, in order; a removed one never runs", () => {

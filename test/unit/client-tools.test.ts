@@ -1,10 +1,10 @@
 /** The client-tools room's pure parts (issue 17): the pending calls of a conversation and the model option's start-up checks. */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ClientToolHub } from "../../src/clienttools/hub.js";
-import { isBridgeCallId, offeredTools, trailingToolResults } from "../../src/clienttools/types.js";
-import { resolveConfig } from "../../src/config/load.js";
-import { createLogger } from "../../src/log/logger.js";
+import { ClientToolHub } from "../../src/backends/client-tools/sessions.js";
+import { isBridgeCallId, offeredTools, trailingToolResults } from "../../src/backends/client-tools/types.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import { createLogger } from "../../src/core/log/logger.js";
 
 const log = createLogger("silent");
 const tools = [{ name: "session_status", parameters: { type: "object" } }, { name: "message", parameters: { type: "object" } }];

@@ -4,10 +4,10 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { codexAppServerArgs, codexOptionsSchema } from "../../src/backends/codex.js";
-import type { BackendError, BackendEvent } from "../../src/contract/backend.js";
-import { codexErrorStatus, codexUsage, CodexTurnMapper } from "../../src/warm/codex-events.js";
-import { classify, JsonRpcAborted, JsonRpcClient, JsonRpcClosed, JsonRpcError, JsonRpcTimeout } from "../../src/warm/jsonrpc.js";
+import { codexAppServerArgs, codexOptionsSchema } from "../../src/backends/codex/backend.js";
+import type { BackendError, BackendEvent } from "../../src/backends/contract/backend.js";
+import { codexErrorStatus, codexUsage, CodexTurnMapper } from "../../src/backends/codex/app-server-events.js";
+import { classify, JsonRpcAborted, JsonRpcClient, JsonRpcClosed, JsonRpcError, JsonRpcTimeout } from "../../src/backends/warm/jsonrpc.js";
 
 const THREAD = "01a21039-8e99-7cc0-8bbd-b300843b89a4";
 const TURN = "01a21039-8eb2-78d2-b744-b83dabf8e32b";

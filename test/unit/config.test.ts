@@ -7,8 +7,8 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import { parse as parseYaml } from "yaml";
-import { ConfigError, DEFAULT_MODEL, isLoopbackHost, loadConfig, resolveConfig } from "../../src/config/load.js";
-import { DEFAULT_CONTEXT, type Config } from "../../src/config/schema.js";
+import { ConfigError, DEFAULT_MODEL, isLoopbackHost, loadConfig, resolveConfig } from "../../src/core/config/load.js";
+import { DEFAULT_CONTEXT, type Config } from "../../src/core/config/schema.js";
 import { cleanup, tempDir } from "../helpers/bridge.js";
 
 const dir = tempDir("cb-config-");

@@ -7,8 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { findCurrentUserTurn, internalContext, isInternalOnly, parseRuntimeLine, stripMetadata } from "../../src/context/metadata.js";
-import type { ChatMessage } from "../../src/openai/schema.js";
+import { findCurrentUserTurn, internalContext, isInternalOnly, parseRuntimeLine, stripMetadata } from "../../src/request/context/metadata.js";
+import type { ChatMessage } from "../../src/request/chat-api/schema.js";
 import { openclawRequest, wrapUserText } from "../../testkit/openclaw-request.js";
 
 const BEGIN = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>";

@@ -5,11 +5,11 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { resolveConfig } from "../../src/config/load.js";
-import { DEFAULT_CONTEXT, DEFAULT_PREAMBLE, type ContextBudget } from "../../src/config/schema.js";
-import { findCurrentUserTurn } from "../../src/context/metadata.js";
-import { buildStatelessPrompt, fitHistory, renderHistory, systemText, type BuiltPrompt } from "../../src/context/stateless.js";
-import type { ChatMessage } from "../../src/openai/schema.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import { DEFAULT_CONTEXT, DEFAULT_PREAMBLE, type ContextBudget } from "../../src/core/config/schema.js";
+import { findCurrentUserTurn } from "../../src/request/context/metadata.js";
+import { buildStatelessPrompt, fitHistory, renderHistory, systemText, type BuiltPrompt } from "../../src/request/context/stateless.js";
+import type { ChatMessage } from "../../src/request/chat-api/schema.js";
 import { openclawRequest, openclawSystemPrompt, type Generation, type OpenClawTurn } from "../../testkit/openclaw-request.js";
 
 const HEADER = "CONVERSATION SO FAR:\n";
@@ -51,7 +51,7 @@ function keptHistory(built: BuiltPrompt): string[] {
   return text.slice(HEADER.length, end).split("\n");
 }
 
-/** The prompt exactly as a backend receives it (see src/backends/opencode.ts). */
+/** The prompt exactly as a backend receives it (see src/backends/opencode/backend.ts). */
 const whole = (b: BuiltPrompt) => (b.prompt.system ? `${b.prompt.system}\n\n${b.prompt.text}` : b.prompt.text);
 
 const userBlock = (text: string) => `USER: ${text}\n\nRespond:`;

@@ -5,9 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { DEFAULT_PREAMBLE } from "../../src/config/schema.js";
-import { compressSystemPrompt, extractContextFiles, workspacePath } from "../../src/context/system.js";
-import { fairShares, truncateAtWord, truncateKeepEnd } from "../../src/context/text.js";
+import { DEFAULT_PREAMBLE } from "../../src/core/config/schema.js";
+import { compressSystemPrompt, extractContextFiles, workspacePath } from "../../src/request/context/system-prompt.js";
+import { fairShares, truncateAtWord, truncateKeepEnd } from "../../src/request/context/text.js";
 import { openclawSystemPrompt } from "../../testkit/openclaw-request.js";
 
 const WS = "/home/someone/.openclaw/workspace";

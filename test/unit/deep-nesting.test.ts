@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { buildUpstreamBody, openaiOptionsSchema } from "../../src/backends/openai/backend.js";
-import { chatRequestSchema, describeIssues, MAX_JSON_DEPTH, nestedDeeperThan } from "../../src/openai/schema.js";
+import { chatRequestSchema, describeIssues, MAX_JSON_DEPTH, nestedDeeperThan } from "../../src/request/chat-api/schema.js";
 
 const DEPTH = 10_000;
 const deepArray = (depth = DEPTH) => JSON.parse("[".repeat(depth) + "]".repeat(depth)) as unknown;

@@ -7,8 +7,8 @@
 import assert from "node:assert/strict";
 import type { ServerResponse } from "node:http";
 import { describe, test } from "node:test";
-import type { BackendEvent } from "../../src/backends/types.js";
-import { writeSse } from "../../src/encoder/sse.js";
+import type { BackendEvent } from "../../src/backends/contract/backend.js";
+import { writeSse } from "../../src/request/encoder/sse.js";
 
 /** A response that records each call: `write` and `end` with their data. */
 function recorder() {

@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import type { BackendEvent } from "../../src/backends/types.js";
-import { collectCompletion } from "../../src/encoder/json.js";
-import { writeSse, type EncodeResult, type SseOptions } from "../../src/encoder/sse.js";
+import type { BackendEvent } from "../../src/backends/contract/backend.js";
+import { collectCompletion } from "../../src/request/encoder/json.js";
+import { writeSse, type EncodeResult, type SseOptions } from "../../src/request/encoder/sse.js";
 
 /** An async iterable the test feeds by hand; records whether the consumer stopped it early. */
 class Feed implements AsyncIterable<BackendEvent> {

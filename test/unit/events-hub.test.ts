@@ -1,5 +1,5 @@
 /**
- * EventHub (src/events/hub.ts): increasing ids and SSE frames, the bounded ring and replay after an
+ * EventHub (src/ops/events/hub.ts): increasing ids and SSE frames, the bounded ring and replay after an
  * id (no gap, no duplicate, a `gap` frame when events are gone), filters (conversation, run — step
  * events matched through their run.started —, system, type prefixes), the redaction rule and
  * `includeText`, a subscriber that stops draining dropped while memory stays bounded and others
@@ -7,8 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { EventBus, type NewEvent } from "../../src/events/bus.js";
-import { EventHub, FilterError, MAX_TEXT_CHARS, parseFilter, redact, type EventFilter, type EventSink, type HubOptions } from "../../src/events/hub.js";
+import { EventBus, type NewEvent } from "../../src/ops/events/bus.js";
+import { EventHub, FilterError, MAX_TEXT_CHARS, parseFilter, redact, type EventFilter, type EventSink, type HubOptions } from "../../src/ops/events/hub.js";
 
 /** Past the hub's batching (flushMs 1 here). */
 const settle = () => new Promise((r) => setTimeout(r, 5));
@@ -417,7 +417,7 @@ describe("slow subscribers, heartbeats, close", () => {
 describe("config: events", () => {
   const base = { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc" }] };
   test("defaults, and each key checked with its name", async () => {
-    const { resolveConfig, ConfigError } = await import("../../src/config/load.js");
+    const { resolveConfig, ConfigError } = await import("../../src/core/config/load.js");
     assert.deepEqual(resolveConfig(base, "t").events, { ringSize: 1000, includeText: false, heartbeatSeconds: 15, maxQueued: 1000 });
     assert.deepEqual(resolveConfig({ ...base, events: { ringSize: 5, includeText: true } }, "t").events, { ringSize: 5, includeText: true, heartbeatSeconds: 15, maxQueued: 1000 });
     assert.throws(

@@ -5,8 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { resolveConversation } from "../../src/identity/conversation.js";
-import { chatRequestSchema, type ChatMessage, type ChatRequest } from "../../src/openai/schema.js";
+import { resolveConversation } from "../../src/request/identity/conversation.js";
+import { chatRequestSchema, type ChatMessage, type ChatRequest } from "../../src/request/chat-api/schema.js";
 import { openclawRequest, openclawSystemPrompt, wrapUserText, type Generation, type OpenClawTurn } from "../../testkit/openclaw-request.js";
 
 const req = (messages: ChatMessage[], extra: Partial<ChatRequest> = {}): ChatRequest => chatRequestSchema.parse({ model: "m", messages, ...extra });

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { detectIntent, extractUrls, normalizeMessage, resolveRules } from "../../src/intent/detect.js";
-import { intentRuleSchema, parseIntentsConfig, type IntentRuleInput } from "../../src/intent/schema.js";
+import { detectIntent, extractUrls, normalizeMessage, resolveRules } from "../../src/request/intents/detect.js";
+import { intentRuleSchema, parseIntentsConfig, type IntentRuleInput } from "../../src/request/intents/schema.js";
 
 const preset = resolveRules(parseIntentsConfig({}));
 

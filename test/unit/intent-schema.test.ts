@@ -1,13 +1,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { detectIntent, presetRules, resolveRules } from "../../src/intent/detect.js";
-import { DEFAULT_PRESET_RULES } from "../../src/intent/preset.js";
+import { detectIntent, presetRules, resolveRules } from "../../src/request/intents/detect.js";
+import { DEFAULT_PRESET_RULES } from "../../src/request/intents/preset.js";
 import {
   DEFAULT_INTENTS_CONFIG,
   intentsConfigSchema,
   mergeIntentsInput,
   parseIntentsConfig,
-} from "../../src/intent/schema.js";
+} from "../../src/request/intents/schema.js";
 
 test("defaults: enabled, default preset, DuckDuckGo, guarded fetch, cache, 3000-char budget", () => {
   const c = parseIntentsConfig(undefined);

@@ -6,8 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { classifyAddress } from "../../src/tools/ip.js";
-import { BlockedError, NetGuard } from "../../src/tools/netguard.js";
+import { classifyAddress } from "../../src/core/net/ip.js";
+import { BlockedError, NetGuard } from "../../src/core/net/netguard.js";
 
 const CASES: Array<[string, string, string]> = [
   // IPv4-translated ::ffff:0:a.b.c.d

@@ -1,8 +1,13 @@
 /**
- * Imports between `src/` folders point one way: down the pipeline, from the commands at the top to
- * the small shared rooms at the bottom. A folder may import any folder below it, never one above.
- * The one deliberate climb is config → backends (each backend type validates its own options, so
- * the config loader asks the backend registry for their schemas).
+ * Imports between the rooms of `src/` point one way: down the request path, from the commands at
+ * the top to the small shared rooms at the bottom. A room may import any room below it, never one
+ * above. `src/` has five areas — ops (commands, doctor, OpenClaw set-up, service, metrics, events),
+ * request (the HTTP doors and everything a request passes), backends (one folder per CLI, the warm
+ * room, the backend contract), workflows (systems, router, builder) and core (config, store, util,
+ * log, net) — and a room is a folder inside an area (`backends/codex`), or a single file named here
+ * (`backends/registry.ts`), or an area's own files (`backends`). The one deliberate climb is
+ * config → the backend registry (each backend type validates its own options, so the config loader
+ * asks the registry for their schemas).
  */
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -14,40 +19,51 @@ const SRC = fileURLToPath(new URL("../../src/", import.meta.url));
 
 /** Top to bottom. A new room is added here at the height where it belongs. */
 const LAYERS = [
-  "cli",
-  "doctor",
-  "openclaw",
-  "service",
-  "server",
-  "metrics",
-  "pipeline",
-  "identity",
-  "context",
-  "queue",
-  "routing",
-  "store",
-  "encoder",
+  "ops/commands",
+  "ops/doctor",
+  "ops/openclaw",
+  "ops/service",
+  "request/http",
+  "ops/metrics",
+  "request/pipeline",
+  "request/identity",
+  "request/context",
+  "request/queue",
+  "request/models",
+  "core/store",
+  "request/encoder",
+  "backends/registry.ts",
+  "backends/qwen-code",
+  "backends/claude-code",
+  "backends/codex",
+  "backends/gemini-cli",
+  "backends/opencode",
+  "backends/openai",
+  "backends/cli",
   "backends",
-  "builder",
-  "tools",
-  "router",
-  "systems",
-  "toolcalls",
-  "warm",
-  "config",
-  "clienttools",
-  "intent",
-  "contract",
-  "events",
-  "openai",
-  "log",
-  "report",
-  "util",
-  "(root)",
+  "workflows/builder",
+  "request/web-tools",
+  "workflows/router",
+  "workflows/systems",
+  "backends/warm",
+  "core/config",
+  "backends/client-tools",
+  "request/intents",
+  "backends/contract",
+  "ops/events",
+  "request/chat-api",
+  "core/log",
+  "ops/report",
+  "core/net",
+  "core/util",
+  "core",
 ];
 
+/** The top-level areas of src/; nothing else sits there. */
+const AREAS = ["backends", "core", "ops", "request", "workflows"];
+
 /** Upward imports made on purpose, each with its reason at the import. */
-const ALLOWED_CLIMBS = new Set(["config/load.ts -> backends/registry.ts"]);
+const ALLOWED_CLIMBS = new Set(["core/config/load.ts -> backends/registry.ts"]);
 
 function files(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -56,7 +72,14 @@ function files(dir: string): string[] {
   });
 }
 
-const folderOf = (rel: string) => (rel.includes("/") ? rel.slice(0, rel.indexOf("/")) : "(root)");
+/** The room of a path under src/: the longest LAYERS entry it starts with, else its folder. */
+function roomOf(rel: string): string {
+  let best = "";
+  for (const room of LAYERS) {
+    if ((rel === room || rel.startsWith(`${room}/`)) && room.length > best.length) best = room;
+  }
+  return best || path.dirname(rel);
+}
 
 /** Every relative import (static, `export … from`, dynamic) of a source file, as a path under src/. */
 function importsOf(file: string): string[] {
@@ -69,20 +92,36 @@ function importsOf(file: string): string[] {
   return out;
 }
 
-test("every src/ folder has a place in the layer order", () => {
-  const folders = new Set(files(SRC).map((f) => folderOf(path.relative(SRC, f))));
-  const missing = [...folders].filter((f) => !LAYERS.includes(f));
-  assert.deepEqual(missing, [], `add these folders to LAYERS at their height: ${missing.join(", ")}`);
+test("src/ holds only its areas, and every room has a place in the layer order", () => {
+  assert.deepEqual(readdirSync(SRC).sort(), AREAS);
+  const rooms = new Set(files(SRC).map((f) => roomOf(path.relative(SRC, f))));
+  const missing = [...rooms].filter((f) => !LAYERS.includes(f));
+  assert.deepEqual(missing, [], `add these rooms to LAYERS at their height: ${missing.join(", ")}`);
+  const unused = LAYERS.filter((room) => !rooms.has(room));
+  assert.deepEqual(unused, [], `rooms in LAYERS with no file: ${unused.join(", ")}`);
 });
 
-test("imports between src/ folders point down the pipeline (config → backends excepted)", () => {
+test("no two files of src/ share a folder-and-file name (cli/common.ts twice, hub.ts in two rooms)", () => {
+  const seen = new Map<string, string>();
+  const twins: string[] = [];
+  for (const file of files(SRC)) {
+    const rel = path.relative(SRC, file);
+    const key = `${path.basename(path.dirname(rel))}/${path.basename(rel)}`;
+    const other = seen.get(key);
+    if (other) twins.push(`${other} ~ ${rel}`);
+    seen.set(key, rel);
+  }
+  assert.deepEqual(twins, []);
+});
+
+test("imports between src/ rooms point down the request path (config → backends excepted)", () => {
   const climbs: string[] = [];
   let crossings = 0;
   for (const file of files(SRC)) {
     const from = path.relative(SRC, file);
     for (const to of importsOf(file)) {
-      const a = folderOf(from);
-      const b = folderOf(to);
+      const a = roomOf(from);
+      const b = roomOf(to);
       if (a === b) continue;
       crossings++;
       if (LAYERS.indexOf(b) > LAYERS.indexOf(a)) continue;
@@ -94,8 +133,8 @@ test("imports between src/ folders point down the pipeline (config → backends 
 });
 
 test("the allowed climb is still there and says why", () => {
-  const load = readFileSync(path.join(SRC, "config/load.ts"), "utf8");
-  const at = load.indexOf('from "../backends/registry.js"');
-  assert.ok(at > 0, "config/load.ts imports the backend registry");
+  const load = readFileSync(path.join(SRC, "core/config/load.ts"), "utf8");
+  const at = load.indexOf('from "../../backends/registry.js"');
+  assert.ok(at > 0, "core/config/load.ts imports the backend registry");
   assert.match(load.slice(Math.max(0, at - 600), at), /deliberate|on purpose/i, "a comment at the import says why it climbs");
 });

@@ -1,11 +1,11 @@
 /**
- * src/metrics/cells.ts against prom-client itself: the same observations give the same exposition
+ * src/ops/metrics/cells.ts against prom-client itself: the same observations give the same exposition
  * text (and the same JSON) as prom-client's Counter and Histogram, in one registry beside them.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Counter, Histogram, Registry } from "prom-client";
-import { CellCounter, CellHistogram } from "../../src/metrics/cells.js";
+import { CellCounter, CellHistogram } from "../../src/ops/metrics/cells.js";
 
 const BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2];
 /** Values on, between, below and above the bounds. */

@@ -1,13 +1,13 @@
 /**
- * src/metrics/metrics.ts: a bus fed synthetic events of every kind the metrics count; the registry's
+ * src/ops/metrics/metrics.ts: a bus fed synthetic events of every kind the metrics count; the registry's
  * text parsed with a real Prometheus text-format parser; every family present, the right samples
  * moved, labels bounded.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { resolveConfig } from "../../src/config/load.js";
-import { EventBus, type NewEvent } from "../../src/events/bus.js";
-import { BridgeMetrics, MAX_ERROR_CODES, metricsLabels } from "../../src/metrics/metrics.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import { EventBus, type NewEvent } from "../../src/ops/events/bus.js";
+import { BridgeMetrics, MAX_ERROR_CODES, metricsLabels } from "../../src/ops/metrics/metrics.js";
 import { histogram, histogramSeries, parseMetrics, samples, value } from "../helpers/prometheus.js";
 
 /** Every family of ours, with its Prometheus type. */

@@ -12,7 +12,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { TextDecoder } from "node:util";
-import type { BackendError, BackendEvent, FinishReason, Usage } from "../../src/backends/types.js";
+import type { BackendError, BackendEvent, FinishReason, Usage } from "../../src/backends/contract/backend.js";
 import { mapFinish, mapUsage, StreamTranslator, type UpstreamChunk, type UpstreamDelta, type UpstreamToolCallDelta } from "../../src/backends/openai/translate.js";
 import { sseEvents } from "../../src/backends/openai/framing.js";
 

@@ -9,12 +9,12 @@ import { strict as assert } from "node:assert";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { resolveConfig } from "../../src/config/load.js";
-import { collectModelRefs, installOpenClaw, OpenClawSetupError, readMarker, uninstallOpenClaw } from "../../src/openclaw/install.js";
-import { Json5Doc } from "../../src/openclaw/json5-doc.js";
-import { bridgeBaseUrl, buildProviderEntry, PLACEHOLDER_API_KEY, providerTimeoutSeconds, type OpenClawPaths } from "../../src/openclaw/provider.js";
-import { redactLine, unifiedDiff } from "../../src/openclaw/text.js";
-import type { ValidationResult, Validator } from "../../src/openclaw/validate.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import { collectModelRefs, installOpenClaw, OpenClawSetupError, readMarker, uninstallOpenClaw } from "../../src/ops/openclaw/install.js";
+import { Json5Doc } from "../../src/ops/openclaw/json5-doc.js";
+import { bridgeBaseUrl, buildProviderEntry, PLACEHOLDER_API_KEY, providerTimeoutSeconds, type OpenClawPaths } from "../../src/ops/openclaw/provider.js";
+import { redactLine, unifiedDiff } from "../../src/ops/openclaw/config-diff.js";
+import type { ValidationResult, Validator } from "../../src/ops/openclaw/validate.js";
 import { OPENCLAW_CONFIGS } from "../fixtures/openclaw-configs.js";
 import { bridgeConfig, openclawHome } from "../helpers/openclaw-home.js";
 

@@ -1,11 +1,11 @@
 /**
- * `opencode serve` events → bridge events for one turn (src/warm/opencode-events.ts), fed with the
+ * `opencode serve` events → bridge events for one turn (src/backends/opencode/events.ts), fed with the
  * shapes OpenCode 1.18.33 sends on `/global/event` (payloads as recorded from the real server).
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { BackendEvent } from "../../src/contract/backend.js";
-import { ascendingMessageId, OpencodeTurnEvents, turnError, type OcEvent } from "../../src/warm/opencode-events.js";
+import type { BackendEvent } from "../../src/backends/contract/backend.js";
+import { ascendingMessageId, OpencodeTurnEvents, turnError, type OcEvent } from "../../src/backends/opencode/events.js";
 
 const SES = "ses_test";
 const USER = "msg_2103a63db001Qdzyte6QPqlntL";

@@ -1,12 +1,12 @@
 /**
- * What the router is shown of a turn (src/pipeline/dispatch.ts): the person's own words, whether
+ * What the router is shown of a turn (src/request/pipeline/dispatch.ts): the person's own words, whether
  * the turn is theirs at all, a few recent turns, and the message's identity for retries.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { TurnInput } from "../../src/backends/types.js";
-import type { ChatMessage } from "../../src/openai/schema.js";
-import { dispatchInput } from "../../src/pipeline/dispatch.js";
+import type { TurnInput } from "../../src/backends/contract/backend.js";
+import type { ChatMessage } from "../../src/request/chat-api/schema.js";
+import { dispatchInput } from "../../src/request/pipeline/dispatch.js";
 
 const turn = {} as TurnInput;
 const INTERNAL = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nsubagent finished\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>";

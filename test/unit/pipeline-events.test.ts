@@ -1,5 +1,5 @@
 /**
- * What the chat pipeline publishes on the bus (src/pipeline/turn-events.ts, chat.ts, resume.ts),
+ * What the chat pipeline publishes on the bus (src/request/pipeline/turn-events.ts, chat.ts, resume.ts),
  * with a scripted in-memory backend: a turn's started → firstByte → completed with its usage and
  * finish reason; failed with its code; aborted by its client or by the shutdown; a deadline as a
  * failure; extracted tool calls counted; a hand-over named; queue refusals; resume heals and
@@ -7,17 +7,17 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../../src/backends/types.js";
-import { resolveConfig } from "../../src/config/load.js";
-import { EventBus, type BridgeEvent } from "../../src/events/bus.js";
-import { DebugLog } from "../../src/log/debug-log.js";
-import { createLogger } from "../../src/log/logger.js";
-import { chatRequestSchema, type ChatRequest } from "../../src/openai/schema.js";
-import { ChatPipeline, type Enricher } from "../../src/pipeline/chat.js";
-import { QueueRejected, TurnScheduler } from "../../src/queue/scheduler.js";
-import type { Route } from "../../src/routing/router.js";
-import { openSessionStore } from "../../src/store/index.js";
-import { Cancellation } from "../../src/util/cancel.js";
+import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../../src/backends/contract/backend.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import { EventBus, type BridgeEvent } from "../../src/ops/events/bus.js";
+import { DebugLog } from "../../src/core/log/debug-log.js";
+import { createLogger } from "../../src/core/log/logger.js";
+import { chatRequestSchema, type ChatRequest } from "../../src/request/chat-api/schema.js";
+import { ChatPipeline, type Enricher } from "../../src/request/pipeline/chat.js";
+import { QueueRejected, TurnScheduler } from "../../src/request/queue/scheduler.js";
+import type { Route } from "../../src/request/models/routes.js";
+import { openSessionStore } from "../../src/core/store/index.js";
+import { Cancellation } from "../../src/core/util/cancel.js";
 
 type Script = (turn: TurnInput) => AsyncGenerator<BackendEvent>;
 

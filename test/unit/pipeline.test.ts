@@ -7,18 +7,18 @@
  */
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, test } from "node:test";
-import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../../src/backends/types.js";
-import { resolveConfig } from "../../src/config/load.js";
-import type { Config } from "../../src/config/schema.js";
-import type { Conversation } from "../../src/identity/conversation.js";
-import { DebugLog } from "../../src/log/debug-log.js";
-import { createLogger } from "../../src/log/logger.js";
-import { chatRequestSchema, type ChatRequest } from "../../src/openai/schema.js";
-import { ChatPipeline } from "../../src/pipeline/chat.js";
-import { QueueRejected, TurnScheduler, WaitAborted } from "../../src/queue/scheduler.js";
-import type { Route } from "../../src/routing/router.js";
-import { openSessionStore, type SessionStore } from "../../src/store/index.js";
-import { Cancellation } from "../../src/util/cancel.js";
+import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../../src/backends/contract/backend.js";
+import { resolveConfig } from "../../src/core/config/load.js";
+import type { Config } from "../../src/core/config/schema.js";
+import type { Conversation } from "../../src/request/identity/conversation.js";
+import { DebugLog } from "../../src/core/log/debug-log.js";
+import { createLogger } from "../../src/core/log/logger.js";
+import { chatRequestSchema, type ChatRequest } from "../../src/request/chat-api/schema.js";
+import { ChatPipeline } from "../../src/request/pipeline/chat.js";
+import { QueueRejected, TurnScheduler, WaitAborted } from "../../src/request/queue/scheduler.js";
+import type { Route } from "../../src/request/models/routes.js";
+import { openSessionStore, type SessionStore } from "../../src/core/store/index.js";
+import { Cancellation } from "../../src/core/util/cancel.js";
 
 type Script = (turn: TurnInput) => AsyncGenerator<BackendEvent>;
 

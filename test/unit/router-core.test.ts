@@ -1,16 +1,16 @@
 /**
- * The router's pure decision helpers (src/router/inputs.ts, classifier.ts, fallback.ts,
+ * The router's pure decision helpers (src/workflows/router/inputs.ts, classifier.ts, fallback.ts,
  * replies.ts, messages.ts): input checking and coercion, the classifier prompt and reply reader,
  * slash commands and the whole-word keyword fallback, short replies, and the router's texts.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "../../src/router/classifier.js";
-import { fallbackMatch, parseSlash, words } from "../../src/router/fallback.js";
-import { checkInputs, fieldsOf, inputsHash, mergeInputs, schemaProblem } from "../../src/systems/inputs.js";
-import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, runningLine, stepLine, systemsListText } from "../../src/router/messages.js";
-import { replyKind } from "../../src/router/replies.js";
-import type { InputSchema, LoadedSystem } from "../../src/systems/types.js";
+import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "../../src/workflows/router/classifier.js";
+import { fallbackMatch, parseSlash, words } from "../../src/workflows/router/keyword-fallback.js";
+import { checkInputs, fieldsOf, inputsHash, mergeInputs, schemaProblem } from "../../src/workflows/systems/inputs.js";
+import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, runningLine, stepLine, systemsListText } from "../../src/workflows/router/messages.js";
+import { replyKind } from "../../src/workflows/router/replies.js";
+import type { InputSchema, LoadedSystem } from "../../src/workflows/systems/types.js";
 
 function sys(p: Partial<LoadedSystem> & { id: string }): LoadedSystem {
   return {

@@ -6,8 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { QueueRejected, TurnScheduler, WaitAborted, type Lease } from "../../src/queue/scheduler.js";
-import { Cancellation, type Abortable } from "../../src/util/cancel.js";
+import { QueueRejected, TurnScheduler, WaitAborted, type Lease } from "../../src/request/queue/scheduler.js";
+import { Cancellation, type Abortable } from "../../src/core/util/cancel.js";
 
 /** Let every pending promise callback and immediate run. */
 async function settle(rounds = 5): Promise<void> {

@@ -19,7 +19,7 @@ import {
   unitPath,
   type SystemctlResult,
   type SystemctlRunner,
-} from "../../src/service/systemd.js";
+} from "../../src/ops/service/systemd.js";
 import { cleanup, tempDir } from "../helpers/bridge.js";
 
 const dirs: string[] = [];

@@ -12,7 +12,7 @@ import {
   SessionImportError,
   writeFileAtomic,
   type SessionStore,
-} from "../../src/store/index.js";
+} from "../../src/core/store/index.js";
 
 let dir: string;
 before(async () => {

@@ -14,7 +14,7 @@ import {
   openSessionStore,
   type SessionBinding,
   type SessionStore,
-} from "../../src/store/index.js";
+} from "../../src/core/store/index.js";
 
 let dir: string;
 before(async () => {

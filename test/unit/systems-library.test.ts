@@ -1,5 +1,5 @@
 /**
- * Loading and checking the systems library (src/systems/library.ts): systems from the config's
+ * Loading and checking the systems library (src/workflows/systems/library.ts): systems from the config's
  * `systems:` list and one YAML file per system in a directory (a file's id defaults to its name),
  * every problem found at start-up naming where it is (`config` or the file's path) and the
  * offending key, a system with a problem left out while the others load, and side effects
@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
-import { findCycle, loadSystems, type LibraryProblem, type LoadOptions } from "../../src/systems/library.js";
+import { findCycle, loadSystems, type LibraryProblem, type LoadOptions } from "../../src/workflows/systems/library.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "cb-library-"));
 after(() => rmSync(root, { recursive: true, force: true }));

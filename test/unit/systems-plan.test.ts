@@ -1,5 +1,5 @@
 /**
- * The plan runner (src/systems/plan.ts) with fake attempts: the order steps start in (a step waits
+ * The plan runner (src/workflows/systems/plan.ts) with fake attempts: the order steps start in (a step waits
  * for everything it depends on, independent ones run together up to `maxParallel`), retries only
  * for retryable failures with 1 s, 2 s, 4 s between them by default (checked under mock timers),
  * a failure skipping its dependants while an independent branch finishes, resumed plans not
@@ -8,10 +8,10 @@
  */
 import assert from "node:assert/strict";
 import { describe, mock, test } from "node:test";
-import { ExecError, type ExecResult } from "../../src/systems/executor.js";
-import { compileRun, runPlan, SINGLE_STEP, type CompiledPlan, type CompiledStep, type StepHooks } from "../../src/systems/plan.js";
-import { commandRunSchema } from "../../src/systems/schema.js";
-import { Cancellation } from "../../src/util/cancel.js";
+import { ExecError, type ExecResult } from "../../src/workflows/systems/step-executor.js";
+import { compileRun, runPlan, SINGLE_STEP, type CompiledPlan, type CompiledStep, type StepHooks } from "../../src/workflows/systems/plan.js";
+import { commandRunSchema } from "../../src/workflows/systems/schema.js";
+import { Cancellation } from "../../src/core/util/cancel.js";
 
 const LEAF = { kind: "leaf" as const, spec: commandRunSchema.parse({ kind: "command", argv: ["/bin/true"] }) };
 

@@ -1,12 +1,12 @@
 /**
- * `${…}` substitution (src/systems/template.ts): parsing references and `$${` literals, listing
+ * `${…}` substitution (src/workflows/systems/template.ts): parsing references and `$${` literals, listing
  * every reference inside a value, `renderString` (text, with an optional encoder applied to the
  * substituted values only) and `renderValue` (a whole-string reference keeps the value's type),
  * field access into a step's JSON output, and the errors for what cannot be resolved.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { asText, parseTemplate, refsIn, renderString, renderValue, TemplateError, type Scope } from "../../src/systems/template.js";
+import { asText, parseTemplate, refsIn, renderString, renderValue, TemplateError, type Scope } from "../../src/workflows/systems/template.js";
 
 const scope: Scope = {
   inputs: { name: "Ada", count: 3, flag: false, tags: ["a", "b"], obj: { k: 1 }, nothing: null, spaced: "a b/c?d=e&f" },

@@ -1,5 +1,5 @@
 /**
- * The `webhook` executor (src/systems/executors/webhook.ts) against a real node:http server on
+ * The `webhook` executor (src/workflows/systems/executors/webhook.ts) against a real node:http server on
  * 127.0.0.1: what is sent (body, headers, HMAC signature, inputs URL-encoded into path and query),
  * which URL templates are refused at load time, how failures map to ExecError codes (5xx/429
  * retryable, 404 and redirects not, timeouts, cancels, refused connections), and that JSON, text
@@ -14,9 +14,9 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { ExecError, type ExecContext } from "../../src/systems/executor.js";
-import { checkWebhookUrl, runWebhook, signWebhook } from "../../src/systems/executors/webhook.js";
-import { webhookRunSchema, type WebhookRun } from "../../src/systems/schema.js";
+import { ExecError, type ExecContext } from "../../src/workflows/systems/step-executor.js";
+import { checkWebhookUrl, runWebhook, signWebhook } from "../../src/workflows/systems/executors/webhook.js";
+import { webhookRunSchema, type WebhookRun } from "../../src/workflows/systems/schema.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => unknown;
 

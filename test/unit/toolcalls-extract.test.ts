@@ -8,7 +8,7 @@ import {
   ToolCallExtractor,
   type ExtractEvent,
   type ExtractorOptions,
-} from "../../src/toolcalls/extract.js";
+} from "../../src/backends/openai/toolcalls/extract.js";
 import { CORPUS, TOOLS, type CorpusCase } from "./toolcalls-corpus.js";
 
 const ID_RE = /^[A-Za-z0-9]+$/;

@@ -7,8 +7,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { StreamTranslator } from "../../src/backends/openai/translate.js";
-import type { BackendEvent } from "../../src/backends/types.js";
-import { extractToolCalls, ToolCallExtractor, type ExtractEvent, type ExtractorOptions } from "../../src/toolcalls/extract.js";
+import type { BackendEvent } from "../../src/backends/contract/backend.js";
+import { extractToolCalls, ToolCallExtractor, type ExtractEvent, type ExtractorOptions } from "../../src/backends/openai/toolcalls/extract.js";
 import { CORPUS, TOOLS } from "./toolcalls-corpus.js";
 import { FAMILY_CASES } from "./toolcalls-corpus-families.js";
 

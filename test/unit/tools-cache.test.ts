@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { TtlCache } from "../../src/tools/cache.js";
+import { TtlCache } from "../../src/request/web-tools/cache.js";
 
 test("TtlCache: expiry, LRU bound, refresh on read", () => {
   let now = 0;

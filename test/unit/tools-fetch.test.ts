@@ -2,10 +2,10 @@ import { after, before, beforeEach, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
-import type { IntentsConfigInput } from "../../src/intent/schema.js";
-import { httpGet, plainAgent, ToolError } from "../../src/tools/http.js";
-import type { ResolveFn } from "../../src/tools/netguard.js";
-import { ToolRunner } from "../../src/tools/preexec.js";
+import type { IntentsConfigInput } from "../../src/request/intents/schema.js";
+import { httpGet, plainAgent, ToolError } from "../../src/request/web-tools/http-get.js";
+import type { ResolveFn } from "../../src/core/net/netguard.js";
+import { ToolRunner } from "../../src/request/web-tools/preexec.js";
 import { ARTICLE_SENTENCE, ARTICLE_TITLE, FakeWeb } from "../fakes/web/server.js";
 
 let web: FakeWeb;

@@ -9,8 +9,8 @@ import {
   searchHeader,
   trimDocument,
   trimToWords,
-} from "../../src/tools/format.js";
-import type { SearchResult } from "../../src/tools/search.js";
+} from "../../src/request/web-tools/format.js";
+import type { SearchResult } from "../../src/request/web-tools/search.js";
 
 const WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu";
 

@@ -1,8 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { LookupAddress } from "node:dns";
-import { classifyAddress, formatIp, parseCidr, parseIp, cidrContains } from "../../src/tools/ip.js";
-import { BlockedError, NetGuard, type ResolveFn } from "../../src/tools/netguard.js";
+import { classifyAddress, formatIp, parseCidr, parseIp, cidrContains } from "../../src/core/net/ip.js";
+import { BlockedError, NetGuard, type ResolveFn } from "../../src/core/net/netguard.js";
 
 const ADDRESS_CASES: Array<[string, string]> = [
   ["8.8.8.8", "public"],

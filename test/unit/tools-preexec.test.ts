@@ -4,9 +4,9 @@ import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
-import type { IntentsConfigInput } from "../../src/intent/schema.js";
-import { TtlCache } from "../../src/tools/cache.js";
-import { ToolRunner, type CachedToolResult, type ToolRunnerOptions } from "../../src/tools/preexec.js";
+import type { IntentsConfigInput } from "../../src/request/intents/schema.js";
+import { TtlCache } from "../../src/request/web-tools/cache.js";
+import { ToolRunner, type CachedToolResult, type ToolRunnerOptions } from "../../src/request/web-tools/preexec.js";
 import { ARTICLE_SENTENCE, FakeWeb } from "../fakes/web/server.js";
 
 let web: FakeWeb;

@@ -1,14 +1,14 @@
 import { after, before, beforeEach, test } from "node:test";
 import assert from "node:assert/strict";
-import { parseIntentsConfig, type IntentsConfigInput } from "../../src/intent/schema.js";
-import { plainAgent, ToolError } from "../../src/tools/http.js";
+import { parseIntentsConfig, type IntentsConfigInput } from "../../src/request/intents/schema.js";
+import { plainAgent, ToolError } from "../../src/request/web-tools/http-get.js";
 import {
   createSearchProvider,
   htmlFragmentToText,
   parseBraveJson,
   parseDuckDuckGoHtml,
   parseSearxngJson,
-} from "../../src/tools/search.js";
+} from "../../src/request/web-tools/search.js";
 import { ddgPage, FakeWeb } from "../fakes/web/server.js";
 
 let web: FakeWeb;

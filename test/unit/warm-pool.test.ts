@@ -1,5 +1,5 @@
 /**
- * The warm pool (src/warm/pool.ts) with real long-lived processes: `cat` started as a WarmProcess
+ * The warm pool (src/backends/warm/pool.ts) with real long-lived processes: `cat` started as a WarmProcess
  * (stdin kept open, so it lives until its input ends), one per conversation key. What the pool
  * promises: one process per key (a second turn waits for the first, a replaced one is gone before
  * its successor starts), the least recently used idle process ends at `maxProcesses`, a full pool
@@ -8,9 +8,9 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { createLogger } from "../../src/log/logger.js";
-import { WarmPool, warmProcesses, warmSummary } from "../../src/warm/pool.js";
-import { Inbox, WarmProcess } from "../../src/warm/process.js";
+import { createLogger } from "../../src/core/log/logger.js";
+import { WarmPool, warmProcesses, warmSummary } from "../../src/backends/warm/pool.js";
+import { Inbox, WarmProcess } from "../../src/backends/warm/warm-process.js";
 
 const logger = createLogger("silent");
 
@@ -154,7 +154,7 @@ test("an idle process is reaped after idleSeconds; a dead one is forgotten; clos
 });
 
 test("a CliProcess keeps stdin open only when asked (a prompt that reads \"keep\" is still written and closed)", async () => {
-  const { CliProcess } = await import("../../src/util/process.js");
+  const { CliProcess } = await import("../../src/core/util/process.js");
   const once = new CliProcess({ command: "/bin/cat", args: [], env: process.env, stdin: "keep" });
   const lines: string[] = [];
   for await (const l of once.lines()) lines.push(l);

@@ -5,8 +5,8 @@
  * request the CLI sent, the argv of a direct run, and how to read its stream-json output.
  */
 import path from "node:path";
-import { claudeArgs, claudeCodeOptionsSchema } from "../../../src/backends/claude-code.js";
-import { geminiArgs, geminiCliOptionsSchema } from "../../../src/backends/gemini-cli.js";
+import { claudeArgs, claudeCodeOptionsSchema } from "../../../src/backends/claude-code/backend.js";
+import { geminiArgs, geminiCliOptionsSchema } from "../../../src/backends/gemini-cli/backend.js";
 import { startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from "../../../testkit/fakes/anthropic-api.js";
 import { claudeEnv, geminiEnv } from "../../../testkit/fakes/cli-env.js";
 import { startFakeGemini, type FakeGemini, type RecordedGeminiRequest } from "../../../testkit/fakes/gemini-api.js";

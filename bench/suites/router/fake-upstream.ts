@@ -6,7 +6,7 @@
  *
  * Prints `PORT <n>` once listening (127.0.0.1 only).
  *
- * - A request whose body mentions "classif" and whose system message does (src/router/classifier.ts
+ * - A request whose body mentions "classif" and whose system message does (src/workflows/router/classifier.ts
  *   starts it with "You classify ONE chat message…") is a CLASSIFIER call: answered at once with a
  *   JSON decision (SSE when `"stream":true`, else a `chat.completion`), chosen by the text after the
  *   last "Message:" line of its user text:

@@ -7,7 +7,7 @@
 import { authHeaders, needKey } from "./api";
 import { SseParser, type SseMessage } from "./sse";
 
-/** One event as the bus publishes it (src/events/bus.ts): `type`, `at` and the type's fields. */
+/** One event as the bus publishes it (src/ops/events/bus.ts): `type`, `at` and the type's fields. */
 export interface BridgeEvent {
   type: string;
   at: number;

@@ -1,4 +1,4 @@
-/** The JSON the bridge answers with (src/server/admin-routes.ts, systems-routes.ts, builder-routes.ts). */
+/** The JSON the bridge answers with (src/request/http/admin-routes.ts, systems-routes.ts, builder-routes.ts). */
 
 export interface List<T> {
   object: "list";

@@ -170,7 +170,7 @@ export function unredact(pluginConfig, { pluginId = PLUGIN_ID, env = process.env
 
 function isClawbridgeRoot(dir) {
   try {
-    if (!existsSync(path.join(dir, "src", "server", "start.ts"))) return false;
+    if (!existsSync(path.join(dir, "src", "request", "http", "start.ts"))) return false;
     const pkg = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8"));
     return pkg?.name === "clawbridge";
   } catch {
@@ -200,7 +200,7 @@ function onPath(name, envPath) {
 export function findClawbridgeRoot(configured, env = process.env, pluginDir = PLUGIN_DIR) {
   if (configured) {
     const dir = path.resolve(expandHome(configured));
-    return isClawbridgeRoot(dir) ? { root: dir, hint: `clawbridgeRoot ${dir}` } : { root: undefined, hint: `clawbridgeRoot ${dir} is not a clawbridge installation (no package.json named clawbridge with src/server/start.ts)` };
+    return isClawbridgeRoot(dir) ? { root: dir, hint: `clawbridgeRoot ${dir}` } : { root: undefined, hint: `clawbridgeRoot ${dir} is not a clawbridge installation (no package.json named clawbridge with src/request/http/start.ts)` };
   }
   if (env.CLAWBRIDGE_ROOT?.trim()) {
     const dir = path.resolve(expandHome(env.CLAWBRIDGE_ROOT.trim()));

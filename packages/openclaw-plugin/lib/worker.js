@@ -44,10 +44,10 @@ async function main() {
   }
   const mod = (rel) => import(pathToFileURL(entryFile(root, rel, state)).href);
   const [{ loadConfig }, { startBridge }, { createLogger }, { VERSION }] = await Promise.all([
-    mod("config/load"),
-    mod("server/start"),
-    mod("log/logger"),
-    mod("version"),
+    mod("core/config/load"),
+    mod("request/http/start"),
+    mod("core/log/logger"),
+    mod("core/version"),
   ]);
 
   const config = loadConfig({ configPath, overrides: { host, port } });

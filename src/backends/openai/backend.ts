@@ -18,7 +18,7 @@ import { z } from "zod";
 import type { Logger } from "pino";
 import { applyRequestCompat, compatOverrideSchema, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride, type CompatRules } from "./compat.js";
 import type { BackendDeps, BackendModule } from "../module.js";
-import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../types.js";
+import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../contract/backend.js";
 import { describeUnreachable, errCode, safeUrl, UNREACHABLE, upstreamErrorMessage } from "./errors.js";
 import { StreamTranslator } from "./translate.js";
 import { TurnControl, UpstreamTurn, type UpstreamRequest } from "./transport.js";

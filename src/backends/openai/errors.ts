@@ -3,7 +3,7 @@
  * codes, HTTP error statuses, error payloads in a body or stream, and the bridge errors a stopped
  * request (abort, a deadline) or a failed one becomes.
  */
-import type { BackendError } from "../types.js";
+import type { BackendError } from "../contract/backend.js";
 
 /** The network error code of `err` or of one of its causes (undici wraps them). */
 export function errCode(err: unknown): string | undefined {

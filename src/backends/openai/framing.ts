@@ -6,7 +6,7 @@
 import type { TextDecoder } from "node:util";
 import { createParser, type EventSourceMessage, type EventSourceParser, type ParseError } from "eventsource-parser";
 import type { Logger } from "pino";
-import type { BackendError, BackendEvent } from "../types.js";
+import type { BackendError, BackendEvent } from "../contract/backend.js";
 import { chunkError } from "./errors.js";
 import type { StreamTranslator, UpstreamChunk } from "./translate.js";
 

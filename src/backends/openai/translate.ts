@@ -10,9 +10,9 @@
  * together (see `StreamTranslator`).
  */
 import type { Logger } from "pino";
-import type { BackendEvent, FinishReason, Usage } from "../types.js";
-import { SpecialTokenStripper, ToolCallExtractor, type ExtractEvent } from "../../toolcalls/extract.js";
-import { newCallId } from "../../util/ids.js";
+import type { BackendEvent, FinishReason, Usage } from "../contract/backend.js";
+import { SpecialTokenStripper, ToolCallExtractor, type ExtractEvent } from "./toolcalls/extract.js";
+import { newCallId } from "../../core/util/ids.js";
 
 /** Upstream shapes we read (everything optional: servers differ). */
 export interface UpstreamToolCallDelta {

@@ -1,0 +1,323 @@
+/**
+ * Claude Code backend: `claude -p --output-format stream-json --verbose --include-partial-messages`
+ * with the prompt on stdin, `--resume <session id>` on later turns and the bootstrap through
+ * `--append-system-prompt` (or `--system-prompt`) on every turn. Token deltas come from
+ * `stream_event` lines; the final `result` line decides success (exit codes are not trusted).
+ * Observed formats: docs/CLI_FORMATS.md.
+ */
+import { z } from "zod";
+import type { ProcessEnd } from "../../core/util/process.js";
+import { warmOption } from "../warm/options.js";
+import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
+import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
+import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "../cli/base.js";
+import type { BackendDeps, BackendModule } from "../module.js";
+import type { BackendError, BackendEvent, FinishReason, TurnInput, Usage } from "../contract/backend.js";
+
+export const CLAUDE_PERMISSION_MODES = ["default", "acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan"] as const;
+
+/** Read-only tools the agent may use without asking (it cannot be asked: -p is non-interactive). */
+export const CLAUDE_SAFE_ALLOWED_TOOLS = ["Read", "Glob", "Grep", "WebSearch", "WebFetch"];
+/** Tools removed from the agent entirely by default: running commands, writing files, scheduling. */
+export const CLAUDE_SAFE_DISALLOWED_TOOLS = [
+  "Bash",
+  "Edit",
+  "Write",
+  "NotebookEdit",
+  "EnterWorktree",
+  "ExitWorktree",
+  "CronCreate",
+  "CronDelete",
+  "ScheduleWakeup",
+  "Workflow",
+];
+
+export const claudeCodeOptionsSchema = z.strictObject({
+  ...cliBaseOptions("claude"),
+  /** `append` keeps Claude Code's own system prompt and adds the bootstrap; `replace` uses only the bootstrap. */
+  systemPromptMode: z.enum(["append", "replace"]).default("append"),
+  /** `--permission-mode`. */
+  permissionMode: z.enum(CLAUDE_PERMISSION_MODES).default("default"),
+  /** `--allowedTools` (empty list: flag omitted). */
+  allowedTools: z.array(z.string().min(1)).default(CLAUDE_SAFE_ALLOWED_TOOLS),
+  /** `--disallowedTools` (empty list: flag omitted). */
+  disallowedTools: z.array(z.string().min(1)).default(CLAUDE_SAFE_DISALLOWED_TOOLS),
+  /** `--tools`: restrict the built-in tool set itself (omitted by default). */
+  tools: z.array(z.string()).optional(),
+  /**
+   * Pass the bootstrap as a per-turn file (`--append-system-prompt-file` / `--system-prompt-file`):
+   * no argv size limit, not visible in `ps`. false: the text itself as the flag's value.
+   */
+  systemPromptFile: z.boolean().default(true),
+  /** Stream token deltas (`--include-partial-messages`); without it text arrives per message. */
+  includePartialMessages: z.boolean().default(true),
+  /** One long-lived `--input-format stream-json` process per conversation (src/warm). */
+  warm: warmOption(true),
+});
+export type ClaudeCodeOptions = z.infer<typeof claudeCodeOptionsSchema>;
+
+/** What claude prints when `--resume` names a session it cannot load (unknown id, deleted transcript, other cwd). */
+export const CLAUDE_SESSION_NOT_FOUND =
+  /No conversation found with session ID|--resume requires a valid session ID|is not a UUID and does not match any session title|session .{0,80}not found/i;
+
+/** Build the argv for one turn (exported for tests and docs). `mcpConfig`: the client's tools as an MCP server (a private file). */
+export function claudeArgs(opts: ClaudeCodeOptions, turn: Pick<TurnInput, "model" | "prompt" | "session">, systemFile?: string, mcpConfig?: string): string[] {
+  const args = ["-p", "--output-format", "stream-json", "--verbose"];
+  if (opts.includePartialMessages) args.push("--include-partial-messages");
+  if (turn.model && turn.model !== opts.defaultModelName) args.push("--model", turn.model);
+  if (turn.session.backendSessionId) args.push("--resume", turn.session.backendSessionId);
+  if (turn.prompt.system) {
+    const flag = opts.systemPromptMode === "replace" ? "--system-prompt" : "--append-system-prompt";
+    if (systemFile) args.push(`${flag}-file`, systemFile);
+    else args.push(flag, turn.prompt.system);
+  }
+  args.push("--permission-mode", opts.permissionMode);
+  // -p cannot ask for permission: the client's tools are allowed as a whole server.
+  const allowed = mcpConfig ? [...opts.allowedTools, `mcp__${CLIENT_TOOLS_SERVER}`] : opts.allowedTools;
+  if (mcpConfig) args.push("--mcp-config", mcpConfig);
+  if (allowed.length) args.push("--allowedTools", allowed.join(","));
+  if (opts.disallowedTools.length) args.push("--disallowedTools", opts.disallowedTools.join(","));
+  if (opts.tools) args.push("--tools", opts.tools.join(","));
+  args.push(...opts.args);
+  return args;
+}
+
+interface ClaudeUsage {
+  input_tokens?: number;
+  output_tokens?: number;
+  cache_creation_input_tokens?: number;
+  cache_read_input_tokens?: number;
+}
+
+function toUsage(u: ClaudeUsage): Usage {
+  const cached = u.cache_read_input_tokens ?? 0;
+  const promptTokens = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + cached;
+  const completionTokens = u.output_tokens ?? 0;
+  return { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, ...(cached ? { cachedTokens: cached } : {}) };
+}
+
+function upstreamError(label: string, message: string, apiStatus: number | undefined): BackendError {
+  const retryable = apiStatus === 429 || apiStatus === 529 || (apiStatus !== undefined && apiStatus >= 500);
+  return {
+    code: "upstream_error",
+    message: `${label}: ${message}${apiStatus && !message.includes(String(apiStatus)) ? ` (model API status ${apiStatus})` : ""}`,
+    status: apiStatus === 429 ? 429 : 502,
+    retryable,
+  };
+}
+
+/**
+ * Maps Claude Code's stream-json lines to bridge events for one turn. Exported for unit tests.
+ * Text comes from `stream_event` deltas; a whole `assistant` message only counts when no delta of
+ * that message was seen (partial messages off) and it is not a synthetic error message.
+ */
+export class ClaudeStreamMapper implements CliTurnMapper {
+  sessionId: string | undefined;
+  private result: Record<string, any> | undefined;
+  private readonly streamedMessages = new Set<string>();
+  private currentMessageId: string | undefined;
+  private textSoFar = "";
+  private blockIsText = new Map<number, boolean>();
+  private pendingSeparator = false;
+  private readonly tools = new Map<string, string>();
+
+  constructor(
+    private readonly label: string,
+    private readonly resuming: boolean,
+  ) {}
+
+  onEvent(ev: Record<string, any>): BackendEvent[] {
+    const out: BackendEvent[] = [];
+    switch (ev.type) {
+      case "system":
+        if (ev.subtype === "init" && typeof ev.session_id === "string" && !this.sessionId) {
+          this.sessionId = ev.session_id;
+          out.push({ type: "session", id: ev.session_id });
+        }
+        break;
+      case "stream_event": {
+        // Sub-agent (Task) output is the agent's own business, not the answer.
+        if (ev.parent_tool_use_id) break;
+        const e = ev.event ?? {};
+        if (e.type === "message_start") {
+          this.currentMessageId = e.message?.id;
+          if (this.currentMessageId) this.streamedMessages.add(this.currentMessageId);
+          this.blockIsText.clear();
+        } else if (e.type === "content_block_start") {
+          const isText = e.content_block?.type === "text";
+          this.blockIsText.set(e.index, isText);
+          if (isText && this.textSoFar) this.pendingSeparator = true;
+        } else if (e.type === "content_block_delta") {
+          const d = e.delta ?? {};
+          if (d.type === "text_delta" && typeof d.text === "string" && d.text) out.push(...this.text(d.text));
+          else if (d.type === "thinking_delta" && typeof d.thinking === "string" && d.thinking) out.push({ type: "reasoning", text: d.thinking });
+        }
+        break;
+      }
+      case "assistant": {
+        const msg = ev.message ?? {};
+        const content: any[] = Array.isArray(msg.content) ? msg.content : [];
+        const synthetic = msg.model === "<synthetic>" || ev.error !== undefined;
+        const streamed = typeof msg.id === "string" && this.streamedMessages.has(msg.id);
+        for (const block of content) {
+          if (block?.type === "tool_use" && typeof block.id === "string") {
+            if (this.tools.has(block.id)) continue;
+            this.tools.set(block.id, String(block.name ?? "tool"));
+            out.push({ type: "tool_activity", name: String(block.name ?? "tool"), status: "started", detail: toolDetail(block.input) });
+          } else if (!streamed && !synthetic && !ev.parent_tool_use_id) {
+            if (block?.type === "text" && typeof block.text === "string" && block.text) {
+              if (this.textSoFar) this.pendingSeparator = true;
+              out.push(...this.text(block.text));
+            } else if (block?.type === "thinking" && typeof block.thinking === "string" && block.thinking) {
+              out.push({ type: "reasoning", text: block.thinking });
+            }
+          }
+        }
+        break;
+      }
+      case "user": {
+        const content: any[] = Array.isArray(ev.message?.content) ? ev.message.content : [];
+        for (const block of content) {
+          if (block?.type !== "tool_result" || typeof block.tool_use_id !== "string") continue;
+          const name = this.tools.get(block.tool_use_id);
+          if (!name) continue;
+          this.tools.delete(block.tool_use_id);
+          const errText = block.is_error ? resultText(block.content) : undefined;
+          out.push({ type: "tool_activity", name, status: block.is_error ? "failed" : "completed", ...(errText ? { detail: errText.slice(0, 300) } : {}) });
+        }
+        break;
+      }
+      case "result":
+        this.result = ev;
+        if (!this.sessionId && typeof ev.session_id === "string" && !ev.is_error) {
+          this.sessionId = ev.session_id;
+          out.push({ type: "session", id: ev.session_id });
+        }
+        break;
+    }
+    return out;
+  }
+
+  private text(t: string): BackendEvent[] {
+    const sep = this.pendingSeparator ? joinSeparator(this.textSoFar, t) : "";
+    this.pendingSeparator = false;
+    this.textSoFar = (this.textSoFar + sep + t).slice(-64);
+    return [{ type: "text", text: sep + t }];
+  }
+
+  finish(end: ProcessEnd): BackendEvent[] {
+    const r = this.result;
+    const stderr = stderrTail(end.stderr);
+    if (!r) {
+      if (this.resuming && CLAUDE_SESSION_NOT_FOUND.test(end.stderr)) {
+        return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${stderr}`, status: 404 } }];
+      }
+      return [
+        {
+          type: "error",
+          error: { code: "backend_failed", message: `${this.label} exited ${end.code ?? end.signal} without a result${stderr ? `: ${stderr}` : ""}`, status: 502 },
+        },
+      ];
+    }
+    const errors: string[] = Array.isArray(r.errors) ? r.errors.map(String) : [];
+    const resultText = typeof r.result === "string" ? r.result : "";
+    if (r.is_error || (r.subtype && r.subtype !== "success")) {
+      const why = [...errors, resultText].filter(Boolean).join("; ") || stderr || String(r.subtype ?? "unknown error");
+      if (CLAUDE_SESSION_NOT_FOUND.test(why) || (this.resuming && CLAUDE_SESSION_NOT_FOUND.test(end.stderr))) {
+        return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${why}`, status: 404 } }];
+      }
+      if (typeof r.api_error_status === "number") return [{ type: "error", error: upstreamError(this.label, why, r.api_error_status) }];
+      if (/^API Error/i.test(resultText)) return [{ type: "error", error: upstreamError(this.label, why, undefined) }];
+      if (r.subtype === "error_max_turns") {
+        return [{ type: "error", error: { code: "backend_failed", message: `${this.label} stopped: maximum number of agent turns reached`, status: 502 } }];
+      }
+      return [{ type: "error", error: { code: "backend_failed", message: `${this.label} failed (${r.subtype ?? "error"}): ${why}`, status: 502 } }];
+    }
+    const out: BackendEvent[] = [];
+    // Partial messages off and nothing streamed: the result text is the answer.
+    if (!this.textSoFar && resultText) out.push({ type: "text", text: resultText });
+    if (r.usage && typeof r.usage === "object") out.push({ type: "usage", usage: toUsage(r.usage as ClaudeUsage) });
+    const finish: FinishReason = r.stop_reason === "max_tokens" ? "length" : "stop";
+    out.push({ type: "done", finishReason: finish });
+    return out;
+  }
+}
+
+function resultText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((c) => (c && typeof c === "object" && typeof (c as any).text === "string" ? (c as any).text : "")).join(" ");
+  return "";
+}
+
+export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
+  readonly type = "claude-code";
+  /** The warm pool (warm mode only). */
+  readonly warm: StreamJsonWarm | undefined;
+
+  constructor(name: string, opts: ClaudeCodeOptions, deps: BackendDeps) {
+    super(name, opts, deps, { places: ["~/.claude/local/claude", "~/.local/bin/claude"], label: "Claude Code CLI", npmPackage: "@anthropic-ai/claude-code" });
+    if (opts.warm.enabled) this.warm = new StreamJsonWarm(name, opts.warm, opts.killGraceSeconds, deps.logger.child({ backend: name }), (pid) => (this.lastPid = pid));
+  }
+
+  protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    // A warm process lives in one CLI session: a turn the pipeline does not resume runs cold.
+    if (!this.warm || !turn.session.resume) return this.coldTurn(turn, bin);
+    const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
+    const ct = warmClientTools(turn, this.deps.clientTools);
+    return this.warm.run(
+      turn,
+      // The MCP entry too (endpoint, the conversation's token, the call limit): a process keeps the one it was started with.
+      [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools), ct?.entry],
+      () => {
+        const files: Array<{ file: string; remove(): void }> = [];
+        if (this.opts.systemPromptFile && turn.prompt.system) files.push(writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system));
+        if (ct) {
+          const entry = { type: "http", ...ct.entry, alwaysLoad: true };
+          files.push(writeTurnFile(this.deps.dataDir, "claude-mcp-", "mcp.json", JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: entry } })));
+        }
+        const system = this.opts.systemPromptFile && turn.prompt.system ? files[0]?.file : undefined;
+        const args = claudeArgs(this.opts, turn, system, ct ? files.at(-1)!.file : undefined);
+        args.splice(1, 0, "--input-format", "stream-json");
+        return { label: "claude", bin, args, env: this.env(), cwd, file: { remove: () => files.forEach((f) => f.remove()) } };
+      },
+      new ClaudeStreamMapper("claude", !!turn.session.backendSessionId),
+      () => this.coldTurn(turn, bin),
+      ct?.session,
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.warm?.close();
+  }
+
+  private async *coldTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
+    const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
+    const resuming = !!turn.session.backendSessionId;
+    const systemFile =
+      this.opts.systemPromptFile && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system) : undefined;
+    try {
+      yield* this.cliTurn(
+        turn,
+        {
+          label: "claude",
+          bin,
+          args: claudeArgs(this.opts, turn, systemFile?.file),
+          env: this.env(),
+          cwd,
+        },
+        new ClaudeStreamMapper("claude", resuming),
+      );
+    } finally {
+      systemFile?.remove();
+    }
+  }
+}
+
+export const claudeCodeBackend: BackendModule<ClaudeCodeOptions> = {
+  type: "claude-code",
+  schema: claudeCodeOptionsSchema,
+  defaultSessionMode: "resume",
+  sessionModes: ["resume", "stateless"],
+  create: (name, options, deps) => new ClaudeCodeBackend(name, options, deps),
+  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
+};

@@ -1,0 +1,75 @@
+/**
+ * The client's tools on a warm turn, the same for every CLI: a request that answers the calls a
+ * suspended turn waits for resumes that turn (its CLI goes on into this response); any other request
+ * first ends a suspended turn (interrupt: the person moved on), then runs as a new turn whose
+ * suspension, if its CLI calls a client tool, is kept in the conversation's `ToolSession`.
+ */
+import type { ToolSession } from "../client-tools/sessions.js";
+import { isBridgeCallId, type ClientToolResult, type ClientToolsTurn } from "../client-tools/types.js";
+import type { BackendEvent } from "../contract/backend.js";
+import type { WarmWorker } from "./pool.js";
+import type { ParkedWarmTurn } from "./warm-turn.js";
+
+/**
+ * Said to the CLI before tool results that came for a call its turn no longer waits for (the turn
+ * timed out, its process ended, or the bridge restarted in between): they arrive as text.
+ */
+export const LATE_RESULTS_NOTE =
+  "(The results below are for tool calls you made earlier. Your turn that asked for them had already ended — the wait timed out or the bridge restarted — so they arrive here as text. Go on from them.)";
+
+export interface ClientToolsWarmTurn {
+  session: ToolSession;
+  spec: ClientToolsTurn;
+  /** The backend's name (a suspended turn belongs to one backend). */
+  backend: string;
+  signal: AbortSignal;
+  /** The CLI goes on with a session it already has (else a new one starts, seeded from the request). */
+  continuing: boolean;
+  /** The turn's own text, as the pipeline built it. */
+  text: string;
+  /** A new warm turn; `text`, when given, is what the CLI is sent instead of the turn's own text. */
+  fresh(text?: string): AsyncGenerator<BackendEvent>;
+}
+
+export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGenerator<BackendEvent> {
+  const { session, spec } = t;
+  session.tools = spec.tools;
+  if (session.waitingOn === t.backend && spec.results.length) {
+    const problem = session.check(spec.results);
+    if (problem) {
+      yield { type: "error", error: { code: "backend_rejected", message: problem, status: 400 } };
+      return;
+    }
+    const suspended = session.take();
+    if (suspended) {
+      session.answer(spec.results);
+      yield* suspended.resume(t.signal);
+      return;
+    }
+  }
+  await session.endSuspended("Cancelled: the conversation went on with a new message before the result came.");
+  // Results of calls of ours that no turn waits for any more: a session the CLI goes on with holds
+  // the person's message and its own call, so only the results go, as text; a new session (the old
+  // one was lost) gets the conversation from the request as usual, after the note.
+  const late = spec.results.some((r) => isBridgeCallId(r.id));
+  yield* t.fresh(!late ? undefined : t.continuing ? lateResultsText(spec.results) : `${LATE_RESULTS_NOTE}\n\n${t.text}`);
+}
+
+/** Each result's text is kept to this many characters when it arrives late, as text. */
+const LATE_RESULT_CHARS = 16_000;
+
+export function lateResultsText(results: readonly ClientToolResult[]): string {
+  const parts = results.map((r) => {
+    const text = r.text.length > LATE_RESULT_CHARS ? `${r.text.slice(0, LATE_RESULT_CHARS)} […]` : r.text;
+    return `TOOL RESULT${r.name ? ` (${r.name})` : ""}:\n${text}`;
+  });
+  return [LATE_RESULTS_NOTE, ...parts].join("\n\n");
+}
+
+/** What `runWarmTurn` calls when the driver parks: keep the turn in the session until the client answers. */
+export function parkIn<W extends WarmWorker>(session: ToolSession, backend: string, timeoutSeconds: number): (p: ParkedWarmTurn<W>) => void {
+  return (p) => {
+    session.suspend(p, backend, timeoutSeconds);
+    void p.gone.then(() => session.gone(p, "The agent's CLI process ended while this tool call was pending."));
+  };
+}

@@ -1,0 +1,215 @@
+/**
+ * The configuration contract. Validated once at start-up; everything downstream receives the
+ * resolved, typed `Config`. Backend types add their own option schemas (src/backends/registry.ts).
+ */
+import { z } from "zod";
+import { clientToolsOptionsSchema, type ClientToolsOptions } from "../../backends/client-tools/options.js";
+import { intentsConfigSchema, type IntentsConfigInput } from "../../request/intents/schema.js";
+
+export const SESSION_MODES = ["stateless", "resume", "passthrough"] as const;
+export type SessionMode = (typeof SESSION_MODES)[number];
+
+const positiveInt = z.number().int().positive();
+const nonNegInt = z.number().int().nonnegative();
+
+export const contextBudgetSchema = z.strictObject({
+  maxSystemChars: nonNegInt.optional(),
+  maxHistoryChars: nonNegInt.optional(),
+  maxToolResultChars: nonNegInt.optional(),
+  maxPromptChars: positiveInt.optional(),
+  /** Text placed at the top of the compressed system prompt. No persona is built in. */
+  preamble: z.string().optional(),
+});
+export type ContextBudgetInput = z.infer<typeof contextBudgetSchema>;
+
+export interface ContextBudget {
+  maxSystemChars: number;
+  maxHistoryChars: number;
+  maxToolResultChars: number;
+  maxPromptChars: number;
+  preamble: string;
+}
+
+export const DEFAULT_PREAMBLE =
+  "You are the assistant described below, answering through a chat app. " +
+  "Be direct and concise. Do the task instead of describing what you could do. " +
+  "When live data or tool output is included, use it to answer.";
+
+export const DEFAULT_CONTEXT: ContextBudget = {
+  maxSystemChars: 2000,
+  maxHistoryChars: 2500,
+  maxToolResultChars: 3000,
+  maxPromptChars: 10000,
+  preamble: DEFAULT_PREAMBLE,
+};
+
+export const serverSchema = z.strictObject({
+  host: z.string().min(1).default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535).default(4097),
+  /** Bearer keys accepted on /v1/*. Empty = no authentication (only allowed on loopback). */
+  apiKeys: z.array(z.string().min(8, "API keys must be at least 8 characters")).default([]),
+  /** Largest request body accepted, in bytes. */
+  bodyLimitBytes: positiveInt.default(16 * 1024 * 1024),
+  /** Seconds a client has to send a whole request (headers and body); slower → 408 and the connection closes. Not the answer: a turn may take longer. */
+  requestTimeoutSeconds: z.number().positive().default(30),
+  /** Seconds a client has to send the request line and headers (capped at requestTimeoutSeconds); slower → 408 and the connection closes. */
+  headersTimeoutSeconds: z.number().positive().default(10),
+  /** Seconds a keep-alive connection may sit idle between requests before it is closed. */
+  idleTimeoutSeconds: z.number().positive().default(30),
+  /** Connections open at once. Past it a new connection gets 503 (Retry-After: 1) and is closed; past twice it, it is closed unanswered. */
+  maxConnections: positiveInt.default(256),
+  /** Turns that may run at the same time across all conversations. */
+  maxConcurrent: positiveInt.default(4),
+  /** Turns that may wait for a free slot; more get 429 at once. */
+  maxQueue: nonNegInt.default(32),
+  /** Turns of ONE conversation that may wait (it runs one at a time); more get 429 for that conversation only. */
+  maxQueuedPerConversation: nonNegInt.default(2),
+  /** How long a turn may wait for a free slot before it gets 429. */
+  queueTimeoutSeconds: z.number().positive().default(60),
+  /** Seconds of backend silence after which an empty content chunk is streamed. */
+  heartbeatSeconds: z.number().positive().default(15),
+  /** Extra request header that carries a conversation key (checked first). */
+  sessionHeader: z.string().min(1).optional(),
+  /** Seconds to let in-flight turns finish on SIGTERM before they are aborted. */
+  shutdownGraceSeconds: z.number().nonnegative().default(10),
+  /** Allow listening on a non-loopback address without API keys (not recommended). */
+  allowUnauthenticatedRemote: z.boolean().default(false),
+});
+
+export const loggingSchema = z.strictObject({
+  level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** Human-readable debug log (intent, prompt size, response size, HTTP line). null = off. */
+  debugLog: z.string().min(1).nullable().default(null),
+});
+
+/** `GET /metrics` (Prometheus text, src/ops/metrics/). */
+export const metricsSchema = z.strictObject({
+  /** Serve `GET /metrics`; off → 404 like any unknown route. */
+  enabled: z.boolean().default(true),
+  /** Whether `/metrics` needs one of server.apiKeys (a scraper sends it as a bearer token). Default: true when server.apiKeys is set. */
+  requireKey: z.boolean().optional(),
+});
+
+/** `GET /v1/events`: the live event stream (src/ops/events/hub.ts, src/request/http/events-route.ts). */
+export const eventsSchema = z.strictObject({
+  /** Events kept in memory for `Last-Event-ID` replay. */
+  ringSize: positiveInt.max(1_000_000).default(1000),
+  /** Stream prompts, answers, run outputs and error texts as they are (default: each replaced with `[redacted: N chars]`). */
+  includeText: z.boolean().default(false),
+  /** A comment line is sent on every stream after this many seconds. */
+  heartbeatSeconds: z.number().positive().default(15),
+  /** Events a subscriber whose connection is not draining may have waiting; past it (or 4 MiB) it is dropped. */
+  maxQueued: positiveInt.default(1000),
+});
+export type EventsConfig = z.infer<typeof eventsSchema>;
+
+export const backendBaseSchema = z.looseObject({
+  type: z.string().min(1, "every backend needs a type"),
+});
+
+export const modelSchema = z.strictObject({
+  /** What clients ask for. */
+  id: z.string().min(1),
+  /** Name of an entry in `backends`. */
+  backend: z.string().min(1),
+  /** What the backend is given (defaults to id). */
+  model: z.string().min(1).optional(),
+  /** Display name for /v1/models and OpenClaw set-up. */
+  name: z.string().optional(),
+  context: contextBudgetSchema.optional(),
+  session: z
+    .strictObject({
+      mode: z.enum(SESSION_MODES).optional(),
+      /**
+       * What to do when a request names no conversation (no header, no `user`, no OpenClaw Runtime
+       * line): `derived` keys it on the conversation's first user message as sent (OpenClaw's
+       * timestamp/message-id metadata makes that unique); `stateless` answers it statelessly.
+       */
+      fallback: z.enum(["derived", "stateless"]).optional(),
+      /** Characters of earlier conversation given to a NEW backend session (first turn or healed). */
+      maxSeedChars: nonNegInt.optional(),
+    })
+    .optional(),
+  /** Tool pre-execution (live web data) for this model, merged over the top-level `intents`. */
+  intents: intentsConfigSchema.partial().optional(),
+  /** The client's own tools offered to a CLI agent over MCP (src/clienttools): `{mode: bridge | off, exclude, pendingTimeoutSeconds}`. */
+  tools: clientToolsOptionsSchema.optional(),
+  /** Advertised context window and output limit (for OpenClaw's provider entry). */
+  contextWindow: positiveInt.optional(),
+  maxTokens: positiveInt.optional(),
+});
+export type ModelInput = z.infer<typeof modelSchema>;
+
+export const remapSchema = z.strictObject({
+  /** Case-insensitive substring of the requested model id. */
+  match: z.string().min(1),
+  /** Model id (from `models`) to use instead, or a model name for `backend`. */
+  to: z.string().min(1),
+  /** When `to` is not a configured model id: the backend that serves it (default: the only backend). */
+  backend: z.string().min(1).optional(),
+});
+
+export const configFileSchema = z.strictObject({
+  server: serverSchema.default(serverSchema.parse({})),
+  logging: loggingSchema.default(loggingSchema.parse({})),
+  metrics: metricsSchema.default(metricsSchema.parse({})),
+  /** Where the bridge keeps its state (sessions, work dirs, logs). */
+  dataDir: z.string().min(1).optional(),
+  /** Defaults for every model's context budget. */
+  context: contextBudgetSchema.optional(),
+  backends: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, "backend names use letters, digits, _ . -"), backendBaseSchema),
+  models: z.array(modelSchema).min(1, "configure at least one model"),
+  remap: z.array(remapSchema).default([]),
+  /** Tool pre-execution defaults for every model (see src/request/intents/schema.ts). */
+  intents: intentsConfigSchema.partial().optional(),
+  /**
+   * The person's own systems (webhooks, commands, MCP tools, models, plans) that a `router`
+   * backend can run. Checked at start-up by src/workflows/systems/library.ts, together with the files in
+   * `<dataDir>/systems/`.
+   */
+  systems: z.array(z.unknown()).default([]),
+  events: eventsSchema.default(eventsSchema.parse({})),
+});
+export type ConfigFile = z.infer<typeof configFileSchema>;
+export type ServerConfig = z.infer<typeof serverSchema>;
+export type LoggingConfig = z.infer<typeof loggingSchema>;
+/** The resolved `metrics:` section (`requireKey` decided). */
+export interface MetricsConfig {
+  enabled: boolean;
+  requireKey: boolean;
+}
+
+export interface ResolvedModel {
+  id: string;
+  name: string;
+  backend: string;
+  backendModel: string;
+  context: ContextBudget;
+  sessionMode: SessionMode;
+  contextWindow: number;
+  maxTokens: number;
+  session: { fallback: "derived" | "stateless"; maxSeedChars: number };
+  /** Merged tool pre-execution settings (undefined: the defaults). */
+  intents: IntentsConfigInput | undefined;
+  /** The client's tools for CLI agents (`off` unless configured). */
+  tools: ClientToolsOptions;
+}
+
+export interface Config {
+  server: ServerConfig;
+  logging: LoggingConfig;
+  metrics: MetricsConfig;
+  dataDir: string;
+  /** Backend options, validated by each backend type's own schema. */
+  backends: Record<string, { type: string; options: unknown }>;
+  models: ResolvedModel[];
+  remap: Array<{ match: string; to: string; backend?: string }>;
+  /** Remap targets that are model names on a backend rather than configured model ids. */
+  remapTargets: Record<string, ResolvedModel>;
+  /** Raw `systems:` entries (validated by src/workflows/systems/library.ts). */
+  systems: unknown[];
+  /** The live event stream (`GET /v1/events`). */
+  events: EventsConfig;
+  /** Where the configuration came from (file path or "embedded defaults"). */
+  source: string;
+}

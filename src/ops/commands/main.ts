@@ -1,0 +1,181 @@
+#!/usr/bin/env node
+/** The `clawbridge` command line. */
+import { Command, InvalidArgumentError } from "commander";
+import { ConfigError, loadConfig } from "../../core/config/load.js";
+import { createLogger } from "../../core/log/logger.js";
+import { stopOnSignals } from "../../request/http/signals.js";
+import { PortInUseError, startBridge, type Bridge } from "../../request/http/start.js";
+import { VERSION } from "../../core/version.js";
+import type { SessionStore } from "../../core/store/types.js";
+
+function portArg(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError("a port is a whole number from 0 to 65535");
+  return n;
+}
+
+function fail(err: unknown): never {
+  if (err instanceof ConfigError || err instanceof PortInUseError || (err instanceof Error && err.name === "SystemsConfigError")) {
+    process.stderr.write(`clawbridge: ${err.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`clawbridge: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+}
+
+const program = new Command()
+  .name("clawbridge")
+  .description(
+    "An OpenAI-compatible bridge that lets OpenClaw and any OpenAI SDK client use coding-agent CLIs\n" +
+      "(OpenCode, Claude Code, Gemini CLI), local model servers and workflows as one model.",
+  )
+  .version(VERSION, "-v, --version")
+  .addHelpText(
+    "after",
+    `
+Environment:
+  CLAWBRIDGE_CONFIG    config file to use when --config is not given
+  CLAWBRIDGE_DATA_DIR  data directory (default ~/.clawbridge)
+  Without a config file the embedded defaults serve the OpenCode CLI, tuned by:
+  ROUTER_MODEL         default model (opencode/minimax-m2.5-free)
+  OPENCODE_BIN         opencode binary (default: found on PATH)
+  ROUTER_TIMEOUT       seconds a turn may take (300)
+  ROUTER_PORT          port to listen on (4097)
+
+Examples:
+  clawbridge serve
+  clawbridge serve --config ~/.config/clawbridge.yaml --port 4100
+  clawbridge config check --config clawbridge.yaml`,
+  );
+
+program
+  .command("serve")
+  .description("run the bridge (127.0.0.1:4097 by default) until SIGTERM/SIGINT")
+  .option("-c, --config <file>", "YAML or JSON config file (default: $CLAWBRIDGE_CONFIG, else embedded defaults)")
+  .option("-p, --port <n>", "port to listen on (overrides the config)", portArg)
+  .option("-H, --host <host>", "address to listen on (overrides the config; non-loopback needs server.apiKeys)")
+  .action(async (opts: { config?: string; port?: number; host?: string }) => {
+    let config;
+    try {
+      config = loadConfig({ configPath: opts.config, overrides: { port: opts.port, host: opts.host } });
+    } catch (err) {
+      fail(err);
+    }
+    const logger = createLogger(config.logging.level);
+    let bridge: Bridge | undefined;
+    try {
+      // The dashboard's doctor (Backends view) checks the running bridge's own configuration; loaded when first asked for.
+      const doctor = async () => (await import("../doctor/doctor.js")).runDoctor({ config, backends: bridge?.backends, validate: null, systemctl: (await import("./common.js")).systemctl() });
+      bridge = await startBridge(config, { logger, doctor });
+    } catch (err) {
+      fail(err);
+    }
+    process.stderr.write(`clawbridge ${VERSION} listening on ${bridge.url} (config: ${config.source})\n`);
+    // First signal: graceful; second: end the CLI process groups, then exit; third: exit at once.
+    stopOnSignals(bridge, { onError: fail });
+  });
+
+const configCmd = program.command("config").description("inspect configuration");
+configCmd
+  .command("check")
+  .description("validate a config file (or the embedded defaults) and print the resolved models")
+  .option("-c, --config <file>", "YAML or JSON config file")
+  .action((opts: { config?: string }) => {
+    try {
+      const config = loadConfig({ configPath: opts.config });
+      process.stdout.write(`configuration OK (${config.source})\n`);
+      process.stdout.write(`listen: ${config.server.host}:${config.server.port}  data: ${config.dataDir}\n`);
+      for (const m of config.models) process.stdout.write(`model ${m.id} -> backend ${m.backend} (${config.backends[m.backend]?.type}), model "${m.backendModel}", mode ${m.sessionMode}\n`);
+      for (const r of config.remap) process.stdout.write(`remap *${r.match}* -> ${r.to}\n`);
+    } catch (err) {
+      fail(err);
+    }
+  });
+
+async function withStore<T>(opts: { config?: string }, fn: (store: SessionStore) => Promise<T>): Promise<T> {
+  const config = loadConfig({ configPath: opts.config });
+  const { defaultSessionStorePath, openSessionStore } = await import("../../core/store/index.js");
+  const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+const when = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(0, 19);
+
+const sessions = program
+  .command("sessions")
+  .description("conversations bound to backend sessions (resume mode), kept in <dataDir>/sessions.db");
+sessions
+  .command("list")
+  .description("list conversations, most recently used first")
+  .option("-c, --config <file>", "config file (for the data directory)")
+  .option("-n, --limit <n>", "how many to show", (v) => Number(v), 50)
+  .option("--json", "print JSON")
+  .action((opts: { config?: string; limit: number; json?: boolean }) =>
+    withStore(opts, async (store) => {
+      const list = await store.list({ limit: opts.limit });
+      if (opts.json) return void process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
+      if (!list.length) return void process.stdout.write("no conversations yet\n");
+      for (const b of list) {
+        process.stdout.write(`${when(b.updatedAt)}  ${b.key}  ${b.backend}:${b.backendSessionId}  turns=${b.turns}${b.lastError ? `  last error: ${b.lastError.slice(0, 80)}` : ""}\n`);
+      }
+    }).catch(fail),
+  );
+sessions
+  .command("show <key>")
+  .description("show one conversation's binding and its recent events")
+  .option("-c, --config <file>", "config file (for the data directory)")
+  .action((key: string, opts: { config?: string }) =>
+    withStore(opts, async (store) => {
+      const b = await store.get(key);
+      const events = await store.listEvents(key, { limit: 20 });
+      if (!b && !events.length) {
+        process.stderr.write(`clawbridge: no conversation "${key}" (see: clawbridge sessions list)\n`);
+        process.exitCode = 1;
+        return;
+      }
+      process.stdout.write(`${JSON.stringify({ binding: b ?? null, events }, null, 2)}\n`);
+    }).catch(fail),
+  );
+sessions
+  .command("forget <key>")
+  .description("drop a conversation's binding: its next turn starts a new backend session")
+  .option("-c, --config <file>", "config file (for the data directory)")
+  .action((key: string, opts: { config?: string }) =>
+    withStore(opts, async (store) => {
+      const removed = await store.delete(key);
+      process.stdout.write(removed ? `forgot ${key}\n` : `no conversation "${key}"\n`);
+      if (!removed) process.exitCode = 1;
+    }).catch(fail),
+  );
+sessions
+  .command("import <file>")
+  .description("import a seed-era sessions.json (tolerates a bare {})")
+  .option("-c, --config <file>", "config file (for the data directory)")
+  .requiredOption("-b, --backend <name>", "backend the imported sessions belong to")
+  .action((file: string, opts: { config?: string; backend: string }) =>
+    withStore(opts, async (store) => {
+      const { importSessionsJson } = await import("../../core/store/index.js");
+      const res = await importSessionsJson(store, file, { backend: opts.backend });
+      process.stdout.write(`imported ${res.imported} of ${res.total} (${res.existing} already known, ${res.skipped.length} skipped)\n`);
+      for (const s of res.skipped) process.stdout.write(`  skipped ${s.entry}: ${s.reason}\n`);
+    }).catch(fail),
+  );
+
+// The command groups are imported only for a command that is not one of the above (and for the
+// whole help): `serve` does not load OpenClaw's config editing, systemd, the doctor's probes or
+// systems, nor the session store (loaded by the `sessions` commands when they run).
+const command = process.argv.slice(2).find((a) => !a.startsWith("-"));
+if (command !== "serve" && command !== "config" && command !== "sessions") {
+  const [openclaw, service, doctor, systems, mcp] = await Promise.all([import("./openclaw.js"), import("./service.js"), import("./doctor.js"), import("./systems.js"), import("./mcp-stdio.js")]);
+  openclaw.registerOpenClawCommands(program);
+  service.registerServiceCommands(program);
+  doctor.registerDoctorCommand(program);
+  systems.registerSystemsCommands(program);
+  mcp.registerMcpCommand(program);
+}
+
+program.parseAsync(process.argv).catch(fail);

@@ -1,0 +1,334 @@
+/**
+ * `clawbridge systems list|show|validate|run` and `clawbridge runs list|show|pause|resume|cancel`.
+ * Listing and validating read the config and `<dataDir>/systems/` directly; runs are read from
+ * `<dataDir>/systems.db` (the bridge may be stopped). Starting, pausing, resuming and cancelling
+ * a run ask the running bridge over its HTTP API (`/v1/systems/:id/runs`, `/v1/runs/:id/…`), with
+ * the config's first API key, since the run executes there.
+ * `clawbridge systems export|import` move a system as a bundle (src/workflows/builder/bundle.ts) through the
+ * builder room over `<dataDir>/systems.db`: export works with the bridge stopped or running,
+ * import writes a draft canvas and its sandbox files (or a system file) into `<dataDir>`.
+ */
+import type { Command } from "commander";
+import type { BuilderRoom } from "../../workflows/builder/service.js";
+import type { SystemsHost } from "../../workflows/builder/deploy.js";
+import { loadConfig } from "../../core/config/load.js";
+import type { Config } from "../../core/config/schema.js";
+import { fail, out } from "./common.js";
+
+const err = (s: string) => void process.stderr.write(s.endsWith("\n") ? s : `${s}\n`);
+
+function bridgeUrl(config: Config, url?: string): string {
+  if (url) return url.replace(/\/+$/, "");
+  const host = config.server.host === "0.0.0.0" || config.server.host === "::" ? "127.0.0.1" : config.server.host;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${config.server.port}`;
+}
+
+/** Call the running bridge; a clear message when it is not there. */
+async function callBridge(config: Config, url: string | undefined, method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const base = bridgeUrl(config, url);
+  const headers: Record<string, string> = { accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const key = config.server.apiKeys[0];
+  if (key) headers.authorization = `Bearer ${key}`;
+  let res: Response;
+  try {
+    res = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    throw new CliProblem(`no bridge answers at ${base}; start it with \`clawbridge serve\` (or pass --url)`);
+  }
+  const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+  return { status: res.status, json };
+}
+
+class CliProblem extends Error {}
+
+function apiMessage(json: Record<string, unknown>): string {
+  const e = json.error as { message?: string } | undefined;
+  return e?.message ?? JSON.stringify(json);
+}
+
+/** `k=v` pairs; a value that is JSON (a number, true, a list) is taken as such. */
+export function parsePairs(pairs: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const p of pairs) {
+    const eq = p.indexOf("=");
+    if (eq <= 0) throw new CliProblem(`"${p}" is not key=value`);
+    const k = p.slice(0, eq);
+    const v = p.slice(eq + 1);
+    out[k] = v;
+  }
+  return out;
+}
+
+const when = (ms: number | null | undefined) => (ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) : "-");
+
+function handle(e: unknown): void {
+  if (e instanceof CliProblem) {
+    err(`clawbridge: ${e.message}`);
+    process.exitCode = 2;
+    return;
+  }
+  fail(e);
+}
+
+function printRun(r: Record<string, unknown>): void {
+  out(`run ${r.id}  ${r.system}  ${r.status}${r.failed_step ? ` at ${r.failed_step}` : ""}  created ${when(r.created_at as number)}`);
+  for (const s of (r.steps as Array<Record<string, unknown>>) ?? []) {
+    const ms = s.started_at && s.ended_at ? ` ${(((s.ended_at as number) - (s.started_at as number)) / 1000).toFixed(1)} s` : "";
+    out(`  step ${s.id}: ${s.status}${Number(s.attempts) > 1 ? ` (${s.attempts} attempts)` : ""}${ms}${s.error ? ` — ${s.error}` : ""}`);
+  }
+  if (r.error) out(`error: ${r.error}`);
+  if (r.output !== null && r.output !== undefined) out(typeof r.output === "string" ? r.output : JSON.stringify(r.output, null, 2));
+}
+
+const SYSTEM_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+/** A refused export or import (no such system, a bad bundle, a file that cannot be read or written): one line, exit 1. */
+class BundleProblem extends Error {}
+
+function handleBundle(e: unknown, what: string): void {
+  const name = (e as Error | undefined)?.name;
+  if (e instanceof BundleProblem) err(`clawbridge: ${e.message}`);
+  else if (name === "BundleError" || name === "SandboxError" || name === "CanvasOpError") err(`clawbridge: ${what}: ${(e as Error).message}`);
+  else if (e instanceof Error && e.constructor === Error) {
+    // tar-stream and zlib say what is wrong with the archive in a plain Error.
+    err(`clawbridge: ${what}: ${e.message}`);
+  } else return fail(e);
+  process.exitCode = 1;
+}
+
+/**
+ * The builder room over `<dataDir>/systems.db`, closed after `fn`. For an export of a system with
+ * no canvas and no file in `<dataDir>/systems/` (one declared in the config), the room gets the
+ * loaded library so it can find it; nothing is checked or reloaded.
+ */
+async function withRoom<T>(config: Config, exportOf: string | undefined, fn: (room: BuilderRoom) => Promise<T>): Promise<T> {
+  const [{ openSystemsDb, systemsDbPath }, { openBuilderRoom }, { existsSync }, path, { systemsDir }] = await Promise.all([
+    import("../../workflows/systems/db.js"),
+    import("../../workflows/builder/service.js"),
+    import("node:fs"),
+    import("node:path"),
+    import("../../workflows/systems/paths.js"),
+  ]);
+  const db = openSystemsDb(systemsDbPath(config.dataDir));
+  try {
+    let host: SystemsHost | undefined;
+    if (exportOf !== undefined && !existsSync(path.join(systemsDir(config.dataDir), `${exportOf}.yaml`))) {
+      const { CanvasStore } = await import("../../workflows/builder/canvas-store.js");
+      if (!new CanvasStore(db).get(exportOf)) {
+        const { loadLibrary } = await import("../../workflows/router/runtime.js");
+        const { library } = await loadLibrary(config, { askMcp: false });
+        host = { library, check: async () => [], reload: async () => [] };
+      }
+    }
+    return await fn(openBuilderRoom({ db, dataDir: config.dataDir, host }));
+  } finally {
+    db.close();
+  }
+}
+
+export function registerSystemsCommands(program: Command): void {
+  const systems = program.command("systems").description("the systems a router can run (config `systems:` and <dataDir>/systems/*.yaml)");
+
+  systems
+    .command("list")
+    .description("list the systems")
+    .option("-c, --config <file>", "config file")
+    .option("--json", "print JSON")
+    .action(async (opts: { config?: string; json?: boolean }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        const { loadLibrary } = await import("../../workflows/router/runtime.js");
+        const { library, problems } = await loadLibrary(config);
+        if (opts.json) return out(JSON.stringify(library.systems, null, 2));
+        if (!library.systems.length) out("no systems configured");
+        for (const s of library.systems) out(`${s.id}  (${s.run.kind}${s.sideEffects ? ", side effects" : ""})  ${s.name}${s.description ? ` — ${s.description}` : ""}`);
+        if (problems.length) err(`${problems.length} problem${problems.length === 1 ? "" : "s"} left systems out: see clawbridge systems validate`);
+      } catch (e) {
+        handle(e);
+      }
+    });
+
+  systems
+    .command("show <id>")
+    .description("show one system as loaded (inputs, run, side effects)")
+    .option("-c, --config <file>", "config file")
+    .action(async (id: string, opts: { config?: string }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        const { loadLibrary } = await import("../../workflows/router/runtime.js");
+        const { library } = await loadLibrary(config);
+        const s = library.get(id);
+        if (!s) throw new CliProblem(`no system "${id}" (see: clawbridge systems list)`);
+        out(JSON.stringify(s, null, 2));
+      } catch (e) {
+        handle(e);
+      }
+    });
+
+  systems
+    .command("validate")
+    .description("check every system and name the offending key of each problem (exit 1 when there is one)")
+    .option("-c, --config <file>", "config file")
+    .option("--no-mcp", "do not start MCP servers to read tool schemas")
+    .action(async (opts: { config?: string; mcp: boolean }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        const { loadLibrary, routerProblems, formatProblem } = await import("../../workflows/router/runtime.js");
+        const { library, problems } = await loadLibrary(config, { askMcp: opts.mcp });
+        const all = [...routerProblems(config), ...problems.map(formatProblem)];
+        for (const p of all) out(`problem: ${p}`);
+        out(`${library.systems.length} system${library.systems.length === 1 ? "" : "s"} OK${all.length ? `, ${all.length} problem${all.length === 1 ? "" : "s"}` : ""}`);
+        if (all.length) process.exitCode = 1;
+      } catch (e) {
+        handle(e);
+      }
+    });
+
+  systems
+    .command("run <id> [inputs...]")
+    .description("run a system on the running bridge with inputs key=value, and wait for it")
+    .option("-c, --config <file>", "config file")
+    .option("--url <url>", "the bridge's address (default: from the config)")
+    .option("--no-wait", "print the run id and return at once")
+    .action(async (id: string, pairs: string[], opts: { config?: string; url?: string; wait: boolean }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(id)}/runs`, { inputs: parsePairs(pairs), wait: opts.wait });
+        if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
+        printRun(res.json);
+        if (res.json.status === "failed" || res.json.status === "cancelled" || res.json.status === "interrupted") process.exitCode = 1;
+      } catch (e) {
+        handle(e);
+      }
+    });
+
+  systems
+    .command("export <id>")
+    .description("write a system as a bundle (.tar.gz: system.yaml, canvas.json, sandbox files)")
+    .option("-c, --config <file>", "config file")
+    .option("-o, --output <file>", "the bundle's file, - for stdout (default: <id>.tar.gz here)")
+    .action(async (id: string, opts: { config?: string; output?: string }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        if (!SYSTEM_ID.test(id)) throw new BundleProblem(`"${id}" is not a system id (lower-case letters, digits, - and _)`);
+        const data = await withRoom(config, id, (room) => room.exportBundle(id));
+        const target = opts.output ?? `${id}.tar.gz`;
+        if (target === "-") {
+          await new Promise<void>((resolve, reject) => process.stdout.write(data, (e) => (e ? reject(e) : resolve())));
+          return;
+        }
+        const { writeFileSync } = await import("node:fs");
+        try {
+          writeFileSync(target, data, { mode: 0o600 });
+        } catch (e) {
+          throw new BundleProblem(`cannot write ${target}: ${(e as Error).message}`);
+        }
+        out(`wrote ${target} (${data.length} bytes)`);
+      } catch (e) {
+        handleBundle(e, `cannot export ${id}`);
+      }
+    });
+
+  systems
+    .command("import <file>")
+    .description("read a bundle back into <dataDir>: a draft canvas and its sandbox files, or a system file")
+    .option("-c, --config <file>", "config file")
+    .option("--replace", "replace a canvas, system file or sandbox of the same id")
+    .action(async (file: string, opts: { config?: string; replace?: boolean }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        const { readFileSync } = await import("node:fs");
+        let data: Buffer;
+        try {
+          data = readFileSync(file === "-" ? 0 : file);
+        } catch (e) {
+          throw new BundleProblem(`cannot read ${file}: ${(e as Error).message}`);
+        }
+        const { readBundle } = await import("../../workflows/builder/bundle.js");
+        const bundle = await readBundle(data);
+        const system = bundle.system;
+        // The config's own systems are not the room's to replace: the library would hold the id twice.
+        if (config.systems.some((s) => (s as { id?: unknown } | null)?.id === system)) throw new BundleProblem(`the config file declares a system "${system}"; remove it there before importing one of the same id`);
+        const r = await withRoom(config, undefined, (room) => room.importBundle(data, { replace: opts.replace === true }));
+        const [path, { sandboxDir, systemsDir }] = await Promise.all([import("node:path"), import("../../workflows/systems/paths.js")]);
+        const files = `${r.files} file${r.files === 1 ? "" : "s"}`;
+        const sandbox = sandboxDir(config.dataDir, r.system);
+        if (r.canvas) out(`imported ${r.system}: a draft canvas and ${files} in ${sandbox}; deploy it from a chat with the builder ("deploy ${r.system}")`);
+        else out(`imported ${r.system}: the system file ${path.join(systemsDir(config.dataDir), `${r.system}.yaml`)}${r.files ? ` and ${files} in ${sandbox}` : ""}`);
+      } catch (e) {
+        handleBundle(e, `cannot import ${file}`);
+      }
+    });
+
+  const runs = program.command("runs").description("runs of systems, kept in <dataDir>/systems.db");
+
+  runs
+    .command("list")
+    .description("list runs, newest first")
+    .option("-c, --config <file>", "config file")
+    .option("--status <status>", "only runs with this status")
+    .option("--system <id>", "only runs of this system")
+    .option("-n, --limit <n>", "how many", (v) => Number(v), 50)
+    .option("--json", "print JSON")
+    .action(async (opts: { config?: string; status?: string; system?: string; limit: number; json?: boolean }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        const { openSystemsDb, RunStore, systemsDbPath } = await import("../../workflows/systems/db.js");
+        const db = openSystemsDb(systemsDbPath(config.dataDir));
+        try {
+          const list = new RunStore(db).list({ status: opts.status as never, system: opts.system, limit: opts.limit });
+          if (opts.json) return out(JSON.stringify(list, null, 2));
+          if (!list.length) out("no runs yet");
+          for (const r of list) out(`${when(r.createdAt)}  ${r.id}  ${r.system}  ${r.status}${r.failedStep ? ` at ${r.failedStep}` : ""}${r.conversation ? `  (${r.conversation})` : ""}`);
+        } finally {
+          db.close();
+        }
+      } catch (e) {
+        handle(e);
+      }
+    });
+
+  runs
+    .command("show <id>")
+    .description("one run: status, inputs, each step, output")
+    .option("-c, --config <file>", "config file")
+    .option("--json", "print JSON")
+    .action(async (id: string, opts: { config?: string; json?: boolean }) => {
+      try {
+        const config = loadConfig({ configPath: opts.config });
+        const { openSystemsDb, RunStore, systemsDbPath } = await import("../../workflows/systems/db.js");
+        const { runJson } = await import("../../request/http/systems-routes.js");
+        const db = openSystemsDb(systemsDbPath(config.dataDir));
+        try {
+          const r = new RunStore(db).get(id);
+          if (!r) throw new CliProblem(`no run "${id}" (see: clawbridge runs list)`);
+          if (opts.json) return out(JSON.stringify(runJson(r), null, 2));
+          out(`inputs: ${JSON.stringify(r.inputs)}`);
+          printRun(runJson(r));
+        } finally {
+          db.close();
+        }
+      } catch (e) {
+        handle(e);
+      }
+    });
+
+  for (const action of ["pause", "resume", "cancel"] as const) {
+    runs
+      .command(`${action} <id>`)
+      .description(`${action} a run on the running bridge`)
+      .option("-c, --config <file>", "config file")
+      .option("--url <url>", "the bridge's address (default: from the config)")
+      .action(async (id: string, opts: { config?: string; url?: string }) => {
+        try {
+          const config = loadConfig({ configPath: opts.config });
+          const res = await callBridge(config, opts.url, "POST", `/v1/runs/${encodeURIComponent(id)}/${action}`);
+          if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
+          printRun(res.json);
+        } catch (e) {
+          handle(e);
+        }
+      });
+  }
+}

@@ -1,0 +1,320 @@
+/**
+ * `clawbridge doctor`: one command that checks the set-up and explains each finding with its fix:
+ * configuration, backends and the coding-agent CLIs, the port, OpenClaw's config (provider entry,
+ * models, compat flags, stale models.json, OpenClaw's own validation), lock files of dead
+ * processes, disk space and the systemd user service.
+ */
+import { existsSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { resolveCli, cliVersionHealth, KNOWN_CLIS, type KnownCli } from "../../backends/cli/resolve.js";
+import { createBackends } from "../../backends/registry.js";
+import type { Backend } from "../../backends/contract/backend.js";
+import { ConfigError, loadConfig } from "../../core/config/load.js";
+import type { Config } from "../../core/config/schema.js";
+import { createLogger } from "../../core/log/logger.js";
+import { bridgeBaseUrl, bridgeOrigin, resolveOpenClawPaths } from "../openclaw/provider.js";
+import { openclawStatus } from "../openclaw/status.js";
+import type { Validator } from "../openclaw/validate.js";
+import { serviceStatus, type SystemctlRunner } from "../service/systemd.js";
+import { canListen, findListeningPid, findLockFiles, formatBytes, freeBytes, processCommand, readLock, writable } from "./probes.js";
+import { summarize, type Finding, type Summary } from "../report/findings.js";
+
+/** The coding-agent CLIs a backend can drive (src/backends/cli/resolve.ts, where the dashboard finds them too). */
+export { KNOWN_CLIS, type KnownCli } from "../../backends/cli/resolve.js";
+
+export interface DoctorOptions {
+  configPath?: string;
+  /** An already-loaded configuration (the running bridge's, for the dashboard) instead of loading `configPath`. */
+  config?: Config;
+  /** The running bridge's backends (with `config`): checked as they are, not created anew (a router or builder backend needs the bridge's rooms). */
+  backends?: ReadonlyMap<string, Backend>;
+  env?: NodeJS.ProcessEnv;
+  openclawHome?: string;
+  providerId?: string;
+  /** OpenClaw's own validation (null: skipped). */
+  validate?: Validator | null;
+  /** Where `clawbridge-*.lock` files are looked for (default: the OS temp dir). */
+  tmpDir?: string;
+  /** Remove lock files whose PID is dead. */
+  fix?: boolean;
+  /** Run `--version` of installed CLIs that no backend uses (default true). */
+  scanClis?: boolean;
+  knownClis?: readonly KnownCli[];
+  systemctl?: SystemctlRunner;
+  unitDir?: string;
+  serviceName?: string;
+  /** Per HTTP probe. */
+  timeoutMs?: number;
+  /** Below this much free space in the data directory: failure (default 200 MB); below 5x: warning. */
+  minFreeBytes?: number;
+}
+
+export interface DoctorReport {
+  ok: boolean;
+  summary: Summary;
+  config?: string;
+  findings: Finding[];
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<T>((r) => (timer = setTimeout(() => r(fallback), ms)))]).finally(() => clearTimeout(timer));
+}
+
+async function checkBackends(config: Config, findings: Finding[], running?: ReadonlyMap<string, Backend>): Promise<Set<string>> {
+  const usedTypes = new Set<string>();
+  let backends: ReadonlyMap<string, Backend>;
+  try {
+    backends = running ?? createBackends(config, createLogger("silent"));
+  } catch (err) {
+    findings.push({ id: "backends", status: "fail", title: `backends cannot be created: ${(err as Error).message}` });
+    return usedTypes;
+  }
+  try {
+    const results = await Promise.all(
+      [...backends.values()].map(async (b) => ({ b, h: await withTimeout(b.health().catch((e: Error) => ({ usable: false, detail: e.message, version: undefined })), 20_000, { usable: false, detail: "health check did not finish within 20 s", version: undefined }) })),
+    );
+    for (const { b, h } of results) {
+      usedTypes.add(b.type);
+      const models = config.models.filter((m) => m.backend === b.name).map((m) => m.id);
+      const cli = KNOWN_CLIS.find((c) => c.backendType === b.type);
+      const what = b.type === "openai" ? "GET <baseUrl>/models answered" : `\`${h.detail} --version\` answered${h.version ? ` ${h.version}` : ""}`;
+      findings.push(
+        h.usable
+          ? {
+              id: `backend:${b.name}`,
+              status: "ok",
+              title: `backend ${b.name} (${b.type}): usable${h.version ? `, ${h.version}` : ""}`,
+              detail: `checked: ${what}. ${cli ? "A real turn was not tried: it needs the CLI's own login or API key." : ""}\nmodels: ${models.join(", ") || "none"}`.trim(),
+            }
+          : {
+              id: `backend:${b.name}`,
+              status: "fail",
+              title: `backend ${b.name} (${b.type}): not usable`,
+              detail: `${h.detail}\nmodels affected: ${models.join(", ") || "none"}`,
+              fix: cli
+                ? `install it (npm i -g ${cli.pkg}) or set backends.${b.name}.command to its path`
+                : b.type === "openai"
+                  ? `start the model server, or fix backends.${b.name}.baseUrl`
+                  : `see backends.${b.name} in the config`,
+            },
+      );
+    }
+  } finally {
+    if (!running) await Promise.all([...backends.values()].map((b) => b.close?.().catch(() => undefined)));
+  }
+  return usedTypes;
+}
+
+async function scanClis(known: readonly KnownCli[], skipTypes: Set<string>, env: NodeJS.ProcessEnv, findings: Finding[]): Promise<void> {
+  const results = await Promise.all(
+    known
+      .filter((c) => !skipTypes.has(c.backendType))
+      .map(async (c) => {
+        const { path: bin, tried } = await resolveCli(c.name, c.extraPlaces ?? []);
+        const h = bin ? await cliVersionHealth(bin, tried, env) : undefined;
+        return { c, bin, h };
+      }),
+  );
+  for (const { c, bin, h } of results) {
+    if (!bin) findings.push({ id: `cli:${c.name}`, status: "info", title: `${c.name}: not installed (not used by this config)`, detail: `to use it: npm i -g ${c.pkg}, then add a "${c.backendType}" backend` });
+    else if (h?.usable) findings.push({ id: `cli:${c.name}`, status: "info", title: `${c.name}: installed, ${h.version ?? "version unknown"} (not used by this config)`, detail: `${bin}; checked with --version only` });
+    else findings.push({ id: `cli:${c.name}`, status: "info", title: `${c.name}: found but does not start (not used by this config)`, detail: h?.detail });
+  }
+}
+
+/** The warm CLI processes a running bridge reports in /health, as one line (empty when none). */
+function warmLine(warm: unknown): string {
+  const w = warm as { processes?: number; rssBytes?: number; byBackend?: Record<string, { processes: number; busy: number; rssBytes: number }> } | undefined;
+  if (!w || !w.processes) return "";
+  const mb = (n: number) => `${Math.round(n / 1048576)} MB`;
+  const parts = Object.entries(w.byBackend ?? {}).map(([name, b]) => `${name} ${b.processes} (${b.busy} busy, ${mb(b.rssBytes)})`);
+  return `\nwarm CLI processes: ${w.processes}, ${mb(w.rssBytes ?? 0)} in all — ${parts.join(", ")}`;
+}
+
+async function checkPort(config: Config, findings: Finding[], timeoutMs: number): Promise<void> {
+  const { host, port } = config.server;
+  const where = `${host}:${port}`;
+  const origin = bridgeOrigin(bridgeBaseUrl(config));
+  let body: Record<string, unknown> | undefined;
+  let httpStatus: number | undefined;
+  try {
+    // With server.apiKeys the details (models) need a key; liveness does not.
+    const key = config.server.apiKeys[0];
+    const res = await fetch(`${origin}/health`, { signal: AbortSignal.timeout(timeoutMs), headers: key ? { authorization: `Bearer ${key}` } : {} });
+    httpStatus = res.status;
+    body = (await res.json().catch(() => undefined)) as Record<string, unknown> | undefined;
+  } catch {
+    /* nothing answered over HTTP */
+  }
+  const owner = () => {
+    const pid = findListeningPid(port);
+    return pid ? ` (pid ${pid}${processCommand(pid) ? `: ${processCommand(pid)}` : ""})` : "";
+  };
+  if (body && body.name === "clawbridge") {
+    const running = Array.isArray(body.models) ? body.models.map((m) => String((m as { id?: unknown }).id)) : undefined;
+    const configured = config.models.map((m) => m.id);
+    // Without its model list (another key) there is nothing to compare.
+    const same = !running || (running.length === configured.length && configured.every((id) => running.includes(id)));
+    findings.push({
+      id: "port",
+      status: same ? "ok" : "warn",
+      title: `port ${where}: a clawbridge ${String(body.version ?? "")} answers${owner()}`.replace("  ", " "),
+      detail: `GET ${origin}/health: status ${String(body.status ?? "?")}${warmLine(body.warm)}${same ? "" : `\nit serves ${running?.join(", ") || "no models"}; this config has ${configured.join(", ")}`}`,
+      ...(same ? {} : { fix: "restart it to apply this config (systemctl --user restart clawbridge, or stop the old process and run clawbridge serve)" }),
+    });
+    return;
+  }
+  if (httpStatus !== undefined) {
+    findings.push({
+      id: "port",
+      status: "fail",
+      title: `port ${where}: used by another program${owner()}`,
+      detail: `GET ${origin}/health answered HTTP ${httpStatus}, not as a clawbridge`,
+      fix: "stop that program, or set server.port (then: clawbridge openclaw install)",
+    });
+    return;
+  }
+  const probe = await canListen(host, port);
+  if (probe.free) {
+    findings.push({ id: "port", status: "ok", title: `port ${where}: free (the bridge is not running)`, detail: "start it: clawbridge serve, or clawbridge service install" });
+  } else if (probe.code === "EADDRINUSE") {
+    findings.push({ id: "port", status: "fail", title: `port ${where}: used by another program${owner()}`, detail: "it does not answer HTTP on /health", fix: "stop that program, or set server.port (then: clawbridge openclaw install)" });
+  } else {
+    findings.push({
+      id: "port",
+      status: "fail",
+      title: `port ${where}: cannot listen (${probe.code ?? "unknown error"})`,
+      fix: probe.code === "EACCES" ? "ports below 1024 need privileges: pick a higher server.port" : probe.code === "EADDRNOTAVAIL" ? `${host} is not an address of this machine: fix server.host` : "check server.host / server.port",
+    });
+  }
+}
+
+function checkLocks(dataDir: string | undefined, tmpDir: string, fix: boolean, findings: Finding[]): void {
+  const files = findLockFiles(dataDir, tmpDir);
+  if (!files.length) {
+    findings.push({ id: "locks", status: "ok", title: "no lock files", detail: `looked in ${[dataDir, `${tmpDir}/clawbridge-*.lock`].filter(Boolean).join(" and ")}` });
+    return;
+  }
+  for (const file of files) {
+    const l = readLock(file);
+    if (l.problem) {
+      findings.push({ id: `lock:${file}`, status: "warn", title: `lock file ${file}: ${l.problem}`, fix: `if no clawbridge or OpenClaw gateway is running: rm ${file}` });
+    } else if (l.alive && !l.reused) {
+      findings.push({ id: `lock:${file}`, status: "ok", title: `lock file ${file}: held by running pid ${l.pid}`, ...(l.command ? { detail: l.command } : {}) });
+    } else if (fix) {
+      rmSync(file, { force: true });
+      findings.push({ id: `lock:${file}`, status: "ok", title: `lock file ${file}: pid ${l.pid} was ${l.reused ? "reused by another program" : "dead"}; removed (--fix)` });
+    } else {
+      findings.push({
+        id: `lock:${file}`,
+        status: "warn",
+        title: l.reused ? `stale lock file ${file}: pid ${l.pid} now belongs to another program (${l.command})` : `stale lock file ${file}: pid ${l.pid} is not running`,
+        detail: "a crashed bridge or plugin left it; it can stop the plugin from starting the bridge",
+        fix: `rm ${file} (or: clawbridge doctor --fix)`,
+      });
+    }
+  }
+}
+
+function checkDisk(dataDir: string, minFree: number, findings: Finding[]): void {
+  try {
+    const { free, total, at } = freeBytes(dataDir);
+    const canWrite = writable(dataDir);
+    const status = !canWrite || free < minFree ? "fail" : free < minFree * 5 ? "warn" : "ok";
+    findings.push({
+      id: "disk",
+      status,
+      title: `data directory ${dataDir}: ${formatBytes(free)} free of ${formatBytes(total)}${canWrite ? "" : ", NOT writable"}`,
+      detail: at === dataDir ? undefined : `does not exist yet (created at start-up); measured at ${at}`,
+      ...(status === "ok" ? {} : { fix: canWrite ? "free some space (sessions, CLI work directories and logs live here), or set dataDir" : `fix the permissions of ${at}, or set dataDir / CLAWBRIDGE_DATA_DIR` }),
+    });
+  } catch (err) {
+    findings.push({ id: "disk", status: "warn", title: `data directory ${dataDir}: cannot measure free space (${(err as Error).message})` });
+  }
+}
+
+export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorReport> {
+  const env = opts.env ?? process.env;
+  const findings: Finding[] = [];
+  const timeoutMs = opts.timeoutMs ?? 2000;
+
+  // 1. Configuration.
+  let config: Config | undefined;
+  try {
+    config = opts.config ?? loadConfig({ configPath: opts.configPath, env });
+    findings.push({
+      id: "config",
+      status: "ok",
+      title: `configuration valid (${config.source})`,
+      detail: `${config.models.length} model${config.models.length === 1 ? "" : "s"}: ${config.models.map((m) => `${m.id} -> ${m.backend}`).join(", ")}`,
+    });
+  } catch (err) {
+    findings.push({
+      id: "config",
+      status: "fail",
+      title: "configuration invalid",
+      detail: err instanceof ConfigError ? err.message : String(err),
+      fix: "fix the keys named above (clawbridge config check shows the same)",
+    });
+  }
+
+  // 2. Backends and CLIs.
+  const used = config ? await checkBackends(config, findings, opts.backends) : new Set<string>();
+  if (opts.scanClis ?? true) await scanClis(opts.knownClis ?? KNOWN_CLIS, used, env, findings);
+
+  // 3. Port.
+  if (config) await checkPort(config, findings, timeoutMs);
+
+  // 4. OpenClaw.
+  const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome, env });
+  const oc = await openclawStatus({ paths, providerId: opts.providerId, env, timeoutMs, ...(config ? { config } : {}), notSetUpIs: "warn" });
+  // The port check already says whether the bridge runs; keep OpenClaw's view only when it differs.
+  const portFinding = findings.find((f) => f.id === "port");
+  for (const f of oc.findings) {
+    if (f.id === "bridge:running" && portFinding && config && oc.baseUrl?.replace(/\/+$/, "") === bridgeBaseUrl(config)) {
+      if (f.status === "fail") findings.push({ ...f, title: `OpenClaw points at the bridge, but it is not running`, detail: f.detail });
+      continue;
+    }
+    findings.push(f);
+  }
+  if (opts.validate && existsSync(paths.configPath)) {
+    const v = await opts.validate(paths);
+    if (!v.ran) findings.push({ id: "openclaw:validate", status: "info", title: "OpenClaw's own validation could not run", detail: v.detail });
+    else
+      findings.push(
+        v.valid
+          ? { id: "openclaw:validate", status: "ok", title: "openclaw config validate: valid" }
+          : { id: "openclaw:validate", status: "fail", title: "openclaw config validate: INVALID", detail: v.issues.map((i) => `${i.path}: ${i.message}`).join("\n") || v.detail, fix: "fix or remove the keys named (a backup of each clawbridge edit is next to the file: openclaw.json.bak-*)" },
+      );
+  } else if (!opts.validate && existsSync(paths.configPath)) {
+    findings.push({ id: "openclaw:validate", status: "info", title: "OpenClaw's own validation skipped (openclaw CLI not found; --openclaw-bin <path> to use one)" });
+  }
+
+  // 5. Lock files, disk, service.
+  const dataDir = config?.dataDir ?? path.resolve(env.CLAWBRIDGE_DATA_DIR ?? path.join(env.HOME ?? tmpdir(), ".clawbridge"));
+  checkLocks(dataDir, opts.tmpDir ?? tmpdir(), !!opts.fix, findings);
+  checkDisk(dataDir, opts.minFreeBytes ?? 200 * 1024 * 1024, findings);
+  const svc = await serviceStatus({ name: opts.serviceName, unitDir: opts.unitDir, envVars: env, ...(opts.systemctl ? { runner: opts.systemctl } : {}) });
+  if (!svc.installed) {
+    findings.push({ id: "service", status: "info", title: "systemd user service: not installed", detail: "optional: clawbridge service install (starts the bridge at login, restarts it on failure)" });
+  } else if (!svc.systemd) {
+    findings.push({ id: "service", status: "info", title: `systemd user service: unit at ${svc.unitPath}`, detail: `its state is unknown: ${svc.systemdNote}` });
+  } else {
+    const state = `${svc.properties.ActiveState ?? "?"}/${svc.properties.SubState ?? "?"}, ${svc.properties.UnitFileState ?? "?"}`;
+    findings.push(
+      svc.active
+        ? { id: "service", status: "ok", title: `systemd user service: ${state} (pid ${svc.properties.MainPID ?? "?"})` }
+        : {
+            id: "service",
+            status: "warn",
+            title: `systemd user service: installed but ${state}`,
+            fix: `systemctl --user start ${path.basename(svc.unitPath)}; logs: journalctl --user -u ${path.basename(svc.unitPath)} -e`,
+          },
+    );
+  }
+
+  const summary = summarize(findings);
+  return { ok: summary.fail === 0, summary, ...(config ? { config: config.source } : {}), findings };
+}

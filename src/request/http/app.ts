@@ -1,0 +1,227 @@
+/**
+ * The HTTP server: `POST /v1/chat/completions` goes to src/request/http/chat-route.ts (plain node:http);
+ * Fastify serves the models, health and unknown routes. Neither knows which backend it talks to.
+ */
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import type { Logger } from "pino";
+import type { Backend, BackendHealth } from "../../backends/contract/backend.js";
+import type { Config } from "../../core/config/schema.js";
+import type { DebugLog } from "../../core/log/debug-log.js";
+import type { ChatPipeline } from "../pipeline/chat.js";
+import type { TurnScheduler } from "../queue/scheduler.js";
+import type { ModelRouter } from "../models/routes.js";
+import { liveProcesses } from "../../core/util/process.js";
+import { warmSummary } from "../../backends/warm/pool.js";
+import { VERSION } from "../../core/version.js";
+import { ApiKeys } from "./auth.js";
+import { chatRoute, isChatRoute } from "./chat-route.js";
+import { HttpFront, lingerAfterAnswer, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
+import { ApiError, internalError, unauthorized } from "../chat-api/errors.js";
+import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
+import { isSystemsRoute, registerSystemsRoutes } from "./systems-routes.js";
+import { isMcpRoute, registerMcpRoute } from "./mcp-route.js";
+import { isClientToolsRoute, registerClientToolsRoute } from "./client-tools-route.js";
+import type { ClientToolHub } from "../../backends/client-tools/sessions.js";
+import type { CanvasTools } from "../../workflows/builder/canvas-tools.js";
+import type { BuilderBase } from "../../workflows/builder/backend-deps.js";
+import { registerBuilderRoutes } from "./builder-routes.js";
+import type { BridgeMetrics } from "../../ops/metrics/metrics.js";
+import { registerMetricsRoute } from "./metrics-route.js";
+import { sendApiError } from "./reply.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { EventHub } from "../../ops/events/hub.js";
+import { registerEventsRoute } from "./events-route.js";
+import { registerDashboardRoute } from "./dashboard-route.js";
+import { registerAdminRoutes, type AdminDeps } from "./admin-routes.js";
+
+export interface AppDeps {
+  config: Config;
+  pipeline: ChatPipeline;
+  router: ModelRouter;
+  scheduler: TurnScheduler;
+  backends: ReadonlyMap<string, Backend>;
+  logger: Logger;
+  debugLog: DebugLog;
+  /** Systems, runs and router state, when configured (src/request/http/systems-routes.ts). */
+  systems?: RouterRuntimeHandle;
+  /** The builder's canvas and sandbox tools, served over MCP at `/mcp` (src/request/http/mcp-route.ts); without them /mcp is 404. */
+  builderTools?: CanvasTools;
+  /** The builder room (canvases, builds, export), when systems are on (src/request/http/builder-routes.ts). */
+  builder?: BuilderBase;
+  /** The bus (backend health changes are published on it) and the hub behind `GET /v1/events` (src/request/http/events-route.ts). */
+  bus?: EventBus;
+  events?: EventHub;
+  /** What the dashboard's `/v1/admin/*` routes read (src/request/http/admin-routes.ts). */
+  admin?: AdminDeps;
+  /** The built dashboard (default packages/dashboard/dist; src/request/http/dashboard-route.ts). */
+  dashboardDir?: string;
+  /** Prometheus metrics, served at `GET /metrics` (src/request/http/metrics-route.ts); without them /metrics is 404. */
+  metrics?: BridgeMetrics;
+  /** Client tool calls of CLI agents, served over MCP at `/mcp/client-tools` (src/request/http/client-tools-route.ts); without them 404. */
+  clientTools?: ClientToolHub | undefined;
+}
+
+const HEALTH_TTL_MS = 30_000;
+
+/** The Fastify app and the HTTP front under it (connections, timeouts, shutdown: src/request/http/http-front.ts). */
+export interface BuiltApp {
+  app: FastifyInstance;
+  front: HttpFront;
+}
+
+export function buildApp(deps: AppDeps): BuiltApp {
+  const { config, pipeline, router, scheduler, backends, logger, debugLog } = deps;
+  const startedAt = Date.now();
+  const keys = new ApiKeys(config.server.apiKeys);
+  // Every response names the bridge, so a second instance (and `doctor`) recognises one on a port
+  // cheaply.
+  const SERVER = `clawbridge/${VERSION}`;
+  let front!: HttpFront;
+  const chat = chatRoute({ config, pipeline, router, keys, logger, debugLog, closesAfter: (req) => front.closesAfter(req), server: SERVER, lingerBytes: () => front.lingerBytes });
+  const app = Fastify({
+    logger: false,
+    // POST /v1/chat/completions, the route every turn takes, is served on plain node:http
+    // (src/request/http/chat-route.ts); Fastify serves the rest. Both sit behind the HTTP front
+    // (timeouts, connection cap, HTTP-level errors, shutdown).
+    serverFactory: (fastifyHandler) => {
+      front = new HttpFront(
+        {
+          serverHeader: SERVER,
+          headersTimeoutMs: config.server.headersTimeoutSeconds * 1000,
+          requestTimeoutMs: config.server.requestTimeoutSeconds * 1000,
+          idleTimeoutMs: config.server.idleTimeoutSeconds * 1000,
+          maxConnections: config.server.maxConnections,
+          bodyLimitBytes: config.server.bodyLimitBytes,
+        },
+        (req, res, expectsContinue) => {
+          if (isChatRoute(req.method, req.url)) return chat(req, res, expectsContinue); // it writes its own `server` header
+          res.setHeader("server", SERVER);
+          // Only the systems and runs routes and /mcp read a body: one sent anyway elsewhere is not
+          // read past a small budget, and the connection closes after the answer.
+          if (isSystemsRoute(req.method, req.url) || isMcpRoute(req.method, req.url) || isClientToolsRoute(req.method, req.url)) {
+            if (expectsContinue) res.writeContinue();
+          } else if (req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")) {
+            res.setHeader("connection", "close");
+            lingerAfterAnswer(req, UNAUTHENTICATED_LINGER_BYTES);
+          } else if (expectsContinue) res.writeContinue();
+          fastifyHandler(req, res);
+        },
+      );
+      return front.server;
+    },
+    return503OnClosing: true,
+    // On close, idle keep-alive sockets are closed at once (running turns still finish).
+    forceCloseConnections: "idle",
+    // node:http's parser errors and request timeouts, answered OpenAI-shaped (Fastify's own
+    // answer is `{"error":"Bad Request",...}`).
+    clientErrorHandler: (err, socket) => front.onClientError(err, socket),
+    // Errors Fastify raises before routing (a malformed URL...) are OpenAI-shaped too.
+    frameworkErrors: (err, _req, reply) => {
+      const body = new ApiError(400, "invalid_request_error", "bad_request", `Bad request: ${err.message}`).body();
+      (reply as FastifyReply).code(400).type("application/json").send(body);
+    },
+  });
+
+  // No Fastify route reads a body (the chat route parses its own) except the systems routes,
+  // which register their own JSON parser.
+  app.removeAllContentTypeParsers();
+  registerSystemsRoutes(app, deps.systems);
+  registerMcpRoute(app, { keys, tools: deps.builderTools });
+  registerClientToolsRoute(app, deps.clientTools);
+  registerBuilderRoutes(app, deps.builder);
+  registerEventsRoute(app, deps.events);
+  registerDashboardRoute(app, { dir: deps.dashboardDir });
+  registerAdminRoutes(app, deps);
+  registerMetricsRoute(app, { metrics: deps.metrics, keys, requireKey: config.metrics.requireKey });
+
+  const sendError = sendApiError;
+
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    if (err instanceof ApiError) return sendError(reply, err);
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return sendError(reply, new ApiError(err.statusCode, "invalid_request_error", err.code ?? "bad_request", err.message));
+    }
+    logger.error({ err }, "unexpected error");
+    return sendError(reply, internalError());
+  });
+
+  app.setNotFoundHandler((req, reply) =>
+    sendError(reply, new ApiError(404, "not_found_error", "not_found", `No route ${req.method} ${req.url}. Try POST /v1/chat/completions or GET /v1/models.`)),
+  );
+
+  if (keys.required) {
+    app.addHook("onRequest", async (req, reply) => {
+      if (!req.url.startsWith("/v1/")) return;
+      if (!keys.check(ApiKeys.presented(req.headers))) {
+        return sendError(reply, unauthorized());
+      }
+    });
+  }
+
+  app.addHook("preClose", (done) => {
+    front.shutdown();
+    done();
+  });
+
+  if (debugLog.enabled) {
+    app.addHook("onResponse", async (req, reply) => {
+      debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.raw.httpVersion}" ${reply.statusCode} -`);
+    });
+  }
+
+  let healthCache: { at: number; value: Array<BackendHealth & { name: string; type: string }> } | undefined;
+  const healthSeen = new Map<string, boolean>();
+  const backendHealth = async () => {
+    if (!healthCache || Date.now() - healthCache.at > HEALTH_TTL_MS) {
+      const value = await Promise.all(
+        [...backends.values()].map(async (b) => {
+          const h = await b.health().catch((e: Error) => ({ usable: false, detail: e.message }));
+          return { name: b.name, type: b.type, ...h };
+        }),
+      );
+      healthCache = { at: Date.now(), value };
+      // A backend's health on the bus when it is first checked and whenever `usable` changes.
+      for (const h of value) {
+        if (healthSeen.get(h.name) === h.usable) continue;
+        healthSeen.set(h.name, h.usable);
+        deps.bus?.emit({ type: "backend.health", backend: h.name, usable: h.usable, detail: h.detail });
+      }
+    }
+    return healthCache.value;
+  };
+
+  const status = async () => {
+    const list = await backendHealth();
+    return {
+      status: list.every((b) => b.usable) ? "ok" : list.some((b) => b.usable) ? "degraded" : "unusable",
+      name: "clawbridge",
+      version: VERSION,
+      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+      backends: list,
+      models: router.models().map((m) => ({ id: m.id, backend: m.backend, mode: m.sessionMode })),
+      // Processes of turns running now; warm ones (kept between turns) are listed apart.
+      turns: { ...scheduler.stats(), processes: liveProcesses().filter((p) => !p.warm).length },
+      warm: warmSummary(),
+    };
+  };
+  // With API keys set, the details (backends, models, load) need the key; liveness does not.
+  const health = async (req: FastifyRequest) => {
+    if (keys.required && !keys.check(ApiKeys.presented(req.headers))) {
+      return { status: "ok", name: "clawbridge", version: VERSION, detail: "send the API key for backend details" };
+    }
+    return status();
+  };
+  app.get("/", health);
+  app.get("/health", health);
+
+  const modelJson = (id: string) => ({ id, object: "model", created: Math.floor(startedAt / 1000), owned_by: "clawbridge" });
+  app.get("/v1/models", async () => ({ object: "list", data: router.models().map((m) => modelJson(m.id)) }));
+  app.get<{ Params: { "*": string } }>("/v1/models/*", async (req, reply) => {
+    const id = req.params["*"];
+    const m = router.models().find((x) => x.id === id);
+    if (!m) return sendError(reply, new ApiError(404, "invalid_request_error", "model_not_found", `The model "${id}" is not served here.`, "model"));
+    return modelJson(m.id);
+  });
+
+  return { app, front };
+}

@@ -1,0 +1,260 @@
+/** Wiring: configuration → backends → pipeline → HTTP server. Also graceful shutdown. */
+import { mkdirSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "pino";
+import { createBackends } from "../../backends/registry.js";
+import { ClientToolHub } from "../../backends/client-tools/sessions.js";
+import { CLIENT_TOOLS_PATH } from "./client-tools-route.js";
+import type { Backend } from "../../backends/contract/backend.js";
+import type { Config } from "../../core/config/schema.js";
+import { DebugLog } from "../../core/log/debug-log.js";
+import { createLogger } from "../../core/log/logger.js";
+import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
+import { TurnScheduler } from "../queue/scheduler.js";
+import { ModelRouter } from "../models/routes.js";
+import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js";
+import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
+import { PreExecutor } from "../pipeline/enrich.js";
+import type { SessionStore } from "../../core/store/types.js";
+import { existsSync, renameSync } from "node:fs";
+import path from "node:path";
+import { buildApp } from "./app.js";
+import { EventBus } from "../../ops/events/bus.js";
+import { EventHub } from "../../ops/events/hub.js";
+import { sideCaller } from "../pipeline/side-call.js";
+import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
+import { wantsSystems } from "../../workflows/systems/paths.js";
+import type { BuilderBase } from "../../workflows/builder/backend-deps.js";
+import type { AdminDoctor } from "./admin-routes.js";
+import type { BridgeMetrics } from "../../ops/metrics/metrics.js";
+
+export interface Bridge {
+  url: string;
+  port: number;
+  host: string;
+  backends: ReadonlyMap<string, Backend>;
+  pipeline: ChatPipeline;
+  /** Every routing decision, state change and run step (src/events). */
+  bus: EventBus;
+  /** The bus as a stream (`GET /v1/events`): ids, the replay ring, redaction, subscribers (src/ops/events/hub.ts). */
+  events: EventHub;
+  /** Systems, runs and router state (undefined when nothing configures systems or a router). */
+  systems?: RouterRuntimeHandle;
+  /** Prometheus metrics served at `GET /metrics` (undefined when `metrics.enabled` is false). */
+  metrics?: BridgeMetrics;
+  /**
+   * Answer new requests 503 (Retry-After), let running turns finish (up to the grace period), abort
+   * the rest (a non-streamed one is answered 503 too), reap children, then stop listening and close
+   * every connection (idle and finished ones at once).
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface StartOptions {
+  logger?: Logger;
+  enricher?: Enricher;
+  /** Systems database file (default `<dataDir>/systems.db`; `:memory:` in tests). */
+  systemsDb?: string;
+  /** First retry delay of a failing run step (default 1000 ms). */
+  retryBaseMs?: number;
+  /** `clawbridge doctor` for the dashboard's Backends view (`GET /v1/admin/doctor`; the CLI passes it: the doctor sits above the server). */
+  doctor?: AdminDoctor;
+  /** Where the built dashboard is (default packages/dashboard/dist). */
+  dashboardDir?: string;
+}
+
+export class PortInUseError extends Error {
+  constructor(host: string, port: number, owner: string) {
+    super(`${host}:${port} is already in use${owner}. Stop the other process, or start with --port <another>.`);
+    this.name = "PortInUseError";
+  }
+}
+
+/** Ask whatever holds the port whether it is a clawbridge (for a clear start-up message). */
+async function describePortOwner(host: string, port: number): Promise<string> {
+  try {
+    const h = host.includes(":") ? `[${host}]` : host;
+    // Any path answers with the Server header; an unknown one answers fastest (no backend checks).
+    const res = await fetch(`http://${h}:${port}/.well-known/clawbridge`, { signal: AbortSignal.timeout(3000) });
+    await res.body?.cancel();
+    const m = /^clawbridge\/(\S+)/.exec(res.headers.get("server") ?? "");
+    if (m) return ` by another clawbridge ${m[1]} (an old process or a service?)`;
+  } catch {
+    /* not an HTTP server we know */
+  }
+  return " by another program";
+}
+
+/**
+ * The session store, opened when a model runs in resume mode. A seed-era `sessions.json` found in
+ * the data directory is imported once and renamed so it is not imported again.
+ */
+async function openStoreIfNeeded(config: Config, logger: Logger): Promise<SessionStore | undefined> {
+  const resumeModels = config.models.filter((m) => m.sessionMode === "resume");
+  if (!resumeModels.length) return undefined;
+  // Loaded only when a model runs in resume mode.
+  const { defaultSessionStorePath, importSessionsJson, openSessionStore } = await import("../../core/store/index.js");
+  const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
+  const legacy = path.join(config.dataDir, "sessions.json");
+  if (existsSync(legacy)) {
+    try {
+      const res = await importSessionsJson(store, legacy, { backend: resumeModels[0]!.backend });
+      renameSync(legacy, `${legacy}.imported-${Date.now()}`);
+      logger.info({ file: legacy, imported: res.imported, skipped: res.skipped.length }, "imported sessions.json into the session store");
+    } catch (err) {
+      logger.warn({ file: legacy, err: (err as Error).message }, "could not import sessions.json; it was left in place");
+    }
+  }
+  return store;
+}
+
+/** How a local CLI reaches this bridge: the address it listens on, or loopback when it listens on all addresses. */
+function loopbackUrl(addr: AddressInfo): string {
+  if (addr.address === "0.0.0.0") return `http://127.0.0.1:${addr.port}`;
+  if (addr.address === "::") return `http://[::1]:${addr.port}`;
+  return addr.family === "IPv6" ? `http://[${addr.address}]:${addr.port}` : `http://${addr.address}:${addr.port}`;
+}
+
+export async function startBridge(config: Config, opts: StartOptions = {}): Promise<Bridge> {
+  const logger = opts.logger ?? createLogger(config.logging.level);
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // CLIs a previous bridge could not reap (it was killed with SIGKILL) are ended now; ours are
+  // recorded, and ended by the orphan watcher should this bridge be killed in turn.
+  const runDir = path.join(config.dataDir, "run");
+  const reapStart = Date.now();
+  const orphans = await reapOrphans(runDir);
+  if (orphans) logger.warn({ groups: orphans, ms: Date.now() - reapStart }, "ended CLI processes left running by a bridge that was killed");
+  const watcher = startOrphanWatcher(runDir, setRunDir(runDir));
+  logger.debug({ pid: watcher.pid }, "orphan watcher started");
+  const debugLog = new DebugLog(config.logging.debugLog);
+  const bus = new EventBus((err) => logger.warn({ err }, "event listener failed"));
+  // The hub listens from the start, so a watcher that connects later can replay what it missed.
+  const events = new EventHub(bus, { ...config.events, heartbeatMs: config.events.heartbeatSeconds * 1000 });
+  // Prometheus metrics listen from the start (runs found interrupted at start-up count); the queue
+  // is read at scrape time. prom-client is loaded only when they are on.
+  const metrics = config.metrics.enabled ? await import("../../ops/metrics/metrics.js").then((m) => new m.BridgeMetrics({ bus, scheduler: { stats: () => scheduler.stats() }, ...m.metricsLabels(config) })) : undefined;
+  // Models are reached by id for the router's classifier and systems' model steps; the routes
+  // exist once the backends do (the router backend itself is built with the runtime).
+  let router: ModelRouter | undefined;
+  const resolveModel = (id: string) => router?.resolve(id);
+  const callModel = sideCaller(resolveModel);
+  let systems: RouterRuntimeHandle | undefined;
+  if (wantsSystems(config)) {
+    // Loaded only when systems or a router are configured.
+    const { openRouterRuntime } = await import("../../workflows/router/runtime.js");
+    systems = await openRouterRuntime({ config, bus, callModel, logger, dbFile: opts.systemsDb, retryBaseMs: opts.retryBaseMs });
+  }
+  // The builder room (canvases, sandboxes, builds; the tools served at /mcp) lives beside the systems.
+  let builder: BuilderBase | undefined;
+  if (systems) {
+    const [{ openBuilderRoom }, { builderProblems }, { SystemsConfigError }] = await Promise.all([import("../../workflows/builder/service.js"), import("../../workflows/builder/options.js"), import("../../workflows/router/runtime.js")]);
+    const problems = builderProblems(config);
+    if (problems.length) {
+      await systems.close();
+      await watcher.stop();
+      throw new SystemsConfigError(problems);
+    }
+    const room = openBuilderRoom({ db: systems.db, dataDir: config.dataDir, bus, host: systems, recover: true });
+    builder = {
+      room,
+      bus,
+      callModel,
+      host: systems,
+      runs: systems.runs.store,
+      dataDir: config.dataDir,
+      models: config.models.map((m) => ({ id: m.id, kind: config.backends[m.backend]?.type ?? "unknown" })),
+      engines: new Map(),
+    };
+  }
+  const builderBusy = builder ? busyWith(builder) : undefined;
+  // Pending client tool calls and the MCP endpoint CLI agents reach them through (models in tools.mode: bridge).
+  const clientTools = config.models.some((m) => m.tools.mode === "bridge") ? new ClientToolHub(logger.child({ room: "clienttools" })) : undefined;
+  const backends = createBackends(config, logger, { ...(systems ? { router: { ...systems, builderBusy } } : {}), ...(builder ? { builder } : {}), ...(clientTools ? { clientTools } : {}) });
+  router = new ModelRouter(config, backends);
+  const scheduler = new TurnScheduler({
+    maxConcurrent: config.server.maxConcurrent,
+    maxQueue: config.server.maxQueue,
+    queueTimeoutMs: config.server.queueTimeoutSeconds * 1000,
+    maxQueuedPerConversation: config.server.maxQueuedPerConversation,
+  });
+  const store = await openStoreIfNeeded(config, logger);
+  const preexec = new PreExecutor(logger, debugLog);
+  const enricher = opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
+  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store, resolveModel, bus, ...(clientTools ? { clientTools } : {}) });
+  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems, builder, builderTools: builder?.room.tools, bus, events, metrics, admin: { bus, store, doctor: opts.doctor }, dashboardDir: opts.dashboardDir, clientTools });
+
+  try {
+    await app.listen({ host: config.server.host, port: config.server.port });
+  } catch (err) {
+    metrics?.close();
+    events.close();
+    await watcher.stop();
+    await Promise.all([...backends.values()].map((b) => b.close?.()));
+    await preexec.close();
+    await systems?.close();
+    await store?.close();
+    await debugLog.close();
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      throw new PortInUseError(config.server.host, config.server.port, await describePortOwner(config.server.host, config.server.port));
+    }
+    throw err;
+  }
+  const addr = app.server.address() as AddressInfo;
+  const hostForUrl = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+  const url = `http://${hostForUrl}:${addr.port}`;
+  if (clientTools) clientTools.endpoint = `${loopbackUrl(addr)}${CLIENT_TOOLS_PATH}`;
+  logger.info({ url, config: config.source, models: config.models.map((m) => m.id) }, "clawbridge listening");
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    port: addr.port,
+    host: addr.address,
+    backends,
+    pipeline,
+    bus,
+    events,
+    systems,
+    metrics,
+    close(graceMs = config.server.shutdownGraceSeconds * 1000) {
+      closing ??= (async () => {
+        // New requests get 503 (the port stays open while turns drain, so clients get an answer).
+        front.shutdown();
+        // Runs attached to a draining turn are not cancelled by it: they end `interrupted` below.
+        systems?.runs.beginClose();
+        await pipeline.drain(graceMs);
+        await systems?.runs.close();
+        await terminateAll();
+        await watcher.stop();
+        // Event streams end (`event: shutdown`) once the turns are over, so none holds the close up.
+        events.close();
+        // Tool calls still waiting for a client are answered, so their MCP requests do not hold the server open.
+        await clientTools?.close();
+        // Stop listening; idle and finished connections are closed at once.
+        await front.close(() => app.close());
+        await Promise.all([...backends.values()].map((b) => b.close?.()));
+        await preexec.close();
+        await systems?.close();
+        await store?.close();
+        await debugLog.close();
+        metrics?.close();
+        logger.info("clawbridge stopped");
+      })();
+      return closing;
+    },
+  };
+}
+
+/**
+ * Whether the builder is in the middle of something with a conversation: a question waiting for
+ * its yes (an hour), or a build planning, running or paused (half an hour since it last moved).
+ * The router then hands that conversation's messages to the builder.
+ */
+function busyWith(builder: BuilderBase): (conversation: string) => boolean {
+  return (conversation) => {
+    const c = builder.room.builds.conversation(conversation);
+    const age = Date.now() - c.updatedAt;
+    if (c.pending) return Date.now() - c.pending.since < 60 * 60_000;
+    return (c.state === "planning" || c.state === "executing" || c.state === "paused") && age < 30 * 60_000;
+  };
+}

@@ -1,0 +1,164 @@
+/**
+ * Systems and runs over HTTP, behind the same bearer keys as every `/v1/*` route:
+ *   GET  /v1/systems                 the systems this bridge can run
+ *   GET  /v1/systems/:id             one, with its input schema
+ *   POST /v1/systems/:id/runs        {inputs, wait?} → 202 with the run (inputs checked: 400 names what is missing or wrong)
+ *   GET  /v1/runs[?status&system&conversation&limit]
+ *   GET  /v1/runs/:id
+ *   POST /v1/runs/:id/pause|resume|cancel
+ * Errors are OpenAI-shaped (`{"error":{message,type,code,param}}`).
+ */
+import type { FastifyInstance, FastifyReply } from "fastify";
+import { ApiError } from "../chat-api/errors.js";
+import { sendApiError } from "./reply.js";
+import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
+import type { RunRecord } from "../../workflows/systems/db.js";
+import type { RunError } from "../../workflows/systems/runner.js";
+import type { LoadedSystem } from "../../workflows/systems/types.js";
+import type { RunStatus } from "../../ops/events/bus.js";
+
+const BODY_LIMIT = 1024 * 1024;
+const STATUSES: RunStatus[] = ["pending", "running", "paused", "completed", "failed", "cancelled", "interrupted"];
+
+export function systemJson(s: LoadedSystem) {
+  return {
+    id: s.id,
+    object: "system",
+    name: s.name,
+    description: s.description,
+    kind: s.run.kind,
+    examples: s.examples,
+    inputs: s.inputs,
+    side_effects: s.sideEffects,
+    confirm: s.confirm,
+    source: s.source,
+  };
+}
+
+export function runJson(r: RunRecord) {
+  return {
+    id: r.id,
+    object: "run",
+    system: r.system,
+    status: r.status,
+    inputs: r.inputs,
+    output: r.output ?? null,
+    error: r.error ?? null,
+    failed_step: r.failedStep ?? null,
+    conversation: r.conversation ?? null,
+    origin: r.origin,
+    created_at: r.createdAt,
+    started_at: r.startedAt ?? null,
+    ended_at: r.endedAt ?? null,
+    steps: r.steps.map((s) => ({
+      id: s.id,
+      status: s.status,
+      attempts: s.attempts,
+      started_at: s.startedAt ?? null,
+      ended_at: s.endedAt ?? null,
+      output: s.output ?? null,
+      error: s.error ?? null,
+    })),
+  };
+}
+
+// Type-only imports and a name check: the systems code is loaded only when systems are configured.
+const isRunError = (err: unknown): err is RunError => err instanceof Error && err.name === "RunError";
+
+const runError = (err: unknown): ApiError => {
+  if (isRunError(err)) {
+    if (err.code === "not_found") return new ApiError(404, "not_found_error", "run_not_found", err.message);
+    if (err.code === "unknown_system") return new ApiError(404, "not_found_error", "system_not_found", err.message);
+    return new ApiError(409, "invalid_request_error", "run_conflict", err.message);
+  }
+  throw err;
+};
+
+export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRuntimeHandle | undefined): void {
+  const noSystems = () => new ApiError(404, "not_found_error", "no_systems", "No systems are configured on this bridge (add `systems:` to the config or files to <dataDir>/systems/).");
+  const sendError = sendApiError;
+
+  app.register(async (scope) => {
+    // These routes read JSON bodies (the rest of the app reads none).
+    scope.addContentTypeParser("application/json", { parseAs: "string", bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+      if (body === "") return done(null, {});
+      try {
+        done(null, JSON.parse(body as string));
+      } catch {
+        done(new ApiError(400, "invalid_request_error", "invalid_json", "The body is not valid JSON."), undefined);
+      }
+    });
+
+    scope.get("/v1/systems", async () => ({ object: "list", data: (systems?.library.systems ?? []).map(systemJson) }));
+
+    scope.get<{ Params: { id: string } }>("/v1/systems/:id", async (req, reply) => {
+      const s = systems?.library.get(req.params.id);
+      if (!s) return sendError(reply, systems ? new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`) : noSystems());
+      return systemJson(s);
+    });
+
+    scope.post<{ Params: { id: string }; Body: unknown }>("/v1/systems/:id/runs", async (req, reply) => {
+      if (!systems) return sendError(reply, noSystems());
+      const s = systems.library.get(req.params.id);
+      if (!s) return sendError(reply, new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`));
+      const body = (req.body ?? {}) as Record<string, unknown>;
+      if (typeof body !== "object" || Array.isArray(body)) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_body", 'Send a JSON object: {"inputs": {...}}.'));
+      const inputs = body.inputs ?? {};
+      if (!inputs || typeof inputs !== "object" || Array.isArray(inputs)) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_inputs", "`inputs` must be an object.", "inputs"));
+      const { checkInputs } = await import("../../workflows/systems/inputs.js");
+      const check = checkInputs(s.inputs, inputs as Record<string, unknown>);
+      if (!check.complete) {
+        const parts = [
+          ...check.missing.map((f) => `missing ${f.name} (${f.type}${f.enum ? `: ${f.enum.join(", ")}` : ""})`),
+          ...check.invalid.map((i) => `${i.field.name} ${i.problem}`),
+        ];
+        const param = check.missing[0]?.name ?? check.invalid[0]?.field.name;
+        return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_inputs", `The inputs of ${s.id} are not complete: ${parts.join("; ") || "they do not match the schema"}.`, param ? `inputs.${param}` : "inputs"));
+      }
+      let rec: RunRecord;
+      try {
+        rec = systems.runs.start({ system: s.id, inputs: check.values, origin: "http", conversation: typeof body.conversation === "string" ? body.conversation : undefined });
+      } catch (err) {
+        return sendError(reply, runError(err));
+      }
+      if (body.wait === true) {
+        const ended = await systems.runs.wait(rec.id);
+        return reply.code(200).send(runJson(ended));
+      }
+      return reply.code(202).send(runJson(rec));
+    });
+
+    scope.get<{ Querystring: Record<string, string | undefined> }>("/v1/runs", async (req, reply) => {
+      if (!systems) return { object: "list", data: [] };
+      const q = req.query;
+      if (q.status && !STATUSES.includes(q.status as RunStatus)) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_status", `status must be one of ${STATUSES.join(", ")}.`, "status"));
+      const limit = q.limit === undefined ? 50 : Number(q.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_limit", "limit must be an integer from 1 to 1000.", "limit"));
+      const list = systems.runs.store.list({ status: q.status as RunStatus | undefined, system: q.system, conversation: q.conversation, limit });
+      return { object: "list", data: list.map(runJson) };
+    });
+
+    scope.get<{ Params: { id: string } }>("/v1/runs/:id", async (req, reply) => {
+      const r = systems?.runs.get(req.params.id);
+      if (!r) return sendError(reply, new ApiError(404, "not_found_error", "run_not_found", `No run "${req.params.id}".`));
+      return runJson(r);
+    });
+
+    for (const action of ["pause", "resume", "cancel"] as const) {
+      scope.post<{ Params: { id: string } }>(`/v1/runs/:id/${action}`, async (req, reply) => {
+        if (!systems) return sendError(reply, noSystems());
+        try {
+          const r = action === "pause" ? await systems.runs.pause(req.params.id) : action === "cancel" ? await systems.runs.cancel(req.params.id) : systems.runs.resume(req.params.id);
+          return runJson(r);
+        } catch (err) {
+          return sendError(reply, runError(err));
+        }
+      });
+    }
+  });
+}
+
+/** Whether a request goes to one of these routes (they read a body; the HTTP front lets them). */
+export function isSystemsRoute(method: string | undefined, url: string | undefined): boolean {
+  return method === "POST" && !!url && (url.startsWith("/v1/systems/") || url.startsWith("/v1/runs/"));
+}

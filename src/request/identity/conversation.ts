@@ -1,0 +1,64 @@
+/**
+ * Conversation identity: which conversation a request belongs to. In order:
+ *  1. an explicit header (`server.sessionHeader`, `x-openclaw-session-key`, `x-session-id`);
+ *  2. the OpenAI `user` field;
+ *  3. the `Runtime: … session=<key> | sessionId=<uuid>` line newer OpenClaw puts in the first user message;
+ *  4. a key derived from the stable START of the conversation: its first user message exactly as
+ *     sent (OpenClaw's timestamp / message-id metadata makes it unique per conversation) — never
+ *     from the system prompt, which OpenClaw rebuilds every turn.
+ */
+import { createHash } from "node:crypto";
+import type { IncomingHttpHeaders } from "node:http";
+import { contentText, type ChatRequest } from "../chat-api/schema.js";
+import { parseRuntimeLine, stripMetadata, stripReplayVariance } from "../context/metadata.js";
+
+export type KeySource = "header" | "user" | "runtime" | "derived";
+
+export interface Conversation {
+  key: string;
+  source: KeySource;
+}
+
+const DEFAULT_HEADERS = ["x-openclaw-session-key", "x-session-id"];
+const MAX_KEY = 200;
+
+function clean(value: string): string {
+  // Keys end up in logs, headers and file names (hashed): keep them printable and bounded.
+  const printable = value.replace(/[^\x21-\x7e]/g, "_").slice(0, MAX_KEY);
+  return printable;
+}
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const v = headers[name.toLowerCase()];
+  const s = Array.isArray(v) ? v[0] : v;
+  return s && s.trim() ? s.trim() : undefined;
+}
+
+export function resolveConversation(req: ChatRequest, headers: IncomingHttpHeaders, opts: { sessionHeader?: string; scope?: string } = {}): Conversation {
+  for (const name of [opts.sessionHeader, ...DEFAULT_HEADERS]) {
+    if (!name) continue;
+    const v = header(headers, name);
+    if (v) return { key: clean(v), source: "header" };
+  }
+  if (req.user && req.user.trim()) return { key: clean(`user:${req.user.trim()}`), source: "user" };
+
+  const users = req.messages.filter((m) => m.role === "user");
+  for (const m of users.slice(0, 3)) {
+    const rt = parseRuntimeLine(contentText(m.content));
+    if (rt && (rt.session || rt.sessionId)) {
+      return { key: clean(`openclaw:${rt.session ?? "-"}:${rt.sessionId ?? "-"}`), source: "runtime" };
+    }
+  }
+  // The first user message that holds something the person typed, as sent — its message-id
+  // metadata makes it unique — less what OpenClaw changes on replay: 2026.5 puts the timestamp
+  // prefix on the NEWEST message only, and the Runtime line is per request.
+  const first = users.map((m) => contentText(m.content)).find((t) => stripMetadata(t).length > 0) ?? "";
+  const stable = stripReplayVariance(first);
+  const digest = createHash("sha256")
+    .update(opts.scope ?? "")
+    .update("\0")
+    .update(stable)
+    .digest("hex")
+    .slice(0, 24);
+  return { key: `derived:${digest}`, source: "derived" };
+}

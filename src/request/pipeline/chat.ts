@@ -1,0 +1,329 @@
+/**
+ * The chat pipeline, independent of HTTP. The caller has validated the request, routed it and
+ * resolved its conversation (`TurnRequest`); the pipeline then
+ *   waits for the conversation's turn (queue) → fetches live data (tool pre-execution) → builds the
+ *   context (stateless / resume / passthrough) → runs the backend under its contract and deadline
+ * and hands back a typed event stream; the encoders (src/encoder) turn it into SSE or JSON.
+ * Refusals are typed values, not HTTP statuses: `QueueRejected` (full, or waited too long) and
+ * `WaitAborted` (cancelled while waiting) from src/queue; the server maps them.
+ */
+import type { Logger } from "pino";
+import type { Backend, BackendEvent, PromptParts } from "../../backends/contract/backend.js";
+import type { Config } from "../../core/config/schema.js";
+import { buildStatelessPrompt, type LiveData } from "../context/stateless.js";
+import type { Conversation } from "../identity/conversation.js";
+import type { DebugLog } from "../../core/log/debug-log.js";
+import { lazyChild } from "../../core/log/lazy.js";
+import { QueueRejected, type Lease, type TurnScheduler } from "../queue/scheduler.js";
+import type { Route } from "../models/routes.js";
+import type { SessionStore } from "../../core/store/types.js";
+import { Cancellation } from "../../core/util/cancel.js";
+import { alnumId } from "../../core/util/ids.js";
+import type { ClientToolHub } from "../../backends/client-tools/sessions.js";
+import { ApiError } from "../chat-api/errors.js";
+import { armDeadline, contract } from "./enforce-contract.js";
+import { dispatchInput } from "./dispatch.js";
+import { runResume, toolResultsOf } from "./resume.js";
+import { TurnEvents } from "./turn-events.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import { PassthroughPrompt, Turn, type TurnRequest } from "./turn.js";
+
+export type { TurnRequest } from "./turn.js";
+
+export interface PreparedTurn {
+  requestId: string;
+  route: Route;
+  conversation: Conversation;
+  /** The backend's answer. Always iterate it to the end (or break): that releases the turn's slot. */
+  events: AsyncGenerator<BackendEvent>;
+  /** Facts about the turn the caller may show (the HTTP layer sends them as response headers). */
+  headers: Record<string, string>;
+}
+
+/** What tool pre-execution ran (`report` of an `Enricher`; published as `intent.executed`). */
+export interface IntentReport {
+  tools: string[];
+  ok: boolean;
+  error?: string;
+}
+
+/** Optional step that fetches live data before the model answers (tool pre-execution); it calls `report` (when given) once it ran a tool. */
+export type Enricher = (userText: string, route: Route, signal: AbortSignal, log: Logger, report?: (r: IntentReport) => void) => Promise<LiveData[]>;
+
+export interface PipelineDeps {
+  config: Config;
+  scheduler: TurnScheduler;
+  logger: Logger;
+  debugLog: DebugLog;
+  enricher?: Enricher;
+  /** Conversation → backend session bindings (resume mode). */
+  store?: SessionStore;
+  /** Model id → route, for a dispatching backend (the router) that hands a turn over to another model. */
+  resolveModel?: (id: string) => Route | undefined;
+  /** Turn, queue, resume and pre-execution events are published here (src/ops/events/bus.ts), when anyone listens. */
+  bus?: EventBus;
+  /** Client tool calls waiting per conversation (src/clienttools), to refuse tool results that answer none of them. */
+  clientTools?: ClientToolHub;
+}
+
+export class ChatPipeline {
+  /** Set on shutdown: every running turn is aborted, and a turn that starts later at once. */
+  private shuttingDown = false;
+  /** Turns running now, and who waits for that number to reach zero (drain). */
+  private running = 0;
+  private idleWaiters: Array<() => void> = [];
+  /** The cancellation of every running turn: aborted on shutdown (a Set, not one listener per turn). */
+  private readonly turnCancels = new Set<Cancellation>();
+
+  constructor(private readonly deps: PipelineDeps) {}
+
+  get activeTurns(): number {
+    return this.running;
+  }
+
+  private idle(): Promise<void> {
+    return this.running === 0 ? Promise.resolve() : new Promise((r) => this.idleWaiters.push(r));
+  }
+
+  /** Wait until running turns finish (up to `ms`), then abort the rest and wait for them. */
+  async drain(ms: number): Promise<void> {
+    if (this.running && ms > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.idle(), new Promise((r) => (timer = setTimeout(r, ms)))]);
+      if (timer) clearTimeout(timer);
+    }
+    this.shuttingDown = true;
+    for (const c of this.turnCancels) c.abort();
+    await this.idle();
+  }
+
+  /**
+   * Wait for the conversation's turn and start it. `client` is the client's signal, or a
+   * `Cancellation` the caller owns and aborts when the client goes away: then it is the turn's own
+   * (nothing is made or listened to per turn; the pipeline aborts it on shutdown or at the turn's
+   * deadline, so the caller should not read "client gone" from it).
+   * Throws `QueueRejected` or `WaitAborted` (src/queue) when the turn cannot start.
+   */
+  async prepare(req: TurnRequest, client: AbortSignal | Cancellation): Promise<PreparedTurn> {
+    const { scheduler, logger } = this.deps;
+    const { route, conversation } = req;
+    const requestId = alnumId("req", 12);
+    const accepted = Date.now();
+    const linked = this.linkTurn(client);
+    // The child logger is made only when something is logged at an enabled level.
+    const log = lazyChild(logger, () => ({ requestId, model: route.model.id, backend: route.backend.name, conversation: conversation.key }));
+
+    let lease: Lease;
+    try {
+      lease = await scheduler.acquire(conversation.key, linked.cancel);
+    } catch (err) {
+      linked.dispose();
+      if (err instanceof QueueRejected) {
+        log.warn({ reason: err.message }, "turn refused: queue full");
+        this.deps.bus?.emit({ type: "queue.rejected", conversation: conversation.key, model: route.model.id, scope: err.scope });
+      }
+      throw err;
+    }
+
+    const mismatch = this.toolResultMismatch(req);
+    if (mismatch) {
+      lease.release();
+      linked.dispose();
+      log.info({ reason: mismatch }, "turn refused: its tool results do not answer the pending tool calls");
+      throw new ApiError(400, "invalid_request_error", "tool_call_mismatch", mismatch, "messages");
+    }
+
+    // A request that offers no tools cannot resume a CLI turn suspended on a client tool call:
+    // that turn ends first (else it would hold the conversation's CLI until its timeout).
+    const waiting = this.deps.clientTools?.find(conversation.key);
+    if (waiting?.waitingOn && !(route.model.tools.mode === "bridge" && req.request.tools?.length)) {
+      await waiting.endSuspended("Cancelled: the conversation went on without tools before the result came.");
+    }
+
+    const turn = new Turn(requestId, req.request, route, conversation, linked.cancel, log);
+    return {
+      requestId,
+      route,
+      conversation,
+      events: this.run(turn, lease, linked.dispose, accepted),
+      headers: {
+        "x-request-id": requestId,
+        "x-clawbridge-conversation": conversation.key,
+        "x-clawbridge-conversation-source": conversation.source,
+        "x-clawbridge-backend": route.backend.name,
+      },
+    };
+  }
+
+  /**
+   * While a CLI turn of this conversation waits for client tool results (src/clienttools), a request
+   * whose tool messages do not answer exactly those calls is refused (400) before anything streams;
+   * one that ends with the person's message goes through (it ends the waiting turn).
+   */
+  private toolResultMismatch(req: TurnRequest): string | undefined {
+    const session = this.deps.clientTools?.find(req.conversation.key);
+    if (!session || session.waitingOn !== req.route.backend.name) return undefined;
+    const results = toolResultsOf(req.request.messages);
+    return results.length ? session.check(results) : undefined;
+  }
+
+  /** The turn's cancellation: fires when the client goes away or on shutdown. `dispose` when the turn ends. */
+  private linkTurn(client: AbortSignal | Cancellation): { cancel: Cancellation; dispose: () => void } {
+    const followed = client instanceof Cancellation ? { cancel: client, dispose: undefined } : Cancellation.follow(client);
+    const cancel = followed.cancel;
+    if (this.shuttingDown) cancel.abort();
+    this.turnCancels.add(cancel);
+    return {
+      cancel,
+      dispose: () => {
+        this.turnCancels.delete(cancel);
+        followed.dispose?.();
+      },
+    };
+  }
+
+  private async *run(turn: Turn, lease: Lease, dispose: () => void, accepted: number): AsyncGenerator<BackendEvent> {
+    this.running++;
+    const { debugLog, bus } = this.deps;
+    const { cancel, log } = turn;
+    // The turn's events on the bus: nothing is made for them when nobody listens.
+    const watch = bus?.listenerCount ? new TurnEvents(bus, turn.requestId, turn.conversation.key, turn.route.model.id, turn.route.backend.name, accepted) : undefined;
+    watch?.started(turn.mode);
+    // The one turn deadline (the backend's `timeoutSeconds`), from the moment the turn may start.
+    let disarm = armDeadline(cancel, turn.route.backend.timeoutSeconds);
+    let outcome = "completed";
+    let chars = 0;
+    try {
+      let source: AsyncIterable<BackendEvent> | undefined;
+      // A dispatching backend (the router, the builder) answers itself or hands the turn to
+      // another model, which then runs exactly as if it had been asked directly (its own mode and
+      // deadline) — or, when that one dispatches too (router → builder), decides in its turn.
+      // Each backend is asked at most once per turn, so a hand-over can never loop.
+      const asked = new Set<string>();
+      while (!source && turn.route.backend.dispatch) {
+        if (asked.has(turn.route.backend.name)) {
+          source = failed(`${[...asked].join(" → ")} handed the turn back to ${turn.route.backend.name}; a hand-over may not loop`);
+          break;
+        }
+        asked.add(turn.route.backend.name);
+        const d = await this.dispatch(turn);
+        if (d.kind === "answer") source = d.events;
+        else {
+          if (d.preface) {
+            const ev: BackendEvent = { type: "text", text: d.preface };
+            watch?.observe(ev); // the client's first byte
+            yield ev;
+          }
+          turn = turn.withRoute(d.route);
+          if (watch) watch.answeredBy = d.route.model.id;
+          disarm();
+          disarm = armDeadline(cancel, d.route.backend.timeoutSeconds);
+        }
+      }
+      if (!source) {
+        const mode = turn.mode;
+        if (mode !== "passthrough") turn.live = await this.enrich(turn);
+        // Stateless/passthrough: the backend's events through `contract` only (one generator layer
+        // fewer per event than a wrapper generator).
+        source = mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
+      }
+      for await (const ev of source) {
+        watch?.observe(ev);
+        if (ev.type === "text") chars += ev.text.length;
+        if (ev.type === "error") {
+          outcome = `error:${ev.error.code}`;
+          log.warn({ code: ev.error.code, message: ev.error.message }, "backend error");
+        }
+        if (ev.type === "tool_activity") log.debug({ tool: ev.name, status: ev.status }, "backend tool activity");
+        yield ev;
+      }
+    } finally {
+      disarm();
+      if (cancel.aborted && outcome === "completed") outcome = "aborted";
+      watch?.ended(cancel, this.shuttingDown, { model: turn.route.model.id, backend: turn.route.backend.name });
+      lease.release();
+      dispose();
+      log.info({ outcome, contentChars: chars, durationMs: Date.now() - turn.started }, "turn ended");
+      if (debugLog.enabled) debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - turn.started) / 1000).toFixed(1)}s`);
+      if (--this.running === 0) {
+        const waiters = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const w of waiters) w();
+      }
+    }
+  }
+
+  /**
+   * Ask the dispatching backend what to do with the turn. Its own answer comes back under the
+   * backend contract; a hand-over names a configured model.
+   */
+  private async dispatch(turn: Turn): Promise<{ kind: "answer"; events: AsyncIterable<BackendEvent> } | { kind: "handover"; route: Route; preface?: string }> {
+    const backend = turn.route.backend;
+    const input = turn.input({ system: "", text: "" }, { key: turn.conversation.key, turn: 0 });
+    const fail = (message: string): { kind: "answer"; events: AsyncIterable<BackendEvent> } => ({ kind: "answer", events: failed(message) });
+    let d;
+    try {
+      d = await backend.dispatch!(dispatchInput(input, turn.request.messages));
+    } catch (err) {
+      turn.log.error({ err }, "router failed");
+      return fail(`${backend.name} failed: ${(err as Error).message}`);
+    }
+    if (d.kind === "answer") {
+      const events = d.events;
+      const own: Backend = { name: backend.name, type: backend.type, run: () => events, health: () => backend.health() };
+      return { kind: "answer", events: contract(own, input, () => turn.userText()) };
+    }
+    const route = this.deps.resolveModel?.(d.model);
+    if (!route) return fail(`${backend.name} handed the turn to model "${d.model}", which is not configured`);
+    turn.log.debug({ to: d.model }, "turn handed over");
+    return { kind: "handover", route, preface: d.preface };
+  }
+
+  private async enrich(turn: Turn): Promise<LiveData[]> {
+    if (!this.deps.enricher) return [];
+    // `intent.executed` only when someone listens on the bus.
+    const bus = this.deps.bus?.listenerCount ? this.deps.bus : undefined;
+    const t0 = bus ? Date.now() : 0;
+    let ran: IntentReport | undefined;
+    const executed = (r: IntentReport) => {
+      const { conversation, route } = turn;
+      bus!.emit({ type: "intent.executed", conversation: conversation.key, model: route.model.id, tools: r.tools, ok: r.ok, ms: Date.now() - t0, ...(r.error ? { error: r.error } : {}) });
+    };
+    try {
+      const live = await this.deps.enricher(turn.userText(), turn.route, turn.cancel.signal, turn.log, bus ? (r) => (ran = r) : undefined);
+      if (bus && (ran || live.length)) executed(ran ?? { tools: [], ok: true });
+      return live;
+    } catch (err) {
+      turn.log.warn({ err: (err as Error).message }, "tool pre-execution failed; answering without it");
+      if (bus) executed({ tools: ran?.tools ?? [], ok: false, error: (err as Error).message });
+      return [];
+    }
+  }
+
+  /** Stateless (compact prompt each turn) and passthrough (the request as is) turns. */
+  private statelessTurn(turn: Turn): AsyncGenerator<BackendEvent> {
+    const { request, route, conversation, log } = turn;
+    let prompt: PromptParts;
+    if (turn.mode === "passthrough") {
+      prompt = new PassthroughPrompt(request.messages);
+      log.info({ conversationSource: conversation.source, mode: "passthrough" }, "turn started");
+    } else {
+      const built = buildStatelessPrompt(request.messages, route.model.context, turn.live);
+      prompt = built.prompt;
+      this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars, tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.historyEntries}`);
+      log.info({ conversationSource: conversation.source, mode: "stateless", ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
+    }
+    return contract(route.backend, turn.input(prompt, { key: conversation.key, turn: 0 }), () => `${prompt.system}\n${prompt.text}`);
+  }
+
+  private resumeTurn(turn: Turn): AsyncGenerator<BackendEvent> {
+    const store = this.deps.store;
+    if (!store) throw new Error("resume mode needs a session store");
+    return runResume(turn, { store, dataDir: this.deps.config.dataDir, debugLog: this.deps.debugLog, bus: this.deps.bus });
+  }
+}
+
+/** A turn that fails before any backend answered. */
+async function* failed(message: string): AsyncGenerator<BackendEvent> {
+  yield { type: "error", error: { code: "backend_failed", message, status: 502 } };
+}

@@ -1,0 +1,119 @@
+/**
+ * Resume turns: the backend keeps the conversation; the store maps the conversation key to the
+ * backend's session.
+ * - The binding is written only once the backend confirmed a session id (`session` event).
+ * - A lost session (deleted, expired, wrong directory) is healed once, before any output: the dead
+ *   binding is dropped (event `healed`) and a new session is seeded from the conversation in the
+ *   request.
+ * - While a turn runs, its binding carries `lastError: "in-progress <hash of the message>"`. A turn
+ *   that never finished (client gone, bridge killed) may already sit in the CLI's own history, so a
+ *   retry of the SAME message starts a new session seeded from the conversation (event `reset`)
+ *   instead of asking the CLI twice; a different next message continues the session.
+ */
+import { createHash } from "node:crypto";
+import type { BackendEvent } from "../../backends/contract/backend.js";
+import { buildResumeTurn } from "../context/resume.js";
+import type { DebugLog } from "../../core/log/debug-log.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { SessionBinding, SessionStore } from "../../core/store/types.js";
+import { conversationWorkDir } from "../../core/util/workdir.js";
+import { offeredTools, trailingToolResults } from "../../backends/client-tools/types.js";
+import type { ClientToolResult, ClientToolsTurn } from "../../backends/contract/backend.js";
+import { isInternalOnly } from "../context/metadata.js";
+import { contentText, type ChatMessage } from "../chat-api/schema.js";
+import { contract } from "./enforce-contract.js";
+import type { Turn } from "./turn.js";
+
+export interface ResumeDeps {
+  store: SessionStore;
+  dataDir: string;
+  debugLog: DebugLog;
+  /** `session.healed` and `session.reset` are published here. */
+  bus?: EventBus;
+}
+
+/** `lastError` marker of a turn that started but has not finished: `in-progress <hash of the message>`. */
+const IN_PROGRESS = "in-progress ";
+
+export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<BackendEvent> {
+  const { store, debugLog } = deps;
+  const { route, conversation, log } = turn;
+  const key = conversation.key;
+  const backendName = route.backend.name;
+  let binding: SessionBinding | undefined = await store.get(key);
+  if (binding && binding.backend !== backendName) {
+    log.info({ was: binding.backend }, "conversation moved to another backend: starting a new session there");
+    binding = undefined;
+  }
+  const inProgress = `${IN_PROGRESS}${createHash("sha256").update(turn.userText()).digest("hex").slice(0, 16)}`;
+  if (binding?.lastError === inProgress) {
+    log.info({ backendSessionId: binding.backendSessionId }, "retry of an interrupted turn: starting a new session seeded from the conversation");
+    debugLog.line(`Retry of an interrupted turn for ${key}: new session`);
+    await store.delete(key);
+    await store.appendEvent(key, "reset", "retry of an interrupted turn");
+    deps.bus?.emit({ type: "session.reset", conversation: key, backend: backendName, reason: "retry of an interrupted turn" });
+    binding = undefined;
+  }
+  const cwd = binding?.cwd ?? conversationWorkDir(deps.dataDir, key);
+  const clientTools = clientToolsOf(turn);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const continuing = binding !== undefined;
+    const built = buildResumeTurn(turn.request.messages, {
+      budget: route.model.context,
+      clientTools: !!clientTools?.tools.length,
+      conversationKey: key,
+      continuing,
+      maxSeedChars: route.model.session.maxSeedChars,
+      live: turn.live,
+    });
+    debugLog.line(`Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.seedEntries}`);
+    log.info({ conversationSource: conversation.source, mode: "resume", continuing, backendSessionId: binding?.backendSessionId, ...built.stats }, "turn started");
+    const input = turn.input(built.prompt, { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0, resume: true }, clientTools);
+    if (binding) {
+      binding = { ...binding, lastError: inProgress, updatedAt: Date.now() };
+      await store.put(binding);
+    }
+    let answered = false;
+    let heal = false;
+    for await (const ev of contract(route.backend, input, () => `${built.prompt.system}\n${built.prompt.text}`)) {
+      if (ev.type === "session") {
+        if (ev.id !== binding?.backendSessionId) {
+          // The backend confirmed a session id: only now is the binding written.
+          const now = Date.now();
+          binding = { key, backend: backendName, backendSessionId: ev.id, cwd, turns: binding?.turns ?? 0, createdAt: binding?.createdAt ?? now, updatedAt: now, model: route.model.id, lastError: inProgress };
+          await store.put(binding);
+        }
+      } else if (ev.type === "text" || ev.type === "tool_call" || ev.type === "reasoning") {
+        answered = true;
+      } else if (ev.type === "error" && ev.error.code === "session_not_found" && continuing && !answered && attempt === 0) {
+        log.warn({ backendSessionId: binding?.backendSessionId, reason: ev.error.message }, "resume failed: dropping the dead session and starting a new one seeded from the conversation");
+        debugLog.line(`Session healed for ${key}: ${ev.error.message}`);
+        await store.delete(key);
+        await store.appendEvent(key, "healed", ev.error.message);
+        deps.bus?.emit({ type: "session.healed", conversation: key, backend: backendName, reason: ev.error.message });
+        binding = undefined;
+        heal = true;
+        break;
+      } else if (ev.type === "done" && binding) {
+        await store.recordTurn(key, binding.backendSessionId);
+      } else if (ev.type === "error" && binding && ev.error.code !== "aborted") {
+        // The CLI finished with an error: the session is consistent; record why.
+        await store.recordError(key, ev.error.message);
+      }
+      yield ev;
+    }
+    if (!heal) return;
+  }
+}
+
+/** The client's tools for this turn, when its model offers them to the agent (`tools.mode: bridge`) and the request has some. */
+function clientToolsOf(turn: Turn): ClientToolsTurn | undefined {
+  const opts = turn.route.model.tools;
+  if (opts.mode !== "bridge" || !turn.request.tools?.length) return undefined;
+  return { tools: offeredTools(turn.request, opts.exclude), pendingTimeoutSeconds: opts.pendingTimeoutSeconds, results: toolResultsOf(turn.request.messages) };
+}
+
+/** The request's trailing tool results, past OpenClaw's internal-context messages that may follow them. */
+export function toolResultsOf(messages: readonly ChatMessage[]): ClientToolResult[] {
+  return trailingToolResults(messages, (m) => m.role === "user" && isInternalOnly(contentText(m.content)));
+}

@@ -1,0 +1,93 @@
+/**
+ * One turn as the pipeline sees it: the validated request, where it was routed, whose
+ * conversation it is, its cancellation and logger. One object instead of the same six or seven
+ * parameters threaded through every step.
+ */
+import type { Logger } from "pino";
+import type { ClientToolsTurn, PromptParts, SessionInfo, TurnInput } from "../../backends/contract/backend.js";
+import type { SessionMode } from "../../core/config/schema.js";
+import { findCurrentUserTurn } from "../context/metadata.js";
+import type { LiveData } from "../context/stateless.js";
+import type { Conversation } from "../identity/conversation.js";
+import type { ChatRequest } from "../chat-api/schema.js";
+import type { Route } from "../models/routes.js";
+import type { Cancellation } from "../../core/util/cancel.js";
+
+/** What the caller (the HTTP layer, a test, a future router) hands the pipeline: already routed and identified. */
+export interface TurnRequest {
+  request: ChatRequest;
+  route: Route;
+  conversation: Conversation;
+}
+
+export class Turn implements TurnRequest {
+  readonly started = Date.now();
+  /** Live data fetched before the model answers (tool pre-execution). */
+  live: LiveData[] = [];
+
+  constructor(
+    readonly requestId: string,
+    readonly request: ChatRequest,
+    readonly route: Route,
+    readonly conversation: Conversation,
+    readonly cancel: Cancellation,
+    readonly log: Logger,
+  ) {}
+
+  /** The session mode this turn runs in: resume needs a real conversation identity, else a model may fall back to stateless. */
+  get mode(): SessionMode {
+    const model = this.route.model;
+    if (model.sessionMode === "resume" && this.conversation.source === "derived" && model.session.fallback === "stateless") return "stateless";
+    return model.sessionMode;
+  }
+
+  /** The same turn, answered by another route (a dispatching backend handed it over). */
+  withRoute(route: Route): Turn {
+    const t = new Turn(this.requestId, this.request, route, this.conversation, this.cancel, this.log);
+    t.live = this.live;
+    return t;
+  }
+
+  /** What the person typed this turn. */
+  userText(): string {
+    return findCurrentUserTurn(this.request.messages).text;
+  }
+
+  /** The backend's input for this turn. */
+  input(prompt: PromptParts, session: SessionInfo, clientTools?: ClientToolsTurn): TurnInput {
+    const input = new BackendInput(this.route.model.backendModel, prompt, this.request, session, this.cancel);
+    if (clientTools) input.clientTools = clientTools;
+    return input;
+  }
+}
+
+/**
+ * A backend's input: `cancel`, and the standard `signal` made only when the backend reads it.
+ * A class, not an object literal with a getter: V8 builds those slowly (seen per request).
+ */
+export class BackendInput implements TurnInput {
+  constructor(
+    readonly model: string,
+    readonly prompt: PromptParts,
+    readonly request: ChatRequest,
+    readonly session: SessionInfo,
+    readonly cancel: Cancellation,
+  ) {}
+  clientTools?: ClientToolsTurn;
+  get signal(): AbortSignal {
+    return this.cancel.signal;
+  }
+}
+
+/**
+ * A passthrough turn's prompt: the request goes to the backend as it is, and the prompt text is
+ * only read to count usage when an upstream reports none, so it is found then.
+ */
+export class PassthroughPrompt implements PromptParts {
+  readonly system = "";
+  private found?: string;
+  constructor(private readonly messages: ChatRequest["messages"]) {}
+  get text(): string {
+    return (this.found ??= findCurrentUserTurn(this.messages).text);
+  }
+}

@@ -1,0 +1,19 @@
+/** What a `type: builder` backend is built with (src/backends/builder-backend.ts); the bridge assembles it at start-up. */
+import type { EventBus } from "../../ops/events/bus.js";
+import type { RunStore } from "../systems/db.js";
+import type { ModelCaller } from "../systems/step-executor.js";
+import type { SystemsHost } from "./deploy.js";
+import type { BuilderRoom } from "./service.js";
+
+export interface BuilderBase {
+  room: BuilderRoom;
+  bus: EventBus;
+  callModel: ModelCaller;
+  host: SystemsHost;
+  runs?: RunStore;
+  dataDir: string;
+  /** Every configured model with its backend type (the builder offers those that do work to agent nodes). */
+  models: Array<{ id: string; kind: string }>;
+  /** Each builder backend's engine, by backend name, loaded on first use (the HTTP routes pause and resume builds through them). */
+  engines: Map<string, () => Promise<import("./builder.js").BuilderEngine>>;
+}

@@ -1,0 +1,15 @@
+/**
+ * The builder's canvas tools over an open systems database (src/workflows/systems/db.ts): the canvas tables
+ * are created in that same handle, the sandboxes live under `<dataDir>/sandboxes/`. The bridge
+ * (src/request/http/start.ts) passes the result to buildApp as `builderTools` (served at `/mcp`);
+ * `clawbridge mcp` serves the same over stdio.
+ */
+import type Database from "better-sqlite3";
+import type { EventBus } from "../../ops/events/bus.js";
+import { CanvasStore } from "./canvas-store.js";
+import type { SandboxLimits } from "./sandbox.js";
+import { CanvasTools } from "./canvas-tools.js";
+
+export function openBuilderTools(args: { db: Database.Database; dataDir: string; bus?: EventBus; sandboxLimits?: Partial<SandboxLimits> }): CanvasTools {
+  return new CanvasTools({ store: new CanvasStore(args.db), dataDir: args.dataDir, bus: args.bus, sandboxLimits: args.sandboxLimits });
+}

@@ -1,0 +1,138 @@
+/**
+ * The builder room, opened once over the systems database: the canvas store and tools (served at
+ * `/mcp` and by `clawbridge mcp`), the build records, an in-process MCP connection for the Builder,
+ * and export / import of a system as a bundle. The bridge (src/request/http/start.ts), the CLI and the
+ * HTTP routes all use this one composition.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type Database from "better-sqlite3";
+import { stringify } from "yaml";
+import type { EventBus } from "../../ops/events/bus.js";
+import { systemsDir } from "../systems/paths.js";
+import type { LoadedSystem } from "../systems/types.js";
+import { BuildStore } from "./build-store.js";
+import { readBundle, writeBundle, BundleError } from "./bundle.js";
+import type { CanvasStore } from "./canvas-store.js";
+import { compileCanvas } from "./compile.js";
+import { BUILDER_MARK, type SystemsHost } from "./deploy.js";
+import { connectTools, type ToolCaller } from "./mcp-client.js";
+import { Sandbox } from "./sandbox.js";
+import { openBuilderTools } from "./runtime.js";
+import type { CanvasTools } from "./canvas-tools.js";
+
+export interface BuilderRoom {
+  tools: CanvasTools;
+  canvases: CanvasStore;
+  builds: BuildStore;
+  dataDir: string;
+  /** An MCP client to a fresh in-process server over the same tools. */
+  connectInternal(): Promise<ToolCaller>;
+  /** The system's bundle (`.tar.gz`). */
+  exportBundle(system: string): Promise<Buffer>;
+  /** Read a bundle back: the same canvas (a draft) and files, or the system file when it had no canvas. */
+  importBundle(data: Buffer, opts?: { replace?: boolean }): Promise<{ system: string; canvas: boolean; files: number }>;
+}
+
+export function openBuilderRoom(args: {
+  db: Database.Database;
+  dataDir: string;
+  bus?: EventBus;
+  host?: SystemsHost;
+  /** The bridge starting: builds a stopped bridge left running become paused (never by a CLI command beside a running bridge). */
+  recover?: boolean;
+}): BuilderRoom {
+  const tools = openBuilderTools({ db: args.db, dataDir: args.dataDir, bus: args.bus });
+  const canvases = tools.store;
+  const builds = new BuildStore(args.db);
+  if (args.recover) builds.pauseInterrupted();
+  const dataDir = args.dataDir;
+
+  return {
+    tools,
+    canvases,
+    builds,
+    dataDir,
+    async connectInternal() {
+      const [{ InMemoryTransport }, { createBuilderMcpServer }] = await Promise.all([import("@modelcontextprotocol/sdk/inMemory.js"), import("./mcp-server.js")]);
+      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+      const server = createBuilderMcpServer(tools);
+      await server.connect(serverSide);
+      const caller = await connectTools(clientSide);
+      return {
+        call: (name, a) => caller.call(name, a),
+        async close() {
+          await caller.close();
+          await server.close();
+        },
+      };
+    },
+    async exportBundle(system) {
+      const canvas = canvases.get(system);
+      const file = path.join(systemsDir(dataDir), `${system}.yaml`);
+      let yaml: string | undefined;
+      if (existsSync(file)) yaml = readFileSync(file, "utf8");
+      else if (canvas) {
+        // Reading a canvas out is not deploying it: no policy applies.
+        const res = compileCanvas(canvas);
+        if (!res.ok) throw new BundleError(`the canvas does not make a system yet: ${res.problems.map((p) => `${p.node}: ${p.message}`).join("; ")}`);
+        yaml = stringify(res.system);
+      } else {
+        const loaded = args.host?.library.get(system);
+        if (!loaded) throw new BundleError(`there is no system or canvas "${system}"`);
+        yaml = stringify(systemFileOf(loaded));
+      }
+      const sandbox = Sandbox.forSystem(dataDir, system);
+      const files = sandbox.files().map((f) => ({ path: f.path, content: sandbox.readBytes(f.path) }));
+      return writeBundle({ system, yaml, canvas, files });
+    },
+    async importBundle(data, opts = {}) {
+      const b = await readBundle(data);
+      // Every file through the sandbox's checks first, in a throwaway sandbox: a bundle refused
+      // half-way must leave nothing behind, and --replace must not remove what was there.
+      stage(b.files);
+      const sandbox = Sandbox.forSystem(dataDir, b.system);
+      const file = path.join(systemsDir(dataDir), `${b.system}.yaml`);
+      if (!opts.replace) {
+        if (canvases.get(b.system)) throw new BundleError(`a canvas "${b.system}" exists; remove it or import with --replace`);
+        if (existsSync(file)) throw new BundleError(`${file} exists; remove it or import with --replace`);
+        if (sandbox.files().length) throw new BundleError(`the sandbox of "${b.system}" has files; import with --replace`);
+      }
+      if (opts.replace) {
+        sandbox.destroy();
+        if (canvases.get(b.system)) canvases.delete(b.system);
+      }
+      if (b.canvas) {
+        canvases.create({ system: b.system, name: b.canvas.name, description: b.canvas.description });
+        canvases.mutate(b.system, (c) => ({ ...c, nodes: b.canvas!.nodes, edges: b.canvas!.edges, settings: b.canvas!.settings ?? {}, name: b.canvas!.name, description: b.canvas!.description }));
+        canvases.commitVersion(b.system, "imported");
+      } else {
+        mkdirSync(systemsDir(dataDir), { recursive: true, mode: 0o700 });
+        // Imported by the operator's command: their file from now on (no builder mark).
+        writeFileSync(file, b.yaml.startsWith(BUILDER_MARK) ? b.yaml.slice(b.yaml.indexOf("\n") + 1) : b.yaml, { mode: 0o600 });
+      }
+      sandbox.ensure();
+      for (const f of b.files) sandbox.write(f.path, f.content);
+      return { system: b.system, canvas: Boolean(b.canvas), files: b.files.length };
+    },
+  };
+}
+
+/** A loaded system as the file that would declare it. */
+function systemFileOf(s: LoadedSystem): Record<string, unknown> {
+  return { id: s.id, name: s.name, description: s.description, examples: s.examples, keywords: s.keywords, inputs: s.inputs, sideEffects: s.sideEffects, confirm: s.confirm, enabled: s.enabled, run: s.run };
+}
+
+/** Write every file once into a throwaway sandbox (the same path checks and limits); throws what the real one would. */
+function stage(files: Array<{ path: string; content: Buffer }>): void {
+  if (!files.length) return;
+  const dir = mkdtempSync(path.join(tmpdir(), "clawbridge-import-"));
+  try {
+    const staging = new Sandbox(path.join(dir, "sandbox"));
+    staging.ensure();
+    for (const f of files) staging.write(f.path, f.content);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * The builder's vocabulary: a system built by chat is a **canvas** (nodes and edges) that compiles
+ * to the `plan` system format the router runs, and the Architect's **ExecutionPlan** is the list of
+ * canvas and sandbox operations that builds or edits one. These are the types every part of
+ * src/builder shares (the store, the MCP tools, the Supervisor, the Architect, the Builder).
+ */
+
+/** What a node does when the system runs. `input`/`output` carry data in and out; the rest are steps. */
+export type NodeType = "input" | "output" | "agent" | "webhook" | "command" | "mcp" | "system";
+export const NODE_TYPES: readonly NodeType[] = ["input", "output", "agent", "webhook", "command", "mcp", "system"];
+/** Node types that become a step of the compiled plan. */
+export const STEP_NODE_TYPES: readonly NodeType[] = ["agent", "webhook", "command", "mcp", "system"];
+
+export interface Position {
+  x: number;
+  y: number;
+}
+
+/**
+ * One node. `id` is also the compiled step id (lower-case letters, digits, - and _), so a run's
+ * steps carry the names the person saw on the canvas.
+ * `properties` by type:
+ * - input: `{name?, type?: "string"|"number"|"integer"|"boolean", description?, required?: boolean, enum?, default?}`
+ *   (`name` defaults to the node id);
+ * - output: none (its one incoming edge names the step whose output is the system's output);
+ * - agent: `{model, prompt?, system?, timeoutSeconds?}` — a clawbridge model id and a prompt
+ *   template (`{{topic}}` names an input or an upstream node; `${inputs.x}` and
+ *   `${steps.a.output}` work as in any system);
+ * - webhook / command / mcp: that run kind's settings (src/workflows/systems/schema.ts) without `kind`;
+ * - system: `{system: "<id>", with?: {...}}`.
+ */
+export interface CanvasNode {
+  id: string;
+  type: NodeType;
+  label: string;
+  properties: Record<string, unknown>;
+  position: Position;
+  /** A node it belongs to (deleting a node deletes its children). */
+  parent?: string;
+}
+
+/** Data flow from one node to another, so also a dependency. */
+export interface CanvasEdge {
+  id: string;
+  from: string;
+  to: string;
+}
+
+export type CanvasStatus = "draft" | "deployed";
+
+/** Settings a CONFIGURE request changes (they go into the compiled system). */
+export interface CanvasSettings {
+  confirm?: "auto" | "always" | "never";
+  /** false: deployed but not offered by the router. */
+  enabled?: boolean;
+  /** Default values of inputs, by input name. */
+  defaults?: Record<string, unknown>;
+  examples?: string[];
+  keywords?: string[];
+}
+
+export interface Canvas {
+  /** The system id it deploys as. */
+  system: string;
+  name: string;
+  description: string;
+  status: CanvasStatus;
+  /** Applied-plan version: 0 when created, +1 per applied plan (undo goes back one). */
+  version: number;
+  nodes: CanvasNode[];
+  edges: CanvasEdge[];
+  settings: CanvasSettings;
+  updatedAt: number;
+}
+
+/** The Architect's actions. Each is carried out by calling one MCP tool. */
+export type PlanAction = "CREATE_NODE" | "CONNECT_NODES" | "UPDATE_NODE" | "DELETE_NODE" | "CREATE_FILE" | "REGISTER_CAPABILITY";
+export const PLAN_ACTIONS: readonly PlanAction[] = ["CREATE_NODE", "CONNECT_NODES", "UPDATE_NODE", "DELETE_NODE", "CREATE_FILE", "REGISTER_CAPABILITY"];
+
+/**
+ * One step of an ExecutionPlan. `params` by action:
+ * - CREATE_NODE `{type, label, id?, properties?, parent?, position?}` → output: the node id;
+ * - CONNECT_NODES `{from, to}` → the edge id;
+ * - UPDATE_NODE `{node, properties: {key: value}}` → the node id;
+ * - DELETE_NODE `{node}` → the node id;
+ * - CREATE_FILE `{path, content}` → the file's path in the sandbox;
+ * - REGISTER_CAPABILITY `{kind: "skill"|"command"|"instructions", name, description?, content}` → the file's path
+ *   (a Claude Code skill `.claude/skills/<name>/SKILL.md`, a slash command `.claude/commands/<name>.md`,
+ *   or `AGENTS.md`; hooks are refused: they run shell commands).
+ * Strings in `params` may hold `${name}`: the `output` of an earlier step this step depends on
+ * (directly or not). `$${` is a literal `${`. Dotted references (`${inputs.x}`,
+ * `${steps.a.output}`) are system templates and are left as they are.
+ */
+export interface BuildStep {
+  id: string;
+  name: string;
+  action: PlanAction;
+  params: Record<string, unknown>;
+  dependsOn: string[];
+  /** Variable name this step's result is stored under. */
+  output?: string;
+  /** Retries after the first attempt, for errors that can pass (at most 3; default 3). */
+  retryCount: number;
+  /** Between attempts (default 1000). */
+  retryDelayMs: number;
+}
+
+export interface PlanMetadata {
+  /** The system (canvas) it builds or edits. */
+  system: string;
+  name: string;
+  description: string;
+  /** One or two sentences shown to the person. */
+  summary: string;
+}
+
+export interface ExecutionPlan {
+  metadata: PlanMetadata;
+  steps: BuildStep[];
+}
+
+/** The Supervisor's classes. */
+export type Intent = "BUILD" | "EDIT" | "QUERY" | "EXPORT" | "CONFIGURE" | "UNKNOWN";
+export const INTENTS: readonly Intent[] = ["BUILD", "EDIT", "QUERY", "EXPORT", "CONFIGURE", "UNKNOWN"];
+
+export interface IntentVerdict {
+  intent: Intent;
+  confidence: number;
+  source: "model" | "keywords";
+}
+
+/** A step's status in a build. */
+export type BuildStepStatus = "pending" | "running" | "completed" | "failed" | "skipped";
+export type BuildStatus = "running" | "paused" | "completed" | "failed";

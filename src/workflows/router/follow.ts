@@ -1,0 +1,165 @@
+/**
+ * A run as a chat answer: `Running **X**…`, one line per step as it completes, retries, fails or is
+ * skipped, then the output (a one-step run streams its output as it comes), then `stop`. After
+ * `detachAfterMs` the answer ends with the run id and the run goes on; the conversation hears the
+ * result on its next turn. A client that goes away cancels the run it was attached to (not while
+ * the bridge shuts down: then the run ends `interrupted`, to be resumed).
+ */
+import type { BackendEvent } from "../../backends/contract/backend.js";
+import type { BridgeEvent, ConversationState, EventBus } from "../../ops/events/bus.js";
+import type { RunRecord } from "../systems/db.js";
+import type { RunManager } from "../systems/runner.js";
+import type { Cancellation } from "../../core/util/cancel.js";
+import type { stepLine as StepLine } from "./messages.js";
+
+export interface FollowArgs {
+  run: RunRecord;
+  name: string;
+  /** One-step runs stream their output live; plans show step lines, then the output. */
+  single: boolean;
+  runs: RunManager;
+  bus: EventBus;
+  cancel: Cancellation;
+  detachAfterMs: number;
+  head: string;
+  stepLine: typeof StepLine;
+  onEnd(state: ConversationState): void;
+}
+
+const MAX_OUTPUT_CHARS = 6000;
+
+/** A run's output for a chat: text as it is (clipped), anything else as a JSON block. */
+export function formatOutput(output: unknown): string {
+  if (output === undefined || output === null || output === "") return "";
+  const text = typeof output === "string" ? output : "```json\n" + JSON.stringify(output, null, 2) + "\n```";
+  return text.length > MAX_OUTPUT_CHARS ? `${text.slice(0, MAX_OUTPUT_CHARS)}\n…(clipped; the whole output is in the run record)` : text;
+}
+
+const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+/** One run's state, in words. */
+export function runStatusText(r: RunRecord, name: string): string {
+  const head = `**${name}** (run \`${r.id}\`)`;
+  const took = r.startedAt && r.endedAt ? ` in ${secs(r.endedAt - r.startedAt)}` : "";
+  const doneSteps = r.steps.filter((s) => s.status === "completed").length;
+  switch (r.status) {
+    case "completed": {
+      const out = formatOutput(r.output);
+      return `${head} finished${took}.${out ? `\n\n${out}` : ""}`;
+    }
+    case "failed":
+      return `${head} failed${r.failedStep ? ` at step \`${r.failedStep}\`` : ""}: ${r.error ?? "unknown error"}`;
+    case "cancelled":
+      return `${head} was cancelled (${doneSteps} of ${r.steps.length} steps done).`;
+    case "paused":
+      return `${head} is paused after ${doneSteps} of ${r.steps.length} steps. Say \`resume run ${r.id}\` to go on.`;
+    case "interrupted":
+      return `${head} was interrupted when the bridge stopped (${doneSteps} of ${r.steps.length} steps done). Say \`resume run ${r.id}\` to go on from there.`;
+    default: {
+      const running = r.steps.filter((s) => s.status === "running").map((s) => `\`${s.id}\``);
+      return `${head} is ${r.status}: ${doneSteps} of ${r.steps.length} steps done${running.length ? `, now ${running.join(", ")}` : ""}.`;
+    }
+  }
+}
+
+export function runsListText(runs: RunRecord[], nameOf: (system: string) => string): string {
+  if (!runs.length) return "No runs in this conversation yet.";
+  return ["Recent runs:", "", ...runs.map((r) => `- \`${r.id}\` **${nameOf(r.system)}**: ${r.status}${r.failedStep ? ` at \`${r.failedStep}\`` : ""}`)].join("\n");
+}
+
+const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.paused", "run.interrupted"]);
+
+export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
+  const id = a.run.id;
+  const queue: BridgeEvent[] = [];
+  let wake: (() => void) | undefined;
+  const poke = () => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  const off = a.bus.onRun(id, (e) => {
+    queue.push(e);
+    poke();
+  });
+  let detach = false;
+  const timer = setTimeout(() => {
+    detach = true;
+    poke();
+  }, a.detachAfterMs);
+  const offCancel = a.cancel.onAbort(poke);
+  let ended = false;
+  let detached = false;
+  try {
+    yield { type: "text", text: `${a.head}\n\n` };
+    if (!a.runs.isLive(id)) {
+      // It ended between the decision and now.
+      const rec = a.runs.get(id) ?? a.run;
+      ended = true;
+      yield { type: "text", text: runStatusText(rec, a.name) };
+      yield { type: "done", finishReason: "stop" };
+      return;
+    }
+    let streamed = false;
+    // Bounded: the loop ends when the run ends, at detach time, or when the client goes away.
+    for (;;) {
+      while (queue.length) {
+        const e = queue.shift()!;
+        const line = lineOf(e, a.stepLine, a.single);
+        if (line !== undefined) {
+          yield { type: "text", text: line };
+          continue;
+        }
+        if (e.type === "run.output" && a.single) {
+          streamed = true;
+          yield { type: "text", text: e.text };
+          continue;
+        }
+        if (TERMINAL.has(e.type)) {
+          ended = true;
+          const rec = a.runs.get(id)!;
+          a.onEnd(rec.status === "completed" ? "completed" : rec.status === "paused" ? "paused" : rec.status === "cancelled" ? "idle" : "error");
+          let text: string;
+          if (rec.status === "completed" && streamed) text = `\n\n✓ **${a.name}** finished${rec.startedAt && rec.endedAt ? ` in ${secs(rec.endedAt - rec.startedAt)}` : ""}.`;
+          else text = `${streamed ? "\n\n" : "\n"}${runStatusText(rec, a.name)}`;
+          yield { type: "text", text };
+          yield { type: "done", finishReason: "stop" };
+          return;
+        }
+      }
+      if (a.cancel.aborted) return; // finally cancels the run
+      if (detach) {
+        detached = true;
+        a.runs.store.markDetached(id);
+        yield {
+          type: "text",
+          text: `\n\n⏳ **${a.name}** is still running (run \`${id}\`). I will tell you the result in this conversation when it is done; \`/status ${id}\` shows where it is.`,
+        };
+        yield { type: "done", finishReason: "stop" };
+        return;
+      }
+      await new Promise<void>((resolve) => (wake = resolve));
+    }
+  } finally {
+    off();
+    offCancel();
+    clearTimeout(timer);
+    // The client went away while the run was attached to its turn: the run is cancelled.
+    if (!ended && !detached && a.cancel.aborted && !a.runs.closing && a.runs.isLive(id)) void a.runs.cancel(id).catch(() => {});
+  }
+}
+
+function lineOf(e: BridgeEvent, stepLine: typeof StepLine, single: boolean): string | undefined {
+  switch (e.type) {
+    case "step.completed":
+      return single ? undefined : `${stepLine({ kind: "completed", step: e.step, ms: e.ms })}\n`;
+    case "step.retry":
+      return `${stepLine({ kind: "retry", step: e.step, attempt: e.attempt, error: e.error, delayMs: e.delayMs })}\n`;
+    case "step.failed":
+      return single ? undefined : `${stepLine({ kind: "failed", step: e.step, ms: e.ms, error: e.error })}\n`;
+    case "step.skipped":
+      return `${stepLine({ kind: "skipped", step: e.step, error: e.reason })}\n`;
+    default:
+      return undefined;
+  }
+}

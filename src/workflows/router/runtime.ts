@@ -1,0 +1,124 @@
+/**
+ * Everything systems and routers need, opened once at start-up (and only when the config has
+ * systems, a `<dataDir>/systems/` folder, or a router backend): the checked systems library, the
+ * systems database (runs and the router's per-conversation state), the run manager, and runs left
+ * `running` by a bridge that stopped marked `interrupted`. Also the start-up checks that span the
+ * config: a router's `classifier` and `answer` name configured models that are not routers.
+ */
+import type Database from "better-sqlite3";
+import type { Logger } from "pino";
+import type { Config } from "../../core/config/schema.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import { openSystemsDb, RunStore, systemsDbPath } from "../systems/db.js";
+import type { ModelCaller } from "../systems/step-executor.js";
+import { loadSystems, type LibraryProblem, type SystemsLibrary, type ToolFacts } from "../systems/library.js";
+import { systemsDir } from "../systems/paths.js";
+import { RunManager } from "../systems/runner.js";
+import type { McpServer } from "../systems/schema.js";
+import { routerOptionsSchema } from "./options.js";
+import { RouterStateStore } from "./state.js";
+
+export { systemsDir, wantsSystems } from "../systems/paths.js";
+
+/** Problems of the router backends' model references, each naming its key. */
+export function routerProblems(config: Config): string[] {
+  const problems: string[] = [];
+  const models = new Map(config.models.map((m) => [m.id, m]));
+  for (const [name, entry] of Object.entries(config.backends)) {
+    if (entry.type !== "router") continue;
+    const opts = routerOptionsSchema.parse(entry.options);
+    for (const key of ["classifier", "answer", "builder"] as const) {
+      if (opts[key] === undefined) continue;
+      const m = models.get(opts[key]);
+      if (!m) problems.push(`backends.${name}.${key}: no model "${opts[key]}" in models (models: ${[...models.keys()].join(", ")})`);
+      else if (config.backends[m.backend]?.type === "router") problems.push(`backends.${name}.${key}: "${opts[key]}" is itself a router model; name the model that does the work`);
+      else if (key === "builder" && config.backends[m.backend]?.type !== "builder") problems.push(`backends.${name}.builder: "${opts[key]}" is served by a ${config.backends[m.backend]?.type} backend; name a model of a type: builder backend`);
+      else if (key !== "builder" && config.backends[m.backend]?.type === "builder") problems.push(`backends.${name}.${key}: "${opts[key]}" is a builder model; name the model that answers`);
+    }
+  }
+  return problems;
+}
+
+/** Read an MCP tool's schema and annotations at start-up (loads the MCP client only then). */
+async function describeTool(server: McpServer, tool: string): Promise<ToolFacts> {
+  const { describeMcpTool } = await import("../systems/executors/mcp.js");
+  return describeMcpTool(server, tool, { timeoutMs: 15_000 });
+}
+
+/** Load and check the systems (config + files). Used by start-up and `clawbridge systems validate`. */
+export async function loadLibrary(config: Config, opts: { askMcp?: boolean; candidates?: Array<{ where: string; value: unknown }> } = {}): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
+  const models = new Map(config.models.map((m) => [m.id, { router: config.backends[m.backend]?.type === "router" }]));
+  const res = await loadSystems({ configSystems: config.systems, dir: systemsDir(config.dataDir), models, describeTool: opts.askMcp === false ? undefined : describeTool, candidates: opts.candidates });
+  // A router that offers systems by id: each must exist.
+  for (const [name, entry] of Object.entries(config.backends)) {
+    if (entry.type !== "router") continue;
+    const o = routerOptionsSchema.parse(entry.options);
+    for (const id of o.systems ?? []) {
+      if (!res.library.get(id)) res.problems.push({ where: "config", key: `backends.${name}.systems`, message: `no (valid) system "${id}"` });
+    }
+  }
+  return res;
+}
+
+export interface RouterRuntimeHandle {
+  library: SystemsLibrary;
+  runs: RunManager;
+  state: RouterStateStore;
+  bus: EventBus;
+  callModel: ModelCaller;
+  db: Database.Database;
+  /**
+   * Check the library as it would be with these systems added or replaced (a canvas about to be
+   * deployed); nothing changes. Returns the problems, each naming where and which key.
+   */
+  check(candidates: Array<{ where: string; value: unknown }>): Promise<LibraryProblem[]>;
+  /** Load the config and `<dataDir>/systems/` again and take the result (after a deploy or removal). Problems leave the library as it was. */
+  reload(): Promise<LibraryProblem[]>;
+  close(): Promise<void>;
+}
+
+export class SystemsConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`the systems configuration has ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "SystemsConfigError";
+  }
+}
+
+export function formatProblem(p: LibraryProblem): string {
+  return `${p.where === "config" ? "" : `${p.where}: `}${p.key}: ${p.message}`;
+}
+
+export async function openRouterRuntime(args: { config: Config; bus: EventBus; callModel: ModelCaller; logger: Logger; dbFile?: string; retryBaseMs?: number }): Promise<RouterRuntimeHandle> {
+  const { config, bus, callModel, logger } = args;
+  const problems = routerProblems(config);
+  const { library, problems: libProblems } = await loadLibrary(config);
+  problems.push(...libProblems.map(formatProblem));
+  if (problems.length) throw new SystemsConfigError(problems);
+  const db = openSystemsDb(args.dbFile ?? systemsDbPath(config.dataDir));
+  const store = new RunStore(db);
+  const runs = new RunManager({ store, library, bus, callModel, dataDir: config.dataDir, log: logger.child({ room: "systems" }), retryBaseMs: args.retryBaseMs });
+  runs.recover();
+  logger.info({ systems: library.systems.map((s) => s.id) }, "systems loaded");
+  return {
+    library,
+    runs,
+    state: new RouterStateStore(db),
+    bus,
+    callModel,
+    db,
+    async check(candidates) {
+      return (await loadLibrary(config, { candidates })).problems;
+    },
+    async reload() {
+      const next = await loadLibrary(config);
+      if (next.problems.length) return next.problems;
+      library.replace(next.library);
+      logger.info({ systems: library.systems.map((s) => s.id) }, "systems reloaded");
+      return [];
+    },
+    async close() {
+      await runs.close();
+      db.close();
+    },
+  };
+}
