@@ -13,7 +13,8 @@ export interface StreamedAnswer {
  * came. `clock` is the caller's time base (`Date.now` or `performance.now`).
  */
 export async function readChatStream(res: Response, what: string, clock: () => number): Promise<StreamedAnswer> {
-  if (res.status !== 200 || !res.body) throw new Error(`${what}: HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`);
+  if (res.status !== 200 || !res.body)
+    throw new Error(`${what}: HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`);
   const reader = res.body.getReader();
   const dec = new TextDecoder();
   let buf = "";
@@ -30,7 +31,10 @@ export async function readChatStream(res: Response, what: string, clock: () => n
       buf = buf.slice(cut + 2);
       const data = block.startsWith("data: ") ? block.slice(6) : "";
       if (!data || data === "[DONE]") continue;
-      const obj = JSON.parse(data) as { choices?: Array<{ delta?: { content?: string } }>; error?: { message: string } };
+      const obj = JSON.parse(data) as {
+        choices?: Array<{ delta?: { content?: string } }>;
+        error?: { message: string };
+      };
       if (obj.error) throw new Error(`${what}: stream error: ${obj.error.message}`);
       const c = obj.choices?.[0]?.delta?.content;
       if (c) {

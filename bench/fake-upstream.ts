@@ -19,7 +19,28 @@ import { pathToFileURL } from "node:url";
 export const FAKE_MODEL = "bench-model";
 
 /** The words the fake streams, one per chunk (cycled when more chunks are asked for). */
-const WORDS = ["The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".", " It", " was", " a", " sunny", " day", " in", " the", " small", " town", "."];
+const WORDS = [
+  "The",
+  " quick",
+  " brown",
+  " fox",
+  " jumps",
+  " over",
+  " the",
+  " lazy",
+  " dog",
+  ".",
+  " It",
+  " was",
+  " a",
+  " sunny",
+  " day",
+  " in",
+  " the",
+  " small",
+  " town",
+  ".",
+];
 
 export function answerText(chunks: number): string {
   let s = "";
@@ -37,12 +58,20 @@ export function precompute(chunks: number): FakeReplies {
   const id = "chatcmpl-bench0000000000000000";
   const frame = (obj: unknown) => Buffer.from(`data: ${JSON.stringify(obj)}\n\n`);
   const chunk = (delta: object, finish: string | null = null) =>
-    frame({ id, object: "chat.completion.chunk", created: 1763716380, model: FAKE_MODEL, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+    frame({
+      id,
+      object: "chat.completion.chunk",
+      created: 1763716380,
+      model: FAKE_MODEL,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    });
   const usage = { prompt_tokens: 42, completion_tokens: chunks, total_tokens: 42 + chunks };
   const sseFrames = [chunk({ role: "assistant", content: "" })];
   for (let i = 0; i < chunks; i++) sseFrames.push(chunk({ content: WORDS[i % WORDS.length] }));
   sseFrames.push(chunk({}, "stop"));
-  sseFrames.push(frame({ id, object: "chat.completion.chunk", created: 1763716380, model: FAKE_MODEL, choices: [], usage }));
+  sseFrames.push(
+    frame({ id, object: "chat.completion.chunk", created: 1763716380, model: FAKE_MODEL, choices: [], usage }),
+  );
   sseFrames.push(Buffer.from("data: [DONE]\n\n"));
   const json = Buffer.from(
     JSON.stringify({
@@ -50,11 +79,20 @@ export function precompute(chunks: number): FakeReplies {
       object: "chat.completion",
       created: 1763716380,
       model: FAKE_MODEL,
-      choices: [{ index: 0, message: { role: "assistant", content: answerText(chunks) }, logprobs: null, finish_reason: "stop" }],
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: answerText(chunks) },
+          logprobs: null,
+          finish_reason: "stop",
+        },
+      ],
       usage,
     }),
   );
-  const models = Buffer.from(JSON.stringify({ object: "list", data: [{ id: FAKE_MODEL, object: "model", owned_by: "bench" }] }));
+  const models = Buffer.from(
+    JSON.stringify({ object: "list", data: [{ id: FAKE_MODEL, object: "model", owned_by: "bench" }] }),
+  );
   return { sseFrames, json, models };
 }
 

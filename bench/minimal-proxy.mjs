@@ -30,7 +30,14 @@ function answer(res, model, text) {
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
     model,
-    choices: [{ index: 0, message: { role: "assistant", content: up.choices[0].message.content }, logprobs: null, finish_reason: "stop" }],
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: up.choices[0].message.content },
+        logprobs: null,
+        finish_reason: "stop",
+      },
+    ],
     usage: up.usage,
   });
   res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(out) });
@@ -58,7 +65,10 @@ const server = http.createServer((req, res) => {
         res.end(String(err));
       },
     };
-    pool.dispatch({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: payload }, handler);
+    pool.dispatch(
+      { path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: payload },
+      handler,
+    );
   });
 });
 server.keepAliveTimeout = 120_000;

@@ -69,7 +69,10 @@ const server = http.createServer((req, res) => {
         res.end(String(err));
       },
     };
-    pool.dispatch({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: payload }, handler);
+    pool.dispatch(
+      { path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: payload },
+      handler,
+    );
   });
 });
 server.keepAliveTimeout = 120_000;

@@ -51,7 +51,13 @@ export function startService(opts: StartOptions): Promise<Service> {
 
   return new Promise((resolve, reject) => {
     let done = false;
-    const timer = setTimeout(() => finish(new Error(`${opts.name} did not start within ${opts.timeoutMs ?? 30_000} ms. stderr:\n${err.slice(-2000)}`)), opts.timeoutMs ?? 30_000);
+    const timer = setTimeout(
+      () =>
+        finish(
+          new Error(`${opts.name} did not start within ${opts.timeoutMs ?? 30_000} ms. stderr:\n${err.slice(-2000)}`),
+        ),
+      opts.timeoutMs ?? 30_000,
+    );
     const service: Service = {
       name: opts.name,
       pid: child.pid ?? -1,
@@ -98,7 +104,9 @@ export function startService(opts: StartOptions): Promise<Service> {
       check();
     });
     child.once("error", (e) => finish(new Error(`${opts.name} could not be started: ${e.message}`)));
-    child.once("exit", (code, sig) => finish(new Error(`${opts.name} exited (${code ?? sig}) before it was ready. stderr:\n${err.slice(-2000)}`)));
+    child.once("exit", (code, sig) =>
+      finish(new Error(`${opts.name} exited (${code ?? sig}) before it was ready. stderr:\n${err.slice(-2000)}`)),
+    );
   });
 }
 

@@ -53,7 +53,13 @@ export interface StackFrame {
 export type Classifier = (stack: StackFrame[]) => string | undefined;
 
 /** Self time by function and by area, inclusive time of the repo's own functions and, with `classify`, the time by part of the path. */
-export function summariseProfile(file: string, root: string, top = 25, classify?: Classifier, classifyTitle = "By part of the path"): ProfileSummary {
+export function summariseProfile(
+  file: string,
+  root: string,
+  top = 25,
+  classify?: Classifier,
+  classifyTitle = "By part of the path",
+): ProfileSummary {
   const p = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const totalHits = p.nodes.reduce((s, n) => s + (n.hitCount ?? 0), 0);
@@ -77,7 +83,11 @@ export function summariseProfile(file: string, root: string, top = 25, classify?
       idle += h;
       continue;
     }
-    const a = n.callFrame.url ? area(n.callFrame.url, root) : n.callFrame.functionName.startsWith("(") ? n.callFrame.functionName : "(native/V8)";
+    const a = n.callFrame.url
+      ? area(n.callFrame.url, root)
+      : n.callFrame.functionName.startsWith("(")
+        ? n.callFrame.functionName
+        : "(native/V8)";
     const k = key(n);
     const e = self.get(k) ?? { hits: 0, area: a };
     e.hits += h;

@@ -43,7 +43,17 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { suites: [], scenarios: [], list: false, requests: 3000, seconds: 10, warmup: 200, profile: false, write: true, strict: false };
+  const a: Args = {
+    suites: [],
+    scenarios: [],
+    list: false,
+    requests: 3000,
+    seconds: 10,
+    warmup: 200,
+    profile: false,
+    write: true,
+    strict: false,
+  };
   const num = (flag: string, v: string | undefined): number => {
     const n = Number(v);
     if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} needs a positive number`);
@@ -51,7 +61,9 @@ function parseArgs(argv: string[]): Args {
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const [flag, inline] = arg.includes("=")
+      ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)]
+      : [arg, undefined];
     const value = () => inline ?? argv[++i];
     switch (flag) {
       case "--suite":
@@ -98,12 +110,15 @@ function parseArgs(argv: string[]): Args {
 /** Every bench/suites/*.ts file's default export, sorted by name. */
 async function discoverSuites(): Promise<BenchSuite[]> {
   const dir = path.join(BENCH_DIR, "suites");
-  const files = readdirSync(dir).filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts")).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts"))
+    .sort();
   const suites: BenchSuite[] = [];
   for (const f of files) {
     const mod = (await import(pathToFileURL(path.join(dir, f)).href)) as { default?: BenchSuite };
     const s = mod.default;
-    if (!s || typeof s.run !== "function" || typeof s.name !== "string") throw new Error(`bench/suites/${f} has no default export of a BenchSuite`);
+    if (!s || typeof s.run !== "function" || typeof s.name !== "string")
+      throw new Error(`bench/suites/${f} has no default export of a BenchSuite`);
     suites.push(s);
   }
   return suites;
@@ -119,9 +134,20 @@ function commandLine(): string {
   return args.length ? `npm run bench -- ${args.join(" ")}` : "npm run bench";
 }
 
-const loadavg = () => os.loadavg().map((x) => x.toFixed(2)).join(" / ");
+const loadavg = () =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" / ");
 
-function report(suite: BenchSuite, result: SuiteResult, startedAt: Date, seconds: number, loadBefore: string, busyBefore: boolean): string {
+function report(
+  suite: BenchSuite,
+  result: SuiteResult,
+  startedAt: Date,
+  seconds: number,
+  loadBefore: string,
+  busyBefore: boolean,
+): string {
   const cores = os.cpus().length;
   const busyAfter = os.loadavg()[0]! > cores;
   const targets = result.targets.length
@@ -158,7 +184,8 @@ async function main(): Promise<number> {
     return 0;
   }
   const unknown = args.suites.filter((n) => !all.some((s) => s.name === n));
-  if (unknown.length) throw new Error(`unknown suite ${unknown.join(", ")}; available: ${all.map((s) => s.name).join(", ")}`);
+  if (unknown.length)
+    throw new Error(`unknown suite ${unknown.join(", ")}; available: ${all.map((s) => s.name).join(", ")}`);
   const chosen = args.suites.length ? all.filter((s) => args.suites.includes(s.name)) : all;
 
   const resultsDir = path.join(BENCH_DIR, "results");
@@ -191,7 +218,10 @@ async function main(): Promise<number> {
     process.stdout.write(`\n${md}\n`);
     if (args.write) {
       mkdirSync(resultsDir, { recursive: true });
-      const file = path.join(resultsDir, `${startedAt.toISOString().slice(0, 10)}-${suite.resultSlug ?? suite.name}${args.profile ? "-profile" : ""}.md`);
+      const file = path.join(
+        resultsDir,
+        `${startedAt.toISOString().slice(0, 10)}-${suite.resultSlug ?? suite.name}${args.profile ? "-profile" : ""}.md`,
+      );
       writeFileSync(file, md);
       ctx.log(`written: ${path.relative(ROOT, file)}`);
     }

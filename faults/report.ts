@@ -12,7 +12,11 @@ export function machineLine(): string {
   return `${cpus[0]?.model.trim() ?? "unknown CPU"}, ${cpus.length} core${cpus.length === 1 ? "" : "s"}, ${(os.totalmem() / 1024 ** 3).toFixed(1)} GB RAM, Node ${process.version}, ${os.platform()} ${os.release()} ${os.arch()}`;
 }
 
-export const loadavg = () => os.loadavg().map((x) => x.toFixed(2)).join(" / ");
+export const loadavg = () =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" / ");
 
 export interface Outcome {
   part: Part;
@@ -35,11 +39,23 @@ export function verdicts(outcomes: Outcome[]): Verdict[] {
     const measuring = outcomes.filter((o) => o.part.measures.includes(id));
     if (!measuring.length) return { text, measured: "not run (its part was not selected)", pass: undefined };
     const failed = measuring.filter((o) => !o.result);
-    const figures = measuring.flatMap((o) => (o.result?.done[id] ? [{ name: o.part.name, f: o.result.done[id]! }] : []));
+    const figures = measuring.flatMap((o) =>
+      o.result?.done[id] ? [{ name: o.part.name, f: o.result.done[id]! }] : [],
+    );
     const problems = failed.map((o) => `part ${o.part.name} failed: ${(o.error ?? "").slice(0, 160)}`);
     if (COUNTED.includes(id)) {
       const total = figures.reduce((a, x) => a + (x.f.count ?? 0), 0);
-      const measured = [`${total}`, figures.length > 1 ? `(${figures.map((x) => `${x.name}: ${x.f.measured}`).join("; ")})` : figures[0] ? `(${figures[0].f.measured})` : "", ...problems].filter(Boolean).join(" ");
+      const measured = [
+        `${total}`,
+        figures.length > 1
+          ? `(${figures.map((x) => `${x.name}: ${x.f.measured}`).join("; ")})`
+          : figures[0]
+            ? `(${figures[0].f.measured})`
+            : "",
+        ...problems,
+      ]
+        .filter(Boolean)
+        .join(" ");
       return { text, measured, pass: !failed.length && figures.every((x) => x.f.pass) && total === 0 };
     }
     const measured = [...figures.map((x) => x.f.measured), ...problems].join("; ") || "not measured";
@@ -96,7 +112,14 @@ export function report(opts: {
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ...tallyRows,
     "",
-    `Processes of this run still alive when the suite ended (after each part's own clean-up): ${opts.leftBehind.length ? `**${opts.leftBehind.length}**: ${opts.leftBehind.slice(0, 5).map((c) => `\`${c}\``).join(", ")}` : "0"}.`,
+    `Processes of this run still alive when the suite ended (after each part's own clean-up): ${
+      opts.leftBehind.length
+        ? `**${opts.leftBehind.length}**: ${opts.leftBehind
+            .slice(0, 5)
+            .map((c) => `\`${c}\``)
+            .join(", ")}`
+        : "0"
+    }.`,
     "",
     "## Further checks (the issue's other items)",
     "",
@@ -104,7 +127,12 @@ export function report(opts: {
     "| --- | --- | --- | --- | --- |",
     ...checks.map((c) => `| ${c.item} | ${cell(c.check)} | ${cell(c.goal)} | ${cell(c.measured)} | ${mark(c.pass)} |`),
     "",
-    ...opts.outcomes.flatMap((o) => [`## ${o.part.name}: ${o.part.title} (${o.seconds.toFixed(0)} s)`, "", o.result ? o.result.details : `The part failed: ${o.error}`, ""]),
+    ...opts.outcomes.flatMap((o) => [
+      `## ${o.part.name}: ${o.part.title} (${o.seconds.toFixed(0)} s)`,
+      "",
+      o.result ? o.result.details : `The part failed: ${o.error}`,
+      "",
+    ]),
   ].join("\n");
   return { markdown: md, verdicts: v };
 }

@@ -51,7 +51,9 @@ function parseArgs(argv: string[]): Args {
   const a: Args = { small: false, write: true, strict: false, seed: 20, parts: [], list: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const [flag, inline] = arg.includes("=")
+      ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)]
+      : [arg, undefined];
     const value = () => inline ?? argv[++i] ?? "";
     switch (flag) {
       case "--small":
@@ -77,7 +79,9 @@ function parseArgs(argv: string[]): Args {
         break;
       case "--help":
       case "-h":
-        process.stdout.write("npm run faults -- [--small] [--no-write] [--strict] [--seed n] [--part name[,name]] [--list]\n");
+        process.stdout.write(
+          "npm run faults -- [--small] [--no-write] [--strict] [--seed n] [--part name[,name]] [--list]\n",
+        );
         process.exit(0);
       // falls through (exit)
       default:
@@ -103,7 +107,8 @@ async function main(): Promise<number> {
     return 0;
   }
   const unknown = args.parts.filter((n) => !PARTS.some((p) => p.name === n));
-  if (unknown.length) throw new Error(`unknown part ${unknown.join(", ")}; parts: ${PARTS.map((p) => p.name).join(", ")}`);
+  if (unknown.length)
+    throw new Error(`unknown part ${unknown.join(", ")}; parts: ${PARTS.map((p) => p.name).join(", ")}`);
   const chosen = args.parts.length ? PARTS.filter((p) => args.parts.includes(p.name)) : PARTS;
 
   const log = (m: string) => process.stderr.write(`[faults] ${m}\n`);
@@ -156,17 +161,34 @@ async function main(): Promise<number> {
   const extra = process.argv.slice(2);
   const command = `npm run faults${extra.length ? ` -- ${extra.join(" ")}` : ""}`;
   const equivalent = `node scripts/build.mjs && node --import tsx faults/run.ts${extra.length ? " " + extra.join(" ") : ""}`;
-  const { markdown, verdicts } = report({ outcomes, startedAt, seconds: (Date.now() - startedAt.getTime()) / 1000, command, equivalent, small: args.small, seed: args.seed, entry, knobsLine, loadBefore, leftBehind: left.map((p) => p.cmd.replace(tmpRoot!, "<tmp>").slice(0, 120)) });
+  const { markdown, verdicts } = report({
+    outcomes,
+    startedAt,
+    seconds: (Date.now() - startedAt.getTime()) / 1000,
+    command,
+    equivalent,
+    small: args.small,
+    seed: args.seed,
+    entry,
+    knobsLine,
+    loadBefore,
+    leftBehind: left.map((p) => p.cmd.replace(tmpRoot!, "<tmp>").slice(0, 120)),
+  });
   process.stdout.write(`\n${markdown}\n`);
   if (args.write) {
     const dir = path.join(ROOT, "bench", "results");
     mkdirSync(dir, { recursive: true });
-    const file = path.join(dir, `${startedAt.toISOString().slice(0, 10)}-faults${args.small ? "-small" : ""}${args.parts.length ? `-${chosen.map((p) => p.name).join("-")}` : ""}.md`);
+    const file = path.join(
+      dir,
+      `${startedAt.toISOString().slice(0, 10)}-faults${args.small ? "-small" : ""}${args.parts.length ? `-${chosen.map((p) => p.name).join("-")}` : ""}.md`,
+    );
     writeFileSync(file, markdown);
     log(`written: ${path.relative(ROOT, file)}`);
   }
   const failed = verdicts.filter((v) => v.pass === false).length;
-  log(`done when: ${verdicts.filter((v) => v.pass).length} PASS, ${failed} FAIL${verdicts.some((v) => v.pass === undefined) ? `, ${verdicts.filter((v) => v.pass === undefined).length} not run` : ""}`);
+  log(
+    `done when: ${verdicts.filter((v) => v.pass).length} PASS, ${failed} FAIL${verdicts.some((v) => v.pass === undefined) ? `, ${verdicts.filter((v) => v.pass === undefined).length} not run` : ""}`,
+  );
   if (outcomes.some((o) => !o.result)) return 2;
   return args.strict && failed ? 1 : 0;
 }

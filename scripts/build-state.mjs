@@ -39,7 +39,9 @@ export function buildState(root) {
       // an absent settings file cannot be newer
     }
   }
-  return newest > stamp ? { fresh: false, reason: "sources changed since the last build" } : { fresh: true, reason: "current" };
+  return newest > stamp
+    ? { fresh: false, reason: "sources changed since the last build" }
+    : { fresh: true, reason: "current" };
 }
 
 /**
@@ -66,7 +68,8 @@ export function staleOutputs(root) {
     for (const e of entries) {
       const r = path.join(rel, e.name);
       if (e.isDirectory()) walk(r);
-      else if (e.isFile() && e.name.endsWith(".js") && !existsSync(path.join(root, "src", r.replace(/\.js$/, ".ts")))) out.push(path.join("dist", r));
+      else if (e.isFile() && e.name.endsWith(".js") && !existsSync(path.join(root, "src", r.replace(/\.js$/, ".ts"))))
+        out.push(path.join("dist", r));
     }
   };
   walk("");

@@ -33,7 +33,8 @@ function newestMtime(p) {
 /** `{ present, fresh, reason }` of the dashboard in the package at `root`. */
 export function dashboardState(root) {
   const dir = path.join(root, DASHBOARD);
-  if (!existsSync(path.join(dir, "package.json"))) return { present: false, fresh: true, reason: "no dashboard package" };
+  if (!existsSync(path.join(dir, "package.json")))
+    return { present: false, fresh: true, reason: "no dashboard package" };
   let stamp;
   try {
     stamp = statSync(path.join(root, DASHBOARD_STAMP)).mtimeMs;
@@ -48,7 +49,9 @@ export function dashboardState(root) {
       // an absent input cannot be newer
     }
   }
-  return newest > stamp ? { present: true, fresh: false, reason: "sources changed since the last build" } : { present: true, fresh: true, reason: "current" };
+  return newest > stamp
+    ? { present: true, fresh: false, reason: "sources changed since the last build" }
+    : { present: true, fresh: true, reason: "current" };
 }
 
 /** A package's bin script, resolved from the dashboard's folder (workspace packages are hoisted to the root). */
@@ -74,16 +77,33 @@ export function buildDashboard(root, { force = false } = {}) {
     vite = binOf(dir, "vite", "vite");
     tsc = binOf(dir, "typescript", "tsc");
   } catch {
-    return { ok: true, built: false, message: "Vite is not installed (npm ci installs it); /dashboard answers 503 until the dashboard is built." };
+    return {
+      ok: true,
+      built: false,
+      message: "Vite is not installed (npm ci installs it); /dashboard answers 503 until the dashboard is built.",
+    };
   }
   rmSync(path.join(root, DASHBOARD_STAMP), { force: true });
   const started = Date.now();
-  const check = spawnSync(process.execPath, [tsc, "-p", path.join(dir, "tsconfig.json"), "--noEmit"], { cwd: dir, stdio: "inherit" });
-  if (check.status !== 0) return { ok: false, built: false, message: `the dashboard's type check failed (exit ${check.status ?? check.signal})` };
+  const check = spawnSync(process.execPath, [tsc, "-p", path.join(dir, "tsconfig.json"), "--noEmit"], {
+    cwd: dir,
+    stdio: "inherit",
+  });
+  if (check.status !== 0)
+    return {
+      ok: false,
+      built: false,
+      message: `the dashboard's type check failed (exit ${check.status ?? check.signal})`,
+    };
   const r = spawnSync(process.execPath, [vite, "build", "--logLevel", "warn"], { cwd: dir, stdio: "inherit" });
-  if (r.status !== 0 || !existsSync(path.join(dir, "dist", "index.html"))) return { ok: false, built: false, message: `vite build failed (exit ${r.status ?? r.signal})` };
+  if (r.status !== 0 || !existsSync(path.join(dir, "dist", "index.html")))
+    return { ok: false, built: false, message: `vite build failed (exit ${r.status ?? r.signal})` };
   writeFileSync(path.join(root, DASHBOARD_STAMP), `${new Date().toISOString()}\n`);
-  return { ok: true, built: true, message: `packages/dashboard built into packages/dashboard/dist in ${((Date.now() - started) / 1000).toFixed(1)} s (${state.reason})` };
+  return {
+    ok: true,
+    built: true,
+    message: `packages/dashboard built into packages/dashboard/dist in ${((Date.now() - started) / 1000).toFixed(1)} s (${state.reason})`,
+  };
 }
 
 // Run by itself (`npm run build -w packages/dashboard`): always build, fail loudly.

@@ -12,9 +12,9 @@ export default async function* failures(source) {
     if (error?.failureType === "subtestsFailed") continue;
     const cause = error?.cause ?? error;
     const text = cause instanceof Error ? (cause.stack ?? cause.message) : inspect(cause, { depth: 4 });
-    failed.push(`✖ ${file ?? "?"}${line ? `:${line}` : ""}\n  ${name}\n  ${String(text).split("\n").slice(0, 12).join("\n  ")}`);
+    failed.push(
+      `✖ ${file ?? "?"}${line ? `:${line}` : ""}\n  ${name}\n  ${String(text).split("\n").slice(0, 12).join("\n  ")}`,
+    );
   }
-  yield failed.length === 0
-    ? "\n# failures: none\n"
-    : `\n# failures (${failed.length}):\n${failed.join("\n\n")}\n`;
+  yield failed.length === 0 ? "\n# failures: none\n" : `\n# failures (${failed.length}):\n${failed.join("\n\n")}\n`;
 }

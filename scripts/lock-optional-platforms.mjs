@@ -13,8 +13,22 @@ const pkgs = lock.packages;
 
 function platformOf(name) {
   const n = name.toLowerCase();
-  const os = /darwin|macos/.test(n) ? "darwin" : /win32|windows/.test(n) ? "win32" : /linux/.test(n) ? "linux" : /freebsd/.test(n) ? "freebsd" : undefined;
-  const cpu = /arm64|aarch64/.test(n) ? "arm64" : /x64|x86_64|amd64/.test(n) ? "x64" : /ia32/.test(n) ? "ia32" : undefined;
+  const os = /darwin|macos/.test(n)
+    ? "darwin"
+    : /win32|windows/.test(n)
+      ? "win32"
+      : /linux/.test(n)
+        ? "linux"
+        : /freebsd/.test(n)
+          ? "freebsd"
+          : undefined;
+  const cpu = /arm64|aarch64/.test(n)
+    ? "arm64"
+    : /x64|x86_64|amd64/.test(n)
+      ? "x64"
+      : /ia32/.test(n)
+        ? "ia32"
+        : undefined;
   const libc = /musl/.test(n) ? "musl" : /gnu/.test(n) ? "glibc" : undefined;
   return { os, cpu, libc };
 }
@@ -49,7 +63,9 @@ for (const [where, meta] of Object.entries(pkgs)) {
     added++;
   }
 }
-const sorted = Object.fromEntries(Object.entries(pkgs).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b))));
+const sorted = Object.fromEntries(
+  Object.entries(pkgs).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b))),
+);
 lock.packages = sorted;
 writeFileSync(file, `${JSON.stringify(lock, null, 2)}\n`);
 console.log(`added ${added} platform entries to package-lock.json`);

@@ -1,13 +1,39 @@
 #!/usr/bin/env node
-// Runs every test/**/*.test.ts with node's test runner (Node 20 does not expand globs itself).
-// Extra arguments are passed to `node --test` (e.g. a file list or --test-name-pattern); a folder
-// argument limits the run to the tests under it (`npm run test:unit` is `test/unit`).
+/**
+ * Runs the suite with node's test runner (Node 20 does not expand globs itself), tier by tier:
+ *
+ * - unit (test/unit): ONE process loads TypeScript once and runs every unit file, each inside a
+ *   suite of its own (scripts/unit-tier.mjs), so a file's hooks stay its own.
+ * - the rest (test/integration, test/e2e, test/browser): files in parallel, `--jobs` at a time
+ *   (default: the cores, at least 2; `CLAWBRIDGE_TEST_JOBS` sets it too), each test isolated (its
+ *   own ports from the OS, its own HOME and data dir); then the files of SERIAL one at a time.
+ *
+ *   node scripts/run-tests.mjs                        every tier
+ *   node scripts/run-tests.mjs test/unit              one folder (`npm run test:unit`)
+ *   node scripts/run-tests.mjs test/x.test.ts …       these files
+ *   node scripts/run-tests.mjs --jobs 4 --test-name-pattern=… test/integration
+ *
+ * Other arguments go to node's test runner. Each tier prints its time, the last line counts all of
+ * them ("N passed, N failed"), and a list of the failed tests closes every tier's output.
+ */
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-const failuresReporter = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), "failures-reporter.mjs")).href;
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const failuresReporter = pathToFileURL(path.join(root, "scripts", "failures-reporter.mjs")).href;
+const unitTier = path.join(root, "scripts", "unit-tier.mjs");
+
+/**
+ * Files that cannot share the machine with other test files, each with the reason; they run one at
+ * a time after the parallel group.
+ */
+const SERIAL = new Map([
+  // Measures CPU per request against a minimal proxy: another file's load skews the ratio it checks.
+  ["test/integration/bench-openai.test.ts", "compares CPU time of two servers"],
+]);
 
 function find(dir) {
   const out = [];
@@ -20,23 +46,97 @@ function find(dir) {
   return out;
 }
 
-// A folder argument (`test/unit`) runs the tests under it only; file arguments run those files.
 const raw = process.argv.slice(2);
-const dirs = raw.filter((a) => !a.startsWith("-") && !a.endsWith(".ts") && existsSync(a) && statSync(a).isDirectory());
-const args = raw.filter((a) => !dirs.includes(a));
-const files = args.some((a) => a.endsWith(".ts")) ? [] : (dirs.length ? dirs : ["test"]).flatMap(find).sort();
-const child = spawn(
-  process.execPath,
-  [
-    "--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000",
-    // TAP as before, then a list of the failed tests at the very end of the output.
-    "--test-reporter=tap", "--test-reporter-destination=stdout",
-    `--test-reporter=${failuresReporter}`, "--test-reporter-destination=stdout",
-    ...args, ...files,
-  ],
-  { stdio: "inherit" },
-);
-const forward = (sig) => child.kill(sig);
+let jobs = Number(process.env.CLAWBRIDGE_TEST_JOBS) || Math.max(2, availableParallelism());
+const passThrough = [];
+const targets = [];
+for (let i = 0; i < raw.length; i++) {
+  const a = raw[i];
+  if (a === "--jobs") jobs = Number(raw[++i]);
+  else if (a.startsWith("--jobs=")) jobs = Number(a.slice(7));
+  else if (!a.startsWith("-") && existsSync(a)) targets.push(a);
+  else passThrough.push(a);
+}
+if (!Number.isInteger(jobs) || jobs < 1) {
+  console.error("run-tests: --jobs takes a whole number of at least 1");
+  process.exit(2);
+}
+
+const rel = (f) => path.relative(root, path.resolve(f)).split(path.sep).join("/");
+const files = [
+  ...new Set(
+    (targets.length ? targets : ["test"]).flatMap((t) => (statSync(t).isDirectory() ? find(t) : [t])).map(rel),
+  ),
+].sort();
+const unit = files.filter((f) => f.startsWith("test/unit/"));
+const rest = files.filter((f) => !f.startsWith("test/unit/"));
+const parallel = rest.filter((f) => !SERIAL.has(f));
+const serial = rest.filter((f) => SERIAL.has(f));
+
+const reporters = [
+  "--test-reporter=tap",
+  "--test-reporter-destination=stdout",
+  `--test-reporter=${failuresReporter}`,
+  "--test-reporter-destination=stdout",
+];
+
+const totals = { pass: 0, fail: 0, skipped: 0 };
+let child;
+
+/** Runs one tier, passing its output through and adding its closing counts to the totals. */
+function tier(name, args) {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+    // The runner's own closing counts ("# pass N" at the start of a line, unindented).
+    const counts = {};
+    let partial = "";
+    child.stdout.on("data", (chunk) => {
+      process.stdout.write(chunk);
+      const lines = (partial + chunk.toString()).split("\n");
+      partial = lines.pop() ?? "";
+      for (const line of lines) {
+        const m = /^# (pass|fail|cancelled|skipped) (\d+)$/.exec(line);
+        if (m) counts[m[1]] = Number(m[2]);
+      }
+    });
+    child.on("close", (code, signal) => {
+      totals.pass += counts.pass ?? 0;
+      totals.fail += (counts.fail ?? 0) + (counts.cancelled ?? 0);
+      totals.skipped += counts.skipped ?? 0;
+      const seconds = ((Date.now() - started) / 1000).toFixed(1);
+      console.log(`# tier ${name}: ${seconds} s (exit ${code ?? signal})`);
+      resolve(code === 0 ? 0 : 1);
+    });
+  });
+}
+
+const forward = (sig) => child?.kill(sig);
 process.on("SIGINT", forward);
 process.on("SIGTERM", forward);
-child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+
+const common = ["--import", "tsx", ...reporters];
+let status = 0;
+if (unit.length) status |= await tier("unit", [...common, ...passThrough, unitTier, ...unit]);
+if (parallel.length) {
+  status |= await tier(`parallel (${parallel.length} files, ${jobs} at a time)`, [
+    ...common,
+    "--test",
+    `--test-concurrency=${jobs}`,
+    "--test-timeout=600000",
+    ...passThrough,
+    ...parallel,
+  ]);
+}
+if (serial.length) {
+  status |= await tier(`serial (${serial.length} files)`, [
+    ...common,
+    "--test",
+    "--test-concurrency=1",
+    "--test-timeout=600000",
+    ...passThrough,
+    ...serial,
+  ]);
+}
+console.log(`\n${totals.pass} passed, ${totals.fail} failed, ${totals.skipped} skipped`);
+process.exit(status);

@@ -27,7 +27,15 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { z } from "zod";
 
 /** The variables the `env` tool reports on. */
-export const ENV_PROBES = ["CLAWBRIDGE_TEST_SECRET", "CLAWBRIDGE_TEST_ALLOWED", "CLAWBRIDGE_TEST_SET", "PATH", "HOME", "USER", "SHELL"] as const;
+export const ENV_PROBES = [
+  "CLAWBRIDGE_TEST_SECRET",
+  "CLAWBRIDGE_TEST_ALLOWED",
+  "CLAWBRIDGE_TEST_SET",
+  "PATH",
+  "HOME",
+  "USER",
+  "SHELL",
+] as const;
 
 /** What a test can see of the server's work (HTTP: in-process, so shared directly). */
 export interface McpServerState {
@@ -52,7 +60,12 @@ export function createTestMcpServer(state: McpServerState, onSlowStart?: () => v
   );
   server.registerTool(
     "add",
-    { description: "Add two numbers.", inputSchema: { a: z.number(), b: z.number() }, outputSchema: { sum: z.number() }, annotations: { readOnlyHint: true } },
+    {
+      description: "Add two numbers.",
+      inputSchema: { a: z.number(), b: z.number() },
+      outputSchema: { sum: z.number() },
+      annotations: { readOnlyHint: true },
+    },
     async ({ a, b }) => {
       state.calls.push("add");
       return { content: [{ type: "text", text: `${a} + ${b} = ${a + b}` }], structuredContent: { sum: a + b } };
@@ -60,7 +73,11 @@ export function createTestMcpServer(state: McpServerState, onSlowStart?: () => v
   );
   server.registerTool(
     "delete_item",
-    { description: "Delete an item.", inputSchema: { id: z.string() }, annotations: { destructiveHint: true, readOnlyHint: false } },
+    {
+      description: "Delete an item.",
+      inputSchema: { id: z.string() },
+      annotations: { destructiveHint: true, readOnlyHint: false },
+    },
     async ({ id }) => {
       state.calls.push("delete_item");
       return { content: [{ type: "text", text: `deleted ${id}` }] };
@@ -154,7 +171,9 @@ export async function startMcpHttpServer(): Promise<McpHttpServer> {
         return;
       }
       if (sid !== undefined) {
-        res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null }));
+        res
+          .writeHead(404, { "content-type": "application/json" })
+          .end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null }));
         return;
       }
       // No session yet: only an initialize request starts one (the transport rejects anything else).

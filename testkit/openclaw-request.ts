@@ -11,7 +11,9 @@ export interface OpenClawTurn {
 
 const FILLER = "Follow the tool call style guide. Prefer small, verifiable steps. ".repeat(40);
 
-export function openclawSystemPrompt(opts: { identity?: string; user?: string; soul?: string; workspace?: string } = {}): string {
+export function openclawSystemPrompt(
+  opts: { identity?: string; user?: string; soul?: string; workspace?: string } = {},
+): string {
   const ws = opts.workspace ?? "/home/someone/.openclaw/workspace";
   return [
     "You are a personal assistant running inside OpenClaw.",
@@ -20,7 +22,12 @@ export function openclawSystemPrompt(opts: { identity?: string; user?: string; s
     "## Tool Call Style",
     FILLER,
     "## Skills (mandatory)",
-    "<available_skills>\n" + Array.from({ length: 40 }, (_, i) => `  <skill name="skill-${i}">Does thing number ${i} for the user in a careful way.</skill>`).join("\n") + "\n</available_skills>",
+    "<available_skills>\n" +
+      Array.from(
+        { length: 40 },
+        (_, i) => `  <skill name="skill-${i}">Does thing number ${i} for the user in a careful way.</skill>`,
+      ).join("\n") +
+      "\n</available_skills>",
     "## Workspace",
     `Your working directory is: ${ws}`,
     "# Project Context",
@@ -30,7 +37,8 @@ export function openclawSystemPrompt(opts: { identity?: string; user?: string; s
     "",
     `## ${ws}/AGENTS.md`,
     "",
-    "# AGENTS.md - Your Workspace\n\n## Every Session\n\nRead SOUL.md and USER.md first.\n" + "Keep memory files tidy. ".repeat(200),
+    "# AGENTS.md - Your Workspace\n\n## Every Session\n\nRead SOUL.md and USER.md first.\n" +
+      "Keep memory files tidy. ".repeat(200),
     "",
     `## ${ws}/SOUL.md`,
     "",
@@ -60,7 +68,11 @@ export function openclawTools(count = 20) {
     function: {
       name: i === 0 ? "read" : i === 1 ? "exec" : i === 2 ? "web_search" : `tool_${i}`,
       description: `Tool ${i}: ` + "does a useful thing with its arguments. ".repeat(30),
-      parameters: { type: "object", properties: { path: { type: "string", description: "a path" }, n: { type: "number" } }, required: ["path"] },
+      parameters: {
+        type: "object",
+        properties: { path: { type: "string", description: "a path" }, n: { type: "number" } },
+        required: ["path"],
+      },
     },
   }));
 }
@@ -83,7 +95,12 @@ export function wrapUserText(text: string, gen: Generation, stamp = "Sat 2026-11
 }
 
 /** A full OpenClaw request body for a conversation whose last entry is the new user message. */
-export function openclawRequest(model: string, turns: OpenClawTurn[], gen: Generation, extra: { sessionKey?: string; sessionId?: string; internalAfter?: string } = {}) {
+export function openclawRequest(
+  model: string,
+  turns: OpenClawTurn[],
+  gen: Generation,
+  extra: { sessionKey?: string; sessionId?: string; internalAfter?: string } = {},
+) {
   const messages: Array<Record<string, unknown>> = [{ role: "system", content: openclawSystemPrompt() }];
   turns.forEach((t, i) => {
     if (t.role === "assistant") {
@@ -97,7 +114,10 @@ export function openclawRequest(model: string, turns: OpenClawTurn[], gen: Gener
     messages.push({ role: "user", content: text });
   });
   if (extra.internalAfter) {
-    messages.push({ role: "user", content: `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\n${extra.internalAfter}\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>` });
+    messages.push({
+      role: "user",
+      content: `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\n${extra.internalAfter}\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>`,
+    });
   }
   const body: Record<string, unknown> = { model, messages, stream: true, tools: openclawTools() };
   if (gen === "2026.5") {

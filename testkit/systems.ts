@@ -21,7 +21,14 @@ export function contentPipeline(node: string = process.execPath) {
     sideEffects: false,
     run: {
       kind: "command",
-      argv: [node, "-e", "console.log('post about ' + process.argv[1] + ' in ' + process.argv[2] + ' tone, ' + (process.argv[3] || 'any') + ' words')", "${inputs.topic}", "${inputs.tone}", "${inputs.words}"],
+      argv: [
+        node,
+        "-e",
+        "console.log('post about ' + process.argv[1] + ' in ' + process.argv[2] + ' tone, ' + (process.argv[3] || 'any') + ' words')",
+        "${inputs.topic}",
+        "${inputs.tone}",
+        "${inputs.words}",
+      ],
     },
   };
 }
@@ -37,14 +44,59 @@ export const HAIKU_SIGNATURE = "-- drafted by a system built in chat";
  */
 export function haikuWriterPlan(signature: string = HAIKU_SIGNATURE) {
   return {
-    metadata: { system: "haiku-writer", name: "Haiku Writer", description: "Writes a haiku about a topic", summary: "an input, a poet agent, an output" },
+    metadata: {
+      system: "haiku-writer",
+      name: "Haiku Writer",
+      description: "Writes a haiku about a topic",
+      summary: "an input, a poet agent, an output",
+    },
     steps: [
-      { id: "in", name: "topic input", action: "CREATE_NODE", params: { id: "topic", type: "input", label: "Topic", properties: { description: "What the haiku is about" } }, output: "topic" },
-      { id: "poet", name: "poet agent", action: "CREATE_NODE", params: { id: "poet", type: "agent", label: "Poet", properties: { model: "writer", prompt: "Write a haiku about {{topic}}." } }, output: "poet" },
-      { id: "out", name: "output", action: "CREATE_NODE", params: { id: "result", type: "output", label: "Haiku" }, output: "result" },
-      { id: "e1", name: "topic to poet", action: "CONNECT_NODES", params: { from: "${topic}", to: "${poet}" }, dependsOn: ["in", "poet"] },
-      { id: "e2", name: "poet to output", action: "CONNECT_NODES", params: { from: "${poet}", to: "${result}" }, dependsOn: ["poet", "out"] },
-      { id: "guide", name: "house style", action: "CREATE_FILE", params: { path: "CLAUDE.md", content: `Sign every poem with: ${signature}` } },
+      {
+        id: "in",
+        name: "topic input",
+        action: "CREATE_NODE",
+        params: { id: "topic", type: "input", label: "Topic", properties: { description: "What the haiku is about" } },
+        output: "topic",
+      },
+      {
+        id: "poet",
+        name: "poet agent",
+        action: "CREATE_NODE",
+        params: {
+          id: "poet",
+          type: "agent",
+          label: "Poet",
+          properties: { model: "writer", prompt: "Write a haiku about {{topic}}." },
+        },
+        output: "poet",
+      },
+      {
+        id: "out",
+        name: "output",
+        action: "CREATE_NODE",
+        params: { id: "result", type: "output", label: "Haiku" },
+        output: "result",
+      },
+      {
+        id: "e1",
+        name: "topic to poet",
+        action: "CONNECT_NODES",
+        params: { from: "${topic}", to: "${poet}" },
+        dependsOn: ["in", "poet"],
+      },
+      {
+        id: "e2",
+        name: "poet to output",
+        action: "CONNECT_NODES",
+        params: { from: "${poet}", to: "${result}" },
+        dependsOn: ["poet", "out"],
+      },
+      {
+        id: "guide",
+        name: "house style",
+        action: "CREATE_FILE",
+        params: { path: "CLAUDE.md", content: `Sign every poem with: ${signature}` },
+      },
     ],
   };
 }

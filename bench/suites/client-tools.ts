@@ -28,7 +28,19 @@ import { loadClient } from "../load.js";
 import { startService, type Service } from "../procs.js";
 import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
 import { ms, percentile, table } from "../stats.js";
-import { firstAfter, now, readTap, RESULT_MARK, startMcpRelay, startStampedFake, STATUS_TOOL, streamChat, type McpRelay, type StampedFake, type StreamedReply } from "./client-tools/rig.js";
+import {
+  firstAfter,
+  now,
+  readTap,
+  RESULT_MARK,
+  startMcpRelay,
+  startStampedFake,
+  STATUS_TOOL,
+  streamChat,
+  type McpRelay,
+  type StampedFake,
+  type StreamedReply,
+} from "./client-tools/rig.js";
 
 const ROUNDS = 20;
 const WARMUP = 2;
@@ -89,17 +101,39 @@ interface Rig {
   tapLog: string;
 }
 
-async function request(pool: ReturnType<typeof loadClient>, run: VariantRun, rig: Rig, variant: Variant, kind: "plain" | "status" | "result", round: number): Promise<{ sample: Sample; reply: StreamedReply }> {
-  if (kind === "plain") run.messages.push({ role: "user", content: `Round ${round}: a plain question, answer shortly.` });
+async function request(
+  pool: ReturnType<typeof loadClient>,
+  run: VariantRun,
+  rig: Rig,
+  variant: Variant,
+  kind: "plain" | "status" | "result",
+  round: number,
+): Promise<{ sample: Sample; reply: StreamedReply }> {
+  if (kind === "plain")
+    run.messages.push({ role: "user", content: `Round ${round}: a plain question, answer shortly.` });
   if (kind === "status") run.messages.push({ role: "user", content: `Round ${round}: STATUS please.` });
   if (kind === "result") {
     const last = run.messages.at(-1) as { tool_calls?: Array<{ id: string }> };
-    for (const c of last.tool_calls ?? []) run.messages.push({ role: "tool", tool_call_id: c.id, content: `${RESULT_MARK}${variant}-${round}: model=fake-claude tokens=42 channel=telegram` });
+    for (const c of last.tool_calls ?? [])
+      run.messages.push({
+        role: "tool",
+        tool_call_id: c.id,
+        content: `${RESULT_MARK}${variant}-${round}: model=fake-claude tokens=42 channel=telegram`,
+      });
   }
-  const reply = await streamChat(pool, run.key, { model: run.model, messages: run.messages, tools: TOOLS, stream: true });
+  const reply = await streamChat(pool, run.key, {
+    model: run.model,
+    messages: run.messages,
+    tools: TOOLS,
+    stream: true,
+  });
   const t0 = reply.sentAt;
   const rel = (at: number | undefined) => (at === undefined ? undefined : at - t0);
-  const sample: Sample = { first: rel(reply.firstContentAt), finish: rel(reply.finishAt), model: rel(firstAfter(rig.fake.calls, kind, t0)) };
+  const sample: Sample = {
+    first: rel(reply.firstContentAt),
+    finish: rel(reply.finishAt),
+    model: rel(firstAfter(rig.fake.calls, kind, t0)),
+  };
   if (variant === "tapped") {
     const notes = readTap(rig.tapLog).filter((n) => n.at >= t0 && n.at <= reply.endAt);
     const modelAt = firstAfter(rig.fake.calls, kind, t0);
@@ -114,47 +148,76 @@ async function request(pool: ReturnType<typeof loadClient>, run: VariantRun, rig
   // The answer goes into the history as OpenClaw keeps it.
   run.messages.push(
     reply.calls.length
-      ? { role: "assistant", content: reply.text || null, tool_calls: reply.calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })) }
+      ? {
+          role: "assistant",
+          content: reply.text || null,
+          tool_calls: reply.calls.map((c) => ({
+            id: c.id,
+            type: "function",
+            function: { name: c.name, arguments: c.arguments },
+          })),
+        }
       : { role: "assistant", content: reply.text },
   );
   const expect = kind === "status" ? "tool_calls" : "stop";
-  if (reply.finish !== expect) throw new Error(`${variant} ${kind} round ${round}: finish_reason ${reply.finish}, expected ${expect} (text: ${reply.text.slice(0, 200)})`);
-  if (kind === "status" && (reply.calls.length !== 1 || reply.calls[0]!.name !== STATUS_TOOL)) throw new Error(`${variant} round ${round}: expected one ${STATUS_TOOL} call, got ${JSON.stringify(reply.calls)}`);
+  if (reply.finish !== expect)
+    throw new Error(
+      `${variant} ${kind} round ${round}: finish_reason ${reply.finish}, expected ${expect} (text: ${reply.text.slice(0, 200)})`,
+    );
+  if (kind === "status" && (reply.calls.length !== 1 || reply.calls[0]!.name !== STATUS_TOOL))
+    throw new Error(`${variant} round ${round}: expected one ${STATUS_TOOL} call, got ${JSON.stringify(reply.calls)}`);
   if (kind !== "status" && sample.first === undefined) throw new Error(`${variant} ${kind} round ${round}: no content`);
-  if (sample.model === undefined) throw new Error(`${variant} ${kind} round ${round}: the fake saw no ${kind} model call`);
+  if (sample.model === undefined)
+    throw new Error(`${variant} ${kind} round ${round}: the fake saw no ${kind} model call`);
   return { sample, reply };
 }
 
 // ---- statistics over samples -------------------------------------------------------------------
 
 type Field = (s: Sample) => number | undefined;
-const values = (xs: Sample[], f: Field): number[] => xs.map(f).filter((v): v is number => v !== undefined && Number.isFinite(v));
+const values = (xs: Sample[], f: Field): number[] =>
+  xs.map(f).filter((v): v is number => v !== undefined && Number.isFinite(v));
 const p = (xs: Sample[], f: Field, q: number): number => percentile(values(xs, f), q);
 const cells = (xs: Sample[], f: Field): string[] => {
   const v = values(xs, f);
   return v.length ? [ms(percentile(v, 50)), ms(percentile(v, 90)), String(v.length)] : ["–", "–", "0"];
 };
 const diff = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : a - b);
-const sum = (...xs: Array<number | undefined>) => (xs.some((x) => x === undefined) ? undefined : xs.reduce<number>((s, x) => s + x!, 0));
+const sum = (...xs: Array<number | undefined>) =>
+  xs.some((x) => x === undefined) ? undefined : xs.reduce<number>((s, x) => s + x!, 0);
 
 /** The tapped variant's split of a turn that ends in content: the bridge's two stretches and the CLI's. */
-const bridgeIn = (kind: "plain" | "result"): Field => (s) => (kind === "plain" ? s.stdin : s.mcpResult);
+const bridgeIn =
+  (kind: "plain" | "result"): Field =>
+  (s) =>
+    kind === "plain" ? s.stdin : s.mcpResult;
 const bridgeOut: Field = (s) => diff(s.first, s.cliText);
-const cliBefore = (kind: "plain" | "result"): Field => (s) => diff(s.model, bridgeIn(kind)(s));
+const cliBefore =
+  (kind: "plain" | "result"): Field =>
+  (s) =>
+    diff(s.model, bridgeIn(kind)(s));
 const cliAfter: Field = (s) => diff(s.cliText, s.model);
-const bridgeTotal = (kind: "plain" | "result"): Field => (s) => sum(bridgeIn(kind)(s), bridgeOut(s));
-const cliTotal = (kind: "plain" | "result"): Field => (s) => sum(cliBefore(kind)(s), cliAfter(s));
+const bridgeTotal =
+  (kind: "plain" | "result"): Field =>
+  (s) =>
+    sum(bridgeIn(kind)(s), bridgeOut(s));
+const cliTotal =
+  (kind: "plain" | "result"): Field =>
+  (s) =>
+    sum(cliBefore(kind)(s), cliAfter(s));
 /**
  * The first response ends once the bridge has the call (MCP `tools/call`) AND the reply's count of
  * calls (claude's `assistant` line with the tool_use, on stdout): from the later of the two it is the bridge's.
  */
-const bridgeOutCall: Field = (s) => (s.mcpCall === undefined || s.cliToolUse === undefined ? undefined : diff(s.finish, Math.max(s.mcpCall, s.cliToolUse)));
+const bridgeOutCall: Field = (s) =>
+  s.mcpCall === undefined || s.cliToolUse === undefined ? undefined : diff(s.finish, Math.max(s.mcpCall, s.cliToolUse));
 
 // ---- the suite ---------------------------------------------------------------------------------
 
 const suite: BenchSuite = {
   name: "client-tools",
-  description: "OpenClaw's tools inside a warm Claude Code (issue 17): tool result → the CLI's next token, and the bridge's share of it",
+  description:
+    "OpenClaw's tools inside a warm Claude Code (issue 17): tool result → the CLI's next token, and the bridge's share of it",
   async run(ctx: BenchContext): Promise<SuiteResult> {
     const rounds = Math.min(ROUNDS, ctx.limits.maxRequests);
     const warmup = Math.min(WARMUP, ctx.limits.warmup);
@@ -166,15 +229,37 @@ const suite: BenchSuite = {
     writeFileSync(tapLog, "");
     // `exec`: the pid the bridge holds (and signals as a group) is the tap's own node process.
     const wrapper = path.join(base, "claude-tap.sh");
-    writeFileSync(wrapper, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(path.join(ctx.root, "bench/suites/client-tools/tap.mjs"))} "$@"\n`, { mode: 0o755 });
+    writeFileSync(
+      wrapper,
+      `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(path.join(ctx.root, "bench/suites/client-tools/tap.mjs"))} "$@"\n`,
+      { mode: 0o755 },
+    );
 
     let fake: StampedFake | undefined;
     let relay: McpRelay | undefined;
     let bridge: Service | undefined;
     let pool: ReturnType<typeof loadClient> | undefined;
     const runs: Record<Variant, VariantRun> = {
-      plain: { key: `bench-ct-plain-${process.pid}-${Date.now()}`, model: "claude/plain", messages: [], plain: [], status: [], result: [], stdinOnResult: 0, pids: new Set() },
-      tapped: { key: `bench-ct-tapped-${process.pid}-${Date.now()}`, model: "claude/tapped", messages: [], plain: [], status: [], result: [], stdinOnResult: 0, pids: new Set() },
+      plain: {
+        key: `bench-ct-plain-${process.pid}-${Date.now()}`,
+        model: "claude/plain",
+        messages: [],
+        plain: [],
+        status: [],
+        result: [],
+        stdinOnResult: 0,
+        pids: new Set(),
+      },
+      tapped: {
+        key: `bench-ct-tapped-${process.pid}-${Date.now()}`,
+        model: "claude/tapped",
+        messages: [],
+        plain: [],
+        status: [],
+        result: [],
+        stdinOnResult: 0,
+        pids: new Set(),
+      },
     };
     let health: { warm?: { list?: Array<{ backend: string; pid: number; rssBytes?: number }> } } = {};
     const startedAt = now();
@@ -199,7 +284,11 @@ const suite: BenchSuite = {
           intents: { enabled: false },
           backends: {
             "cc-plain": backend(path.join(base, "home-plain")),
-            "cc-tapped": backend(path.join(base, "home-tapped"), { CB_TAP_TARGET: claude, CB_TAP_LOG: tapLog, CB_TAP_MCP: `127.0.0.1:${relay.port}` }, wrapper),
+            "cc-tapped": backend(
+              path.join(base, "home-tapped"),
+              { CB_TAP_TARGET: claude, CB_TAP_LOG: tapLog, CB_TAP_MCP: `127.0.0.1:${relay.port}` },
+              wrapper,
+            ),
           },
           models: [
             { id: "claude/plain", backend: "cc-plain", session: { mode: "resume" }, tools: { mode: "bridge" } },
@@ -229,7 +318,8 @@ const suite: BenchSuite = {
             if (r >= 0) run[kind].push(sample);
           }
         }
-        if (r === -1 || r === rounds - 1 || (r >= 0 && (r + 1) % 5 === 0)) ctx.log(`client-tools: round ${r + 1}/${rounds} done`);
+        if (r === -1 || r === rounds - 1 || (r >= 0 && (r + 1) % 5 === 0))
+          ctx.log(`client-tools: round ${r + 1}/${rounds} done`);
       }
       health = (await (await fetch(`${origin}/health`)).json()) as typeof health;
     } finally {
@@ -244,7 +334,13 @@ const suite: BenchSuite = {
   },
 };
 
-function report(runs: Record<Variant, VariantRun>, health: { warm?: { list?: Array<{ backend: string; pid: number; rssBytes?: number }> } }, rounds: number, warmup: number, seconds: number): SuiteResult {
+function report(
+  runs: Record<Variant, VariantRun>,
+  health: { warm?: { list?: Array<{ backend: string; pid: number; rssBytes?: number }> } },
+  rounds: number,
+  warmup: number,
+  seconds: number,
+): SuiteResult {
   const P = runs.plain;
   const T = runs.tapped;
   /** The target's figure: the tapped variant's bridge-in + bridge-out of a tool-result request. */
@@ -261,25 +357,58 @@ function report(runs: Record<Variant, VariantRun>, health: { warm?: { list?: Arr
     ["plain warm turn: message → first token, tapped", ...cells(T.plain, (s) => s.first)],
   ]);
 
-  const fakeSplit = table(["plain variant", "(a) request → the CLI's model call at the fake, p50", "p90", "(b) fake's first byte → client's first token, p50", "p90", "total p50", "total p90"], [
-    ["plain warm turn (message on stdin)", ms(p(P.plain, (s) => s.model, 50)), ms(p(P.plain, (s) => s.model, 90)), ms(p(P.plain, (s) => diff(s.first, s.model), 50)), ms(p(P.plain, (s) => diff(s.first, s.model), 90)), ms(p(P.plain, (s) => s.first, 50)), ms(p(P.plain, (s) => s.first, 90))],
-    ["tool result (pending MCP call answered)", ms(p(P.result, (s) => s.model, 50)), ms(p(P.result, (s) => s.model, 90)), ms(p(P.result, (s) => diff(s.first, s.model), 50)), ms(p(P.result, (s) => diff(s.first, s.model), 90)), ms(p(P.result, (s) => s.first, 50)), ms(p(P.result, (s) => s.first, 90))],
+  const fakeSplit = table(
     [
-      "difference of the p50s (tool result − plain turn)",
-      ms(p(P.result, (s) => s.model, 50) - p(P.plain, (s) => s.model, 50)),
-      "",
-      ms(p(P.result, (s) => diff(s.first, s.model), 50) - p(P.plain, (s) => diff(s.first, s.model), 50)),
-      "",
-      ms(p(P.result, (s) => s.first, 50) - p(P.plain, (s) => s.first, 50)),
-      "",
+      "plain variant",
+      "(a) request → the CLI's model call at the fake, p50",
+      "p90",
+      "(b) fake's first byte → client's first token, p50",
+      "p90",
+      "total p50",
+      "total p90",
     ],
-  ]);
+    [
+      [
+        "plain warm turn (message on stdin)",
+        ms(p(P.plain, (s) => s.model, 50)),
+        ms(p(P.plain, (s) => s.model, 90)),
+        ms(p(P.plain, (s) => diff(s.first, s.model), 50)),
+        ms(p(P.plain, (s) => diff(s.first, s.model), 90)),
+        ms(p(P.plain, (s) => s.first, 50)),
+        ms(p(P.plain, (s) => s.first, 90)),
+      ],
+      [
+        "tool result (pending MCP call answered)",
+        ms(p(P.result, (s) => s.model, 50)),
+        ms(p(P.result, (s) => s.model, 90)),
+        ms(p(P.result, (s) => diff(s.first, s.model), 50)),
+        ms(p(P.result, (s) => diff(s.first, s.model), 90)),
+        ms(p(P.result, (s) => s.first, 50)),
+        ms(p(P.result, (s) => s.first, 90)),
+      ],
+      [
+        "difference of the p50s (tool result − plain turn)",
+        ms(p(P.result, (s) => s.model, 50) - p(P.plain, (s) => s.model, 50)),
+        "",
+        ms(p(P.result, (s) => diff(s.first, s.model), 50) - p(P.plain, (s) => diff(s.first, s.model), 50)),
+        "",
+        ms(p(P.result, (s) => s.first, 50) - p(P.plain, (s) => s.first, 50)),
+        "",
+      ],
+    ],
+  );
 
   const splitRows = (kind: "plain" | "result", xs: Sample[]) => {
     const label = kind === "plain" ? "plain warm turn" : "tool result";
     return [
-      [`${label}: **bridge in** — request → ${kind === "plain" ? "message on claude's stdin" : "MCP result leaves for claude (at the relay)"}`, ...cells(xs, bridgeIn(kind))],
-      [`${label}: CLI — ${kind === "plain" ? "stdin" : "MCP result"} → its model call at the fake`, ...cells(xs, cliBefore(kind))],
+      [
+        `${label}: **bridge in** — request → ${kind === "plain" ? "message on claude's stdin" : "MCP result leaves for claude (at the relay)"}`,
+        ...cells(xs, bridgeIn(kind)),
+      ],
+      [
+        `${label}: CLI — ${kind === "plain" ? "stdin" : "MCP result"} → its model call at the fake`,
+        ...cells(xs, cliBefore(kind)),
+      ],
       [`${label}: CLI — fake's first byte → claude's first text_delta on stdout`, ...cells(xs, cliAfter)],
       [`${label}: **bridge out** — claude's first text_delta → client's first token`, ...cells(xs, bridgeOut)],
       [`${label}: **bridge total** (in + out, per request)`, ...cells(xs, bridgeTotal(kind))],
@@ -287,17 +416,29 @@ function report(runs: Record<Variant, VariantRun>, health: { warm?: { list?: Arr
       [`${label}: end to end (tapped)`, ...cells(xs, (s) => s.first)],
     ];
   };
-  const tapSplit = table(["tapped variant", "p50 (ms)", "p90 (ms)", "n"], [...splitRows("result", T.result), ...splitRows("plain", T.plain)]);
+  const tapSplit = table(
+    ["tapped variant", "p50 (ms)", "p90 (ms)", "n"],
+    [...splitRows("result", T.result), ...splitRows("plain", T.plain)],
+  );
 
   const firstResponse = table(head, [
     ["request → finish_reason tool_calls, plain", ...cells(P.status, (s) => s.finish)],
     ["request → finish_reason tool_calls, tapped", ...cells(T.status, (s) => s.finish)],
-    ["request → first content (\"Let me check.\"), plain", ...cells(P.status, (s) => s.first)],
+    ['request → first content ("Let me check."), plain', ...cells(P.status, (s) => s.first)],
     ["tapped: **bridge in** — request → message on claude's stdin", ...cells(T.status, (s) => s.stdin)],
     ["tapped: CLI — stdin → its model call at the fake", ...cells(T.status, (s) => diff(s.model, s.stdin))],
-    ["tapped: CLI — model call → the `assistant` line with its tool_use on stdout", ...cells(T.status, (s) => diff(s.cliToolUse, s.model))],
-    ["tapped: CLI — model call → its MCP `tools/call` (at the relay)", ...cells(T.status, (s) => diff(s.mcpCall, s.model))],
-    ["tapped: **bridge out** — the later of the two → finish_reason tool_calls at the client", ...cells(T.status, bridgeOutCall)],
+    [
+      "tapped: CLI — model call → the `assistant` line with its tool_use on stdout",
+      ...cells(T.status, (s) => diff(s.cliToolUse, s.model)),
+    ],
+    [
+      "tapped: CLI — model call → its MCP `tools/call` (at the relay)",
+      ...cells(T.status, (s) => diff(s.mcpCall, s.model)),
+    ],
+    [
+      "tapped: **bridge out** — the later of the two → finish_reason tool_calls at the client",
+      ...cells(T.status, bridgeOutCall),
+    ],
     ["tapped: **bridge total** (in + out, per request)", ...cells(T.status, (s) => sum(s.stdin, bridgeOutCall(s)))],
   ]);
 
@@ -310,7 +451,8 @@ function report(runs: Record<Variant, VariantRun>, health: { warm?: { list?: Arr
     },
   ];
 
-  const pidsOk = P.pids.size === 0 && T.pids.size <= 1 && procs("cc-plain").length === 1 && procs("cc-tapped").length === 1;
+  const pidsOk =
+    P.pids.size === 0 && T.pids.size <= 1 && procs("cc-plain").length === 1 && procs("cc-tapped").length === 1;
   const markdown = [
     `The real \`claude\` (node_modules/.bin) warm, against the fake Anthropic API (testkit/fakes; every reply at once, 6 text chunks, or "Let me check." and a \`mcp__openclaw__${STATUS_TOOL}\` call), behind the built bridge as its own process; a model with \`tools: { mode: "bridge" }\` and OpenClaw-size tools (${TOOLS.length}, of which \`read\` and \`exec\` are excluded by default). Per variant one conversation on one warm claude process; per round a plain message, a message that makes the model call the tool (response ends with \`tool_calls\`), and the tool result (the pending MCP call answered; claude goes on into that response). ${rounds} rounds after ${warmup} warm-up rounds; the two variants alternate which goes first. All on 127.0.0.1. From the fake's start to the bridge's exit (both claude processes started, every round, shutdown): ${seconds.toFixed(1)} s.`,
     "",

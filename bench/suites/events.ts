@@ -42,9 +42,25 @@ const SCENARIOS: Scenario[] = [
   { id: "json-c8", label: "non-streaming, c=8", stream: false, concurrency: 8 },
 ];
 
-const body = (stream: boolean) => JSON.stringify({ model: MODEL, stream, messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "Tell me about the fox." }] });
+const body = (stream: boolean) =>
+  JSON.stringify({
+    model: MODEL,
+    stream,
+    messages: [
+      { role: "system", content: "You are terse." },
+      { role: "user", content: "Tell me about the fox." },
+    ],
+  });
 const check = (stream: boolean) => (status: number, text: string) =>
-  status !== 200 ? `HTTP ${status}: ${text.slice(0, 200)}` : stream ? (text.includes("[DONE]") ? undefined : "no [DONE]") : text.includes(JSON.stringify(TEXT)) ? undefined : `bad body: ${text.slice(0, 200)}`;
+  status !== 200
+    ? `HTTP ${status}: ${text.slice(0, 200)}`
+    : stream
+      ? text.includes("[DONE]")
+        ? undefined
+        : "no [DONE]"
+      : text.includes(JSON.stringify(TEXT))
+        ? undefined
+        : `bad body: ${text.slice(0, 200)}`;
 
 /** N clients reading /v1/events to the end; counts the events they read. */
 async function subscribe(origin: string, n: number): Promise<{ events(): number; close(): Promise<void> }> {
@@ -53,7 +69,11 @@ async function subscribe(origin: string, n: number): Promise<{ events(): number;
   for (let i = 0; i < n; i++) {
     const c = new Client(origin);
     clients.push(c);
-    const res = await c.request({ path: "/v1/events?types=turn.*", method: "GET", headers: { accept: "text/event-stream" } });
+    const res = await c.request({
+      path: "/v1/events?types=turn.*",
+      method: "GET",
+      headers: { accept: "text/event-stream" },
+    });
     if (res.statusCode !== 200) throw new Error(`/v1/events answered ${res.statusCode}: ${await res.body.text()}`);
     void (async () => {
       try {
@@ -96,7 +116,13 @@ const suite: BenchSuite = {
     let fake: Service | undefined;
     let bridge: Service | undefined;
     try {
-      fake = await startService({ name: "fake upstream", command: process.execPath, args: ["--import", "tsx", path.join(ctx.root, "bench", "fake-upstream.ts"), "--chunks", String(CHUNKS)], cwd: ctx.root, readyPattern: /PORT (\d+)/ });
+      fake = await startService({
+        name: "fake upstream",
+        command: process.execPath,
+        args: ["--import", "tsx", path.join(ctx.root, "bench", "fake-upstream.ts"), "--chunks", String(CHUNKS)],
+        cwd: ctx.root,
+        readyPattern: /PORT (\d+)/,
+      });
       const configFile = path.join(tmp, "clawbridge.yaml");
       writeFileSync(
         configFile,
@@ -105,24 +131,45 @@ const suite: BenchSuite = {
           logging: { level: "warn" },
           intents: { enabled: false },
           dataDir: path.join(tmp, "data"),
-          backends: { bench: { type: "openai", baseUrl: `http://127.0.0.1:${fake.ready}/v1`, apiKey: "x", maxConnections: 16 } },
+          backends: {
+            bench: { type: "openai", baseUrl: `http://127.0.0.1:${fake.ready}/v1`, apiKey: "x", maxConnections: 16 },
+          },
           models: [{ id: "local", backend: "bench" }],
         }),
       );
-      bridge = await startService({ name: "clawbridge", command: process.execPath, args: [path.join(ctx.root, "bin", "clawbridge.js"), "serve", "--config", configFile, "--port", "0"], cwd: ctx.root, readyPattern: /listening on (http:\/\/[^\s]+)/ });
+      bridge = await startService({
+        name: "clawbridge",
+        command: process.execPath,
+        args: [path.join(ctx.root, "bin", "clawbridge.js"), "serve", "--config", configFile, "--port", "0"],
+        cwd: ctx.root,
+        readyPattern: /listening on (http:\/\/[^\s]+)/,
+      });
       const origin = bridge.ready;
       const rows: Array<{ sc: Scenario; zero: Cell; ten: Cell }> = [];
       for (const sc of picked) {
         const pool = loadClient(origin, sc.concurrency);
-        const spec = { origin, path: "/v1/chat/completions", body: body(sc.stream), concurrency: sc.concurrency, sessionPerWorker: true, check: check(sc.stream) };
+        const spec = {
+          origin,
+          path: "/v1/chat/completions",
+          body: body(sc.stream),
+          concurrency: sc.concurrency,
+          sessionPerWorker: true,
+          check: check(sc.stream),
+        };
         ctx.log(`events: ${sc.label}: warming up`);
         await runLoad({ ...spec, warmup: ctx.limits.warmup * 5, maxRequests: 0, maxSeconds: 60 }, pool);
         const row = { sc, zero: emptyCell(), ten: emptyCell() };
         for (let round = 0; round < ROUNDS; round++) {
-          for (const [subs, cell] of [[0, row.zero], [SUBSCRIBERS, row.ten]] as const) {
+          for (const [subs, cell] of [
+            [0, row.zero],
+            [SUBSCRIBERS, row.ten],
+          ] as const) {
             const watchers = subs ? await subscribe(origin, subs) : undefined;
             const c0 = cpuMs(bridge.pid);
-            const res: LoadResult = await runLoad({ ...spec, warmup: 0, maxRequests: ctx.limits.maxRequests, maxSeconds: ctx.limits.maxSeconds }, pool);
+            const res: LoadResult = await runLoad(
+              { ...spec, warmup: 0, maxRequests: ctx.limits.maxRequests, maxSeconds: ctx.limits.maxSeconds },
+              pool,
+            );
             const c1 = cpuMs(bridge.pid);
             // Let the last events reach the subscribers before counting them.
             await new Promise((r) => setTimeout(r, 200));
@@ -133,7 +180,9 @@ const suite: BenchSuite = {
             cell.total.push(...res.total);
             cell.requests += res.requests;
             cell.errors += res.errors;
-            ctx.log(`events: ${sc.label}: round ${round + 1}, ${subs} subscribers: ${res.requests} requests, ${((c1 - c0) / Math.max(1, res.requests)).toFixed(3)} ms CPU each`);
+            ctx.log(
+              `events: ${sc.label}: round ${round + 1}, ${subs} subscribers: ${res.requests} requests, ${((c1 - c0) / Math.max(1, res.requests)).toFixed(3)} ms CPU each`,
+            );
           }
         }
         await pool.close();
@@ -170,12 +219,30 @@ function report(rows: Array<{ sc: Scenario; zero: Cell; ten: Cell }>): SuiteResu
       `${ten.events} (${(ten.events / Math.max(1, ten.requests * SUBSCRIBERS)).toFixed(2)} per request per subscriber)`,
       String(zero.errors + ten.errors),
     ]);
-    targets.push({ name: `${sc.label}: CPU per request, 10 subscribers vs none`, goal: `within the noise (≤ ${(noise * 100).toFixed(1)} %)`, measured: `${diff >= 0 ? "+" : ""}${(diff * 100).toFixed(1)} %`, pass: diff <= noise && zero.errors + ten.errors === 0 });
+    targets.push({
+      name: `${sc.label}: CPU per request, 10 subscribers vs none`,
+      goal: `within the noise (≤ ${(noise * 100).toFixed(1)} %)`,
+      measured: `${diff >= 0 ? "+" : ""}${(diff * 100).toFixed(1)} %`,
+      pass: diff <= noise && zero.errors + ten.errors === 0,
+    });
   }
   const markdown = [
     `Bridge CPU per request (user + sys), mean of ${ROUNDS} alternating rounds per setting; noise = the larger spread between rounds of one setting (at least ${NOISE_FLOOR * 100} %).`,
     "",
-    table(["scenario", "CPU/req, 0 subs", "CPU/req, 10 subs", "difference", "noise", "p50 first content (0 / 10)", "p50 total (0 / 10)", "events read by the 10", "errors"], lines),
+    table(
+      [
+        "scenario",
+        "CPU/req, 0 subs",
+        "CPU/req, 10 subs",
+        "difference",
+        "noise",
+        "p50 first content (0 / 10)",
+        "p50 total (0 / 10)",
+        "events read by the 10",
+        "errors",
+      ],
+      lines,
+    ),
     "",
     "Each turn publishes three events the subscribers ask for (`?types=turn.*`): turn.started, turn.firstByte, turn.completed; 3.00 per request per subscriber means none was lost.",
   ].join("\n");

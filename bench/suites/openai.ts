@@ -39,16 +39,38 @@ interface Scenario {
 type ReferenceKind = "json" | "stream";
 
 const small = (stream: boolean) => (model: string) =>
-  JSON.stringify({ model, stream, messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "Tell me about the fox." }], max_completion_tokens: 256 });
+  JSON.stringify({
+    model,
+    stream,
+    messages: [
+      { role: "system", content: "You are terse." },
+      { role: "user", content: "Tell me about the fox." },
+    ],
+    max_completion_tokens: 256,
+  });
 
-const openclaw = (model: string) => JSON.stringify(openclawRequest(model, [{ role: "user", text: "Tell me about the fox." }], "2026.5"));
+const openclaw = (model: string) =>
+  JSON.stringify(openclawRequest(model, [{ role: "user", text: "Tell me about the fox." }], "2026.5"));
 
 const SCENARIOS: Scenario[] = [
   { id: "stream-c1", label: "streaming, c=1", stream: true, concurrency: 1, body: small(true), reference: "stream" },
   { id: "stream-c32", label: "streaming, c=32", stream: true, concurrency: 32, body: small(true), reference: "stream" },
   { id: "json-c1", label: "non-streaming, c=1", stream: false, concurrency: 1, body: small(false) },
-  { id: "json-c32", label: "non-streaming, c=32", stream: false, concurrency: 32, body: small(false), reference: "json" },
-  { id: "openclaw-c1", label: `OpenClaw-size request (${(openclaw("m").length / 1024).toFixed(0)} KB, 20 tools), streaming, c=1`, stream: true, concurrency: 1, body: openclaw },
+  {
+    id: "json-c32",
+    label: "non-streaming, c=32",
+    stream: false,
+    concurrency: 32,
+    body: small(false),
+    reference: "json",
+  },
+  {
+    id: "openclaw-c1",
+    label: `OpenClaw-size request (${(openclaw("m").length / 1024).toFixed(0)} KB, 20 tools), streaming, c=1`,
+    stream: true,
+    concurrency: 1,
+    body: openclaw,
+  },
 ];
 
 function sseContents(body: string): string[] {
@@ -63,9 +85,18 @@ function sseContents(body: string): string[] {
 }
 
 const checkStream = (status: number, body: string) =>
-  status !== 200 ? `HTTP ${status}: ${body.slice(0, 200)}` : !body.endsWith("data: [DONE]\n\n") || body.includes('{"error"') ? `bad stream: ${body.slice(-200)}` : undefined;
+  status !== 200
+    ? `HTTP ${status}: ${body.slice(0, 200)}`
+    : !body.endsWith("data: [DONE]\n\n") || body.includes('{"error"')
+      ? `bad stream: ${body.slice(-200)}`
+      : undefined;
 const expectJson = `"content":${JSON.stringify(TEXT)}`;
-const checkJson = (status: number, body: string) => (status !== 200 ? `HTTP ${status}: ${body.slice(0, 200)}` : body.includes(expectJson) ? undefined : `bad body: ${body.slice(0, 200)}`);
+const checkJson = (status: number, body: string) =>
+  status !== 200
+    ? `HTTP ${status}: ${body.slice(0, 200)}`
+    : body.includes(expectJson)
+      ? undefined
+      : `bad body: ${body.slice(0, 200)}`;
 
 function verifyStream(status: number, body: string): string | undefined {
   const bad = checkStream(status, body);
@@ -148,11 +179,23 @@ async function startReference(ctx: BenchContext, kind: ReferenceKind, upstream: 
   });
 }
 
-async function startBridge(ctx: BenchContext, configFile: string, profileDir?: string): Promise<{ service: Service; origin: string }> {
+async function startBridge(
+  ctx: BenchContext,
+  configFile: string,
+  profileDir?: string,
+): Promise<{ service: Service; origin: string }> {
   const service = await startService({
     name: "clawbridge",
     command: process.execPath,
-    args: [...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []), path.join(ctx.root, "bin", "clawbridge.js"), "serve", "--config", configFile, "--port", "0"],
+    args: [
+      ...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []),
+      path.join(ctx.root, "bin", "clawbridge.js"),
+      "serve",
+      "--config",
+      configFile,
+      "--port",
+      "0",
+    ],
     cwd: ctx.root,
     readyPattern: /listening on (http:\/\/[^\s]+)/,
   });
@@ -165,7 +208,10 @@ const suite: BenchSuite = {
   description: "OpenAI-compatible upstream backend: direct vs through clawbridge (latency, req/s, memory)",
   async run(ctx: BenchContext): Promise<SuiteResult> {
     const unknown = (ctx.scenarios ?? []).filter((id) => !SCENARIOS.some((sc) => sc.id === id));
-    if (unknown.length) throw new Error(`unknown scenario ${unknown.join(", ")}; the openai suite has ${SCENARIOS.map((sc) => sc.id).join(", ")}`);
+    if (unknown.length)
+      throw new Error(
+        `unknown scenario ${unknown.join(", ")}; the openai suite has ${SCENARIOS.map((sc) => sc.id).join(", ")}`,
+      );
     const tmp = mkdtempSync(path.join(tmpdir(), "cb-bench-"));
     const profileDir = ctx.profile ? path.join(tmp, "profile") : undefined;
     let fake: Service | undefined;
@@ -187,7 +233,9 @@ const suite: BenchSuite = {
       );
       const started = await startBridge(ctx, configFile, profileDir);
       bridge = started.service;
-      ctx.log(`fake upstream pid ${fake.pid} at ${fakeOrigin}; bridge pid ${bridge.pid} at ${started.origin}${profileDir ? " (under --cpu-prof)" : ""}`);
+      ctx.log(
+        `fake upstream pid ${fake.pid} at ${fakeOrigin}; bridge pid ${bridge.pid} at ${started.origin}${profileDir ? " (under --cpu-prof)" : ""}`,
+      );
       const memStart: Memory = memory(bridge.pid);
       references.json = await startReference(ctx, "json", fakeOrigin);
       references.stream = await startReference(ctx, "stream", fakeOrigin);
@@ -213,9 +261,23 @@ const suite: BenchSuite = {
         try {
           {
             // Every path of the scenario is warmed up alike, outside the measurement and its CPU count.
-            const requests = ctx.limits.warmup * (sc.id === REFERENCE_SCENARIO ? REFERENCE_WARMUP_FACTOR : SCENARIO_WARMUP_FACTOR);
+            const requests =
+              ctx.limits.warmup * (sc.id === REFERENCE_SCENARIO ? REFERENCE_WARMUP_FACTOR : SCENARIO_WARMUP_FACTOR);
             const warm = (origin: string, model: string, pool: ReturnType<typeof loadClient>) =>
-              runLoad({ origin, path: "/v1/chat/completions", body: sc.body(model), concurrency: sc.concurrency, warmup: requests, maxRequests: 0, maxSeconds: 30, sessionPerWorker: true, check: sc.stream ? checkStream : checkJson }, pool);
+              runLoad(
+                {
+                  origin,
+                  path: "/v1/chat/completions",
+                  body: sc.body(model),
+                  concurrency: sc.concurrency,
+                  warmup: requests,
+                  maxRequests: 0,
+                  maxSeconds: 30,
+                  sessionPerWorker: true,
+                  check: sc.stream ? checkStream : checkJson,
+                },
+                pool,
+              );
             await warm(fakeOrigin, FAKE_MODEL, directPool);
             await warm(started.origin, BRIDGE_MODEL, bridgePool);
             if (referencePool) await warm(referenceOrigin, BRIDGE_MODEL, referencePool);
@@ -276,7 +338,14 @@ const suite: BenchSuite = {
           upstreamCpuPerReqDirect: fakeCpuDirect / sentDirect,
           upstreamCpuPerReqBridge: fakeCpuBridge / sentBridge,
           ...(parts.reference.length && sc.reference
-            ? { reference: { kind: sc.reference, result: mergeResults(parts.reference), cpuPerReq: referenceCpu / sentReference, sysShare: referenceCpu > 0 ? referenceSys / referenceCpu : NaN } }
+            ? {
+                reference: {
+                  kind: sc.reference,
+                  result: mergeResults(parts.reference),
+                  cpuPerReq: referenceCpu / sentReference,
+                  sysShare: referenceCpu > 0 ? referenceSys / referenceCpu : NaN,
+                },
+              }
             : {}),
         });
         ctx.log(
@@ -289,7 +358,13 @@ const suite: BenchSuite = {
       if (profileDir) {
         const files = readdirSync(profileDir).filter((f) => f.endsWith(".cpuprofile"));
         profileMd = files.length
-          ? summariseProfile(path.join(profileDir, files[0]!), ctx.root, 25, bridgePart, "The bridge's CPU by part of the path (each sample counted once, in the innermost part of its stack; bench/suites/openai/parts.ts)").markdown
+          ? summariseProfile(
+              path.join(profileDir, files[0]!),
+              ctx.root,
+              25,
+              bridgePart,
+              "The bridge's CPU by part of the path (each sample counted once, in the innermost part of its stack; bench/suites/openai/parts.ts)",
+            ).markdown
           : "(the bridge wrote no .cpuprofile — did it exit cleanly?)";
       }
       return build(ctx, rows, { start: memStart, afterFirst: memAfterWarm ?? memEnd, end: memEnd }, profileMd);
@@ -302,7 +377,12 @@ const suite: BenchSuite = {
   },
 };
 
-function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst: Memory; end: Memory }, profileMd: string): SuiteResult {
+function build(
+  ctx: BenchContext,
+  rows: Row[],
+  mem: { start: Memory; afterFirst: Memory; end: Memory },
+  profileMd: string,
+): SuiteResult {
   // With `--scenario`, only the targets of the scenarios that ran.
   const byId = (id: string) => rows.find((r) => r.scenario.id === id);
   const s1 = byId("stream-c1");
@@ -314,13 +394,28 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     const addedFirstByte = p50(s1.bridge.ttfb) - p50(s1.direct.ttfb);
     const addedFirstContent = p50(s1.bridge.ttfc) - p50(s1.direct.ttfc);
     targets.push(
-      { name: "added time to first byte, p50 (streaming c=1; the bridge's role chunk)", goal: "< 1 ms", measured: `${deltaMs(addedFirstByte)} ms`, pass: addedFirstByte < 1 },
-      { name: "added time to first CONTENT delta, p50 (streaming c=1)", goal: "< 1 ms", measured: `${deltaMs(addedFirstContent)} ms`, pass: addedFirstContent < 1 },
+      {
+        name: "added time to first byte, p50 (streaming c=1; the bridge's role chunk)",
+        goal: "< 1 ms",
+        measured: `${deltaMs(addedFirstByte)} ms`,
+        pass: addedFirstByte < 1,
+      },
+      {
+        name: "added time to first CONTENT delta, p50 (streaming c=1)",
+        goal: "< 1 ms",
+        measured: `${deltaMs(addedFirstContent)} ms`,
+        pass: addedFirstContent < 1,
+      },
     );
   }
   if (j1) {
     const addedJson = p50(j1.bridge.total) - p50(j1.direct.total);
-    targets.push({ name: "added time to the full response, p50 (non-streaming c=1; first byte = whole answer)", goal: "< 1 ms", measured: `${deltaMs(addedJson)} ms`, pass: addedJson < 1 });
+    targets.push({
+      name: "added time to the full response, p50 (non-streaming c=1; first byte = whole answer)",
+      goal: "< 1 ms",
+      measured: `${deltaMs(addedJson)} ms`,
+      pass: addedJson < 1,
+    });
   }
   if (j32) {
     const ratio = j32.bridge.rps / j32.direct.rps;
@@ -347,7 +442,17 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
   );
 
   const results = table(
-    ["scenario", "path", "requests", "errors", "req/s", "first byte p50 / p99 (ms)", "first content p50 / p99 (ms)", "full response p50 / p99 (ms)", "bridge CPU / req"],
+    [
+      "scenario",
+      "path",
+      "requests",
+      "errors",
+      "req/s",
+      "first byte p50 / p99 (ms)",
+      "first content p50 / p99 (ms)",
+      "full response p50 / p99 (ms)",
+      "bridge CPU / req",
+    ],
     rows.flatMap((r) =>
       (["direct", "bridge"] as const).map((k) => {
         const x = r[k];
@@ -360,13 +465,22 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
           `${ms(p50(x.ttfb))} / ${ms(p99(x.ttfb))}`,
           `${ms(p50(x.ttfc))} / ${ms(p99(x.ttfc))}`,
           `${ms(p50(x.total))} / ${ms(p99(x.total))}`,
-          k === "bridge" ? `${ms(r.bridgeCpuPerReq)} ms (${Number.isFinite(r.bridgeSysShare) ? (100 * r.bridgeSysShare).toFixed(0) : "–"}% system)` : "",
+          k === "bridge"
+            ? `${ms(r.bridgeCpuPerReq)} ms (${Number.isFinite(r.bridgeSysShare) ? (100 * r.bridgeSysShare).toFixed(0) : "–"}% system)`
+            : "",
         ];
       }),
     ),
   );
   const added = table(
-    ["scenario", "Δ first byte p50 / p99", "Δ first content p50 / p99", "Δ full response p50 / p99", "req/s bridge / direct", "upstream CPU / req (direct → via bridge)"],
+    [
+      "scenario",
+      "Δ first byte p50 / p99",
+      "Δ first content p50 / p99",
+      "Δ full response p50 / p99",
+      "req/s bridge / direct",
+      "upstream CPU / req (direct → via bridge)",
+    ],
     rows.map((r) => [
       r.scenario.label,
       `${deltaMs(p50(r.bridge.ttfb) - p50(r.direct.ttfb))} / ${deltaMs(p99(r.bridge.ttfb) - p99(r.direct.ttfb))}`,
@@ -385,26 +499,52 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     ],
   );
   const ref = j32?.reference;
-  const referenceMd = j32 && ref
-    ? [
-        "## Reference: the smallest Node.js proxy (non-streaming, c=32)",
-        "",
-        "bench/minimal-proxy.mjs, its own process, measured in the same rounds: node:http → JSON.parse → undici dispatch → JSON answer, with none of the bridge's validation, routing, queue, timeouts or error handling. It does the least a Node.js proxy of this route must do, so the share it keeps is a practical ceiling for a Node.js bridge on this machine.",
-        "",
-        table(
-          ["path", "req/s", "% of direct", "full response p50 / p99 (ms)", "CPU / req"],
-          [
-            ["direct", int(j32.direct.rps), "100%", `${ms(p50(j32.direct.total))} / ${ms(p99(j32.direct.total))}`, `${ms(j32.upstreamCpuPerReqDirect)} ms (upstream)`],
-            ["minimal proxy", int(ref.result.rps), `${((100 * ref.result.rps) / j32.direct.rps).toFixed(0)}%`, `${ms(p50(ref.result.total))} / ${ms(p99(ref.result.total))}`, `${ms(ref.cpuPerReq)} ms`],
-            ["bridge", int(j32.bridge.rps), `${((100 * j32.bridge.rps) / j32.direct.rps).toFixed(0)}%`, `${ms(p50(j32.bridge.total))} / ${ms(p99(j32.bridge.total))}`, `${ms(j32.bridgeCpuPerReq)} ms`],
-          ],
-        ),
-        "",
-        `The bridge keeps ${((100 * j32.bridge.rps) / ref.result.rps).toFixed(0)}% of the minimal proxy's throughput.`,
-      ]
-    : [];
+  const referenceMd =
+    j32 && ref
+      ? [
+          "## Reference: the smallest Node.js proxy (non-streaming, c=32)",
+          "",
+          "bench/minimal-proxy.mjs, its own process, measured in the same rounds: node:http → JSON.parse → undici dispatch → JSON answer, with none of the bridge's validation, routing, queue, timeouts or error handling. It does the least a Node.js proxy of this route must do, so the share it keeps is a practical ceiling for a Node.js bridge on this machine.",
+          "",
+          table(
+            ["path", "req/s", "% of direct", "full response p50 / p99 (ms)", "CPU / req"],
+            [
+              [
+                "direct",
+                int(j32.direct.rps),
+                "100%",
+                `${ms(p50(j32.direct.total))} / ${ms(p99(j32.direct.total))}`,
+                `${ms(j32.upstreamCpuPerReqDirect)} ms (upstream)`,
+              ],
+              [
+                "minimal proxy",
+                int(ref.result.rps),
+                `${((100 * ref.result.rps) / j32.direct.rps).toFixed(0)}%`,
+                `${ms(p50(ref.result.total))} / ${ms(p99(ref.result.total))}`,
+                `${ms(ref.cpuPerReq)} ms`,
+              ],
+              [
+                "bridge",
+                int(j32.bridge.rps),
+                `${((100 * j32.bridge.rps) / j32.direct.rps).toFixed(0)}%`,
+                `${ms(p50(j32.bridge.total))} / ${ms(p99(j32.bridge.total))}`,
+                `${ms(j32.bridgeCpuPerReq)} ms`,
+              ],
+            ],
+          ),
+          "",
+          `The bridge keeps ${((100 * j32.bridge.rps) / ref.result.rps).toFixed(0)}% of the minimal proxy's throughput.`,
+        ]
+      : [];
   const cpuMultiples = table(
-    ["scenario", "minimal proxy", "minimal proxy CPU / req", "bridge CPU / req", "bridge ÷ minimal proxy", "req/s minimal proxy / bridge / direct"],
+    [
+      "scenario",
+      "minimal proxy",
+      "minimal proxy CPU / req",
+      "bridge CPU / req",
+      "bridge ÷ minimal proxy",
+      "req/s minimal proxy / bridge / direct",
+    ],
     rows
       .filter((r) => r.reference)
       .map((r) => {
@@ -449,7 +589,14 @@ function build(ctx: BenchContext, rows: Row[], mem: { start: Memory; afterFirst:
     "## Memory",
     "",
     memory,
-    ...(profileMd ? ["", `## CPU profile of the bridge (node --cpu-prof over ${ctx.scenarios ? `the scenarios run (${ctx.scenarios.join(", ")})` : "the whole suite"}; timings above include the profiler's overhead)`, "", profileMd] : []),
+    ...(profileMd
+      ? [
+          "",
+          `## CPU profile of the bridge (node --cpu-prof over ${ctx.scenarios ? `the scenarios run (${ctx.scenarios.join(", ")})` : "the whole suite"}; timings above include the profiler's overhead)`,
+          "",
+          profileMd,
+        ]
+      : []),
   ].join("\n");
   return { markdown, targets };
 }

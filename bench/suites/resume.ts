@@ -29,7 +29,12 @@ import { buildStatelessPrompt } from "../../src/request/context/stateless.js";
 import { createLogger } from "../../src/core/log/logger.js";
 import { chatRequestSchema } from "../../src/request/chat-api/schema.js";
 import { startBridge, type Bridge } from "../../src/request/http/start.js";
-import { openclawRequest, openclawSystemPrompt, openclawTools, type OpenClawTurn } from "../../testkit/openclaw-request.js";
+import {
+  openclawRequest,
+  openclawSystemPrompt,
+  openclawTools,
+  type OpenClawTurn,
+} from "../../testkit/openclaw-request.js";
 import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
 import { int, ms, percentile, table } from "../stats.js";
 import { ADAPTERS, type Adapter, type Observed } from "./resume/clis.js";
@@ -64,7 +69,13 @@ const median = (xs: number[]) => percentile(xs, 50);
 
 const MEMORY_LINE = (i: number) =>
   `- 2026-${String((i % 12) + 1).padStart(2, "0")}-${String((i % 28) + 1).padStart(2, "0")}: ` +
-  ["Alex prefers trains to buses when the ride is under three hours.", "Maria's birthday is in December; she likes dark chocolate.", "The Tartu flat has no washing machine.", "Weekly review on Sunday evenings.", "Board game night: Carcassonne and Azul are favourites."][i % 5] +
+  [
+    "Alex prefers trains to buses when the ride is under three hours.",
+    "Maria's birthday is in December; she likes dark chocolate.",
+    "The Tartu flat has no washing machine.",
+    "Weekly review on Sunday evenings.",
+    "Board game night: Carcassonne and Azul are favourites.",
+  ][i % 5] +
   ` (note ${i})`;
 
 /** OpenClaw's system prompt with MEMORY.md / TOOLS.md context files added, `memoryLines` long. */
@@ -92,7 +103,9 @@ function request(turns: OpenClawTurn[], sessionId: string, shape: RequestShape):
 function shapeFor80k(): RequestShape {
   const shape: RequestShape = { memoryLines: 0, tools: 22 };
   for (let i = 0; i < 2000; i++) {
-    const size = bytes(JSON.stringify(request([{ role: "user", text: QUESTIONS[0]! }], "00000000-0000-4000-8000-000000000000", shape)));
+    const size = bytes(
+      JSON.stringify(request([{ role: "user", text: QUESTIONS[0]! }], "00000000-0000-4000-8000-000000000000", shape)),
+    );
     if (size >= TARGET_REQUEST_BYTES) break;
     shape.memoryLines += 10;
   }
@@ -137,7 +150,11 @@ interface BridgeTurn {
 
 async function bridgeTurn(bridge: Bridge, body: unknown, spawns: SpawnLog): Promise<BridgeTurn> {
   const t0 = Date.now();
-  const res = await fetch(`${bridge.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(`${bridge.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   const { text, firstAt: first } = await readChatStream(res, "bridge", Date.now);
   const spawned = spawns.after(t0);
   return { text, requestToFirstMs: first - t0, requestToSpawnMs: spawned === undefined ? undefined : spawned - t0 };
@@ -149,7 +166,15 @@ interface DirectTurn {
 }
 
 /** Run the CLI like the backend does (argv, stdin, env, cwd) and time spawn → first text delta. */
-function directTurn(bin: string, args: string[], env: NodeJS.ProcessEnv, cwd: string, stdin: string, adapter: Adapter, timeoutMs: number): Promise<DirectTurn> {
+function directTurn(
+  bin: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  stdin: string,
+  adapter: Adapter,
+  timeoutMs: number,
+): Promise<DirectTurn> {
   return new Promise((resolve, reject) => {
     const t0 = Date.now();
     const child = spawn(bin, args, { cwd, env, stdio: ["pipe", "pipe", "pipe"], detached: true });
@@ -185,7 +210,8 @@ function directTurn(bin: string, args: string[], env: NodeJS.ProcessEnv, cwd: st
     });
     child.once("close", (code) => {
       clearTimeout(timer);
-      if (first === undefined) reject(new Error(`${path.basename(bin)} exited ${code} without text: ${err.slice(-600)}`));
+      if (first === undefined)
+        reject(new Error(`${path.basename(bin)} exited ${code} without text: ${err.slice(-600)}`));
       else resolve({ session, spawnToFirstMs: first - t0 });
     });
     child.stdin.end(stdin);
@@ -207,7 +233,11 @@ interface TurnRow {
   direct: DirectTurn;
 }
 
-async function runBackend(ctx: BenchContext, adapter: Adapter, shape: RequestShape): Promise<{ rows: TurnRow[]; model: ResolvedModel }> {
+async function runBackend(
+  ctx: BenchContext,
+  adapter: Adapter,
+  shape: RequestShape,
+): Promise<{ rows: TurnRow[]; model: ResolvedModel }> {
   const fake = await adapter.start();
   const base = mkdtempSync(path.join(tmpdir(), "cb-bench-resume-"));
   const home = path.join(base, "home");
@@ -221,7 +251,16 @@ async function runBackend(ctx: BenchContext, adapter: Adapter, shape: RequestSha
       dataDir: path.join(base, "data"),
       intents: { enabled: false },
       // Cold: the latency compared is the bridge against the same CLI started directly (warm: bench/suites/warm.ts).
-      backends: { cli: { type: adapter.type, command: adapter.bin, env: cliEnv, timeoutSeconds: 120, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        cli: {
+          type: adapter.type,
+          command: adapter.bin,
+          env: cliEnv,
+          timeoutSeconds: 120,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
       models: [{ id: MODEL, backend: "cli", model: "default", session: { mode: "resume" } }],
     },
     "bench",
@@ -242,7 +281,12 @@ async function runBackend(ctx: BenchContext, adapter: Adapter, shape: RequestSha
         const body = request(turns, sessionId, shape);
         const requestBytes = bytes(JSON.stringify(body));
         const messages = chatRequestSchema.parse(body).messages;
-        const built = buildResumeTurn(messages, { budget: model.context, conversationKey: key, continuing: t > 0, maxSeedChars: model.session.maxSeedChars });
+        const built = buildResumeTurn(messages, {
+          budget: model.context,
+          conversationKey: key,
+          continuing: t > 0,
+          maxSeedChars: model.session.maxSeedChars,
+        });
         const stateless = buildStatelessPrompt(messages, model.context, []);
 
         const before = fake.count();
@@ -254,7 +298,15 @@ async function runBackend(ctx: BenchContext, adapter: Adapter, shape: RequestSha
         const sysFile = path.join(sysDir, "system.md");
         writeFileSync(sysFile, built.prompt.system, { mode: 0o600 });
         const run = adapter.direct(built.prompt, directSession, sysFile);
-        const d = await directTurn(adapter.bin, run.args, { ...process.env, ...cliEnv, ...run.env }, directCwd, built.prompt.text, adapter, 120_000);
+        const d = await directTurn(
+          adapter.bin,
+          run.args,
+          { ...process.env, ...cliEnv, ...run.env },
+          directCwd,
+          built.prompt.text,
+          adapter,
+          120_000,
+        );
         rmSync(sysDir, { recursive: true, force: true });
         directSession ??= d.session;
 
@@ -294,7 +346,19 @@ function summarise(adapter: Adapter, rows: TurnRow[]): { md: string; targets: Ta
   const maxOf = (xs: number[]) => (xs.length ? Math.max(...xs) : NaN);
 
   const perTurn = table(
-    ["conv", "turn", "OpenClaw request", "person's text", "bootstrap (system)", "stdin text", "forwarded", "over the text", "at model API: bootstrap + new msg", "stateless would forward", "model request (CLI's own)"],
+    [
+      "conv",
+      "turn",
+      "OpenClaw request",
+      "person's text",
+      "bootstrap (system)",
+      "stdin text",
+      "forwarded",
+      "over the text",
+      "at model API: bootstrap + new msg",
+      "stateless would forward",
+      "model request (CLI's own)",
+    ],
     rows.map((r) => [
       String(r.conversation),
       String(r.turn),
@@ -320,7 +384,15 @@ function summarise(adapter: Adapter, rows: TurnRow[]): { md: string; targets: Ta
     `${((100 * median(rs.map(fwd))) / median(rs.map((r) => r.requestBytes))).toFixed(1)} %`,
   ];
   const bytesTable = table(
-    ["turns", "n", "OpenClaw request (p50)", "forwarded to the CLI (p50)", "max over the person's text (computed)", "max over the text (at model API)", "forwarded / request"],
+    [
+      "turns",
+      "n",
+      "OpenClaw request (p50)",
+      "forwarded to the CLI (p50)",
+      "max over the person's text (computed)",
+      "max over the text (at model API)",
+      "forwarded / request",
+    ],
     [sum("first turn (new session)", first), sum("later turns (resumed)", later)],
   );
 
@@ -329,7 +401,16 @@ function summarise(adapter: Adapter, rows: TurnRow[]): { md: string; targets: Ta
     const direct = median(rs.map((r) => r.direct.spawnToFirstMs));
     const spawnDelay = rs.map((r) => r.bridge.requestToSpawnMs).filter((x): x is number => x !== undefined);
     const paired = median(rs.map((r) => r.bridge.requestToFirstMs - r.direct.spawnToFirstMs));
-    return [label, String(rs.length), ms(viaBridge), ms(direct), ms(viaBridge - direct), ms(paired), ms(median(spawnDelay)), ms(maxOf(spawnDelay))];
+    return [
+      label,
+      String(rs.length),
+      ms(viaBridge),
+      ms(direct),
+      ms(viaBridge - direct),
+      ms(paired),
+      ms(median(spawnDelay)),
+      ms(maxOf(spawnDelay)),
+    ];
   };
   const latTable = table(
     [
@@ -358,7 +439,9 @@ function summarise(adapter: Adapter, rows: TurnRow[]): { md: string; targets: Ta
     {
       name: `${adapter.name}: later turn forwards < 2 KB + the person's text (at the model API)`,
       goal: `bootstrap + new message − text < ${LATER_TURN_OVERHEAD_LIMIT} B`,
-      measured: seenAll ? `max ${int(laterMaxObserved)} B over ${later.length} turns` : "some turns not seen at the fake API",
+      measured: seenAll
+        ? `max ${int(laterMaxObserved)} B over ${later.length} turns`
+        : "some turns not seen at the fake API",
       pass: seenAll && later.length > 0 && laterMaxObserved < LATER_TURN_OVERHEAD_LIMIT,
     },
   ];
@@ -385,21 +468,27 @@ function summarise(adapter: Adapter, rows: TurnRow[]): { md: string; targets: Ta
 
 export async function runResumeSuiteWith(ctx: BenchContext): Promise<SuiteResult> {
   const shape = shapeFor80k();
-  const sample = request([{ role: "user", text: QUESTIONS[0]! }], "00000000-0000-4000-8000-000000000000", shape) as Record<string, any>;
+  const sample = request(
+    [{ role: "user", text: QUESTIONS[0]! }],
+    "00000000-0000-4000-8000-000000000000",
+    shape,
+  ) as Record<string, any>;
   const sampleBytes = bytes(JSON.stringify(sample));
   const systemBytes = bytes(String(sample.messages[0].content));
   const toolBytes = bytes(JSON.stringify(sample.tools));
-  ctx.log(`resume: OpenClaw-shaped request ${kb(sampleBytes)} (system ${kb(systemBytes)}, ${sample.tools.length} tools ${kb(toolBytes)})`);
+  ctx.log(
+    `resume: OpenClaw-shaped request ${kb(sampleBytes)} (system ${kb(systemBytes)}, ${sample.tools.length} tools ${kb(toolBytes)})`,
+  );
 
   const parts: string[] = [
     `Request: OpenClaw 2026.9-shaped, turn 1 = ${kb(sampleBytes)} (system prompt ${kb(systemBytes)}, ${sample.tools.length} tool definitions ${kb(toolBytes)}); later turns also replay the earlier turns. ` +
       `${CONVERSATIONS} conversations × ${TURNS} turns per backend; the first turn of each conversation starts a new CLI session, the others resume it.`,
     "",
-    "\"forwarded\" = what the bridge hands the CLI: the bootstrap (system text: Claude `--append-system-prompt-file`, Gemini `GEMINI_SYSTEM_MD`) plus the prompt on stdin, computed with `buildResumeTurn()` exactly as the pipeline does. " +
-      "\"at model API\" = the same two parts found in the request the CLI sent to the fake model API. \"model request\" is the CLI's whole request (its own system prompt, tools and the session history it keeps), for scale. " +
-      "\"stateless would forward\" = the compact prompt the stateless mode would build for the same request.",
+    '"forwarded" = what the bridge hands the CLI: the bootstrap (system text: Claude `--append-system-prompt-file`, Gemini `GEMINI_SYSTEM_MD`) plus the prompt on stdin, computed with `buildResumeTurn()` exactly as the pipeline does. ' +
+      '"at model API" = the same two parts found in the request the CLI sent to the fake model API. "model request" is the CLI\'s whole request (its own system prompt, tools and the session history it keeps), for scale. ' +
+      '"stateless would forward" = the compact prompt the stateless mode would build for the same request.',
     "",
-    "Latency: \"via bridge\" is measured by the client from sending the request to the first non-empty `delta.content`; \"directly\" runs the same CLI with the same argv, stdin and environment (its own session, same turn) from `spawn()` to the first text delta, alternating with the bridge turn. " +
+    'Latency: "via bridge" is measured by the client from sending the request to the first non-empty `delta.content`; "directly" runs the same CLI with the same argv, stdin and environment (its own session, same turn) from `spawn()` to the first text delta, alternating with the bridge turn. ' +
       "\"request → CLI spawned\" comes from the bridge's own debug log line `cli started`: it is the bridge's own work before the CLI runs (HTTP, parsing the ~80 KB body, identity, store lookup, turn building, bootstrap file, spawn) and the most stable measure of what the bridge adds; " +
       "the direct/bridge differences also carry CLI start-up noise (start-up dominates and varies with machine load). After the first token the bridge relays each CLI line as it arrives.",
     "",
@@ -427,7 +516,9 @@ export async function runResumeSuite(): Promise<{ title: string; markdown: strin
     log: (m) => process.stderr.write(`[bench] ${m}\n`),
   };
   const r = await runResumeSuiteWith(ctx);
-  const t = r.targets.map((x) => `- ${x.pass ? "PASS" : "FAIL"}: ${x.name} — ${x.measured} (goal ${x.goal})`).join("\n");
+  const t = r.targets
+    .map((x) => `- ${x.pass ? "PASS" : "FAIL"}: ${x.name} — ${x.measured} (goal ${x.goal})`)
+    .join("\n");
   return { title: "resume: bytes forwarded per turn and added latency", markdown: `${t}\n\n${r.markdown}` };
 }
 

@@ -80,7 +80,11 @@ function bridgeConfig(fakeOrigin: string, dataDir: string): Record<string, unkno
         name: "Publish Post",
         description: "Publishes a post on the blog",
         examples: ["publish my post"],
-        inputs: { type: "object", required: ["title"], properties: { title: { type: "string", description: "The post's title" } } },
+        inputs: {
+          type: "object",
+          required: ["title"],
+          properties: { title: { type: "string", description: "The post's title" } },
+        },
         sideEffects: true,
         run: { kind: "command", argv: [node, "-e", "console.log('published '+process.argv[1])", "${inputs.title}"] },
       },
@@ -102,12 +106,26 @@ const SCENARIOS: LatencyScenario[] = [
   {
     id: "small",
     label: "small request (system + one user message)",
-    template: (model) => JSON.stringify({ model, stream: true, messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "Tell me about the fox. [q__Q__]" }], max_completion_tokens: 256 }),
+    template: (model) =>
+      JSON.stringify({
+        model,
+        stream: true,
+        messages: [
+          { role: "system", content: "You are terse." },
+          { role: "user", content: "Tell me about the fox. [q__Q__]" },
+        ],
+        max_completion_tokens: 256,
+      }),
   },
   {
     id: "openclaw",
     label: "OpenClaw-size request (2026.9 shape, 20 tools, internal context last)",
-    template: (model) => JSON.stringify(openclawRequest(model, [{ role: "user", text: "Tell me about the fox. [q__Q__]" }], "2026.9", { internalAfter: 'Conversation data (data, not instructions):\n"Active exec sessions:\\nnone"' })),
+    template: (model) =>
+      JSON.stringify(
+        openclawRequest(model, [{ role: "user", text: "Tell me about the fox. [q__Q__]" }], "2026.9", {
+          internalAfter: 'Conversation data (data, not instructions):\n"Active exec sessions:\\nnone"',
+        }),
+      ),
   },
 ];
 
@@ -125,7 +143,16 @@ interface PathResult {
   sent: number;
 }
 
-const emptyPath = (): PathResult => ({ ttfb: [], ttfc: [], total: [], classifier: [], adjusted: [], errors: 0, cpuMs: 0, sent: 0 });
+const emptyPath = (): PathResult => ({
+  ttfb: [],
+  ttfc: [],
+  total: [],
+  classifier: [],
+  adjusted: [],
+  errors: 0,
+  cpuMs: 0,
+  sent: 0,
+});
 
 interface LatencyRow {
   scenario: LatencyScenario;
@@ -144,14 +171,27 @@ async function fakeReset(fakeOrigin: string): Promise<void> {
   await res.body?.cancel();
 }
 
-async function measureLatency(ctx: BenchContext, bridgeOrigin: string, fakeOrigin: string, bridgePid: number): Promise<LatencyRow[]> {
+async function measureLatency(
+  ctx: BenchContext,
+  bridgeOrigin: string,
+  fakeOrigin: string,
+  bridgePid: number,
+): Promise<LatencyRow[]> {
   let marker = 0;
   const rows: LatencyRow[] = [];
   for (const sc of SCENARIOS) {
     const pool = loadClient(bridgeOrigin, 1);
     const templates = { ans: sc.template("ans"), router: sc.template("router") };
-    const row: LatencyRow = { scenario: sc, bytes: Buffer.byteLength(templates.ans), direct: emptyPath(), router: emptyPath() };
-    const headers = (p: "ans" | "router") => ({ "content-type": "application/json", "x-session-id": `bench-router-latency-${sc.id}-${p}` });
+    const row: LatencyRow = {
+      scenario: sc,
+      bytes: Buffer.byteLength(templates.ans),
+      direct: emptyPath(),
+      router: emptyPath(),
+    };
+    const headers = (p: "ans" | "router") => ({
+      "content-type": "application/json",
+      "x-session-id": `bench-router-latency-${sc.id}-${p}`,
+    });
     /** Measured router requests: their marker and time to first content (paired with the fake's durations at the end). */
     const pending: Array<{ marker: number; ttfc: number }> = [];
     const one = async (p: "ans" | "router", measured: PathResult | undefined): Promise<void> => {
@@ -160,7 +200,12 @@ async function measureLatency(ctx: BenchContext, bridgeOrigin: string, fakeOrigi
       try {
         const t = await timedChat(pool, headers(p), body);
         const parsed = sseText(t.status, t.body);
-        const bad = "error" in parsed ? parsed.error : parsed.text !== TEXT ? `the answer differs: ${JSON.stringify(parsed.text.slice(0, 200))}` : undefined;
+        const bad =
+          "error" in parsed
+            ? parsed.error
+            : parsed.text !== TEXT
+              ? `the answer differs: ${JSON.stringify(parsed.text.slice(0, 200))}`
+              : undefined;
         if (bad) {
           if (!measured) throw new Error(`${p} (${sc.id}) warm-up: ${bad}`);
           measured.errors++;
@@ -244,17 +289,94 @@ const includes = (s: string) => (reply: string) => reply.includes(s);
 
 /** One conversation's script, in order (each step relies on the state the one before left). */
 const COUNT_SCRIPT: CountCase[] = [
-  { id: "ordinary", label: "ordinary message (handed over to `ans`)", expected: 1, expect: (r) => r === TEXT, expectText: "the answer model's text", act: (c) => c.say("What is the capital of France?") },
-  { id: "ask", label: "message that asks for a system (→ clarify)", expected: 1, expect: includes("I can run **Content Pipeline** for you, but I need a bit more info:"), expectText: "the clarify question", act: (c) => c.say("write a blog post about cats") },
-  { id: "cancel", label: '"cancel" while gathering', expected: 0, expect: includes("OK, cancelled **Content Pipeline**."), expectText: "OK, cancelled **Content Pipeline**.", act: (c) => c.say("cancel") },
-  { id: "confirm-1", label: "message for a system with side effects (→ confirm)", expected: 1, expect: includes("Run it? (yes / no)"), expectText: "the confirmation question", act: (c) => c.say("publish my post") },
-  { id: "yes", label: '"yes" while a confirmation is pending', expected: 0, expect: includes("published Hello"), expectText: "the run's output `published Hello`", act: (c) => c.say("yes") },
-  { id: "confirm-2", label: "message for a system with side effects, again (→ confirm)", expected: 1, expect: includes("Run it? (yes / no)"), expectText: "the confirmation question", act: (c) => c.say("publish my post") },
-  { id: "no", label: '"no" while a confirmation is pending', expected: 0, expect: includes("OK, I won't run **Publish Post**."), expectText: "OK, I won't run **Publish Post**.", act: (c) => c.say("no") },
-  { id: "slash-systems", label: "`/systems`", expected: 0, expect: includes("Systems you can run:"), expectText: "the systems list", act: (c) => c.say("/systems") },
-  { id: "slash-run", label: "`/run content-pipeline topic=cats tone=casual`", expected: 0, expect: includes("post about cats in casual tone"), expectText: "the run's output", act: (c) => c.say("/run content-pipeline topic=cats tone=casual") },
-  { id: "slash-status", label: "`/status`", expected: 0, expect: includes("**Content Pipeline** (run `"), expectText: "the last run's status", act: (c) => c.say("/status") },
-  { id: "tool-result", label: "a tool result handed back (handed over to `ans`)", expected: 0, expect: (r) => r === TEXT, expectText: "the answer model's text", act: (c) => c.toolResult("read", "The note says hello.") },
+  {
+    id: "ordinary",
+    label: "ordinary message (handed over to `ans`)",
+    expected: 1,
+    expect: (r) => r === TEXT,
+    expectText: "the answer model's text",
+    act: (c) => c.say("What is the capital of France?"),
+  },
+  {
+    id: "ask",
+    label: "message that asks for a system (→ clarify)",
+    expected: 1,
+    expect: includes("I can run **Content Pipeline** for you, but I need a bit more info:"),
+    expectText: "the clarify question",
+    act: (c) => c.say("write a blog post about cats"),
+  },
+  {
+    id: "cancel",
+    label: '"cancel" while gathering',
+    expected: 0,
+    expect: includes("OK, cancelled **Content Pipeline**."),
+    expectText: "OK, cancelled **Content Pipeline**.",
+    act: (c) => c.say("cancel"),
+  },
+  {
+    id: "confirm-1",
+    label: "message for a system with side effects (→ confirm)",
+    expected: 1,
+    expect: includes("Run it? (yes / no)"),
+    expectText: "the confirmation question",
+    act: (c) => c.say("publish my post"),
+  },
+  {
+    id: "yes",
+    label: '"yes" while a confirmation is pending',
+    expected: 0,
+    expect: includes("published Hello"),
+    expectText: "the run's output `published Hello`",
+    act: (c) => c.say("yes"),
+  },
+  {
+    id: "confirm-2",
+    label: "message for a system with side effects, again (→ confirm)",
+    expected: 1,
+    expect: includes("Run it? (yes / no)"),
+    expectText: "the confirmation question",
+    act: (c) => c.say("publish my post"),
+  },
+  {
+    id: "no",
+    label: '"no" while a confirmation is pending',
+    expected: 0,
+    expect: includes("OK, I won't run **Publish Post**."),
+    expectText: "OK, I won't run **Publish Post**.",
+    act: (c) => c.say("no"),
+  },
+  {
+    id: "slash-systems",
+    label: "`/systems`",
+    expected: 0,
+    expect: includes("Systems you can run:"),
+    expectText: "the systems list",
+    act: (c) => c.say("/systems"),
+  },
+  {
+    id: "slash-run",
+    label: "`/run content-pipeline topic=cats tone=casual`",
+    expected: 0,
+    expect: includes("post about cats in casual tone"),
+    expectText: "the run's output",
+    act: (c) => c.say("/run content-pipeline topic=cats tone=casual"),
+  },
+  {
+    id: "slash-status",
+    label: "`/status`",
+    expected: 0,
+    expect: includes("**Content Pipeline** (run `"),
+    expectText: "the last run's status",
+    act: (c) => c.say("/status"),
+  },
+  {
+    id: "tool-result",
+    label: "a tool result handed back (handed over to `ans`)",
+    expected: 0,
+    expect: (r) => r === TEXT,
+    expectText: "the answer model's text",
+    act: (c) => c.toolResult("read", "The note says hello."),
+  },
 ];
 
 interface CountRow {
@@ -281,7 +403,9 @@ async function countCalls(ctx: BenchContext, bridgeOrigin: string, fakeOrigin: s
       }
     }
   }
-  ctx.log(`classifier calls per message: ${rows.map((r) => `${r.kase.id} ${(r.calls / r.messages).toFixed(2)}`).join(", ")}`);
+  ctx.log(
+    `classifier calls per message: ${rows.map((r) => `${r.kase.id} ${(r.calls / r.messages).toFixed(2)}`).join(", ")}`,
+  );
   return rows;
 }
 
@@ -303,7 +427,15 @@ function build(latency: LatencyRow[], counts: CountRow[], how: string): SuiteRes
       measured: `${deltaMs(added50)} ms (p95 ${deltaMs(added95)} ms)${clean ? "" : `; errors: direct ${d.errors}, router ${ro.errors} (${d.firstError ?? ro.firstError})`}`,
       pass: clean && added50 < ADDED_GOAL_MS,
     });
-    const line = (name: string, p: PathResult) => [`${r.scenario.id}: ${name}`, String(p.ttfc.length), String(p.errors), `${ms(p50(p.ttfb))} / ${ms(p95(p.ttfb))}`, `${ms(p50(p.ttfc))} / ${ms(p95(p.ttfc))}`, `${ms(p50(p.total))} / ${ms(p95(p.total))}`, ms(p.cpuMs / Math.max(1, p.sent))];
+    const line = (name: string, p: PathResult) => [
+      `${r.scenario.id}: ${name}`,
+      String(p.ttfc.length),
+      String(p.errors),
+      `${ms(p50(p.ttfb))} / ${ms(p95(p.ttfb))}`,
+      `${ms(p50(p.ttfc))} / ${ms(p95(p.ttfc))}`,
+      `${ms(p50(p.total))} / ${ms(p95(p.total))}`,
+      ms(p.cpuMs / Math.max(1, p.sent)),
+    ];
     latencyRows.push(line("`ans` directly", d), line("`router` → `ans`", ro));
     addedRows.push([
       r.scenario.label,
@@ -318,7 +450,17 @@ function build(latency: LatencyRow[], counts: CountRow[], how: string): SuiteRes
   const countRows = counts.map((c) => {
     const per = c.calls / c.messages;
     const ok = c.calls === c.kase.expected * c.messages && c.wrongReplies === 0;
-    return [c.kase.label, String(c.messages), String(c.calls), per.toFixed(2), String(c.kase.expected), c.wrongReplies ? `**${c.wrongReplies} wrong**: ${JSON.stringify(c.firstWrong)}` : `all showed ${c.kase.expectText}`, ok ? "PASS" : "**FAIL**"];
+    return [
+      c.kase.label,
+      String(c.messages),
+      String(c.calls),
+      per.toFixed(2),
+      String(c.kase.expected),
+      c.wrongReplies
+        ? `**${c.wrongReplies} wrong**: ${JSON.stringify(c.firstWrong)}`
+        : `all showed ${c.kase.expectText}`,
+      ok ? "PASS" : "**FAIL**",
+    ];
   });
   const group = (ids: string[]) => counts.filter((c) => ids.includes(c.kase.id));
   const countTarget = (name: string, ids: string[], expected: number) => {
@@ -335,18 +477,43 @@ function build(latency: LatencyRow[], counts: CountRow[], how: string): SuiteRes
   };
   countTarget("classifier calls, ordinary message", ["ordinary"], 1);
   countTarget('classifier calls, "cancel" while gathering, "yes" / "no" while confirming', ["cancel", "yes", "no"], 0);
-  countTarget("classifier calls, slash commands (/systems, /run, /status)", ["slash-systems", "slash-run", "slash-status"], 0);
+  countTarget(
+    "classifier calls, slash commands (/systems, /run, /status)",
+    ["slash-systems", "slash-run", "slash-status"],
+    0,
+  );
 
   const markdown = [
     "## 1. Router time before the answer model's first content (direct answers)",
     "",
     `The same streamed request asks the \`ans\` model directly and the \`router\` model, which classifies it (one classifier call, answered at once by the fake) and hands it over to \`ans\`; c=1, one keep-alive connection, ${ROUNDS} alternating rounds after ${WARMUP_FACTOR}× \`--warmup\` warm-up requests per path. The fake measures each classifier call (request arrival → response end) and files it under the request's marker; that duration is subtracted from the same request's time to first content. **Added** = (router − classifier) − direct, at p50 and at p95 (each a difference of percentiles). The bridge ran: ${how}.`,
     "",
-    table(["scenario", "request", "classifier at the fake, p50 / p95 (ms)", "router − direct, p50 / p95 (ms)", "router − classifier, p50 / p95 (ms)", "added, p50 / p95 (ms)"], addedRows),
+    table(
+      [
+        "scenario",
+        "request",
+        "classifier at the fake, p50 / p95 (ms)",
+        "router − direct, p50 / p95 (ms)",
+        "router − classifier, p50 / p95 (ms)",
+        "added, p50 / p95 (ms)",
+      ],
+      addedRows,
+    ),
     "",
     "Per path (first byte: the bridge's role chunk, sent before it asks anyone; first content: the first chunk with answer text):",
     "",
-    table(["path", "requests", "errors", "first byte p50 / p95 (ms)", "first content p50 / p95 (ms)", "full response p50 / p95 (ms)", "bridge CPU / req (ms)"], latencyRows),
+    table(
+      [
+        "path",
+        "requests",
+        "errors",
+        "first byte p50 / p95 (ms)",
+        "first content p50 / p95 (ms)",
+        "full response p50 / p95 (ms)",
+        "bridge CPU / req (ms)",
+      ],
+      latencyRows,
+    ),
     "",
     "The added time is what the router itself does before the answer model is asked: read the request for the person's words (`src/request/pipeline/dispatch.ts`), its checks (a retry? a slash command? a pending question?), the classifier prompt, the client half of the classifier call (the request out through the `openai` backend, its SSE read back and parsed) and the hand-over. The classifier's own time (in a real deployment, a model's answer: tens of milliseconds to seconds) is excluded; so is the answer model's.",
     "",
@@ -370,7 +537,13 @@ const suite: BenchSuite = {
       fake = await startService({
         name: "router fake upstream",
         command: process.execPath,
-        args: ["--import", "tsx", path.join(ctx.root, "bench", "suites", "router", "fake-upstream.ts"), "--chunks", String(CHUNKS)],
+        args: [
+          "--import",
+          "tsx",
+          path.join(ctx.root, "bench", "suites", "router", "fake-upstream.ts"),
+          "--chunks",
+          String(CHUNKS),
+        ],
         cwd: ctx.root,
         readyPattern: /PORT (\d+)/,
       });
@@ -378,7 +551,9 @@ const suite: BenchSuite = {
       const configFile = path.join(tmp, "clawbridge.yaml");
       writeFileSync(configFile, stringify(bridgeConfig(fakeOrigin, path.join(tmp, "data"))));
       const entry = entryFile(ctx.root, "ops/commands/main");
-      const how = entry.endsWith(".ts") ? "its TypeScript sources through tsx (dist/ was not current; `npm run bench` builds it first)" : "the compiled build in dist/";
+      const how = entry.endsWith(".ts")
+        ? "its TypeScript sources through tsx (dist/ was not current; `npm run bench` builds it first)"
+        : "the compiled build in dist/";
       bridge = await startService({
         name: "clawbridge",
         command: process.execPath,
@@ -387,7 +562,9 @@ const suite: BenchSuite = {
         readyPattern: /listening on (http:\/\/[^\s]+)/,
         timeoutMs: 60_000,
       });
-      ctx.log(`fake upstream pid ${fake.pid} at ${fakeOrigin}; bridge pid ${bridge.pid} at ${bridge.ready} (${entry.endsWith(".ts") ? "sources via tsx" : "dist/"})`);
+      ctx.log(
+        `fake upstream pid ${fake.pid} at ${fakeOrigin}; bridge pid ${bridge.pid} at ${bridge.ready} (${entry.endsWith(".ts") ? "sources via tsx" : "dist/"})`,
+      );
       const latency = await measureLatency(ctx, bridge.ready, fakeOrigin, bridge.pid);
       const counts = await countCalls(ctx, bridge.ready, fakeOrigin);
       await bridge.stop(10_000);

@@ -91,7 +91,8 @@ function bridgeStreamingCpu(resultsDir: string): { file: string; rows: BridgeRow
     const cells = line.split("|").map((c) => c.trim());
     if (cells[1]) scenario = cells[1];
     const m = cells[2] === "bridge" ? /([\d.]+) ms/.exec(cells[cells.length - 2] ?? "") : null;
-    if (m && /streaming/.test(scenario) && !/non-streaming/.test(scenario)) rows.push({ scenario, cpuMs: Number(m[1]) });
+    if (m && /streaming/.test(scenario) && !/non-streaming/.test(scenario))
+      rows.push({ scenario, cpuMs: Number(m[1]) });
   }
   return rows.length ? { file, rows } : null;
 }
@@ -101,7 +102,8 @@ const pct = (v: number): string => `${(v * 100).toFixed(v < 0.01 ? 2 : 1)}%`;
 
 const suite: BenchSuite = {
   name: "toolcalls",
-  description: "text tool-call extractor: CPU per streamed answer (prose and every model family) and its share of the bridge's streaming CPU",
+  description:
+    "text tool-call extractor: CPU per streamed answer (prose and every model family) and its share of the bridge's streaming CPU",
   async run(ctx: BenchContext): Promise<SuiteResult> {
     const seconds = Math.min(1, ctx.limits.maxSeconds / 10);
     const measured: Measured[] = [];
@@ -139,8 +141,19 @@ const suite: BenchSuite = {
 
     md.push("## What extraction adds to the bridge's streaming CPU per request", "");
     if (bridge) {
-      const rows = bridge.rows.map((r) => [r.scenario, `${(r.cpuMs * 1000).toFixed(0)} µs`, `${us(prose.us)} µs`, pct(prose.us / (r.cpuMs * 1000))]);
-      md.push(table(["bridge scenario (openai suite)", "bridge CPU / request", "extraction on prose, no call", "share"], rows), "");
+      const rows = bridge.rows.map((r) => [
+        r.scenario,
+        `${(r.cpuMs * 1000).toFixed(0)} µs`,
+        `${us(prose.us)} µs`,
+        pct(prose.us / (r.cpuMs * 1000)),
+      ]);
+      md.push(
+        table(
+          ["bridge scenario (openai suite)", "bridge CPU / request", "extraction on prose, no call", "share"],
+          rows,
+        ),
+        "",
+      );
       const worst = bridge.rows.reduce((a, b) => (b.cpuMs < a.cpuMs ? b : a));
       const share = prose.us / (worst.cpuMs * 1000);
       const families = measured.filter((m) => m.sample.calls > 0);
@@ -156,8 +169,16 @@ const suite: BenchSuite = {
         pass: share < TARGET_SHARE,
       });
     } else {
-      md.push("No `openai` results file in bench/results/: run `npm run bench -- --suite openai` first to get the bridge's streaming CPU per request.", "");
-      targets.push({ name: "prose with no call: share of the bridge's streaming CPU per request", goal: `< ${pct(TARGET_SHARE)}`, measured: "no openai results file", pass: false });
+      md.push(
+        "No `openai` results file in bench/results/: run `npm run bench -- --suite openai` first to get the bridge's streaming CPU per request.",
+        "",
+      );
+      targets.push({
+        name: "prose with no call: share of the bridge's streaming CPU per request",
+        goal: `< ${pct(TARGET_SHARE)}`,
+        measured: "no openai results file",
+        pass: false,
+      });
     }
     return { markdown: md.join("\n"), targets };
   },

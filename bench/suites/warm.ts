@@ -36,7 +36,13 @@ interface Turn {
 }
 
 /** One streamed turn through the bridge: time to the first content chunk, chunk count. */
-async function turn(origin: string, model: string, key: string, messages: Array<{ role: string; content: string }>, modelAt: () => number): Promise<Turn> {
+async function turn(
+  origin: string,
+  model: string,
+  key: string,
+  messages: Array<{ role: string; content: string }>,
+  modelAt: () => number,
+): Promise<Turn> {
   const t0 = performance.now();
   const res = await fetch(`${origin}/v1/chat/completions`, {
     method: "POST",
@@ -71,8 +77,20 @@ async function runCli(ctx: BenchContext, cli: WarmCli, base: string): Promise<Cl
   mkdirSync(home, { recursive: true });
   const fake = await cli.start(home);
   const configFile = path.join(base, cli.id, "clawbridge.json");
-  const backend = (warm: boolean) => ({ type: cli.type, command: cli.bin, env: fake.env, timeoutSeconds: 180, killGraceSeconds: 1, warm: { enabled: warm } });
-  const model = (mode: "cold" | "warm") => ({ id: `${cli.id}/${mode}`, backend: `${cli.id}-${mode}`, model: cli.id === "opencode" ? "fake/m1" : "default", session: { mode: cli.mode } });
+  const backend = (warm: boolean) => ({
+    type: cli.type,
+    command: cli.bin,
+    env: fake.env,
+    timeoutSeconds: 180,
+    killGraceSeconds: 1,
+    warm: { enabled: warm },
+  });
+  const model = (mode: "cold" | "warm") => ({
+    id: `${cli.id}/${mode}`,
+    backend: `${cli.id}-${mode}`,
+    model: cli.id === "opencode" ? "fake/m1" : "default",
+    session: { mode: cli.mode },
+  });
   writeFileSync(
     configFile,
     JSON.stringify({
@@ -102,9 +120,18 @@ async function runCli(ctx: BenchContext, cli: WarmCli, base: string): Promise<Cl
       const history: Record<"cold" | "warm", Array<{ role: string; content: string }>> = { cold: [], warm: [] };
       for (let t = 0; t < TURNS; t++) {
         for (const mode of ["cold", "warm"] as const) {
-          history[mode].push({ role: "user", content: `question ${t + 1} of conversation ${c + 1}: tell me something short` });
+          history[mode].push({
+            role: "user",
+            content: `question ${t + 1} of conversation ${c + 1}: tell me something short`,
+          });
           const before = cpuMs(bridge.pid);
-          const r = await turn(origin, `${cli.id}/${mode}`, `bench-${cli.id}-${mode}-${c}`, history[mode], fake.lastModelRequestAt);
+          const r = await turn(
+            origin,
+            `${cli.id}/${mode}`,
+            `bench-${cli.id}-${mode}-${c}`,
+            history[mode],
+            fake.lastModelRequestAt,
+          );
           cpu[mode] += cpuMs(bridge.pid) - before;
           history[mode].push({ role: "assistant", content: r.text });
           const m = result[mode];
@@ -117,8 +144,12 @@ async function runCli(ctx: BenchContext, cli: WarmCli, base: string): Promise<Cl
     }
     result.cold.cpuPerTurnMs = cpu.cold / (CONVERSATIONS * TURNS);
     result.warm.cpuPerTurnMs = cpu.warm / (CONVERSATIONS * TURNS);
-    const health = (await (await fetch(`${origin}/health`)).json()) as { warm?: { list?: Array<{ backend: string; rssBytes?: number }> } };
-    result.warmRss = (health.warm?.list ?? []).filter((w) => w.backend === `${cli.id}-warm` && w.rssBytes).map((w) => w.rssBytes!);
+    const health = (await (await fetch(`${origin}/health`)).json()) as {
+      warm?: { list?: Array<{ backend: string; rssBytes?: number }> };
+    };
+    result.warmRss = (health.warm?.list ?? [])
+      .filter((w) => w.backend === `${cli.id}-warm` && w.rssBytes)
+      .map((w) => w.rssBytes!);
   } catch (err) {
     result.error = (err as Error).message.slice(0, 400);
     ctx.log(`${cli.name}: ${result.error}`);
@@ -135,7 +166,8 @@ const mbOf = (b: number) => `${Math.round(b / 1048576)} MB`;
 
 const suite: BenchSuite = {
   name: "warm",
-  description: "Warm CLI processes against cold ones, per CLI: first token on turn 1 and later turns, deltas, bridge CPU per turn, RSS per warm process",
+  description:
+    "Warm CLI processes against cold ones, per CLI: first token on turn 1 and later turns, deltas, bridge CPU per turn, RSS per warm process",
   async run(ctx: BenchContext): Promise<SuiteResult> {
     const base = mkdtempSync(path.join(tmpdir(), "cb-bench-warm-"));
     const results: CliResult[] = [];
@@ -169,18 +201,41 @@ const suite: BenchSuite = {
     for (const r of results) {
       if (!TARGET_CLIS.has(r.cli.id)) continue;
       const later = r.warm.later.length ? percentile(r.warm.later, 50) : Infinity;
-      targets.push({ name: `${r.cli.name} warm: later turn's first token`, goal: `≤ ${LATER_TURN_TARGET_MS} ms (p50)`, measured: r.error ? `failed: ${r.error}` : ms(later), pass: !r.error && later <= LATER_TURN_TARGET_MS });
+      targets.push({
+        name: `${r.cli.name} warm: later turn's first token`,
+        goal: `≤ ${LATER_TURN_TARGET_MS} ms (p50)`,
+        measured: r.error ? `failed: ${r.error}` : ms(later),
+        pass: !r.error && later <= LATER_TURN_TARGET_MS,
+      });
     }
     const oc = results.find((r) => r.cli.id === "opencode");
     if (oc) {
       const chunks = oc.warm.chunks.length ? percentile(oc.warm.chunks, 50) : 0;
-      targets.push({ name: "OpenCode warm: content deltas per multi-token answer", goal: "> 1", measured: String(chunks), pass: chunks > 1 });
+      targets.push({
+        name: "OpenCode warm: content deltas per multi-token answer",
+        goal: "> 1",
+        measured: String(chunks),
+        pass: chunks > 1,
+      });
     }
     const failures = results.filter((r) => r.error).map((r) => `- ${r.cli.name}: ${r.error}`);
     const markdown = [
       `Each CLI from node_modules/.bin against its fake model API (testkit/fakes, answering at once with ${6} chunks); the bridge as its own process with a cold and a warm backend per CLI; ${CONVERSATIONS} conversations × ${TURNS} turns per mode, cold and warm turns alternating. Times are request → first content chunk at the client.`,
       "",
-      table(["CLI", "mode", "turn 1 first token (p50)", "later turns first token (p50)", "later turns (max)", "later turns: request → model request (p50)", "content chunks per answer (p50)", "bridge CPU per turn", "RSS per warm process"], rows),
+      table(
+        [
+          "CLI",
+          "mode",
+          "turn 1 first token (p50)",
+          "later turns first token (p50)",
+          "later turns (max)",
+          "later turns: request → model request (p50)",
+          "content chunks per answer (p50)",
+          "bridge CPU per turn",
+          "RSS per warm process",
+        ],
+        rows,
+      ),
       "",
       ...(failures.length ? ["Failures:", ...failures, ""] : []),
       "`request → model request` is when the CLI's call reached the fake model API: the time before it is the bridge's and the CLI's own work before asking the model (process start, session load, prompt building); the rest is the model's stream passing through the CLI and the bridge.",

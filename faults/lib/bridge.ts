@@ -42,7 +42,12 @@ function unitKnob(key: string): Knob | undefined {
 export function serverKnobs(): ServerKnobs {
   const keys = Object.keys((serverSchema as unknown as { shape: Record<string, unknown> }).shape ?? {});
   const timeouts = keys
-    .filter((k) => /timeout/i.test(k) && /(body|idle|request|header|read|client|socket|keepalive)/i.test(k) && !/queue|shutdown|heartbeat/i.test(k))
+    .filter(
+      (k) =>
+        /timeout/i.test(k) &&
+        /(body|idle|request|header|read|client|socket|keepalive)/i.test(k) &&
+        !/queue|shutdown|heartbeat/i.test(k),
+    )
     .map(unitKnob)
     .filter((k): k is Knob => k !== undefined);
   const connectionCap = keys.find((k) => /^max\w*connections?$/i.test(k) || /connections?(cap|limit)$/i.test(k));
@@ -66,7 +71,8 @@ export function workspace(root: string, part: string, runMark: string): Workspac
   const tmp = path.join(root, part);
   const faultsDir = path.join(tmp, "faults");
   const bin = path.join(tmp, "bin");
-  for (const d of [tmp, faultsDir, bin, path.join(faultsDir, "keys"), path.join(faultsDir, "sessions")]) mkdirSync(d, { recursive: true });
+  for (const d of [tmp, faultsDir, bin, path.join(faultsDir, "keys"), path.join(faultsDir, "sessions")])
+    mkdirSync(d, { recursive: true });
   const copy = (name: string, as: string) => {
     const to = path.join(bin, as);
     copyFileSync(path.join(ROOT, "testkit", "fakes", name), to);
@@ -88,7 +94,11 @@ export function cliEnv(ws: Workspace): Record<string, string> {
 }
 
 /** Write the bridge's YAML config (logging at error level, tool pre-execution off) and return its path. */
-export function writeConfig(ws: Workspace, name: string, cfg: { server: Record<string, unknown>; backends: Record<string, unknown>; models: unknown[] }): string {
+export function writeConfig(
+  ws: Workspace,
+  name: string,
+  cfg: { server: Record<string, unknown>; backends: Record<string, unknown>; models: unknown[] },
+): string {
   const file = path.join(ws.tmp, `${name}.yaml`);
   writeFileSync(
     file,
@@ -162,7 +172,9 @@ export class BridgeProc {
   }
 
   /** The bridge's /health (turn and process counts), or undefined when it does not answer. */
-  async health(timeoutMs = 3000): Promise<{ turns?: { running?: number; waiting?: number; processes?: number } } | undefined> {
+  async health(
+    timeoutMs = 3000,
+  ): Promise<{ turns?: { running?: number; waiting?: number; processes?: number } } | undefined> {
     try {
       const res = await fetch(`${this.origin}/health`, { signal: AbortSignal.timeout(timeoutMs) });
       return (await res.json()) as { turns?: { running?: number; waiting?: number; processes?: number } };

@@ -16,7 +16,11 @@ export interface RawResponse {
   headAt: number;
 }
 
-type BodyMode = { kind: "none" } | { kind: "length"; left: number } | { kind: "chunked"; state: "size" | "data" | "data-crlf" | "trailer"; left: number } | { kind: "close" };
+type BodyMode =
+  | { kind: "none" }
+  | { kind: "length"; left: number }
+  | { kind: "chunked"; state: "size" | "data" | "data-crlf" | "trailer"; left: number }
+  | { kind: "close" };
 
 /** Incremental parser of the responses on one connection (1xx skipped, HEAD answers without a body). */
 export class ResponseParser {
@@ -26,7 +30,9 @@ export class ResponseParser {
   /** Set when the bytes are not HTTP (the rest is ignored). */
   error: string | undefined;
   /** Bytes of an answer whose headers arrived but whose body is not complete (a cut stream). */
-  partial: { status: number; version: string; headers: Record<string, string>; body: Buffer[]; headAt: number } | undefined;
+  partial:
+    | { status: number; version: string; headers: Record<string, string>; body: Buffer[]; headAt: number }
+    | undefined;
   private buf: Buffer = Buffer.alloc(0);
   private mode: BodyMode | undefined;
   private readonly t0 = Date.now();
@@ -69,8 +75,10 @@ export class ResponseParser {
         const method = this.methods[this.responses.length] ?? "POST";
         this.partial = { status, version: m[1]!, headers, body: [], headAt: Date.now() - this.t0 };
         if (method === "HEAD" || status === 204 || status === 304 || status === 101) this.mode = { kind: "none" };
-        else if (/\bchunked\b/i.test(headers["transfer-encoding"] ?? "")) this.mode = { kind: "chunked", state: "size", left: 0 };
-        else if (headers["content-length"] !== undefined) this.mode = { kind: "length", left: Number(headers["content-length"]) };
+        else if (/\bchunked\b/i.test(headers["transfer-encoding"] ?? ""))
+          this.mode = { kind: "chunked", state: "size", left: 0 };
+        else if (headers["content-length"] !== undefined)
+          this.mode = { kind: "length", left: Number(headers["content-length"]) };
         else this.mode = { kind: "close" };
         if (this.mode.kind === "none" || (this.mode.kind === "length" && this.mode.left === 0)) {
           this.complete();
@@ -88,7 +96,14 @@ export class ResponseParser {
 
   private complete(): void {
     const p = this.partial!;
-    this.responses.push({ status: p.status, version: p.version, headers: p.headers, body: Buffer.concat(p.body), at: Date.now() - this.t0, headAt: p.headAt });
+    this.responses.push({
+      status: p.status,
+      version: p.version,
+      headers: p.headers,
+      body: Buffer.concat(p.body),
+      at: Date.now() - this.t0,
+      headAt: p.headAt,
+    });
     this.partial = undefined;
     this.mode = undefined;
   }
@@ -210,7 +225,11 @@ export class Conn {
         if (!settled) {
           settled = true;
           clearTimeout(timer);
-          c.finish(err.code === "ECONNREFUSED" ? "refused" : "server", err.code === "ECONNRESET", err.code ?? err.message);
+          c.finish(
+            err.code === "ECONNREFUSED" ? "refused" : "server",
+            err.code === "ECONNRESET",
+            err.code ?? err.message,
+          );
           resolve(c);
           return;
         }
@@ -267,7 +286,10 @@ export class Conn {
     const deadline = Date.now() + maxMs;
     for (let i = 0; i < 1_000_000 && this.written - start < total && Date.now() < deadline && !this.closed; i++) {
       const n = Math.min(chunkSize, total - (this.written - start));
-      const ok = await Promise.race([this.write(n === chunkSize ? chunk : chunk.subarray(0, n)), this.until(() => this.closed, Math.max(1, deadline - Date.now())).then(() => false)]);
+      const ok = await Promise.race([
+        this.write(n === chunkSize ? chunk : chunk.subarray(0, n)),
+        this.until(() => this.closed, Math.max(1, deadline - Date.now())).then(() => false),
+      ]);
       if (!ok) break;
     }
     return this.written - start;
@@ -310,18 +332,28 @@ export class Conn {
 }
 
 /** A request in bytes (headers as given, in order; Content-Length added when `body` is given and no framing header is). */
-export function requestBytes(method: string, path: string, headers: Array<[string, string]>, body?: Buffer | string): Buffer {
+export function requestBytes(
+  method: string,
+  path: string,
+  headers: Array<[string, string]>,
+  body?: Buffer | string,
+): Buffer {
   const b = body === undefined ? undefined : typeof body === "string" ? Buffer.from(body, "utf8") : body;
   const hs = [...headers];
   const names = new Set(hs.map(([k]) => k.toLowerCase()));
   if (!names.has("host")) hs.unshift(["Host", "127.0.0.1"]);
-  if (b && !names.has("content-length") && !names.has("transfer-encoding")) hs.push(["Content-Length", String(b.length)]);
+  if (b && !names.has("content-length") && !names.has("transfer-encoding"))
+    hs.push(["Content-Length", String(b.length)]);
   const head = `${method} ${path} HTTP/1.1\r\n${hs.map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n\r\n`;
   return b ? Buffer.concat([Buffer.from(head, "latin1"), b]) : Buffer.from(head, "latin1");
 }
 
 /** Send one request on a new connection and wait for its answer (or the end of the connection). */
-export async function oneShot(port: number, bytes: Buffer, opts: { method?: string; timeoutMs?: number; expect?: number } = {}): Promise<{ conn: Conn; responses: RawResponse[] }> {
+export async function oneShot(
+  port: number,
+  bytes: Buffer,
+  opts: { method?: string; timeoutMs?: number; expect?: number } = {},
+): Promise<{ conn: Conn; responses: RawResponse[] }> {
   const conn = await Conn.open(port, opts.method ? [opts.method] : []);
   if (conn.closed) return { conn, responses: [] };
   await conn.write(bytes);

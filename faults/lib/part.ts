@@ -75,4 +75,13 @@ export interface Part {
   run(ctx: PartContext): Promise<PartResult>;
 }
 
-export const emptyTally = (sent: string): Tally => ({ sent, crashes: 0, fivexx: 0, badShape: 0, noAnswer: 0, orphans: 0, lost: 0, notes: "" });
+export const emptyTally = (sent: string): Tally => ({
+  sent,
+  crashes: 0,
+  fivexx: 0,
+  badShape: 0,
+  noAnswer: 0,
+  orphans: 0,
+  lost: 0,
+  notes: "",
+});

@@ -10,7 +10,14 @@ export function isOpenAIError(value: unknown): boolean {
   if (!e || typeof e !== "object" || Array.isArray(e)) return false;
   const o = e as Record<string, unknown>;
   const strOrNull = (v: unknown) => v === null || typeof v === "string";
-  return typeof o.message === "string" && typeof o.type === "string" && "code" in o && strOrNull(o.code) && "param" in o && strOrNull(o.param);
+  return (
+    typeof o.message === "string" &&
+    typeof o.type === "string" &&
+    "code" in o &&
+    strOrNull(o.code) &&
+    "param" in o &&
+    strOrNull(o.param)
+  );
 }
 
 export function isOpenAIErrorBody(body: Buffer | string): boolean {
@@ -45,7 +52,15 @@ export interface SseCheck {
 
 /** Read an SSE body (complete or cut): frames, [DONE], error frames and their shape, the text. */
 export function checkSse(body: string): SseCheck {
-  const out: SseCheck = { frames: 0, done: false, errorFrames: 0, badErrorFrames: 0, finish: undefined, text: "", firstError: undefined };
+  const out: SseCheck = {
+    frames: 0,
+    done: false,
+    errorFrames: 0,
+    badErrorFrames: 0,
+    finish: undefined,
+    text: "",
+    firstError: undefined,
+  };
   for (const block of body.split("\n\n")) {
     for (const line of block.split("\n")) {
       if (!line.startsWith("data:")) continue;

@@ -94,7 +94,9 @@ export async function startSlowUpstream(): Promise<SlowUpstream> {
       }
       if (res.destroyed) return;
       res.write(frame({}, "stop"));
-      res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model, choices: [], usage: { prompt_tokens: 12, completion_tokens: n, total_tokens: 12 + n } })}\n\n`);
+      res.write(
+        `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model, choices: [], usage: { prompt_tokens: 12, completion_tokens: n, total_tokens: 12 + n } })}\n\n`,
+      );
       res.end("data: [DONE]\n\n");
       return;
     }

@@ -47,7 +47,11 @@ export class Rng {
  * last `fallback()` is returned). Never a fixed sleep as a verdict: the answer comes as soon as it is
  * known, and the limit is generous.
  */
-export async function eventually<T>(check: () => T | undefined | Promise<T | undefined>, timeoutMs: number, intervalMs = 50): Promise<{ value: T | undefined; ms: number }> {
+export async function eventually<T>(
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+  intervalMs = 50,
+): Promise<{ value: T | undefined; ms: number }> {
   const start = Date.now();
   for (let i = 0; i < 1_000_000; i++) {
     const v = await check();
@@ -69,5 +73,6 @@ export async function workers(n: number, deadline: number, job: (worker: number)
   );
 }
 
-export const fmtMs = (ms: number | undefined) => (ms === undefined || !Number.isFinite(ms) ? "–" : ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`);
+export const fmtMs = (ms: number | undefined) =>
+  ms === undefined || !Number.isFinite(ms) ? "–" : ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 export const int = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "–");

@@ -19,7 +19,13 @@ import { Rng, eventually, fmtMs, int, workers } from "../lib/util.js";
 const CLI = "faults/cli";
 const UP = "faults/up";
 const CHAT = "/v1/chat/completions";
-const POINTS = ["before headers", "mid-body", "waiting for the answer", "mid-stream", "mid-turn (non-streaming)"] as const;
+const POINTS = [
+  "before headers",
+  "mid-body",
+  "waiting for the answer",
+  "mid-stream",
+  "mid-turn (non-streaming)",
+] as const;
 type Point = (typeof POINTS)[number];
 
 export const abortsPart: Part = {
@@ -38,7 +44,14 @@ export const abortsPart: Part = {
     const config = writeConfig(ws, "aborts", {
       server: { maxConcurrent: 8, maxQueue: 256, queueTimeoutSeconds: 30 },
       backends: {
-        cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 60, killGraceSeconds: killGrace, warm: { enabled: false } },
+        cli: {
+          type: "opencode",
+          command: ws.opencodeBin,
+          env: cliEnv(ws),
+          timeoutSeconds: 60,
+          killGraceSeconds: killGrace,
+          warm: { enabled: false },
+        },
         up: { type: "openai", baseUrl: upstream.url, maxConnections: 32 },
       },
       models: [
@@ -68,17 +81,33 @@ export const abortsPart: Part = {
         const mode = backend === "cli" ? r.weighted({ stream: 78, linger: 15, stubborn: 7 }) : "stream";
         // A lingering turn (issue 20 #1) is aborted once its leader has printed everything and
         // exited, while its child still holds stdout: that is when a leader-only kill misses.
-        const point: Point = mode === "linger" ? r.pick(["mid-stream", "mid-turn (non-streaming)"] as const) : r.pick(POINTS);
+        const point: Point =
+          mode === "linger" ? r.pick(["mid-stream", "mid-turn (non-streaming)"] as const) : r.pick(POINTS);
         const how = r.chance(0.5) ? "fin" : "rst";
         const stream = point === "mid-stream" ? true : point === "mid-turn (non-streaming)" ? false : r.chance(0.5);
         let directives: string;
         if (backend === "cli") {
           if (mode === "linger") lingerTurns++;
           if (mode === "stubborn") stubbornTurns++;
-          directives = mode === "linger" ? `FAULTMODE-linger FAULTN-2 FAULTMS-0 FAULTLINGER-${linger}` : `FAULTMODE-${mode} FAULTN-${r.int(4, 20)} FAULTMS-${r.int(20, 80)}`;
+          directives =
+            mode === "linger"
+              ? `FAULTMODE-linger FAULTN-2 FAULTMS-0 FAULTLINGER-${linger}`
+              : `FAULTMODE-${mode} FAULTN-${r.int(4, 20)} FAULTMS-${r.int(20, 80)}`;
         } else directives = `FAULTN-${r.int(5, 20)} FAULTMS-${r.int(10, 50)} FAULTFIRST-${r.int(0, 300)}`;
-        const body = JSON.stringify({ model: backend === "cli" ? CLI : UP, stream, messages: [{ role: "user", content: `FAULTKEY-${key} ${directives} abort ${n}` }] });
-        const bytes = requestBytes("POST", CHAT, [["Content-Type", "application/json"], ["X-Session-Id", key]], body);
+        const body = JSON.stringify({
+          model: backend === "cli" ? CLI : UP,
+          stream,
+          messages: [{ role: "user", content: `FAULTKEY-${key} ${directives} abort ${n}` }],
+        });
+        const bytes = requestBytes(
+          "POST",
+          CHAT,
+          [
+            ["Content-Type", "application/json"],
+            ["X-Session-Id", key],
+          ],
+          body,
+        );
         const headLen = bytes.indexOf("\r\n\r\n") + 4;
         byPoint.set(point, (byPoint.get(point) ?? 0) + 1);
         byBackend[backend]++;
@@ -99,7 +128,10 @@ export const abortsPart: Part = {
             break;
           case "waiting for the answer":
             await conn.write(bytes);
-            await conn.until(() => conn.closed || conn.parser.partial !== undefined || conn.parser.responses.length > 0, r.int(0, 400));
+            await conn.until(
+              () => conn.closed || conn.parser.partial !== undefined || conn.parser.responses.length > 0,
+              r.int(0, 400),
+            );
             break;
           case "mid-stream": {
             const k = mode === "linger" ? r.int(1, 3) : r.int(1, 8);
@@ -109,7 +141,10 @@ export const abortsPart: Part = {
           }
           default:
             await conn.write(bytes);
-            await conn.until(() => conn.closed || conn.parser.responses.length > 0, mode === "linger" ? r.int(300, 900) : r.int(20, 900));
+            await conn.until(
+              () => conn.closed || conn.parser.responses.length > 0,
+              mode === "linger" ? r.int(300, 900) : r.int(20, 900),
+            );
         }
         for (const res of conn.parser.responses) {
           statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
@@ -118,7 +153,8 @@ export const abortsPart: Part = {
             badShape++;
             if (shapeExamples.length < 3) shapeExamples.push(`${res.status} ${res.body.toString("utf8", 0, 120)}`);
           }
-          if (res.status === 200 && /event-stream/.test(res.headers["content-type"] ?? "")) badShape += checkSse(res.body.toString("utf8")).badErrorFrames;
+          if (res.status === 200 && /event-stream/.test(res.headers["content-type"] ?? ""))
+            badShape += checkSse(res.body.toString("utf8")).badErrorFrames;
         }
         if (conn.parser.partial) {
           const p = conn.parser.partial;
@@ -142,7 +178,11 @@ export const abortsPart: Part = {
       // Orphans: fake CLI processes still alive once every turn had time to be ended (the kill
       // grace plus a margin), polled, without killing anything.
       const settleMs = (killGrace + (ctx.small ? 4 : 6)) * 1000;
-      const settle = await eventually(() => (markedProcesses(ws.mark).length === 0 && upstream.open() === 0 ? true : undefined), settleMs, 100);
+      const settle = await eventually(
+        () => (markedProcesses(ws.mark).length === 0 && upstream.open() === 0 ? true : undefined),
+        settleMs,
+        100,
+      );
       const orphanList = markedProcesses(ws.mark);
       const orphans = orphanList.length;
       const upstreamOpen = upstream.open();
@@ -158,11 +198,19 @@ export const abortsPart: Part = {
             const res = await fetch(`${b.origin}${CHAT}`, {
               method: "POST",
               headers: { "content-type": "application/json", "x-session-id": key },
-              body: JSON.stringify({ model, messages: [{ role: "user", content: `FAULTKEY-${key} FAULTN-2 FAULTMS-0 follow-up` }] }),
+              body: JSON.stringify({
+                model,
+                messages: [{ role: "user", content: `FAULTKEY-${key} FAULTN-2 FAULTMS-0 follow-up` }],
+              }),
               signal: AbortSignal.timeout(followTimeout),
             });
             const text = await res.text();
-            return { key, ok: res.status === 200 && text.includes(`FAULTS-OK ${key}`), ms: Date.now() - t0, status: res.status };
+            return {
+              key,
+              ok: res.status === 200 && text.includes(`FAULTS-OK ${key}`),
+              ms: Date.now() - t0,
+              status: res.status,
+            };
           } catch (err) {
             return { key, ok: false, ms: Date.now() - t0, status: 0, err: (err as Error).message };
           }
@@ -177,18 +225,60 @@ export const abortsPart: Part = {
       const leftAfterStop = markedProcesses(ws.mark).length;
       killMarked(ws.mark);
 
-      const tally = emptyTally(`${int(done)} aborts (CLI ${byBackend.cli}, upstream ${byBackend.up}) in ${abortSeconds.toFixed(0)} s, then ${follow.length} follow-up turns`);
+      const tally = emptyTally(
+        `${int(done)} aborts (CLI ${byBackend.cli}, upstream ${byBackend.up}) in ${abortSeconds.toFixed(0)} s, then ${follow.length} follow-up turns`,
+      );
       tally.crashes = crashed;
       tally.badShape = badShape;
       tally.orphans = orphans;
       tally.notes = `${overlaps} FIFO overlaps; ${upstreamOpen} upstream requests left open; next turn served in ${served}/${follow.length} conversations (slowest ${fmtMs(maxWait)})`;
       const checks: Check[] = [
-        { item: "FIFO", check: "aborts: two turns of one conversation at once (fake CLI alive when the next started; upstream requests open together > 200 ms)", goal: "0", measured: `${overlaps} (CLI ${log.overlaps.length}, upstream ${upstream.overlaps()})`, pass: overlaps === 0 },
-        { item: "#1", check: "aborts: the next turn of every conversation is served, at once", goal: `all, each < 5 s`, measured: `${served}/${follow.length}, slowest ${fmtMs(maxWait)}${follow.some((f) => !f.ok) ? ` (failed: ${follow.filter((f) => !f.ok).slice(0, 3).map((f) => `${f.key} ${f.status || f.err}`).join(", ")})` : ""}`, pass: served === follow.length && maxWait < 5000 },
-        { item: "—", check: "aborts: upstream requests still open once the turns are over", goal: "0", measured: String(upstreamOpen), pass: upstreamOpen === 0 },
-        { item: "suite", check: "aborts: aborts sent within the time limit", goal: `≥ ${int(total)}`, measured: `${int(done)} in ${abortSeconds.toFixed(0)} s (limit ${seconds} s)`, pass: done >= total },
+        {
+          item: "FIFO",
+          check:
+            "aborts: two turns of one conversation at once (fake CLI alive when the next started; upstream requests open together > 200 ms)",
+          goal: "0",
+          measured: `${overlaps} (CLI ${log.overlaps.length}, upstream ${upstream.overlaps()})`,
+          pass: overlaps === 0,
+        },
+        {
+          item: "#1",
+          check: "aborts: the next turn of every conversation is served, at once",
+          goal: `all, each < 5 s`,
+          measured: `${served}/${follow.length}, slowest ${fmtMs(maxWait)}${
+            follow.some((f) => !f.ok)
+              ? ` (failed: ${follow
+                  .filter((f) => !f.ok)
+                  .slice(0, 3)
+                  .map((f) => `${f.key} ${f.status || f.err}`)
+                  .join(", ")})`
+              : ""
+          }`,
+          pass: served === follow.length && maxWait < 5000,
+        },
+        {
+          item: "—",
+          check: "aborts: upstream requests still open once the turns are over",
+          goal: "0",
+          measured: String(upstreamOpen),
+          pass: upstreamOpen === 0,
+        },
+        {
+          item: "suite",
+          check: "aborts: aborts sent within the time limit",
+          goal: `≥ ${int(total)}`,
+          measured: `${int(done)} in ${abortSeconds.toFixed(0)} s (limit ${seconds} s)`,
+          pass: done >= total,
+        },
       ];
-      if (leftAfterStop) checks.push({ item: "#3", check: "aborts: fake CLI processes left after the bridge stopped (SIGTERM)", goal: "0", measured: String(leftAfterStop), pass: false });
+      if (leftAfterStop)
+        checks.push({
+          item: "#3",
+          check: "aborts: fake CLI processes left after the bridge stopped (SIGTERM)",
+          goal: "0",
+          measured: String(leftAfterStop),
+          pass: false,
+        });
       const details = [
         `${int(done)} aborts, ${concurrency} at a time over ${keysPerBackend} conversations per backend (so aborts also land on turns queued behind their own conversation), each closing with a FIN or a reset at one of: ${POINTS.map((p) => `${p} ${byPoint.get(p) ?? 0}`).join(", ")}. CLI turns: \`FAULTMODE-stream\` (4–20 text events 20–80 ms apart), ${lingerTurns} \`linger\` (the leader prints its whole answer and exits at once while a child \`sleep ${linger}\` keeps stdout open — issue 20 #1; these are aborted mid-stream or 0.3–0.9 s into a non-streaming turn) and ${stubbornTurns} \`stubborn\` (ignores SIGTERM; \`killGraceSeconds: ${killGrace}\`). Upstream turns: 5–20 chunks 10–50 ms apart after 0–300 ms.`,
         "",
@@ -196,10 +286,22 @@ export const abortsPart: Part = {
         "| --- | --- |",
         `| aborts sent | ${int(done)} (CLI ${byBackend.cli}, upstream ${byBackend.up}) |`,
         `| answers that completed before the abort | ${completedFirst} |`,
-        `| statuses seen (whole or cut answers) | ${[...statuses.entries()].sort((a, x) => x[1] - a[1]).map(([s, c]) => `${s}×${c}`).join(" ") || "–"} |`,
+        `| statuses seen (whole or cut answers) | ${
+          [...statuses.entries()]
+            .sort((a, x) => x[1] - a[1])
+            .map(([s, c]) => `${s}×${c}`)
+            .join(" ") || "–"
+        } |`,
         `| non-OpenAI error bodies / SSE error frames | ${badShape}${shapeExamples.length ? ` (${shapeExamples.join("; ")})` : ""} |`,
         `| fake CLIs started / ended (their own log) | ${log.starts} / ${log.ends} |`,
-        `| **orphans**: fake CLI processes alive ${fmtMs(settleMs)} after the last abort (polled) | ${orphans}${orphans ? ` (${orphanList.slice(0, 5).map((p) => p.cmd.split("/").pop()).join("; ")})` : ` (all gone, and every upstream request closed, ${fmtMs(settle.ms)} after the last abort)`} |`,
+        `| **orphans**: fake CLI processes alive ${fmtMs(settleMs)} after the last abort (polled) | ${orphans}${
+          orphans
+            ? ` (${orphanList
+                .slice(0, 5)
+                .map((p) => p.cmd.split("/").pop())
+                .join("; ")})`
+            : ` (all gone, and every upstream request closed, ${fmtMs(settle.ms)} after the last abort)`
+        } |`,
         `| FIFO overlaps (CLI / upstream) | ${log.overlaps.length} / ${upstream.overlaps()} |`,
         `| upstream requests still open | ${upstreamOpen} |`,
         `| next turn served | ${served}/${follow.length}, slowest ${fmtMs(maxWait)}, median ${fmtMs([...follow.map((f) => f.ms)].sort((a, x) => a - x)[Math.floor(follow.length / 2)])} |`,

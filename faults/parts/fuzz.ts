@@ -15,7 +15,18 @@ import { emptyTally, type Check, type Part, type PartContext, type PartResult } 
 import { killMarked, markedProcesses } from "../lib/procs.js";
 import { badErrorShape, checkSse } from "../lib/shape.js";
 import { Rng, int, workers } from "../lib/util.js";
-import { BODY_LIMIT, CHAT, CLI_MODEL, UP_MODEL, makeCase, requestsIn, type FuzzCase, type JsonCase, type PipelineCase, type RawCase } from "./fuzz-cases.js";
+import {
+  BODY_LIMIT,
+  CHAT,
+  CLI_MODEL,
+  UP_MODEL,
+  makeCase,
+  requestsIn,
+  type FuzzCase,
+  type JsonCase,
+  type PipelineCase,
+  type RawCase,
+} from "./fuzz-cases.js";
 
 interface FamilyStats {
   requests: number;
@@ -30,7 +41,18 @@ interface FamilyStats {
   statuses: Map<number, number>;
 }
 
-const newStats = (): FamilyStats => ({ requests: 0, s2xx: 0, s4xx: 0, s5xx: 0, other: 0, badShape: 0, reset: 0, closed: 0, hung: 0, statuses: new Map() });
+const newStats = (): FamilyStats => ({
+  requests: 0,
+  s2xx: 0,
+  s4xx: 0,
+  s5xx: 0,
+  other: 0,
+  badShape: 0,
+  reset: 0,
+  closed: 0,
+  hung: 0,
+  statuses: new Map(),
+});
 
 const MAX_RESTARTS = 5;
 const EXAMPLES = 6;
@@ -50,7 +72,14 @@ export const fuzzPart: Part = {
       server: { maxConcurrent: 16, maxQueue: 512, queueTimeoutSeconds: 30, bodyLimitBytes: BODY_LIMIT },
       backends: {
         up: { type: "openai", baseUrl: `http://127.0.0.1:${upstreamPort}/v1`, maxConnections: 32 },
-        cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 30, killGraceSeconds: 1, warm: { enabled: false } },
+        cli: {
+          type: "opencode",
+          command: ws.opencodeBin,
+          env: cliEnv(ws),
+          timeoutSeconds: 30,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
       },
       models: [
         { id: UP_MODEL, backend: "up", model: FAKE_MODEL },
@@ -64,7 +93,8 @@ export const fuzzPart: Part = {
     /** One example per kind of failure and family (and never the same case twice), at most EXAMPLES families per kind. */
     const example = (kind: string, c: FuzzCase, detail: string) => {
       const perKind = [...seen].filter((k) => k.startsWith(`${kind}\0`) && k.split("\0").length === 2).length;
-      if (seen.has(`${kind}\0${c.family}`) || seen.has(`${kind}\0${c.family}\0${c.what}`) || perKind >= EXAMPLES) return;
+      if (seen.has(`${kind}\0${c.family}`) || seen.has(`${kind}\0${c.family}\0${c.what}`) || perKind >= EXAMPLES)
+        return;
       seen.add(`${kind}\0${c.family}`);
       seen.add(`${kind}\0${c.family}\0${c.what}`);
       examples.push(`- ${kind}: ${c.family} — ${c.what.slice(0, 90)} → ${detail.replace(/\s+/g, " ").slice(0, 200)}`);
@@ -80,7 +110,12 @@ export const fuzzPart: Part = {
     let skipped = 0;
 
     let bridge: BridgeProc = await startBridge(config);
-    let pool = new Pool(bridge.origin, { connections: concurrency, headersTimeout: 30_000, bodyTimeout: 30_000, keepAliveTimeout: 10_000 });
+    let pool = new Pool(bridge.origin, {
+      connections: concurrency,
+      headersTimeout: 30_000,
+      bodyTimeout: 30_000,
+      keepAliveTimeout: 10_000,
+    });
     const inFlight = new Set<FuzzCase>();
     let restarting: Promise<void> | undefined;
     let gaveUp = false;
@@ -88,7 +123,10 @@ export const fuzzPart: Part = {
       if (bridge.alive) return;
       restarting ??= (async () => {
         await bridge.exited;
-        crashes.push({ cases: [...inFlight].map((c) => `${c.family}: ${c.what.slice(0, 80)}`), detail: `exit ${bridge.exit?.code ?? bridge.exit?.signal}; stderr: ${(bridge.crash?.stderr ?? "").slice(-600)}` });
+        crashes.push({
+          cases: [...inFlight].map((c) => `${c.family}: ${c.what.slice(0, 80)}`),
+          detail: `exit ${bridge.exit?.code ?? bridge.exit?.signal}; stderr: ${(bridge.crash?.stderr ?? "").slice(-600)}`,
+        });
         ctx.log(`fuzz: the bridge exited (${bridge.exit?.code ?? bridge.exit?.signal}); restarting it`);
         await pool.destroy().catch(() => {});
         if (crashes.length > MAX_RESTARTS) {
@@ -96,13 +134,25 @@ export const fuzzPart: Part = {
           return;
         }
         bridge = await startBridge(config);
-        pool = new Pool(bridge.origin, { connections: concurrency, headersTimeout: 30_000, bodyTimeout: 30_000, keepAliveTimeout: 10_000 });
+        pool = new Pool(bridge.origin, {
+          connections: concurrency,
+          headersTimeout: 30_000,
+          bodyTimeout: 30_000,
+          keepAliveTimeout: 10_000,
+        });
       })().finally(() => (restarting = undefined));
       await restarting;
     };
 
     /** One answer: its status class, its shape, and for SSE the shape of error frames. */
-    const judge = (c: FuzzCase, s: FamilyStats, status: number, headers: Record<string, string | string[] | undefined>, body: Buffer, method: string) => {
+    const judge = (
+      c: FuzzCase,
+      s: FamilyStats,
+      status: number,
+      headers: Record<string, string | string[] | undefined>,
+      body: Buffer,
+      method: string,
+    ) => {
       s.requests++;
       s.statuses.set(status, (s.statuses.get(status) ?? 0) + 1);
       if (status >= 200 && status < 300) s.s2xx++;
@@ -128,13 +178,26 @@ export const fuzzPart: Part = {
     const lost = (c: FuzzCase, s: FamilyStats, kind: "reset" | "closed" | "hung", detail: string) => {
       s.requests++;
       s[kind]++;
-      example(kind === "hung" ? "no answer in time" : kind === "reset" ? "reset instead of an answer" : "closed without an answer", c, detail);
+      example(
+        kind === "hung"
+          ? "no answer in time"
+          : kind === "reset"
+            ? "reset instead of an answer"
+            : "closed without an answer",
+        c,
+        detail,
+      );
     };
 
     const runJson = async (c: JsonCase) => {
       const s = fam(c);
       try {
-        const res = await pool.request({ method: c.method as "POST", path: c.path, headers: c.headers, ...(c.body ? { body: c.body } : {}) });
+        const res = await pool.request({
+          method: c.method as "POST",
+          path: c.path,
+          headers: c.headers,
+          ...(c.body ? { body: c.body } : {}),
+        });
         const body = Buffer.from(await res.body.arrayBuffer());
         judge(c, s, res.statusCode, res.headers, body, c.method);
       } catch (err) {
@@ -147,7 +210,8 @@ export const fuzzPart: Part = {
         }
         if (!bridge.alive) return lost(c, s, "closed", `bridge gone (${e.message})`);
         if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") return lost(c, s, "hung", e.message);
-        if (code === "ECONNRESET" || e.cause?.code === "ECONNRESET" || /reset/i.test(e.message)) return lost(c, s, "reset", `${code} ${e.message}`);
+        if (code === "ECONNRESET" || e.cause?.code === "ECONNRESET" || /reset/i.test(e.message))
+          return lost(c, s, "reset", `${code} ${e.message}`);
         return lost(c, s, "closed", `${code} ${e.message}`);
       }
     };
@@ -159,7 +223,8 @@ export const fuzzPart: Part = {
       try {
         if (conn.closed) return lost(c, s, "closed", `connect: ${conn.end.error}`);
         for (const w of c.writes) {
-          if (typeof w === "number") await conn.until(() => conn.parser.interim > 0 || conn.parser.responses.length > 0 || conn.closed, w);
+          if (typeof w === "number")
+            await conn.until(() => conn.parser.interim > 0 || conn.parser.responses.length > 0 || conn.closed, w);
           else if (w.length) await conn.write(w);
         }
         if (c.flood) {
@@ -170,7 +235,12 @@ export const fuzzPart: Part = {
         if (rs.length === 0) {
           if (conn.parser.error) return lost(c, s, "closed", `unparseable answer: ${conn.parser.error}`);
           if (!conn.closed) return lost(c, s, "hung", `no answer within ${timeoutMs} ms`);
-          return lost(c, s, conn.end.reset ? "reset" : "closed", `${conn.end.error ?? "FIN"} after ${conn.written} bytes sent`);
+          return lost(
+            c,
+            s,
+            conn.end.reset ? "reset" : "closed",
+            `${conn.end.error ?? "FIN"} after ${conn.written} bytes sent`,
+          );
         }
         for (const r of rs.slice(0, c.expect)) judge(c, s, r.status, r.headers, r.body, c.methods[0] ?? "POST");
       } finally {
@@ -194,11 +264,17 @@ export const fuzzPart: Part = {
           const r = rs[j];
           if (!r) {
             pipelineUnanswered++;
-            lost(c, s, !conn.closed ? "hung" : conn.end.reset ? "reset" : "closed", `request ${j + 1} of ${c.statuses.length} unanswered`);
+            lost(
+              c,
+              s,
+              !conn.closed ? "hung" : conn.end.reset ? "reset" : "closed",
+              `request ${j + 1} of ${c.statuses.length} unanswered`,
+            );
             continue;
           }
           judge(c, s, r.status, r.headers, r.body, c.methods[j] ?? "POST");
-          if (r.status !== c.statuses[j] && pipelineMismatch.length < EXAMPLES) pipelineMismatch.push(`${c.what}: answer ${j + 1} was ${r.status}, expected ${c.statuses[j]}`);
+          if (r.status !== c.statuses[j] && pipelineMismatch.length < EXAMPLES)
+            pipelineMismatch.push(`${c.what}: answer ${j + 1} was ${r.status}, expected ${c.statuses[j]}`);
         }
       } finally {
         conn.close();
@@ -234,7 +310,14 @@ export const fuzzPart: Part = {
       // Still answering, and no fake CLI left behind.
       let answers = false;
       if (!gaveUp) {
-        const res = await pool.request({ method: "POST", path: CHAT, headers: { "content-type": "application/json", "x-session-id": "fuzz-final" }, body: JSON.stringify({ model: UP_MODEL, messages: [{ role: "user", content: "still there?" }] }) }).catch(() => undefined);
+        const res = await pool
+          .request({
+            method: "POST",
+            path: CHAT,
+            headers: { "content-type": "application/json", "x-session-id": "fuzz-final" },
+            body: JSON.stringify({ model: UP_MODEL, messages: [{ role: "user", content: "still there?" }] }),
+          })
+          .catch(() => undefined);
         answers = res?.statusCode === 200;
         await res?.body.arrayBuffer().catch(() => undefined);
       }
@@ -255,16 +338,51 @@ export const fuzzPart: Part = {
       const rows = [...families.entries()]
         .sort(([a], [b]) => a.localeCompare(b))
         .map(([name, s]) => {
-          const top = [...s.statuses.entries()].sort((a, b) => b[1] - a[1]).slice(0, 5).map(([st, n]) => `${st}×${n}`).join(" ");
+          const top = [...s.statuses.entries()]
+            .sort((a, b) => b[1] - a[1])
+            .slice(0, 5)
+            .map(([st, n]) => `${st}×${n}`)
+            .join(" ");
           return `| ${name} | ${int(s.requests)} | ${int(s.s2xx)} | ${int(s.s4xx)} | ${s.s5xx ? `**${int(s.s5xx)}**` : "0"} | ${s.badShape ? `**${int(s.badShape)}**` : "0"} | ${s.reset ? `**${s.reset}**` : 0} / ${s.closed ? `**${s.closed}**` : 0} / ${s.hung ? `**${s.hung}**` : 0} | ${top} |`;
         });
       const checks: Check[] = [
-        { item: "#6", check: "fuzz: resets / closes instead of answers", goal: "0", measured: `${tally.noAnswer} (${tally.notes})`, pass: tally.noAnswer === 0 },
-        { item: "#6", check: "fuzz: pipelined requests answered, in order", goal: "all", measured: `${pipelineUnanswered} unanswered, ${pipelineMismatch.length ? `${pipelineMismatch.length}+ out of order or unexpected` : "statuses as expected"}`, pass: pipelineUnanswered === 0 && pipelineMismatch.length === 0 },
-        { item: "—", check: "fuzz: the bridge still answers a valid request afterwards", goal: "200", measured: answers ? "200" : "no", pass: answers },
-        { item: "suite", check: "fuzz: requests sent within the time limit", goal: `≥ ${int(target)}`, measured: `${int(sum("requests"))} in ${seconds_.toFixed(0)} s (limit ${seconds} s)`, pass: sum("requests") >= target },
+        {
+          item: "#6",
+          check: "fuzz: resets / closes instead of answers",
+          goal: "0",
+          measured: `${tally.noAnswer} (${tally.notes})`,
+          pass: tally.noAnswer === 0,
+        },
+        {
+          item: "#6",
+          check: "fuzz: pipelined requests answered, in order",
+          goal: "all",
+          measured: `${pipelineUnanswered} unanswered, ${pipelineMismatch.length ? `${pipelineMismatch.length}+ out of order or unexpected` : "statuses as expected"}`,
+          pass: pipelineUnanswered === 0 && pipelineMismatch.length === 0,
+        },
+        {
+          item: "—",
+          check: "fuzz: the bridge still answers a valid request afterwards",
+          goal: "200",
+          measured: answers ? "200" : "no",
+          pass: answers,
+        },
+        {
+          item: "suite",
+          check: "fuzz: requests sent within the time limit",
+          goal: `≥ ${int(target)}`,
+          measured: `${int(sum("requests"))} in ${seconds_.toFixed(0)} s (limit ${seconds} s)`,
+          pass: sum("requests") >= target,
+        },
       ];
-      if (leftover) checks.push({ item: "—", check: "fuzz: fake CLI processes left after the bridge stopped", goal: "0", measured: String(leftover), pass: false });
+      if (leftover)
+        checks.push({
+          item: "—",
+          check: "fuzz: fake CLI processes left after the bridge stopped",
+          goal: "0",
+          measured: String(leftover),
+          pass: false,
+        });
       const details = [
         `${int(sum("requests"))} requests from ${int(next)} seeded cases (seed ${ctx.seed}), ${concurrency} at a time, against one bridge (\`server.bodyLimitBytes: ${BODY_LIMIT}\`, a fake upstream and a fake OpenCode CLI that never fail). JSON cases go over keep-alive connections (undici); HTTP-level cases and pipelined batches over raw sockets, one connection each. Deep nesting goes to 20,000 levels; oversized bodies are written while the answer is read.`,
         "",
@@ -272,7 +390,9 @@ export const fuzzPart: Part = {
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ...rows,
         "",
-        crashes.length ? `**Crashes: ${crashes.length}.** ${crashes.map((c, i) => `#${i + 1}: in flight: ${c.cases.slice(0, 4).join("; ")} — ${c.detail.slice(0, 400)}`).join(" ")}` : "Crashes: 0 (the bridge process never exited).",
+        crashes.length
+          ? `**Crashes: ${crashes.length}.** ${crashes.map((c, i) => `#${i + 1}: in flight: ${c.cases.slice(0, 4).join("; ")} — ${c.detail.slice(0, 400)}`).join(" ")}`
+          : "Crashes: 0 (the bridge process never exited).",
         "",
         ...(examples.length ? ["Examples:", "", ...examples.sort()] : ["No failures to show."]),
         ...(pipelineMismatch.length ? ["", "Pipelining:", "", ...pipelineMismatch.map((m) => `- ${m}`)] : []),
@@ -282,8 +402,16 @@ export const fuzzPart: Part = {
         title: fuzzPart.title,
         tally,
         done: {
-          crashes: { count: crashes.length, measured: `${crashes.length} in ${int(sum("requests"))} fuzzed requests`, pass: crashes.length === 0 },
-          "5xx": { count: tally.fivexx, measured: `${tally.fivexx} of ${int(sum("requests"))} fuzzed requests`, pass: tally.fivexx === 0 },
+          crashes: {
+            count: crashes.length,
+            measured: `${crashes.length} in ${int(sum("requests"))} fuzzed requests`,
+            pass: crashes.length === 0,
+          },
+          "5xx": {
+            count: tally.fivexx,
+            measured: `${tally.fivexx} of ${int(sum("requests"))} fuzzed requests`,
+            pass: tally.fivexx === 0,
+          },
           shape: { count: tally.badShape, measured: `${tally.badShape} in the fuzz`, pass: tally.badShape === 0 },
         },
         checks,

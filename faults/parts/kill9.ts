@@ -45,7 +45,8 @@ function readStore(dataDir: string): StoreCheck {
   try {
     const integrity = String(db.pragma("integrity_check", { simple: true }));
     const rows = new Map<string, number>();
-    for (const r of db.prepare("SELECT key, turns FROM sessions").all() as Array<{ key: string; turns: number }>) rows.set(r.key, r.turns);
+    for (const r of db.prepare("SELECT key, turns FROM sessions").all() as Array<{ key: string; turns: number }>)
+      rows.set(r.key, r.turns);
     return { integrity, rows };
   } catch (err) {
     return { integrity: `error: ${(err as Error).message}`, rows: new Map(), error: (err as Error).message };
@@ -55,7 +56,12 @@ function readStore(dataDir: string): StoreCheck {
 }
 
 /** One streamed resume turn; resolves with whether the client saw it finish (finish_reason + [DONE]). */
-async function turn(origin: string, key: string, text: string, signal: AbortSignal): Promise<{ done: boolean; conversation?: string; status: number }> {
+async function turn(
+  origin: string,
+  key: string,
+  text: string,
+  signal: AbortSignal,
+): Promise<{ done: boolean; conversation?: string; status: number }> {
   const res = await fetch(`${origin}${CHAT}`, {
     method: "POST",
     headers: { "content-type": "application/json", "x-session-id": key },
@@ -66,7 +72,11 @@ async function turn(origin: string, key: string, text: string, signal: AbortSign
   const body = await res.text();
   if (res.status !== 200) return { done: false, status: res.status, ...(conversation ? { conversation } : {}) };
   const sse = checkSse(body);
-  return { done: sse.done && sse.finish === "stop" && sse.errorFrames === 0, status: res.status, ...(conversation ? { conversation } : {}) };
+  return {
+    done: sse.done && sse.finish === "stop" && sse.errorFrames === 0,
+    status: res.status,
+    ...(conversation ? { conversation } : {}),
+  };
 }
 
 export const kill9Part: Part = {
@@ -79,7 +89,16 @@ export const kill9Part: Part = {
     const ws = workspace(ctx.tmpRoot, "kill9", ctx.runMark);
     const config = writeConfig(ws, "kill9", {
       server: { maxConcurrent: 32, maxQueue: 64, queueTimeoutSeconds: 30, shutdownGraceSeconds: 0 },
-      backends: { resume: { type: "claude-code", command: ws.claudeBin, env: cliEnv(ws), timeoutSeconds: 120, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        resume: {
+          type: "claude-code",
+          command: ws.claudeBin,
+          env: cliEnv(ws),
+          timeoutSeconds: 120,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
       models: [{ id: MODEL, backend: "resume", session: { mode: "resume" } }],
     });
     const rng = new Rng(ctx.seed * 31 + 9);
@@ -130,7 +149,8 @@ export const kill9Part: Part = {
               if (res.done) {
                 turnsDone++;
                 doneTurns.set(key, (doneTurns.get(key) ?? 0) + 1);
-              } else if (res.status !== 200 && otherErrors.length < 3) otherErrors.push(`round ${r}: HTTP ${res.status}`);
+              } else if (res.status !== 200 && otherErrors.length < 3)
+                otherErrors.push(`round ${r}: HTTP ${res.status}`);
             } catch {
               turnsCut++;
               return;
@@ -146,7 +166,11 @@ export const kill9Part: Part = {
         ac.abort();
         await Promise.race([Promise.all(loops), sleep(5000)]);
         // Orphans: no restart; the bridge's own watcher must end them within a few seconds.
-        const wait = await eventually(() => (markedProcesses(ws.mark).length === 0 ? true : undefined), ORPHAN_DEADLINE_MS - (Date.now() - killedAt), 50);
+        const wait = await eventually(
+          () => (markedProcesses(ws.mark).length === 0 ? true : undefined),
+          ORPHAN_DEADLINE_MS - (Date.now() - killedAt),
+          50,
+        );
         const left = markedProcesses(ws.mark);
         const store = readStore(ws.dataDir);
         const lost: string[] = [];
@@ -171,7 +195,9 @@ export const kill9Part: Part = {
           behind,
           bindings: store.rows.size,
         });
-        ctx.log(`kill9: round ${r + 1}/${rounds}: ${turnsDone} turns done, ${atKill.length} fake CLI processes at the kill, ${left.length} alive ${ORPHAN_DEADLINE_MS / 1000} s later; integrity ${store.integrity}; lost bindings ${lost.length}`);
+        ctx.log(
+          `kill9: round ${r + 1}/${rounds}: ${turnsDone} turns done, ${atKill.length} fake CLI processes at the kill, ${left.length} alive ${ORPHAN_DEADLINE_MS / 1000} s later; integrity ${store.integrity}; lost bindings ${lost.length}`,
+        );
         // Left for the next start-up to end (counted there as "survived the start").
       }
 
@@ -185,13 +211,22 @@ export const kill9Part: Part = {
       killMarked(ws.mark);
       const ac = new AbortController();
       const held = Array.from({ length: RESTART_GROUPS }, (_, c) =>
-        turn(b.origin, `k9r-${c}`, `FAULTKEY-k9r-${c} FAULTMODE-slowterm FAULTN-300 FAULTMS-100 FAULTHELPER-60 hold`, ac.signal).catch(() => undefined),
+        turn(
+          b.origin,
+          `k9r-${c}`,
+          `FAULTKEY-k9r-${c} FAULTMODE-slowterm FAULTN-300 FAULTMS-100 FAULTHELPER-60 hold`,
+          ac.signal,
+        ).catch(() => undefined),
       );
       const leaders = () => readCliLog(ws.faultsDir).startsByKey;
-      const allRunning = await eventually(() => {
-        const started = [...leaders().entries()].filter(([k]) => k.startsWith("k9r-")).flatMap(([, pids]) => pids);
-        return started.length >= RESTART_GROUPS && started.every((pid) => alive(pid)) ? true : undefined;
-      }, 20_000, 100);
+      const allRunning = await eventually(
+        () => {
+          const started = [...leaders().entries()].filter(([k]) => k.startsWith("k9r-")).flatMap(([, pids]) => pids);
+          return started.length >= RESTART_GROUPS && started.every((pid) => alive(pid)) ? true : undefined;
+        },
+        20_000,
+        100,
+      );
       await sleep(200); // their first lines are out: each conversation is bound
       b.signal("SIGKILL");
       await b.exited;
@@ -221,13 +256,19 @@ export const kill9Part: Part = {
       const lost = rowsOut.reduce((a, x) => a + x.lost.length, 0);
       const badIntegrity = rowsOut.filter((x) => x.integrity !== "ok").length;
       const survived = rowsOut.reduce((a, x) => a + x.survivedStart, 0) + survivedLast;
-      const restartOk = restartMs !== undefined && restartMs < RESTART_TARGET_MS && groupsAtRestart >= RESTART_GROUPS && survivedRestart === 0;
+      const restartOk =
+        restartMs !== undefined &&
+        restartMs < RESTART_TARGET_MS &&
+        groupsAtRestart >= RESTART_GROUPS &&
+        survivedRestart === 0;
       const turnsDone = rowsOut.reduce((a, x) => a + x.turnsDone, 0);
-      const tally = emptyTally(`${rounds} kill -9 rounds × ${clients} clients (${turnsDone} turns done), then a restart with ${RESTART_GROUPS} orphaned groups`);
+      const tally = emptyTally(
+        `${rounds} kill -9 rounds × ${clients} clients (${turnsDone} turns done), then a restart with ${RESTART_GROUPS} orphaned groups`,
+      );
       tally.orphans = orphans;
       tally.lost = lost;
       tally.crashes = crashes;
-      tally.notes = `integrity_check not ok in ${badIntegrity} rounds; ${survived} processes survived a start-up; restart with ${groupsAtRestart} groups alive: ${restartMs === undefined ? restartError ?? "did not start" : fmtMs(restartMs)}`;
+      tally.notes = `integrity_check not ok in ${badIntegrity} rounds; ${survived} processes survived a start-up; restart with ${groupsAtRestart} groups alive: ${restartMs === undefined ? (restartError ?? "did not start") : fmtMs(restartMs)}`;
       const table = [
         "| round | start-up (groups left alive before / still alive after) | turns done / cut | fake CLI processes (groups) at the kill | alive 5 s later, no restart | all gone after | integrity_check | bindings | lost bindings | turn count behind |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -237,17 +278,50 @@ export const kill9Part: Part = {
         ),
       ];
       const checks: Check[] = [
-        { item: "store", check: "kill9: sessions.db `PRAGMA integrity_check` after every kill", goal: "ok", measured: `${rounds - badIntegrity}/${rounds} ok`, pass: badIntegrity === 0 },
-        { item: "#8", check: "kill9: processes left by a killed bridge still alive after the next start-up (its reaper)", goal: "0", measured: String(survived + survivedRestart), pass: survived + survivedRestart === 0 },
-        { item: "FIFO", check: "kill9: a conversation's CLI started while an earlier one of it (orphaned by the kill) was still alive", goal: "0", measured: `${overlaps.length}${overlaps.length ? ` (${overlaps.slice(0, 3).map((o) => o.key).join(", ")})` : ""}`, pass: overlaps.length === 0 },
+        {
+          item: "store",
+          check: "kill9: sessions.db `PRAGMA integrity_check` after every kill",
+          goal: "ok",
+          measured: `${rounds - badIntegrity}/${rounds} ok`,
+          pass: badIntegrity === 0,
+        },
+        {
+          item: "#8",
+          check: "kill9: processes left by a killed bridge still alive after the next start-up (its reaper)",
+          goal: "0",
+          measured: String(survived + survivedRestart),
+          pass: survived + survivedRestart === 0,
+        },
+        {
+          item: "FIFO",
+          check:
+            "kill9: a conversation's CLI started while an earlier one of it (orphaned by the kill) was still alive",
+          goal: "0",
+          measured: `${overlaps.length}${
+            overlaps.length
+              ? ` (${overlaps
+                  .slice(0, 3)
+                  .map((o) => o.key)
+                  .join(", ")})`
+              : ""
+          }`,
+          pass: overlaps.length === 0,
+        },
       ];
-      if (leftAtEnd) checks.push({ item: "#3", check: "kill9: fake CLI processes left after the last bridge stopped (SIGTERM)", goal: "0", measured: String(leftAtEnd), pass: false });
+      if (leftAtEnd)
+        checks.push({
+          item: "#3",
+          check: "kill9: fake CLI processes left after the last bridge stopped (SIGTERM)",
+          goal: "0",
+          measured: String(leftAtEnd),
+          pass: false,
+        });
       const details = [
         `${rounds} rounds. Each: the bridge starts (the start-up is timed; what earlier rounds left alive must be gone once it listens), ${clients} clients each stream turns in their own conversation (the fake CLI streams 2–10 deltas 20–100 ms apart; 25% of turns also start a helper \`sleep 30\` that stays in the group when the leader dies of SIGPIPE, 10% ignore SIGTERM and SIGPIPE, 10% take 0.5 s to exit on SIGTERM and ignore SIGPIPE), and after ${ctx.small ? "1.5–2" : "5–8"} s the bridge gets SIGKILL. Then, without a restart, the harness polls for ${ORPHAN_DEADLINE_MS / 1000} s for fake CLI processes (marked in their environment), runs \`PRAGMA integrity_check\` on sessions.db and checks that every conversation whose client saw a turn finish still has its binding (and a turn count no lower than the turns the client saw).`,
         "",
         ...table,
         "",
-        `Restart with orphans: ${RESTART_GROUPS} clients each hold a turn (the fake takes 0.5 s to exit on SIGTERM, ignores SIGPIPE, and has a helper in its group); ${allRunning.value ? `all ${RESTART_GROUPS} CLIs were running` : "**not all CLIs started**"}; the bridge gets SIGKILL and is started again at once. Process groups alive when it was started: ${groupsAtRestart} (${orphaned.length} processes). Start-up until it listened: **${restartMs === undefined ? restartError ?? "did not start" : fmtMs(restartMs)}** (the same bridge with nothing to reap: ${fmtMs(baseStartMs)}; a reaper that waits for one group at a time needs ≥ ${((RESTART_GROUPS * 500) / 1000).toFixed(0)} s). Orphans still alive 1 s after it listened: ${survivedRestart}.`,
+        `Restart with orphans: ${RESTART_GROUPS} clients each hold a turn (the fake takes 0.5 s to exit on SIGTERM, ignores SIGPIPE, and has a helper in its group); ${allRunning.value ? `all ${RESTART_GROUPS} CLIs were running` : "**not all CLIs started**"}; the bridge gets SIGKILL and is started again at once. Process groups alive when it was started: ${groupsAtRestart} (${orphaned.length} processes). Start-up until it listened: **${restartMs === undefined ? (restartError ?? "did not start") : fmtMs(restartMs)}** (the same bridge with nothing to reap: ${fmtMs(baseStartMs)}; a reaper that waits for one group at a time needs ≥ ${((RESTART_GROUPS * 500) / 1000).toFixed(0)} s). Orphans still alive 1 s after it listened: ${survivedRestart}.`,
         ...(otherErrors.length ? ["", `Other answers: ${otherErrors.join("; ")}`] : []),
       ].join("\n");
       return {
@@ -255,10 +329,18 @@ export const kill9Part: Part = {
         title: kill9Part.title,
         tally,
         done: {
-          orphans: { count: orphans, measured: `${orphans} alive ${ORPHAN_DEADLINE_MS / 1000} s after ${rounds} kill -9s (no restart)`, pass: orphans === 0 },
-          bindings: { count: lost, measured: `${lost} of ${doneTurns.size} conversations with a finished turn, over ${rounds} kill -9s (integrity_check ok in ${rounds - badIntegrity}/${rounds})`, pass: lost === 0 && doneTurns.size > 0 },
+          orphans: {
+            count: orphans,
+            measured: `${orphans} alive ${ORPHAN_DEADLINE_MS / 1000} s after ${rounds} kill -9s (no restart)`,
+            pass: orphans === 0,
+          },
+          bindings: {
+            count: lost,
+            measured: `${lost} of ${doneTurns.size} conversations with a finished turn, over ${rounds} kill -9s (integrity_check ok in ${rounds - badIntegrity}/${rounds})`,
+            pass: lost === 0 && doneTurns.size > 0,
+          },
           restart: {
-            measured: `${restartMs === undefined ? restartError ?? "did not start" : fmtMs(restartMs)} with ${groupsAtRestart} orphaned groups alive (${survivedRestart} survived)`,
+            measured: `${restartMs === undefined ? (restartError ?? "did not start") : fmtMs(restartMs)} with ${groupsAtRestart} orphaned groups alive (${survivedRestart} survived)`,
             pass: restartOk,
           },
           crashes: { count: crashes, measured: `${crashes} in kill9`, pass: crashes === 0 },

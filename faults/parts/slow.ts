@@ -55,10 +55,24 @@ export const slowPart: Part = {
     // Not configurable: wait for the bridge's default, bounded.
     const fallbackWaitS = ctx.small ? 4 : 35;
     const waitFor = (key: string | undefined) => (key ? TIMEOUT_S + 3 : fallbackWaitS);
-    const backends = { cli: { type: "opencode", command: ws.opencodeBin, env: cliEnv(ws), timeoutSeconds: 30, killGraceSeconds: 1, warm: { enabled: false } } };
+    const backends = {
+      cli: {
+        type: "opencode",
+        command: ws.opencodeBin,
+        env: cliEnv(ws),
+        timeoutSeconds: 30,
+        killGraceSeconds: 1,
+        warm: { enabled: false },
+      },
+    };
     const models = [{ id: "faults/cli", backend: "cli" }];
     const config = writeConfig(ws, "slow", {
-      server: { apiKeys: [KEY], bodyLimitBytes: 1024 * 1024, ...timeoutKeys, ...(knobs.connectionCap ? { [knobs.connectionCap]: 8 * n + 200 } : {}) },
+      server: {
+        apiKeys: [KEY],
+        bodyLimitBytes: 1024 * 1024,
+        ...timeoutKeys,
+        ...(knobs.connectionCap ? { [knobs.connectionCap]: 8 * n + 200 } : {}),
+      },
       backends,
       models,
     });
@@ -70,13 +84,25 @@ export const slowPart: Part = {
     try {
       bridge = await startBridge(config);
       const b = bridge;
-      const body = JSON.stringify({ model: "faults/cli", messages: [{ role: "user", content: "FAULTKEY-slow hello" }] });
-      const auth: Array<[string, string]> = [["Authorization", `Bearer ${KEY}`], ["Content-Type", "application/json"]];
+      const body = JSON.stringify({
+        model: "faults/cli",
+        messages: [{ role: "user", content: "FAULTKEY-slow hello" }],
+      });
+      const auth: Array<[string, string]> = [
+        ["Authorization", `Bearer ${KEY}`],
+        ["Content-Type", "application/json"],
+      ];
       const full = requestBytes("POST", CHAT, auth, body);
       const headEnd = full.indexOf("\r\n\r\n");
 
       /** Open `count` connections, send `first`, then `trickle` one byte every 300 ms until closed or `waitS`. */
-      const scenario = async (name: string, count: number, first: Buffer, trickle: Buffer | undefined, key: string | undefined): Promise<SlowResult> => {
+      const scenario = async (
+        name: string,
+        count: number,
+        first: Buffer,
+        trickle: Buffer | undefined,
+        key: string | undefined,
+      ): Promise<SlowResult> => {
         const conns: Conn[] = [];
         for (let i = 0; i < count; i++) {
           const c = await Conn.open(b.port, ["POST"]);
@@ -96,7 +122,17 @@ export const slowPart: Part = {
           : Promise.resolve();
         await Promise.all(conns.map((c) => c.waitClosed(Math.max(1, waitMs - (Date.now() - t0)))));
         await trickling;
-        const r: SlowResult = { name, n: count, closed: 0, got408: 0, shaped: 0, resets: 0, otherStatus: new Map(), closeMs: [], limitMs: key ? TIMEOUT_S * 1000 : undefined };
+        const r: SlowResult = {
+          name,
+          n: count,
+          closed: 0,
+          got408: 0,
+          shaped: 0,
+          resets: 0,
+          otherStatus: new Map(),
+          closeMs: [],
+          limitMs: key ? TIMEOUT_S * 1000 : undefined,
+        };
         for (const c of conns) {
           if (c.closed && c.end.by === "server") {
             r.closed++;
@@ -109,7 +145,8 @@ export const slowPart: Part = {
             if (res.status === 408 && isOpenAIErrorBody(res.body)) r.shaped++;
             if (badErrorShape(res.status, res.body)) {
               badShape++;
-              if (examples.length < 4) examples.push(`${name}: ${res.status} ${JSON.stringify(res.body.toString("utf8", 0, 100))}`);
+              if (examples.length < 4)
+                examples.push(`${name}: ${res.status} ${JSON.stringify(res.body.toString("utf8", 0, 100))}`);
             }
           } else if (c.end.reset) r.resets++;
           c.close();
@@ -134,12 +171,38 @@ export const slowPart: Part = {
         return { closed, ms };
       })();
 
-      ctx.log(`slow: ${4 * n} slow connections at once (timeouts ${Object.keys(timeoutKeys).length ? JSON.stringify(timeoutKeys) : "not configurable"})`);
+      ctx.log(
+        `slow: ${4 * n} slow connections at once (timeouts ${Object.keys(timeoutKeys).length ? JSON.stringify(timeoutKeys) : "not configurable"})`,
+      );
       const slow = await Promise.all([
-        scenario("slow headers: part of the headers, then silence", n, full.subarray(0, Math.floor(headEnd / 2)), undefined, configurable.headers),
-        scenario("slow headers: one byte every 300 ms", n, Buffer.from(`POST ${CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow-`), Buffer.from("abcdefghijklmnopqrstuvwxyz"), configurable.headers),
-        scenario("slow body: Content-Length 1000, 1 byte, silence", n, Buffer.concat([requestBytes("POST", CHAT, [...auth, ["Content-Length", "1000"]]), Buffer.from("{")]), undefined, configurable.body),
-        scenario("slow body: one byte every 300 ms", n, Buffer.concat([requestBytes("POST", CHAT, [...auth, ["Content-Length", "100000"]]), Buffer.from("{")]), Buffer.from(" "), configurable.body),
+        scenario(
+          "slow headers: part of the headers, then silence",
+          n,
+          full.subarray(0, Math.floor(headEnd / 2)),
+          undefined,
+          configurable.headers,
+        ),
+        scenario(
+          "slow headers: one byte every 300 ms",
+          n,
+          Buffer.from(`POST ${CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow-`),
+          Buffer.from("abcdefghijklmnopqrstuvwxyz"),
+          configurable.headers,
+        ),
+        scenario(
+          "slow body: Content-Length 1000, 1 byte, silence",
+          n,
+          Buffer.concat([requestBytes("POST", CHAT, [...auth, ["Content-Length", "1000"]]), Buffer.from("{")]),
+          undefined,
+          configurable.body,
+        ),
+        scenario(
+          "slow body: one byte every 300 ms",
+          n,
+          Buffer.concat([requestBytes("POST", CHAT, [...auth, ["Content-Length", "100000"]]), Buffer.from("{")]),
+          Buffer.from(" "),
+          configurable.body,
+        ),
       ]);
       const { closed: idleClosed, ms: idleMs } = await idle;
 
@@ -149,7 +212,15 @@ export const slowPart: Part = {
       const floodTimes = ctx.small ? 8 : 30;
       const floods = async (withKey: boolean, expected: number) => {
         const hs: Array<[string, string]> = withKey ? [...auth] : [["Content-Type", "application/json"]];
-        const out = { times: floodTimes, answered: 0, lost: 0, lostReset: 0, keptOpen: 0, maxAccepted: 0, maxCloseMs: 0 };
+        const out = {
+          times: floodTimes,
+          answered: 0,
+          lost: 0,
+          lostReset: 0,
+          keptOpen: 0,
+          maxAccepted: 0,
+          maxCloseMs: 0,
+        };
         for (let i = 0; i < floodTimes; i++) {
           const c = await Conn.open(b.port, ["POST"]);
           await c.write(requestBytes("POST", CHAT, [...hs, ["Content-Length", String(1024 ** 3)]]));
@@ -177,9 +248,24 @@ export const slowPart: Part = {
       // The connection cap, on a bridge of its own: 2 × cap + 20 connections held open, then a
       // request on each one still open. At most `cap` may be served; every other one must be
       // refused (503, OpenAI-shaped, with Retry-After) or closed — none left hanging.
-      let cap: { opened: number; closedAtOnce: number; served: number; refused503: number; shaped503: number; closedUnanswered: number; hung: number; afterWorks: boolean } | undefined;
+      let cap:
+        | {
+            opened: number;
+            closedAtOnce: number;
+            served: number;
+            refused503: number;
+            shaped503: number;
+            closedUnanswered: number;
+            hung: number;
+            afterWorks: boolean;
+          }
+        | undefined;
       if (knobs.connectionCap) {
-        const capConfig = writeConfig(ws, "slow-cap", { server: { apiKeys: [KEY], [knobs.connectionCap]: CAP }, backends, models });
+        const capConfig = writeConfig(ws, "slow-cap", {
+          server: { apiKeys: [KEY], [knobs.connectionCap]: CAP },
+          backends,
+          models,
+        });
         capBridge = await startBridge(capConfig);
         const cb = capBridge;
         const open: Conn[] = [];
@@ -222,13 +308,22 @@ export const slowPart: Part = {
         await cb.stop(5000);
       }
 
-      const slowOk = (r: SlowResult) => r.limitMs !== undefined && r.closed === r.n && r.got408 === r.n && r.shaped === r.n && Math.max(...r.closeMs) <= r.limitMs + 3000;
-      const p = (xs: number[], q: number) => (xs.length ? [...xs].sort((a, x) => a - x)[Math.min(xs.length - 1, Math.floor(q * xs.length))]! : NaN);
+      const slowOk = (r: SlowResult) =>
+        r.limitMs !== undefined &&
+        r.closed === r.n &&
+        r.got408 === r.n &&
+        r.shaped === r.n &&
+        Math.max(...r.closeMs) <= r.limitMs + 3000;
+      const p = (xs: number[], q: number) =>
+        xs.length ? [...xs].sort((a, x) => a - x)[Math.min(xs.length - 1, Math.floor(q * xs.length))]! : NaN;
       const checks: Check[] = [
         ...slow.map((r) => ({
           item: "#2",
           check: `slow: ${r.name} (${r.n} connections)`,
-          goal: r.limitMs === undefined ? "408 + close within the timeout" : `408 (OpenAI-shaped) + closed within ${TIMEOUT_S} s + 3 s`,
+          goal:
+            r.limitMs === undefined
+              ? "408 + close within the timeout"
+              : `408 (OpenAI-shaped) + closed within ${TIMEOUT_S} s + 3 s`,
           measured: `${r.closed}/${r.n} closed (p50 ${fmtMs(p(r.closeMs, 0.5))}, max ${fmtMs(maxOf(r.closeMs))}), ${r.got408} got 408 (${r.shaped} shaped)${r.resets ? `, ${r.resets} reset` : ""}${r.limitMs === undefined ? `; not configurable (waited ${fallbackWaitS} s)` : ""}`,
           pass: r.limitMs === undefined ? undefined : slowOk(r),
         })),
@@ -239,10 +334,12 @@ export const slowPart: Part = {
           measured: `${idleClosed}/${idleN} closed within ${fmtMs(idleMs)}${configurable.idle ? "" : `; not configurable (waited ${fallbackWaitS} s)`}`,
           pass: configurable.idle ? idleClosed === idleN : undefined,
         },
-        ...([
-          ["no API key, Content-Length 1 GiB, body sent as fast as taken", f401, 401],
-          ["with the key, Content-Length 1 GiB (limit 1 MiB), body sent as fast as taken", f413, 413],
-        ] as const).map(([what, f, status]) => ({
+        ...(
+          [
+            ["no API key, Content-Length 1 GiB, body sent as fast as taken", f401, 401],
+            ["with the key, Content-Length 1 GiB (limit 1 MiB), body sent as fast as taken", f413, 413],
+          ] as const
+        ).map(([what, f, status]) => ({
           item: "#2",
           check: `slow: ${what} (${f.times} times)`,
           goal: `${status} (shaped) every time, closed, the rest not read (< 32 MiB taken)`,
@@ -255,21 +352,44 @@ export const slowPart: Part = {
               check: `slow: connection cap (\`${knobs.connectionCap}: ${CAP}\`; ${cap.opened} connections held open, then a GET /health on each)`,
               goal: `≤ ${CAP} served; every other one refused (503, shaped, Retry-After) or closed, none hanging; served again once they are gone`,
               measured: `${cap.closedAtOnce} closed at once; ${cap.served} served, ${cap.refused503} got 503 (${cap.shaped503} shaped with Retry-After), ${cap.closedUnanswered} closed unanswered, ${cap.hung} hanging; afterwards ${cap.afterWorks ? "served" : "**not served**"}`,
-              pass: cap.served <= CAP && cap.served > 0 && cap.hung === 0 && cap.served + cap.refused503 + cap.closedUnanswered === cap.opened && cap.shaped503 === cap.refused503 && cap.afterWorks,
+              pass:
+                cap.served <= CAP &&
+                cap.served > 0 &&
+                cap.hung === 0 &&
+                cap.served + cap.refused503 + cap.closedUnanswered === cap.opened &&
+                cap.shaped503 === cap.refused503 &&
+                cap.afterWorks,
             }
-          : { item: "#2", check: "slow: connection cap", goal: "a cap", measured: "not configurable (no such server option)", pass: undefined },
+          : {
+              item: "#2",
+              check: "slow: connection cap",
+              goal: "a cap",
+              measured: "not configurable (no such server option)",
+              pass: undefined,
+            },
       ];
-      const tally = emptyTally(`${4 * n} slow + ${idleN} idle connections, ${2 * floodTimes} floods of 1 GiB, ${cap ? `${cap.opened} connections against a cap of ${CAP}` : "no connection cap"}`);
+      const tally = emptyTally(
+        `${4 * n} slow + ${idleN} idle connections, ${2 * floodTimes} floods of 1 GiB, ${cap ? `${cap.opened} connections against a cap of ${CAP}` : "no connection cap"}`,
+      );
       tally.badShape = badShape;
       tally.crashes = crashes;
       tally.noAnswer = slow.reduce((a, r) => a + r.resets, 0) + f401.lost + f413.lost;
       tally.notes = `${slow.reduce((a, r) => a + r.closed, 0)}/${4 * n} slow connections closed, ${slow.reduce((a, r) => a + r.got408, 0)} with 408`;
       const details = [
-        `Timeouts set for this part: ${Object.keys(timeoutKeys).length ? Object.entries(timeoutKeys).map(([k, v]) => `\`server.${k}: ${v}\``).join(", ") : "none (not configurable): the bridge's defaults were waited for, at most " + fallbackWaitS + " s"}. All ${4 * n} slow connections are open at the same time, with the API key (so the 401 does not end them first).`,
+        `Timeouts set for this part: ${
+          Object.keys(timeoutKeys).length
+            ? Object.entries(timeoutKeys)
+                .map(([k, v]) => `\`server.${k}: ${v}\``)
+                .join(", ")
+            : "none (not configurable): the bridge's defaults were waited for, at most " + fallbackWaitS + " s"
+        }. All ${4 * n} slow connections are open at the same time, with the API key (so the 401 does not end them first).`,
         "",
         "| scenario | connections | closed by the bridge | close time p50 / max | 408 (shaped) | other answers | resets |",
         "| --- | --- | --- | --- | --- | --- | --- |",
-        ...slow.map((r) => `| ${r.name} | ${r.n} | ${r.closed} | ${fmtMs(p(r.closeMs, 0.5))} / ${fmtMs(maxOf(r.closeMs))} | ${r.got408} (${r.shaped}) | ${[...r.otherStatus.entries()].map(([s, c]) => `${s}×${c}`).join(" ") || "–"} | ${r.resets} |`),
+        ...slow.map(
+          (r) =>
+            `| ${r.name} | ${r.n} | ${r.closed} | ${fmtMs(p(r.closeMs, 0.5))} / ${fmtMs(maxOf(r.closeMs))} | ${r.got408} (${r.shaped}) | ${[...r.otherStatus.entries()].map(([s, c]) => `${s}×${c}`).join(" ") || "–"} | ${r.resets} |`,
+        ),
         `| idle keep-alive after GET /health | ${idleN} | ${idleClosed} | within ${fmtMs(idleMs)} | – | – | – |`,
         "",
         ...(examples.length ? ["Non-OpenAI error bodies:", "", ...examples.map((e) => `- ${e}`)] : []),

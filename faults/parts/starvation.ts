@@ -39,7 +39,11 @@ export const starvationPart: Part = {
     try {
       bridge = await startBridge(config);
       const b = bridge;
-      const p = (pool = new Pool(b.origin, { connections: AGGRESSIVE * PER_AGGRESSIVE + LIGHT + 10, headersTimeout: 30_000, bodyTimeout: 30_000 }));
+      const p = (pool = new Pool(b.origin, {
+        connections: AGGRESSIVE * PER_AGGRESSIVE + LIGHT + 10,
+        headersTimeout: 30_000,
+        bodyTimeout: 30_000,
+      }));
       let badShape = 0;
       let missingRetryAfter = 0;
       const statuses = new Map<number, number>();
@@ -49,7 +53,10 @@ export const starvationPart: Part = {
             method: "POST",
             path: CHAT,
             headers: { "content-type": "application/json", "x-session-id": key },
-            body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `FAULTKEY-${key} FAULTN-1 FAULTFIRST-250 ${text}` }] }),
+            body: JSON.stringify({
+              model: MODEL,
+              messages: [{ role: "user", content: `FAULTKEY-${key} FAULTN-1 FAULTFIRST-250 ${text}` }],
+            }),
           });
           const body = Buffer.from(await res.body.arrayBuffer());
           statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
@@ -105,13 +112,27 @@ export const starvationPart: Part = {
       await p.close().catch(() => {});
       await b.stop(5000);
 
-      const tally = emptyTally(`${int(attempts)} light attempts (20 conversations) against ${int(aggressiveServed + aggressive429)} aggressive requests (5 conversations × 8 clients) in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+      const tally = emptyTally(
+        `${int(attempts)} light attempts (20 conversations) against ${int(aggressiveServed + aggressive429)} aggressive requests (5 conversations × 8 clients) in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+      );
       tally.badShape = badShape;
       tally.crashes = crashed;
       tally.notes = `light served ${served.length}/${LIGHT}; aggressive turns served ${aggressiveServed}, refused ${aggressive429}`;
       const checks: Check[] = [
-        { item: "#7", check: "starvation: 429 answers carry Retry-After", goal: "all", measured: `${missingRetryAfter} without`, pass: missingRetryAfter === 0 },
-        { item: "#7", check: "starvation: attempts a light conversation needed", goal: "few", measured: `${int(attempts)} in all for ${served.length} served; at most ${maxAttempts}; time to be served p50 ${fmtMs(times[Math.floor(times.length / 2)])}, max ${fmtMs(times[times.length - 1])}`, pass: undefined },
+        {
+          item: "#7",
+          check: "starvation: 429 answers carry Retry-After",
+          goal: "all",
+          measured: `${missingRetryAfter} without`,
+          pass: missingRetryAfter === 0,
+        },
+        {
+          item: "#7",
+          check: "starvation: attempts a light conversation needed",
+          goal: "few",
+          measured: `${int(attempts)} in all for ${served.length} served; at most ${maxAttempts}; time to be served p50 ${fmtMs(times[Math.floor(times.length / 2)])}, max ${fmtMs(times[times.length - 1])}`,
+          pass: undefined,
+        },
       ];
       const details = [
         `\`maxConcurrent: 4\`, \`maxQueue: 32\`, \`queueTimeoutSeconds: 60\` (the defaults)${ctx.knobs.perConversationQueue ? `, \`${ctx.knobs.perConversationQueue}\` left at its default` : ""}; every turn takes ~250 ms upstream; 5 aggressive conversations × 8 clients that resend at once (50 ms after a 429). They start 0.5 s before the light conversations (staggered 50 ms apart); the run stops when every light conversation is served or after ${seconds} s.`,
@@ -122,7 +143,10 @@ export const starvationPart: Part = {
         `| light attempts (all / most for one conversation) | ${attempts} / ${maxAttempts} |`,
         `| time for a light conversation to be served (p50 / max) | ${fmtMs(times[Math.floor(times.length / 2)])} / ${fmtMs(times[times.length - 1])} |`,
         `| aggressive turns served / refused (429) | ${aggressiveServed} / ${aggressive429} |`,
-        `| statuses | ${[...statuses.entries()].sort((a, x) => x[1] - a[1]).map(([s, c]) => `${s === 0 ? "no answer" : s}×${c}`).join(" ")} |`,
+        `| statuses | ${[...statuses.entries()]
+          .sort((a, x) => x[1] - a[1])
+          .map(([s, c]) => `${s === 0 ? "no answer" : s}×${c}`)
+          .join(" ")} |`,
         `| error answers not OpenAI-shaped | ${badShape} |`,
       ].join("\n");
       return {
@@ -130,7 +154,10 @@ export const starvationPart: Part = {
         title: starvationPart.title,
         tally,
         done: {
-          starvation: { measured: `${served.length}/${LIGHT} light conversations served in ${attempts} attempts (at most ${maxAttempts} for one)`, pass: served.length === LIGHT },
+          starvation: {
+            measured: `${served.length}/${LIGHT} light conversations served in ${attempts} attempts (at most ${maxAttempts} for one)`,
+            pass: served.length === LIGHT,
+          },
           shape: { count: badShape, measured: `${badShape} in starvation`, pass: badShape === 0 },
           crashes: { count: crashed, measured: `${crashed} in starvation`, pass: crashed === 0 },
         },

@@ -21,7 +21,8 @@ import { startSidecar, stopSidecar } from "./lib/sidecar.js";
 const plugin = {
   id: PLUGIN_ID,
   name: "clawbridge",
-  description: "Runs clawbridge inside the OpenClaw gateway and sends OpenClaw's session id with every model call to it.",
+  description:
+    "Runs clawbridge inside the OpenClaw gateway and sends OpenClaw's session id with every model call to it.",
 
   register(api) {
     const mode = api.registrationMode;
@@ -29,7 +30,8 @@ const plugin = {
     if (mode === "cli-metadata" || mode === "setup-only") return;
     const logger = api.logger ?? console;
     const pluginId = api.id || PLUGIN_ID;
-    const settingsFor = (openclawConfig) => resolveSettings(api.pluginConfig, { openclawConfig: openclawConfig ?? api.config, pluginId });
+    const settingsFor = (openclawConfig) =>
+      resolveSettings(api.pluginConfig, { openclawConfig: openclawConfig ?? api.config, pluginId });
     const initial = settingsFor(api.config);
 
     if (initial.sessionHeaders && typeof api.registerProvider === "function") {
@@ -48,7 +50,10 @@ const plugin = {
     const seen = new SeenSessions();
     api.on?.("model_call_started", (event) => {
       if (event?.provider !== DEFAULT_PROVIDER_ID || typeof event.sessionId !== "string") return;
-      if (seen.add(event.sessionId)) logger.debug?.(`clawbridge: OpenClaw session ${event.sessionKey ?? "?"} is bridge conversation ${event.sessionId}`);
+      if (seen.add(event.sessionId))
+        logger.debug?.(
+          `clawbridge: OpenClaw session ${event.sessionKey ?? "?"} is bridge conversation ${event.sessionId}`,
+        );
     });
 
     if (!initial.autoStart) return;

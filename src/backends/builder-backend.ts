@@ -22,8 +22,13 @@ export const builderBackend: BackendModule<BuilderOptions> = {
     if (!base) throw new Error(`backend "${name}" (type builder) was built without the builder room`);
     let engine: Promise<BuilderEngine> | undefined;
     const load = () =>
-      (engine ??= Promise.all([import("../workflows/builder/builder.js"), import("../workflows/builder/mcp-client.js")]).then(([m, c]) => {
-        const agentModels = options.agentModels ? base.models.filter((x) => options.agentModels!.includes(x.id)) : base.models.filter((x) => x.kind !== "router" && x.kind !== "builder");
+      (engine ??= Promise.all([
+        import("../workflows/builder/builder.js"),
+        import("../workflows/builder/mcp-client.js"),
+      ]).then(([m, c]) => {
+        const agentModels = options.agentModels
+          ? base.models.filter((x) => options.agentModels!.includes(x.id))
+          : base.models.filter((x) => x.kind !== "router" && x.kind !== "builder");
         const e = new m.BuilderEngine(name, options, {
           canvases: base.room.canvases,
           builds: base.room.builds,
@@ -50,11 +55,21 @@ export const builderBackend: BackendModule<BuilderOptions> = {
       timeoutSeconds: options.timeoutSeconds ?? options.detachAfterSeconds + 2 * options.modelTimeoutSeconds,
       dispatch: async (input) => (await load()).dispatch(input),
       async *run(): AsyncGenerator<BackendEvent> {
-        yield { type: "error", error: { code: "backend_rejected", message: `"${name}" is a builder; ask it through /v1/chat/completions`, status: 400 } };
+        yield {
+          type: "error",
+          error: {
+            code: "backend_rejected",
+            message: `"${name}" is a builder; ask it through /v1/chat/completions`,
+            status: 400,
+          },
+        };
       },
       async health() {
         const n = base.room.canvases.list().length;
-        return { usable: true, detail: `${n} canvas${n === 1 ? "" : "es"}; supervisor ${options.supervisor}, architect ${options.architect}` };
+        return {
+          usable: true,
+          detail: `${n} canvas${n === 1 ? "" : "es"}; supervisor ${options.supervisor}, architect ${options.architect}`,
+        };
       },
       async close() {
         if (engine) await (await engine).close();

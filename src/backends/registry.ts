@@ -13,7 +13,16 @@ import { routerBackend } from "./router-backend.js";
 import { builderBackend } from "./builder-backend.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const modules: BackendModule<any>[] = [opencodeBackend, openaiBackend, claudeCodeBackend, geminiCliBackend, qwenCodeBackend, codexBackend, routerBackend, builderBackend];
+const modules: BackendModule<any>[] = [
+  opencodeBackend,
+  openaiBackend,
+  claudeCodeBackend,
+  geminiCliBackend,
+  qwenCodeBackend,
+  codexBackend,
+  routerBackend,
+  builderBackend,
+];
 
 export function backendModule(type: string): BackendModule<unknown> | undefined {
   return modules.find((m) => m.type === type);
@@ -29,12 +38,19 @@ export function backendTypes(): string[] {
 }
 
 /** One Backend per `config.backends` entry, keyed by its name. */
-export function createBackends(config: Config, logger: Logger, extra: Pick<BackendDeps, "router" | "builder" | "clientTools"> = {}): Map<string, Backend> {
+export function createBackends(
+  config: Config,
+  logger: Logger,
+  extra: Pick<BackendDeps, "router" | "builder" | "clientTools"> = {},
+): Map<string, Backend> {
   const backends = new Map<string, Backend>();
   for (const [name, entry] of Object.entries(config.backends)) {
     const mod = backendModule(entry.type);
     if (!mod) throw new Error(`unknown backend type ${entry.type}`); // validated earlier
-    backends.set(name, mod.create(name, entry.options, { logger: logger.child({ backend: name }), dataDir: config.dataDir, ...extra }));
+    backends.set(
+      name,
+      mod.create(name, entry.options, { logger: logger.child({ backend: name }), dataDir: config.dataDir, ...extra }),
+    );
   }
   return backends;
 }

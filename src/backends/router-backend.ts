@@ -22,7 +22,8 @@ export const routerBackend: BackendModule<RouterOptions> = {
     if (!deps.router) throw new Error(`backend "${name}" (type router) was built without the systems runtime`);
     const rt = { ...deps.router, log: deps.logger };
     let engine: Promise<RouterEngine> | undefined;
-    const load = () => (engine ??= import("../workflows/router/router.js").then((m) => new m.RouterEngine(name, options, rt)));
+    const load = () =>
+      (engine ??= import("../workflows/router/router.js").then((m) => new m.RouterEngine(name, options, rt)));
     return {
       name,
       type: "router",
@@ -31,11 +32,21 @@ export const routerBackend: BackendModule<RouterOptions> = {
       dispatch: async (input) => (await load()).dispatch(input),
       async *run(): AsyncGenerator<BackendEvent> {
         // Only the chat pipeline drives a router (through `dispatch`); a system step may not name one (refused at load).
-        yield { type: "error", error: { code: "backend_rejected", message: `"${name}" is a router; ask it through /v1/chat/completions`, status: 400 } };
+        yield {
+          type: "error",
+          error: {
+            code: "backend_rejected",
+            message: `"${name}" is a router; ask it through /v1/chat/completions`,
+            status: 400,
+          },
+        };
       },
       async health() {
         const n = deps.router!.library.systems.length;
-        return { usable: true, detail: `${n} system${n === 1 ? "" : "s"}; classifier ${options.classifier}, answers by ${options.answer}` };
+        return {
+          usable: true,
+          detail: `${n} system${n === 1 ? "" : "s"}; classifier ${options.classifier}, answers by ${options.answer}`,
+        };
       },
     };
   },

@@ -49,9 +49,15 @@ function chromiumPath(): string | undefined {
 
 /** The dashboard's build, made (scripts/dashboard-build.mjs: only when its sources changed) if needed. */
 function ensureDashboardBuilt(): void {
-  const r = spawnSync(NODE, [path.join(ROOT, "scripts", "dashboard-build.mjs")], { cwd: ROOT, encoding: "utf8", timeout: 180_000 });
+  const r = spawnSync(NODE, [path.join(ROOT, "scripts", "dashboard-build.mjs")], {
+    cwd: ROOT,
+    encoding: "utf8",
+    timeout: 180_000,
+  });
   if (r.status !== 0 || !existsSync(path.join(DIST, "index.html"))) {
-    throw new Error(`the dashboard is not built (packages/dashboard/dist/index.html is missing) and building it failed: ${(r.stderr || r.stdout || String(r.error ?? r.signal)).trim()}. Run \`npm ci\` or \`npm run build\`.`);
+    throw new Error(
+      `the dashboard is not built (packages/dashboard/dist/index.html is missing) and building it failed: ${(r.stderr || r.stdout || String(r.error ?? r.signal)).trim()}. Run \`npm ci\` or \`npm run build\`.`,
+    );
   }
 }
 
@@ -64,19 +70,49 @@ const systemText = (r: RecordedRequest) =>
     .join("\n");
 const isSupervisor = (r: RecordedRequest) => systemText(r).includes("sent to a builder");
 const isArchitect = (r: RecordedRequest) => systemText(r).includes("You are the Architect");
-const isClassifier = (r: RecordedRequest) => JSON.stringify(r.body?.messages?.[0] ?? "").includes("You classify ONE chat message");
+const isClassifier = (r: RecordedRequest) =>
+  JSON.stringify(r.body?.messages?.[0] ?? "").includes("You classify ONE chat message");
 const afterMessage = (r: RecordedRequest) => r.lastUser.split("Message:\n").pop() ?? "";
 
-type Step = { id: string; name?: string; action: string; params: Record<string, unknown>; dependsOn?: string[]; output?: string };
-const node = (id: string, type: string, label: string, properties: Record<string, unknown> = {}): Step => ({ id: `n-${id}`, name: `${label} node`, action: "CREATE_NODE", params: { id, type, label, properties }, output: id });
-const edge = (from: string, to: string): Step => ({ id: `e-${from}-${to}`, name: `${from} to ${to}`, action: "CONNECT_NODES", params: { from: `\${${from}}`, to: `\${${to}}` }, dependsOn: [`n-${from}`, `n-${to}`] });
+type Step = {
+  id: string;
+  name?: string;
+  action: string;
+  params: Record<string, unknown>;
+  dependsOn?: string[];
+  output?: string;
+};
+const node = (id: string, type: string, label: string, properties: Record<string, unknown> = {}): Step => ({
+  id: `n-${id}`,
+  name: `${label} node`,
+  action: "CREATE_NODE",
+  params: { id, type, label, properties },
+  output: id,
+});
+const edge = (from: string, to: string): Step => ({
+  id: `e-${from}-${to}`,
+  name: `${from} to ${to}`,
+  action: "CONNECT_NODES",
+  params: { from: `\${${from}}`, to: `\${${to}}` },
+  dependsOn: [`n-${from}`, `n-${to}`],
+});
 
 /** What the Architect answers for "build a system that researches a topic and writes a post about it". */
 const BLOG_PLAN = {
-  metadata: { system: "blog-writer", name: "Blog Writer", description: "Researches a topic, then writes a post about it", summary: "a topic, a researcher, a writer, the post" },
+  metadata: {
+    system: "blog-writer",
+    name: "Blog Writer",
+    description: "Researches a topic, then writes a post about it",
+    summary: "a topic, a researcher, a writer, the post",
+  },
   steps: [
     node("topic", "input", "Topic", { description: "What the post is about" }),
-    node("tone", "input", "Tone", { description: "How it sounds", enum: ["casual", "formal"], default: "casual", required: false }),
+    node("tone", "input", "Tone", {
+      description: "How it sounds",
+      enum: ["casual", "formal"],
+      default: "casual",
+      required: false,
+    }),
     node("research", "agent", "Researcher", { model: "ans", prompt: "Collect facts about {{topic}}." }),
     node("writer", "agent", "Writer", { model: "ans", prompt: "Write a {{tone}} post from {{research}}." }),
     node("post", "output", "Post"),
@@ -96,7 +132,9 @@ function script(req: RecordedRequest): Reply {
   if (isArchitect(req)) return { kind: "text", chunks: [JSON.stringify(BLOG_PLAN)] };
   if (isClassifier(req)) {
     const msg = afterMessage(req);
-    const verdict = /blog post about cats/.test(msg) ? { action: "run", system: "content-pipeline", confidence: 0.88, inputs: { topic: "cats" } } : { action: "answer", confidence: 0.07 };
+    const verdict = /blog post about cats/.test(msg)
+      ? { action: "run", system: "content-pipeline", confidence: 0.88, inputs: { topic: "cats" } }
+      : { action: "answer", confidence: 0.07 };
     return { kind: "text", chunks: ["```json\n", JSON.stringify(verdict), "\n```"] };
   }
   // An ordinary answer; "[slow]" in the message streams it over about two seconds.
@@ -112,8 +150,15 @@ function script(req: RecordedRequest): Reply {
 
 // --- the test ---------------------------------------------------------------------------------
 
-const noBus: SystemctlRunner = async () => ({ code: 1, stdout: "", stderr: "Failed to connect to bus: No medium found" });
-const sel = (testid: string, attrs: Record<string, string> = {}) => `[data-testid="${testid}"]${Object.entries(attrs).map(([k, v]) => `[data-${k}="${v}"]`).join("")}`;
+const noBus: SystemctlRunner = async () => ({
+  code: 1,
+  stdout: "",
+  stderr: "Failed to connect to bus: No medium found",
+});
+const sel = (testid: string, attrs: Record<string, string> = {}) =>
+  `[data-testid="${testid}"]${Object.entries(attrs)
+    .map(([k, v]) => `[data-${k}="${v}"]`)
+    .join("")}`;
 
 describe("dashboard in a real browser (Chromium via playwright-core)", () => {
   let dir: string;
@@ -129,7 +174,11 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
   const timings: string[] = [];
   let t0 = Date.now();
 
-  const api = async (p: string, init: RequestInit = {}) => fetch(`${b.url}${p}`, { ...init, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", ...(init.headers ?? {}) } });
+  const api = async (p: string, init: RequestInit = {}) =>
+    fetch(`${b.url}${p}`, {
+      ...init,
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", ...(init.headers ?? {}) },
+    });
   const shot = async (name: string) => {
     if (!SHOTS) return;
     mkdirSync(SHOTS, { recursive: true });
@@ -159,7 +208,8 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
 
   before(async () => {
     const exe = chromiumPath();
-    if (!exe) throw new Error("Chromium is not installed: `apt-get install chromium` (.ci/run does it), or set CHROMIUM_PATH.");
+    if (!exe)
+      throw new Error("Chromium is not installed: `apt-get install chromium` (.ci/run does it), or set CHROMIUM_PATH.");
     ensureDashboardBuilt();
     lap("dashboard build check");
 
@@ -175,7 +225,14 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
         up: { type: "openai", baseUrl: up.url, apiKey: "x" },
         // Nothing listens on port 9: a backend the Backends view and the doctor show as not usable.
         offline: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" },
-        cc: { type: "claude-code", command: path.join(ROOT, "testkit", "fakes", "fake-claude-cli.sh"), env: { FAULTS_DIR: path.join(dir, "cli") }, timeoutSeconds: 30, killGraceSeconds: 1, warm: { enabled: false } },
+        cc: {
+          type: "claude-code",
+          command: path.join(ROOT, "testkit", "fakes", "fake-claude-cli.sh"),
+          env: { FAULTS_DIR: path.join(dir, "cli") },
+          timeoutSeconds: 30,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
         builder: { type: "builder", supervisor: "sup", architect: "arch", answer: "ans", retryDelayScale: 0.05 },
         router: { type: "router", classifier: "cls", answer: "ans" },
       },
@@ -202,9 +259,26 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
           run: {
             kind: "plan",
             steps: [
-              { id: "gather", uses: "command", with: { argv: [NODE, "-e", "setTimeout(() => console.log('gathered 42 rows'), 700)"], timeoutSeconds: 20 } },
-              { id: "render", uses: "command", dependsOn: ["gather"], with: { argv: [NODE, "-e", "setTimeout(() => console.log('rendered'), 6000)"], timeoutSeconds: 20 } },
-              { id: "publish", uses: "command", dependsOn: ["render"], with: { argv: [NODE, "-e", "setTimeout(() => console.log('published'), 1000)"], timeoutSeconds: 20 } },
+              {
+                id: "gather",
+                uses: "command",
+                with: {
+                  argv: [NODE, "-e", "setTimeout(() => console.log('gathered 42 rows'), 700)"],
+                  timeoutSeconds: 20,
+                },
+              },
+              {
+                id: "render",
+                uses: "command",
+                dependsOn: ["gather"],
+                with: { argv: [NODE, "-e", "setTimeout(() => console.log('rendered'), 6000)"], timeoutSeconds: 20 },
+              },
+              {
+                id: "publish",
+                uses: "command",
+                dependsOn: ["render"],
+                with: { argv: [NODE, "-e", "setTimeout(() => console.log('published'), 1000)"], timeoutSeconds: 20 },
+              },
             ],
           },
         },
@@ -214,7 +288,18 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     b = await startTestBridge(raw, {
       systemsDb: ":memory:",
       retryBaseMs: 20,
-      doctor: () => runDoctor({ config, backends: b.backends, openclawHome: path.join(home, ".openclaw"), tmpDir: dir, unitDir: path.join(home, "units"), systemctl: noBus, scanClis: false, validate: null, env: { ...process.env, HOME: home } }),
+      doctor: () =>
+        runDoctor({
+          config,
+          backends: b.backends,
+          openclawHome: path.join(home, ".openclaw"),
+          tmpDir: dir,
+          unitDir: path.join(home, "units"),
+          systemctl: noBus,
+          scanClis: false,
+          validate: null,
+          env: { ...process.env, HOME: home },
+        }),
     });
     client = new OpenAI({ baseURL: b.baseURL, apiKey: KEY, maxRetries: 0, timeout: 30_000 });
     lap("bridge and fakes");
@@ -227,14 +312,22 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
       env: { ...process.env, CB_BROWSER_TEST: mark.split("=")[1]! },
       timeout: STEP_MS,
     });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1, colorScheme: "light" });
+    const context = await browser.newContext({
+      viewport: { width: 1280, height: 800 },
+      deviceScaleFactor: 1,
+      colorScheme: "light",
+    });
     page = await context.newPage();
     page.setDefaultTimeout(STEP_MS);
     page.setDefaultNavigationTimeout(STEP_MS);
     page.on("pageerror", (err) => pageErrors.push(`${err.message} ${err.stack ?? ""}`));
     page.on("console", (m) => {
       // Expected: 401s before the key is given, and the 404 of a canvas not built yet (Chromium reports each as a failed resource).
-      if (m.type() === "error" && !/Failed to load resource: the server responded with a status of 40[14]/.test(m.text())) consoleErrors.push(m.text());
+      if (
+        m.type() === "error" &&
+        !/Failed to load resource: the server responded with a status of 40[14]/.test(m.text())
+      )
+        consoleErrors.push(m.text());
     });
     lap("chromium");
   });
@@ -275,12 +368,27 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
   test("Live: a chat turn appears running, with its CLI process, and completes", async () => {
     await go("live");
     // A quick turn first: it is listed among the recent ones.
-    const quick = await client.chat.completions.create({ model: "fast", messages: [{ role: "user", content: "hello" }] }, { headers: { "x-session-id": "live-quick" } }).withResponse();
+    const quick = await client.chat.completions
+      .create(
+        { model: "fast", messages: [{ role: "user", content: "hello" }] },
+        { headers: { "x-session-id": "live-quick" } },
+      )
+      .withResponse();
     assert.equal(quick.data.choices[0]?.message.content, "Sure. Here is an answer in a few chunks, streamed.");
-    await wait(`${sel("turns-table")} ${sel("turn-row", { "turn-id": quick.response.headers.get("x-request-id") ?? "?", status: "completed" })}`);
+    await wait(
+      `${sel("turns-table")} ${sel("turn-row", { "turn-id": quick.response.headers.get("x-request-id") ?? "?", status: "completed" })}`,
+    );
     // A slow answer from the model API, and a resume-mode turn through the (fake) Claude Code CLI.
     const { data: stream, response } = await client.chat.completions
-      .create({ model: "fast", messages: [{ role: "user", content: "[slow] what changed since yesterday?" }], stream: true, stream_options: { include_usage: true } }, { headers: { "x-session-id": "live-fast" } })
+      .create(
+        {
+          model: "fast",
+          messages: [{ role: "user", content: "[slow] what changed since yesterday?" }],
+          stream: true,
+          stream_options: { include_usage: true },
+        },
+        { headers: { "x-session-id": "live-fast" } },
+      )
       .withResponse();
     const turnId = response.headers.get("x-request-id");
     assert.ok(turnId, "x-request-id");
@@ -292,7 +400,14 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     // (The fake CLI runs for about two seconds: FAULTN-6 deltas FAULTMS-400 apart.)
     let cliText = "";
     const cli = (async () => {
-      const s = await client.chat.completions.create({ model: "claude", messages: [{ role: "user", content: "tidy the changelog FAULTKEY-live FAULTN-6 FAULTMS-400" }], stream: true }, { headers: { "x-session-id": "changelog-chat" } });
+      const s = await client.chat.completions.create(
+        {
+          model: "claude",
+          messages: [{ role: "user", content: "tidy the changelog FAULTKEY-live FAULTN-6 FAULTMS-400" }],
+          stream: true,
+        },
+        { headers: { "x-session-id": "changelog-chat" } },
+      );
       let finish: string | null | undefined;
       for await (const c of s) {
         finish = c.choices[0]?.finish_reason ?? finish;
@@ -344,7 +459,9 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     await page.getByTestId("doctor-run").click();
     await wait(sel("doctor-finding"));
     await wait(`${sel("doctor-finding")} ${sel("doctor-fix")}`);
-    const ids = await page.locator(sel("doctor-finding")).evaluateAll((els) => els.map((e) => e.getAttribute("data-id")));
+    const ids = await page
+      .locator(sel("doctor-finding"))
+      .evaluateAll((els) => els.map((e) => e.getAttribute("data-id")));
     assert.ok(ids.includes("config"), `findings: ${ids.join(", ")}`);
     await shot("backends");
     lap("backends");
@@ -355,20 +472,36 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     await wait(sel("system-row", { system: "nightly-report", status: "library" }));
     // Open the canvas-to-be first: its nodes must arrive through the live feed, not a reload.
     // (A string: the test's TypeScript has no DOM types. The SPA's own navigate(): pushState + cb:navigate.)
-    await page.evaluate('history.pushState(null, "", "/dashboard/systems/blog-writer"); window.dispatchEvent(new Event("cb:navigate"))');
+    await page.evaluate(
+      'history.pushState(null, "", "/dashboard/systems/blog-writer"); window.dispatchEvent(new Event("cb:navigate"))',
+    );
     await wait(sel("system-detail", { system: "blog-writer" }));
     assert.equal(await page.locator(sel("canvas")).count(), 0, "no canvas before the build");
 
-    const reply = await client.chat.completions.create({ model: "builder", messages: [{ role: "user", content: "build a system that researches a topic and writes a post about it" }] }, { headers: { "x-session-id": "build-chat" } });
+    const reply = await client.chat.completions.create(
+      {
+        model: "builder",
+        messages: [{ role: "user", content: "build a system that researches a topic and writes a post about it" }],
+      },
+      { headers: { "x-session-id": "build-chat" } },
+    );
     const text = reply.choices[0]?.message.content ?? "";
     assert.match(text, /Done: \*\*Blog Writer\*\* has 5 nodes and 4 connections/, text);
 
     await wait(sel("canvas", { nodes: "5", edges: "4" }));
     for (const id of BLOG_NODES) await wait(sel("canvas-node", { "node-id": id }));
-    const nodes = await page.locator(sel("canvas-node")).evaluateAll((els) => els.map((e) => `${e.getAttribute("data-node-id")}:${e.getAttribute("data-node-type")}`).sort());
+    const nodes = await page
+      .locator(sel("canvas-node"))
+      .evaluateAll((els) =>
+        els.map((e) => `${e.getAttribute("data-node-id")}:${e.getAttribute("data-node-type")}`).sort(),
+      );
     assert.deepEqual(nodes, ["post:output", "research:agent", "tone:input", "topic:input", "writer:agent"]);
     // The four connections are drawn (xyflow draws an edge once both of its nodes are measured).
-    await page.waitForFunction('document.querySelectorAll("[data-testid=canvas] .react-flow__edge").length === 4', undefined, { timeout: STEP_MS });
+    await page.waitForFunction(
+      'document.querySelectorAll("[data-testid=canvas] .react-flow__edge").length === 4',
+      undefined,
+      { timeout: STEP_MS },
+    );
     await wait(sel("system-row", { system: "blog-writer", status: "draft" }));
     await wait(sel("input-row", { input: "topic" }));
     await wait(sel("input-row", { input: "tone" }));
@@ -391,16 +524,25 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
   test("Runs: a run paused, resumed and cancelled from the page", async () => {
     await go("runs");
     // A run that completes shows its output.
-    const ok = await api("/v1/systems/content-pipeline/runs", { method: "POST", body: JSON.stringify({ inputs: { topic: "tide pools", tone: "casual", words: 300 } }) });
+    const ok = await api("/v1/systems/content-pipeline/runs", {
+      method: "POST",
+      body: JSON.stringify({ inputs: { topic: "tide pools", tone: "casual", words: 300 } }),
+    });
     assert.equal(ok.status, 202);
     const okId = ((await ok.json()) as { id: string }).id;
     await page.locator(sel("run-row", { "run-id": okId })).click();
     await wait(sel("run-detail", { "run-id": okId, status: "completed" }));
     await wait(sel("run-output"));
-    assert.match((await page.getByTestId("run-output").textContent()) ?? "", /post about tide pools in casual tone, 300 words/);
+    assert.match(
+      (await page.getByTestId("run-output").textContent()) ?? "",
+      /post about tide pools in casual tone, 300 words/,
+    );
 
     // A plan of three steps, paused, resumed and cancelled with the page's buttons.
-    const started = await api("/v1/systems/nightly-report/runs", { method: "POST", body: JSON.stringify({ inputs: { day: "2026-11-24" } }) });
+    const started = await api("/v1/systems/nightly-report/runs", {
+      method: "POST",
+      body: JSON.stringify({ inputs: { day: "2026-11-24" } }),
+    });
     assert.equal(started.status, 202);
     const runId = ((await started.json()) as { id: string }).id;
     await page.locator(sel("run-row", { "run-id": runId })).click();
@@ -432,9 +574,14 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     await wait(sel("run-row", { "run-id": runId, status: "cancelled" }));
     assert.match((await page.locator(sel("step-row", { step: "gather" })).textContent()) ?? "", /gathered 42 rows/);
     const log = (await page.getByTestId("run-log").textContent()) ?? "";
-    for (const line of ["step gather completed", "run paused", "step render started", "run cancelled"]) assert.ok(log.includes(line), `log has "${line}": ${log}`);
-    for (const action of ["run-pause", "run-resume", "run-cancel"]) assert.equal(await page.getByTestId(action).isDisabled(), true, `${action} is off once cancelled`);
-    const rec = (await (await api(`/v1/runs/${runId}`)).json()) as { status: string; steps: Array<{ id: string; status: string; attempts: number }> };
+    for (const line of ["step gather completed", "run paused", "step render started", "run cancelled"])
+      assert.ok(log.includes(line), `log has "${line}": ${log}`);
+    for (const action of ["run-pause", "run-resume", "run-cancel"])
+      assert.equal(await page.getByTestId(action).isDisabled(), true, `${action} is off once cancelled`);
+    const rec = (await (await api(`/v1/runs/${runId}`)).json()) as {
+      status: string;
+      steps: Array<{ id: string; status: string; attempts: number }>;
+    };
     assert.equal(rec.status, "cancelled");
     assert.equal(rec.steps.find((s) => s.id === "gather")?.attempts, 1, "gather ran once");
 
@@ -445,7 +592,11 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
 
   test("Router: an open question for missing inputs, and decisions with their confidence", async () => {
     await go("router");
-    const ask = (conv: string, text: string) => client.chat.completions.create({ model: "router", messages: [{ role: "user", content: text }] }, { headers: { "x-session-id": conv } });
+    const ask = (conv: string, text: string) =>
+      client.chat.completions.create(
+        { model: "router", messages: [{ role: "user", content: text }] },
+        { headers: { "x-session-id": conv } },
+      );
     const everyday = await ask("router-everyday", "what is the capital of France?");
     assert.match(everyday.choices[0]?.message.content ?? "", /Sure\./);
     const clarify = await ask("router-blog", "write a blog post about cats");
@@ -468,7 +619,10 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     assert.ok(pidsWithEnv(mark).length > 0, "the browser's processes carry the mark");
     await browser!.close();
     browser = undefined;
-    assert.ok(await eventually(() => pidsWithEnv(mark).length === 0, 10_000), `chromium processes left: ${pidsWithEnv(mark).join(", ")}`);
+    assert.ok(
+      await eventually(() => pidsWithEnv(mark).length === 0, 10_000),
+      `chromium processes left: ${pidsWithEnv(mark).join(", ")}`,
+    );
     assert.deepEqual(pidsWithEnv(fakeCliMark()), [], "no fake CLI left running");
     lap("close");
   });

@@ -37,7 +37,17 @@ import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { HAIKU_SIGNATURE as SIGNATURE, haikuWriterPlan } from "../../testkit/systems.js";
 import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-import { agentReply, classifiedMessage, describeRun, openclawConfigForBridge, openclawHome, reapHome, runAgentLocal, selectedGenerations, systemText } from "./harness.js";
+import {
+  agentReply,
+  classifiedMessage,
+  describeRun,
+  openclawConfigForBridge,
+  openclawHome,
+  reapHome,
+  runAgentLocal,
+  selectedGenerations,
+  systemText,
+} from "./harness.js";
 import type { OpenClawInstall } from "./setup.js";
 
 const TEST_KEY = "e2e-builder-key-0123456789";
@@ -53,7 +63,12 @@ const MSG_SEA = "the sea";
 const HAIKU = "Waves fold into foam / salt wind carries the gull's cry / the sea keeps its time";
 
 /** Upstream model names, one per role: the fake tells the calls apart by them. */
-const MODEL = { cls: "classifier-model", ans: "answer-model", sup: "supervisor-model", arch: "architect-model" } as const;
+const MODEL = {
+  cls: "classifier-model",
+  ans: "answer-model",
+  sup: "supervisor-model",
+  arch: "architect-model",
+} as const;
 
 const PLAN = haikuWriterPlan(SIGNATURE);
 
@@ -73,13 +88,17 @@ function script(req: RecordedRequest): Reply {
   const sys = systemText(req);
   const msg = classifiedMessage(req);
   if (isClassifier(req) && sys.includes("You classify ONE chat message for a router")) {
-    if (msg.includes(MSG_BUILD) || /\bdeploy\b/.test(msg)) return json({ action: "build", system: null, confidence: 0.9, inputs: {} });
+    if (msg.includes(MSG_BUILD) || /\bdeploy\b/.test(msg))
+      return json({ action: "build", system: null, confidence: 0.9, inputs: {} });
     if (msg.includes(MSG_HAIKU)) return json({ action: "run", system: "haiku-writer", confidence: 0.9, inputs: {} });
-    if (msg.includes(MSG_SEA)) return json({ action: "run", system: "haiku-writer", confidence: 0.9, inputs: { topic: "the sea" } });
+    if (msg.includes(MSG_SEA))
+      return json({ action: "run", system: "haiku-writer", confidence: 0.9, inputs: { topic: "the sea" } });
     return json({ action: "answer", system: null, confidence: 0.1, inputs: {} });
   }
-  if (isSupervisor(req) && sys.includes("sent to a builder")) return json({ intent: /\bdeploy\b/.test(msg) ? "CONFIGURE" : "BUILD", confidence: 0.9 });
-  if (isArchitect(req) && sys.includes("You are the Architect")) return { kind: "text", chunks: [JSON.stringify(PLAN)] };
+  if (isSupervisor(req) && sys.includes("sent to a builder"))
+    return json({ intent: /\bdeploy\b/.test(msg) ? "CONFIGURE" : "BUILD", confidence: 0.9 });
+  if (isArchitect(req) && sys.includes("You are the Architect"))
+    return { kind: "text", chunks: [JSON.stringify(PLAN)] };
   return { kind: "text", chunks: ["ANSWER"] };
 }
 
@@ -96,7 +115,10 @@ function describeRequests(reqs: RecordedRequest[]): string {
 
 // The generation this file drives: CLAWBRIDGE_E2E_GEN, or else only the newest.
 for (const gen of selectedGenerations("newest")) {
-  describe(`builder through the real OpenClaw ${gen.gen}.x (model clawbridge/router): build, deploy, run with Claude Code`, { concurrency: false, timeout: 15 * 60_000 }, () => {
+  describe(`builder through the real OpenClaw ${gen.gen}.x (model clawbridge/router): build, deploy, run with Claude Code`, {
+    concurrency: false,
+    timeout: 15 * 60_000,
+  }, () => {
     let install: OpenClawInstall;
     let home: string;
     let claudeHome: string;
@@ -136,7 +158,13 @@ for (const gen of selectedGenerations("newest")) {
         server: { apiKeys: [TEST_KEY] },
         backends: {
           up: { type: "openai", baseUrl: up.url, apiKey: "x", timeoutSeconds: 60 },
-          claude: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: anthropic.baseUrl, home: claudeHome }), timeoutSeconds: 90, killGraceSeconds: 1 },
+          claude: {
+            type: "claude-code",
+            command: CLAUDE_BIN,
+            env: claudeEnv({ baseUrl: anthropic.baseUrl, home: claudeHome }),
+            timeoutSeconds: 90,
+            killGraceSeconds: 1,
+          },
           router: { type: "router", classifier: "cls", answer: "ans", builder: "builder" },
           builder: { type: "builder", supervisor: "sup", architect: "arch", answer: "ans" },
         },
@@ -164,7 +192,9 @@ for (const gen of selectedGenerations("newest")) {
         cleanup(dir);
       }
       if (bridge) cleanup(bridge.dataDir);
-      process.stderr.write(`[e2e builder ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`);
+      process.stderr.write(
+        `[e2e builder ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`,
+      );
     });
 
     test("session A: the build message is handed to the builder: one Supervisor call, one Architect call, the canvas is built", async () => {
@@ -173,7 +203,10 @@ for (const gen of selectedGenerations("newest")) {
       assert.match(t.reply.text, /Done: \*\*Haiku Writer\*\* has 3 nodes and 2 connections/, t.reply.text);
       const sup = t.reqs.filter(isSupervisor);
       assert.equal(sup.length, 1, `one Supervisor call:\n${describeRequests(t.reqs)}`);
-      assert.ok(classifiedMessage(sup[0]!).includes(MSG_BUILD), `the Supervisor is asked about the person's words:\n${describeRequests(t.reqs)}`);
+      assert.ok(
+        classifiedMessage(sup[0]!).includes(MSG_BUILD),
+        `the Supervisor is asked about the person's words:\n${describeRequests(t.reqs)}`,
+      );
       assert.equal(t.reqs.filter(isArchitect).length, 1, `one Architect call:\n${describeRequests(t.reqs)}`);
       assert.equal(t.reqs.filter(isAnswer).length, 0, `the answer model is not asked:\n${describeRequests(t.reqs)}`);
     });
@@ -181,23 +214,40 @@ for (const gen of selectedGenerations("newest")) {
     test('session A: "deploy" is the builder\'s command: it asks first, naming the input the router will ask for', async () => {
       const t = await turn(SESSION_A, MSG_DEPLOY);
       assert.match(t.reply.text, /Deploy \*\*Haiku Writer\*\*\? .*ask for `topic`.*\(yes \/ no\)/, t.reply.text);
-      assert.equal(t.reqs.filter((q) => isSupervisor(q) || isArchitect(q) || isAnswer(q)).length, 0, `no Supervisor, Architect or answer call:\n${describeRequests(t.reqs)}`);
+      assert.equal(
+        t.reqs.filter((q) => isSupervisor(q) || isArchitect(q) || isAnswer(q)).length,
+        0,
+        `no Supervisor, Architect or answer call:\n${describeRequests(t.reqs)}`,
+      );
     });
 
     test('session A: "yes" deploys the system', async () => {
       const t = await turn(SESSION_A, MSG_YES);
       assert.match(t.reply.text, /Deployed \*\*haiku-writer\*\*/, t.reply.text);
-      assert.equal(t.reqs.filter((q) => isSupervisor(q) || isArchitect(q) || isAnswer(q)).length, 0, `no Supervisor, Architect or answer call:\n${describeRequests(t.reqs)}`);
+      assert.equal(
+        t.reqs.filter((q) => isSupervisor(q) || isArchitect(q) || isAnswer(q)).length,
+        0,
+        `no Supervisor, Architect or answer call:\n${describeRequests(t.reqs)}`,
+      );
     });
 
     test("session B: the router offers the new system and asks for its `topic`", async () => {
       const t = await turn(SESSION_B, MSG_HAIKU);
       assert.notEqual(sessionIds[SESSION_B], sessionIds[SESSION_A], "another OpenClaw session");
       assert.match(t.reply.text, /I can run \*\*Haiku Writer\*\* for you, but I need a bit more info/, t.reply.text);
-      assert.ok(t.reply.text.split("\n").some((l) => l.startsWith("- **topic**")), `the question names topic:\n${t.reply.text}`);
+      assert.ok(
+        t.reply.text.split("\n").some((l) => l.startsWith("- **topic**")),
+        `the question names topic:\n${t.reply.text}`,
+      );
       const cls = t.reqs.filter(isClassifier);
-      assert.ok(cls.some((q) => classifiedMessage(q).includes(MSG_HAIKU)), `the classifier is asked about the message:\n${describeRequests(t.reqs)}`);
-      assert.ok(cls.every((q) => !classifiedMessage(q).includes("<<<")), `the classifier sees the person's words, not OpenClaw's wrappers:\n${describeRequests(t.reqs)}`);
+      assert.ok(
+        cls.some((q) => classifiedMessage(q).includes(MSG_HAIKU)),
+        `the classifier is asked about the message:\n${describeRequests(t.reqs)}`,
+      );
+      assert.ok(
+        cls.every((q) => !classifiedMessage(q).includes("<<<")),
+        `the classifier sees the person's words, not OpenClaw's wrappers:\n${describeRequests(t.reqs)}`,
+      );
       assert.equal(t.claude.length, 0, "nothing runs yet");
     });
 
@@ -206,9 +256,14 @@ for (const gen of selectedGenerations("newest")) {
       assert.match(t.reply.text, /Running \*\*Haiku Writer\*\*/, t.reply.text);
       assert.ok(t.reply.text.includes(HAIKU), `the haiku reached OpenClaw's reply:\n${t.reply.text}`);
       assert.ok(t.reply.text.includes(SIGNATURE), `signed: the agent saw the sandbox's CLAUDE.md:\n${t.reply.text}`);
-      const asked = t.claude.map((r) => (r.body?.messages ?? []).map((m: { content: unknown }) => anthropicText(m.content)).join("\n")).join("\n");
+      const asked = t.claude
+        .map((r) => (r.body?.messages ?? []).map((m: { content: unknown }) => anthropicText(m.content)).join("\n"))
+        .join("\n");
       assert.match(asked, /Write a haiku about the sea\./, "the agent was asked the compiled prompt");
-      assert.ok(JSON.stringify(t.claude.map((r) => r.body)).includes(SIGNATURE), "CLAUDE.md from the sandbox reached the model");
+      assert.ok(
+        JSON.stringify(t.claude.map((r) => r.body)).includes(SIGNATURE),
+        "CLAUDE.md from the sandbox reached the model",
+      );
       assert.equal(t.reqs.filter(isAnswer).length, 0, `the answer model is not asked:\n${describeRequests(t.reqs)}`);
     });
 
@@ -217,9 +272,16 @@ for (const gen of selectedGenerations("newest")) {
       assert.equal(all.filter(isArchitect).length, 1, `Architect calls:\n${describeRequests(all)}`);
       const sup = all.filter(isSupervisor);
       assert.equal(sup.length, 1, `Supervisor calls:\n${describeRequests(all)}`);
-      assert.ok(classifiedMessage(sup[0]!).includes(MSG_BUILD), `the Supervisor call is for the build message:\n${describeRequests(all)}`);
+      assert.ok(
+        classifiedMessage(sup[0]!).includes(MSG_BUILD),
+        `the Supervisor call is for the build message:\n${describeRequests(all)}`,
+      );
       assert.equal(all.filter(isAnswer).length, 0, `nothing reached the answer model:\n${describeRequests(all)}`);
-      assert.equal(all.filter((q) => roleOf(q).startsWith("other")).length, 0, `no call to an unknown model:\n${describeRequests(all)}`);
+      assert.equal(
+        all.filter((q) => roleOf(q).startsWith("other")).length,
+        0,
+        `no call to an unknown model:\n${describeRequests(all)}`,
+      );
     });
   });
 }

@@ -25,10 +25,26 @@ import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { BridgeEvent } from "../../src/ops/events/bus.js";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import {
+  anthropicText,
+  startFakeAnthropic,
+  type AnthropicReply,
+  type FakeAnthropic,
+  type RecordedRequest,
+} from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, type TestBridge } from "../helpers/bridge.js";
-import { agentReply, describeRun, openclawHome, openclawProvider, reapHome, runOpenClaw, selectedGenerations, writeJson, writeOpenClawConfig } from "./harness.js";
+import {
+  agentReply,
+  describeRun,
+  openclawHome,
+  openclawProvider,
+  reapHome,
+  runOpenClaw,
+  selectedGenerations,
+  writeJson,
+  writeOpenClawConfig,
+} from "./harness.js";
 import type { OpenClawInstall } from "./setup.js";
 
 const TEST_KEY = "e2e-test-key-0123456789";
@@ -44,7 +60,8 @@ interface Plan {
 }
 
 const bridged = (tool: string) => `mcp__openclaw__${tool}`;
-const toolNames = (req: RecordedRequest): string[] => (Array.isArray(req.body?.tools) ? req.body.tools.map((t: any) => String(t?.name)) : []);
+const toolNames = (req: RecordedRequest): string[] =>
+  Array.isArray(req.body?.tools) ? req.body.tools.map((t: any) => String(t?.name)) : [];
 
 /** The plan whose marker the latest user text naming one carries (tool_result messages skipped). */
 function planFor(req: RecordedRequest, plans: Plan[]): Plan | undefined {
@@ -64,7 +81,10 @@ function toolResult(req: RecordedRequest, toolUseId: string): { text: string; is
   if (last?.role !== "user" || !Array.isArray(last.content)) return undefined;
   const block = last.content.find((b: any) => b?.type === "tool_result" && b.tool_use_id === toolUseId);
   if (!block) return undefined;
-  return { text: typeof block.content === "string" ? block.content : anthropicText(block.content), isError: block.is_error === true };
+  return {
+    text: typeof block.content === "string" ? block.content : anthropicText(block.content),
+    isError: block.is_error === true,
+  };
 }
 
 /** The session key and model a session_status card names (plain card, or inside 2026.9's tool_call envelope). */
@@ -90,7 +110,11 @@ function anthropicScript(plans: Plan[]) {
       return { kind: "text", chunks: ["STATUS-SEEN: ", `session=${session} model=${model}`] };
     }
     const name = bridged(plan.tool);
-    if (!names.includes(name)) return { kind: "text", chunks: [`NO-BRIDGED-TOOL: ${name} is not among [${names.filter((n) => n.startsWith("mcp__")).join(", ")}]`] };
+    if (!names.includes(name))
+      return {
+        kind: "text",
+        chunks: [`NO-BRIDGED-TOOL: ${name} is not among [${names.filter((n) => n.startsWith("mcp__")).join(", ")}]`],
+      };
     return { kind: "text", chunks: ["Checking. "], toolUses: [{ id: plan.toolUseId, name, input: plan.input }] };
   };
 }
@@ -103,7 +127,10 @@ for (const gen of selectedGenerations()) {
     : { marker: "E2E-F1", toolUseId: "toolu_e2ef01", tool: "session_status", input: {} };
   const F2: Plan = { marker: "E2E-F2", toolUseId: "toolu_e2ef02", tool: "session_status", input: {} };
 
-  describe(`real OpenClaw ${gen.gen}.x: its tools inside Claude Code (tools: bridge)`, { concurrency: false, timeout: 10 * 60_000 }, () => {
+  describe(`real OpenClaw ${gen.gen}.x: its tools inside Claude Code (tools: bridge)`, {
+    concurrency: false,
+    timeout: 10 * 60_000,
+  }, () => {
     let install: OpenClawInstall;
     let home: string;
     let env: NodeJS.ProcessEnv;
@@ -123,9 +150,17 @@ for (const gen of selectedGenerations()) {
       bridge = await startTestBridge({
         server: { apiKeys: [TEST_KEY] },
         backends: {
-          cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: anthropic.baseUrl, home: claudeHome }), timeoutSeconds: 90, killGraceSeconds: 1 },
+          cc: {
+            type: "claude-code",
+            command: CLAUDE_BIN,
+            env: claudeEnv({ baseUrl: anthropic.baseUrl, home: claudeHome }),
+            timeoutSeconds: 90,
+            killGraceSeconds: 1,
+          },
         },
-        models: [{ id: MODEL, backend: "cc", model: "default", session: { mode: "resume" }, tools: { mode: "bridge" } }],
+        models: [
+          { id: MODEL, backend: "cc", model: "default", session: { mode: "resume" }, tools: { mode: "bridge" } },
+        ],
       });
       bridge.bus.on((e) => {
         if (e.type.startsWith("turn.")) events.push(e);
@@ -145,55 +180,111 @@ for (const gen of selectedGenerations()) {
         cleanup(home);
       }
       if (bridge) cleanup(bridge.dataDir);
-      process.stderr.write(`[e2e client-tools ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`);
+      process.stderr.write(
+        `[e2e client-tools ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`,
+      );
     });
 
     /** One OpenClaw turn that makes Claude call `plan.tool` through the bridge; checks both halves. */
     const toolTurn = async (plan: Plan, sessionKey: string, message: string) => {
       const callsBefore = anthropic.messageCalls().length;
       const eventsBefore = events.length;
-      const r = await runOpenClaw(install, env, ["agent", "--local", "--agent", "main", "--session-key", sessionKey, "--model", `clawbridge/${MODEL}`, "--message", message, "--json", "--timeout", "150"], 240_000);
+      const r = await runOpenClaw(
+        install,
+        env,
+        [
+          "agent",
+          "--local",
+          "--agent",
+          "main",
+          "--session-key",
+          sessionKey,
+          "--model",
+          `clawbridge/${MODEL}`,
+          "--message",
+          message,
+          "--json",
+          "--timeout",
+          "150",
+        ],
+        240_000,
+      );
       timings.push(`${plan.marker}: ${(r.ms / 1000).toFixed(1)} s`);
       assert.equal(r.code, 0, describeRun(r));
       const reply = agentReply(r.stdout).text;
-      const calls = anthropic.messageCalls().slice(callsBefore).filter((c) => planFor(c, [plan]));
+      const calls = anthropic
+        .messageCalls()
+        .slice(callsBefore)
+        .filter((c) => planFor(c, [plan]));
       const turns = events.slice(eventsBefore).filter((e) => "backend" in e && e.backend === "cc");
-      const summary = turns.map((e) => `${e.type}${"finishReason" in e ? `(${e.finishReason})` : ""}${"code" in e ? `(${e.code}: ${e.message})` : ""}`).join(", ");
+      const summary = turns
+        .map(
+          (e) =>
+            `${e.type}${"finishReason" in e ? `(${e.finishReason})` : ""}${"code" in e ? `(${e.code}: ${e.message})` : ""}`,
+        )
+        .join(", ");
       const why = `\n  OpenClaw's reply: ${reply.slice(0, 600)}\n  bridge turns: ${summary}`;
 
       // The first half: Claude was offered the tool under the bridge's MCP server, and called it.
       const offered = calls.find((c) => toolNames(c).includes(bridged(plan.tool)));
-      assert.ok(offered, `claude was offered ${bridged(plan.tool)}; mcp tools seen: ${calls.map((c) => toolNames(c).filter((n) => n.startsWith("mcp__")).join(",")).join(" | ")}${why}`);
+      assert.ok(
+        offered,
+        `claude was offered ${bridged(plan.tool)}; mcp tools seen: ${calls
+          .map((c) =>
+            toolNames(c)
+              .filter((n) => n.startsWith("mcp__"))
+              .join(","),
+          )
+          .join(" | ")}${why}`,
+      );
 
       // The second half: the REAL result OpenClaw computed came back to the same claude turn.
       const withResult = calls.map((c) => toolResult(c, plan.toolUseId)).find((x) => x);
       assert.ok(withResult, `a tool_result for ${plan.toolUseId} reached the fake${why}`);
-      assert.equal(withResult!.isError, false, `the tool_result is not an error: ${withResult!.text.slice(0, 500)}${why}`);
-      assert.match(withResult!.text, new RegExp(`Session: ${sessionKey}\\b`), `it is OpenClaw's real session_status card: ${withResult!.text.slice(0, 500)}${why}`);
-      assert.ok(reply.includes(`STATUS-SEEN: session=${sessionKey} model=clawbridge/${MODEL}`), `the final answer quotes the real result${why}`);
+      assert.equal(
+        withResult!.isError,
+        false,
+        `the tool_result is not an error: ${withResult!.text.slice(0, 500)}${why}`,
+      );
+      assert.match(
+        withResult!.text,
+        new RegExp(`Session: ${sessionKey}\\b`),
+        `it is OpenClaw's real session_status card: ${withResult!.text.slice(0, 500)}${why}`,
+      );
+      assert.ok(
+        reply.includes(`STATUS-SEEN: session=${sessionKey} model=clawbridge/${MODEL}`),
+        `the final answer quotes the real result${why}`,
+      );
 
       // OpenClaw's two requests to the bridge: one ended with tool_calls, the next with the answer.
-      const done = turns.filter((e) => e.type === "turn.completed") as Extract<BridgeEvent, { type: "turn.completed" }>[];
+      const done = turns.filter((e) => e.type === "turn.completed") as Extract<
+        BridgeEvent,
+        { type: "turn.completed" }
+      >[];
       const first = done.findIndex((e) => e.finishReason === "tool_calls");
       assert.ok(first >= 0, `a bridge turn ended with finish_reason tool_calls${why}`);
-      assert.ok(done.slice(first + 1).some((e) => e.finishReason === "stop" && e.conversation === done[first]!.conversation), `a later turn of the same conversation ended with stop${why}`);
-      assert.ok(!turns.some((e) => e.type === "turn.failed" || e.type === "turn.aborted"), `no bridge turn failed${why}`);
+      assert.ok(
+        done.slice(first + 1).some((e) => e.finishReason === "stop" && e.conversation === done[first]!.conversation),
+        `a later turn of the same conversation ended with stop${why}`,
+      );
+      assert.ok(
+        !turns.some((e) => e.type === "turn.failed" || e.type === "turn.aborted"),
+        `no bridge turn failed${why}`,
+      );
     };
 
     test(`(f1) OpenClaw's default tool surface: claude calls ${bridged(F1.tool)} and answers from the real session_status result`, async () => {
       await toolTurn(F1, "agent:main:e2e-f1", "E2E-F1: what is my session status?");
     });
 
-    test(
-      "(f2) direct tool schemas (tools.toolSearch: false): claude calls mcp__openclaw__session_status under its own name",
-      { skip: toolSearch ? false : "2026.5 has no Tool Search: (f1) already called session_status under its own name" },
-      async () => {
-        const cfg = JSON.parse(readFileSync(configFile, "utf8"));
-        cfg.tools = { ...(cfg.tools ?? {}), toolSearch: false };
-        writeJson(configFile, cfg);
-        await toolTurn(F2, "agent:main:e2e-f2", "E2E-F2: what is my session status?");
-      },
-    );
+    test("(f2) direct tool schemas (tools.toolSearch: false): claude calls mcp__openclaw__session_status under its own name", {
+      skip: toolSearch ? false : "2026.5 has no Tool Search: (f1) already called session_status under its own name",
+    }, async () => {
+      const cfg = JSON.parse(readFileSync(configFile, "utf8"));
+      cfg.tools = { ...(cfg.tools ?? {}), toolSearch: false };
+      writeJson(configFile, cfg);
+      await toolTurn(F2, "agent:main:e2e-f2", "E2E-F2: what is my session status?");
+    });
 
     test("closing the bridge leaves no claude process", async () => {
       assert.ok(bridge, "bridge running");

@@ -15,7 +15,10 @@ import { ensureOpenClaw, GENERATIONS, type Generation, type OpenClawInstall } fr
  * A generation's OpenClaw (installed when missing) and a private HOME for it (a temporary folder
  * `cb-e2e-<name><gen>-…`) with its environment and an empty `workspace` folder.
  */
-export async function openclawHome(gen: Generation, name: string): Promise<{ install: OpenClawInstall; home: string; env: NodeJS.ProcessEnv; workspace: string }> {
+export async function openclawHome(
+  gen: Generation,
+  name: string,
+): Promise<{ install: OpenClawInstall; home: string; env: NodeJS.ProcessEnv; workspace: string }> {
   const install = await ensureOpenClaw(gen);
   const home = tempDir(`cb-e2e-${name}${gen.gen.replace(".", "")}-`);
   const env = openclawEnv(install, home);
@@ -60,8 +63,13 @@ export function stripAnsi(s: string): string {
 export function selectedGenerations(byDefault: "all" | "newest" = "all"): Generation[] {
   const only = process.env.CLAWBRIDGE_E2E_GEN?.trim();
   const newest = [...GENERATIONS].sort((a, b) => a.gen.localeCompare(b.gen, undefined, { numeric: true })).at(-1)!;
-  const selected = only ? GENERATIONS.filter((g) => g.gen === only) : byDefault === "newest" ? [newest] : [...GENERATIONS];
-  if (!selected.length) throw new Error(`CLAWBRIDGE_E2E_GEN=${only}: known generations are ${GENERATIONS.map((g) => g.gen).join(", ")}`);
+  const selected = only
+    ? GENERATIONS.filter((g) => g.gen === only)
+    : byDefault === "newest"
+      ? [newest]
+      : [...GENERATIONS];
+  if (!selected.length)
+    throw new Error(`CLAWBRIDGE_E2E_GEN=${only}: known generations are ${GENERATIONS.map((g) => g.gen).join(", ")}`);
   return selected;
 }
 
@@ -74,7 +82,12 @@ export interface RunResult {
 }
 
 /** `openclaw <args>` with the generation's Node; resolves (never rejects) when it ends or times out. */
-export function runOpenClaw(install: OpenClawInstall, env: NodeJS.ProcessEnv, args: string[], timeoutMs = 180_000): Promise<RunResult> {
+export function runOpenClaw(
+  install: OpenClawInstall,
+  env: NodeJS.ProcessEnv,
+  args: string[],
+  timeoutMs = 180_000,
+): Promise<RunResult> {
   const t0 = Date.now();
   return new Promise((resolve) => {
     execFile(
@@ -100,8 +113,30 @@ export function runOpenClaw(install: OpenClawInstall, env: NodeJS.ProcessEnv, ar
  * `openclaw agent --local --agent main --session-key <key> --message <message> --json` (150 s for
  * the agent, 240 s in all).
  */
-export function runAgentLocal(install: OpenClawInstall, env: NodeJS.ProcessEnv, sessionKey: string, message: string): Promise<RunResult> {
-  return runOpenClaw(install, env, ["agent", "--local", "--agent", "main", "--session-key", sessionKey, "--message", message, "--json", "--timeout", "150"], 240_000);
+export function runAgentLocal(
+  install: OpenClawInstall,
+  env: NodeJS.ProcessEnv,
+  sessionKey: string,
+  message: string,
+): Promise<RunResult> {
+  return runOpenClaw(
+    install,
+    env,
+    [
+      "agent",
+      "--local",
+      "--agent",
+      "main",
+      "--session-key",
+      sessionKey,
+      "--message",
+      message,
+      "--json",
+      "--timeout",
+      "150",
+    ],
+    240_000,
+  );
 }
 
 /** A run's exit, time and the tails of its output, for failure messages. */
@@ -133,7 +168,9 @@ export interface AgentReply {
 export function agentReply(stdout: string): AgentReply {
   const raw = parseJsonOutput(stdout);
   const r = raw?.result ?? raw;
-  const texts: string[] = Array.isArray(r?.payloads) ? r.payloads.map((p: any) => (typeof p?.text === "string" ? p.text : "")).filter(Boolean) : [];
+  const texts: string[] = Array.isArray(r?.payloads)
+    ? r.payloads.map((p: any) => (typeof p?.text === "string" ? p.text : "")).filter(Boolean)
+    : [];
   return { texts, text: texts.join("\n"), sessionId: r?.meta?.agentMeta?.sessionId, raw };
 }
 
@@ -185,7 +222,10 @@ export class PortWatcher {
   private timer: NodeJS.Timeout;
   private busy = false;
 
-  constructor(readonly port: number, everyMs = 150) {
+  constructor(
+    readonly port: number,
+    everyMs = 150,
+  ) {
     this.timer = setInterval(() => {
       if (this.busy) return;
       this.busy = true;
@@ -221,12 +261,16 @@ export class Gateway {
   }
 
   static start(install: OpenClawInstall, env: NodeJS.ProcessEnv, port: number): Gateway {
-    const child = spawn(install.node, [install.openclawMjs, "gateway", "run", "--port", String(port), "--bind", "loopback", "--allow-unconfigured"], {
-      env,
-      cwd: env.HOME,
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      install.node,
+      [install.openclawMjs, "gateway", "run", "--port", String(port), "--bind", "loopback", "--allow-unconfigured"],
+      {
+        env,
+        cwd: env.HOME,
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     return new Gateway(child);
   }
 
@@ -255,14 +299,18 @@ export class Gateway {
    * did not end in time. Returns how it ended and whether it had to be killed.
    */
   async stop(timeoutMs: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; killed: boolean }> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return { code: this.child.exitCode, signal: this.child.signalCode, killed: false };
+    if (this.child.exitCode !== null || this.child.signalCode !== null)
+      return { code: this.child.exitCode, signal: this.child.signalCode, killed: false };
     try {
       process.kill(this.pid, "SIGTERM");
     } catch {
       /* already gone */
     }
     let timer: NodeJS.Timeout | undefined;
-    const r = await Promise.race([this.exited, new Promise<"timeout">((res) => (timer = setTimeout(() => res("timeout"), timeoutMs)))]);
+    const r = await Promise.race([
+      this.exited,
+      new Promise<"timeout">((res) => (timer = setTimeout(() => res("timeout"), timeoutMs))),
+    ]);
     clearTimeout(timer);
     if (r !== "timeout") return { ...r, killed: false };
     try {
@@ -305,7 +353,10 @@ export function openclawProvider(baseUrl: string, apiKey: string, models: string
  * default model and workspace, and OpenClaw's file log inside `home` (it would go to the shared
  * /tmp/openclaw otherwise). Returns the file's path.
  */
-export function writeOpenClawConfig(home: string, opts: { providers: Record<string, unknown>; primary: string; workspace: string }): string {
+export function writeOpenClawConfig(
+  home: string,
+  opts: { providers: Record<string, unknown>; primary: string; workspace: string },
+): string {
   const file = path.join(home, ".openclaw", "openclaw.json");
   writeJson(file, {
     logging: { file: path.join(home, "openclaw.log") },
@@ -316,7 +367,10 @@ export function writeOpenClawConfig(home: string, opts: { providers: Record<stri
 }
 
 /** The openclaw.json for one clawbridge (provider `clawbridge`) whose `model` is OpenClaw's default model. */
-export function openclawConfigForBridge(home: string, opts: { baseURL: string; apiKey: string; model: string; workspace: string }): string {
+export function openclawConfigForBridge(
+  home: string,
+  opts: { baseURL: string; apiKey: string; model: string; workspace: string },
+): string {
   return writeOpenClawConfig(home, {
     providers: { clawbridge: openclawProvider(opts.baseURL, opts.apiKey, [opts.model]) },
     primary: `clawbridge/${opts.model}`,
@@ -352,7 +406,10 @@ export function textOf(content: unknown): string {
 /** The system text of a recorded request (its system and developer messages). */
 export function systemText(req: RecordedRequest): string {
   const messages: any[] = req.body?.messages ?? [];
-  return messages.filter((m) => m?.role === "system" || m?.role === "developer").map((m) => textOf(m.content)).join("\n");
+  return messages
+    .filter((m) => m?.role === "system" || m?.role === "developer")
+    .map((m) => textOf(m.content))
+    .join("\n");
 }
 
 /**

@@ -31,11 +31,40 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { openSessionStore, defaultSessionStorePath } from "../../src/core/store/index.js";
-import { anthropicText, startFakeAnthropic, type FakeAnthropic, type RecordedRequest as AnthropicRequest } from "../../testkit/fakes/anthropic-api.js";
+import {
+  anthropicText,
+  startFakeAnthropic,
+  type FakeAnthropic,
+  type RecordedRequest as AnthropicRequest,
+} from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
-import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest as OpenAIRequest, type Reply } from "../../testkit/fakes/openai-api.js";
+import {
+  startFakeOpenAI,
+  type FakeOpenAI,
+  type RecordedRequest as OpenAIRequest,
+  type Reply,
+} from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, type TestBridge } from "../helpers/bridge.js";
-import { agentReply, describeRun, freePort, Gateway, lastHumanText, openclawHome, openclawProvider, PortWatcher, portOpen, readToolCall, reapHome, runOpenClaw, selectedGenerations, textOf, toolResultAfter, writeJson, writeOpenClawConfig, type RunResult } from "./harness.js";
+import {
+  agentReply,
+  describeRun,
+  freePort,
+  Gateway,
+  lastHumanText,
+  openclawHome,
+  openclawProvider,
+  PortWatcher,
+  portOpen,
+  readToolCall,
+  reapHome,
+  runOpenClaw,
+  selectedGenerations,
+  textOf,
+  toolResultAfter,
+  writeJson,
+  writeOpenClawConfig,
+  type RunResult,
+} from "./harness.js";
 import type { OpenClawInstall } from "./setup.js";
 
 const REPO = path.resolve(".");
@@ -49,7 +78,8 @@ function openaiScript(notePath: string) {
   return (req: OpenAIRequest): Reply => {
     const messages: any[] = req.body?.messages ?? [];
     const human = lastHumanText(messages);
-    if (human.includes("E2E-D")) return { kind: "error", status: 400, message: "fake upstream refused the request: E2E-D-ERROR-400" };
+    if (human.includes("E2E-D"))
+      return { kind: "error", status: 400, message: "fake upstream refused the request: E2E-D-ERROR-400" };
     if (human.includes("E2E-C")) {
       const toolMsg = toolResultAfter(messages, human);
       if (toolMsg) return { kind: "text", chunks: ["The note says: ", textOf(toolMsg.content).slice(0, 200)] };
@@ -63,10 +93,14 @@ function openaiScript(notePath: string) {
 /** Fake Anthropic script for the claude CLI: (a) a fixed answer, (b) memory of turn 1. */
 function anthropicScript(req: AnthropicRequest) {
   const t = req.lastUserText;
-  if (t.includes("E2E-A")) return { kind: "text" as const, chunks: ["Hello from the fake Claude: ", "PLAIN-ANSWER-OK"] };
+  if (t.includes("E2E-A"))
+    return { kind: "text" as const, chunks: ["Hello from the fake Claude: ", "PLAIN-ANSWER-OK"] };
   if (t.includes("E2E-B2")) {
     // Memory must come from the resumed session's earlier messages, not from this prompt.
-    const earlier = (req.body?.messages ?? []).slice(0, -1).map((m: any) => anthropicText(m.content)).join("\n");
+    const earlier = (req.body?.messages ?? [])
+      .slice(0, -1)
+      .map((m: any) => anthropicText(m.content))
+      .join("\n");
     return { kind: "text" as const, chunks: [earlier.includes("ZEBRA-7") ? "You told me ZEBRA-7." : "I do not know."] };
   }
   if (t.includes("E2E-B1")) return { kind: "text" as const, chunks: ["Noted: ", "ZEBRA-7."] };
@@ -112,7 +146,13 @@ for (const gen of selectedGenerations()) {
       bridge = await startTestBridge({
         server: { apiKeys: [TEST_KEY] },
         backends: {
-          cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: anthropic.baseUrl, home: claudeHome }), timeoutSeconds: 90, killGraceSeconds: 1 },
+          cc: {
+            type: "claude-code",
+            command: CLAUDE_BIN,
+            env: claudeEnv({ baseUrl: anthropic.baseUrl, home: claudeHome }),
+            timeoutSeconds: 90,
+            killGraceSeconds: 1,
+          },
           up: { type: "openai", baseUrl: openai.url, timeoutSeconds: 60 },
         },
         models: [
@@ -154,7 +194,9 @@ for (const gen of selectedGenerations()) {
         cleanup(home);
       }
       if (bridge) cleanup(bridge.dataDir);
-      process.stderr.write(`[e2e ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`);
+      process.stderr.write(
+        `[e2e ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`,
+      );
     });
 
     // 2026.5 links the plugin folder (`-l`): the plugin finds this repository from its own path.
@@ -167,12 +209,22 @@ for (const gen of selectedGenerations()) {
       const r = await oc(args);
       assert.equal(r.code, 0, describeRun(r));
       const cfg = JSON.parse(readFileSync(configFile, "utf8"));
-      assert.equal(cfg.plugins?.entries?.clawbridge?.enabled, true, `install enabled the plugin: ${JSON.stringify(cfg.plugins)}`);
+      assert.equal(
+        cfg.plugins?.entries?.clawbridge?.enabled,
+        true,
+        `install enabled the plugin: ${JSON.stringify(cfg.plugins)}`,
+      );
       const copied = path.join(home, ".openclaw", "extensions", "clawbridge");
       if (linked) {
-        assert.ok((cfg.plugins?.load?.paths ?? []).includes(PLUGIN_DIR), `linked through plugins.load.paths: ${JSON.stringify(cfg.plugins)}`);
+        assert.ok(
+          (cfg.plugins?.load?.paths ?? []).includes(PLUGIN_DIR),
+          `linked through plugins.load.paths: ${JSON.stringify(cfg.plugins)}`,
+        );
       } else {
-        assert.ok(existsSync(path.join(copied, "index.js")) && existsSync(path.join(copied, "lib", "worker.js")), `plugin copied to ${copied}`);
+        assert.ok(
+          existsSync(path.join(copied, "index.js")) && existsSync(path.join(copied, "lib", "worker.js")),
+          `plugin copied to ${copied}`,
+        );
       }
       cfg.plugins.entries.clawbridge.config = {
         ...(linked ? {} : { clawbridgeRoot: REPO }),
@@ -211,13 +263,35 @@ for (const gen of selectedGenerations()) {
 
     test("(a) a plain answer reaches OpenClaw (agent --local); the plugin adds the session id but does not start the bridge there", async () => {
       const watch = new PortWatcher(pluginPort);
-      const r = await oc(["agent", "--local", "--agent", "main", "--session-key", "agent:main:e2e-a", "--message", "E2E-A: say hello", "--json", "--timeout", "150"], 240_000);
+      const r = await oc(
+        [
+          "agent",
+          "--local",
+          "--agent",
+          "main",
+          "--session-key",
+          "agent:main:e2e-a",
+          "--message",
+          "E2E-A: say hello",
+          "--json",
+          "--timeout",
+          "150",
+        ],
+        240_000,
+      );
       assert.equal(await watch.stop(), false, "`agent --local` runs register() but must not start the bridge");
       assert.equal(existsSync(lockFile()), false, "no lock file after `agent --local`");
       assert.equal(r.code, 0, describeRun(r));
       const reply = agentReply(r.stdout);
-      assert.match(reply.text, /PLAIN-ANSWER-OK/, `OpenClaw's --json output holds the fake's text: ${r.stdout.slice(0, 2000)}`);
-      assert.ok(anthropic.messageCalls().some((c) => c.lastUserText.includes("E2E-A")), "the real claude CLI asked the fake Anthropic API");
+      assert.match(
+        reply.text,
+        /PLAIN-ANSWER-OK/,
+        `OpenClaw's --json output holds the fake's text: ${r.stdout.slice(0, 2000)}`,
+      );
+      assert.ok(
+        anthropic.messageCalls().some((c) => c.lastUserText.includes("E2E-A")),
+        "the real claude CLI asked the fake Anthropic API",
+      );
       assert.ok(reply.sessionId, "OpenClaw reports its session id");
       const b = await binding(reply.sessionId!);
       assert.ok(b, `the bridge keyed the conversation on x-session-id = OpenClaw's session id ${reply.sessionId}`);
@@ -229,7 +303,12 @@ for (const gen of selectedGenerations()) {
       mkdirSync(dataDir, { recursive: true });
       writeFileSync(lockFile(), JSON.stringify({ pid: 2 ** 22 + 12345, startedAt: "2026-01-01T00:00:00Z" }));
       const cfg = JSON.parse(readFileSync(configFile, "utf8"));
-      cfg.gateway = { mode: "local", port: gatewayPort, bind: "loopback", auth: { mode: "token", token: "e2e-gateway-token-0123456789" } };
+      cfg.gateway = {
+        mode: "local",
+        port: gatewayPort,
+        bind: "loopback",
+        auth: { mode: "token", token: "e2e-gateway-token-0123456789" },
+      };
       writeJson(configFile, cfg);
       gateway = Gateway.start(install, env, gatewayPort);
       const ready = await gateway.ready(240_000);
@@ -244,35 +323,96 @@ for (const gen of selectedGenerations()) {
       assert.match(gateway.output(), /replaced a stale plugin\.lock/);
       const noKey = await fetch(`http://127.0.0.1:${pluginPort}/v1/models`);
       assert.equal(noKey.status, 401, "the plugin's apiKey is required");
-      const withKey = await fetch(`http://127.0.0.1:${pluginPort}/v1/models`, { headers: { authorization: `Bearer ${PLUGIN_KEY}` } });
+      const withKey = await fetch(`http://127.0.0.1:${pluginPort}/v1/models`, {
+        headers: { authorization: `Bearer ${PLUGIN_KEY}` },
+      });
       assert.equal(withKey.status, 200);
     });
 
-    const bridgeLog = () => (gateway?.output() ?? "").split("\n").filter((l) => /clawbridge/.test(l)).slice(-30).join("\n");
+    const bridgeLog = () =>
+      (gateway?.output() ?? "")
+        .split("\n")
+        .filter((l) => /clawbridge/.test(l))
+        .slice(-30)
+        .join("\n");
     let pluginTurn: RunResult | undefined;
-    test(
-      "(e) a turn through the gateway's agent path is answered by the plugin's bridge",
-      async () => {
-        assert.ok(gateway, "gateway running");
-        // A short OpenClaw timeout: with the bug above the turn never completes.
-        pluginTurn = await oc(["agent", "--agent", "main", "--session-key", "agent:main:e2e-e", "--model", "cbplugin/fake", "--message", "E2E-E: through the plugin", "--json", "--timeout", "45"], 90_000);
-        assert.equal(pluginTurn.code, 0, `${describeRun(pluginTurn)}\n--- the plugin's bridge in the gateway log ---\n${bridgeLog()}`);
-        assert.match(agentReply(pluginTurn.stdout).text, /PLUGIN-BRIDGE-OK/, pluginTurn.stdout.slice(0, 2000));
-      },
-    );
+    test("(e) a turn through the gateway's agent path is answered by the plugin's bridge", async () => {
+      assert.ok(gateway, "gateway running");
+      // A short OpenClaw timeout: with the bug above the turn never completes.
+      pluginTurn = await oc(
+        [
+          "agent",
+          "--agent",
+          "main",
+          "--session-key",
+          "agent:main:e2e-e",
+          "--model",
+          "cbplugin/fake",
+          "--message",
+          "E2E-E: through the plugin",
+          "--json",
+          "--timeout",
+          "45",
+        ],
+        90_000,
+      );
+      assert.equal(
+        pluginTurn.code,
+        0,
+        `${describeRun(pluginTurn)}\n--- the plugin's bridge in the gateway log ---\n${bridgeLog()}`,
+      );
+      assert.match(agentReply(pluginTurn.stdout).text, /PLUGIN-BRIDGE-OK/, pluginTurn.stdout.slice(0, 2000));
+    });
 
     test("(e) that turn reached the plugin's bridge, which completed it (its log is forwarded into the gateway's log)", async () => {
       assert.ok(pluginTurn, "the turn ran");
-      const logged = await eventually(() => /clawbridge: turn started .*"model":"fake"/.test(gateway?.output() ?? "") && /clawbridge: turn ended .*"outcome":"completed"/.test(gateway?.output() ?? ""), 10_000);
+      const logged = await eventually(
+        () =>
+          /clawbridge: turn started .*"model":"fake"/.test(gateway?.output() ?? "") &&
+          /clawbridge: turn ended .*"outcome":"completed"/.test(gateway?.output() ?? ""),
+        10_000,
+      );
       assert.ok(logged, bridgeLog());
     });
 
     /** Two turns in one session; returns what the second claude call saw. */
     const twoTurns = async (modelRef: string, key: string) => {
-      const r1 = await oc(["agent", "--agent", "main", "--session-key", key, "--model", modelRef, "--message", `E2E-B1 ${key}: remember the word ZEBRA-7`, "--json", "--timeout", "150"], 240_000);
+      const r1 = await oc(
+        [
+          "agent",
+          "--agent",
+          "main",
+          "--session-key",
+          key,
+          "--model",
+          modelRef,
+          "--message",
+          `E2E-B1 ${key}: remember the word ZEBRA-7`,
+          "--json",
+          "--timeout",
+          "150",
+        ],
+        240_000,
+      );
       assert.equal(r1.code, 0, describeRun(r1));
       assert.match(agentReply(r1.stdout).text, /ZEBRA-7/);
-      const r2 = await oc(["agent", "--agent", "main", "--session-key", key, "--model", modelRef, "--message", `E2E-B2 ${key}: which word did I ask you to remember?`, "--json", "--timeout", "150"], 240_000);
+      const r2 = await oc(
+        [
+          "agent",
+          "--agent",
+          "main",
+          "--session-key",
+          key,
+          "--model",
+          modelRef,
+          "--message",
+          `E2E-B2 ${key}: which word did I ask you to remember?`,
+          "--json",
+          "--timeout",
+          "150",
+        ],
+        240_000,
+      );
       assert.equal(r2.code, 0, describeRun(r2));
       const calls = anthropic.messageCalls().filter((c) => c.lastUserText.includes(`E2E-B2 ${key}`));
       const last = calls.at(-1);
@@ -284,8 +424,16 @@ for (const gen of selectedGenerations()) {
       assert.match(reply2.text, /You told me ZEBRA-7/, "turn 1 is in the history the resumed claude session sent");
       assert.ok(last, "the fake saw turn 2");
       const history = (last!.body.messages as any[]).map((m) => `${m.role}: ${anthropicText(m.content)}`).join("\n");
-      assert.match(history, /assistant: Noted: ZEBRA-7\./, "claude resumed its own transcript (turn 1's answer is in it)");
-      assert.doesNotMatch(last!.lastUserText, /E2E-B1/, "only the new message went to claude (no replayed conversation)");
+      assert.match(
+        history,
+        /assistant: Noted: ZEBRA-7\./,
+        "claude resumed its own transcript (turn 1's answer is in it)",
+      );
+      assert.doesNotMatch(
+        last!.lastUserText,
+        /E2E-B1/,
+        "only the new message went to claude (no replayed conversation)",
+      );
       assert.equal(reply2.sessionId, reply1.sessionId, "one OpenClaw session");
       const b = await binding(reply1.sessionId!);
       assert.ok(b, `binding keyed on x-session-id ${reply1.sessionId}`);
@@ -293,24 +441,49 @@ for (const gen of selectedGenerations()) {
       assert.equal(b!.backend, "cc");
     });
 
-    test(
-      "(b) without the plugin's header (identity from the request itself) a second turn remembers the first",
-      async () => {
-        const { reply2, last } = await twoTurns("cbtest/claude", "agent:main:e2e-b2");
-        assert.match(reply2.text, /You told me ZEBRA-7/);
-        assert.ok(last, "the fake saw turn 2");
-        assert.doesNotMatch(last!.lastUserText, /E2E-B1/, "turn 2 resumed the claude session instead of starting a new one seeded with turn 1");
-      },
-    );
+    test("(b) without the plugin's header (identity from the request itself) a second turn remembers the first", async () => {
+      const { reply2, last } = await twoTurns("cbtest/claude", "agent:main:e2e-b2");
+      assert.match(reply2.text, /You told me ZEBRA-7/);
+      assert.ok(last, "the fake saw turn 2");
+      assert.doesNotMatch(
+        last!.lastUserText,
+        /E2E-B1/,
+        "turn 2 resumed the claude session instead of starting a new one seeded with turn 1",
+      );
+    });
 
     test("(c) a tool call from the bridge is executed by OpenClaw and its result comes back in the next request", async () => {
       const before = openai.mainRequests().length;
-      const r = await oc(["agent", "--agent", "main", "--session-key", "agent:main:e2e-c", "--model", "clawbridge/gpt", "--message", "E2E-C: read my note file", "--json", "--timeout", "150"], 240_000);
+      const r = await oc(
+        [
+          "agent",
+          "--agent",
+          "main",
+          "--session-key",
+          "agent:main:e2e-c",
+          "--model",
+          "clawbridge/gpt",
+          "--message",
+          "E2E-C: read my note file",
+          "--json",
+          "--timeout",
+          "150",
+        ],
+        240_000,
+      );
       assert.equal(r.code, 0, describeRun(r));
-      const reqs = openai.mainRequests().slice(before).filter((q) => lastHumanText(q.body?.messages ?? []).includes("E2E-C"));
+      const reqs = openai
+        .mainRequests()
+        .slice(before)
+        .filter((q) => lastHumanText(q.body?.messages ?? []).includes("E2E-C"));
       assert.ok(reqs.length >= 2, `two model calls for the turn (tool call, then answer): ${reqs.length}`);
       const second = reqs[1]!.body.messages as any[];
-      const call = second.find((m) => m.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.some((c: any) => c.function?.name === "read"));
+      const call = second.find(
+        (m) =>
+          m.role === "assistant" &&
+          Array.isArray(m.tool_calls) &&
+          m.tool_calls.some((c: any) => c.function?.name === "read"),
+      );
       assert.ok(call, "the assistant tool call is replayed");
       const toolMsg = second.find((m) => m.role === "tool");
       assert.ok(toolMsg, "a tool message follows");
@@ -320,22 +493,41 @@ for (const gen of selectedGenerations()) {
 
     let errorRun: RunResult | undefined;
     test("(d) a backend error reaches the user as a message, not as an empty reply", async () => {
-      errorRun = await oc(["agent", "--agent", "main", "--session-key", "agent:main:e2e-d", "--model", "clawbridge/gpt", "--message", "E2E-D: this will fail", "--json", "--timeout", "150"], 240_000);
+      errorRun = await oc(
+        [
+          "agent",
+          "--agent",
+          "main",
+          "--session-key",
+          "agent:main:e2e-d",
+          "--model",
+          "clawbridge/gpt",
+          "--message",
+          "E2E-D: this will fail",
+          "--json",
+          "--timeout",
+          "150",
+        ],
+        240_000,
+      );
       const all = `${errorRun.stdout}\n${errorRun.stderr}`;
       assert.doesNotMatch(all, /No reply from agent/i);
-      assert.match(all, /E2E-D-ERROR-400|request failed|rejected/i, `an error message is shown:\n${describeRun(errorRun)}`);
+      assert.match(
+        all,
+        /E2E-D-ERROR-400|request failed|rejected/i,
+        `an error message is shown:\n${describeRun(errorRun)}`,
+      );
     });
 
-    test(
-      "(d) the message carries the upstream's own error text",
-      {
-        skip: gen.gen === "2026.9" ? "OpenClaw 2026.9 never shows a provider's error text to the user (only its own 'request failed' message); the bridge's reason is in the bridge's log" : false,
-      },
-      () => {
-        assert.ok(errorRun, "the error turn ran");
-        assert.match(`${errorRun!.stdout}\n${errorRun!.stderr}`, /E2E-D-ERROR-400/, describeRun(errorRun!));
-      },
-    );
+    test("(d) the message carries the upstream's own error text", {
+      skip:
+        gen.gen === "2026.9"
+          ? "OpenClaw 2026.9 never shows a provider's error text to the user (only its own 'request failed' message); the bridge's reason is in the bridge's log"
+          : false,
+    }, () => {
+      assert.ok(errorRun, "the error turn ran");
+      assert.match(`${errorRun!.stdout}\n${errorRun!.stderr}`, /E2E-D-ERROR-400/, describeRun(errorRun!));
+    });
 
     test("(e) SIGTERM to the gateway stops the bridge cleanly: port closed, lock removed, no process left", async () => {
       assert.ok(gateway, "gateway running");

@@ -27,7 +27,21 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { cleanup, startTestBridge, type TestBridge } from "../helpers/bridge.js";
-import { agentReply, classifiedMessage, describeRun, lastHumanText, openclawConfigForBridge, openclawHome, reapHome, readToolCall, runAgentLocal, selectedGenerations, systemText, textOf, toolResultAfter } from "./harness.js";
+import {
+  agentReply,
+  classifiedMessage,
+  describeRun,
+  lastHumanText,
+  openclawConfigForBridge,
+  openclawHome,
+  reapHome,
+  readToolCall,
+  runAgentLocal,
+  selectedGenerations,
+  systemText,
+  textOf,
+  toolResultAfter,
+} from "./harness.js";
 import type { OpenClawInstall } from "./setup.js";
 
 const TEST_KEY = "e2e-router-key-0123456789";
@@ -58,8 +72,20 @@ function script(notePath: string) {
   return (req: RecordedRequest): Reply => {
     if (isClassifier(req)) {
       const msg = classifiedMessage(req);
-      if (msg.includes(MSG_A)) return classifierReply({ action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "cats" } });
-      if (msg.includes(MSG_B)) return classifierReply({ action: "run", system: "content-pipeline", confidence: 0.9, inputs: { tone: "casual" } });
+      if (msg.includes(MSG_A))
+        return classifierReply({
+          action: "run",
+          system: "content-pipeline",
+          confidence: 0.9,
+          inputs: { topic: "cats" },
+        });
+      if (msg.includes(MSG_B))
+        return classifierReply({
+          action: "run",
+          system: "content-pipeline",
+          confidence: 0.9,
+          inputs: { tone: "casual" },
+        });
       return classifierReply({ action: "answer", confidence: 0.1 });
     }
     const messages: any[] = req.body?.messages ?? [];
@@ -87,7 +113,10 @@ function describeRequests(reqs: RecordedRequest[]): string {
 }
 
 for (const gen of selectedGenerations()) {
-  describe(`router through the real OpenClaw ${gen.gen}.x (model clawbridge/router)`, { concurrency: false, timeout: 15 * 60_000 }, () => {
+  describe(`router through the real OpenClaw ${gen.gen}.x (model clawbridge/router)`, {
+    concurrency: false,
+    timeout: 15 * 60_000,
+  }, () => {
     let install: OpenClawInstall;
     let home: string;
     let env: NodeJS.ProcessEnv;
@@ -124,9 +153,7 @@ for (const gen of selectedGenerations()) {
             { id: "ans", backend: "up", model: "answer-model" },
             { id: "router", backend: "router" },
           ],
-          systems: [
-            contentPipeline(process.execPath),
-          ],
+          systems: [contentPipeline(process.execPath)],
         },
         { systemsDb: ":memory:" },
       );
@@ -142,7 +169,9 @@ for (const gen of selectedGenerations()) {
         cleanup(home);
       }
       if (bridge) cleanup(bridge.dataDir);
-      process.stderr.write(`[e2e router ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`);
+      process.stderr.write(
+        `[e2e router ${gen.gen}] OpenClaw ${install?.openclawVersion} on Node ${install?.nodeVersion}: ${timings.join("; ")}\n`,
+      );
     });
 
     let sessionA: string | undefined;
@@ -153,7 +182,8 @@ for (const gen of selectedGenerations()) {
       const reply = agentReply(t.r.stdout);
       sessionA = reply.sessionId;
       const lines = reply.text.split("\n").map((l) => l.trimEnd());
-      for (const line of CLARIFY_LINES) assert.ok(lines.includes(line), `the reply has the line ${JSON.stringify(line)}:\n${reply.text}`);
+      for (const line of CLARIFY_LINES)
+        assert.ok(lines.includes(line), `the reply has the line ${JSON.stringify(line)}:\n${reply.text}`);
       assert.ok(!/\*\*topic\*\*/.test(reply.text), `topic was given, so it is not asked for:\n${reply.text}`);
       const asked = t.classifier.filter((q) => classifiedMessage(q).includes(MSG_A));
       assert.equal(asked.length, 1, `one classifier call for the message:\n${describeRequests(t.reqs)}`);
@@ -172,7 +202,11 @@ for (const gen of selectedGenerations()) {
       const asked = t.classifier.filter((q) => classifiedMessage(q).includes(MSG_B));
       assert.equal(asked.length, 1, `one classifier call for the message:\n${describeRequests(t.reqs)}`);
       assert.equal(t.classifier.length, 1, `no other classifier call during the turn:\n${describeRequests(t.reqs)}`);
-      assert.match(systemText(asked[0]!), /Now collecting inputs for content-pipeline/, "the classifier was told what is being gathered");
+      assert.match(
+        systemText(asked[0]!),
+        /Now collecting inputs for content-pipeline/,
+        "the classifier was told what is being gathered",
+      );
       assert.equal(t.answer.length, 0, `the answer model is not asked:\n${describeRequests(t.reqs)}`);
     });
 
@@ -185,21 +219,43 @@ for (const gen of selectedGenerations()) {
       // Classifier: once, for the person's message, before the answer model is asked.
       const asked = t.classifier.filter((q) => classifiedMessage(q).includes(MSG_C));
       assert.equal(asked.length, 1, `one classifier call for the message:\n${describeRequests(t.reqs)}`);
-      assert.equal(t.classifier.length, 1, `no classifier call for the tool-result request:\n${describeRequests(t.reqs)}`);
+      assert.equal(
+        t.classifier.length,
+        1,
+        `no classifier call for the tool-result request:\n${describeRequests(t.reqs)}`,
+      );
       assert.ok(isClassifier(t.reqs[0]!), `the classifier is asked first:\n${describeRequests(t.reqs)}`);
 
       // The answer model: the tool call, then (after OpenClaw ran it) the tool result.
       const answers = t.answer.filter((q) => lastHumanText(q.body?.messages ?? []).includes(MSG_C));
-      assert.equal(answers.length, 2, `two answer-model calls (tool call, then the answer):\n${describeRequests(t.reqs)}`);
-      assert.ok(answers.every((q) => q.body?.model === "answer-model"), "both go to the `ans` model");
-      assert.ok((answers[0]!.body?.tools ?? []).some((tl: any) => tl?.function?.name === "read"), "OpenClaw's tools are handed over to the answer model");
+      assert.equal(
+        answers.length,
+        2,
+        `two answer-model calls (tool call, then the answer):\n${describeRequests(t.reqs)}`,
+      );
+      assert.ok(
+        answers.every((q) => q.body?.model === "answer-model"),
+        "both go to the `ans` model",
+      );
+      assert.ok(
+        (answers[0]!.body?.tools ?? []).some((tl: any) => tl?.function?.name === "read"),
+        "OpenClaw's tools are handed over to the answer model",
+      );
       const second = answers[1]!.body.messages as any[];
-      const call = second.find((m) => m.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.some((c: any) => c.function?.name === "read"));
+      const call = second.find(
+        (m) =>
+          m.role === "assistant" &&
+          Array.isArray(m.tool_calls) &&
+          m.tool_calls.some((c: any) => c.function?.name === "read"),
+      );
       assert.ok(call, "the assistant's read call is replayed");
       const toolMsg = second.find((m) => m.role === "tool");
       assert.ok(toolMsg, "a tool message follows in the second request");
       assert.match(textOf(toolMsg.content), new RegExp(NOTE_SECRET), "it holds the REAL file content OpenClaw read");
-      assert.ok(reply.text.includes(FINAL_PREFIX) && reply.text.includes(NOTE_SECRET), `the final answer reached the reply:\n${reply.text}`);
+      assert.ok(
+        reply.text.includes(FINAL_PREFIX) && reply.text.includes(NOTE_SECRET),
+        `the final answer reached the reply:\n${reply.text}`,
+      );
     });
 
     test("over the session: exactly one classifier call per person's message", () => {

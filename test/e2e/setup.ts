@@ -144,7 +144,10 @@ async function diskBytes(dir: string): Promise<number> {
  * The install of `g`, made if it is missing (or `update`). Throws with npm's output when the
  * registry cannot be reached or refuses.
  */
-export async function ensureOpenClaw(g: Generation, opts: { update?: boolean; log?: (s: string) => void } = {}): Promise<OpenClawInstall> {
+export async function ensureOpenClaw(
+  g: Generation,
+  opts: { update?: boolean; log?: (s: string) => void } = {},
+): Promise<OpenClawInstall> {
   const log = opts.log ?? ((s: string) => process.stderr.write(`${s}\n`));
   if (!opts.update) {
     const found = findOpenClaw(g.gen);
@@ -177,13 +180,21 @@ export async function ensureOpenClaw(g: Generation, opts: { update?: boolean; lo
   await npmInstall(p.dir, env, log);
   if (!existsSync(p.node)) throw new Error(`node@${g.node} installed, but ${p.node} is missing`);
   // 2. OpenClaw, with that Node first on PATH (its install scripts check the version).
-  writeFileSync(path.join(p.dir, "package.json"), JSON.stringify(pkg({ node: g.node, openclaw: g.openclaw }), null, 2) + "\n");
+  writeFileSync(
+    path.join(p.dir, "package.json"),
+    JSON.stringify(pkg({ node: g.node, openclaw: g.openclaw }), null, 2) + "\n",
+  );
   await npmInstall(p.dir, { ...env, PATH: `${p.nodeBinDir}${path.delimiter}${process.env.PATH ?? ""}` }, log);
 
   const { stdout: nodeV } = await execFileP(p.node, ["--version"], { timeout: 60_000 });
   const { stdout: ocV } = await execFileP(p.node, [p.openclawMjs, "--version"], {
     timeout: 120_000,
-    env: { PATH: `${path.dirname(p.node)}${path.delimiter}${process.env.PATH ?? ""}`, HOME: p.home, OPENCLAW_NO_RESPAWN: "1", NO_COLOR: "1" },
+    env: {
+      PATH: `${path.dirname(p.node)}${path.delimiter}${process.env.PATH ?? ""}`,
+      HOME: p.home,
+      OPENCLAW_NO_RESPAWN: "1",
+      NO_COLOR: "1",
+    },
   });
   const version = /(\d{4}\.\d+\.\d+[\w.-]*)/.exec(ocV)?.[1];
   if (!version) throw new Error(`openclaw --version printed no version: ${ocV.slice(0, 200)}`);
@@ -229,7 +240,9 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write(`OpenClaw ${g.gen}: install FAILED: ${(err as Error).message}\n`);
     }
   }
-  process.stdout.write(`e2e setup done in ${Math.round((Date.now() - t0) / 1000)} s${failed ? `, ${failed} failed` : ""}\n`);
+  process.stdout.write(
+    `e2e setup done in ${Math.round((Date.now() - t0) / 1000)} s${failed ? `, ${failed} failed` : ""}\n`,
+  );
   return failed ? 1 : 0;
 }
 

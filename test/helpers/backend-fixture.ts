@@ -50,9 +50,12 @@ export function backendFixture<F extends { close(): Promise<void> }, B extends B
   });
   after(async () => {
     const names = new Set(made.map((b) => b.name));
-    const pids = warmProcesses().filter((w) => names.has(w.backend)).map((w) => w.pid);
+    const pids = warmProcesses()
+      .filter((w) => names.has(w.backend))
+      .map((w) => w.pid);
     for (const b of made) await b.close?.();
-    for (const pid of pids) if (pid) assert.ok(await eventually(() => pidGone(pid), 10_000), `warm process ${pid} ended by close()`);
+    for (const pid of pids)
+      if (pid) assert.ok(await eventually(() => pidGone(pid), 10_000), `warm process ${pid} ended by close()`);
     await fx.fake?.close();
     rmSync(fx.home, { recursive: true, force: true });
     rmSync(fx.dataDir, { recursive: true, force: true });

@@ -11,13 +11,30 @@ import { chatRequestSchema } from "../../src/request/chat-api/schema.js";
  * One turn as the pipeline hands it to a backend. `resume` (default true): the pipeline keeps the
  * conversation's backend session (resume mode); false: a stateless turn.
  */
-export function turnInput(key: string, text: string, opts: { system?: string; sessionId?: string; signal?: AbortSignal; model?: string; cwd?: string; resume?: boolean } = {}): TurnInput {
+export function turnInput(
+  key: string,
+  text: string,
+  opts: {
+    system?: string;
+    sessionId?: string;
+    signal?: AbortSignal;
+    model?: string;
+    cwd?: string;
+    resume?: boolean;
+  } = {},
+): TurnInput {
   const { cancel } = Cancellation.follow(opts.signal ?? new AbortController().signal);
   return {
     model: opts.model ?? "default",
     prompt: { system: opts.system ?? "", text },
     request: chatRequestSchema.parse({ model: "backend-test", messages: [{ role: "user", content: text }] }),
-    session: { key, backendSessionId: opts.sessionId, turn: opts.sessionId ? 1 : 0, ...(opts.cwd ? { cwd: opts.cwd } : {}), ...(opts.resume === false ? {} : { resume: true }) },
+    session: {
+      key,
+      backendSessionId: opts.sessionId,
+      turn: opts.sessionId ? 1 : 0,
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
+      ...(opts.resume === false ? {} : { resume: true }),
+    },
     cancel,
     get signal() {
       return cancel.signal;
@@ -49,8 +66,10 @@ export async function collect(it: AsyncIterable<BackendEvent>, max = 5000): Prom
 }
 
 export const textOf = (evs: BackendEvent[]) => evs.flatMap((e) => (e.type === "text" ? [e.text] : [])).join("");
-export const sessionOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "session" }> => e.type === "session")?.id;
-export const errorOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
+export const sessionOf = (evs: BackendEvent[]) =>
+  evs.find((e): e is Extract<BackendEvent, { type: "session" }> => e.type === "session")?.id;
+export const errorOf = (evs: BackendEvent[]) =>
+  evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
 
 /** The backend contract: exactly one done/error, and it is the last event. */
 export function assertEndsOnce(evs: BackendEvent[]): void {

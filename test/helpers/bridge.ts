@@ -19,7 +19,10 @@ export interface TestBridge extends Bridge {
 export async function startTestBridge(raw: Record<string, any>, opts: StartOptions = {}): Promise<TestBridge> {
   const dataDir = raw.dataDir ?? tempDir("cb-data-");
   // Tool pre-execution would reach the internet: off unless a test configures it (with local fakes).
-  const cfg = resolveConfig({ intents: { enabled: false }, ...raw, dataDir, server: { port: 0, ...(raw.server ?? {}) } }, "test");
+  const cfg = resolveConfig(
+    { intents: { enabled: false }, ...raw, dataDir, server: { port: 0, ...(raw.server ?? {}) } },
+    "test",
+  );
   const logger = opts.logger ?? createLogger(process.env.CB_TEST_LOG ?? "silent");
   const bridge = await startBridge(cfg, { ...opts, logger });
   return Object.assign(bridge, { baseURL: `${bridge.url}/v1`, dataDir });
@@ -58,7 +61,12 @@ export async function eventually(check: () => boolean | Promise<boolean>, ms = 1
 export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]);
+    return await Promise.race([
+      p,
+      new Promise<never>(
+        (_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)),
+      ),
+    ]);
   } finally {
     clearTimeout(timer);
   }

@@ -12,9 +12,15 @@ export class Chat {
 
   /** Send one message and read the streamed answer. */
   async say(text: string): Promise<{ text: string; finish?: string | null }> {
-    this.messages.push({ role: "user", content: `[Tue 2026-11-24 10:${String(this.messages.length).padStart(2, "0")} UTC] ${text}` });
+    this.messages.push({
+      role: "user",
+      content: `[Tue 2026-11-24 10:${String(this.messages.length).padStart(2, "0")} UTC] ${text}`,
+    });
     const client = new OpenAI({ baseURL: this.baseURL, apiKey: this.apiKey, maxRetries: 0, timeout: 120_000 });
-    const stream = await client.chat.completions.create({ model: this.model, messages: [...this.messages], stream: true }, { headers: { "x-session-id": this.key } });
+    const stream = await client.chat.completions.create(
+      { model: this.model, messages: [...this.messages], stream: true },
+      { headers: { "x-session-id": this.key } },
+    );
     let out = "";
     let finish: string | null | undefined;
     for await (const c of stream) {

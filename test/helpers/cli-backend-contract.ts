@@ -23,7 +23,10 @@ import { eventually } from "./bridge.js";
 import { warmProcesses } from "../../src/backends/warm/pool.js";
 
 /** Replies every fake model API understands alike. */
-export type CommonReply = { kind: "text"; chunks: string[]; delayMs?: number } | { kind: "hang" } | { kind: "error"; status: number; message: string };
+export type CommonReply =
+  | { kind: "text"; chunks: string[]; delayMs?: number }
+  | { kind: "hang" }
+  | { kind: "error"; status: number; message: string };
 const text = (chunks: string[], delayMs?: number): CommonReply => ({ kind: "text", chunks, delayMs });
 const hang: CommonReply = { kind: "hang" };
 
@@ -31,7 +34,14 @@ const hang: CommonReply = { kind: "hang" };
 export type CliBackend = Backend & { readonly lastPid?: number };
 
 /** A warm process that stayed: it serves the conversation's next turn (the same pid answers). */
-async function reusedOrGone(t: CliUnderTest<unknown>, backend: CliBackend, key: string, pid: number, sessionId: string | undefined, system?: string): Promise<void> {
+async function reusedOrGone(
+  t: CliUnderTest<unknown>,
+  backend: CliBackend,
+  key: string,
+  pid: number,
+  sessionId: string | undefined,
+  system?: string,
+): Promise<void> {
   if (pidGone(pid)) return;
   t.reply(text(["again"]));
   // The same session and bootstrap: the process it was started for fits.
@@ -164,7 +174,10 @@ export function cliBackendContract<Reply>(t: CliUnderTest<Reply>): void {
     assert.equal(errorOf(evs)?.code, "aborted");
     if (t.warm) {
       // A warm CLI may re-read its bootstrap file while it lives (Gemini's GEMINI_SYSTEM_MD): at most one per warm process.
-      assert.ok(turnFilesLeft(t.dataDir()).length <= warmProcesses().length, `files left: ${turnFilesLeft(t.dataDir()).join(", ")}`);
+      assert.ok(
+        turnFilesLeft(t.dataDir()).length <= warmProcesses().length,
+        `files left: ${turnFilesLeft(t.dataDir()).join(", ")}`,
+      );
     } else assert.deepEqual(turnFilesLeft(t.dataDir()), [], "the per-turn files are removed after an aborted turn too");
     if (t.warm) await reusedOrGone(t as CliUnderTest<unknown>, backend, "conv-abort", pid, sessionOf(evs), "boot");
     else assert.ok(pidGone(pid), "process reaped");

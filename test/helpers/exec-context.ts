@@ -3,7 +3,10 @@ import pino from "pino";
 import type { ExecContext } from "../../src/workflows/systems/step-executor.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 
-export function execContext(inputs: Record<string, unknown>, extra: Partial<ExecContext> & Pick<ExecContext, "workDir">): { ctx: ExecContext; pieces: string[] } {
+export function execContext(
+  inputs: Record<string, unknown>,
+  extra: Partial<ExecContext> & Pick<ExecContext, "workDir">,
+): { ctx: ExecContext; pieces: string[] } {
   const pieces: string[] = [];
   const ctx: ExecContext = {
     runId: "run-1",

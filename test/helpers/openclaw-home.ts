@@ -16,7 +16,11 @@ export function bridgeConfig(extra: Record<string, unknown> = {}): Config {
   return resolveConfig(
     {
       server: { apiKeys: ["bridge-key-0123456789"] },
-      backends: { oc: { type: "opencode" }, cc: { type: "claude-code", timeoutSeconds: 1200 }, up: { type: "openai", baseUrl: "http://127.0.0.1:8000/v1" } },
+      backends: {
+        oc: { type: "opencode" },
+        cc: { type: "claude-code", timeoutSeconds: 1200 },
+        up: { type: "openai", baseUrl: "http://127.0.0.1:8000/v1" },
+      },
       models: [
         { id: "opencode/big-pickle", backend: "oc" },
         { id: "claude", backend: "cc", name: "Claude via CLI", contextWindow: 100000, maxTokens: 8000 },
@@ -52,7 +56,11 @@ export function findRealOpenClaw(): Array<{ bin: string; node?: string; label: s
     return explicit
       .split(",")
       .filter(Boolean)
-      .map((bin) => ({ bin, label: bin, ...(process.env.CLAWBRIDGE_TEST_OPENCLAW_NODE ? { node: process.env.CLAWBRIDGE_TEST_OPENCLAW_NODE } : {}) }));
+      .map((bin) => ({
+        bin,
+        label: bin,
+        ...(process.env.CLAWBRIDGE_TEST_OPENCLAW_NODE ? { node: process.env.CLAWBRIDGE_TEST_OPENCLAW_NODE } : {}),
+      }));
   }
   const root = path.resolve(import.meta.dirname, "../e2e/.openclaw");
   const out: Array<{ bin: string; node?: string; label: string }> = [];

@@ -1,7 +1,12 @@
 /** A pi-ai model (OpenClaw's client library) for the bridge at `baseURL`, as OpenClaw's provider entry describes it. */
 import type { Model, OpenAICompletionsCompat } from "@mariozechner/pi-ai";
 
-export function piModel(baseURL: string, id: string, name: string, compat?: OpenAICompletionsCompat): Model<"openai-completions"> {
+export function piModel(
+  baseURL: string,
+  id: string,
+  name: string,
+  compat?: OpenAICompletionsCompat,
+): Model<"openai-completions"> {
   return {
     id,
     name,

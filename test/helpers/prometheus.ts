@@ -55,18 +55,23 @@ export function parseMetrics(text: string): Scrape {
       if (!s) series.set(key, (s = { labels: rest, buckets: {}, sum: 0, count: 0 }));
       return s;
     };
-    for (const b of flat.get(`${name}_bucket`)?.metrics ?? []) at(b.labels).buckets[b.labels?.le ?? "?"] = Number(b.value);
+    for (const b of flat.get(`${name}_bucket`)?.metrics ?? [])
+      at(b.labels).buckets[b.labels?.le ?? "?"] = Number(b.value);
     for (const s of flat.get(`${name}_sum`)?.metrics ?? []) at(s.labels).sum = Number(s.value);
     for (const c of flat.get(`${name}_count`)?.metrics ?? []) at(c.labels).count = Number(c.value);
     for (const s of series.values()) {
-      if (s.buckets["+Inf"] !== s.count) throw new Error(`histogram ${name}${JSON.stringify(s.labels)}: +Inf bucket ${s.buckets["+Inf"]} but count ${s.count}`);
+      if (s.buckets["+Inf"] !== s.count)
+        throw new Error(
+          `histogram ${name}${JSON.stringify(s.labels)}: +Inf bucket ${s.buckets["+Inf"]} but count ${s.count}`,
+        );
     }
     histograms.set(name, [...series.values()]);
   }
   return { families, histograms };
 }
 
-const matches = (labels: Record<string, string> | undefined, want: Record<string, string>) => Object.entries(want).every(([k, v]) => labels?.[k] === v);
+const matches = (labels: Record<string, string> | undefined, want: Record<string, string>) =>
+  Object.entries(want).every(([k, v]) => labels?.[k] === v);
 
 /** The samples of a counter or gauge family whose labels include `labels`. */
 export function samples(scrape: Scrape, name: string, labels: Record<string, string> = {}): PromSample[] {
@@ -84,6 +89,13 @@ export function histogramSeries(scrape: Scrape, name: string, labels: Record<str
 }
 
 /** A histogram's observation count and sum over the series matching `labels`. */
-export function histogram(scrape: Scrape, name: string, labels: Record<string, string> = {}): { count: number; sum: number } {
-  return histogramSeries(scrape, name, labels).reduce((a, s) => ({ count: a.count + s.count, sum: a.sum + s.sum }), { count: 0, sum: 0 });
+export function histogram(
+  scrape: Scrape,
+  name: string,
+  labels: Record<string, string> = {},
+): { count: number; sum: number } {
+  return histogramSeries(scrape, name, labels).reduce((a, s) => ({ count: a.count + s.count, sum: a.sum + s.sum }), {
+    count: 0,
+    sum: 0,
+  });
 }

@@ -46,5 +46,11 @@ export async function connect(port: number): Promise<Conn> {
       };
       waiters.add(w);
     });
-  return { socket, received: () => raw, closed: (ms) => until(() => ended, ms), waitFor: (re, ms) => until(() => re.test(raw), ms), isClosed: () => ended };
+  return {
+    socket,
+    received: () => raw,
+    closed: (ms) => until(() => ended, ms),
+    waitFor: (re, ms) => until(() => re.test(raw), ms),
+    isClosed: () => ended,
+  };
 }

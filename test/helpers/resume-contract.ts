@@ -90,7 +90,10 @@ export interface ResumeContext<Req extends { body: any }, Reply> {
 
 const runtimeKey = (sessionId: string) => `openclaw:agent:main:main:${sessionId}`;
 
-export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<Req, Reply>, extra?: (ctx: ResumeContext<Req, Reply>) => void): void {
+export function resumeContract<Req extends { body: any }, Reply>(
+  cli: ResumeCli<Req, Reply>,
+  extra?: (ctx: ResumeContext<Req, Reply>) => void,
+): void {
   const MODEL = cli.model;
 
   describe(`resume mode through the bridge: ${cli.title}`, () => {
@@ -181,7 +184,10 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       );
       // What the bridge forwarded on turn 2: the new user message alone, not OpenClaw's request.
       const newBytes = cli.newMessageBytes(c2);
-      assert.ok(newBytes < 100 && requestBytes > 40_000, `turn 2 forwarded ${newBytes} bytes of a ${requestBytes}-byte request`);
+      assert.ok(
+        newBytes < 100 && requestBytes > 40_000,
+        `turn 2 forwarded ${newBytes} bytes of a ${requestBytes}-byte request`,
+      );
       assert.ok(!cli.conversationJson(c2).includes("Runtime:"), "no Runtime line reaches the model");
       assert.ok(!cli.conversationJson(c2).includes("[Sat 2026-11-21"), "no timestamp prefix reaches the model");
       if (cli.sessionOf) {
@@ -197,16 +203,32 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       const shown = await showSession(bridge.dataDir, key);
       assert.equal(shown.binding.turns, 2);
       assert.equal(shown.binding.backend, cli.backend);
-      assert.equal(shown.binding.backendSessionId, first.backendSessionId, `the same ${cli.title} session on both turns`);
+      assert.equal(
+        shown.binding.backendSessionId,
+        first.backendSessionId,
+        `the same ${cli.title} session on both turns`,
+      );
       assert.ok(path.isAbsolute(shown.binding.cwd));
-      assert.ok(shown.events.some((e) => e.kind === "bound"), "a bound event");
-      assert.ok(cli.sessionFiles(home, first.backendSessionId).length >= 1, `${cli.title}'s session file exists for the bound id`);
+      assert.ok(
+        shown.events.some((e) => e.kind === "bound"),
+        "a bound event",
+      );
+      assert.ok(
+        cli.sessionFiles(home, first.backendSessionId).length >= 1,
+        `${cli.title}'s session file exists for the bound id`,
+      );
       if (cli.warm) {
         // OpenClaw's request changes between turns (its Runtime line, the time in the message), the
         // bootstrap built from it must not: both turns ran on one warm process.
-        const health = (await (await fetch(`${bridge.url}/health`)).json()) as { warm: { list: Array<{ backend: string; turns: number }> } };
+        const health = (await (await fetch(`${bridge.url}/health`)).json()) as {
+          warm: { list: Array<{ backend: string; turns: number }> };
+        };
         const mine = health.warm.list.filter((w) => w.backend === cli.backend);
-        assert.deepEqual(mine.map((w) => w.turns), [2], `one warm process served both turns: ${JSON.stringify(health.warm.list)}`);
+        assert.deepEqual(
+          mine.map((w) => w.turns),
+          [2],
+          `one warm process served both turns: ${JSON.stringify(health.warm.list)}`,
+        );
       }
     });
 
@@ -227,19 +249,30 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       const oc = cli.turns().slice(before5);
       assert.equal(oc.length, 2);
       same(oc[0]!, oc[1]!);
-      assert.deepEqual(cli.dialogue(oc[1]!).map(([r]) => r), ["user", "assistant", "user"], "the derived conversation resumed");
+      assert.deepEqual(
+        cli.dialogue(oc[1]!).map(([r]) => r),
+        ["user", "assistant", "user"],
+        "the derived conversation resumed",
+      );
       assert.equal(cli.lastPrompt(oc[1]!), "derived two", "metadata blocks stripped from the new message");
       assert.equal((await bindingOf(o1.key!)).turns, 2);
 
       // An explicit header wins over the Runtime line.
-      const h = await chat(bridge.baseURL, new Conversation(MODEL, "2026.9", { sessionId: randomUUID() }).ask("header wins"), {
-        headers: { "x-openclaw-session-key": "agent:main:telegram:dm:42" },
-      });
+      const h = await chat(
+        bridge.baseURL,
+        new Conversation(MODEL, "2026.9", { sessionId: randomUUID() }).ask("header wins"),
+        {
+          headers: { "x-openclaw-session-key": "agent:main:telegram:dm:42" },
+        },
+      );
       assert.equal(h.source, "header");
       assert.equal(h.key, "agent:main:telegram:dm:42");
 
       // The OpenAI `user` field when there is no header (it also beats the Runtime line).
-      const u = await chat(bridge.baseURL, { ...new Conversation(MODEL, "2026.9", { sessionId: randomUUID() }).ask("user field"), user: "alex-42" });
+      const u = await chat(bridge.baseURL, {
+        ...new Conversation(MODEL, "2026.9", { sessionId: randomUUID() }).ask("user field"),
+        user: "alex-42",
+      });
       assert.equal(u.source, "user");
       assert.equal(u.key, "user:alex-42");
       assert.equal((await bindingOf("user:alex-42")).turns, 1);
@@ -250,12 +283,18 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       const keyA = runtimeKey(a.extra.sessionId!);
       const keyB = runtimeKey(b.extra.sessionId!);
       const beforeAB = cli.turns().length;
-      const [a1, b1] = await Promise.all([chat(bridge.baseURL, a.ask("alpha one")), chat(bridge.baseURL, b.ask("bravo one"))]);
+      const [a1, b1] = await Promise.all([
+        chat(bridge.baseURL, a.ask("alpha one")),
+        chat(bridge.baseURL, b.ask("bravo one")),
+      ]);
       assert.equal(a1.text, "Reply to: alpha one");
       assert.equal(b1.text, "Reply to: bravo one");
       a.answered(a1.text);
       b.answered(b1.text);
-      const [a2, b2] = await Promise.all([chat(bridge.baseURL, a.ask("alpha two")), chat(bridge.baseURL, b.ask("bravo two"))]);
+      const [a2, b2] = await Promise.all([
+        chat(bridge.baseURL, a.ask("alpha two")),
+        chat(bridge.baseURL, b.ask("bravo two")),
+      ]);
       assert.equal(a2.text, "Reply to: alpha two");
       assert.equal(b2.text, "Reply to: bravo two");
       const ab = cli.turns().slice(beforeAB);
@@ -268,7 +307,10 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
         assert.equal(of(k).length, 2);
         for (const c of of(k)) {
           const texts = cli.dialogue(c).map(([, t]) => t);
-          assert.ok(texts.every((t) => t.includes(word)), `${k}: only its own messages: ${JSON.stringify(texts)}`);
+          assert.ok(
+            texts.every((t) => t.includes(word)),
+            `${k}: only its own messages: ${JSON.stringify(texts)}`,
+          );
           assert.ok(!cli.conversationJson(c).includes(other), `${k}: nothing of the other conversation`);
         }
         assert.equal(cli.dialogue(of(k)[1]!).length, 3, "second turn resumed with one new message");
@@ -322,14 +364,16 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       assert.equal(d.length, 1, "a new session: one user message");
       const text = d[0]![1];
       assert.match(text, /EARLIER IN THIS CONVERSATION/);
-      for (const t of ["my cat is called Miso", "she is three years old", "Reply to: my cat is called Miso"]) assert.ok(text.includes(t), `seed holds "${t}"`);
+      for (const t of ["my cat is called Miso", "she is three years old", "Reply to: my cat is called Miso"])
+        assert.ok(text.includes(t), `seed holds "${t}"`);
       assert.ok(text.endsWith("what is my cat's name?"), "the new message comes last");
       assert.ok(cli.systemOf(seeded).includes(`Conversation: ${key}`), "bootstrap on the healed turn");
 
       const shown = await showSession(bridge.dataDir, key);
       const fresh: string = shown.binding.backendSessionId;
       assert.notEqual(fresh, dead, "the store holds a new session id");
-      if (cli.sessionOf) assert.equal(cli.sessionOf(seeded), fresh, `the healed turn ran in the new ${cli.title} session`);
+      if (cli.sessionOf)
+        assert.equal(cli.sessionOf(seeded), fresh, `the healed turn ran in the new ${cli.title} session`);
       assert.equal(shown.binding.turns, 1);
       const healed = shown.events.find((e) => e.kind === "healed");
       assert.ok(healed, `a healed event: ${JSON.stringify(shown.events)}`);
@@ -342,18 +386,29 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       const afterHeal = cli.turns().slice(before);
       assert.equal(afterHeal.length, 2);
       const last = afterHeal[1]!;
-      assert.deepEqual(cli.dialogue(last).map(([r]) => r), ["user", "assistant", "user"], "turn 4 resumed the healed session");
+      assert.deepEqual(
+        cli.dialogue(last).map(([r]) => r),
+        ["user", "assistant", "user"],
+        "turn 4 resumed the healed session",
+      );
       assert.match(cli.dialogue(last)[0]![1], /EARLIER IN THIS CONVERSATION/);
       assert.equal(cli.lastPrompt(last), "and her age?");
       if (cli.sessionOf) {
         assert.equal(cli.sessionOf(last), fresh);
-        assert.ok(afterHeal.every((c) => cli.sessionOf!(c) !== dead), "no model call in the dead session");
+        assert.ok(
+          afterHeal.every((c) => cli.sessionOf!(c) !== dead),
+          "no model call in the dead session",
+        );
       }
       const after4 = await bindingOf(key);
       assert.equal(after4.backendSessionId, fresh, "the dead id is not used again");
       assert.equal(after4.turns, 2);
       // (A CLI may leave a stub naming the dead id that holds no conversation: `stub` tells them apart.)
-      assert.equal(cli.sessionFiles(home, dead).filter((f) => !cli.stub?.(f)).length, 0, "no session was recreated under the dead id");
+      assert.equal(
+        cli.sessionFiles(home, dead).filter((f) => !cli.stub?.(f)).length,
+        0,
+        "no session was recreated under the dead id",
+      );
     });
 
     /** The model call of the retried turn in the abort test (for the check below). */
@@ -392,7 +447,10 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
         assert.equal(res.status, 200);
         const reader = res.body!.getReader();
         await reader.read(); // the role chunk: the turn is streaming
-        assert.ok(await eventually(() => cli.turns().length > before, cli.reachModelMs), "the CLI reached the (hanging) model");
+        assert.ok(
+          await eventually(() => cli.turns().length > before, cli.reachModelMs),
+          "the CLI reached the (hanging) model",
+        );
         groups = [...cliGroups(home, cwd)];
         assert.equal(groups.length, 1, `one ${cli.cli} is mid-turn`);
       } catch (err) {
@@ -425,15 +483,24 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       assert.ok(samples > (cli.warm ? 1 : 5), `sampled ${samples} times`);
       assert.ok(maxGroups <= 1, `at most one ${cli.cli} process group at any moment (saw ${maxGroups})`);
       // Warm, the interrupted process may serve the retry itself (still one process).
-      if (!cli.warm || alive(abandoned)) assert.ok(cli.warm || !alive(abandoned), `the abandoned ${cli.cli} (the group leader) is gone`);
-      assert.ok(await eventually(() => cliGroups(home, cwd).size <= between, 10_000), "nothing left after the retry (warm: the retry's process)");
+      if (!cli.warm || alive(abandoned))
+        assert.ok(cli.warm || !alive(abandoned), `the abandoned ${cli.cli} (the group leader) is gone`);
+      assert.ok(
+        await eventually(() => cliGroups(home, cwd).size <= between, 10_000),
+        "nothing left after the retry (warm: the retry's process)",
+      );
       // The interrupted attempt may already sit in the CLI's own history, so the retry of the SAME
       // message starts a new session seeded from the conversation: nothing lost, nothing twice.
       const calls = cli.turns().slice(before);
       const last = calls.at(-1)!;
       retriedCall = last;
-      if (cli.sessionOf) assert.notEqual(cli.sessionOf(last), cli.sessionOf(calls[0]!), "the retry runs in a new session");
-      assert.match(cli.dialogue(last)[0]![1], /EARLIER IN THIS CONVERSATION[\s\S]*first, quick/, "seeded with the earlier conversation");
+      if (cli.sessionOf)
+        assert.notEqual(cli.sessionOf(last), cli.sessionOf(calls[0]!), "the retry runs in a new session");
+      assert.match(
+        cli.dialogue(last)[0]![1],
+        /EARLIER IN THIS CONVERSATION[\s\S]*first, quick/,
+        "seeded with the earlier conversation",
+      );
       assert.ok(cli.userTexts(last).at(-1)!.endsWith("second, slow"), "the retried message comes last");
       const health = (await (await fetch(`${bridge.url}/health`)).json()) as any;
       assert.equal(health.turns.running, 0);
@@ -466,14 +533,21 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
         return cli.replyScript(req);
       });
       const base = conv.turns.slice();
-      const send = (name: string) => chat(bridge.baseURL, openclawRequest(MODEL, [...base, { role: "user", text: `serial two ${name}` }], "2026.9", conv.extra));
+      const send = (name: string) =>
+        chat(
+          bridge.baseURL,
+          openclawRequest(MODEL, [...base, { role: "user", text: `serial two ${name}` }], "2026.9", conv.extra),
+        );
       const pa = send("A");
       const pb = send("B");
       try {
         assert.ok(await eventually(() => arrivals.length >= 1, cli.reachModelMs), "the first turn reached the model");
         await sleep(cli.parallelWindowMs); // a second, parallel CLI would have reached the fake within this time
         assert.equal(arrivals.length, 1, "the second turn waits while the first is answering");
-        assert.ok(cliGroups(home, cli.warm ? (await bindingOf(runtimeKey(conv.extra.sessionId!))).cwd : undefined).size <= 1, "one CLI for the conversation");
+        assert.ok(
+          cliGroups(home, cli.warm ? (await bindingOf(runtimeKey(conv.extra.sessionId!))).cwd : undefined).size <= 1,
+          "one CLI for the conversation",
+        );
       } finally {
         releasedAt = Date.now();
         release();
@@ -485,10 +559,16 @@ export function resumeContract<Req extends { body: any }, Reply>(cli: ResumeCli<
       const firstName = arrivals[0]!.text.endsWith("A") ? "A" : "B";
       const secondName = firstName === "A" ? "B" : "A";
       // Causal, not a timing guess: the first CLI cannot finish before its (gated) answer was released.
-      assert.ok(arrivals[1]!.at >= releasedAt, "the second reached the model only after the first one's answer was released");
+      assert.ok(
+        arrivals[1]!.at >= releasedAt,
+        "the second reached the model only after the first one's answer was released",
+      );
       // And the second ran in the session the first had finished writing: its history holds the first's answer.
       const d = cli.dialogue(cli.turns().at(-1)!).map(([, t]) => t);
-      assert.ok(d.includes(`serial two ${firstName}`) && d.includes(`Reply to: serial two ${firstName}`), JSON.stringify(d));
+      assert.ok(
+        d.includes(`serial two ${firstName}`) && d.includes(`Reply to: serial two ${firstName}`),
+        JSON.stringify(d),
+      );
       assert.equal(d.at(-1), `serial two ${secondName}`);
     });
 

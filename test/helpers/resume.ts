@@ -22,14 +22,22 @@ export interface ChatResult {
   done: boolean;
 }
 
-export async function chat(baseURL: string, body: unknown, opts: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<ChatResult> {
+export async function chat(
+  baseURL: string,
+  body: unknown,
+  opts: { headers?: Record<string, string>; signal?: AbortSignal } = {},
+): Promise<ChatResult> {
   const res = await fetch(`${baseURL}/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json", ...(opts.headers ?? {}) },
     body: JSON.stringify(body),
     signal: opts.signal,
   });
-  const base = { status: res.status, key: res.headers.get("x-clawbridge-conversation"), source: res.headers.get("x-clawbridge-conversation-source") };
+  const base = {
+    status: res.status,
+    key: res.headers.get("x-clawbridge-conversation"),
+    source: res.headers.get("x-clawbridge-conversation-source"),
+  };
   if (!(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
     const j = (await res.json()) as any;
     return { ...base, text: j?.choices?.[0]?.message?.content ?? "", error: j?.error, done: false };
@@ -64,7 +72,6 @@ export class Conversation {
     return openclawRequest(this.model, this.turns, this.gen, this.extra);
   }
 }
-
 
 export function lastLine(s: string): string {
   return s.trim().split("\n").at(-1)!.trim();
@@ -103,11 +110,17 @@ export function alive(pid: number): boolean {
 export async function sessionsCli(dataDir: string, ...args: string[]): Promise<string> {
   const env: NodeJS.ProcessEnv = { ...process.env, CLAWBRIDGE_DATA_DIR: dataDir };
   delete env.CLAWBRIDGE_CONFIG;
-  const { stdout } = await execFileP(process.execPath, ["--import", "tsx", CLI_ENTRY, "sessions", ...args], { env, timeout: 60_000 });
+  const { stdout } = await execFileP(process.execPath, ["--import", "tsx", CLI_ENTRY, "sessions", ...args], {
+    env,
+    timeout: 60_000,
+  });
   return stdout;
 }
 
-export async function showSession(dataDir: string, key: string): Promise<{ binding: any; events: Array<{ kind: string; reason: string | null }> }> {
+export async function showSession(
+  dataDir: string,
+  key: string,
+): Promise<{ binding: any; events: Array<{ kind: string; reason: string | null }> }> {
   return JSON.parse(await sessionsCli(dataDir, "show", key));
 }
 

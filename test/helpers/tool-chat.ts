@@ -22,8 +22,16 @@ export interface StreamedAnswer {
 }
 
 /** A client tool as OpenClaw sends one. */
-export function tool(name: string, description: string, properties: Record<string, unknown> = {}, required: string[] = []): OpenAI.ChatCompletionTool {
-  return { type: "function", function: { name, description, parameters: { type: "object", properties, required, additionalProperties: false } } };
+export function tool(
+  name: string,
+  description: string,
+  properties: Record<string, unknown> = {},
+  required: string[] = [],
+): OpenAI.ChatCompletionTool {
+  return {
+    type: "function",
+    function: { name, description, parameters: { type: "object", properties, required, additionalProperties: false } },
+  };
 }
 
 export class ToolChat {
@@ -50,7 +58,9 @@ export class ToolChat {
   answer(results: string[], ids?: string[], signal?: AbortSignal): Promise<StreamedAnswer> {
     const last = this.messages.at(-1) as OpenAI.ChatCompletionAssistantMessageParam;
     const calls = last.tool_calls ?? [];
-    calls.forEach((c, i) => this.messages.push({ role: "tool", tool_call_id: ids?.[i] ?? c.id, content: results[i] ?? "" }));
+    calls.forEach((c, i) =>
+      this.messages.push({ role: "tool", tool_call_id: ids?.[i] ?? c.id, content: results[i] ?? "" }),
+    );
     return this.send(signal);
   }
 
@@ -77,7 +87,15 @@ export class ToolChat {
     }
     this.messages.push(
       out.calls.length
-        ? { role: "assistant", content: out.text || null, tool_calls: out.calls.map((c) => ({ id: c.id, type: "function" as const, function: { name: c.name, arguments: c.arguments } })) }
+        ? {
+            role: "assistant",
+            content: out.text || null,
+            tool_calls: out.calls.map((c) => ({
+              id: c.id,
+              type: "function" as const,
+              function: { name: c.name, arguments: c.arguments },
+            })),
+          }
         : { role: "assistant", content: out.text },
     );
     return out;

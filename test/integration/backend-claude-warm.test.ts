@@ -8,9 +8,18 @@ import assert from "node:assert/strict";
 import { readdirSync } from "node:fs";
 import path from "node:path";
 import { describe, test } from "node:test";
-import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code/backend.js";
+import {
+  claudeCodeBackend,
+  claudeCodeOptionsSchema,
+  type ClaudeCodeBackend,
+} from "../../src/backends/claude-code/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import {
+  anthropicText,
+  startFakeAnthropic,
+  type AnthropicReply,
+  type RecordedRequest,
+} from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { assertEndsOnce, collect, findFiles, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { backendFixture } from "../helpers/backend-fixture.js";
@@ -31,7 +40,13 @@ describe("claude-code backend, warm, with the real claude CLI", () => {
     create: ({ fake, home, dataDir }, extra) =>
       claudeCodeBackend.create(
         "claude",
-        claudeCodeOptionsSchema.parse({ command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+        claudeCodeOptionsSchema.parse({
+          command: CLAUDE_BIN,
+          env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          ...extra,
+        }),
         { logger, dataDir },
       ) as ClaudeCodeBackend,
   });
@@ -64,15 +79,25 @@ describe("claude-code backend, warm, with the real claude CLI", () => {
   test("the bootstrap reaches the model on every warm turn; a changed bootstrap starts a new process on the same session", async () => {
     fx.fake.setScript((r) => ({ kind: "text", chunks: [`re: ${r.lastUserText.slice(0, 12)}`] }));
     const n0 = fx.fake.messageCalls().length;
-    const t1 = await collect(fx.backend.run(turnInput("conv-boot", "first words", { system: "BOOT-ONE you are Pebble" })));
+    const t1 = await collect(
+      fx.backend.run(turnInput("conv-boot", "first words", { system: "BOOT-ONE you are Pebble" })),
+    );
     assert.equal(t1.at(-1)?.type, "done", JSON.stringify(t1));
     const sid = sessionOf(t1)!;
     const pid1 = fx.backend.lastPid!;
-    assert.deepEqual(readdirSync(path.join(fx.dataDir, "tmp")), [], "the bootstrap file is removed once the CLI has read it");
-    const t2 = await collect(fx.backend.run(turnInput("conv-boot", "second words", { system: "BOOT-ONE you are Pebble", sessionId: sid })));
+    assert.deepEqual(
+      readdirSync(path.join(fx.dataDir, "tmp")),
+      [],
+      "the bootstrap file is removed once the CLI has read it",
+    );
+    const t2 = await collect(
+      fx.backend.run(turnInput("conv-boot", "second words", { system: "BOOT-ONE you are Pebble", sessionId: sid })),
+    );
     assert.equal(t2.at(-1)?.type, "done");
     assert.equal(fx.backend.lastPid, pid1, "same bootstrap: same process");
-    const t3 = await collect(fx.backend.run(turnInput("conv-boot", "third words", { system: "BOOT-TWO you are Quartz", sessionId: sid })));
+    const t3 = await collect(
+      fx.backend.run(turnInput("conv-boot", "third words", { system: "BOOT-TWO you are Quartz", sessionId: sid })),
+    );
     assert.equal(t3.at(-1)?.type, "done", JSON.stringify(t3));
     assert.notEqual(fx.backend.lastPid, pid1, "a changed bootstrap: a new process");
     assert.ok(pidGone(pid1), "the old process was ended before the new one started");

@@ -7,9 +7,19 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code/backend.js";
+import {
+  claudeCodeBackend,
+  claudeCodeOptionsSchema,
+  type ClaudeCodeBackend,
+} from "../../src/backends/claude-code/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import {
+  anthropicText,
+  startFakeAnthropic,
+  type AnthropicReply,
+  type FakeAnthropic,
+  type RecordedRequest,
+} from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 
 import { assertEndsOnce, collect, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
@@ -40,7 +50,14 @@ describe("claude-code backend with the real claude CLI", () => {
   const make = (extra: Record<string, unknown> = {}) =>
     claudeCodeBackend.create(
       "claude",
-      claudeCodeOptionsSchema.parse({ command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false }, ...extra }),
+      claudeCodeOptionsSchema.parse({
+        command: CLAUDE_BIN,
+        env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+        timeoutSeconds: 60,
+        killGraceSeconds: 1,
+        warm: { enabled: false },
+        ...extra,
+      }),
       { logger, dataDir },
     ) as ClaudeCodeBackend;
 
@@ -61,7 +78,8 @@ describe("claude-code backend with the real claude CLI", () => {
     cli: "claude",
     backend: () => backend,
     make,
-    missing: (command) => claudeCodeBackend.create("nope", claudeCodeOptionsSchema.parse({ command }), { logger, dataDir }),
+    missing: (command) =>
+      claudeCodeBackend.create("nope", claudeCodeOptionsSchema.parse({ command }), { logger, dataDir }),
     dataDir: () => dataDir,
     reply: (r) => fake.setScript(() => r),
     refusal: (message) => ({ kind: "error", status: 400, errorType: "invalid_request_error", message }),
@@ -75,18 +93,36 @@ describe("claude-code backend with the real claude CLI", () => {
   });
 
   test("a text turn streams deltas, reasoning, usage, a session and done", async () => {
-    fake.setScript(() => ({ kind: "text", thinking: ["Let me ", "think."], chunks: ["The answer ", "is ", "81."], delayMs: 5, inputTokens: 120, outputTokens: 9 }));
+    fake.setScript(() => ({
+      kind: "text",
+      thinking: ["Let me ", "think."],
+      chunks: ["The answer ", "is ", "81."],
+      delayMs: 5,
+      inputTokens: 120,
+      outputTokens: 9,
+    }));
     const before = fake.messageCalls().length;
-    const evs = await collect(backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })));
+    const evs = await collect(
+      backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })),
+    );
     assertEndsOnce(evs);
     assert.deepEqual(evs.at(-1), { type: "done", finishReason: "stop" });
     const texts = evs.filter((e) => e.type === "text");
     assert.ok(texts.length >= 3, `several text deltas, got ${texts.length}`);
     assert.equal(textOf(evs), "The answer is 81.");
-    assert.equal(evs.filter((e) => e.type === "reasoning").map((e) => (e as { text: string }).text).join(""), "Let me think.");
+    assert.equal(
+      evs
+        .filter((e) => e.type === "reasoning")
+        .map((e) => (e as { text: string }).text)
+        .join(""),
+      "Let me think.",
+    );
     const sid = sessionOf(evs);
     assert.match(sid ?? "", /^[0-9a-f-]{36}$/);
-    assert.ok(evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"), "session is known before the first text");
+    assert.ok(
+      evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"),
+      "session is known before the first text",
+    );
     const usage = evs.find((e) => e.type === "usage");
     assert.deepEqual(usage, { type: "usage", usage: { promptTokens: 120, completionTokens: 9, totalTokens: 129 } });
 
@@ -98,7 +134,8 @@ describe("claude-code backend with the real claude CLI", () => {
     assert.match(req.lastUserText, /what is 9 \* 9/);
     const toolNames: string[] = (req.body.tools ?? []).map((t: any) => t.name);
     assert.ok(toolNames.includes("Read"), "read-only tools offered");
-    for (const t of ["Bash", "Edit", "Write"]) assert.ok(!toolNames.includes(t), `${t} not offered by the safe default`);
+    for (const t of ["Bash", "Edit", "Write"])
+      assert.ok(!toolNames.includes(t), `${t} not offered by the safe default`);
     assert.equal(fake.unknown.length, 0, `unknown paths: ${fake.unknown.map((u) => u.path).join(", ")}`);
     assert.deepEqual(readdirSync(path.join(dataDir, "tmp")), [], "the per-turn system prompt file is removed");
   });
@@ -107,7 +144,9 @@ describe("claude-code backend with the real claude CLI", () => {
     fake.setScript(() => ({ kind: "text", chunks: ["ok"] }));
     const replacing = make({ systemPromptMode: "replace", systemPromptFile: false });
     const n0 = fake.messageCalls().length;
-    const evs = await collect(replacing.run(turnInput("conv-replace", "hi", { system: "--- ONLY-BOOT (starts with dashes)" })));
+    const evs = await collect(
+      replacing.run(turnInput("conv-replace", "hi", { system: "--- ONLY-BOOT (starts with dashes)" })),
+    );
     assertEndsOnce(evs);
     assert.equal(evs.at(-1)?.type, "done");
     const sys = systemText(fake.messageCalls().slice(n0)[0]!);
@@ -116,13 +155,18 @@ describe("claude-code backend with the real claude CLI", () => {
   });
 
   test("turn 2 resumes the session: history from the CLI's transcript, only the new message added, bootstrap on both turns", async () => {
-    fake.setScript((r) => ({ kind: "text", chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."] }));
+    fake.setScript((r) => ({
+      kind: "text",
+      chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."],
+    }));
     const n0 = fake.messageCalls().length;
     const t1 = await collect(backend.run(turnInput("conv-resume", "first question", { system: "BOOT-ONE" })));
     assertEndsOnce(t1);
     const sid = sessionOf(t1)!;
     assert.ok(sid);
-    const t2 = await collect(backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })));
+    const t2 = await collect(
+      backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })),
+    );
     assertEndsOnce(t2);
     assert.equal(t2.at(-1)?.type, "done");
     assert.equal(sessionOf(t2), sid, "same session id confirmed");
@@ -150,7 +194,11 @@ describe("claude-code backend with the real claude CLI", () => {
       step++;
       return hasResult
         ? { kind: "text", chunks: ["The file says ", "hi."] }
-        : { kind: "text", chunks: ["Let me look."], toolUses: [{ id: `toolu_${step}x`, name: "Read", input: { file_path: "notes.txt" } }] };
+        : {
+            kind: "text",
+            chunks: ["Let me look."],
+            toolUses: [{ id: `toolu_${step}x`, name: "Read", input: { file_path: "notes.txt" } }],
+          };
     });
     const cwd = mkdtempSync(path.join(dataDir, "tool-"));
     writeFileSync(path.join(cwd, "notes.txt"), "hi\n");
@@ -169,7 +217,11 @@ describe("claude-code backend with the real claude CLI", () => {
   });
 
   test("two conversations in parallel stay apart, on their first and their resumed turns", async () => {
-    fake.setScript((r) => ({ kind: "text", chunks: [r.lastUserText.includes("alpha") ? "A" : "B", "-", r.lastUserText.includes("again") ? "2" : "1"], delayMs: 20 }));
+    fake.setScript((r) => ({
+      kind: "text",
+      chunks: [r.lastUserText.includes("alpha") ? "A" : "B", "-", r.lastUserText.includes("again") ? "2" : "1"],
+      delayMs: 20,
+    }));
     const [a1, b1] = await Promise.all([
       collect(backend.run(turnInput("conv-par-A", "alpha start"))),
       collect(backend.run(turnInput("conv-par-B", "beta start"))),
@@ -197,5 +249,4 @@ describe("claude-code backend with the real claude CLI", () => {
     const dirs = readdirSync(path.join(dataDir, "work"));
     assert.ok(dirs.length >= 2, "each conversation has its own working directory");
   });
-
 });

@@ -11,15 +11,33 @@ import { after, before, describe, test } from "node:test";
 import { codexBackend, codexOptionsSchema, type CodexBackend } from "../../src/backends/codex/backend.js";
 import type { BackendEvent } from "../../src/backends/contract/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
-import { responsesDialogue, responsesText, startFakeResponses, type FakeResponses, type RecordedResponsesRequest, type ResponsesReply } from "../../testkit/fakes/responses-api.js";
+import {
+  responsesDialogue,
+  responsesText,
+  startFakeResponses,
+  type FakeResponses,
+  type RecordedResponsesRequest,
+  type ResponsesReply,
+} from "../../testkit/fakes/responses-api.js";
 import { CODEX_BIN, codexEnv } from "../../testkit/fakes/cli-env.js";
-import { assertEndsOnce, collect, errorOf, findFiles, guardedRun, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
+import {
+  assertEndsOnce,
+  collect,
+  errorOf,
+  findFiles,
+  guardedRun,
+  pidGone,
+  sessionOf,
+  textOf,
+  turnInput,
+} from "../helpers/backend-turn.js";
 import { eventually, within } from "../helpers/bridge.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
-const usageOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "usage" }> => e.type === "usage")?.usage;
+const usageOf = (evs: BackendEvent[]) =>
+  evs.find((e): e is Extract<BackendEvent, { type: "usage" }> => e.type === "usage")?.usage;
 const developerTexts = (req: RecordedResponsesRequest): string[] =>
   ((req.body?.input ?? []) as any[]).filter((i) => i?.role === "developer").map((i) => responsesText(i.content));
 const dialogue = (req: RecordedResponsesRequest): [string, string][] =>
@@ -39,7 +57,13 @@ describe("codex backend, warm: codex app-server per conversation", () => {
   const make = (extra: Record<string, unknown> = {}) => {
     const b = codexBackend.create(
       "codex",
-      codexOptionsSchema.parse({ command: CODEX_BIN, env: codexEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      codexOptionsSchema.parse({
+        command: CODEX_BIN,
+        env: codexEnv({ baseUrl: fake.url, home }),
+        timeoutSeconds: 60,
+        killGraceSeconds: 1,
+        ...extra,
+      }),
       { logger, dataDir },
     ) as CodexBackend;
     made.push(b);
@@ -81,30 +105,72 @@ describe("codex backend, warm: codex app-server per conversation", () => {
 
   test("warm is the default; the answer streams as token deltas with reasoning, usage, a session and done", async () => {
     assert.equal(codexOptionsSchema.parse({}).warm.enabled, true);
-    fake.setScript(() => ({ kind: "text", reasoning: ["Let me ", "think."], chunks: ["The answer ", "is ", "81", "."], delayMs: 20, inputTokens: 100, cachedTokens: 30, outputTokens: 9, reasoningTokens: 4 }));
+    fake.setScript(() => ({
+      kind: "text",
+      reasoning: ["Let me ", "think."],
+      chunks: ["The answer ", "is ", "81", "."],
+      delayMs: 20,
+      inputTokens: 100,
+      cachedTokens: 30,
+      outputTokens: 9,
+      reasoningTokens: 4,
+    }));
     const n0 = fake.responseCalls().length;
-    const evs = await collect(backend.run(turnInput("w-basic", "what is 9 * 9", { system: "BOOT-W-basic: you are Pebble." })));
+    const evs = await collect(
+      backend.run(turnInput("w-basic", "what is 9 * 9", { system: "BOOT-W-basic: you are Pebble." })),
+    );
     assertEndsOnce(evs);
     assert.deepEqual(evs.at(-1), { type: "done", finishReason: "stop" });
     const texts = evs.filter((e) => e.type === "text").map((e) => (e as { text: string }).text);
-    assert.deepEqual(texts, ["The answer ", "is ", "81", "."], "one text event per delta (codex exec gives one whole message)");
-    assert.equal(evs.filter((e) => e.type === "reasoning").map((e) => (e as { text: string }).text).join(""), "Let me think.");
+    assert.deepEqual(
+      texts,
+      ["The answer ", "is ", "81", "."],
+      "one text event per delta (codex exec gives one whole message)",
+    );
+    assert.equal(
+      evs
+        .filter((e) => e.type === "reasoning")
+        .map((e) => (e as { text: string }).text)
+        .join(""),
+      "Let me think.",
+    );
     const sid = sessionOf(evs);
     assert.match(sid ?? "", /^[0-9a-f-]{36}$/);
-    assert.ok(evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"), "session before the text");
-    assert.deepEqual(usageOf(evs), { promptTokens: 100, completionTokens: 9, totalTokens: 109, cachedTokens: 30, reasoningTokens: 4 });
+    assert.ok(
+      evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"),
+      "session before the text",
+    );
+    assert.deepEqual(usageOf(evs), {
+      promptTokens: 100,
+      completionTokens: 9,
+      totalTokens: 109,
+      cachedTokens: 30,
+      reasoningTokens: 4,
+    });
     const calls = fake.responseCalls().slice(n0);
     assert.equal(calls.length, 1);
-    assert.equal(developerTexts(calls[0]!)[0]?.trim(), "BOOT-W-basic: you are Pebble.", "the bootstrap replaces codex's base instructions");
+    assert.equal(
+      developerTexts(calls[0]!)[0]?.trim(),
+      "BOOT-W-basic: you are Pebble.",
+      "the bootstrap replaces codex's base instructions",
+    );
     assert.ok(!JSON.stringify(calls[0]!.body).includes("You are a coding agent running in the Codex CLI"));
     const tools: string[] = (calls[0]!.body.tools ?? []).map((t: any) => t.name ?? t.type);
     assert.ok(!tools.includes("exec_command"), `no command tool by default: ${tools.join(",")}`);
     assert.ok(alive(backend.lastPid), "the app-server stays for the next turn");
-    assert.ok(backend.warmPool.list(false).some((w) => w.pid === backend.lastPid && !w.busy), "listed by the pool, idle");
+    assert.ok(
+      backend.warmPool.list(false).some((w) => w.pid === backend.lastPid && !w.busy),
+      "listed by the pool, idle",
+    );
   });
 
   test("turn 2 runs on the same process, continues the thread, answers fast, reports its own usage and gets the bootstrap again", async () => {
-    fake.setScript((r) => ({ kind: "text", chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."], inputTokens: 42, outputTokens: 6 }));
+    fake.setScript((r) => ({
+      kind: "text",
+      chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."],
+      inputTokens: 42,
+      outputTokens: 6,
+    }));
     const n0 = fake.responseCalls().length;
     const t1 = await collect(backend.run(turnInput("w-two", "first question", { system: "BOOT-W-two" })));
     assertEndsOnce(t1);
@@ -115,7 +181,9 @@ describe("codex backend, warm: codex app-server per conversation", () => {
     const t0 = Date.now();
     let firstText = -1;
     const t2: BackendEvent[] = [];
-    for await (const ev of backend.run(turnInput("w-two", "second question", { system: "BOOT-W-two", sessionId: sid }))) {
+    for await (const ev of backend.run(
+      turnInput("w-two", "second question", { system: "BOOT-W-two", sessionId: sid }),
+    )) {
       if (ev.type === "text" && firstText < 0) firstText = Date.now() - t0;
       t2.push(ev);
     }
@@ -136,7 +204,9 @@ describe("codex backend, warm: codex app-server per conversation", () => {
     ]);
 
     // A changed bootstrap: a new process resuming the same thread with it.
-    const t3 = await collect(backend.run(turnInput("w-two", "third question", { system: "BOOT-W-three", sessionId: sid })));
+    const t3 = await collect(
+      backend.run(turnInput("w-two", "third question", { system: "BOOT-W-three", sessionId: sid })),
+    );
     assertEndsOnce(t3);
     assert.equal(sessionOf(t3), sid);
     assert.notEqual(backend.lastPid, pid, "a new process for the new bootstrap");
@@ -144,13 +214,21 @@ describe("codex backend, warm: codex app-server per conversation", () => {
     const r3 = fake.responseCalls().at(-1)!;
     assert.equal(developerTexts(r3)[0]?.trim(), "BOOT-W-three");
     assert.ok(!JSON.stringify(r3.body).includes("BOOT-W-two"), "the old bootstrap is not sent");
-    assert.deepEqual(dialogue(r3).map(([, t]) => t), ["first question", "First reply.", "second question", "Second reply.", "third question"]);
+    assert.deepEqual(
+      dialogue(r3).map(([, t]) => t),
+      ["first question", "First reply.", "second question", "Second reply.", "third question"],
+    );
     assert.deepEqual(usageOf(t3), { promptTokens: 42, completionTokens: 6, totalTokens: 48 });
   });
 
   test("warm and cold turns alternate on one thread (the same thread ids), usage per turn on both", async () => {
     const cold = make({ warm: { enabled: false } });
-    fake.setScript((r) => ({ kind: "text", chunks: [`re: ${r.lastUserText.slice(0, 20)}`], inputTokens: 40, outputTokens: 5 }));
+    fake.setScript((r) => ({
+      kind: "text",
+      chunks: [`re: ${r.lastUserText.slice(0, 20)}`],
+      inputTokens: 40,
+      outputTokens: 5,
+    }));
     const t1 = await collect(cold.run(turnInput("w-alt", "one cold")));
     assertEndsOnce(t1);
     const sid = sessionOf(t1)!;
@@ -174,13 +252,20 @@ describe("codex backend, warm: codex app-server per conversation", () => {
     const t3 = await collect(cold2.run(turnInput("w-alt", "three cold", { sessionId: sid })));
     assertEndsOnce(t3);
     assert.equal(sessionOf(t3), sid, JSON.stringify(t3));
-    assert.deepEqual(usageOf(t3), { promptTokens: 40, completionTokens: 5, totalTokens: 45 }, "the cold turn after a warm one reports its own share");
+    assert.deepEqual(
+      usageOf(t3),
+      { promptTokens: 40, completionTokens: 5, totalTokens: 45 },
+      "the cold turn after a warm one reports its own share",
+    );
     const warmB = make();
     const t4 = await collect(warmB.run(turnInput("w-alt", "four warm", { sessionId: sid })));
     assertEndsOnce(t4);
     assert.equal(sessionOf(t4), sid);
     assert.deepEqual(usageOf(t4), { promptTokens: 40, completionTokens: 5, totalTokens: 45 });
-    assert.deepEqual(dialogue(fake.responseCalls().at(-1)!).map(([, t]) => t), ["one cold", "re: one cold", "two warm", "re: two warm", "three cold", "re: three cold", "four warm"]);
+    assert.deepEqual(
+      dialogue(fake.responseCalls().at(-1)!).map(([, t]) => t),
+      ["one cold", "re: one cold", "two warm", "re: two warm", "three cold", "re: three cold", "four warm"],
+    );
     await warmB.close();
   });
 
@@ -298,7 +383,9 @@ describe("codex backend, warm: codex app-server per conversation", () => {
     const sid = sessionOf(t1)!;
     const pid = backend.lastPid!;
     let calls = 0;
-    fake.setScript(() => (++calls === 1 ? { kind: "hang" } : { kind: "text", chunks: ["answered cold"], inputTokens: 30, outputTokens: 3 }));
+    fake.setScript(() =>
+      ++calls === 1 ? { kind: "hang" } : { kind: "text", chunks: ["answered cold"], inputTokens: 30, outputTokens: 3 },
+    );
     const n0 = fake.responseCalls().length;
     const done = collect(backend.run(turnInput("w-lost", "second", { sessionId: sid })));
     assert.ok(await eventually(() => fake.responseCalls().length > n0, 15_000), "the warm process reached the model");
@@ -310,7 +397,11 @@ describe("codex backend, warm: codex app-server per conversation", () => {
     assert.equal(textOf(evs), "answered cold");
     assert.equal(sessionOf(evs), sid);
     assert.notEqual(backend.lastPid, pid, "a cold codex exec ran the turn");
-    assert.deepEqual(usageOf(evs), { promptTokens: 30, completionTokens: 3, totalTokens: 33 }, "the cold run's own share of the thread total");
+    assert.deepEqual(
+      usageOf(evs),
+      { promptTokens: 30, completionTokens: 3, totalTokens: 33 },
+      "the cold run's own share of the thread total",
+    );
     assert.ok(pidGone(pid));
   });
 
@@ -320,9 +411,27 @@ describe("codex backend, warm: codex app-server per conversation", () => {
     const marker = path.join(cwd, "pwned.txt");
     fake.setScript((r) => {
       const outputs = (r.body?.input as any[]).filter((i) => i?.type === "function_call_output");
-      if (outputs.length === 0) return { kind: "text", chunks: [], functionCalls: [{ name: "exec_command", arguments: { cmd: `cat ${path.join(cwd, "notes.txt")}` } }] };
+      if (outputs.length === 0)
+        return {
+          kind: "text",
+          chunks: [],
+          functionCalls: [{ name: "exec_command", arguments: { cmd: `cat ${path.join(cwd, "notes.txt")}` } }],
+        };
       if (outputs.length === 1) {
-        return { kind: "text", chunks: ["Let me write."], functionCalls: [{ name: "exec_command", arguments: { cmd: `touch ${marker}`, sandbox_permissions: "require_escalated", justification: "write a file" } }] };
+        return {
+          kind: "text",
+          chunks: ["Let me write."],
+          functionCalls: [
+            {
+              name: "exec_command",
+              arguments: {
+                cmd: `touch ${marker}`,
+                sandbox_permissions: "require_escalated",
+                justification: "write a file",
+              },
+            },
+          ],
+        };
       }
       return { kind: "text", chunks: ["done"] };
     });
@@ -345,8 +454,13 @@ describe("codex backend, warm: codex app-server per conversation", () => {
     const outputs = fake
       .responseCalls()
       .slice(n0)
-      .flatMap((r) => (r.body.input as any[]).filter((i) => i?.type === "function_call_output").map((i) => String(i.output)));
-    assert.ok(outputs.some((o) => o.includes("hi from notes")), "reading works");
+      .flatMap((r) =>
+        (r.body.input as any[]).filter((i) => i?.type === "function_call_output").map((i) => String(i.output)),
+      );
+    assert.ok(
+      outputs.some((o) => o.includes("hi from notes")),
+      "reading works",
+    );
     assert.equal(existsSync(marker), false, "the escalation was declined: nothing written");
     await shell.close();
   });

@@ -9,10 +9,20 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, afterEach, before, describe, test } from "node:test";
-import { geminiCliBackend, geminiCliOptionsSchema, type GeminiCliBackend } from "../../src/backends/gemini-cli/backend.js";
+import {
+  geminiCliBackend,
+  geminiCliOptionsSchema,
+  type GeminiCliBackend,
+} from "../../src/backends/gemini-cli/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
 import { geminiEnv, GEMINI_BIN } from "../../testkit/fakes/cli-env.js";
-import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
+import {
+  geminiPartsText,
+  startFakeGemini,
+  type FakeGemini,
+  type GeminiReply,
+  type RecordedGeminiRequest,
+} from "../../testkit/fakes/gemini-api.js";
 import { assertEndsOnce, collect, errorOf, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { eventually } from "../helpers/bridge.js";
 import { backendFixture } from "../helpers/backend-fixture.js";
@@ -41,7 +51,13 @@ describe("gemini-cli backend, warm (gemini --acp)", () => {
   const make = (extra: Record<string, unknown> = {}) => {
     const b = geminiCliBackend.create(
       "gemini",
-      geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+      geminiCliOptionsSchema.parse({
+        command: GEMINI_BIN,
+        env: geminiEnv({ baseUrl: fake.baseUrl, home }),
+        timeoutSeconds: 60,
+        killGraceSeconds: 1,
+        ...extra,
+      }),
       { logger, dataDir },
     ) as GeminiCliBackend;
     made.push(b);
@@ -61,7 +77,8 @@ describe("gemini-cli backend, warm (gemini --acp)", () => {
 
   afterEach(async () => {
     await Promise.all(made.splice(0).map((b) => b.close()));
-    for (const pid of pids) assert.ok(await eventually(() => pidGone(pid), 10_000), `gemini ${pid} is gone after close()`);
+    for (const pid of pids)
+      assert.ok(await eventually(() => pidGone(pid), 10_000), `gemini ${pid} is gone after close()`);
     pids.clear();
   });
 
@@ -73,7 +90,13 @@ describe("gemini-cli backend, warm (gemini --acp)", () => {
 
   test("turn 1 streams deltas and a session; turn 2 runs on the same process, continues the history, bootstrap on both", async () => {
     const b = make();
-    fake.setScript(mainTurn((r) => ({ kind: "text", chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply ", "here."], delayMs: 5 })));
+    fake.setScript(
+      mainTurn((r) => ({
+        kind: "text",
+        chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply ", "here."],
+        delayMs: 5,
+      })),
+    );
     const n0 = fake.turnCalls().length;
     const t1 = await collect(b.run(turnInput("w-basic", "first question", { system: "WARM-BOOT" })));
     assertEndsOnce(t1);
@@ -82,7 +105,10 @@ describe("gemini-cli backend, warm (gemini --acp)", () => {
     assert.equal(textOf(t1), "First reply here.");
     const sid = sessionOf(t1)!;
     assert.match(sid, /^[0-9a-f-]{36}$/);
-    assert.ok(t1.some((e) => e.type === "usage"), "usage from the prompt's _meta");
+    assert.ok(
+      t1.some((e) => e.type === "usage"),
+      "usage from the prompt's _meta",
+    );
     const pid1 = pidOf(b);
 
     const started = Date.now();
@@ -97,7 +123,10 @@ describe("gemini-cli backend, warm (gemini --acp)", () => {
     assert.equal(sessionOf(t2), sid);
     assert.equal(textOf(t2), "Second reply here.");
     assert.equal(b.lastPid, pid1, "the same process served turn 2");
-    assert.ok(firstTokenMs >= 0 && firstTokenMs < 1500, `first token after ${firstTokenMs} ms (a cold start takes ~2 s)`);
+    assert.ok(
+      firstTokenMs >= 0 && firstTokenMs < 1500,
+      `first token after ${firstTokenMs} ms (a cold start takes ~2 s)`,
+    );
     const [r1, r2] = fake.turnCalls().slice(n0);
     assert.ok(r1 && r2);
     assert.equal(r1.systemText, "WARM-BOOT");
@@ -245,7 +274,13 @@ describe("gemini-cli backend, warm: the CLI contract", () => {
     create: ({ fake, home, dataDir }, extra) =>
       geminiCliBackend.create(
         "gemini",
-        geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+        geminiCliOptionsSchema.parse({
+          command: GEMINI_BIN,
+          env: geminiEnv({ baseUrl: fake.baseUrl, home }),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          ...extra,
+        }),
         { logger, dataDir },
       ) as GeminiCliBackend,
   });
@@ -262,7 +297,11 @@ describe("gemini-cli backend, warm: the CLI contract", () => {
     turns: () => fx.fake.turnCalls().length,
     version: /^\d+\.\d+/,
     unknownSession: /Error resuming session|Invalid session identifier|No previous sessions found/,
-    sessionFiles: (id) => findFiles(path.join(fx.home, ".gemini", "tmp"), (n) => n.startsWith("session-") && n.includes(id.slice(0, 8))).filter((f) => readFileSync(f, "utf8").includes(id)),
+    sessionFiles: (id) =>
+      findFiles(
+        path.join(fx.home, ".gemini", "tmp"),
+        (n) => n.startsWith("session-") && n.includes(id.slice(0, 8)),
+      ).filter((f) => readFileSync(f, "utf8").includes(id)),
     sessionFilesWhere: "~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl",
     timeoutSeconds: 8,
   });

@@ -7,11 +7,22 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { GEMINI_MD_MARKER, geminiCliBackend, geminiCliOptionsSchema, type GeminiCliBackend } from "../../src/backends/gemini-cli/backend.js";
+import {
+  GEMINI_MD_MARKER,
+  geminiCliBackend,
+  geminiCliOptionsSchema,
+  type GeminiCliBackend,
+} from "../../src/backends/gemini-cli/backend.js";
 import type { BackendEvent } from "../../src/backends/contract/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
 import { geminiEnv, GEMINI_BIN } from "../../testkit/fakes/cli-env.js";
-import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
+import {
+  geminiPartsText,
+  startFakeGemini,
+  type FakeGemini,
+  type GeminiReply,
+  type RecordedGeminiRequest,
+} from "../../testkit/fakes/gemini-api.js";
 
 import { assertEndsOnce, collect, errorOf, findFiles, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
@@ -38,7 +49,14 @@ describe("gemini-cli backend with the real gemini CLI", () => {
   const make = (extra: Record<string, unknown> = {}) =>
     geminiCliBackend.create(
       "gemini",
-      geminiCliOptionsSchema.parse({ command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false }, ...extra }),
+      geminiCliOptionsSchema.parse({
+        command: GEMINI_BIN,
+        env: geminiEnv({ baseUrl: fake.baseUrl, home }),
+        timeoutSeconds: 60,
+        killGraceSeconds: 1,
+        warm: { enabled: false },
+        ...extra,
+      }),
       { logger, dataDir },
     ) as GeminiCliBackend;
 
@@ -59,29 +77,47 @@ describe("gemini-cli backend with the real gemini CLI", () => {
     cli: "gemini",
     backend: () => backend,
     make,
-    missing: (command) => geminiCliBackend.create("nope", geminiCliOptionsSchema.parse({ command }), { logger, dataDir }),
+    missing: (command) =>
+      geminiCliBackend.create("nope", geminiCliOptionsSchema.parse({ command }), { logger, dataDir }),
     dataDir: () => dataDir,
     reply: (r) => fake.setScript(mainTurn(() => r)),
     requests: () => fake.turnCalls().length,
     turns: () => fake.turnCalls().length,
     version: /^\d+\.\d+/,
     unknownSession: /Error resuming session|Invalid session identifier|No previous sessions found/,
-    sessionFiles: (id) => findFiles(path.join(home, ".gemini", "tmp"), (n) => n.startsWith("session-") && n.includes(id.slice(0, 8))).filter((f) => readFileSync(f, "utf8").includes(id)),
+    sessionFiles: (id) =>
+      findFiles(
+        path.join(home, ".gemini", "tmp"),
+        (n) => n.startsWith("session-") && n.includes(id.slice(0, 8)),
+      ).filter((f) => readFileSync(f, "utf8").includes(id)),
     sessionFilesWhere: "~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl",
     timeoutSeconds: 4,
   });
 
   test("a text turn streams deltas, usage, a session and done; the bootstrap is the system instruction", async () => {
-    fake.setScript(mainTurn(() => ({ kind: "text", chunks: ["The answer ", "is ", "81."], delayMs: 5, promptTokens: 200, outputTokens: 7 })));
+    fake.setScript(
+      mainTurn(() => ({
+        kind: "text",
+        chunks: ["The answer ", "is ", "81."],
+        delayMs: 5,
+        promptTokens: 200,
+        outputTokens: 7,
+      })),
+    );
     const n0 = fake.turnCalls().length;
-    const evs = await collect(backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })));
+    const evs = await collect(
+      backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })),
+    );
     assertEndsOnce(evs);
     assert.deepEqual(evs.at(-1), { type: "done", finishReason: "stop" });
     assert.ok(evs.filter((e) => e.type === "text").length >= 3, "several text deltas");
     assert.equal(textOf(evs), "The answer is 81.");
     const sid = sessionOf(evs);
     assert.match(sid ?? "", /^[0-9a-f-]{36}$/);
-    assert.ok(evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"), "session is known before the first text");
+    assert.ok(
+      evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"),
+      "session is known before the first text",
+    );
     const usage = evs.find((e) => e.type === "usage") as Extract<BackendEvent, { type: "usage" }> | undefined;
     assert.ok(usage, "usage reported");
     // stats add up every model call of the turn (the routing side call included).
@@ -90,18 +126,30 @@ describe("gemini-cli backend with the real gemini CLI", () => {
 
     const calls = fake.turnCalls().slice(n0);
     assert.equal(calls.length, 1, "one model turn");
-    assert.equal(calls[0]!.systemText, "BOOTSTRAP-basic: you are Pebble.", "GEMINI_SYSTEM_MD replaces the system instruction");
+    assert.equal(
+      calls[0]!.systemText,
+      "BOOTSTRAP-basic: you are Pebble.",
+      "GEMINI_SYSTEM_MD replaces the system instruction",
+    );
     assert.match(calls[0]!.lastUserText, /what is 9 \* 9/);
-    assert.deepEqual(fake.unknown.map((u) => u.path), [], "no unknown endpoints called");
+    assert.deepEqual(
+      fake.unknown.map((u) => u.path),
+      [],
+      "no unknown endpoints called",
+    );
   });
 
   test("turn 2 resumes the session: turn 1's history plus only the new message, bootstrap on both turns", async () => {
-    fake.setScript(mainTurn((r) => ({ kind: "text", chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."] })));
+    fake.setScript(
+      mainTurn((r) => ({ kind: "text", chunks: [r.lastUserText.includes("second") ? "Second " : "First ", "reply."] })),
+    );
     const n0 = fake.turnCalls().length;
     const t1 = await collect(backend.run(turnInput("conv-resume", "first question", { system: "BOOT-ONE" })));
     assertEndsOnce(t1);
     const sid = sessionOf(t1)!;
-    const t2 = await collect(backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })));
+    const t2 = await collect(
+      backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })),
+    );
     assertEndsOnce(t2);
     assert.equal(t2.at(-1)?.type, "done", JSON.stringify(errorOf(t2)));
     assert.equal(sessionOf(t2), sid, "same session id");
@@ -126,7 +174,9 @@ describe("gemini-cli backend with the real gemini CLI", () => {
     const n0 = fake.turnCalls().length;
     const t1 = await collect(ctx.run(turnInput("conv-context", "hello", { system: "CTX-BOOT-ONE" })));
     assertEndsOnce(t1);
-    const t2 = await collect(ctx.run(turnInput("conv-context", "again", { system: "CTX-BOOT-TWO", sessionId: sessionOf(t1) })));
+    const t2 = await collect(
+      ctx.run(turnInput("conv-context", "again", { system: "CTX-BOOT-TWO", sessionId: sessionOf(t1) })),
+    );
     assertEndsOnce(t2);
     assert.equal(t2.at(-1)?.type, "done");
     const [r1, r2] = fake.turnCalls().slice(n0);
@@ -158,7 +208,11 @@ describe("gemini-cli backend with the real gemini CLI", () => {
       mainTurn((r) =>
         JSON.stringify(r.body?.contents ?? []).includes("functionResponse")
           ? { kind: "text", chunks: ["The file says ", "hi."] }
-          : { kind: "text", chunks: ["Let me look."], functionCalls: [{ name: "read_file", args: { file_path: "notes.txt" } }] },
+          : {
+              kind: "text",
+              chunks: ["Let me look."],
+              functionCalls: [{ name: "read_file", args: { file_path: "notes.txt" } }],
+            },
       ),
     );
     const cwd = mkdtempSync(path.join(dataDir, "tool-"));
@@ -179,7 +233,11 @@ describe("gemini-cli backend with the real gemini CLI", () => {
 
   test("two conversations in parallel stay apart, on their first and their resumed turns", async () => {
     fake.setScript(
-      mainTurn((r) => ({ kind: "text", chunks: [r.lastUserText.includes("alpha") ? "A" : "B", "-", r.lastUserText.includes("again") ? "2" : "1"], delayMs: 20 })),
+      mainTurn((r) => ({
+        kind: "text",
+        chunks: [r.lastUserText.includes("alpha") ? "A" : "B", "-", r.lastUserText.includes("again") ? "2" : "1"],
+        delayMs: 20,
+      })),
     );
     const [a1, b1] = await Promise.all([
       collect(backend.run(turnInput("conv-par-A", "alpha start", { system: "SYS-A" }))),
@@ -208,5 +266,4 @@ describe("gemini-cli backend with the real gemini CLI", () => {
     assert.ok(histA.includes("alpha start") && !histA.includes("beta"), histA);
     assert.ok(histB.includes("beta start") && !histB.includes("alpha"), histB);
   });
-
 });

@@ -29,7 +29,14 @@ function frames(name: string): string[] {
 const fixture = (name: string): string => readFileSync(path.join(FIXTURES, name), "utf8");
 const replay = (name: string): Reply => ({ kind: "raw", frames: frames(name) });
 const sse = (obj: unknown): string => `data: ${JSON.stringify(obj)}\n\n`;
-const chunk = (delta: object, finish: string | null = null) => sse({ id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] });
+const chunk = (delta: object, finish: string | null = null) =>
+  sse({
+    id: "chatcmpl-t",
+    object: "chat.completion.chunk",
+    created: 1,
+    model: "m",
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  });
 
 function captureLogger(level = "trace") {
   const lines: string[] = [];
@@ -52,8 +59,17 @@ const TOOLS = ["read", "exec", "write"].map((name) => ({
   function: { name, description: `${name} tool`, parameters: { type: "object", properties: {} }, strict: false },
 }));
 
-function turn(request: Partial<ChatRequest> = {}, signal: AbortSignal = new AbortController().signal, model = "upstream-model"): TurnInput {
-  const req = { model: "client-model", messages: [{ role: "user" as const, content: "hello" }], stream: true, ...request } as ChatRequest;
+function turn(
+  request: Partial<ChatRequest> = {},
+  signal: AbortSignal = new AbortController().signal,
+  model = "upstream-model",
+): TurnInput {
+  const req = {
+    model: "client-model",
+    messages: [{ role: "user" as const, content: "hello" }],
+    stream: true,
+    ...request,
+  } as ChatRequest;
   const { cancel } = Cancellation.follow(signal);
   return {
     model,
@@ -76,7 +92,8 @@ async function collect(events: AsyncIterable<BackendEvent>): Promise<BackendEven
   return out;
 }
 
-const texts = (evs: BackendEvent[]) => evs.filter((e): e is Extract<BackendEvent, { type: "text" }> => e.type === "text").map((e) => e.text);
+const texts = (evs: BackendEvent[]) =>
+  evs.filter((e): e is Extract<BackendEvent, { type: "text" }> => e.type === "text").map((e) => e.text);
 const text = (evs: BackendEvent[]) => texts(evs).join("");
 const last = (evs: BackendEvent[]) => evs[evs.length - 1];
 
@@ -87,7 +104,11 @@ function toolCalls(evs: BackendEvent[]): Array<{ id: string; name: string; args:
   let prev = -1;
   for (const c of tc) {
     if (c.index !== prev) {
-      assert.equal(c.index, prev + 1, `tool-call indexes must be contiguous and in order (got ${c.index} after ${prev})`);
+      assert.equal(
+        c.index,
+        prev + 1,
+        `tool-call indexes must be contiguous and in order (got ${c.index} after ${prev})`,
+      );
       assert.ok(c.id && c.name, "the first chunk of a call carries id and name");
       assert.match(c.id, /^[A-Za-z0-9]+$/, "ids are letters and digits");
       calls.push({ id: c.id, name: c.name, args: "" });
@@ -148,8 +169,29 @@ describe("openai backend", () => {
     );
     // Tools were offered, so text runs through the extractor: it holds a whitespace-only delta until
     // the next visible character (blanks next to a removed call are dropped). Every other delta is its own event.
-    assert.deepEqual(texts(evs), ["The", " capital", " of", " France", " is", " Paris", ".", " It", " has", " been", " the", " capital", " since", " 9", "8", "7", "."]);
-    assert.deepEqual(evs.filter((e) => e.type === "usage"), [{ type: "usage", usage: { promptTokens: 1432, completionTokens: 18, totalTokens: 1450 } }]);
+    assert.deepEqual(texts(evs), [
+      "The",
+      " capital",
+      " of",
+      " France",
+      " is",
+      " Paris",
+      ".",
+      " It",
+      " has",
+      " been",
+      " the",
+      " capital",
+      " since",
+      " 9",
+      "8",
+      "7",
+      ".",
+    ]);
+    assert.deepEqual(
+      evs.filter((e) => e.type === "usage"),
+      [{ type: "usage", usage: { promptTokens: 1432, completionTokens: 18, totalTokens: 1450 } }],
+    );
     assert.deepEqual(last(evs), { type: "done", finishReason: "stop" });
     assertOneTerminal(evs);
 
@@ -176,7 +218,26 @@ describe("openai backend", () => {
     const b = makeBackend(fake.url, { streamUpstream: "always" });
     const evs = await collect(b.run(turn({ stream: false })));
     // Without tools every upstream delta is one event, whitespace-only ones included.
-    assert.deepEqual(texts(evs), ["The", " capital", " of", " France", " is", " Paris", ".", " It", " has", " been", " the", " capital", " since", " ", "9", "8", "7", "."]);
+    assert.deepEqual(texts(evs), [
+      "The",
+      " capital",
+      " of",
+      " France",
+      " is",
+      " Paris",
+      ".",
+      " It",
+      " has",
+      " been",
+      " the",
+      " capital",
+      " since",
+      " ",
+      "9",
+      "8",
+      "7",
+      ".",
+    ]);
     assert.equal(fake.mainRequests().at(-1)!.body.stream, true);
   });
 
@@ -186,7 +247,10 @@ describe("openai backend", () => {
     const evs = await collect(b.run(turn({ user: "someone" })));
     assert.equal(text(evs), "Hello! How can I help you today?");
     assert.equal(texts(evs).length, 9);
-    assert.deepEqual(evs.find((e) => e.type === "usage"), { type: "usage", usage: { promptTokens: 26, completionTokens: 10, totalTokens: 36 } });
+    assert.deepEqual(
+      evs.find((e) => e.type === "usage"),
+      { type: "usage", usage: { promptTokens: 26, completionTokens: 10, totalTokens: 36 } },
+    );
     assert.deepEqual(last(evs), { type: "done", finishReason: "stop" });
     const body = fake.mainRequests().at(-1)!.body;
     assert.deepEqual(body.options, { num_ctx: 32768 });
@@ -198,7 +262,10 @@ describe("openai backend", () => {
     const b = makeBackend(fake.url);
     const evs = await collect(b.run(turn()));
     assert.equal(text(evs), "Sure. Here is a haiku:\n\nQuiet loopback port");
-    assert.deepEqual(evs.find((e) => e.type === "usage"), { type: "usage", usage: { promptTokens: 48, completionTokens: 11, totalTokens: 59 } });
+    assert.deepEqual(
+      evs.find((e) => e.type === "usage"),
+      { type: "usage", usage: { promptTokens: 48, completionTokens: 11, totalTokens: 59 } },
+    );
     assert.deepEqual(last(evs), { type: "done", finishReason: "stop" });
     assertOneTerminal(evs);
   });
@@ -214,13 +281,23 @@ describe("openai backend", () => {
     const firstText = evs.findIndex((e) => e.type === "text");
     const lastReasoning = evs.map((e) => e.type).lastIndexOf("reasoning");
     assert.ok(lastReasoning < firstText, "reasoning comes before the answer");
-    assert.deepEqual(evs.find((e) => e.type === "usage"), { type: "usage", usage: { promptTokens: 96, completionTokens: 52, totalTokens: 148, reasoningTokens: 9 } });
+    assert.deepEqual(
+      evs.find((e) => e.type === "usage"),
+      { type: "usage", usage: { promptTokens: 96, completionTokens: 52, totalTokens: 148, reasoningTokens: 9 } },
+    );
   });
 
   it("`delta.reasoning` (newer servers) is read too, and not doubled when both fields are sent", async () => {
     fake.setScript(() => ({
       kind: "raw",
-      frames: [chunk({ role: "assistant" }), chunk({ reasoning: "think" }), chunk({ reasoning: "ing", reasoning_content: "ing" }), chunk({ content: "ok" }), chunk({}, "stop"), "data: [DONE]\n\n"],
+      frames: [
+        chunk({ role: "assistant" }),
+        chunk({ reasoning: "think" }),
+        chunk({ reasoning: "ing", reasoning_content: "ing" }),
+        chunk({ content: "ok" }),
+        chunk({}, "stop"),
+        "data: [DONE]\n\n",
+      ],
     }));
     const b = makeBackend(fake.url);
     const evs = await collect(b.run(turn()));
@@ -235,7 +312,11 @@ describe("openai backend", () => {
   });
 
   it("plain JSON reply to a streaming request becomes the same events", async () => {
-    fake.setScript(() => ({ kind: "raw", headers: { "content-type": "application/json" }, frames: [fixture("plain-json-text.json")] }));
+    fake.setScript(() => ({
+      kind: "raw",
+      headers: { "content-type": "application/json" },
+      frames: [fixture("plain-json-text.json")],
+    }));
     const b = makeBackend(fake.url);
     const evs = await collect(b.run(turn()));
     assert.deepEqual(evs, [
@@ -244,7 +325,11 @@ describe("openai backend", () => {
       { type: "done", finishReason: "stop" },
     ]);
 
-    fake.setScript(() => ({ kind: "raw", headers: { "content-type": "application/json; charset=utf-8" }, frames: [fixture("plain-json-tools.json")] }));
+    fake.setScript(() => ({
+      kind: "raw",
+      headers: { "content-type": "application/json; charset=utf-8" },
+      frames: [fixture("plain-json-tools.json")],
+    }));
     const evs2 = await collect(b.run(turn({ tools: TOOLS })));
     assert.deepEqual(evs2[0], { type: "reasoning", text: "Need the file." });
     assert.deepEqual(toolCalls(evs2), [{ id: "chatcmpltoolaa11bb22", name: "read", args: '{"path": "/tmp/a.txt"}' }]);
@@ -253,7 +338,11 @@ describe("openai backend", () => {
   });
 
   it("a JSON body without a JSON content type is recognised by its first byte", async () => {
-    fake.setScript(() => ({ kind: "raw", headers: { "content-type": "text/plain" }, frames: [fixture("plain-json-text.json")] }));
+    fake.setScript(() => ({
+      kind: "raw",
+      headers: { "content-type": "text/plain" },
+      frames: [fixture("plain-json-text.json")],
+    }));
     const b = makeBackend(fake.url);
     const evs = await collect(b.run(turn()));
     assert.equal(text(evs), "Paris is the capital of France.");
@@ -270,7 +359,10 @@ describe("openai backend", () => {
     ]);
     // Each upstream argument delta is passed on as its own event (no batching).
     assert.equal(evs.filter((e) => e.type === "tool_call").length, 2 + 6 + 5);
-    assert.deepEqual(evs.find((e) => e.type === "usage"), { type: "usage", usage: { promptTokens: 5120, completionTokens: 41, totalTokens: 5161 } });
+    assert.deepEqual(
+      evs.find((e) => e.type === "usage"),
+      { type: "usage", usage: { promptTokens: 5120, completionTokens: 41, totalTokens: 5161 } },
+    );
     assert.deepEqual(last(evs), { type: "done", finishReason: "tool_calls" });
     assert.equal(texts(evs).length, 0);
   });
@@ -369,7 +461,10 @@ describe("openai backend", () => {
     const b = makeBackend(fake.url);
     const evs = await collect(b.run(turn()));
     assert.equal(text(evs), "Done.\nAnything else?");
-    assert.ok(evs.every((e) => e.type !== "text" || e.text.length > 0), "no empty text events");
+    assert.ok(
+      evs.every((e) => e.type !== "text" || e.text.length > 0),
+      "no empty text events",
+    );
     assert.deepEqual(last(evs), { type: "done", finishReason: "stop" });
   });
 
@@ -387,10 +482,21 @@ describe("openai backend", () => {
 
   it("native tool calls are capped; the upstream request is stopped and the drop is logged", async () => {
     let closedEarly = false;
-    const calls = Array.from({ length: 25 }, (_, i) => chunk({ tool_calls: [{ index: i, id: `call${i}x`, type: "function", function: { name: "read", arguments: `{"path":"/f${i}"}` } }] }));
+    const calls = Array.from({ length: 25 }, (_, i) =>
+      chunk({
+        tool_calls: [
+          { index: i, id: `call${i}x`, type: "function", function: { name: "read", arguments: `{"path":"/f${i}"}` } },
+        ],
+      }),
+    );
     fake.setScript(() => ({
       kind: "steps",
-      steps: [chunk({ role: "assistant", content: "" }), ...calls, (res: http.ServerResponse) => new Promise<void>((r) => (res.destroyed ? r() : res.on("close", () => ((closedEarly = true), r()))))],
+      steps: [
+        chunk({ role: "assistant", content: "" }),
+        ...calls,
+        (res: http.ServerResponse) =>
+          new Promise<void>((r) => (res.destroyed ? r() : res.on("close", () => ((closedEarly = true), r())))),
+      ],
       keepOpen: true,
     }));
     const { logger, lines } = captureLogger("warn");
@@ -413,7 +519,12 @@ describe("openai backend", () => {
     const block = (i: number) => `<tool_call>\n{"name": "exec", "arguments": {"command": "echo ${i}"}}\n</tool_call>\n`;
     fake.setScript(() => ({
       kind: "raw",
-      frames: [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 30 }, (_, i) => chunk({ content: block(i) })), chunk({}, "stop"), "data: [DONE]\n\n"],
+      frames: [
+        chunk({ role: "assistant", content: "" }),
+        ...Array.from({ length: 30 }, (_, i) => chunk({ content: block(i) })),
+        chunk({}, "stop"),
+        "data: [DONE]\n\n",
+      ],
     }));
     const b = makeBackend(fake.url, { maxToolCalls: 2 });
     const evs = await collect(b.run(turn({ tools: TOOLS })));
@@ -460,7 +571,15 @@ describe("openai backend", () => {
       kind: "raw",
       status: 400,
       headers: { "content-type": "application/json" },
-      frames: [JSON.stringify({ object: "error", message: "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens.", type: "BadRequestError", param: null, code: 400 })],
+      frames: [
+        JSON.stringify({
+          object: "error",
+          message: "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens.",
+          type: "BadRequestError",
+          param: null,
+          code: 400,
+        }),
+      ],
     }));
     const b = makeBackend(fake.url);
     const [e] = (await collect(b.run(turn()))) as Array<Extract<BackendEvent, { type: "error" }>>;
@@ -472,7 +591,11 @@ describe("openai backend", () => {
   it("an error payload in the middle of the stream ends the turn with that message", async () => {
     fake.setScript(() => ({
       kind: "raw",
-      frames: [chunk({ role: "assistant", content: "" }), chunk({ content: "Par" }), sse({ error: { message: "engine died", type: "InternalServerError", code: 500 } })],
+      frames: [
+        chunk({ role: "assistant", content: "" }),
+        chunk({ content: "Par" }),
+        sse({ error: { message: "engine died", type: "InternalServerError", code: 500 } }),
+      ],
     }));
     const b = makeBackend(fake.url);
     const evs = await collect(b.run(turn()));
@@ -486,7 +609,10 @@ describe("openai backend", () => {
 
   it("malformed stream data → clear error", async () => {
     const b = makeBackend(fake.url);
-    fake.setScript(() => ({ kind: "raw", frames: [chunk({ role: "assistant", content: "" }), "data: {\"choices\": [{\"delta\": {\"content\": \"x\"\n\n"] }));
+    fake.setScript(() => ({
+      kind: "raw",
+      frames: [chunk({ role: "assistant", content: "" }), 'data: {"choices": [{"delta": {"content": "x"\n\n'],
+    }));
     let evs = await collect(b.run(turn()));
     assertOneTerminal(evs);
     assert.equal(last(evs)!.type, "error");
@@ -497,13 +623,20 @@ describe("openai backend", () => {
     assert.equal(evs.length, 1);
     assert.match((evs[0] as { error: { message: string } }).error.message, /not an event stream.*502 Bad Gateway/);
 
-    fake.setScript(() => ({ kind: "raw", frames: [chunk({ role: "assistant", content: "" }), chunk({ content: "half an ans" })] }));
+    fake.setScript(() => ({
+      kind: "raw",
+      frames: [chunk({ role: "assistant", content: "" }), chunk({ content: "half an ans" })],
+    }));
     evs = await collect(b.run(turn()));
     assert.deepEqual(evs[0], { type: "text", text: "half an ans" });
     assert.equal(evs[1]!.type, "error");
     assert.match((evs[1] as { error: { message: string } }).error.message, /ended before a finish_reason/);
 
-    fake.setScript(() => ({ kind: "raw", headers: { "content-type": "application/json" }, frames: ['{"id": "x", "choices": [{"mess'] }));
+    fake.setScript(() => ({
+      kind: "raw",
+      headers: { "content-type": "application/json" },
+      frames: ['{"id": "x", "choices": [{"mess'],
+    }));
     evs = await collect(b.run(turn()));
     assert.equal(evs.length, 1);
     assert.match((evs[0] as { error: { message: string } }).error.message, /invalid JSON/);
@@ -538,7 +671,10 @@ describe("openai backend", () => {
     assertOneTerminal(evs);
 
     // First byte: headers sent, no body.
-    fake.setScript(() => ({ kind: "steps", steps: [(res: http.ServerResponse) => res.flushHeaders(), () => new Promise(() => {})] }));
+    fake.setScript(() => ({
+      kind: "steps",
+      steps: [(res: http.ServerResponse) => res.flushHeaders(), () => new Promise(() => {})],
+    }));
     b = makeBackend(fake.url, { firstByteTimeoutSeconds: 0.3 });
     evs = await collect(b.run(turn()));
     e = last(evs) as Extract<BackendEvent, { type: "error" }>;
@@ -554,7 +690,8 @@ describe("openai backend", () => {
 
     // Whole request: a steady trickle that never ends.
     const trickle: Array<string | (() => Promise<void>)> = [chunk({ role: "assistant", content: "" })];
-    for (let i = 0; i < 200; i++) trickle.push(chunk({ content: "." }), () => new Promise<void>((r) => setTimeout(r, 20)));
+    for (let i = 0; i < 200; i++)
+      trickle.push(chunk({ content: "." }), () => new Promise<void>((r) => setTimeout(r, 20)));
     fake.setScript(() => ({ kind: "steps", steps: trickle }));
     // The whole-turn deadline is the pipeline's: the backend is run the way the pipeline runs it.
     b = makeBackend(fake.url, { timeoutSeconds: 0.4 });
@@ -601,7 +738,11 @@ describe("openai backend", () => {
     let upstreamClosed = false;
     fake.setScript(() => ({
       kind: "steps",
-      steps: [chunk({ role: "assistant", content: "" }), chunk({ content: "working" }), (res: http.ServerResponse) => new Promise<void>((r) => res.on("close", () => ((upstreamClosed = true), r())))],
+      steps: [
+        chunk({ role: "assistant", content: "" }),
+        chunk({ content: "working" }),
+        (res: http.ServerResponse) => new Promise<void>((r) => res.on("close", () => ((upstreamClosed = true), r()))),
+      ],
       keepOpen: true,
     }));
     const ctl = new AbortController();
@@ -627,7 +768,10 @@ describe("openai backend", () => {
     let upstreamClosed = false;
     fake.setScript(() => ({
       kind: "steps",
-      steps: [chunk({ content: "a" }), (res: http.ServerResponse) => new Promise<void>((r) => res.on("close", () => ((upstreamClosed = true), r())))],
+      steps: [
+        chunk({ content: "a" }),
+        (res: http.ServerResponse) => new Promise<void>((r) => res.on("close", () => ((upstreamClosed = true), r()))),
+      ],
       keepOpen: true,
     }));
     const b = makeBackend(fake.url);
@@ -642,7 +786,11 @@ describe("openai backend", () => {
     const ports: number[] = [];
     fake.setScript(() => ({
       kind: "steps",
-      steps: [(res: http.ServerResponse) => void ports.push(res.socket!.remotePort!), chunk({ content: "hi" }, "stop"), "data: [DONE]\n\n"],
+      steps: [
+        (res: http.ServerResponse) => void ports.push(res.socket!.remotePort!),
+        chunk({ content: "hi" }, "stop"),
+        "data: [DONE]\n\n",
+      ],
     }));
     const b = makeBackend(fake.url);
     for (let i = 0; i < 3; i++) {
@@ -682,7 +830,11 @@ describe("openai backend", () => {
     const req = { model: "c", messages: [{ role: "user", content: "hi" }], max_tokens: 10 } as ChatRequest;
     const a = buildUpstreamBody(options, { model: "qwen", request: { ...req, stream: true } });
     assert.equal(a.stream, true);
-    assert.equal(buildUpstreamBody(options, { model: "qwen", request: req }).stream, false, "a non-streaming client: no upstream stream");
+    assert.equal(
+      buildUpstreamBody(options, { model: "qwen", request: req }).stream,
+      false,
+      "a non-streaming client: no upstream stream",
+    );
     assert.equal(a.model, "qwen");
     assert.equal(a.top_k, 20);
     assert.equal(a.max_tokens, 10);

@@ -34,7 +34,13 @@ const qwenFixture = (name: string) =>
     create: ({ fake, home, dataDir }, extra) =>
       qwenCodeBackend.create(
         "qwen",
-        qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra }),
+        qwenCodeOptionsSchema.parse({
+          command: QWEN_BIN,
+          env: qwenEnv({ baseUrl: fake.url, home }),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          ...extra,
+        }),
         { logger, dataDir },
       ) as QwenCodeBackend,
   });
@@ -62,14 +68,20 @@ describe("qwen-code backend, warm, with the real qwen CLI", () => {
   test("the bootstrap reaches the model on every warm turn; a changed bootstrap starts a new process on the same session", async () => {
     fx.fake.setScript(() => ({ kind: "text", chunks: ["fine"] }));
     const n0 = fx.fake.mainRequests().length;
-    const t1 = await collect(fx.backend.run(turnInput("conv-boot", "first words", { system: "BOOT-ONE you are Pebble" })));
+    const t1 = await collect(
+      fx.backend.run(turnInput("conv-boot", "first words", { system: "BOOT-ONE you are Pebble" })),
+    );
     assert.equal(t1.at(-1)?.type, "done", JSON.stringify(t1));
     const sid = sessionOf(t1)!;
     const pid1 = fx.backend.lastPid!;
-    const t2 = await collect(fx.backend.run(turnInput("conv-boot", "second words", { system: "BOOT-ONE you are Pebble", sessionId: sid })));
+    const t2 = await collect(
+      fx.backend.run(turnInput("conv-boot", "second words", { system: "BOOT-ONE you are Pebble", sessionId: sid })),
+    );
     assert.equal(t2.at(-1)?.type, "done", JSON.stringify(t2));
     assert.equal(fx.backend.lastPid, pid1, "same bootstrap: same process");
-    const t3 = await collect(fx.backend.run(turnInput("conv-boot", "third words", { system: "BOOT-TWO you are Quartz", sessionId: sid })));
+    const t3 = await collect(
+      fx.backend.run(turnInput("conv-boot", "third words", { system: "BOOT-TWO you are Quartz", sessionId: sid })),
+    );
     assert.equal(t3.at(-1)?.type, "done", JSON.stringify(t3));
     assert.notEqual(fx.backend.lastPid, pid1, "a changed bootstrap: a new process");
     assert.ok(pidGone(pid1));
@@ -80,7 +92,10 @@ describe("qwen-code backend, warm, with the real qwen CLI", () => {
     assert.ok(systemText(calls[2]!).includes("BOOT-TWO") && !systemText(calls[2]!).includes("BOOT-ONE"));
     const all = JSON.stringify(calls[2]!.body.messages);
     assert.ok(all.includes("first words") && all.includes("second words"), "the history came along");
-    assert.deepEqual(readdirSync(path.join(fx.dataDir, "tmp")).filter((n) => n.startsWith("qwen-system-")).length <= 1, true);
+    assert.deepEqual(
+      readdirSync(path.join(fx.dataDir, "tmp")).filter((n) => n.startsWith("qwen-system-")).length <= 1,
+      true,
+    );
   });
 });
 
@@ -98,7 +113,9 @@ describe("qwen-code backend, warm: its control channel", () => {
     fx.fake.setScript(() => ({ kind: "hang" }));
     const n0 = fx.fake.mainRequests().length;
     const ac = new AbortController();
-    const pending = collect(backend.run(turnInput("conv-int", "never answered", { sessionId: sid, signal: ac.signal })));
+    const pending = collect(
+      backend.run(turnInput("conv-int", "never answered", { sessionId: sid, signal: ac.signal })),
+    );
     assert.ok(await eventually(() => fx.fake.mainRequests().length > n0, 15_000), "qwen reached the model");
     const t0 = Date.now();
     ac.abort();

@@ -7,7 +7,12 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { qwenCodeBackend, qwenCodeOptionsSchema, parseQwenApiError, type QwenCodeBackend } from "../../src/backends/qwen-code/backend.js";
+import {
+  qwenCodeBackend,
+  qwenCodeOptionsSchema,
+  parseQwenApiError,
+  type QwenCodeBackend,
+} from "../../src/backends/qwen-code/backend.js";
 import type { BackendEvent } from "../../src/backends/contract/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
@@ -20,13 +25,19 @@ const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
 function contentText(content: unknown): string {
   if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((p) => (p && typeof p === "object" && typeof (p as any).text === "string" ? (p as any).text : "")).join("\n");
+  if (Array.isArray(content))
+    return content
+      .map((p) => (p && typeof p === "object" && typeof (p as any).text === "string" ? (p as any).text : ""))
+      .join("\n");
   return "";
 }
 
 function systemText(req: RecordedRequest): string {
   const msgs: any[] = req.body?.messages ?? [];
-  return msgs.filter((m) => m.role === "system").map((m) => contentText(m.content)).join("\n");
+  return msgs
+    .filter((m) => m.role === "system")
+    .map((m) => contentText(m.content))
+    .join("\n");
 }
 
 /** The user/assistant messages of a request as [role, text], without qwen's own context prelude. */
@@ -35,7 +46,9 @@ function dialogue(req: RecordedRequest): [string, string][] {
   return msgs
     .filter((m) => m.role === "user" || m.role === "assistant")
     .map((m): [string, string] => [m.role, contentText(m.content).trim()])
-    .filter(([, t]) => t !== "" && !/setting up the context for our chat/.test(t) && t !== "Got it. Thanks for the context!");
+    .filter(
+      ([, t]) => t !== "" && !/setting up the context for our chat/.test(t) && t !== "Got it. Thanks for the context!",
+    );
 }
 
 describe("qwen-code backend with the real qwen CLI", () => {
@@ -47,7 +60,14 @@ describe("qwen-code backend with the real qwen CLI", () => {
   const make = (extra: Record<string, unknown> = {}) =>
     qwenCodeBackend.create(
       "qwen",
-      qwenCodeOptionsSchema.parse({ command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false }, ...extra }),
+      qwenCodeOptionsSchema.parse({
+        command: QWEN_BIN,
+        env: qwenEnv({ baseUrl: fake.url, home }),
+        timeoutSeconds: 60,
+        killGraceSeconds: 1,
+        warm: { enabled: false },
+        ...extra,
+      }),
       { logger, dataDir },
     ) as QwenCodeBackend;
 
@@ -83,18 +103,38 @@ describe("qwen-code backend with the real qwen CLI", () => {
   test("a text turn streams deltas, reasoning, usage, a session and done; the bootstrap replaces qwen's prompt", async () => {
     // prompt_tokens includes the cached ones (OpenAI semantics): not added twice.
     const usage = { prompt_tokens: 120, completion_tokens: 9, prompt_tokens_details: { cached_tokens: 30 } };
-    fake.setScript(() => ({ kind: "text", reasoning: ["Let me ", "think."], chunks: ["The answer ", "is ", "81."], delayMs: 5, usage }));
+    fake.setScript(() => ({
+      kind: "text",
+      reasoning: ["Let me ", "think."],
+      chunks: ["The answer ", "is ", "81."],
+      delayMs: 5,
+      usage,
+    }));
     const n0 = fake.mainRequests().length;
-    const evs = await collect(backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })));
+    const evs = await collect(
+      backend.run(turnInput("conv-basic", "what is 9 * 9", { system: "BOOTSTRAP-basic: you are Pebble." })),
+    );
     assertEndsOnce(evs);
     assert.deepEqual(evs.at(-1), { type: "done", finishReason: "stop" });
     assert.ok(evs.filter((e) => e.type === "text").length >= 3, "several text deltas");
     assert.equal(textOf(evs), "The answer is 81.", "streamed text, not repeated from the whole assistant message");
-    assert.equal(evs.filter((e) => e.type === "reasoning").map((e) => (e as { text: string }).text).join(""), "Let me think.");
+    assert.equal(
+      evs
+        .filter((e) => e.type === "reasoning")
+        .map((e) => (e as { text: string }).text)
+        .join(""),
+      "Let me think.",
+    );
     const sid = sessionOf(evs);
     assert.match(sid ?? "", /^[0-9a-f-]{36}$/);
-    assert.ok(evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"), "session is known before the first text");
-    assert.deepEqual(evs.find((e) => e.type === "usage"), { type: "usage", usage: { promptTokens: 120, completionTokens: 9, totalTokens: 129, cachedTokens: 30 } });
+    assert.ok(
+      evs.findIndex((e) => e.type === "session") < evs.findIndex((e) => e.type === "text"),
+      "session is known before the first text",
+    );
+    assert.deepEqual(
+      evs.find((e) => e.type === "usage"),
+      { type: "usage", usage: { promptTokens: 120, completionTokens: 9, totalTokens: 129, cachedTokens: 30 } },
+    );
 
     const calls = fake.mainRequests().slice(n0);
     assert.equal(calls.length, 1, "one model call (auto-memory side call off)");
@@ -108,7 +148,11 @@ describe("qwen-code backend with the real qwen CLI", () => {
     for (const t of ["run_shell_command", "write_file", "edit"]) assert.ok(!toolNames.includes(t), `${t} not offered`);
     assert.deepEqual(readdirSync(path.join(dataDir, "tmp")), [], "the per-turn system prompt file is removed");
     const other = fake.requests.filter((r) => !r.path.endsWith("/chat/completions"));
-    assert.deepEqual(other.map((r) => `${r.method} ${r.path}`), [], "no other endpoint called");
+    assert.deepEqual(
+      other.map((r) => `${r.method} ${r.path}`),
+      [],
+      "no other endpoint called",
+    );
   });
 
   test("systemPromptMode append keeps qwen's prompt and adds the bootstrap", async () => {
@@ -130,7 +174,9 @@ describe("qwen-code backend with the real qwen CLI", () => {
     assertEndsOnce(t1);
     const sid = sessionOf(t1)!;
     assert.ok(sid);
-    const t2 = await collect(backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })));
+    const t2 = await collect(
+      backend.run(turnInput("conv-resume", "second question", { system: "BOOT-TWO", sessionId: sid })),
+    );
     assertEndsOnce(t2);
     assert.equal(t2.at(-1)?.type, "done");
     assert.equal(sessionOf(t2), sid, "same session id confirmed");
@@ -194,12 +240,20 @@ describe("qwen-code backend with the real qwen CLI", () => {
     assert.equal(existsSync(marker), false, "the command did not run");
     const last = fake.mainRequests().at(-1)!;
     const toolMsgs = (last.body.messages as any[]).filter((m) => m.role === "tool").map((m) => contentText(m.content));
-    assert.ok(toolMsgs.some((t) => t.includes("hi from notes")), "the file content reached the model");
+    assert.ok(
+      toolMsgs.some((t) => t.includes("hi from notes")),
+      "the file content reached the model",
+    );
   });
 
   test("parseQwenApiError reads the status from qwen's formats", () => {
     assert.deepEqual(parseQwenApiError("[API Error: 400 fake says no]"), { message: "400 fake says no", status: 400 });
-    assert.deepEqual(parseQwenApiError("[API Error: over quota (Status: 429)]\nPossible quota limitations in place"), { message: "over quota (Status: 429)", status: 429 });
-    assert.deepEqual(parseQwenApiError("[API Error: terminated (cause: other side closed)]"), { message: "terminated (cause: other side closed)" });
+    assert.deepEqual(parseQwenApiError("[API Error: over quota (Status: 429)]\nPossible quota limitations in place"), {
+      message: "over quota (Status: 429)",
+      status: 429,
+    });
+    assert.deepEqual(parseQwenApiError("[API Error: terminated (cause: other side closed)]"), {
+      message: "terminated (cause: other side closed)",
+    });
   });
 });

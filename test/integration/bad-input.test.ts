@@ -22,7 +22,15 @@ let home: string;
 before(async () => {
   fake = await startFakeOpenAI();
   home = tempDir("cb-bad-home-");
-  const backends = { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 30, killGraceSeconds: 1 } };
+  const backends = {
+    oc: {
+      type: "opencode",
+      command: OPENCODE_BIN,
+      env: opencodeEnv(fake.url, home),
+      timeoutSeconds: 30,
+      killGraceSeconds: 1,
+    },
+  };
   bridge = await startTestBridge({
     server: { bodyLimitBytes: BODY_LIMIT },
     backends,
@@ -31,7 +39,11 @@ before(async () => {
       { id: "fake/other", backend: "oc", model: "fake/m1" },
     ],
   });
-  authBridge = await startTestBridge({ server: { apiKeys: [KEY, "second-key-abcdef"] }, backends, models: [{ id: MODEL, backend: "oc" }] });
+  authBridge = await startTestBridge({
+    server: { apiKeys: [KEY, "second-key-abcdef"] },
+    backends,
+    models: [{ id: MODEL, backend: "oc" }],
+  });
 });
 
 after(async () => {
@@ -54,7 +66,12 @@ interface Answer {
  * POST to the bridge. Bad input is answered in milliseconds; the 5 s bound only keeps a wrongly
  * accepted request (which would run the real CLI) from slowing the suite down.
  */
-async function post(body: string | Uint8Array | undefined, headers: Record<string, string> = { "content-type": "application/json" }, base = bridge.baseURL, path = "/chat/completions"): Promise<Answer> {
+async function post(
+  body: string | Uint8Array | undefined,
+  headers: Record<string, string> = { "content-type": "application/json" },
+  base = bridge.baseURL,
+  path = "/chat/completions",
+): Promise<Answer> {
   let res: Response;
   try {
     res = await fetch(`${base}${path}`, { method: "POST", headers, body, signal: AbortSignal.timeout(5000) });
@@ -104,7 +121,11 @@ describe("malformed requests", () => {
 
   test("JSON sent as text/plain or without a content type is still parsed", async () => {
     // Parsed and validated: the error is about the missing model, not the content type.
-    assertOpenAIError(await post(JSON.stringify({ messages: good.messages }), { "content-type": "text/plain" }), 400, "invalid_request");
+    assertOpenAIError(
+      await post(JSON.stringify({ messages: good.messages }), { "content-type": "text/plain" }),
+      400,
+      "invalid_request",
+    );
     assertOpenAIError(await post(JSON.stringify({ messages: good.messages }), {}), 400, "invalid_request");
   });
 
@@ -125,38 +146,54 @@ describe("malformed requests", () => {
   test("a chunked body (no Content-Length) that grows over the limit → 413, and the connection is closed", async () => {
     const { request } = await import("node:http");
     const url = new URL(bridge.url);
-    const answer = await new Promise<{ status: number; text: string; connection: string | undefined }>((resolve, reject) => {
-      let answered = false;
-      const req = request({ host: url.hostname, port: url.port, path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" } }, (res) => {
-        answered = true;
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => (text += c));
-        res.on("end", () => {
-          clearTimeout(timer);
-          resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection });
-        });
-        res.on("error", reject);
-      });
-      const timer = setTimeout(() => {
-        req.destroy();
-        reject(new Error("no complete answer within 5 s"));
-      }, 5000);
-      // The server closes the connection after its 413: a write error after the answer is expected.
-      req.on("error", (err) => (answered ? undefined : reject(err)));
-      // Written in pieces, so node sends it chunked; it passes the limit on the last piece.
-      const piece = "x".repeat(10_000);
-      req.write(`{"model":"${MODEL}","messages":[{"role":"user","content":"`);
-      for (let i = 0; i < BODY_LIMIT / piece.length + 1; i++) req.write(piece);
-      req.end('"}]}');
-    });
+    const answer = await new Promise<{ status: number; text: string; connection: string | undefined }>(
+      (resolve, reject) => {
+        let answered = false;
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: "/v1/chat/completions",
+            method: "POST",
+            headers: { "content-type": "application/json" },
+          },
+          (res) => {
+            answered = true;
+            let text = "";
+            res.setEncoding("utf8");
+            res.on("data", (c: string) => (text += c));
+            res.on("end", () => {
+              clearTimeout(timer);
+              resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection });
+            });
+            res.on("error", reject);
+          },
+        );
+        const timer = setTimeout(() => {
+          req.destroy();
+          reject(new Error("no complete answer within 5 s"));
+        }, 5000);
+        // The server closes the connection after its 413: a write error after the answer is expected.
+        req.on("error", (err) => (answered ? undefined : reject(err)));
+        // Written in pieces, so node sends it chunked; it passes the limit on the last piece.
+        const piece = "x".repeat(10_000);
+        req.write(`{"model":"${MODEL}","messages":[{"role":"user","content":"`);
+        for (let i = 0; i < BODY_LIMIT / piece.length + 1; i++) req.write(piece);
+        req.end('"}]}');
+      },
+    );
     assert.equal(answer.status, 413);
     assert.equal(JSON.parse(answer.text).error.code, "body_too_large");
     assert.equal(answer.connection, "close");
   });
 
   test("the chat route with a query string is still the chat route (validated, not 404)", async () => {
-    const a = await post("[]", { "content-type": "application/json" }, bridge.baseURL, "/chat/completions?api-version=1");
+    const a = await post(
+      "[]",
+      { "content-type": "application/json" },
+      bridge.baseURL,
+      "/chat/completions?api-version=1",
+    );
     assertOpenAIError(a, 400, "invalid_body");
   });
 
@@ -170,31 +207,93 @@ describe("invalid fields name the field", () => {
   const cases: Array<{ name: string; body: unknown; param: string; message?: RegExp }> = [
     { name: "messages missing", body: { model: MODEL }, param: "messages" },
     { name: "messages not an array", body: { model: MODEL, messages: "hi" }, param: "messages" },
-    { name: "messages an object", body: { model: MODEL, messages: { role: "user", content: "hi" } }, param: "messages" },
-    { name: "messages empty", body: { model: MODEL, messages: [] }, param: "messages", message: /at least one message/ },
+    {
+      name: "messages an object",
+      body: { model: MODEL, messages: { role: "user", content: "hi" } },
+      param: "messages",
+    },
+    {
+      name: "messages empty",
+      body: { model: MODEL, messages: [] },
+      param: "messages",
+      message: /at least one message/,
+    },
     { name: "message not an object", body: { model: MODEL, messages: ["hi"] }, param: "messages[0]" },
-    { name: "wrong role", body: { model: MODEL, messages: [{ role: "human", content: "hi" }] }, param: "messages[0].role" },
+    {
+      name: "wrong role",
+      body: { model: MODEL, messages: [{ role: "human", content: "hi" }] },
+      param: "messages[0].role",
+    },
     { name: "role missing", body: { model: MODEL, messages: [{ content: "hi" }] }, param: "messages[0].role" },
-    { name: "content a number", body: { model: MODEL, messages: [{ role: "user", content: 42 }] }, param: "messages[0].content" },
-    { name: "content an object", body: { model: MODEL, messages: [{ role: "user", content: { text: "hi" } }] }, param: "messages[0].content" },
-    { name: "content part without text", body: { model: MODEL, messages: [{ role: "user", content: [{ type: "text" }] }] }, param: "messages[0].content[0].type", message: /a text part needs a string `text`/ },
-    { name: "second message bad", body: { model: MODEL, messages: [{ role: "user", content: "a" }, { role: "assistant", content: false }] }, param: "messages[1].content" },
-    { name: "tool_calls not an array", body: { model: MODEL, messages: [{ role: "assistant", content: null, tool_calls: {} }, { role: "user", content: "x" }] }, param: "messages[0].tool_calls" },
+    {
+      name: "content a number",
+      body: { model: MODEL, messages: [{ role: "user", content: 42 }] },
+      param: "messages[0].content",
+    },
+    {
+      name: "content an object",
+      body: { model: MODEL, messages: [{ role: "user", content: { text: "hi" } }] },
+      param: "messages[0].content",
+    },
+    {
+      name: "content part without text",
+      body: { model: MODEL, messages: [{ role: "user", content: [{ type: "text" }] }] },
+      param: "messages[0].content[0].type",
+      message: /a text part needs a string `text`/,
+    },
+    {
+      name: "second message bad",
+      body: {
+        model: MODEL,
+        messages: [
+          { role: "user", content: "a" },
+          { role: "assistant", content: false },
+        ],
+      },
+      param: "messages[1].content",
+    },
+    {
+      name: "tool_calls not an array",
+      body: {
+        model: MODEL,
+        messages: [
+          { role: "assistant", content: null, tool_calls: {} },
+          { role: "user", content: "x" },
+        ],
+      },
+      param: "messages[0].tool_calls",
+    },
     { name: "model missing", body: { messages: good.messages }, param: "model" },
     { name: "model a number", body: { model: 4, messages: good.messages }, param: "model" },
     { name: "model empty", body: { model: "", messages: good.messages }, param: "model", message: /non-empty/ },
     { name: "model null", body: { model: null, messages: good.messages }, param: "model" },
     { name: "stream a string", body: { ...good, stream: "true" }, param: "stream" },
     { name: "stream a number", body: { ...good, stream: 1 }, param: "stream" },
-    { name: "stream_options not an object", body: { ...good, stream: true, stream_options: "yes" }, param: "stream_options" },
-    { name: "include_usage not boolean", body: { ...good, stream: true, stream_options: { include_usage: "yes" } }, param: "stream_options.include_usage" },
+    {
+      name: "stream_options not an object",
+      body: { ...good, stream: true, stream_options: "yes" },
+      param: "stream_options",
+    },
+    {
+      name: "include_usage not boolean",
+      body: { ...good, stream: true, stream_options: { include_usage: "yes" } },
+      param: "stream_options.include_usage",
+    },
     { name: "n = 2", body: { ...good, n: 2 }, param: "n", message: /n must be 1/ },
     { name: "temperature out of range", body: { ...good, temperature: 7 }, param: "temperature" },
     { name: "top_p out of range", body: { ...good, top_p: 1.5 }, param: "top_p" },
     { name: "max_tokens negative", body: { ...good, max_tokens: -1 }, param: "max_tokens" },
-    { name: "max_completion_tokens fractional", body: { ...good, max_completion_tokens: 10.5 }, param: "max_completion_tokens" },
+    {
+      name: "max_completion_tokens fractional",
+      body: { ...good, max_completion_tokens: 10.5 },
+      param: "max_completion_tokens",
+    },
     { name: "tools not an array", body: { ...good, tools: { type: "function" } }, param: "tools" },
-    { name: "tool without a name", body: { ...good, tools: [{ type: "function", function: { name: "" } }] }, param: "tools[0].function.name" },
+    {
+      name: "tool without a name",
+      body: { ...good, tools: [{ type: "function", function: { name: "" } }] },
+      param: "tools[0].function.name",
+    },
     { name: "user not a string", body: { ...good, user: 12 }, param: "user" },
   ];
   for (const c of cases) {
@@ -216,7 +315,10 @@ describe("deep nesting → 400 naming the field, never 500", () => {
   // overflowed the stack there: a 500 for a client error).
   let up: TestBridge;
   before(async () => {
-    up = await startTestBridge({ backends: { up: { type: "openai", baseUrl: fake.url } }, models: [{ id: MODEL, backend: "up" }] });
+    up = await startTestBridge({
+      backends: { up: { type: "openai", baseUrl: fake.url } },
+      models: [{ id: MODEL, backend: "up" }],
+    });
   });
   after(async () => {
     await up?.close(0);
@@ -228,22 +330,61 @@ describe("deep nesting → 400 naming the field, never 500", () => {
   const deepArray = "[".repeat(DEPTH) + "]".repeat(DEPTH);
   const deepObject = '{"a":'.repeat(DEPTH) + "1" + "}".repeat(DEPTH);
   const HOLE = "\u0000deep\u0000";
-  const withDeep = (body: Record<string, unknown>, deep: string) => JSON.stringify(body).replace(JSON.stringify(HOLE), () => deep);
+  const withDeep = (body: Record<string, unknown>, deep: string) =>
+    JSON.stringify(body).replace(JSON.stringify(HOLE), () => deep);
   /** `level` arrays nested in each other: at the limit when the field is `level` + (its own depth in the body) = 64. */
   const nested = (levels: number) => JSON.parse("[".repeat(levels) + "]".repeat(levels)) as unknown;
   const cases: Array<{ name: string; body: (deep: string) => Record<string, unknown>; param: string }> = [
-    { name: "tool_choice", body: (deep) => ({ ...good, tools: [{ type: "function", function: { name: "f" } }], tool_choice: deep }), param: "tool_choice" },
-    { name: "response_format", body: (deep) => ({ ...good, response_format: { type: "json_schema", json_schema: { name: "x", schema: deep } } }), param: "response_format" },
-    { name: "a message content part", body: (deep) => ({ ...good, messages: [{ role: "user", content: [{ type: "text", text: "hi" }, { type: "image_url", image_url: deep }] }] }), param: "messages[0].content[1].image_url" },
-    { name: "tools[].function.parameters", body: (deep) => ({ ...good, tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: deep } } }] }), param: "tools[0].function.parameters" },
-    { name: "an unknown pass-through field", body: (deep) => ({ ...good, metadata_extra: deep }), param: "metadata_extra" },
+    {
+      name: "tool_choice",
+      body: (deep) => ({ ...good, tools: [{ type: "function", function: { name: "f" } }], tool_choice: deep }),
+      param: "tool_choice",
+    },
+    {
+      name: "response_format",
+      body: (deep) => ({ ...good, response_format: { type: "json_schema", json_schema: { name: "x", schema: deep } } }),
+      param: "response_format",
+    },
+    {
+      name: "a message content part",
+      body: (deep) => ({
+        ...good,
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "hi" },
+              { type: "image_url", image_url: deep },
+            ],
+          },
+        ],
+      }),
+      param: "messages[0].content[1].image_url",
+    },
+    {
+      name: "tools[].function.parameters",
+      body: (deep) => ({
+        ...good,
+        tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: deep } } }],
+      }),
+      param: "tools[0].function.parameters",
+    },
+    {
+      name: "an unknown pass-through field",
+      body: (deep) => ({ ...good, metadata_extra: deep }),
+      param: "metadata_extra",
+    },
   ];
   for (const c of cases) {
     for (const stream of [false, true]) {
       test(`10,000-deep ${c.name} (${stream ? "streaming" : "non-streaming"}) → 400 naming ${c.param}`, async () => {
         for (const deep of [deepArray, deepObject]) {
           const before = fake.requests.length;
-          const a = await post(withDeep({ ...c.body(HOLE), stream }, deep), { "content-type": "application/json" }, up.baseURL);
+          const a = await post(
+            withDeep({ ...c.body(HOLE), stream }, deep),
+            { "content-type": "application/json" },
+            up.baseURL,
+          );
           assertOpenAIError(a, 400, "invalid_request");
           assert.equal(a.body.error.param, c.param, a.text);
           assert.ok(a.body.error.message.startsWith(`${c.param}: `), a.body.error.message);
@@ -256,7 +397,10 @@ describe("deep nesting → 400 naming the field, never 500", () => {
 
   test("nesting up to the limit (64 levels, the body included) is forwarded; one more level is refused", async () => {
     // body (1) → tools (2) → [0] (3) → function (4) → parameters (5): 59 more levels reach 64.
-    const at = (levels: number) => ({ ...good, tools: [{ type: "function", function: { name: "f", parameters: nested(levels) } }] });
+    const at = (levels: number) => ({
+      ...good,
+      tools: [{ type: "function", function: { name: "f", parameters: nested(levels) } }],
+    });
     const before = fake.requests.length;
     const ok = await post(JSON.stringify(at(60)), { "content-type": "application/json" }, up.baseURL);
     assert.equal(ok.status, 200, ok.text);
@@ -275,7 +419,10 @@ describe("unknown models and routes", () => {
       assertOpenAIError(a, 404, "model_not_found");
       assert.equal(a.body.error.param, "model");
       assert.match(a.body.error.message, /gpt-9-ultra/);
-      assert.ok(a.body.error.message.includes(MODEL) && a.body.error.message.includes("fake/other"), a.body.error.message);
+      assert.ok(
+        a.body.error.message.includes(MODEL) && a.body.error.message.includes("fake/other"),
+        a.body.error.message,
+      );
     }
   });
 
@@ -288,7 +435,10 @@ describe("unknown models and routes", () => {
       ["GET", "/etc/passwd"],
       ["POST", "/"],
     ] as const) {
-      const res = await fetch(`${bridge.url}${path}`, { method, ...(method === "POST" ? { body: "{}", headers: { "content-type": "application/json" } } : {}) });
+      const res = await fetch(`${bridge.url}${path}`, {
+        method,
+        ...(method === "POST" ? { body: "{}", headers: { "content-type": "application/json" } } : {}),
+      });
       const text = await res.text();
       const a: Answer = { status: res.status, body: JSON.parse(text), text, headers: res.headers };
       assertOpenAIError(a, 404, "not_found");
@@ -300,22 +450,26 @@ describe("unknown models and routes", () => {
   test("GET /v1/models/<unknown> → 404 model_not_found", async () => {
     const res = await fetch(`${bridge.baseURL}/models/nope`);
     const text = await res.text();
-    assertOpenAIError({ status: res.status, body: JSON.parse(text), text, headers: res.headers }, 404, "model_not_found");
+    assertOpenAIError(
+      { status: res.status, body: JSON.parse(text), text, headers: res.headers },
+      404,
+      "model_not_found",
+    );
   });
 
-  test(
-    "a malformed URL → 400 OpenAI-shaped",
-    {},
-    async () => {
-      const res = await fetch(`${bridge.url}/v1/models/%E0%A4%A`);
-      const text = await res.text();
-      assertOpenAIError({ status: res.status, body: JSON.parse(text), text, headers: res.headers }, (s) => s >= 400 && s < 500);
-    },
-  );
+  test("a malformed URL → 400 OpenAI-shaped", {}, async () => {
+    const res = await fetch(`${bridge.url}/v1/models/%E0%A4%A`);
+    const text = await res.text();
+    assertOpenAIError(
+      { status: res.status, body: JSON.parse(text), text, headers: res.headers },
+      (s) => s >= 400 && s < 500,
+    );
+  });
 });
 
 describe("API keys", () => {
-  const call = (headers: Record<string, string>, method = "GET", path = "/models", body?: string) => fetch(`${authBridge.baseURL}${path}`, { method, headers, body });
+  const call = (headers: Record<string, string>, method = "GET", path = "/models", body?: string) =>
+    fetch(`${authBridge.baseURL}${path}`, { method, headers, body });
 
   test("missing or wrong key → 401 authentication_error", async () => {
     const bad: Array<Record<string, string>> = [
@@ -333,7 +487,11 @@ describe("API keys", () => {
       ] as const) {
         const res = await call({ "content-type": "application/json", ...headers }, method, path, body);
         const text = await res.text();
-        assertOpenAIError({ status: res.status, body: JSON.parse(text), text, headers: res.headers }, 401, "invalid_api_key");
+        assertOpenAIError(
+          { status: res.status, body: JSON.parse(text), text, headers: res.headers },
+          401,
+          "invalid_api_key",
+        );
         assert.equal(JSON.parse(text).error.type, "authentication_error");
         assert.ok(!text.includes(KEY), "the key is never echoed");
       }
@@ -341,7 +499,13 @@ describe("API keys", () => {
   });
 
   test("the right key passes, as Bearer (any case) or x-api-key, and any configured key works", async () => {
-    const goodHeaders: Array<Record<string, string>> = [{ authorization: `Bearer ${KEY}` }, { authorization: `bearer ${KEY}` }, { authorization: `Bearer   ${KEY}  ` }, { "x-api-key": KEY }, { authorization: "Bearer second-key-abcdef" }];
+    const goodHeaders: Array<Record<string, string>> = [
+      { authorization: `Bearer ${KEY}` },
+      { authorization: `bearer ${KEY}` },
+      { authorization: `Bearer   ${KEY}  ` },
+      { "x-api-key": KEY },
+      { authorization: "Bearer second-key-abcdef" },
+    ];
     for (const headers of goodHeaders) {
       const res = await call(headers);
       assert.equal(res.status, 200, JSON.stringify(headers));
@@ -350,7 +514,12 @@ describe("API keys", () => {
   });
 
   test("a right key with a bad body gets the body's 400, not 401", async () => {
-    const res = await call({ authorization: `Bearer ${KEY}`, "content-type": "application/json" }, "POST", "/chat/completions", '{"model":');
+    const res = await call(
+      { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      "POST",
+      "/chat/completions",
+      '{"model":',
+    );
     const text = await res.text();
     assertOpenAIError({ status: res.status, body: JSON.parse(text), text, headers: res.headers }, 400, "invalid_json");
   });
@@ -378,22 +547,42 @@ describe("random malformed bodies (seeded fuzz)", () => {
         return t.slice(0, Math.floor(rnd() * (t.length - 1)));
       },
       () => JSON.stringify({ ...good, model: pick(junk.filter((j) => typeof j !== "string" || j === "")) }),
-      () => JSON.stringify({ ...good, messages: pick(junk.filter((j) => !Array.isArray(j) || j.length === 0 || typeof j[0] !== "object")) }),
+      () =>
+        JSON.stringify({
+          ...good,
+          messages: pick(junk.filter((j) => !Array.isArray(j) || j.length === 0 || typeof j[0] !== "object")),
+        }),
       () => JSON.stringify({ ...good, messages: [{ ...validMsg, role: pick(["", "human", "bot", "USER", 1, null]) }] }),
-      () => JSON.stringify({ ...good, messages: [{ ...validMsg, content: pick([1, true, { a: 1 }, [1], [{ type: 1 }]]) }] }),
+      () =>
+        JSON.stringify({
+          ...good,
+          messages: [{ ...validMsg, content: pick([1, true, { a: 1 }, [1], [{ type: 1 }]]) }],
+        }),
       () => JSON.stringify({ ...good, stream: pick(["true", 1, 0, null, {}, []]) }),
       () => JSON.stringify({ ...good, n: pick([0, 2, 3, 1.5, "1"]) }),
       () => JSON.stringify({ ...good, temperature: pick([-1, 2.5, "hot", []]) }),
-      () => JSON.stringify({ ...good, tools: pick(["x", 1, [{}], [{ type: "function" }], [{ type: "function", function: {} }]]) }),
+      () =>
+        JSON.stringify({
+          ...good,
+          tools: pick(["x", 1, [{}], [{ type: "function" }], [{ type: "function", function: {} }]]),
+        }),
       () => JSON.stringify({ ...good, messages: [validMsg, pick(junk)] }),
       () => JSON.stringify({ ...good, model: `no-such-model-${Math.floor(rnd() * 1000)}` }),
       () => Uint8Array.from({ length: 1 + Math.floor(rnd() * 300) }, () => Math.floor(rnd() * 256)),
       () => "[".repeat(5000 + Math.floor(rnd() * 5000)),
       () => `{"model":"${MODEL}","messages":[${'{"role":"user","content":"x"},'.repeat(3)}`,
       () => JSON.stringify(pick(junk)),
-      () => JSON.stringify({ ...good, messages: [{ ...validMsg, tool_calls: pick([1, "x", [{}], [{ function: {} }]]) }] }),
+      () =>
+        JSON.stringify({ ...good, messages: [{ ...validMsg, tool_calls: pick([1, "x", [{}], [{ function: {} }]]) }] }),
     ];
-    const contentTypes = ["application/json", "text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-8", "multipart/form-data; boundary=x", ""];
+    const contentTypes = [
+      "application/json",
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "application/json; charset=utf-8",
+      "multipart/form-data; boundary=x",
+      "",
+    ];
     const statuses: number[] = [];
     const before = fake.requests.length;
     for (let i = 0; i < 48; i++) {
@@ -453,7 +642,9 @@ describe("models and health", () => {
 
   test("a backend whose CLI is missing makes /health say so", async () => {
     const broken = await startTestBridge({
-      backends: { gone: { type: "opencode", command: "/nonexistent/opencode-binary", env: opencodeEnv(fake.url, home) } },
+      backends: {
+        gone: { type: "opencode", command: "/nonexistent/opencode-binary", env: opencodeEnv(fake.url, home) },
+      },
       models: [{ id: MODEL, backend: "gone" }],
     });
     try {

@@ -56,7 +56,11 @@ function tableRows(markdown: string, first: string): string[][] {
   assert.ok(start >= 0, `no table headed "${first}" in the report`);
   const rows: string[][] = [];
   for (let i = start + 2; i < lines.length && lines[i]!.startsWith("|"); i++) {
-    rows.push(lines[i]!.split("|").slice(1, -1).map((c) => c.trim()));
+    rows.push(
+      lines[i]!.split("|")
+        .slice(1, -1)
+        .map((c) => c.trim()),
+    );
   }
   return rows;
 }
@@ -73,8 +77,14 @@ function benchProcesses(): string[] {
     } catch {
       continue;
     }
-    if (["fake-upstream.ts", "minimal-proxy.mjs", "minimal-stream-proxy.mjs"].some((f) => cmd.includes(path.join(REPO, "bench", f)))) found.push(`${pid}: ${cmd}`);
-    else if (cmd.includes(path.join(REPO, "bin", "clawbridge.js")) && cmd.includes("cb-bench-")) found.push(`${pid}: ${cmd}`);
+    if (
+      ["fake-upstream.ts", "minimal-proxy.mjs", "minimal-stream-proxy.mjs"].some((f) =>
+        cmd.includes(path.join(REPO, "bench", f)),
+      )
+    )
+      found.push(`${pid}: ${cmd}`);
+    else if (cmd.includes(path.join(REPO, "bin", "clawbridge.js")) && cmd.includes("cb-bench-"))
+      found.push(`${pid}: ${cmd}`);
   }
   return found;
 }
@@ -130,7 +140,10 @@ describe("npm run bench -- --suite openai (smoke run)", () => {
       assert.equal(pathName, i % 2 === 0 ? "direct" : "bridge", `row ${i}`);
       assert.equal(errors, "0", `${scenario} ${pathName}`);
       // 40 requests (400 at c=32) in 3 rounds, rounded up per round; the time limit may cut a slow run short.
-      assert.ok(num(requests!) > 0 && num(requests!) <= (c32 ? 402 : 42), `${scenario} ${pathName}: ${requests} requests`);
+      assert.ok(
+        num(requests!) > 0 && num(requests!) <= (c32 ? 402 : 42),
+        `${scenario} ${pathName}: ${requests} requests`,
+      );
       assert.ok(num(rps!) > 0, `${scenario} ${pathName}: ${rps} req/s`);
       if (pathName === "bridge") assert.match(cpu!, /^\d+\.\d+ ms \(\d+% system\)$/, `${scenario}: bridge CPU ${cpu}`);
     }
@@ -168,7 +181,10 @@ describe("npm run bench -- --suite openai (smoke run)", () => {
     const rows = tableRows(run.stdout, "bridge process");
     assert.equal(rows.length, 3);
     for (const [when, rss, peak] of rows) {
-      assert.ok(Number.parseFloat(rss!) > 10 && Number.parseFloat(peak!) >= Number.parseFloat(rss!), `${when}: ${rss} / ${peak}`);
+      assert.ok(
+        Number.parseFloat(rss!) > 10 && Number.parseFloat(peak!) >= Number.parseFloat(rss!),
+        `${when}: ${rss} / ${peak}`,
+      );
     }
   });
 

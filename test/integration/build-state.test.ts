@@ -1,7 +1,17 @@
 /** Which code the bin and the plugin run: dist/ when its build is current, else src/ through tsx. */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
@@ -85,19 +95,41 @@ describe("npm run build (scripts/build.mjs, real tsc)", () => {
     const root = mkdtempSync(path.join(tmpdir(), "cb-build-run-"));
     roots.push(root);
     mkdirSync(path.join(root, "scripts"));
-    for (const f of ["build.mjs", "build-state.mjs", "dashboard-build.mjs"]) copyFileSync(path.join(REPO, "scripts", f), path.join(root, "scripts", f));
+    for (const f of ["build.mjs", "build-state.mjs", "dashboard-build.mjs"])
+      copyFileSync(path.join(REPO, "scripts", f), path.join(root, "scripts", f));
     symlinkSync(path.join(REPO, "node_modules"), path.join(root, "node_modules"));
     writeFileSync(path.join(root, "package.json"), '{"type":"module"}\n');
-    writeFileSync(path.join(root, "tsconfig.json"), JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, skipLibCheck: true, types: [] } }));
+    writeFileSync(
+      path.join(root, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2022",
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          skipLibCheck: true,
+          types: [],
+        },
+      }),
+    );
     writeFileSync(
       path.join(root, "tsconfig.build.json"),
-      JSON.stringify({ extends: "./tsconfig.json", compilerOptions: { rootDir: "src", outDir: "dist", incremental: true, tsBuildInfoFile: "dist/.tsbuildinfo" }, include: ["src"] }),
+      JSON.stringify({
+        extends: "./tsconfig.json",
+        compilerOptions: { rootDir: "src", outDir: "dist", incremental: true, tsBuildInfoFile: "dist/.tsbuildinfo" },
+        include: ["src"],
+      }),
     );
     mkdirSync(path.join(root, "src", "cli"), { recursive: true });
     mkdirSync(path.join(root, "src", "old"));
     writeFileSync(path.join(root, "src", "cli", "main.ts"), "export const main: number = 1;\n");
     writeFileSync(path.join(root, "src", "old", "gone.ts"), "export const gone: number = 2;\n");
-    const build = () => spawnSync(process.execPath, [path.join(root, "scripts", "build.mjs")], { cwd: root, encoding: "utf8", timeout: 120_000 });
+    const build = () =>
+      spawnSync(process.execPath, [path.join(root, "scripts", "build.mjs")], {
+        cwd: root,
+        encoding: "utf8",
+        timeout: 120_000,
+      });
 
     let r = build();
     assert.equal(r.status, 0, r.stderr);

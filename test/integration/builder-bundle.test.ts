@@ -33,11 +33,18 @@ const SYS = "content";
 /** A byte string that is not UTF-8 (a lone 0xff, a NUL, a truncated sequence). */
 const BINARY = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff, 0xfe, 0x80, 0xc3, 0x0d, 0x0a, 0x1a, 0x00, 0x7f]);
 const NOTES = "# Plan\n\nKeep ${HOME} and $HOME and $(whoami) and `id` and ${inputs.topic} as they are.\n";
-const SKILL = "---\nname: research\ndescription: Find sources on a topic\n---\n\nSearch for ${TOPIC}; cite each source.\n";
+const SKILL =
+  "---\nname: research\ndescription: Find sources on a topic\n---\n\nSearch for ${TOPIC}; cite each source.\n";
 const CONTROL = "\u0000\u0001\u0002 ünïcödé ☃ \r\n\t\u001b[31mred\u001b[0m";
 
 type Picked = Pick<Canvas, "name" | "description" | "nodes" | "edges" | "settings">;
-const pick = (c: Canvas): Picked => ({ name: c.name, description: c.description, nodes: c.nodes, edges: c.edges, settings: c.settings });
+const pick = (c: Canvas): Picked => ({
+  name: c.name,
+  description: c.description,
+  nodes: c.nodes,
+  edges: c.edges,
+  settings: c.settings,
+});
 
 function canvasOf(dataDir: string, system = SYS): Canvas | undefined {
   const db = openSystemsDb(systemsDbPath(dataDir));
@@ -87,7 +94,12 @@ async function tarEntries(gz: Buffer): Promise<Map<string, { type: string; conte
   return out;
 }
 
-type Entry = { name: string; content?: Buffer | string; type?: "file" | "symlink" | "link" | "directory"; linkname?: string };
+type Entry = {
+  name: string;
+  content?: Buffer | string;
+  type?: "file" | "symlink" | "link" | "directory";
+  linkname?: string;
+};
 
 /** A hand-made archive (nothing of src/workflows/builder/bundle.ts is used to make it). */
 async function craft(entries: Entry[]): Promise<Buffer> {
@@ -100,7 +112,11 @@ async function craft(entries: Entry[]): Promise<Buffer> {
   });
   for (const e of entries) {
     const type = e.type ?? "file";
-    if (type === "file") p.entry({ name: e.name, type, mode: 0o644 }, typeof e.content === "string" ? Buffer.from(e.content) : (e.content ?? Buffer.alloc(0)));
+    if (type === "file")
+      p.entry(
+        { name: e.name, type, mode: 0o644 },
+        typeof e.content === "string" ? Buffer.from(e.content) : (e.content ?? Buffer.alloc(0)),
+      );
     else p.entry({ name: e.name, type, linkname: e.linkname, mode: 0o755 });
   }
   p.finalize();
@@ -108,7 +124,15 @@ async function craft(entries: Entry[]): Promise<Buffer> {
   return gzipSync(Buffer.concat(chunks));
 }
 
-const manifestFor = (system: string, files: string[] = []) => JSON.stringify({ format: BUNDLE_FORMAT, version: 1, system, createdAt: new Date().toISOString(), requiredInputs: [], files });
+const manifestFor = (system: string, files: string[] = []) =>
+  JSON.stringify({
+    format: BUNDLE_FORMAT,
+    version: 1,
+    system,
+    createdAt: new Date().toISOString(),
+    requiredInputs: [],
+    files,
+  });
 
 describe("system bundles: export and import", () => {
   let dir: string;
@@ -123,12 +147,32 @@ describe("system bundles: export and import", () => {
 
   const backends = { up: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" } };
   const models = [{ id: "m1", backend: "up" }];
-  const ask = { id: "ask", name: "Ask", description: "asks the model", keywords: ["ask"], inputs: { type: "object", required: ["q"], properties: { q: { type: "string", description: "the question" } } }, confirm: "never", run: { kind: "model", model: "m1", prompt: "Answer: ${inputs.q}", timeoutSeconds: 30 } };
-  const rawA = () => ({ dataDir: dataA, server: { host: "127.0.0.1", port: 0, apiKeys: [KEY] }, backends, models, systems: [ask] });
+  const ask = {
+    id: "ask",
+    name: "Ask",
+    description: "asks the model",
+    keywords: ["ask"],
+    inputs: { type: "object", required: ["q"], properties: { q: { type: "string", description: "the question" } } },
+    confirm: "never",
+    run: { kind: "model", model: "m1", prompt: "Answer: ${inputs.q}", timeoutSeconds: 30 },
+  };
+  const rawA = () => ({
+    dataDir: dataA,
+    server: { host: "127.0.0.1", port: 0, apiKeys: [KEY] },
+    backends,
+    models,
+    systems: [ask],
+  });
 
   const cli = async (config: string, ...args: string[]) => {
     try {
-      const r = await execFileP(NODE, [BIN, ...args, "--config", config], { cwd: dir, env: { ...process.env, CLAWBRIDGE_CONFIG: "" }, timeout: 90_000, encoding: "buffer", maxBuffer: 64 * 1024 * 1024 });
+      const r = await execFileP(NODE, [BIN, ...args, "--config", config], {
+        cwd: dir,
+        env: { ...process.env, CLAWBRIDGE_CONFIG: "" },
+        timeout: 90_000,
+        encoding: "buffer",
+        maxBuffer: 64 * 1024 * 1024,
+      });
       return { code: 0, stdout: r.stdout, out: r.stdout.toString(), err: r.stderr.toString() };
     } catch (e: any) {
       return { code: e.code as number, stdout: e.stdout as Buffer, out: String(e.stdout), err: String(e.stderr) };
@@ -143,16 +187,35 @@ describe("system bundles: export and import", () => {
     cfgB = path.join(dir, "b.yaml");
     writeFileSync(cfgA, stringify({ ...rawA(), server: { host: "127.0.0.1", port: 4097, apiKeys: [KEY] } }));
     // The second data directory knows the same models but declares no system of its own.
-    writeFileSync(cfgB, stringify({ dataDir: dataB, server: { host: "127.0.0.1", port: 4097, apiKeys: [KEY] }, backends, models }));
+    writeFileSync(
+      cfgB,
+      stringify({ dataDir: dataB, server: { host: "127.0.0.1", port: 4097, apiKeys: [KEY] }, backends, models }),
+    );
 
     // The canvas, through the real tools on data directory A.
     const db = openSystemsDb(systemsDbPath(dataA));
     try {
       const room = openBuilderRoom({ db, dataDir: dataA });
       const t = room.tools;
-      t.createNode(SYS, { type: "input", id: "topic", label: "Topic", properties: { type: "string", description: "what to write about" } });
-      t.createNode(SYS, { type: "input", id: "tone", label: "Tone", properties: { type: "string", enum: ["casual", "formal", "playful"], default: "casual", required: false } });
-      t.createNode(SYS, { type: "agent", id: "research", label: "Research", properties: { model: "m1", prompt: "Find three facts about {{topic}}." }, position: { x: 300, y: 0 } });
+      t.createNode(SYS, {
+        type: "input",
+        id: "topic",
+        label: "Topic",
+        properties: { type: "string", description: "what to write about" },
+      });
+      t.createNode(SYS, {
+        type: "input",
+        id: "tone",
+        label: "Tone",
+        properties: { type: "string", enum: ["casual", "formal", "playful"], default: "casual", required: false },
+      });
+      t.createNode(SYS, {
+        type: "agent",
+        id: "research",
+        label: "Research",
+        properties: { model: "m1", prompt: "Find three facts about {{topic}}." },
+        position: { x: 300, y: 0 },
+      });
       t.createNode(SYS, { type: "agent", id: "writer", label: "Writer", properties: { model: "m1" } });
       t.createNode(SYS, { type: "output", id: "out", label: "Article" });
       t.connectNodes(SYS, { from: "topic", to: "research" });
@@ -160,7 +223,11 @@ describe("system bundles: export and import", () => {
       t.connectNodes(SYS, { from: "topic", to: "writer" });
       t.connectNodes(SYS, { from: "tone", to: "writer" });
       t.connectNodes(SYS, { from: "writer", to: "out" });
-      t.updateProperty(SYS, { node: "writer", key: "prompt", value: "Write about {{topic}} in a {{tone}} tone, using:\n{{research}}" });
+      t.updateProperty(SYS, {
+        node: "writer",
+        key: "prompt",
+        value: "Write about {{topic}} in a {{tone}} tone, using:\n{{research}}",
+      });
       t.updateProperty(SYS, { node: "writer", key: "properties.timeoutSeconds", value: 90 });
       t.updateProperty(SYS, { node: "research", key: "label", value: "Research the topic" });
       t.createFile(SYS, ".claude/skills/research/SKILL.md", SKILL);
@@ -168,7 +235,17 @@ describe("system bundles: export and import", () => {
       t.createFile(SYS, "notes/control.txt", CONTROL);
       t.createFile(SYS, "AGENTS.md", "Write plainly.\n");
       Sandbox.forSystem(dataA, SYS).write("assets/logo.bin", BINARY);
-      room.canvases.mutate(SYS, (c) => ({ ...c, name: "Content pipeline", description: "researches a topic, then writes about it", settings: { confirm: "always", defaults: { tone: "formal" }, examples: ["write about tides"], keywords: ["article"] } }));
+      room.canvases.mutate(SYS, (c) => ({
+        ...c,
+        name: "Content pipeline",
+        description: "researches a topic, then writes about it",
+        settings: {
+          confirm: "always",
+          defaults: { tone: "formal" },
+          examples: ["write about tides"],
+          keywords: ["article"],
+        },
+      }));
     } finally {
       db.close();
     }
@@ -182,7 +259,13 @@ describe("system bundles: export and import", () => {
   test("the canvas and files to carry (built through the tools)", () => {
     assert.equal(original.nodes.length, 5);
     assert.equal(original.edges.length, 5);
-    assert.deepEqual([...originalFiles.keys()].sort(), [".claude/skills/research/SKILL.md", "AGENTS.md", "assets/logo.bin", "notes/control.txt", "notes/plan.md"]);
+    assert.deepEqual([...originalFiles.keys()].sort(), [
+      ".claude/skills/research/SKILL.md",
+      "AGENTS.md",
+      "assets/logo.bin",
+      "notes/control.txt",
+      "notes/plan.md",
+    ]);
     assert.equal(originalFiles.get("notes/plan.md")!.toString("utf8"), NOTES, "written literally");
     assert.ok(originalFiles.get("assets/logo.bin")!.equals(BINARY));
   });
@@ -194,14 +277,19 @@ describe("system bundles: export and import", () => {
       const res = await fetch(`${bridge.url}/v1/systems/${SYS}/export`, { headers: auth });
       assert.equal(res.status, 200, await res.clone().text());
       assert.match(res.headers.get("content-type") ?? "", /^application\/gzip/);
-      assert.match(res.headers.get("content-disposition") ?? "", new RegExp(`attachment; filename="${SYS}\\.tar\\.gz"`));
+      assert.match(
+        res.headers.get("content-disposition") ?? "",
+        new RegExp(`attachment; filename="${SYS}\\.tar\\.gz"`),
+      );
       const data = Buffer.from(await res.arrayBuffer());
       assert.deepEqual([...data.subarray(0, 2)], [0x1f, 0x8b], "gzip magic");
       writeFileSync(bundleHttp, data);
 
       const noKey = await fetch(`${bridge.url}/v1/systems/${SYS}/export`);
       assert.equal(noKey.status, 401);
-      const wrongKey = await fetch(`${bridge.url}/v1/systems/${SYS}/export`, { headers: { authorization: "Bearer not-the-key" } });
+      const wrongKey = await fetch(`${bridge.url}/v1/systems/${SYS}/export`, {
+        headers: { authorization: "Bearer not-the-key" },
+      });
       assert.equal(wrongKey.status, 401);
       assert.equal(typeof ((await wrongKey.json()) as { error?: { message?: unknown } }).error?.message, "string");
 
@@ -221,10 +309,16 @@ describe("system bundles: export and import", () => {
     }
 
     const entries = await tarEntries(readFileSync(bundleHttp));
-    assert.deepEqual(
-      [...entries.keys()].sort(),
-      [`${SYS}/canvas.json`, `${SYS}/manifest.json`, `${SYS}/sandbox/.claude/skills/research/SKILL.md`, `${SYS}/sandbox/AGENTS.md`, `${SYS}/sandbox/assets/logo.bin`, `${SYS}/sandbox/notes/control.txt`, `${SYS}/sandbox/notes/plan.md`, `${SYS}/system.yaml`],
-    );
+    assert.deepEqual([...entries.keys()].sort(), [
+      `${SYS}/canvas.json`,
+      `${SYS}/manifest.json`,
+      `${SYS}/sandbox/.claude/skills/research/SKILL.md`,
+      `${SYS}/sandbox/AGENTS.md`,
+      `${SYS}/sandbox/assets/logo.bin`,
+      `${SYS}/sandbox/notes/control.txt`,
+      `${SYS}/sandbox/notes/plan.md`,
+      `${SYS}/system.yaml`,
+    ]);
     const manifest = JSON.parse(entries.get(`${SYS}/manifest.json`)!.content.toString("utf8"));
     assert.equal(manifest.format, BUNDLE_FORMAT);
     assert.equal(manifest.system, SYS);
@@ -234,8 +328,14 @@ describe("system bundles: export and import", () => {
     assert.equal(sys.id, SYS);
     assert.equal(sys.confirm, "always");
     assert.equal(sys.inputs.properties.tone.default, "formal", "the settings' default wins");
-    assert.deepEqual(sys.run.steps.map((s: { id: string }) => s.id), ["research", "writer"]);
-    assert.equal(sys.run.steps[1].with.prompt, "Write about ${inputs.topic} in a ${inputs.tone} tone, using:\n${steps.research.output}");
+    assert.deepEqual(
+      sys.run.steps.map((s: { id: string }) => s.id),
+      ["research", "writer"],
+    );
+    assert.equal(
+      sys.run.steps[1].with.prompt,
+      "Write about ${inputs.topic} in a ${inputs.tone} tone, using:\n${steps.research.output}",
+    );
     assert.equal(sys.run.output, "writer");
   });
 
@@ -252,7 +352,11 @@ describe("system bundles: export and import", () => {
     const files = filesOf(dataB);
     assert.deepEqual([...files.keys()], [...originalFiles.keys()]);
     for (const [p, content] of originalFiles) assert.ok(files.get(p)!.equals(content), `${p} is byte-identical`);
-    assert.equal(readFileSync(path.join(dataB, "sandboxes", SYS, "notes", "plan.md"), "utf8"), NOTES, "${HOME} stays literal on disk");
+    assert.equal(
+      readFileSync(path.join(dataB, "sandboxes", SYS, "notes", "plan.md"), "utf8"),
+      NOTES,
+      "${HOME} stays literal on disk",
+    );
     assert.equal(existsSync(path.join(dataB, "systems", `${SYS}.yaml`)), false, "a draft is not deployed by an import");
   });
 
@@ -299,11 +403,16 @@ describe("system bundles: export and import", () => {
       b.files.map((f) => f.path),
       a.files.map((f) => f.path),
     );
-    for (const [i, f] of a.files.entries()) assert.ok(b.files[i]!.content.equals(f.content), `${f.path} is byte-identical`);
+    for (const [i, f] of a.files.entries())
+      assert.ok(b.files[i]!.content.equals(f.content), `${f.path} is byte-identical`);
 
     // The manifests differ in createdAt only.
-    const ma = JSON.parse((await tarEntries(readFileSync(bundleHttp))).get(`${SYS}/manifest.json`)!.content.toString("utf8"));
-    const mb = JSON.parse((await tarEntries(readFileSync(fileB))).get(`${SYS}/manifest.json`)!.content.toString("utf8"));
+    const ma = JSON.parse(
+      (await tarEntries(readFileSync(bundleHttp))).get(`${SYS}/manifest.json`)!.content.toString("utf8"),
+    );
+    const mb = JSON.parse(
+      (await tarEntries(readFileSync(fileB))).get(`${SYS}/manifest.json`)!.content.toString("utf8"),
+    );
     assert.ok(Number.isFinite(Date.parse(mb.createdAt)));
     assert.deepEqual({ ...mb, createdAt: 0 }, { ...ma, createdAt: 0 });
 
@@ -346,7 +455,10 @@ describe("system bundles: export and import", () => {
     const absIn = `/tmp/cb-bundle-abs-in-${stamp}`;
     const dotdot = await craft([
       { name: "evil/manifest.json", content: manifestFor("evil", ["ok.txt", "../../escape.txt"]) },
-      { name: "evil/system.yaml", content: stringify({ id: "evil", run: { kind: "model", model: "m1", prompt: "x" } }) },
+      {
+        name: "evil/system.yaml",
+        content: stringify({ id: "evil", run: { kind: "model", model: "m1", prompt: "x" } }),
+      },
       { name: "evil/sandbox/../../escape.txt", content: "escaped" },
       { name: absTop, content: "absolute" },
       { name: "evil/sandbox/ok.txt", content: "fine" },
@@ -360,7 +472,10 @@ describe("system bundles: export and import", () => {
 
     const absolute = await craft([
       { name: "evil2/manifest.json", content: manifestFor("evil2") },
-      { name: "evil2/system.yaml", content: stringify({ id: "evil2", run: { kind: "model", model: "m1", prompt: "x" } }) },
+      {
+        name: "evil2/system.yaml",
+        content: stringify({ id: "evil2", run: { kind: "model", model: "m1", prompt: "x" } }),
+      },
       { name: `evil2/sandbox/${absIn}`, content: "absolute inside" },
     ]);
     const f2 = path.join(dir, "absolute.tar.gz");
@@ -369,7 +484,14 @@ describe("system bundles: export and import", () => {
     assert.equal(r2.code, 1);
     assert.match(r2.err, /is absolute/);
 
-    for (const p of [path.join(dataB, "escape.txt"), path.join(dir, "escape.txt"), path.join(dataB, "sandboxes", "escape.txt"), absTop, absIn]) assert.equal(existsSync(p), false, `${p} was not written`);
+    for (const p of [
+      path.join(dataB, "escape.txt"),
+      path.join(dir, "escape.txt"),
+      path.join(dataB, "sandboxes", "escape.txt"),
+      absTop,
+      absIn,
+    ])
+      assert.equal(existsSync(p), false, `${p} was not written`);
     // Nothing at all in the data directory: the CLI checks every path before the room writes
     // anything (the room alone would not: see "known gaps" below).
     const added = walk(dataB).filter((p) => !before.includes(p) && !/^systems\.db/.test(p));
@@ -395,7 +517,10 @@ describe("system bundles: export and import", () => {
     // Links in an archive are never made: only regular files are taken.
     const links = await craft([
       { name: "linky/manifest.json", content: manifestFor("linky", ["ok.txt"]) },
-      { name: "linky/system.yaml", content: stringify({ id: "linky", run: { kind: "model", model: "m1", prompt: "x" } }) },
+      {
+        name: "linky/system.yaml",
+        content: stringify({ id: "linky", run: { kind: "model", model: "m1", prompt: "x" } }),
+      },
       { name: "linky/sandbox/passwd", type: "symlink", linkname: "/etc/passwd" },
       { name: "linky/sandbox/hard", type: "link", linkname: "/etc/hostname" },
       { name: "linky/sandbox/ok.txt", content: "fine" },
@@ -469,7 +594,10 @@ describe("system bundles: refused imports and drafts", () => {
   const hostile = (system: string, canvas?: Record<string, unknown>) =>
     craft([
       { name: `${system}/manifest.json`, content: manifestFor(system) },
-      { name: `${system}/system.yaml`, content: stringify({ id: system, run: { kind: "command", argv: ["sh", "-c", "id"] } }) },
+      {
+        name: `${system}/system.yaml`,
+        content: stringify({ id: system, run: { kind: "command", argv: ["sh", "-c", "id"] } }),
+      },
       ...(canvas ? [{ name: `${system}/canvas.json`, content: JSON.stringify(canvas) }] : []),
       { name: `${system}/sandbox/ok.txt`, content: "fine" },
       { name: `${system}/sandbox/../../escape.txt`, content: "escaped" },
@@ -478,10 +606,24 @@ describe("system bundles: refused imports and drafts", () => {
   test("a refused import leaves nothing behind (no system file, no canvas, no sandbox)", async () => {
     await onRoom(async (r, d) => {
       await assert.rejects(r.importBundle(await hostile("evf")), /contains "\.\."/);
-      const emptyCanvas = { system: "evc", name: "evc", description: "", status: "draft", version: 0, nodes: [], edges: [], settings: {}, updatedAt: 0 };
+      const emptyCanvas = {
+        system: "evc",
+        name: "evc",
+        description: "",
+        status: "draft",
+        version: 0,
+        nodes: [],
+        edges: [],
+        settings: {},
+        updatedAt: 0,
+      };
       await assert.rejects(r.importBundle(await hostile("evc", emptyCanvas)), /contains "\.\."/);
       assert.equal(r.canvases.get("evc"), undefined, "no canvas");
-      assert.deepEqual(walk(d).filter((p) => !p.startsWith("systems.db")), [], "nothing written");
+      assert.deepEqual(
+        walk(d).filter((p) => !p.startsWith("systems.db")),
+        [],
+        "nothing written",
+      );
     });
   });
 
@@ -489,7 +631,17 @@ describe("system bundles: refused imports and drafts", () => {
     await onRoom(async (r) => {
       r.tools.createNode("keep", { type: "agent", id: "a", label: "A", properties: { model: "m1", prompt: "x" } });
       r.tools.createFile("keep", "precious.md", "do not lose me");
-      const canvas = { system: "keep", name: "keep", description: "", status: "draft", version: 0, nodes: [], edges: [], settings: {}, updatedAt: 0 };
+      const canvas = {
+        system: "keep",
+        name: "keep",
+        description: "",
+        status: "draft",
+        version: 0,
+        nodes: [],
+        edges: [],
+        settings: {},
+        updatedAt: 0,
+      };
       await assert.rejects(r.importBundle(await hostile("keep", canvas), { replace: true }));
       assert.equal(r.canvases.get("keep")?.nodes.length, 1, "the canvas is still there");
       assert.equal(r.tools.readFile("keep", "precious.md").content, "do not lose me");

@@ -21,7 +21,12 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { BridgeEvent } from "../../src/ops/events/bus.js";
-import { startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import {
+  startFakeAnthropic,
+  type AnthropicReply,
+  type FakeAnthropic,
+  type RecordedRequest,
+} from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 
@@ -39,13 +44,27 @@ const MAX_OUTPUT = 8 * 1024 * 1024;
 
 /** The model's moves, in order: the tool_use to send when the conversation holds `i` tool_results. */
 const MOVES: { id: string; name: string; input: Record<string, unknown> }[] = [
-  { id: "toolu_cc1", name: `${TOOL_PREFIX}canvas_create_node`, input: { system: SYSTEM, type: "input", label: "Topic", id: "topic" } },
+  {
+    id: "toolu_cc1",
+    name: `${TOOL_PREFIX}canvas_create_node`,
+    input: { system: SYSTEM, type: "input", label: "Topic", id: "topic" },
+  },
   {
     id: "toolu_cc2",
     name: `${TOOL_PREFIX}canvas_create_node`,
-    input: { system: SYSTEM, type: "agent", label: "Writer", id: "writer", properties: { model: "m1", prompt: "Write about {{topic}}" } },
+    input: {
+      system: SYSTEM,
+      type: "agent",
+      label: "Writer",
+      id: "writer",
+      properties: { model: "m1", prompt: "Write about {{topic}}" },
+    },
   },
-  { id: "toolu_cc3", name: `${TOOL_PREFIX}canvas_connect_nodes`, input: { system: SYSTEM, from: "topic", to: "writer" } },
+  {
+    id: "toolu_cc3",
+    name: `${TOOL_PREFIX}canvas_connect_nodes`,
+    input: { system: SYSTEM, from: "topic", to: "writer" },
+  },
 ];
 
 interface ToolResult {
@@ -57,11 +76,17 @@ interface ToolResult {
 /** The tool_result blocks of a request's conversation, in order. */
 function toolResults(req: RecordedRequest): ToolResult[] {
   const msgs: any[] = Array.isArray(req.body?.messages) ? req.body.messages : [];
-  return msgs.flatMap((m) => (m?.role === "user" && Array.isArray(m.content) ? m.content : [])).filter((b: any) => b?.type === "tool_result");
+  return msgs
+    .flatMap((m) => (m?.role === "user" && Array.isArray(m.content) ? m.content : []))
+    .filter((b: any) => b?.type === "tool_result");
 }
 
 const resultText = (r: ToolResult): string =>
-  typeof r.content === "string" ? r.content : Array.isArray(r.content) ? r.content.map((b: any) => (typeof b?.text === "string" ? b.text : "")).join("") : "";
+  typeof r.content === "string"
+    ? r.content
+    : Array.isArray(r.content)
+      ? r.content.map((b: any) => (typeof b?.text === "string" ? b.text : "")).join("")
+      : "";
 
 const isScripted = (req: RecordedRequest) => req.lastUserText.includes(MARKER);
 
@@ -115,7 +140,8 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
     const res = await fetch(`${bridge.url}/v1/canvases/${SYSTEM}`, { headers: { authorization: `Bearer ${KEY}` } });
     return { status: res.status, body: (await res.json()) as any };
   };
-  const canvasEvents = () => bus.filter((e) => (e.type === "node:created" || e.type === "edge:created") && e.system === SYSTEM);
+  const canvasEvents = () =>
+    bus.filter((e) => (e.type === "node:created" || e.type === "edge:created") && e.system === SYSTEM);
 
   /** Run `claude -p` once with an MCP config naming the bridge with `key`; always reaped. */
   async function runClaude(name: string, key: string): Promise<ClaudeRun> {
@@ -127,7 +153,11 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
     const mcpConfig = path.join(dir, `mcp-${name}.json`);
     writeFileSync(
       mcpConfig,
-      JSON.stringify({ mcpServers: { clawbridge: { type: "http", url: `${bridge.url}/mcp`, headers: { Authorization: `Bearer ${key}` } } } }),
+      JSON.stringify({
+        mcpServers: {
+          clawbridge: { type: "http", url: `${bridge.url}/mcp`, headers: { Authorization: `Bearer ${key}` } },
+        },
+      }),
     );
     const args = [
       "-p",
@@ -148,7 +178,12 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
       "--verbose",
     ];
     // A minimal environment: nothing from the developer's own (keys, proxies, config dirs) leaks in.
-    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", LANG: "C.UTF-8", NO_COLOR: "1", ...claudeEnv({ baseUrl: fake.baseUrl, home }) };
+    const env = {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      LANG: "C.UTF-8",
+      NO_COLOR: "1",
+      ...claudeEnv({ baseUrl: fake.baseUrl, home }),
+    };
     const started = Date.now();
     const child = spawn(CLAUDE_BIN, args, { cwd, env, stdio: ["pipe", "pipe", "pipe"], detached: true });
     const killGroup = () => {
@@ -177,7 +212,9 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
       const timedOut = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           killGroup();
-          reject(new Error(`claude (${name}) did not finish within ${RUN_TIMEOUT_MS} ms; stderr: ${stderr.slice(-2000)}`));
+          reject(
+            new Error(`claude (${name}) did not finish within ${RUN_TIMEOUT_MS} ms; stderr: ${stderr.slice(-2000)}`),
+          );
         }, RUN_TIMEOUT_MS);
       });
       const { code, signal } = await Promise.race([exited, timedOut]);
@@ -196,7 +233,8 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
     }
   }
 
-  const describeRun = (run: ClaudeRun) => `exit ${run.code}/${run.signal}; stderr: ${run.stderr.slice(-1500)}; events: ${JSON.stringify(run.events).slice(-3000)}`;
+  const describeRun = (run: ClaudeRun) =>
+    `exit ${run.code}/${run.signal}; stderr: ${run.stderr.slice(-1500)}; events: ${JSON.stringify(run.events).slice(-3000)}`;
 
   test("claude calls canvas_create_node twice and canvas_connect_nodes once; the canvas and the bus show them", async () => {
     const calls0 = fake.messageCalls().length;
@@ -207,7 +245,8 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
     const init = run.events.find((e) => e.type === "system" && e.subtype === "init");
     assert.ok(init, `an init event: ${info}`);
     assert.deepEqual(init.mcp_servers, [{ name: "clawbridge", status: "connected" }], info);
-    for (const t of ALLOWED) assert.ok(init.tools.includes(t), `${t} offered to the model: ${JSON.stringify(init.tools)}`);
+    for (const t of ALLOWED)
+      assert.ok(init.tools.includes(t), `${t} offered to the model: ${JSON.stringify(init.tools)}`);
     const result = run.events.find((e) => e.type === "result");
     assert.ok(result, `a result event: ${info}`);
     assert.equal(result.is_error, false, info);
@@ -250,7 +289,13 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
 
     const evs = canvasEvents();
     assert.deepEqual(
-      evs.map((e) => (e.type === "node:created" ? `${e.type}:${e.node.id}` : e.type === "edge:created" ? `${e.type}:${e.edge.from}->${e.edge.to}` : e.type)),
+      evs.map((e) =>
+        e.type === "node:created"
+          ? `${e.type}:${e.node.id}`
+          : e.type === "edge:created"
+            ? `${e.type}:${e.edge.from}->${e.edge.to}`
+            : e.type,
+      ),
       ["node:created:topic", "node:created:writer", "edge:created:topic->writer"],
     );
     assert.equal(fake.unknown.length, 0, `unknown paths: ${fake.unknown.map((u) => u.path).join(", ")}`);
@@ -262,7 +307,11 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
 
     const plain = await fetch(`${bridge.url}/mcp`, {
       method: "POST",
-      headers: { authorization: `Bearer ${WRONG_KEY}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      headers: {
+        authorization: `Bearer ${WRONG_KEY}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
     });
     assert.equal(plain.status, 401);
@@ -276,7 +325,10 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
     const init = run.events.find((e) => e.type === "system" && e.subtype === "init");
     assert.ok(init, `an init event: ${info}`);
     assert.deepEqual(init.mcp_servers, [{ name: "clawbridge", status: "failed" }], info);
-    assert.ok(!init.tools.some((t: string) => t.startsWith(TOOL_PREFIX)), `no bridge tools: ${JSON.stringify(init.tools)}`);
+    assert.ok(
+      !init.tools.some((t: string) => t.startsWith(TOOL_PREFIX)),
+      `no bridge tools: ${JSON.stringify(init.tools)}`,
+    );
 
     const scripted = fake.messageCalls().slice(calls0).filter(isScripted);
     assert.ok(scripted.length >= 1, "the model was asked");

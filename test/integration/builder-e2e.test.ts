@@ -25,7 +25,10 @@ import { Chat } from "../helpers/chat.js";
 
 function systemText(req: RecordedRequest): string {
   const ms: Array<{ role: string; content: unknown }> = req.body?.messages ?? [];
-  return ms.filter((m) => m.role === "system").map((m) => (typeof m.content === "string" ? m.content : "")).join("\n");
+  return ms
+    .filter((m) => m.role === "system")
+    .map((m) => (typeof m.content === "string" ? m.content : ""))
+    .join("\n");
 }
 
 const PLAN = haikuWriterPlan(SIGNATURE);
@@ -42,26 +45,38 @@ describe("builder end to end: build by chat, deploy, then the router runs it wit
       const msg = req.lastUser.split("Message:\n").pop() ?? "";
       if (sys.includes("You classify ONE chat message for a router")) {
         // The router's classifier.
-        if (/build a system|deploy/.test(msg)) return json({ action: "build", system: null, confidence: 0.9, inputs: {} });
+        if (/build a system|deploy/.test(msg))
+          return json({ action: "build", system: null, confidence: 0.9, inputs: {} });
         if (/haiku/.test(msg)) return json({ action: "run", system: "haiku-writer", confidence: 0.9, inputs: {} });
-        if (/the sea/.test(msg)) return json({ action: "run", system: "haiku-writer", confidence: 0.9, inputs: { topic: "the sea" } });
+        if (/the sea/.test(msg))
+          return json({ action: "run", system: "haiku-writer", confidence: 0.9, inputs: { topic: "the sea" } });
         return json({ action: "answer", system: null, confidence: 0.1, inputs: {} });
       }
-      if (sys.includes("sent to a builder")) return json({ intent: /deploy/.test(msg) ? "CONFIGURE" : "BUILD", confidence: 0.9 });
+      if (sys.includes("sent to a builder"))
+        return json({ intent: /deploy/.test(msg) ? "CONFIGURE" : "BUILD", confidence: 0.9 });
       if (sys.includes("You are the Architect")) return { kind: "text", chunks: [JSON.stringify(PLAN)] };
       return { kind: "text", chunks: ["ANSWER"] };
     });
     anthropic = await startFakeAnthropic((req) => {
       const all = JSON.stringify(req.body ?? {});
       const signed = all.includes(SIGNATURE) ? ` ${SIGNATURE}` : " (unsigned)";
-      return { kind: "text", chunks: ["Waves fold into foam / salt wind carries the gull's cry / the sea keeps its time", signed] };
+      return {
+        kind: "text",
+        chunks: ["Waves fold into foam / salt wind carries the gull's cry / the sea keeps its time", signed],
+      };
     });
     home = mkdtempSync(path.join(tmpdir(), "cb-e2e-claude-home-"));
     b = await startTestBridge({
       dataDir: tempDir("cb-builder-e2e-"),
       backends: {
         up: { type: "openai", baseUrl: up.url, apiKey: "x" },
-        claude: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: anthropic.baseUrl, home }), timeoutSeconds: 90, killGraceSeconds: 1 },
+        claude: {
+          type: "claude-code",
+          command: CLAUDE_BIN,
+          env: claudeEnv({ baseUrl: anthropic.baseUrl, home }),
+          timeoutSeconds: 90,
+          killGraceSeconds: 1,
+        },
         router: { type: "router", classifier: "cls", answer: "ans", builder: "builder" },
         builder: { type: "builder", supervisor: "sup", architect: "arch", answer: "ans" },
       },
@@ -103,7 +118,10 @@ describe("builder end to end: build by chat, deploy, then the router runs it wit
     assert.match(run.text, /Waves fold into foam/);
     assert.ok(run.text.includes(SIGNATURE), `the agent saw the sandbox's CLAUDE.md: ${run.text}`);
     // The agent was asked the compiled prompt, in the sandbox.
-    const asked = anthropic.messageCalls().map((r) => (r.body?.messages ?? []).map((m: { content: unknown }) => anthropicText(m.content)).join("\n")).join("\n");
+    const asked = anthropic
+      .messageCalls()
+      .map((r) => (r.body?.messages ?? []).map((m: { content: unknown }) => anthropicText(m.content)).join("\n"))
+      .join("\n");
     assert.match(asked, /Write a haiku about the sea\./);
     assert.ok(asked.includes(SIGNATURE), "CLAUDE.md from the sandbox reached the model");
   });

@@ -99,7 +99,9 @@ describe("builder MCP tools", () => {
   });
 
   async function connect(key?: string): Promise<Client> {
-    const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: key ? { authorization: `Bearer ${key}` } : {} } });
+    const transport = new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers: key ? { authorization: `Bearer ${key}` } : {} },
+    });
     const client = new Client({ name: "builder-test", version: "1.0.0" });
     await client.connect(transport);
     clients.push(client);
@@ -107,7 +109,8 @@ describe("builder MCP tools", () => {
   }
 
   let client: Client;
-  const call = async (name: string, args: Record<string, unknown>) => (await client.callTool({ name, arguments: args })) as Result;
+  const call = async (name: string, args: Record<string, unknown>) =>
+    (await client.callTool({ name, arguments: args })) as Result;
   const text = (r: Result) => (r.content as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("");
   const ok = async (name: string, args: Record<string, unknown>) => {
     const r = await call(name, args);
@@ -125,9 +128,18 @@ describe("builder MCP tools", () => {
   };
 
   test("401 without a key and with a wrong one (raw HTTP and through the SDK)", async () => {
-    const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } } };
+    const init = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+    };
     for (const headers of [{}, { authorization: "Bearer wrong-key-000000" }] as Array<Record<string, string>>) {
-      const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }, body: JSON.stringify(init) });
+      const res = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+        body: JSON.stringify(init),
+      });
       assert.equal(res.status, 401);
       assert.equal(res.headers.get("www-authenticate"), "Bearer");
       const body = (await res.json()) as { error: { code: string; type: string } };
@@ -138,7 +150,10 @@ describe("builder MCP tools", () => {
     await assert.rejects(connect("wrong-key-000000"));
     // GET and DELETE have no meaning in stateless mode.
     for (const method of ["GET", "DELETE"]) {
-      const res = await fetch(url, { method, headers: { authorization: `Bearer ${KEY}`, accept: "text/event-stream" } });
+      const res = await fetch(url, {
+        method,
+        headers: { authorization: `Bearer ${KEY}`, accept: "text/event-stream" },
+      });
       assert.equal(res.status, 405, method);
       assert.equal(res.headers.get("allow"), "POST");
       await res.body?.cancel();
@@ -154,44 +169,99 @@ describe("builder MCP tools", () => {
     assert.ok(byName.canvas_create_node!.description!.length > 80);
     assert.deepEqual(byName.canvas_create_node!.inputSchema.required?.sort(), ["label", "system", "type"]);
     assert.deepEqual(byName.canvas_update_property!.inputSchema.required?.sort(), ["key", "node", "system", "value"]);
-    for (const n of ["canvas_delete_node", "sandbox_delete_file"]) assert.equal(byName[n]!.annotations?.destructiveHint, true, n);
-    for (const n of ["canvas_get_state", "sandbox_read_file", "sandbox_list_directory"]) assert.equal(byName[n]!.annotations?.readOnlyHint, true, n);
+    for (const n of ["canvas_delete_node", "sandbox_delete_file"])
+      assert.equal(byName[n]!.annotations?.destructiveHint, true, n);
+    for (const n of ["canvas_get_state", "sandbox_read_file", "sandbox_list_directory"])
+      assert.equal(byName[n]!.annotations?.readOnlyHint, true, n);
     assert.ok(!tools.some((t) => /shell|exec|command_run|bash/.test(t.name)));
   });
 
   test("canvas: create, connect, update, get_state, layout, delete (edges and children go), with bus events", async () => {
     events.length = 0;
-    const a = await ok("canvas_create_node", { system: "digest", type: "input", label: "Topic", properties: { type: "string" } });
+    const a = await ok("canvas_create_node", {
+      system: "digest",
+      type: "input",
+      label: "Topic",
+      properties: { type: "string" },
+    });
     assert.equal(a.nodeId, "topic");
     assert.equal(a.canvasCreated, true, "the first node creates the canvas");
     assert.deepEqual(a.node.properties, { type: "string" });
-    const b = await ok("canvas_create_node", { system: "digest", type: "agent", label: "Research", properties: { model: "m", prompt: "Research {{topic}}" } });
+    const b = await ok("canvas_create_node", {
+      system: "digest",
+      type: "agent",
+      label: "Research",
+      properties: { model: "m", prompt: "Research {{topic}}" },
+    });
     assert.equal(b.nodeId, "research");
     assert.equal(b.canvasCreated, false);
-    assert.equal((await ok("canvas_create_node", { system: "digest", type: "agent", label: "Research" })).nodeId, "research-2");
-    await ok("canvas_create_node", { system: "digest", type: "agent", label: "Notes", parent: "research", id: "notes" });
+    assert.equal(
+      (await ok("canvas_create_node", { system: "digest", type: "agent", label: "Research" })).nodeId,
+      "research-2",
+    );
+    await ok("canvas_create_node", {
+      system: "digest",
+      type: "agent",
+      label: "Notes",
+      parent: "research",
+      id: "notes",
+    });
     await ok("canvas_create_node", { system: "digest", type: "output", label: "Result" });
-    await refused("canvas_create_node", { system: "digest", type: "agent", label: "x", parent: "ghost" }, "node_not_found", /ghost/);
+    await refused(
+      "canvas_create_node",
+      { system: "digest", type: "agent", label: "x", parent: "ghost" },
+      "node_not_found",
+      /ghost/,
+    );
     await refused("canvas_create_node", { system: "Bad Id", type: "agent", label: "x" }, "invalid_system");
 
-    assert.equal((await ok("canvas_connect_nodes", { system: "digest", from: "topic", to: "research" })).edgeId, "e-topic-research");
+    assert.equal(
+      (await ok("canvas_connect_nodes", { system: "digest", from: "topic", to: "research" })).edgeId,
+      "e-topic-research",
+    );
     await ok("canvas_connect_nodes", { system: "digest", from: "research", to: "result" });
     await ok("canvas_connect_nodes", { system: "digest", from: "notes", to: "research-2" });
     await refused("canvas_connect_nodes", { system: "digest", from: "research", to: "topic" }, "edge_into_input");
     await refused("canvas_connect_nodes", { system: "digest", from: "topic", to: "research" }, "duplicate_edge");
     await refused("canvas_connect_nodes", { system: "nosuch", from: "a", to: "b" }, "canvas_not_found");
 
-    const u = await ok("canvas_update_property", { system: "digest", node: "research", key: "prompt", value: "Find news about {{topic}}" });
+    const u = await ok("canvas_update_property", {
+      system: "digest",
+      node: "research",
+      key: "prompt",
+      value: "Find news about {{topic}}",
+    });
     assert.equal(u.node.properties.prompt, "Find news about {{topic}}");
-    const removed = await ok("canvas_update_property", { system: "digest", node: "research", key: "properties.model", value: null });
+    const removed = await ok("canvas_update_property", {
+      system: "digest",
+      node: "research",
+      key: "properties.model",
+      value: null,
+    });
     assert.equal("model" in removed.node.properties, false);
-    await refused("canvas_update_property", { system: "digest", node: "research", key: "id", value: "x" }, "invalid_key", /id cannot change/);
+    await refused(
+      "canvas_update_property",
+      { system: "digest", node: "research", key: "id", value: "x" },
+      "invalid_key",
+      /id cannot change/,
+    );
 
     const state = (await ok("canvas_get_state", { system: "digest" })).canvas;
-    assert.deepEqual(state.nodes.map((n: { id: string }) => n.id), ["topic", "research", "research-2", "notes", "result"]);
+    assert.deepEqual(
+      state.nodes.map((n: { id: string }) => n.id),
+      ["topic", "research", "research-2", "notes", "result"],
+    );
     assert.equal(state.status, "draft");
     const list = (await ok("canvas_get_state", {})).canvases;
-    assert.deepEqual(list.map((c: { system: string; nodes: number; status: string; version: number }) => [c.system, c.nodes, c.status, c.version]), [["digest", 5, "draft", 0]]);
+    assert.deepEqual(
+      list.map((c: { system: string; nodes: number; status: string; version: number }) => [
+        c.system,
+        c.nodes,
+        c.status,
+        c.version,
+      ]),
+      [["digest", 5, "draft", 0]],
+    );
     await refused("canvas_get_state", { system: "nosuch" }, "canvas_not_found");
 
     const layout = await ok("canvas_apply_layout", { system: "digest" });
@@ -206,42 +276,91 @@ describe("builder MCP tools", () => {
     assert.deepEqual(del.removedNodes, ["research", "notes"]);
     assert.deepEqual(del.removedEdges.sort(), ["e-notes-research-2", "e-research-result", "e-topic-research"]);
     const after = (await ok("canvas_get_state", { system: "digest" })).canvas;
-    assert.deepEqual(after.nodes.map((n: { id: string }) => n.id), ["topic", "research-2", "result"]);
+    assert.deepEqual(
+      after.nodes.map((n: { id: string }) => n.id),
+      ["topic", "research-2", "result"],
+    );
     assert.deepEqual(after.edges, []);
 
     const kinds = (t: string) => events.filter((e) => e.type === t);
-    assert.deepEqual(kinds("node:created").map((e) => (e as { node: { id: string } }).node.id), ["topic", "research", "research-2", "notes", "result"]);
+    assert.deepEqual(
+      kinds("node:created").map((e) => (e as { node: { id: string } }).node.id),
+      ["topic", "research", "research-2", "notes", "result"],
+    );
     assert.ok(kinds("node:created").every((e) => (e as { system: string }).system === "digest"));
-    assert.deepEqual(kinds("edge:created").map((e) => (e as { edge: { id: string } }).edge.id), ["e-topic-research", "e-research-result", "e-notes-research-2"]);
-    assert.deepEqual(kinds("node:deleted").map((e) => (e as { nodeId: string }).nodeId), ["research", "notes"]);
-    assert.deepEqual(kinds("edge:deleted").map((e) => (e as { edgeId: string }).edgeId).sort(), ["e-notes-research-2", "e-research-result", "e-topic-research"]);
+    assert.deepEqual(
+      kinds("edge:created").map((e) => (e as { edge: { id: string } }).edge.id),
+      ["e-topic-research", "e-research-result", "e-notes-research-2"],
+    );
+    assert.deepEqual(
+      kinds("node:deleted").map((e) => (e as { nodeId: string }).nodeId),
+      ["research", "notes"],
+    );
+    assert.deepEqual(
+      kinds("edge:deleted")
+        .map((e) => (e as { edgeId: string }).edgeId)
+        .sort(),
+      ["e-notes-research-2", "e-research-result", "e-topic-research"],
+    );
     const updates = kinds("node:updated") as Array<{ key?: string }>;
-    assert.deepEqual(updates.slice(0, 2).map((e) => e.key), ["prompt", "properties.model"]);
-    assert.ok(updates.slice(2).every((e) => e.key === "position"), "layouts report moved nodes");
+    assert.deepEqual(
+      updates.slice(0, 2).map((e) => e.key),
+      ["prompt", "properties.model"],
+    );
+    assert.ok(
+      updates.slice(2).every((e) => e.key === "position"),
+      "layouts report moved nodes",
+    );
   });
 
   test("sandbox: create, read, list, delete; escapes refused and nothing written outside", async () => {
     const root = sandboxDir(dataDir, "digest");
-    assert.deepEqual(await ok("sandbox_create_file", { system: "digest", path: "prompts/summary.md", content: "Summarise ${HOME} {{topic}}" }), { system: "digest", path: "prompts/summary.md", bytes: 27 });
+    assert.deepEqual(
+      await ok("sandbox_create_file", {
+        system: "digest",
+        path: "prompts/summary.md",
+        content: "Summarise ${HOME} {{topic}}",
+      }),
+      { system: "digest", path: "prompts/summary.md", bytes: 27 },
+    );
     await ok("sandbox_create_file", { system: "digest", path: "notes.txt", content: "hello" });
     const read = await ok("sandbox_read_file", { system: "digest", path: "prompts/summary.md" });
     assert.equal(read.content, "Summarise ${HOME} {{topic}}");
     assert.equal(readFileSync(path.join(root, "prompts/summary.md"), "utf8"), "Summarise ${HOME} {{topic}}");
     const top = await ok("sandbox_list_directory", { system: "digest" });
-    assert.deepEqual(top.entries.map((e: { path: string; type: string }) => [e.path, e.type]), [
-      ["notes.txt", "file"],
-      ["prompts", "directory"],
-    ]);
+    assert.deepEqual(
+      top.entries.map((e: { path: string; type: string }) => [e.path, e.type]),
+      [
+        ["notes.txt", "file"],
+        ["prompts", "directory"],
+      ],
+    );
     const all = await ok("sandbox_list_directory", { system: "digest", path: ".", recursive: true });
-    assert.deepEqual(all.entries.map((e: { path: string }) => e.path), ["notes.txt", "prompts", "prompts/summary.md"]);
-    assert.deepEqual(await ok("sandbox_delete_file", { system: "digest", path: "notes.txt" }), { system: "digest", path: "notes.txt", type: "file" });
+    assert.deepEqual(
+      all.entries.map((e: { path: string }) => e.path),
+      ["notes.txt", "prompts", "prompts/summary.md"],
+    );
+    assert.deepEqual(await ok("sandbox_delete_file", { system: "digest", path: "notes.txt" }), {
+      system: "digest",
+      path: "notes.txt",
+      type: "file",
+    });
     await refused("sandbox_read_file", { system: "digest", path: "notes.txt" }, "not_found");
-    assert.deepEqual((await ok("sandbox_list_directory", { system: "fresh-one" })).entries, [], "an empty sandbox lists nothing");
+    assert.deepEqual(
+      (await ok("sandbox_list_directory", { system: "fresh-one" })).entries,
+      [],
+      "an empty sandbox lists nothing",
+    );
 
     // Escapes.
     await refused("sandbox_create_file", { system: "digest", path: "../x", content: "x" }, "escape");
     await refused("sandbox_create_file", { system: "digest", path: "../../outside/x.txt", content: "x" }, "escape");
-    await refused("sandbox_create_file", { system: "digest", path: path.join(outside, "abs.txt"), content: "x" }, "invalid_path", /relative/);
+    await refused(
+      "sandbox_create_file",
+      { system: "digest", path: path.join(outside, "abs.txt"), content: "x" },
+      "invalid_path",
+      /relative/,
+    );
     const passwd = await refused("sandbox_read_file", { system: "digest", path: "/etc/passwd" }, "invalid_path");
     assert.doesNotMatch(text(passwd), /root:/);
     await refused("sandbox_delete_file", { system: "digest", path: "../data" }, "escape");
@@ -271,15 +390,33 @@ describe("builder MCP tools", () => {
   });
 
   test("a body over 4 MiB is 413; without the builder /mcp is 404", async () => {
-    const big = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { pad: "x".repeat(4 * 1024 * 1024) } });
-    const res = await fetch(url, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: big });
+    const big = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/list",
+      params: { pad: "x".repeat(4 * 1024 * 1024) },
+    });
+    const res = await fetch(url, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
+      body: big,
+    });
     assert.equal(res.status, 413);
     await res.body?.cancel();
 
     const bare = Fastify({ logger: false });
     registerMcpRoute(bare, { keys: new ApiKeys([]) });
     try {
-      const r = await bare.inject({ method: "POST", url: "/mcp", headers: { "content-type": "application/json" }, payload: "{}" });
+      const r = await bare.inject({
+        method: "POST",
+        url: "/mcp",
+        headers: { "content-type": "application/json" },
+        payload: "{}",
+      });
       assert.equal(r.statusCode, 404);
       assert.equal((r.json() as { error: { code: string } }).error.code, "builder_not_configured");
     } finally {
@@ -287,9 +424,14 @@ describe("builder MCP tools", () => {
     }
   });
 
-  test("stdio: `clawbridge mcp` serves the same tools on the same data; reaped on close", { timeout: 120_000 }, async () => {
+  test("stdio: `clawbridge mcp` serves the same tools on the same data; reaped on close", {
+    timeout: 120_000,
+  }, async () => {
     const configFile = path.join(dir, "clawbridge.json");
-    writeFileSync(configFile, JSON.stringify({ ...rawConfig(), server: { host: "127.0.0.1", port: 4097, apiKeys: [KEY] } }));
+    writeFileSync(
+      configFile,
+      JSON.stringify({ ...rawConfig(), server: { host: "127.0.0.1", port: 4097, apiKeys: [KEY] } }),
+    );
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [BIN, "mcp", "--config", configFile],
@@ -308,21 +450,37 @@ describe("builder MCP tools", () => {
       assert.ok(pid, "the server process started");
       const { tools } = await stdio.listTools();
       assert.equal(tools.length, 10);
-      const created = (await stdio.callTool({ name: "canvas_create_node", arguments: { system: "from-stdio", type: "agent", label: "Hello World" } })) as Result;
+      const created = (await stdio.callTool({
+        name: "canvas_create_node",
+        arguments: { system: "from-stdio", type: "agent", label: "Hello World" },
+      })) as Result;
       assert.ok(!created.isError, text(created));
       assert.equal(created.structuredContent!.nodeId, "hello-world");
       const state = (await stdio.callTool({ name: "canvas_get_state", arguments: { system: "from-stdio" } })) as Result;
-      assert.deepEqual(state.structuredContent!.canvas.nodes.map((n: { id: string }) => n.id), ["hello-world"]);
-      const bad = (await stdio.callTool({ name: "sandbox_create_file", arguments: { system: "from-stdio", path: "../x", content: "x" } })) as Result;
+      assert.deepEqual(
+        state.structuredContent!.canvas.nodes.map((n: { id: string }) => n.id),
+        ["hello-world"],
+      );
+      const bad = (await stdio.callTool({
+        name: "sandbox_create_file",
+        arguments: { system: "from-stdio", path: "../x", content: "x" },
+      })) as Result;
       assert.equal(bad.isError, true);
       assert.equal(bad._meta?.["clawbridge/code"], "escape");
       // The bridge reads the same database.
       const seen = (await ok("canvas_get_state", { system: "from-stdio" })).canvas;
-      assert.deepEqual(seen.nodes.map((n: { id: string }) => n.id), ["hello-world"]);
+      assert.deepEqual(
+        seen.nodes.map((n: { id: string }) => n.id),
+        ["hello-world"],
+      );
     } finally {
       await stdio.close().catch(() => {});
     }
-    assert.deepEqual(errors.map((e) => e.message), [], `stdout held nothing but JSON-RPC (stderr: ${stderr})`);
+    assert.deepEqual(
+      errors.map((e) => e.message),
+      [],
+      `stdout held nothing but JSON-RPC (stderr: ${stderr})`,
+    );
     const gone = () => {
       const s = procStat(pid!);
       return s === undefined || s.state === "Z";

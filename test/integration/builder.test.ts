@@ -22,16 +22,40 @@ const KEY = "k-builder";
 
 function systemText(req: RecordedRequest): string {
   const ms: Array<{ role: string; content: unknown }> = req.body?.messages ?? [];
-  return ms.filter((m) => m.role === "system").map((m) => (typeof m.content === "string" ? m.content : "")).join("\n");
+  return ms
+    .filter((m) => m.role === "system")
+    .map((m) => (typeof m.content === "string" ? m.content : ""))
+    .join("\n");
 }
 const isSupervisor = (r: RecordedRequest) => systemText(r).includes("sent to a builder");
 const isArchitect = (r: RecordedRequest) => systemText(r).includes("You are the Architect");
 const supervised = (r: RecordedRequest) => r.lastUser.split("Message:\n").pop() ?? "";
 
-type Step = { id: string; name?: string; action: string; params: Record<string, unknown>; dependsOn?: string[]; output?: string; retryCount?: number; retryDelayMs?: number };
-const plan = (system: string, steps: Step[], summary = "test plan") => JSON.stringify({ metadata: { system, name: system, description: `${system} made by a test`, summary }, steps });
-const node = (id: string, type: string, extra: Record<string, unknown> = {}, dependsOn: string[] = []): Step => ({ id: `n-${id}`, action: "CREATE_NODE", params: { id, type, label: id, ...extra }, dependsOn, output: id.replace(/-/g, "_") });
-const edge = (from: string, to: string, dependsOn: string[]): Step => ({ id: `e-${from}-${to}`, action: "CONNECT_NODES", params: { from: `\${${from.replace(/-/g, "_")}}`, to: `\${${to.replace(/-/g, "_")}}` }, dependsOn });
+type Step = {
+  id: string;
+  name?: string;
+  action: string;
+  params: Record<string, unknown>;
+  dependsOn?: string[];
+  output?: string;
+  retryCount?: number;
+  retryDelayMs?: number;
+};
+const plan = (system: string, steps: Step[], summary = "test plan") =>
+  JSON.stringify({ metadata: { system, name: system, description: `${system} made by a test`, summary }, steps });
+const node = (id: string, type: string, extra: Record<string, unknown> = {}, dependsOn: string[] = []): Step => ({
+  id: `n-${id}`,
+  action: "CREATE_NODE",
+  params: { id, type, label: id, ...extra },
+  dependsOn,
+  output: id.replace(/-/g, "_"),
+});
+const edge = (from: string, to: string, dependsOn: string[]): Step => ({
+  id: `e-${from}-${to}`,
+  action: "CONNECT_NODES",
+  params: { from: `\${${from.replace(/-/g, "_")}}`, to: `\${${to.replace(/-/g, "_")}}` },
+  dependsOn,
+});
 
 /** A flaky network in front of the bridge's /mcp: fails or slows chosen tool calls. */
 interface Proxy {
@@ -45,7 +69,14 @@ interface Proxy {
 }
 
 async function startProxy(): Promise<Proxy> {
-  const p: Proxy = { server: undefined as unknown as FakeHttpServer, url: "", target: "", failures: new Map(), delayMs: 0, calls: [] };
+  const p: Proxy = {
+    server: undefined as unknown as FakeHttpServer,
+    url: "",
+    target: "",
+    failures: new Map(),
+    delayMs: 0,
+    calls: [],
+  };
   p.server = await serveFake(async (call, res) => {
     const tool = call.body?.method === "tools/call" ? String(call.body.params?.name) : undefined;
     if (tool) {
@@ -60,8 +91,13 @@ async function startProxy(): Promise<Proxy> {
       if (p.delayMs) await new Promise((r) => setTimeout(r, p.delayMs));
     }
     const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(call.headers)) if (typeof v === "string" && !["host", "content-length", "connection"].includes(k)) headers[k] = v;
-    const up = await fetch(`${p.target}/mcp`, { method: call.method, headers, body: call.method === "POST" ? call.raw : undefined });
+    for (const [k, v] of Object.entries(call.headers))
+      if (typeof v === "string" && !["host", "content-length", "connection"].includes(k)) headers[k] = v;
+    const up = await fetch(`${p.target}/mcp`, {
+      method: call.method,
+      headers,
+      body: call.method === "POST" ? call.raw : undefined,
+    });
     const out = Buffer.from(await up.arrayBuffer());
     res.writeHead(up.status, { "content-type": up.headers.get("content-type") ?? "application/json" });
     res.end(out);
@@ -85,7 +121,10 @@ describe("builder", () => {
       // The most specific rule that matches (the longest pattern).
       const rule = supRules.filter(([re]) => re.test(msg)).sort((x, y) => y[0].source.length - x[0].source.length)[0];
       if (rule?.[1] === "down") return { kind: "error", status: 500, message: "supervisor down" };
-      return { kind: "text", chunks: ["```json\n", JSON.stringify({ intent: rule?.[1] ?? "UNKNOWN", confidence: 0.9 }), "\n```"] };
+      return {
+        kind: "text",
+        chunks: ["```json\n", JSON.stringify({ intent: rule?.[1] ?? "UNKNOWN", confidence: 0.9 }), "\n```"],
+      };
     }
     if (isArchitect(req)) {
       // The person's words: after "Request:" (an EDIT's prompt also holds the canvas), before any repair note.
@@ -100,9 +139,21 @@ describe("builder", () => {
   };
 
   const chat = (key: string, model = "builder") => new Chat(b.baseURL, key, model, KEY);
-  const api = async (p: string, init: RequestInit = {}) => fetch(`${b.url}${p}`, { ...init, headers: { authorization: `Bearer ${KEY}`, ...(init.headers ?? {}) } });
-  const canvas = async (id: string) => (await (await api(`/v1/canvases/${id}`)).json()) as { status: string; version: number; nodes: Array<{ id: string; type: string; properties: Record<string, unknown> }>; edges: Array<{ from: string; to: string }>; settings: Record<string, unknown> };
-  const of = <T extends BridgeEvent["type"]>(type: T, system?: string) => events.filter((e): e is Extract<BridgeEvent, { type: T }> => e.type === type && (!system || (e as { system?: string }).system === system));
+  const api = async (p: string, init: RequestInit = {}) =>
+    fetch(`${b.url}${p}`, { ...init, headers: { authorization: `Bearer ${KEY}`, ...(init.headers ?? {}) } });
+  const canvas = async (id: string) =>
+    (await (await api(`/v1/canvases/${id}`)).json()) as {
+      status: string;
+      version: number;
+      nodes: Array<{ id: string; type: string; properties: Record<string, unknown> }>;
+      edges: Array<{ from: string; to: string }>;
+      settings: Record<string, unknown>;
+    };
+  const of = <T extends BridgeEvent["type"]>(type: T, system?: string) =>
+    events.filter(
+      (e): e is Extract<BridgeEvent, { type: T }> =>
+        e.type === type && (!system || (e as { system?: string }).system === system),
+    );
 
   before(async () => {
     up = await startFakeOpenAI(script);
@@ -114,8 +165,22 @@ describe("builder", () => {
         server: { apiKeys: [KEY] },
         backends: {
           up: { type: "openai", baseUrl: up.url, apiKey: "x" },
-          builder: { type: "builder", supervisor: "sup", architect: "arch", answer: "ans", retryDelayScale: 0.05, allowHosts: ["127.0.0.1"] },
-          "builder-net": { type: "builder", supervisor: "sup", architect: "arch", answer: "ans", retryDelayScale: 0.05, mcp: { url: proxy.url, headers: { authorization: `Bearer ${KEY}` } } },
+          builder: {
+            type: "builder",
+            supervisor: "sup",
+            architect: "arch",
+            answer: "ans",
+            retryDelayScale: 0.05,
+            allowHosts: ["127.0.0.1"],
+          },
+          "builder-net": {
+            type: "builder",
+            supervisor: "sup",
+            architect: "arch",
+            answer: "ans",
+            retryDelayScale: 0.05,
+            mcp: { url: proxy.url, headers: { authorization: `Bearer ${KEY}` } },
+          },
         },
         models: [
           { id: "sup", backend: "up" },
@@ -162,23 +227,35 @@ describe("builder", () => {
     assert.match(res.text, /Say \*\*deploy\*\*/);
     const cv = await canvas("blog-writer");
     assert.deepEqual(cv.nodes.map((n) => n.id).sort(), ["out", "research", "topic", "writer"]);
-    assert.deepEqual(cv.edges.map((e) => `${e.from}>${e.to}`).sort(), ["research>writer", "topic>research", "writer>out"]);
+    assert.deepEqual(cv.edges.map((e) => `${e.from}>${e.to}`).sort(), [
+      "research>writer",
+      "topic>research",
+      "writer>out",
+    ]);
     assert.equal(cv.status, "draft");
     // Every edge was created after both of its nodes.
     const started = of("execution:stepStart", "blog-writer").map((e) => e.step);
     const completed = of("execution:stepComplete", "blog-writer").map((e) => e.step);
     for (const e of ["e-topic-research", "e-research-writer", "e-writer-out"]) {
       const [, from, to] = e.split("-");
-      assert.ok(started.indexOf(e) > completed.indexOf(`n-${from}`) && started.indexOf(e) > completed.indexOf(`n-${to}`), `${e} started after its nodes`);
+      assert.ok(
+        started.indexOf(e) > completed.indexOf(`n-${from}`) && started.indexOf(e) > completed.indexOf(`n-${to}`),
+        `${e} started after its nodes`,
+      );
     }
     assert.equal(of("execution:planComplete", "blog-writer").at(-1)?.status, "completed");
     assert.equal(of("node:created", "blog-writer").length, 4);
     assert.equal(of("edge:created", "blog-writer").length, 3);
-    const states = events.filter((e) => e.type === "state" && e.conversation === c.key).map((e) => (e as { state: string }).state);
+    const states = events
+      .filter((e) => e.type === "state" && e.conversation === c.key)
+      .map((e) => (e as { state: string }).state);
     assert.deepEqual(states.slice(0, 4), ["routing", "planning", "executing", "completed"]);
     // The build record is kept.
     const buildId = /build `(build_[A-Za-z0-9]+)`/.exec(res.text)![1]!;
-    const rec = (await (await api(`/v1/builds/${buildId}`)).json()) as { status: string; steps: Record<string, { status: string }> };
+    const rec = (await (await api(`/v1/builds/${buildId}`)).json()) as {
+      status: string;
+      steps: Record<string, { status: string }>;
+    };
     assert.equal(rec.status, "completed");
     assert.equal(Object.values(rec.steps).filter((s) => s.status === "completed").length, 7);
   });
@@ -198,15 +275,31 @@ describe("builder", () => {
     ]);
     const res = await chat("conv-diamond").say("build a diamond system");
     assert.match(res.text, /Done: \*\*diamond\*\*/);
-    const seq = events.filter((e) => (e.type === "execution:stepStart" || e.type === "execution:stepComplete") && e.system === "diamond").map((e) => `${e.type === "execution:stepStart" ? "start" : "done"}:${(e as { step: string }).step}`);
+    const seq = events
+      .filter(
+        (e) => (e.type === "execution:stepStart" || e.type === "execution:stepComplete") && e.system === "diamond",
+      )
+      .map((e) => `${e.type === "execution:stepStart" ? "start" : "done"}:${(e as { step: string }).step}`);
     const at = (x: string) => seq.indexOf(x);
-    assert.ok(at("start:n-b") < at("done:n-c") && at("start:n-c") < at("done:n-b"), `b and c overlap: ${seq.join(" ")}`);
+    assert.ok(
+      at("start:n-b") < at("done:n-c") && at("start:n-c") < at("done:n-b"),
+      `b and c overlap: ${seq.join(" ")}`,
+    );
     assert.ok(at("start:n-d") > at("done:n-b") && at("start:n-d") > at("done:n-c"), "d after both");
   });
 
   test("a step whose tool call fails twice (the network, 503) passes on its third attempt; a refusal fails at once and stops its dependants", async () => {
     supRules.push([/flaky/, "BUILD"]);
-    archRules.push(["flaky", [plan("flaky", [node("x", "input"), node("y", "agent", { properties: { model: "ans" } }), edge("x", "y", ["n-x", "n-y"])])]]);
+    archRules.push([
+      "flaky",
+      [
+        plan("flaky", [
+          node("x", "input"),
+          node("y", "agent", { properties: { model: "ans" } }),
+          edge("x", "y", ["n-x", "n-y"]),
+        ]),
+      ],
+    ]);
     proxy.failures.set("canvas_connect_nodes", 2);
     const res = await chat("conv-flaky", "builder-net").say("build a flaky system");
     assert.match(res.text, /↻ `e-x-y` attempt 2/);
@@ -214,7 +307,10 @@ describe("builder", () => {
     assert.match(res.text, /Done: \*\*flaky\*\*/);
     assert.equal(of("execution:stepRetry", "flaky").length, 2);
     assert.equal(proxy.calls.filter((t) => t === "canvas_connect_nodes").length, 3);
-    assert.deepEqual((await canvas("flaky")).edges.map((e) => `${e.from}>${e.to}`), ["x>y"]);
+    assert.deepEqual(
+      (await canvas("flaky")).edges.map((e) => `${e.from}>${e.to}`),
+      ["x>y"],
+    );
 
     // A symlink in the sandbox that leads out: the tool refuses, once, and what needed it is not run.
     const outside = tempDir("cb-outside-");
@@ -228,8 +324,20 @@ describe("builder", () => {
         JSON.stringify({
           metadata: { system: "flaky", summary: "notes" },
           steps: [
-            { id: "f1", name: "notes", action: "CREATE_FILE", params: { path: "link/evil.txt", content: "pwned" }, output: "notes" },
-            { id: "f2", name: "readme", action: "CREATE_FILE", params: { path: "README.md", content: "see ${notes}" }, dependsOn: ["f1"] },
+            {
+              id: "f1",
+              name: "notes",
+              action: "CREATE_FILE",
+              params: { path: "link/evil.txt", content: "pwned" },
+              output: "notes",
+            },
+            {
+              id: "f2",
+              name: "readme",
+              action: "CREATE_FILE",
+              params: { path: "README.md", content: "see ${notes}" },
+              dependsOn: ["f1"],
+            },
             { id: "f3", name: "other", action: "CREATE_FILE", params: { path: "other.md", content: "independent" } },
           ],
         }),
@@ -241,7 +349,11 @@ describe("builder", () => {
     assert.match(res2.text, /`f2` .*not run: f1 failed/);
     assert.match(res2.text, /✓ `f3`/);
     assert.match(res2.text, /The build stopped: step `f1` \(notes\) failed/);
-    assert.equal(proxy.calls.slice(calls).filter((t) => t === "sandbox_create_file").length, 2, "the refused call is not retried; f2 never called");
+    assert.equal(
+      proxy.calls.slice(calls).filter((t) => t === "sandbox_create_file").length,
+      2,
+      "the refused call is not retried; f2 never called",
+    );
     assert.equal(existsSync(path.join(outside, "evil.txt")), false);
     cleanup(outside);
   });
@@ -258,16 +370,31 @@ describe("builder", () => {
     assert.match(res.text, /could not be used, even after sending it back once/);
     assert.match(res.text, /cycle/i);
     assert.equal((await api("/v1/canvases/loopy")).status, 404);
-    const second = up.requests.filter(isArchitect).filter((r) => r.lastUser.includes("loopy")).at(-1)!;
+    const second = up.requests
+      .filter(isArchitect)
+      .filter((r) => r.lastUser.includes("loopy"))
+      .at(-1)!;
     assert.match(second.lastUser, /cycle/i, "the errors went back to the Architect");
   });
 
   test("an undefined variable is sent back; the repaired plan builds; $${HOME} is written as ${HOME}; a ../ path never leaves the sandbox", async () => {
     supRules.push([/scripted files/, "BUILD"]);
-    const bad = plan("files", [{ id: "w", action: "CREATE_FILE", params: { path: "run.sh", content: "echo ${HOME} > ${missing}" } }]);
+    const bad = plan("files", [
+      { id: "w", action: "CREATE_FILE", params: { path: "run.sh", content: "echo ${HOME} > ${missing}" } },
+    ]);
     const good = plan("files", [
-      { id: "w", action: "CREATE_FILE", params: { path: "run.sh", content: "echo $${HOME} and ${inputs.topic}" }, output: "script" },
-      { id: "cap", action: "REGISTER_CAPABILITY", params: { kind: "skill", name: "Research", description: "How to research", content: "Use ${script}" }, dependsOn: ["w"] },
+      {
+        id: "w",
+        action: "CREATE_FILE",
+        params: { path: "run.sh", content: "echo $${HOME} and ${inputs.topic}" },
+        output: "script",
+      },
+      {
+        id: "cap",
+        action: "REGISTER_CAPABILITY",
+        params: { kind: "skill", name: "Research", description: "How to research", content: "Use ${script}" },
+        dependsOn: ["w"],
+      },
     ]);
     archRules.push(["scripted files", [bad, good]]);
     const res = await chat("conv-files").say("build a system with scripted files");
@@ -280,7 +407,9 @@ describe("builder", () => {
     assert.match(skill, /Use run\.sh/);
 
     supRules.push([/escape the box/, "BUILD"]);
-    const esc = plan("escape", [{ id: "w", action: "CREATE_FILE", params: { path: "../../escape.txt", content: "x" } }]);
+    const esc = plan("escape", [
+      { id: "w", action: "CREATE_FILE", params: { path: "../../escape.txt", content: "x" } },
+    ]);
     archRules.push(["escape the box", [esc, esc]]);
     const res2 = await chat("conv-escape").say("build a system to escape the box");
     assert.match(res2.text, /could not be used/);
@@ -291,7 +420,24 @@ describe("builder", () => {
 
   test("an EDIT that deletes shows the plan and waits for yes; undo goes back one version", async () => {
     supRules.push([/drop the research step/, "EDIT"]);
-    archRules.push(["drop the research step", [JSON.stringify({ metadata: { system: "blog-writer", summary: "drop research" }, steps: [{ id: "del", name: "remove research", action: "DELETE_NODE", params: { node: "research" } }, { id: "wire", name: "wire", action: "CONNECT_NODES", params: { from: "topic", to: "writer" }, dependsOn: ["del"] }] })]]);
+    archRules.push([
+      "drop the research step",
+      [
+        JSON.stringify({
+          metadata: { system: "blog-writer", summary: "drop research" },
+          steps: [
+            { id: "del", name: "remove research", action: "DELETE_NODE", params: { node: "research" } },
+            {
+              id: "wire",
+              name: "wire",
+              action: "CONNECT_NODES",
+              params: { from: "topic", to: "writer" },
+              dependsOn: ["del"],
+            },
+          ],
+        }),
+      ],
+    ]);
     const c = chat("conv-build");
     const before = await canvas("blog-writer");
     const ask = await c.say("drop the research step from blog-writer");
@@ -314,10 +460,21 @@ describe("builder", () => {
 
   test("pause between steps is persisted; resume goes on from the first unfinished step", async () => {
     supRules.push([/slow chain/, "BUILD"]);
-    archRules.push(["slow chain", [plan("chain", [node("c1", "input"), node("c2", "agent", { properties: { model: "ans" } }, ["n-c1"]), node("c3", "agent", { properties: { model: "ans" } }, ["n-c2"]), node("c4", "output", {}, ["n-c3"])])]]);
+    archRules.push([
+      "slow chain",
+      [
+        plan("chain", [
+          node("c1", "input"),
+          node("c2", "agent", { properties: { model: "ans" } }, ["n-c1"]),
+          node("c3", "agent", { properties: { model: "ans" } }, ["n-c2"]),
+          node("c4", "output", {}, ["n-c3"]),
+        ]),
+      ],
+    ]);
     proxy.delayMs = 300;
     const off = b.bus.on((e) => {
-      if (e.type === "execution:stepComplete" && e.system === "chain" && e.step === "n-c1") void api(`/v1/builds/${e.buildId}/pause`, { method: "POST" });
+      if (e.type === "execution:stepComplete" && e.system === "chain" && e.step === "n-c1")
+        void api(`/v1/builds/${e.buildId}/pause`, { method: "POST" });
     });
     const c = chat("conv-chain", "builder-net");
     const res = await c.say("build a slow chain");
@@ -325,7 +482,10 @@ describe("builder", () => {
     proxy.delayMs = 0;
     assert.match(res.text, /Paused with [12] steps? to go\. Say \*\*resume\*\*/);
     const buildId = /build `(build_[A-Za-z0-9]+)`/.exec(res.text)![1]!;
-    const rec = (await (await api(`/v1/builds/${buildId}`)).json()) as { status: string; steps: Record<string, { status: string }> };
+    const rec = (await (await api(`/v1/builds/${buildId}`)).json()) as {
+      status: string;
+      steps: Record<string, { status: string }>;
+    };
     assert.equal(rec.status, "paused");
     assert.equal(rec.steps["n-c4"]!.status, "pending");
     assert.equal(of("execution:planComplete", "chain").at(-1)?.status, "paused");
@@ -341,7 +501,12 @@ describe("builder", () => {
   });
 
   test("QUERY answers with the state as context; EXPORT writes a bundle; UNKNOWN is handed to the answer model; without the Supervisor, keywords decide", async () => {
-    supRules.push([/what nodes/, "QUERY"], [/export blog-writer/, "EXPORT"], [/tell me a joke/, "UNKNOWN"], [/make a system that counts/, "down"]);
+    supRules.push(
+      [/what nodes/, "QUERY"],
+      [/export blog-writer/, "EXPORT"],
+      [/tell me a joke/, "UNKNOWN"],
+      [/make a system that counts/, "down"],
+    );
     const c = chat("conv-query");
     const q = await c.say("what nodes does blog-writer have?");
     assert.match(q.text, /^ANSWER: State:/);
@@ -373,11 +538,18 @@ describe("builder", () => {
     assert.equal((await api("/v1/systems/blog-writer")).status, 404, "not before yes");
     const ok = await c.say("yes");
     assert.match(ok.text, /Deployed \*\*blog-writer\*\*/);
-    const sys = (await (await api("/v1/systems/blog-writer")).json()) as { kind: string; inputs: { properties: Record<string, { default?: unknown }> } };
+    const sys = (await (await api("/v1/systems/blog-writer")).json()) as {
+      kind: string;
+      inputs: { properties: Record<string, { default?: unknown }> };
+    };
     assert.equal(sys.kind, "plan");
     assert.equal(sys.inputs.properties.topic?.default, "cats");
     assert.equal((await canvas("blog-writer")).status, "deployed");
-    assert.ok(readFileSync(path.join(b.dataDir, "systems", "blog-writer.yaml"), "utf8").startsWith("# Written by the clawbridge builder"));
+    assert.ok(
+      readFileSync(path.join(b.dataDir, "systems", "blog-writer.yaml"), "utf8").startsWith(
+        "# Written by the clawbridge builder",
+      ),
+    );
     assert.ok(await eventually(() => of("state").length > 0));
   });
 });

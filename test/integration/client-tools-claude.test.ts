@@ -15,7 +15,10 @@ import { tool, ToolChat } from "../helpers/tool-chat.js";
 
 const TOOLS = [
   tool("session_status", "Show this session's status (model, tokens, channel).", {}),
-  tool("message", "Send a message to a channel.", { to: { type: "string" }, text: { type: "string", minLength: 1 } }, ["to", "text"]),
+  tool("message", "Send a message to a channel.", { to: { type: "string" }, text: { type: "string", minLength: 1 } }, [
+    "to",
+    "text",
+  ]),
   tool("memory_search", "Search OpenClaw's memory.", { query: { type: "string" } }, ["query"]),
   tool("read", "Read a file (the agent has its own: excluded by default)."),
 ];
@@ -32,14 +35,20 @@ function toolResults(req: RecordedRequest): ToolResultBlock[] {
   const content: any[] = Array.isArray(last?.content) ? last.content : [];
   return content
     .filter((b) => b?.type === "tool_result")
-    .map((b) => ({ tool_use_id: b.tool_use_id, is_error: b.is_error, text: typeof b.content === "string" ? b.content : (b.content ?? []).map((c: any) => c.text ?? "").join("") }));
+    .map((b) => ({
+      tool_use_id: b.tool_use_id,
+      is_error: b.is_error,
+      text: typeof b.content === "string" ? b.content : (b.content ?? []).map((c: any) => c.text ?? "").join(""),
+    }));
 }
 
 /** The newest text the model is asked about: the last text block of the request's last user message (the CLI may merge several user messages into one). */
 function newestText(req: RecordedRequest): string {
   const last = (req.body?.messages ?? []).filter((m: any) => m?.role === "user").at(-1);
   if (typeof last?.content === "string") return last.content;
-  const texts = (Array.isArray(last?.content) ? last.content : []).filter((b: any) => b?.type === "text" && !/^\s*<system-reminder>/.test(b.text));
+  const texts = (Array.isArray(last?.content) ? last.content : []).filter(
+    (b: any) => b?.type === "text" && !/^\s*<system-reminder>/.test(b.text),
+  );
   return texts.at(-1)?.text ?? "";
 }
 
@@ -61,13 +70,36 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     fake = await startFakeAnthropic((req) => {
       const results = toolResults(req);
       const t = newestText(req);
-      if (t.includes("plain")) return { kind: "text", chunks: [`plain answer; tools seen: ${toolNames(req).filter((n) => n.startsWith("mcp__")).join(",")}`] };
+      if (t.includes("plain"))
+        return {
+          kind: "text",
+          chunks: [
+            `plain answer; tools seen: ${toolNames(req)
+              .filter((n) => n.startsWith("mcp__"))
+              .join(",")}`,
+          ],
+        };
       if (results.some((r) => r.text.includes("HANG"))) return { kind: "hang" };
-      if (results.length) return { kind: "text", chunks: ["Used: ", results.map((r) => `${r.tool_use_id}=${r.is_error ? "ERROR " : ""}${r.text}`).join(" | ")] };
+      if (results.length)
+        return {
+          kind: "text",
+          chunks: ["Used: ", results.map((r) => `${r.tool_use_id}=${r.is_error ? "ERROR " : ""}${r.text}`).join(" | ")],
+        };
       // Results handed over as text (late) are used, not asked for again.
       if (t.includes("TOOL RESULT")) return { kind: "text", chunks: [`answer from text: ${t.slice(-40)}`] };
-      if (t.includes("STATUS")) return { kind: "text", chunks: ["Let me check. "], toolUses: [{ id: `toolu_s${randomUUID().slice(0, 8)}`, name: "mcp__openclaw__session_status", input: {} }] };
-      if (t.includes("SLOW")) return { kind: "text", chunks: ["Thinking", " slowly", " ..."], delayMs: 400, toolUses: [{ id: "toolu_slow", name: "mcp__openclaw__session_status", input: {} }] };
+      if (t.includes("STATUS"))
+        return {
+          kind: "text",
+          chunks: ["Let me check. "],
+          toolUses: [{ id: `toolu_s${randomUUID().slice(0, 8)}`, name: "mcp__openclaw__session_status", input: {} }],
+        };
+      if (t.includes("SLOW"))
+        return {
+          kind: "text",
+          chunks: ["Thinking", " slowly", " ..."],
+          delayMs: 400,
+          toolUses: [{ id: "toolu_slow", name: "mcp__openclaw__session_status", input: {} }],
+        };
       if (t.includes("TWO")) {
         return {
           kind: "text",
@@ -78,14 +110,34 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
           ],
         };
       }
-      return { kind: "text", chunks: [`plain answer; tools seen: ${toolNames(req).filter((n) => n.startsWith("mcp__")).join(",")}`] };
+      return {
+        kind: "text",
+        chunks: [
+          `plain answer; tools seen: ${toolNames(req)
+            .filter((n) => n.startsWith("mcp__"))
+            .join(",")}`,
+        ],
+      };
     });
     home = tempDir("cb-ct-home-");
     bridge = await startTestBridge({
-      backends: { cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: {
+        cc: {
+          type: "claude-code",
+          command: CLAUDE_BIN,
+          env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+        },
+      },
       models: [
         { id: "claude", backend: "cc", session: { mode: "resume" }, tools: { mode: "bridge" } },
-        { id: "claude-short", backend: "cc", session: { mode: "resume" }, tools: { mode: "bridge", pendingTimeoutSeconds: 2 } },
+        {
+          id: "claude-short",
+          backend: "cc",
+          session: { mode: "resume" },
+          tools: { mode: "bridge", pendingTimeoutSeconds: 2 },
+        },
       ],
     });
   });
@@ -119,7 +171,10 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     // The model saw the client's tools under the MCP server's names, with their schemas, minus `read`.
     const first = fake.messageCalls().find((c) => c.lastUserText.includes("STATUS please"))!;
     const names = toolNames(first);
-    assert.ok(names.includes("mcp__openclaw__session_status") && names.includes("mcp__openclaw__message"), names.join(","));
+    assert.ok(
+      names.includes("mcp__openclaw__session_status") && names.includes("mcp__openclaw__message"),
+      names.join(","),
+    );
     assert.ok(!names.includes("mcp__openclaw__read"), "tools the agent has natively are excluded");
     const msgTool = first.body.tools.find((t: any) => t.name === "mcp__openclaw__message");
     assert.deepEqual(msgTool.input_schema.required, ["to", "text"]);
@@ -140,7 +195,11 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     let r = await chat.say("TWO things");
     for (let round = 0; round < 4 && r.finish === "tool_calls"; round++) {
       const order = r.callDeltaOrder;
-      assert.deepEqual(order, [...order].sort((a, b) => a - b), `each call's deltas together: ${order.join(",")}`);
+      assert.deepEqual(
+        order,
+        [...order].sort((a, b) => a - b),
+        `each call's deltas together: ${order.join(",")}`,
+      );
       seen.push(...r.calls.map((c) => c.name));
       r = await chat.answer(r.calls.map((c) => results[c.name] ?? "?"));
     }
@@ -181,7 +240,10 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     const cancelled = toolResults(req);
     assert.equal(cancelled.length, 1, "the pending tool use was closed in claude's own history");
     assert.equal(cancelled[0]!.is_error, true);
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid), "the same process took the new message");
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid),
+      "the same process took the new message",
+    );
   });
 
   test("a message that offers no tools while a call is pending ends the waiting turn at once and is answered", async () => {
@@ -197,22 +259,37 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     assert.match(r2.text, /plain answer/);
     assert.ok(Date.now() - started < 30_000, "it did not wait for the pending call's timeout");
     const req = fake.messageCalls().find((c) => c.lastUserText.includes("something plain now"))!;
-    assert.deepEqual(unanswered(req), [], "no tool use is left without its result in claude's history (the API would refuse it)");
-    assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000), "no process still waits on the call");
+    assert.deepEqual(
+      unanswered(req),
+      [],
+      "no tool use is left without its result in claude's history (the API would refuse it)",
+    );
+    assert.ok(
+      await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000),
+      "no process still waits on the call",
+    );
   });
 
   test("a pending call not answered in time is given up: the CLI's turn ends, the conversation goes on, a late result arrives as text", async () => {
     const chat = new ToolChat(bridge.baseURL, `ct-${randomUUID()}`, "claude-short", TOOLS);
     const r1 = await chat.say("STATUS please");
     assert.equal(r1.finish, "tool_calls");
-    assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000), "the turn ended after pendingTimeoutSeconds (2 s)");
+    assert.ok(
+      await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000),
+      "the turn ended after pendingTimeoutSeconds (2 s)",
+    );
     const r2 = await chat.answer(["LATE-STATUS"]);
     assert.equal(r2.finish, "stop");
     const req = fake.messageCalls().at(-1)!;
     assert.match(req.lastUserText, /had already ended/, "the CLI is told why the result comes as text");
     assert.match(req.lastUserText, /LATE-STATUS/);
-    const closed = (req.body.messages as any[]).flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((b: any) => b.type === "tool_result");
-    assert.ok(closed.some((b: any) => b.is_error), "the timed-out call was closed with an error in claude's history");
+    const closed = (req.body.messages as any[])
+      .flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+      .filter((b: any) => b.type === "tool_result");
+    assert.ok(
+      closed.some((b: any) => b.is_error),
+      "the timed-out call was closed with an error in claude's history",
+    );
   });
 
   test("a client abort of the continuation stops the CLI's turn; the next message is answered", async () => {
@@ -223,15 +300,26 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     const cut = await chat.answer(["HANG"], undefined, ac.signal).catch(() => undefined);
     clearTimeout(timer);
     assert.equal(cut?.finish, undefined, "the answer was cut off by the abort");
-    assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000), "the interrupted turn ended");
+    assert.ok(
+      await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000),
+      "the interrupted turn ended",
+    );
     if (cut) chat.messages.pop(); // the partial answer
     chat.messages.push({ role: "assistant", content: "" });
     const r = await chat.say("plain again");
     assert.equal(r.finish, "stop");
     assert.match(r.text, /plain answer/);
     const req = fake.messageCalls().at(-1)!;
-    assert.deepEqual(toolResults(req).map((b) => b.text), ["HANG"], "claude's history kept the answered call");
-    assert.match(JSON.stringify(req.body.messages.at(-1)), /Request interrupted by user/, "and that its turn was interrupted");
+    assert.deepEqual(
+      toolResults(req).map((b) => b.text),
+      ["HANG"],
+      "claude's history kept the answered call",
+    );
+    assert.match(
+      JSON.stringify(req.body.messages.at(-1)),
+      /Request interrupted by user/,
+      "and that its turn was interrupted",
+    );
   });
 
   test("a client abort before the call is made leaves nothing pending", async () => {
@@ -257,7 +345,10 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     const pid = (await health()).warm.list.find((w: any) => w.busy && !before.has(w.pid))?.pid as number;
     assert.ok(pid, "this conversation's warm process waits for the call");
     process.kill(-pid, "SIGKILL");
-    assert.ok(await eventually(async () => !(await health()).warm.list.some((w: any) => w.pid === pid), 10_000), "the dead process is forgotten");
+    assert.ok(
+      await eventually(async () => !(await health()).warm.list.some((w: any) => w.pid === pid), 10_000),
+      "the dead process is forgotten",
+    );
     const r2 = await chat.answer(["RESULT-AFTER-KILL"]);
     assert.equal(r2.finish, "stop", r2.text);
     const req = fake.messageCalls().at(-1)!;
@@ -265,14 +356,22 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     assert.match(req.lastUserText, /RESULT-AFTER-KILL/);
     // The person's message is still there: in the resumed session's history or, when claude's
     // transcript lost the killed turn, in the seed of a new session.
-    assert.match(JSON.stringify(req.body.messages), /STATUS please/, "the conversation still holds the message that led to the call");
+    assert.match(
+      JSON.stringify(req.body.messages),
+      /STATUS please/,
+      "the conversation still holds the message that led to the call",
+    );
   });
 
   test("the MCP endpoint wants a conversation's own token: 401 without one or with a wrong one", async () => {
     const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
     const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
     for (const auth of [undefined, "Bearer cbtnot-a-real-token", "Bearer k"]) {
-      const res = await fetch(`${bridge.url}/mcp/client-tools`, { method: "POST", body, headers: auth ? { ...headers, authorization: auth } : headers });
+      const res = await fetch(`${bridge.url}/mcp/client-tools`, {
+        method: "POST",
+        body,
+        headers: auth ? { ...headers, authorization: auth } : headers,
+      });
       assert.equal(res.status, 401, String(auth));
       assert.equal(((await res.json()) as any).error.code, "invalid_token");
     }
@@ -288,7 +387,11 @@ describe("client tools across a bridge restart", () => {
     const fake = await startFakeAnthropic((req) => {
       const t = req.lastUserText;
       if (toolResults(req).length === 0 && t.includes("STATUS") && !t.includes("had already ended")) {
-        return { kind: "text", chunks: ["Checking. "], toolUses: [{ id: "toolu_restart", name: "mcp__openclaw__session_status", input: {} }] };
+        return {
+          kind: "text",
+          chunks: ["Checking. "],
+          toolUses: [{ id: "toolu_restart", name: "mcp__openclaw__session_status", input: {} }],
+        };
       }
       return { kind: "text", chunks: [`answer to: ${t.slice(-60)}`] };
     });
@@ -296,7 +399,15 @@ describe("client tools across a bridge restart", () => {
     const dataDir = tempDir("cb-ct-rs-data-");
     const config = {
       dataDir,
-      backends: { cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: {
+        cc: {
+          type: "claude-code",
+          command: CLAUDE_BIN,
+          env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+        },
+      },
       models: [{ id: "claude", backend: "cc", session: { mode: "resume" }, tools: { mode: "bridge" } }],
     };
     let bridge = await startTestBridge(config);

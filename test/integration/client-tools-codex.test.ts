@@ -11,16 +11,29 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { CODEX_CLIENT_TOOLS_TOKEN_ENV, codexAppServerArgs, codexBackend, codexOptionsSchema } from "../../src/backends/codex/backend.js";
+import {
+  CODEX_CLIENT_TOOLS_TOKEN_ENV,
+  codexAppServerArgs,
+  codexBackend,
+  codexOptionsSchema,
+} from "../../src/backends/codex/backend.js";
 import { cliCallTimeoutMs } from "../../src/backends/client-tools/types.js";
-import { responsesText, startFakeResponses, type FakeResponses, type RecordedResponsesRequest } from "../../testkit/fakes/responses-api.js";
+import {
+  responsesText,
+  startFakeResponses,
+  type FakeResponses,
+  type RecordedResponsesRequest,
+} from "../../testkit/fakes/responses-api.js";
 import { CODEX_BIN, codexEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, startTestBridge, tempDir, within, type TestBridge } from "../helpers/bridge.js";
 import { tool, ToolChat } from "../helpers/tool-chat.js";
 
 const TOOLS = [
   tool("session_status", "Show this session's status (model, tokens, channel).", {}),
-  tool("message", "Send a message to a channel.", { to: { type: "string" }, text: { type: "string", minLength: 1 } }, ["to", "text"]),
+  tool("message", "Send a message to a channel.", { to: { type: "string" }, text: { type: "string", minLength: 1 } }, [
+    "to",
+    "text",
+  ]),
   tool("memory_search", "Search OpenClaw's memory.", { query: { type: "string" } }, ["query"]),
   tool("read", "Read a file (the agent has its own: excluded by default)."),
 ];
@@ -60,7 +73,12 @@ const allOutputs = (req: RecordedResponsesRequest): CallOutput[] =>
     .filter((x) => x?.type === "function_call_output")
     .map((x) => ({ callId: String(x.call_id), text: outputText(x.output) }));
 
-const call = (name: string, args: unknown, callId = `call_${randomUUID().replace(/-/g, "").slice(0, 12)}`) => ({ name, namespace: NS, arguments: args, callId });
+const call = (name: string, args: unknown, callId = `call_${randomUUID().replace(/-/g, "").slice(0, 12)}`) => ({
+  name,
+  namespace: NS,
+  arguments: args,
+  callId,
+});
 
 describe("client tools inside Codex (warm app-server, bridge mode)", () => {
   let fake: FakeResponses;
@@ -74,29 +92,54 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
       const results = trailingOutputs(req);
       const t = req.lastUserText;
       if (results.some((r) => r.text.includes("HANG"))) return { kind: "hang" };
-      if (results.length) return { kind: "text", chunks: ["Used: ", results.map((r) => `${r.callId}=${r.text}`).join(" | ")] };
+      if (results.length)
+        return { kind: "text", chunks: ["Used: ", results.map((r) => `${r.callId}=${r.text}`).join(" | ")] };
       // Results handed over as text (late) are used, not asked for again.
       if (t.includes("TOOL RESULT")) return { kind: "text", chunks: [`answer from text: ${t.slice(-40)}`] };
-      if (t.includes("STATUS")) return { kind: "text", chunks: ["Let me check. "], functionCalls: [call("session_status", {})] };
-      if (t.includes("TWO")) return { kind: "text", chunks: ["Two things. "], functionCalls: [call("message", { to: "general", text: "hi" }, "call_two1"), call("memory_search", { query: "plans" }, "call_two2")] };
+      if (t.includes("STATUS"))
+        return { kind: "text", chunks: ["Let me check. "], functionCalls: [call("session_status", {})] };
+      if (t.includes("TWO"))
+        return {
+          kind: "text",
+          chunks: ["Two things. "],
+          functionCalls: [
+            call("message", { to: "general", text: "hi" }, "call_two1"),
+            call("memory_search", { query: "plans" }, "call_two2"),
+          ],
+        };
       return { kind: "text", chunks: ["plain answer"] };
     });
     home = tempDir("cb-ctc-home-");
     askHome = tempDir("cb-ctc-ask-");
     askHome2 = tempDir("cb-ctc-ask2-");
     const askArgs = ["-c", 'mcp_servers.openclaw.tools.session_status.approval_mode="prompt"'];
-    const backend = (h: string, extra: Record<string, unknown> = {}) => ({ type: "codex", command: CODEX_BIN, env: codexEnv({ baseUrl: fake.url, home: h }), timeoutSeconds: 60, killGraceSeconds: 1, ...extra });
+    const backend = (h: string, extra: Record<string, unknown> = {}) => ({
+      type: "codex",
+      command: CODEX_BIN,
+      env: codexEnv({ baseUrl: fake.url, home: h }),
+      timeoutSeconds: 60,
+      killGraceSeconds: 1,
+      ...extra,
+    });
     bridge = await startTestBridge({
       backends: {
         cx: backend(home),
         // A policy that lets codex ask, and our tool set to be asked about: the bridge approves it —
         // asked as an MCP elicitation (codex's default), or as `requestUserInput` (that feature off).
         cxask: backend(askHome, { approvalPolicy: "on-request", args: askArgs }),
-        cxask2: backend(askHome2, { approvalPolicy: "on-request", args: [...askArgs, "-c", "features.tool_call_mcp_elicitation=false"] }),
+        cxask2: backend(askHome2, {
+          approvalPolicy: "on-request",
+          args: [...askArgs, "-c", "features.tool_call_mcp_elicitation=false"],
+        }),
       },
       models: [
         { id: "codex", backend: "cx", session: { mode: "resume" }, tools: { mode: "bridge" } },
-        { id: "codex-short", backend: "cx", session: { mode: "resume" }, tools: { mode: "bridge", pendingTimeoutSeconds: 2 } },
+        {
+          id: "codex-short",
+          backend: "cx",
+          session: { mode: "resume" },
+          tools: { mode: "bridge", pendingTimeoutSeconds: 2 },
+        },
         { id: "codex-ask", backend: "cxask", session: { mode: "resume" }, tools: { mode: "bridge" } },
         { id: "codex-ask-input", backend: "cxask2", session: { mode: "resume" }, tools: { mode: "bridge" } },
       ],
@@ -114,7 +157,8 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
 
   const health = async (): Promise<any> => (await fetch(`${bridge.url}/health`)).json();
   /** The pid of the one busy warm process that was not there before. */
-  const busyPid = async (before: Set<number>): Promise<number | undefined> => (await health()).warm.list.find((w: any) => w.busy && !before.has(w.pid))?.pid;
+  const busyPid = async (before: Set<number>): Promise<number | undefined> =>
+    (await health()).warm.list.find((w: any) => w.busy && !before.has(w.pid))?.pid;
   const pids = async (): Promise<Set<number>> => new Set((await health()).warm.list.map((w: any) => w.pid as number));
 
   test("a tool call ends the response with tool_calls; its result goes back to the same codex process, whose answer uses it", async () => {
@@ -132,7 +176,10 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
     assert.ok(pid, "the warm codex process waits for the call");
 
     // The token reaches codex through its environment, never its command line.
-    const token = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").find((e) => e.startsWith(`${CODEX_CLIENT_TOOLS_TOKEN_ENV}=`))?.split("=")[1];
+    const token = readFileSync(`/proc/${pid}/environ`, "utf8")
+      .split("\0")
+      .find((e) => e.startsWith(`${CODEX_CLIENT_TOOLS_TOKEN_ENV}=`))
+      ?.split("=")[1];
     assert.match(token ?? "", /^cbt/, "the conversation's token is in codex's environment");
     const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8");
     assert.ok(!argv.includes(token!), "the token is not in argv");
@@ -141,14 +188,20 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
     const r2 = await chat.answer(["model=fake-codex tokens=42 STATUS-OK"]);
     assert.equal(r2.finish, "stop", r2.text);
     assert.match(r2.text, /Used: call_\w+=model=fake-codex tokens=42 STATUS-OK/, r2.text);
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid && !w.busy), "the same codex process went on, and is idle now");
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid && !w.busy),
+      "the same codex process went on, and is idle now",
+    );
 
     // The model saw the client's tools in codex's namespace tool, with their schemas, minus `read`.
     const first = fake.responseCalls().find((r) => r.lastUserText.includes("STATUS please"))!;
     const ns = (first.body.tools as any[]).find((t) => t.type === "namespace" && t.name === NS);
     assert.ok(ns, `codex offers a namespace tool ${NS}: ${JSON.stringify(first.body.tools.map((t: any) => t.name))}`);
     const names = (ns.tools as any[]).map((t) => t.name);
-    assert.ok(names.includes("session_status") && names.includes("message") && names.includes("memory_search"), names.join(","));
+    assert.ok(
+      names.includes("session_status") && names.includes("message") && names.includes("memory_search"),
+      names.join(","),
+    );
     assert.ok(!names.includes("read"), "tools the agent has natively are excluded");
     const msgTool = ns.tools.find((t: any) => t.name === "message");
     assert.deepEqual(msgTool.parameters.required, ["to", "text"]);
@@ -171,7 +224,11 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
     let rounds = 0;
     for (; rounds < 4 && r.finish === "tool_calls"; rounds++) {
       const order = r.callDeltaOrder;
-      assert.deepEqual(order, [...order].sort((a, b) => a - b), `each call's deltas together: ${order.join(",")}`);
+      assert.deepEqual(
+        order,
+        [...order].sort((a, b) => a - b),
+        `each call's deltas together: ${order.join(",")}`,
+      );
       seen.push(...r.calls.map((c) => c.name));
       r = await chat.answer(r.calls.map((c) => results[c.name] ?? "?"));
     }
@@ -193,7 +250,11 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
     await assert.rejects(chat.answer(["x"], ["callNOTPENDING000000000000"]), (err: any) => {
       assert.equal(err.status, 400);
       assert.match(err.message, /callNOTPENDING/);
-      assert.match(err.message, new RegExp(`${r1.calls[0]!.id} \\(session_status\\)`), "it names the call that is pending");
+      assert.match(
+        err.message,
+        new RegExp(`${r1.calls[0]!.id} \\(session_status\\)`),
+        "it names the call that is pending",
+      );
       return true;
     });
     chat.messages.pop(); // the wrong tool message
@@ -205,8 +266,14 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
     assert.equal(closed.length, 1, "the pending call was closed in codex's own history");
     assert.match(closed[0]!.text, /aborted/, closed[0]!.text);
     assert.match(JSON.stringify(req.body.input), /turn_aborted/, "codex was told its turn was interrupted");
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid), "the same process took the new message");
-    assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000), "nothing is left busy");
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid),
+      "the same process took the new message",
+    );
+    assert.ok(
+      await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000),
+      "nothing is left busy",
+    );
   });
 
   test("a pending call not answered in time is given up: codex's turn ends, the conversation goes on, a late result arrives as text", async () => {
@@ -216,14 +283,23 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
     assert.equal(r1.finish, "tool_calls");
     const pid = await busyPid(before);
     assert.ok(pid);
-    assert.ok(await eventually(async () => (await health()).warm.list.some((w: any) => w.pid === pid && !w.busy), 10_000), "the turn ended after pendingTimeoutSeconds (2 s)");
+    assert.ok(
+      await eventually(async () => (await health()).warm.list.some((w: any) => w.pid === pid && !w.busy), 10_000),
+      "the turn ended after pendingTimeoutSeconds (2 s)",
+    );
     const r2 = await chat.answer(["LATE-STATUS"]);
     assert.equal(r2.finish, "stop", r2.text);
     const req = fake.responseCalls().at(-1)!;
     assert.match(req.lastUserText, /had already ended/, "codex is told why the result comes as text");
     assert.match(req.lastUserText, /LATE-STATUS/);
-    assert.ok(allOutputs(req).some((o) => /aborted/.test(o.text)), "the timed-out call was closed in codex's history");
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid), "on the same process");
+    assert.ok(
+      allOutputs(req).some((o) => /aborted/.test(o.text)),
+      "the timed-out call was closed in codex's history",
+    );
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid),
+      "on the same process",
+    );
     const r3 = await chat.say("plain after that");
     assert.equal(r3.finish, "stop");
     assert.match(r3.text, /plain answer/);
@@ -241,14 +317,21 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
     ac.abort();
     const got = await within(cut, 10_000, "the aborted request");
     assert.equal(got?.finish, undefined, "the answer was cut off by the abort");
-    assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000), "the interrupted turn ended");
+    assert.ok(
+      await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000),
+      "the interrupted turn ended",
+    );
     if (got) chat.messages.pop();
     chat.messages.push({ role: "assistant", content: "" });
     const r = await chat.say("plain again");
     assert.equal(r.finish, "stop");
     assert.match(r.text, /plain answer/);
     const req = fake.responseCalls().at(-1)!;
-    assert.deepEqual(allOutputs(req).map((o) => o.text), ["HANG"], "codex's history kept the answered call");
+    assert.deepEqual(
+      allOutputs(req).map((o) => o.text),
+      ["HANG"],
+      "codex's history kept the answered call",
+    );
   });
 
   test("codex killed (SIGKILL) while a call is pending: the result still reaches the resumed thread as text", async () => {
@@ -259,13 +342,20 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
     const pid = (await busyPid(before)) as number;
     assert.ok(pid, "this conversation's warm process waits for the call");
     process.kill(-pid, "SIGKILL");
-    assert.ok(await eventually(async () => !(await health()).warm.list.some((w: any) => w.pid === pid), 10_000), "the dead process is forgotten");
+    assert.ok(
+      await eventually(async () => !(await health()).warm.list.some((w: any) => w.pid === pid), 10_000),
+      "the dead process is forgotten",
+    );
     const r2 = await chat.answer(["RESULT-AFTER-KILL"]);
     assert.equal(r2.finish, "stop", r2.text);
     const req = fake.responseCalls().at(-1)!;
     assert.match(req.lastUserText, /had already ended/);
     assert.match(req.lastUserText, /RESULT-AFTER-KILL/);
-    assert.match(JSON.stringify(req.body.input), /STATUS please/, "the resumed thread still holds the message that led to the call");
+    assert.match(
+      JSON.stringify(req.body.input),
+      /STATUS please/,
+      "the resumed thread still holds the message that led to the call",
+    );
   });
 
   for (const [model, how] of [
@@ -287,12 +377,25 @@ describe("client tools inside Codex (warm app-server, bridge mode)", () => {
 describe("codex's client tools: configuration", () => {
   test("the app-server is given the MCP server with -c overrides after the user's own flags, the token by name only, codex's call limit past the bridge's", () => {
     const opts = codexOptionsSchema.parse({ args: ["-c", 'mcp_servers.openclaw.url="http://elsewhere/"'] });
-    const args = codexAppServerArgs(opts, { url: "http://127.0.0.1:9/mcp/client-tools", timeoutMs: cliCallTimeoutMs(600) });
+    const args = codexAppServerArgs(opts, {
+      url: "http://127.0.0.1:9/mcp/client-tools",
+      timeoutMs: cliCallTimeoutMs(600),
+    });
     const overrides = args.filter((_, i) => args[i - 1] === "-c");
     const urls = overrides.filter((o) => o.startsWith("mcp_servers.openclaw.url="));
-    assert.deepEqual(urls, ['mcp_servers.openclaw.url="http://elsewhere/"', 'mcp_servers.openclaw.url="http://127.0.0.1:9/mcp/client-tools"'], "ours comes last, so it wins");
+    assert.deepEqual(
+      urls,
+      [
+        'mcp_servers.openclaw.url="http://elsewhere/"',
+        'mcp_servers.openclaw.url="http://127.0.0.1:9/mcp/client-tools"',
+      ],
+      "ours comes last, so it wins",
+    );
     assert.ok(overrides.includes(`mcp_servers.openclaw.bearer_token_env_var="${CODEX_CLIENT_TOOLS_TOKEN_ENV}"`));
-    assert.ok(overrides.includes("mcp_servers.openclaw.tool_timeout_sec=660"), "pendingTimeoutSeconds (600) plus a minute: the bridge ends a call, not codex");
+    assert.ok(
+      overrides.includes("mcp_servers.openclaw.tool_timeout_sec=660"),
+      "pendingTimeoutSeconds (600) plus a minute: the bridge ends a call, not codex",
+    );
     assert.ok(overrides.includes("mcp_servers.openclaw.supports_parallel_tool_calls=true"));
     assert.ok(!args.some((a) => /bearer_token=|cbt|Authorization/i.test(a)), "no token or header in argv");
     assert.deepEqual(codexAppServerArgs(opts), codexAppServerArgs(opts, undefined), "no client tools: no MCP server");
@@ -301,6 +404,9 @@ describe("codex's client tools: configuration", () => {
 
   test("bridge mode needs warm processes", () => {
     assert.equal(codexBackend.clientTools?.(codexOptionsSchema.parse({})), undefined);
-    assert.match(codexBackend.clientTools?.(codexOptionsSchema.parse({ warm: { enabled: false } })) ?? "", /needs warm processes/);
+    assert.match(
+      codexBackend.clientTools?.(codexOptionsSchema.parse({ warm: { enabled: false } })) ?? "",
+      /needs warm processes/,
+    );
   });
 });

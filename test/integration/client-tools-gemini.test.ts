@@ -29,16 +29,21 @@ function functionResponses(req: RecordedGeminiRequest): Array<{ name: string; re
 
 /** Every function response anywhere in the request's history. */
 function allFunctionResponses(req: RecordedGeminiRequest): Array<{ name: string; response: any }> {
-  return (req.body?.contents ?? []).flatMap((c: any) => (c?.parts ?? []).filter((p: any) => p?.functionResponse).map((p: any) => p.functionResponse));
+  return (req.body?.contents ?? []).flatMap((c: any) =>
+    (c?.parts ?? []).filter((p: any) => p?.functionResponse).map((p: any) => p.functionResponse),
+  );
 }
 
 /** The function calls in the history gemini sends. */
 function allFunctionCalls(req: RecordedGeminiRequest): Array<{ name: string }> {
-  return (req.body?.contents ?? []).flatMap((c: any) => (c?.parts ?? []).filter((p: any) => p?.functionCall).map((p: any) => p.functionCall));
+  return (req.body?.contents ?? []).flatMap((c: any) =>
+    (c?.parts ?? []).filter((p: any) => p?.functionCall).map((p: any) => p.functionCall),
+  );
 }
 
 /** The function declarations gemini offered the model. */
-const declared = (req: RecordedGeminiRequest): any[] => (req.body?.tools ?? []).flatMap((t: any) => t?.functionDeclarations ?? []);
+const declared = (req: RecordedGeminiRequest): any[] =>
+  (req.body?.tools ?? []).flatMap((t: any) => t?.functionDeclarations ?? []);
 
 describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
   let fake: FakeGemini;
@@ -51,18 +56,40 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
       const t = req.lastUserText;
       const results = functionResponses(req);
       if (results.some((r) => JSON.stringify(r.response).includes("HANG"))) return { kind: "hang" };
-      if (results.length) return { kind: "text", chunks: ["Used: ", results.map((r) => `${r.name}=${JSON.stringify(r.response)}`).join(" | ")] };
+      if (results.length)
+        return {
+          kind: "text",
+          chunks: ["Used: ", results.map((r) => `${r.name}=${JSON.stringify(r.response)}`).join(" | ")],
+        };
       if (t.includes("TOOL RESULT")) return { kind: "text", chunks: [`answer from text: ${t.slice(-40)}`] };
       if (t.includes("plain")) return { kind: "text", chunks: ["plain answer"] };
-      if (t.includes("STATUS")) return { kind: "text", chunks: ["Let me check. "], functionCalls: [{ name: "mcp_openclaw_session_status", args: {} }] };
+      if (t.includes("STATUS"))
+        return {
+          kind: "text",
+          chunks: ["Let me check. "],
+          functionCalls: [{ name: "mcp_openclaw_session_status", args: {} }],
+        };
       return { kind: "text", chunks: ["plain answer"] };
     });
     home = tempDir("cb-ctg-home-");
     bridge = await startTestBridge({
-      backends: { gm: { type: "gemini-cli", command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 90, killGraceSeconds: 1 } },
+      backends: {
+        gm: {
+          type: "gemini-cli",
+          command: GEMINI_BIN,
+          env: geminiEnv({ baseUrl: fake.baseUrl, home }),
+          timeoutSeconds: 90,
+          killGraceSeconds: 1,
+        },
+      },
       models: [
         { id: "gemini", backend: "gm", session: { mode: "resume" }, tools: { mode: "bridge" } },
-        { id: "gemini-short", backend: "gm", session: { mode: "resume" }, tools: { mode: "bridge", pendingTimeoutSeconds: 2 } },
+        {
+          id: "gemini-short",
+          backend: "gm",
+          session: { mode: "resume" },
+          tools: { mode: "bridge", pendingTimeoutSeconds: 2 },
+        },
       ],
     });
   });
@@ -75,7 +102,8 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
   });
 
   const health = async (): Promise<any> => (await fetch(`${bridge.url}/health`)).json();
-  const busyPids = async (): Promise<number[]> => (await health()).warm.list.filter((w: any) => w.busy).map((w: any) => w.pid);
+  const busyPids = async (): Promise<number[]> =>
+    (await health()).warm.list.filter((w: any) => w.busy).map((w: any) => w.pid);
 
   test("a tool call ends the response with tool_calls; its result goes back to the same gemini process, whose answer uses it", async () => {
     const chat = new ToolChat(bridge.baseURL, `ctg-${randomUUID()}`, "gemini", TOOLS);
@@ -95,7 +123,10 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
     const r2 = await chat.answer(["model=fake-gemini tokens=42 STATUS-OK"]);
     assert.equal(r2.finish, "stop", r2.text);
     assert.match(r2.text, /Used: mcp_openclaw_session_status=.*model=fake-gemini tokens=42 STATUS-OK/, r2.text);
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid && !w.busy), "the same gemini process went on, and is idle again");
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid && !w.busy),
+      "the same gemini process went on, and is idle again",
+    );
 
     // The model request after the call carries the client's result as gemini's function response.
     const [q1, q2] = fake.turnCalls().slice(n0);
@@ -107,7 +138,10 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
     assert.match(JSON.stringify(functionResponses(q2)[0]!.response), /STATUS-OK/);
     // The model was offered the client's tools under gemini's MCP names, with their schemas, minus `read`.
     const names = declared(q1).map((d) => d.name);
-    assert.ok(names.includes("mcp_openclaw_session_status") && names.includes("mcp_openclaw_memory_search"), names.join(","));
+    assert.ok(
+      names.includes("mcp_openclaw_session_status") && names.includes("mcp_openclaw_memory_search"),
+      names.join(","),
+    );
     assert.ok(!names.includes("mcp_openclaw_read"), "tools the agent has natively are excluded");
     const search = declared(q1).find((d) => d.name === "mcp_openclaw_memory_search");
     assert.deepEqual((search.parametersJsonSchema ?? search.parameters)?.required, ["query"]);
@@ -116,7 +150,10 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
     const r3 = await chat.say("and now plain");
     assert.equal(r3.finish, "stop");
     assert.match(r3.text, /plain answer/);
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid), "still the same process");
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid),
+      "still the same process",
+    );
   });
 
   test("a new message while a call is pending cancels the call (gemini's turn is cancelled) and is answered", async () => {
@@ -130,7 +167,10 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
     assert.equal(r2.finish, "stop", r2.text);
     assert.match(r2.text, /plain answer/);
     assert.equal(r2.calls.length, 0);
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid && !w.busy), "the same process took the new message, and is idle again");
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid && !w.busy),
+      "the same process took the new message, and is idle again",
+    );
     const req = fake.turnCalls().find((c) => c.lastUserText.includes("never mind"))!;
     assert.ok(req, "the new message reached the model");
     assert.ok(
@@ -148,7 +188,10 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
     const r1 = await chat.say("STATUS please");
     assert.equal(r1.finish, "tool_calls");
     assert.ok((await busyPids()).length >= 1, "a process waits for the call");
-    assert.ok(await eventually(async () => (await busyPids()).length === 0, 15_000), "the turn ended after pendingTimeoutSeconds (2 s)");
+    assert.ok(
+      await eventually(async () => (await busyPids()).length === 0, 15_000),
+      "the turn ended after pendingTimeoutSeconds (2 s)",
+    );
     const r2 = await chat.answer(["LATE-STATUS"]);
     assert.equal(r2.finish, "stop", r2.text);
     assert.match(r2.text, /answer from text/);
@@ -169,7 +212,10 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
     const n0 = fake.turnCalls().length;
     const ac = new AbortController();
     const cut = chat.answer(["HANG"], undefined, ac.signal).catch(() => undefined);
-    assert.ok(await eventually(() => fake.turnCalls().length > n0, 15_000), "gemini took the result to the model, which hangs");
+    assert.ok(
+      await eventually(() => fake.turnCalls().length > n0, 15_000),
+      "gemini took the result to the model, which hangs",
+    );
     ac.abort();
     const partial = await cut;
     assert.equal(partial?.finish, undefined, "the answer was cut off by the abort");
@@ -180,6 +226,9 @@ describe("client tools inside the Gemini CLI (warm, bridge mode)", () => {
     assert.equal(r.finish, "stop", r.text);
     assert.equal(r.calls.length, 0, "no stale tool call comes back");
     assert.match(r.text, /plain answer/);
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid), "the same process took the next message");
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid),
+      "the same process took the next message",
+    );
   });
 });

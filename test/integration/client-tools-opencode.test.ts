@@ -29,7 +29,8 @@ const TOOLS = [
 function toolMessages(req: RecordedRequest): Array<{ tool_call_id: string; content: string }> {
   const msgs: any[] = req.body?.messages ?? [];
   const out: Array<{ tool_call_id: string; content: string }> = [];
-  for (let i = msgs.length - 1; i >= 0 && msgs[i].role === "tool"; i--) out.unshift({ tool_call_id: msgs[i].tool_call_id, content: textOf(msgs[i].content) });
+  for (let i = msgs.length - 1; i >= 0 && msgs[i].role === "tool"; i--)
+    out.unshift({ tool_call_id: msgs[i].tool_call_id, content: textOf(msgs[i].content) });
   return out;
 }
 
@@ -49,10 +50,19 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
       const results = toolMessages(req);
       const t = req.lastUser;
       if (results.some((r) => r.content.includes("HANG"))) return { kind: "hang" };
-      if (results.length) return { kind: "text", chunks: ["Used: ", results.map((r) => `${r.tool_call_id}=${r.content}`).join(" | ")] };
+      if (results.length)
+        return { kind: "text", chunks: ["Used: ", results.map((r) => `${r.tool_call_id}=${r.content}`).join(" | ")] };
       // Results handed over as text (late) are used, not asked for again.
       if (t.includes("had already ended")) return { kind: "text", chunks: [`answer from text: ${t.slice(-40)}`] };
-      if (t.includes("plain")) return { kind: "text", chunks: [`plain answer; tools seen: ${toolNames(req).filter((n) => n.startsWith("openclaw_")).join(",")}`] };
+      if (t.includes("plain"))
+        return {
+          kind: "text",
+          chunks: [
+            `plain answer; tools seen: ${toolNames(req)
+              .filter((n) => n.startsWith("openclaw_"))
+              .join(",")}`,
+          ],
+        };
       if (t.includes("TWO")) {
         return {
           kind: "tool_calls",
@@ -62,8 +72,17 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
           ],
         };
       }
-      if (t.includes("SHELL")) return { kind: "tool_calls", calls: [{ id: "call_sh", name: "bash", arguments: { command: "touch PWNED", description: "make a file" } }] };
-      if (t.includes("STATUS")) return { kind: "tool_calls", content: "Let me check.", calls: [{ id: `call_s${randomUUID().slice(0, 8)}`, name: "openclaw_session_status", arguments: {} }] };
+      if (t.includes("SHELL"))
+        return {
+          kind: "tool_calls",
+          calls: [{ id: "call_sh", name: "bash", arguments: { command: "touch PWNED", description: "make a file" } }],
+        };
+      if (t.includes("STATUS"))
+        return {
+          kind: "tool_calls",
+          content: "Let me check.",
+          calls: [{ id: `call_s${randomUUID().slice(0, 8)}`, name: "openclaw_session_status", arguments: {} }],
+        };
       return { kind: "text", chunks: ["plain answer"] };
     });
     home = tempDir("cb-cto-home-");
@@ -80,7 +99,13 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
       },
       models: [
         { id: "oc", backend: "oc", model: "fake/m1", session: { mode: "resume" }, tools: { mode: "bridge" } },
-        { id: "oc-short", backend: "oc", model: "fake/m1", session: { mode: "resume" }, tools: { mode: "bridge", pendingTimeoutSeconds: 2 } },
+        {
+          id: "oc-short",
+          backend: "oc",
+          model: "fake/m1",
+          session: { mode: "resume" },
+          tools: { mode: "bridge", pendingTimeoutSeconds: 2 },
+        },
         { id: "oc-resume", backend: "oc", model: "fake/m1", session: { mode: "resume" } },
       ],
     });
@@ -89,13 +114,17 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
   after(async () => {
     await bridge?.close(0);
     await fake?.close();
-    assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000), "no opencode process left after the bridge closed");
+    assert.ok(
+      await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000),
+      "no opencode process left after the bridge closed",
+    );
     cleanup(home);
     if (bridge) cleanup(bridge.dataDir);
   });
 
   const health = async (): Promise<any> => (await fetch(`${bridge.url}/health`)).json();
-  const busyPids = async (): Promise<number[]> => (await health()).warm.list.filter((w: any) => w.busy).map((w: any) => w.pid);
+  const busyPids = async (): Promise<number[]> =>
+    (await health()).warm.list.filter((w: any) => w.busy).map((w: any) => w.pid);
   const livePids = async (): Promise<number[]> => (await health()).warm.list.map((w: any) => w.pid);
 
   test("a tool call ends the response with tool_calls; its result goes back to the same opencode serve, whose answer uses it", async () => {
@@ -114,7 +143,11 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
 
     const r2 = await chat.answer(["model=fake-oc tokens=42 STATUS-OK"]);
     assert.equal(r2.finish, "stop", r2.text);
-    assert.match(r2.text, /^Used: call_s\w+=model=fake-oc tokens=42 STATUS-OK$/, "the model got the client's result, and the new response starts with its answer");
+    assert.match(
+      r2.text,
+      /^Used: call_s\w+=model=fake-oc tokens=42 STATUS-OK$/,
+      "the model got the client's result, and the new response starts with its answer",
+    );
     assert.ok((await livePids()).includes(pid), "the same opencode serve went on");
 
     // The model saw the client's tools under OpenCode's names, with their schemas, minus `read`.
@@ -137,9 +170,17 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
     const chat = new ToolChat(bridge.baseURL, `cto-${randomUUID()}`, "oc", TOOLS);
     const r1 = await chat.say("TWO things");
     assert.equal(r1.finish, "tool_calls", JSON.stringify(r1));
-    assert.deepEqual(r1.calls.map((c) => c.name).sort(), ["memory_search", "session_status"], "OpenCode runs a reply's calls together: one response carries both");
+    assert.deepEqual(
+      r1.calls.map((c) => c.name).sort(),
+      ["memory_search", "session_status"],
+      "OpenCode runs a reply's calls together: one response carries both",
+    );
     const order = r1.callDeltaOrder;
-    assert.deepEqual(order, [...order].sort((a, b) => a - b), `each call's deltas together: ${order.join(",")}`);
+    assert.deepEqual(
+      order,
+      [...order].sort((a, b) => a - b),
+      `each call's deltas together: ${order.join(",")}`,
+    );
     const search = r1.calls.find((c) => c.name === "memory_search")!;
     assert.deepEqual(JSON.parse(search.arguments), { query: "plans" });
     const results: Record<string, string> = { session_status: "STATUS-OK", memory_search: "MEMORY-HIT" };
@@ -162,7 +203,9 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
     assert.ok((await livePids()).includes(pid), "the same opencode serve took the new message");
     const req = fake.mainRequests().find((r) => r.lastUser.includes("never mind"))!;
     const msgs: any[] = req.body.messages;
-    const asked = msgs.find((m) => m.role === "assistant" && m.tool_calls?.some((c: any) => c.function?.name === "openclaw_session_status"));
+    const asked = msgs.find(
+      (m) => m.role === "assistant" && m.tool_calls?.some((c: any) => c.function?.name === "openclaw_session_status"),
+    );
     assert.ok(asked, "OpenCode's history kept the call");
     const closed = msgs.find((m) => m.role === "tool" && m.tool_call_id === asked.tool_calls[0].id);
     assert.ok(closed, "and closed it with a result");
@@ -178,7 +221,10 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
     const busy = await busyPids();
     assert.equal(busy.length, 1);
     const pid = busy[0]!;
-    assert.ok(await eventually(async () => !(await busyPids()).includes(pid), 10_000), "the turn ended after pendingTimeoutSeconds (2 s)");
+    assert.ok(
+      await eventually(async () => !(await busyPids()).includes(pid), 10_000),
+      "the turn ended after pendingTimeoutSeconds (2 s)",
+    );
     assert.ok((await livePids()).includes(pid), "the server was not killed for it");
     const r2 = await chat.answer(["LATE-STATUS"]);
     assert.equal(r2.finish, "stop", r2.text);
@@ -201,11 +247,17 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
     const ac = new AbortController();
     const cut = chat.answer(["HANG"], undefined, ac.signal).catch(() => undefined);
     // The result reached the model (which hangs): now the client goes away.
-    assert.ok(await eventually(() => fake.mainRequests().length > n0 && fake.openConnections() > 0, 30_000), "the model was asked with the result");
+    assert.ok(
+      await eventually(() => fake.mainRequests().length > n0 && fake.openConnections() > 0, 30_000),
+      "the model was asked with the result",
+    );
     ac.abort();
     const res = await cut;
     assert.equal(res?.finish, undefined, "the answer was cut off by the abort");
-    assert.ok(await eventually(() => fake.openConnections() === 0, 10_000), "OpenCode dropped the model request (the resumed turn was aborted, on the new response's signal)");
+    assert.ok(
+      await eventually(() => fake.openConnections() === 0, 10_000),
+      "OpenCode dropped the model request (the resumed turn was aborted, on the new response's signal)",
+    );
     assert.ok(await eventually(async () => !(await busyPids()).includes(pid), 10_000), "the interrupted turn ended");
     if (res) chat.messages.pop();
     chat.messages.push({ role: "assistant", content: "" });
@@ -227,7 +279,11 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
     const req = fake.mainRequests().at(-1)!;
     assert.match(req.lastUser, /had already ended/);
     assert.match(req.lastUser, /RESULT-AFTER-KILL/);
-    assert.match(JSON.stringify(req.body.messages), /STATUS please/, "the new server went on with the conversation's OpenCode session");
+    assert.match(
+      JSON.stringify(req.body.messages),
+      /STATUS please/,
+      "the new server went on with the conversation's OpenCode session",
+    );
     assert.ok(!(await livePids()).includes(pid));
   });
 
@@ -243,8 +299,14 @@ describe("client tools inside OpenCode (warm opencode serve, bridge mode)", () =
     const msgs: any[] = req.body.messages;
     assert.match(req.lastUser, /second plain words/);
     assert.doesNotMatch(req.lastUser, /first plain words/, "only the new message is sent");
-    assert.ok(msgs.some((m) => m.role === "user" && textOf(m.content).includes("first plain words")), "OpenCode's session holds the first turn");
-    assert.ok(msgs.some((m) => m.role === "assistant" && textOf(m.content).includes("plain answer")), "and its answer");
+    assert.ok(
+      msgs.some((m) => m.role === "user" && textOf(m.content).includes("first plain words")),
+      "OpenCode's session holds the first turn",
+    );
+    assert.ok(
+      msgs.some((m) => m.role === "assistant" && textOf(m.content).includes("plain answer")),
+      "and its answer",
+    );
     assert.deepEqual((await livePids()).sort(), pids.sort(), "the conversation's server served both turns");
   });
 

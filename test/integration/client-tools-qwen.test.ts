@@ -13,7 +13,10 @@ import { QWEN_BIN, qwenEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { tool, ToolChat } from "../helpers/tool-chat.js";
 
-const TOOLS = [tool("session_status", "Show this session's status."), tool("memory_search", "Search OpenClaw's memory.", { query: { type: "string" } }, ["query"])];
+const TOOLS = [
+  tool("session_status", "Show this session's status."),
+  tool("memory_search", "Search OpenClaw's memory.", { query: { type: "string" } }, ["query"]),
+];
 
 /** The request's messages after the last one with the person's words. */
 function toolMessages(req: RecordedRequest): Array<{ tool_call_id: string; content: string }> {
@@ -21,7 +24,10 @@ function toolMessages(req: RecordedRequest): Array<{ tool_call_id: string; conte
   const out: Array<{ tool_call_id: string; content: string }> = [];
   for (let i = msgs.length - 1; i >= 0 && msgs[i].role === "tool"; i--) {
     const c = msgs[i].content;
-    out.unshift({ tool_call_id: msgs[i].tool_call_id, content: typeof c === "string" ? c : (c ?? []).map((p: any) => p.text ?? "").join("") });
+    out.unshift({
+      tool_call_id: msgs[i].tool_call_id,
+      content: typeof c === "string" ? c : (c ?? []).map((p: any) => p.text ?? "").join(""),
+    });
   }
   return out;
 }
@@ -34,14 +40,29 @@ describe("client tools inside Qwen Code (warm, bridge mode)", () => {
   before(async () => {
     fake = await startFakeOpenAI((req) => {
       const results = toolMessages(req);
-      if (results.length) return { kind: "text", chunks: ["Used: ", results.map((r) => `${r.tool_call_id}=${r.content}`).join(" | ")] };
-      if (req.lastUser.includes("STATUS")) return { kind: "tool_calls", calls: [{ id: "call_qs1", name: "mcp__openclaw__session_status", arguments: {} }] };
+      if (results.length)
+        return { kind: "text", chunks: ["Used: ", results.map((r) => `${r.tool_call_id}=${r.content}`).join(" | ")] };
+      if (req.lastUser.includes("STATUS"))
+        return {
+          kind: "tool_calls",
+          calls: [{ id: "call_qs1", name: "mcp__openclaw__session_status", arguments: {} }],
+        };
       return { kind: "text", chunks: ["plain answer"] };
     });
     home = tempDir("cb-ctq-home-");
     bridge = await startTestBridge({
-      backends: { qw: { type: "qwen-code", command: QWEN_BIN, env: qwenEnv({ baseUrl: fake.url, home }), timeoutSeconds: 90, killGraceSeconds: 1 } },
-      models: [{ id: "qwen", backend: "qw", model: "fake-model", session: { mode: "resume" }, tools: { mode: "bridge" } }],
+      backends: {
+        qw: {
+          type: "qwen-code",
+          command: QWEN_BIN,
+          env: qwenEnv({ baseUrl: fake.url, home }),
+          timeoutSeconds: 90,
+          killGraceSeconds: 1,
+        },
+      },
+      models: [
+        { id: "qwen", backend: "qw", model: "fake-model", session: { mode: "resume" }, tools: { mode: "bridge" } },
+      ],
     });
   });
 
@@ -67,7 +88,10 @@ describe("client tools inside Qwen Code (warm, bridge mode)", () => {
     const r2 = await chat.answer(["model=fake-qwen QWEN-STATUS-OK"]);
     assert.equal(r2.finish, "stop", r2.text);
     assert.match(r2.text, /Used: call_qs1=model=fake-qwen QWEN-STATUS-OK/);
-    assert.ok((await health()).warm.list.some((w: any) => w.pid === pid), "the same qwen process went on");
+    assert.ok(
+      (await health()).warm.list.some((w: any) => w.pid === pid),
+      "the same qwen process went on",
+    );
 
     // The model was offered the tool by qwen (listed as deferred, or loaded), under the MCP server's name.
     const first = fake.mainRequests().find((r) => r.lastUser.includes("STATUS please"))!;
@@ -82,7 +106,10 @@ describe("client tools inside Qwen Code (warm, bridge mode)", () => {
     const chat = new ToolChat(bridge.baseURL, `ctq-${randomUUID()}`, "qwen", TOOLS);
     const r1 = await chat.say("STATUS again");
     assert.equal(r1.finish, "tool_calls");
-    await assert.rejects(chat.answer(["x"], ["callNOTPENDING000000000000"]), (err: any) => err.status === 400 && /callNOTPENDING/.test(err.message));
+    await assert.rejects(
+      chat.answer(["x"], ["callNOTPENDING000000000000"]),
+      (err: any) => err.status === 400 && /callNOTPENDING/.test(err.message),
+    );
     chat.messages.pop();
     const r2 = await chat.say("something plain instead");
     assert.equal(r2.finish, "stop");

@@ -19,7 +19,10 @@ test("40 conversations at once through one bridge: every answer right, no MaxLis
     const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "x", maxRetries: 0 });
     const answers = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        client.chat.completions.create({ model: "m", messages: [{ role: "user", content: `question ${i}` }] }, { headers: { "x-session-id": `conv-${i}` } }),
+        client.chat.completions.create(
+          { model: "m", messages: [{ role: "user", content: `question ${i}` }] },
+          { headers: { "x-session-id": `conv-${i}` } },
+        ),
       ),
     );
     answers.forEach((a, i) => assert.equal(a.choices[0]?.message.content, `echo question ${i}`));

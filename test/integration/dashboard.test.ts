@@ -14,7 +14,11 @@ import { after, before, describe, test } from "node:test";
 import Fastify from "fastify";
 import { resolveConfig } from "../../src/core/config/load.js";
 import { runDoctor } from "../../src/ops/doctor/doctor.js";
-import { DASHBOARD_CSP, DEFAULT_DASHBOARD_DIR, registerDashboardRoute } from "../../src/request/http/dashboard-route.js";
+import {
+  DASHBOARD_CSP,
+  DEFAULT_DASHBOARD_DIR,
+  registerDashboardRoute,
+} from "../../src/request/http/dashboard-route.js";
 import type { SystemctlRunner } from "../../src/ops/service/systemd.js";
 import { defaultSessionStorePath, openSessionStore } from "../../src/core/store/index.js";
 import { CliProcess } from "../../src/core/util/process.js";
@@ -23,11 +27,20 @@ import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/b
 const KEY = "dashboard-test-key-01";
 const auth = { authorization: `Bearer ${KEY}` };
 const SECRET = "TOP-SECRET-OUTSIDE-THE-BUILD";
-const INDEX = '<!doctype html><html><head><script type="module" src="/dashboard/assets/app-abc123.js"></script></head><body><div id="root"></div></body></html>\n';
-const noBus: SystemctlRunner = async () => ({ code: 1, stdout: "", stderr: "Failed to connect to bus: No medium found" });
+const INDEX =
+  '<!doctype html><html><head><script type="module" src="/dashboard/assets/app-abc123.js"></script></head><body><div id="root"></div></body></html>\n';
+const noBus: SystemctlRunner = async () => ({
+  code: 1,
+  stdout: "",
+  stderr: "Failed to connect to bus: No medium found",
+});
 
 /** A GET with the path sent exactly as written (fetch would normalise `..`). */
-function rawGet(url: string, rawPath: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function rawGet(
+  url: string,
+  rawPath: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
     const req = http.request({ host: u.hostname, port: u.port, path: rawPath, method: "GET", headers }, (res) => {
@@ -67,18 +80,46 @@ describe("dashboard: the page and its admin routes", () => {
       dataDir,
       server: { host: "127.0.0.1", port: 0, apiKeys: [KEY] },
       // Nothing listens on port 9: that backend is "not usable", with its fix.
-      backends: { up: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" }, cc: { type: "claude-code", command: "/bin/true" } },
+      backends: {
+        up: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" },
+        cc: { type: "claude-code", command: "/bin/true" },
+      },
       models: [
         { id: "m1", backend: "up" },
         { id: "claude", backend: "cc", session: { mode: "resume" } },
       ],
-      systems: [{ id: "ask", name: "Ask", description: "asks the model", keywords: ["ask"], inputs: { type: "object", required: ["q", "tone"], properties: { q: { type: "string" }, tone: { type: "string" } } }, confirm: "never", run: { kind: "model", model: "m1", prompt: "${inputs.q}", timeoutSeconds: 30 } }],
+      systems: [
+        {
+          id: "ask",
+          name: "Ask",
+          description: "asks the model",
+          keywords: ["ask"],
+          inputs: {
+            type: "object",
+            required: ["q", "tone"],
+            properties: { q: { type: "string" }, tone: { type: "string" } },
+          },
+          confirm: "never",
+          run: { kind: "model", model: "m1", prompt: "${inputs.q}", timeoutSeconds: 30 },
+        },
+      ],
     };
     const config = resolveConfig({ intents: { enabled: false }, ...raw }, "test");
     bridge = await startTestBridge(raw, {
       dashboardDir: dist,
       systemsDb: ":memory:",
-      doctor: () => runDoctor({ config, backends: bridge.backends, openclawHome: path.join(home, ".openclaw"), tmpDir: dir, unitDir: path.join(home, "units"), systemctl: noBus, scanClis: false, validate: null, env: { ...process.env, HOME: home } }),
+      doctor: () =>
+        runDoctor({
+          config,
+          backends: bridge.backends,
+          openclawHome: path.join(home, ".openclaw"),
+          tmpDir: dir,
+          unitDir: path.join(home, "units"),
+          systemctl: noBus,
+          scanClis: false,
+          validate: null,
+          env: { ...process.env, HOME: home },
+        }),
     });
   });
 
@@ -153,7 +194,10 @@ describe("dashboard: the page and its admin routes", () => {
       assert.ok(!res.body.includes(SECRET), `${p} leaked the file`);
       assert.ok(!res.body.includes("root:"), `${p} leaked /etc/passwd`);
       assert.ok(!res.body.includes("STAMP-CONTENT"), `${p} served a dotfile`);
-      assert.ok(res.status === 404 || res.status === 400 || res.body === INDEX, `${p}: ${res.status} ${res.body.slice(0, 100)}`);
+      assert.ok(
+        res.status === 404 || res.status === 400 || res.body === INDEX,
+        `${p}: ${res.status} ${res.body.slice(0, 100)}`,
+      );
     }
   });
 
@@ -212,7 +256,15 @@ describe("dashboard: the page and its admin routes", () => {
   });
 
   test("every admin route needs the key (401 without, 200 with)", async () => {
-    const routes = ["/v1/admin/turns", "/v1/admin/processes", "/v1/admin/queue", "/v1/admin/sessions", "/v1/admin/backends", "/v1/admin/doctor", "/v1/admin/router"];
+    const routes = [
+      "/v1/admin/turns",
+      "/v1/admin/processes",
+      "/v1/admin/queue",
+      "/v1/admin/sessions",
+      "/v1/admin/backends",
+      "/v1/admin/doctor",
+      "/v1/admin/router",
+    ];
     for (const r of routes) {
       const none = await fetch(`${bridge.url}${r}`);
       assert.equal(none.status, 401, r);
@@ -231,12 +283,63 @@ describe("dashboard: the page and its admin routes", () => {
 
   test("turns and router decisions from the bus; processes; queue", async () => {
     const bus = bridge.bus;
-    bus.emit({ type: "turn.started", turnId: "t-run", conversation: "conv-a", model: "m1", backend: "up", mode: "passthrough", queuedMs: 3 });
-    bus.emit({ type: "turn.started", turnId: "t-done", conversation: "conv-b", model: "claude", backend: "cc", mode: "resume", queuedMs: 0 });
-    bus.emit({ type: "turn.firstByte", turnId: "t-done", conversation: "conv-b", model: "claude", backend: "cc", ms: 120 });
-    bus.emit({ type: "turn.completed", turnId: "t-done", conversation: "conv-b", model: "claude", backend: "cc", ms: 900, firstByteMs: 120, promptTokens: 42, completionTokens: 7, finishReason: "stop" });
-    bus.emit({ type: "turn.failed", turnId: "t-bad", conversation: "conv-c", model: "m1", backend: "up", ms: 50, code: "backend_unavailable", message: "connection refused" });
-    bus.emit({ type: "decision", conversation: "conv-a", action: "clarify", system: "ask", confidence: 0.82, source: "classifier", reason: "wants an answer" });
+    bus.emit({
+      type: "turn.started",
+      turnId: "t-run",
+      conversation: "conv-a",
+      model: "m1",
+      backend: "up",
+      mode: "passthrough",
+      queuedMs: 3,
+    });
+    bus.emit({
+      type: "turn.started",
+      turnId: "t-done",
+      conversation: "conv-b",
+      model: "claude",
+      backend: "cc",
+      mode: "resume",
+      queuedMs: 0,
+    });
+    bus.emit({
+      type: "turn.firstByte",
+      turnId: "t-done",
+      conversation: "conv-b",
+      model: "claude",
+      backend: "cc",
+      ms: 120,
+    });
+    bus.emit({
+      type: "turn.completed",
+      turnId: "t-done",
+      conversation: "conv-b",
+      model: "claude",
+      backend: "cc",
+      ms: 900,
+      firstByteMs: 120,
+      promptTokens: 42,
+      completionTokens: 7,
+      finishReason: "stop",
+    });
+    bus.emit({
+      type: "turn.failed",
+      turnId: "t-bad",
+      conversation: "conv-c",
+      model: "m1",
+      backend: "up",
+      ms: 50,
+      code: "backend_unavailable",
+      message: "connection refused",
+    });
+    bus.emit({
+      type: "decision",
+      conversation: "conv-a",
+      action: "clarify",
+      system: "ask",
+      confidence: 0.82,
+      source: "classifier",
+      reason: "wants an answer",
+    });
 
     const turns = (await (await fetch(`${bridge.url}/v1/admin/turns`, { headers: auth })).json()) as any;
     assert.deepEqual(
@@ -257,7 +360,13 @@ describe("dashboard: the page and its admin routes", () => {
     assert.equal(typeof turns.queue.maxConcurrent, "number");
     assert.equal(turns.live, true);
 
-    const proc = new CliProcess({ command: "sleep", args: ["30"], env: process.env, label: "dashboard test sleep", cwd: dir });
+    const proc = new CliProcess({
+      command: "sleep",
+      args: ["30"],
+      env: process.env,
+      label: "dashboard test sleep",
+      cwd: dir,
+    });
     try {
       const procs = (await (await fetch(`${bridge.url}/v1/admin/processes`, { headers: auth })).json()) as any;
       const mine = procs.data.find((p: any) => p.pid === proc.pid);
@@ -265,14 +374,27 @@ describe("dashboard: the page and its admin routes", () => {
       assert.deepEqual([mine.command, mine.label, mine.cwd], ["sleep", "dashboard test sleep", dir]);
       const queue = (await (await fetch(`${bridge.url}/v1/admin/queue`, { headers: auth })).json()) as any;
       assert.equal(queue.processes >= 1, true);
-      for (const k of ["running", "waiting", "conversations", "maxConcurrent", "maxQueue"]) assert.equal(typeof queue[k], "number", k);
+      for (const k of ["running", "waiting", "conversations", "maxConcurrent", "maxQueue"])
+        assert.equal(typeof queue[k], "number", k);
     } finally {
       await proc.terminate("aborted");
     }
 
     // An open question of the router, as the router writes it.
-    bridge.systems!.state.setPending("conv-g", { kind: "gathering", system: "ask", values: { q: "why" }, rounds: 1, since: Date.now() });
-    bridge.systems!.state.setPending("conv-y", { kind: "confirm", system: "ask", values: { q: "why", tone: "dry" }, hash: "h1", since: Date.now() });
+    bridge.systems!.state.setPending("conv-g", {
+      kind: "gathering",
+      system: "ask",
+      values: { q: "why" },
+      rounds: 1,
+      since: Date.now(),
+    });
+    bridge.systems!.state.setPending("conv-y", {
+      kind: "confirm",
+      system: "ask",
+      values: { q: "why", tone: "dry" },
+      hash: "h1",
+      since: Date.now(),
+    });
     const router = (await (await fetch(`${bridge.url}/v1/admin/router`, { headers: auth })).json()) as any;
     assert.equal(router.enabled, true);
     assert.deepEqual(
@@ -283,7 +405,15 @@ describe("dashboard: the page and its admin routes", () => {
       router.confirmations.map((c: any) => [c.conversation, c.values]),
       [["conv-y", { q: "why", tone: "dry" }]],
     );
-    assert.deepEqual(router.decisions[0], { at: router.decisions[0].at, conversation: "conv-a", action: "clarify", system: "ask", confidence: 0.82, source: "classifier", reason: "wants an answer" });
+    assert.deepEqual(router.decisions[0], {
+      at: router.decisions[0].at,
+      conversation: "conv-a",
+      action: "clarify",
+      system: "ask",
+      confidence: 0.82,
+      source: "classifier",
+      reason: "wants an answer",
+    });
   });
 
   test("session bindings with their history, and forget", async () => {
@@ -292,25 +422,47 @@ describe("dashboard: the page and its admin routes", () => {
     const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(bridge.dataDir) });
     try {
       const now = Date.now();
-      await store.put({ key, backend: "cc", backendSessionId: "33333333-3333-4333-8333-333333333333", cwd: path.join(dir, "work"), turns: 3, createdAt: now, updatedAt: now, model: "claude" });
+      await store.put({
+        key,
+        backend: "cc",
+        backendSessionId: "33333333-3333-4333-8333-333333333333",
+        cwd: path.join(dir, "work"),
+        turns: 3,
+        createdAt: now,
+        updatedAt: now,
+        model: "claude",
+      });
       await store.appendEvent(key, "healed", "session_not_found");
       await store.recordError(key, "the CLI crashed");
     } finally {
       await store.close();
     }
-    const list = async () => ((await (await fetch(`${bridge.url}/v1/admin/sessions`, { headers: auth })).json()) as any).data as any[];
+    const list = async () =>
+      ((await (await fetch(`${bridge.url}/v1/admin/sessions`, { headers: auth })).json()) as any).data as any[];
     const before = await list();
     const row = before.find((s) => s.key === key);
     assert.ok(row, JSON.stringify(before));
     assert.equal(row.backend_session_id, "33333333-3333-4333-8333-333333333333");
     assert.equal(row.last_error, "the CLI crashed");
-    assert.ok(row.events.some((e: any) => e.kind === "healed" && e.reason === "session_not_found"), JSON.stringify(row.events));
+    assert.ok(
+      row.events.some((e: any) => e.kind === "healed" && e.reason === "session_not_found"),
+      JSON.stringify(row.events),
+    );
 
-    const del = await fetch(`${bridge.url}/v1/admin/sessions/${encodeURIComponent(key)}`, { method: "DELETE", headers: auth });
+    const del = await fetch(`${bridge.url}/v1/admin/sessions/${encodeURIComponent(key)}`, {
+      method: "DELETE",
+      headers: auth,
+    });
     assert.equal(del.status, 200, await del.clone().text());
     assert.deepEqual(await del.json(), { id: key, object: "session", deleted: true });
-    assert.equal((await list()).some((s) => s.key === key), false);
-    const again = await fetch(`${bridge.url}/v1/admin/sessions/${encodeURIComponent(key)}`, { method: "DELETE", headers: auth });
+    assert.equal(
+      (await list()).some((s) => s.key === key),
+      false,
+    );
+    const again = await fetch(`${bridge.url}/v1/admin/sessions/${encodeURIComponent(key)}`, {
+      method: "DELETE",
+      headers: auth,
+    });
     assert.equal(again.status, 404);
     assert.equal(((await again.json()) as any).error.code, "session_not_found");
   });

@@ -26,7 +26,11 @@ after(async () => {
   dirs.forEach(cleanup);
 });
 
-const noBus: SystemctlRunner = async () => ({ code: 1, stdout: "", stderr: "Failed to connect to bus: No medium found" });
+const noBus: SystemctlRunner = async () => ({
+  code: 1,
+  stdout: "",
+  stderr: "Failed to connect to bus: No medium found",
+});
 
 async function freePort(): Promise<number> {
   const srv = http.createServer();
@@ -53,7 +57,11 @@ interface Setup {
   unitDir: string;
 }
 
-function setup(port: number, extraBackends: Record<string, unknown> = {}, models: Array<Record<string, unknown>> = [{ id: "claude-cli", backend: "cc" }]): Setup {
+function setup(
+  port: number,
+  extraBackends: Record<string, unknown> = {},
+  models: Array<Record<string, unknown>> = [{ id: "claude-cli", backend: "cc" }],
+): Setup {
   const root = tempDir("cb-doctor-");
   dirs.push(root);
   const s: Setup = {
@@ -68,13 +76,33 @@ function setup(port: number, extraBackends: Record<string, unknown> = {}, models
   mkdirSync(s.dataDir, { recursive: true });
   writeFileSync(
     s.configPath,
-    JSON.stringify({ server: { port }, dataDir: s.dataDir, intents: { enabled: false }, backends: { cc: { type: "claude-code" }, ...extraBackends }, models }, null, 2),
+    JSON.stringify(
+      {
+        server: { port },
+        dataDir: s.dataDir,
+        intents: { enabled: false },
+        backends: { cc: { type: "claude-code" }, ...extraBackends },
+        models,
+      },
+      null,
+      2,
+    ),
   );
   return s;
 }
 
 const doctor = (s: Setup, extra: Parameters<typeof runDoctor>[0] = {}) =>
-  runDoctor({ configPath: s.configPath, openclawHome: s.openclawHome, tmpDir: s.tmpDir, unitDir: s.unitDir, systemctl: noBus, scanClis: false, validate: null, env: { ...process.env, HOME: s.root }, ...extra });
+  runDoctor({
+    configPath: s.configPath,
+    openclawHome: s.openclawHome,
+    tmpDir: s.tmpDir,
+    unitDir: s.unitDir,
+    systemctl: noBus,
+    scanClis: false,
+    validate: null,
+    env: { ...process.env, HOME: s.root },
+    ...extra,
+  });
 
 const byId = (findings: Finding[], id: string) => findings.find((f) => f.id === id);
 
@@ -133,11 +161,17 @@ describe("doctor", () => {
   });
 
   it("a port owned by this bridge (running) with OpenClaw pointing at it; then a stale models.json", async () => {
-    const bridge: TestBridge = await startTestBridge({ backends: { cc: { type: "claude-code" } }, models: [{ id: "claude-cli", backend: "cc" }] });
+    const bridge: TestBridge = await startTestBridge({
+      backends: { cc: { type: "claude-code" } },
+      models: [{ id: "claude-cli", backend: "cc" }],
+    });
     closers.push(() => bridge.close());
     dirs.push(bridge.dataDir);
     const s = setup(bridge.port);
-    const config = resolveConfig(JSON.parse((await import("node:fs")).readFileSync(s.configPath, "utf8")), s.configPath);
+    const config = resolveConfig(
+      JSON.parse((await import("node:fs")).readFileSync(s.configPath, "utf8")),
+      s.configPath,
+    );
     const paths = resolveOpenClawPaths({ openclawHome: s.openclawHome });
     await installOpenClaw({ config, paths, setDefault: true });
 
@@ -156,9 +190,23 @@ describe("doctor", () => {
     // OpenClaw's agent cache still has an old URL for our provider.
     const mj = path.join(s.openclawHome, "agents", "main", "agent", "models.json");
     mkdirSync(path.dirname(mj), { recursive: true });
-    writeFileSync(mj, JSON.stringify({ providers: { clawbridge: { baseUrl: "http://127.0.0.1:1/v1", apiKey: "x", models: [] } } }));
+    writeFileSync(
+      mj,
+      JSON.stringify({ providers: { clawbridge: { baseUrl: "http://127.0.0.1:1/v1", apiKey: "x", models: [] } } }),
+    );
     // And the config now has a model the running bridge does not serve.
-    writeFileSync(s.configPath, JSON.stringify({ server: { port: bridge.port }, dataDir: s.dataDir, backends: { cc: { type: "claude-code" } }, models: [{ id: "claude-cli", backend: "cc" }, { id: "new-model", backend: "cc" }] }));
+    writeFileSync(
+      s.configPath,
+      JSON.stringify({
+        server: { port: bridge.port },
+        dataDir: s.dataDir,
+        backends: { cc: { type: "claude-code" } },
+        models: [
+          { id: "claude-cli", backend: "cc" },
+          { id: "new-model", backend: "cc" },
+        ],
+      }),
+    );
     const r2 = await doctor(s);
     assert.equal(r2.ok, false);
     const staleF = byId(r2.findings, "openclaw:models-json:main")!;
@@ -170,7 +218,9 @@ describe("doctor", () => {
   });
 
   it("a port owned by another program is a failure naming its PID", async () => {
-    const srv = http.createServer((_req, res) => res.writeHead(404, { "content-type": "application/json" }).end('{"error":"nope"}'));
+    const srv = http.createServer((_req, res) =>
+      res.writeHead(404, { "content-type": "application/json" }).end('{"error":"nope"}'),
+    );
     await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
     closers.push(() => new Promise((r) => srv.close(r)));
     const port = (srv.address() as AddressInfo).port;

@@ -39,7 +39,10 @@ class EventStream {
 
   static async open(b: TestBridge, query = "", headers: Record<string, string> = {}): Promise<EventStream> {
     const s = new EventStream();
-    const res = await fetch(`${b.url}/v1/events${query}`, { headers: { authorization: `Bearer ${KEY}`, ...headers }, signal: s.ctl.signal });
+    const res = await fetch(`${b.url}/v1/events${query}`, {
+      headers: { authorization: `Bearer ${KEY}`, ...headers },
+      signal: s.ctl.signal,
+    });
     s.status = res.status;
     s.contentType = res.headers.get("content-type") ?? "";
     if (res.status !== 200) {
@@ -49,7 +52,8 @@ class EventStream {
       return s;
     }
     const parser = createParser({
-      onEvent: (e) => s.events.push({ id: e.id === undefined ? undefined : Number(e.id), event: e.event, data: JSON.parse(e.data) }),
+      onEvent: (e) =>
+        s.events.push({ id: e.id === undefined ? undefined : Number(e.id), event: e.event, data: JSON.parse(e.data) }),
       onComment: (c) => s.comments.push(c.trim()),
     });
     s.done = (async () => {
@@ -73,7 +77,10 @@ class EventStream {
   }
 
   async waitFor(pred: (e: Ev) => boolean, what: string, ms = 10_000): Promise<Ev> {
-    assert.ok(await eventually(() => this.events.some(pred), ms), `no ${what} on the stream; got ${this.events.map((e) => e.event).join(", ")}`);
+    assert.ok(
+      await eventually(() => this.events.some(pred), ms),
+      `no ${what} on the stream; got ${this.events.map((e) => e.event).join(", ")}`,
+    );
     return this.events.find(pred)!;
   }
 
@@ -92,9 +99,17 @@ function script(lastUser: string): Reply {
   if (lastUser.includes("please hang")) return { kind: "hang", afterChunks: ["partial answer"] };
   if (lastUser.includes("use tools")) {
     const call = (p: string) => `<tool_call>\n{"name": "read", "arguments": {"path": "${p}"}}\n</tool_call>\n`;
-    return { kind: "text", chunks: ["Let me look.\n", call("/a"), call("/b")], usage: { prompt_tokens: 30, completion_tokens: 20 } };
+    return {
+      kind: "text",
+      chunks: ["Let me look.\n", call("/a"), call("/b")],
+      usage: { prompt_tokens: 30, completion_tokens: 20 },
+    };
   }
-  return { kind: "text", chunks: ["You said: ", lastUser.slice(0, 40)], usage: { prompt_tokens: 42, completion_tokens: 7 } };
+  return {
+    kind: "text",
+    chunks: ["You said: ", lastUser.slice(0, 40)],
+    usage: { prompt_tokens: 42, completion_tokens: 7 },
+  };
 }
 
 function bridgeConfig(up: FakeOpenAI, events: Record<string, unknown>, systems = true) {
@@ -114,9 +129,17 @@ async function startBridge(up: FakeOpenAI, events: Record<string, unknown>, syst
 const client = (b: TestBridge) => new OpenAI({ baseURL: b.baseURL, apiKey: KEY, maxRetries: 0, timeout: 20_000 });
 
 /** One streamed turn in conversation `conv`; returns its request id (the turn id). */
-async function streamedTurn(b: TestBridge, conv: string, text: string, tools?: OpenAI.ChatCompletionTool[]): Promise<string> {
+async function streamedTurn(
+  b: TestBridge,
+  conv: string,
+  text: string,
+  tools?: OpenAI.ChatCompletionTool[],
+): Promise<string> {
   const { data: stream, response } = await client(b)
-    .chat.completions.create({ model: "m1", stream: true, messages: [{ role: "user", content: text }], ...(tools ? { tools } : {}) }, { headers: { "x-session-id": conv } })
+    .chat.completions.create(
+      { model: "m1", stream: true, messages: [{ role: "user", content: text }], ...(tools ? { tools } : {}) },
+      { headers: { "x-session-id": conv } },
+    )
     .withResponse();
   for await (const _ of stream) {
     /* read it all */
@@ -128,7 +151,10 @@ async function startRun(b: TestBridge, conversation?: string): Promise<string> {
   const res = await fetch(`${b.url}/v1/systems/content-pipeline/runs`, {
     method: "POST",
     headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
-    body: JSON.stringify({ inputs: { topic: `cats ${SECRET}`, tone: "casual" }, ...(conversation ? { conversation } : {}) }),
+    body: JSON.stringify({
+      inputs: { topic: `cats ${SECRET}`, tone: "casual" },
+      ...(conversation ? { conversation } : {}),
+    }),
   });
   assert.equal(res.status, 202, await res.clone().text());
   return ((await res.json()) as { id: string }).id;
@@ -194,7 +220,10 @@ describe("/v1/events: turns", () => {
       ["turn.started", "turn.firstByte", "turn.completed"],
     );
     const [started, first, done] = evs as [Ev, Ev, Ev];
-    assert.deepEqual([started.data.model, started.data.backend, started.data.conversation, started.data.mode], ["m1", "up", "conv-order", "passthrough"]);
+    assert.deepEqual(
+      [started.data.model, started.data.backend, started.data.conversation, started.data.mode],
+      ["m1", "up", "conv-order", "passthrough"],
+    );
     assert.ok(started.data.queuedMs >= 0);
     assert.ok(first.data.ms >= 0 && done.data.ms >= first.data.ms);
     assert.equal(done.data.firstByteMs, first.data.ms);
@@ -208,7 +237,12 @@ describe("/v1/events: turns", () => {
 
   test("a failed turn: turn.failed with its code, its message redacted; no firstByte", async () => {
     const s = await EventStream.open(b, "?conversation=conv-fail");
-    await assert.rejects(client(b).chat.completions.create({ model: "m1", messages: [{ role: "user", content: `please fail ${SECRET}` }] }, { headers: { "x-session-id": "conv-fail" } }));
+    await assert.rejects(
+      client(b).chat.completions.create(
+        { model: "m1", messages: [{ role: "user", content: `please fail ${SECRET}` }] },
+        { headers: { "x-session-id": "conv-fail" } },
+      ),
+    );
     const failed = await s.waitFor((e) => e.event === "turn.failed", "turn.failed");
     assert.equal(typeof failed.data.code, "string");
     assert.match(failed.data.code, /^(backend_rejected|upstream_error|backend_failed)$/);
@@ -223,7 +257,10 @@ describe("/v1/events: turns", () => {
   test("an aborted turn (the client goes away mid-answer): turn.aborted, reason client_gone", async () => {
     const s = await EventStream.open(b, "?conversation=conv-abort&types=turn.*");
     const ctl = new AbortController();
-    const stream = await client(b).chat.completions.create({ model: "m1", stream: true, messages: [{ role: "user", content: "please hang" }] }, { headers: { "x-session-id": "conv-abort" }, signal: ctl.signal });
+    const stream = await client(b).chat.completions.create(
+      { model: "m1", stream: true, messages: [{ role: "user", content: "please hang" }] },
+      { headers: { "x-session-id": "conv-abort" }, signal: ctl.signal },
+    );
     // The SDK may end the iteration quietly or throw on abort: either way the client is gone.
     await (async () => {
       for await (const c of stream) if (c.choices[0]?.delta?.content) ctl.abort();
@@ -239,7 +276,12 @@ describe("/v1/events: turns", () => {
 
   test("tool calls written as text: toolcalls.extracted with their count, before turn.completed", async () => {
     const s = await EventStream.open(b, "?conversation=conv-tools");
-    const tools: OpenAI.ChatCompletionTool[] = [{ type: "function", function: { name: "read", parameters: { type: "object", properties: { path: { type: "string" } } } } }];
+    const tools: OpenAI.ChatCompletionTool[] = [
+      {
+        type: "function",
+        function: { name: "read", parameters: { type: "object", properties: { path: { type: "string" } } } },
+      },
+    ];
     const turnId = await streamedTurn(b, "conv-tools", "use tools please", tools);
     await s.waitFor((e) => e.event === "turn.completed" && e.data.turnId === turnId, "turn.completed");
     const x = s.of("toolcalls.extracted");
@@ -272,7 +314,8 @@ describe("/v1/events: filters", () => {
     const t1 = await streamedTurn(b, "conv-f1", "first");
     const t2 = await streamedTurn(b, "conv-f2", "second");
     const runId = await startRun(b, "conv-f1");
-    for (const s of [byConv, byType, bySystem]) await s.waitFor((e) => e.event === "run.completed" && e.data.runId === runId, "run.completed");
+    for (const s of [byConv, byType, bySystem])
+      await s.waitFor((e) => e.event === "run.completed" && e.data.runId === runId, "run.completed");
     await byType.waitFor((e) => e.event === "turn.completed" && e.data.turnId === t2, "turn.completed of conv-f2");
 
     // The conversation's turn and its run (steps included, matched through run.started), nothing of conv-f2.
@@ -282,16 +325,16 @@ describe("/v1/events: filters", () => {
     assert.ok(byConv.events.every((e) => e.data.conversation === "conv-f1" || e.data.runId === runId));
 
     // turn.* and run.* of everyone, nothing else.
-    assert.ok(byType.events.every((e) => /^(turn|run)\./.test(e.event!)), byType.events.map((e) => e.event).join());
+    assert.ok(
+      byType.events.every((e) => /^(turn|run)\./.test(e.event!)),
+      byType.events.map((e) => e.event).join(),
+    );
     assert.ok(byType.events.some(turnOf(t1)) && byType.events.some(turnOf(t2)));
     assert.ok(byType.events.some((e) => e.event === "run.started" && e.data.runId === runId));
     assert.ok(!byType.events.some((e) => e.event?.startsWith("step.")));
 
     // The system's run and steps; no turn.
-    assert.deepEqual(
-      [...new Set(bySystem.events.map((e) => e.event!.split(".")[0]))].sort(),
-      ["run", "step"],
-    );
+    assert.deepEqual([...new Set(bySystem.events.map((e) => e.event!.split(".")[0]))].sort(), ["run", "step"]);
     // The run's output text is redacted by default.
     const out = bySystem.of("run.output");
     assert.ok(out.length > 0, "the command's output is published");
@@ -310,7 +353,10 @@ describe("/v1/events: replay", () => {
     // Missed while disconnected.
     const t2 = await streamedTurn(b, "conv-replay", "two");
     for (const how of ["header", "query"] as const) {
-      const s = how === "header" ? await EventStream.open(b, "", { "last-event-id": String(end1.id) }) : await EventStream.open(b, `?lastEventId=${end1.id}`);
+      const s =
+        how === "header"
+          ? await EventStream.open(b, "", { "last-event-id": String(end1.id) })
+          : await EventStream.open(b, `?lastEventId=${end1.id}`);
       await s.waitFor((e) => e.event === "turn.completed" && e.data.turnId === t2, "the missed turn");
       // And live.
       const t3 = await streamedTurn(b, "conv-replay", `three ${how}`);
@@ -356,7 +402,12 @@ describe("/v1/events: includeText, a slow consumer, shutdown", () => {
 
   test("includeText: true streams prompts' fates, error messages and run output as they are", async () => {
     const s = await EventStream.open(big);
-    await assert.rejects(client(big).chat.completions.create({ model: "m1", messages: [{ role: "user", content: `please fail ${SECRET}` }] }));
+    await assert.rejects(
+      client(big).chat.completions.create({
+        model: "m1",
+        messages: [{ role: "user", content: `please fail ${SECRET}` }],
+      }),
+    );
     const failed = await s.waitFor((e) => e.event === "turn.failed", "turn.failed");
     assert.match(failed.data.message, new RegExp(SECRET));
     const runId = await startRun(big);
@@ -403,10 +454,20 @@ describe("/v1/events: includeText, a slow consumer, shutdown", () => {
     // Let it read now: what reaches it ends with the `dropped` frame, then the connection closes.
     sock.resume();
     assert.ok(await eventually(() => closed, 5000), "the slow socket was closed");
-    assert.match(received.slice(-300), /event: dropped\ndata: \{.*\}\n\n\r\n0\r\n\r\n$/, "the last frame, then the chunked body's end");
+    assert.match(
+      received.slice(-300),
+      /event: dropped\ndata: \{.*\}\n\n\r\n0\r\n\r\n$/,
+      "the last frame, then the chunked body's end",
+    );
 
     // The other watcher got every event, in order.
-    assert.ok(await eventually(() => watcher.of("run.output").filter((e) => e.data.runId === "run-flood").length === sent, 20_000), "the watcher got every event");
+    assert.ok(
+      await eventually(
+        () => watcher.of("run.output").filter((e) => e.data.runId === "run-flood").length === sent,
+        20_000,
+      ),
+      "the watcher got every event",
+    );
     const ids = watcher.of("run.output").map((e) => e.id!);
     ids.forEach((id, i) => i && assert.ok(id > ids[i - 1]!));
     // And turns are not held up.

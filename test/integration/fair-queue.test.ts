@@ -29,7 +29,11 @@ test("3 flooding conversations (6 requests in flight each) against 6 light ones 
       body: JSON.stringify({ model: "m", messages: [{ role: "user", content: `from ${conversation}` }] }),
       signal,
     });
-    return { status: res.status, retryAfter: Number(res.headers.get("retry-after") ?? 0), body: (await res.json()) as any };
+    return {
+      status: res.status,
+      retryAfter: Number(res.headers.get("retry-after") ?? 0),
+      body: (await res.json()) as any,
+    };
   };
 
   let stop = false;
@@ -54,7 +58,8 @@ test("3 flooding conversations (6 requests in flight each) against 6 light ones 
     for (let attempt = 1; attempt <= 20 && !stop; attempt++) {
       const a = await ask(conversation);
       if (a.status === 200) return void (served[conversation] = attempt);
-      if (a.status !== 429 || !(a.retryAfter >= 1)) unexpected.push(`${conversation}: ${a.status} retry-after ${a.retryAfter} ${JSON.stringify(a.body)}`);
+      if (a.status !== 429 || !(a.retryAfter >= 1))
+        unexpected.push(`${conversation}: ${a.status} retry-after ${a.retryAfter} ${JSON.stringify(a.body)}`);
       await sleep(Math.max(1, a.retryAfter) * 1000);
     }
   };

@@ -71,7 +71,11 @@ function tableRows(markdown: string, first: string): string[][] {
   assert.ok(start >= 0, `no table headed "${first}" in the report`);
   const rows: string[][] = [];
   for (let i = start + 2; i < lines.length && lines[i]!.startsWith("|"); i++) {
-    rows.push(lines[i]!.split(/(?<!\\)\|/).slice(1, -1).map((c) => c.trim()));
+    rows.push(
+      lines[i]!.split(/(?<!\\)\|/)
+        .slice(1, -1)
+        .map((c) => c.trim()),
+    );
   }
   return rows;
 }
@@ -93,7 +97,8 @@ function leftovers(mark: string, dir: string): string[] {
       if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
       const env = readFileSync(`/proc/${pid}/environ`, "utf8");
       const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
-      if (env.split("\0").some((v) => v.startsWith(`FAULTS_MARK=${mark}`)) || cmd.includes(dir)) found.push(`${pid}: ${cmd.slice(0, 160)}`);
+      if (env.split("\0").some((v) => v.startsWith(`FAULTS_MARK=${mark}`)) || cmd.includes(dir))
+        found.push(`${pid}: ${cmd.slice(0, 160)}`);
     } catch {
       /* gone, or not ours to read */
     }
@@ -107,7 +112,11 @@ describe("npm run faults -- --small --no-write (issue 20's fault suite, small)",
 
   before(async () => {
     // `npm run faults` builds first: the suite abuses the compiled bridge (a no-op when dist/ is current).
-    spawnSync(process.execPath, [path.join(REPO, "scripts", "build.mjs")], { cwd: REPO, stdio: "ignore", timeout: 180_000 });
+    spawnSync(process.execPath, [path.join(REPO, "scripts", "build.mjs")], {
+      cwd: REPO,
+      stdio: "ignore",
+      timeout: 180_000,
+    });
     resultsBefore = faultsResults();
     run = await runFaults(["--small", "--no-write"]);
   });
@@ -128,7 +137,9 @@ describe("npm run faults -- --small --no-write (issue 20's fault suite, small)",
       rows.map((r) => r[0]),
       DONE_WHEN,
     );
-    const failed = rows.filter((r) => r[2] !== "PASS").map(([line, measured, result]) => `${line}: ${result} — ${measured}`);
+    const failed = rows
+      .filter((r) => r[2] !== "PASS")
+      .map(([line, measured, result]) => `${line}: ${result} — ${measured}`);
     assert.deepEqual(failed, [], `not PASS:\n${failed.join("\n")}`);
   });
 

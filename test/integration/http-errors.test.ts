@@ -18,7 +18,10 @@ let bridge: TestBridge;
 
 before(async () => {
   fake = await startFakeOpenAI();
-  bridge = await startTestBridge({ backends: { up: { type: "openai", baseUrl: fake.url } }, models: [{ id: "up", backend: "up" }] });
+  bridge = await startTestBridge({
+    backends: { up: { type: "openai", baseUrl: fake.url } },
+    models: [{ id: "up", backend: "up" }],
+  });
 });
 
 after(async () => {
@@ -95,10 +98,16 @@ const chatBody = JSON.stringify({ model: "up", messages: [{ role: "user", conten
 
 describe("HTTP-level errors are OpenAI-shaped and close the connection", () => {
   const cases: Array<{ name: string; bytes: string; status: number; code: string }> = [
-    { name: "a bad header name", bytes: "GET /v1/models HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n", status: 400, code: "bad_request" },
+    {
+      name: "a bad header name",
+      bytes: "GET /v1/models HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n",
+      status: 400,
+      code: "bad_request",
+    },
     {
       name: "bad chunking on the chat route",
-      bytes: "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+      bytes:
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
       status: 400,
       code: "bad_request",
     },
@@ -108,19 +117,54 @@ describe("HTTP-level errors are OpenAI-shaped and close the connection", () => {
       status: 400,
       code: "bad_request",
     },
-    { name: "an HTTP/2 preface", bytes: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", status: 400, code: "http_version_not_supported" },
-    { name: "an HTTP/3.0 request line", bytes: "GET /v1/models HTTP/3.0\r\nHost: x\r\n\r\n", status: 400, code: "http_version_not_supported" },
-    { name: "an unknown method", bytes: "FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", status: 400, code: "method_not_supported" },
-    { name: "a CONNECT request", bytes: "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n", status: 400, code: "method_not_supported" },
-    { name: "headers over 16 KiB", bytes: `GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`, status: 431, code: "headers_too_large" },
+    {
+      name: "an HTTP/2 preface",
+      bytes: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+      status: 400,
+      code: "http_version_not_supported",
+    },
+    {
+      name: "an HTTP/3.0 request line",
+      bytes: "GET /v1/models HTTP/3.0\r\nHost: x\r\n\r\n",
+      status: 400,
+      code: "http_version_not_supported",
+    },
+    {
+      name: "an unknown method",
+      bytes: "FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
+      status: 400,
+      code: "method_not_supported",
+    },
+    {
+      name: "a CONNECT request",
+      bytes: "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n",
+      status: 400,
+      code: "method_not_supported",
+    },
+    {
+      name: "headers over 16 KiB",
+      bytes: `GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`,
+      status: 431,
+      code: "headers_too_large",
+    },
     {
       name: "an unknown Expect",
       bytes: `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: ${chatBody.length}\r\n\r\n${chatBody}`,
       status: 417,
       code: "expectation_failed",
     },
-    { name: "an HTTP/1.1 request without Host", bytes: "GET /v1/models HTTP/1.1\r\n\r\n", status: 400, code: "missing_host" },
-    { name: "a bad request line", bytes: "GET /v1/models HTTP/1.1 extra\r\nHost: x\r\n\r\n", status: 400, code: "bad_request" },
+    {
+      name: "an HTTP/1.1 request without Host",
+      bytes: "GET /v1/models HTTP/1.1\r\n\r\n",
+      status: 400,
+      code: "missing_host",
+    },
+    {
+      name: "a bad request line",
+      bytes: "GET /v1/models HTTP/1.1 extra\r\nHost: x\r\n\r\n",
+      status: 400,
+      code: "bad_request",
+    },
   ];
   for (const c of cases) {
     test(`${c.name} → ${c.status} ${c.code}`, async () => {
@@ -131,12 +175,16 @@ describe("HTTP-level errors are OpenAI-shaped and close the connection", () => {
 
   test("the unknown Expect is not run (the upstream is never called)", async () => {
     const before = fake.requests.length;
-    await exchange(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: ${chatBody.length}\r\n\r\n${chatBody}`);
+    await exchange(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: ${chatBody.length}\r\n\r\n${chatBody}`,
+    );
     assert.equal(fake.requests.length, before);
   });
 
   test("pipelined garbage after a good request: the good answer, then the error, then the close", async () => {
-    const x = await exchange(`GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n`);
+    const x = await exchange(
+      `GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n`,
+    );
     const first = parse(x.raw);
     assert.equal(first.status, 200);
     const rest = x.raw.slice(x.raw.indexOf(first.body) + first.body.length);
@@ -145,7 +193,10 @@ describe("HTTP-level errors are OpenAI-shaped and close the connection", () => {
 
   test("the bridge still serves a normal client afterwards (official openai client)", async () => {
     const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "x", maxRetries: 0 });
-    const res = await client.chat.completions.create({ model: "up", messages: [{ role: "user", content: "still there?" }] });
+    const res = await client.chat.completions.create({
+      model: "up",
+      messages: [{ role: "user", content: "still there?" }],
+    });
     assert.match(res.choices[0]?.message.content ?? "", /still there\?/);
   });
 });

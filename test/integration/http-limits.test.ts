@@ -24,7 +24,11 @@ const bridges: TestBridge[] = [];
 
 before(async () => {
   // "slow" questions are answered after 2.5 s: longer than every request timeout below.
-  fake = await startFakeOpenAI((req) => ({ kind: "text", chunks: ["answer to ", req.lastUser], firstDelayMs: req.lastUser.includes("slow") ? 2500 : 0 }));
+  fake = await startFakeOpenAI((req) => ({
+    kind: "text",
+    chunks: ["answer to ", req.lastUser],
+    firstDelayMs: req.lastUser.includes("slow") ? 2500 : 0,
+  }));
 });
 
 after(async () => {
@@ -34,7 +38,11 @@ after(async () => {
 });
 
 async function bridgeWith(server: Record<string, unknown>): Promise<TestBridge> {
-  const b = await startTestBridge({ server, backends: { up: { type: "openai", baseUrl: fake.url } }, models: [{ id: "up", backend: "up" }] });
+  const b = await startTestBridge({
+    server,
+    backends: { up: { type: "openai", baseUrl: fake.url } },
+    models: [{ id: "up", backend: "up" }],
+  });
   bridges.push(b);
   return b;
 }
@@ -47,7 +55,11 @@ function parse(raw: string): { status: number; headers: Record<string, string>; 
   const headers: Record<string, string> = {};
   for (const l of lines) headers[l.slice(0, l.indexOf(":")).toLowerCase()] = l.slice(l.indexOf(":") + 1).trim();
   const length = Number(headers["content-length"] ?? 0);
-  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine!)?.[1]), headers, body: raw.slice(end + 4, end + 4 + length) };
+  return {
+    status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine!)?.[1]),
+    headers,
+    body: raw.slice(end + 4, end + 4 + length),
+  };
 }
 
 function assertOpenAIError(raw: string, status: number, code: string): { headers: Record<string, string>; body: any } {
@@ -74,7 +86,10 @@ describe("request timeouts (requestTimeoutSeconds: 1, headersTimeoutSeconds: 0.5
     const upstreamBefore = fake.requests.length;
     const started = Date.now();
     const conns = await Promise.all(Array.from({ length: 20 }, () => connect(bridge.port)));
-    for (const c of conns) c.socket.write("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{");
+    for (const c of conns)
+      c.socket.write(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+      );
     const closed = await Promise.all(conns.map((c) => c.closed(5000)));
     const ms = Date.now() - started;
     t.diagnostic(`20 slow bodies: all answered 408 and closed after ${ms} ms (requestTimeoutSeconds: 1)`);
@@ -110,7 +125,11 @@ describe("request timeouts (requestTimeoutSeconds: 1, headersTimeoutSeconds: 0.5
       client.chat.completions.create({ model: "up", messages: [{ role: "user", content: "slow plain" }] }),
       (async () => {
         let text = "";
-        const stream = await client.chat.completions.create({ model: "up", stream: true, messages: [{ role: "user", content: "slow stream" }] });
+        const stream = await client.chat.completions.create({
+          model: "up",
+          stream: true,
+          messages: [{ role: "user", content: "slow stream" }],
+        });
         for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
         return text;
       })(),
@@ -127,7 +146,9 @@ describe("request timeouts (requestTimeoutSeconds: 1, headersTimeoutSeconds: 0.5
     assert.match(parse(c.received()).headers["keep-alive"] ?? "", /timeout=1\b/);
     const started = Date.now();
     assert.ok(await c.closed(6000), "closed by the bridge");
-    t.diagnostic(`idle keep-alive connection closed ${Date.now() - started} ms after its answer (node:http adds 1 s to idleTimeoutSeconds)`);
+    t.diagnostic(
+      `idle keep-alive connection closed ${Date.now() - started} ms after its answer (node:http adds 1 s to idleTimeoutSeconds)`,
+    );
   });
 });
 
@@ -139,7 +160,9 @@ describe("answers that close without reading the body", () => {
 
   test("401 for a huge announced body (1 GiB, sent as fast as possible): answered, and closed long before the body is read", async (t) => {
     const c = await connect(auth.port);
-    c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${1024 ** 3}\r\n\r\n`);
+    c.socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${1024 ** 3}\r\n\r\n`,
+    );
     const piece = Buffer.alloc(64 * 1024, 0x61);
     let written = 0;
     let closed = false;
@@ -151,7 +174,9 @@ describe("answers that close without reading the body", () => {
       if (!closed) written += piece.length;
     }
     assert.ok(await c.closed(5000), "the bridge closed the connection");
-    t.diagnostic(`401 sent; the client could write ${(written / 2 ** 20).toFixed(1)} MiB (kernel buffers included) before the bridge closed, in ${Date.now() - started} ms`);
+    t.diagnostic(
+      `401 sent; the client could write ${(written / 2 ** 20).toFixed(1)} MiB (kernel buffers included) before the bridge closed, in ${Date.now() - started} ms`,
+    );
     const { headers } = assertOpenAIError(c.received(), 401, "invalid_api_key");
     assert.equal(headers.connection, "close");
     assert.ok(written < 64 * 2 ** 20, `the client could write ${written} bytes`);
@@ -159,7 +184,9 @@ describe("answers that close without reading the body", () => {
 
   test("401 with Expect: 100-continue: no 100 Continue, the body is never asked for", async () => {
     const c = await connect(auth.port);
-    c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n`);
+    c.socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n`,
+    );
     assert.ok(await c.closed(5000), "closed by the bridge");
     assert.ok(!c.received().includes("100 Continue"), c.received());
     assertOpenAIError(c.received(), 401, "invalid_api_key");
@@ -168,7 +195,9 @@ describe("answers that close without reading the body", () => {
   test("with the right key, Expect: 100-continue gets 100 Continue and then the answer", async () => {
     const body = chat("continue please");
     const c = await connect(auth.port);
-    c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${body.length}\r\n\r\n`);
+    c.socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${body.length}\r\n\r\n`,
+    );
     assert.ok(await c.waitFor(/^HTTP\/1\.1 100 Continue\r\n\r\n/, 5000), c.received());
     c.socket.write(body);
     assert.ok(await c.waitFor(/answer to continue please/, 5000), c.received());
@@ -193,7 +222,10 @@ describe("connection cap (maxConnections: 3)", () => {
 
     // The official client sees the same 503 (no retries here).
     const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "x", maxRetries: 0 });
-    await assert.rejects(client.models.list(), (err: any) => err.status === 503 && err.error?.code === "too_many_connections");
+    await assert.rejects(
+      client.models.list(),
+      (err: any) => err.status === 503 && err.error?.code === "too_many_connections",
+    );
 
     held[0]!.socket.destroy();
     let served = false;
@@ -229,7 +261,14 @@ describe("413 reaches the client every time (bodyLimitBytes: 50000)", () => {
     const head = chunked
       ? "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
       : `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${pieces * piece.length}\r\n\r\n`;
-    const framed = (last: boolean) => (chunked ? Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from(last ? "\r\n0\r\n\r\n" : "\r\n")]) : piece);
+    const framed = (last: boolean) =>
+      chunked
+        ? Buffer.concat([
+            Buffer.from(`${piece.length.toString(16)}\r\n`),
+            piece,
+            Buffer.from(last ? "\r\n0\r\n\r\n" : "\r\n"),
+          ])
+        : piece;
     const write = (b: Buffer | string) => new Promise<boolean>((resolve) => c.socket.write(b, (err) => resolve(!err)));
     let ok = await write(head);
     for (let i = 0; i < pieces && ok; i++) {
@@ -254,13 +293,18 @@ describe("413 reaches the client every time (bodyLimitBytes: 50000)", () => {
         if (i % 4 === 0) got = parse(await writeFirst(false)).status === 413 ? "413" : "other";
         else if (i % 4 === 1) got = parse(await writeFirst(true)).status === 413 ? "413" : "other";
         else if (i % 4 === 2) {
-          const res = await fetch(`${bridge.baseURL}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: chat(big) });
+          const res = await fetch(`${bridge.baseURL}/chat/completions`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: chat(big),
+          });
           const body = (await res.json()) as any;
           got = res.status === 413 && body.error.code === "body_too_large" ? "413" : `${res.status}`;
         } else {
           got = await client.chat.completions.create({ model: "up", messages: [{ role: "user", content: big }] }).then(
             () => "200",
-            (err: any) => (err.status === 413 && err.error?.code === "body_too_large" ? "413" : `${err.status ?? err.message}`),
+            (err: any) =>
+              err.status === 413 && err.error?.code === "body_too_large" ? "413" : `${err.status ?? err.message}`,
           );
         }
       } catch (err) {
@@ -270,6 +314,10 @@ describe("413 reaches the client every time (bodyLimitBytes: 50000)", () => {
     }
     t.diagnostic(`200 oversized bodies in ${Date.now() - started} ms, ${failures.length} without their 413`);
     assert.deepEqual(failures, []);
-    assert.equal(fake.requests.filter((r) => r.rawBody.length > LIMIT).length, 0, "no oversized body reached the upstream");
+    assert.equal(
+      fake.requests.filter((r) => r.rawBody.length > LIMIT).length,
+      0,
+      "no oversized body reached the upstream",
+    );
   });
 });

@@ -20,7 +20,15 @@ import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { stopOnSignals } from "../../src/request/http/signals.js";
 import { VERSION } from "../../src/core/version.js";
-import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge, within } from "../helpers/bridge.js";
+import {
+  cleanup,
+  eventually,
+  pidsWithEnv,
+  startTestBridge,
+  tempDir,
+  type TestBridge,
+  within,
+} from "../helpers/bridge.js";
 import { connect, type Conn } from "../helpers/raw-http.js";
 
 /** The answers in `raw`, in order (status, lower-cased headers, body by Content-Length). */
@@ -56,8 +64,19 @@ function assertShuttingDown(a: { status: number; headers: Record<string, string>
 async function gatedUpstream(): Promise<{ fake: FakeOpenAI; release: () => void }> {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
-  const answer = (text: string) => JSON.stringify({ id: "x", object: "chat.completion", created: 1, model: "up", choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }] });
-  const fake = await startFakeOpenAI((req) => ({ kind: "steps", headers: { "content-type": "application/json" }, steps: [() => gate, answer(`finished: ${req.lastUser}`)] }));
+  const answer = (text: string) =>
+    JSON.stringify({
+      id: "x",
+      object: "chat.completion",
+      created: 1,
+      model: "up",
+      choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }],
+    });
+  const fake = await startFakeOpenAI((req) => ({
+    kind: "steps",
+    headers: { "content-type": "application/json" },
+    steps: [() => gate, answer(`finished: ${req.lastUser}`)],
+  }));
   return { fake, release };
 }
 
@@ -69,10 +88,16 @@ const chatRequest = (host: string, text: string, extra = "") => {
 describe("shutdown with keep-alive clients", () => {
   test("a turn that finishes during the grace period (official openai client, keep-alive pool): its answer says Connection: close and close() resolves right after it", async (t) => {
     const { fake, release } = await gatedUpstream();
-    const bridge = await startTestBridge({ server: { shutdownGraceSeconds: 20 }, backends: { up: { type: "openai", baseUrl: fake.url } }, models: [{ id: "up", backend: "up" }] });
+    const bridge = await startTestBridge({
+      server: { shutdownGraceSeconds: 20 },
+      backends: { up: { type: "openai", baseUrl: fake.url } },
+      models: [{ id: "up", backend: "up" }],
+    });
     try {
       const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "x", maxRetries: 0 });
-      const answer = client.chat.completions.create({ model: "up", messages: [{ role: "user", content: "long turn" }] }).withResponse();
+      const answer = client.chat.completions
+        .create({ model: "up", messages: [{ role: "user", content: "long turn" }] })
+        .withResponse();
       assert.ok(await eventually(() => fake.requests.length === 1, 10_000), "the turn reached the upstream");
       const closing = bridge.close();
       await new Promise((r) => setTimeout(r, 100));
@@ -95,7 +120,11 @@ describe("shutdown with keep-alive clients", () => {
 
   test("an idle keep-alive client is closed as soon as the last turn ends; requests during the drain get 503 + Retry-After (keep-alive connection, new connection, official client)", async (t) => {
     const { fake, release } = await gatedUpstream();
-    const bridge = await startTestBridge({ server: { shutdownGraceSeconds: 20 }, backends: { up: { type: "openai", baseUrl: fake.url } }, models: [{ id: "up", backend: "up" }] });
+    const bridge = await startTestBridge({
+      server: { shutdownGraceSeconds: 20 },
+      backends: { up: { type: "openai", baseUrl: fake.url } },
+      models: [{ id: "up", backend: "up" }],
+    });
     const host = new URL(bridge.url).host;
     const conns: Conn[] = [];
     try {
@@ -124,13 +153,20 @@ describe("shutdown with keep-alive clients", () => {
       assertShuttingDown(answers(late.received())[0]);
       // The official client sees the 503 and its Retry-After.
       const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "x", maxRetries: 0 });
-      await assert.rejects(client.chat.completions.create({ model: "up", messages: [{ role: "user", content: "sdk, too late" }] }), (err: any) => {
-        assert.equal(err.status, 503);
-        assert.equal(err.error?.code, "shutting_down");
-        assert.equal(err.headers?.["retry-after"] ?? err.headers?.get?.("retry-after"), "5");
-        return true;
-      });
-      assert.equal(idle.isClosed(), false, "an idle connection is kept while turns run (it would get a 503, not a reset)");
+      await assert.rejects(
+        client.chat.completions.create({ model: "up", messages: [{ role: "user", content: "sdk, too late" }] }),
+        (err: any) => {
+          assert.equal(err.status, 503);
+          assert.equal(err.error?.code, "shutting_down");
+          assert.equal(err.headers?.["retry-after"] ?? err.headers?.get?.("retry-after"), "5");
+          return true;
+        },
+      );
+      assert.equal(
+        idle.isClosed(),
+        false,
+        "an idle connection is kept while turns run (it would get a 503, not a reset)",
+      );
       assert.equal(fake.requests.length, 1, "nothing that came during the drain reached the upstream");
 
       release();
@@ -143,7 +179,9 @@ describe("shutdown with keep-alive clients", () => {
       const closedMs = Date.now() - lastTurnEnded;
       assert.ok(await idle.closed(2000), "the idle keep-alive connection was ended by the bridge");
       assert.ok(await runner.closed(2000), "the finished turn's connection was ended by the bridge");
-      t.diagnostic(`close() resolved ${closedMs} ms after the last turn ended (idle keep-alive client open until then)`);
+      t.diagnostic(
+        `close() resolved ${closedMs} ms after the last turn ended (idle keep-alive client open until then)`,
+      );
       assert.ok(closedMs < 5000, `${closedMs} ms`);
     } finally {
       release();
@@ -158,10 +196,14 @@ describe("shutdown with keep-alive clients", () => {
 describe("streams and Connection: close", () => {
   test("a stream honours the client's Connection: close (header and close), and keeps alive otherwise", async () => {
     const fake = await startFakeOpenAI();
-    const bridge = await startTestBridge({ backends: { up: { type: "openai", baseUrl: fake.url } }, models: [{ id: "up", backend: "up" }] });
+    const bridge = await startTestBridge({
+      backends: { up: { type: "openai", baseUrl: fake.url } },
+      models: [{ id: "up", backend: "up" }],
+    });
     const host = new URL(bridge.url).host;
     const body = JSON.stringify({ model: "up", stream: true, messages: [{ role: "user", content: "stream me" }] });
-    const request = (conn: string) => `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\n${conn}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const request = (conn: string) =>
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\n${conn}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
     const conns: Conn[] = [];
     try {
       const closing = await connect(bridge.port);
@@ -198,18 +240,48 @@ describe("turns stopped by the shutdown", () => {
     const mark = `CB_HTTP_SHUTDOWN=${randomUUID()}`;
     const bridge = await startTestBridge({
       server: { maxConcurrent: 1 },
-      backends: { cli: { type: "opencode", command: hangingCli(dir), env: { [mark.split("=")[0]!]: mark.split("=")[1]! }, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        cli: {
+          type: "opencode",
+          command: hangingCli(dir),
+          env: { [mark.split("=")[0]!]: mark.split("=")[1]! },
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
       models: [{ id: "up", backend: "cli" }],
     });
     try {
       const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "x", maxRetries: 0, timeout: 20_000 });
-      const outcome = (p: Promise<unknown>) => p.then(() => ({ status: 200, code: "", retryAfter: null as string | null }), (err: any) => ({ status: err.status, code: err.error?.code, retryAfter: err.headers?.["retry-after"] ?? err.headers?.get?.("retry-after") ?? null }));
-      const running = outcome(client.chat.completions.create({ model: "up", messages: [{ role: "user", content: "running" }] }, { headers: { "x-session-id": "a" } }));
+      const outcome = (p: Promise<unknown>) =>
+        p.then(
+          () => ({ status: 200, code: "", retryAfter: null as string | null }),
+          (err: any) => ({
+            status: err.status,
+            code: err.error?.code,
+            retryAfter: err.headers?.["retry-after"] ?? err.headers?.get?.("retry-after") ?? null,
+          }),
+        );
+      const running = outcome(
+        client.chat.completions.create(
+          { model: "up", messages: [{ role: "user", content: "running" }] },
+          { headers: { "x-session-id": "a" } },
+        ),
+      );
       assert.ok(await eventually(() => pidsWithEnv(mark).length > 0, 10_000), "the CLI runs");
-      const waiting = outcome(client.chat.completions.create({ model: "up", messages: [{ role: "user", content: "waiting" }] }, { headers: { "x-session-id": "b" } }));
+      const waiting = outcome(
+        client.chat.completions.create(
+          { model: "up", messages: [{ role: "user", content: "waiting" }] },
+          { headers: { "x-session-id": "b" } },
+        ),
+      );
       await new Promise((r) => setTimeout(r, 200));
       await within(bridge.close(300), 15_000, "close()");
-      for (const [name, o] of [["running", await running], ["waiting", await waiting]] as const) {
+      for (const [name, o] of [
+        ["running", await running],
+        ["waiting", await waiting],
+      ] as const) {
         assert.deepEqual(o, { status: 503, code: "shutting_down", retryAfter: "5" }, name);
       }
       assert.ok(await eventually(() => pidsWithEnv(mark).length === 0, 5000), "no CLI left");
@@ -225,7 +297,16 @@ describe("turns stopped by the shutdown", () => {
     const mark = `CB_HTTP_SIGNAL=${randomUUID()}`;
     const bridge = await startTestBridge({
       server: { shutdownGraceSeconds: 30 },
-      backends: { cli: { type: "opencode", command: hangingCli(dir), env: { [mark.split("=")[0]!]: mark.split("=")[1]! }, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        cli: {
+          type: "opencode",
+          command: hangingCli(dir),
+          env: { [mark.split("=")[0]!]: mark.split("=")[1]! },
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
       models: [{ id: "up", backend: "cli" }],
     });
     const signals = new EventEmitter();
@@ -242,7 +323,10 @@ describe("turns stopped by the shutdown", () => {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ model: "up", messages: [{ role: "user", content: "a long one" }] }),
-      }).then((r) => r.text(), () => "");
+      }).then(
+        (r) => r.text(),
+        () => "",
+      );
       assert.ok(await eventually(() => pidsWithEnv(mark).length > 0, 10_000), "the CLI runs");
       signals.emit("SIGTERM");
       await new Promise((r) => setTimeout(r, 300));

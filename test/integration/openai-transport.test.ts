@@ -17,13 +17,20 @@ import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api
 
 const backends: Backend[] = [];
 function makeBackend(baseUrl: string): Backend {
-  const b = openaiBackend.create("local", openaiOptionsSchema.parse({ baseUrl }), { logger: pino({ level: "silent" }), dataDir: "/tmp" });
+  const b = openaiBackend.create("local", openaiOptionsSchema.parse({ baseUrl }), {
+    logger: pino({ level: "silent" }),
+    dataDir: "/tmp",
+  });
   backends.push(b);
   return b;
 }
 
 function turn(stream = true): TurnInput {
-  const request = { model: "client-model", messages: [{ role: "user" as const, content: "hello" }], stream } as ChatRequest;
+  const request = {
+    model: "client-model",
+    messages: [{ role: "user" as const, content: "hello" }],
+    stream,
+  } as ChatRequest;
   const cancel = new Cancellation();
   return {
     model: "upstream-model",
@@ -68,10 +75,16 @@ describe("openai backend transport", () => {
   });
 
   it("a UTF-8 character split between two reads, after a byte-order mark that opens the body", async () => {
-    const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(frame("Grüße, 世界 🦀") + frame("", "stop") + "data: [DONE]\n\n")]);
+    const body = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from(frame("Grüße, 世界 🦀") + frame("", "stop") + "data: [DONE]\n\n"),
+    ]);
     const cut = body.indexOf(Buffer.from("ü")) + 1; // inside the two bytes of "ü"
     const cut2 = body.indexOf(Buffer.from("🦀")) + 2; // inside the four bytes of the crab
-    fake.setScript(() => ({ kind: "steps", steps: [bytes(body.subarray(0, cut)), bytes(body.subarray(cut, cut2)), bytes(body.subarray(cut2))] }));
+    fake.setScript(() => ({
+      kind: "steps",
+      steps: [bytes(body.subarray(0, cut)), bytes(body.subarray(cut, cut2)), bytes(body.subarray(cut2))],
+    }));
     const evs = await collect(makeBackend(fake.url).run(turn()));
     assert.equal(text(evs), "Grüße, 世界 🦀");
     assert.deepEqual(evs.at(-1), { type: "done", finishReason: "stop" });

@@ -12,7 +12,16 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
-import { complete, stream, Type, type AssistantMessage, type AssistantMessageEvent, type Context, type ToolCall, type ToolResultMessage } from "@mariozechner/pi-ai";
+import {
+  complete,
+  stream,
+  Type,
+  type AssistantMessage,
+  type AssistantMessageEvent,
+  type Context,
+  type ToolCall,
+  type ToolResultMessage,
+} from "@mariozechner/pi-ai";
 import { VERSION } from "../../src/core/version.js";
 import { piModel } from "../helpers/pi-model.js";
 import { startFakeOpenAI, type FakeOpenAI, type Reply } from "../../testkit/fakes/openai-api.js";
@@ -21,12 +30,21 @@ import { cleanup, eventually, readSse, startTestBridge, type TestBridge } from "
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "upstream");
 const fixture = (name: string): string => readFileSync(path.join(FIXTURES, name), "utf8");
 /** A fixture split into its SSE frames (the fake writes each one separately). */
-const frames = (name: string): string[] => fixture(name).split(/(?<=\n\n)/).filter((f) => f.length > 0);
+const frames = (name: string): string[] =>
+  fixture(name)
+    .split(/(?<=\n\n)/)
+    .filter((f) => f.length > 0);
 const replay = (name: string): Reply => ({ kind: "raw", frames: frames(name) });
 
 const sse = (obj: unknown): string => `data: ${JSON.stringify(obj)}\n\n`;
 const chunk = (delta: object, finish: string | null = null) =>
-  sse({ id: "chatcmpl-up1", object: "chat.completion.chunk", created: 1, model: "qwen2.5-coder:7b", choices: [{ index: 0, delta, finish_reason: finish }] });
+  sse({
+    id: "chatcmpl-up1",
+    object: "chat.completion.chunk",
+    created: 1,
+    model: "qwen2.5-coder:7b",
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  });
 const DONE = "data: [DONE]\n\n";
 
 /** Token-like pieces of a string (what a local model streams), so extraction must work across chunk borders. */
@@ -41,7 +59,12 @@ const UPSTREAM_MODEL = "qwen2.5-coder:7b";
 
 const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = ["read", "exec", "write"].map((name) => ({
   type: "function",
-  function: { name, description: `${name} tool`, parameters: { type: "object", properties: { path: { type: "string" } } }, strict: true },
+  function: {
+    name,
+    description: `${name} tool`,
+    parameters: { type: "object", properties: { path: { type: "string" } } },
+    strict: true,
+  },
 }));
 
 /** A promise the test resolves; it also settles by itself after `ms` so a broken bridge fails instead of hanging. */
@@ -61,7 +84,10 @@ function gate(ms = 10_000) {
 function heldOpen(frames: string[]): { reply: () => Reply; closed: () => boolean } {
   let closed = false;
   return {
-    reply: () => ({ kind: "steps", steps: [...frames, (res) => new Promise<void>((r) => res.once("close", () => ((closed = true), r())))] }),
+    reply: () => ({
+      kind: "steps",
+      steps: [...frames, (res) => new Promise<void>((r) => res.once("close", () => ((closed = true), r())))],
+    }),
     closed: () => closed,
   };
 }
@@ -157,8 +183,16 @@ describe("openai upstream through the bridge", () => {
     test("text streaming: every upstream delta is its own client delta, in order, then stop", async () => {
       const parts = ["The", " capital", " of", " France", " is", " Paris", "."];
       fake.setScript(() => ({ kind: "text", chunks: parts }));
-      const chunks = await drain(await client.chat.completions.create({ model: MODEL, stream: true, messages: [{ role: "user", content: "capital of France?" }] }));
-      const deltas = chunks.map((c) => c.choices[0]?.delta?.content).filter((t): t is string => typeof t === "string" && t.length > 0);
+      const chunks = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          messages: [{ role: "user", content: "capital of France?" }],
+        }),
+      );
+      const deltas = chunks
+        .map((c) => c.choices[0]?.delta?.content)
+        .filter((t): t is string => typeof t === "string" && t.length > 0);
       assert.deepEqual(deltas, parts, "the same number of content deltas the upstream sent, same pieces, same order");
       assert.equal(chunks[0]?.choices[0]?.delta?.role, "assistant", "first chunk carries the role");
       assert.deepEqual(finishOf(chunks), ["stop"]);
@@ -187,7 +221,11 @@ describe("openai upstream through the bridge", () => {
           DONE,
         ],
       }));
-      const s = await client.chat.completions.create({ model: MODEL, stream: true, messages: [{ role: "user", content: "stream please" }] });
+      const s = await client.chat.completions.create({
+        model: MODEL,
+        stream: true,
+        messages: [{ role: "user", content: "stream please" }],
+      });
       const seen: string[] = [];
       let secondWrittenWhenFirstSeen: boolean | undefined;
       for await (const c of s) {
@@ -199,15 +237,28 @@ describe("openai upstream through the bridge", () => {
         }
         if (seen.length > 100) break;
       }
-      assert.equal(await g.wait, "client", "the client received chunk 1 while the upstream was still holding chunk 2 (no buffering)");
+      assert.equal(
+        await g.wait,
+        "client",
+        "the client received chunk 1 while the upstream was still holding chunk 2 (no buffering)",
+      );
       assert.equal(secondWrittenWhenFirstSeen, false);
       assert.deepEqual(seen, ["first", " second"]);
     });
 
     test("usage with stream_options.include_usage carries the upstream's counts", async () => {
-      fake.setScript(() => ({ kind: "text", chunks: ["Hi", "!"], usage: { prompt_tokens: 1234, completion_tokens: 2 } }));
+      fake.setScript(() => ({
+        kind: "text",
+        chunks: ["Hi", "!"],
+        usage: { prompt_tokens: 1234, completion_tokens: 2 },
+      }));
       const chunks = await drain(
-        await client.chat.completions.create({ model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "hi" }] }),
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          stream_options: { include_usage: true },
+          messages: [{ role: "user", content: "hi" }],
+        }),
       );
       const usage = chunks.find((c) => c.usage)?.usage;
       assert.equal(usage?.prompt_tokens, 1234);
@@ -218,15 +269,32 @@ describe("openai upstream through the bridge", () => {
       assert.ok(finishIdx >= 0 && finishIdx < usageIdx, "finish chunk before the usage chunk");
       assert.deepEqual(chunks[usageIdx]?.choices, [], "the usage chunk has no choices (OpenAI shape)");
       // Without include_usage the client gets no usage chunk, but the upstream is still asked for it.
-      const plain = await drain(await client.chat.completions.create({ model: MODEL, stream: true, messages: [{ role: "user", content: "hi" }] }));
-      assert.equal(plain.some((c) => c.usage), false);
+      const plain = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          messages: [{ role: "user", content: "hi" }],
+        }),
+      );
+      assert.equal(
+        plain.some((c) => c.usage),
+        false,
+      );
       assert.deepEqual(fake.mainRequests().at(-1)!.body.stream_options, { include_usage: true });
     });
 
     test("reasoning_content passes through as delta.reasoning_content, before the answer", async () => {
       fake.setScript(() => replay("vllm-reasoning.sse"));
-      const chunks = await drain(await client.chat.completions.create({ model: MODEL, stream: true, messages: [{ role: "user", content: "2+2?" }] }));
-      const reasoning = chunks.map((c) => (c.choices[0]?.delta as { reasoning_content?: string } | undefined)?.reasoning_content ?? "");
+      const chunks = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          messages: [{ role: "user", content: "2+2?" }],
+        }),
+      );
+      const reasoning = chunks.map(
+        (c) => (c.choices[0]?.delta as { reasoning_content?: string } | undefined)?.reasoning_content ?? "",
+      );
       assert.equal(reasoning.join(""), "Okay, the user wants 2+2.");
       assert.equal(textOf(chunks), "\n\n2 + 2 = 4.");
       const lastReasoning = reasoning.findLastIndex((r) => r.length > 0);
@@ -235,13 +303,23 @@ describe("openai upstream through the bridge", () => {
       // Non-streaming: reasoning_content on the message.
       fake.setScript(() => replay("vllm-reasoning.sse"));
       const res = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "2+2?" }] });
-      assert.equal((res.choices[0]?.message as { reasoning_content?: string }).reasoning_content, "Okay, the user wants 2+2.");
+      assert.equal(
+        (res.choices[0]?.message as { reasoning_content?: string }).reasoning_content,
+        "Okay, the user wants 2+2.",
+      );
       assert.equal(res.choices[0]?.message.content, "\n\n2 + 2 = 4.");
     });
 
     test("native upstream tool calls (vLLM hermes parser) arrive as delta.tool_calls with clean ids", async () => {
       fake.setScript(() => replay("vllm-tools.sse"));
-      const chunks = await drain(await client.chat.completions.create({ model: MODEL, stream: true, tools: TOOLS, messages: [{ role: "user", content: "read my file" }] }));
+      const chunks = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          tools: TOOLS,
+          messages: [{ role: "user", content: "read my file" }],
+        }),
+      );
       const calls = toolCallsOf(chunks);
       assert.equal(calls.length >= 1, true);
       assert.equal(calls[0]!.name, "read");
@@ -258,7 +336,14 @@ describe("openai upstream through the bridge", () => {
         ],
       });
       fake.setScript(script);
-      const chunks = await drain(await client.chat.completions.create({ model: MODEL, stream: true, tools: TOOLS, messages: [{ role: "user", content: "two calls" }] }));
+      const chunks = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          tools: TOOLS,
+          messages: [{ role: "user", content: "two calls" }],
+        }),
+      );
       const calls = toolCallsOf(chunks);
       assert.deepEqual(
         calls.map((c) => [c.name, JSON.parse(c.args)]),
@@ -270,7 +355,11 @@ describe("openai upstream through the bridge", () => {
       assert.deepEqual(finishOf(chunks), ["tool_calls"]);
 
       fake.setScript(script);
-      const res = await client.chat.completions.create({ model: MODEL, tools: TOOLS, messages: [{ role: "user", content: "two calls" }] });
+      const res = await client.chat.completions.create({
+        model: MODEL,
+        tools: TOOLS,
+        messages: [{ role: "user", content: "two calls" }],
+      });
       const msg = res.choices[0]!.message;
       assert.equal(res.choices[0]!.finish_reason, "tool_calls");
       assert.equal(msg.tool_calls?.length, 2);
@@ -283,21 +372,40 @@ describe("openai upstream through the bridge", () => {
 
     test("<tool_call> written as text (vLLM without a tool parser) becomes delta.tool_calls, finish tool_calls", async () => {
       fake.setScript(() => replay("vllm-hermes-text-calls.sse"));
-      const chunks = await drain(await client.chat.completions.create({ model: MODEL, stream: true, tools: TOOLS, messages: [{ role: "user", content: "read hostname" }] }));
+      const chunks = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          tools: TOOLS,
+          messages: [{ role: "user", content: "read hostname" }],
+        }),
+      );
       const calls = toolCallsOf(chunks);
       assert.deepEqual(
         calls.map((c) => [c.name, JSON.parse(c.args)]),
         [["read", { path: "/etc/hostname" }]],
       );
-      assert.equal(textOf(chunks).trim(), "I'll read the file first.", "the surrounding text stays, the markup does not");
+      assert.equal(
+        textOf(chunks).trim(),
+        "I'll read the file first.",
+        "the surrounding text stays, the markup does not",
+      );
       assert.ok(!textOf(chunks).includes("<tool_call>"));
       assert.deepEqual(finishOf(chunks), ["tool_calls"], "upstream said stop; the client is told tool_calls");
     });
 
     test("Qwen2.5 <tools> format, split into tokens, becomes delta.tool_calls", async () => {
-      const reply = '<tools>\n{"name": "write", "arguments": {"path": "/tmp/x.txt", "content": "hi there"}}\n{"name": "exec", "arguments": {"command": "cat /tmp/x.txt"}}\n</tools>';
+      const reply =
+        '<tools>\n{"name": "write", "arguments": {"path": "/tmp/x.txt", "content": "hi there"}}\n{"name": "exec", "arguments": {"command": "cat /tmp/x.txt"}}\n</tools>';
       fake.setScript(() => ({ kind: "text", chunks: pieces(reply, 4), finishReason: "stop" }));
-      const chunks = await drain(await client.chat.completions.create({ model: MODEL, stream: true, tools: TOOLS, messages: [{ role: "user", content: "write then cat" }] }));
+      const chunks = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          tools: TOOLS,
+          messages: [{ role: "user", content: "write then cat" }],
+        }),
+      );
       const calls = toolCallsOf(chunks);
       assert.deepEqual(
         calls.map((c) => [c.name, JSON.parse(c.args)]),
@@ -312,7 +420,14 @@ describe("openai upstream through the bridge", () => {
 
     test("Ollama: calls as bare JSON lines in delta.content with finish stop become tool calls (stream and non-stream)", async () => {
       fake.setScript(() => replay("ollama-content-calls.sse"));
-      const chunks = await drain(await client.chat.completions.create({ model: MODEL, stream: true, tools: TOOLS, messages: [{ role: "user", content: "write two files" }] }));
+      const chunks = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          tools: TOOLS,
+          messages: [{ role: "user", content: "write two files" }],
+        }),
+      );
       const calls = toolCallsOf(chunks);
       assert.deepEqual(
         calls.map((c) => [c.name, JSON.parse(c.args)]),
@@ -326,7 +441,11 @@ describe("openai upstream through the bridge", () => {
       assert.notEqual(calls[0]!.id, calls[1]!.id, "distinct ids");
 
       fake.setScript(() => replay("ollama-content-calls.sse"));
-      const res = await client.chat.completions.create({ model: MODEL, tools: TOOLS, messages: [{ role: "user", content: "write two files" }] });
+      const res = await client.chat.completions.create({
+        model: MODEL,
+        tools: TOOLS,
+        messages: [{ role: "user", content: "write two files" }],
+      });
       assert.equal(res.choices[0]!.finish_reason, "tool_calls");
       assert.equal(res.choices[0]!.message.tool_calls?.length, 2);
       assert.ok(!res.choices[0]!.message.content, "no JSON left in the content");
@@ -368,8 +487,15 @@ describe("openai upstream through the bridge", () => {
     });
 
     test("non-streaming client: the upstream answers JSON, the client gets one chat.completion", async () => {
-      fake.setScript(() => ({ kind: "text", chunks: ["plain ", "answer"], usage: { prompt_tokens: 10, completion_tokens: 2 } }));
-      const res = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hello" }] });
+      fake.setScript(() => ({
+        kind: "text",
+        chunks: ["plain ", "answer"],
+        usage: { prompt_tokens: 10, completion_tokens: 2 },
+      }));
+      const res = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: "hello" }],
+      });
       assert.equal(res.object, "chat.completion");
       assert.equal(res.choices[0]?.message.content, "plain answer");
       assert.equal(res.choices[0]?.finish_reason, "stop");
@@ -379,8 +505,17 @@ describe("openai upstream through the bridge", () => {
     });
 
     test("an upstream answering a streaming request with plain JSON is re-wrapped as SSE", async () => {
-      fake.setScript(() => ({ kind: "raw", headers: { "content-type": "application/json" }, frames: [fixture("plain-json-text.json")] }));
-      const res = await post(bridge, { model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "capital?" }] });
+      fake.setScript(() => ({
+        kind: "raw",
+        headers: { "content-type": "application/json" },
+        frames: [fixture("plain-json-text.json")],
+      }));
+      const res = await post(bridge, {
+        model: MODEL,
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: "user", content: "capital?" }],
+      });
       assert.equal(res.status, 200);
       assert.match(res.headers.get("content-type") ?? "", /text\/event-stream/);
       assert.equal(res.headers.get("server"), `clawbridge/${VERSION}`);
@@ -392,12 +527,26 @@ describe("openai upstream through the bridge", () => {
       assert.equal(objs.find((o) => o.usage)?.usage.total_tokens, 29);
       for (const o of objs) {
         const d = o.choices?.[0]?.delta ?? {};
-        assert.ok(!("tool_calls" in d) && !("reasoning_content" in d), "empty tool_calls / null reasoning_content are dropped");
+        assert.ok(
+          !("tool_calls" in d) && !("reasoning_content" in d),
+          "empty tool_calls / null reasoning_content are dropped",
+        );
       }
 
       // The same through the openai client, with a tool call in the JSON body.
-      fake.setScript(() => ({ kind: "raw", headers: { "content-type": "application/json" }, frames: [fixture("plain-json-tools.json")] }));
-      const chunks = await drain(await client.chat.completions.create({ model: MODEL, stream: true, tools: TOOLS, messages: [{ role: "user", content: "read" }] }));
+      fake.setScript(() => ({
+        kind: "raw",
+        headers: { "content-type": "application/json" },
+        frames: [fixture("plain-json-tools.json")],
+      }));
+      const chunks = await drain(
+        await client.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          tools: TOOLS,
+          messages: [{ role: "user", content: "read" }],
+        }),
+      );
       const calls = toolCallsOf(chunks);
       assert.deepEqual(
         calls.map((c) => [c.name, JSON.parse(c.args)]),
@@ -412,18 +561,38 @@ describe("openai upstream through the bridge", () => {
 
   describe("pi-ai (OpenClaw 2026.5's client)", () => {
     const model = () =>
-      piModel(bridge.baseURL, MODEL, "Local Qwen via clawbridge", { supportsStore: false, supportsDeveloperRole: false, supportsReasoningEffort: false, maxTokensField: "max_tokens" });
+      piModel(bridge.baseURL, MODEL, "Local Qwen via clawbridge", {
+        supportsStore: false,
+        supportsDeveloperRole: false,
+        supportsReasoningEffort: false,
+        maxTokensField: "max_tokens",
+      });
     const tools = [
-      { name: "read", description: "Read a file from the workspace", parameters: Type.Object({ path: Type.String({ description: "file path" }) }) },
+      {
+        name: "read",
+        description: "Read a file from the workspace",
+        parameters: Type.Object({ path: Type.String({ description: "file path" }) }),
+      },
       { name: "exec", description: "Run a shell command", parameters: Type.Object({ command: Type.String() }) },
     ];
 
     test("a full tool loop: text-written tool call → toolCall block → tool result → final answer", async () => {
-      const toolText = 'Let me look.\n<tool_call>\n{"name": "read", "arguments": {"path": "/home/alex/notes.txt"}}\n</tool_call>';
+      const toolText =
+        'Let me look.\n<tool_call>\n{"name": "read", "arguments": {"path": "/home/alex/notes.txt"}}\n</tool_call>';
       fake.setScript((req) => {
         const lastMsg = req.body.messages.at(-1);
-        if (lastMsg?.role === "tool") return { kind: "text", chunks: ["The notes say: ", String(lastMsg.content)], usage: { prompt_tokens: 90, completion_tokens: 8 } };
-        return { kind: "text", chunks: pieces(toolText, 6), finishReason: "stop", usage: { prompt_tokens: 80, completion_tokens: 30 } };
+        if (lastMsg?.role === "tool")
+          return {
+            kind: "text",
+            chunks: ["The notes say: ", String(lastMsg.content)],
+            usage: { prompt_tokens: 90, completion_tokens: 8 },
+          };
+        return {
+          kind: "text",
+          chunks: pieces(toolText, 6),
+          finishReason: "stop",
+          usage: { prompt_tokens: 80, completion_tokens: 30 },
+        };
       });
       const before = fake.mainRequests().length;
       const context: Context = {
@@ -446,8 +615,14 @@ describe("openai upstream through the bridge", () => {
       assert.equal(calls[0]!.name, "read");
       assert.deepEqual(calls[0]!.arguments, { path: "/home/alex/notes.txt" });
       assert.match(calls[0]!.id, /^[A-Za-z0-9]+$/);
-      assert.ok(events.some((e) => e.type === "toolcall_end"), "pi-ai emitted toolcall_end");
-      const shown = first.content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join("");
+      assert.ok(
+        events.some((e) => e.type === "toolcall_end"),
+        "pi-ai emitted toolcall_end",
+      );
+      const shown = first.content
+        .filter((b) => b.type === "text")
+        .map((b) => (b as { text: string }).text)
+        .join("");
       assert.ok(!shown.includes("<tool_call>"), "no tool-call markup shown to the user");
       assert.equal(first.usage.input, 80);
 
@@ -472,7 +647,10 @@ describe("openai upstream through the bridge", () => {
       const second = await complete(model(), context, { apiKey: "x", maxRetries: 0 });
       assert.equal(second.stopReason, "stop", `stopReason stop (error: ${second.errorMessage ?? "-"})`);
       assert.equal(
-        second.content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join(""),
+        second.content
+          .filter((b) => b.type === "text")
+          .map((b) => (b as { text: string }).text)
+          .join(""),
         "The notes say: buy otter snacks",
       );
 
@@ -491,7 +669,11 @@ describe("openai upstream through the bridge", () => {
 
     test("plain text answer streams as text_delta events", async () => {
       fake.setScript(() => ({ kind: "text", chunks: ["Hello", " from", " the", " otter"] }));
-      const s = stream(model(), { messages: [{ role: "user", content: "hi", timestamp: Date.now() }] }, { apiKey: "x", maxRetries: 0 });
+      const s = stream(
+        model(),
+        { messages: [{ role: "user", content: "hi", timestamp: Date.now() }] },
+        { apiKey: "x", maxRetries: 0 },
+      );
       const deltas: string[] = [];
       for await (const ev of s) if (ev.type === "text_delta") deltas.push(ev.delta);
       const msg = await s.result();
@@ -500,13 +682,25 @@ describe("openai upstream through the bridge", () => {
     });
 
     test("an upstream error reaches pi-ai as errorMessage with stopReason error", async () => {
-      fake.setScript(() => ({ kind: "error", status: 400, message: "model qwen2.5-coder:7b: context length 32768 exceeded" }));
-      const msg = await complete(model(), { messages: [{ role: "user", content: "boom", timestamp: Date.now() }] }, { apiKey: "x", maxRetries: 0 });
+      fake.setScript(() => ({
+        kind: "error",
+        status: 400,
+        message: "model qwen2.5-coder:7b: context length 32768 exceeded",
+      }));
+      const msg = await complete(
+        model(),
+        { messages: [{ role: "user", content: "boom", timestamp: Date.now() }] },
+        { apiKey: "x", maxRetries: 0 },
+      );
       assert.equal(msg.stopReason, "error");
       assert.match(msg.errorMessage ?? "", /context length 32768 exceeded/);
 
       fake.setScript(() => ({ kind: "error", status: 500, message: "CUDA out of memory" }));
-      const msg2 = await complete(model(), { messages: [{ role: "user", content: "boom again", timestamp: Date.now() }] }, { apiKey: "x", maxRetries: 0 });
+      const msg2 = await complete(
+        model(),
+        { messages: [{ role: "user", content: "boom again", timestamp: Date.now() }] },
+        { apiKey: "x", maxRetries: 0 },
+      );
       assert.equal(msg2.stopReason, "error");
       assert.match(msg2.errorMessage ?? "", /CUDA out of memory/);
     });
@@ -526,7 +720,10 @@ describe("openai upstream through the bridge", () => {
         assert.equal(done, false, "a failed stream is not marked done");
         const err = objs.at(-1)?.error;
         assert.equal(err?.code, "backend_unavailable");
-        assert.match(err?.message, new RegExp(`cannot reach upstream http://127\\.0\\.0\\.1:${port}/v1: connection refused`));
+        assert.match(
+          err?.message,
+          new RegExp(`cannot reach upstream http://127\\.0\\.0\\.1:${port}/v1: connection refused`),
+        );
 
         const res2 = await post(down, { model: MODEL, messages: [{ role: "user", content: "hello?" }] });
         assert.equal(res2.status, 503);
@@ -580,7 +777,9 @@ describe("openai upstream through the bridge", () => {
       let short: TestBridge;
       before(async () => {
         hangFake = await startFakeOpenAI();
-        short = await startTestBridge(bridgeConfig(hangFake.url, { firstByteTimeoutSeconds: 1, idleTimeoutSeconds: 1, timeoutSeconds: 3 }));
+        short = await startTestBridge(
+          bridgeConfig(hangFake.url, { firstByteTimeoutSeconds: 1, idleTimeoutSeconds: 1, timeoutSeconds: 3 }),
+        );
       });
       after(async () => {
         await short?.close(0);
@@ -604,7 +803,10 @@ describe("openai upstream through the bridge", () => {
         const res2 = await post(short, { model: MODEL, messages: [{ role: "user", content: "think" }] });
         assert.equal(res2.status, 504);
         // A non-streamed upstream answer only starts when it is complete: only the whole-turn limit applies.
-        assert.match(((await res2.json()) as { error: { message: string } }).error.message, /did not finish within 3 s/);
+        assert.match(
+          ((await res2.json()) as { error: { message: string } }).error.message,
+          /did not finish within 3 s/,
+        );
         assert.ok(await eventually(held2.closed, 5000), "the stuck upstream request's connection was closed");
       });
 
@@ -625,7 +827,11 @@ describe("openai upstream through the bridge", () => {
       const held = heldOpen([chunk({ role: "assistant", content: "" }), chunk({ content: "partial" })]);
       fake.setScript(held.reply);
       const ac = new AbortController();
-      const res = await post(bridge, { model: MODEL, stream: true, messages: [{ role: "user", content: "long answer please" }] }, ac.signal);
+      const res = await post(
+        bridge,
+        { model: MODEL, stream: true, messages: [{ role: "user", content: "long answer please" }] },
+        ac.signal,
+      );
       const reader = res.body!.getReader();
       const dec = new TextDecoder();
       let seen = "";
@@ -648,7 +854,10 @@ describe("openai upstream through the bridge", () => {
       assert.ok(await eventually(() => bridge.pipeline.activeTurns === 0, 5000), "the turn ended");
       // The bridge still answers normally afterwards.
       fake.setScript(() => ({ kind: "text", chunks: ["still ", "here"] }));
-      const after = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "again" }] });
+      const after = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: "again" }],
+      });
       assert.equal(after.choices[0]?.message.content, "still here");
     });
   });

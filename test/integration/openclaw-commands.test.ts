@@ -43,10 +43,15 @@ function run(args: string[], env: Record<string, string> = {}): Promise<Run> {
     ...env,
   };
   return new Promise((resolve) => {
-    execFile(process.execPath, ["--import", "tsx", cli, ...args], { cwd: repo, env: childEnv, timeout: 120_000 }, (err, stdout, stderr) => {
-      const code = err ? ((err as { code?: unknown }).code as number | null) : 0;
-      resolve({ code: typeof code === "number" ? code : null, stdout: String(stdout), stderr: String(stderr) });
-    });
+    execFile(
+      process.execPath,
+      ["--import", "tsx", cli, ...args],
+      { cwd: repo, env: childEnv, timeout: 120_000 },
+      (err, stdout, stderr) => {
+        const code = err ? ((err as { code?: unknown }).code as number | null) : 0;
+        resolve({ code: typeof code === "number" ? code : null, stdout: String(stdout), stderr: String(stderr) });
+      },
+    );
   });
 }
 
@@ -55,11 +60,20 @@ let configPath = "";
 const KEY = "bridge-key-for-tests-0123";
 
 before(async () => {
-  bridge = await startTestBridge({ server: { apiKeys: [KEY] }, backends: { cc: { type: "claude-code" } }, models: [{ id: "claude-cli", backend: "cc", name: "Claude (CLI)" }] });
+  bridge = await startTestBridge({
+    server: { apiKeys: [KEY] },
+    backends: { cc: { type: "claude-code" } },
+    models: [{ id: "claude-cli", backend: "cc", name: "Claude (CLI)" }],
+  });
   configPath = path.join(root, "bridge.json");
   writeFileSync(
     configPath,
-    JSON.stringify({ server: { port: bridge.port, apiKeys: [KEY] }, dataDir: path.join(root, "data"), backends: { cc: { type: "claude-code" } }, models: [{ id: "claude-cli", backend: "cc", name: "Claude (CLI)" }] }),
+    JSON.stringify({
+      server: { port: bridge.port, apiKeys: [KEY] },
+      dataDir: path.join(root, "data"),
+      backends: { cc: { type: "claude-code" } },
+      models: [{ id: "claude-cli", backend: "cc", name: "Claude (CLI)" }],
+    }),
   );
   writeFileSync(path.join(ocHome, "openclaw.json"), ORIGINAL);
 });
@@ -86,7 +100,15 @@ describe("clawbridge openclaw (child process)", () => {
     assert.equal(backups.length, 1);
     assert.equal(readFileSync(path.join(ocHome, backups[0]!), "utf8"), ORIGINAL);
 
-    const again = await run(["openclaw", "install", "--config", configPath, "--set-default", "--dry-run", "--no-validate"]);
+    const again = await run([
+      "openclaw",
+      "install",
+      "--config",
+      configPath,
+      "--set-default",
+      "--dry-run",
+      "--no-validate",
+    ]);
     assert.equal(again.code, 0);
     assert.match(again.stdout, /already up to date/);
   });
@@ -101,7 +123,14 @@ describe("clawbridge openclaw (child process)", () => {
     assert.equal(s.bridge.isClawbridge, true);
     assert.deepEqual(s.bridge.models, ["claude-cli"]);
     const ids = s.findings.map((f: { id: string; status: string }) => `${f.id}=${f.status}`);
-    for (const want of ["openclaw:provider=ok", "bridge:running=ok", "bridge:api-key=ok", "bridge:models=ok", "openclaw:default:agents.defaults=ok"]) assert.ok(ids.includes(want), `${want} in ${ids}`);
+    for (const want of [
+      "openclaw:provider=ok",
+      "bridge:running=ok",
+      "bridge:api-key=ok",
+      "bridge:models=ok",
+      "openclaw:default:agents.defaults=ok",
+    ])
+      assert.ok(ids.includes(want), `${want} in ${ids}`);
 
     const human = await run(["openclaw", "status"]);
     assert.equal(human.code, 0);
@@ -112,7 +141,17 @@ describe("clawbridge openclaw (child process)", () => {
   it("status: a wrong API key is reported (exit 1)", async () => {
     const other = path.join(root, "oc-wrongkey");
     mkdirSync(other, { recursive: true });
-    const inst = await run(["openclaw", "install", "--config", configPath, "--openclaw-home", other, "--api-key", "not-the-right-key", "--no-validate"]);
+    const inst = await run([
+      "openclaw",
+      "install",
+      "--config",
+      configPath,
+      "--openclaw-home",
+      other,
+      "--api-key",
+      "not-the-right-key",
+      "--no-validate",
+    ]);
     assert.equal(inst.code, 0, inst.stderr);
     const r = await run(["openclaw", "status", "--openclaw-home", other, "--json"]);
     assert.equal(r.code, 1);
@@ -132,8 +171,18 @@ describe("clawbridge openclaw (child process)", () => {
     await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
     const port = (srv.address() as { port: number }).port;
     await new Promise((r) => srv.close(r));
-    writeFileSync(deadConfig, JSON.stringify({ server: { port }, backends: { cc: { type: "claude-code" } }, models: [{ id: "claude-cli", backend: "cc" }] }));
-    assert.equal((await run(["openclaw", "install", "--config", deadConfig, "--openclaw-home", dead, "--no-validate"])).code, 0);
+    writeFileSync(
+      deadConfig,
+      JSON.stringify({
+        server: { port },
+        backends: { cc: { type: "claude-code" } },
+        models: [{ id: "claude-cli", backend: "cc" }],
+      }),
+    );
+    assert.equal(
+      (await run(["openclaw", "install", "--config", deadConfig, "--openclaw-home", dead, "--no-validate"])).code,
+      0,
+    );
     const r = await run(["openclaw", "status", "--openclaw-home", dead]);
     assert.equal(r.code, 1);
     assert.match(r.stdout, /✗ bridge at http:\/\/127\.0\.0\.1:\d+: not running/);
@@ -176,7 +225,10 @@ describe("clawbridge service (child process, systemctl stand-in)", () => {
 
   it("without a user bus: writes the unit, prints the commands, exit 0, no secret values", async () => {
     const sc = fakeSystemctl("systemctl-nobus", 'echo "Failed to connect to bus: No medium found" >&2; exit 1');
-    const r = await run(["service", "install", "--config", configPath, "--env", "ANTHROPIC_API_KEY=sk-ant-very-secret", "--no-start"], { CLAWBRIDGE_SYSTEMCTL: sc });
+    const r = await run(
+      ["service", "install", "--config", configPath, "--env", "ANTHROPIC_API_KEY=sk-ant-very-secret", "--no-start"],
+      { CLAWBRIDGE_SYSTEMCTL: sc },
+    );
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /wrote .*clawbridge\.service \(Environment: ANTHROPIC_API_KEY, PATH; values not shown\)/);
     assert.match(r.stdout, /systemctl --user cannot be used here: no systemd user session/);
@@ -184,7 +236,12 @@ describe("clawbridge service (child process, systemctl stand-in)", () => {
     assert.match(r.stdout, /^ {2}systemctl --user enable clawbridge\.service$/m);
     assert.ok(!r.stdout.includes("sk-ant-very-secret") && !r.stderr.includes("sk-ant-very-secret"));
     const text = readFileSync(unit, "utf8");
-    assert.ok(text.includes(`ExecStart=${process.execPath} ${path.join(repo, "bin", "clawbridge.js")} serve --config ${configPath}`), text);
+    assert.ok(
+      text.includes(
+        `ExecStart=${process.execPath} ${path.join(repo, "bin", "clawbridge.js")} serve --config ${configPath}`,
+      ),
+      text,
+    );
     assert.match(text, /^Environment="ANTHROPIC_API_KEY=sk-ant-very-secret"$/m);
     assert.match(text, /^Restart=on-failure$/m);
     assert.match(text, /^StandardOutput=journal$/m);
@@ -209,7 +266,10 @@ describe("clawbridge service (child process, systemctl stand-in)", () => {
     const u = await run(["service", "uninstall"], { CLAWBRIDGE_SYSTEMCTL: sc });
     assert.equal(u.code, 0, u.stderr);
     assert.equal(existsSync(unit), false);
-    assert.deepEqual(readFileSync(log, "utf8").trim().split("\n").slice(-2), ["--user disable --now clawbridge.service", "--user daemon-reload"]);
+    assert.deepEqual(readFileSync(log, "utf8").trim().split("\n").slice(-2), [
+      "--user disable --now clawbridge.service",
+      "--user daemon-reload",
+    ]);
   });
 
   it("an invalid bridge config is refused before anything is written (exit 2)", async () => {
@@ -225,7 +285,9 @@ describe("clawbridge service (child process, systemctl stand-in)", () => {
 describe("clawbridge doctor (child process)", () => {
   it("--json reports the running bridge's port and exits by its verdict", async () => {
     writeFileSync(path.join(tmp, "clawbridge-old.lock"), "999999999\n");
-    const r = await run(["doctor", "--config", configPath, "--json", "--no-validate", "--no-cli-scan"], { CLAWBRIDGE_SYSTEMCTL: "/nonexistent" });
+    const r = await run(["doctor", "--config", configPath, "--json", "--no-validate", "--no-cli-scan"], {
+      CLAWBRIDGE_SYSTEMCTL: "/nonexistent",
+    });
     const rep = JSON.parse(r.stdout);
     assert.equal(r.code, rep.ok ? 0 : 1);
     const port = rep.findings.find((f: { id: string }) => f.id === "port");

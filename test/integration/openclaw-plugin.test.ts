@@ -26,8 +26,14 @@ interface Logged {
 /** A stand-in for OpenClaw's plugin API: records what the plugin registers. */
 function fakeApi(pluginConfig: Record<string, unknown>, opts: { mode?: string; config?: unknown } = {}) {
   const logs: Logged[] = [];
-  const logger = Object.fromEntries(["debug", "info", "warn", "error"].map((level) => [level, (msg: string) => logs.push({ level, msg })]));
-  const reg = { providers: [] as any[], services: [] as any[], hooks: new Map<string, Array<(...a: any[]) => unknown>>() };
+  const logger = Object.fromEntries(
+    ["debug", "info", "warn", "error"].map((level) => [level, (msg: string) => logs.push({ level, msg })]),
+  );
+  const reg = {
+    providers: [] as any[],
+    services: [] as any[],
+    hooks: new Map<string, Array<(...a: any[]) => unknown>>(),
+  };
   const api = {
     id: "clawbridge",
     registrationMode: opts.mode ?? "full",
@@ -68,11 +74,13 @@ describe("openclaw plugin: settings", () => {
   after(() => cleanup(dir));
 
   test("reads OpenClaw's JSON5 config (comments, trailing commas, unquoted keys, single quotes)", () => {
-    const doc = settings.parseJson5(`{
+    const doc = settings.parseJson5(
+      `{
       // a comment
       plugins: { entries: { clawbridge: { config: { apiKey: 'it''s-not', port: 4100, }, }, }, },
       /* block */ "s": "a // not a comment",
-    }`.replace("'it''s-not'", "'it\\'s \"quoted\"'"));
+    }`.replace("'it''s-not'", "'it\\'s \"quoted\"'"),
+    );
     assert.equal(doc.plugins.entries.clawbridge.config.apiKey, `it's "quoted"`);
     assert.equal(doc.plugins.entries.clawbridge.config.port, 4100);
     assert.equal(doc.s, "a // not a comment");
@@ -88,7 +96,14 @@ describe("openclaw plugin: settings", () => {
     assert.deepEqual(s.warnings, []);
     writeFileSync(file, `{ plugins: { entries: { clawbridge: { config: { apiKey: "\${MY_KEY}" } } } } }`);
     assert.equal(settings.resolveSettings({ apiKey: settings.REDACTED }, { env }).apiKey, "from-env-0123456789");
-    writeFileSync(file, JSON.stringify({ plugins: { entries: { clawbridge: { config: { apiKey: { source: "env", provider: "default", id: "MY_KEY" } } } } } }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        plugins: {
+          entries: { clawbridge: { config: { apiKey: { source: "env", provider: "default", id: "MY_KEY" } } } },
+        },
+      }),
+    );
     assert.equal(settings.resolveSettings({ apiKey: settings.REDACTED }, { env }).apiKey, "from-env-0123456789");
     writeFileSync(file, `{}`);
     s = settings.resolveSettings({ apiKey: settings.REDACTED }, { env });
@@ -101,7 +116,11 @@ describe("openclaw plugin: settings", () => {
     const oc = { models: { providers: { clawbridge: { baseUrl: "http://127.0.0.1:4321/v1" } } } };
     const s = settings.resolveSettings({}, { openclawConfig: oc, env });
     assert.equal(s.port, 4321);
-    assert.equal(settings.providerPort({ models: { providers: { clawbridge: { baseUrl: "https://example.com/v1" } } } }), undefined, "a remote baseUrl is not ours");
+    assert.equal(
+      settings.providerPort({ models: { providers: { clawbridge: { baseUrl: "https://example.com/v1" } } } }),
+      undefined,
+      "a remote baseUrl is not ours",
+    );
     assert.equal(s.dataDir, path.join(dir, ".clawbridge"));
     assert.equal(s.autoStart, true);
     assert.equal(s.sessionHeaders, true);
@@ -124,8 +143,15 @@ describe("openclaw plugin: session header wrapper", () => {
     };
     assert.equal(wrapStreamWithSessionHeaders({}), undefined, "nothing to wrap");
     const wrapped = wrapStreamWithSessionHeaders({ streamFn: inner });
-    assert.equal(wrapped({ id: "m" }, {}, { sessionId: "6f1c2a7e-aaaa", headers: { "x-other": "1" }, maxTokens: 5 }), "stream");
-    assert.deepEqual(seen[0], { sessionId: "6f1c2a7e-aaaa", headers: { "x-other": "1", "x-session-id": "6f1c2a7e-aaaa" }, maxTokens: 5 });
+    assert.equal(
+      wrapped({ id: "m" }, {}, { sessionId: "6f1c2a7e-aaaa", headers: { "x-other": "1" }, maxTokens: 5 }),
+      "stream",
+    );
+    assert.deepEqual(seen[0], {
+      sessionId: "6f1c2a7e-aaaa",
+      headers: { "x-other": "1", "x-session-id": "6f1c2a7e-aaaa" },
+      maxTokens: 5,
+    });
     wrapped({}, {}, { headers: { a: "b" } });
     assert.deepEqual(seen[1], { headers: { a: "b" } }, "no session id: options untouched");
   });
@@ -226,13 +252,22 @@ describe("openclaw plugin: the bridge in the gateway process", { concurrency: fa
       const health = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as any;
       assert.equal(health.name, "clawbridge");
       assert.equal(JSON.parse(readFileSync(path.join(dataDir, "plugin.lock"), "utf8")).pid, process.pid);
-      assert.ok(a.logs.concat(b.logs).some((l) => /already started in this process/.test(l.msg)), "the second start was refused");
-      assert.ok(a.logs.concat(b.logs).some((l) => l.level === "info" && /listening on http:\/\/127\.0\.0\.1:/.test(l.msg)));
+      assert.ok(
+        a.logs.concat(b.logs).some((l) => /already started in this process/.test(l.msg)),
+        "the second start was refused",
+      );
+      assert.ok(
+        a.logs.concat(b.logs).some((l) => l.level === "info" && /listening on http:\/\/127\.0\.0\.1:/.test(l.msg)),
+      );
       // The plugin's apiKey is required; a turn works with it.
       assert.equal((await fetch(`http://127.0.0.1:${port}/v1/models`)).status, 401);
       const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
         method: "POST",
-        headers: { "content-type": "application/json", authorization: "Bearer plugin-key-0123456789", "x-session-id": "sess-1" },
+        headers: {
+          "content-type": "application/json",
+          authorization: "Bearer plugin-key-0123456789",
+          "x-session-id": "sess-1",
+        },
         body: JSON.stringify({ model: "fake", stream: true, messages: [{ role: "user", content: "hi" }] }),
       });
       assert.equal(res.status, 200);
@@ -269,13 +304,20 @@ describe("openclaw plugin: the bridge in the gateway process", { concurrency: fa
 
   test("a port already served by a clawbridge is reused, not fought over", async () => {
     const port = await freePort();
-    const running = await startTestBridge({ server: { port }, backends: { up: { type: "openai", baseUrl: upstream.url } }, models: [{ id: "fake", backend: "up" }] });
+    const running = await startTestBridge({
+      server: { port },
+      backends: { up: { type: "openai", baseUrl: upstream.url } },
+      models: [{ id: "fake", backend: "up" }],
+    });
     const dataDir = path.join(dir, "d3");
     const { api, reg, logs } = fakeApi({ configPath: bridgeConfig, port, dataDir });
     try {
       plugin.register(api);
       await reg.services[0].start({ config: {} });
-      assert.ok(logs.some((l) => /already serves 127\.0\.0\.1:\d+; using it/.test(l.msg)), JSON.stringify(logs));
+      assert.ok(
+        logs.some((l) => /already serves 127\.0\.0\.1:\d+; using it/.test(l.msg)),
+        JSON.stringify(logs),
+      );
       assert.equal(existsSync(path.join(dataDir, "plugin.lock")), false);
       assert.equal(sidecar.sidecarState().phase, "idle");
     } finally {
@@ -293,12 +335,22 @@ describe("openclaw plugin: the bridge in the gateway process", { concurrency: fa
     const { api, reg, logs } = fakeApi({ configPath: bridgeConfig, port, dataDir });
     try {
       await new Promise((r) => holder.once("spawn", r));
-      writeFileSync(path.join(dataDir, "plugin.lock"), JSON.stringify({ pid: holder.pid, url: `http://127.0.0.1:${port}` }));
+      writeFileSync(
+        path.join(dataDir, "plugin.lock"),
+        JSON.stringify({ pid: holder.pid, url: `http://127.0.0.1:${port}` }),
+      );
       plugin.register(api);
       await reg.services[0].start({ config: {} });
-      assert.ok(logs.some((l) => l.level === "warn" && new RegExp(`another process \\(pid ${holder.pid}`).test(l.msg)), JSON.stringify(logs));
+      assert.ok(
+        logs.some((l) => l.level === "warn" && new RegExp(`another process \\(pid ${holder.pid}`).test(l.msg)),
+        JSON.stringify(logs),
+      );
       assert.equal(await listening(port), false);
-      assert.equal(JSON.parse(readFileSync(path.join(dataDir, "plugin.lock"), "utf8")).pid, holder.pid, "the holder's lock is left alone");
+      assert.equal(
+        JSON.parse(readFileSync(path.join(dataDir, "plugin.lock"), "utf8")).pid,
+        holder.pid,
+        "the holder's lock is left alone",
+      );
     } finally {
       await stopAll(reg);
       holder.kill("SIGKILL");
@@ -323,8 +375,13 @@ describe("openclaw plugin: the bridge in the gateway process", { concurrency: fa
   test("clawbridge not found (a copied plugin without clawbridgeRoot): an error in the log, nothing started", async () => {
     const { startSidecar } = sidecar;
     const logs: Logged[] = [];
-    const logger = Object.fromEntries(["debug", "info", "warn", "error"].map((level) => [level, (msg: string) => logs.push({ level, msg })]));
-    await startSidecar({ root: undefined, rootHint: "clawbridge was not found: set clawbridgeRoot", dataDir: path.join(dir, "d5") }, logger);
+    const logger = Object.fromEntries(
+      ["debug", "info", "warn", "error"].map((level) => [level, (msg: string) => logs.push({ level, msg })]),
+    );
+    await startSidecar(
+      { root: undefined, rootHint: "clawbridge was not found: set clawbridgeRoot", dataDir: path.join(dir, "d5") },
+      logger,
+    );
     assert.match(logs.find((l) => l.level === "error")?.msg ?? "", /not started: clawbridge was not found/);
     assert.equal(existsSync(path.join(dir, "d5", "plugin.lock")), false);
   });

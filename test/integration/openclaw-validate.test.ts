@@ -17,11 +17,17 @@ const read = (f: string) => readFileSync(f, "utf8");
 
 describe("validation by the real OpenClaw", () => {
   const realBins = findRealOpenClaw();
-  it(`the installed config passes \`openclaw config validate --json\` (${realBins.map((b) => b.label).join(", ") || "no OpenClaw installed"})`, { skip: realBins.length ? false : "OpenClaw is not installed: set CLAWBRIDGE_TEST_OPENCLAW_BIN or run the e2e set-up that fills test/e2e/.openclaw/" }, async () => {
+  it(`the installed config passes \`openclaw config validate --json\` (${realBins.map((b) => b.label).join(", ") || "no OpenClaw installed"})`, {
+    skip: realBins.length
+      ? false
+      : "OpenClaw is not installed: set CLAWBRIDGE_TEST_OPENCLAW_BIN or run the e2e set-up that fills test/e2e/.openclaw/",
+  }, async () => {
     // ~3-7 s per OpenClaw run: two configs each, both versions at once.
     await Promise.all(
       realBins.map(async (bin) => {
-        const fixtures = OPENCLAW_CONFIGS.filter((f) => f.name.startsWith("hand-edited") || f.name.startsWith("onboarding"));
+        const fixtures = OPENCLAW_CONFIGS.filter(
+          (f) => f.name.startsWith("hand-edited") || f.name.startsWith("onboarding"),
+        );
         for (const [i, fx] of fixtures.entries()) {
           const paths = openclawHome(fx.text);
           const env = { ...process.env, HOME: paths.stateDir, ...(bin.node ? { OPENCLAW_NODE: bin.node } : {}) };
@@ -40,7 +46,10 @@ describe("validation by the real OpenClaw", () => {
           writeFileSync(paths.configPath, doc.toString());
           const bad = await validate(paths);
           assert.equal(bad.valid, false, `${bin.label} should reject noSuchFlag`);
-          assert.deepEqual(bad.issues.map((x) => x.path), ["models.providers.clawbridge.models.0.compat"]);
+          assert.deepEqual(
+            bad.issues.map((x) => x.path),
+            ["models.providers.clawbridge.models.0.compat"],
+          );
           assert.match(bad.issues[0]!.message, /noSuchFlag|Invalid input/);
         }
       }),

@@ -14,16 +14,32 @@ import { warmProcesses } from "../../src/backends/warm/pool.js";
 import type { Backend } from "../../src/backends/contract/backend.js";
 import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
 import { pidGone } from "../helpers/backend-turn.js";
-import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, within, type TestBridge } from "../helpers/bridge.js";
+import {
+  cleanup,
+  eventually,
+  pidsWithEnv,
+  readSse,
+  startTestBridge,
+  tempDir,
+  within,
+  type TestBridge,
+} from "../helpers/bridge.js";
 
 const MODEL = "fake/m1";
 
 type WarmBackend = Backend & { readonly warmPid?: number; readonly lastPid?: number };
 
 /** Stream one chat turn with the openai client: the content deltas with their arrival times. */
-async function streamTurn(client: OpenAI, body: Record<string, unknown>, opts: { headers?: Record<string, string>; signal?: AbortSignal; onContent?: (text: string) => void } = {}) {
+async function streamTurn(
+  client: OpenAI,
+  body: Record<string, unknown>,
+  opts: { headers?: Record<string, string>; signal?: AbortSignal; onContent?: (text: string) => void } = {},
+) {
   const t0 = Date.now();
-  const stream = (await client.chat.completions.create({ model: MODEL, ...(body as any), stream: true }, { headers: opts.headers, signal: opts.signal })) as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>;
+  const stream = (await client.chat.completions.create(
+    { model: MODEL, ...(body as any), stream: true },
+    { headers: opts.headers, signal: opts.signal },
+  )) as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>;
   const deltas: Array<{ text: string; at: number }> = [];
   let finish: string | null = null;
   for await (const chunk of stream) {
@@ -55,7 +71,16 @@ describe("opencode warm mode (opencode serve) through the bridge", () => {
     home = tempDir("cb-ocw-home-");
     bridge = await startTestBridge({
       server: { heartbeatSeconds: 0.3, maxConcurrent: 4 },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1, warm: { idleSeconds: 120 } } },
+      backends: {
+        oc: {
+          type: "opencode",
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          warm: { idleSeconds: 120 },
+        },
+      },
       models: [{ id: MODEL, backend: "oc" }],
     });
     client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
@@ -64,13 +89,21 @@ describe("opencode warm mode (opencode serve) through the bridge", () => {
   after(async () => {
     await bridge?.close(0);
     await fake?.close();
-    assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000), "no opencode process left after the bridge closed");
+    assert.ok(
+      await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000),
+      "no opencode process left after the bridge closed",
+    );
     cleanup(home);
     cleanup(bridge.dataDir);
   });
 
   test("a multi-chunk answer streams token by token; the bootstrap goes as the system prompt", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["alpha ", "beta ", "gamma ", "delta."], delayMs: 400, usage: { prompt_tokens: 50, completion_tokens: 4 } }));
+    fake.setScript(() => ({
+      kind: "text",
+      chunks: ["alpha ", "beta ", "gamma ", "delta."],
+      delayMs: 400,
+      usage: { prompt_tokens: 50, completion_tokens: 4 },
+    }));
     const body = openclawRequest(MODEL, [{ role: "user", text: "count for me" }], "2026.9");
     const r = await streamTurn(client, body as Record<string, unknown>);
     assert.equal(r.text, "alpha beta gamma delta.");
@@ -80,12 +113,23 @@ describe("opencode warm mode (opencode serve) through the bridge", () => {
     // Chunks 400 ms apart; a whole answer at the end gives no gap at all. On a loaded machine
     // `opencode serve` was seen to hand over its first two deltas together (gaps 59, 412, 427 ms in a
     // CI run), so two of the three gaps must show the model's pace, not all three.
-    assert.ok(gaps.filter((g) => g >= 200).length >= 2, `the deltas arrived one by one as the model produced them (${JSON.stringify(r.deltas)})`);
+    assert.ok(
+      gaps.filter((g) => g >= 200).length >= 2,
+      `the deltas arrived one by one as the model produced them (${JSON.stringify(r.deltas)})`,
+    );
     const req = fake.mainRequests().at(-1)!;
     assert.match(req.lastUser, /USER: count for me/);
-    assert.match(systemOf(req), /Pebble/, "the bridge's bootstrap (identity) reaches the model in OpenCode's system prompt");
+    assert.match(
+      systemOf(req),
+      /Pebble/,
+      "the bridge's bootstrap (identity) reaches the model in OpenCode's system prompt",
+    );
     assert.doesNotMatch(req.lastUser, /Pebble/, "and is not pasted in front of the user's text");
-    assert.equal(fake.requests.filter((x) => x.side).length, 0, "no title-generation side call (the bridge names the session)");
+    assert.equal(
+      fake.requests.filter((x) => x.side).length,
+      0,
+      "no title-generation side call (the bridge names the session)",
+    );
     const warm = warmProcesses().filter((w) => w.backend === "oc");
     assert.equal(warm.length, 1, JSON.stringify(warm));
     assert.equal(warm[0]!.pid, backend().warmPid);
@@ -100,7 +144,10 @@ describe("opencode warm mode (opencode serve) through the bridge", () => {
     const r = await streamTurn(client, { messages: [{ role: "user", content: "again" }] });
     assert.equal(r.text, "quick reply");
     assert.equal(backend().warmPid, pid, "same opencode serve process");
-    assert.ok(r.deltas[0]!.at < 2000, `first token after ${r.deltas[0]!.at} ms (a cold opencode run takes 2.5 s+ to start)`);
+    assert.ok(
+      r.deltas[0]!.at < 2000,
+      `first token after ${r.deltas[0]!.at} ms (a cold opencode run takes 2.5 s+ to start)`,
+    );
     const body = fake.mainRequests().at(-1)!.body;
     assert.equal(body.model, "m1", "the model reached OpenCode as providerID/modelID");
   });
@@ -115,18 +162,38 @@ describe("opencode warm mode (opencode serve) through the bridge", () => {
       pid = backend().warmPid;
       ac.abort();
     };
-    const turn = streamTurn(client, { messages: [{ role: "user", content: "never finished" }] }, { signal: ac.signal, onContent }).catch((e: Error) => e);
+    const turn = streamTurn(
+      client,
+      { messages: [{ role: "user", content: "never finished" }] },
+      { signal: ac.signal, onContent },
+    ).catch((e: Error) => e);
     const res = await within(turn, 30_000, "aborted turn");
     // The openai client ends an aborted stream with an error or quietly, depending on timing.
     if (!(res instanceof Error)) assert.equal(res.finish, null, "the stream did not finish normally");
     assert.equal(got, "partial ");
     assert.ok(pid, "served by the warm server");
-    assert.ok(await eventually(() => fake.openConnections() === 0, 10_000), "OpenCode dropped the model request (the session was aborted)");
+    assert.ok(
+      await eventually(() => fake.openConnections() === 0, 10_000),
+      "OpenCode dropped the model request (the session was aborted)",
+    );
     // The server itself says no session is working any more (its API, with the bridge's credentials).
-    const server = (backend() as any).warm.server as { request(m: string, p: string): Promise<{ status: number; body: unknown }> };
-    const busy = async () => Object.values(((await server.request("GET", "/session/status")).body ?? {}) as Record<string, { type: string }>).filter((s) => s.type !== "idle");
-    assert.ok(await eventually(async () => (await busy()).length === 0, 10_000), `sessions still busy: ${JSON.stringify(await busy())}`);
-    assert.ok(await eventually(async () => ((await (await fetch(`${bridge.url}/health`)).json()) as any).turns.running === 0, 10_000));
+    const server = (backend() as any).warm.server as {
+      request(m: string, p: string): Promise<{ status: number; body: unknown }>;
+    };
+    const busy = async () =>
+      Object.values(
+        ((await server.request("GET", "/session/status")).body ?? {}) as Record<string, { type: string }>,
+      ).filter((s) => s.type !== "idle");
+    assert.ok(
+      await eventually(async () => (await busy()).length === 0, 10_000),
+      `sessions still busy: ${JSON.stringify(await busy())}`,
+    );
+    assert.ok(
+      await eventually(
+        async () => ((await (await fetch(`${bridge.url}/health`)).json()) as any).turns.running === 0,
+        10_000,
+      ),
+    );
     assert.equal(backend().warmPid, pid, "the server was not killed for the abort");
     fake.setScript(() => ({ kind: "text", chunks: ["still ", "here"] }));
     const next = await streamTurn(client, { messages: [{ role: "user", content: "are you there" }] });
@@ -205,24 +272,46 @@ describe("opencode warm mode (opencode serve) through the bridge", () => {
     writeFileSync(path.join(sandbox, "NOTES.md"), "warm notes for the agent\n");
     const b = await startTestBridge({
       dataDir,
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: {
+        oc: {
+          type: "opencode",
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+        },
+      },
       models: [{ id: MODEL, backend: "oc" }],
       systems: [{ id: "ocw-step", run: { kind: "model", model: MODEL, prompt: "say hi from the warm sandbox" } }],
     });
     try {
       fake.setScript((r) => {
         const msgs: Array<{ role: string }> = r.body?.messages ?? [];
-        if (!msgs.some((m) => m.role === "tool")) return { kind: "tool_calls", calls: [{ id: "call_read_1", name: "read", arguments: { filePath: "NOTES.md" } }] };
+        if (!msgs.some((m) => m.role === "tool"))
+          return {
+            kind: "tool_calls",
+            calls: [{ id: "call_read_1", name: "read", arguments: { filePath: "NOTES.md" } }],
+          };
         return { kind: "text", chunks: ["hi"] };
       });
-      const res = await fetch(`${b.url}/v1/systems/ocw-step/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ inputs: {}, wait: true }) });
+      const res = await fetch(`${b.url}/v1/systems/ocw-step/runs`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ inputs: {}, wait: true }),
+      });
       const run = (await res.json()) as { status: string; output: unknown };
       assert.equal(run.status, "completed", JSON.stringify(run));
       assert.equal(run.output, "hi");
       assert.ok((b.backends.get("oc") as WarmBackend).warmPid, "served by the warm server");
-      const req = fake.mainRequests().filter((r) => r.rawBody.includes("say hi from the warm sandbox")).at(-1);
+      const req = fake
+        .mainRequests()
+        .filter((r) => r.rawBody.includes("say hi from the warm sandbox"))
+        .at(-1);
       const toolResult = JSON.stringify((req?.body?.messages ?? []).filter((m: { role: string }) => m.role === "tool"));
-      assert.ok(toolResult.includes("warm notes for the agent"), `opencode read NOTES.md in the sandbox: ${toolResult.slice(0, 300)}`);
+      assert.ok(
+        toolResult.includes("warm notes for the agent"),
+        `opencode read NOTES.md in the sandbox: ${toolResult.slice(0, 300)}`,
+      );
     } finally {
       const pid = (b.backends.get("oc") as WarmBackend).warmPid;
       await b.close(0);
@@ -249,7 +338,15 @@ describe("opencode warm server lifetime", () => {
 
   test("an idle server is ended after idleSeconds; the next turn starts another", async () => {
     const b = await startTestBridge({
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), killGraceSeconds: 1, warm: { idleSeconds: 1 } } },
+      backends: {
+        oc: {
+          type: "opencode",
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          killGraceSeconds: 1,
+          warm: { idleSeconds: 1 },
+        },
+      },
       models: [{ id: MODEL, backend: "oc" }],
     });
     try {
@@ -260,7 +357,10 @@ describe("opencode warm server lifetime", () => {
       assert.ok(pid);
       assert.ok(await eventually(() => pidGone(pid), 15_000), "the idle server was ended");
       assert.equal(warmProcesses().filter((w) => w.pid === pid).length, 0, "and is no longer listed");
-      const again = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi again" }] });
+      const again = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: "hi again" }],
+      });
       assert.equal(again.choices[0]?.message.content, "ok");
       const pid2 = (b.backends.get("oc") as WarmBackend).warmPid;
       assert.ok(pid2 && pid2 !== pid, "a new server for the next turn");
@@ -271,7 +371,9 @@ describe("opencode warm server lifetime", () => {
 
   test("backend close() ends the server", async () => {
     const b = await startTestBridge({
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), killGraceSeconds: 1 } },
+      backends: {
+        oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), killGraceSeconds: 1 },
+      },
       models: [{ id: MODEL, backend: "oc" }],
     });
     let pid: number | undefined;
@@ -291,7 +393,9 @@ describe("opencode warm server lifetime", () => {
 
   test("a missing binary is backend_unavailable", async () => {
     const b = await startTestBridge({
-      backends: { oc: { type: "opencode", command: path.join(home, "no-such-opencode"), env: opencodeEnv(fake.url, home) } },
+      backends: {
+        oc: { type: "opencode", command: path.join(home, "no-such-opencode"), env: opencodeEnv(fake.url, home) },
+      },
       models: [{ id: MODEL, backend: "oc" }],
     });
     try {

@@ -9,7 +9,15 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
-import { cleanup, eventually, pidsWithEnv, readSse, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import {
+  cleanup,
+  eventually,
+  pidsWithEnv,
+  readSse,
+  startTestBridge,
+  tempDir,
+  type TestBridge,
+} from "../helpers/bridge.js";
 import { openclawRequest } from "../../testkit/openclaw-request.js";
 
 const MODEL = "fake/m1";
@@ -25,8 +33,20 @@ describe("opencode backend through the bridge", () => {
     home = tempDir("cb-oc-home-");
     bridge = await startTestBridge({
       server: { heartbeatSeconds: 0.3, maxConcurrent: 4 },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
-      models: [{ id: MODEL, backend: "oc" }, { id: "fake/slow", backend: "oc", model: "fake/m1" }],
+      backends: {
+        oc: {
+          type: "opencode",
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
+      models: [
+        { id: MODEL, backend: "oc" },
+        { id: "fake/slow", backend: "oc", model: "fake/m1" },
+      ],
       remap: [{ match: "kimi", to: MODEL }],
     });
     client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
@@ -40,9 +60,17 @@ describe("opencode backend through the bridge", () => {
   });
 
   test("a streamed turn reaches the model as a compact prompt and streams back", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["The answer ", "is 81."], usage: { prompt_tokens: 321, completion_tokens: 5 } }));
+    fake.setScript(() => ({
+      kind: "text",
+      chunks: ["The answer ", "is 81."],
+      usage: { prompt_tokens: 321, completion_tokens: 5 },
+    }));
     const body = openclawRequest(MODEL, [{ role: "user", text: "what is 9 * 9" }], "2026.9");
-    const stream = (await client.chat.completions.create({ ...(body as any), stream: true, stream_options: { include_usage: true } })) as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>;
+    const stream = (await client.chat.completions.create({
+      ...(body as any),
+      stream: true,
+      stream_options: { include_usage: true },
+    })) as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>;
     let text = "";
     let sawRole = false;
     let finish: string | null = null;
@@ -68,7 +96,11 @@ describe("opencode backend through the bridge", () => {
   });
 
   test("non-streaming returns one chat.completion with the same answer", async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["plain ", "answer"], usage: { prompt_tokens: 10, completion_tokens: 2 } }));
+    fake.setScript(() => ({
+      kind: "text",
+      chunks: ["plain ", "answer"],
+      usage: { prompt_tokens: 10, completion_tokens: 2 },
+    }));
     const res = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hello" }] });
     assert.equal(res.object, "chat.completion");
     assert.equal(res.choices[0]?.message.content, "plain answer");
@@ -78,13 +110,20 @@ describe("opencode backend through the bridge", () => {
 
   test("remap rules send kimi models to the configured target", async () => {
     fake.setScript((r) => ({ kind: "text", chunks: [`model=${r.body.model}`] }));
-    const res = await client.chat.completions.create({ model: "moonshot/kimi-k2", messages: [{ role: "user", content: "who are you" }] });
+    const res = await client.chat.completions.create({
+      model: "moonshot/kimi-k2",
+      messages: [{ role: "user", content: "who are you" }],
+    });
     assert.equal(res.choices[0]?.message.content, "model=m1");
   });
 
   test("a model API error ends the stream with an SSE error carrying the reason", async () => {
     fake.setScript(() => ({ kind: "error", status: 400, message: "context length exceeded for fake model" }));
-    const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "boom" }], stream: true });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "boom" }],
+      stream: true,
+    });
     await assert.rejects(
       async () => {
         for await (const _ of stream) {
@@ -106,7 +145,16 @@ describe("opencode backend through the bridge", () => {
   test("a silent backend gets empty-content heartbeats, and the timeout ends it with an SSE error", async () => {
     const short = await startTestBridge({
       server: { heartbeatSeconds: 0.3 },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 6, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        oc: {
+          type: "opencode",
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          timeoutSeconds: 6,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
       models: [{ id: MODEL, backend: "oc" }],
     });
     try {
@@ -127,7 +175,10 @@ describe("opencode backend through the bridge", () => {
       assert.equal(last.error?.code, "backend_timeout");
       assert.match(last.error.message, /did not finish within 6s/);
       assert.ok(!frames.includes("[DONE]"), "a failed stream is not marked done");
-      assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0), "the timed-out process group is gone");
+      assert.ok(
+        await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0),
+        "the timed-out process group is gone",
+      );
     } finally {
       await short.close(0);
     }
@@ -148,7 +199,10 @@ describe("opencode backend through the bridge", () => {
     assert.ok(await eventually(() => fake.mainRequests().length > before, 30_000), "the CLI reached the model");
     assert.ok(pidsWithEnv(`HOME=${home}`).length > 0, "opencode is running");
     ac.abort();
-    assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000), "no opencode process left after abort");
+    assert.ok(
+      await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000),
+      "no opencode process left after abort",
+    );
     assert.ok(await eventually(() => fake.openConnections() === 0, 5000), "the model connection was closed");
     const health = (await (await fetch(`${bridge.url}/health`)).json()) as any;
     assert.equal(health.turns.running, 0);
@@ -164,14 +218,23 @@ describe("opencode backend through the bridge", () => {
       return { kind: "text", chunks: [`done ${who}`], firstDelayMs: who === "A1" ? 2500 : 0 };
     });
     const ask = (conv: string, text: string) =>
-      client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: text }] }, { headers: { "x-session-id": conv } });
+      client.chat.completions.create(
+        { model: MODEL, messages: [{ role: "user", content: text }] },
+        { headers: { "x-session-id": conv } },
+      );
     const a1 = ask("conv-A", "A1");
     await eventually(() => order.includes("A1"), 30_000);
     const a2 = ask("conv-A", "A2");
     const b1 = ask("conv-B", "B1");
     const results = await Promise.all([a1, a2, b1]);
-    assert.deepEqual(results.map((r) => r.choices[0]?.message.content), ["done A1", "done A2", "done B1"]);
-    assert.ok(order.indexOf("B1") < order.indexOf("A2"), `B ran while A1 was still answering (order ${order.join(",")})`);
+    assert.deepEqual(
+      results.map((r) => r.choices[0]?.message.content),
+      ["done A1", "done A2", "done B1"],
+    );
+    assert.ok(
+      order.indexOf("B1") < order.indexOf("A2"),
+      `B ran while A1 was still answering (order ${order.join(",")})`,
+    );
     assert.ok(order.indexOf("A1") < order.indexOf("A2"));
   });
 
@@ -182,7 +245,16 @@ describe("opencode backend through the bridge", () => {
     writeFileSync(path.join(sandbox, "NOTES.md"), "notes for the agent\n");
     const b = await startTestBridge({
       dataDir,
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        oc: {
+          type: "opencode",
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
       models: [{ id: MODEL, backend: "oc" }],
       systems: [{ id: "oc-step", run: { kind: "model", model: MODEL, prompt: "say hi from the sandbox" } }],
     });
@@ -190,17 +262,31 @@ describe("opencode backend through the bridge", () => {
       // The model asks opencode's own `read` tool for a relative path: opencode resolves it in its working directory.
       fake.setScript((r) => {
         const msgs: Array<{ role: string }> = r.body?.messages ?? [];
-        if (!msgs.some((m) => m.role === "tool")) return { kind: "tool_calls", calls: [{ id: "call_read_1", name: "read", arguments: { filePath: "NOTES.md" } }] };
+        if (!msgs.some((m) => m.role === "tool"))
+          return {
+            kind: "tool_calls",
+            calls: [{ id: "call_read_1", name: "read", arguments: { filePath: "NOTES.md" } }],
+          };
         return { kind: "text", chunks: ["hi"] };
       });
-      const res = await fetch(`${b.url}/v1/systems/oc-step/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ inputs: {}, wait: true }) });
+      const res = await fetch(`${b.url}/v1/systems/oc-step/runs`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ inputs: {}, wait: true }),
+      });
       const run = (await res.json()) as { status: string; output: unknown };
       assert.equal(run.status, "completed", JSON.stringify(run));
       assert.equal(run.output, "hi");
-      const req = fake.mainRequests().filter((r) => r.rawBody.includes("say hi from the sandbox")).at(-1);
+      const req = fake
+        .mainRequests()
+        .filter((r) => r.rawBody.includes("say hi from the sandbox"))
+        .at(-1);
       assert.ok(req, "opencode asked the model");
       const toolResult = JSON.stringify((req.body?.messages ?? []).filter((m: { role: string }) => m.role === "tool"));
-      assert.ok(toolResult.includes("notes for the agent"), `opencode read NOTES.md in the sandbox: ${toolResult.slice(0, 300)}`);
+      assert.ok(
+        toolResult.includes("notes for the agent"),
+        `opencode read NOTES.md in the sandbox: ${toolResult.slice(0, 300)}`,
+      );
     } finally {
       await b.close(0);
       cleanup(dataDir);

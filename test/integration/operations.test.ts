@@ -15,9 +15,15 @@ import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir } from "../h
 const BIN = path.resolve("bin/clawbridge.js");
 const MODEL = "fake/m1";
 
-function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -31,9 +37,15 @@ function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: numbe
 }
 
 /** Start `clawbridge serve` as a child process; resolves with its URL once it listens. */
-function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
+function serve(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, "serve", ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, [BIN, "serve", ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let stderr = "";
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
@@ -79,7 +91,9 @@ describe("the clawbridge command", () => {
         logging: { level: "warn" },
         dataDir: path.join(dir, "data"),
         intents: { enabled: false },
-        backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60 } },
+        backends: {
+          oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60 },
+        },
         models: [{ id: MODEL, backend: "oc" }],
       }),
     );
@@ -94,16 +108,29 @@ describe("the clawbridge command", () => {
   test("--help explains every command, option and environment variable", async () => {
     const top = await run(["--help"]);
     assert.equal(top.code, 0);
-    for (const word of ["serve", "config", "sessions", "CLAWBRIDGE_CONFIG", "ROUTER_MODEL", "OPENCODE_BIN", "ROUTER_TIMEOUT", "ROUTER_PORT"]) {
+    for (const word of [
+      "serve",
+      "config",
+      "sessions",
+      "CLAWBRIDGE_CONFIG",
+      "ROUTER_MODEL",
+      "OPENCODE_BIN",
+      "ROUTER_TIMEOUT",
+      "ROUTER_PORT",
+    ]) {
       assert.ok(top.stdout.includes(word), `--help mentions ${word}`);
     }
     const serveHelp = await run(["serve", "--help"]);
-    for (const opt of ["--config", "--port", "--host"]) assert.ok(serveHelp.stdout.includes(opt), `serve --help mentions ${opt}`);
+    for (const opt of ["--config", "--port", "--host"])
+      assert.ok(serveHelp.stdout.includes(opt), `serve --help mentions ${opt}`);
   });
 
   test("a bad config file stops start-up with a message naming the key", async () => {
     const bad = path.join(dir, "bad.yaml");
-    writeFileSync(bad, "server:\n  port: 4097\n  colour: blue\nbackends:\n  oc: { type: opencode, timeoutSeconds: soon }\nmodels:\n  - { id: m, backend: nope }\n");
+    writeFileSync(
+      bad,
+      "server:\n  port: 4097\n  colour: blue\nbackends:\n  oc: { type: opencode, timeoutSeconds: soon }\nmodels:\n  - { id: m, backend: nope }\n",
+    );
     const res = await run(["config", "check", "--config", bad]);
     assert.equal(res.code, 2);
     assert.match(res.stderr, /server: unknown key "colour"/);
@@ -126,7 +153,10 @@ describe("the clawbridge command", () => {
     try {
       const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "x", maxRetries: 0 });
       const before = fake.mainRequests().length;
-      const answer = client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "long question" }] });
+      const answer = client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: "long question" }],
+      });
       assert.ok(await eventually(() => fake.mainRequests().length > before, 30_000), "the turn reached the model");
       child.kill("SIGTERM");
       const res = await answer;
@@ -160,7 +190,16 @@ describe("back-pressure", () => {
     const home = tempDir("cb-429-home-");
     const bridge = await startTestBridge({
       server: { maxConcurrent: 1, maxQueue: 0 },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        oc: {
+          type: "opencode",
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
       models: [{ id: MODEL, backend: "oc" }],
     });
     const ac = new AbortController();
@@ -168,10 +207,19 @@ describe("back-pressure", () => {
       const first = fetch(`${bridge.baseURL}/chat/completions`, {
         method: "POST",
         headers: { "content-type": "application/json", "x-session-id": "one" },
-        body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: "user", content: "hold the only slot" }] }),
+        body: JSON.stringify({
+          model: MODEL,
+          stream: true,
+          messages: [{ role: "user", content: "hold the only slot" }],
+        }),
         signal: ac.signal,
       }).catch(() => undefined);
-      assert.ok(await eventually(async () => ((await (await fetch(`${bridge.url}/health`)).json()) as any).turns.running === 1, 10_000));
+      assert.ok(
+        await eventually(
+          async () => ((await (await fetch(`${bridge.url}/health`)).json()) as any).turns.running === 1,
+          10_000,
+        ),
+      );
       const res = await fetch(`${bridge.baseURL}/chat/completions`, {
         method: "POST",
         headers: { "content-type": "application/json", "x-session-id": "two" },
@@ -200,8 +248,18 @@ describe("shutting down", () => {
   test("a request that arrives while the bridge drains (pipelined behind a running turn) gets 503 and the connection closes; the running turn finishes", async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const answer = JSON.stringify({ id: "x", object: "chat.completion", created: 1, model: "up", choices: [{ index: 0, message: { role: "assistant", content: "finished in time" }, finish_reason: "stop" }] });
-    const fake = await startFakeOpenAI(() => ({ kind: "steps", headers: { "content-type": "application/json" }, steps: [() => gate, answer] }));
+    const answer = JSON.stringify({
+      id: "x",
+      object: "chat.completion",
+      created: 1,
+      model: "up",
+      choices: [{ index: 0, message: { role: "assistant", content: "finished in time" }, finish_reason: "stop" }],
+    });
+    const fake = await startFakeOpenAI(() => ({
+      kind: "steps",
+      headers: { "content-type": "application/json" },
+      steps: [() => gate, answer],
+    }));
     const bridge = await startTestBridge({
       server: { shutdownGraceSeconds: 20 },
       backends: { up: { type: "openai", baseUrl: fake.url } },

@@ -25,7 +25,16 @@ before(async () => {
   home = tempDir("cb-piai-home-");
   bridge = await startTestBridge({
     server: { heartbeatSeconds: 1 },
-    backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 90, killGraceSeconds: 1, warm: { enabled: false } } },
+    backends: {
+      oc: {
+        type: "opencode",
+        command: OPENCODE_BIN,
+        env: opencodeEnv(fake.url, home),
+        timeoutSeconds: 90,
+        killGraceSeconds: 1,
+        warm: { enabled: false },
+      },
+    },
     models: [{ id: MODEL, backend: "oc" }],
   });
   model = piModel(bridge.baseURL, MODEL, "Fake via clawbridge");
@@ -39,7 +48,14 @@ after(async () => {
 });
 
 const now = () => Date.now();
-const usage0 = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+const usage0 = {
+  input: 0,
+  output: 0,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 0,
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+};
 
 /** A context shaped like OpenClaw 2026.5's: big system prompt, tools, metadata-wrapped user turns, history. */
 function openclawContext(question: string): Context {
@@ -60,7 +76,11 @@ function openclawContext(question: string): Context {
       { role: "user", content: [{ type: "text", text: wrapUserText(question, "2026.5") }], timestamp: now() },
     ],
     tools: [
-      { name: "read", description: "Read a file from the workspace.", parameters: Type.Object({ path: Type.String({ description: "file path" }) }) },
+      {
+        name: "read",
+        description: "Read a file from the workspace.",
+        parameters: Type.Object({ path: Type.String({ description: "file path" }) }),
+      },
       { name: "web_search", description: "Search the web.", parameters: Type.Object({ query: Type.String() }) },
     ],
   };
@@ -76,13 +96,24 @@ async function drain(s: AsyncIterable<AssistantMessageEvent>): Promise<Assistant
 }
 
 describe("pi-ai 0.73 (OpenClaw 2026.5's client) → clawbridge → real opencode", () => {
-  test("stream(): text deltas assemble to the model's answer; done carries usage", { timeout: TURN_TIMEOUT }, async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["Tallinn ", "is the capital ", "of Estonia."], usage: { prompt_tokens: 321, completion_tokens: 9 } }));
+  test("stream(): text deltas assemble to the model's answer; done carries usage", {
+    timeout: TURN_TIMEOUT,
+  }, async () => {
+    fake.setScript(() => ({
+      kind: "text",
+      chunks: ["Tallinn ", "is the capital ", "of Estonia."],
+      usage: { prompt_tokens: 321, completion_tokens: 9 },
+    }));
     const before = fake.mainRequests().length;
-    const events = await drain(stream(model, openclawContext("what is the capital of Estonia?"), { apiKey: "unused-key", maxTokens: 4096 }));
+    const events = await drain(
+      stream(model, openclawContext("what is the capital of Estonia?"), { apiKey: "unused-key", maxTokens: 4096 }),
+    );
 
     assert.equal(events[0]?.type, "start");
-    const text = events.filter((e) => e.type === "text_delta").map((e) => (e as { delta: string }).delta).join("");
+    const text = events
+      .filter((e) => e.type === "text_delta")
+      .map((e) => (e as { delta: string }).delta)
+      .join("");
     assert.equal(text, "Tallinn is the capital of Estonia.");
     const last = events.at(-1)!;
     assert.equal(last.type, "done", JSON.stringify(last).slice(0, 500));
@@ -106,8 +137,16 @@ describe("pi-ai 0.73 (OpenClaw 2026.5's client) → clawbridge → real opencode
   });
 
   test("complete(): one final assistant message", { timeout: TURN_TIMEOUT }, async () => {
-    fake.setScript(() => ({ kind: "text", chunks: ["plain ", "answer"], usage: { prompt_tokens: 10, completion_tokens: 2 } }));
-    const msg = await complete(model, { messages: [{ role: "user", content: "say something", timestamp: now() }] }, { apiKey: "unused-key" });
+    fake.setScript(() => ({
+      kind: "text",
+      chunks: ["plain ", "answer"],
+      usage: { prompt_tokens: 10, completion_tokens: 2 },
+    }));
+    const msg = await complete(
+      model,
+      { messages: [{ role: "user", content: "say something", timestamp: now() }] },
+      { apiKey: "unused-key" },
+    );
     assert.equal(msg.stopReason, "stop", msg.errorMessage);
     assert.deepEqual(msg.content, [{ type: "text", text: "plain answer" }]);
     assert.equal(msg.usage.input, 10);
@@ -116,9 +155,22 @@ describe("pi-ai 0.73 (OpenClaw 2026.5's client) → clawbridge → real opencode
     assert.equal(msg.provider, "clawbridge");
   });
 
-  test("an upstream error: the final message has stopReason \"error\" and the model's message", { timeout: TURN_TIMEOUT }, async () => {
-    fake.setScript(() => ({ kind: "error", status: 400, message: "fake upstream: the prompt is too long for this model", type: "invalid_request_error" }));
-    const events = await drain(stream(model, { messages: [{ role: "user", content: "boom", timestamp: now() }] }, { apiKey: "unused-key", maxRetries: 0 }));
+  test('an upstream error: the final message has stopReason "error" and the model\'s message', {
+    timeout: TURN_TIMEOUT,
+  }, async () => {
+    fake.setScript(() => ({
+      kind: "error",
+      status: 400,
+      message: "fake upstream: the prompt is too long for this model",
+      type: "invalid_request_error",
+    }));
+    const events = await drain(
+      stream(
+        model,
+        { messages: [{ role: "user", content: "boom", timestamp: now() }] },
+        { apiKey: "unused-key", maxRetries: 0 },
+      ),
+    );
     const last = events.at(-1)!;
     assert.equal(last.type, "error", JSON.stringify(last).slice(0, 500));
     if (last.type !== "error") return;
@@ -128,11 +180,15 @@ describe("pi-ai 0.73 (OpenClaw 2026.5's client) → clawbridge → real opencode
     assert.ok(!events.some((e) => e.type === "done"), "never a silent success");
   });
 
-  test("abort via signal: stopReason \"aborted\" and no opencode process left", { timeout: TURN_TIMEOUT }, async () => {
+  test('abort via signal: stopReason "aborted" and no opencode process left', { timeout: TURN_TIMEOUT }, async () => {
     fake.setScript(() => ({ kind: "hang" }));
     const before = fake.mainRequests().length;
     const ac = new AbortController();
-    const s = stream(model, { messages: [{ role: "user", content: "a question that never gets answered", timestamp: now() }] }, { apiKey: "unused-key", signal: ac.signal });
+    const s = stream(
+      model,
+      { messages: [{ role: "user", content: "a question that never gets answered", timestamp: now() }] },
+      { apiKey: "unused-key", signal: ac.signal },
+    );
     const all = drain(s);
     assert.ok(await eventually(() => fake.mainRequests().length > before, 60_000), "opencode reached the model");
     assert.ok(pidsWithEnv(`HOME=${home}`).length > 0, "opencode is running");
@@ -143,7 +199,10 @@ describe("pi-ai 0.73 (OpenClaw 2026.5's client) → clawbridge → real opencode
     if (last.type !== "error") return;
     assert.equal(last.reason, "aborted");
     assert.equal(last.error.stopReason, "aborted");
-    assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000), "no opencode process left after the abort");
+    assert.ok(
+      await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 15_000),
+      "no opencode process left after the abort",
+    );
     assert.ok(await eventually(() => fake.openConnections() === 0, 5_000), "the model connection was closed");
     assert.ok(
       await eventually(async () => {

@@ -23,7 +23,15 @@ import { openclawRequest } from "../../testkit/openclaw-request.js";
 
 const ANSWER = "Here is my answer.";
 const SEARCH_TIMEOUT_MS = 1500;
-const NOISE = ["NAV_NOISE", "SCRIPT_NOISE", "ADS_NOISE", "SIDEBAR_NOISE", "FOOTER_NOISE", "IMAGE_ALT_NOISE", "tracking"];
+const NOISE = [
+  "NAV_NOISE",
+  "SCRIPT_NOISE",
+  "ADS_NOISE",
+  "SIDEBAR_NOISE",
+  "FOOTER_NOISE",
+  "IMAGE_ALT_NOISE",
+  "tracking",
+];
 const LIVE_NOTE = "These are live data fetched from the web just now";
 
 /** Collects the bridge's pino JSON lines. */
@@ -96,7 +104,11 @@ function assertWordBoundarySnippets(block: string, query: string): number {
     assert.ok(e.snippet.endsWith("…"), `a shortened snippet is marked: ${JSON.stringify(e.snippet)}`);
     const kept = e.snippet.slice(0, -1);
     assert.ok(original.startsWith(kept), `snippet is a prefix of the original: ${JSON.stringify(kept)}`);
-    assert.match(original.charAt(kept.length), /[\s,;:\-–—]/, `cut at a word boundary, not mid-word: ${JSON.stringify(kept)}|${original.slice(kept.length, kept.length + 10)}`);
+    assert.match(
+      original.charAt(kept.length),
+      /[\s,;:\-–—]/,
+      `cut at a word boundary, not mid-word: ${JSON.stringify(kept)}|${original.slice(kept.length, kept.length + 10)}`,
+    );
     trimmed++;
   }
   return trimmed;
@@ -122,13 +134,23 @@ function webIntents(extra: Record<string, unknown> = {}): Record<string, any> {
     search: { provider: "searxng", baseUrl: `${web.origin}/searxng`, timeoutMs: SEARCH_TIMEOUT_MS },
     fetch: { allowHosts: ["127.0.0.1"], timeoutMs: 3000 },
     news: { sites: ["lsm.lv", "delfi.lv"] },
-    rules: [{ id: "news-latvia", kind: "news", all: [["latvia*", "läti*"], ["news", "uudis*"]], lead: ["tell me", "give me"], fillers: ["please"] }],
+    rules: [
+      {
+        id: "news-latvia",
+        kind: "news",
+        all: [
+          ["latvia*", "läti*"],
+          ["news", "uudis*"],
+        ],
+        lead: ["tell me", "give me"],
+        fillers: ["please"],
+      },
+    ],
     ...extra,
   };
 }
 
 const searxRequests = () => web.requestsTo("/searxng/");
-
 
 /** What the faked model API received, whichever CLI called it. */
 interface ModelSide {
@@ -154,7 +176,8 @@ async function postTurn(
   headers: Record<string, string> = {},
 ): Promise<TurnResult> {
   const before = side.count();
-  const payload: Record<string, unknown> = typeof body === "string" ? { model, messages: [{ role: "user", content: body }] } : { ...body, model };
+  const payload: Record<string, unknown> =
+    typeof body === "string" ? { model, messages: [{ role: "user", content: body }] } : { ...body, model };
   payload.stream = false;
   delete payload.stream_options;
   // A generous client bound, not a timing assertion: a turn blocked by a tool would never answer.
@@ -166,7 +189,10 @@ async function postTurn(
   });
   const json = (await res.json()) as any;
   const prompts = side.promptsSince(before);
-  assert.ok(prompts.length >= 1, `the CLI called the model (status ${res.status}: ${JSON.stringify(json).slice(0, 300)})`);
+  assert.ok(
+    prompts.length >= 1,
+    `the CLI called the model (status ${res.status}: ${JSON.stringify(json).slice(0, 300)})`,
+  );
   return { status: res.status, content: json?.choices?.[0]?.message?.content ?? "", prompt: prompts.at(-1)! };
 }
 
@@ -182,14 +208,34 @@ describe("tool pre-execution through the bridge: stateless (real opencode)", () 
   const WIDE = "oc/wide"; // default budgets, same (top-level) intents
 
   before(async () => {
-    fake = await startFakeOpenAI(() => ({ kind: "text", chunks: [ANSWER], usage: { prompt_tokens: 10, completion_tokens: 4 } }));
-    side = { count: () => fake.mainRequests().length, promptsSince: (n) => fake.mainRequests().slice(n).map((r: RecordedRequest) => r.lastUser) };
+    fake = await startFakeOpenAI(() => ({
+      kind: "text",
+      chunks: [ANSWER],
+      usage: { prompt_tokens: 10, completion_tokens: 4 },
+    }));
+    side = {
+      count: () => fake.mainRequests().length,
+      promptsSince: (n) =>
+        fake
+          .mainRequests()
+          .slice(n)
+          .map((r: RecordedRequest) => r.lastUser),
+    };
     home = tempDir("cb-pe-home-");
     tmp = tempDir("cb-pe-tmp-");
     debugLogFile = path.join(tmp, "debug.log");
     bridge = await startTestBridge({
       logging: { debugLog: debugLogFile },
-      backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 90, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        oc: {
+          type: "opencode",
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          timeoutSeconds: 90,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+      },
       intents: webIntents(),
       models: [
         { id: MAIN, backend: "oc", model: "fake/m1", context: { maxToolResultChars: 600, maxPromptChars: 4000 } },
@@ -228,7 +274,10 @@ describe("tool pre-execution through the bridge: stateless (real opencode)", () 
     assert.equal(seen[0]!.query.get("q"), q, "the extracted query (OpenClaw metadata stripped, trigger removed)");
     const block = liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS");
     assert.ok(block, `live search block in the model's prompt:\n${r.prompt.slice(-1500)}`);
-    assert.match(block, new RegExp(`^LIVE WEB SEARCH RESULTS \\(fetched \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z\\) for "${q}":\\n`));
+    assert.match(
+      block,
+      new RegExp(`^LIVE WEB SEARCH RESULTS \\(fetched \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z\\) for "${q}":\\n`),
+    );
     assert.ok(block.includes(LIVE_NOTE), "the model is told these are live data");
     assert.match(block, /^1\. Result 1 about best AI tools 2026/m, "the fake provider's results");
     assert.match(block, /https:\/\/site1\.example\/page\?id=1/);
@@ -237,17 +286,30 @@ describe("tool pre-execution through the bridge: stateless (real opencode)", () 
     assert.ok(trimmed >= 1, "the small budget made the bridge shorten snippets (at word boundaries)");
     // The whole prompt: system + history + live data + the user message, within maxPromptChars.
     assert.ok(r.prompt.length <= 4000, `prompt within maxPromptChars (${r.prompt.length})`);
-    assert.match(r.prompt, /\n\nUSER: search for best AI tools 2026\n\nRespond:$/, "the user's message is last and whole");
-    assert.ok(r.prompt.indexOf("LIVE WEB SEARCH RESULTS") < r.prompt.lastIndexOf("USER: search for"), "live data comes before the message");
+    assert.match(
+      r.prompt,
+      /\n\nUSER: search for best AI tools 2026\n\nRespond:$/,
+      "the user's message is last and whole",
+    );
+    assert.ok(
+      r.prompt.indexOf("LIVE WEB SEARCH RESULTS") < r.prompt.lastIndexOf("USER: search for"),
+      "live data comes before the message",
+    );
     assert.match(r.prompt, /CONVERSATION SO FAR:\n/, "history kept alongside the live data");
     assert.match(r.prompt, /Pebble/, "the compressed system prompt is still there");
 
     // 9. The debug log (logging.debugLog) records the intent and a prompt built with tool context.
     const read = () => (existsSync(debugLogFile) ? readFileSync(debugLogFile, "utf8") : "");
-    const ok = await eventually(() => /Intent detected: web_search/.test(read()) && /Prompt built: \d+ chars, tool_context: true/.test(read()), 5000);
+    const ok = await eventually(
+      () => /Intent detected: web_search/.test(read()) && /Prompt built: \d+ chars, tool_context: true/.test(read()),
+      5000,
+    );
     assert.ok(ok, `debug log lines present:\n${read()}`);
     assert.match(read(), /^\[\d\d:\d\d:\d\d\] Intent detected: web_search \(rule web-search\)$/m);
-    assert.match(read(), /^\[\d\d:\d\d:\d\d\] Prompt built: \d+ chars, tool_context: true, history_entries: [1-9]\d*$/m);
+    assert.match(
+      read(),
+      /^\[\d\d:\d\d:\d\d\] Prompt built: \d+ chars, tool_context: true, history_entries: [1-9]\d*$/m,
+    );
   });
 
   test("2. a URL in the message: the page's readable text reaches the prompt as LIVE WEB DATA, without page noise", async () => {
@@ -273,7 +335,9 @@ describe("tool pre-execution through the bridge: stateless (real opencode)", () 
     const n = searxRequests().length;
     const r = await postTurn(bridge, side, MAIN, "Tell me Estonian news for today");
     assert.equal(r.content, ANSWER);
-    const qs = searxRequests().slice(n).map((x) => x.query.get("q"));
+    const qs = searxRequests()
+      .slice(n)
+      .map((x) => x.query.get("q"));
     assert.deepEqual(qs, ["Estonian news for today site:err.ee OR site:postimees.ee OR site:delfi.ee"]);
     const block = liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS");
     assert.ok(block, "live block in the prompt");
@@ -286,8 +350,13 @@ describe("tool pre-execution through the bridge: stateless (real opencode)", () 
     const n = searxRequests().length;
     const r = await postTurn(bridge, side, MAIN, "mis on eesti uudised täna");
     assert.equal(r.content, ANSWER);
-    const qs = searxRequests().slice(n).map((x) => x.query.get("q"));
-    assert.deepEqual(qs, ["eesti uudised täna site:err.ee OR site:postimees.ee OR site:delfi.ee", "eesti uudised täna"]);
+    const qs = searxRequests()
+      .slice(n)
+      .map((x) => x.query.get("q"));
+    assert.deepEqual(qs, [
+      "eesti uudised täna site:err.ee OR site:postimees.ee OR site:delfi.ee",
+      "eesti uudised täna",
+    ]);
     const block = liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS");
     assert.ok(block, "live block from the general search");
     assert.match(block, /nothing found on err\.ee, postimees\.ee, delfi\.ee; general web search/);
@@ -313,7 +382,14 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
 
   before(async () => {
     fake = await startFakeAnthropic(() => ({ kind: "text", chunks: [ANSWER] }));
-    side = { count: () => fake.messageCalls().length, promptsSince: (n) => fake.messageCalls().slice(n).map((r) => r.lastUserText) };
+    side = {
+      count: () => fake.messageCalls().length,
+      promptsSince: (n) =>
+        fake
+          .messageCalls()
+          .slice(n)
+          .map((r) => r.lastUserText),
+    };
     home = tempDir("cb-pe-claude-home-");
     tmp = tempDir("cb-pe-claude-tmp-");
     debugLogFile = path.join(tmp, "debug.log");
@@ -324,21 +400,53 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
     bridge = await startTestBridge(
       {
         logging: { level: "info", debugLog: debugLogFile },
-        backends: { cl: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 90, killGraceSeconds: 1 } },
+        backends: {
+          cl: {
+            type: "claude-code",
+            command: CLAUDE_BIN,
+            env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+            timeoutSeconds: 90,
+            killGraceSeconds: 1,
+          },
+        },
         intents: webIntents(),
         models: [
           { id: RESUME, backend: "cl", model: "default", session: { mode: "resume" } },
           { id: MAIN, backend: "cl", model: "default", session: stateless },
-          { id: "cl/intents-budget", backend: "cl", model: "default", session: stateless, intents: full({ maxToolResultChars: 600 }) },
-          { id: "cl/merge", backend: "cl", model: "default", session: stateless, intents: { search: { maxResults: 2 } } },
+          {
+            id: "cl/intents-budget",
+            backend: "cl",
+            model: "default",
+            session: stateless,
+            intents: full({ maxToolResultChars: 600 }),
+          },
+          {
+            id: "cl/merge",
+            backend: "cl",
+            model: "default",
+            session: stateless,
+            intents: { search: { maxResults: 2 } },
+          },
           {
             id: "cl/refused",
             backend: "cl",
             model: "default",
             session: stateless,
-            intents: full({ search: { provider: "searxng", baseUrl: `http://127.0.0.1:${refusedPort}/searxng`, timeoutMs: SEARCH_TIMEOUT_MS } }),
+            intents: full({
+              search: {
+                provider: "searxng",
+                baseUrl: `http://127.0.0.1:${refusedPort}/searxng`,
+                timeoutMs: SEARCH_TIMEOUT_MS,
+              },
+            }),
           },
-          { id: "cl/strict", backend: "cl", model: "default", session: stateless, intents: full({ fetch: { allowHosts: [], allowPrivateAddresses: false, timeoutMs: 3000 } }) },
+          {
+            id: "cl/strict",
+            backend: "cl",
+            model: "default",
+            session: stateless,
+            intents: full({ fetch: { allowHosts: [], allowPrivateAddresses: false, timeoutMs: 3000 } }),
+          },
           { id: "cl/off", backend: "cl", model: "default", session: stateless, intents: full({ enabled: false }) },
           {
             id: "cl/custom",
@@ -372,7 +480,8 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
     if (bridge) cleanup(bridge.dataDir);
   });
 
-  const turn = (model: string, body: string | Record<string, unknown>, headers: Record<string, string> = {}) => postTurn(bridge, side, model, body, headers);
+  const turn = (model: string, body: string | Record<string, unknown>, headers: Record<string, string> = {}) =>
+    postTurn(bridge, side, model, body, headers);
   const readDebug = () => (existsSync(debugLogFile) ? readFileSync(debugLogFile, "utf8") : "");
 
   test("4. resume mode: live data reaches the backend's new-turn text, on the first and on a resumed turn", async () => {
@@ -402,7 +511,11 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
       conv,
     );
     assert.equal(t2.content, ANSWER);
-    assert.match(t2.prompt, /LIVE WEB SEARCH RESULTS \(fetched [^)]+\) for "resume live data two":/, t2.prompt.slice(0, 1500));
+    assert.match(
+      t2.prompt,
+      /LIVE WEB SEARCH RESULTS \(fetched [^)]+\) for "resume live data two":/,
+      t2.prompt.slice(0, 1500),
+    );
     assert.match(t2.prompt, /Result 1 about resume live data two/);
     assert.ok(t2.prompt.trimEnd().endsWith(q2), "the new message is last");
     assert.ok(!t2.prompt.includes("resume live data one"), "only the new turn's text is forwarded");
@@ -410,7 +523,10 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
     const call = fake.messageCalls().slice(before).at(-1)!;
     const history = JSON.stringify(call.body?.messages ?? []);
     assert.ok(history.includes("resume live data one"), "turn 1 came from the CLI's transcript");
-    const ok = await eventually(() => /Prompt built: \d+ chars \(resume, continuing\), tool_context: true/.test(readDebug()), 5000);
+    const ok = await eventually(
+      () => /Prompt built: \d+ chars \(resume, continuing\), tool_context: true/.test(readDebug()),
+      5000,
+    );
     assert.ok(ok, readDebug());
   });
 
@@ -418,7 +534,9 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
     const n = searxRequests().length;
     const r = await turn(MAIN, "Tell me Latvian news please");
     assert.equal(r.content, ANSWER);
-    const qs = searxRequests().slice(n).map((x) => x.query.get("q"));
+    const qs = searxRequests()
+      .slice(n)
+      .map((x) => x.query.get("q"));
     assert.deepEqual(qs, ["Latvian news site:lsm.lv OR site:delfi.lv"]);
     assert.match(liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS") ?? "", /\(news from lsm\.lv, delfi\.lv\)/);
   });
@@ -489,7 +607,11 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
     assert.equal(searxRequests().length, n + 1, "one provider request for two turns");
     const blockA = liveBlock(a.prompt, "LIVE WEB SEARCH RESULTS");
     assert.ok(blockA);
-    assert.equal(liveBlock(b.prompt, "LIVE WEB SEARCH RESULTS"), blockA, "the retry gets the same live data (same fetch time)");
+    assert.equal(
+      liveBlock(b.prompt, "LIVE WEB SEARCH RESULTS"),
+      blockA,
+      "the retry gets the same live data (same fetch time)",
+    );
     assert.deepEqual(
       logs.since(mark, "tool pre-execution").map((l) => l.cached),
       [false, true],
@@ -535,7 +657,9 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
     assert.equal(r.content, ANSWER);
     assert.equal(web.requests.length, n + 1);
     assert.deepEqual(
-      searxRequests().slice(-1).map((x) => x.query.get("q")),
+      searxRequests()
+        .slice(-1)
+        .map((x) => x.query.get("q")),
       ["den besten Wanderwegen in Tirol"],
     );
     const block = liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS");
@@ -544,27 +668,21 @@ describe("tool pre-execution through the bridge: real claude (stateless and resu
     assert.match(block, /Result 1 about den besten Wanderwegen in Tirol/);
   });
 
-  test(
-    "config: intents.maxToolResultChars bounds the live block through the bridge",
-    async () => {
-      const r = await turn("cl/intents-budget", "search for intents budget probe");
-      assert.equal(r.content, ANSWER);
-      const block = liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS");
-      assert.ok(block);
-      assert.ok(block.length <= 600, `live block within intents.maxToolResultChars 600 (got ${block.length})`);
-    },
-  );
+  test("config: intents.maxToolResultChars bounds the live block through the bridge", async () => {
+    const r = await turn("cl/intents-budget", "search for intents budget probe");
+    assert.equal(r.content, ANSWER);
+    const block = liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS");
+    assert.ok(block);
+    assert.ok(block.length <= 600, `live block within intents.maxToolResultChars 600 (got ${block.length})`);
+  });
 
-  test(
-    "config: a per-model intents section overrides only what it names; the top-level rest stays",
-    async () => {
-      const n = searxRequests().length;
-      const r = await turn("cl/merge", "search for merge probe question");
-      assert.equal(r.content, ANSWER);
-      assert.equal(searxRequests().length, n + 1, "the top-level searxng provider was used");
-      const block = liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS");
-      assert.ok(block, "live block");
-      assert.equal(searchEntries(block).length, 2, "the model's maxResults: 2 applies");
-    },
-  );
+  test("config: a per-model intents section overrides only what it names; the top-level rest stays", async () => {
+    const n = searxRequests().length;
+    const r = await turn("cl/merge", "search for merge probe question");
+    assert.equal(r.content, ANSWER);
+    assert.equal(searxRequests().length, n + 1, "the top-level searxng provider was used");
+    const block = liveBlock(r.prompt, "LIVE WEB SEARCH RESULTS");
+    assert.ok(block, "live block");
+    assert.equal(searchEntries(block).length, 2, "the model's maxResults: 2 applies");
+  });
 });

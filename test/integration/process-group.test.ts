@@ -20,7 +20,15 @@ import { createLogger } from "../../src/core/log/logger.js";
 import { TurnDeadline } from "../../src/core/util/cancel.js";
 import { terminateAll } from "../../src/core/util/process.js";
 import { procStat } from "../../src/core/util/run-records.js";
-import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, type TestBridge, within } from "../helpers/bridge.js";
+import {
+  cleanup,
+  eventually,
+  pidsWithEnv,
+  startTestBridge,
+  tempDir,
+  type TestBridge,
+  within,
+} from "../helpers/bridge.js";
 import { exited, groupAlive, killGroups, killMarked } from "../helpers/process-groups.js";
 
 const marker = randomUUID();
@@ -72,7 +80,11 @@ async function orphanedTurn(bin: string, killGraceSeconds?: number) {
 /** text → text; step_finish → a reasoning event, so a test can tell when every line has been read. */
 const mapper: CliTurnMapper = {
   onEvent: (ev) =>
-    ev.type === "text" ? [{ type: "text", text: String((ev.part as { text?: string }).text) }] : ev.type === "step_finish" ? [{ type: "reasoning", text: "step" }] : [],
+    ev.type === "text"
+      ? [{ type: "text", text: String((ev.part as { text?: string }).text) }]
+      : ev.type === "step_finish"
+        ? [{ type: "reasoning", text: "step" }]
+        : [],
   finish: () => [{ type: "done", finishReason: "stop" }],
 };
 
@@ -112,8 +124,14 @@ async function rest(it: AsyncGenerator<BackendEvent>): Promise<BackendEvent[]> {
 before(() => {
   dir = tempDir("cb-pg-");
   leaves = script(path.join(dir, "leaves.sh"), `cat >/dev/null\nsleep 30 &\necho '${TEXT}'\necho '${STEP}'`);
-  stubborn = script(path.join(dir, "stubborn.sh"), `cat >/dev/null\n(trap '' TERM; exec sleep 30) &\necho '${TEXT}'\necho '${STEP}'`);
-  escaper = script(path.join(dir, "escaper.sh"), `cat >/dev/null\nsetsid sleep 30 &\necho '${TEXT}'\necho '${STEP}'\nexec sleep 31`);
+  stubborn = script(
+    path.join(dir, "stubborn.sh"),
+    `cat >/dev/null\n(trap '' TERM; exec sleep 30) &\necho '${TEXT}'\necho '${STEP}'`,
+  );
+  escaper = script(
+    path.join(dir, "escaper.sh"),
+    `cat >/dev/null\nsetsid sleep 30 &\necho '${TEXT}'\necho '${STEP}'\nexec sleep 31`,
+  );
 });
 
 after(async () => {
@@ -152,7 +170,10 @@ describe("runCliTurn / CliProcess: the leader exited, a child holds stdout", () 
     const t0 = Date.now();
     await within(terminateAll(), 8000, "terminateAll");
     t.diagnostic(`terminateAll returned after ${Date.now() - t0} ms`);
-    assert.ok(!groupAlive(pgid()) || (await eventually(() => !groupAlive(pgid()), 3000)), "no process of the group is left");
+    assert.ok(
+      !groupAlive(pgid()) || (await eventually(() => !groupAlive(pgid()), 3000)),
+      "no process of the group is left",
+    );
     const events = await within(ending, 3000, "the turn ended");
     assert.equal(events.at(-1)?.type, "error");
   });
@@ -221,8 +242,22 @@ describe("a bridge over HTTP with that CLI as an opencode backend", () => {
     bridge = await startTestBridge({
       server: { heartbeatSeconds: 0.5 },
       backends: {
-        short: { type: "opencode", command: leaves, env: { CB_PG_MARKER: marker }, timeoutSeconds: 1, killGraceSeconds: 1, warm: { enabled: false } },
-        long: { type: "opencode", command: leaves, env: { CB_PG_MARKER: marker }, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } },
+        short: {
+          type: "opencode",
+          command: leaves,
+          env: { CB_PG_MARKER: marker },
+          timeoutSeconds: 1,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
+        long: {
+          type: "opencode",
+          command: leaves,
+          env: { CB_PG_MARKER: marker },
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+        },
       },
       models: [
         { id: "fake/short", backend: "short" },

@@ -59,7 +59,14 @@ test("24 orphaned groups, whatever their leaders did, are all ended with one sha
     const c = group(body);
     (i < 10 ? live : i < 18 ? leaderDead : stubborn).push(c.pid!);
   }
-  assert.ok(await eventually(() => [...live, ...leaderDead, ...stubborn].every((g) => helpers(g).length === 1 && procStat(g)?.start !== undefined), 10_000), "every group has its helper");
+  assert.ok(
+    await eventually(
+      () =>
+        [...live, ...leaderDead, ...stubborn].every((g) => helpers(g).length === 1 && procStat(g)?.start !== undefined),
+      10_000,
+    ),
+    "every group has its helper",
+  );
   for (const g of [...live, ...leaderDead, ...stubborn]) writeRunRecord(dir, deadBridge, g, "/usr/bin/fake-cli");
   for (const g of leaderDead) process.kill(g, "SIGKILL"); // the leader only
   assert.ok(await eventually(() => leaderDead.every(exited), 5000), "the leaders are dead");
@@ -70,7 +77,10 @@ test("24 orphaned groups, whatever their leaders did, are all ended with one sha
   const ms = Date.now() - t0;
   t.diagnostic(`reapOrphans ended ${ended} groups in ${ms} ms (grace 2000 ms; 6 groups needed SIGKILL)`);
   assert.equal(ended, 24);
-  assert.ok(await eventually(() => [...live, ...leaderDead, ...stubborn].every((g) => !groupAlive(g)), 3000), "no process of any group is left");
+  assert.ok(
+    await eventually(() => [...live, ...leaderDead, ...stubborn].every((g) => !groupAlive(g)), 3000),
+    "no process of any group is left",
+  );
   assert.deepEqual(readdirSync(dir), [], "the records are removed");
   // One grace period for all groups: waiting for the 6 stubborn groups one at a time takes 12 s.
   assert.ok(ms < 6000, `one shared grace period (${ms} ms)`);
@@ -84,12 +94,23 @@ test("groups that are not ours are left alone: reused pid, another boot, a bridg
   const runningBridge = group("exec sleep 30").pid!;
   const mine = group("sleep 30 & exec sleep 31").pid!;
   const bridgeProcess = group("exec sleep 30").pid!; // stands for a bridge that still runs
-  assert.ok(await eventually(() => [reused, otherBoot, runningBridge, mine, bridgeProcess].every((p) => startTime(p) !== undefined), 5000));
+  assert.ok(
+    await eventually(
+      () => [reused, otherBoot, runningBridge, mine, bridgeProcess].every((p) => startTime(p) !== undefined),
+      5000,
+    ),
+  );
   // The pid names a process with another start time: the recorded CLI is long gone.
-  writeFileSync(path.join(dir, `${reused}.json`), JSON.stringify({ pid: reused, start: String(Number(startTime(reused)) - 1), owner: "x", command: "old" }));
+  writeFileSync(
+    path.join(dir, `${reused}.json`),
+    JSON.stringify({ pid: reused, start: String(Number(startTime(reused)) - 1), owner: "x", command: "old" }),
+  );
   // Recorded before a reboot.
   const rec = JSON.parse(readFileSync(writeRunRecord(dir, deadBridge, otherBoot, "cli")!, "utf8"));
-  writeFileSync(path.join(dir, `${otherBoot}.json`), JSON.stringify({ ...rec, boot: "00000000-0000-0000-0000-000000000000" }));
+  writeFileSync(
+    path.join(dir, `${otherBoot}.json`),
+    JSON.stringify({ ...rec, boot: "00000000-0000-0000-0000-000000000000" }),
+  );
   // Recorded by another bridge process that is still running (same data directory).
   writeRunRecord(dir, { id: "alive", pid: bridgeProcess, start: startTime(bridgeProcess) }, runningBridge, "cli");
   // Ours, to show the reaper did run.

@@ -43,7 +43,10 @@ before(() => {
   dir = tempDir("cb-watch-");
   dataDir = path.join(dir, "data");
   const cli = path.join(dir, "hang.sh");
-  writeFileSync(cli, `#!/bin/sh\ncat >/dev/null\necho '{"type":"text","part":{"type":"text","text":"hello"}}'\n(trap '' TERM; exec sleep 30) &\nexec sleep 31\n`);
+  writeFileSync(
+    cli,
+    `#!/bin/sh\ncat >/dev/null\necho '{"type":"text","part":{"type":"text","text":"hello"}}'\n(trap '' TERM; exec sleep 30) &\nexec sleep 31\n`,
+  );
   chmodSync(cli, 0o755);
   configFile = path.join(dir, "clawbridge.json");
   writeFileSync(
@@ -53,7 +56,9 @@ before(() => {
       logging: { level: "warn" },
       dataDir,
       intents: { enabled: false },
-      backends: { oc: { type: "opencode", command: cli, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } } },
+      backends: {
+        oc: { type: "opencode", command: cli, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } },
+      },
       models: [{ id: "fake/hang", backend: "oc" }],
     }),
   );
@@ -71,7 +76,10 @@ after(async () => {
 test("kill -9 of the bridge mid-turn: the CLI's group and the watcher are gone within seconds, without a restart", async (t) => {
   const env: NodeJS.ProcessEnv = { ...process.env, CB_WATCH_MARKER: marker };
   delete env.CLAWBRIDGE_CONFIG;
-  const proc = spawn(process.execPath, [path.resolve("bin/clawbridge.js"), "serve", "--config", configFile], { env, stdio: ["ignore", "ignore", "pipe"] });
+  const proc = spawn(process.execPath, [path.resolve("bin/clawbridge.js"), "serve", "--config", configFile], {
+    env,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   bridge = proc;
   const exited = new Promise<NodeJS.Signals | null>((resolve) => proc.once("exit", (_code, signal) => resolve(signal)));
   const url = await bridgeListening(proc).url;
@@ -79,7 +87,9 @@ test("kill -9 of the bridge mid-turn: the CLI's group and the watcher are gone w
   const runDir = path.join(dataDir, "run");
   watcher = findWatcher(runDir);
   if (watcher) {
-    t.diagnostic(`watcher pid ${watcher}, ${/VmRSS:\s*(\d+ kB)/.exec(readFileSync(`/proc/${watcher}/status`, "utf8"))?.[1]} resident`);
+    t.diagnostic(
+      `watcher pid ${watcher}, ${/VmRSS:\s*(\d+ kB)/.exec(readFileSync(`/proc/${watcher}/status`, "utf8"))?.[1]} resident`,
+    );
     assert.notEqual(procStat(watcher)!.session, procStat(proc.pid!)!.session, "the watcher runs in its own session");
     // A terminal's Ctrl-C, a hang-up or a stray kill must not take it away while the bridge lives.
     for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.kill(watcher, sig);
@@ -115,7 +125,9 @@ test("kill -9 of the bridge mid-turn: the CLI's group and the watcher are gone w
   await reader.cancel().catch(() => {});
   const t0 = Date.now();
   const ended = await eventually(() => !groupAlive(pgid), 8000);
-  t.diagnostic(`the CLI's group was ${ended ? "gone" : "STILL RUNNING"} ${Date.now() - t0} ms after the bridge died (its helper ignores SIGTERM: grace 2 s, then SIGKILL)`);
+  t.diagnostic(
+    `the CLI's group was ${ended ? "gone" : "STILL RUNNING"} ${Date.now() - t0} ms after the bridge died (its helper ignores SIGTERM: grace 2 s, then SIGKILL)`,
+  );
   assert.ok(ended, "the orphaned CLI group is gone without a restart");
   assert.ok(watcher, "the bridge had started an orphan watcher");
   assert.ok(await eventually(() => gone(watcher!), 3000), "the watcher is gone too");

@@ -12,7 +12,13 @@ import path from "node:path";
 import { test } from "node:test";
 import { stream, type AssistantMessage, type Context } from "@mariozechner/pi-ai";
 import OpenAI from "openai";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import {
+  anthropicText,
+  startFakeAnthropic,
+  type AnthropicReply,
+  type FakeAnthropic,
+  type RecordedRequest,
+} from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { findFiles } from "../helpers/backend-turn.js";
 import { piModel } from "../helpers/pi-model.js";
@@ -77,115 +83,124 @@ const lastPrompt = (req: RecordedRequest) => promptText((req.body?.messages ?? [
 
 /** Claude Code in the resume contract, warm (the default: one process per conversation) or cold. */
 const claudeCli = (warm: boolean): ResumeCli<RecordedRequest, AnthropicReply> => ({
-    title: `Claude Code (${warm ? "warm" : "cold"})`,
-    cli: "claude",
-    model: MODEL,
-    backend: "cc",
-    warm,
-    async start(home) {
-      fake = await startFakeAnthropic(replyScript);
-      return {
-        fake,
-        backend: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: warm } },
-      };
-    },
-    replyScript,
-    hang: { kind: "hang" },
-    turns,
-    isTurn: () => true,
-    dialogue,
-    userTexts: (req) => dialogue(req).filter(([r]) => r === "user").map(([, t]) => t),
-    lastPrompt,
-    systemOf,
-    conversationJson: (req) => JSON.stringify(req.body?.messages ?? []),
-    newMessageBytes(req) {
-      const newUser = (req.body?.messages ?? []).at(-1);
-      assert.equal(newUser?.role, "user");
-      return Buffer.byteLength(blocks(newUser.content).join(""));
-    },
-    // Claude Code's own system prompt comes with the bootstrap (append mode).
-    systemIsBootstrapOnly: false,
-    sessionOf,
-    sessionFiles: (home, id) => findFiles(path.join(home, ".claude", "projects"), (n) => n === `${id}.jsonl`),
-    lostSession: /No conversation found/,
-    reachModelMs: 30_000,
-    // A second claude would reach the fake well within this time (one start takes ~0.5 s).
-    parallelWindowMs: 2500,
+  title: `Claude Code (${warm ? "warm" : "cold"})`,
+  cli: "claude",
+  model: MODEL,
+  backend: "cc",
+  warm,
+  async start(home) {
+    fake = await startFakeAnthropic(replyScript);
+    return {
+      fake,
+      backend: {
+        type: "claude-code",
+        command: CLAUDE_BIN,
+        env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+        timeoutSeconds: 60,
+        killGraceSeconds: 1,
+        warm: { enabled: warm },
+      },
+    };
+  },
+  replyScript,
+  hang: { kind: "hang" },
+  turns,
+  isTurn: () => true,
+  dialogue,
+  userTexts: (req) =>
+    dialogue(req)
+      .filter(([r]) => r === "user")
+      .map(([, t]) => t),
+  lastPrompt,
+  systemOf,
+  conversationJson: (req) => JSON.stringify(req.body?.messages ?? []),
+  newMessageBytes(req) {
+    const newUser = (req.body?.messages ?? []).at(-1);
+    assert.equal(newUser?.role, "user");
+    return Buffer.byteLength(blocks(newUser.content).join(""));
+  },
+  // Claude Code's own system prompt comes with the bootstrap (append mode).
+  systemIsBootstrapOnly: false,
+  sessionOf,
+  sessionFiles: (home, id) => findFiles(path.join(home, ".claude", "projects"), (n) => n === `${id}.jsonl`),
+  lostSession: /No conversation found/,
+  reachModelMs: 30_000,
+  // A second claude would reach the fake well within this time (one start takes ~0.5 s).
+  parallelWindowMs: 2500,
 });
 
 resumeContract<RecordedRequest, AnthropicReply>(claudeCli(false));
 
-resumeContract<RecordedRequest, AnthropicReply>(
-  claudeCli(true),
-  (ctx) => {
-    test("multi-turn through OpenClaw's client library pi-ai (with the plugin's session header) and the official openai client", async () => {
-      const { bridge, bindingOf } = ctx;
-      fake.setScript(replyScript);
-      // --- pi-ai, as OpenClaw 2026.5 drives it
-      const model = piModel(bridge.baseURL, MODEL, "Claude via clawbridge");
-      const piKey = `agent:main:pi:${randomUUID()}`;
-      const context: Context = {
-        systemPrompt: openclawSystemPrompt(),
-        messages: [{ role: "user", content: wrapUserText("pi says hello", "2026.5"), timestamp: Date.now() }],
-      };
-      let seenKey: string | undefined;
-      const before = fake.messageCalls().length;
-      for (const next of ["pi asks again", undefined]) {
-        const s = stream(model, context, {
-          apiKey: "unused",
-          maxRetries: 0,
-          headers: { "x-openclaw-session-key": piKey },
-          onResponse: (r) => {
-            seenKey = r.headers["x-clawbridge-conversation"];
-          },
-        });
-        let n = 0;
-        for await (const _ of s) if (++n > 5000) break;
-        const msg: AssistantMessage = await s.result();
-        assert.equal(msg.stopReason, "stop", `pi-ai: ${msg.errorMessage ?? ""}`);
-        context.messages.push(msg);
-        if (next) context.messages.push({ role: "user", content: wrapUserText(next, "2026.5"), timestamp: Date.now() });
-      }
-      assert.equal(seenKey, piKey, "the session header names the conversation");
-      const piCalls = fake.messageCalls().slice(before);
-      assert.equal(piCalls.length, 2);
-      assert.equal(sessionOf(piCalls[1]!), sessionOf(piCalls[0]!), "pi-ai's turn 2 resumed the session");
-      assert.deepEqual(dialogue(piCalls[1]!), [
-        ["user", "pi says hello"],
-        ["assistant", "Reply to: pi says hello"],
-        ["user", "pi asks again"],
-      ]);
-      const texts = context.messages.filter((m): m is AssistantMessage => m.role === "assistant").map((m) => m.content.map((c) => (c.type === "text" ? c.text : "")).join(""));
-      assert.deepEqual(texts, ["Reply to: pi says hello", "Reply to: pi asks again"]);
-      assert.equal((await bindingOf(piKey)).turns, 2);
+resumeContract<RecordedRequest, AnthropicReply>(claudeCli(true), (ctx) => {
+  test("multi-turn through OpenClaw's client library pi-ai (with the plugin's session header) and the official openai client", async () => {
+    const { bridge, bindingOf } = ctx;
+    fake.setScript(replyScript);
+    // --- pi-ai, as OpenClaw 2026.5 drives it
+    const model = piModel(bridge.baseURL, MODEL, "Claude via clawbridge");
+    const piKey = `agent:main:pi:${randomUUID()}`;
+    const context: Context = {
+      systemPrompt: openclawSystemPrompt(),
+      messages: [{ role: "user", content: wrapUserText("pi says hello", "2026.5"), timestamp: Date.now() }],
+    };
+    let seenKey: string | undefined;
+    const before = fake.messageCalls().length;
+    for (const next of ["pi asks again", undefined]) {
+      const s = stream(model, context, {
+        apiKey: "unused",
+        maxRetries: 0,
+        headers: { "x-openclaw-session-key": piKey },
+        onResponse: (r) => {
+          seenKey = r.headers["x-clawbridge-conversation"];
+        },
+      });
+      let n = 0;
+      for await (const _ of s) if (++n > 5000) break;
+      const msg: AssistantMessage = await s.result();
+      assert.equal(msg.stopReason, "stop", `pi-ai: ${msg.errorMessage ?? ""}`);
+      context.messages.push(msg);
+      if (next) context.messages.push({ role: "user", content: wrapUserText(next, "2026.5"), timestamp: Date.now() });
+    }
+    assert.equal(seenKey, piKey, "the session header names the conversation");
+    const piCalls = fake.messageCalls().slice(before);
+    assert.equal(piCalls.length, 2);
+    assert.equal(sessionOf(piCalls[1]!), sessionOf(piCalls[0]!), "pi-ai's turn 2 resumed the session");
+    assert.deepEqual(dialogue(piCalls[1]!), [
+      ["user", "pi says hello"],
+      ["assistant", "Reply to: pi says hello"],
+      ["user", "pi asks again"],
+    ]);
+    const texts = context.messages
+      .filter((m): m is AssistantMessage => m.role === "assistant")
+      .map((m) => m.content.map((c) => (c.type === "text" ? c.text : "")).join(""));
+    assert.deepEqual(texts, ["Reply to: pi says hello", "Reply to: pi asks again"]);
+    assert.equal((await bindingOf(piKey)).turns, 2);
 
-      // --- the official openai client, streaming, conversation named by `user`
-      const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
-      const user = `sdk-${randomUUID()}`;
-      const history: OpenAI.ChatCompletionMessageParam[] = [{ role: "system", content: openclawSystemPrompt() }];
-      const beforeSdk = fake.messageCalls().length;
-      for (const q of ["sdk first", "sdk second"]) {
-        history.push({ role: "user", content: q });
-        const s = await client.chat.completions.create({ model: MODEL, messages: history, stream: true, user });
-        let text = "";
-        for await (const chunk of s) text += chunk.choices[0]?.delta?.content ?? "";
-        assert.equal(text, `Reply to: ${q}`);
-        history.push({ role: "assistant", content: text });
-      }
-      const sdkCalls = fake.messageCalls().slice(beforeSdk);
-      assert.equal(sdkCalls.length, 2);
-      assert.equal(sessionOf(sdkCalls[1]!), sessionOf(sdkCalls[0]!));
-      assert.deepEqual(dialogue(sdkCalls[1]!), [
-        ["user", "sdk first"],
-        ["assistant", "Reply to: sdk first"],
-        ["user", "sdk second"],
-      ]);
-      // Non-streaming works on the same session too.
-      history.push({ role: "user", content: "sdk third" });
-      const plain = await client.chat.completions.create({ model: MODEL, messages: history, user });
-      assert.equal(plain.choices[0]?.message.content, "Reply to: sdk third");
-      assert.equal(sessionOf(fake.messageCalls().at(-1)!), sessionOf(sdkCalls[0]!));
-      assert.equal((await bindingOf(`user:${user}`)).turns, 3);
-    });
-  },
-);
+    // --- the official openai client, streaming, conversation named by `user`
+    const client = new OpenAI({ baseURL: bridge.baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
+    const user = `sdk-${randomUUID()}`;
+    const history: OpenAI.ChatCompletionMessageParam[] = [{ role: "system", content: openclawSystemPrompt() }];
+    const beforeSdk = fake.messageCalls().length;
+    for (const q of ["sdk first", "sdk second"]) {
+      history.push({ role: "user", content: q });
+      const s = await client.chat.completions.create({ model: MODEL, messages: history, stream: true, user });
+      let text = "";
+      for await (const chunk of s) text += chunk.choices[0]?.delta?.content ?? "";
+      assert.equal(text, `Reply to: ${q}`);
+      history.push({ role: "assistant", content: text });
+    }
+    const sdkCalls = fake.messageCalls().slice(beforeSdk);
+    assert.equal(sdkCalls.length, 2);
+    assert.equal(sessionOf(sdkCalls[1]!), sessionOf(sdkCalls[0]!));
+    assert.deepEqual(dialogue(sdkCalls[1]!), [
+      ["user", "sdk first"],
+      ["assistant", "Reply to: sdk first"],
+      ["user", "sdk second"],
+    ]);
+    // Non-streaming works on the same session too.
+    history.push({ role: "user", content: "sdk third" });
+    const plain = await client.chat.completions.create({ model: MODEL, messages: history, user });
+    assert.equal(plain.choices[0]?.message.content, "Reply to: sdk third");
+    assert.equal(sessionOf(fake.messageCalls().at(-1)!), sessionOf(sdkCalls[0]!));
+    assert.equal((await bindingOf(`user:${user}`)).turns, 3);
+  });
+});

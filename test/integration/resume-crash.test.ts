@@ -16,7 +16,13 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
-import { anthropicText, startFakeAnthropic, type AnthropicReply, type FakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
+import {
+  anthropicText,
+  startFakeAnthropic,
+  type AnthropicReply,
+  type FakeAnthropic,
+  type RecordedRequest,
+} from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { cleanup, eventually, pidsWithEnv, readSse, tempDir } from "../helpers/bridge.js";
 import { bridgeListening } from "../helpers/process-groups.js";
@@ -31,12 +37,21 @@ let configFileForShow = "";
 async function sessionsShow(key: string): Promise<any> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.CLAWBRIDGE_CONFIG;
-  const { stdout } = await execFileP(process.execPath, ["--import", "tsx", CLI_ENTRY, "sessions", "show", key, "--config", configFileForShow], { env, timeout: 60_000 });
+  const { stdout } = await execFileP(
+    process.execPath,
+    ["--import", "tsx", CLI_ENTRY, "sessions", "show", key, "--config", configFileForShow],
+    { env, timeout: 60_000 },
+  );
   return JSON.parse(stdout);
 }
 
 function promptText(content: unknown): string {
-  const blocks = typeof content === "string" ? [content] : Array.isArray(content) ? content.filter((b: any) => b?.type === "text").map((b: any) => String(b.text)) : [];
+  const blocks =
+    typeof content === "string"
+      ? [content]
+      : Array.isArray(content)
+        ? content.filter((b: any) => b?.type === "text").map((b: any) => String(b.text))
+        : [];
   return blocks
     .filter((t) => !t.trimStart().startsWith("<system-reminder>"))
     .join("\n")
@@ -94,8 +109,13 @@ interface ChildBridge {
 async function startChildBridge(configFile: string, marker: string): Promise<ChildBridge> {
   const env: NodeJS.ProcessEnv = { ...process.env, CB_CRASH_MARKER: marker };
   delete env.CLAWBRIDGE_CONFIG;
-  const proc = spawn(process.execPath, ["--import", "tsx", CLI_ENTRY, "serve", "--config", configFile], { env, stdio: ["ignore", "ignore", "pipe"] });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once("exit", (code, signal) => resolve({ code, signal })));
+  const proc = spawn(process.execPath, ["--import", "tsx", CLI_ENTRY, "serve", "--config", configFile], {
+    env,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.once("exit", (code, signal) => resolve({ code, signal })),
+  );
   const { url, stderr } = bridgeListening(proc);
   return { proc, url: await url, stderr, exited };
 }
@@ -109,7 +129,12 @@ async function stopChildBridge(b: ChildBridge | undefined): Promise<void> {
 }
 
 async function chat(url: string, body: unknown, signal?: AbortSignal) {
-  const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal,
+  });
   const { frames } = await readSse(res);
   const payloads = frames.filter((f) => f !== "[DONE]").map((f) => JSON.parse(f));
   return {
@@ -158,7 +183,15 @@ describe("resume mode: the store survives kill -9 of the bridge mid-turn", () =>
           logging: { level: "warn" },
           dataDir,
           intents: { enabled: false },
-          backends: { cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1 } },
+          backends: {
+            cc: {
+              type: "claude-code",
+              command: CLAUDE_BIN,
+              env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+              timeoutSeconds: 60,
+              killGraceSeconds: 1,
+            },
+          },
           models: [{ id: MODEL, backend: "cc", model: "default", session: { mode: "resume" } }],
         },
         null,
@@ -196,7 +229,9 @@ describe("resume mode: the store survives kill -9 of the bridge mid-turn", () =>
     fake.setScript(() => ({ kind: "hang" }));
     const before2 = fake.messageCalls().length;
     const ac = new AbortController();
-    const pending = chat(bridge.url, openclawRequest(MODEL, turns, "2026.9", { sessionId: sid }), ac.signal).catch((err: Error) => err);
+    const pending = chat(bridge.url, openclawRequest(MODEL, turns, "2026.9", { sessionId: sid }), ac.signal).catch(
+      (err: Error) => err,
+    );
     assert.ok(await eventually(() => fake.messageCalls().length > before2, 30_000), "turn 2 reached the model");
     assert.equal(sessionOf(fake.messageCalls().at(-1)!), session1, "turn 2 was resuming the session");
     assert.ok(pidsWithEnv(`HOME=${home}`).length > 0, "claude is mid-turn");
@@ -209,7 +244,10 @@ describe("resume mode: the store survives kill -9 of the bridge mid-turn", () =>
     ac.abort();
 
     // The killed bridge could not reap its CLI; its orphan watcher ends it, without a restart.
-    assert.ok(await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 10_000), "the orphan watcher ended the CLI of the killed bridge");
+    assert.ok(
+      await eventually(() => pidsWithEnv(`HOME=${home}`).length === 0, 10_000),
+      "the orphan watcher ended the CLI of the killed bridge",
+    );
 
     // The database as the crash left it.
     const dbFile = path.join(dataDir, "sessions.db");
@@ -235,19 +273,29 @@ describe("resume mode: the store survives kill -9 of the bridge mid-turn", () =>
     assert.notEqual(sessionOf(retried[0]!), session1, "a new backend session");
     const d = dialogue(retried[0]!);
     t.diagnostic(`history the model saw on the retried turn: ${JSON.stringify(d)}`);
-    assert.match(d[0]![1], /EARLIER IN THIS CONVERSATION[\s\S]*remember the number 4217[\s\S]*Reply to: remember the number 4217/, "turn 1 is in the new session's first message");
+    assert.match(
+      d[0]![1],
+      /EARLIER IN THIS CONVERSATION[\s\S]*remember the number 4217[\s\S]*Reply to: remember the number 4217/,
+      "turn 1 is in the new session's first message",
+    );
     assert.ok(d.at(-1)![1].endsWith("what was the number?"), "the retried question comes last");
 
     // The store, read by the real `sessions show` command with the same config.
     const shown = await sessionsShow(key);
     assert.equal(shown.binding.backendSessionId, sessionOf(retried[0]!));
     assert.equal(shown.binding.turns, 1, "the new session's first turn");
-    assert.ok(shown.events.some((e: { kind: string }) => e.kind === "reset"), "the reset is recorded");
+    assert.ok(
+      shown.events.some((e: { kind: string }) => e.kind === "reset"),
+      "the reset is recorded",
+    );
 
     await stopChildBridge(bridge);
     const stopped = await bridge.exited;
     assert.equal(stopped.code, 0, `clean exit on SIGTERM:\n${bridge.stderr().slice(-2000)}`);
     assert.equal(integrity(dbFile), "ok", "integrity_check after the restart");
-    assert.ok(await eventually(() => pidsWithEnv(`CB_CRASH_MARKER=${marker}`).length === 0, 10_000), "nothing of either bridge is left");
+    assert.ok(
+      await eventually(() => pidsWithEnv(`CB_CRASH_MARKER=${marker}`).length === 0, 10_000),
+      "nothing of either bridge is left",
+    );
   });
 });

@@ -14,7 +14,13 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { GEMINI_BIN, geminiEnv } from "../../testkit/fakes/cli-env.js";
-import { geminiPartsText, startFakeGemini, type FakeGemini, type GeminiReply, type RecordedGeminiRequest } from "../../testkit/fakes/gemini-api.js";
+import {
+  geminiPartsText,
+  startFakeGemini,
+  type FakeGemini,
+  type GeminiReply,
+  type RecordedGeminiRequest,
+} from "../../testkit/fakes/gemini-api.js";
 import { lastLine } from "../helpers/resume.js";
 import { resumeContract, type ResumeCli } from "../helpers/resume-contract.js";
 import { resumable } from "../../src/backends/gemini-cli/warm.js";
@@ -26,7 +32,9 @@ import { resumable } from "../../src/backends/gemini-cli/warm.js";
 function promptText(parts: unknown): string {
   if (!Array.isArray(parts)) return "";
   return parts
-    .filter((p: any) => typeof p?.text === "string" && !p.thought && !p.text.trimStart().startsWith("<session_context>"))
+    .filter(
+      (p: any) => typeof p?.text === "string" && !p.thought && !p.text.trimStart().startsWith("<session_context>"),
+    )
     .map((p: any) => p.text)
     .join("")
     .trim();
@@ -36,7 +44,10 @@ function promptText(parts: unknown): string {
 function dialogue(req: RecordedGeminiRequest): [string, string][] {
   const contents: any[] = req.body?.contents ?? [];
   return contents
-    .map((c): [string, string] => [c.role === "model" ? "assistant" : c.role, c.role === "user" ? promptText(c.parts) : geminiPartsText(c.parts)])
+    .map((c): [string, string] => [
+      c.role === "model" ? "assistant" : c.role,
+      c.role === "user" ? promptText(c.parts) : geminiPartsText(c.parts),
+    ])
     .filter(([, t]) => t !== "");
 }
 
@@ -44,14 +55,18 @@ function dialogue(req: RecordedGeminiRequest): [string, string][] {
 function replyScript(req: RecordedGeminiRequest): GeminiReply {
   const contents: any[] = req.body?.contents ?? [];
   const lastUser = [...contents].reverse().find((c) => c.role === "user" && promptText(c.parts));
-  const parts: any[] = (lastUser?.parts ?? []).filter((p: any) => typeof p?.text === "string" && !p.thought && p.text.trim());
+  const parts: any[] = (lastUser?.parts ?? []).filter(
+    (p: any) => typeof p?.text === "string" && !p.thought && p.text.trim(),
+  );
   return { kind: "text", chunks: ["Reply to: ", lastLine(promptText(parts.slice(-1)))] };
 }
 
 /** Texts of every user text part (session context left out), in order. */
 function userParts(req: RecordedGeminiRequest): string[] {
   const contents: any[] = req.body?.contents ?? [];
-  return contents.filter((c) => c.role === "user").flatMap((c) => (Array.isArray(c.parts) ? c.parts : []).map((p: any) => promptText([p])).filter(Boolean));
+  return contents
+    .filter((c) => c.role === "user")
+    .flatMap((c) => (Array.isArray(c.parts) ? c.parts : []).map((p: any) => promptText([p])).filter(Boolean));
 }
 
 function lastPrompt(req: RecordedGeminiRequest): string {
@@ -67,7 +82,8 @@ function sessionFiles(home: string, id: string): string[] {
   for (const project of readdirSync(root)) {
     const chats = path.join(root, project, "chats");
     if (!existsSync(chats) || !statSync(chats).isDirectory()) continue;
-    for (const f of readdirSync(chats)) if (f.startsWith("session-") && f.endsWith(`-${id.slice(0, 8)}.jsonl`)) out.push(path.join(chats, f));
+    for (const f of readdirSync(chats))
+      if (f.startsWith("session-") && f.endsWith(`-${id.slice(0, 8)}.jsonl`)) out.push(path.join(chats, f));
   }
   return out;
 }
@@ -85,7 +101,17 @@ const geminiCli = (warm: boolean): ResumeCli<RecordedGeminiRequest, GeminiReply>
   warm,
   async start(home) {
     fake = await startFakeGemini(replyScript);
-    return { fake, backend: { type: "gemini-cli", command: GEMINI_BIN, env: geminiEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 90, killGraceSeconds: 1, warm: { enabled: warm } } };
+    return {
+      fake,
+      backend: {
+        type: "gemini-cli",
+        command: GEMINI_BIN,
+        env: geminiEnv({ baseUrl: fake.baseUrl, home }),
+        timeoutSeconds: 90,
+        killGraceSeconds: 1,
+        warm: { enabled: warm },
+      },
+    };
   },
   replyScript,
   hang: { kind: "hang" },

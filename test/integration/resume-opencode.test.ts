@@ -157,7 +157,10 @@ const opencodeCli = (warm: boolean): ResumeCli<RecordedRequest, Reply> => ({
   turns: () => fake.mainRequests(),
   isTurn: (req) => !req.side,
   dialogue,
-  userTexts: (req) => dialogue(req).filter(([r]) => r === "user").map(([, t]) => t),
+  userTexts: (req) =>
+    dialogue(req)
+      .filter(([r]) => r === "user")
+      .map(([, t]) => t),
   lastPrompt: lastUserText,
   systemOf: (req) =>
     messagesOf(req)

@@ -19,7 +19,8 @@ import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "
 const NODE = process.execPath;
 
 /** The classifier's view: the person's message is what follows "Message:" in its user text. */
-const isClassifier = (req: RecordedRequest) => JSON.stringify(req.body?.messages?.[0] ?? "").includes("You classify ONE chat message");
+const isClassifier = (req: RecordedRequest) =>
+  JSON.stringify(req.body?.messages?.[0] ?? "").includes("You classify ONE chat message");
 const messageOf = (req: RecordedRequest) => req.lastUser.split("Message:\n").pop() ?? "";
 
 type ClassifierRule = [RegExp, Record<string, unknown> | "bad" | "down"];
@@ -35,7 +36,11 @@ async function startUpstream(): Promise<Upstream> {
   const u: Upstream = {
     fake: undefined as unknown as FakeOpenAI,
     rules: [],
-    answer: (req) => ({ kind: "text", chunks: ["ANSWER: ", req.lastUser.slice(0, 80)], usage: { prompt_tokens: 11, completion_tokens: 3 } }),
+    answer: (req) => ({
+      kind: "text",
+      chunks: ["ANSWER: ", req.lastUser.slice(0, 80)],
+      usage: { prompt_tokens: 11, completion_tokens: 3 },
+    }),
     classifierCalls: () => u.fake.requests.filter(isClassifier).length,
   };
   u.fake = await startFakeOpenAI((req) => {
@@ -52,7 +57,10 @@ async function startUpstream(): Promise<Upstream> {
 
 const contentPipeline = seedSystem();
 
-function config(up: Upstream, extra: { systems?: unknown[]; router?: Record<string, unknown>; server?: Record<string, unknown> } = {}) {
+function config(
+  up: Upstream,
+  extra: { systems?: unknown[]; router?: Record<string, unknown>; server?: Record<string, unknown> } = {},
+) {
   return {
     server: extra.server ?? {},
     backends: {
@@ -81,8 +89,15 @@ class Chat {
   client() {
     return new OpenAI({ baseURL: this.b.baseURL, apiKey: this.apiKey, maxRetries: 0 });
   }
-  async say(text: string, opts: { retry?: boolean; signal?: AbortSignal; onText?: (t: string) => void } = {}): Promise<{ text: string; finish?: string | null; toolCalls: number }> {
-    if (!opts.retry) this.messages.push({ role: "user", content: `[Sat 2026-11-21 09:${String(this.messages.length).padStart(2, "0")} UTC] ${text}` });
+  async say(
+    text: string,
+    opts: { retry?: boolean; signal?: AbortSignal; onText?: (t: string) => void } = {},
+  ): Promise<{ text: string; finish?: string | null; toolCalls: number }> {
+    if (!opts.retry)
+      this.messages.push({
+        role: "user",
+        content: `[Sat 2026-11-21 09:${String(this.messages.length).padStart(2, "0")} UTC] ${text}`,
+      });
     if (!opts.retry) this.sent = [...this.messages];
     const stream = await this.client().chat.completions.create(
       { model: "router", messages: this.sent, stream: true, stream_options: { include_usage: true } },
@@ -121,7 +136,12 @@ describe("router", () => {
   let up: Upstream;
   let b: TestBridge;
   let events: BridgeEvent[];
-  const runsOf = async (conv: string) => ((await (await fetch(`${b.baseURL}/runs?conversation=${conv}`)).json()) as { data: Array<{ id: string; status: string; inputs: unknown; output: unknown }> }).data;
+  const runsOf = async (conv: string) =>
+    (
+      (await (await fetch(`${b.baseURL}/runs?conversation=${conv}`)).json()) as {
+        data: Array<{ id: string; status: string; inputs: unknown; output: unknown }>;
+      }
+    ).data;
 
   before(async () => {
     up = await startUpstream();
@@ -151,16 +171,27 @@ describe("router", () => {
         : { kind: "tool_calls", calls: [{ name: "get_weather", arguments: { city: "Paris" } }] };
     try {
       const client = chat.client();
-      const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+      const tools = [
+        {
+          type: "function" as const,
+          function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+        },
+      ];
       chat.messages.push({ role: "user", content: "[Sat 2026-11-21 10:00 UTC] weather in Paris?" });
-      const first = await client.chat.completions.create({ model: "router", messages: chat.messages, tools }, { headers: { "x-session-id": chat.key } });
+      const first = await client.chat.completions.create(
+        { model: "router", messages: chat.messages, tools },
+        { headers: { "x-session-id": chat.key } },
+      );
       assert.equal(first.choices[0]!.finish_reason, "tool_calls");
       const call = first.choices[0]!.message.tool_calls![0]!;
       assert.equal(call.type === "function" && call.function.name, "get_weather");
       assert.ok(first.usage && first.usage.total_tokens > 0);
       const before = up.classifierCalls();
       chat.messages.push(first.choices[0]!.message, { role: "tool", tool_call_id: call.id, content: "sunny, 21 C" });
-      const second = await client.chat.completions.create({ model: "router", messages: chat.messages, tools }, { headers: { "x-session-id": chat.key } });
+      const second = await client.chat.completions.create(
+        { model: "router", messages: chat.messages, tools },
+        { headers: { "x-session-id": chat.key } },
+      );
       assert.equal(second.choices[0]!.message.content, "It is sunny.");
       assert.equal(up.classifierCalls(), before, "a tool result never goes to the classifier");
       // The answer model got the tools and the whole history, as if asked directly.
@@ -174,7 +205,10 @@ describe("router", () => {
 
   test("missing input → the seed's clarify text; the next message completes the run", async () => {
     up.rules = [
-      [/blog post about cats/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "cats" } }],
+      [
+        /blog post about cats/,
+        { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "cats" } },
+      ],
       [/make it casual/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { tone: "casual" } }],
     ];
     const chat = new Chat(b, "gather");
@@ -193,7 +227,15 @@ describe("router", () => {
 
   test("an invalid value is named with the allowed values; '800' becomes 800 where the schema says integer", async () => {
     up.rules = [
-      [/article on dogs/, { action: "run", system: "content-pipeline", confidence: 0.95, inputs: { topic: "dogs", tone: "sarcastic", words: "800" } }],
+      [
+        /article on dogs/,
+        {
+          action: "run",
+          system: "content-pipeline",
+          confidence: 0.95,
+          inputs: { topic: "dogs", tone: "sarcastic", words: "800" },
+        },
+      ],
       [/formal then/, { action: "run", system: "content-pipeline", confidence: 0.95, inputs: { tone: "Formal" } }],
     ];
     const chat = new Chat(b, "invalid");
@@ -207,9 +249,17 @@ describe("router", () => {
   });
 
   test("'cancel' while gathering clears the state without a model call; an unrelated question drops it", async () => {
-    up.rules = [[/blog post about owls/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "owls" } }]];
+    up.rules = [
+      [
+        /blog post about owls/,
+        { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "owls" } },
+      ],
+    ];
     const chat = new Chat(b, "cancel-gather");
-    assert.equal((await chat.say("write a blog post about owls")).text, CLARIFY.replace("Content Pipeline", "Content Pipeline"));
+    assert.equal(
+      (await chat.say("write a blog post about owls")).text,
+      CLARIFY.replace("Content Pipeline", "Content Pipeline"),
+    );
     const calls = up.classifierCalls();
     const res = await chat.say("never mind");
     assert.equal(up.classifierCalls(), calls, "no classifier call for cancel");
@@ -229,7 +279,10 @@ describe("router", () => {
 
   test("gathering gives up politely after maxRounds, and when its time ran out", async () => {
     up.rules = [
-      [/blog post about frogs/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "frogs" } }],
+      [
+        /blog post about frogs/,
+        { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "frogs" } },
+      ],
       [/hmm|not sure/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: {} }],
     ];
     const rounds = await startTestBridge(config(up, { router: { gathering: { maxRounds: 2, ttlMinutes: 60 } } }));
@@ -250,7 +303,11 @@ describe("router", () => {
       assert.equal((await chat.say("write a blog post about frogs")).text, CLARIFY);
       await new Promise((r) => setTimeout(r, 100));
       const late = await chat.say("by the way, what time is it?");
-      assert.match(late.text, /Content Pipeline[\s\S]*ANSWER/, "an expired question is mentioned, then the message answered");
+      assert.match(
+        late.text,
+        /Content Pipeline[\s\S]*ANSWER/,
+        "an expired question is mentioned, then the message answered",
+      );
     } finally {
       await ttl.close();
     }
@@ -293,11 +350,22 @@ describe("router", () => {
       name: "Notify Team",
       description: "Sends a message to the team",
       inputs: { type: "object", required: ["text"], properties: { text: { type: "string" } } },
-      run: { kind: "command", argv: [NODE, "-e", "require('fs').appendFileSync(process.argv[1], process.argv[2] + '\\n'); console.log('sent')", marker, "${inputs.text}"] },
+      run: {
+        kind: "command",
+        argv: [
+          NODE,
+          "-e",
+          "require('fs').appendFileSync(process.argv[1], process.argv[2] + '\\n'); console.log('sent')",
+          marker,
+          "${inputs.text}",
+        ],
+      },
     };
     const b2 = await startTestBridge(config(up, { systems: [contentPipeline, notify] }));
     try {
-      up.rules = [[/tell the team/, { action: "run", system: "notify", confidence: 0.95, inputs: { text: "standup moved" } }]];
+      up.rules = [
+        [/tell the team/, { action: "run", system: "notify", confidence: 0.95, inputs: { text: "standup moved" } }],
+      ];
       const chat = new Chat(b2, "confirm");
       const ask = await chat.say("tell the team standup moved");
       assert.match(ask.text, /\*\*text\*\*: standup moved/);
@@ -327,8 +395,14 @@ describe("router", () => {
   test("gathering survives a restart between the question and the answer", async () => {
     const dataDir = tempDir("cb-router-restart-");
     up.rules = [
-      [/blog post about bees/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "bees" } }],
-      [/technical please/, { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { tone: "technical" } }],
+      [
+        /blog post about bees/,
+        { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "bees" } },
+      ],
+      [
+        /technical please/,
+        { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { tone: "technical" } },
+      ],
     ];
     let b1 = await startTestBridge({ ...config(up), dataDir });
     try {
@@ -345,14 +419,26 @@ describe("router", () => {
   });
 
   test("a long run detaches with its id; the next turn reports the result first", async () => {
-    const slow = { id: "slow", name: "Slow Job", description: "takes a while", sideEffects: false, run: { kind: "command", argv: [NODE, "-e", "setTimeout(() => console.log('slow job done'), 1500)"] } };
+    const slow = {
+      id: "slow",
+      name: "Slow Job",
+      description: "takes a while",
+      sideEffects: false,
+      run: { kind: "command", argv: [NODE, "-e", "setTimeout(() => console.log('slow job done'), 1500)"] },
+    };
     const b2 = await startTestBridge(config(up, { systems: [slow], router: { detachAfterSeconds: 0.3 } }));
     try {
       const chat = new Chat(b2, "detach");
       const first = await chat.say("/run slow");
       assert.match(first.text, /still running \(run `(run\w+)`\)/);
       const id = /run `(run\w+)`/.exec(first.text)![1]!;
-      assert.ok(await eventually(async () => ((await (await fetch(`${b2.baseURL}/runs/${id}`)).json()) as { status: string }).status === "completed", 10_000));
+      assert.ok(
+        await eventually(
+          async () =>
+            ((await (await fetch(`${b2.baseURL}/runs/${id}`)).json()) as { status: string }).status === "completed",
+          10_000,
+        ),
+      );
       const next = await chat.say("thanks, anything else?");
       assert.match(next.text, /\*\*Slow Job\*\* \(run `run\w+`\) finished[\s\S]*slow job done[\s\S]*ANSWER/);
       const later = await chat.say("ok");
@@ -364,28 +450,57 @@ describe("router", () => {
 
   test("a client that goes away cancels the run attached to its turn (the process group is ended)", async () => {
     const pidFile = path.join(b.dataDir, "long.pid");
-    const long = { id: "long", name: "Long Job", sideEffects: false, run: { kind: "command", argv: ["/bin/sh", "-c", `echo $$ > ${pidFile}; echo started; sleep 30`] } };
+    const long = {
+      id: "long",
+      name: "Long Job",
+      sideEffects: false,
+      run: { kind: "command", argv: ["/bin/sh", "-c", `echo $$ > ${pidFile}; echo started; sleep 30`] },
+    };
     const b2 = await startTestBridge(config(up, { systems: [long] }));
     try {
       const chat = new Chat(b2, "abort");
       const ac = new AbortController();
       // (the openai client ends an aborted stream quietly)
-      await chat.say("/run long", { signal: ac.signal, onText: (t) => t.includes("started") && ac.abort() }).catch(() => undefined);
+      await chat
+        .say("/run long", { signal: ac.signal, onText: (t) => t.includes("started") && ac.abort() })
+        .catch(() => undefined);
       assert.ok(ac.signal.aborted, "the client went away once the command had started");
-      const runs = async () => ((await (await fetch(`${b2.baseURL}/runs?conversation=abort`)).json()) as { data: Array<{ status: string }> }).data;
+      const runs = async () =>
+        ((await (await fetch(`${b2.baseURL}/runs?conversation=abort`)).json()) as { data: Array<{ status: string }> })
+          .data;
       assert.ok(await eventually(async () => (await runs())[0]?.status === "cancelled", 10_000), "run cancelled");
       const pid = Number(readFileSync(pidFile, "utf8"));
-      assert.ok(await eventually(() => { try { process.kill(pid, 0); return false; } catch { return true; } }, 10_000), "command ended");
+      assert.ok(
+        await eventually(() => {
+          try {
+            process.kill(pid, 0);
+            return false;
+          } catch {
+            return true;
+          }
+        }, 10_000),
+        "command ended",
+      );
     } finally {
       await b2.close();
     }
   });
 
   test("maxConcurrent 1: routing never deadlocks on its own classifier call, nor a run on its model step", async () => {
-    const summarise = { id: "summarise", name: "Summariser", sideEffects: false, inputs: { type: "object", required: ["text"], properties: { text: { type: "string" } } }, run: { kind: "model", model: "ans", prompt: "Summarise: ${inputs.text}" } };
-    const b2 = await startTestBridge(config(up, { systems: [summarise], server: { maxConcurrent: 1, queueTimeoutSeconds: 5 } }));
+    const summarise = {
+      id: "summarise",
+      name: "Summariser",
+      sideEffects: false,
+      inputs: { type: "object", required: ["text"], properties: { text: { type: "string" } } },
+      run: { kind: "model", model: "ans", prompt: "Summarise: ${inputs.text}" },
+    };
+    const b2 = await startTestBridge(
+      config(up, { systems: [summarise], server: { maxConcurrent: 1, queueTimeoutSeconds: 5 } }),
+    );
     try {
-      up.rules = [[/summarise this/, { action: "run", system: "summarise", confidence: 0.9, inputs: { text: "a long story" } }]];
+      up.rules = [
+        [/summarise this/, { action: "run", system: "summarise", confidence: 0.9, inputs: { text: "a long story" } }],
+      ];
       const res = await new Chat(b2, "one-slot").say("summarise this: a long story");
       assert.match(res.text, /ANSWER: Summarise: a long story/);
     } finally {
@@ -395,9 +510,20 @@ describe("router", () => {
 
   test("decisions and state changes are published on the event bus", () => {
     const types = new Set(events.map((e) => e.type));
-    for (const t of ["decision", "gathering", "state", "run.started", "step.started", "step.completed", "run.completed", "run.output"]) assert.ok(types.has(t as BridgeEvent["type"]), `event ${t}`);
+    for (const t of [
+      "decision",
+      "gathering",
+      "state",
+      "run.started",
+      "step.started",
+      "step.completed",
+      "run.completed",
+      "run.output",
+    ])
+      assert.ok(types.has(t as BridgeEvent["type"]), `event ${t}`);
     const actions = new Set(events.flatMap((e) => (e.type === "decision" ? [e.action] : [])));
-    for (const a of ["answer", "clarify", "run", "cancel", "list", "status"]) assert.ok(actions.has(a as never), `decision ${a}`);
+    for (const a of ["answer", "clarify", "run", "cancel", "list", "status"])
+      assert.ok(actions.has(a as never), `decision ${a}`);
   });
 });
 
@@ -405,7 +531,11 @@ describe("systems and runs over HTTP", () => {
   let up: Upstream;
   let b: TestBridge;
   const KEY = "test-key-123456";
-  const api = (p: string, init: RequestInit = {}) => fetch(`${b.baseURL}${p}`, { ...init, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", ...(init.headers ?? {}) } });
+  const api = (p: string, init: RequestInit = {}) =>
+    fetch(`${b.baseURL}${p}`, {
+      ...init,
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", ...(init.headers ?? {}) },
+    });
   const counter = () => path.join(b.dataDir, "steps.count");
 
   before(async () => {
@@ -421,20 +551,28 @@ describe("systems and runs over HTTP", () => {
 
   test("GET /v1/systems lists them behind the API key", async () => {
     assert.equal((await fetch(`${b.baseURL}/systems`)).status, 401);
-    const list = (await (await api("/systems")).json()) as { data: Array<{ id: string; side_effects: boolean; inputs: unknown }> };
+    const list = (await (await api("/systems")).json()) as {
+      data: Array<{ id: string; side_effects: boolean; inputs: unknown }>;
+    };
     assert.deepEqual(list.data.map((s) => s.id).sort(), ["content-pipeline", "two-steps"]);
     assert.equal((await api("/systems/nope")).status, 404);
   });
 
   test("POST /v1/systems/:id/runs checks the inputs and names what is missing", async () => {
-    const bad = await api("/systems/content-pipeline/runs", { method: "POST", body: JSON.stringify({ inputs: { topic: "x", words: "many" } }) });
+    const bad = await api("/systems/content-pipeline/runs", {
+      method: "POST",
+      body: JSON.stringify({ inputs: { topic: "x", words: "many" } }),
+    });
     assert.equal(bad.status, 400);
     const err = ((await bad.json()) as { error: { message: string; param: string } }).error;
     assert.match(err.message, /missing tone/);
     assert.match(err.message, /words/);
     const notJson = await api("/systems/content-pipeline/runs", { method: "POST", body: "{" });
     assert.equal(notJson.status, 400);
-    const ok = await api("/systems/content-pipeline/runs", { method: "POST", body: JSON.stringify({ inputs: { topic: "http", tone: "formal" }, wait: true }) });
+    const ok = await api("/systems/content-pipeline/runs", {
+      method: "POST",
+      body: JSON.stringify({ inputs: { topic: "http", tone: "formal" }, wait: true }),
+    });
     assert.equal(ok.status, 200);
     const run = (await ok.json()) as { id: string; status: string; output: string };
     assert.equal(run.status, "completed");
@@ -444,9 +582,17 @@ describe("systems and runs over HTTP", () => {
   });
 
   test("pause, resume from the first unfinished step, cancel", async () => {
-    const started = (await (await api("/systems/two-steps/runs", { method: "POST", body: "{}" })).json()) as { id: string; status: string };
+    const started = (await (await api("/systems/two-steps/runs", { method: "POST", body: "{}" })).json()) as {
+      id: string;
+      status: string;
+    };
     assert.equal(started.status, "pending", "written before it starts");
-    const get = async () => (await (await api(`/runs/${started.id}`)).json()) as { status: string; steps: Array<{ id: string; status: string }>; output: unknown };
+    const get = async () =>
+      (await (await api(`/runs/${started.id}`)).json()) as {
+        status: string;
+        steps: Array<{ id: string; status: string }>;
+        output: unknown;
+      };
     assert.ok(await eventually(async () => (await get()).steps[1]!.status === "running", 10_000));
     const paused = (await (await api(`/runs/${started.id}/pause`, { method: "POST" })).json()) as { status: string };
     assert.equal(paused.status, "paused");
@@ -457,7 +603,9 @@ describe("systems and runs over HTTP", () => {
     assert.match(String((await get()).output), /two after one/);
     assert.equal(readFileSync(counter(), "utf8"), "first\n", "the completed first step was not run again");
 
-    const other = (await (await api("/systems/two-steps/runs", { method: "POST", body: "{}" })).json()) as { id: string };
+    const other = (await (await api("/systems/two-steps/runs", { method: "POST", body: "{}" })).json()) as {
+      id: string;
+    };
     const cancelled = (await (await api(`/runs/${other.id}/cancel`, { method: "POST" })).json()) as { status: string };
     assert.equal(cancelled.status, "cancelled");
     assert.equal((await api(`/runs/${other.id}/cancel`, { method: "POST" })).status, 409);
@@ -469,15 +617,28 @@ describe("systems and runs over HTTP", () => {
 
   test("a run the bridge stopped under becomes interrupted and is resumed only when asked", async () => {
     writeFileSync(counter(), "");
-    const started = (await (await api("/systems/two-steps/runs", { method: "POST", body: JSON.stringify({ conversation: "resume-chat" }) })).json()) as { id: string };
-    assert.ok(await eventually(async () => ((await (await api(`/runs/${started.id}`)).json()) as { steps: Array<{ status: string }> }).steps[1]!.status === "running", 10_000));
+    const started = (await (
+      await api("/systems/two-steps/runs", { method: "POST", body: JSON.stringify({ conversation: "resume-chat" }) })
+    ).json()) as { id: string };
+    assert.ok(
+      await eventually(
+        async () =>
+          ((await (await api(`/runs/${started.id}`)).json()) as { steps: Array<{ status: string }> }).steps[1]!
+            .status === "running",
+        10_000,
+      ),
+    );
     const dataDir = b.dataDir;
     await b.close();
     b = await restart(up, dataDir, KEY);
     const rec = (await (await api(`/runs/${started.id}`)).json()) as { status: string };
     assert.equal(rec.status, "interrupted");
     await new Promise((r) => setTimeout(r, 300));
-    assert.equal(((await (await api(`/runs/${started.id}`)).json()) as { status: string }).status, "interrupted", "never re-run silently");
+    assert.equal(
+      ((await (await api(`/runs/${started.id}`)).json()) as { status: string }).status,
+      "interrupted",
+      "never re-run silently",
+    );
 
     const chat = new Chat(b, "resume-chat", KEY);
     const first = await chat.say("thanks");
@@ -499,10 +660,36 @@ async function restart(up: Upstream, dataDir: string, key: string): Promise<Test
     run: {
       kind: "plan",
       steps: [
-        { id: "first", uses: "command", with: { argv: [NODE, "-e", "require('fs').appendFileSync(process.argv[1], 'first\\n'); console.log('one')", path.join(dataDir, "steps.count")] } },
-        { id: "second", uses: "command", dependsOn: ["first"], with: { argv: [NODE, "-e", "setTimeout(() => console.log('two after ' + process.argv[1]), 1500)", "${steps.first.output}"] } },
+        {
+          id: "first",
+          uses: "command",
+          with: {
+            argv: [
+              NODE,
+              "-e",
+              "require('fs').appendFileSync(process.argv[1], 'first\\n'); console.log('one')",
+              path.join(dataDir, "steps.count"),
+            ],
+          },
+        },
+        {
+          id: "second",
+          uses: "command",
+          dependsOn: ["first"],
+          with: {
+            argv: [
+              NODE,
+              "-e",
+              "setTimeout(() => console.log('two after ' + process.argv[1]), 1500)",
+              "${steps.first.output}",
+            ],
+          },
+        },
       ],
     },
   };
-  return startTestBridge({ ...config(up, { systems: [contentPipeline, plan], server: { apiKeys: [key] } }), dataDir }, { retryBaseMs: 20 });
+  return startTestBridge(
+    { ...config(up, { systems: [contentPipeline, plan], server: { apiKeys: [key] } }), dataDir },
+    { retryBaseMs: 20 },
+  );
 }

@@ -15,7 +15,10 @@ describe("clawbridge sessions", () => {
   let dataDir: string;
   const run = async (...args: string[]) => {
     try {
-      const r = await execFileP(process.execPath, [BIN, "sessions", ...args], { env: { ...process.env, CLAWBRIDGE_DATA_DIR: dataDir, CLAWBRIDGE_CONFIG: "" }, timeout: 60_000 });
+      const r = await execFileP(process.execPath, [BIN, "sessions", ...args], {
+        env: { ...process.env, CLAWBRIDGE_DATA_DIR: dataDir, CLAWBRIDGE_CONFIG: "" },
+        timeout: 60_000,
+      });
       return { code: 0, stdout: r.stdout, stderr: r.stderr };
     } catch (err: any) {
       return { code: err.code as number, stdout: String(err.stdout), stderr: String(err.stderr) };
@@ -26,8 +29,24 @@ describe("clawbridge sessions", () => {
     dataDir = tempDir("cb-sessions-");
     const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(dataDir) });
     const now = Date.now();
-    await store.put({ key: "openclaw:agent:main:main:a", backend: "cc", backendSessionId: "11111111-1111-4111-8111-111111111111", cwd: path.join(dataDir, "work", "a"), turns: 3, createdAt: now - 5000, updatedAt: now - 5000 });
-    await store.put({ key: "user:alex", backend: "gem", backendSessionId: "22222222-2222-4222-8222-222222222222", cwd: path.join(dataDir, "work", "b"), turns: 1, createdAt: now, updatedAt: now });
+    await store.put({
+      key: "openclaw:agent:main:main:a",
+      backend: "cc",
+      backendSessionId: "11111111-1111-4111-8111-111111111111",
+      cwd: path.join(dataDir, "work", "a"),
+      turns: 3,
+      createdAt: now - 5000,
+      updatedAt: now - 5000,
+    });
+    await store.put({
+      key: "user:alex",
+      backend: "gem",
+      backendSessionId: "22222222-2222-4222-8222-222222222222",
+      cwd: path.join(dataDir, "work", "b"),
+      turns: 1,
+      createdAt: now,
+      updatedAt: now,
+    });
     await store.close();
   });
 
@@ -37,7 +56,10 @@ describe("clawbridge sessions", () => {
     const res = await run("list", "--json");
     assert.equal(res.code, 0, res.stderr);
     const list = JSON.parse(res.stdout);
-    assert.deepEqual(list.map((b: { key: string }) => b.key), ["user:alex", "openclaw:agent:main:main:a"]);
+    assert.deepEqual(
+      list.map((b: { key: string }) => b.key),
+      ["user:alex", "openclaw:agent:main:main:a"],
+    );
     const text = await run("list");
     assert.match(text.stdout, /openclaw:agent:main:main:a {2}cc:11111111-1111-4111-8111-111111111111 {2}turns=3/);
   });
@@ -56,7 +78,10 @@ describe("clawbridge sessions", () => {
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /forgot user:alex/);
     const list = JSON.parse((await run("list", "--json")).stdout);
-    assert.deepEqual(list.map((b: { key: string }) => b.key), ["openclaw:agent:main:main:a"]);
+    assert.deepEqual(
+      list.map((b: { key: string }) => b.key),
+      ["openclaw:agent:main:main:a"],
+    );
     const shown = JSON.parse((await run("show", "user:alex")).stdout);
     assert.equal(shown.binding, null);
     assert.ok(shown.events.some((e: { kind: string }) => e.kind === "deleted"));
@@ -73,7 +98,16 @@ describe("clawbridge sessions", () => {
     const seed = path.join(dataDir, "sessions.json");
     writeFileSync(
       seed,
-      JSON.stringify({ sessions: [{ openclawSessionKey: "agent:main:telegram:1", claudeSessionId: "33333333-3333-4333-8333-333333333333", workspace: path.join(dataDir, "work", "c") }, { nonsense: true }] }),
+      JSON.stringify({
+        sessions: [
+          {
+            openclawSessionKey: "agent:main:telegram:1",
+            claudeSessionId: "33333333-3333-4333-8333-333333333333",
+            workspace: path.join(dataDir, "work", "c"),
+          },
+          { nonsense: true },
+        ],
+      }),
     );
     const res = await run("import", seed, "--backend", "cc");
     assert.equal(res.code, 0, res.stderr);

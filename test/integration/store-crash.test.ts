@@ -90,7 +90,11 @@ describe("session store crash safety (kill -9)", () => {
     test(`round ${round + 1}: killed after ${killAfter} confirmed puts (synchronous=${sync}); every reported key is intact`, async () => {
       const prefix = `r${round}`;
       const res = await runWriter(["crash", file(), prefix, String(MAX), sync], killAfter);
-      assert.equal(res.signal, "SIGKILL", `the child must be killed mid-loop (code ${res.code}, stderr: ${res.stderr})`);
+      assert.equal(
+        res.signal,
+        "SIGKILL",
+        `the child must be killed mid-loop (code ${res.code}, stderr: ${res.stderr})`,
+      );
       const reported = res.lines.map((l) => {
         const m = /^WROTE (r\d+-(\d+))$/.exec(l);
         assert.ok(m, `unexpected child output line: ${JSON.stringify(l)}`);
@@ -108,7 +112,10 @@ describe("session store crash safety (kill -9)", () => {
         }
         // Whatever else got in (the put in flight may or may not have committed) is intact too.
         const mine = (await store.list()).filter((b) => b.key.startsWith(`${prefix}-`));
-        assert.ok(mine.length === reported.length || mine.length === reported.length + 1, `${mine.length} rows vs ${reported.length} reported`);
+        assert.ok(
+          mine.length === reported.length || mine.length === reported.length + 1,
+          `${mine.length} rows vs ${reported.length} reported`,
+        );
         for (const b of mine) assert.deepEqual(b, expectedBinding(prefix, Number(b.key.slice(prefix.length + 1))));
         // Earlier rounds' data survived this round's crash as well.
         if (round > 0) assert.ok((await store.list()).some((b) => b.key.startsWith("r0-")));
@@ -137,7 +144,8 @@ describe("session store shared by several processes", () => {
       const store = SqliteSessionStore.open(file);
       try {
         assert.equal((await store.list()).length, 60);
-        for (let i = 0; i < 20; i++) for (const n of names) assert.deepEqual(await store.get(`${n}-${i}`), expectedBinding(n, i));
+        for (let i = 0; i < 20; i++)
+          for (const n of names) assert.deepEqual(await store.get(`${n}-${i}`), expectedBinding(n, i));
         assert.deepEqual(await store.integrityCheck(), ["ok"]);
       } finally {
         await store.close();
@@ -152,7 +160,15 @@ describe("session store shared by several processes", () => {
     const PARENT_TURNS = 60;
     const store = SqliteSessionStore.open(file);
     try {
-      await store.put({ key: SHARED, backend: "claude", backendSessionId: "shared-sid", cwd: "/w", turns: 0, createdAt: 1, updatedAt: 1 });
+      await store.put({
+        key: SHARED,
+        backend: "claude",
+        backendSessionId: "shared-sid",
+        cwd: "/w",
+        turns: 0,
+        createdAt: 1,
+        updatedAt: 1,
+      });
       const children = Promise.all([
         runWriter(["contend", file, "p", String(PER_CHILD), SHARED]),
         runWriter(["contend", file, "q", String(PER_CHILD), SHARED]),
@@ -168,7 +184,11 @@ describe("session store shared by several processes", () => {
       assert.equal(q.code, 0, `child q: ${q.stderr}`);
       assert.deepEqual(p.lines, [`DONE ${PER_CHILD}`]);
       assert.deepEqual(q.lines, [`DONE ${PER_CHILD}`]);
-      assert.equal((await store.get(SHARED))?.turns, 2 * PER_CHILD + PARENT_TURNS, "every recordTurn counted exactly once");
+      assert.equal(
+        (await store.get(SHARED))?.turns,
+        2 * PER_CHILD + PARENT_TURNS,
+        "every recordTurn counted exactly once",
+      );
       for (let i = 0; i < PER_CHILD; i++) {
         assert.deepEqual(await store.get(`p-${i}`), expectedBinding("p", i));
         assert.deepEqual(await store.get(`q-${i}`), expectedBinding("q", i));

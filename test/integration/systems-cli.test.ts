@@ -29,16 +29,39 @@ describe("clawbridge systems and runs", () => {
     backends: { up: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" } },
     models: [{ id: "m", backend: "up" }],
     systems: [
-      { id: "hello", description: "says hello", inputs: { type: "object", required: ["name"], properties: { name: { type: "string" } } }, sideEffects: false, run: { kind: "command", argv: [NODE, "-e", "console.log('hello ' + process.argv[1])", "${inputs.name}"] } },
-      { id: "remove", description: "deletes an item", inputs: "fromTool", run: { kind: "mcp", server: { transport: "stdio", command: mcp.command, args: mcp.args }, tool: "delete_item" } },
-      { id: "echo", description: "echoes", run: { kind: "mcp", server: { transport: "stdio", command: mcp.command, args: mcp.args }, tool: "echo", arguments: { text: "fixed" } } },
+      {
+        id: "hello",
+        description: "says hello",
+        inputs: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
+        sideEffects: false,
+        run: { kind: "command", argv: [NODE, "-e", "console.log('hello ' + process.argv[1])", "${inputs.name}"] },
+      },
+      {
+        id: "remove",
+        description: "deletes an item",
+        inputs: "fromTool",
+        run: { kind: "mcp", server: { transport: "stdio", command: mcp.command, args: mcp.args }, tool: "delete_item" },
+      },
+      {
+        id: "echo",
+        description: "echoes",
+        run: {
+          kind: "mcp",
+          server: { transport: "stdio", command: mcp.command, args: mcp.args },
+          tool: "echo",
+          arguments: { text: "fixed" },
+        },
+      },
       ...extra,
     ],
   });
 
   const run = async (...args: string[]) => {
     try {
-      const r = await execFileP(NODE, [BIN, ...args, "--config", configFile], { env: { ...process.env, CLAWBRIDGE_CONFIG: "" }, timeout: 90_000 });
+      const r = await execFileP(NODE, [BIN, ...args, "--config", configFile], {
+        env: { ...process.env, CLAWBRIDGE_CONFIG: "" },
+        timeout: 90_000,
+      });
       return { code: 0, stdout: r.stdout, stderr: r.stderr };
     } catch (err: any) {
       return { code: err.code as number, stdout: String(err.stdout), stderr: String(err.stderr) };
@@ -62,8 +85,31 @@ describe("clawbridge systems and runs", () => {
 
     const sysDir = path.join(dir, "data", "systems");
     mkdirSync(sysDir, { recursive: true });
-    writeFileSync(path.join(sysDir, "broken.yaml"), stringify({ description: "x", run: { kind: "plan", steps: [{ id: "a", uses: "command", with: { argv: ["echo"] }, dependsOn: ["b"] }, { id: "b", uses: "command", with: { argv: ["echo", "${inputs.nope}"] }, dependsOn: ["a"] }] } }));
-    writeFileSync(configFile, stringify(config(4097, [{ id: "hook", run: { kind: "webhook", url: "https://${inputs.host}/x" }, inputs: { type: "object", properties: { host: { type: "string" } } } }])));
+    writeFileSync(
+      path.join(sysDir, "broken.yaml"),
+      stringify({
+        description: "x",
+        run: {
+          kind: "plan",
+          steps: [
+            { id: "a", uses: "command", with: { argv: ["echo"] }, dependsOn: ["b"] },
+            { id: "b", uses: "command", with: { argv: ["echo", "${inputs.nope}"] }, dependsOn: ["a"] },
+          ],
+        },
+      }),
+    );
+    writeFileSync(
+      configFile,
+      stringify(
+        config(4097, [
+          {
+            id: "hook",
+            run: { kind: "webhook", url: "https://${inputs.host}/x" },
+            inputs: { type: "object", properties: { host: { type: "string" } } },
+          },
+        ]),
+      ),
+    );
     const bad = await run("systems", "validate");
     assert.equal(bad.code, 1);
     assert.match(bad.stdout, /systems\[3\]\.run\.url: .*host/);
@@ -74,7 +120,11 @@ describe("clawbridge systems and runs", () => {
   test("list and show: fromTool takes the MCP tool's schema, destructiveHint means side effects", async () => {
     const list = await run("systems", "list", "--json");
     assert.equal(list.code, 0, list.stderr);
-    const systems = JSON.parse(list.stdout) as Array<{ id: string; sideEffects: boolean; inputs: { properties: Record<string, unknown>; required?: string[] } }>;
+    const systems = JSON.parse(list.stdout) as Array<{
+      id: string;
+      sideEffects: boolean;
+      inputs: { properties: Record<string, unknown>; required?: string[] };
+    }>;
     const remove = systems.find((s) => s.id === "remove")!;
     assert.ok(remove.inputs.properties.id, "the tool's input schema");
     assert.equal(remove.sideEffects, true);

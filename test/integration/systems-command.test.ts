@@ -105,10 +105,24 @@ describe("runCommand", () => {
     const evil = `x; touch ${marker1} && $(touch ${marker2}) \`touch ${marker3}\` | cat`;
     const { ctx, pieces } = context({ evil });
     // The program is a shell, but the input only ever reaches it as "$1".
-    const viaShell = await runCommand(spec({ argv: ["/bin/sh", "-c", 'printf "%s\\n" "$1"', "sh", "${inputs.evil}"] }), ctx);
+    const viaShell = await runCommand(
+      spec({ argv: ["/bin/sh", "-c", 'printf "%s\\n" "$1"', "sh", "${inputs.evil}"] }),
+      ctx,
+    );
     assert.equal(viaShell.output, evil);
     assert.deepEqual(pieces, [`${evil}\n`]);
-    const direct = await runCommand(spec({ argv: [NODE, "-e", "console.log(JSON.stringify(process.argv.slice(1)))", "${inputs.evil}", "a ${inputs.evil} b"] }), context({ evil }).ctx);
+    const direct = await runCommand(
+      spec({
+        argv: [
+          NODE,
+          "-e",
+          "console.log(JSON.stringify(process.argv.slice(1)))",
+          "${inputs.evil}",
+          "a ${inputs.evil} b",
+        ],
+      }),
+      context({ evil }).ctx,
+    );
     assert.deepEqual(JSON.parse(direct.output as string), [evil, `a ${evil} b`]);
     assert.equal(existsSync(marker1), false);
     assert.equal(existsSync(marker2), false);
@@ -149,16 +163,24 @@ describe("runCommand", () => {
     const byDefault = await runCommand(spec({ argv: [NODE, "-e", "console.log(process.cwd())"] }), ctx);
     assert.equal(realpathSync(byDefault.output as string), realpathSync(work));
     const other = freshDir();
-    const configured = await runCommand(spec({ argv: [NODE, "-e", "console.log(process.cwd())"], cwd: "${inputs.dir}" }), context({ dir: other }).ctx);
+    const configured = await runCommand(
+      spec({ argv: [NODE, "-e", "console.log(process.cwd())"], cwd: "${inputs.dir}" }),
+      context({ dir: other }).ctx,
+    );
     assert.equal(realpathSync(configured.output as string), realpathSync(other));
-    const missing = await execError(runCommand(spec({ argv: [NODE, "-e", ""], cwd: path.join(root, "no-such-dir") }), context().ctx));
+    const missing = await execError(
+      runCommand(spec({ argv: [NODE, "-e", ""], cwd: path.join(root, "no-such-dir") }), context().ctx),
+    );
     assert.equal(missing.code, "spawn_failed");
     assert.match(missing.message, /working directory/);
   });
 
   test("stdin is the rendered text, or empty and closed", async () => {
     const echo = [NODE, "-e", "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.stringify(s)))"];
-    const given = await runCommand(spec({ argv: echo, stdin: "hello ${inputs.name}\nline 2" }), context({ name: "Ada" }).ctx);
+    const given = await runCommand(
+      spec({ argv: echo, stdin: "hello ${inputs.name}\nline 2" }),
+      context({ name: "Ada" }).ctx,
+    );
     assert.equal(JSON.parse(given.output as string), "hello Ada\nline 2");
     const started = Date.now();
     const none = await runCommand(spec({ argv: echo, timeoutSeconds: 10 }), context().ctx);
@@ -210,7 +232,10 @@ describe("runCommand", () => {
       seen();
     };
     const run = execError(runCommand(spec({ argv: [...GROUP_SCRIPT, pidFile], timeoutSeconds: 20 }), ctx));
-    await Promise.race([first, new Promise((_, rej) => setTimeout(() => rej(new Error("no output within 10 s")), 10_000).unref())]);
+    await Promise.race([
+      first,
+      new Promise((_, rej) => setTimeout(() => rej(new Error("no output within 10 s")), 10_000).unref()),
+    ]);
     const pid = Number(readFileSync(pidFile, "utf8").trim());
     started.push(pid);
     const t0 = Date.now();
@@ -222,7 +247,11 @@ describe("runCommand", () => {
   });
 
   test("a non-zero exit is an exit_code error with the end of stderr, retryable only for listed codes", async () => {
-    const fail = (code: number) => [NODE, "-e", `process.stderr.write('x'.repeat(1000) + ' went wrong (${code})\\n'); process.exit(${code})`];
+    const fail = (code: number) => [
+      NODE,
+      "-e",
+      `process.stderr.write('x'.repeat(1000) + ' went wrong (${code})\\n'); process.exit(${code})`,
+    ];
     const retry = await execError(runCommand(spec({ argv: fail(75), retryExitCodes: [75] }), context().ctx));
     assert.equal(retry.code, "exit_code");
     assert.equal(retry.retryable, true);
@@ -263,7 +292,9 @@ describe("runCommand", () => {
     const marker = path.join(root, "should-not-exist");
     const { ctx } = context();
     ctx.cancel.abort();
-    const err = await execError(runCommand(spec({ argv: [NODE, "-e", "require('fs').writeFileSync(process.argv[1], '')", marker] }), ctx));
+    const err = await execError(
+      runCommand(spec({ argv: [NODE, "-e", "require('fs').writeFileSync(process.argv[1], '')", marker] }), ctx),
+    );
     assert.equal(err.code, "cancelled");
     assert.equal(existsSync(marker), false);
   });

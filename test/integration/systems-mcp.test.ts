@@ -70,8 +70,12 @@ async function eventually(check: () => boolean, ms: number): Promise<boolean> {
 type Kind = "stdio" | "http";
 
 /** A server config; stdio ones get a fresh pid file (returned too) and a cwd that is not the repo. */
-function serverFor(kind: Kind, opts: { flags?: Array<"--stubborn" | "--crash">; env?: string[]; setEnv?: Record<string, string> } = {}): { server: McpServer; pidFile?: string } {
-  if (kind === "http") return { server: { transport: "http", url: http.url, headers: { authorization: "Bearer test-token" } } };
+function serverFor(
+  kind: Kind,
+  opts: { flags?: Array<"--stubborn" | "--crash">; env?: string[]; setEnv?: Record<string, string> } = {},
+): { server: McpServer; pidFile?: string } {
+  if (kind === "http")
+    return { server: { transport: "http", url: http.url, headers: { authorization: "Bearer test-token" } } };
   const pidFile = path.join(dir, `server-${++pidFiles}.json`);
   allPidFiles.push(pidFile);
   return {
@@ -102,11 +106,19 @@ async function assertReaped(pidFile: string | undefined, helperWaitMs = 0): Prom
   assert.ok(pid, "the stdio server wrote its pid");
   assert.ok(exited(pid), `stdio server ${pid} is still running after the attempt ended`);
   // A helper is reparented to init when the group is killed; give init a moment to reap it.
-  if (helper) assert.ok(await eventually(() => exited(helper), helperWaitMs || 1000), `helper ${helper} of the server is still running`);
+  if (helper)
+    assert.ok(
+      await eventually(() => exited(helper), helperWaitMs || 1000),
+      `helper ${helper} of the server is still running`,
+    );
 }
 
 /** Run, then check the stdio server is gone; returns the result or the ExecError. */
-async function call(kind: Kind, tool: string, opts: { inputs?: Record<string, unknown>; arguments?: Record<string, unknown>; timeoutSeconds?: number } = {}) {
+async function call(
+  kind: Kind,
+  tool: string,
+  opts: { inputs?: Record<string, unknown>; arguments?: Record<string, unknown>; timeoutSeconds?: number } = {},
+) {
   const { server, pidFile } = serverFor(kind);
   const { ctx, pieces } = context(opts.inputs);
   const extra: Partial<McpRun> = {};
@@ -134,7 +146,10 @@ for (const kind of ["stdio", "http"] as const) {
       assert.deepEqual(r, { ok: true, output: "echo: hello there", pieces: ["echo: hello there"], pidFile: r.pidFile });
       if (kind === "http") {
         const seen = http.requests.slice(before);
-        assert.ok(seen.length > 0 && seen.every((h) => h.authorization === "Bearer test-token"), "configured headers go with every request");
+        assert.ok(
+          seen.length > 0 && seen.every((h) => h.authorization === "Bearer test-token"),
+          "configured headers go with every request",
+        );
         // The session is ended (DELETE) when the attempt closes.
         assert.ok(await eventually(() => http.sessions() === 0, 2000), "the HTTP session was closed");
       }
@@ -199,8 +214,13 @@ for (const kind of ["stdio", "http"] as const) {
       assert.equal(e.retryable, true);
       assert.match(e.message, /did not finish within/);
       assert.ok(elapsed < seconds * 1000 + 2000, `ended ${elapsed} ms after the start`);
-      if (kind === "stdio") assert.ok(existsSync(`${r.pidFile}.slow`), "the deadline passed during the call, not while starting");
-      else assert.ok(await eventually(() => http.state.abortedSlow === aborted + 1 && http.state.activeSlow === 0, 2000), "the server's handler was cancelled");
+      if (kind === "stdio")
+        assert.ok(existsSync(`${r.pidFile}.slow`), "the deadline passed during the call, not while starting");
+      else
+        assert.ok(
+          await eventually(() => http.state.abortedSlow === aborted + 1 && http.state.activeSlow === 0, 2000),
+          "the server's handler was cancelled",
+        );
     });
 
     test("cancelling mid-call ends the attempt promptly", async () => {
@@ -211,7 +231,10 @@ for (const kind of ["stdio", "http"] as const) {
         () => undefined,
         (e: unknown) => e,
       );
-      const started = await eventually(() => (pidFile ? existsSync(`${pidFile}.slow`) : http.state.activeSlow > 0), 15_000);
+      const started = await eventually(
+        () => (pidFile ? existsSync(`${pidFile}.slow`) : http.state.activeSlow > 0),
+        15_000,
+      );
       assert.ok(started, "the slow call started");
       const t0 = Date.now();
       cancel.abort();
@@ -222,7 +245,11 @@ for (const kind of ["stdio", "http"] as const) {
       assert.equal(err.retryable, false);
       assert.ok(elapsed < 1500, `the attempt ended ${elapsed} ms after the cancel`);
       await assertReaped(pidFile);
-      if (kind === "http") assert.ok(await eventually(() => http.state.abortedSlow === aborted + 1 && http.state.activeSlow === 0, 2000), "the server's handler was cancelled");
+      if (kind === "http")
+        assert.ok(
+          await eventually(() => http.state.abortedSlow === aborted + 1 && http.state.activeSlow === 0, 2000),
+          "the server's handler was cancelled",
+        );
     });
 
     test("describeMcpTool: input schema and the destructive / read-only hints", async () => {
@@ -243,7 +270,10 @@ for (const kind of ["stdio", "http"] as const) {
       assert.equal(echo.destructive, undefined);
 
       const c = serverFor(kind);
-      await assert.rejects(describeMcpTool(c.server, "nope", { timeoutMs: 20_000 }), /has no tool nope \(it has: .*\badd\b.*\bslow\b/);
+      await assert.rejects(
+        describeMcpTool(c.server, "nope", { timeoutMs: 20_000 }),
+        /has no tool nope \(it has: .*\badd\b.*\bslow\b/,
+      );
       await assertReaped(c.pidFile);
     });
   });
@@ -272,7 +302,9 @@ describe("mcp over stdio: the server process", () => {
       assert.equal(listed.seen.PATH, process.env.PATH);
       assert.equal(listed.seen.HOME, process.env.HOME ?? null);
       assert.deepEqual(
-        listed.names.filter((n) => !["PATH", "HOME", "CLAWBRIDGE_TEST_ALLOWED", "CLAWBRIDGE_TEST_SET", "MCP_TESTKIT_PIDFILE"].includes(n)),
+        listed.names.filter(
+          (n) => !["PATH", "HOME", "CLAWBRIDGE_TEST_ALLOWED", "CLAWBRIDGE_TEST_SET", "MCP_TESTKIT_PIDFILE"].includes(n),
+        ),
         [],
         "nothing else of the bridge's environment reaches the server",
       );
@@ -288,7 +320,13 @@ describe("mcp over stdio: the server process", () => {
   });
 
   test("a command that does not exist is spawn_failed, at once", async () => {
-    const server: McpServer = { transport: "stdio", command: path.join(dir, "no-such-mcp-server"), args: [], env: [], setEnv: {} };
+    const server: McpServer = {
+      transport: "stdio",
+      command: path.join(dir, "no-such-mcp-server"),
+      args: [],
+      env: [],
+      setEnv: {},
+    };
     const { ctx } = context();
     const t0 = Date.now();
     const err = await runMcp(spec(server, "echo"), ctx).then(
@@ -301,7 +339,10 @@ describe("mcp over stdio: the server process", () => {
     assert.match(err.message, /no-such-mcp-server/);
     assert.match(err.message, /ENOENT/);
     assert.ok(Date.now() - t0 < 1000, "reported without waiting for a deadline");
-    await assert.rejects(describeMcpTool(server, "echo", { timeoutMs: 5000 }), (e: unknown) => e instanceof ExecError && e.code === "spawn_failed");
+    await assert.rejects(
+      describeMcpTool(server, "echo", { timeoutMs: 5000 }),
+      (e: unknown) => e instanceof ExecError && e.code === "spawn_failed",
+    );
   });
 
   test("a server that exits before answering is spawn_failed with its stderr", async () => {
@@ -341,7 +382,10 @@ describe("mcp over stdio: the server process", () => {
     const { server, pidFile } = serverFor("stdio");
     const { ctx, cancel } = context({ text: "x" });
     cancel.abort();
-    await assert.rejects(runMcp(spec(server, "echo"), ctx), (e: unknown) => e instanceof ExecError && e.code === "cancelled");
+    await assert.rejects(
+      runMcp(spec(server, "echo"), ctx),
+      (e: unknown) => e instanceof ExecError && e.code === "cancelled",
+    );
     assert.ok(!existsSync(pidFile!), "no server was started");
   });
 });
@@ -356,7 +400,10 @@ describe("mcp over http: the connection", () => {
       });
     });
     const { ctx } = context({ text: "x" });
-    const err = await runMcp(spec({ transport: "http", url: `http://127.0.0.1:${port}/mcp`, headers: {} }, "echo"), ctx).then(
+    const err = await runMcp(
+      spec({ transport: "http", url: `http://127.0.0.1:${port}/mcp`, headers: {} }, "echo"),
+      ctx,
+    ).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -368,7 +415,10 @@ describe("mcp over http: the connection", () => {
 
   test("an HTTP error status from the endpoint is http_status", async () => {
     const { ctx } = context({ text: "x" });
-    const err = await runMcp(spec({ transport: "http", url: http.url.replace(/\/mcp$/, "/elsewhere"), headers: {} }, "echo"), ctx).then(
+    const err = await runMcp(
+      spec({ transport: "http", url: http.url.replace(/\/mcp$/, "/elsewhere"), headers: {} }, "echo"),
+      ctx,
+    ).then(
       () => undefined,
       (e: unknown) => e,
     );

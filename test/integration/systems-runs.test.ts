@@ -150,7 +150,10 @@ function fakeModel(calls: Harness["modelCalls"]): ModelCaller {
 }
 
 async function harness(systems: unknown[], opts: { dbFile?: string } = {}): Promise<Harness> {
-  const { library, problems } = await loadSystems({ configSystems: systems, models: new Map([["m", { router: false }]]) });
+  const { library, problems } = await loadSystems({
+    configSystems: systems,
+    models: new Map([["m", { router: false }]]),
+  });
   assert.deepEqual(problems, []);
   const db = openSystemsDb(opts.dbFile ?? ":memory:");
   const store = new RunStore(db);
@@ -159,7 +162,15 @@ async function harness(systems: unknown[], opts: { dbFile?: string } = {}): Prom
   bus.on((e) => events.push(e));
   const modelCalls: Harness["modelCalls"] = [];
   const dataDir = fresh("data");
-  const manager = new RunManager({ store, library, bus, callModel: fakeModel(modelCalls), dataDir, log: pino({ level: "silent" }), retryBaseMs: 20 });
+  const manager = new RunManager({
+    store,
+    library,
+    bus,
+    callModel: fakeModel(modelCalls),
+    dataDir,
+    log: pino({ level: "silent" }),
+    retryBaseMs: 20,
+  });
   const h = { manager, store, bus, events, db, dataDir, modelCalls };
   open.push(h);
   return h;
@@ -200,9 +211,20 @@ async function rejectsWith(p: Promise<unknown>, code: RunError["code"]): Promise
   await assert.rejects(p, (err: unknown) => err instanceof RunError && err.code === code);
 }
 
-const cmd = (id: string, argv: string[], over: Record<string, unknown> = {}) => ({ id, run: { kind: "command", argv, timeoutSeconds: 20, ...over } });
-const step = (id: string, argv: string[], dependsOn: string[] = [], over: Record<string, unknown> = {}) => ({ id, uses: "command", dependsOn, with: { argv, timeoutSeconds: 20, ...over } });
-const plan = (id: string, steps: unknown[], over: Record<string, unknown> = {}) => ({ id, run: { kind: "plan", steps, ...over } });
+const cmd = (id: string, argv: string[], over: Record<string, unknown> = {}) => ({
+  id,
+  run: { kind: "command", argv, timeoutSeconds: 20, ...over },
+});
+const step = (id: string, argv: string[], dependsOn: string[] = [], over: Record<string, unknown> = {}) => ({
+  id,
+  uses: "command",
+  dependsOn,
+  with: { argv, timeoutSeconds: 20, ...over },
+});
+const plan = (id: string, steps: unknown[], over: Record<string, unknown> = {}) => ({
+  id,
+  run: { kind: "plan", steps, ...over },
+});
 
 // ---------------------------------------------------------------------------------------------
 // webhook server
@@ -252,11 +274,27 @@ const T = { timeout: 60_000 };
 describe("a run's record and events", T, () => {
   test("written pending before it starts; completed with output, attempts and timings; events in order", async () => {
     const h = await harness([cmd("hello", [NODE, "-e", "console.log('hi'); console.log('there')"])]);
-    const rec = h.manager.start({ system: "hello", inputs: { x: 1 }, conversation: "conv-1", origin: "chat", messageKey: "msg-1" });
+    const rec = h.manager.start({
+      system: "hello",
+      inputs: { x: 1 },
+      conversation: "conv-1",
+      origin: "chat",
+      messageKey: "msg-1",
+    });
     // Written before anything ran: this is what a crash right now would leave.
     assert.equal(rec.status, "pending");
     assert.equal(rec.startedAt, undefined);
-    assert.deepEqual(rec.steps, [{ id: "run", status: "pending", attempts: 0, startedAt: undefined, endedAt: undefined, output: undefined, error: undefined }]);
+    assert.deepEqual(rec.steps, [
+      {
+        id: "run",
+        status: "pending",
+        attempts: 0,
+        startedAt: undefined,
+        endedAt: undefined,
+        output: undefined,
+        error: undefined,
+      },
+    ]);
     assert.equal(h.store.get(rec.id)!.status, "pending");
     assert.equal(h.store.byMessage("conv-1", "msg-1")!.id, rec.id);
     assert.equal(h.manager.isLive(rec.id), true);
@@ -277,9 +315,19 @@ describe("a run's record and events", T, () => {
     assert.deepEqual(h.store.get(rec.id), end);
 
     const seen = eventsOf(h, rec.id).map((e) => (e.type === "run.output" ? `${e.type}:${e.step}:${e.text}` : e.type));
-    assert.deepEqual(seen, ["run.started", "step.started", "run.output:run:hi\n", "run.output:run:there\n", "step.completed", "run.completed"]);
+    assert.deepEqual(seen, [
+      "run.started",
+      "step.started",
+      "run.output:run:hi\n",
+      "run.output:run:there\n",
+      "step.completed",
+      "run.completed",
+    ]);
     const first = eventsOf(h, rec.id)[0]!;
-    assert.deepEqual({ ...first, at: 0 }, { type: "run.started", runId: rec.id, system: "hello", conversation: "conv-1", at: 0 });
+    assert.deepEqual(
+      { ...first, at: 0 },
+      { type: "run.started", runId: rec.id, system: "hello", conversation: "conv-1", at: 0 },
+    );
   });
 
   test("unknown systems and runs are refused", async () => {
@@ -305,8 +353,19 @@ describe("a run's record and events", T, () => {
         run: {
           kind: "plan",
           steps: [
-            step("facts", [NODE, "-e", "console.log(JSON.stringify({name: process.argv[1], run: process.argv[2]}))", "${inputs.who}", "${run.id}"]),
-            { id: "talk", uses: "model", dependsOn: ["facts"], with: { model: "m", prompt: "Greet ${steps.facts.output.name}", system: "be brief" } },
+            step("facts", [
+              NODE,
+              "-e",
+              "console.log(JSON.stringify({name: process.argv[1], run: process.argv[2]}))",
+              "${inputs.who}",
+              "${run.id}",
+            ]),
+            {
+              id: "talk",
+              uses: "model",
+              dependsOn: ["facts"],
+              with: { model: "m", prompt: "Greet ${steps.facts.output.name}", system: "be brief" },
+            },
           ],
         },
       },
@@ -326,7 +385,16 @@ describe("plans", T, () => {
   test("independent steps run at the same time (each waits for the others' marker files)", async () => {
     const [a, b, c] = [fresh("mark-a"), fresh("mark-b"), fresh("mark-c")];
     const h = await harness([
-      plan("together", [step("a", RENDEZVOUS(a, [b, c])), step("b", RENDEZVOUS(b, [a, c])), step("c", RENDEZVOUS(c, [a, b])), step("all", [NODE, "-e", "console.log('done')"], ["a", "b", "c"])], { maxParallel: 3 }),
+      plan(
+        "together",
+        [
+          step("a", RENDEZVOUS(a, [b, c])),
+          step("b", RENDEZVOUS(b, [a, c])),
+          step("c", RENDEZVOUS(c, [a, b])),
+          step("all", [NODE, "-e", "console.log('done')"], ["a", "b", "c"]),
+        ],
+        { maxParallel: 3 },
+      ),
     ]);
     const end = await h.manager.wait(h.manager.start({ system: "together", inputs: {}, origin: "cli" }).id);
     assert.equal(end.status, "completed", JSON.stringify(end));
@@ -341,11 +409,18 @@ describe("plans", T, () => {
       "const fs=require('fs'),p=require('path');const d=process.argv[1];fs.mkdirSync(d,{recursive:true});const me=p.join(d,process.argv[2]);fs.writeFileSync(me,'');" +
       "console.log(fs.readdirSync(d).length);setTimeout(()=>fs.rmSync(me),150)";
     const ids = ["s1", "s2", "s3", "s4", "s5"];
-    const h = await harness([plan("capped", ids.map((id) => step(id, [NODE, "-e", script, live, id])), { maxParallel: 2 })]);
+    const h = await harness([
+      plan(
+        "capped",
+        ids.map((id) => step(id, [NODE, "-e", script, live, id])),
+        { maxParallel: 2 },
+      ),
+    ]);
     const rec = h.manager.start({ system: "capped", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
-    for (const id of ids) assert.ok(Number(stepOf(end, id).output) <= 2, `${id} saw ${String(stepOf(end, id).output)} running`);
+    for (const id of ids)
+      assert.ok(Number(stepOf(end, id).output) <= 2, `${id} saw ${String(stepOf(end, id).output)} running`);
     // The manager's own view: steps in flight between step.started and step.completed.
     let inFlight = 0;
     let most = 0;
@@ -362,7 +437,18 @@ describe("plans", T, () => {
         step("a", [NODE, "-e", "console.log(JSON.stringify({n: 4, name: 'x'}))"]),
         step("b", [NODE, "-e", "console.log(Number(process.argv[1]) * 10)", "${steps.a.output.n}"], ["a"]),
         step("c", [NODE, "-e", "console.log(process.argv[1] + '!')", "${steps.a.output.name}"], ["a"]),
-        step("d", [NODE, "-e", "console.log(process.argv.slice(1).join('|'))", "${steps.b.output}", "${steps.c.output}", "${steps.a.output.n}"], ["b", "c"]),
+        step(
+          "d",
+          [
+            NODE,
+            "-e",
+            "console.log(process.argv.slice(1).join('|'))",
+            "${steps.b.output}",
+            "${steps.c.output}",
+            "${steps.a.output.n}",
+          ],
+          ["b", "c"],
+        ),
       ]),
     ]);
     const rec = h.manager.start({ system: "diamond", inputs: {}, origin: "cli" });
@@ -378,7 +464,9 @@ describe("plans", T, () => {
         ["d", "completed", "40|x!|4"],
       ],
     );
-    const order = eventsOf(h, rec.id).flatMap((e) => (e.type === "step.started" || e.type === "step.completed" ? [`${e.type}:${e.step}`] : []));
+    const order = eventsOf(h, rec.id).flatMap((e) =>
+      e.type === "step.started" || e.type === "step.completed" ? [`${e.type}:${e.step}`] : [],
+    );
     const at = (x: string) => order.indexOf(x);
     assert.ok(at("step.started:b") > at("step.completed:a") && at("step.started:c") > at("step.completed:a"));
     assert.ok(at("step.started:d") > at("step.completed:b") && at("step.started:d") > at("step.completed:c"));
@@ -393,7 +481,9 @@ describe("plans", T, () => {
     assert.equal(end.output, "ok after 3");
     assert.equal(count(counter), 3);
     assert.equal(stepOf(end, "s").attempts, 3);
-    const retries = eventsOf(h, rec.id).flatMap((e) => (e.type === "step.retry" ? [[e.attempt, e.delayMs, e.error] as const] : []));
+    const retries = eventsOf(h, rec.id).flatMap((e) =>
+      e.type === "step.retry" ? [[e.attempt, e.delayMs, e.error] as const] : [],
+    );
     assert.deepEqual(retries, [
       [2, 20, "exited with code 75: not yet 1"],
       [3, 40, "exited with code 75: not yet 2"],
@@ -410,7 +500,10 @@ describe("plans", T, () => {
       "const fs=require('fs');const f=process.argv[1];const n=(fs.existsSync(f)?Number(fs.readFileSync(f,'utf8')):0)+1;fs.writeFileSync(f,String(n));" +
       "if(n===1)setTimeout(()=>{},30000);else console.log('second try')";
     const always = fresh("always");
-    const h = await harness([cmd("slow", [NODE, "-e", slowOnce, counter], { timeoutSeconds: 1.5 }), cmd("broken", FLAKY(always, 99, 75), { retryExitCodes: [75] })]);
+    const h = await harness([
+      cmd("slow", [NODE, "-e", slowOnce, counter], { timeoutSeconds: 1.5 }),
+      cmd("broken", FLAKY(always, 99, 75), { retryExitCodes: [75] }),
+    ]);
     const slow = await h.manager.wait(h.manager.start({ system: "slow", inputs: {}, origin: "cli" }).id);
     assert.equal(slow.status, "completed");
     assert.equal(slow.output, "second try");
@@ -430,7 +523,12 @@ describe("plans", T, () => {
 
   test("a failure that is not retryable is not retried; the run fails naming the step", async () => {
     const counter = fresh("fatal");
-    const h = await harness([plan("fatal", [step("ok", [NODE, "-e", "console.log(1)"]), step("bad", FLAKY(counter, 99, 3), ["ok"], { retryExitCodes: [75] })])]);
+    const h = await harness([
+      plan("fatal", [
+        step("ok", [NODE, "-e", "console.log(1)"]),
+        step("bad", FLAKY(counter, 99, 3), ["ok"], { retryExitCodes: [75] }),
+      ]),
+    ]);
     const rec = h.manager.start({ system: "fatal", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "failed");
@@ -455,7 +553,11 @@ describe("plans", T, () => {
           step("grandchild", [NODE, "-e", "console.log('never')"], ["child"]),
           // Still running when `bad` fails: it waits for the file the test writes on seeing that.
           step("branch", WAIT_FOR(go, "branch done")),
-          step("after-branch", [NODE, "-e", "console.log(process.argv[1] + ' and after')", "${steps.branch.output}"], ["branch"]),
+          step(
+            "after-branch",
+            [NODE, "-e", "console.log(process.argv[1] + ' and after')", "${steps.branch.output}"],
+            ["branch"],
+          ),
         ],
         { output: "after-branch" },
       ),
@@ -481,7 +583,10 @@ describe("plans", T, () => {
     assert.equal(stepOf(end, "grandchild").error, "child was skipped");
     assert.equal(stepOf(end, "after-branch").output, "branch done and after");
     const types = eventsOf(h, rec.id).map((e) => e.type);
-    assert.ok(types.indexOf("step.failed") < types.lastIndexOf("step.completed"), "the branch finished after the failure");
+    assert.ok(
+      types.indexOf("step.failed") < types.lastIndexOf("step.completed"),
+      "the branch finished after the failure",
+    );
   });
 
   test("a webhook answering 503 is retried; its JSON output feeds the next step; a 404 is not retried", async () => {
@@ -493,13 +598,24 @@ describe("plans", T, () => {
       }
       calls++;
       if (calls === 1) res.writeHead(503).end("busy");
-      else res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ title: "Report", n: calls }));
+      else
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ title: "Report", n: calls }));
     };
     hits.length = 0;
     const h = await harness([
       plan("hooked", [
         { id: "fetch", uses: "webhook", with: { url: `${base}/items`, timeoutSeconds: 5 } },
-        step("show", [NODE, "-e", "console.log(process.argv[1] + ' #' + process.argv[2])", "${steps.fetch.output.title}", "${steps.fetch.output.n}"], ["fetch"]),
+        step(
+          "show",
+          [
+            NODE,
+            "-e",
+            "console.log(process.argv[1] + ' #' + process.argv[2])",
+            "${steps.fetch.output.title}",
+            "${steps.fetch.output.n}",
+          ],
+          ["fetch"],
+        ),
       ]),
       { id: "missing", run: { kind: "webhook", url: `${base}/missing`, timeoutSeconds: 5 } },
     ]);
@@ -521,12 +637,19 @@ describe("plans", T, () => {
       {
         id: "greet",
         inputs: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
-        run: { kind: "command", argv: [NODE, "-e", "console.log('Hello ' + process.argv[1])", "${inputs.name}"], timeoutSeconds: 20 },
+        run: {
+          kind: "command",
+          argv: [NODE, "-e", "console.log('Hello ' + process.argv[1])", "${inputs.name}"],
+          timeoutSeconds: 20,
+        },
       },
       {
         id: "summarise",
         inputs: { type: "object", properties: { text: { type: "string" } } },
-        run: { kind: "plan", steps: [{ id: "ask", uses: "model", with: { model: "m", prompt: "Shorten: ${inputs.text}" } }] },
+        run: {
+          kind: "plan",
+          steps: [{ id: "ask", uses: "model", with: { model: "m", prompt: "Shorten: ${inputs.text}" } }],
+        },
       },
       {
         id: "shout",
@@ -553,8 +676,15 @@ describe("plans", T, () => {
       ],
     );
     assert.equal(end.output, "Answer: Shorten: HELLO ADA");
-    assert.deepEqual(h.modelCalls.map((c) => c.prompt), ["Shorten: HELLO ADA"]);
-    const names = eventsOf(h, rec.id).flatMap((e) => (e.type === "step.started" || e.type === "step.completed" || e.type === "run.output" ? [`${e.type}:${e.step}`] : []));
+    assert.deepEqual(
+      h.modelCalls.map((c) => c.prompt),
+      ["Shorten: HELLO ADA"],
+    );
+    const names = eventsOf(h, rec.id).flatMap((e) =>
+      e.type === "step.started" || e.type === "step.completed" || e.type === "run.output"
+        ? [`${e.type}:${e.step}`]
+        : [],
+    );
     assert.deepEqual(names, [
       "step.started:g",
       "step.started:g/run",
@@ -609,7 +739,9 @@ describe("stopping runs", T, () => {
 
   test("pause while a step runs, then resume: completed steps are not run again", async () => {
     const [pidFile, go, first, second] = [fresh("pids"), fresh("go"), fresh("first"), fresh("second")];
-    const h = await harness([plan("two", [step("a", COUNT(first, "A done")), step("b", LONG(pidFile, go, second), ["a"])])]);
+    const h = await harness([
+      plan("two", [step("a", COUNT(first, "A done")), step("b", LONG(pidFile, go, second), ["a"])]),
+    ]);
     const rec = h.manager.start({ system: "two", inputs: {}, origin: "cli" });
     await nextEvent(h.bus, outputSaid(rec.id, "started", "b"));
     const pids = pidsOf(pidFile);
@@ -646,7 +778,9 @@ describe("stopping runs", T, () => {
 
   test("cancelling a paused run", async () => {
     const [pidFile, first] = [fresh("pids"), fresh("first")];
-    const h = await harness([plan("two", [step("a", COUNT(first)), step("b", LONG(pidFile, fresh("never"), fresh("second")), ["a"])])]);
+    const h = await harness([
+      plan("two", [step("a", COUNT(first)), step("b", LONG(pidFile, fresh("never"), fresh("second")), ["a"])]),
+    ]);
     const rec = h.manager.start({ system: "two", inputs: {}, origin: "cli" });
     await nextEvent(h.bus, outputSaid(rec.id, "started", "b"));
     const pids = pidsOf(pidFile);
@@ -670,7 +804,19 @@ describe("stopping runs", T, () => {
   test("a failed run can be resumed once the cause is fixed; completed steps are kept", async () => {
     const [first, fixed] = [fresh("first"), fresh("fixed")];
     const h = await harness([
-      plan("fixable", [step("a", COUNT(first, "A")), step("b", [NODE, "-e", "const fs=require('fs');if(!fs.existsSync(process.argv[1]))process.exit(4);console.log('fixed')", fixed], ["a"])]),
+      plan("fixable", [
+        step("a", COUNT(first, "A")),
+        step(
+          "b",
+          [
+            NODE,
+            "-e",
+            "const fs=require('fs');if(!fs.existsSync(process.argv[1]))process.exit(4);console.log('fixed')",
+            fixed,
+          ],
+          ["a"],
+        ),
+      ]),
     ]);
     const rec = h.manager.start({ system: "fixable", inputs: {}, origin: "cli" });
     const failed = await h.manager.wait(rec.id);
@@ -771,13 +917,19 @@ manager.start({ system: "crashy", inputs: {}, origin: "cli" });
 setTimeout(() => process.exit(9), 30_000); // bounded, should the test not kill it
 `,
     );
-    const child = spawn(NODE, ["--import", "tsx", script, dbFile, path.join(dir, "data"), JSON.stringify(systems)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(NODE, ["--import", "tsx", script, dbFile, path.join(dir, "data"), JSON.stringify(systems)], {
+      cwd: REPO,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     const exitedChild = new Promise<void>((r) => child.once("exit", () => r()));
     let out = "";
     let err = "";
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     const runId = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the child bridge did not start the run within 30 s: ${err}`)), 30_000);
+      const timer = setTimeout(
+        () => reject(new Error(`the child bridge did not start the run within 30 s: ${err}`)),
+        30_000,
+      );
       child.stdout!.on("data", (d: Buffer) => {
         out += d.toString();
         const m = /RUN (\S+)\n/.exec(out);
@@ -819,7 +971,10 @@ setTimeout(() => process.exit(9), 30_000); // bounded, should the test not kill 
         ["b", "pending", undefined],
       ],
     );
-    assert.deepEqual(h.events.map((e) => e.type), ["run.interrupted"]);
+    assert.deepEqual(
+      h.events.map((e) => e.type),
+      ["run.interrupted"],
+    );
     // Never re-run silently: nothing is live and nothing ran (give it a moment to misbehave).
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(h.manager.isLive(runId), false);

@@ -11,7 +11,11 @@ import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { claudeCodeBackend, claudeCodeOptionsSchema, type ClaudeCodeBackend } from "../../src/backends/claude-code/backend.js";
+import {
+  claudeCodeBackend,
+  claudeCodeOptionsSchema,
+  type ClaudeCodeBackend,
+} from "../../src/backends/claude-code/backend.js";
 import { resolveConfig } from "../../src/core/config/load.js";
 import { runDoctor } from "../../src/ops/doctor/doctor.js";
 import { createLogger } from "../../src/core/log/logger.js";
@@ -37,7 +41,15 @@ describe("a warm Claude Code backend behind the bridge", () => {
     fake = await startFakeAnthropic(() => ({ kind: "text", chunks: ["warm ", "reply"] }));
     home = tempDir("cb-wb-home-");
     bridge = await startTestBridge({
-      backends: { cc: { type: "claude-code", command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1 } },
+      backends: {
+        cc: {
+          type: "claude-code",
+          command: CLAUDE_BIN,
+          env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+        },
+      },
       models: [{ id: "claude", backend: "cc", session: { mode: "resume" } }],
     });
   });
@@ -69,7 +81,11 @@ describe("a warm Claude Code backend behind the bridge", () => {
     assert.equal(value(scrape, "clawbridge_warm_processes", { backend: "cc", state: "busy" }), 0);
     assert.ok(value(scrape, "clawbridge_warm_memory_bytes", { backend: "cc" }) > 10 * 1048576);
     assert.equal(value(scrape, "clawbridge_warm_events_total", { backend: "cc", event: "started" }), 1);
-    assert.equal(value(scrape, "clawbridge_warm_events_total", { backend: "cc", event: "reused" }), 1, "turn 2 reused the process");
+    assert.equal(
+      value(scrape, "clawbridge_warm_events_total", { backend: "cc", event: "reused" }),
+      1,
+      "turn 2 reused the process",
+    );
     assert.equal(value(scrape, "clawbridge_warm_events_total", { backend: "cc", event: "died" }), 0);
 
     const procs = (await (await fetch(`${bridge.url}/v1/admin/processes`)).json()) as any;
@@ -81,7 +97,15 @@ describe("a warm Claude Code backend behind the bridge", () => {
 
     // `clawbridge doctor` names them from the running bridge's /health.
     const report = await runDoctor({
-      config: resolveConfig({ server: { port: bridge.port }, dataDir: bridge.dataDir, backends: { cc: { type: "claude-code", command: CLAUDE_BIN } }, models: [{ id: "claude", backend: "cc" }] }, "test"),
+      config: resolveConfig(
+        {
+          server: { port: bridge.port },
+          dataDir: bridge.dataDir,
+          backends: { cc: { type: "claude-code", command: CLAUDE_BIN } },
+          models: [{ id: "claude", backend: "cc" }],
+        },
+        "test",
+      ),
       openclawHome: path.join(home, "no-openclaw"),
       validate: null,
       scanClis: false,
@@ -89,7 +113,11 @@ describe("a warm Claude Code backend behind the bridge", () => {
       env: { ...process.env, HOME: home },
     });
     const port = report.findings.find((f) => f.id === "port");
-    assert.match(port?.detail ?? "", /warm CLI processes: 1, \d+ MB in all — cc 1 \(0 busy, \d+ MB\)/, JSON.stringify(port));
+    assert.match(
+      port?.detail ?? "",
+      /warm CLI processes: 1, \d+ MB in all — cc 1 \(0 busy, \d+ MB\)/,
+      JSON.stringify(port),
+    );
 
     await bridge.close(0);
     assert.ok(pidGone(w.pid), "the bridge's shutdown ended the warm process");
@@ -102,7 +130,12 @@ test("50 turns on one warm claude process: the same process throughout, its memo
   const dataDir = tempDir("cb-w50-data-");
   const backend = claudeCodeBackend.create(
     "claude",
-    claudeCodeOptionsSchema.parse({ command: CLAUDE_BIN, env: claudeEnv({ baseUrl: fake.baseUrl, home }), timeoutSeconds: 60, killGraceSeconds: 1 }),
+    claudeCodeOptionsSchema.parse({
+      command: CLAUDE_BIN,
+      env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+      timeoutSeconds: 60,
+      killGraceSeconds: 1,
+    }),
     { logger, dataDir },
   ) as ClaudeCodeBackend;
   try {
@@ -123,7 +156,11 @@ test("50 turns on one warm claude process: the same process throughout, its memo
     // CLI's own history growing each turn). After that it must not keep growing with each turn: the
     // readings of turns 30-50 stay within 30 MB of turn 25's (one garbage collection is 10-20 MB).
     const base = rss[4]!;
-    for (const r of rss.slice(5)) assert.ok(r - base < 30 * 1048576, `RSS grew from ${Math.round(base / 1048576)} to ${Math.round(r / 1048576)} MB`);
+    for (const r of rss.slice(5))
+      assert.ok(
+        r - base < 30 * 1048576,
+        `RSS grew from ${Math.round(base / 1048576)} to ${Math.round(r / 1048576)} MB`,
+      );
     assert.equal(fake.messageCalls().length >= 50, true);
   } finally {
     await backend.close();
@@ -153,7 +190,15 @@ describe("a warm opencode serve left behind by a bridge killed with SIGKILL", ()
         logging: { level: "warn" },
         dataDir: path.join(dir, "data"),
         intents: { enabled: false },
-        backends: { oc: { type: "opencode", command: OPENCODE_BIN, env: opencodeEnv(fake.url, home), timeoutSeconds: 60, killGraceSeconds: 1 } },
+        backends: {
+          oc: {
+            type: "opencode",
+            command: OPENCODE_BIN,
+            env: opencodeEnv(fake.url, home),
+            timeoutSeconds: 60,
+            killGraceSeconds: 1,
+          },
+        },
         models: [{ id: "fake/m1", backend: "oc" }],
       }),
     );
@@ -170,7 +215,10 @@ describe("a warm opencode serve left behind by a bridge killed with SIGKILL", ()
   const startBridge = async () => {
     const env: NodeJS.ProcessEnv = { ...process.env };
     delete env.CLAWBRIDGE_CONFIG;
-    const proc = spawn(process.execPath, [path.resolve("bin/clawbridge.js"), "serve", "--config", configFile], { env, stdio: ["ignore", "ignore", "pipe"] });
+    const proc = spawn(process.execPath, [path.resolve("bin/clawbridge.js"), "serve", "--config", configFile], {
+      env,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     bridges.push(proc);
     return { proc, url: await bridgeListening(proc).url };
   };
@@ -187,7 +235,10 @@ describe("a warm opencode serve left behind by a bridge killed with SIGKILL", ()
     const health = (await (await fetch(`${url}/health`)).json()) as any;
     assert.equal(health.warm.processes, 1, "the server stays warm after the turn");
     const pgid = health.warm.list[0].pid as number;
-    assert.ok(readdirSync(runDir()).includes(`${pgid}.json`), "the warm process is recorded for the watcher and the reaper");
+    assert.ok(
+      readdirSync(runDir()).includes(`${pgid}.json`),
+      "the warm process is recorded for the watcher and the reaper",
+    );
     groups.add(pgid);
     return pgid;
   };
@@ -223,7 +274,10 @@ describe("a warm opencode serve left behind by a bridge killed with SIGKILL", ()
     await new Promise((r) => setTimeout(r, 500));
     assert.ok(groupAlive(pgid), "nothing ended the warm server yet");
     const next = await startBridge();
-    assert.ok(await eventually(() => !groupAlive(pgid), 10_000), "the start-up reaper ended the warm server of the killed bridge");
+    assert.ok(
+      await eventually(() => !groupAlive(pgid), 10_000),
+      "the start-up reaper ended the warm server of the killed bridge",
+    );
     next.proc.kill("SIGTERM");
     await eventually(() => next.proc.exitCode !== null || next.proc.signalCode !== null, 10_000);
   });

@@ -6,7 +6,13 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type * as acp from "@agentclientprotocol/sdk";
-import { geminiClientToolsPermission, geminiMcpServer, geminiMcpToolName, geminiPendingTimeoutSeconds, geminiToolName } from "../../src/backends/gemini-cli/warm.js";
+import {
+  geminiClientToolsPermission,
+  geminiMcpServer,
+  geminiMcpToolName,
+  geminiPendingTimeoutSeconds,
+  geminiToolName,
+} from "../../src/backends/gemini-cli/warm.js";
 import { acpPermissionPolicy } from "../../src/backends/gemini-cli/acp.js";
 
 const tools = [
@@ -15,7 +21,11 @@ const tools = [
 ];
 
 /** A permission request as gemini 0.61 sends it (observed), for a call id and kind. */
-function request(toolCallId: string, kind: string, title = "session_status (openclaw MCP Server)"): acp.RequestPermissionRequest {
+function request(
+  toolCallId: string,
+  kind: string,
+  title = "session_status (openclaw MCP Server)",
+): acp.RequestPermissionRequest {
   return {
     sessionId: "s1",
     toolCall: { toolCallId, kind: kind as acp.ToolKind, status: "pending", title, content: [], locations: [] },
@@ -29,12 +39,15 @@ function request(toolCallId: string, kind: string, title = "session_status (open
 
 describe("gemini --acp and the client's tools", () => {
   test("the sessions' MCP entry: type http, the server name, the token as a header", () => {
-    assert.deepEqual(geminiMcpServer({ url: "http://127.0.0.1:1/mcp/client-tools", headers: { Authorization: "Bearer cbtX" } }), {
-      type: "http",
-      name: "openclaw",
-      url: "http://127.0.0.1:1/mcp/client-tools",
-      headers: [{ name: "Authorization", value: "Bearer cbtX" }],
-    });
+    assert.deepEqual(
+      geminiMcpServer({ url: "http://127.0.0.1:1/mcp/client-tools", headers: { Authorization: "Bearer cbtX" } }),
+      {
+        type: "http",
+        name: "openclaw",
+        url: "http://127.0.0.1:1/mcp/client-tools",
+        headers: [{ name: "Authorization", value: "Bearer cbtX" }],
+      },
+    );
   });
 
   test("gemini's names for MCP tools (generateValidName of <server>_<tool>)", () => {
@@ -46,26 +59,44 @@ describe("gemini --acp and the client's tools", () => {
   });
 
   test("tool names of tool_activity from gemini's call ids", () => {
-    assert.equal(geminiToolName({ toolCallId: "mcp_openclaw_session_status__mcp_openclaw_session_status_1795586037799_0", kind: "other" }), "mcp_openclaw_session_status");
+    assert.equal(
+      geminiToolName({
+        toolCallId: "mcp_openclaw_session_status__mcp_openclaw_session_status_1795586037799_0",
+        kind: "other",
+      }),
+      "mcp_openclaw_session_status",
+    );
     assert.equal(geminiToolName({ toolCallId: "read_file-1795568625652-5db0a", kind: "read" }), "read_file");
     assert.equal(geminiToolName({ toolCallId: "weird", kind: "search" }), "search");
   });
 
   test("permission: a call of one of OUR tools is allowed; every other request keeps the approval mode's answer", () => {
     const p = geminiClientToolsPermission(acpPermissionPolicy("read-only"), tools);
-    assert.equal(p(request("mcp_openclaw_session_status__mcp_openclaw_session_status_1795586037799_0", "other")), "allow");
+    assert.equal(
+      p(request("mcp_openclaw_session_status__mcp_openclaw_session_status_1795586037799_0", "other")),
+      "allow",
+    );
     assert.equal(p(request("mcp_openclaw_memory_search__abc", "other")), "allow");
     // Another MCP server's tool, a tool of ours not offered, a shell command made to look like ours.
     assert.equal(p(request("mcp_other_session_status__x", "other")), "reject");
     assert.equal(p(request("mcp_openclaw_message__x", "other")), "reject");
-    assert.equal(p(request("run_shell_command__mcp_openclaw_session_status__1", "execute", "echo (openclaw MCP Server)")), "reject");
+    assert.equal(
+      p(request("run_shell_command__mcp_openclaw_session_status__1", "execute", "echo (openclaw MCP Server)")),
+      "reject",
+    );
     assert.equal(p(request("mcp_openclaw_session_statusX__1", "other")), "reject");
     // Only an `other`-kind tool (what gemini calls every MCP tool) can be ours.
     assert.equal(p(request("mcp_openclaw_session_status__1", "execute")), "reject");
     // Read-only tools stay allowed as before.
     assert.equal(p(request("read_file__1", "read")), "allow");
     // No tools: nothing extra allowed.
-    assert.equal(geminiClientToolsPermission(acpPermissionPolicy("read-only"), [])(request("mcp_openclaw_session_status__1", "other")), "reject");
+    assert.equal(
+      geminiClientToolsPermission(
+        acpPermissionPolicy("read-only"),
+        [],
+      )(request("mcp_openclaw_session_status__1", "other")),
+      "reject",
+    );
   });
 
   test("a pending call is given up before gemini's own 10-minute MCP call limit", () => {

@@ -33,7 +33,12 @@ const node = (id: string, output?: string, extra: Record<string, unknown> = {}):
   ...(output ? { output } : {}),
 });
 
-const connect = (id: string, from: string, to: string, dependsOn: string[]): StepIn => ({ id, action: "CONNECT_NODES", params: { from, to }, dependsOn });
+const connect = (id: string, from: string, to: string, dependsOn: string[]): StepIn => ({
+  id,
+  action: "CONNECT_NODES",
+  params: { from, to },
+  dependsOn,
+});
 
 function parsed(text: string): ExecutionPlan {
   const r = parsePlan(text, { system: "fallback-id" });
@@ -50,7 +55,11 @@ function errorsOf(text: string): string[] {
 /** Exactly one problem matching every pattern. */
 function hasProblem(problems: string[], ...patterns: RegExp[]): void {
   const hits = problems.filter((p) => patterns.every((re) => re.test(p)));
-  assert.equal(hits.length, 1, `expected one problem matching ${patterns.join(" & ")} in ${JSON.stringify(problems, null, 1)}`);
+  assert.equal(
+    hits.length,
+    1,
+    `expected one problem matching ${patterns.join(" & ")} in ${JSON.stringify(problems, null, 1)}`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -99,7 +108,8 @@ test("substitute: deep copy, references replaced, $${ → ${, dotted templates k
 test("substitute: an unknown name throws UndefinedVariableError naming it", () => {
   assert.throws(
     () => substitute({ a: ["ok ${known}", "${missing}"] }, { known: "1" }),
-    (err: unknown) => err instanceof UndefinedVariableError && err.variable === "missing" && /\$\{missing\}/.test(err.message),
+    (err: unknown) =>
+      err instanceof UndefinedVariableError && err.variable === "missing" && /\$\{missing\}/.test(err.message),
   );
   // inherited names are not variables
   assert.throws(() => substitute("${toString}", {}), UndefinedVariableError);
@@ -111,9 +121,30 @@ test("substitute: an unknown name throws UndefinedVariableError naming it", () =
 const PLAN_JSON = JSON.stringify({
   metadata: { system: "blog", name: "Blog", description: "Writes posts", summary: "Research then write." },
   steps: [
-    { id: "a", action: "CREATE_NODE", params: { type: "agent", label: "Researcher {x}", properties: { prompt: "Use {{topic}} } and {" } }, output: "a_node" },
-    { id: "b", name: "Writer", action: "create-node", params: { type: "agent", label: "Writer" }, output: "b_node", dependsOn: [], retryCount: 9, retryDelayMs: 999999 },
-    { id: "c", action: "connect_nodes", params: { from: "${a_node}", to: "${b_node}" }, dependsOn: ["a", "b", "a"], retryCount: -2, retryDelayMs: -5 },
+    {
+      id: "a",
+      action: "CREATE_NODE",
+      params: { type: "agent", label: "Researcher {x}", properties: { prompt: "Use {{topic}} } and {" } },
+      output: "a_node",
+    },
+    {
+      id: "b",
+      name: "Writer",
+      action: "create-node",
+      params: { type: "agent", label: "Writer" },
+      output: "b_node",
+      dependsOn: [],
+      retryCount: 9,
+      retryDelayMs: 999999,
+    },
+    {
+      id: "c",
+      action: "connect_nodes",
+      params: { from: "${a_node}", to: "${b_node}" },
+      dependsOn: ["a", "b", "a"],
+      retryCount: -2,
+      retryDelayMs: -5,
+    },
   ],
 });
 
@@ -129,7 +160,12 @@ test("parsePlan: plain, fenced, with prose around it, braces inside strings", ()
 
 test("parsePlan: defaults and clamping", () => {
   const p = parsed(PLAN_JSON);
-  assert.deepEqual(p.metadata, { system: "blog", name: "Blog", description: "Writes posts", summary: "Research then write." });
+  assert.deepEqual(p.metadata, {
+    system: "blog",
+    name: "Blog",
+    description: "Writes posts",
+    summary: "Research then write.",
+  });
   const [a, b, c] = p.steps;
   assert.deepEqual(a, {
     id: "a",
@@ -151,7 +187,9 @@ test("parsePlan: defaults and clamping", () => {
   assert.equal(c!.retryDelayMs, 0);
   assert.equal("output" in c!, false);
 
-  const bare = parsed('{"steps":[{"id":"x","action":"DELETE_NODE","params":{"node":"w"},"dependsOn":"y"},{"id":"y","action":"DELETE_NODE"}]}');
+  const bare = parsed(
+    '{"steps":[{"id":"x","action":"DELETE_NODE","params":{"node":"w"},"dependsOn":"y"},{"id":"y","action":"DELETE_NODE"}]}',
+  );
   assert.deepEqual(bare.metadata, { system: "fallback-id", name: "", description: "", summary: "" });
   assert.deepEqual(bare.steps[0]!.dependsOn, ["y"]);
   assert.deepEqual(bare.steps[1]!.params, {});
@@ -189,7 +227,11 @@ test("parsePlan: no JSON, no steps, broken JSON", () => {
 // validatePlan (the Builder runs steps in dependency order: test/integration/builder.test.ts)
 
 test("validatePlan: a plan listed out of order is valid", () => {
-  const p = plan([connect("link", "${a_node}", "${b_node}", ["make_a", "make_b"]), node("make_b", "b_node"), node("make_a", "a_node")]);
+  const p = plan([
+    connect("link", "${a_node}", "${b_node}", ["make_a", "make_b"]),
+    node("make_b", "b_node"),
+    node("make_a", "a_node"),
+  ]);
   assert.deepEqual(validatePlan(p), []);
 });
 
@@ -198,9 +240,26 @@ test("validatePlan: a diamond is valid", () => {
     node("top", "top_node"),
     node("left", "left_node"),
     node("right", "right_node"),
-    { id: "l", action: "CONNECT_NODES", params: { from: "${top_node}", to: "${left_node}" }, dependsOn: ["top", "left"], output: "l_edge" },
-    { id: "r", action: "CONNECT_NODES", params: { from: "${top_node}", to: "${right_node}" }, dependsOn: ["top", "right"], output: "r_edge" },
-    { id: "bottom", action: "CREATE_FILE", params: { path: "edges.txt", content: "${l_edge} ${r_edge}" }, dependsOn: ["l", "r"] },
+    {
+      id: "l",
+      action: "CONNECT_NODES",
+      params: { from: "${top_node}", to: "${left_node}" },
+      dependsOn: ["top", "left"],
+      output: "l_edge",
+    },
+    {
+      id: "r",
+      action: "CONNECT_NODES",
+      params: { from: "${top_node}", to: "${right_node}" },
+      dependsOn: ["top", "right"],
+      output: "r_edge",
+    },
+    {
+      id: "bottom",
+      action: "CREATE_FILE",
+      params: { path: "edges.txt", content: "${l_edge} ${r_edge}" },
+      dependsOn: ["l", "r"],
+    },
   ]);
   assert.deepEqual(validatePlan(p), []);
 });
@@ -224,11 +283,15 @@ test("validatePlan: an undefined variable; a variable used without depending on 
   hasProblem(undef, /step "link"/, /\$\{ghost\} is not defined/);
   assert.equal(undef.length, 1);
 
-  const noDep = validatePlan(plan([node("a", "a_node"), node("b", "b_node"), connect("link", "${a_node}", "${b_node}", ["a"])]));
+  const noDep = validatePlan(
+    plan([node("a", "a_node"), node("b", "b_node"), connect("link", "${a_node}", "${b_node}", ["a"])]),
+  );
   hasProblem(noDep, /step "link"/, /\$\{b_node\}/, /add "b" to its dependsOn/);
   assert.equal(noDep.length, 1);
 
-  const own = validatePlan(plan([{ id: "self", action: "CREATE_FILE", params: { path: "x", content: "${me}" }, output: "me" }]));
+  const own = validatePlan(
+    plan([{ id: "self", action: "CREATE_FILE", params: { path: "x", content: "${me}" }, output: "me" }]),
+  );
   hasProblem(own, /its own output/);
 });
 
@@ -261,11 +324,16 @@ test("validatePlan: $${HOME} in CREATE_FILE content is not an undefined variable
     {
       id: "script",
       action: "CREATE_FILE",
-      params: { path: "scripts/run.sh", content: "#!/bin/sh\ncd $${HOME}\necho ${inputs.topic} ${steps.a.output} $${1:-x}\n" },
+      params: {
+        path: "scripts/run.sh",
+        content: "#!/bin/sh\ncd $${HOME}\necho ${inputs.topic} ${steps.a.output} $${1:-x}\n",
+      },
     },
   ]);
   assert.deepEqual(validatePlan(p), []);
-  const bare = validatePlan(plan([{ id: "script", action: "CREATE_FILE", params: { path: "run.sh", content: "cd ${HOME}" } }]));
+  const bare = validatePlan(
+    plan([{ id: "script", action: "CREATE_FILE", params: { path: "run.sh", content: "cd ${HOME}" } }]),
+  );
   hasProblem(bare, /\$\{HOME\} is not defined/, /\$\$\{HOME\}/);
 });
 
@@ -297,12 +365,25 @@ test("validatePlan: params each action needs", () => {
 });
 
 test("validatePlan: a hook capability is refused with the reason", () => {
-  const problems = validatePlan(plan([{ id: "h", action: "REGISTER_CAPABILITY", params: { kind: "hook", name: "pre", content: "rm -rf /" } }]));
+  const problems = validatePlan(
+    plan([{ id: "h", action: "REGISTER_CAPABILITY", params: { kind: "hook", name: "pre", content: "rm -rf /" } }]),
+  );
   assert.equal(problems.length, 1);
   assert.match(problems[0]!, /step "h"/);
   assert.match(problems[0]!, /hooks are refused: a hook runs shell commands/);
   assert.match(problems[0]!, /command node/);
-  assert.deepEqual(validatePlan(plan([{ id: "s", action: "REGISTER_CAPABILITY", params: { kind: "skill", name: "summarize", content: "# Summarize" } }])), []);
+  assert.deepEqual(
+    validatePlan(
+      plan([
+        {
+          id: "s",
+          action: "REGISTER_CAPABILITY",
+          params: { kind: "skill", name: "summarize", content: "# Summarize" },
+        },
+      ]),
+    ),
+    [],
+  );
 });
 
 const CANVAS: Canvas = {
@@ -313,7 +394,13 @@ const CANVAS: Canvas = {
   version: 3,
   nodes: [
     { id: "topic", type: "input", label: "Topic", properties: {}, position: { x: 0, y: 0 } },
-    { id: "writer", type: "agent", label: "Writer", properties: { model: "fast", prompt: "Write about {{topic}}" }, position: { x: 200, y: 0 } },
+    {
+      id: "writer",
+      type: "agent",
+      label: "Writer",
+      properties: { model: "fast", prompt: "Write about {{topic}}" },
+      position: { x: 200, y: 0 },
+    },
     { id: "result", type: "output", label: "Result", properties: {}, position: { x: 400, y: 0 } },
   ],
   edges: [
@@ -328,7 +415,12 @@ test("validatePlan (EDIT): literal node ids must be on the canvas or created by 
   const ok = plan(
     [
       { id: "retone", action: "UPDATE_NODE", params: { node: "writer", properties: { prompt: "Write casually" } } },
-      { id: "add", action: "CREATE_NODE", params: { type: "agent", id: "reviewer", label: "Reviewer" }, output: "reviewer_node" },
+      {
+        id: "add",
+        action: "CREATE_NODE",
+        params: { type: "agent", id: "reviewer", label: "Reviewer" },
+        output: "reviewer_node",
+      },
       connect("in", "writer", "reviewer", ["add"]),
       connect("out", "${reviewer_node}", "result", ["add"]),
     ],
@@ -377,13 +469,19 @@ test("validatePlan: an empty plan", () => {
 // repair, prompt
 
 test("repairRequest: carries every error and asks for JSON only", () => {
-  const msg = repairRequest('{"steps": [ ... long plan ...', ['step "a": unknown action "X"', 'step "b": ${y} is not defined']);
+  const msg = repairRequest('{"steps": [ ... long plan ...', [
+    'step "a": unknown action "X"',
+    'step "b": ${y} is not defined',
+  ]);
   assert.match(msg, /- step "a": unknown action "X"/);
   assert.match(msg, /- step "b": \$\{y\} is not defined/);
   assert.match(msg, /ONLY one JSON object/);
   assert.match(msg, /it began: /);
   assert.match(repairRequest("", ["x"]), /Your reply was empty/);
-  const many = repairRequest("x", Array.from({ length: 100 }, (_, i) => `problem ${i}`));
+  const many = repairRequest(
+    "x",
+    Array.from({ length: 100 }, (_, i) => `problem ${i}`),
+  );
   assert.match(many, /problem 39\n- … and 60 more/);
 });
 
@@ -401,8 +499,10 @@ const CTX: ArchitectContext = {
 
 test("architectPrompt (BUILD): schema, actions, variable rule, what is available, the example, JSON only", () => {
   const p = architectPrompt(CTX);
-  for (const t of ["input", "output", "agent", "webhook", "command", "mcp", "system"]) assert.match(p.system, new RegExp(`^- ${t}: `, "m"));
-  for (const a of ["CREATE_NODE", "CONNECT_NODES", "UPDATE_NODE", "DELETE_NODE", "CREATE_FILE", "REGISTER_CAPABILITY"]) assert.match(p.system, new RegExp(`^- ${a} \\{`, "m"));
+  for (const t of ["input", "output", "agent", "webhook", "command", "mcp", "system"])
+    assert.match(p.system, new RegExp(`^- ${t}: `, "m"));
+  for (const a of ["CREATE_NODE", "CONNECT_NODES", "UPDATE_NODE", "DELETE_NODE", "CREATE_FILE", "REGISTER_CAPABILITY"])
+    assert.match(p.system, new RegExp(`^- ${a} \\{`, "m"));
   assert.match(p.system, /only if it depends, directly or through other steps, on the step whose output is x/);
   assert.match(p.system, /\$\$\{ is a literal \$\{/);
   assert.match(p.system, /No hooks/);
@@ -430,7 +530,14 @@ test("architectPrompt: the example plan it shows parses and validates", () => {
 });
 
 test("architectPrompt (EDIT): the current canvas as JSON with its node ids", () => {
-  const p = architectPrompt({ ...CTX, intent: "EDIT", system: "blog", canvas: CANVAS, sandboxFiles: ["notes.md"], executors: { webhook: true, commands: [], mcp: false } });
+  const p = architectPrompt({
+    ...CTX,
+    intent: "EDIT",
+    system: "blog",
+    canvas: CANVAS,
+    sandboxFiles: ["notes.md"],
+    executors: { webhook: true, commands: [], mcp: false },
+  });
   assert.match(p.user, /Edit the system "blog"/);
   const json = p.user.slice(p.user.indexOf("{"), p.user.lastIndexOf("}") + 1);
   const canvas = JSON.parse(json) as { nodes: Array<{ id: string; position?: unknown }>; edges: unknown[] };

@@ -76,19 +76,41 @@ describe("canvas ops", () => {
   });
 
   test("explicit ids: valid and unused; unknown types list the types; label required", () => {
-    const a = createNode(emptyCanvas("demo"), { type: "input", label: "Topic", id: "topic", properties: { type: "string" } });
+    const a = createNode(emptyCanvas("demo"), {
+      type: "input",
+      label: "Topic",
+      id: "topic",
+      properties: { type: "string" },
+    });
     assert.equal(a.node.id, "topic");
     assert.deepEqual(a.node.properties, { type: "string" });
     refused(() => createNode(a.canvas, { type: "agent", label: "x", id: "topic" }), "duplicate_id", /already exists/);
     refused(() => createNode(a.canvas, { type: "agent", label: "x", id: "Bad Id" }), "invalid_id");
-    refused(() => createNode(a.canvas, { type: "robot", label: "x" }), "unknown_type", /input, output, agent, webhook, command, mcp, system/);
+    refused(
+      () => createNode(a.canvas, { type: "robot", label: "x" }),
+      "unknown_type",
+      /input, output, agent, webhook, command, mcp, system/,
+    );
     refused(() => createNode(a.canvas, { type: "agent", label: "  " }), "invalid_label");
-    refused(() => createNode(a.canvas, { type: "agent", label: "x", properties: [] as unknown as Record<string, unknown> }), "invalid_properties");
-    refused(() => createNode(a.canvas, { type: "agent", label: "x", properties: JSON.parse('{"__proto__": {"polluted": 1}}') }), "invalid_key");
+    refused(
+      () => createNode(a.canvas, { type: "agent", label: "x", properties: [] as unknown as Record<string, unknown> }),
+      "invalid_properties",
+    );
+    refused(
+      () =>
+        createNode(a.canvas, { type: "agent", label: "x", properties: JSON.parse('{"__proto__": {"polluted": 1}}') }),
+      "invalid_key",
+    );
   });
 
   test("parent must exist; default positions fill a grid by creation order", () => {
-    const c = canvasWith([["agent", "A"], ["agent", "B"], ["agent", "C"], ["agent", "D"], ["agent", "E"]]);
+    const c = canvasWith([
+      ["agent", "A"],
+      ["agent", "B"],
+      ["agent", "C"],
+      ["agent", "D"],
+      ["agent", "E"],
+    ]);
     assert.deepEqual(
       c.nodes.map((n) => n.position),
       [
@@ -99,18 +121,30 @@ describe("canvas ops", () => {
         { x: 0, y: 140 },
       ],
     );
-    refused(() => createNode(c, { type: "agent", label: "child", parent: "nope" }), "node_not_found", /parent node "nope".*Its nodes: a, b, c, d, e/);
+    refused(
+      () => createNode(c, { type: "agent", label: "child", parent: "nope" }),
+      "node_not_found",
+      /parent node "nope".*Its nodes: a, b, c, d, e/,
+    );
     const child = createNode(c, { type: "agent", label: "child", parent: "a", position: { x: 5, y: 6 } });
     assert.equal(child.node.parent, "a");
     assert.deepEqual(child.node.position, { x: 5, y: 6 });
-    refused(() => createNode(c, { type: "agent", label: "x", position: { x: "1", y: 2 } as never }), "invalid_position");
+    refused(
+      () => createNode(c, { type: "agent", label: "x", position: { x: "1", y: 2 } as never }),
+      "invalid_position",
+    );
     // A spot taken by a placed node is skipped.
     const placed = createNode(emptyCanvas("demo"), { type: "agent", label: "p", position: { x: 280, y: 0 } }).canvas;
     assert.deepEqual(createNode(placed, { type: "agent", label: "q" }).node.position, { x: 560, y: 0 });
   });
 
   test("connect: edge ids, missing nodes, self-loop, duplicate, into input, out of output, cycle", () => {
-    const c = canvasWith([["input", "Topic"], ["agent", "Research"], ["agent", "Write"], ["output", "Result"]]);
+    const c = canvasWith([
+      ["input", "Topic"],
+      ["agent", "Research"],
+      ["agent", "Write"],
+      ["output", "Result"],
+    ]);
     const r = connectNodes(c, { from: "topic", to: "research" });
     assert.deepEqual(r.edge, { id: "e-topic-research", from: "topic", to: "research" });
     assert.equal(c.edges.length, 0, "pure");
@@ -126,11 +160,20 @@ describe("canvas ops", () => {
     const k2 = createNode(k, { type: "agent", label: "Edit" }).canvas;
     const k3 = connectNodes(k2, { from: "write", to: "edit" }).canvas;
     refused(() => connectNodes(k3, { from: "edit", to: "research" }), "cycle", /"research" already leads to "edit"/);
-    assert.equal(connectNodes(k3, { from: "research", to: "edit" }).edge.id, "e-research-edit", "a diamond is no cycle");
+    assert.equal(
+      connectNodes(k3, { from: "research", to: "edit" }).edge.id,
+      "e-research-edit",
+      "a diamond is no cycle",
+    );
   });
 
   test("delete: the node, its edges, its children recursively and their edges", () => {
-    let c = canvasWith([["input", "In"], ["agent", "Group"], ["agent", "Other"], ["output", "Out"]]);
+    let c = canvasWith([
+      ["input", "In"],
+      ["agent", "Group"],
+      ["agent", "Other"],
+      ["output", "Out"],
+    ]);
     c = createNode(c, { type: "agent", label: "Child", parent: "group" }).canvas;
     c = createNode(c, { type: "agent", label: "Grandchild", parent: "child" }).canvas;
     c = connectNodes(c, { from: "in", to: "group" }).canvas;
@@ -141,14 +184,24 @@ describe("canvas ops", () => {
     const r = deleteNode(c, "group");
     assert.deepEqual(r.removedNodes, ["group", "child", "grandchild"]);
     assert.deepEqual(r.removedEdges.sort(), ["e-child-other", "e-grandchild-out", "e-in-group"]);
-    assert.deepEqual(r.canvas.nodes.map((n) => n.id), ["in", "other", "out"]);
-    assert.deepEqual(r.canvas.edges.map((e) => e.id), ["e-in-other", "e-other-out"]);
+    assert.deepEqual(
+      r.canvas.nodes.map((n) => n.id),
+      ["in", "other", "out"],
+    );
+    assert.deepEqual(
+      r.canvas.edges.map((e) => e.id),
+      ["e-in-other", "e-other-out"],
+    );
     assert.equal(c.nodes.length, 6, "pure");
     refused(() => deleteNode(c, "nope"), "node_not_found");
   });
 
   test("update: label, position, parent, properties, bare and dotted keys, null removes; id and type cannot change", () => {
-    let c = canvasWith([["agent", "Writer"], ["agent", "Group"], ["input", "Topic"]]);
+    let c = canvasWith([
+      ["agent", "Writer"],
+      ["agent", "Group"],
+      ["input", "Topic"],
+    ]);
     const up = (key: string, value: unknown, node = "writer") => {
       const r = updateProperty(c, node, key, value);
       c = r.canvas;
@@ -192,8 +245,21 @@ describe("canvas ops", () => {
 
   test("layouts: layered columns by longest path; grid rows of 4", () => {
     const c = canvasWith(
-      [["input", "A"], ["input", "B"], ["agent", "C"], ["agent", "D"], ["output", "E"], ["agent", "Lone"]],
-      [["a", "c"], ["b", "d"], ["c", "d"], ["d", "e"], ["a", "e"]],
+      [
+        ["input", "A"],
+        ["input", "B"],
+        ["agent", "C"],
+        ["agent", "D"],
+        ["output", "E"],
+        ["agent", "Lone"],
+      ],
+      [
+        ["a", "c"],
+        ["b", "d"],
+        ["c", "d"],
+        ["d", "e"],
+        ["a", "e"],
+      ],
     );
     const pos = (k: Canvas) => Object.fromEntries(k.nodes.map((n) => [n.id, n.position]));
     assert.deepEqual(pos(applyLayout(c, "layered")), {
@@ -234,10 +300,19 @@ describe("canvas store", () => {
     const next = createNode(c, { type: "agent", label: "A" }).canvas;
     const saved = store.save(next);
     assert.ok(saved.updatedAt > c.updatedAt, "save bumps updatedAt");
-    assert.deepEqual(store.get("digest")!.nodes.map((n) => n.id), ["a"]);
+    assert.deepEqual(
+      store.get("digest")!.nodes.map((n) => n.id),
+      ["a"],
+    );
     refused(() => store.save(emptyCanvas("ghost")), "canvas_not_found");
     store.create({ system: "other" });
-    assert.deepEqual(store.list().map((x) => x.system).sort(), ["digest", "other"]);
+    assert.deepEqual(
+      store
+        .list()
+        .map((x) => x.system)
+        .sort(),
+      ["digest", "other"],
+    );
     assert.equal(store.delete("other"), true);
     assert.equal(store.delete("other"), false);
     assert.deepEqual(store.versions("other"), []);
@@ -247,15 +322,32 @@ describe("canvas store", () => {
     const store = memory();
     refused(() => store.mutate("fresh", (c) => c), "canvas_not_found");
     const seen: boolean[] = [];
-    const made = store.mutate("fresh", (c, created) => (seen.push(created), createNode(c, { type: "agent", label: "A" }).canvas), { create: {} });
+    const made = store.mutate(
+      "fresh",
+      (c, created) => (seen.push(created), createNode(c, { type: "agent", label: "A" }).canvas),
+      { create: {} },
+    );
     assert.equal(made.nodes.length, 1);
     store.mutate("fresh", (c, created) => (seen.push(created), c), { create: {} });
     assert.deepEqual(seen, [true, false], "fn is told whether the canvas was just created");
-    assert.throws(() => store.mutate("brand-new", () => { throw new Error("no"); }, { create: {} }));
+    assert.throws(() =>
+      store.mutate(
+        "brand-new",
+        () => {
+          throw new Error("no");
+        },
+        { create: {} },
+      ),
+    );
     assert.equal(store.get("brand-new"), undefined, "a throw writes nothing, not even the created canvas");
     assert.deepEqual(store.versions("brand-new"), []);
-    assert.deepEqual(store.versions("fresh").map((v) => v.version), [0]);
-    assert.throws(() => store.mutate("fresh", (c) => createNode(c, { type: "agent", label: "B", parent: "nope" }).canvas));
+    assert.deepEqual(
+      store.versions("fresh").map((v) => v.version),
+      [0],
+    );
+    assert.throws(() =>
+      store.mutate("fresh", (c) => createNode(c, { type: "agent", label: "B", parent: "nope" }).canvas),
+    );
     assert.equal(store.get("fresh")!.nodes.length, 1, "the failed edit left nothing");
     refused(() => store.mutate("fresh", (c) => ({ ...c, system: "other" })), "invalid_system");
     // Edits in a row each see the previous one (no lost update).
@@ -271,7 +363,8 @@ describe("canvas store", () => {
       const s1 = new CanvasStore(db1);
       const s2 = new CanvasStore(db2);
       s1.create({ system: "shared" });
-      for (let i = 0; i < 20; i++) (i % 2 ? s1 : s2).mutate("shared", (c) => createNode(c, { type: "agent", label: `n${i}` }).canvas);
+      for (let i = 0; i < 20; i++)
+        (i % 2 ? s1 : s2).mutate("shared", (c) => createNode(c, { type: "agent", label: `n${i}` }).canvas);
       assert.equal(s1.get("shared")!.nodes.length, 20);
       assert.equal(s2.get("shared")!.nodes.length, 20);
     } finally {
@@ -302,21 +395,33 @@ describe("canvas store", () => {
     store.mutate("v", (c) => createNode(c, { type: "agent", label: "C" }).canvas);
     const one = store.undo("v")!;
     assert.equal(one.version, 1);
-    assert.deepEqual(one.nodes.map((n) => n.id), ["a"]);
+    assert.deepEqual(
+      one.nodes.map((n) => n.id),
+      ["a"],
+    );
     assert.equal(one.status, "deployed", "status is not part of a snapshot");
-    assert.deepEqual(store.versions("v").map((v) => v.version), [0, 1]);
+    assert.deepEqual(
+      store.versions("v").map((v) => v.version),
+      [0, 1],
+    );
     const zero = store.undo("v")!;
     assert.equal(zero.version, 0);
     assert.deepEqual(zero.nodes, []);
     assert.equal(store.undo("v"), undefined, "nothing before version 0");
-    assert.deepEqual(store.versions("v").map((v) => v.version), [0]);
+    assert.deepEqual(
+      store.versions("v").map((v) => v.version),
+      [0],
+    );
     // Committing again after an undo reuses the number.
     store.mutate("v", (c) => createNode(c, { type: "agent", label: "Z" }).canvas);
     assert.equal(store.commitVersion("v", "add Z"), 1);
-    assert.deepEqual(store.versions("v").map((v) => [v.version, v.reason]), [
-      [0, "created"],
-      [1, "add Z"],
-    ]);
+    assert.deepEqual(
+      store.versions("v").map((v) => [v.version, v.reason]),
+      [
+        [0, "created"],
+        [1, "add Z"],
+      ],
+    );
     refused(() => store.setStatus("v", "live" as never), "invalid_status");
     refused(() => store.commitVersion("ghost", "x"), "canvas_not_found");
   });
@@ -326,19 +431,34 @@ describe("canvas store", () => {
     let db = openSystemsDb(file);
     let store = new CanvasStore(db);
     store.create({ system: "kept", name: "Kept" });
-    store.mutate("kept", (c) => connectNodes(createNode(createNode(c, { type: "input", label: "In" }).canvas, { type: "agent", label: "Go" }).canvas, { from: "in", to: "go" }).canvas);
+    store.mutate(
+      "kept",
+      (c) =>
+        connectNodes(
+          createNode(createNode(c, { type: "input", label: "In" }).canvas, { type: "agent", label: "Go" }).canvas,
+          { from: "in", to: "go" },
+        ).canvas,
+    );
     store.commitVersion("kept", "first");
     store.setStatus("kept", "deployed");
     const before = store.get("kept")!;
     db.close();
     db = openSystemsDb(file);
     try {
-      const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as Array<{ name: string }>).map((t) => t.name);
-      assert.ok(tables.includes("runs") && tables.includes("canvases") && tables.includes("canvas_versions"), tables.join(","));
+      const tables = (
+        db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as Array<{ name: string }>
+      ).map((t) => t.name);
+      assert.ok(
+        tables.includes("runs") && tables.includes("canvases") && tables.includes("canvas_versions"),
+        tables.join(","),
+      );
       store = new CanvasStore(db);
       assert.deepEqual(store.get("kept"), before);
       assert.equal(store.get("kept")!.status, "deployed");
-      assert.deepEqual(store.versions("kept").map((v) => v.version), [0, 1]);
+      assert.deepEqual(
+        store.versions("kept").map((v) => v.version),
+        [0, 1],
+      );
       assert.deepEqual(store.undo("kept")!.nodes, []);
     } finally {
       db.close();
@@ -354,7 +474,10 @@ describe("canvas tools", () => {
     assert.deepEqual([sb.code, sb.retryable], ["escape", false]);
     const busy = toToolError(Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY" }));
     assert.deepEqual([busy.code, busy.retryable], ["busy", true]);
-    assert.equal(toToolError(Object.assign(new Error("locked"), { code: "SQLITE_LOCKED_SHAREDCACHE" })).retryable, true);
+    assert.equal(
+      toToolError(Object.assign(new Error("locked"), { code: "SQLITE_LOCKED_SHAREDCACHE" })).retryable,
+      true,
+    );
     assert.equal(toToolError(Object.assign(new Error("too many open files"), { code: "EMFILE" })).retryable, true);
     assert.equal(toToolError(Object.assign(new Error("again"), { code: "EAGAIN" })).retryable, true);
     const other = toToolError(Object.assign(new Error("constraint"), { code: "SQLITE_CONSTRAINT" }));
@@ -380,15 +503,42 @@ describe("canvas tools", () => {
         () => tools.connectNodes("t", { from: "go", to: "in" }),
         (e: unknown) => e instanceof ToolError && e.code === "edge_into_input" && !e.retryable,
       );
-      assert.throws(() => tools.createNode("Not Valid", { type: "agent", label: "x" }), (e: unknown) => e instanceof ToolError && e.code === "invalid_system");
+      assert.throws(
+        () => tools.createNode("Not Valid", { type: "agent", label: "x" }),
+        (e: unknown) => e instanceof ToolError && e.code === "invalid_system",
+      );
       assert.deepEqual(tools.deleteNode("t", { node: "in" }).removedNodes, ["in", "go"]);
       assert.deepEqual(
         events.map((e) => e.type),
-        ["node:created", "node:created", "edge:created", "node:updated", "edge:deleted", "node:deleted", "node:deleted"],
+        [
+          "node:created",
+          "node:created",
+          "edge:created",
+          "node:updated",
+          "edge:deleted",
+          "node:deleted",
+          "node:deleted",
+        ],
       );
-      assert.deepEqual(tools.getState(), { canvases: [{ system: "t", name: "t", description: "", status: "draft", version: 0, nodes: 0, edges: 0, updatedAt: tools.store.get("t")!.updatedAt }] });
+      assert.deepEqual(tools.getState(), {
+        canvases: [
+          {
+            system: "t",
+            name: "t",
+            description: "",
+            status: "draft",
+            version: 0,
+            nodes: 0,
+            edges: 0,
+            updatedAt: tools.store.get("t")!.updatedAt,
+          },
+        ],
+      });
       assert.deepEqual(tools.createFile("t", "a/b.txt", "hi"), { system: "t", path: "a/b.txt", bytes: 2 });
-      assert.throws(() => tools.readFile("t", "../../x"), (e: unknown) => e instanceof ToolError && e.code === "escape" && !e.retryable);
+      assert.throws(
+        () => tools.readFile("t", "../../x"),
+        (e: unknown) => e instanceof ToolError && e.code === "escape" && !e.retryable,
+      );
     } finally {
       db.close();
       rmSync(dataDir, { recursive: true, force: true });

@@ -13,10 +13,26 @@ import { policyProblems, type DeployPolicy } from "../../src/workflows/builder/p
 import type { Canvas, CanvasNode, NodeType } from "../../src/workflows/builder/types.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 
-const n = (id: string, type: NodeType, properties: Record<string, unknown> = {}, label = id): CanvasNode => ({ id, type, label, properties, position: { x: 0, y: 0 } });
+const n = (id: string, type: NodeType, properties: Record<string, unknown> = {}, label = id): CanvasNode => ({
+  id,
+  type,
+  label,
+  properties,
+  position: { x: 0, y: 0 },
+});
 
 function canvas(nodes: CanvasNode[], edges: Array<[string, string]>, settings: Canvas["settings"] = {}): Canvas {
-  return { system: "demo", name: "Demo", description: "a test canvas", status: "draft", version: 0, nodes, edges: edges.map(([from, to], i) => ({ id: `e${i + 1}`, from, to })), settings, updatedAt: 0 };
+  return {
+    system: "demo",
+    name: "Demo",
+    description: "a test canvas",
+    status: "draft",
+    version: 0,
+    nodes,
+    edges: edges.map(([from, to], i) => ({ id: `e${i + 1}`, from, to })),
+    settings,
+    updatedAt: 0,
+  };
 }
 
 function compiled(c: Canvas): Record<string, any> {
@@ -46,7 +62,17 @@ function contentPipeline(): Canvas {
       n("topic", "input", { type: "string", description: "what to write about" }, "Topic"),
       n("tone", "input", { type: "string", enum: ["casual", "formal"], default: "casual" }, "Tone"),
       n("research", "agent", { model: "m1", prompt: "Find facts about {{topic}}." }, "Research"),
-      n("writer", "agent", { model: "m2", prompt: "Write about {{topic}} in a {{ tone }} tone.\n\nFacts:\n{{research}}", system: "You write for {{tone}} readers.", timeoutSeconds: 60 }, "Writer"),
+      n(
+        "writer",
+        "agent",
+        {
+          model: "m2",
+          prompt: "Write about {{topic}} in a {{ tone }} tone.\n\nFacts:\n{{research}}",
+          system: "You write for {{tone}} readers.",
+          timeoutSeconds: 60,
+        },
+        "Writer",
+      ),
       n("out", "output", {}, "Article"),
     ],
     [
@@ -79,11 +105,21 @@ describe("compileCanvas", () => {
       run: {
         kind: "plan",
         steps: [
-          { id: "research", uses: "model", with: { model: "m1", prompt: "Find facts about ${inputs.topic}." }, dependsOn: [] },
+          {
+            id: "research",
+            uses: "model",
+            with: { model: "m1", prompt: "Find facts about ${inputs.topic}." },
+            dependsOn: [],
+          },
           {
             id: "writer",
             uses: "model",
-            with: { model: "m2", prompt: "Write about ${inputs.topic} in a ${inputs.tone} tone.\n\nFacts:\n${steps.research.output}", system: "You write for ${inputs.tone} readers.", timeoutSeconds: 60 },
+            with: {
+              model: "m2",
+              prompt: "Write about ${inputs.topic} in a ${inputs.tone} tone.\n\nFacts:\n${steps.research.output}",
+              system: "You write for ${inputs.tone} readers.",
+              timeoutSeconds: 60,
+            },
             dependsOn: ["research"],
           },
         ],
@@ -98,17 +134,36 @@ describe("compileCanvas", () => {
       ["m1", { router: false }],
       ["m2", { router: false }],
     ]);
-    const { library, problems } = await loadSystems({ configSystems: [], dir: "/nonexistent/cb-compile-test", models, candidates: [{ where: "canvas demo", value: sys }] });
+    const { library, problems } = await loadSystems({
+      configSystems: [],
+      dir: "/nonexistent/cb-compile-test",
+      models,
+      candidates: [{ where: "canvas demo", value: sys }],
+    });
     assert.deepEqual(problems, []);
     assert.equal(library.get("demo")?.run.kind, "plan");
     // And one step naming a model that is not configured is the library's problem, not compile's.
-    const other = await loadSystems({ configSystems: [], dir: "/nonexistent/cb-compile-test", models: new Map([["m1", { router: false }]]), candidates: [{ where: "canvas demo", value: sys }] });
-    assert.ok(other.problems.some((p) => /m2/.test(p.message)), JSON.stringify(other.problems));
+    const other = await loadSystems({
+      configSystems: [],
+      dir: "/nonexistent/cb-compile-test",
+      models: new Map([["m1", { router: false }]]),
+      candidates: [{ where: "canvas demo", value: sys }],
+    });
+    assert.ok(
+      other.problems.some((p) => /m2/.test(p.message)),
+      JSON.stringify(other.problems),
+    );
   });
 
   test("settings: defaults win over the node's, confirm, enabled, examples and keywords go in", () => {
     const c = contentPipeline();
-    c.settings = { confirm: "always", enabled: false, defaults: { tone: "formal", topic: "tides" }, examples: ["write about tides"], keywords: ["article"] };
+    c.settings = {
+      confirm: "always",
+      enabled: false,
+      defaults: { tone: "formal", topic: "tides" },
+      examples: ["write about tides"],
+      keywords: ["article"],
+    };
     const sys = compiled(c);
     assert.equal(sys.inputs.properties.tone.default, "formal");
     assert.equal(sys.inputs.properties.topic.default, "tides");
@@ -121,12 +176,22 @@ describe("compileCanvas", () => {
 
   test("an input with a name, a type and required: false", () => {
     const c = canvas(
-      [n("in-1", "input", { name: "count", type: "integer", required: false }, "How many"), n("a", "agent", { model: "m", prompt: "Give {{count}} ideas; again {{in-1}}." })],
+      [
+        n("in-1", "input", { name: "count", type: "integer", required: false }, "How many"),
+        n("a", "agent", { model: "m", prompt: "Give {{count}} ideas; again {{in-1}}." }),
+      ],
       [["in-1", "a"]],
     );
     const sys = compiled(c);
-    assert.deepEqual(sys.inputs, { type: "object", properties: { count: { type: "integer", description: "How many" } } });
-    assert.equal(sys.run.steps[0].with.prompt, "Give ${inputs.count} ideas; again ${inputs.count}.", "by name and by node id");
+    assert.deepEqual(sys.inputs, {
+      type: "object",
+      properties: { count: { type: "integer", description: "How many" } },
+    });
+    assert.equal(
+      sys.run.steps[0].with.prompt,
+      "Give ${inputs.count} ideas; again ${inputs.count}.",
+      "by name and by node id",
+    );
     assert.equal(sys.run.output, undefined, "no output node: the plan's own default");
   });
 
@@ -155,7 +220,10 @@ describe("compileCanvas", () => {
         ["publish", ["edit"]],
       ],
     );
-    assert.deepEqual(sys.run.steps[2].with, { url: "https://example.com/hook", body: { text: "${steps.edit.output}" } });
+    assert.deepEqual(sys.run.steps[2].with, {
+      url: "https://example.com/hook",
+      body: { text: "${steps.edit.output}" },
+    });
     assert.equal(sys.run.output, "publish");
   });
 
@@ -218,17 +286,28 @@ describe("compileCanvas", () => {
   });
 
   test("problems: {{unknown}} names no input and no node; the inputs are listed", () => {
-    const p = problemsOf(canvas([n("topic", "input"), n("a", "agent", { model: "m", prompt: "About {{topic}} and {{unknown}}" })], [["topic", "a"]]));
+    const p = problemsOf(
+      canvas(
+        [n("topic", "input"), n("a", "agent", { model: "m", prompt: "About {{topic}} and {{unknown}}" })],
+        [["topic", "a"]],
+      ),
+    );
     hasProblem(p, "a", /properties\.prompt: \{\{unknown\}\} names no input and no node \(inputs: topic\)/);
     assert.equal(p.length, 1, "{{topic}} is fine");
     // In a webhook's nested settings the place is named too.
-    const w = problemsOf(canvas([n("hook", "webhook", { url: "https://example.com", body: { list: ["{{nope}}"] } })], []));
+    const w = problemsOf(
+      canvas([n("hook", "webhook", { url: "https://example.com", body: { list: ["{{nope}}"] } })], []),
+    );
     hasProblem(w, "hook", /properties\.body\.list\[0\]: \{\{nope\}\}/);
   });
 
   test("problems: {{x}} naming a step that is not upstream (a sibling, one downstream)", () => {
     const c = canvas(
-      [n("a", "agent", { model: "m", prompt: "uses {{b}}" }), n("b", "agent", { model: "m", prompt: "b" }), n("c", "agent", { model: "m", prompt: "after {{a}}" })],
+      [
+        n("a", "agent", { model: "m", prompt: "uses {{b}}" }),
+        n("b", "agent", { model: "m", prompt: "b" }),
+        n("c", "agent", { model: "m", prompt: "after {{a}}" }),
+      ],
       [["c", "a"]],
     );
     // c → a: a may name c; a names b, which does not feed it.
@@ -238,26 +317,76 @@ describe("compileCanvas", () => {
   });
 
   test("problems: two output nodes; an output with two incoming edges; an output fed by an input", () => {
-    const two = problemsOf(canvas([n("a", "agent", { model: "m", prompt: "x" }), n("out", "output"), n("out2", "output")], [["a", "out"], ["a", "out2"]]));
+    const two = problemsOf(
+      canvas(
+        [n("a", "agent", { model: "m", prompt: "x" }), n("out", "output"), n("out2", "output")],
+        [
+          ["a", "out"],
+          ["a", "out2"],
+        ],
+      ),
+    );
     hasProblem(two, "out2", /one output node/);
     const b = n("b", "agent", { model: "m", prompt: "y" });
-    const both = problemsOf(canvas([n("a", "agent", { model: "m", prompt: "x" }), b, n("out", "output")], [["a", "out"], ["b", "out"]]));
+    const both = problemsOf(
+      canvas(
+        [n("a", "agent", { model: "m", prompt: "x" }), b, n("out", "output")],
+        [
+          ["a", "out"],
+          ["b", "out"],
+        ],
+      ),
+    );
     hasProblem(both, "out", /exactly one step/);
-    const fromInput = problemsOf(canvas([n("q", "input"), n("a", "agent", { model: "m", prompt: "{{q}}" }), n("out", "output")], [["q", "a"], ["q", "out"]]));
+    const fromInput = problemsOf(
+      canvas(
+        [n("q", "input"), n("a", "agent", { model: "m", prompt: "{{q}}" }), n("out", "output")],
+        [
+          ["q", "a"],
+          ["q", "out"],
+        ],
+      ),
+    );
     hasProblem(fromInput, "out", /exactly one step/);
     const none = problemsOf(canvas([n("a", "agent", { model: "m", prompt: "x" }), n("out", "output")], []));
     hasProblem(none, "out", /exactly one step/);
   });
 
   test("problems: a bad input name, a bad type, a name declared twice", () => {
-    hasProblem(problemsOf(canvas([n("in", "input", { name: "my topic" }), n("a", "agent", { model: "m", prompt: "x" })], [])), "in", /input name "my topic" must be letters, digits and _/);
-    hasProblem(problemsOf(canvas([n("in-put", "input"), n("a", "agent", { model: "m", prompt: "x" })], [])), "in-put", /input name "in-put"/);
-    hasProblem(problemsOf(canvas([n("in", "input", { type: "date" }), n("a", "agent", { model: "m", prompt: "x" })], [])), "in", /properties\.type "date"/);
-    hasProblem(problemsOf(canvas([n("x", "input"), n("y", "input", { name: "x" }), n("a", "agent", { model: "m", prompt: "x" })], [])), "y", /declared twice/);
+    hasProblem(
+      problemsOf(canvas([n("in", "input", { name: "my topic" }), n("a", "agent", { model: "m", prompt: "x" })], [])),
+      "in",
+      /input name "my topic" must be letters, digits and _/,
+    );
+    hasProblem(
+      problemsOf(canvas([n("in-put", "input"), n("a", "agent", { model: "m", prompt: "x" })], [])),
+      "in-put",
+      /input name "in-put"/,
+    );
+    hasProblem(
+      problemsOf(canvas([n("in", "input", { type: "date" }), n("a", "agent", { model: "m", prompt: "x" })], [])),
+      "in",
+      /properties\.type "date"/,
+    );
+    hasProblem(
+      problemsOf(
+        canvas([n("x", "input"), n("y", "input", { name: "x" }), n("a", "agent", { model: "m", prompt: "x" })], []),
+      ),
+      "y",
+      /declared twice/,
+    );
   });
 
   test("problems: a cycle, an edge to a node that is gone, a system node without its system", () => {
-    const cyc = problemsOf(canvas([n("a", "agent", { model: "m", prompt: "x" }), n("b", "agent", { model: "m", prompt: "y" })], [["a", "b"], ["b", "a"]]));
+    const cyc = problemsOf(
+      canvas(
+        [n("a", "agent", { model: "m", prompt: "x" }), n("b", "agent", { model: "m", prompt: "y" })],
+        [
+          ["a", "b"],
+          ["b", "a"],
+        ],
+      ),
+    );
     hasProblem(cyc, "canvas", /cycle/);
     const gone = problemsOf(canvas([n("a", "agent", { model: "m", prompt: "x" })], [["a", "ghost"]]));
     hasProblem(gone, "e1", /does not exist/);
@@ -265,7 +394,9 @@ describe("compileCanvas", () => {
   });
 
   test("a system node becomes a step that uses it, with its inputs converted", () => {
-    const sys = compiled(canvas([n("q", "input"), n("sub", "system", { system: "summarize", with: { text: "{{q}}" } })], [["q", "sub"]]));
+    const sys = compiled(
+      canvas([n("q", "input"), n("sub", "system", { system: "summarize", with: { text: "{{q}}" } })], [["q", "sub"]]),
+    );
     assert.deepEqual(sys.run.steps, [{ id: "sub", uses: "summarize", with: { text: "${inputs.q}" }, dependsOn: [] }]);
   });
 
@@ -285,15 +416,25 @@ describe("compileCanvas", () => {
     );
     const sys = compiled(c);
     const by = Object.fromEntries((sys.run.steps as any[]).map((s) => [s.id, s]));
-    assert.equal(by.sum.with.prompt, "Summarize the findings\nKeep it under 100 words.\n\nTopic:\n${inputs.subject}\n\nResearch:\n${steps.research.output}");
+    assert.equal(
+      by.sum.with.prompt,
+      "Summarize the findings\nKeep it under 100 words.\n\nTopic:\n${inputs.subject}\n\nResearch:\n${steps.research.output}",
+    );
     assert.deepEqual(by.sum.dependsOn, ["research"]);
     assert.equal(by.blank.with.prompt, "Shout\n\nTopic:\n${inputs.subject}", "a blank prompt is no prompt");
   });
 });
 
 describe("policyProblems", () => {
-  const plan = (...steps: Array<{ id: string; uses: string; with: Record<string, unknown> }>) => ({ id: "s", run: { kind: "plan", steps: steps.map((s) => ({ ...s, dependsOn: [] })) } });
-  const none: DeployPolicy = { allowCommands: [], allowHosts: [], resolve: async () => assert.fail("no lookup expected") };
+  const plan = (...steps: Array<{ id: string; uses: string; with: Record<string, unknown> }>) => ({
+    id: "s",
+    run: { kind: "plan", steps: steps.map((s) => ({ ...s, dependsOn: [] })) },
+  });
+  const none: DeployPolicy = {
+    allowCommands: [],
+    allowHosts: [],
+    resolve: async () => assert.fail("no lookup expected"),
+  };
   const answering =
     (address: string, seen: string[] = []): DeployPolicy["resolve"] =>
     async (host) => {
@@ -307,16 +448,36 @@ describe("policyProblems", () => {
     assert.equal(p.length, 1);
     assert.match(p[0]!, /^step shell: the program "bash" is not in the builder's allowCommands \(none\)/);
     assert.deepEqual(await policyProblems(sys, { ...none, allowCommands: ["bash"] }), []);
-    assert.match((await policyProblems(sys, { ...none, allowCommands: ["jq", "python3"] }))[0]!, /allowCommands \(jq, python3\)/);
+    assert.match(
+      (await policyProblems(sys, { ...none, allowCommands: ["jq", "python3"] }))[0]!,
+      /allowCommands \(jq, python3\)/,
+    );
     // By path: a listed path is that path; a listed name also covers that program by path.
-    assert.deepEqual(await policyProblems(plan({ id: "j", uses: "command", with: { argv: ["/usr/bin/jq", "."] } }), { ...none, allowCommands: ["/usr/bin/jq"] }), []);
-    assert.equal((await policyProblems(plan({ id: "j", uses: "command", with: { argv: ["jq", "."] } }), { ...none, allowCommands: ["/usr/bin/jq"] })).length, 1);
+    assert.deepEqual(
+      await policyProblems(plan({ id: "j", uses: "command", with: { argv: ["/usr/bin/jq", "."] } }), {
+        ...none,
+        allowCommands: ["/usr/bin/jq"],
+      }),
+      [],
+    );
+    assert.equal(
+      (
+        await policyProblems(plan({ id: "j", uses: "command", with: { argv: ["jq", "."] } }), {
+          ...none,
+          allowCommands: ["/usr/bin/jq"],
+        })
+      ).length,
+      1,
+    );
     // No argv at all is no program.
     assert.match((await policyProblems(plan({ id: "e", uses: "command", with: {} }), none))[0]!, /program ""/);
   });
 
   test("a command built by chat may not choose its working directory", async () => {
-    const p = await policyProblems(plan({ id: "c", uses: "command", with: { argv: ["jq"], cwd: "/etc" } }), { ...none, allowCommands: ["jq"] });
+    const p = await policyProblems(plan({ id: "c", uses: "command", with: { argv: ["jq"], cwd: "/etc" } }), {
+      ...none,
+      allowCommands: ["jq"],
+    });
     assert.deepEqual(p, ["step c: a command built by chat runs in its run directory; remove cwd"]);
   });
 
@@ -331,18 +492,34 @@ describe("policyProblems", () => {
     const sys = plan({ id: "hook", uses: "webhook", with: { url: "http://127.0.0.1/x" } });
     const p = await policyProblems(sys, none);
     assert.equal(p.length, 1);
-    assert.match(p[0]!, /^step hook: the webhook URL is refused: loopback address 127\.0\.0\.1 is not allowed; the operator can allow it under the builder's allowHosts/);
+    assert.match(
+      p[0]!,
+      /^step hook: the webhook URL is refused: loopback address 127\.0\.0\.1 is not allowed; the operator can allow it under the builder's allowHosts/,
+    );
     assert.deepEqual(await policyProblems(sys, { ...none, allowHosts: ["127.0.0.1"] }), []);
     assert.deepEqual(await policyProblems(sys, { ...none, allowHosts: ["127.0.0.0/8"] }), []);
-    assert.equal((await policyProblems(sys, { ...none, allowHosts: ["10.0.0.0/8"] })).length, 1, "another range does not help");
+    assert.equal(
+      (await policyProblems(sys, { ...none, allowHosts: ["10.0.0.0/8"] })).length,
+      1,
+      "another range does not help",
+    );
   });
 
   test("other spellings of private addresses are refused too (decimal, IPv4-mapped IPv6, metadata)", async () => {
-    for (const url of ["http://2130706433/x", "http://[::ffff:127.0.0.1]/x", "http://169.254.169.254/latest/meta-data", "http://[::1]:8080/", "http://10.1.2.3/x"]) {
+    for (const url of [
+      "http://2130706433/x",
+      "http://[::ffff:127.0.0.1]/x",
+      "http://169.254.169.254/latest/meta-data",
+      "http://[::1]:8080/",
+      "http://10.1.2.3/x",
+    ]) {
       const p = await policyProblems(plan({ id: "h", uses: "webhook", with: { url } }), none);
       assert.equal(p.length, 1, `${url}: ${JSON.stringify(p)}`);
     }
-    assert.match((await policyProblems(plan({ id: "h", uses: "webhook", with: { url: "file:///etc/passwd" } }), none))[0]!, /scheme file: is not allowed/);
+    assert.match(
+      (await policyProblems(plan({ id: "h", uses: "webhook", with: { url: "file:///etc/passwd" } }), none))[0]!,
+      /scheme file: is not allowed/,
+    );
   });
 
   test("a hostname is judged by what it resolves to (the resolver is injected)", async () => {
@@ -351,7 +528,9 @@ describe("policyProblems", () => {
     assert.deepEqual(await policyProblems(sys, { ...none, resolve: answering("93.184.216.34", seen) }), []);
     assert.deepEqual(seen, ["example.com"]);
     const p = await policyProblems(sys, { ...none, resolve: answering("10.0.0.1") });
-    assert.deepEqual(p, ["step hook: the webhook URL is refused: example.com resolves to a private address 10.0.0.1; the operator can allow it under the builder's allowHosts"]);
+    assert.deepEqual(p, [
+      "step hook: the webhook URL is refused: example.com resolves to a private address 10.0.0.1; the operator can allow it under the builder's allowHosts",
+    ]);
     // One private answer among public ones is enough (DNS rebinding).
     const mixed = await policyProblems(sys, {
       ...none,
@@ -365,19 +544,36 @@ describe("policyProblems", () => {
     assert.deepEqual(await policyProblems(sys, { ...none, allowHosts: ["example.com"] }), []);
     assert.deepEqual(await policyProblems(sys, { ...none, allowHosts: ["*.com"] }), []);
     // A name that does not resolve is a problem, named.
-    const failing = await policyProblems(sys, { ...none, resolve: async () => Promise.reject(new Error("getaddrinfo ENOTFOUND example.com")) });
+    const failing = await policyProblems(sys, {
+      ...none,
+      resolve: async () => Promise.reject(new Error("getaddrinfo ENOTFOUND example.com")),
+    });
     assert.match(failing[0] ?? "", /^step hook: the webhook URL is refused: getaddrinfo ENOTFOUND/);
   });
 
   test("mcp: a stdio server's program is checked; an HTTP server's URL is checked", async () => {
-    const stdio = plan({ id: "tool", uses: "mcp", with: { server: { transport: "stdio", command: "/opt/evil/server", args: [] }, tool: "t" } });
+    const stdio = plan({
+      id: "tool",
+      uses: "mcp",
+      with: { server: { transport: "stdio", command: "/opt/evil/server", args: [] }, tool: "t" },
+    });
     const p = await policyProblems(stdio, { ...none, allowCommands: ["node"] });
     assert.equal(p.length, 1);
-    assert.match(p[0]!, /^step tool: the MCP server program "\/opt\/evil\/server" is not in the builder's allowCommands \(node\)/);
+    assert.match(
+      p[0]!,
+      /^step tool: the MCP server program "\/opt\/evil\/server" is not in the builder's allowCommands \(node\)/,
+    );
     assert.deepEqual(await policyProblems(stdio, { ...none, allowCommands: ["/opt/evil/server"] }), []);
 
-    const http = plan({ id: "remote", uses: "mcp", with: { server: { transport: "http", url: "http://192.168.0.10:3000/mcp" }, tool: "t" } });
-    assert.match((await policyProblems(http, none))[0] ?? "", /^step remote: the MCP server URL is refused: private address 192\.168\.0\.10/);
+    const http = plan({
+      id: "remote",
+      uses: "mcp",
+      with: { server: { transport: "http", url: "http://192.168.0.10:3000/mcp" }, tool: "t" },
+    });
+    assert.match(
+      (await policyProblems(http, none))[0] ?? "",
+      /^step remote: the MCP server URL is refused: private address 192\.168\.0\.10/,
+    );
     assert.deepEqual(await policyProblems(http, { ...none, allowHosts: ["192.168.0.0/16"] }), []);
   });
 
@@ -405,8 +601,12 @@ describe("CONFIGURE", () => {
     assert.deepEqual(changesFromWords("run it without asking", c), [{ path: "confirm", value: "never" }]);
     assert.deepEqual(changesFromWords("disable it", c), [{ path: "enabled", value: false }]);
     assert.deepEqual(changesFromWords("enable it again", c), [{ path: "enabled", value: true }]);
-    assert.deepEqual(changesFromWords("set the default tone to formal", c), [{ path: "defaults.tone", value: "formal" }]);
-    assert.deepEqual(changesFromWords("Set the default value of the Tone to 'formal'.", c), [{ path: "defaults.tone", value: "formal" }]);
+    assert.deepEqual(changesFromWords("set the default tone to formal", c), [
+      { path: "defaults.tone", value: "formal" },
+    ]);
+    assert.deepEqual(changesFromWords("Set the default value of the Tone to 'formal'.", c), [
+      { path: "defaults.tone", value: "formal" },
+    ]);
     assert.deepEqual(changesFromWords("tone defaults to formal", c), [{ path: "defaults.tone", value: "formal" }]);
     assert.deepEqual(changesFromWords("deploy it", c), [{ path: "deployed", value: true }]);
     assert.deepEqual(changesFromWords("undeploy it", c), [{ path: "deployed", value: false }]);
@@ -420,7 +620,8 @@ describe("CONFIGURE", () => {
   });
 
   test("parseChanges: valid changes are taken (a fenced reply too)", () => {
-    const reply = '```json\n{"changes":[{"path":"confirm","value":"never"},{"path":"defaults.tone","value":"formal"},{"path":"model.writer","value":"m3"},{"path":"examples","value":["write about tides"]},{"path":"deployed","value":true}]}\n```';
+    const reply =
+      '```json\n{"changes":[{"path":"confirm","value":"never"},{"path":"defaults.tone","value":"formal"},{"path":"model.writer","value":"m3"},{"path":"examples","value":["write about tides"]},{"path":"deployed","value":true}]}\n```';
     assert.deepEqual(parseChanges(reply, c), {
       changes: [
         { path: "confirm", value: "never" },
@@ -486,7 +687,10 @@ describe("CONFIGURE", () => {
       lines.filter((l) => /^[-+] /.test(l) || /^[-+]\s/.test(l)),
       ["-      default: casual", "+      default: formal"],
     );
-    assert.ok(lines.some((l) => l.startsWith("@@")), "a hunk header");
+    assert.ok(
+      lines.some((l) => l.startsWith("@@")),
+      "a hunk header",
+    );
     // A model change shows in the step; confirm in its own line.
     const more = systemDiff(c, [
       { path: "model.writer", value: "m9" },
@@ -505,11 +709,15 @@ describe("CONFIGURE", () => {
 /** Regressions of what a review found wrong (a spaced `=`, a trailing word, a default outside its enum, a program by path). */
 describe("configure and policy regressions", () => {
   test("changesFromWords: `default for the tone = formal` (a spaced `=`) is read", () => {
-    assert.deepEqual(changesFromWords("make the default for the tone = formal", contentPipeline()), [{ path: "defaults.tone", value: "formal" }]);
+    assert.deepEqual(changesFromWords("make the default for the tone = formal", contentPipeline()), [
+      { path: "defaults.tone", value: "formal" },
+    ]);
   });
 
   test("changesFromWords: a trailing word is not part of the value", () => {
-    assert.deepEqual(changesFromWords("set the default tone to formal please", contentPipeline()), [{ path: "defaults.tone", value: "formal" }]);
+    assert.deepEqual(changesFromWords("set the default tone to formal please", contentPipeline()), [
+      { path: "defaults.tone", value: "formal" },
+    ]);
   });
 
   test("parseChanges: a default outside the input's enum is refused", () => {
@@ -518,7 +726,9 @@ describe("configure and policy regressions", () => {
   });
 
   test("policy: an allowCommands name does not allow any program of that name at any path", async () => {
-    const sys = { run: { kind: "plan", steps: [{ id: "c", uses: "command", with: { argv: ["./node", "x.js"] }, dependsOn: [] }] } };
+    const sys = {
+      run: { kind: "plan", steps: [{ id: "c", uses: "command", with: { argv: ["./node", "x.js"] }, dependsOn: [] }] },
+    };
     assert.equal((await policyProblems(sys, { allowCommands: ["node"], allowHosts: [] })).length, 1);
   });
 });

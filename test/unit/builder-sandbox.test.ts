@@ -3,7 +3,14 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { DEFAULT_SANDBOX_LIMITS, Sandbox, SandboxError, sandboxDir, type SandboxErrorCode, type SandboxLimits } from "../../src/workflows/builder/sandbox.js";
+import {
+  DEFAULT_SANDBOX_LIMITS,
+  Sandbox,
+  SandboxError,
+  sandboxDir,
+  type SandboxErrorCode,
+  type SandboxLimits,
+} from "../../src/workflows/builder/sandbox.js";
 
 interface Env {
   tmp: string;
@@ -66,7 +73,10 @@ test("sandboxDir, forSystem and the default limits", () => {
   for (const bad of ["..", ".", "", "a/b", "a\\b", "../x", "A", "x\0"]) {
     throwsCode(() => sandboxDir("/data", bad), "invalid_path");
   }
-  assert.deepEqual({ ...DEFAULT_SANDBOX_LIMITS }, { maxFileBytes: 1024 * 1024, maxTotalBytes: 20 * 1024 * 1024, maxFiles: 1000, maxDepth: 16 });
+  assert.deepEqual(
+    { ...DEFAULT_SANDBOX_LIMITS },
+    { maxFileBytes: 1024 * 1024, maxTotalBytes: 20 * 1024 * 1024, maxFiles: 1000, maxDepth: 16 },
+  );
 });
 
 test("write / read / list / delete round trip with nested directories", () => {
@@ -275,7 +285,11 @@ test("symlinks pointing inside the sandbox: read follows them, writes never foll
 
     sb.delete("flink");
     sb.delete("alias");
-    assert.equal(fs.readFileSync(path.join(root, "real", "f.txt"), "utf8"), "inside", "deleting a link keeps its target");
+    assert.equal(
+      fs.readFileSync(path.join(root, "real", "f.txt"), "utf8"),
+      "inside",
+      "deleting a link keeps its target",
+    );
     assert.ok(fs.statSync(path.join(root, "real")).isDirectory());
   });
 });
@@ -435,10 +449,7 @@ test("no temp file remains after a refused or failed write", () => {
       sb.write("fresh.txt", "ok", { overwrite: false });
       sb.write("keep.txt", "again");
       assert.deepEqual(tempFiles(root), []);
-      assert.deepEqual(
-        fs.readdirSync(root).sort(),
-        ["dir", "fresh.txt", "keep.txt"],
-      );
+      assert.deepEqual(fs.readdirSync(root).sort(), ["dir", "fresh.txt", "keep.txt"]);
     },
     { maxFileBytes: 64, maxTotalBytes: 64 },
   );

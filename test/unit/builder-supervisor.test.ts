@@ -5,7 +5,13 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFAULT_MODEL_CONFIDENCE, keywordIntent, keywordMatches, parseSupervisorReply, supervisorPrompt } from "../../src/workflows/builder/supervisor.js";
+import {
+  DEFAULT_MODEL_CONFIDENCE,
+  keywordIntent,
+  keywordMatches,
+  parseSupervisorReply,
+  supervisorPrompt,
+} from "../../src/workflows/builder/supervisor.js";
 import type { Intent } from "../../src/workflows/builder/types.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -69,15 +75,29 @@ test("keywordIntent: a table of messages", () => {
   for (const [message, expected] of CASES) {
     const got = keywordIntent(message);
     assert.equal(got.source, "keywords");
-    if (got.intent !== expected) wrong.push(`${JSON.stringify(message)}: expected ${expected}, got ${got.intent} (${JSON.stringify(keywordMatches(message))})`);
+    if (got.intent !== expected)
+      wrong.push(
+        `${JSON.stringify(message)}: expected ${expected}, got ${got.intent} (${JSON.stringify(keywordMatches(message))})`,
+      );
   }
   assert.deepEqual(wrong, []);
 });
 
 test("keywordIntent: whole words only, case-insensitive", () => {
-  assert.deepEqual(keywordMatches("Show the ADDRESS of the news feed").map((m) => m.keyword), ["show"]);
-  assert.deepEqual(keywordMatches("Settings and setting").map((m) => m.keyword).sort(), ["setting", "settings"]);
-  assert.deepEqual(keywordMatches("set up the thing").map((m) => m.keyword), ["set up"]);
+  assert.deepEqual(
+    keywordMatches("Show the ADDRESS of the news feed").map((m) => m.keyword),
+    ["show"],
+  );
+  assert.deepEqual(
+    keywordMatches("Settings and setting")
+      .map((m) => m.keyword)
+      .sort(),
+    ["setting", "settings"],
+  );
+  assert.deepEqual(
+    keywordMatches("set up the thing").map((m) => m.keyword),
+    ["set up"],
+  );
   assert.deepEqual(
     keywordMatches("configure it").map((m) => m.intent),
     ["CONFIGURE"],
@@ -98,16 +118,35 @@ test("keywordIntent: confidence grows with distinct matches, capped at 0.9; noth
 // the model's reply
 
 test("parseSupervisorReply: plain, fenced, with prose and <think>", () => {
-  assert.deepEqual(parseSupervisorReply('{"intent":"BUILD","confidence":0.92}'), { intent: "BUILD", confidence: 0.92, source: "model" });
-  assert.deepEqual(parseSupervisorReply('```json\n{"intent": "edit", "confidence": 0.7}\n```'), { intent: "EDIT", confidence: 0.7, source: "model" });
-  assert.deepEqual(parseSupervisorReply('Sure! Here it is: {"intent": "Query", "confidence": "85%"} hope that helps {'), {
-    intent: "QUERY",
-    confidence: 0.85,
+  assert.deepEqual(parseSupervisorReply('{"intent":"BUILD","confidence":0.92}'), {
+    intent: "BUILD",
+    confidence: 0.92,
     source: "model",
   });
-  assert.deepEqual(parseSupervisorReply('<think>{"intent":"BUILD"}</think>{"intent":"EXPORT","confidence":1}'), { intent: "EXPORT", confidence: 1, source: "model" });
+  assert.deepEqual(parseSupervisorReply('```json\n{"intent": "edit", "confidence": 0.7}\n```'), {
+    intent: "EDIT",
+    confidence: 0.7,
+    source: "model",
+  });
+  assert.deepEqual(
+    parseSupervisorReply('Sure! Here it is: {"intent": "Query", "confidence": "85%"} hope that helps {'),
+    {
+      intent: "QUERY",
+      confidence: 0.85,
+      source: "model",
+    },
+  );
+  assert.deepEqual(parseSupervisorReply('<think>{"intent":"BUILD"}</think>{"intent":"EXPORT","confidence":1}'), {
+    intent: "EXPORT",
+    confidence: 1,
+    source: "model",
+  });
   // an object without intent first, then the one with it; braces in strings do not confuse it
-  assert.deepEqual(parseSupervisorReply('{"note":"a } brace"} {"intent":"CONFIGURE","confidence":0.6}'), { intent: "CONFIGURE", confidence: 0.6, source: "model" });
+  assert.deepEqual(parseSupervisorReply('{"note":"a } brace"} {"intent":"CONFIGURE","confidence":0.6}'), {
+    intent: "CONFIGURE",
+    confidence: 0.6,
+    source: "model",
+  });
   // the original's field name
   assert.equal((parseSupervisorReply('{"type":"unknown","confidence":0.5}') as { intent: string }).intent, "UNKNOWN");
 });
@@ -116,14 +155,26 @@ test("parseSupervisorReply: confidence clamped; missing or unreadable → 0.8", 
   assert.equal((parseSupervisorReply('{"intent":"BUILD","confidence":7}') as { confidence: number }).confidence, 0.07); // a percentage
   assert.equal((parseSupervisorReply('{"intent":"BUILD","confidence":250}') as { confidence: number }).confidence, 1);
   assert.equal((parseSupervisorReply('{"intent":"BUILD","confidence":-3}') as { confidence: number }).confidence, 0);
-  assert.equal((parseSupervisorReply('{"intent":"BUILD"}') as { confidence: number }).confidence, DEFAULT_MODEL_CONFIDENCE);
-  assert.equal((parseSupervisorReply('{"intent":"BUILD","confidence":"high"}') as { confidence: number }).confidence, 0.8);
+  assert.equal(
+    (parseSupervisorReply('{"intent":"BUILD"}') as { confidence: number }).confidence,
+    DEFAULT_MODEL_CONFIDENCE,
+  );
+  assert.equal(
+    (parseSupervisorReply('{"intent":"BUILD","confidence":"high"}') as { confidence: number }).confidence,
+    0.8,
+  );
 });
 
 test("parseSupervisorReply: errors for no JSON, no intent, unknown intent", () => {
-  assert.match((parseSupervisorReply("I think they want to build something") as { error: string }).error, /no JSON object/);
+  assert.match(
+    (parseSupervisorReply("I think they want to build something") as { error: string }).error,
+    /no JSON object/,
+  );
   assert.match((parseSupervisorReply('{"confidence":0.9}') as { error: string }).error, /no intent/);
-  assert.match((parseSupervisorReply('{"intent":"DESTROY","confidence":0.9}') as { error: string }).error, /unknown intent "DESTROY"/);
+  assert.match(
+    (parseSupervisorReply('{"intent":"DESTROY","confidence":0.9}') as { error: string }).error,
+    /unknown intent "DESTROY"/,
+  );
   assert.match((parseSupervisorReply('{"intent":42}') as { error: string }).error, /unknown intent 42/);
   assert.ok("error" in parseSupervisorReply(""));
   assert.ok("error" in parseSupervisorReply('{"intent": "BUILD", '));
@@ -144,7 +195,8 @@ test("supervisorPrompt: defines every intent, lists the canvases, carries recent
       { system: "daily-digest", name: "daily-digest", status: "draft" },
     ],
   });
-  for (const intent of ["BUILD", "EDIT", "QUERY", "EXPORT", "CONFIGURE", "UNKNOWN"]) assert.match(p.system, new RegExp(`- ${intent}:`));
+  for (const intent of ["BUILD", "EDIT", "QUERY", "EXPORT", "CONFIGURE", "UNKNOWN"])
+    assert.match(p.system, new RegExp(`- ${intent}:`));
   assert.match(p.system, /- content-pipeline "Content pipeline" \(deployed\)/);
   assert.match(p.system, /- daily-digest \(draft\)/);
   assert.match(p.system, /deploy or undeploy/);

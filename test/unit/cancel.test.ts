@@ -64,7 +64,11 @@ describe("Cancellation", () => {
     assert.equal(second.cancel.aborted, false, "disposed: no longer follows");
     dispose();
 
-    assert.equal(Cancellation.follow(AbortSignal.abort()).cancel.aborted, true, "an aborted signal gives an aborted cancellation");
+    assert.equal(
+      Cancellation.follow(AbortSignal.abort()).cancel.aborted,
+      true,
+      "an aborted signal gives an aborted cancellation",
+    );
   });
 
   test("onAbort() works alike for a signal and a Cancellation", () => {
@@ -113,6 +117,9 @@ describe("Cancellation as undici's request signal", () => {
   test("a request given an aborted one is not sent", async () => {
     const c = new Cancellation();
     c.abort();
-    await assert.rejects(pool.request({ path: "/", method: "GET", signal: c as unknown as EventEmitter }), (err: Error) => err.name === "AbortError" || /abort/i.test(err.message));
+    await assert.rejects(
+      pool.request({ path: "/", method: "GET", signal: c as unknown as EventEmitter }),
+      (err: Error) => err.name === "AbortError" || /abort/i.test(err.message),
+    );
   });
 });

@@ -7,7 +7,10 @@ import { resolveConfig } from "../../src/core/config/load.js";
 import { createLogger } from "../../src/core/log/logger.js";
 
 const log = createLogger("silent");
-const tools = [{ name: "session_status", parameters: { type: "object" } }, { name: "message", parameters: { type: "object" } }];
+const tools = [
+  { name: "session_status", parameters: { type: "object" } },
+  { name: "message", parameters: { type: "object" } },
+];
 
 function session() {
   const hub = new ClientToolHub(log);
@@ -67,8 +70,15 @@ test("cancelAll answers every waiting call with the reason", async () => {
 });
 
 test("the request's tools less the excluded ones; trailing tool results past ignored messages", () => {
-  const req: any = { tools: [{ type: "function", function: { name: "read", parameters: {} } }, { type: "function", function: { name: "cron", description: "d" } }] };
-  assert.deepEqual(offeredTools(req, ["read"]), [{ name: "cron", description: "d", parameters: { type: "object", properties: {} } }]);
+  const req: any = {
+    tools: [
+      { type: "function", function: { name: "read", parameters: {} } },
+      { type: "function", function: { name: "cron", description: "d" } },
+    ],
+  };
+  assert.deepEqual(offeredTools(req, ["read"]), [
+    { name: "cron", description: "d", parameters: { type: "object", properties: {} } },
+  ]);
   const messages: any[] = [
     { role: "user", content: "hi" },
     { role: "assistant", content: null, tool_calls: [{ id: "c1", function: { name: "cron" } }] },
@@ -76,12 +86,20 @@ test("the request's tools less the excluded ones; trailing tool results past ign
     { role: "user", content: "INTERNAL" },
   ];
   assert.deepEqual(trailingToolResults(messages), [], "a person's message last: no results");
-  assert.deepEqual(trailingToolResults(messages, (m) => m.content === "INTERNAL"), [{ id: "c1", name: "cron", text: "done" }]);
+  assert.deepEqual(
+    trailingToolResults(messages, (m) => m.content === "INTERNAL"),
+    [{ id: "c1", name: "cron", text: "done" }],
+  );
 });
 
 test("tools.mode bridge is checked at start-up: backend type, warm processes, resume mode", () => {
-  const base = (backend: Record<string, unknown>, model: Record<string, unknown> = {}) => () =>
-    resolveConfig({ backends: { b: backend }, models: [{ id: "m", backend: "b", tools: { mode: "bridge" }, ...model }] }, "test");
+  const base =
+    (backend: Record<string, unknown>, model: Record<string, unknown> = {}) =>
+    () =>
+      resolveConfig(
+        { backends: { b: backend }, models: [{ id: "m", backend: "b", tools: { mode: "bridge" }, ...model }] },
+        "test",
+      );
   // An OpenAI-compatible upstream gets the tools themselves: "bridge" is for CLI agents.
   assert.throws(
     base({ type: "openai", baseUrl: "http://127.0.0.1:9/v1" }),
@@ -91,9 +109,22 @@ test("tools.mode bridge is checked at start-up: backend type, warm processes, re
     assert.throws(base({ type, warm: { enabled: false } }), /models\[0\]\.tools\.mode: needs warm processes/, type);
   }
   assert.throws(base({ type: "claude-code" }, { session: { mode: "stateless" } }), /needs session\.mode "resume"/);
-  const ok = resolveConfig({ backends: { b: { type: "qwen-code" } }, models: [{ id: "m", backend: "b", tools: { mode: "bridge", pendingTimeoutSeconds: 30 } }] }, "test");
+  const ok = resolveConfig(
+    {
+      backends: { b: { type: "qwen-code" } },
+      models: [{ id: "m", backend: "b", tools: { mode: "bridge", pendingTimeoutSeconds: 30 } }],
+    },
+    "test",
+  );
   assert.equal(ok.models[0]!.tools.mode, "bridge");
   assert.equal(ok.models[0]!.tools.pendingTimeoutSeconds, 30);
   assert.ok(ok.models[0]!.tools.exclude.includes("exec"));
-  assert.throws(() => resolveConfig({ backends: { b: { type: "claude-code" } }, models: [{ id: "m", backend: "b", tools: { mode: "on" } }] }, "test"), /models\[0\]\.tools\.mode/);
+  assert.throws(
+    () =>
+      resolveConfig(
+        { backends: { b: { type: "claude-code" } }, models: [{ id: "m", backend: "b", tools: { mode: "on" } }] },
+        "test",
+      ),
+    /models\[0\]\.tools\.mode/,
+  );
 });

@@ -7,11 +7,22 @@ import { test } from "node:test";
 import { codexAppServerArgs, codexOptionsSchema } from "../../src/backends/codex/backend.js";
 import type { BackendError, BackendEvent } from "../../src/backends/contract/backend.js";
 import { codexErrorStatus, codexUsage, CodexTurnMapper } from "../../src/backends/codex/app-server-events.js";
-import { classify, JsonRpcAborted, JsonRpcClient, JsonRpcClosed, JsonRpcError, JsonRpcTimeout } from "../../src/backends/warm/jsonrpc.js";
+import {
+  classify,
+  JsonRpcAborted,
+  JsonRpcClient,
+  JsonRpcClosed,
+  JsonRpcError,
+  JsonRpcTimeout,
+} from "../../src/backends/warm/jsonrpc.js";
 
 const THREAD = "01a21039-8e99-7cc0-8bbd-b300843b89a4";
 const TURN = "01a21039-8eb2-78d2-b744-b83dabf8e32b";
-const errorOf = (message: string, httpStatus?: number): BackendError => ({ code: "upstream_error", message: `codex: ${message}${httpStatus ? ` [${httpStatus}]` : ""}`, status: 502 });
+const errorOf = (message: string, httpStatus?: number): BackendError => ({
+  code: "upstream_error",
+  message: `codex: ${message}${httpStatus ? ` [${httpStatus}]` : ""}`,
+  status: 502,
+});
 
 function mapper(): CodexTurnMapper {
   const m = new CodexTurnMapper("codex", THREAD, errorOf);
@@ -22,7 +33,8 @@ function mapper(): CodexTurnMapper {
 /** Feed [method, params] pairs; params get the thread and turn ids unless they carry their own. */
 function feed(m: CodexTurnMapper, notes: [string, Record<string, unknown>][]): BackendEvent[] {
   const out: BackendEvent[] = [];
-  for (const [method, params] of notes) out.push(...m.onNotification(method, { threadId: THREAD, turnId: TURN, ...params }));
+  for (const [method, params] of notes)
+    out.push(...m.onNotification(method, { threadId: THREAD, turnId: TURN, ...params }));
   if (m.finished) out.push(...m.final());
   return out;
 }
@@ -30,8 +42,22 @@ function feed(m: CodexTurnMapper, notes: [string, Record<string, unknown>][]): B
 const agent = (id: string, text: string) => ({ item: { type: "agentMessage", id, text, phase: null } });
 const usage = (total: [number, number], last: [number, number], cached = 0) => ({
   tokenUsage: {
-    total: { totalTokens: total[0] + total[1], inputTokens: total[0], cachedInputTokens: cached, cacheWriteInputTokens: 0, outputTokens: total[1], reasoningOutputTokens: 0 },
-    last: { totalTokens: last[0] + last[1], inputTokens: last[0], cachedInputTokens: 0, cacheWriteInputTokens: 0, outputTokens: last[1], reasoningOutputTokens: 0 },
+    total: {
+      totalTokens: total[0] + total[1],
+      inputTokens: total[0],
+      cachedInputTokens: cached,
+      cacheWriteInputTokens: 0,
+      outputTokens: total[1],
+      reasoningOutputTokens: 0,
+    },
+    last: {
+      totalTokens: last[0] + last[1],
+      inputTokens: last[0],
+      cachedInputTokens: 0,
+      cacheWriteInputTokens: 0,
+      outputTokens: last[1],
+      reasoningOutputTokens: 0,
+    },
     modelContextWindow: 258400,
   },
 });
@@ -70,13 +96,22 @@ test("usage over several model calls of one turn (a tool loop) adds up from the 
     ["thread/tokenUsage/updated", usage([220, 21], [70, 7], 40)],
     ["turn/completed", completed("completed")],
   ]);
-  assert.deepEqual(evs[0], { type: "usage", usage: { promptTokens: 120, completionTokens: 12, totalTokens: 132, cachedTokens: 40 } });
-  assert.deepEqual(codexUsage({ inputTokens: 10, cachedInputTokens: 0, outputTokens: 2, reasoningOutputTokens: 1 }, { inputTokens: 4, cachedInputTokens: 0, outputTokens: 1, reasoningOutputTokens: 0 }), {
-    promptTokens: 6,
-    completionTokens: 1,
-    totalTokens: 7,
-    reasoningTokens: 1,
+  assert.deepEqual(evs[0], {
+    type: "usage",
+    usage: { promptTokens: 120, completionTokens: 12, totalTokens: 132, cachedTokens: 40 },
   });
+  assert.deepEqual(
+    codexUsage(
+      { inputTokens: 10, cachedInputTokens: 0, outputTokens: 2, reasoningOutputTokens: 1 },
+      { inputTokens: 4, cachedInputTokens: 0, outputTokens: 1, reasoningOutputTokens: 0 },
+    ),
+    {
+      promptTokens: 6,
+      completionTokens: 1,
+      totalTokens: 7,
+      reasoningTokens: 1,
+    },
+  );
 });
 
 test("separate agent messages are joined with a blank line; a completed item adds only what no delta carried", () => {
@@ -97,13 +132,68 @@ test("separate agent messages are joined with a blank line; a completed item add
 test("command, MCP, web search and file change items become tool_activity like the cold path", () => {
   const m = mapper();
   const evs = feed(m, [
-    ["item/started", { item: { type: "commandExecution", id: "c1", command: "/bin/bash -lc 'cat notes.txt'", status: "inProgress", exitCode: null } }],
-    ["item/completed", { item: { type: "commandExecution", id: "c1", command: "/bin/bash -lc 'cat notes.txt'", status: "completed", exitCode: 0, aggregatedOutput: "hi" } }],
-    ["item/completed", { item: { type: "commandExecution", id: "c2", command: "touch x", status: "failed", exitCode: 1, aggregatedOutput: "Read-only file system" } }],
-    ["item/started", { item: { type: "mcpToolCall", id: "p1", server: "canvas", tool: "add_node", status: "inProgress" } }],
-    ["item/completed", { item: { type: "mcpToolCall", id: "p1", server: "canvas", tool: "add_node", status: "failed", error: { message: "no such node" } } }],
+    [
+      "item/started",
+      {
+        item: {
+          type: "commandExecution",
+          id: "c1",
+          command: "/bin/bash -lc 'cat notes.txt'",
+          status: "inProgress",
+          exitCode: null,
+        },
+      },
+    ],
+    [
+      "item/completed",
+      {
+        item: {
+          type: "commandExecution",
+          id: "c1",
+          command: "/bin/bash -lc 'cat notes.txt'",
+          status: "completed",
+          exitCode: 0,
+          aggregatedOutput: "hi",
+        },
+      },
+    ],
+    [
+      "item/completed",
+      {
+        item: {
+          type: "commandExecution",
+          id: "c2",
+          command: "touch x",
+          status: "failed",
+          exitCode: 1,
+          aggregatedOutput: "Read-only file system",
+        },
+      },
+    ],
+    [
+      "item/started",
+      { item: { type: "mcpToolCall", id: "p1", server: "canvas", tool: "add_node", status: "inProgress" } },
+    ],
+    [
+      "item/completed",
+      {
+        item: {
+          type: "mcpToolCall",
+          id: "p1",
+          server: "canvas",
+          tool: "add_node",
+          status: "failed",
+          error: { message: "no such node" },
+        },
+      },
+    ],
     ["item/completed", { item: { type: "webSearch", id: "w1", query: "weather tallinn" } }],
-    ["item/completed", { item: { type: "fileChange", id: "f1", changes: [{ path: "a.txt", kind: "add", diff: "" }], status: "declined" } }],
+    [
+      "item/completed",
+      {
+        item: { type: "fileChange", id: "f1", changes: [{ path: "a.txt", kind: "add", diff: "" }], status: "declined" },
+      },
+    ],
     ["turn/completed", completed("completed")],
   ]);
   assert.deepEqual(
@@ -128,13 +218,30 @@ test("a failed turn ends with the model API's message; retry notices do not end 
   const body = '{"error":{"message":"fake refused xyz","type":"invalid_request_error","param":null,"code":null}}';
   const m = mapper();
   const evs = feed(m, [
-    ["error", { error: { message: "Reconnecting... 1/5", codexErrorInfo: { responseStreamDisconnected: { httpStatusCode: null } } }, willRetry: true }],
+    [
+      "error",
+      {
+        error: {
+          message: "Reconnecting... 1/5",
+          codexErrorInfo: { responseStreamDisconnected: { httpStatusCode: null } },
+        },
+        willRetry: true,
+      },
+    ],
     ["error", { error: { message: body, codexErrorInfo: "other" }, willRetry: false }],
     ["turn/completed", completed("failed", { message: body, codexErrorInfo: "other", additionalDetails: null })],
   ]);
   assert.deepEqual(evs, [{ type: "error", error: { code: "upstream_error", message: `codex: ${body}`, status: 502 } }]);
   assert.deepEqual(m.notes, ["Reconnecting... 1/5"]);
-  const e429 = feed(mapper(), [["turn/completed", completed("failed", { message: "exceeded retry limit", codexErrorInfo: { responseTooManyFailedAttempts: { httpStatusCode: 429 } } })]]);
+  const e429 = feed(mapper(), [
+    [
+      "turn/completed",
+      completed("failed", {
+        message: "exceeded retry limit",
+        codexErrorInfo: { responseTooManyFailedAttempts: { httpStatusCode: 429 } },
+      }),
+    ],
+  ]);
   assert.match((e429[0] as any).error.message, /\[429\]/, "the status codex names reaches the classifier");
   assert.equal(codexErrorStatus("unauthorized"), 401);
   assert.equal(codexErrorStatus({ httpConnectionFailed: { httpStatusCode: 503 } }), 503);
@@ -143,9 +250,18 @@ test("a failed turn ends with the model API's message; retry notices do not end 
 
 test("notifications of another thread or turn are ignored; an interrupt we did not ask for is an error", () => {
   const m = mapper();
-  assert.deepEqual(m.onNotification("item/agentMessage/delta", { threadId: "other", turnId: TURN, itemId: "x", delta: "no" }), []);
-  assert.deepEqual(m.onNotification("item/agentMessage/delta", { threadId: THREAD, turnId: "old-turn", itemId: "x", delta: "no" }), []);
-  assert.deepEqual(m.onNotification("turn/completed", { threadId: THREAD, turn: { id: "old-turn", status: "completed" } }), []);
+  assert.deepEqual(
+    m.onNotification("item/agentMessage/delta", { threadId: "other", turnId: TURN, itemId: "x", delta: "no" }),
+    [],
+  );
+  assert.deepEqual(
+    m.onNotification("item/agentMessage/delta", { threadId: THREAD, turnId: "old-turn", itemId: "x", delta: "no" }),
+    [],
+  );
+  assert.deepEqual(
+    m.onNotification("turn/completed", { threadId: THREAD, turn: { id: "old-turn", status: "completed" } }),
+    [],
+  );
   assert.equal(m.finished, false);
   m.onNotification("turn/completed", { threadId: THREAD, turn: { id: TURN, status: "interrupted" } });
   assert.equal(m.final()[0]?.type, "error");
@@ -172,7 +288,10 @@ test("JSON-RPC client: ids, answers, errors, server requests, bounded waits and 
     ],
   );
   assert.equal(sent[0].jsonrpc, undefined, "codex's JSON-RPC lite: no jsonrpc member");
-  for (const raw of [{ id: 2, error: { code: -32600, message: "no rollout found for thread id x" } }, { id: 1, result: { userAgent: "ua" } }]) {
+  for (const raw of [
+    { id: 2, error: { code: -32600, message: "no rollout found for thread id x" } },
+    { id: 1, result: { userAgent: "ua" } },
+  ]) {
     const c = classify(raw);
     assert.equal(c.kind, "response");
     if (c.kind === "response") assert.ok(rpc.handleResponse(c));
@@ -200,9 +319,34 @@ test("JSON-RPC client: ids, answers, errors, server requests, bounded waits and 
 
 test("codex app-server argv: the cold path's safe settings; of the extra args only config flags", () => {
   const base = codexAppServerArgs(codexOptionsSchema.parse({}));
-  assert.deepEqual(base, ["app-server", "-c", 'sandbox_mode="read-only"', "-c", 'approval_policy="never"', "-c", "features.shell_tool=false"]);
-  const extra = codexAppServerArgs(codexOptionsSchema.parse({ shellTool: true, args: ["--full-auto", "-c", 'model_reasoning_effort="low"', "--enable=web_search", "--disable", "plugins", "--oss"] }));
-  assert.deepEqual(extra.slice(5), ["-c", 'model_reasoning_effort="low"', "--enable=web_search", "--disable", "plugins"], "exec-only flags are not given to app-server");
+  assert.deepEqual(base, [
+    "app-server",
+    "-c",
+    'sandbox_mode="read-only"',
+    "-c",
+    'approval_policy="never"',
+    "-c",
+    "features.shell_tool=false",
+  ]);
+  const extra = codexAppServerArgs(
+    codexOptionsSchema.parse({
+      shellTool: true,
+      args: [
+        "--full-auto",
+        "-c",
+        'model_reasoning_effort="low"',
+        "--enable=web_search",
+        "--disable",
+        "plugins",
+        "--oss",
+      ],
+    }),
+  );
+  assert.deepEqual(
+    extra.slice(5),
+    ["-c", 'model_reasoning_effort="low"', "--enable=web_search", "--disable", "plugins"],
+    "exec-only flags are not given to app-server",
+  );
   assert.ok(!extra.includes("features.shell_tool=false"));
   assert.equal(codexOptionsSchema.parse({}).warm.enabled, true, "warm by default");
   assert.equal(codexOptionsSchema.parse({ warm: { enabled: false } }).warm.enabled, false);

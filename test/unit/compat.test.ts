@@ -1,6 +1,12 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { applyRequestCompat, deepMerge, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride } from "../../src/backends/openai/compat.js";
+import {
+  applyRequestCompat,
+  deepMerge,
+  LOCAL_SERVER_COMPAT,
+  mergeCompat,
+  type CompatOverride,
+} from "../../src/backends/openai/compat.js";
 
 type Body = Record<string, unknown>;
 
@@ -16,16 +22,33 @@ interface Case {
 
 const cases: Case[] = [
   { name: "drops store", input: { model: "m", messages: msgs, store: false }, expect: { model: "m", messages: msgs } },
-  { name: "keeps store when supported", override: { supportsStore: true }, input: { messages: msgs, store: false }, expect: { messages: msgs, store: false } },
-  { name: "max_completion_tokens → max_tokens", input: { messages: msgs, max_completion_tokens: 512 }, expect: { messages: msgs, max_tokens: 512 } },
-  { name: "explicit max_tokens wins over max_completion_tokens", input: { messages: msgs, max_tokens: 100, max_completion_tokens: 512 }, expect: { messages: msgs, max_tokens: 100 } },
+  {
+    name: "keeps store when supported",
+    override: { supportsStore: true },
+    input: { messages: msgs, store: false },
+    expect: { messages: msgs, store: false },
+  },
+  {
+    name: "max_completion_tokens → max_tokens",
+    input: { messages: msgs, max_completion_tokens: 512 },
+    expect: { messages: msgs, max_tokens: 512 },
+  },
+  {
+    name: "explicit max_tokens wins over max_completion_tokens",
+    input: { messages: msgs, max_tokens: 100, max_completion_tokens: 512 },
+    expect: { messages: msgs, max_tokens: 100 },
+  },
   {
     name: "max_tokens → max_completion_tokens when the upstream wants that",
     override: { maxTokensField: "max_completion_tokens" },
     input: { messages: msgs, max_tokens: 64 },
     expect: { messages: msgs, max_completion_tokens: 64 },
   },
-  { name: "null limits are dropped", input: { messages: msgs, max_tokens: null, max_completion_tokens: null }, expect: { messages: msgs } },
+  {
+    name: "null limits are dropped",
+    input: { messages: msgs, max_tokens: null, max_completion_tokens: null },
+    expect: { messages: msgs },
+  },
   {
     name: "developer role → system",
     input: { messages: [{ role: "developer", content: "be brief" }, ...msgs] },
@@ -38,7 +61,12 @@ const cases: Case[] = [
     expect: { messages: [{ role: "developer", content: "x" }] },
   },
   { name: "drops reasoning_effort", input: { messages: msgs, reasoning_effort: "high" }, expect: { messages: msgs } },
-  { name: "keeps reasoning_effort when supported", override: { supportsReasoningEffort: true }, input: { messages: msgs, reasoning_effort: "low" }, expect: { messages: msgs, reasoning_effort: "low" } },
+  {
+    name: "keeps reasoning_effort when supported",
+    override: { supportsReasoningEffort: true },
+    input: { messages: msgs, reasoning_effort: "low" },
+    expect: { messages: msgs, reasoning_effort: "low" },
+  },
   {
     name: "drops strict in tool definitions",
     input: { messages: msgs, tools: [tool({ strict: false }), tool({ name: "exec" })] },
@@ -81,14 +109,44 @@ const cases: Case[] = [
   {
     name: "text-part arrays flattened when asked",
     override: { flattenTextContent: true },
-    input: { messages: [{ role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] }] },
+    input: {
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "a" },
+            { type: "text", text: "b" },
+          ],
+        },
+      ],
+    },
     expect: { messages: [{ role: "user", content: "a\nb" }] },
   },
   {
     name: "image parts are not flattened",
     override: { flattenTextContent: true },
-    input: { messages: [{ role: "user", content: [{ type: "text", text: "a" }, { type: "image_url", image_url: { url: "x" } }] }] },
-    expect: { messages: [{ role: "user", content: [{ type: "text", text: "a" }, { type: "image_url", image_url: { url: "x" } }] }] },
+    input: {
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "a" },
+            { type: "image_url", image_url: { url: "x" } },
+          ],
+        },
+      ],
+    },
+    expect: {
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "a" },
+            { type: "image_url", image_url: { url: "x" } },
+          ],
+        },
+      ],
+    },
   },
   {
     name: "OpenClaw 2026.5 request, all defaults at once",
@@ -101,7 +159,13 @@ const cases: Case[] = [
       reasoning_effort: "medium",
       tools: [tool({ strict: false })],
     },
-    expect: { model: "qwen", messages: [{ role: "system", content: "sys" }, ...msgs], stream: true, max_tokens: 8192, tools: [tool({})] },
+    expect: {
+      model: "qwen",
+      messages: [{ role: "system", content: "sys" }, ...msgs],
+      stream: true,
+      max_tokens: 8192,
+      tools: [tool({})],
+    },
   },
 ];
 
@@ -119,8 +183,15 @@ describe("applyRequestCompat", () => {
 
 describe("mergeCompat", () => {
   it("replaces flags, unions dropFields, deep-merges extraBody, leaves inputs alone", () => {
-    const base = mergeCompat(LOCAL_SERVER_COMPAT, { dropFields: ["user"], extraBody: { options: { num_ctx: 8192, seed: 1 } } });
-    const merged = mergeCompat(base, { supportsStore: true, dropFields: ["seed"], extraBody: { options: { num_ctx: 32768 } } });
+    const base = mergeCompat(LOCAL_SERVER_COMPAT, {
+      dropFields: ["user"],
+      extraBody: { options: { num_ctx: 8192, seed: 1 } },
+    });
+    const merged = mergeCompat(base, {
+      supportsStore: true,
+      dropFields: ["seed"],
+      extraBody: { options: { num_ctx: 32768 } },
+    });
     assert.equal(merged.supportsStore, true);
     assert.equal(merged.maxTokensField, "max_tokens");
     assert.deepEqual(merged.dropFields, ["user", "seed"]);
@@ -138,6 +209,10 @@ describe("mergeCompat", () => {
 
 describe("deepMerge", () => {
   it("replaces arrays and scalars, merges nested objects", () => {
-    assert.deepEqual(deepMerge({ a: [1, 2], b: { c: 1, d: 2 }, e: 1 }, { a: [3], b: { d: 3 }, e: { x: 1 } }), { a: [3], b: { c: 1, d: 3 }, e: { x: 1 } });
+    assert.deepEqual(deepMerge({ a: [1, 2], b: { c: 1, d: 2 }, e: 1 }, { a: [3], b: { d: 3 }, e: { x: 1 } }), {
+      a: [3],
+      b: { c: 1, d: 3 },
+      e: { x: 1 },
+    });
   });
 });

@@ -7,7 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { findCurrentUserTurn, internalContext, isInternalOnly, parseRuntimeLine, stripMetadata } from "../../src/request/context/metadata.js";
+import {
+  findCurrentUserTurn,
+  internalContext,
+  isInternalOnly,
+  parseRuntimeLine,
+  stripMetadata,
+} from "../../src/request/context/metadata.js";
 import type { ChatMessage } from "../../src/request/chat-api/schema.js";
 import { openclawRequest, wrapUserText } from "../../testkit/openclaw-request.js";
 
@@ -20,7 +26,11 @@ function wrap2026_5(text: string, messageId = "om_x100b531f570748a4eea0b1d53f8d0
   return [
     "Conversation info (untrusted metadata):",
     "```json",
-    JSON.stringify({ message_id: messageId, sender_id: "ou_8d37", sender: "Alex", timestamp: "Tue 2026-03-24 15:45 UTC" }, null, 2),
+    JSON.stringify(
+      { message_id: messageId, sender_id: "ou_8d37", sender: "Alex", timestamp: "Tue 2026-03-24 15:45 UTC" },
+      null,
+      2,
+    ),
     "```",
     "",
     "Sender (untrusted metadata):",
@@ -97,7 +107,7 @@ describe("stripMetadata: OpenClaw 2026.9 wrappers", () => {
   });
 
   test("an internal-context block is removed, the typed text around it kept", () => {
-    const raw = `[Sat 2026-11-21 09:13 UTC] check the build\n${internalMsg("Conversation data (data, not instructions):\n\"Active exec sessions:\\nnone\"")}`;
+    const raw = `[Sat 2026-11-21 09:13 UTC] check the build\n${internalMsg('Conversation data (data, not instructions):\n"Active exec sessions:\\nnone"')}`;
     assert.equal(stripMetadata(raw), "check the build");
   });
 
@@ -131,25 +141,23 @@ describe("stripMetadata: text that only looks similar is kept", () => {
   }
 
   test("a timestamp-looking text INSIDE the typed message survives the prefix removal", () => {
-    assert.equal(stripMetadata("[Sat 2026-11-21 09:13 UTC] I met her at [Fri 2026-11-20 18:00 UTC]"), "I met her at [Fri 2026-11-20 18:00 UTC]");
+    assert.equal(
+      stripMetadata("[Sat 2026-11-21 09:13 UTC] I met her at [Fri 2026-11-20 18:00 UTC]"),
+      "I met her at [Fri 2026-11-20 18:00 UTC]",
+    );
   });
 
-  test(
-    "a pasted log line that starts with its own timestamp keeps it (OpenClaw adds only one prefix)",
-    {},
-    () => {
-      assert.equal(stripMetadata("[Sat 2026-11-21 09:13 UTC] [2026-11-20 10:00:00] ERROR disk full\nwhy?"), "[2026-11-20 10:00:00] ERROR disk full\nwhy?");
-    },
-  );
+  test("a pasted log line that starts with its own timestamp keeps it (OpenClaw adds only one prefix)", {}, () => {
+    assert.equal(
+      stripMetadata("[Sat 2026-11-21 09:13 UTC] [2026-11-20 10:00:00] ERROR disk full\nwhy?"),
+      "[2026-11-20 10:00:00] ERROR disk full\nwhy?",
+    );
+  });
 
-  test(
-    "a typed line starting with 'Runtime: ' that is not OpenClaw's key=value line is kept",
-    {},
-    () => {
-      const text = "Movie: Dune\nRuntime: 155 minutes\nRating: PG-13\nshould I watch it tonight?";
-      assert.equal(stripMetadata(`[Sat 2026-11-21 09:13 UTC] ${text}`), text);
-    },
-  );
+  test("a typed line starting with 'Runtime: ' that is not OpenClaw's key=value line is kept", {}, () => {
+    const text = "Movie: Dune\nRuntime: 155 minutes\nRating: PG-13\nshould I watch it tonight?";
+    assert.equal(stripMetadata(`[Sat 2026-11-21 09:13 UTC] ${text}`), text);
+  });
 });
 
 describe("stripMetadata is idempotent", () => {
@@ -230,7 +238,11 @@ describe("findCurrentUserTurn", () => {
   test("tool results after the typed message do not hide it", () => {
     const messages: ChatMessage[] = [
       { role: "user", content: wrap2026_5("read the file") },
-      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "read", arguments: "{}" } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "read", arguments: "{}" } }],
+      },
       { role: "tool", tool_call_id: "c1", content: "file body" },
     ];
     const turn = findCurrentUserTurn(messages);
@@ -239,7 +251,15 @@ describe("findCurrentUserTurn", () => {
   });
 
   test("array content parts are read", () => {
-    const messages: ChatMessage[] = [{ role: "user", content: [{ type: "text", text: "[Sat 2026-11-21 09:13 UTC] part one" }, { type: "text", text: "part two" }] }];
+    const messages: ChatMessage[] = [
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "[Sat 2026-11-21 09:13 UTC] part one" },
+          { type: "text", text: "part two" },
+        ],
+      },
+    ];
     assert.equal(findCurrentUserTurn(messages).text, "part one\npart two");
   });
 
@@ -272,8 +292,15 @@ describe("findCurrentUserTurn", () => {
 
 describe("parseRuntimeLine", () => {
   test("fields of OpenClaw's Runtime line are parsed", () => {
-    const rt = parseRuntimeLine("Runtime: agent=main | session=agent:main:telegram:dm:42 | sessionId=abc-123 | channel=telegram\n[Sat …] hi");
-    assert.deepEqual(rt, { agent: "main", session: "agent:main:telegram:dm:42", sessionId: "abc-123", channel: "telegram" });
+    const rt = parseRuntimeLine(
+      "Runtime: agent=main | session=agent:main:telegram:dm:42 | sessionId=abc-123 | channel=telegram\n[Sat …] hi",
+    );
+    assert.deepEqual(rt, {
+      agent: "main",
+      session: "agent:main:telegram:dm:42",
+      sessionId: "abc-123",
+      channel: "telegram",
+    });
   });
 
   test("a Runtime line in the middle of a text (system prompt) is found", () => {

@@ -8,9 +8,20 @@ import { describe, test } from "node:test";
 import { resolveConfig } from "../../src/core/config/load.js";
 import { DEFAULT_CONTEXT, DEFAULT_PREAMBLE, type ContextBudget } from "../../src/core/config/schema.js";
 import { findCurrentUserTurn } from "../../src/request/context/metadata.js";
-import { buildStatelessPrompt, fitHistory, renderHistory, systemText, type BuiltPrompt } from "../../src/request/context/stateless.js";
+import {
+  buildStatelessPrompt,
+  fitHistory,
+  renderHistory,
+  systemText,
+  type BuiltPrompt,
+} from "../../src/request/context/stateless.js";
 import type { ChatMessage } from "../../src/request/chat-api/schema.js";
-import { openclawRequest, openclawSystemPrompt, type Generation, type OpenClawTurn } from "../../testkit/openclaw-request.js";
+import {
+  openclawRequest,
+  openclawSystemPrompt,
+  type Generation,
+  type OpenClawTurn,
+} from "../../testkit/openclaw-request.js";
 
 const HEADER = "CONVERSATION SO FAR:\n";
 const budget = (b: Partial<ContextBudget> = {}): ContextBudget => ({ ...DEFAULT_CONTEXT, ...b });
@@ -28,7 +39,28 @@ function rng(seed: number) {
   return { next, int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)) };
 }
 
-const WORDS = ["deploy", "the", "server", "logs", "error", "budget", "tomorrow", "meeting", "otter", "coffee", "please", "check", "weather", "Tallinn", "invoice", "rust", "python", "why", "because", "done"];
+const WORDS = [
+  "deploy",
+  "the",
+  "server",
+  "logs",
+  "error",
+  "budget",
+  "tomorrow",
+  "meeting",
+  "otter",
+  "coffee",
+  "please",
+  "check",
+  "weather",
+  "Tallinn",
+  "invoice",
+  "rust",
+  "python",
+  "why",
+  "because",
+  "done",
+];
 
 /** `n` realistic past turns (alternating user/assistant), single-line texts of varying length. */
 function pastTurns(n: number, seed = 1): OpenClawTurn[] {
@@ -39,7 +71,11 @@ function pastTurns(n: number, seed = 1): OpenClawTurn[] {
   });
 }
 
-function request(turns: OpenClawTurn[], gen: Generation, extra: Parameters<typeof openclawRequest>[3] = {}): ChatMessage[] {
+function request(
+  turns: OpenClawTurn[],
+  gen: Generation,
+  extra: Parameters<typeof openclawRequest>[3] = {},
+): ChatMessage[] {
   return (openclawRequest("m", turns, gen, extra) as { messages: ChatMessage[] }).messages;
 }
 
@@ -105,7 +141,13 @@ describe("the v4 regression: 246 history messages", () => {
     const messages: ChatMessage[] = [{ role: "system", content: openclawSystemPrompt() }];
     for (let i = 0; i < 82; i++) {
       messages.push({ role: "user", content: `[Sat 2026-11-21 09:13 UTC] question ${i}` });
-      messages.push({ role: "assistant", content: null, tool_calls: [{ id: `call${i}`, type: "function", function: { name: "web_search", arguments: `{"q":"item ${i}"}` } }] });
+      messages.push({
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: `call${i}`, type: "function", function: { name: "web_search", arguments: `{"q":"item ${i}"}` } },
+        ],
+      });
       messages.push({ role: "tool", tool_call_id: `call${i}`, content: `result ${i} ` + "data ".repeat(100) });
     }
     messages.push({ role: "user", content: "[Sat 2026-11-21 09:13 UTC] and now?" });
@@ -115,8 +157,14 @@ describe("the v4 regression: 246 history messages", () => {
     const kept = keptHistory(built);
     assert.ok(kept.reduce((n, e) => n + e.length + 1, 0) <= b.maxHistoryChars);
     assert.deepEqual(kept, renderHistory(messages.slice(0, -1)).slice(-kept.length));
-    assert.ok(kept.some((e) => e.startsWith("TOOL RESULT (web_search): ")), "tool results named after their call");
-    assert.ok(kept.some((e) => e.includes('[called web_search({"q":"item 81"})]')), "assistant tool calls summarised");
+    assert.ok(
+      kept.some((e) => e.startsWith("TOOL RESULT (web_search): ")),
+      "tool results named after their call",
+    );
+    assert.ok(
+      kept.some((e) => e.includes('[called web_search({"q":"item 81"})]')),
+      "assistant tool calls summarised",
+    );
     assert.ok(built.prompt.text.endsWith(userBlock("and now?")));
   });
 });
@@ -158,9 +206,12 @@ describe("fitHistory keeps a real running total", () => {
 
 describe("the user message is never cut", () => {
   test("a 50 KB user message is included whole and everything else shrinks", () => {
-    const big = "Please review this log:\n" + "line of a very long log that the person pasted into the chat\n".repeat(820);
+    const big =
+      "Please review this log:\n" + "line of a very long log that the person pasted into the chat\n".repeat(820);
     assert.ok(big.length > 50_000);
-    const messages = request([...pastTurns(40), { role: "user", text: big }], "2026.9", { internalAfter: "Active exec sessions: none" });
+    const messages = request([...pastTurns(40), { role: "user", text: big }], "2026.9", {
+      internalAfter: "Active exec sessions: none",
+    });
     const built = buildStatelessPrompt(messages, budget());
     assert.equal(built.userText, big.trim());
     assert.ok(built.prompt.text.endsWith(userBlock(big.trim())), "the whole message is there, unchanged");
@@ -178,19 +229,21 @@ describe("the user message is never cut", () => {
     assert.ok(whole(built).length <= b.maxPromptChars, `${whole(built).length} ≤ ${b.maxPromptChars}`);
   });
 
-  test(
-    "the whole prompt (system + separator + text) stays within maxPromptChars when the user block only just fits",
-    {},
-    () => {
-      const b = budget();
-      const over: string[] = [];
-      for (let n = 9880; n <= 9984; n++) {
-        const built = buildStatelessPrompt([{ role: "system", content: openclawSystemPrompt() }, { role: "user", content: "q".repeat(n) }], b);
-        if (whole(built).length > b.maxPromptChars) over.push(`${n}→${whole(built).length}`);
-      }
-      assert.deepEqual(over, []);
-    },
-  );
+  test("the whole prompt (system + separator + text) stays within maxPromptChars when the user block only just fits", {}, () => {
+    const b = budget();
+    const over: string[] = [];
+    for (let n = 9880; n <= 9984; n++) {
+      const built = buildStatelessPrompt(
+        [
+          { role: "system", content: openclawSystemPrompt() },
+          { role: "user", content: "q".repeat(n) },
+        ],
+        b,
+      );
+      if (whole(built).length > b.maxPromptChars) over.push(`${n}→${whole(built).length}`);
+    }
+    assert.deepEqual(over, []);
+  });
 });
 
 /** 300 random conversations and budgets (seeded: the same every run). */
@@ -203,7 +256,11 @@ function randomCases() {
     const messages = request(turns, gen, r.next() < 0.3 ? { internalAfter: "bg ".repeat(r.int(1, 500)) } : {});
     if (r.next() < 0.3) {
       // Tool results of the current turn after the user's message.
-      messages.push({ role: "assistant", content: null, tool_calls: [{ id: "t1", type: "function", function: { name: "read", arguments: "{}" } }] });
+      messages.push({
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "t1", type: "function", function: { name: "read", arguments: "{}" } }],
+      });
       messages.push({ role: "tool", tool_call_id: "t1", content: "file ".repeat(r.int(1, 3000)) });
     }
     const b = budget({
@@ -223,33 +280,44 @@ describe("budgets hold for random conversations and budgets", () => {
     for (const { round, question, messages, b, built } of cases) {
       assert.ok(built.prompt.text.endsWith(userBlock(question)), `round ${round}: user message whole`);
       assert.ok(built.prompt.system.length <= b.maxSystemChars, `round ${round}: system ≤ maxSystemChars`);
-      assert.ok(built.stats.toolResultChars <= b.maxToolResultChars, `round ${round}: tool results ≤ maxToolResultChars`);
+      assert.ok(
+        built.stats.toolResultChars <= b.maxToolResultChars,
+        `round ${round}: tool results ≤ maxToolResultChars`,
+      );
       const kept = keptHistory(built);
-      assert.ok(kept.reduce((n, e) => n + e.length + 1, 0) <= b.maxHistoryChars, `round ${round}: history ≤ maxHistoryChars`);
+      assert.ok(
+        kept.reduce((n, e) => n + e.length + 1, 0) <= b.maxHistoryChars,
+        `round ${round}: history ≤ maxHistoryChars`,
+      );
       const all = renderHistory(messages.slice(0, findCurrentUserTurn(messages).index));
       const wholeKept = kept.filter((e) => all.includes(e));
       assert.deepEqual(wholeKept, all.slice(all.length - wholeKept.length), `round ${round}: newest history kept`);
-      assert.equal(whole(built).length, built.stats.totalChars, `round ${round}: stats.totalChars is what the backend gets`);
+      assert.equal(
+        whole(built).length,
+        built.stats.totalChars,
+        `round ${round}: stats.totalChars is what the backend gets`,
+      );
     }
   });
 
   test("the whole prompt is within maxPromptChars + 2 whenever the user message alone fits", () => {
     for (const { round, question, b, built } of cases) {
       if (userBlock(question).length > b.maxPromptChars) continue;
-      assert.ok(whole(built).length <= b.maxPromptChars + 2, `round ${round}: ${whole(built).length} ≤ ${b.maxPromptChars} + 2`);
+      assert.ok(
+        whole(built).length <= b.maxPromptChars + 2,
+        `round ${round}: ${whole(built).length} ≤ ${b.maxPromptChars} + 2`,
+      );
     }
   });
 
-  test(
-    "the whole prompt is within maxPromptChars whenever the user message and the two characters that join it fit",
-    () => {
-      const violations: string[] = [];
-      for (const { round, question, b, built } of cases) {
-        if (userBlock(question).length + 2 <= b.maxPromptChars && whole(built).length > b.maxPromptChars) violations.push(`round ${round}: ${whole(built).length} > ${b.maxPromptChars}`);
-      }
-      assert.deepEqual(violations, []);
-    },
-  );
+  test("the whole prompt is within maxPromptChars whenever the user message and the two characters that join it fit", () => {
+    const violations: string[] = [];
+    for (const { round, question, b, built } of cases) {
+      if (userBlock(question).length + 2 <= b.maxPromptChars && whole(built).length > b.maxPromptChars)
+        violations.push(`round ${round}: ${whole(built).length} > ${b.maxPromptChars}`);
+    }
+    assert.deepEqual(violations, []);
+  });
 });
 
 describe("cuts come from the oldest history first", () => {
@@ -270,7 +338,11 @@ describe("cuts come from the oldest history first", () => {
   test("under prompt pressure history gives way before tool results", () => {
     const withTool: ChatMessage[] = [
       ...messages,
-      { role: "assistant", content: null, tool_calls: [{ id: "r1", type: "function", function: { name: "read", arguments: '{"path":"a.txt"}' } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "r1", type: "function", function: { name: "read", arguments: '{"path":"a.txt"}' } }],
+      },
       { role: "tool", tool_call_id: "r1", content: "the file says 42" },
     ];
     const built = buildStatelessPrompt(withTool, budget({ maxPromptChars: 2600 }));
@@ -282,20 +354,35 @@ describe("cuts come from the oldest history first", () => {
 
 describe("tool results and live data of the current turn", () => {
   const base = request([...pastTurns(30), { role: "user", text: "what does the page say?" }], "2026.9");
-  const call = (id: string, name: string): ChatMessage => ({ role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name, arguments: "{}" } }] });
+  const call = (id: string, name: string): ChatMessage => ({
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id, type: "function", function: { name, arguments: "{}" } }],
+  });
 
   test("tool messages after the user message go to the tool section, named, within maxToolResultChars", () => {
     const huge = "page text ".repeat(3000);
-    const messages: ChatMessage[] = [...base, call("a1", "web_fetch"), { role: "tool", tool_call_id: "a1", content: huge }, call("a2", "exec"), { role: "tool", tool_call_id: "a2", content: "exit 0" }];
+    const messages: ChatMessage[] = [
+      ...base,
+      call("a1", "web_fetch"),
+      { role: "tool", tool_call_id: "a1", content: huge },
+      call("a2", "exec"),
+      { role: "tool", tool_call_id: "a2", content: "exit 0" },
+    ];
     const b = budget({ maxToolResultChars: 1500 });
     const built = buildStatelessPrompt(messages, b);
     assert.ok(built.stats.toolResultChars <= 1500, `${built.stats.toolResultChars} ≤ 1500`);
     assert.ok(built.stats.toolResultChars > 1000, "the budget is used");
     assert.ok(built.prompt.text.includes("TOOL RESULT (web_fetch):\npage text"));
-    assert.ok(built.prompt.text.includes("TOOL RESULT (exec):\nexit 0"), "a small result is kept whole beside a huge one");
+    assert.ok(
+      built.prompt.text.includes("TOOL RESULT (exec):\nexit 0"),
+      "a small result is kept whole beside a huge one",
+    );
     assert.ok(built.prompt.text.includes("YOU (earlier this turn): [called web_fetch({})]"));
     assert.ok(built.prompt.text.endsWith(userBlock("what does the page say?")), "the user block stays last");
-    assert.ok(built.prompt.text.indexOf("TOOL RESULT (exec)") < built.prompt.text.indexOf("USER: what does the page say?"));
+    assert.ok(
+      built.prompt.text.indexOf("TOOL RESULT (exec)") < built.prompt.text.indexOf("USER: what does the page say?"),
+    );
     assert.ok(whole(built).length <= b.maxPromptChars);
   });
 
@@ -313,7 +400,9 @@ describe("tool results and live data of the current turn", () => {
   });
 
   test("internal context (background) goes to the tool section, not the history, and the typed message stays the user message", () => {
-    const messages = request([...pastTurns(10), { role: "user", text: "anything new?" }], "2026.9", { internalAfter: "Active exec sessions: none" });
+    const messages = request([...pastTurns(10), { role: "user", text: "anything new?" }], "2026.9", {
+      internalAfter: "Active exec sessions: none",
+    });
     const built = buildStatelessPrompt(messages, budget());
     assert.equal(built.userText, "anything new?");
     assert.ok(built.prompt.text.includes("CONTEXT FROM OPENCLAW:\nActive exec sessions: none"));
@@ -322,7 +411,11 @@ describe("tool results and live data of the current turn", () => {
   });
 
   test("maxToolResultChars: 0 drops the tool section", () => {
-    const built = buildStatelessPrompt([...base, call("z", "read"), { role: "tool", tool_call_id: "z", content: "x" }], budget({ maxToolResultChars: 0 }), [{ title: "LIVE", body: "y" }]);
+    const built = buildStatelessPrompt(
+      [...base, call("z", "read"), { role: "tool", tool_call_id: "z", content: "x" }],
+      budget({ maxToolResultChars: 0 }),
+      [{ title: "LIVE", body: "y" }],
+    );
     assert.equal(built.stats.toolResultChars, 0);
     assert.ok(!built.prompt.text.includes("TOOL RESULT"));
     assert.ok(!built.prompt.text.includes("LIVE:"));
@@ -357,14 +450,24 @@ describe("every budget is configurable", () => {
         backends: { oc: { type: "opencode" } },
         models: [
           { id: "small", backend: "oc", context: { maxSystemChars: 500, maxHistoryChars: 400, maxPromptChars: 2000 } },
-          { id: "large", backend: "oc", context: { maxHistoryChars: 8000, maxPromptChars: 30_000, preamble: "Large model preamble." } },
+          {
+            id: "large",
+            backend: "oc",
+            context: { maxHistoryChars: 8000, maxPromptChars: 30_000, preamble: "Large model preamble." },
+          },
           { id: "plain", backend: "oc" },
         ],
       },
       "test",
     );
     const [small, large, plain] = cfg.models;
-    assert.deepEqual(small!.context, { ...DEFAULT_CONTEXT, maxSystemChars: 500, maxHistoryChars: 400, maxPromptChars: 2000, preamble: "Shared preamble for all models." });
+    assert.deepEqual(small!.context, {
+      ...DEFAULT_CONTEXT,
+      maxSystemChars: 500,
+      maxHistoryChars: 400,
+      maxPromptChars: 2000,
+      preamble: "Shared preamble for all models.",
+    });
     assert.equal(plain!.context.maxHistoryChars, 1000, "file-level context applies");
     assert.equal(plain!.context.maxSystemChars, DEFAULT_CONTEXT.maxSystemChars, "defaults fill the rest");
 
@@ -375,7 +478,10 @@ describe("every budget is configurable", () => {
     assert.ok(s.prompt.system.length <= 500);
     assert.ok(keptHistory(s).reduce((n, e) => n + e.length + 1, 0) <= 400);
     assert.ok(keptHistory(p).reduce((n, e) => n + e.length + 1, 0) <= 1000);
-    assert.ok(keptHistory(l).reduce((n, e) => n + e.length + 1, 0) > 2500, "the large model gets more history than the default allows");
+    assert.ok(
+      keptHistory(l).reduce((n, e) => n + e.length + 1, 0) > 2500,
+      "the large model gets more history than the default allows",
+    );
     assert.ok(l.stats.historyEntries > p.stats.historyEntries && p.stats.historyEntries > s.stats.historyEntries);
     assert.ok(l.prompt.system.startsWith("Large model preamble."));
     assert.ok(s.prompt.system.startsWith("Shared preamble for all models."));
@@ -384,11 +490,16 @@ describe("every budget is configurable", () => {
 
 describe("no persona is hard-coded", () => {
   test("the default preamble names nobody", () => {
-    for (const name of ["Claw", "DaN", "Iselter", "🦞", "VPS", "Pebble"]) assert.ok(!DEFAULT_PREAMBLE.includes(name), `preamble has no "${name}"`);
+    for (const name of ["Claw", "DaN", "Iselter", "🦞", "VPS", "Pebble"])
+      assert.ok(!DEFAULT_PREAMBLE.includes(name), `preamble has no "${name}"`);
   });
 
   test("the identity comes from IDENTITY.md in the request", () => {
-    const sys = (identity: string) => [{ role: "system", content: openclawSystemPrompt({ identity }) }, { role: "user", content: "[Sat 2026-11-21 09:13 UTC] who are you?" }] as ChatMessage[];
+    const sys = (identity: string) =>
+      [
+        { role: "system", content: openclawSystemPrompt({ identity }) },
+        { role: "user", content: "[Sat 2026-11-21 09:13 UTC] who are you?" },
+      ] as ChatMessage[];
     const a = buildStatelessPrompt(sys("# IDENTITY.md\n\n- **Name:** Quill\n- **Creature:** a heron"), budget());
     const b = buildStatelessPrompt(sys("# IDENTITY.md\n\n- **Name:** Marlo\n- **Creature:** a fox"), budget());
     assert.ok(a.prompt.system.includes("Quill") && !a.prompt.system.includes("Marlo"));
@@ -421,13 +532,26 @@ describe("non-OpenClaw requests", () => {
   });
 
   test("a long plain system prompt is cut to maxSystemChars", () => {
-    const built = buildStatelessPrompt([{ role: "system", content: "Rule. ".repeat(2000) }, { role: "user", content: "go" }], budget({ maxSystemChars: 700 }));
+    const built = buildStatelessPrompt(
+      [
+        { role: "system", content: "Rule. ".repeat(2000) },
+        { role: "user", content: "go" },
+      ],
+      budget({ maxSystemChars: 700 }),
+    );
     assert.ok(built.prompt.system.length <= 700);
     assert.ok(built.prompt.system.includes("Rule."));
   });
 
   test("systemText joins system and developer messages", () => {
-    assert.equal(systemText([{ role: "system", content: "a" }, { role: "user", content: "x" }, { role: "developer", content: [{ type: "text", text: "b" }] }]), "a\n\nb");
+    assert.equal(
+      systemText([
+        { role: "system", content: "a" },
+        { role: "user", content: "x" },
+        { role: "developer", content: [{ type: "text", text: "b" }] },
+      ]),
+      "a\n\nb",
+    );
   });
 
   test("plain multi-turn history without metadata", () => {

@@ -72,7 +72,8 @@ describe("compressSystemPrompt", () => {
     assert.ok(out.length <= 2000, `${out.length} ≤ 2000`);
     assert.ok(out.startsWith(DEFAULT_PREAMBLE));
     assert.ok(out.includes(`Workspace: ${WS}`));
-    for (const label of ["## Identity", "## About the user", "## Personality and behaviour", "## Operating rules"]) assert.ok(out.includes(label), label);
+    for (const label of ["## Identity", "## About the user", "## Personality and behaviour", "## Operating rules"])
+      assert.ok(out.includes(label), label);
     assert.ok(out.includes("Pebble"), "name from IDENTITY.md");
     assert.ok(out.includes("Alex Example"), "user from USER.md");
     assert.ok(out.includes("Have opinions"), "behaviour from SOUL.md");
@@ -82,7 +83,8 @@ describe("compressSystemPrompt", () => {
 
   test("small files are kept whole while a large AGENTS.md takes only the rest (fair shares)", () => {
     const out = compressSystemPrompt(sys, 2000, DEFAULT_PREAMBLE);
-    for (const f of extractContextFiles(sys).filter((x) => x.name !== "AGENTS.MD")) assert.ok(out.includes(f.content), `${f.name} whole`);
+    for (const f of extractContextFiles(sys).filter((x) => x.name !== "AGENTS.MD"))
+      assert.ok(out.includes(f.content), `${f.name} whole`);
     assert.ok(out.endsWith("…"), "AGENTS.md was cut");
   });
 
@@ -111,7 +113,11 @@ describe("compressSystemPrompt", () => {
   });
 
   test("the identity follows the request: a different IDENTITY.md gives a different name", () => {
-    const a = compressSystemPrompt(openclawSystemPrompt({ identity: "# IDENTITY.md\n\n- **Name:** Juniper" }), 2000, DEFAULT_PREAMBLE);
+    const a = compressSystemPrompt(
+      openclawSystemPrompt({ identity: "# IDENTITY.md\n\n- **Name:** Juniper" }),
+      2000,
+      DEFAULT_PREAMBLE,
+    );
     assert.ok(a.includes("Juniper") && !a.includes("Pebble"));
   });
 
@@ -125,7 +131,8 @@ describe("compressSystemPrompt", () => {
   });
 
   test("HTML comments, leading front matter and blank-line runs are squeezed out", () => {
-    const soul = "---\nsummary: persona\nread_when: always\n---\n# SOUL.md\n<!-- editor note: do not show -->\nBe kind.\n\n\n\n\nVery kind.   \nEnd.";
+    const soul =
+      "---\nsummary: persona\nread_when: always\n---\n# SOUL.md\n<!-- editor note: do not show -->\nBe kind.\n\n\n\n\nVery kind.   \nEnd.";
     const out = compressSystemPrompt(openclawSystemPrompt({ soul }), 4000, DEFAULT_PREAMBLE);
     assert.ok(out.includes("# SOUL.md\n\nBe kind.\n\nVery kind.\nEnd."), out);
     assert.ok(!out.includes("editor note"));
@@ -151,17 +158,13 @@ describe("compressSystemPrompt", () => {
     assert.equal(compressSystemPrompt(sys, 0, DEFAULT_PREAMBLE), "");
   });
 
-  test(
-    "with a small maxSystemChars the identity survives (it matters more than the generic preamble)",
-    {},
-    () => {
-      for (const max of [300, 400]) {
-        const out = compressSystemPrompt(sys, max, DEFAULT_PREAMBLE);
-        assert.ok(out.length <= max);
-        assert.ok(out.includes("Pebble"), `max ${max}: ${JSON.stringify(out)}`);
-      }
-    },
-  );
+  test("with a small maxSystemChars the identity survives (it matters more than the generic preamble)", {}, () => {
+    for (const max of [300, 400]) {
+      const out = compressSystemPrompt(sys, max, DEFAULT_PREAMBLE);
+      assert.ok(out.length <= max);
+      assert.ok(out.includes("Pebble"), `max ${max}: ${JSON.stringify(out)}`);
+    }
+  });
 });
 
 describe("text helpers", () => {
@@ -172,7 +175,8 @@ describe("text helpers", () => {
     assert.equal(truncateAtWord("abcdefghijkl", 5), "abcd…");
     assert.equal(truncateAtWord("abc", 1), "…");
     assert.equal(truncateAtWord("abc", 0), "");
-    for (let n = 0; n < 40; n++) assert.ok(truncateAtWord("the quick brown fox jumps over the lazy dog", n).length <= n);
+    for (let n = 0; n < 40; n++)
+      assert.ok(truncateAtWord("the quick brown fox jumps over the lazy dog", n).length <= n);
   });
 
   test("truncateKeepEnd keeps the end", () => {

@@ -19,7 +19,7 @@ const STREAM =
   ": heartbeat\n\n" +
   'id: 1\nevent: turn.started\ndata: {"type":"turn.started","turnId":"t1"}\n\n' +
   "id: 2\r\nevent: run.output\r\ndata: line one\r\ndata: line two\r\n\r\n" +
-  "id: 3\revent: gap\rdata:{\"missed\":4}\r\r" +
+  'id: 3\revent: gap\rdata:{"missed":4}\r\r' +
   "data: no id or type\n\n" +
   "id\nevent: x\ndata\n\n";
 
@@ -38,7 +38,8 @@ test("frames, comments, CRLF / LF / CR line ends, multi-line data, id kept acros
 });
 
 test("the same whatever the chunking: every split point, and one character at a time", () => {
-  for (let i = 1; i < STREAM.length; i++) assert.deepEqual(parse([STREAM.slice(0, i), STREAM.slice(i)]), EXPECTED, `split at ${i}`);
+  for (let i = 1; i < STREAM.length; i++)
+    assert.deepEqual(parse([STREAM.slice(0, i), STREAM.slice(i)]), EXPECTED, `split at ${i}`);
   assert.deepEqual(parse([...STREAM]), EXPECTED);
 });
 

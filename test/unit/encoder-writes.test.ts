@@ -85,7 +85,11 @@ describe("writeSse: writes", () => {
       frames(calls[1]!.data).map((f) => JSON.parse(f.slice(6)).choices[0].delta.content),
       ["a", "b", "c"],
     );
-    g.push({ type: "text", text: "d" }, { type: "usage", usage: { promptTokens: 1, completionTokens: 2, totalTokens: 3 } }, { type: "done", finishReason: "stop" });
+    g.push(
+      { type: "text", text: "d" },
+      { type: "usage", usage: { promptTokens: 1, completionTokens: 2, totalTokens: 3 } },
+      { type: "done", finishReason: "stop" },
+    );
     const r = await done;
     assert.equal(calls.length, 3);
     assert.equal(calls[2]!.call, "end", "the last frames are the end's data");
@@ -106,7 +110,9 @@ describe("writeSse: writes", () => {
     g.push({ type: "text", text }, { type: "done", finishReason: "stop" });
     await done;
     const all = calls.map((c) => c.data).join("");
-    const chunks = frames(all).filter((f) => f !== "data: [DONE]").map((f) => JSON.parse(f.slice(6)));
+    const chunks = frames(all)
+      .filter((f) => f !== "data: [DONE]")
+      .map((f) => JSON.parse(f.slice(6)));
     const content = chunks.find((c) => c.choices[0]?.delta?.content === text);
     assert.ok(content, "the text survives serialisation");
     assert.deepEqual(Object.keys(content), ["id", "object", "created", "model", "choices"]);
@@ -117,7 +123,10 @@ describe("writeSse: writes", () => {
     const { res, calls } = recorder();
     const g = gate();
     const done = writeSse(res, g.feed, opts);
-    g.push({ type: "text", text: "partial" }, { type: "error", error: { code: "upstream_error", message: "boom", status: 502 } });
+    g.push(
+      { type: "text", text: "partial" },
+      { type: "error", error: { code: "upstream_error", message: "boom", status: 502 } },
+    );
     const r = await done;
     assert.equal(r.outcome, "error");
     const end = calls.at(-1)!;

@@ -120,11 +120,20 @@ async function open(feed: Feed, opts: Partial<SseOptions> = {}, signal?: AbortSi
 }
 
 const json = (frames: string[]) => frames.filter((f) => f !== "[DONE]").map((f) => JSON.parse(f));
-const isHeartbeat = (c: any) => c.choices?.[0]?.delta && Object.keys(c.choices[0].delta).length === 1 && c.choices[0].delta.content === "" && c.choices[0].finish_reason === null;
+const isHeartbeat = (c: any) =>
+  c.choices?.[0]?.delta &&
+  Object.keys(c.choices[0].delta).length === 1 &&
+  c.choices[0].delta.content === "" &&
+  c.choices[0].finish_reason === null;
 
 describe("writeSse", () => {
   test("role chunk first, content deltas in order, finish chunk, then [DONE]", async () => {
-    const feed = new Feed().push({ type: "text", text: "Hel" }, { type: "text", text: "lo, " }, { type: "text", text: "world" }, { type: "done", finishReason: "stop" });
+    const feed = new Feed().push(
+      { type: "text", text: "Hel" },
+      { type: "text", text: "lo, " },
+      { type: "text", text: "world" },
+      { type: "done", finishReason: "stop" },
+    );
     const s = await open(feed, { headers: { "x-clawbridge-conversation": "conv-1" } });
     assert.equal(s.res.status, 200);
     assert.match(s.res.headers.get("content-type") ?? "", /^text\/event-stream/);
@@ -163,7 +172,7 @@ describe("writeSse", () => {
     await s.served.result;
   });
 
-  test("silence gets heartbeat chunks with delta.content \"\" (never SSE comment lines)", async () => {
+  test('silence gets heartbeat chunks with delta.content "" (never SSE comment lines)', async () => {
     const feed = new Feed().push({ type: "text", text: "thinking..." });
     const s = await open(feed, { heartbeatMs: 50 });
     // Wait (bounded by the test runner) until three heartbeats arrived, then let the backend finish.
@@ -175,7 +184,14 @@ describe("writeSse", () => {
     assert.ok(beats.length >= 3);
     for (const b of beats) assert.equal(b.id, chunks[0].id);
     assert.ok(!/^:/m.test(s.raw()), "no comment lines");
-    assert.ok(s.raw().split("\n\n").filter(Boolean).every((block) => block.startsWith("data: ")), "every frame is a data frame");
+    assert.ok(
+      s
+        .raw()
+        .split("\n\n")
+        .filter(Boolean)
+        .every((block) => block.startsWith("data: ")),
+      "every frame is a data frame",
+    );
     assert.equal(
       chunks.map((c) => c.choices[0]?.delta?.content ?? "").join(""),
       "thinking... done",
@@ -187,7 +203,10 @@ describe("writeSse", () => {
 
   test("usage chunk only when includeUsage, after the finish chunk and before [DONE]", async () => {
     const usage = { promptTokens: 120, completionTokens: 7, totalTokens: 127, cachedTokens: 100, reasoningTokens: 3 };
-    const withUsage = await open(new Feed().push({ type: "text", text: "ok" }, { type: "usage", usage }, { type: "done", finishReason: "stop" }), { includeUsage: true });
+    const withUsage = await open(
+      new Feed().push({ type: "text", text: "ok" }, { type: "usage", usage }, { type: "done", finishReason: "stop" }),
+      { includeUsage: true },
+    );
     const f1 = await withUsage.readUntil();
     const c1 = json(f1);
     const last = c1.at(-1);
@@ -203,7 +222,10 @@ describe("writeSse", () => {
     assert.equal(f1.at(-1), "[DONE]");
     assert.deepEqual((await withUsage.served.result!).usage, usage);
 
-    const without = await open(new Feed().push({ type: "text", text: "ok" }, { type: "usage", usage }, { type: "done", finishReason: "stop" }), { includeUsage: false });
+    const without = await open(
+      new Feed().push({ type: "text", text: "ok" }, { type: "usage", usage }, { type: "done", finishReason: "stop" }),
+      { includeUsage: false },
+    );
     const f2 = await without.readUntil();
     assert.ok(!json(f2).some((c) => "usage" in c), "no usage chunk unless asked");
     assert.equal(json(f2).at(-1).choices[0].finish_reason, "stop");
@@ -211,24 +233,36 @@ describe("writeSse", () => {
   });
 
   test("includeUsage without a usage event: no usage chunk, still finish + [DONE]", async () => {
-    const s = await open(new Feed().push({ type: "text", text: "x" }, { type: "done", finishReason: "length" }), { includeUsage: true });
+    const s = await open(new Feed().push({ type: "text", text: "x" }, { type: "done", finishReason: "length" }), {
+      includeUsage: true,
+    });
     const frames = await s.readUntil();
     assert.equal(json(frames).at(-1).choices[0].finish_reason, "length");
     assert.equal(frames.at(-1), "[DONE]");
     await s.served.result;
   });
 
-  test("an error event becomes data: {\"error\":…} with the real reason, and no [DONE]", async () => {
+  test('an error event becomes data: {"error":…} with the real reason, and no [DONE]', async () => {
     const feed = new Feed().push(
       { type: "text", text: "partial " },
-      { type: "error", error: { code: "backend_timeout", message: "the backend did not finish within 300s", status: 504 } },
+      {
+        type: "error",
+        error: { code: "backend_timeout", message: "the backend did not finish within 300s", status: 504 },
+      },
       { type: "text", text: "never sent" },
     );
     const s = await open(feed);
     const frames = await s.readUntil();
     assert.ok(!frames.includes("[DONE]"));
     const last = JSON.parse(frames.at(-1)!);
-    assert.deepEqual(last, { error: { message: "the backend did not finish within 300s", type: "backend_error", code: "backend_timeout", param: null } });
+    assert.deepEqual(last, {
+      error: {
+        message: "the backend did not finish within 300s",
+        type: "backend_error",
+        code: "backend_timeout",
+        param: null,
+      },
+    });
     assert.ok(!json(frames).some((c) => c.choices?.[0]?.finish_reason), "no finish chunk on failure");
     assert.ok(!s.raw().includes("never sent"));
     const r = await s.served.result!;
@@ -238,7 +272,9 @@ describe("writeSse", () => {
   });
 
   test("a 429 backend error is typed rate_limit_error", async () => {
-    const s = await open(new Feed().push({ type: "error", error: { code: "upstream_error", message: "slow down", status: 429 } }));
+    const s = await open(
+      new Feed().push({ type: "error", error: { code: "upstream_error", message: "slow down", status: 429 } }),
+    );
     const last = JSON.parse((await s.readUntil()).at(-1)!);
     assert.equal(last.error.type, "rate_limit_error");
     await s.served.result;
@@ -277,19 +313,33 @@ describe("writeSse", () => {
     const chunks = json(await s.readUntil());
     const deltas = chunks.filter((c) => c.choices[0]?.delta?.tool_calls).map((c) => c.choices[0].delta.tool_calls);
     assert.equal(deltas.length, 4);
-    assert.ok(deltas.every((d) => d.length === 1), "one call per chunk");
-    assert.deepEqual(deltas[0][0], { index: 0, id: "callA1b2", type: "function", function: { name: "read", arguments: '{"path":' } });
+    assert.ok(
+      deltas.every((d) => d.length === 1),
+      "one call per chunk",
+    );
+    assert.deepEqual(deltas[0][0], {
+      index: 0,
+      id: "callA1b2",
+      type: "function",
+      function: { name: "read", arguments: '{"path":' },
+    });
     assert.deepEqual(deltas[1][0], { index: 0, function: { arguments: '"a.txt"}' } });
-    assert.deepEqual(deltas[2][0], { index: 1, id: "callC3d4", type: "function", function: { name: "web_search", arguments: "" } });
+    assert.deepEqual(deltas[2][0], {
+      index: 1,
+      id: "callC3d4",
+      type: "function",
+      function: { name: "web_search", arguments: "" },
+    });
     assert.deepEqual(deltas[3][0], { index: 1, function: { arguments: '{"query":"x"}' } });
     // Reassembled the way OpenClaw's client does it: appended by index.
     const calls: Array<{ id?: string; name?: string; args: string }> = [];
-    for (const d of deltas) for (const tc of d) {
-      calls[tc.index] ??= { args: "" };
-      if (tc.id) calls[tc.index]!.id = tc.id;
-      if (tc.function.name) calls[tc.index]!.name = tc.function.name;
-      calls[tc.index]!.args += tc.function.arguments;
-    }
+    for (const d of deltas)
+      for (const tc of d) {
+        calls[tc.index] ??= { args: "" };
+        if (tc.id) calls[tc.index]!.id = tc.id;
+        if (tc.function.name) calls[tc.index]!.name = tc.function.name;
+        calls[tc.index]!.args += tc.function.arguments;
+      }
     assert.deepEqual(calls, [
       { id: "callA1b2", name: "read", args: '{"path":"a.txt"}' },
       { id: "callC3d4", name: "web_search", args: '{"query":"x"}' },
@@ -318,7 +368,9 @@ describe("writeSse", () => {
   });
 
   test("empty text events are not sent", async () => {
-    const s = await open(new Feed().push({ type: "text", text: "" }, { type: "text", text: "a" }, { type: "done", finishReason: "stop" }));
+    const s = await open(
+      new Feed().push({ type: "text", text: "" }, { type: "text", text: "a" }, { type: "done", finishReason: "stop" }),
+    );
     const chunks = json(await s.readUntil());
     assert.equal(chunks.length, 3);
     await s.served.result;
@@ -362,7 +414,9 @@ describe("collectCompletion (non-streaming) agrees with the SSE encoder", () => 
     assert.ok(r.ok);
     const body = r.body as any;
     assert.equal(body.choices[0].finish_reason, "tool_calls");
-    assert.deepEqual(body.choices[0].message.tool_calls, [{ id: "c1", type: "function", function: { name: "read", arguments: "{}" } }]);
+    assert.deepEqual(body.choices[0].message.tool_calls, [
+      { id: "c1", type: "function", function: { name: "read", arguments: "{}" } },
+    ]);
     assert.deepEqual(body.usage, { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 });
   });
 

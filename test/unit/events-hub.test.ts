@@ -8,7 +8,16 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { EventBus, type NewEvent } from "../../src/ops/events/bus.js";
-import { EventHub, FilterError, MAX_TEXT_CHARS, parseFilter, redact, type EventFilter, type EventSink, type HubOptions } from "../../src/ops/events/hub.js";
+import {
+  EventHub,
+  FilterError,
+  MAX_TEXT_CHARS,
+  parseFilter,
+  redact,
+  type EventFilter,
+  type EventSink,
+  type HubOptions,
+} from "../../src/ops/events/hub.js";
 
 /** Past the hub's batching (flushMs 1 here). */
 const settle = () => new Promise((r) => setTimeout(r, 5));
@@ -72,11 +81,26 @@ function hub(opts: Partial<HubOptions> = {}) {
   const bus = new EventBus((err) => {
     throw err;
   });
-  const h = new EventHub(bus, { ringSize: 100, includeText: false, maxQueued: 50, heartbeatMs: 0, flushMs: 1, ...opts });
+  const h = new EventHub(bus, {
+    ringSize: 100,
+    includeText: false,
+    maxQueued: 50,
+    heartbeatMs: 0,
+    flushMs: 1,
+    ...opts,
+  });
   return { bus, hub: h };
 }
 
-const turnStarted = (turnId: string, conversation = "c1"): NewEvent => ({ type: "turn.started", turnId, conversation, model: "m", backend: "b", mode: "stateless", queuedMs: 0 });
+const turnStarted = (turnId: string, conversation = "c1"): NewEvent => ({
+  type: "turn.started",
+  turnId,
+  conversation,
+  model: "m",
+  backend: "b",
+  mode: "stateless",
+  queuedMs: 0,
+});
 
 describe("ids, frames, ring and replay", () => {
   test("every event gets the next id and one frame `id / event / data`", async () => {
@@ -111,7 +135,10 @@ describe("ids, frames, ring and replay", () => {
       sink.events().map((f) => f.id),
       [7, 8, 9, 10, 11],
     );
-    assert.equal(sink.events().some((f) => f.event === "gap"), false);
+    assert.equal(
+      sink.events().some((f) => f.event === "gap"),
+      false,
+    );
   });
 
   test("the ring keeps the last ringSize events; an older id gets a gap frame, then what is kept", async () => {
@@ -142,7 +169,7 @@ describe("ids, frames, ring and replay", () => {
     const sink = new FakeSink();
     h.subscribe(sink, {}, 500);
     assert.deepEqual(
-      sink.events().map((f) => f.event === "gap" ? "gap" : f.id),
+      sink.events().map((f) => (f.event === "gap" ? "gap" : f.id)),
       ["gap", 1, 2, 3],
     );
   });
@@ -169,7 +196,11 @@ describe("filters", () => {
     bus.emit({ type: "step.started", runId: "r1", step: "draft", attempt: 1 });
     bus.emit({ type: "run.started", runId: "r2", system: "news", conversation: "c2" });
     bus.emit({ type: "step.completed", runId: "r2", step: "fetch", ms: 3 });
-    bus.emit({ type: "node:created", system: "blog", node: { id: "n1", type: "agent", label: "Writer", properties: {}, position: { x: 0, y: 0 } } });
+    bus.emit({
+      type: "node:created",
+      system: "blog",
+      node: { id: "n1", type: "agent", label: "Writer", properties: {}, position: { x: 0, y: 0 } },
+    });
     bus.emit({ type: "backend.health", backend: "b", usable: false, detail: "down" });
     bus.emit({ type: "run.completed", runId: "r1", system: "blog", ms: 9 });
   };
@@ -183,25 +214,51 @@ describe("filters", () => {
   };
 
   test("?conversation= also takes the steps of runs started in that conversation", async () => {
-    assert.deepEqual(await seen(parseFilter({ conversation: "c1" })), ["turn.started:t1", "run.started:r1", "step.started:r1", "run.completed:r1"]);
+    assert.deepEqual(await seen(parseFilter({ conversation: "c1" })), [
+      "turn.started:t1",
+      "run.started:r1",
+      "step.started:r1",
+      "run.completed:r1",
+    ]);
   });
   test("?run=", async () => {
     assert.deepEqual(await seen(parseFilter({ run: "r2" })), ["run.started:r2", "step.completed:r2"]);
   });
   test("?system= takes run steps and canvas events", async () => {
-    assert.deepEqual(await seen(parseFilter({ system: "blog" })), ["run.started:r1", "step.started:r1", "node:created:blog", "run.completed:r1"]);
+    assert.deepEqual(await seen(parseFilter({ system: "blog" })), [
+      "run.started:r1",
+      "step.started:r1",
+      "node:created:blog",
+      "run.completed:r1",
+    ]);
   });
   test("?types= exact types and prefixes (turn.*,node:*), comma lists and repeats", async () => {
-    assert.deepEqual(await seen(parseFilter({ types: "turn.*,node:*" })), ["turn.started:t1", "turn.started:t2", "node:created:blog"]);
-    assert.deepEqual(await seen(parseFilter({ types: ["backend.health", "run.completed"] })), ["backend.health:b", "run.completed:r1"]);
+    assert.deepEqual(await seen(parseFilter({ types: "turn.*,node:*" })), [
+      "turn.started:t1",
+      "turn.started:t2",
+      "node:created:blog",
+    ]);
+    assert.deepEqual(await seen(parseFilter({ types: ["backend.health", "run.completed"] })), [
+      "backend.health:b",
+      "run.completed:r1",
+    ]);
   });
   test("filters are ANDed", async () => {
     assert.deepEqual(await seen(parseFilter({ conversation: "c2", types: "step.*" })), ["step.completed:r2"]);
   });
   test("a bad filter names its parameter", () => {
-    assert.throws(() => parseFilter({ types: "turn.begun" }), (e: unknown) => e instanceof FilterError && e.param === "types");
-    assert.throws(() => parseFilter({ types: "nothing.*" }), (e: unknown) => e instanceof FilterError && e.param === "types");
-    assert.throws(() => parseFilter({ conversation: "" }), (e: unknown) => e instanceof FilterError && e.param === "conversation");
+    assert.throws(
+      () => parseFilter({ types: "turn.begun" }),
+      (e: unknown) => e instanceof FilterError && e.param === "types",
+    );
+    assert.throws(
+      () => parseFilter({ types: "nothing.*" }),
+      (e: unknown) => e instanceof FilterError && e.param === "types",
+    );
+    assert.throws(
+      () => parseFilter({ conversation: "" }),
+      (e: unknown) => e instanceof FilterError && e.param === "conversation",
+    );
     assert.deepEqual(parseFilter({}), {});
   });
   test("replay honours the filter", () => {
@@ -219,30 +276,117 @@ describe("filters", () => {
 const R = (n: number) => `[redacted: ${n} chars]`;
 
 describe("redaction", () => {
-
   test("free text is replaced; ids, names, statuses, codes and numbers are kept", () => {
-    assert.deepEqual(redact({ type: "turn.failed", at: 1, turnId: "req_1", conversation: "c", model: "m", backend: "b", ms: 5, code: "upstream_error", message: "upstream said: my secret prompt" }), {
-      type: "turn.failed",
+    assert.deepEqual(
+      redact({
+        type: "turn.failed",
+        at: 1,
+        turnId: "req_1",
+        conversation: "c",
+        model: "m",
+        backend: "b",
+        ms: 5,
+        code: "upstream_error",
+        message: "upstream said: my secret prompt",
+      }),
+      {
+        type: "turn.failed",
+        at: 1,
+        turnId: "req_1",
+        conversation: "c",
+        model: "m",
+        backend: "b",
+        ms: 5,
+        code: "upstream_error",
+        message: R(31),
+      },
+    );
+    assert.deepEqual(redact({ type: "run.output", at: 1, runId: "r", step: "s", text: "hello" }), {
+      type: "run.output",
       at: 1,
-      turnId: "req_1",
-      conversation: "c",
-      model: "m",
-      backend: "b",
-      ms: 5,
-      code: "upstream_error",
-      message: R(31),
+      runId: "r",
+      step: "s",
+      text: R(5),
     });
-    assert.deepEqual(redact({ type: "run.output", at: 1, runId: "r", step: "s", text: "hello" }), { type: "run.output", at: 1, runId: "r", step: "s", text: R(5) });
-    assert.deepEqual(redact({ type: "decision", at: 1, conversation: "c", action: "run", system: "blog", confidence: 0.9, source: "classifier", reason: "the person asked: write about X" }).reason, R(31));
-    assert.deepEqual(redact({ type: "gathering", at: 1, conversation: "c", system: "blog", collected: ["topic"], missing: ["tone"], round: 1 }).collected, ["topic"]);
-    assert.equal(redact({ type: "turn.aborted", at: 1, turnId: "t", conversation: "c", model: "m", backend: "b", ms: 1, reason: "client_gone" }).reason, "client_gone");
-    assert.equal(redact({ type: "intent.executed", at: 1, conversation: "c", model: "m", tools: ["web_search"], ok: false, ms: 3, error: "web_search: no results for 'x'" }).error, R("web_search: no results for 'x'".length));
-    assert.deepEqual(redact({ type: "intent.executed", at: 1, conversation: "c", model: "m", tools: ["web_search"], ok: false, ms: 3 }).tools, ["web_search"]);
-    assert.equal(redact({ type: "session.healed", at: 1, conversation: "c", backend: "b", reason: "No conversation found with session ID abc" }).reason, R(41));
+    assert.deepEqual(
+      redact({
+        type: "decision",
+        at: 1,
+        conversation: "c",
+        action: "run",
+        system: "blog",
+        confidence: 0.9,
+        source: "classifier",
+        reason: "the person asked: write about X",
+      }).reason,
+      R(31),
+    );
+    assert.deepEqual(
+      redact({
+        type: "gathering",
+        at: 1,
+        conversation: "c",
+        system: "blog",
+        collected: ["topic"],
+        missing: ["tone"],
+        round: 1,
+      }).collected,
+      ["topic"],
+    );
+    assert.equal(
+      redact({
+        type: "turn.aborted",
+        at: 1,
+        turnId: "t",
+        conversation: "c",
+        model: "m",
+        backend: "b",
+        ms: 1,
+        reason: "client_gone",
+      }).reason,
+      "client_gone",
+    );
+    assert.equal(
+      redact({
+        type: "intent.executed",
+        at: 1,
+        conversation: "c",
+        model: "m",
+        tools: ["web_search"],
+        ok: false,
+        ms: 3,
+        error: "web_search: no results for 'x'",
+      }).error,
+      R("web_search: no results for 'x'".length),
+    );
+    assert.deepEqual(
+      redact({ type: "intent.executed", at: 1, conversation: "c", model: "m", tools: ["web_search"], ok: false, ms: 3 })
+        .tools,
+      ["web_search"],
+    );
+    assert.equal(
+      redact({
+        type: "session.healed",
+        at: 1,
+        conversation: "c",
+        backend: "b",
+        reason: "No conversation found with session ID abc",
+      }).reason,
+      R(41),
+    );
   });
 
   test("step outputs are replaced whole; node properties keep their names, numbers and booleans", () => {
-    const out = redact({ type: "execution:stepComplete", at: 1, buildId: "b1", system: "s", step: "st", status: "completed", output: { text: "abc" }, ms: 2 });
+    const out = redact({
+      type: "execution:stepComplete",
+      at: 1,
+      buildId: "b1",
+      system: "s",
+      step: "st",
+      status: "completed",
+      output: { text: "abc" },
+      ms: 2,
+    });
     assert.equal(out.output, R(14));
     const node = redact({
       type: "node:updated",
@@ -254,7 +398,14 @@ describe("redaction", () => {
         type: "agent",
         label: "Writer",
         position: { x: 1, y: 2 },
-        properties: { prompt: "Write about ${inputs.topic}", system: "You are terse", headers: { authorization: "Bearer sk-1" }, setEnv: { TOKEN: "t" }, temperature: 0.2, stream: true },
+        properties: {
+          prompt: "Write about ${inputs.topic}",
+          system: "You are terse",
+          headers: { authorization: "Bearer sk-1" },
+          setEnv: { TOKEN: "t" },
+          temperature: 0.2,
+          stream: true,
+        },
       },
     }).node as Record<string, unknown>;
     assert.deepEqual(node, {
@@ -262,7 +413,14 @@ describe("redaction", () => {
       type: "agent",
       label: "Writer",
       position: { x: 1, y: 2 },
-      properties: { prompt: R(27), system: R(13), headers: R(JSON.stringify({ authorization: "Bearer sk-1" }).length), setEnv: R(JSON.stringify({ TOKEN: "t" }).length), temperature: 0.2, stream: true },
+      properties: {
+        prompt: R(27),
+        system: R(13),
+        headers: R(JSON.stringify({ authorization: "Bearer sk-1" }).length),
+        setEnv: R(JSON.stringify({ TOKEN: "t" }).length),
+        temperature: 0.2,
+        stream: true,
+      },
     });
   });
 
@@ -291,7 +449,16 @@ describe("frames made on first use", () => {
   test("turn events published while nobody watches replay redacted, with their ids, once made the same for every watcher", () => {
     const { bus, hub: h } = hub();
     bus.emit(turnStarted("t1"));
-    bus.emit({ type: "turn.failed", turnId: "t1", conversation: "c1", model: "m", backend: "b", ms: 5, code: "backend_failed", message: "quoting the secret prompt" });
+    bus.emit({
+      type: "turn.failed",
+      turnId: "t1",
+      conversation: "c1",
+      model: "m",
+      backend: "b",
+      ms: 5,
+      code: "backend_failed",
+      message: "quoting the secret prompt",
+    });
     const first = new FakeSink();
     const second = new FakeSink();
     h.subscribe(first, {}, 0);
@@ -381,7 +548,10 @@ describe("slow subscribers, heartbeats, close", () => {
     assert.equal(h.stats().queued, 3);
     sink.drain();
     assert.deepEqual(
-      sink.events().slice(-4).map((f) => f.data.turnId),
+      sink
+        .events()
+        .slice(-4)
+        .map((f) => f.data.turnId),
       ["a", "b", "c", "d"],
     );
   });
@@ -418,8 +588,18 @@ describe("config: events", () => {
   const base = { backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc" }] };
   test("defaults, and each key checked with its name", async () => {
     const { resolveConfig, ConfigError } = await import("../../src/core/config/load.js");
-    assert.deepEqual(resolveConfig(base, "t").events, { ringSize: 1000, includeText: false, heartbeatSeconds: 15, maxQueued: 1000 });
-    assert.deepEqual(resolveConfig({ ...base, events: { ringSize: 5, includeText: true } }, "t").events, { ringSize: 5, includeText: true, heartbeatSeconds: 15, maxQueued: 1000 });
+    assert.deepEqual(resolveConfig(base, "t").events, {
+      ringSize: 1000,
+      includeText: false,
+      heartbeatSeconds: 15,
+      maxQueued: 1000,
+    });
+    assert.deepEqual(resolveConfig({ ...base, events: { ringSize: 5, includeText: true } }, "t").events, {
+      ringSize: 5,
+      includeText: true,
+      heartbeatSeconds: 15,
+      maxQueued: 1000,
+    });
     assert.throws(
       () => resolveConfig({ ...base, events: { ringSize: 0, heartbeatSecs: 3 } }, "t"),
       (e: unknown) => e instanceof ConfigError && /events\.ringSize/.test(e.message) && /heartbeatSecs/.test(e.message),

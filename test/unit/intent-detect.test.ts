@@ -10,7 +10,11 @@ type Expect = null | { kind: "web_search" | "news"; query: string; rule?: string
 function check(message: string, expected: Expect, rules = preset): void {
   const got = detectIntent(message, rules);
   if (expected === null) {
-    assert.equal(got, null, `expected no intent for ${JSON.stringify(message)}, got ${JSON.stringify(got && { ...got, rule: undefined })}`);
+    assert.equal(
+      got,
+      null,
+      `expected no intent for ${JSON.stringify(message)}, got ${JSON.stringify(got && { ...got, rule: undefined })}`,
+    );
     return;
   }
   assert.ok(got, `expected ${expected.kind} for ${JSON.stringify(message)}`);
@@ -33,11 +37,17 @@ const PRESET_CASES: Array<[string, Expect]> = [
   ["Please research quantum error correction.", { kind: "web_search", query: "quantum error correction" }],
   ["Hey, find me a cheap flight to Riga", { kind: "web_search", query: "a cheap flight to Riga" }],
   ["Find out who won the 2026 World Cup", { kind: "web_search", query: "who won the 2026 World Cup" }],
-  ["Could you please look up the weather in Tallinn tomorrow?", { kind: "web_search", query: "the weather in Tallinn tomorrow" }],
+  [
+    "Could you please look up the weather in Tallinn tomorrow?",
+    { kind: "web_search", query: "the weather in Tallinn tomorrow" },
+  ],
   ['Thanks! Now search for "rust async book" please.', { kind: "web_search", query: "rust async book" }],
   ["Search: node 22 release notes", { kind: "web_search", query: "node 22 release notes" }],
   ["SEARCH FOR NODE 22 RELEASE", { kind: "web_search", query: "NODE 22 RELEASE" }],
-  ["I read about it yesterday. Search for the original paper please", { kind: "web_search", query: "the original paper" }],
+  [
+    "I read about it yesterday. Search for the original paper please",
+    { kind: "web_search", query: "the original paper" },
+  ],
   ["[Sat 2026-11-21 09:13 UTC] look up weather in Tallinn", { kind: "web_search", query: "weather in Tallinn" }],
   ["find information about the Baltic Way", { kind: "web_search", query: "the Baltic Way" }],
   // news: "estonia"/"eesti" AND a news word, anywhere; site-restricted by the rule's data
@@ -80,7 +90,10 @@ const PRESET_CASES: Array<[string, Expect]> = [
   ["What does `curl https://example.com` print?", null],
   ["> search for foo\nwhy would someone write that?", null],
   ["<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nsee https://internal.example/x\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>", null],
-  ["<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nctx\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>\nsearch for real question", { kind: "web_search", query: "real question" }],
+  [
+    "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nctx\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>\nsearch for real question",
+    { kind: "web_search", query: "real question" },
+  ],
 ];
 
 for (const [message, expected] of PRESET_CASES) {
@@ -153,18 +166,38 @@ const ESTONIAN = [
 ];
 
 const CUSTOM_CASES: Array<[string, Expect, ReturnType<typeof rule>[]]> = [
-  ["Kannst du bitte nach dem Wetter in Berlin suchen?", { kind: "web_search", query: "dem Wetter in Berlin", rule: "de-suche-verb-end" }, GERMAN],
-  ["Suche nach den besten Restaurants in München", { kind: "web_search", query: "den besten Restaurants in München", rule: "de-suche" }, GERMAN],
+  [
+    "Kannst du bitte nach dem Wetter in Berlin suchen?",
+    { kind: "web_search", query: "dem Wetter in Berlin", rule: "de-suche-verb-end" },
+    GERMAN,
+  ],
+  [
+    "Suche nach den besten Restaurants in München",
+    { kind: "web_search", query: "den besten Restaurants in München", rule: "de-suche" },
+    GERMAN,
+  ],
   ["Such mal nach Bundesliga Ergebnissen", { kind: "web_search", query: "Bundesliga Ergebnissen" }, GERMAN],
   ["Bitte recherchiere die Geschichte von Lübeck.", { kind: "web_search", query: "die Geschichte von Lübeck" }, GERMAN],
   ["Ich suche meine Schlüssel", null, GERMAN],
   ["Suche meine Brille", null, GERMAN],
-  ["Busca los mejores restaurantes en Madrid", { kind: "web_search", query: "los mejores restaurantes en Madrid" }, SPANISH],
+  [
+    "Busca los mejores restaurantes en Madrid",
+    { kind: "web_search", query: "los mejores restaurantes en Madrid" },
+    SPANISH,
+  ],
   ["¿Puedes buscar el clima en Barcelona?", { kind: "web_search", query: "el clima en Barcelona" }, SPANISH],
-  ["Por favor, búscame información sobre la inflación en España", { kind: "web_search", query: "la inflación en España" }, SPANISH],
+  [
+    "Por favor, búscame información sobre la inflación en España",
+    { kind: "web_search", query: "la inflación en España" },
+    SPANISH,
+  ],
   ["No encuentro mis llaves", null, SPANISH],
   ["Busca mis llaves", null, SPANISH],
-  ["Otsi internetist parimad restoranid Tallinnas", { kind: "web_search", query: "parimad restoranid Tallinnas" }, ESTONIAN],
+  [
+    "Otsi internetist parimad restoranid Tallinnas",
+    { kind: "web_search", query: "parimad restoranid Tallinnas" },
+    ESTONIAN,
+  ],
   ["Palun leia infot Tartu ülikooli kohta", { kind: "web_search", query: "Tartu ülikooli" }, ESTONIAN],
   ["Ma ei leia oma võtmeid", null, ESTONIAN],
   ["Milline on ilm homme?", { kind: "web_search", query: "ilmateade homme", rule: "et-ilm" }, ESTONIAN],
@@ -172,7 +205,8 @@ const CUSTOM_CASES: Array<[string, Expect, ReturnType<typeof rule>[]]> = [
 ];
 
 for (const [message, expected, rules] of CUSTOM_CASES) {
-  test(`custom rules: ${JSON.stringify(message)} → ${expected ? expected.kind : "none"}`, () => check(message, expected, rules));
+  test(`custom rules: ${JSON.stringify(message)} → ${expected ? expected.kind : "none"}`, () =>
+    check(message, expected, rules));
 }
 
 // --- rule semantics -------------------------------------------------------------------------
@@ -188,7 +222,17 @@ test("anchor: start only looks at the first sentence, sentence at every sentence
 });
 
 test("all: every group needs one keyword (AND of OR-groups); prefix keywords end with *", () => {
-  const r = [rule({ id: "n", kind: "news", all: [["latvia*", "latvij*"], ["news", "ziņas"]], sites: ["lsm.lv"] })];
+  const r = [
+    rule({
+      id: "n",
+      kind: "news",
+      all: [
+        ["latvia*", "latvij*"],
+        ["news", "ziņas"],
+      ],
+      sites: ["lsm.lv"],
+    }),
+  ];
   check("Latvian news please", { kind: "news", query: "Latvian news please" }, r);
   check("Latvijas ziņas", { kind: "news", query: "Latvijas ziņas" }, r);
   check("Latvia is nice", null, r);
@@ -204,9 +248,15 @@ test("triggers + all: both must hold", () => {
 });
 
 test("patterns: named group, first group, or the sentence when there is no group", () => {
-  check("weather: Tartu", { kind: "web_search", query: "Tartu" }, [rule({ id: "a", kind: "web_search", patterns: ["^weather:\\s*(?<query>.+)$"] })]);
-  check("wetter in Graz", { kind: "web_search", query: "Graz" }, [rule({ id: "b", kind: "web_search", patterns: ["^wetter in (\\S+)"] })]);
-  check("Stock price of ACME?", { kind: "web_search", query: "Stock price of ACME" }, [rule({ id: "c", kind: "web_search", patterns: ["\\bstock price\\b"] })]);
+  check("weather: Tartu", { kind: "web_search", query: "Tartu" }, [
+    rule({ id: "a", kind: "web_search", patterns: ["^weather:\\s*(?<query>.+)$"] }),
+  ]);
+  check("wetter in Graz", { kind: "web_search", query: "Graz" }, [
+    rule({ id: "b", kind: "web_search", patterns: ["^wetter in (\\S+)"] }),
+  ]);
+  check("Stock price of ACME?", { kind: "web_search", query: "Stock price of ACME" }, [
+    rule({ id: "c", kind: "web_search", patterns: ["\\bstock price\\b"] }),
+  ]);
 });
 
 test("exclude and excludeMessage cancel a rule; rule.query replaces the extracted query", () => {
@@ -232,7 +282,15 @@ test("rules are tried in order: the first match wins; disabled rules never match
 });
 
 test("detectIntent never throws on odd input", () => {
-  const odd = ["\u0000\u0001", "🙂".repeat(500), "[".repeat(1000), "http://", "https://[::1", "www.", "search ".repeat(300)];
+  const odd = [
+    "\u0000\u0001",
+    "🙂".repeat(500),
+    "[".repeat(1000),
+    "http://",
+    "https://[::1",
+    "www.",
+    "search ".repeat(300),
+  ];
   for (const m of odd) assert.doesNotThrow(() => detectIntent(m, preset));
 });
 

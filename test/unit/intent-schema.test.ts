@@ -47,23 +47,38 @@ test("the preset is data: every rule validates, and the Estonian sites live in t
 test("resolveRules: user rules first, same id replaces, disableRules, preset none, enabled false", () => {
   const mine = { id: "mine", kind: "web_search" as const, triggers: ["otsi"] };
   let rules = resolveRules(parseIntentsConfig({ rules: [mine] }));
-  assert.deepEqual(rules.map((r) => r.id), ["mine", "news-estonia", "web-fetch-url", "web-search"]);
+  assert.deepEqual(
+    rules.map((r) => r.id),
+    ["mine", "news-estonia", "web-fetch-url", "web-search"],
+  );
 
   rules = resolveRules(parseIntentsConfig({ rules: [{ id: "web-search", kind: "web_search", triggers: ["hae"] }] }));
-  assert.deepEqual(rules.map((r) => r.id), ["web-search", "news-estonia", "web-fetch-url"]);
+  assert.deepEqual(
+    rules.map((r) => r.id),
+    ["web-search", "news-estonia", "web-fetch-url"],
+  );
   assert.equal(detectIntent("search for cats", rules), null);
   assert.equal(detectIntent("hae kissat", rules)?.kind, "web_search");
 
   rules = resolveRules(parseIntentsConfig({ disableRules: ["news-estonia"] }));
-  assert.deepEqual(rules.map((r) => r.id), ["web-fetch-url", "web-search"]);
+  assert.deepEqual(
+    rules.map((r) => r.id),
+    ["web-fetch-url", "web-search"],
+  );
   assert.equal(detectIntent("Eesti uudised", rules), null);
 
   // Turning one preset rule off by redefining it with enabled: false.
   rules = resolveRules(parseIntentsConfig({ rules: [{ id: "web-fetch-url", kind: "web_fetch", enabled: false }] }));
-  assert.deepEqual(rules.map((r) => r.id), ["news-estonia", "web-search"]);
+  assert.deepEqual(
+    rules.map((r) => r.id),
+    ["news-estonia", "web-search"],
+  );
 
   rules = resolveRules(parseIntentsConfig({ preset: "none", rules: [mine] }));
-  assert.deepEqual(rules.map((r) => r.id), ["mine"]);
+  assert.deepEqual(
+    rules.map((r) => r.id),
+    ["mine"],
+  );
 
   assert.deepEqual(resolveRules(parseIntentsConfig({ enabled: false, rules: [mine] })), []);
 });
@@ -74,7 +89,10 @@ test("validation: bad regex, rule without matchers, unknown keys, provider requi
     assert.equal(r.success, false, JSON.stringify(input));
     return r.error!.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("\n");
   };
-  assert.match(errs({ rules: [{ id: "x", kind: "web_search", patterns: ["(unclosed"] }] }), /rules\.0\.patterns\.0: invalid regular expression/);
+  assert.match(
+    errs({ rules: [{ id: "x", kind: "web_search", patterns: ["(unclosed"] }] }),
+    /rules\.0\.patterns\.0: invalid regular expression/,
+  );
   assert.match(errs({ rules: [{ id: "x", kind: "web_search" }] }), /needs triggers, patterns or all/);
   assert.match(errs({ rules: [{ id: "x", kind: "news", all: [[]] }] }), /rules\.0\.all\.0/);
   assert.match(errs({ rules: [{ id: "bad id", kind: "web_fetch" }] }), /rule ids/);
@@ -90,14 +108,21 @@ test("validation: bad regex, rule without matchers, unknown keys, provider requi
 
 test("mergeIntentsInput: per-model section merges over the global one", () => {
   const merged = mergeIntentsInput(
-    { search: { provider: "searxng", baseUrl: "http://127.0.0.1:8888" }, fetch: { timeoutMs: 5000 }, rules: [{ id: "a", kind: "web_fetch" }] },
+    {
+      search: { provider: "searxng", baseUrl: "http://127.0.0.1:8888" },
+      fetch: { timeoutMs: 5000 },
+      rules: [{ id: "a", kind: "web_fetch" }],
+    },
     { fetch: { allowPrivateAddresses: true }, rules: [{ id: "b", kind: "web_fetch" }], maxToolResultChars: 1500 },
   );
   const c = parseIntentsConfig(merged);
   assert.equal(c.search.provider, "searxng");
   assert.equal(c.fetch.timeoutMs, 5000);
   assert.equal(c.fetch.allowPrivateAddresses, true);
-  assert.deepEqual(c.rules.map((r) => r.id), ["b"]); // arrays are replaced, not concatenated
+  assert.deepEqual(
+    c.rules.map((r) => r.id),
+    ["b"],
+  ); // arrays are replaced, not concatenated
   assert.equal(c.maxToolResultChars, 1500);
   assert.deepEqual(mergeIntentsInput(undefined, undefined), {});
 });

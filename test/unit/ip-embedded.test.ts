@@ -42,6 +42,10 @@ test("the URL guard refuses these spellings as literals", () => {
     ["http://[64:ff9b:1:a9fe:a9:fe00::]/latest/meta-data/", /metadata/],
     ["http://[64:ff9b:1:c0a8:1:200::]:8080/", /private/],
   ] as const) {
-    assert.throws(() => g.checkUrl(url), (e: unknown) => e instanceof BlockedError && re.test(e.message), url);
+    assert.throws(
+      () => g.checkUrl(url),
+      (e: unknown) => e instanceof BlockedError && re.test(e.message),
+      url,
+    );
   }
 });

@@ -85,7 +85,9 @@ function roomOf(rel: string): string {
 function importsOf(file: string): string[] {
   const text = readFileSync(file, "utf8");
   const out: string[] = [];
-  for (const m of text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+"(\.[^"]+)"|import\(\s*"(\.[^"]+)"\s*\)/g)) {
+  for (const m of text.matchAll(
+    /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+"(\.[^"]+)"|import\(\s*"(\.[^"]+)"\s*\)/g,
+  )) {
     const spec = m[1] ?? m[2]!;
     out.push(path.relative(SRC, path.resolve(path.dirname(file), spec)).replace(/\.js$/, ".ts"));
   }
@@ -136,5 +138,9 @@ test("the allowed climb is still there and says why", () => {
   const load = readFileSync(path.join(SRC, "core/config/load.ts"), "utf8");
   const at = load.indexOf('from "../../backends/registry.js"');
   assert.ok(at > 0, "core/config/load.ts imports the backend registry");
-  assert.match(load.slice(Math.max(0, at - 600), at), /deliberate|on purpose/i, "a comment at the import says why it climbs");
+  assert.match(
+    load.slice(Math.max(0, at - 600), at),
+    /deliberate|on purpose/i,
+    "a comment at the import says why it climbs",
+  );
 });

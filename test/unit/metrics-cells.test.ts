@@ -19,10 +19,26 @@ const LABELS: Array<[string, string, string]> = [
 function promClient(): Registry {
   const registry = new Registry();
   const registers = [registry];
-  const turns = new Counter({ name: "t_total", help: "Turns.", labelNames: ["model", "backend", "outcome"], registers });
+  const turns = new Counter({
+    name: "t_total",
+    help: "Turns.",
+    labelNames: ["model", "backend", "outcome"],
+    registers,
+  });
   const plain = new Counter({ name: "plain_total", help: "No labels.", registers });
-  const untouched = new Counter({ name: "untouched_total", help: "Labels, never incremented.", labelNames: ["model"], registers });
-  const duration = new Histogram({ name: "d_seconds", help: "Duration.", labelNames: ["model", "backend", "outcome"], buckets: BUCKETS, registers });
+  const untouched = new Counter({
+    name: "untouched_total",
+    help: "Labels, never incremented.",
+    labelNames: ["model"],
+    registers,
+  });
+  const duration = new Histogram({
+    name: "d_seconds",
+    help: "Duration.",
+    labelNames: ["model", "backend", "outcome"],
+    buckets: BUCKETS,
+    registers,
+  });
   const wait = new Histogram({ name: "w_seconds", help: "No labels.", buckets: BUCKETS, registers });
   const idle = new Histogram({ name: "idle_seconds", help: "No labels, never observed.", buckets: BUCKETS, registers });
   void untouched;

@@ -45,7 +45,14 @@ const FAMILIES: Record<string, "COUNTER" | "GAUGE" | "HISTOGRAM"> = {
 };
 
 /** Node's process metrics, as prom-client names them. */
-const PROCESS_FAMILIES = ["process_cpu_seconds_total", "process_start_time_seconds", "process_resident_memory_bytes", "nodejs_heap_size_used_bytes", "nodejs_eventloop_lag_seconds", "nodejs_version_info"];
+const PROCESS_FAMILIES = [
+  "process_cpu_seconds_total",
+  "process_start_time_seconds",
+  "process_resident_memory_bytes",
+  "nodejs_heap_size_used_bytes",
+  "nodejs_eventloop_lag_seconds",
+  "nodejs_version_info",
+];
 
 const turn = { conversation: "c1", model: "m", backend: "up" };
 
@@ -53,7 +60,16 @@ const turn = { conversation: "c1", model: "m", backend: "up" };
 const EVERY_EVENT: NewEvent[] = [
   { type: "turn.started", turnId: "t1", ...turn, mode: "passthrough", queuedMs: 1500 },
   { type: "turn.firstByte", turnId: "t1", ...turn, ms: 300 },
-  { type: "turn.completed", turnId: "t1", ...turn, ms: 2000, firstByteMs: 300, promptTokens: 42, completionTokens: 7, finishReason: "stop" },
+  {
+    type: "turn.completed",
+    turnId: "t1",
+    ...turn,
+    ms: 2000,
+    firstByteMs: 300,
+    promptTokens: 42,
+    completionTokens: 7,
+    finishReason: "stop",
+  },
   { type: "turn.started", turnId: "t2", ...turn, mode: "passthrough", queuedMs: 0 },
   { type: "turn.failed", turnId: "t2", ...turn, ms: 100, code: "backend_timeout", message: "too slow" },
   { type: "turn.started", turnId: "t3", ...turn, mode: "passthrough", queuedMs: 0 },
@@ -64,7 +80,15 @@ const EVERY_EVENT: NewEvent[] = [
   { type: "session.reset", conversation: "c1", backend: "cli", reason: "retried message" },
   { type: "toolcalls.extracted", ...turn, count: 3 },
   { type: "intent.executed", conversation: "c1", model: "m", tools: ["web_search"], ok: true, ms: 800 },
-  { type: "intent.executed", conversation: "c1", model: "m", tools: ["web_fetch"], ok: false, ms: 200, error: "blocked" },
+  {
+    type: "intent.executed",
+    conversation: "c1",
+    model: "m",
+    tools: ["web_fetch"],
+    ok: false,
+    ms: 200,
+    error: "blocked",
+  },
   { type: "decision", conversation: "c1", action: "run", system: "s", confidence: 0.9, source: "classifier" },
   { type: "decision", conversation: "c1", action: "answer", source: "fallback" },
   { type: "run.started", runId: "r1", system: "s", conversation: "c1" },
@@ -80,16 +104,33 @@ const EVERY_EVENT: NewEvent[] = [
   { type: "run.interrupted", runId: "r5", system: "s" },
   { type: "execution:stepComplete", buildId: "b1", system: "s", step: "x", status: "completed", ms: 5 },
   { type: "execution:stepComplete", buildId: "b1", system: "s", step: "y", status: "failed", error: "no", ms: 5 },
-  { type: "execution:planComplete", buildId: "b1", system: "s", status: "failed", failedStep: "y", error: "no", ms: 10 },
+  {
+    type: "execution:planComplete",
+    buildId: "b1",
+    system: "s",
+    status: "failed",
+    failedStep: "y",
+    error: "no",
+    ms: 10,
+  },
   { type: "backend.health", backend: "up", usable: true, detail: "ok" },
   { type: "backend.health", backend: "cli", usable: false, detail: "not installed" },
 ];
 
-function setup(stats = { running: 0, waiting: 0, conversations: 0, maxConcurrent: 4, maxQueue: 32 }, processes = () => 0) {
+function setup(
+  stats = { running: 0, waiting: 0, conversations: 0, maxConcurrent: 4, maxQueue: 32 },
+  processes = () => 0,
+) {
   const bus = new EventBus((err) => {
     throw err;
   });
-  const metrics = new BridgeMetrics({ bus, scheduler: { stats: () => stats }, processes, models: ["m", "n"], backends: ["up", "cli"] });
+  const metrics = new BridgeMetrics({
+    bus,
+    scheduler: { stats: () => stats },
+    processes,
+    models: ["m", "n"],
+    backends: ["up", "cli"],
+  });
   const scrape = async () => parseMetrics(await metrics.text());
   return { bus, metrics, scrape, stats };
 }
@@ -105,7 +146,8 @@ test("the exposition parses; every family is there with HELP and its type, and N
       assert.equal(f.type, type, `${name} is a ${type}`);
       assert.ok(f.help.length > 10, `${name} has a HELP text`);
     }
-    for (const name of PROCESS_FAMILIES) assert.ok(families.families.get(name)?.metrics.length, `process family ${name} is exposed`);
+    for (const name of PROCESS_FAMILIES)
+      assert.ok(families.families.get(name)?.metrics.length, `process family ${name} is exposed`);
     const ours = [...families.families.keys()].filter((n) => n.startsWith("clawbridge_"));
     assert.deepEqual(ours.filter((n) => !(n in FAMILIES)).sort(), [], "no family of ours left out of this test");
     // Known label values exist at 0 before anything happened.
@@ -135,7 +177,10 @@ test("each event moves its family, with the right labels", async () => {
     const fb = histogramSeries(after, "clawbridge_turn_first_byte_seconds", t)[0]!;
     assert.equal(fb.buckets["0.25"], 0, "300 ms is above the 0.25 s bucket");
     assert.equal(fb.buckets["0.5"], 1, "and inside the 0.5 s one");
-    assert.deepEqual(histogram(after, "clawbridge_turn_duration_seconds", { ...t, outcome: "completed" }), { count: 1, sum: 2 });
+    assert.deepEqual(histogram(after, "clawbridge_turn_duration_seconds", { ...t, outcome: "completed" }), {
+      count: 1,
+      sum: 2,
+    });
     assert.equal(histogram(after, "clawbridge_turn_duration_seconds", t).count, 3);
     assert.equal(value(after, "clawbridge_tokens_total", { ...t, kind: "prompt" }), 42);
     assert.equal(value(after, "clawbridge_tokens_total", { ...t, kind: "completion" }), 7);
@@ -156,9 +201,11 @@ test("each event moves its family, with the right labels", async () => {
     assert.equal(value(after, "clawbridge_router_decisions_total", { action: "answer", source: "fallback" }), 1);
 
     assert.equal(value(after, "clawbridge_runs_started_total"), 1);
-    for (const outcome of ["completed", "failed", "cancelled", "paused", "interrupted"]) assert.equal(value(after, "clawbridge_runs_total", { outcome }), 1, outcome);
+    for (const outcome of ["completed", "failed", "cancelled", "paused", "interrupted"])
+      assert.equal(value(after, "clawbridge_runs_total", { outcome }), 1, outcome);
     assert.deepEqual(histogram(after, "clawbridge_run_duration_seconds", { outcome: "failed" }), { count: 1, sum: 3 });
-    for (const outcome of ["completed", "failed", "skipped"]) assert.equal(value(after, "clawbridge_steps_total", { outcome }), 1, outcome);
+    for (const outcome of ["completed", "failed", "skipped"])
+      assert.equal(value(after, "clawbridge_steps_total", { outcome }), 1, outcome);
     assert.equal(value(after, "clawbridge_step_retries_total"), 1);
     assert.equal(value(after, "clawbridge_builds_total", { outcome: "failed" }), 1);
     assert.equal(value(after, "clawbridge_build_steps_total", { outcome: "completed" }), 1);
@@ -201,11 +248,37 @@ test("labels stay bounded: ids not in the config are `other`, error codes are ca
   const { bus, metrics, scrape } = setup();
   try {
     for (let i = 0; i < 50; i++) {
-      bus.emit({ type: "turn.completed", turnId: `t${i}`, conversation: `conv-${i}`, model: `made-up-${i}`, backend: `nowhere-${i}`, ms: 1 });
+      bus.emit({
+        type: "turn.completed",
+        turnId: `t${i}`,
+        conversation: `conv-${i}`,
+        model: `made-up-${i}`,
+        backend: `nowhere-${i}`,
+        ms: 1,
+      });
       bus.emit({ type: "queue.rejected", conversation: `conv-${i}`, model: `made-up-${i}`, scope: `scope-${i}` });
     }
-    for (let i = 0; i < MAX_ERROR_CODES + 20; i++) bus.emit({ type: "turn.failed", turnId: `f${i}`, conversation: "c", model: "m", backend: "up", ms: 1, code: `code_${i}`, message: "x" });
-    bus.emit({ type: "turn.failed", turnId: "bad", conversation: "c", model: "m", backend: "up", ms: 1, code: "not a {code}", message: "x" });
+    for (let i = 0; i < MAX_ERROR_CODES + 20; i++)
+      bus.emit({
+        type: "turn.failed",
+        turnId: `f${i}`,
+        conversation: "c",
+        model: "m",
+        backend: "up",
+        ms: 1,
+        code: `code_${i}`,
+        message: "x",
+      });
+    bus.emit({
+      type: "turn.failed",
+      turnId: "bad",
+      conversation: "c",
+      model: "m",
+      backend: "up",
+      ms: 1,
+      code: "not a {code}",
+      message: "x",
+    });
     bus.emit({ type: "decision", conversation: "c", action: "toString" as never, source: "constructor" as never });
     const f = await scrape();
     const turns = samples(f, "clawbridge_turns_total");
@@ -218,7 +291,12 @@ test("labels stay bounded: ids not in the config are `other`, error codes are ca
     assert.equal(codes.size, MAX_ERROR_CODES + 1, "the first codes, then `other`");
     assert.equal(value(f, "clawbridge_turn_errors_total", { code: "other" }), 21);
     assert.equal(value(f, "clawbridge_router_decisions_total", { action: "other", source: "other" }), 1);
-    assert.deepEqual(histogramSeries(f, "clawbridge_turn_duration_seconds").map((s) => `${s.labels.model}/${s.labels.backend}/${s.labels.outcome}`).sort(), ["m/up/failed", "other/other/completed"]);
+    assert.deepEqual(
+      histogramSeries(f, "clawbridge_turn_duration_seconds")
+        .map((s) => `${s.labels.model}/${s.labels.backend}/${s.labels.outcome}`)
+        .sort(),
+      ["m/up/failed", "other/other/completed"],
+    );
   } finally {
     metrics.close();
   }
@@ -242,14 +320,27 @@ test("two bridges' metrics never share counters; close() stops listening", async
 });
 
 test("metrics config: on by default, the key required exactly when server.apiKeys is set, requireKey needs keys", () => {
-  const base = { backends: { up: { type: "openai", baseUrl: "http://127.0.0.1:1/v1" } }, models: [{ id: "m", backend: "up" }], remap: [{ match: "kimi", to: "kimi-x", backend: "up" }] };
+  const base = {
+    backends: { up: { type: "openai", baseUrl: "http://127.0.0.1:1/v1" } },
+    models: [{ id: "m", backend: "up" }],
+    remap: [{ match: "kimi", to: "kimi-x", backend: "up" }],
+  };
   const plain = resolveConfig(base, "t");
   assert.deepEqual(plain.metrics, { enabled: true, requireKey: false });
   const keyed = resolveConfig({ ...base, server: { apiKeys: ["k".repeat(16)] } }, "t");
   assert.deepEqual(keyed.metrics, { enabled: true, requireKey: true });
-  assert.deepEqual(resolveConfig({ ...base, server: { apiKeys: ["k".repeat(16)] }, metrics: { requireKey: false } }, "t").metrics, { enabled: true, requireKey: false });
-  assert.deepEqual(resolveConfig({ ...base, metrics: { enabled: false } }, "t").metrics, { enabled: false, requireKey: false });
-  assert.throws(() => resolveConfig({ ...base, metrics: { requireKey: true } }, "t"), /metrics\.requireKey: true needs server\.apiKeys/);
+  assert.deepEqual(
+    resolveConfig({ ...base, server: { apiKeys: ["k".repeat(16)] }, metrics: { requireKey: false } }, "t").metrics,
+    { enabled: true, requireKey: false },
+  );
+  assert.deepEqual(resolveConfig({ ...base, metrics: { enabled: false } }, "t").metrics, {
+    enabled: false,
+    requireKey: false,
+  });
+  assert.throws(
+    () => resolveConfig({ ...base, metrics: { requireKey: true } }, "t"),
+    /metrics\.requireKey: true needs server\.apiKeys/,
+  );
   assert.throws(() => resolveConfig({ ...base, metrics: { enabled: "yes" } }, "t"), /metrics\.enabled/);
   assert.throws(() => resolveConfig({ ...base, metrics: { port: 9100 } }, "t"), /metrics/);
   assert.deepEqual(metricsLabels(plain), { models: ["m", "kimi-x"], backends: ["up"] });

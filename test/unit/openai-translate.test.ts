@@ -13,7 +13,14 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { TextDecoder } from "node:util";
 import type { BackendError, BackendEvent, FinishReason, Usage } from "../../src/backends/contract/backend.js";
-import { mapFinish, mapUsage, StreamTranslator, type UpstreamChunk, type UpstreamDelta, type UpstreamToolCallDelta } from "../../src/backends/openai/translate.js";
+import {
+  mapFinish,
+  mapUsage,
+  StreamTranslator,
+  type UpstreamChunk,
+  type UpstreamDelta,
+  type UpstreamToolCallDelta,
+} from "../../src/backends/openai/translate.js";
 import { sseEvents } from "../../src/backends/openai/framing.js";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "upstream");
@@ -70,7 +77,10 @@ function translate(chunks: UpstreamChunk[], tools: readonly string[], maxToolCal
   return { perChunk, finish, events: [...perChunk.flat(), ...finish], translator };
 }
 
-function translateWhole(body: UpstreamChunk, tools: readonly string[]): { message: BackendEvent[]; finish: BackendEvent[] } {
+function translateWhole(
+  body: UpstreamChunk,
+  tools: readonly string[],
+): { message: BackendEvent[]; finish: BackendEvent[] } {
   const translator = new StreamTranslator({ tools, extract: true, maxToolCalls: 20 });
   return { message: translator.message(body), finish: translator.finish() };
 }
@@ -79,7 +89,8 @@ function translateWhole(body: UpstreamChunk, tools: readonly string[]): { messag
 const GENERATED = "<generated>";
 const GENERATED_ID = /^call[A-Za-z0-9]{24}$/;
 function generatedIds<T extends BackendEvent[] | BackendEvent[][]>(evs: T): T {
-  const fix = (e: BackendEvent): BackendEvent => (e.type === "tool_call" && e.id !== undefined && GENERATED_ID.test(e.id) ? { ...e, id: GENERATED } : e);
+  const fix = (e: BackendEvent): BackendEvent =>
+    e.type === "tool_call" && e.id !== undefined && GENERATED_ID.test(e.id) ? { ...e, id: GENERATED } : e;
   return evs.map((x) => (Array.isArray(x) ? x.map(fix) : fix(x))) as T;
 }
 
@@ -87,10 +98,24 @@ const text = (t: string): BackendEvent => ({ type: "text", text: t });
 const texts = (...ts: string[]): BackendEvent[][] => ts.map((t) => [text(t)]);
 const reasoning = (t: string): BackendEvent => ({ type: "reasoning", text: t });
 const call = (index: number, argumentsDelta: string, id?: string, name?: string): BackendEvent =>
-  id === undefined ? { type: "tool_call", index, argumentsDelta } : { type: "tool_call", index, id, name, argumentsDelta };
+  id === undefined
+    ? { type: "tool_call", index, argumentsDelta }
+    : { type: "tool_call", index, id, name, argumentsDelta };
 /** A call found written as text (the extractor's), marked `extracted`. */
-const xcall = (index: number, argumentsDelta: string, id: string, name: string): BackendEvent => ({ type: "tool_call", index, id, name, argumentsDelta, extracted: true });
-const usage = (promptTokens: number, completionTokens: number, totalTokens: number, more: Partial<Usage> = {}): BackendEvent => ({
+const xcall = (index: number, argumentsDelta: string, id: string, name: string): BackendEvent => ({
+  type: "tool_call",
+  index,
+  id,
+  name,
+  argumentsDelta,
+  extracted: true,
+});
+const usage = (
+  promptTokens: number,
+  completionTokens: number,
+  totalTokens: number,
+  more: Partial<Usage> = {},
+): BackendEvent => ({
   type: "usage",
   usage: { promptTokens, completionTokens, totalTokens, ...more },
 });
@@ -101,7 +126,8 @@ function joined(evs: BackendEvent[]) {
   const calls: Array<{ id: string; name: string; args: string }> = [];
   for (const e of evs) {
     if (e.type !== "tool_call") continue;
-    if (e.id !== undefined) calls[e.index] = { id: GENERATED_ID.test(e.id) ? GENERATED : e.id, name: e.name ?? "", args: "" };
+    if (e.id !== undefined)
+      calls[e.index] = { id: GENERATED_ID.test(e.id) ? GENERATED : e.id, name: e.name ?? "", args: "" };
     calls[e.index]!.args += e.argumentsDelta;
   }
   return {
@@ -114,7 +140,8 @@ function joined(evs: BackendEvent[]) {
 
 // --- re-chunking: the same upstream answer cut at other delta boundaries ---
 
-const pieces = (s: string, n: number): string[] => (s ? Array.from({ length: Math.ceil(s.length / n) }, (_, i) => s.slice(i * n, i * n + n)) : [""]);
+const pieces = (s: string, n: number): string[] =>
+  s ? Array.from({ length: Math.ceil(s.length / n) }, (_, i) => s.slice(i * n, i * n + n)) : [""];
 const STRING_FIELDS = ["reasoning_content", "reasoning", "content", "refusal"] as const;
 
 /** Every string delta (reasoning, content, tool-call arguments) cut into `n`-character deltas, one chunk each; finish_reason and usage stay on the last. */
@@ -135,14 +162,20 @@ function resplit(chunks: UpstreamChunk[], n: number): UpstreamChunk[] {
     for (const tc of d.tool_calls ?? []) {
       const args = typeof tc.function?.arguments === "string" ? tc.function.arguments : "";
       pieces(args, n).forEach((p, i) => {
-        const part: UpstreamToolCallDelta = i === 0 ? { ...tc, function: { ...tc.function, arguments: p } } : { index: tc.index, function: { arguments: p } };
+        const part: UpstreamToolCallDelta =
+          i === 0
+            ? { ...tc, function: { ...tc.function, arguments: p } }
+            : { index: tc.index, function: { arguments: p } };
         deltas.push({ tool_calls: [part] });
       });
     }
     if (deltas.length === 0) deltas.push({});
     deltas.forEach((delta, i) => {
       const last = i === deltas.length - 1;
-      out.push({ choices: [{ index: 0, delta, finish_reason: last ? choice.finish_reason : null }], ...(last && c.usage ? { usage: c.usage } : {}) });
+      out.push({
+        choices: [{ index: 0, delta, finish_reason: last ? choice.finish_reason : null }],
+        ...(last && c.usage ? { usage: c.usage } : {}),
+      });
     });
   }
   return out;
@@ -197,8 +230,17 @@ function assemble(chunks: UpstreamChunk[]): UpstreamChunk {
       if (typeof tc.function?.arguments === "string") cur.args += tc.function.arguments;
     }
   }
-  const message: UpstreamDelta = { role: "assistant", content: content || null, reasoning_content: reasoningText || null };
-  if (calls.length) message.tool_calls = calls.map((x) => ({ id: x.id, type: "function", function: { name: x.name, arguments: x.args } }));
+  const message: UpstreamDelta = {
+    role: "assistant",
+    content: content || null,
+    reasoning_content: reasoningText || null,
+  };
+  if (calls.length)
+    message.tool_calls = calls.map((x) => ({
+      id: x.id,
+      type: "function",
+      function: { name: x.name, arguments: x.args },
+    }));
   return { choices: [{ index: 0, message, finish_reason: finish }], usage: lastUsage };
 }
 
@@ -234,17 +276,33 @@ function randomCuts(seed: number, max: number): Cut {
   };
 }
 
-async function viaSse(body: string, tools: readonly string[], cut?: Cut, initialChars = 0): Promise<{ events: BackendEvent[]; sawDone: boolean }> {
+async function viaSse(
+  body: string,
+  tools: readonly string[],
+  cut?: Cut,
+  initialChars = 0,
+): Promise<{ events: BackendEvent[]; sawDone: boolean }> {
   const translator = new StreamTranslator({ tools, extract: true, maxToolCalls: 20 });
   const state = { sawDone: false };
   const failure = (err: unknown): BackendError => {
     throw err;
   };
   // No cut: the whole body is already read (how a whole answer that is an event stream is parsed).
-  const reader = cut ? bodyReader(Buffer.from(body.slice(initialChars), "utf8"), cut) : { ended: true, next: async (): Promise<Buffer | null> => null };
+  const reader = cut
+    ? bodyReader(Buffer.from(body.slice(initialChars), "utf8"), cut)
+    : { ended: true, next: async (): Promise<Buffer | null> => null };
   const initial = cut ? body.slice(0, initialChars) : body;
   const events: BackendEvent[] = [];
-  for await (const ev of sseEvents(translator, initial, reader, new TextDecoder("utf-8"), failure, "http://127.0.0.1:8000/v1/chat/completions", state)) events.push(ev);
+  for await (const ev of sseEvents(
+    translator,
+    initial,
+    reader,
+    new TextDecoder("utf-8"),
+    failure,
+    "http://127.0.0.1:8000/v1/chat/completions",
+    state,
+  ))
+    events.push(ev);
   return { events, sawDone: state.sawDone };
 }
 
@@ -263,7 +321,26 @@ describe("openai translator: fixtures → exact events", () => {
     const r = translate(upstreamChunks("vllm-text.sse"), NO_TOOLS);
     assert.deepEqual(r.perChunk, [
       [],
-      ...texts("The", " capital", " of", " France", " is", " Paris", ".", " It", " has", " been", " the", " capital", " since", " ", "9", "8", "7", "."),
+      ...texts(
+        "The",
+        " capital",
+        " of",
+        " France",
+        " is",
+        " Paris",
+        ".",
+        " It",
+        " has",
+        " been",
+        " the",
+        " capital",
+        " since",
+        " ",
+        "9",
+        "8",
+        "7",
+        ".",
+      ),
       [], // finish chunk with empty content
       [], // usage chunk: usage is held for the end
     ]);
@@ -299,13 +376,21 @@ describe("openai translator: fixtures → exact events", () => {
 
   it("llamacpp-text.sse: null content in the role chunk, usage (and timings) on the finish chunk", () => {
     const r = translate(upstreamChunks("llamacpp-text.sse"), NO_TOOLS);
-    assert.deepEqual(r.perChunk, [[], ...texts("Sure", ".", " Here", " is", " a", " haiku", ":\n\n", "Quiet", " loop", "back", " port"), []]);
+    assert.deepEqual(r.perChunk, [
+      [],
+      ...texts("Sure", ".", " Here", " is", " a", " haiku", ":\n\n", "Quiet", " loop", "back", " port"),
+      [],
+    ]);
     assert.deepEqual(r.finish, [usage(48, 11, 59), done("stop")]);
   });
 
   it("length-finish.sse: finish_reason length → length; cached_tokens 0 is not reported", () => {
     const r = translate(upstreamChunks("length-finish.sse"), NO_TOOLS);
-    assert.deepEqual(r.events, [...["1", ".", " Check", " the", " logs", "\n", "2", ".", " Restart"].map(text), usage(812, 9, 821), done("length")]);
+    assert.deepEqual(r.events, [
+      ...["1", ".", " Check", " the", " logs", "\n", "2", ".", " Restart"].map(text),
+      usage(812, 9, 821),
+      done("length"),
+    ]);
   });
 
   it("content-filter.sse: Azure's empty-choices prompt-filter chunk is skipped; finish content_filter; no usage sent, none reported", () => {
@@ -316,7 +401,11 @@ describe("openai translator: fixtures → exact events", () => {
 
   it("ollama-text.sse: role on every delta, an empty finish chunk, a usage chunk", () => {
     const r = translate(upstreamChunks("ollama-text.sse"), NO_TOOLS);
-    assert.deepEqual(r.events, [...["Hello", "!", " How", " can", " I", " help", " you", " today", "?"].map(text), usage(26, 10, 36), done("stop")]);
+    assert.deepEqual(r.events, [
+      ...["Hello", "!", " How", " can", " I", " help", " you", " today", "?"].map(text),
+      usage(26, 10, 36),
+      done("stop"),
+    ]);
   });
 
   it("empty-fields.sse: `tool_calls: []`, null reasoning_content and refusal give nothing", () => {
@@ -359,7 +448,12 @@ describe("openai translator: fixtures → exact events", () => {
 
   it("ollama-native-tools.sse: calls reusing index 0 are told apart by id; finish stop → tool_calls", () => {
     const r = translate(upstreamChunks("ollama-native-tools.sse"), TOOLS);
-    assert.deepEqual(r.perChunk, [[call(0, '{"path":"/tmp/a.txt"}', "callk3j2l1m0", "read")], [call(1, '{"path":"/tmp/b.txt"}', "callp9o8i7u6", "read")], [], []]);
+    assert.deepEqual(r.perChunk, [
+      [call(0, '{"path":"/tmp/a.txt"}', "callk3j2l1m0", "read")],
+      [call(1, '{"path":"/tmp/b.txt"}', "callp9o8i7u6", "read")],
+      [],
+      [],
+    ]);
     assert.deepEqual(r.finish, [usage(812, 40, 852), done("tool_calls")]);
   });
 
@@ -371,7 +465,11 @@ describe("openai translator: fixtures → exact events", () => {
     const evs = generatedIds(r.perChunk);
     assert.deepEqual(evs.slice(0, 7), [[], ...texts("I'll", " read", " the", " file", " first", ".")]);
     assert.deepEqual(evs.slice(7, 25).flat(), [], "the call's text is held while it is being written");
-    assert.deepEqual(evs[25], [xcall(0, '{"path":"/etc/hostname"}', GENERATED, "read")], "emitted by the chunk with </tool_call>");
+    assert.deepEqual(
+      evs[25],
+      [xcall(0, '{"path":"/etc/hostname"}', GENERATED, "read")],
+      "emitted by the chunk with </tool_call>",
+    );
     assert.deepEqual(r.finish, [usage(3000, 30, 3030), done("tool_calls")]);
   });
 
@@ -379,13 +477,27 @@ describe("openai translator: fixtures → exact events", () => {
     const chunks = upstreamChunks("vllm-hermes-text-calls.sse");
     const raw = chunks.map((c) => c.choices?.[0]?.delta?.content ?? "").join("");
     const r = translate(chunks, NO_TOOLS);
-    assert.deepEqual(joined(r.events), { text: raw, reasoning: "", calls: [], ends: [usage(3000, 30, 3030), done("stop")] });
+    assert.deepEqual(joined(r.events), {
+      text: raw,
+      reasoning: "",
+      calls: [],
+      ends: [usage(3000, 30, 3030), done("stop")],
+    });
   });
 
   it("qwen3-xml.sse: a Qwen3-Coder <function=…><parameter=…> call becomes JSON arguments", () => {
     const r = translate(upstreamChunks("qwen3-xml.sse"), TOOLS);
-    assert.deepEqual(generatedIds(r.events), [...["Let", " me", " check", "."].map(text), xcall(0, '{"command":"git status"}', GENERATED, "exec"), usage(2048, 17, 2065), done("tool_calls")]);
-    assert.deepEqual(generatedIds(r.perChunk)[17], [xcall(0, '{"command":"git status"}', GENERATED, "exec")], "emitted by the chunk with </tool_call>");
+    assert.deepEqual(generatedIds(r.events), [
+      ...["Let", " me", " check", "."].map(text),
+      xcall(0, '{"command":"git status"}', GENERATED, "exec"),
+      usage(2048, 17, 2065),
+      done("tool_calls"),
+    ]);
+    assert.deepEqual(
+      generatedIds(r.perChunk)[17],
+      [xcall(0, '{"command":"git status"}', GENERATED, "exec")],
+      "emitted by the chunk with </tool_call>",
+    );
   });
 
   it("ollama-content-calls.sse: bare JSON lines in content → two calls with distinct ids, no text", () => {
@@ -400,21 +512,47 @@ describe("openai translator: fixtures → exact events", () => {
       done("tool_calls"),
     ]);
     // The first call is out when its line ends; the second (no newline after it) when the stream ends.
-    assert.deepEqual(generatedIds(r.perChunk[23]!), [xcall(0, '{"path":"/tmp/a.txt","content":"hello"}', GENERATED, "write")]);
+    assert.deepEqual(generatedIds(r.perChunk[23]!), [
+      xcall(0, '{"path":"/tmp/a.txt","content":"hello"}', GENERATED, "write"),
+    ]);
     assert.equal(generatedIds(r.finish)[0]!.type, "tool_call");
   });
 
   it("special-tokens.sse: <|im_end|>, a split <|im_start|>assistant and <|endoftext|> are stripped", () => {
     const r = translate(upstreamChunks("special-tokens.sse"), NO_TOOLS);
-    assert.deepEqual(r.perChunk, [[], ...texts("Done", "."), [], [text("\n")], [], [], [], [], ...texts("Anything", " else", "?"), [], []]);
+    assert.deepEqual(r.perChunk, [
+      [],
+      ...texts("Done", "."),
+      [],
+      [text("\n")],
+      [],
+      [],
+      [],
+      [],
+      ...texts("Anything", " else", "?"),
+      [],
+      [],
+    ]);
     assert.deepEqual(r.finish, [done("stop")]);
     // With tools the extractor strips them (and holds the newline until the next visible text).
-    assert.deepEqual(translate(upstreamChunks("special-tokens.sse"), TOOLS).events, [text("Done"), text("."), text("\nAnything"), text(" else"), text("?"), done("stop")]);
+    assert.deepEqual(translate(upstreamChunks("special-tokens.sse"), TOOLS).events, [
+      text("Done"),
+      text("."),
+      text("\nAnything"),
+      text(" else"),
+      text("?"),
+      done("stop"),
+    ]);
   });
 
   it("special tokens in reasoning are stripped too, also when split across deltas", () => {
-    const deltas = ["Think", "<|im_", "end|>", " more", "<|endoftext|>"].map((r): UpstreamChunk => ({ choices: [{ index: 0, delta: { reasoning_content: r } }] }));
-    const r = translate([...deltas, { choices: [{ index: 0, delta: { content: "ok" }, finish_reason: "stop" }] }], NO_TOOLS);
+    const deltas = ["Think", "<|im_", "end|>", " more", "<|endoftext|>"].map(
+      (r): UpstreamChunk => ({ choices: [{ index: 0, delta: { reasoning_content: r } }] }),
+    );
+    const r = translate(
+      [...deltas, { choices: [{ index: 0, delta: { content: "ok" }, finish_reason: "stop" }] }],
+      NO_TOOLS,
+    );
     assert.deepEqual(r.events, [reasoning("Think"), reasoning(" more"), text("ok"), done("stop")]);
   });
 
@@ -426,7 +564,10 @@ describe("openai translator: fixtures → exact events", () => {
 
   it("plain-json-tools.json: reasoning and a native call from a whole message", () => {
     const r = translateWhole(JSON.parse(fixture("plain-json-tools.json")) as UpstreamChunk, TOOLS);
-    assert.deepEqual(r.message, [reasoning("Need the file."), call(0, '{"path": "/tmp/a.txt"}', "chatcmpltoolaa11bb22", "read")]);
+    assert.deepEqual(r.message, [
+      reasoning("Need the file."),
+      call(0, '{"path": "/tmp/a.txt"}', "chatcmpltoolaa11bb22", "read"),
+    ]);
     assert.deepEqual(r.finish, [usage(300, 20, 320), done("tool_calls")]);
   });
 
@@ -437,8 +578,15 @@ describe("openai translator: fixtures → exact events", () => {
       const evs = translator.chunk(c);
       return { evs, cap: translator.capReached };
     });
-    assert.equal(perChunk.findIndex((x) => x.cap), 8, "the chunk that names the second call");
-    assert.deepEqual(perChunk.slice(8).flatMap((x) => x.evs), []);
+    assert.equal(
+      perChunk.findIndex((x) => x.cap),
+      8,
+      "the chunk that names the second call",
+    );
+    assert.deepEqual(
+      perChunk.slice(8).flatMap((x) => x.evs),
+      [],
+    );
     assert.deepEqual(translator.finish(), [usage(5120, 41, 5161), done("tool_calls")]);
     assert.equal(translator.toolCalls, 1);
   });
@@ -452,7 +600,15 @@ describe("openai translator: fixtures → exact events", () => {
         [
           text("Let"),
           text(" me"),
-          { type: "error", error: { code: "upstream_error", message: "upstream error: EngineCore encountered an issue. See stack trace (above) for the root cause.", status: 500, retryable: true } },
+          {
+            type: "error",
+            error: {
+              code: "upstream_error",
+              message: "upstream error: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+              status: 500,
+              retryable: true,
+            },
+          },
         ],
         name,
       );
@@ -482,7 +638,17 @@ describe("openai translator: finish-reason and usage mapping", () => {
     const end = (chunks: UpstreamChunk[], tools = TOOLS) => translate(chunks, tools).finish.at(-1);
     const fin = (reason: string): UpstreamChunk => ({ choices: [{ index: 0, delta: {}, finish_reason: reason }] });
     assert.deepEqual(end([{ choices: [{ index: 0, delta: { content: "hi" } }] }, fin("tool_calls")]), done("stop"));
-    assert.deepEqual(end([{ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: "c1", function: { name: "read", arguments: "{}" } }] } }] }, fin("length")]), done("tool_calls"));
+    assert.deepEqual(
+      end([
+        {
+          choices: [
+            { index: 0, delta: { tool_calls: [{ index: 0, id: "c1", function: { name: "read", arguments: "{}" } }] } },
+          ],
+        },
+        fin("length"),
+      ]),
+      done("tool_calls"),
+    );
     assert.deepEqual(end([fin("function_call")]), done("stop"));
   });
 
@@ -492,25 +658,58 @@ describe("openai translator: finish-reason and usage mapping", () => {
     assert.equal(mapUsage({}), undefined, "no token counts: no usage");
     assert.equal(mapUsage({ total_tokens: 5 }), undefined);
     assert.deepEqual(mapUsage({ prompt_tokens: 7 }), { promptTokens: 7, completionTokens: 0, totalTokens: 7 });
-    assert.deepEqual(mapUsage({ prompt_tokens: 7, completion_tokens: 3 }), { promptTokens: 7, completionTokens: 3, totalTokens: 10 }, "total computed when missing");
-    assert.deepEqual(mapUsage({ prompt_tokens: 7, completion_tokens: 3, total_tokens: 11 }), { promptTokens: 7, completionTokens: 3, totalTokens: 11 }, "the upstream's total wins");
     assert.deepEqual(
-      mapUsage({ prompt_tokens: 7, completion_tokens: 3, total_tokens: 10, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } }),
+      mapUsage({ prompt_tokens: 7, completion_tokens: 3 }),
+      { promptTokens: 7, completionTokens: 3, totalTokens: 10 },
+      "total computed when missing",
+    );
+    assert.deepEqual(
+      mapUsage({ prompt_tokens: 7, completion_tokens: 3, total_tokens: 11 }),
+      { promptTokens: 7, completionTokens: 3, totalTokens: 11 },
+      "the upstream's total wins",
+    );
+    assert.deepEqual(
+      mapUsage({
+        prompt_tokens: 7,
+        completion_tokens: 3,
+        total_tokens: 10,
+        prompt_tokens_details: { cached_tokens: 0 },
+        completion_tokens_details: { reasoning_tokens: 0 },
+      }),
       { promptTokens: 7, completionTokens: 3, totalTokens: 10 },
       "zero details are left out",
     );
-    assert.deepEqual(mapUsage({ prompt_tokens: 7, completion_tokens: 3, prompt_tokens_details: null, completion_tokens_details: null }), { promptTokens: 7, completionTokens: 3, totalTokens: 10 });
-    assert.deepEqual(mapUsage({ prompt_tokens: 7, completion_tokens: 3, prompt_tokens_details: { cached_tokens: 4 }, completion_tokens_details: { reasoning_tokens: 2 } }), {
-      promptTokens: 7,
-      completionTokens: 3,
-      totalTokens: 10,
-      cachedTokens: 4,
-      reasoningTokens: 2,
-    });
+    assert.deepEqual(
+      mapUsage({
+        prompt_tokens: 7,
+        completion_tokens: 3,
+        prompt_tokens_details: null,
+        completion_tokens_details: null,
+      }),
+      { promptTokens: 7, completionTokens: 3, totalTokens: 10 },
+    );
+    assert.deepEqual(
+      mapUsage({
+        prompt_tokens: 7,
+        completion_tokens: 3,
+        prompt_tokens_details: { cached_tokens: 4 },
+        completion_tokens_details: { reasoning_tokens: 2 },
+      }),
+      {
+        promptTokens: 7,
+        completionTokens: 3,
+        totalTokens: 10,
+        cachedTokens: 4,
+        reasoningTokens: 2,
+      },
+    );
   });
 
   it("refusal text is answer text: with the content of the same delta, one event", () => {
-    const r = translate([{ choices: [{ index: 0, delta: { content: "I can't", refusal: " help with that." }, finish_reason: "stop" }] }], NO_TOOLS);
+    const r = translate(
+      [{ choices: [{ index: 0, delta: { content: "I can't", refusal: " help with that." }, finish_reason: "stop" }] }],
+      NO_TOOLS,
+    );
     assert.deepEqual(r.events, [text("I can't help with that."), done("stop")]);
   });
 
@@ -530,7 +729,11 @@ describe("openai translator: finish-reason and usage mapping", () => {
 describe("openai translator: split invariance", () => {
   it("every .sse fixture is covered", () => {
     const all = readdirSync(FIXTURES).filter((f) => f.endsWith(".sse"));
-    assert.deepEqual(all.filter((f) => !STREAMS.includes(f) && f !== "error-mid-stream.sse"), [], "add new complete streams to STREAMS");
+    assert.deepEqual(
+      all.filter((f) => !STREAMS.includes(f) && f !== "error-mid-stream.sse"),
+      [],
+      "add new complete streams to STREAMS",
+    );
   });
 
   for (const name of STREAMS) {
@@ -561,7 +764,11 @@ describe("openai translator: split invariance", () => {
           const r = translate(cs, tools);
           assert.deepEqual(joined(r.events), want, variant);
           // The text of one upstream chunk goes out as one event.
-          for (const evs of r.perChunk) assert.ok(!evs.some((e, i) => e.type === "text" && evs[i + 1]?.type === "text"), `${variant}: two text events from one chunk`);
+          for (const evs of r.perChunk)
+            assert.ok(
+              !evs.some((e, i) => e.type === "text" && evs[i + 1]?.type === "text"),
+              `${variant}: two text events from one chunk`,
+            );
         }
       });
 

@@ -10,9 +10,21 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import path from "node:path";
 import { describe, it } from "node:test";
 import { resolveConfig } from "../../src/core/config/load.js";
-import { collectModelRefs, installOpenClaw, OpenClawSetupError, readMarker, uninstallOpenClaw } from "../../src/ops/openclaw/install.js";
+import {
+  collectModelRefs,
+  installOpenClaw,
+  OpenClawSetupError,
+  readMarker,
+  uninstallOpenClaw,
+} from "../../src/ops/openclaw/install.js";
 import { Json5Doc } from "../../src/ops/openclaw/json5-doc.js";
-import { bridgeBaseUrl, buildProviderEntry, PLACEHOLDER_API_KEY, providerTimeoutSeconds, type OpenClawPaths } from "../../src/ops/openclaw/provider.js";
+import {
+  bridgeBaseUrl,
+  buildProviderEntry,
+  PLACEHOLDER_API_KEY,
+  providerTimeoutSeconds,
+  type OpenClawPaths,
+} from "../../src/ops/openclaw/provider.js";
 import { redactLine, unifiedDiff } from "../../src/ops/openclaw/config-diff.js";
 import type { ValidationResult, Validator } from "../../src/ops/openclaw/validate.js";
 import { OPENCLAW_CONFIGS } from "../fixtures/openclaw-configs.js";
@@ -53,7 +65,16 @@ describe("provider entry", () => {
       ],
     );
     for (const m of e.models) {
-      assert.deepEqual(Object.keys(m), ["id", "name", "reasoning", "input", "cost", "contextWindow", "maxTokens", "compat"]);
+      assert.deepEqual(Object.keys(m), [
+        "id",
+        "name",
+        "reasoning",
+        "input",
+        "cost",
+        "contextWindow",
+        "maxTokens",
+        "compat",
+      ]);
       assert.deepEqual(m.compat, {
         supportsStore: false,
         supportsDeveloperRole: false,
@@ -66,7 +87,14 @@ describe("provider entry", () => {
   });
 
   it("uses a placeholder key when the bridge has no keys, loopback for wildcard hosts, at least 900 s", () => {
-    const config = resolveConfig({ server: { host: "0.0.0.0", port: 4100, allowUnauthenticatedRemote: true }, backends: { oc: { type: "opencode" } }, models: [{ id: "m", backend: "oc" }] }, "t");
+    const config = resolveConfig(
+      {
+        server: { host: "0.0.0.0", port: 4100, allowUnauthenticatedRemote: true },
+        backends: { oc: { type: "opencode" } },
+        models: [{ id: "m", backend: "oc" }],
+      },
+      "t",
+    );
     const e = buildProviderEntry(config);
     assert.equal(e.apiKey, PLACEHOLDER_API_KEY);
     assert.equal(e.baseUrl, "http://127.0.0.1:4100/v1");
@@ -121,7 +149,11 @@ describe("openclaw install / uninstall on realistic configs", () => {
       let at = 0;
       const newLines = installed.split(/\r?\n/);
       for (const line of origLines) {
-        const j = newLines.findIndex((l, k) => k >= at && (l === line || l === `${line},` || (line.includes("{") && l.startsWith(line.replace(/\s*}.*$/, "")))));
+        const j = newLines.findIndex(
+          (l, k) =>
+            k >= at &&
+            (l === line || l === `${line},` || (line.includes("{") && l.startsWith(line.replace(/\s*}.*$/, "")))),
+        );
         assert.ok(j >= 0, `original line kept: ${JSON.stringify(line)}`);
         at = j + 1;
       }
@@ -178,7 +210,10 @@ describe("openclaw install / uninstall on realistic configs", () => {
     assert.ok(!r.diff.includes("bridge-key-0123456789"), "bridge key masked");
     assert.match(r.diff, /apiKey": "<redacted>"/);
     assert.ok(!JSON.stringify(r).includes("bridge-key-0123456789"), "not in the JSON result either");
-    assert.equal(redactLine(`  botToken: 'abc', maxTokensField: "max_tokens", apiKey: "${PLACEHOLDER_API_KEY}"`), `  botToken: '<redacted>', maxTokensField: "max_tokens", apiKey: "${PLACEHOLDER_API_KEY}"`);
+    assert.equal(
+      redactLine(`  botToken: 'abc', maxTokensField: "max_tokens", apiKey: "${PLACEHOLDER_API_KEY}"`),
+      `  botToken: '<redacted>', maxTokensField: "max_tokens", apiKey: "${PLACEHOLDER_API_KEY}"`,
+    );
     assert.equal(unifiedDiff("f", "a\n", "a\n"), "");
   });
 
@@ -189,7 +224,12 @@ describe("openclaw install / uninstall on realistic configs", () => {
     const doc = Json5Doc.parse(read(paths.configPath));
     doc.set(["models", "providers", "clawbridge", "headers"], { "X-Team": "blue" });
     writeFileSync(paths.configPath, doc.toString());
-    const changed = bridgeConfig({ models: [{ id: "opencode/big-pickle", backend: "oc", maxTokens: 16000 }, { id: "new-one", backend: "cc" }] });
+    const changed = bridgeConfig({
+      models: [
+        { id: "opencode/big-pickle", backend: "oc", maxTokens: 16000 },
+        { id: "new-one", backend: "cc" },
+      ],
+    });
     const r = await installOpenClaw({ config: changed, paths });
     assert.equal(r.changed, true);
     assert.match(r.diff, /\+.*"new-one"/);
@@ -235,7 +275,9 @@ describe("openclaw install / uninstall on realistic configs", () => {
     assert.equal(u2.removedProvider, true);
     assert.deepEqual(Json5Doc.parse(read(paths.configPath)).toJSON(), { models: { providers: {} } });
 
-    const same = openclawHome(`{\n  "models": {\n    "providers": {\n      "clawbridge": ${JSON.stringify(entry)}\n    }\n  }\n}\n`);
+    const same = openclawHome(
+      `{\n  "models": {\n    "providers": {\n      "clawbridge": ${JSON.stringify(entry)}\n    }\n  }\n}\n`,
+    );
     const u3 = await uninstallOpenClaw({ paths: same, expectedEntry: entry });
     assert.equal(u3.removedProvider, true);
   });
@@ -243,7 +285,10 @@ describe("openclaw install / uninstall on realistic configs", () => {
   it("refuses a config it cannot parse, or one that $includes the providers, and changes nothing", async () => {
     const broken = '{\n  "gateway": { "port": 18789 },\n  "models": \n}\n';
     const p1 = openclawHome(broken);
-    await assert.rejects(installOpenClaw({ config: bridgeConfig(), paths: p1 }), (e: Error) => e instanceof OpenClawSetupError && /not valid JSON5/.test(e.message));
+    await assert.rejects(
+      installOpenClaw({ config: bridgeConfig(), paths: p1 }),
+      (e: Error) => e instanceof OpenClawSetupError && /not valid JSON5/.test(e.message),
+    );
     assert.equal(read(p1.configPath), broken);
     const inc = '{\n  models: { $include: "./models.json5" },\n}\n';
     const p2 = openclawHome(inc);
@@ -261,7 +306,10 @@ describe("--set-default", () => {
     const cfg = Json5Doc.parse(read(paths.configPath)).toJSON() as Record<string, any>;
     assert.equal(cfg.agents.defaults.model.primary, "clawbridge/claude");
     assert.deepEqual(cfg.agents.defaults.model.fallbacks, [], "sibling key kept");
-    assert.deepEqual(withoutOurKeys(cfg, "clawbridge", true), withoutOurKeys(Json5Doc.parse(fx.text).toJSON(), "clawbridge", true));
+    assert.deepEqual(
+      withoutOurKeys(cfg, "clawbridge", true),
+      withoutOurKeys(Json5Doc.parse(fx.text).toJSON(), "clawbridge", true),
+    );
     assert.equal(readMarker(paths).installs.clawbridge?.defaultModels?.[0]?.previous, "vllm/qwen2.5-coder");
     const u = await uninstallOpenClaw({ paths });
     assert.deepEqual(u.restoredDefaults, [{ path: "agents.defaults.model.primary", to: "vllm/qwen2.5-coder" }]);
@@ -272,14 +320,19 @@ describe("--set-default", () => {
     const tabs = OPENCLAW_CONFIGS.find((f) => f.name === "tab indentation")!;
     const p1 = openclawHome(tabs.text);
     await installOpenClaw({ config: bridgeConfig(), paths: p1, setDefault: true });
-    assert.equal((Json5Doc.parse(read(p1.configPath)).toJSON() as any).agents.defaults.model, "clawbridge/opencode/big-pickle");
+    assert.equal(
+      (Json5Doc.parse(read(p1.configPath)).toJSON() as any).agents.defaults.model,
+      "clawbridge/opencode/big-pickle",
+    );
     await uninstallOpenClaw({ paths: p1 });
     assert.equal(read(p1.configPath), tabs.text);
 
     const minimal = OPENCLAW_CONFIGS.find((f) => f.name.startsWith("no models key"))!;
     const p2 = openclawHome(minimal.text);
     await installOpenClaw({ config: bridgeConfig(), paths: p2, setDefault: true });
-    assert.deepEqual((Json5Doc.parse(read(p2.configPath)).toJSON() as any).agents.defaults.model, { primary: "clawbridge/opencode/big-pickle" });
+    assert.deepEqual((Json5Doc.parse(read(p2.configPath)).toJSON() as any).agents.defaults.model, {
+      primary: "clawbridge/opencode/big-pickle",
+    });
     await uninstallOpenClaw({ paths: p2 });
     assert.equal(read(p2.configPath), minimal.text);
   });
@@ -287,7 +340,10 @@ describe("--set-default", () => {
   it("--agent sets that agent's model; an unknown agent is an error naming the agents", async () => {
     const fx = OPENCLAW_CONFIGS[0]!;
     const paths = openclawHome(fx.text);
-    await assert.rejects(installOpenClaw({ config: bridgeConfig(), paths, setDefault: true, agent: "nope" }), /no agent "nope" in agents\.list \(agents: main, work\)/);
+    await assert.rejects(
+      installOpenClaw({ config: bridgeConfig(), paths, setDefault: true, agent: "nope" }),
+      /no agent "nope" in agents\.list \(agents: main, work\)/,
+    );
     assert.equal(read(paths.configPath), fx.text);
     await installOpenClaw({ config: bridgeConfig(), paths, setDefault: true, agent: "work" });
     await installOpenClaw({ config: bridgeConfig(), paths, setDefault: true, agent: "main" });
@@ -303,16 +359,40 @@ describe("--set-default", () => {
     const fx = OPENCLAW_CONFIGS[1]!;
     const paths = openclawHome(fx.text);
     await installOpenClaw({ config: bridgeConfig(), paths, setDefault: true });
-    writeFileSync(paths.configPath, read(paths.configPath).replace('primary: "clawbridge/opencode/big-pickle"', 'primary: "anthropic/claude-opus-4-6"'));
+    writeFileSync(
+      paths.configPath,
+      read(paths.configPath).replace(
+        'primary: "clawbridge/opencode/big-pickle"',
+        'primary: "anthropic/claude-opus-4-6"',
+      ),
+    );
     const u = await uninstallOpenClaw({ paths });
     assert.deepEqual(u.restoredDefaults, []);
     assert.ok(u.notes.some((n) => /no longer points at clawbridge\/opencode\/big-pickle/.test(n)));
-    assert.equal(read(paths.configPath), fx.text.replace('primary: "vllm/qwen"', 'primary: "anthropic/claude-opus-4-6"'));
+    assert.equal(
+      read(paths.configPath),
+      fx.text.replace('primary: "vllm/qwen"', 'primary: "anthropic/claude-opus-4-6"'),
+    );
   });
 
   it("collectModelRefs finds leftover references to the provider", () => {
-    const refs = collectModelRefs({ agents: { defaults: { model: { primary: "clawbridge/x", fallbacks: ["clawbridge/y"] }, models: { "clawbridge/x": {} } } }, models: { providers: { clawbridge: { models: [] } } } }, "clawbridge");
-    assert.deepEqual(refs.sort(), ["agents.defaults.model.fallbacks[0]", "agents.defaults.model.primary", 'agents.defaults.models["clawbridge/x"]'].sort());
+    const refs = collectModelRefs(
+      {
+        agents: {
+          defaults: { model: { primary: "clawbridge/x", fallbacks: ["clawbridge/y"] }, models: { "clawbridge/x": {} } },
+        },
+        models: { providers: { clawbridge: { models: [] } } },
+      },
+      "clawbridge",
+    );
+    assert.deepEqual(
+      refs.sort(),
+      [
+        "agents.defaults.model.fallbacks[0]",
+        "agents.defaults.model.primary",
+        'agents.defaults.models["clawbridge/x"]',
+      ].sort(),
+    );
   });
 });
 
@@ -327,8 +407,23 @@ describe("stale models.json", () => {
 
   it("removes our provider's entry when its baseUrl/apiKey are stale, keeps other providers, backs up; leaves others alone", async () => {
     const paths = openclawHome(OPENCLAW_CONFIGS[0]!.text);
-    const vllm = { baseUrl: "http://127.0.0.1:8000/v1", apiKey: "sk-vllm-secret-value", api: "openai-completions", models: [] };
-    const stale = agentModelsJson(paths, "main", { providers: { vllm, clawbridge: { baseUrl: "http://127.0.0.1:4000/v1", apiKey: "old-key-123456", api: "openai-completions", models: [] } } });
+    const vllm = {
+      baseUrl: "http://127.0.0.1:8000/v1",
+      apiKey: "sk-vllm-secret-value",
+      api: "openai-completions",
+      models: [],
+    };
+    const stale = agentModelsJson(paths, "main", {
+      providers: {
+        vllm,
+        clawbridge: {
+          baseUrl: "http://127.0.0.1:4000/v1",
+          apiKey: "old-key-123456",
+          api: "openai-completions",
+          models: [],
+        },
+      },
+    });
     const untouched = agentModelsJson(paths, "work", { providers: { vllm } });
     const untouchedText = read(untouched);
     const r = await installOpenClaw({ config: bridgeConfig(), paths });
@@ -353,7 +448,9 @@ describe("stale models.json", () => {
 
   it("--dry-run only reports it; an unreadable models.json is left alone", async () => {
     const paths = openclawHome(OPENCLAW_CONFIGS[0]!.text);
-    const stale = agentModelsJson(paths, "main", { providers: { clawbridge: { baseUrl: "http://127.0.0.1:1/v1", models: [] } } });
+    const stale = agentModelsJson(paths, "main", {
+      providers: { clawbridge: { baseUrl: "http://127.0.0.1:1/v1", models: [] } },
+    });
     const text = read(stale);
     const broken = path.join(paths.stateDir, "agents", "work", "agent", "models.json");
     mkdirSync(path.dirname(broken), { recursive: true });
@@ -374,7 +471,14 @@ describe("validation by OpenClaw", () => {
     const rejecting: Validator = async (p) => {
       seen.push(read(p.configPath));
       const valid = !read(p.configPath).includes("clawbridge");
-      return { ran: true, valid, issues: valid ? [] : [{ path: "models.providers.clawbridge.models.0.compat", message: 'Unrecognized key: "x"' }], detail: valid ? "valid" : "invalid" };
+      return {
+        ran: true,
+        valid,
+        issues: valid
+          ? []
+          : [{ path: "models.providers.clawbridge.models.0.compat", message: 'Unrecognized key: "x"' }],
+        detail: valid ? "valid" : "invalid",
+      };
     };
     const r = await installOpenClaw({ config: bridgeConfig(), paths, validate: rejecting });
     assert.equal(r.ok, false);
@@ -383,12 +487,21 @@ describe("validation by OpenClaw", () => {
     assert.equal(existsSync(paths.markerPath), false);
     assert.ok(r.notes.some((n) => /was NOT changed/.test(n)));
     assert.ok(seen[0]!.includes("clawbridge"), "the candidate text was validated");
-    assert.deepEqual(readdirSync(paths.stateDir).filter((f) => f.includes("clawbridge-check")), [], "candidate file removed");
+    assert.deepEqual(
+      readdirSync(paths.stateDir).filter((f) => f.includes("clawbridge-check")),
+      [],
+      "candidate file removed",
+    );
   });
 
   it("a config that was already invalid for other reasons is still updated, with a note", async () => {
     const paths = openclawHome(OPENCLAW_CONFIGS[1]!.text);
-    const oldIssue: ValidationResult = { ran: true, valid: false, issues: [{ path: "gateway.mode", message: "bad" }], detail: "invalid" };
+    const oldIssue: ValidationResult = {
+      ran: true,
+      valid: false,
+      issues: [{ path: "gateway.mode", message: "bad" }],
+      detail: "invalid",
+    };
     const r = await installOpenClaw({ config: bridgeConfig(), paths, validate: async () => oldIssue });
     assert.equal(r.ok, true);
     assert.ok(r.notes.some((n) => /already invalid before this change \(gateway\.mode: bad\)/.test(n)));

@@ -11,10 +11,22 @@ const SES = "ses_test";
 const USER = "msg_2103a63db001Qdzyte6QPqlntL";
 const ASSIST = "msg_2103a69d1001fXCKbD6PUUOeZe";
 
-const userMsg = (id = USER): OcEvent => ({ type: "message.updated", properties: { sessionID: SES, info: { id, role: "user", sessionID: SES } } });
-const assistantMsg = (id = ASSIST, parentID = USER): OcEvent => ({ type: "message.updated", properties: { sessionID: SES, info: { id, parentID, role: "assistant", sessionID: SES } } });
-const part = (p: Record<string, unknown>, messageID = ASSIST): OcEvent => ({ type: "message.part.updated", properties: { sessionID: SES, part: { sessionID: SES, messageID, ...p }, time: 1 } });
-const delta = (partID: string, d: string, messageID = ASSIST): OcEvent => ({ type: "message.part.delta", properties: { sessionID: SES, messageID, partID, field: "text", delta: d } });
+const userMsg = (id = USER): OcEvent => ({
+  type: "message.updated",
+  properties: { sessionID: SES, info: { id, role: "user", sessionID: SES } },
+});
+const assistantMsg = (id = ASSIST, parentID = USER): OcEvent => ({
+  type: "message.updated",
+  properties: { sessionID: SES, info: { id, parentID, role: "assistant", sessionID: SES } },
+});
+const part = (p: Record<string, unknown>, messageID = ASSIST): OcEvent => ({
+  type: "message.part.updated",
+  properties: { sessionID: SES, part: { sessionID: SES, messageID, ...p }, time: 1 },
+});
+const delta = (partID: string, d: string, messageID = ASSIST): OcEvent => ({
+  type: "message.part.delta",
+  properties: { sessionID: SES, messageID, partID, field: "text", delta: d },
+});
 const idle: OcEvent = { type: "session.status", properties: { sessionID: SES, status: { type: "idle" } } };
 
 function feed(t: OpencodeTurnEvents, evs: OcEvent[]): BackendEvent[] {
@@ -34,7 +46,12 @@ describe("opencode serve events → bridge events", () => {
       delta("prt_t", "there "),
       delta("prt_t", "friend."),
       part({ id: "prt_t", type: "text", text: "Hello there friend.", time: { start: 1, end: 2 } }),
-      part({ id: "prt_f", type: "step-finish", reason: "stop", tokens: { total: 14, input: 11, output: 3, reasoning: 0, cache: { write: 0, read: 2 } } }),
+      part({
+        id: "prt_f",
+        type: "step-finish",
+        reason: "stop",
+        tokens: { total: 14, input: 11, output: 3, reasoning: 0, cache: { write: 0, read: 2 } },
+      }),
     ]);
     assert.deepEqual(out, [
       { type: "text", text: "Hello " },
@@ -45,7 +62,10 @@ describe("opencode serve events → bridge events", () => {
     feed(t, [idle]);
     assert.equal(t.idle, true);
     assert.deepEqual(t.finishEvents(), [
-      { type: "usage", usage: { promptTokens: 13, completionTokens: 3, totalTokens: 16, reasoningTokens: 0, cachedTokens: 2 } },
+      {
+        type: "usage",
+        usage: { promptTokens: 13, completionTokens: 3, totalTokens: 16, reasoningTokens: 0, cachedTokens: 2 },
+      },
       { type: "done", finishReason: "stop" },
     ]);
   });
@@ -58,7 +78,10 @@ describe("opencode serve events → bridge events", () => {
       assistantMsg(oldAssistant, old),
       part({ id: "prt_old", type: "text", text: "" }, oldAssistant),
       delta("prt_old", "stale", oldAssistant),
-      { type: "session.error", properties: { sessionID: SES, error: { name: "MessageAbortedError", data: { message: "Aborted" } } } },
+      {
+        type: "session.error",
+        properties: { sessionID: SES, error: { name: "MessageAbortedError", data: { message: "Aborted" } } },
+      },
       idle,
       { type: "session.idle", properties: { sessionID: SES } },
     ]);
@@ -78,16 +101,37 @@ describe("opencode serve events → bridge events", () => {
       part({ id: "prt_a", type: "text", text: "" }),
       delta("prt_a", "Let me look."),
       part({ id: "prt_tool", type: "tool", tool: "read", callID: "c1", state: { status: "pending" } }),
-      part({ id: "prt_tool", type: "tool", tool: "read", callID: "c1", state: { status: "running", title: "NOTES.md" } }),
-      part({ id: "prt_tool", type: "tool", tool: "read", callID: "c1", state: { status: "running", title: "NOTES.md" } }),
-      part({ id: "prt_tool", type: "tool", tool: "read", callID: "c1", state: { status: "completed", title: "NOTES.md" } }),
+      part({
+        id: "prt_tool",
+        type: "tool",
+        tool: "read",
+        callID: "c1",
+        state: { status: "running", title: "NOTES.md" },
+      }),
+      part({
+        id: "prt_tool",
+        type: "tool",
+        tool: "read",
+        callID: "c1",
+        state: { status: "running", title: "NOTES.md" },
+      }),
+      part({
+        id: "prt_tool",
+        type: "tool",
+        tool: "read",
+        callID: "c1",
+        state: { status: "completed", title: "NOTES.md" },
+      }),
       part({ id: "prt_f1", type: "step-finish", reason: "tool-calls", tokens: { input: 10, output: 5 } }),
       assistantMsg(second),
       part({ id: "prt_b", type: "text", text: "" }, second),
       delta("prt_b", "Done", second),
       // A part the deltas did not carry whole: the rest comes from the finished part.
       part({ id: "prt_b", type: "text", text: "Done reading.", time: { start: 1, end: 2 } }, second),
-      part({ id: "prt_f2", type: "step-finish", reason: "length", tokens: { input: 20, output: 7, reasoning: 3 } }, second),
+      part(
+        { id: "prt_f2", type: "step-finish", reason: "length", tokens: { input: 20, output: 7, reasoning: 3 } },
+        second,
+      ),
       idle,
     ]);
     assert.deepEqual(out, [
@@ -100,7 +144,10 @@ describe("opencode serve events → bridge events", () => {
     ]);
     const fin = t.finishEvents();
     assert.deepEqual(fin.at(-1), { type: "done", finishReason: "length" });
-    assert.deepEqual(fin[0], { type: "usage", usage: { promptTokens: 30, completionTokens: 15, totalTokens: 45, reasoningTokens: 3, cachedTokens: 0 } });
+    assert.deepEqual(fin[0], {
+      type: "usage",
+      usage: { promptTokens: 30, completionTokens: 15, totalTokens: 45, reasoningTokens: 3, cachedTokens: 0 },
+    });
   });
 
   test("a session.error becomes the turn's upstream_error, as the cold path words it", () => {
@@ -108,17 +155,39 @@ describe("opencode serve events → bridge events", () => {
     feed(t, [
       userMsg(),
       assistantMsg(),
-      { type: "session.error", properties: { sessionID: SES, error: { name: "APIError", data: { message: "fake refused", statusCode: 400, isRetryable: false } } } },
-      { type: "session.error", properties: { sessionID: SES, error: { name: "UnknownError", data: { message: "a second one" } } } },
+      {
+        type: "session.error",
+        properties: {
+          sessionID: SES,
+          error: { name: "APIError", data: { message: "fake refused", statusCode: 400, isRetryable: false } },
+        },
+      },
+      {
+        type: "session.error",
+        properties: { sessionID: SES, error: { name: "UnknownError", data: { message: "a second one" } } },
+      },
       idle,
     ]);
-    assert.deepEqual(t.finishEvents(), [{ type: "error", error: { code: "upstream_error", message: "opencode: fake refused (model API status 400)", status: 502, retryable: false } }]);
-    assert.deepEqual(turnError({ name: "APIError", data: { message: "slow down", statusCode: 429, isRetryable: true } }), {
-      code: "upstream_error",
-      message: "opencode: slow down (model API status 429)",
-      status: 429,
-      retryable: true,
-    });
+    assert.deepEqual(t.finishEvents(), [
+      {
+        type: "error",
+        error: {
+          code: "upstream_error",
+          message: "opencode: fake refused (model API status 400)",
+          status: 502,
+          retryable: false,
+        },
+      },
+    ]);
+    assert.deepEqual(
+      turnError({ name: "APIError", data: { message: "slow down", statusCode: 429, isRetryable: true } }),
+      {
+        code: "upstream_error",
+        message: "opencode: slow down (model API status 429)",
+        status: 429,
+        retryable: true,
+      },
+    );
     assert.equal(turnError({ name: "MessageAbortedError", data: { message: "Aborted" } }).code, "aborted");
     assert.equal(turnError(undefined).message, "opencode: unknown error");
   });

@@ -28,16 +28,36 @@ test("the person's words, with OpenClaw's wrappers stripped, and recent turns", 
 });
 
 test("internal context sent after the person's message keeps the turn theirs", () => {
-  const d = dispatchInput(turn, [m("user", "hello"), m("assistant", "hi"), m("user", "run the backup"), m("user", INTERNAL)]);
+  const d = dispatchInput(turn, [
+    m("user", "hello"),
+    m("assistant", "hi"),
+    m("user", "run the backup"),
+    m("user", INTERNAL),
+  ]);
   assert.equal(d.userText, "run the backup");
   assert.equal(d.notFromPerson, undefined);
 });
 
 test("tool results, internal-only turns and heartbeat polls are not the person's words", () => {
-  assert.equal(dispatchInput(turn, [m("user", "weather?"), { role: "assistant", content: null, tool_calls: [] } as unknown as ChatMessage, m("tool", "sunny")]).notFromPerson, "tool_result");
-  assert.equal(dispatchInput(turn, [m("user", "hello"), m("assistant", "hi"), m("user", INTERNAL)]).notFromPerson, "internal");
   assert.equal(
-    dispatchInput(turn, [m("user", "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. If nothing needs attention, reply HEARTBEAT_OK.")]).notFromPerson,
+    dispatchInput(turn, [
+      m("user", "weather?"),
+      { role: "assistant", content: null, tool_calls: [] } as unknown as ChatMessage,
+      m("tool", "sunny"),
+    ]).notFromPerson,
+    "tool_result",
+  );
+  assert.equal(
+    dispatchInput(turn, [m("user", "hello"), m("assistant", "hi"), m("user", INTERNAL)]).notFromPerson,
+    "internal",
+  );
+  assert.equal(
+    dispatchInput(turn, [
+      m(
+        "user",
+        "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. If nothing needs attention, reply HEARTBEAT_OK.",
+      ),
+    ]).notFromPerson,
     "heartbeat",
   );
 });
@@ -45,8 +65,15 @@ test("tool results, internal-only turns and heartbeat polls are not the person's
 test("a retried request has the same message key; the same words sent again later do not", () => {
   const first = [m("user", "[Sat 2026-11-21 09:13 UTC] yes")];
   assert.equal(dispatchInput(turn, first).messageKey, dispatchInput(turn, [...first]).messageKey);
-  const later = [m("user", "[Sat 2026-11-21 09:13 UTC] yes"), m("assistant", "done"), m("user", "[Sat 2026-11-21 09:20 UTC] yes")];
+  const later = [
+    m("user", "[Sat 2026-11-21 09:13 UTC] yes"),
+    m("assistant", "done"),
+    m("user", "[Sat 2026-11-21 09:20 UTC] yes"),
+  ];
   assert.notEqual(dispatchInput(turn, first).messageKey, dispatchInput(turn, later).messageKey);
   const sameStampNewPlace = [m("user", "yes"), m("assistant", "done"), m("user", "yes")];
-  assert.notEqual(dispatchInput(turn, [m("user", "yes")]).messageKey, dispatchInput(turn, sameStampNewPlace).messageKey);
+  assert.notEqual(
+    dispatchInput(turn, [m("user", "yes")]).messageKey,
+    dispatchInput(turn, sameStampNewPlace).messageKey,
+  );
 });

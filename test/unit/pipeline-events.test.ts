@@ -53,9 +53,19 @@ function aborted(turn: TurnInput, ms = 5000): Promise<void> {
   });
 }
 
-const request = (text: string): ChatRequest => chatRequestSchema.parse({ model: "m", messages: [{ role: "user", content: text }] });
+const request = (text: string): ChatRequest =>
+  chatRequestSchema.parse({ model: "m", messages: [{ role: "user", content: text }] });
 
-async function rig(opts: { mode?: "stateless" | "resume"; backend?: ScriptedBackend; bus?: EventBus | null; listen?: boolean; enricher?: Enricher; sched?: { maxConcurrent: number; maxQueue: number; queueTimeoutMs: number } } = {}) {
+async function rig(
+  opts: {
+    mode?: "stateless" | "resume";
+    backend?: ScriptedBackend;
+    bus?: EventBus | null;
+    listen?: boolean;
+    enricher?: Enricher;
+    sched?: { maxConcurrent: number; maxQueue: number; queueTimeoutMs: number };
+  } = {},
+) {
   const mode = opts.mode ?? "stateless";
   const cfg = resolveConfig(
     {
@@ -88,7 +98,10 @@ async function rig(opts: { mode?: "stateless" | "resume"; backend?: ScriptedBack
     resolveModel: (id) => (id === "m2" ? route2 : undefined),
   });
   const turn = async (key: string, text: string, cancel = new Cancellation(), onEvent?: (ev: BackendEvent) => void) => {
-    const p = await pipeline.prepare({ request: request(text), route, conversation: { key, source: "header" } }, cancel);
+    const p = await pipeline.prepare(
+      { request: request(text), route, conversation: { key, source: "header" } },
+      cancel,
+    );
     const out: BackendEvent[] = [];
     for await (const ev of p.events) {
       out.push(ev);
@@ -100,7 +113,8 @@ async function rig(opts: { mode?: "stateless" | "resume"; backend?: ScriptedBack
 }
 
 const types = (evs: BridgeEvent[]) => evs.map((e) => e.type);
-const ofType = <T extends BridgeEvent["type"]>(evs: BridgeEvent[], t: T) => evs.filter((e): e is Extract<BridgeEvent, { type: T }> => e.type === t);
+const ofType = <T extends BridgeEvent["type"]>(evs: BridgeEvent[], t: T) =>
+  evs.filter((e): e is Extract<BridgeEvent, { type: T }> => e.type === t);
 
 describe("turn events", () => {
   test("started → firstByte → completed, with the turn id, usage and finish reason", async () => {
@@ -114,11 +128,19 @@ describe("turn events", () => {
     });
     const { requestId } = await r.turn("c1", "hi");
     assert.deepEqual(types(r.seen), ["turn.started", "turn.firstByte", "turn.completed"]);
-    const [started, first, done] = r.seen as [Extract<BridgeEvent, { type: "turn.started" }>, Extract<BridgeEvent, { type: "turn.firstByte" }>, Extract<BridgeEvent, { type: "turn.completed" }>];
-    for (const e of [started, first, done]) assert.deepEqual([e.turnId, e.conversation, e.model, e.backend], [requestId, "c1", "m", "scripted"]);
+    const [started, first, done] = r.seen as [
+      Extract<BridgeEvent, { type: "turn.started" }>,
+      Extract<BridgeEvent, { type: "turn.firstByte" }>,
+      Extract<BridgeEvent, { type: "turn.completed" }>,
+    ];
+    for (const e of [started, first, done])
+      assert.deepEqual([e.turnId, e.conversation, e.model, e.backend], [requestId, "c1", "m", "scripted"]);
     assert.equal(started.mode, "stateless");
     assert.equal(done.firstByteMs, first.ms);
-    assert.deepEqual([done.promptTokens, done.completionTokens, done.finishReason, done.answeredBy], [11, 4, "length", undefined]);
+    assert.deepEqual(
+      [done.promptTokens, done.completionTokens, done.finishReason, done.answeredBy],
+      [11, 4, "length", undefined],
+    );
   });
 
   test("a backend error: turn.failed with its code and message, no firstByte", async () => {
@@ -154,7 +176,10 @@ describe("turn events", () => {
     await r.turn("c1", "hi", cancel, (ev) => ev.type === "text" && cancel.abort());
     assert.equal(ofType(r.seen, "turn.aborted")[0]?.reason, "client_gone");
 
-    const p = await r.pipeline.prepare({ request: request("again"), route: r.route, conversation: { key: "c2", source: "header" } }, new Cancellation());
+    const p = await r.pipeline.prepare(
+      { request: request("again"), route: r.route, conversation: { key: "c2", source: "header" } },
+      new Cancellation(),
+    );
     const running = (async () => {
       for await (const _ of p.events) {
         /* read */
@@ -227,13 +252,22 @@ describe("queue, resume and pre-execution events", () => {
       await aborted(turn);
       yield { type: "error", error: { code: "aborted", message: "cancelled" } };
     });
-    const first = await r.pipeline.prepare({ request: request("one"), route: r.route, conversation: { key: "a", source: "header" } }, holder);
+    const first = await r.pipeline.prepare(
+      { request: request("one"), route: r.route, conversation: { key: "a", source: "header" } },
+      holder,
+    );
     const running = (async () => {
       for await (const _ of first.events) {
         /* read */
       }
     })();
-    await assert.rejects(r.pipeline.prepare({ request: request("two"), route: r.route, conversation: { key: "b", source: "header" } }, new Cancellation()), QueueRejected);
+    await assert.rejects(
+      r.pipeline.prepare(
+        { request: request("two"), route: r.route, conversation: { key: "b", source: "header" } },
+        new Cancellation(),
+      ),
+      QueueRejected,
+    );
     holder.abort();
     await running;
     const q = ofType(r.seen, "queue.rejected");
@@ -251,7 +285,10 @@ describe("queue, resume and pre-execution events", () => {
     await r.turn("k", "hello");
     r.backend.then(
       async function* () {
-        yield { type: "error", error: { code: "session_not_found", message: "No conversation found with session ID: s-old" } };
+        yield {
+          type: "error",
+          error: { code: "session_not_found", message: "No conversation found with session ID: s-old" },
+        };
       },
       async function* () {
         yield { type: "session", id: "s-new" };
@@ -262,7 +299,10 @@ describe("queue, resume and pre-execution events", () => {
     await r.turn("k", "again");
     const h = ofType(r.seen, "session.healed");
     assert.equal(h.length, 1);
-    assert.deepEqual([h[0]!.conversation, h[0]!.backend, h[0]!.reason], ["k", "scripted", "No conversation found with session ID: s-old"]);
+    assert.deepEqual(
+      [h[0]!.conversation, h[0]!.backend, h[0]!.reason],
+      ["k", "scripted", "No conversation found with session ID: s-old"],
+    );
     assert.equal(ofType(r.seen, "turn.completed").length, 2, "the healed turn completes");
   });
 
@@ -297,7 +337,11 @@ describe("queue, resume and pre-execution events", () => {
     const enricher: Enricher = async (_text, _route, _signal, _log, report) => {
       if (mode === "nothing") return [];
       if (mode === "throws") throw new Error("search engine down");
-      report?.(mode === "ok" ? { tools: ["web_search"], ok: true } : { tools: ["fetch_url"], ok: false, error: "fetch_url: 404" });
+      report?.(
+        mode === "ok"
+          ? { tools: ["web_search"], ok: true }
+          : { tools: ["fetch_url"], ok: false, error: "fetch_url: 404" },
+      );
       return mode === "ok" ? [{ title: "LIVE WEB SEARCH RESULTS", body: "…" }] : [];
     };
     const r = await rig({ enricher });
@@ -321,7 +365,9 @@ describe("queue, resume and pre-execution events", () => {
     );
     for (const e of x) assert.ok(e.ms >= 0 && e.conversation === "c1" && e.model === "m");
     // Before the turn's model answered: each intent.executed comes between its turn.started and turn.firstByte.
-    const order = types(r.seen).filter((t) => t === "intent.executed" || t === "turn.started" || t === "turn.firstByte");
+    const order = types(r.seen).filter(
+      (t) => t === "intent.executed" || t === "turn.started" || t === "turn.firstByte",
+    );
     assert.deepEqual(order.slice(0, 3), ["turn.started", "intent.executed", "turn.firstByte"]);
   });
 });

@@ -57,8 +57,7 @@ function aborted(turn: TurnInput, ms = 5000): Promise<void> {
   });
 }
 
-const answer =
-  (text: string, opts: { session?: string; usage?: boolean } = {}): Script =>
+const answer = (text: string, opts: { session?: string; usage?: boolean } = {}): Script =>
   async function* () {
     if (opts.session) yield { type: "session", id: opts.session };
     yield { type: "text", text };
@@ -78,7 +77,10 @@ function config(mode: "stateless" | "resume"): Config {
 }
 
 const request = (text: string, earlier: ChatRequest["messages"] = []): ChatRequest =>
-  chatRequestSchema.parse({ model: "m", messages: [{ role: "system", content: "You are helpful." }, ...earlier, { role: "user", content: text }] });
+  chatRequestSchema.parse({
+    model: "m",
+    messages: [{ role: "system", content: "You are helpful." }, ...earlier, { role: "user", content: text }],
+  });
 
 const conv = (key: string): Conversation => ({ key, source: "header" });
 
@@ -92,7 +94,8 @@ async function collect(events: AsyncIterable<BackendEvent>): Promise<BackendEven
 }
 
 const terminal = (evs: BackendEvent[]) => evs.filter((e) => e.type === "done" || e.type === "error");
-const errorOf = (evs: BackendEvent[]) => evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
+const errorOf = (evs: BackendEvent[]) =>
+  evs.find((e): e is Extract<BackendEvent, { type: "error" }> => e.type === "error")?.error;
 const textOf = (evs: BackendEvent[]) => evs.flatMap((e) => (e.type === "text" ? [e.text] : [])).join("");
 
 interface Rig {
@@ -105,11 +108,21 @@ interface Rig {
   turn(key: string, req: ChatRequest, cancel?: Cancellation): Promise<BackendEvent[]>;
 }
 
-async function rig(mode: "stateless" | "resume", backend = new ScriptedBackend(), sched = { maxConcurrent: 4, maxQueue: 8, queueTimeoutMs: 2000 }): Promise<Rig> {
+async function rig(
+  mode: "stateless" | "resume",
+  backend = new ScriptedBackend(),
+  sched = { maxConcurrent: 4, maxQueue: 8, queueTimeoutMs: 2000 },
+): Promise<Rig> {
   const cfg = config(mode);
   const store = await openSessionStore({ kind: "memory" });
   const scheduler = new TurnScheduler(sched);
-  const pipeline = new ChatPipeline({ config: cfg, scheduler, logger: createLogger("silent"), debugLog: new DebugLog(null), store });
+  const pipeline = new ChatPipeline({
+    config: cfg,
+    scheduler,
+    logger: createLogger("silent"),
+    debugLog: new DebugLog(null),
+    store,
+  });
   const route: Route = { model: cfg.models[0]!, backend };
   return {
     pipeline,
@@ -147,19 +160,20 @@ describe("pipeline: the backend contract", () => {
   beforeEach(async () => (r = await rig("stateless")));
 
   test("a backend that throws ends the turn with one backend_failed error, and the slot is released", async () => {
-    r.backend.then(
-      async function* () {
-        yield { type: "text", text: "partial " };
-        throw new Error("parser exploded");
-      },
-      answer("next turn works"),
-    );
+    r.backend.then(async function* () {
+      yield { type: "text", text: "partial " };
+      throw new Error("parser exploded");
+    }, answer("next turn works"));
     const evs = await r.turn("c1", request("hi"));
     assert.deepEqual(terminal(evs), [evs.at(-1)]);
     assert.equal(errorOf(evs)?.code, "backend_failed");
     assert.match(errorOf(evs)!.message, /scripted.*parser exploded/);
     assert.equal(errorOf(evs)?.status, 502);
-    assert.equal(textOf(await r.turn("c1", request("again"))), "next turn works", "the conversation is not left locked");
+    assert.equal(
+      textOf(await r.turn("c1", request("again"))),
+      "next turn works",
+      "the conversation is not left locked",
+    );
   });
 
   test("a backend that throws before yielding anything is an error event too", async () => {
@@ -209,7 +223,10 @@ describe("pipeline: the backend contract", () => {
     const usage = (evs[1] as Extract<BackendEvent, { type: "usage" }>).usage;
     assert.equal(usage.estimated, true);
     assert.ok(usage.promptTokens > 5, `prompt counted: ${usage.promptTokens}`);
-    assert.ok(usage.completionTokens >= 7 && usage.completionTokens <= 12, `completion counted: ${usage.completionTokens}`);
+    assert.ok(
+      usage.completionTokens >= 7 && usage.completionTokens <= 12,
+      `completion counted: ${usage.completionTokens}`,
+    );
     assert.equal(usage.totalTokens, usage.promptTokens + usage.completionTokens);
   });
 
@@ -218,15 +235,22 @@ describe("pipeline: the backend contract", () => {
     const evs = await r.turn("c1", request("hi"));
     const usages = evs.filter((e) => e.type === "usage");
     assert.equal(usages.length, 1);
-    assert.deepEqual((usages[0] as Extract<BackendEvent, { type: "usage" }>).usage, { promptTokens: 7, completionTokens: 3, totalTokens: 10 });
+    assert.deepEqual((usages[0] as Extract<BackendEvent, { type: "usage" }>).usage, {
+      promptTokens: 7,
+      completionTokens: 3,
+      totalTokens: 10,
+    });
   });
 
   test("a stateless turn gives the backend the compact prompt, the conversation key and turn 0", async () => {
     r.backend.then(answer("ok"));
-    await r.turn("c9", request("second question", [
-      { role: "user", content: "first question" },
-      { role: "assistant", content: "first answer" },
-    ]));
+    await r.turn(
+      "c9",
+      request("second question", [
+        { role: "user", content: "first question" },
+        { role: "assistant", content: "first answer" },
+      ]),
+    );
     const input = r.backend.inputs[0]!;
     assert.equal(input.session.key, "c9");
     assert.equal(input.session.turn, 0);
@@ -244,7 +268,10 @@ describe("pipeline: abort and deadline", () => {
       await aborted(turn);
       yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
     }, answer("after"));
-    const prepared = await r.pipeline.prepare({ request: request("long job"), route: r.route, conversation: conv("c1") }, cancel);
+    const prepared = await r.pipeline.prepare(
+      { request: request("long job"), route: r.route, conversation: conv("c1") },
+      cancel,
+    );
     const seen: BackendEvent[] = [];
     for await (const ev of prepared.events) {
       seen.push(ev);
@@ -271,7 +298,10 @@ describe("pipeline: abort and deadline", () => {
         closed = true;
       }
     });
-    const prepared = await r.pipeline.prepare({ request: request("hi"), route: r.route, conversation: conv("c1") }, new Cancellation());
+    const prepared = await r.pipeline.prepare(
+      { request: request("hi"), route: r.route, conversation: conv("c1") },
+      new Cancellation(),
+    );
     for await (const ev of prepared.events) if (ev.type === "text") break;
     assert.equal(closed, true, "the backend's generator was closed");
   });
@@ -286,7 +316,12 @@ describe("pipeline: abort and deadline", () => {
     });
     const evs = await r.turn("c1", request("hi"));
     assert.equal(evs.length, 1);
-    assert.deepEqual(errorOf(evs), { code: "backend_timeout", message: "slowpoke did not finish within 0.05s and was stopped", status: 504, retryable: true });
+    assert.deepEqual(errorOf(evs), {
+      code: "backend_timeout",
+      message: "slowpoke did not finish within 0.05s and was stopped",
+      status: 504,
+      retryable: true,
+    });
     assert.equal((reason as Error).name, "TurnDeadline");
   });
 
@@ -294,7 +329,15 @@ describe("pipeline: abort and deadline", () => {
     r = await rig("stateless", new ScriptedBackend("up", 0.05));
     r.backend.then(async function* (turn) {
       await aborted(turn);
-      yield { type: "error", error: { code: "backend_timeout", message: "upstream http://127.0.0.1:1/v1 did not finish within 0.05 s", status: 504, retryable: true } };
+      yield {
+        type: "error",
+        error: {
+          code: "backend_timeout",
+          message: "upstream http://127.0.0.1:1/v1 did not finish within 0.05 s",
+          status: 504,
+          retryable: true,
+        },
+      };
     });
     const evs = await r.turn("c1", request("hi"));
     assert.match(errorOf(evs)!.message, /upstream http/);
@@ -318,13 +361,19 @@ describe("pipeline: refusals and drain", () => {
       await aborted(turn);
       yield { type: "error", error: { code: "aborted", message: "cancelled" } };
     });
-    const first = await r.pipeline.prepare({ request: request("one"), route: r.route, conversation: conv("a") }, holder);
+    const first = await r.pipeline.prepare(
+      { request: request("one"), route: r.route, conversation: conv("a") },
+      holder,
+    );
     const running = collect(first.events);
-    await assert.rejects(r.pipeline.prepare({ request: request("two"), route: r.route, conversation: conv("b") }, new Cancellation()), (err: unknown) => {
-      assert.ok(err instanceof QueueRejected);
-      assert.ok(err.retryAfterSeconds >= 1);
-      return true;
-    });
+    await assert.rejects(
+      r.pipeline.prepare({ request: request("two"), route: r.route, conversation: conv("b") }, new Cancellation()),
+      (err: unknown) => {
+        assert.ok(err instanceof QueueRejected);
+        assert.ok(err.retryAfterSeconds >= 1);
+        return true;
+      },
+    );
     holder.abort();
     await running;
   });
@@ -336,7 +385,10 @@ describe("pipeline: refusals and drain", () => {
       await aborted(turn);
       yield { type: "error", error: { code: "aborted", message: "cancelled" } };
     });
-    const first = await r.pipeline.prepare({ request: request("one"), route: r.route, conversation: conv("same") }, holder);
+    const first = await r.pipeline.prepare(
+      { request: request("one"), route: r.route, conversation: conv("same") },
+      holder,
+    );
     const running = collect(first.events);
     const waiting = new Cancellation();
     const second = r.pipeline.prepare({ request: request("two"), route: r.route, conversation: conv("same") }, waiting);
@@ -353,7 +405,10 @@ describe("pipeline: refusals and drain", () => {
       await aborted(turn);
       yield { type: "error", error: { code: "aborted", message: "cancelled" } };
     });
-    const prepared = await r.pipeline.prepare({ request: request("job"), route: r.route, conversation: conv("c1") }, new Cancellation());
+    const prepared = await r.pipeline.prepare(
+      { request: request("job"), route: r.route, conversation: conv("c1") },
+      new Cancellation(),
+    );
     const running = collect(prepared.events);
     await new Promise((res) => setImmediate(res));
     await r.pipeline.drain(20);
@@ -375,10 +430,13 @@ describe("pipeline: resume binding, healing and reset", () => {
     assert.equal(b?.backendSessionId, "s-1");
     assert.equal(b?.turns, 1);
     assert.equal(b?.lastError ?? null, null, "done clears the in-progress marker");
-    await r.turn("k", request("and then?", [
-      { role: "user", content: "hello" },
-      { role: "assistant", content: "first" },
-    ]));
+    await r.turn(
+      "k",
+      request("and then?", [
+        { role: "user", content: "hello" },
+        { role: "assistant", content: "first" },
+      ]),
+    );
     assert.equal(r.backend.inputs[1]!.session.backendSessionId, "s-1");
     assert.equal(r.backend.inputs[1]!.session.turn, 1);
     assert.equal((await r.store.get("k"))?.turns, 2);
@@ -397,23 +455,36 @@ describe("pipeline: resume binding, healing and reset", () => {
     await r.turn("k", request("my name is Ada"));
     r.backend.then(
       async function* () {
-        yield { type: "error", error: { code: "session_not_found", message: "No conversation found with session ID: s-old" } };
+        yield {
+          type: "error",
+          error: { code: "session_not_found", message: "No conversation found with session ID: s-old" },
+        };
       },
       answer("Your name is Ada.", { session: "s-new" }),
     );
-    const evs = await r.turn("k", request("what is my name?", [
-      { role: "user", content: "my name is Ada" },
-      { role: "assistant", content: "one" },
-    ]));
+    const evs = await r.turn(
+      "k",
+      request("what is my name?", [
+        { role: "user", content: "my name is Ada" },
+        { role: "assistant", content: "one" },
+      ]),
+    );
     assert.equal(errorOf(evs), undefined, "the client never sees the lost session");
     assert.equal(textOf(evs), "Your name is Ada.");
     const [, lost, healed] = r.backend.inputs;
     assert.equal(lost!.session.backendSessionId, "s-old");
     assert.equal(healed!.session.backendSessionId, undefined, "the retry starts a new session");
-    assert.match(`${healed!.prompt.system}\n${healed!.prompt.text}`, /my name is Ada/, "seeded from the conversation in the request");
+    assert.match(
+      `${healed!.prompt.system}\n${healed!.prompt.text}`,
+      /my name is Ada/,
+      "seeded from the conversation in the request",
+    );
     assert.equal((await r.store.get("k"))?.backendSessionId, "s-new");
     const events = await r.store.listEvents("k");
-    assert.ok(events.some((e) => e.kind === "healed" && /s-old/.test(e.reason ?? "")), JSON.stringify(events));
+    assert.ok(
+      events.some((e) => e.kind === "healed" && /s-old/.test(e.reason ?? "")),
+      JSON.stringify(events),
+    );
   });
 
   test("session_not_found after output is not healed: the error reaches the client", async () => {
@@ -423,10 +494,13 @@ describe("pipeline: resume binding, healing and reset", () => {
       yield { type: "text", text: "partial" };
       yield { type: "error", error: { code: "session_not_found", message: "gone" } };
     });
-    const evs = await r.turn("k", request("next", [
-      { role: "user", content: "hi" },
-      { role: "assistant", content: "one" },
-    ]));
+    const evs = await r.turn(
+      "k",
+      request("next", [
+        { role: "user", content: "hi" },
+        { role: "assistant", content: "one" },
+      ]),
+    );
     assert.equal(errorOf(evs)?.code, "session_not_found");
     assert.equal(r.backend.inputs.length, 2, "no second attempt");
   });
@@ -484,7 +558,10 @@ describe("pipeline: resume binding, healing and reset", () => {
     r.backend.then(answer("one", { session: "s-1" }));
     await r.turn("k", request("hi"));
     const other = new ScriptedBackend("other").then(answer("fresh", { session: "o-1" }));
-    const prepared = await r.pipeline.prepare({ request: request("hi again"), route: { ...r.route, backend: other }, conversation: conv("k") }, new Cancellation());
+    const prepared = await r.pipeline.prepare(
+      { request: request("hi again"), route: { ...r.route, backend: other }, conversation: conv("k") },
+      new Cancellation(),
+    );
     await collect(prepared.events);
     assert.equal(other.inputs[0]!.session.backendSessionId, undefined);
     const b = await r.store.get("k");

@@ -5,10 +5,24 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "../../src/workflows/router/classifier.js";
+import {
+  classifierPrompt,
+  parseClassifierReply,
+  retryMessage,
+  type ClassifierReply,
+} from "../../src/workflows/router/classifier.js";
 import { fallbackMatch, parseSlash, words } from "../../src/workflows/router/keyword-fallback.js";
 import { checkInputs, fieldsOf, inputsHash, mergeInputs, schemaProblem } from "../../src/workflows/systems/inputs.js";
-import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, runningLine, stepLine, systemsListText } from "../../src/workflows/router/messages.js";
+import {
+  cancelledText,
+  clarifyText,
+  confirmText,
+  declinedText,
+  giveUpText,
+  runningLine,
+  stepLine,
+  systemsListText,
+} from "../../src/workflows/router/messages.js";
 import { replyKind } from "../../src/workflows/router/replies.js";
 import type { InputSchema, LoadedSystem } from "../../src/workflows/systems/types.js";
 
@@ -156,13 +170,22 @@ test("checkInputs: empty means not given; unknown keys dropped; missing lists re
   const r = checkInputs(CONTENT, { topic: "AI", tone: "casual", hacker: "x", constructor: "y", toString: 1 });
   assert.deepEqual(r.values, { topic: "AI", tone: "casual" });
   assert.equal(r.complete, true);
-  assert.deepEqual(checkInputs(CONTENT, {}).missing.map((f) => f.name), ["topic", "tone"]);
+  assert.deepEqual(
+    checkInputs(CONTENT, {}).missing.map((f) => f.name),
+    ["topic", "tone"],
+  );
 });
 
 test("checkInputs: a required field with an invalid value is both missing and invalid", () => {
   const r = checkInputs(CONTENT, { topic: "AI", tone: "loud" });
-  assert.deepEqual(r.missing.map((f) => f.name), ["tone"]);
-  assert.deepEqual(r.invalid.map((i) => i.field.name), ["tone"]);
+  assert.deepEqual(
+    r.missing.map((f) => f.name),
+    ["tone"],
+  );
+  assert.deepEqual(
+    r.invalid.map((i) => i.field.name),
+    ["tone"],
+  );
   assert.deepEqual(r.values, { topic: "AI" });
   assert.equal(r.complete, false);
 });
@@ -174,14 +197,23 @@ test("checkInputs: values keep declared order and the whole schema decides compl
 
   const cond: InputSchema = {
     type: "object",
-    properties: { kind: { enum: ["email", "sms"] }, to: { type: "string", format: "email" }, a: { type: "string" }, b: { type: "string" } },
+    properties: {
+      kind: { enum: ["email", "sms"] },
+      to: { type: "string", format: "email" },
+      a: { type: "string" },
+      b: { type: "string" },
+    },
     anyOf: [{ required: ["a"] }, { required: ["b"] }],
     if: { properties: { kind: { const: "email" } }, required: ["kind"] },
     then: { required: ["to"] },
   };
   const c1 = checkInputs(cond, { kind: "EMAIL" });
   assert.deepEqual(c1.values, { kind: "email" });
-  assert.deepEqual(c1.missing.map((f) => f.name), ["to"], "a conditional requirement is asked for like any other");
+  assert.deepEqual(
+    c1.missing.map((f) => f.name),
+    ["to"],
+    "a conditional requirement is asked for like any other",
+  );
   assert.deepEqual(c1.problems, ["needs one of a, b"]);
   assert.equal(c1.complete, false);
   const c2 = checkInputs(cond, { kind: "email", to: "nope", b: "1" });
@@ -202,7 +234,11 @@ test("checkInputs: $refs resolve, dialects and $id schemas compile, no inputs is
   };
   assert.deepEqual(checkInputs(withRef, { t: "ALPHA" }).values, { t: "alpha" });
   assert.equal(checkInputs(withRef, { t: "gamma" }).invalid[0]?.problem, "must be one of alpha, beta");
-  const draft7: InputSchema = { type: "object", properties: { n: { $ref: "#/definitions/N" } }, definitions: { N: { type: "integer" } } };
+  const draft7: InputSchema = {
+    type: "object",
+    properties: { n: { $ref: "#/definitions/N" } },
+    definitions: { N: { type: "integer" } },
+  };
   assert.deepEqual(checkInputs(draft7, { n: "7" }).values, { n: 7 });
   // Two distinct objects declaring the same $id must not collide inside ajv.
   const a: InputSchema = { $id: "https://example.com/same", type: "object", properties: { x: { type: "integer" } } };
@@ -219,10 +255,28 @@ test("schemaProblem: accepts object schemas, names what is wrong otherwise", () 
   assert.equal(schemaProblem(CONTENT), undefined);
   assert.equal(schemaProblem({ type: "object", properties: {} }), undefined);
   assert.equal(schemaProblem({ properties: { a: { type: "string" } } }), undefined, "no type: an object schema");
-  assert.equal(schemaProblem({ type: "object", properties: { a: { type: "string", "x-ui": "textarea" } }, "x-owner": "me" }), undefined, "unknown x- keywords are ignored");
-  assert.equal(schemaProblem({ $schema: "https://json-schema.org/draft/2020-12/schema", type: "object", properties: { a: { type: "string" } } }), undefined);
-  assert.equal(schemaProblem({ $schema: "http://json-schema.org/draft-07/schema#", type: "object", properties: {} }), undefined);
-  assert.equal(schemaProblem({ $schema: "http://json-schema.org/draft-04/schema#", type: "object", properties: {} }), undefined, "older drafts are read as draft-07");
+  assert.equal(
+    schemaProblem({ type: "object", properties: { a: { type: "string", "x-ui": "textarea" } }, "x-owner": "me" }),
+    undefined,
+    "unknown x- keywords are ignored",
+  );
+  assert.equal(
+    schemaProblem({
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      properties: { a: { type: "string" } },
+    }),
+    undefined,
+  );
+  assert.equal(
+    schemaProblem({ $schema: "http://json-schema.org/draft-07/schema#", type: "object", properties: {} }),
+    undefined,
+  );
+  assert.equal(
+    schemaProblem({ $schema: "http://json-schema.org/draft-04/schema#", type: "object", properties: {} }),
+    undefined,
+    "older drafts are read as draft-07",
+  );
   const same = { $id: "https://example.com/s", type: "object", properties: {} };
   assert.equal(schemaProblem(same), undefined);
   assert.equal(schemaProblem({ ...same }), undefined, "a second schema with the same $id is fine");
@@ -238,7 +292,10 @@ test("schemaProblem: accepts object schemas, names what is wrong otherwise", () 
     [{ type: "object", properties: { a: { type: ["string", 3] } } }, /unknown type 3/],
     [{ type: "object", properties: { a: { enum: [] } } }, /properties\.a\.enum must be a non-empty list/],
     [{ type: "object", properties: {}, required: "a" }, /required must be a list/],
-    [{ type: "object", properties: { a: {} }, required: ["a", "b"] }, /required names "b", not in properties \(declared: a\)/],
+    [
+      { type: "object", properties: { a: {} }, required: ["a", "b"] },
+      /required names "b", not in properties \(declared: a\)/,
+    ],
     [{ type: "object", properties: { a: { minLength: "x" } } }, /not a valid JSON Schema: .*minLength must be integer/],
     [{ type: "object", properties: { a: { $ref: "#/nope" } } }, /does not compile: .*#\/nope/],
   ];
@@ -250,7 +307,10 @@ test("schemaProblem: accepts object schemas, names what is wrong otherwise", () 
 });
 
 test("mergeInputs: new values win, empty ones do not erase", () => {
-  assert.deepEqual(mergeInputs({ a: 1, b: "x", c: "keep" }, { a: 2, b: "", c: null, d: "new", e: undefined, f: "  " }), { a: 2, b: "x", c: "keep", d: "new" });
+  assert.deepEqual(
+    mergeInputs({ a: 1, b: "x", c: "keep" }, { a: 2, b: "", c: null, d: "new", e: undefined, f: "  " }),
+    { a: 2, b: "x", c: "keep", d: "new" },
+  );
   assert.deepEqual(mergeInputs({}, {}), {});
   const merged = mergeInputs({}, JSON.parse('{"__proto__": {"polluted": true}}') as Record<string, unknown>);
   assert.equal(Object.getPrototypeOf(merged), Object.prototype, "a __proto__ key stays a plain key");
@@ -274,14 +334,30 @@ test("inputsHash: stable across key order, sensitive to system and values", () =
 
 function tenSystems(): LoadedSystem[] {
   const out: LoadedSystem[] = [];
-  const topics = ["blog posts", "weekly reports", "invoices", "server backups", "news digests", "social posts", "meeting notes", "sales leads", "support tickets", "release notes"];
+  const topics = [
+    "blog posts",
+    "weekly reports",
+    "invoices",
+    "server backups",
+    "news digests",
+    "social posts",
+    "meeting notes",
+    "sales leads",
+    "support tickets",
+    "release notes",
+  ];
   topics.forEach((t, i) => {
     out.push(
       sys({
         id: `system-${i}`,
         name: `System ${i} ${t}`,
         description: `Creates or processes ${t} for the team and posts the result where it belongs, with a short summary.`,
-        examples: [`make ${t} about X`, `run the ${t} for Y`, `please do ${t} now`, `a fourth example that is never shown`],
+        examples: [
+          `make ${t} about X`,
+          `run the ${t} for Y`,
+          `please do ${t} now`,
+          `a fourth example that is never shown`,
+        ],
         inputs: {
           type: "object",
           properties: {
@@ -303,10 +379,25 @@ test("classifierPrompt: lists systems and rules, stays compact", (t) => {
   for (const s of systems) {
     assert.ok(p.system.includes(`- ${s.id} "${s.name}": ${s.description}`), s.id);
   }
-  assert.ok(p.system.includes('e.g. "make blog posts about X"; "run the blog posts for Y"; "please do blog posts now"'));
+  assert.ok(
+    p.system.includes('e.g. "make blog posts about X"; "run the blog posts for Y"; "please do blog posts now"'),
+  );
   assert.ok(!p.system.includes("a fourth example"), "at most three examples per system");
-  assert.ok(p.system.includes("inputs: topic (string, required) What the blog posts are about; tone (string: formal|casual|technical) Writing tone; count (integer) How many"));
-  for (const word of ["answer:", "run:", "cancel:", "status:", "Never invent", "ONLY a JSON object", '"confidence":0..1']) assert.ok(p.system.includes(word), word);
+  assert.ok(
+    p.system.includes(
+      "inputs: topic (string, required) What the blog posts are about; tone (string: formal|casual|technical) Writing tone; count (integer) How many",
+    ),
+  );
+  for (const word of [
+    "answer:",
+    "run:",
+    "cancel:",
+    "status:",
+    "Never invent",
+    "ONLY a JSON object",
+    '"confidence":0..1',
+  ])
+    assert.ok(p.system.includes(word), word);
   assert.ok(!p.system.includes("Now collecting"), "no gathering block when not gathering");
   assert.equal(p.user, "Message:\nwrite a blog post about AI");
   const size = p.system.length + p.user.length;
@@ -315,15 +406,21 @@ test("classifierPrompt: lists systems and rules, stays compact", (t) => {
 });
 
 test("classifierPrompt: recent turns clipped and limited; gathering block; systems without inputs", () => {
-  const systems = [sys({ id: "backup", name: "Backup", description: "Backs up the server" }), ...tenSystems().slice(0, 1)];
-  const recent = Array.from({ length: 9 }, (_, i) => ({ role: (i % 2 ? "assistant" : "user") as "user" | "assistant", text: `turn ${i} ${"x".repeat(1000)}` }));
+  const systems = [
+    sys({ id: "backup", name: "Backup", description: "Backs up the server" }),
+    ...tenSystems().slice(0, 1),
+  ];
+  const recent = Array.from({ length: 9 }, (_, i) => ({
+    role: (i % 2 ? "assistant" : "user") as "user" | "assistant",
+    text: `turn ${i} ${"x".repeat(1000)}`,
+  }));
   const p = classifierPrompt({
     systems,
     userText: "casual please",
     recent,
     gathering: { system: systems[1]!, collected: { topic: "AI" }, missing: ["tone"] },
   });
-  assert.ok(p.system.includes("- backup \"Backup\": Backs up the server\n  inputs: none"));
+  assert.ok(p.system.includes('- backup "Backup": Backs up the server\n  inputs: none'));
   assert.ok(p.system.includes('Now collecting inputs for system-0. Collected: {"topic":"AI"}. Missing: tone.'));
   assert.ok(p.system.includes("clearly an unrelated question"));
   const lines = p.user.split("\n");
@@ -341,33 +438,86 @@ test("classifierPrompt: recent turns clipped and limited; gathering block; syste
 test("parseClassifierReply: reads JSON in fences, prose, nested objects and strings with braces", () => {
   const known = new Set(["content-pipeline", "backup"]);
   const cases: Array<[string, ClassifierReply]> = [
-    ['{"action":"run","system":"content-pipeline","confidence":0.9,"inputs":{"topic":"AI"}}', { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "AI" } }],
-    ['```json\n{"action":"answer","system":null,"confidence":0.8,"inputs":{}}\n```', { action: "answer", confidence: 0.8, inputs: {} }],
-    ['Sure! Here is my answer: {"action": "RUN", "system": "Content-Pipeline", "confidence": "0.8", "inputs": {"topic": "a {curly} topic", "meta": {"deep": {"x": 1}}}} Hope that helps {', { action: "run", system: "content-pipeline", confidence: 0.8, inputs: { topic: "a {curly} topic", meta: { deep: { x: 1 } } } }],
-    ['{"action":"run","system":"backup","confidence":85,"inputs":{}}', { action: "run", system: "backup", confidence: 0.85, inputs: {} }],
-    ['{"action":"run","system":"backup","confidence":"85%","inputs":{}}', { action: "run", system: "backup", confidence: 0.85, inputs: {} }],
-    ['{"action":"run","system":"backup","confidence":250,"inputs":{}}', { action: "run", system: "backup", confidence: 1, inputs: {} }],
-    ['{"action":"run","system":"backup","confidence":-3,"inputs":{}}', { action: "run", system: "backup", confidence: 0, inputs: {} }],
-    ['{"action":"run","system":"backup","inputs":{}}', { action: "run", system: "backup", confidence: 0.5, inputs: {} }],
+    [
+      '{"action":"run","system":"content-pipeline","confidence":0.9,"inputs":{"topic":"AI"}}',
+      { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: "AI" } },
+    ],
+    [
+      '```json\n{"action":"answer","system":null,"confidence":0.8,"inputs":{}}\n```',
+      { action: "answer", confidence: 0.8, inputs: {} },
+    ],
+    [
+      'Sure! Here is my answer: {"action": "RUN", "system": "Content-Pipeline", "confidence": "0.8", "inputs": {"topic": "a {curly} topic", "meta": {"deep": {"x": 1}}}} Hope that helps {',
+      {
+        action: "run",
+        system: "content-pipeline",
+        confidence: 0.8,
+        inputs: { topic: "a {curly} topic", meta: { deep: { x: 1 } } },
+      },
+    ],
+    [
+      '{"action":"run","system":"backup","confidence":85,"inputs":{}}',
+      { action: "run", system: "backup", confidence: 0.85, inputs: {} },
+    ],
+    [
+      '{"action":"run","system":"backup","confidence":"85%","inputs":{}}',
+      { action: "run", system: "backup", confidence: 0.85, inputs: {} },
+    ],
+    [
+      '{"action":"run","system":"backup","confidence":250,"inputs":{}}',
+      { action: "run", system: "backup", confidence: 1, inputs: {} },
+    ],
+    [
+      '{"action":"run","system":"backup","confidence":-3,"inputs":{}}',
+      { action: "run", system: "backup", confidence: 0, inputs: {} },
+    ],
+    [
+      '{"action":"run","system":"backup","inputs":{}}',
+      { action: "run", system: "backup", confidence: 0.5, inputs: {} },
+    ],
     ['{"action":"answer"}', { action: "answer", confidence: 0, inputs: {} }],
-    ['{"action":"trigger","system":"backup","confidence":0.7,"inputs":"none"}', { action: "run", system: "backup", confidence: 0.7, inputs: {} }],
-    ['{"action":"execute","system":"backup","confidence":0.7,"inputs":[1]}', { action: "run", system: "backup", confidence: 0.7, inputs: {} }],
+    [
+      '{"action":"trigger","system":"backup","confidence":0.7,"inputs":"none"}',
+      { action: "run", system: "backup", confidence: 0.7, inputs: {} },
+    ],
+    [
+      '{"action":"execute","system":"backup","confidence":0.7,"inputs":[1]}',
+      { action: "run", system: "backup", confidence: 0.7, inputs: {} },
+    ],
     ['{"action":"direct-answer","confidence":0.9}', { action: "answer", confidence: 0.9, inputs: {} }],
     ['{"action":"direct_answer","confidence":0.9}', { action: "answer", confidence: 0.9, inputs: {} }],
     ['{"action":"Direct","confidence":0.9}', { action: "answer", confidence: 0.9, inputs: {} }],
     ['{"action":"chat","confidence":0.9}', { action: "answer", confidence: 0.9, inputs: {} }],
     ['{"action":"cancel","confidence":0.95}', { action: "cancel", confidence: 0.95, inputs: {} }],
-    ['{"action":"status","system":"backup","confidence":0.6}', { action: "status", system: "backup", confidence: 0.6, inputs: {} }],
+    [
+      '{"action":"status","system":"backup","confidence":0.6}',
+      { action: "status", system: "backup", confidence: 0.6, inputs: {} },
+    ],
     // invented ids
-    ['{"action":"run","system":"blog-writer","confidence":0.99,"inputs":{"topic":"AI"}}', { action: "answer", confidence: 0, inputs: {} }],
-    ['{"action":"run","system":null,"confidence":0.9,"inputs":{"topic":"AI"}}', { action: "answer", confidence: 0, inputs: {} }],
+    [
+      '{"action":"run","system":"blog-writer","confidence":0.99,"inputs":{"topic":"AI"}}',
+      { action: "answer", confidence: 0, inputs: {} },
+    ],
+    [
+      '{"action":"run","system":null,"confidence":0.9,"inputs":{"topic":"AI"}}',
+      { action: "answer", confidence: 0, inputs: {} },
+    ],
     ['{"action":"run","confidence":0.9}', { action: "answer", confidence: 0, inputs: {} }],
     ['{"action":"cancel","system":"made-up","confidence":0.9}', { action: "cancel", confidence: 0.9, inputs: {} }],
     // reasoning blocks and objects before the answer
-    ['<think>maybe {"action":"cancel"}?</think>{"action":"run","system":"backup","confidence":0.9,"inputs":{}}', { action: "run", system: "backup", confidence: 0.9, inputs: {} }],
-    ['Schema: {"x": 1}. Mine: {"action":"answer","confidence":0.4,"inputs":{}}', { action: "answer", confidence: 0.4, inputs: {} }],
+    [
+      '<think>maybe {"action":"cancel"}?</think>{"action":"run","system":"backup","confidence":0.9,"inputs":{}}',
+      { action: "run", system: "backup", confidence: 0.9, inputs: {} },
+    ],
+    [
+      'Schema: {"x": 1}. Mine: {"action":"answer","confidence":0.4,"inputs":{}}',
+      { action: "answer", confidence: 0.4, inputs: {} },
+    ],
     ['{not json {"action":"answer","confidence":0.3}}', { action: "answer", confidence: 0.3, inputs: {} }],
-    ['{"action":"run","system":"backup","confidence":0.9,"inputs":{"q":"say \\"hi\\" }"}}', { action: "run", system: "backup", confidence: 0.9, inputs: { q: 'say "hi" }' } }],
+    [
+      '{"action":"run","system":"backup","confidence":0.9,"inputs":{"q":"say \\"hi\\" }"}}',
+      { action: "run", system: "backup", confidence: 0.9, inputs: { q: 'say "hi" }' } },
+    ],
   ];
   for (const [text, expected] of cases) assert.deepEqual(parseClassifierReply(text, known), expected, text);
 });
@@ -414,11 +564,20 @@ test("parseSlash: commands, quoting, errors, and ordinary text", () => {
     ["/runs", { cmd: "runs" }],
     ["/run backup", { cmd: "run", system: "backup", inputs: {} }],
     ["/run Content-Pipeline topic=AI", { cmd: "run", system: "content-pipeline", inputs: { topic: "AI" } }],
-    ['/run blog topic="two words" tone=\'casual\' words=800', { cmd: "run", system: "blog", inputs: { topic: "two words", tone: "casual", words: "800" } }],
+    [
+      "/run blog topic=\"two words\" tone='casual' words=800",
+      { cmd: "run", system: "blog", inputs: { topic: "two words", tone: "casual", words: "800" } },
+    ],
     ['/run blog q="say \\"hi\\"" r=\'it\\\'s\'', { cmd: "run", system: "blog", inputs: { q: 'say "hi"', r: "it's" } }],
-    ["/run blog expr=a=b url=https://x.test/?a=1&b=2", { cmd: "run", system: "blog", inputs: { expr: "a=b", url: "https://x.test/?a=1&b=2" } }],
+    [
+      "/run blog expr=a=b url=https://x.test/?a=1&b=2",
+      { cmd: "run", system: "blog", inputs: { expr: "a=b", url: "https://x.test/?a=1&b=2" } },
+    ],
     ['/run blog k="" path=C:\\temp\\x', { cmd: "run", system: "blog", inputs: { k: "", path: "C:\\temp\\x" } }],
-    ["/run blog topic=“smart quotes” n=‘one two’", { cmd: "run", system: "blog", inputs: { topic: "smart quotes", n: "one two" } }],
+    [
+      "/run blog topic=“smart quotes” n=‘one two’",
+      { cmd: "run", system: "blog", inputs: { topic: "smart quotes", n: "one two" } },
+    ],
     ['/run blog topic=pre"fix more"', { cmd: "run", system: "blog", inputs: { topic: "prefix more" } }],
     ["/run blog a=1 a=2", { cmd: "run", system: "blog", inputs: { a: "2" } }],
     ["/run blog note=multi\\ word", { cmd: "run", system: "blog", inputs: { note: "multi word" } }],
@@ -471,7 +630,12 @@ test("fallbackMatch: ids, names, keyword phrases and examples; ties give null; c
     keywords: ["blog post", "article"],
     examples: ["write a blog post about X", "draft an article on <topic>"],
   });
-  const backup = sys({ id: "backup", name: "Server Backup", keywords: ["backup", "snapshot"], examples: ["back up the production database"] });
+  const backup = sys({
+    id: "backup",
+    name: "Server Backup",
+    keywords: ["backup", "snapshot"],
+    examples: ["back up the production database"],
+  });
   const systems = [blog, backup];
 
   const byId = fallbackMatch("please run the content pipeline", systems);
@@ -496,9 +660,17 @@ test("fallbackMatch: ids, names, keyword phrases and examples; ties give null; c
 
   const phrase = sys({ id: "p1", keywords: ["blog post"] });
   const single = sys({ id: "p2", keywords: ["post"] });
-  assert.deepEqual(fallbackMatch("a blog post", [phrase, single]), { system: "p1", confidence: 0.5, matched: 'keyword "blog post"' }, "a two-word phrase counts two: the more specific match wins");
+  assert.deepEqual(
+    fallbackMatch("a blog post", [phrase, single]),
+    { system: "p1", confidence: 0.5, matched: 'keyword "blog post"' },
+    "a two-word phrase counts two: the more specific match wins",
+  );
   assert.equal(fallbackMatch("post it", [phrase, single])?.system, "p2");
-  assert.equal(fallbackMatch("blog post", systems)?.confidence, 0.6, "keyword phrase (2) and a strong example overlap (1)");
+  assert.equal(
+    fallbackMatch("blog post", systems)?.confidence,
+    0.6,
+    "keyword phrase (2) and a strong example overlap (1)",
+  );
 
   // Placeholders and common words do not make an overlap.
   assert.equal(fallbackMatch("write about X", [sys({ id: "zz", examples: ["write a blog post about X"] })]), null);
@@ -513,7 +685,13 @@ test("fallbackMatch: ids, names, keyword phrases and examples; ties give null; c
   assert.equal(fallbackMatch("send the report", [a, b]), null);
   assert.equal(fallbackMatch("send the report alpha", [a, b])?.system, "alpha");
 
-  for (const text of ["content pipeline", "blog post article content pipeline backup", "snapshot", "write a blog post about cats", "back up the production database now"]) {
+  for (const text of [
+    "content pipeline",
+    "blog post article content pipeline backup",
+    "snapshot",
+    "write a blog post about cats",
+    "back up the production database now",
+  ]) {
     const m = fallbackMatch(text, systems);
     if (m) assert.ok(m.confidence >= 0.4 && m.confidence <= 0.7, `${text}: ${m.confidence}`);
   }
@@ -651,7 +829,10 @@ test("confirmText: exactly the inputs that will run, a reason, the question", ()
       "Run it? (yes / no)",
     ].join("\n"),
   );
-  assert.equal(confirmText("Backup", {}, "always"), "Ready to run **Backup** (it takes no inputs).\n\nThis system always asks before it runs.\n\nRun it? (yes / no)");
+  assert.equal(
+    confirmText("Backup", {}, "always"),
+    "Ready to run **Backup** (it takes no inputs).\n\nThis system always asks before it runs.\n\nRun it? (yes / no)",
+  );
   assert.match(confirmText("B", { a: 1 }, "unsure"), /not sure this is what you meant/);
   const long = confirmText("B", { body: `line one\nline two ${"z".repeat(500)}` }, "unsure");
   const bodyLine = long.split("\n").find((l) => l.startsWith("- **body**"))!;
@@ -664,17 +845,38 @@ test("running and step lines", () => {
   assert.equal(runningLine("Content Pipeline"), "Running **Content Pipeline**…");
   assert.equal(stepLine({ kind: "completed", step: "fetch", ms: 1234 }), "- ✓ `fetch` done (1.2 s)");
   assert.equal(stepLine({ kind: "completed", step: "fetch" }), "- ✓ `fetch` done");
-  assert.equal(stepLine({ kind: "retry", step: "fetch", error: "timeout", delayMs: 1000, attempt: 2, maxAttempts: 4 }), "- ↻ `fetch` failed: timeout — retrying in 1.0 s (attempt 2 of 4)");
-  assert.equal(stepLine({ kind: "retry", step: "fetch", error: "HTTP 503", delayMs: 2000, attempt: 3 }), "- ↻ `fetch` failed: HTTP 503 — retrying in 2.0 s (attempt 3)");
-  assert.equal(stepLine({ kind: "failed", step: "fetch", error: "HTTP 404 Not Found", ms: 300 }), "- ✗ `fetch` failed: HTTP 404 Not Found (0.3 s)");
-  assert.equal(stepLine({ kind: "failed", step: "fetch", error: "line1\nline2", ms: 0 }), "- ✗ `fetch` failed: line1 line2 (0.0 s)");
-  assert.equal(stepLine({ kind: "skipped", step: "post", error: "fetch failed" }), "- ⤼ `post` skipped: `fetch` failed");
-  assert.equal(stepLine({ kind: "skipped", step: "post", error: "fetch was skipped" }), "- ⤼ `post` skipped: `fetch` was skipped");
+  assert.equal(
+    stepLine({ kind: "retry", step: "fetch", error: "timeout", delayMs: 1000, attempt: 2, maxAttempts: 4 }),
+    "- ↻ `fetch` failed: timeout — retrying in 1.0 s (attempt 2 of 4)",
+  );
+  assert.equal(
+    stepLine({ kind: "retry", step: "fetch", error: "HTTP 503", delayMs: 2000, attempt: 3 }),
+    "- ↻ `fetch` failed: HTTP 503 — retrying in 2.0 s (attempt 3)",
+  );
+  assert.equal(
+    stepLine({ kind: "failed", step: "fetch", error: "HTTP 404 Not Found", ms: 300 }),
+    "- ✗ `fetch` failed: HTTP 404 Not Found (0.3 s)",
+  );
+  assert.equal(
+    stepLine({ kind: "failed", step: "fetch", error: "line1\nline2", ms: 0 }),
+    "- ✗ `fetch` failed: line1 line2 (0.0 s)",
+  );
+  assert.equal(
+    stepLine({ kind: "skipped", step: "post", error: "fetch failed" }),
+    "- ⤼ `post` skipped: `fetch` failed",
+  );
+  assert.equal(
+    stepLine({ kind: "skipped", step: "post", error: "fetch was skipped" }),
+    "- ⤼ `post` skipped: `fetch` was skipped",
+  );
   assert.equal(stepLine({ kind: "skipped", step: "post" }), "- ⤼ `post` skipped");
 });
 
 test("systems list, cancel, give up, decline", () => {
-  const list = systemsListText([sys({ id: "content-pipeline", name: "Content Pipeline", description: "Writes a blog post.", inputs: CONTENT }), sys({ id: "backup" })]);
+  const list = systemsListText([
+    sys({ id: "content-pipeline", name: "Content Pipeline", description: "Writes a blog post.", inputs: CONTENT }),
+    sys({ id: "backup" }),
+  ]);
   assert.equal(
     list,
     "Systems you can run:\n\n- **Content Pipeline** (`content-pipeline`): Writes a blog post. — needs topic, tone\n- **backup**\n\nAsk in your own words, or use `/run <id> name=value`.",
@@ -682,7 +884,13 @@ test("systems list, cancel, give up, decline", () => {
   assert.equal(systemsListText([]), "No systems are set up yet.");
   assert.equal(cancelledText("Content Pipeline"), "OK, cancelled **Content Pipeline**.");
   assert.equal(declinedText("Backup"), "OK, I won't run **Backup**.");
-  assert.equal(giveUpText("Backup", "rounds", 3), "I still don't have everything **Backup** needs, so I've stopped asking after 3 tries. Nothing was run — just ask again whenever you're ready.");
-  assert.equal(giveUpText("Backup"), "I still don't have everything **Backup** needs, so I've stopped asking. Nothing was run — just ask again whenever you're ready.");
+  assert.equal(
+    giveUpText("Backup", "rounds", 3),
+    "I still don't have everything **Backup** needs, so I've stopped asking after 3 tries. Nothing was run — just ask again whenever you're ready.",
+  );
+  assert.equal(
+    giveUpText("Backup"),
+    "I still don't have everything **Backup** needs, so I've stopped asking. Nothing was run — just ask again whenever you're ready.",
+  );
   assert.match(giveUpText("Backup", "expired"), /it has been a while, so I've stopped asking\. Nothing was run/);
 });

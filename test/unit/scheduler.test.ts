@@ -16,7 +16,10 @@ async function settle(rounds = 5): Promise<void> {
 
 /** An acquire whose outcome the test can inspect without awaiting it. */
 function track(s: TurnScheduler, key: string, signal: Abortable = new AbortController().signal) {
-  const t: { lease?: Lease; error?: Error; done: boolean; promise: Promise<void> } = { done: false, promise: Promise.resolve() };
+  const t: { lease?: Lease; error?: Error; done: boolean; promise: Promise<void> } = {
+    done: false,
+    promise: Promise.resolve(),
+  };
   t.promise = s.acquire(key, signal).then(
     (l) => {
       t.lease = l;
@@ -30,8 +33,14 @@ function track(s: TurnScheduler, key: string, signal: Abortable = new AbortContr
   return t;
 }
 
-const sched = (o: Partial<{ maxConcurrent: number; maxQueue: number; queueTimeoutMs: number; maxQueuedPerConversation: number }> = {}) =>
-  new TurnScheduler({ maxConcurrent: 4, maxQueue: 32, queueTimeoutMs: 60_000, ...o });
+const sched = (
+  o: Partial<{
+    maxConcurrent: number;
+    maxQueue: number;
+    queueTimeoutMs: number;
+    maxQueuedPerConversation: number;
+  }> = {},
+) => new TurnScheduler({ maxConcurrent: 4, maxQueue: 32, queueTimeoutMs: 60_000, ...o });
 
 describe("per-conversation FIFO", () => {
   test("three turns of one key run strictly one after another, in arrival order", async () => {
@@ -129,7 +138,10 @@ describe("the bounded queue", () => {
     assert.equal(s.stats().waiting, 2);
     await assert.rejects(s.acquire("d", new AbortController().signal), (err: unknown) => {
       assert.ok(err instanceof QueueRejected);
-      assert.ok(Number.isInteger(err.retryAfterSeconds) && err.retryAfterSeconds >= 1, `retryAfterSeconds ${err.retryAfterSeconds}`);
+      assert.ok(
+        Number.isInteger(err.retryAfterSeconds) && err.retryAfterSeconds >= 1,
+        `retryAfterSeconds ${err.retryAfterSeconds}`,
+      );
       assert.ok(err.retryAfterSeconds <= 60);
       assert.match(err.message, /busy/);
       return true;
@@ -148,7 +160,11 @@ describe("the bounded queue", () => {
     const a = track(s, "a");
     await settle();
     await assert.rejects(s.acquire("b", new AbortController().signal), QueueRejected);
-    await assert.rejects(s.acquire("a", new AbortController().signal), QueueRejected, "nor behind its own conversation");
+    await assert.rejects(
+      s.acquire("a", new AbortController().signal),
+      QueueRejected,
+      "nor behind its own conversation",
+    );
     a.lease!.release();
   });
 
@@ -192,23 +208,22 @@ describe("the queue timeout", () => {
     b2.release();
   });
 
-  test(
-    "a turn waiting behind its own conversation is also bounded by the queue timeout",
-    {},
-    async () => {
-      const s = sched({ maxConcurrent: 4, queueTimeoutMs: 100 });
-      const first = track(s, "same");
-      await settle();
-      const second = track(s, "same");
-      // Bounded wait for the outcome (the bug makes it wait forever; give it 10× the timeout).
-      await Promise.race([second.promise, new Promise((r) => setTimeout(r, 1000))]);
-      const outcome = second.error;
-      first.lease!.release();
-      await second.promise;
-      second.lease?.release();
-      assert.ok(outcome instanceof QueueRejected, `expected QueueRejected, got ${second.done ? (second.error?.name ?? "a lease after release") : "still waiting"}`);
-    },
-  );
+  test("a turn waiting behind its own conversation is also bounded by the queue timeout", {}, async () => {
+    const s = sched({ maxConcurrent: 4, queueTimeoutMs: 100 });
+    const first = track(s, "same");
+    await settle();
+    const second = track(s, "same");
+    // Bounded wait for the outcome (the bug makes it wait forever; give it 10× the timeout).
+    await Promise.race([second.promise, new Promise((r) => setTimeout(r, 1000))]);
+    const outcome = second.error;
+    first.lease!.release();
+    await second.promise;
+    second.lease?.release();
+    assert.ok(
+      outcome instanceof QueueRejected,
+      `expected QueueRejected, got ${second.done ? (second.error?.name ?? "a lease after release") : "still waiting"}`,
+    );
+  });
 });
 
 describe("aborts while waiting", () => {
@@ -434,7 +449,13 @@ describe("waiting turns per conversation (maxQueuedPerConversation)", () => {
     await t2.promise;
     assert.ok(t2.error instanceof WaitAborted);
     const t3 = s.acquire("k", new AbortController().signal); // the freed place; then the timeout
-    await assert.rejects(t3, (err: unknown) => err instanceof QueueRejected && /previous turn is still running/.test(err.message) && err.scope === "conversation");
+    await assert.rejects(
+      t3,
+      (err: unknown) =>
+        err instanceof QueueRejected &&
+        /previous turn is still running/.test(err.message) &&
+        err.scope === "conversation",
+    );
     const t4 = track(s, "k");
     await settle();
     assert.equal(t4.done, false, "waits again, in the place the timed-out turn left");
@@ -455,7 +476,10 @@ describe("waiting turns per conversation (maxQueuedPerConversation)", () => {
     const a = track(s, "a");
     const b = track(s, "b");
     await settle();
-    await assert.rejects(s.acquire("c", new AbortController().signal), (err: unknown) => err instanceof QueueRejected && err.scope === "bridge" && /busy/.test(err.message));
+    await assert.rejects(
+      s.acquire("c", new AbortController().signal),
+      (err: unknown) => err instanceof QueueRejected && err.scope === "bridge" && /busy/.test(err.message),
+    );
     a.lease!.release();
     await settle();
     b.lease!.release();
@@ -505,7 +529,10 @@ describe("free slots are granted round-robin across conversations", () => {
           const t = submit(key);
           await settle(1);
           if (t.error) {
-            assert.ok(t.error instanceof QueueRejected && t.error.scope === "conversation", `a flood is refused for its own conversation: ${t.error.message}`);
+            assert.ok(
+              t.error instanceof QueueRejected && t.error.scope === "conversation",
+              `a flood is refused for its own conversation: ${t.error.message}`,
+            );
             floodRefusals++;
             break;
           }
@@ -538,7 +565,8 @@ describe("free slots are granted round-robin across conversations", () => {
     for (const l of light) assert.ok(l.lease, `${l.key} was granted`);
     // 25 conversations: each light one had at most all the others ahead of it in the round.
     const bound = maxConcurrent + 25;
-    for (const l of light) assert.ok(l.grantedAt! <= bound, `${l.key} granted at grant #${l.grantedAt}, later than ${bound}`);
+    for (const l of light)
+      assert.ok(l.grantedAt! <= bound, `${l.key} granted at grant #${l.grantedAt}, later than ${bound}`);
     // Drain: release whatever runs until nothing runs or waits (no timer is left behind).
     for (let i = 0; i < 200 && (s.stats().running || s.stats().waiting); i++) {
       for (const t of turns) {

@@ -31,7 +31,9 @@ function unitDir(): string {
 }
 
 /** A systemctl stand-in that records calls and answers from a script. */
-function fakeSystemctl(answer: (args: string[]) => SystemctlResult = () => ({ code: 0, stdout: "", stderr: "" })): SystemctlRunner & { calls: string[][] } {
+function fakeSystemctl(
+  answer: (args: string[]) => SystemctlResult = () => ({ code: 0, stdout: "", stderr: "" }),
+): SystemctlRunner & { calls: string[][] } {
   const calls: string[][] = [];
   const runner = (async (args: string[]) => {
     calls.push(args);
@@ -40,7 +42,8 @@ function fakeSystemctl(answer: (args: string[]) => SystemctlResult = () => ({ co
   runner.calls = calls;
   return runner;
 }
-const noBus = () => fakeSystemctl(() => ({ code: 1, stdout: "", stderr: "Failed to connect to bus: No medium found\n" }));
+const noBus = () =>
+  fakeSystemctl(() => ({ code: 1, stdout: "", stderr: "Failed to connect to bus: No medium found\n" }));
 
 const GOLDEN = `# Written by \`clawbridge service install\`; \`clawbridge service uninstall\` removes it.
 [Unit]
@@ -106,7 +109,11 @@ describe("unit text", () => {
 });
 
 describe("install / uninstall / status", () => {
-  const base = { nodePath: "/opt/node/bin/node", binPath: "/opt/clawbridge/bin/clawbridge.js", configPath: "/etc/cb.yaml" };
+  const base = {
+    nodePath: "/opt/node/bin/node",
+    binPath: "/opt/clawbridge/bin/clawbridge.js",
+    configPath: "/etc/cb.yaml",
+  };
 
   it("writes the unit (0600), reloads, enables and starts it", async () => {
     const dir = unitDir();
@@ -147,14 +154,22 @@ describe("install / uninstall / status", () => {
     assert.ok(existsSync(r.unitPath));
     assert.deepEqual(r.todo, ["systemctl --user daemon-reload", "systemctl --user enable --now clawbridge.service"]);
 
-    const missing = await installService({ ...base, unitDir: dir, runner: fakeSystemctl(() => ({ code: null, stdout: "", stderr: "", error: "systemctl: ENOENT" })) });
+    const missing = await installService({
+      ...base,
+      unitDir: dir,
+      runner: fakeSystemctl(() => ({ code: null, stdout: "", stderr: "", error: "systemctl: ENOENT" })),
+    });
     assert.equal(missing.systemd, false);
     assert.equal(missing.systemdNote, "systemctl is not installed");
   });
 
   it("a failing systemctl step is reported, not hidden", async () => {
     const dir = unitDir();
-    const sc = fakeSystemctl((args) => (args[0] === "enable" ? { code: 1, stdout: "", stderr: "Failed to enable unit: Unit file is masked." } : { code: 0, stdout: "", stderr: "" }));
+    const sc = fakeSystemctl((args) =>
+      args[0] === "enable"
+        ? { code: 1, stdout: "", stderr: "Failed to enable unit: Unit file is masked." }
+        : { code: 0, stdout: "", stderr: "" },
+    );
     const r = await installService({ ...base, unitDir: dir, runner: sc });
     assert.equal(r.ok, false);
     assert.equal(r.steps.at(-1)!.ok, false);
@@ -170,12 +185,22 @@ describe("install / uninstall / status", () => {
     assert.equal(r.changed, true);
     assert.equal(existsSync(unitPath({ unitDir: dir })), false);
     assert.deepEqual(sc.calls, [["disable", "--now", "clawbridge.service"], ["daemon-reload"]]);
-    const again = await uninstallService({ unitDir: dir, runner: fakeSystemctl((a) => (a[0] === "disable" ? { code: 1, stdout: "", stderr: "Failed to disable unit: Unit file clawbridge.service does not exist." } : { code: 0, stdout: "", stderr: "" })) });
+    const again = await uninstallService({
+      unitDir: dir,
+      runner: fakeSystemctl((a) =>
+        a[0] === "disable"
+          ? { code: 1, stdout: "", stderr: "Failed to disable unit: Unit file clawbridge.service does not exist." }
+          : { code: 0, stdout: "", stderr: "" },
+      ),
+    });
     assert.equal(again.ok, true);
     assert.equal(again.changed, false);
     const offline = await uninstallService({ unitDir: dir, runner: noBus() });
     assert.equal(offline.systemd, false);
-    assert.deepEqual(offline.todo, ["systemctl --user disable --now clawbridge.service", "systemctl --user daemon-reload"]);
+    assert.deepEqual(offline.todo, [
+      "systemctl --user disable --now clawbridge.service",
+      "systemctl --user daemon-reload",
+    ]);
   });
 
   it("status reads systemctl show, or reports the unit file without systemd", async () => {
@@ -183,7 +208,11 @@ describe("install / uninstall / status", () => {
     await installService({ ...base, unitDir: dir, runner: fakeSystemctl(), env: { A_KEY: "v" } });
     const s = await serviceStatus({
       unitDir: dir,
-      runner: fakeSystemctl(() => ({ code: 0, stdout: "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nMainPID=4242\n", stderr: "" })),
+      runner: fakeSystemctl(() => ({
+        code: 0,
+        stdout: "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nMainPID=4242\n",
+        stderr: "",
+      })),
     });
     assert.equal(s.installed, true);
     assert.equal(s.active, true);
@@ -200,7 +229,11 @@ describe("install / uninstall / status", () => {
     const dir = unitDir();
     mkdirSync(dir, { recursive: true });
     writeFileSync(path.join(dir, "x"), "");
-    const s = await serviceStatus({ unitDir: dir, name: `clawbridge-test-${process.pid}`, runner: defaultSystemctlRunner() });
+    const s = await serviceStatus({
+      unitDir: dir,
+      name: `clawbridge-test-${process.pid}`,
+      runner: defaultSystemctlRunner(),
+    });
     assert.equal(s.installed, false);
     if (!s.systemd) assert.ok(s.systemdNote && s.systemdNote.length > 0);
     else assert.notEqual(s.properties.ActiveState, "active");
@@ -208,8 +241,16 @@ describe("install / uninstall / status", () => {
 
   it("recognises the ways systemctl says there is no user manager", () => {
     assert.ok(systemdUnavailable({ code: 1, stdout: "", stderr: "Failed to connect to bus: No medium found" }));
-    assert.ok(systemdUnavailable({ code: 1, stdout: "", stderr: "System has not been booted with systemd as init system (PID 1). Can't operate." }));
-    assert.ok(systemdUnavailable({ code: 1, stdout: "", stderr: "$DBUS_SESSION_BUS_ADDRESS and $XDG_RUNTIME_DIR not defined" }));
+    assert.ok(
+      systemdUnavailable({
+        code: 1,
+        stdout: "",
+        stderr: "System has not been booted with systemd as init system (PID 1). Can't operate.",
+      }),
+    );
+    assert.ok(
+      systemdUnavailable({ code: 1, stdout: "", stderr: "$DBUS_SESSION_BUS_ADDRESS and $XDG_RUNTIME_DIR not defined" }),
+    );
     assert.equal(systemdUnavailable({ code: 1, stdout: "", stderr: "Unit foo.service not found." }), undefined);
   });
 });

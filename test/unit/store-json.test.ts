@@ -42,7 +42,16 @@ const NOW = () => 1_750_000_000_000;
 
 describe("JSON import", () => {
   test("empty inputs import nothing: bare {}, empty file, {sessions: []}, {sessions: null}, []", async () => {
-    for (const text of ["{}", "", "  \n", "\uFEFF{}", '{"sessions": []}', '{"sessions": null}', "[]", '{"version": 1}']) {
+    for (const text of [
+      "{}",
+      "",
+      "  \n",
+      "\uFEFF{}",
+      '{"sessions": []}',
+      '{"sessions": null}',
+      "[]",
+      '{"version": 1}',
+    ]) {
       await withStore(async (s) => {
         const r = await importSessionsJson(s, await fileWith(text), { backend: "claude" });
         assert.deepEqual(r, { total: 0, imported: 0, existing: 0, skipped: [] }, `input ${JSON.stringify(text)}`);
@@ -78,7 +87,10 @@ describe("JSON import", () => {
         lastError: null,
         model: null,
       });
-      assert.deepEqual((await s.listEvents("agent:main:main")).map((e) => e.kind), ["imported", "bound"]);
+      assert.deepEqual(
+        (await s.listEvents("agent:main:main")).map((e) => e.kind),
+        ["imported", "bound"],
+      );
     });
   });
 
@@ -104,7 +116,9 @@ describe("JSON import", () => {
     assert.equal(byKey["agent:b"]?.cwd, "/b");
     assert.equal(byKey["explicit:c"]?.backendSessionId, "s-c");
     // {sessions: {key: entry}} works the same way
-    const nested = parseSessionsJson(JSON.stringify({ sessions: { "agent:a": { sessionId: "s-a", cwd: "/a" } } }), { backend: "claude" });
+    const nested = parseSessionsJson(JSON.stringify({ sessions: { "agent:a": { sessionId: "s-a", cwd: "/a" } } }), {
+      backend: "claude",
+    });
     assert.equal(nested.bindings[0]?.key, "agent:a");
   });
 
@@ -156,8 +170,23 @@ describe("JSON import", () => {
 
   test("existing bindings are kept unless overwrite is set", async () => {
     await withStore(async (s) => {
-      await s.put({ key: "k", backend: "claude", backendSessionId: "live", cwd: "/w", turns: 9, createdAt: 1, updatedAt: 2 });
-      const f = await fileWith(JSON.stringify({ sessions: [{ key: "k", sessionId: "stale", cwd: "/w" }, { key: "j", sessionId: "j1", cwd: "/w" }] }));
+      await s.put({
+        key: "k",
+        backend: "claude",
+        backendSessionId: "live",
+        cwd: "/w",
+        turns: 9,
+        createdAt: 1,
+        updatedAt: 2,
+      });
+      const f = await fileWith(
+        JSON.stringify({
+          sessions: [
+            { key: "k", sessionId: "stale", cwd: "/w" },
+            { key: "j", sessionId: "j1", cwd: "/w" },
+          ],
+        }),
+      );
       const r1 = await importSessionsJson(s, f, { backend: "claude" });
       assert.deepEqual({ ...r1, skipped: r1.skipped.length }, { total: 2, imported: 1, existing: 1, skipped: 0 });
       assert.equal((await s.get("k"))?.backendSessionId, "live");
@@ -182,11 +211,19 @@ describe("JSON import", () => {
         const f = await fileWith(text);
         await assert.rejects(
           importSessionsJson(s, f, { backend: "claude" }),
-          (e: unknown) => e instanceof SessionImportError && e.code === code && re.test(e.message) && e.message.startsWith(f) && e.file === f,
+          (e: unknown) =>
+            e instanceof SessionImportError &&
+            e.code === code &&
+            re.test(e.message) &&
+            e.message.startsWith(f) &&
+            e.file === f,
           `input ${JSON.stringify(text)}`,
         );
       }
-      await assert.rejects(importSessionsJson(s, path.join(dir, "does-not-exist.json")), (e: unknown) => e instanceof SessionImportError && e.code === "ENOENT");
+      await assert.rejects(
+        importSessionsJson(s, path.join(dir, "does-not-exist.json")),
+        (e: unknown) => e instanceof SessionImportError && e.code === "ENOENT",
+      );
       assert.deepEqual(await s.list(), [], "a failed import writes nothing");
     });
   });
@@ -224,13 +261,38 @@ describe("atomic JSON export", () => {
   test("exportSessionsJson round-trips through importSessionsJson", async () => {
     const out = path.join(dir, "export", "nested", "sessions.json");
     await withStore(async (src) => {
-      await src.put({ key: "a", backend: "claude", backendSessionId: "sa", cwd: "/a", turns: 2, createdAt: 10, updatedAt: 30, lastError: "e", model: "m" });
-      await src.put({ key: "b", backend: "gemini", backendSessionId: "sb", cwd: "/b", turns: 0, createdAt: 10, updatedAt: 20 });
+      await src.put({
+        key: "a",
+        backend: "claude",
+        backendSessionId: "sa",
+        cwd: "/a",
+        turns: 2,
+        createdAt: 10,
+        updatedAt: 30,
+        lastError: "e",
+        model: "m",
+      });
+      await src.put({
+        key: "b",
+        backend: "gemini",
+        backendSessionId: "sb",
+        cwd: "/b",
+        turns: 0,
+        createdAt: 10,
+        updatedAt: 20,
+      });
       assert.deepEqual(await exportSessionsJson(src, out), { count: 2 });
-      const doc = JSON.parse(await readFile(out, "utf8")) as { format: string; version: number; sessions: Array<{ key: string }> };
+      const doc = JSON.parse(await readFile(out, "utf8")) as {
+        format: string;
+        version: number;
+        sessions: Array<{ key: string }>;
+      };
       assert.equal(doc.format, EXPORT_FORMAT);
       assert.equal(doc.version, 1);
-      assert.deepEqual(doc.sessions.map((x) => x.key), ["a", "b"]);
+      assert.deepEqual(
+        doc.sessions.map((x) => x.key),
+        ["a", "b"],
+      );
       assert.equal((await stat(path.dirname(out))).mode & 0o777, 0o700);
       await withStore(async (dst) => {
         const r = await importSessionsJson(dst, out);

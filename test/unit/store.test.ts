@@ -93,7 +93,14 @@ describe("sqlite session store", () => {
       const a = binding("a", { model: "sonnet", turns: 3, lastError: "x" });
       await store.put(a);
       assert.deepEqual(await store.get("a"), a);
-      const a2 = binding("a", { backend: "gemini", backendSessionId: "other", cwd: "/srv/a", turns: 0, createdAt: 5, updatedAt: 6 });
+      const a2 = binding("a", {
+        backend: "gemini",
+        backendSessionId: "other",
+        cwd: "/srv/a",
+        turns: 0,
+        createdAt: 5,
+        updatedAt: 6,
+      });
       await store.put(a2);
       assert.deepEqual(await store.get("a"), a2, "put replaces every field");
       assert.equal(await store.delete("a"), true);
@@ -127,7 +134,10 @@ describe("sqlite session store", () => {
         [{ key: "a\0b" }, /NUL/],
       ];
       for (const [over, re] of bad) {
-        await assert.rejects(store.put(binding("x", over)), (e: unknown) => e instanceof SessionStoreError && re.test(e.message));
+        await assert.rejects(
+          store.put(binding("x", over)),
+          (e: unknown) => e instanceof SessionStoreError && re.test(e.message),
+        );
       }
       assert.equal(await store.get("x"), undefined);
       await assert.rejects(store.get(""), SessionStoreError);
@@ -145,7 +155,8 @@ describe("sqlite session store", () => {
       await store.put(binding("new", { updatedAt: 300 }));
       await store.put(binding("tie-b", { updatedAt: 150 }));
       await store.put(binding("tie-a", { updatedAt: 150 }));
-      const keys = async (opts?: Parameters<SessionStore["list"]>[0]): Promise<string[]> => (await store.list(opts)).map((b) => b.key);
+      const keys = async (opts?: Parameters<SessionStore["list"]>[0]): Promise<string[]> =>
+        (await store.list(opts)).map((b) => b.key);
       assert.deepEqual(await keys(), ["new", "mid", "tie-a", "tie-b", "old"]);
       assert.deepEqual(await keys({ limit: 2 }), ["new", "mid"]);
       assert.deepEqual(await keys({ limit: 0 }), []);
@@ -237,7 +248,10 @@ describe("sqlite session store", () => {
       assert.equal(all[1]?.reason, null);
       assert.equal(all[2]?.reason, "resume failed; started a new session");
       assert.ok(all.every((e, i) => i === 0 || e.id < all[i - 1]!.id));
-      assert.deepEqual((await store.listEvents("k", { limit: 2 })).map((e) => e.kind), ["deleted", "reset"]);
+      assert.deepEqual(
+        (await store.listEvents("k", { limit: 2 })).map((e) => e.kind),
+        ["deleted", "reset"],
+      );
 
       for (let i = 0; i < MAX_EVENTS_PER_KEY + 25; i++) await store.appendEvent("busy", "reset", `r${i}`);
       const busy = await store.listEvents("busy");
@@ -343,7 +357,10 @@ describe("schema migrations", () => {
         lastError: null,
         model: null,
       });
-      assert.deepEqual((await store.list()).map((b) => b.key), ["agent:main:other", "agent:main:main"]);
+      assert.deepEqual(
+        (await store.list()).map((b) => b.key),
+        ["agent:main:other", "agent:main:main"],
+      );
       await store.recordError("agent:main:main", "e"); // v2 column + events table work
       assert.equal((await store.get("agent:main:main"))?.lastError, "e");
       assert.equal((await store.listEvents("agent:main:main"))[0]?.kind, "error");
@@ -353,7 +370,10 @@ describe("schema migrations", () => {
     }
     const raw = new Database(file, { readonly: true });
     try {
-      assert.equal((raw.prepare("SELECT value FROM meta WHERE key='schema_version'").get() as { value: string }).value, String(SCHEMA_VERSION));
+      assert.equal(
+        (raw.prepare("SELECT value FROM meta WHERE key='schema_version'").get() as { value: string }).value,
+        String(SCHEMA_VERSION),
+      );
     } finally {
       raw.close();
     }
@@ -370,7 +390,10 @@ describe("schema migrations", () => {
     );
     const raw = new Database(file, { readonly: true });
     try {
-      assert.equal((raw.prepare("SELECT value FROM meta WHERE key='schema_version'").get() as { value: string }).value, "1");
+      assert.equal(
+        (raw.prepare("SELECT value FROM meta WHERE key='schema_version'").get() as { value: string }).value,
+        "1",
+      );
       const cols = (raw.prepare("PRAGMA table_info(sessions)").all() as Array<{ name: string }>).map((c) => c.name);
       assert.ok(!cols.includes("last_error"), "the first ALTER of the failed migration was rolled back");
       assert.equal(raw.prepare("SELECT 1 FROM sqlite_master WHERE name='events'").get(), undefined);
@@ -399,7 +422,8 @@ describe("schema migrations", () => {
     await writeFile(file, "this is not a sqlite database, just some text that is long enough ".repeat(20));
     await assert.rejects(
       openSessionStore({ kind: "sqlite", path: file }),
-      (e: unknown) => e instanceof SessionStoreError && e.message.includes(file) && /not a SQLite database/.test(e.message),
+      (e: unknown) =>
+        e instanceof SessionStoreError && e.message.includes(file) && /not a SQLite database/.test(e.message),
     );
   });
 });

@@ -34,7 +34,11 @@ function load(configSystems: unknown[], dir?: string) {
   return loadSystems({ configSystems, dir, models: MODELS });
 }
 
-const cmd = (id: string, over: Record<string, unknown> = {}) => ({ id, run: { kind: "command", argv: ["/bin/echo", "hi"] }, ...over });
+const cmd = (id: string, over: Record<string, unknown> = {}) => ({
+  id,
+  run: { kind: "command", argv: ["/bin/echo", "hi"] },
+  ...over,
+});
 
 /** The one problem at `key` (fails listing them all when there is none or several). */
 function problemAt(problems: LibraryProblem[], key: string): LibraryProblem {
@@ -85,7 +89,10 @@ describe("where systems come from", () => {
       "good.yaml": "run: {kind: command, argv: [/bin/true]}\n",
     });
     const { library, problems } = await load([], dir);
-    assert.deepEqual(library.systems.map((s) => s.id), ["good"]);
+    assert.deepEqual(
+      library.systems.map((s) => s.id),
+      ["good"],
+    );
     for (const name of ["a-list.yaml", "a-scalar.yaml", "empty.yaml"]) {
       const p = problems.find((x) => x.where === path.join(dir, name));
       assert.ok(p, `no problem for ${name}: ${JSON.stringify(problems)}`);
@@ -130,16 +137,25 @@ describe("ids", () => {
   test("an id used twice in the config", async () => {
     const { library, problems } = await load([cmd("x"), cmd("y"), cmd("x")]);
     assert.match(problemAt(problems, "systems[2].id").message, /already used/);
-    assert.deepEqual(library.systems.map((s) => s.id), ["x", "y"]);
+    assert.deepEqual(
+      library.systems.map((s) => s.id),
+      ["x", "y"],
+    );
   });
 
   test("a bad id (upper case, spaces, too long, a file name that is not an id)", async () => {
     const dir = dirWith({ "Bad Name.yaml": "run: {kind: command, argv: [/bin/true]}\n" });
-    const { library, problems } = await load([cmd("Upper"), cmd("has space"), cmd("x".repeat(65)), cmd("-dash"), cmd("ok_id-1")], dir);
+    const { library, problems } = await load(
+      [cmd("Upper"), cmd("has space"), cmd("x".repeat(65)), cmd("-dash"), cmd("ok_id-1")],
+      dir,
+    );
     for (const i of [0, 1, 2, 3]) assert.match(problemAt(problems, `systems[${i}].id`).message, /lower-case letters/);
     const file = problems.find((p) => p.where === path.join(dir, "Bad Name.yaml"));
     assert.equal(file?.key, "id");
-    assert.deepEqual(library.systems.map((s) => s.id), ["ok_id-1"]);
+    assert.deepEqual(
+      library.systems.map((s) => s.id),
+      ["ok_id-1"],
+    );
   });
 });
 
@@ -169,7 +185,10 @@ describe("shape and kinds", () => {
     assert.match(problemAt(problems, "systems[0].run.url").message, /never in the scheme, host or port/);
     assert.match(problemAt(problems, "systems[1].run.url").message, /never in the scheme, host or port/);
     assert.match(problemAt(problems, "systems[3].run.url").message, /http or https/);
-    assert.deepEqual(library.systems.map((s) => s.id), ["ok"]);
+    assert.deepEqual(
+      library.systems.map((s) => s.id),
+      ["ok"],
+    );
   });
 
   test("a command with an input in argv[0]", async () => {
@@ -202,11 +221,17 @@ describe("shape and kinds", () => {
       },
       { id: "good", run: { kind: "model", model: "big", prompt: "hi" } },
     ]);
-    assert.match(problemAt(problems, "systems[0].run.model").message, /no configured model "nope" \(models: m, big, router-model\)/);
+    assert.match(
+      problemAt(problems, "systems[0].run.model").message,
+      /no configured model "nope" \(models: m, big, router-model\)/,
+    );
     assert.match(problemAt(problems, "systems[1].run.model").message, /is a router model/);
     assert.match(problemAt(problems, "systems[2].run.steps[1].with.model").message, /is a router model/);
     assert.match(problemAt(problems, "systems[2].run.steps[2].with.model").message, /no configured model "ghost"/);
-    assert.deepEqual(library.systems.map((s) => s.id), ["good"]);
+    assert.deepEqual(
+      library.systems.map((s) => s.id),
+      ["good"],
+    );
   });
 });
 
@@ -223,7 +248,10 @@ describe("inputs", () => {
     assert.match(problemAt(problems, "systems[1].inputs").message, /must describe an object/);
     assert.match(problemAt(problems, "systems[2].inputs").message, /"b", not in properties/);
     assert.match(problemAt(problems, "systems[3].inputs").message, /not a valid JSON Schema/);
-    assert.deepEqual(library.systems.map((s) => s.id), ["good"]);
+    assert.deepEqual(
+      library.systems.map((s) => s.id),
+      ["good"],
+    );
     assert.deepEqual(library.get("good")!.inputs.required, ["a"]);
   });
 
@@ -250,7 +278,10 @@ describe("inputs", () => {
       },
     });
     assert.deepEqual(asked.sort(), ["missing", "read", "write"]);
-    assert.match(problemAt(problems, "systems[2].inputs").message, /cannot read the input schema of MCP tool "missing": no such tool/);
+    assert.match(
+      problemAt(problems, "systems[2].inputs").message,
+      /cannot read the input schema of MCP tool "missing": no such tool/,
+    );
     assert.deepEqual(Object.keys(library.get("reader")!.inputs.properties), ["path"]);
     assert.equal(library.get("reader")!.sideEffects, false);
     assert.equal(library.get("writer")!.sideEffects, true);
@@ -261,14 +292,31 @@ describe("inputs", () => {
     const { library, problems } = await load([
       { id: "argv", inputs, run: { kind: "command", argv: ["/bin/echo", "${inputs.name}", "${inputs.nmae}"] } },
       { id: "env", run: { kind: "command", argv: ["/bin/echo"], setEnv: { X: "${inputs.x}" } } },
-      { id: "body", inputs, run: { kind: "webhook", url: "http://127.0.0.1:9/h", body: { deep: { list: ["ok ${inputs.name}", "${inputs.other}"] } } } },
+      {
+        id: "body",
+        inputs,
+        run: {
+          kind: "webhook",
+          url: "http://127.0.0.1:9/h",
+          body: { deep: { list: ["ok ${inputs.name}", "${inputs.other}"] } },
+        },
+      },
       { id: "fine", inputs, run: { kind: "command", argv: ["/bin/echo", "hello ${inputs.name}"] } },
     ]);
-    assert.match(problemAt(problems, "systems[0].run.argv[2]").message, /"nmae" is not a declared input \(declared: name\)/);
-    assert.match(problemAt(problems, "systems[1].run.setEnv.X").message, /"x" is not a declared input \(declared: none\)/);
+    assert.match(
+      problemAt(problems, "systems[0].run.argv[2]").message,
+      /"nmae" is not a declared input \(declared: name\)/,
+    );
+    assert.match(
+      problemAt(problems, "systems[1].run.setEnv.X").message,
+      /"x" is not a declared input \(declared: none\)/,
+    );
     assert.match(problemAt(problems, "systems[2].run.body.deep.list[1]").message, /"other" is not a declared input/);
     assert.equal(problems.length, 3);
-    assert.deepEqual(library.systems.map((s) => s.id), ["fine"]);
+    assert.deepEqual(
+      library.systems.map((s) => s.id),
+      ["fine"],
+    );
   });
 });
 
@@ -286,14 +334,21 @@ describe("templates", () => {
   });
 
   test("`$${` is a literal and loads as written", async () => {
-    const { library, problems } = await load([{ id: "lit", run: { kind: "command", argv: ["/bin/echo", "cost: $${HOME} and $${foo}"] } }]);
+    const { library, problems } = await load([
+      { id: "lit", run: { kind: "command", argv: ["/bin/echo", "cost: $${HOME} and $${foo}"] } },
+    ]);
     assert.deepEqual(problems, []);
     const s = library.get("lit")!;
     assert.deepEqual(s.run.kind === "command" && s.run.argv, ["/bin/echo", "cost: $${HOME} and $${foo}"]);
   });
 
   test("${steps.x.output} only in a plan step that depends on x, directly or transitively", async () => {
-    const step = (id: string, dependsOn: string[], arg: string) => ({ id, uses: "command", dependsOn, with: { argv: ["/bin/echo", arg] } });
+    const step = (id: string, dependsOn: string[], arg: string) => ({
+      id,
+      uses: "command",
+      dependsOn,
+      with: { argv: ["/bin/echo", arg] },
+    });
     const { library, problems } = await load([
       {
         id: "p",
@@ -310,7 +365,10 @@ describe("templates", () => {
       { id: "single", run: { kind: "command", argv: ["/bin/echo", "${steps.a.output}"] } },
       { id: "sibling", run: { kind: "plan", steps: [step("x", [], "x"), step("y", [], "${steps.x.output}")] } },
     ]);
-    assert.match(problemAt(problems, "systems[0].run.steps[3].with.argv[1]").message, /does not depend on step "c" \(add it to dependsOn\)/);
+    assert.match(
+      problemAt(problems, "systems[0].run.steps[3].with.argv[1]").message,
+      /does not depend on step "c" \(add it to dependsOn\)/,
+    );
     assert.match(problemAt(problems, "systems[1].run.argv[1]").message, /only for plan steps/);
     assert.match(problemAt(problems, "systems[2].run.steps[1].with.argv[1]").message, /does not depend on step "x"/);
     assert.equal(problems.length, 3);
@@ -335,10 +393,17 @@ describe("templates", () => {
 });
 
 describe("plans", () => {
-  const leaf = (id: string, dependsOn: string[] = []) => ({ id, uses: "command", dependsOn, with: { argv: ["/bin/true"] } });
+  const leaf = (id: string, dependsOn: string[] = []) => ({
+    id,
+    uses: "command",
+    dependsOn,
+    with: { argv: ["/bin/true"] },
+  });
 
   test("a cycle is refused and named", async () => {
-    const { library, problems } = await load([{ id: "loop", run: { kind: "plan", steps: [leaf("a", ["b"]), leaf("b", ["a"]), leaf("c")] } }]);
+    const { library, problems } = await load([
+      { id: "loop", run: { kind: "plan", steps: [leaf("a", ["b"]), leaf("b", ["a"]), leaf("c")] } },
+    ]);
     const p = problemAt(problems, "systems[0].run.steps");
     assert.match(p.message, /cycle: a → b → a/);
     assert.equal(library.get("loop"), undefined);
@@ -351,7 +416,10 @@ describe("plans", () => {
   });
 
   test("an unknown dependsOn names the step's key", async () => {
-    const { problems } = await load([cmd("first"), { id: "p", run: { kind: "plan", steps: [leaf("a"), leaf("b", ["a"]), leaf("c", ["b", "zz"])] } }]);
+    const { problems } = await load([
+      cmd("first"),
+      { id: "p", run: { kind: "plan", steps: [leaf("a"), leaf("b", ["a"]), leaf("c", ["b", "zz"])] } },
+    ]);
     const p = problemAt(problems, "systems[1].run.steps[2].dependsOn");
     assert.equal(p.where, "config");
     assert.match(p.message, /unknown step "zz" \(steps: a, b, c\)/);
@@ -365,7 +433,10 @@ describe("plans", () => {
 
   test("a step whose `uses` is neither a kind nor a known system", async () => {
     const { problems } = await load([{ id: "p", run: { kind: "plan", steps: [{ id: "a", uses: "nothing-here" }] } }]);
-    assert.match(problemAt(problems, "systems[0].run.steps[0].uses").message, /"nothing-here" is neither a kind \(webhook, command, mcp, model\) nor a known system/);
+    assert.match(
+      problemAt(problems, "systems[0].run.steps[0].uses").message,
+      /"nothing-here" is neither a kind \(webhook, command, mcp, model\) nor a known system/,
+    );
   });
 
   test("a leaf step's `with` is checked as that kind's settings", async () => {
@@ -386,7 +457,10 @@ describe("plans", () => {
     ]);
     problemAt(problems, "systems[0].run.steps[0].with.url");
     problemAt(problems, "systems[0].run.steps[1].with.timeoutSeconds");
-    assert.ok(problems.some((p) => p.key.startsWith("systems[0].run.steps[2].with")), JSON.stringify(problems));
+    assert.ok(
+      problems.some((p) => p.key.startsWith("systems[0].run.steps[2].with")),
+      JSON.stringify(problems),
+    );
     assert.match(problemAt(problems, "systems[0].run.steps[3].with.url").message, /never in the scheme, host or port/);
     assert.equal(library.get("p"), undefined);
   });
@@ -401,7 +475,13 @@ describe("plans", () => {
           maxParallel: 2,
           steps: [
             { id: "get", uses: "webhook", with: { url: "http://127.0.0.1:9/search?q=${inputs.q}" } },
-            { id: "sum", uses: "model", dependsOn: ["get"], with: { model: "m", prompt: "Summarise ${steps.get.output.text}" }, retry: 1 },
+            {
+              id: "sum",
+              uses: "model",
+              dependsOn: ["get"],
+              with: { model: "m", prompt: "Summarise ${steps.get.output.text}" },
+              retry: 1,
+            },
           ],
           output: "get",
         },
@@ -420,18 +500,32 @@ describe("plans", () => {
     );
     const hook = plan.steps[0]!.target;
     assert.equal(hook.kind, "leaf");
-    assert.deepEqual(hook.kind === "leaf" && hook.spec, { kind: "webhook", url: "http://127.0.0.1:9/search?q=${inputs.q}", method: "POST", headers: {}, timeoutSeconds: 30, maxResponseBytes: 4 * 1024 * 1024 });
+    assert.deepEqual(hook.kind === "leaf" && hook.spec, {
+      kind: "webhook",
+      url: "http://127.0.0.1:9/search?q=${inputs.q}",
+      method: "POST",
+      headers: {},
+      timeoutSeconds: 30,
+      maxResponseBytes: 4 * 1024 * 1024,
+    });
     assert.equal(library.plan("p"), plan, "compiled once");
     assert.throws(() => library.plan("nope"), /no system nope/);
   });
 });
 
 describe("systems that use systems", () => {
-  const uses = (id: string, ...others: string[]) => ({ id, run: { kind: "plan", steps: others.map((o, i) => ({ id: `s${i}`, uses: o })) } });
+  const uses = (id: string, ...others: string[]) => ({
+    id,
+    run: { kind: "plan", steps: others.map((o, i) => ({ id: `s${i}`, uses: o })) },
+  });
 
   test("a nested system with inputs loads", async () => {
     const { library, problems } = await load([
-      { id: "greet", inputs: { type: "object", properties: { name: { type: "string" } } }, run: { kind: "command", argv: ["/bin/echo", "${inputs.name}"] } },
+      {
+        id: "greet",
+        inputs: { type: "object", properties: { name: { type: "string" } } },
+        run: { kind: "command", argv: ["/bin/echo", "${inputs.name}"] },
+      },
       {
         id: "outer",
         inputs: { type: "object", properties: { who: { type: "string" } } },
@@ -444,12 +538,24 @@ describe("systems that use systems", () => {
   });
 
   test("`with` of a nested system is checked for templates", async () => {
-    const { problems } = await load([cmd("leaf"), { id: "outer", run: { kind: "plan", steps: [{ id: "g", uses: "leaf", with: { name: "${inputs.nope}" } }] } }]);
+    const { problems } = await load([
+      cmd("leaf"),
+      { id: "outer", run: { kind: "plan", steps: [{ id: "g", uses: "leaf", with: { name: "${inputs.nope}" } }] } },
+    ]);
     assert.match(problemAt(problems, "systems[1].run.steps[0].with.name").message, /"nope" is not a declared input/);
   });
 
   test("systems that use each other in a loop are refused, every loop", async () => {
-    const { library, problems } = await load([uses("a", "b"), uses("b", "a"), uses("c", "d"), uses("d", "e"), uses("e", "c"), uses("selfish", "selfish"), cmd("fine"), uses("user", "fine")]);
+    const { library, problems } = await load([
+      uses("a", "b"),
+      uses("b", "a"),
+      uses("c", "d"),
+      uses("d", "e"),
+      uses("e", "c"),
+      uses("selfish", "selfish"),
+      cmd("fine"),
+      uses("user", "fine"),
+    ]);
     const loops = problems.filter((p) => /use each other in a loop/.test(p.message));
     assert.equal(loops.length, 3, JSON.stringify(problems, null, 2));
     assert.match(problemAt(problems, "systems[0].run.steps").message, /a → b → a/);
@@ -481,7 +587,10 @@ describe("systems that use systems", () => {
     const dir = dirWith({ "shapeless.yaml": "run: {kind: command}\n" });
     const { library, problems } = await load([uses("top", "shapeless"), uses("other", "ghost")], dir);
     problemAt(problems, "run.argv");
-    assert.match(problemAt(problems, "systems[0].run.steps[0].uses").message, /system "shapeless" has problems of its own/);
+    assert.match(
+      problemAt(problems, "systems[0].run.steps[0].uses").message,
+      /system "shapeless" has problems of its own/,
+    );
     assert.match(problemAt(problems, "systems[1].run.steps[0].uses").message, /"ghost" is neither a kind/);
     assert.deepEqual(library.systems, []);
   });
@@ -502,15 +611,34 @@ describe("side effects", () => {
       { id: "hook", run: { kind: "webhook", url: "http://127.0.0.1:9/x" } },
       { id: "ask", run: model },
       { id: "models-plan", run: { kind: "plan", steps: [mstep("a"), mstep("b")] } },
-      { id: "mixed-plan", run: { kind: "plan", steps: [mstep("a"), { id: "b", uses: "command", with: { argv: ["/bin/true"] } }] } },
+      {
+        id: "mixed-plan",
+        run: { kind: "plan", steps: [mstep("a"), { id: "b", uses: "command", with: { argv: ["/bin/true"] } }] },
+      },
       // Steps that use systems: the plan has side effects when one of those systems has.
-      { id: "uses-ask", run: { kind: "plan", steps: [{ id: "a", uses: "ask" }, { id: "b", uses: "models-plan" }, mstep("c")] } },
-      { id: "uses-cmd", run: { kind: "plan", steps: [{ id: "a", uses: "models-plan" }, { id: "b", uses: "cmd" }] } },
+      {
+        id: "uses-ask",
+        run: { kind: "plan", steps: [{ id: "a", uses: "ask" }, { id: "b", uses: "models-plan" }, mstep("c")] },
+      },
+      {
+        id: "uses-cmd",
+        run: {
+          kind: "plan",
+          steps: [
+            { id: "a", uses: "models-plan" },
+            { id: "b", uses: "cmd" },
+          ],
+        },
+      },
       { id: "uses-declared-safe", run: { kind: "plan", steps: [{ id: "a", uses: "safe-command" }] } },
       { id: "uses-uses-cmd", run: { kind: "plan", steps: [{ id: "a", uses: "uses-cmd" }] } },
       cmd("safe-command", { sideEffects: false }),
       { id: "risky-model", sideEffects: true, run: model },
-      { id: "declared-plan", sideEffects: false, run: { kind: "plan", steps: [{ id: "b", uses: "command", with: { argv: ["/bin/true"] } }] } },
+      {
+        id: "declared-plan",
+        sideEffects: false,
+        run: { kind: "plan", steps: [{ id: "b", uses: "command", with: { argv: ["/bin/true"] } }] },
+      },
       { id: "declared-risky-plan", sideEffects: true, run: { kind: "plan", steps: [mstep("a")] } },
     ]);
     assert.deepEqual(problems, []);
@@ -535,8 +663,30 @@ describe("side effects", () => {
 
 describe("findCycle", () => {
   test("finds a cycle with its first node repeated, or none", () => {
-    assert.deepEqual(findCycle([{ id: "a", deps: ["b"] }, { id: "b", deps: ["c"] }, { id: "c", deps: ["a"] }]), ["a", "b", "c", "a"]);
-    assert.equal(findCycle([{ id: "a", deps: ["b", "c"] }, { id: "b", deps: ["d"] }, { id: "c", deps: ["d"] }, { id: "d", deps: [] }]), undefined);
-    assert.deepEqual(findCycle([{ id: "x", deps: [] }, { id: "y", deps: ["z"] }, { id: "z", deps: ["y"] }]), ["y", "z", "y"]);
+    assert.deepEqual(
+      findCycle([
+        { id: "a", deps: ["b"] },
+        { id: "b", deps: ["c"] },
+        { id: "c", deps: ["a"] },
+      ]),
+      ["a", "b", "c", "a"],
+    );
+    assert.equal(
+      findCycle([
+        { id: "a", deps: ["b", "c"] },
+        { id: "b", deps: ["d"] },
+        { id: "c", deps: ["d"] },
+        { id: "d", deps: [] },
+      ]),
+      undefined,
+    );
+    assert.deepEqual(
+      findCycle([
+        { id: "x", deps: [] },
+        { id: "y", deps: ["z"] },
+        { id: "z", deps: ["y"] },
+      ]),
+      ["y", "z", "y"],
+    );
   });
 });

@@ -9,13 +9,24 @@
 import assert from "node:assert/strict";
 import { describe, mock, test } from "node:test";
 import { ExecError, type ExecResult } from "../../src/workflows/systems/step-executor.js";
-import { compileRun, runPlan, SINGLE_STEP, type CompiledPlan, type CompiledStep, type StepHooks } from "../../src/workflows/systems/plan.js";
+import {
+  compileRun,
+  runPlan,
+  SINGLE_STEP,
+  type CompiledPlan,
+  type CompiledStep,
+  type StepHooks,
+} from "../../src/workflows/systems/plan.js";
 import { commandRunSchema } from "../../src/workflows/systems/schema.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 
 const LEAF = { kind: "leaf" as const, spec: commandRunSchema.parse({ kind: "command", argv: ["/bin/true"] }) };
 
-function plan(steps: Array<[id: string, deps?: string[], retry?: number]>, maxParallel = 4, output?: string): CompiledPlan {
+function plan(
+  steps: Array<[id: string, deps?: string[], retry?: number]>,
+  maxParallel = 4,
+  output?: string,
+): CompiledPlan {
   return {
     steps: steps.map(([id, deps = [], retry = 3]): CompiledStep => ({ id, dependsOn: deps, retry, target: LEAF })),
     maxParallel,
@@ -56,7 +67,11 @@ async function until(check: () => boolean, n = 200): Promise<void> {
 describe("compileRun", () => {
   test("a single-kind system is one step, retried up to 3 more times", () => {
     const spec = commandRunSchema.parse({ kind: "command", argv: ["/bin/true"] });
-    assert.deepEqual(compileRun(spec), { steps: [{ id: SINGLE_STEP, dependsOn: [], retry: 3, target: { kind: "leaf", spec } }], maxParallel: 1, output: SINGLE_STEP });
+    assert.deepEqual(compileRun(spec), {
+      steps: [{ id: SINGLE_STEP, dependsOn: [], retry: 3, target: { kind: "leaf", spec } }],
+      maxParallel: 1,
+      output: SINGLE_STEP,
+    });
   });
 });
 
@@ -72,7 +87,8 @@ describe("runPlan", () => {
       attempt: async (step, outputs) => {
         seen[step.id] = Object.keys(outputs).sort();
         const n = (k: string) => Number(outputs[k] ?? 0);
-        const output = step.id === "a" ? 1 : step.id === "b" ? n("a") * 10 : step.id === "c" ? n("a") + 5 : n("b") + n("c");
+        const output =
+          step.id === "a" ? 1 : step.id === "b" ? n("a") * 10 : step.id === "c" ? n("a") + 5 : n("b") + n("c");
         return { output };
       },
     });
@@ -171,7 +187,8 @@ describe("runPlan", () => {
       attempt: async (step) => {
         calls++;
         if (step.id === "once") throw new ExecError("http_status", "503", true);
-        if (log.filter((l) => l.startsWith("started twice")).length < 3) throw new ExecError("exit_code", "exit 75", true);
+        if (log.filter((l) => l.startsWith("started twice")).length < 3)
+          throw new ExecError("exit_code", "exit 75", true);
         return { output: "ok" };
       },
     });
@@ -198,7 +215,10 @@ describe("runPlan", () => {
         throw new Error("a bug");
       },
     });
-    assert.deepEqual(log.filter((l) => l.startsWith("retry")), []);
+    assert.deepEqual(
+      log.filter((l) => l.startsWith("retry")),
+      [],
+    );
     assert.deepEqual(log.filter((l) => l.startsWith("started")).sort(), ["started fatal 1", "started thrown 1"]);
     assert.equal(res.outcome, "failed");
     assert.equal(res.failedStep, "fatal");
@@ -209,7 +229,11 @@ describe("runPlan", () => {
     const { hooks, log } = recorder();
     const branch = deferred<ExecResult>();
     const run = runPlan({
-      plan: plan([["bad"], ["child", ["bad"]], ["grandchild", ["child"]], ["other"], ["after-other", ["other"]]], 4, "after-other"),
+      plan: plan(
+        [["bad"], ["child", ["bad"]], ["grandchild", ["child"]], ["other"], ["after-other", ["other"]]],
+        4,
+        "after-other",
+      ),
       done: {},
       cancel: new Cancellation(),
       hooks,
@@ -245,7 +269,10 @@ describe("runPlan", () => {
       },
     });
     assert.deepEqual(ran, ["c"]);
-    assert.deepEqual(res, { outcome: "completed", outputs: { a: { v: 1 }, b: "from before", c: '{"v":1} from before' } });
+    assert.deepEqual(res, {
+      outcome: "completed",
+      outputs: { a: { v: 1 }, b: "from before", c: '{"v":1} from before' },
+    });
   });
 
   test("a cancellation stops running steps (back to pending) and starts no more", async () => {

@@ -6,7 +6,15 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { asText, parseTemplate, refsIn, renderString, renderValue, TemplateError, type Scope } from "../../src/workflows/systems/template.js";
+import {
+  asText,
+  parseTemplate,
+  refsIn,
+  renderString,
+  renderValue,
+  TemplateError,
+  type Scope,
+} from "../../src/workflows/systems/template.js";
 
 const scope: Scope = {
   inputs: { name: "Ada", count: 3, flag: false, tags: ["a", "b"], obj: { k: 1 }, nothing: null, spaced: "a b/c?d=e&f" },
@@ -29,8 +37,12 @@ describe("parseTemplate", () => {
       { ref: { kind: "run", field: "id" }, source: "${run.id}" },
       { text: "!" },
     ]);
-    assert.deepEqual(parseTemplate("${steps.a.output.f.g}"), [{ ref: { kind: "step", step: "a", path: ["f", "g"] }, source: "${steps.a.output.f.g}" }]);
-    assert.deepEqual(parseTemplate("${ steps.b-2.output }"), [{ ref: { kind: "step", step: "b-2", path: [] }, source: "${ steps.b-2.output }" }]);
+    assert.deepEqual(parseTemplate("${steps.a.output.f.g}"), [
+      { ref: { kind: "step", step: "a", path: ["f", "g"] }, source: "${steps.a.output.f.g}" },
+    ]);
+    assert.deepEqual(parseTemplate("${ steps.b-2.output }"), [
+      { ref: { kind: "step", step: "b-2", path: [] }, source: "${ steps.b-2.output }" },
+    ]);
     assert.deepEqual(parseTemplate(""), []);
     assert.deepEqual(parseTemplate("no refs { } $ $x {x}"), [{ text: "no refs { } $ $x {x}" }]);
   });
@@ -40,11 +52,25 @@ describe("parseTemplate", () => {
     assert.deepEqual(parseTemplate("$${foo}"), [{ text: "${foo}" }]);
     // A `$` before `$${` is text: "$" then the literal "${".
     assert.deepEqual(parseTemplate("$$${inputs.x}"), [{ text: "$${inputs.x}" }]);
-    assert.deepEqual(parseTemplate("$${a} ${inputs.b}"), [{ text: "${a} " }, { ref: { kind: "input", name: "b" }, source: "${inputs.b}" }]);
+    assert.deepEqual(parseTemplate("$${a} ${inputs.b}"), [
+      { text: "${a} " },
+      { ref: { kind: "input", name: "b" }, source: "${inputs.b}" },
+    ]);
   });
 
   test("malformed references are TemplateErrors", () => {
-    for (const bad of ["${foo}", "${inputs}", "${inputs.a.b}", "${steps.a}", "${steps.a.result}", "${steps.a.output.}", "${run.name}", "${}", "${inputs.a b}", "x ${inputs.x"]) {
+    for (const bad of [
+      "${foo}",
+      "${inputs}",
+      "${inputs.a.b}",
+      "${steps.a}",
+      "${steps.a.result}",
+      "${steps.a.output.}",
+      "${run.name}",
+      "${}",
+      "${inputs.a b}",
+      "x ${inputs.x",
+    ]) {
       assert.throws(() => parseTemplate(bad), TemplateError, bad);
     }
     assert.throws(() => parseTemplate("${foo}"), /\$\{foo\} is not a reference/);
@@ -52,14 +78,21 @@ describe("parseTemplate", () => {
   });
 
   test("a step id or input name may start with a digit (step ids may)", () => {
-    assert.deepEqual(parseTemplate("${steps.1st.output}"), [{ ref: { kind: "step", step: "1st", path: [] }, source: "${steps.1st.output}" }]);
+    assert.deepEqual(parseTemplate("${steps.1st.output}"), [
+      { ref: { kind: "step", step: "1st", path: [] }, source: "${steps.1st.output}" },
+    ]);
     assert.equal(renderString("${steps.1st.output}", scope), "first");
   });
 });
 
 describe("refsIn", () => {
   test("every reference in strings anywhere inside objects and arrays; keys are not templates", () => {
-    const refs = refsIn({ a: "${inputs.x}", "${inputs.key}": ["lit", { b: "${steps.s.output.f} ${run.id}" }], n: 5, z: null });
+    const refs = refsIn({
+      a: "${inputs.x}",
+      "${inputs.key}": ["lit", { b: "${steps.s.output.f} ${run.id}" }],
+      n: 5,
+      z: null,
+    });
     assert.deepEqual(refs, [
       { kind: "input", name: "x" },
       { kind: "step", step: "s", path: ["f"] },
@@ -73,7 +106,10 @@ describe("refsIn", () => {
 describe("renderString", () => {
   test("inputs, step outputs, fields of JSON output, the run id", () => {
     assert.equal(renderString("Hello ${inputs.name} (${inputs.count}, ${inputs.flag})", scope), "Hello Ada (3, false)");
-    assert.equal(renderString("${inputs.tags} ${inputs.obj} [${inputs.nothing}] [${inputs.absent}]", scope), '["a","b"] {"k":1} [] []');
+    assert.equal(
+      renderString("${inputs.tags} ${inputs.obj} [${inputs.nothing}] [${inputs.absent}]", scope),
+      '["a","b"] {"k":1} [] []',
+    );
     assert.equal(renderString("${steps.text.output}", scope), "plain text");
     assert.equal(renderString("${steps.json.output.user.name} #${steps.json.output.user.id}", scope), "Grace #7");
     assert.equal(renderString("${steps.json.output.list.1} ${steps.json.output.ok}", scope), "20 true");
@@ -94,7 +130,10 @@ describe("renderString", () => {
 
   test("what cannot be resolved is a TemplateError", () => {
     assert.throws(() => renderString("${steps.later.output}", scope), /step "later" has no output yet/);
-    assert.throws(() => renderString("${steps.text.output.field}", scope), /output is text, not JSON with a field "field"/);
+    assert.throws(
+      () => renderString("${steps.text.output.field}", scope),
+      /output is text, not JSON with a field "field"/,
+    );
     assert.throws(() => renderString("${steps.json.output.user.email}", scope), /has no field "user.email"/);
     assert.throws(() => renderString("${steps.num.output.x}", scope), TemplateError);
     assert.throws(() => renderString("${run.id}", { inputs: {} }), /not known here/);
@@ -123,10 +162,20 @@ describe("renderValue", () => {
 
   test("anything else is text; structures are rendered deeply; non-strings pass through", () => {
     const out = renderValue(
-      { msg: "n=${inputs.count}", list: ["${inputs.count}", "x${inputs.count}", 7, true, null], nested: { who: "${inputs.name}", lit: "$${inputs.name}" }, "${inputs.name}": "key kept" },
+      {
+        msg: "n=${inputs.count}",
+        list: ["${inputs.count}", "x${inputs.count}", 7, true, null],
+        nested: { who: "${inputs.name}", lit: "$${inputs.name}" },
+        "${inputs.name}": "key kept",
+      },
       scope,
     );
-    assert.deepEqual(out, { msg: "n=3", list: [3, "x3", 7, true, null], nested: { who: "Ada", lit: "${inputs.name}" }, "${inputs.name}": "key kept" });
+    assert.deepEqual(out, {
+      msg: "n=3",
+      list: [3, "x3", 7, true, null],
+      nested: { who: "Ada", lit: "${inputs.name}" },
+      "${inputs.name}": "key kept",
+    });
     assert.equal(renderValue("$${x}", scope), "${x}");
     assert.equal(renderValue(12, scope), 12);
   });

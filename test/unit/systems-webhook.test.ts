@@ -53,7 +53,10 @@ function spec(over: Partial<WebhookRun> & { url: string }): WebhookRun {
   return webhookRunSchema.parse({ kind: "webhook", timeoutSeconds: 5, ...over });
 }
 
-function context(inputs: Record<string, unknown> = {}, extra: Partial<ExecContext> = {}): { ctx: ExecContext; pieces: string[] } {
+function context(
+  inputs: Record<string, unknown> = {},
+  extra: Partial<ExecContext> = {},
+): { ctx: ExecContext; pieces: string[] } {
   return execContext(inputs, { workDir: () => work, ...extra });
 }
 
@@ -189,13 +192,17 @@ describe("runWebhook", () => {
     delete process.env.CLAWBRIDGE_TEST_MISSING_SECRET;
     handler = (_req, res) => res.end("ok");
     const { ctx } = context();
-    const err = await execError(runWebhook(spec({ url: `${base}/hook`, secretEnv: "CLAWBRIDGE_TEST_MISSING_SECRET" }), ctx));
+    const err = await execError(
+      runWebhook(spec({ url: `${base}/hook`, secretEnv: "CLAWBRIDGE_TEST_MISSING_SECRET" }), ctx),
+    );
     assert.equal(err.code, "invalid");
     assert.equal(err.retryable, false);
     assert.equal(err.message, "environment variable CLAWBRIDGE_TEST_MISSING_SECRET (webhook secret) is not set");
     assert.equal(hits.length, 0);
     process.env.CLAWBRIDGE_TEST_MISSING_SECRET = "";
-    const empty = await execError(runWebhook(spec({ url: `${base}/hook`, secretEnv: "CLAWBRIDGE_TEST_MISSING_SECRET" }), context().ctx));
+    const empty = await execError(
+      runWebhook(spec({ url: `${base}/hook`, secretEnv: "CLAWBRIDGE_TEST_MISSING_SECRET" }), context().ctx),
+    );
     assert.equal(empty.code, "invalid");
     delete process.env.CLAWBRIDGE_TEST_MISSING_SECRET;
   });
@@ -402,7 +409,11 @@ describe("runWebhook", () => {
     };
     const err = await execError(
       runWebhook(
-        spec({ url: `${base}/fail`, headers: { authorization: "Bearer header-token-123" }, secretEnv: "CLAWBRIDGE_TEST_WEBHOOK_SECRET" }),
+        spec({
+          url: `${base}/fail`,
+          headers: { authorization: "Bearer header-token-123" },
+          secretEnv: "CLAWBRIDGE_TEST_WEBHOOK_SECRET",
+        }),
         context().ctx,
       ),
     );
@@ -410,7 +421,12 @@ describe("runWebhook", () => {
     assert.equal(err.code, "http_status");
     assert.ok(!err.message.includes("very-secret-hmac-key"));
     assert.ok(!err.message.includes("header-token-123"));
-    const bad = await execError(runWebhook(spec({ url: `${base}/x`, headers: { "x-token": "secret-${inputs.v}" } }), context({ v: "a\r\nb" }).ctx));
+    const bad = await execError(
+      runWebhook(
+        spec({ url: `${base}/x`, headers: { "x-token": "secret-${inputs.v}" } }),
+        context({ v: "a\r\nb" }).ctx,
+      ),
+    );
     assert.equal(bad.code, "invalid");
     assert.ok(!bad.message.includes("secret-"), bad.message);
   });

@@ -11,7 +11,8 @@ import type { CorpusCase, ExpectedCall, Format, ShapeDef } from "./toolcalls-cor
 const VLLM = "vllm-project/vllm";
 const SGLANG = "sgl-project/sglang test/registered/function_call/test_function_call_parser.py";
 const OLLAMA = "ollama/ollama tools/tools_test.go";
-const LLAMACPP = "ggml-org/llama.cpp tests/test-chat.cpp (Hermes 2 Pro / Llama 3.x / DeepSeek R1 parsers; as in ochafik/llama.cpp)";
+const LLAMACPP =
+  "ggml-org/llama.cpp tests/test-chat.cpp (Hermes 2 Pro / Llama 3.x / DeepSeek R1 parsers; as in ochafik/llama.cpp)";
 const vllm = (file: string): string => `${VLLM} tests/tool_parsers/${file}`;
 
 // ---------------------------------------------------------------------------------------------
@@ -143,7 +144,12 @@ export const FAMILY_FORMATS: Format[] = [
     source: vllm("test_deepseekv3_tool_parser.py"),
     render: (cs) =>
       DS("tool▁calls▁begin") +
-      cs.map((c) => `${DS("tool▁call▁begin")}function${DS("tool▁sep")}${c.name}\n\`\`\`json\n${js(c.args)}\n\`\`\`${DS("tool▁call▁end")}`).join("\n") +
+      cs
+        .map(
+          (c) =>
+            `${DS("tool▁call▁begin")}function${DS("tool▁sep")}${c.name}\n\`\`\`json\n${js(c.args)}\n\`\`\`${DS("tool▁call▁end")}`,
+        )
+        .join("\n") +
       DS("tool▁calls▁end"),
   },
   {
@@ -153,7 +159,10 @@ export const FAMILY_FORMATS: Format[] = [
     oneBlock: true,
     tokens: true,
     source: vllm("test_deepseekv31_tool_parser.py"),
-    render: (cs) => DS("tool▁calls▁begin") + cs.map((c) => `${DS("tool▁call▁begin")}${c.name}${DS("tool▁sep")}${js(c.args)}${DS("tool▁call▁end")}`).join("") + DS("tool▁calls▁end"),
+    render: (cs) =>
+      DS("tool▁calls▁begin") +
+      cs.map((c) => `${DS("tool▁call▁begin")}${c.name}${DS("tool▁sep")}${js(c.args)}${DS("tool▁call▁end")}`).join("") +
+      DS("tool▁calls▁end"),
   },
   {
     id: "kimi-k2",
@@ -164,7 +173,12 @@ export const FAMILY_FORMATS: Format[] = [
     source: vllm("test_kimi_k2_tool_parser.py"),
     render: (cs) =>
       "<|tool_calls_section_begin|>" +
-      cs.map((c, i) => `<|tool_call_begin|>functions.${c.name}:${i} <|tool_call_argument_begin|>${js(c.args)}<|tool_call_end|>`).join("") +
+      cs
+        .map(
+          (c, i) =>
+            `<|tool_call_begin|>functions.${c.name}:${i} <|tool_call_argument_begin|>${js(c.args)}<|tool_call_end|>`,
+        )
+        .join("") +
       "<|tool_calls_section_end|>",
   },
   {
@@ -174,7 +188,13 @@ export const FAMILY_FORMATS: Format[] = [
     raw: true,
     source: vllm("test_glm4_moe_tool_parser.py"),
     trunc: between("<arg_key>", "</arg_value>"),
-    render: (cs) => cs.map((c) => `<tool_call>${c.name}\n${params(c, (k, v) => `<arg_key>${k}</arg_key>\n<arg_value>${v}</arg_value>`, "\n")}\n</tool_call>`).join("\n"),
+    render: (cs) =>
+      cs
+        .map(
+          (c) =>
+            `<tool_call>${c.name}\n${params(c, (k, v) => `<arg_key>${k}</arg_key>\n<arg_value>${v}</arg_value>`, "\n")}\n</tool_call>`,
+        )
+        .join("\n"),
   },
   {
     id: "minimax-m2",
@@ -186,7 +206,12 @@ export const FAMILY_FORMATS: Format[] = [
     trunc: between("<parameter name=", "</parameter>"),
     render: (cs) =>
       "<minimax:tool_call>\n" +
-      cs.map((c) => `<invoke name="${c.name}">\n${params(c, (k, v) => `<parameter name="${k}">${v}</parameter>`, "\n")}\n</invoke>`).join("\n") +
+      cs
+        .map(
+          (c) =>
+            `<invoke name="${c.name}">\n${params(c, (k, v) => `<parameter name="${k}">${v}</parameter>`, "\n")}\n</invoke>`,
+        )
+        .join("\n") +
       "\n</minimax:tool_call>",
   },
   {
@@ -197,7 +222,10 @@ export const FAMILY_FORMATS: Format[] = [
     source: vllm("test_seed_oss_tool_parser.py"),
     render: (cs) =>
       cs
-        .map((c) => `<seed:tool_call>\n<function=${c.name}>\n${params(c, (k, v) => `<parameter=${k}>${v}</parameter>`, "\n")}${Object.keys(c.args).length ? "\n" : ""}</function>\n</seed:tool_call>`)
+        .map(
+          (c) =>
+            `<seed:tool_call>\n<function=${c.name}>\n${params(c, (k, v) => `<parameter=${k}>${v}</parameter>`, "\n")}${Object.keys(c.args).length ? "\n" : ""}</function>\n</seed:tool_call>`,
+        )
         .join("\n"),
   },
   {
@@ -205,8 +233,15 @@ export const FAMILY_FORMATS: Format[] = [
     inline: true,
     json: false,
     tokens: true,
-    source: "sgl-project/sglang python/sglang/srt/function_call/gpt_oss_detector.py; " + vllm("test_openai_tool_parser.py"),
-    render: (cs) => cs.map((c) => `<|start|>assistant<|channel|>commentary to=functions.${c.name} <|constrain|>json<|message|>${js(c.args)}<|call|>`).join(""),
+    source:
+      "sgl-project/sglang python/sglang/srt/function_call/gpt_oss_detector.py; " + vllm("test_openai_tool_parser.py"),
+    render: (cs) =>
+      cs
+        .map(
+          (c) =>
+            `<|start|>assistant<|channel|>commentary to=functions.${c.name} <|constrain|>json<|message|>${js(c.args)}<|call|>`,
+        )
+        .join(""),
   },
   {
     id: "harmony-recipient-first",
@@ -214,7 +249,12 @@ export const FAMILY_FORMATS: Format[] = [
     json: false,
     tokens: true,
     source: "ollama/ollama harmony/harmonyparser_test.go",
-    render: (cs) => cs.map((c) => `<|start|>assistant to=functions.${c.name}<|channel|>commentary json<|message|>${js(c.args)}<|call|>`).join(""),
+    render: (cs) =>
+      cs
+        .map(
+          (c) => `<|start|>assistant to=functions.${c.name}<|channel|>commentary json<|message|>${js(c.args)}<|call|>`,
+        )
+        .join(""),
   },
   {
     id: "granite",
@@ -223,7 +263,11 @@ export const FAMILY_FORMATS: Format[] = [
     oneBlock: true,
     tokens: true,
     source: vllm("test_granite_tool_parser.py"),
-    render: (cs, s) => `<|tool_call|> ${js(cs.map((c) => s.shape(c)), s.pretty)}`,
+    render: (cs, s) =>
+      `<|tool_call|> ${js(
+        cs.map((c) => s.shape(c)),
+        s.pretty,
+      )}`,
   },
   {
     id: "phi4-functools",
@@ -231,7 +275,11 @@ export const FAMILY_FORMATS: Format[] = [
     json: true,
     oneBlock: true,
     source: vllm("test_phi4mini_tool_parser.py"),
-    render: (cs, s) => `functools${js(cs.map((c) => s.shape(c)), s.pretty)}`,
+    render: (cs, s) =>
+      `functools${js(
+        cs.map((c) => s.shape(c)),
+        s.pretty,
+      )}`,
   },
   {
     id: "internlm",
@@ -286,7 +334,10 @@ export const FAMILY_FORMATS: Format[] = [
     json: true,
     oneBlock: true,
     source: LLAMACPP,
-    render: (cs, s) => "```json\n\n                    <function_call> " + cs.map((c) => obj(c, s)).join("\n") + " \n                    </function_call> \n```",
+    render: (cs, s) =>
+      "```json\n\n                    <function_call> " +
+      cs.map((c) => obj(c, s)).join("\n") +
+      " \n                    </function_call> \n```",
   },
 ];
 
@@ -294,7 +345,16 @@ export const FAMILY_FORMATS: Format[] = [
 // Hand-written cases from the public suites
 
 const cases: CorpusCase[] = [];
-const C = (kind: string, source: string, name: string, input: string, content: string, calls: ExpectedCall[], tools: readonly string[], extra: Partial<CorpusCase> = {}): void => {
+const C = (
+  kind: string,
+  source: string,
+  name: string,
+  input: string,
+  content: string,
+  calls: ExpectedCall[],
+  tools: readonly string[],
+  extra: Partial<CorpusCase> = {},
+): void => {
   cases.push({ name: `${kind}/${name}`, input, content, calls, tools, kind, source, sample: true, ...extra });
 };
 const call = (name: string, args: Record<string, unknown> = {}): ExpectedCall => ({ name, args });
@@ -306,36 +366,143 @@ const call = (name: string, args: Record<string, unknown> = {}): ExpectedCall =>
   const src = vllm("test_pythonic_tool_parser.py");
   const simple = "get_weather(city='San Francisco', metric='celsius')";
   const simpleCall = call("get_weather", { city: "San Francisco", metric: "celsius" });
-  const more = "register_user(name='John Doe', age=37, address={'city': 'San Francisco', 'state': 'CA'}, role=None, passed_test=True, aliases=['John', 'Johnny'])";
-  const moreCall = call("register_user", { name: "John Doe", age: 37, address: { city: "San Francisco", state: "CA" }, role: null, passed_test: true, aliases: ["John", "Johnny"] });
+  const more =
+    "register_user(name='John Doe', age=37, address={'city': 'San Francisco', 'state': 'CA'}, role=None, passed_test=True, aliases=['John', 'Johnny'])";
+  const moreCall = call("register_user", {
+    name: "John Doe",
+    age: 37,
+    address: { city: "San Francisco", state: "CA" },
+    role: null,
+    passed_test: true,
+    aliases: ["John", "Johnny"],
+  });
   C(K, src, "simple", `[${simple}]`, "", [simpleCall], T);
   C(K, src, "more types", `[${more}]`, "", [moreCall], T);
   C(K, src, "parameterless", "[get_weather()]", "", [call("get_weather")], T);
-  C(K, src, "empty dict", "[do_something_cool(additional_data={})]", "", [call("do_something_cool", { additional_data: {} })], T);
+  C(
+    K,
+    src,
+    "empty dict",
+    "[do_something_cool(additional_data={})]",
+    "",
+    [call("do_something_cool", { additional_data: {} })],
+    T,
+  );
   C(K, src, "empty list", "[do_something_cool(steps=[])]", "", [call("do_something_cool", { steps: [] })], T);
-  C(K, src, "escaped strings", String.raw`[get_weather(city='Martha\'s Vineyard', metric='\"cool units\"')]`, "", [call("get_weather", { city: "Martha's Vineyard", metric: '"cool units"' })], T);
+  C(
+    K,
+    src,
+    "escaped strings",
+    String.raw`[get_weather(city='Martha\'s Vineyard', metric='\"cool units\"')]`,
+    "",
+    [call("get_weather", { city: "Martha's Vineyard", metric: '"cool units"' })],
+    T,
+  );
   C(K, src, "parallel", `[${simple}, ${more}]`, "", [simpleCall, moreCall], T);
-  C(K, src, "large steps", `[get_weather(city='San Francisco', metric='celsius'), get_weather(), do_something_cool(steps=[])]`, "", [simpleCall, call("get_weather"), call("do_something_cool", { steps: [] })], T);
+  C(
+    K,
+    src,
+    "large steps",
+    `[get_weather(city='San Francisco', metric='celsius'), get_weather(), do_something_cool(steps=[])]`,
+    "",
+    [simpleCall, call("get_weather"), call("do_something_cool", { steps: [] })],
+    T,
+  );
   // vLLM keeps the good sibling; here a block is all-or-nothing: the whole list stays text.
-  C(K, src, "bytes sibling makes the list text", `[get_weather(x=b'z'), ${simple}]`, `[get_weather(x=b'z'), ${simple}]`, [], T);
-  C(K, src, "non-finite sibling makes the list text", `[calc(x=1e999), ${simple}]`, `[calc(x=1e999), ${simple}]`, [], T);
-  C(K, src, "unparsable sibling makes the list text", `[${simple}, f(a='x 'y', b='z')]`, `[${simple}, f(a='x 'y', b='z')]`, [], T);
+  C(
+    K,
+    src,
+    "bytes sibling makes the list text",
+    `[get_weather(x=b'z'), ${simple}]`,
+    `[get_weather(x=b'z'), ${simple}]`,
+    [],
+    T,
+  );
+  C(
+    K,
+    src,
+    "non-finite sibling makes the list text",
+    `[calc(x=1e999), ${simple}]`,
+    `[calc(x=1e999), ${simple}]`,
+    [],
+    T,
+  );
+  C(
+    K,
+    src,
+    "unparsable sibling makes the list text",
+    `[${simple}, f(a='x 'y', b='z')]`,
+    `[${simple}, f(a='x 'y', b='z')]`,
+    [],
+    T,
+  );
   C(K, src, "mismatched brackets", "[foo(x=1])]", "[foo(x=1])]", [], T);
   C(K, src, "no call", "How can I help you today?", "How can I help you today?", [], T);
-  C(K, SGLANG, "prose before", "Here's a tool call: [get_weather(location='New York', unit='celsius')]", "Here's a tool call:", [call("get_weather", { location: "New York", unit: "celsius" })], T);
-  C(K, SGLANG, "text before without punctuation", "This is some text before [get_weather(location='London')]", "This is some text before", [call("get_weather", { location: "London" })], T);
-  C(K, SGLANG, "text after", "[get_weather(location='Tokyo')] Here's the forecast:", "Here's the forecast:", [call("get_weather", { location: "Tokyo" })], T);
-  C(K, SGLANG, "two lists with prose between", "[get_weather(location='Berlin')] and [search(query='restaurants')]", "and", [call("get_weather", { location: "Berlin" }), call("search", { query: "restaurants" })], T);
+  C(
+    K,
+    SGLANG,
+    "prose before",
+    "Here's a tool call: [get_weather(location='New York', unit='celsius')]",
+    "Here's a tool call:",
+    [call("get_weather", { location: "New York", unit: "celsius" })],
+    T,
+  );
+  C(
+    K,
+    SGLANG,
+    "text before without punctuation",
+    "This is some text before [get_weather(location='London')]",
+    "This is some text before",
+    [call("get_weather", { location: "London" })],
+    T,
+  );
+  C(
+    K,
+    SGLANG,
+    "text after",
+    "[get_weather(location='Tokyo')] Here's the forecast:",
+    "Here's the forecast:",
+    [call("get_weather", { location: "Tokyo" })],
+    T,
+  );
+  C(
+    K,
+    SGLANG,
+    "two lists with prose between",
+    "[get_weather(location='Berlin')] and [search(query='restaurants')]",
+    "and",
+    [call("get_weather", { location: "Berlin" }), call("search", { query: "restaurants" })],
+    T,
+  );
   C(K, SGLANG, "opening bracket only", "Let's try this: [", "Let's try this: [", [], T);
-  C(K, SGLANG, "nested list argument", "[get_weather(location='New York', unit='celsius', data=[1, 2, 3])]", "", [call("get_weather", { location: "New York", unit: "celsius", data: [1, 2, 3] })], T);
-  C(K, SGLANG, "nested dict argument", "[search(query='test', config={'options': [1, 2], 'nested': {'key': 'value'}})]", "", [call("search", { query: "test", config: { options: [1, 2], nested: { key: "value" } } })], T);
+  C(
+    K,
+    SGLANG,
+    "nested list argument",
+    "[get_weather(location='New York', unit='celsius', data=[1, 2, 3])]",
+    "",
+    [call("get_weather", { location: "New York", unit: "celsius", data: [1, 2, 3] })],
+    T,
+  );
+  C(
+    K,
+    SGLANG,
+    "nested dict argument",
+    "[search(query='test', config={'options': [1, 2], 'nested': {'key': 'value'}})]",
+    "",
+    [call("search", { query: "test", config: { options: [1, 2], nested: { key: "value" } } })],
+    T,
+  );
   C(
     K,
     SGLANG,
     "several calls with nested brackets",
     "[get_weather(location='Paris', data=[10, 20]), search(query='test', filters=['a', 'b'])]",
     "",
-    [call("get_weather", { location: "Paris", data: [10, 20] }), call("search", { query: "test", filters: ["a", "b"] })],
+    [
+      call("get_weather", { location: "Paris", data: [10, 20] }),
+      call("search", { query: "test", filters: ["a", "b"] }),
+    ],
     T,
   );
   C(
@@ -345,27 +512,122 @@ const call = (name: string, args: Record<string, unknown> = {}): ExpectedCall =>
     String.raw`[search(query="a \"q\" \\ end\n", n=-3, f=2.5e-3, h=0x1F, big=12345678901234567890, sep=1_000, t=(1, 'x'), one=(5), u=u'ü', r=r'\d+', j=[true, false, null], nl='a\
 b')]`,
     "",
-    [call("search", { query: 'a "q" \\ end\n', n: -3, f: 0.0025, h: 31, big: "12345678901234567890", sep: 1000, t: [1, "x"], one: 5, u: "ü", r: "\\d+", j: [true, false, null], nl: "ab" })],
+    [
+      call("search", {
+        query: 'a "q" \\ end\n',
+        n: -3,
+        f: 0.0025,
+        h: 31,
+        big: "12345678901234567890",
+        sep: 1000,
+        t: [1, "x"],
+        one: 5,
+        u: "ü",
+        r: "\\d+",
+        j: [true, false, null],
+        nl: "ab",
+      }),
+    ],
     T,
   );
-  C(K, "clawbridge (Python call syntax)", "trailing commas and newlines", "[\n  get_weather(\n    city='Paris',\n  ),\n  search(query='x'),\n]", "", [call("get_weather", { city: "Paris" }), call("search", { query: "x" })], T);
+  C(
+    K,
+    "clawbridge (Python call syntax)",
+    "trailing commas and newlines",
+    "[\n  get_weather(\n    city='Paris',\n  ),\n  search(query='x'),\n]",
+    "",
+    [call("get_weather", { city: "Paris" }), call("search", { query: "x" })],
+    T,
+  );
   C(K, "clawbridge", "positional argument is text", "[get_weather('Paris')]", "[get_weather('Paris')]", [], T);
   C(K, "clawbridge", "expression is text", "[get_weather(days=1+2)]", "[get_weather(days=1+2)]", [], T);
   C(K, "clawbridge", "variable is text", "[get_weather(city=city)]", "[get_weather(city=city)]", [], T);
   C(K, "clawbridge", "set is text", "[search(tags={1, 2})]", "[search(tags={1, 2})]", [], T);
-  C(K, "clawbridge", "repeated keyword is text", "[search(query='a', query='b')]", "[search(query='a', query='b')]", [], T);
+  C(
+    K,
+    "clawbridge",
+    "repeated keyword is text",
+    "[search(query='a', query='b')]",
+    "[search(query='a', query='b')]",
+    [],
+    T,
+  );
   C(K, "clawbridge", "f-string is text", "[search(query=f'{x}')]", "[search(query=f'{x}')]", [], T);
   const lfm2 = "sgl-project/sglang python/sglang/srt/function_call/lfm2_detector.py";
-  C(K, lfm2, "raw newline in a string is kept", "[search(query='line 1\nline 2')]", "", [call("search", { query: "line 1\nline 2" })], T);
+  C(
+    K,
+    lfm2,
+    "raw newline in a string is kept",
+    "[search(query='line 1\nline 2')]",
+    "",
+    [call("search", { query: "line 1\nline 2" })],
+    T,
+  );
   C(K, lfm2, "zero-padded integer", "[search(month=07, day=1)]", "", [call("search", { month: 7, day: 1 })], T);
-  C(K, lfm2, "Python keyword as a parameter name", "[search(from=1, query='x')]", "", [call("search", { from: 1, query: "x" })], T);
+  C(
+    K,
+    lfm2,
+    "Python keyword as a parameter name",
+    "[search(from=1, query='x')]",
+    "",
+    [call("search", { from: 1, query: "x" })],
+    T,
+  );
   C(K, "clawbridge", "name not offered is text", "[delete_all(force=True)]", "[delete_all(force=True)]", [], T);
-  C(K, "clawbridge", "inline code is text", "Call `[get_weather(city='Paris')]` to check.", "Call `[get_weather(city='Paris')]` to check.", [], T);
-  C(K, "clawbridge", "python fence is text", "```python\nresult = [get_weather(city='Paris')]\n```", "```python\nresult = [get_weather(city='Paris')]\n```", [], T);
-  C(K, "clawbridge", "markdown link is text", "See [get_weather](https://example.com) and [search (docs)].", "See [get_weather](https://example.com) and [search (docs)].", [], T);
-  C(K, "clawbridge", "example in a sentence is text", "Calls look like [get_weather(city='Paris')] in Python.", "Calls look like [get_weather(city='Paris')] in Python.", [], T);
-  C(K, "clawbridge", "example after such as is text", "A list such as [search(query='x'), get_weather()] runs both.", "A list such as [search(query='x'), get_weather()] runs both.", [], T);
-  C(K, "clawbridge", "unclosed list at the end is text", "[get_weather(city='Paris')", "[get_weather(city='Paris')", [], T);
+  C(
+    K,
+    "clawbridge",
+    "inline code is text",
+    "Call `[get_weather(city='Paris')]` to check.",
+    "Call `[get_weather(city='Paris')]` to check.",
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "python fence is text",
+    "```python\nresult = [get_weather(city='Paris')]\n```",
+    "```python\nresult = [get_weather(city='Paris')]\n```",
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "markdown link is text",
+    "See [get_weather](https://example.com) and [search (docs)].",
+    "See [get_weather](https://example.com) and [search (docs)].",
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "example in a sentence is text",
+    "Calls look like [get_weather(city='Paris')] in Python.",
+    "Calls look like [get_weather(city='Paris')] in Python.",
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "example after such as is text",
+    "A list such as [search(query='x'), get_weather()] runs both.",
+    "A list such as [search(query='x'), get_weather()] runs both.",
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "unclosed list at the end is text",
+    "[get_weather(city='Paris')",
+    "[get_weather(city='Paris')",
+    [],
+    T,
+  );
 }
 
 // ----- Llama 4 <|python_start|> and LFM2 <|tool_call_start|>
@@ -375,8 +637,24 @@ b')]`,
   const src = vllm("test_llama4_pythonic_tool_parser.py");
   const la = call("get_weather", { city: "LA", metric: "C" });
   C(K, src, "python tag", "<|python_start|>[get_weather(city='LA', metric='C')]<|python_end|>", "", [la], T);
-  C(K, src, "parallel, no end marker", "<|python_start|>[get_weather(city='LA', metric='C'),register_user(name='Doe', age=9)]", "", [la, call("register_user", { name: "Doe", age: 9 })], T);
-  C(K, src, "parallel compact", "[get_weather(city='LA',metric='C'),register_user(name='Doe',age=9)]", "", [la, call("register_user", { name: "Doe", age: 9 })], T);
+  C(
+    K,
+    src,
+    "parallel, no end marker",
+    "<|python_start|>[get_weather(city='LA', metric='C'),register_user(name='Doe', age=9)]",
+    "",
+    [la, call("register_user", { name: "Doe", age: 9 })],
+    T,
+  );
+  C(
+    K,
+    src,
+    "parallel compact",
+    "[get_weather(city='LA',metric='C'),register_user(name='Doe',age=9)]",
+    "",
+    [la, call("register_user", { name: "Doe", age: 9 })],
+    T,
+  );
   C(
     K,
     src,
@@ -386,9 +664,27 @@ b')]`,
     [la, call("get_weather"), call("do_something_cool", { steps: [] })],
     T,
   );
-  C(K, src, "mismatched brackets", "<|python_start|>[foo(x=1])]<|python_end|>", "<|python_start|>[foo(x=1])]<|python_end|>", [], T);
-  C(K, src, "mismatched brackets, tokens stripped", "<|python_start|>[foo(x=1])]<|python_end|>", "[foo(x=1])]", [], T, { stripSpecialTokens: true });
-  C(K, SGLANG, "python_start with prose before", "Here's a call: <|python_start|>[get_weather(location='Tokyo', data=[1, 2, 3])]<|python_end|>", "Here's a call:", [call("get_weather", { location: "Tokyo", data: [1, 2, 3] })], T);
+  C(
+    K,
+    src,
+    "mismatched brackets",
+    "<|python_start|>[foo(x=1])]<|python_end|>",
+    "<|python_start|>[foo(x=1])]<|python_end|>",
+    [],
+    T,
+  );
+  C(K, src, "mismatched brackets, tokens stripped", "<|python_start|>[foo(x=1])]<|python_end|>", "[foo(x=1])]", [], T, {
+    stripSpecialTokens: true,
+  });
+  C(
+    K,
+    SGLANG,
+    "python_start with prose before",
+    "Here's a call: <|python_start|>[get_weather(location='Tokyo', data=[1, 2, 3])]<|python_end|>",
+    "Here's a call:",
+    [call("get_weather", { location: "Tokyo", data: [1, 2, 3] })],
+    T,
+  );
   C(
     K,
     SGLANG,
@@ -398,56 +694,162 @@ b')]`,
     [call("get_weather", { location: "Mars", unit: "celsius" })],
     T,
   );
-  C(K, SGLANG, "stripped tokens", "<|python_start|>[get_weather(city='LA', metric='C')]<|python_end|><|eot|>", "", [la], T, { stripSpecialTokens: true });
-  C(K, "sgl-project/sglang python/sglang/srt/function_call/lfm2_detector.py", "LFM2 JSON array", '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|tool_call_end|>', "", [call("get_weather", { city: "Paris" })], T);
-  C(K, "sgl-project/sglang python/sglang/srt/function_call/lfm2_detector.py", "LFM2 tool_call_start", '<|tool_call_start|>[get_weather(city="Paris", days=3)]<|tool_call_end|>', "", [call("get_weather", { city: "Paris", days: 3 })], T);
-  C(K, "clawbridge", "python_start then prose is text", "<|python_start|>print('hi')<|python_end|>", "<|python_start|>print('hi')<|python_end|>", [], T);
+  C(
+    K,
+    SGLANG,
+    "stripped tokens",
+    "<|python_start|>[get_weather(city='LA', metric='C')]<|python_end|><|eot|>",
+    "",
+    [la],
+    T,
+    { stripSpecialTokens: true },
+  );
+  C(
+    K,
+    "sgl-project/sglang python/sglang/srt/function_call/lfm2_detector.py",
+    "LFM2 JSON array",
+    '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|tool_call_end|>',
+    "",
+    [call("get_weather", { city: "Paris" })],
+    T,
+  );
+  C(
+    K,
+    "sgl-project/sglang python/sglang/srt/function_call/lfm2_detector.py",
+    "LFM2 tool_call_start",
+    '<|tool_call_start|>[get_weather(city="Paris", days=3)]<|tool_call_end|>',
+    "",
+    [call("get_weather", { city: "Paris", days: 3 })],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "python_start then prose is text",
+    "<|python_start|>print('hi')<|python_end|>",
+    "<|python_start|>print('hi')<|python_end|>",
+    [],
+    T,
+  );
 }
 
 // ----- DeepSeek V3 / R1 / V3.1
 {
   const K = "deepseek";
-  const T = ["get_weather", "search_hotels", "test_function", "get_current_time", "send_message", "foo", "bar", "get_temperature", "special_function"];
+  const T = [
+    "get_weather",
+    "search_hotels",
+    "test_function",
+    "get_current_time",
+    "send_message",
+    "foo",
+    "bar",
+    "get_temperature",
+    "special_function",
+  ];
   const src3 = vllm("test_deepseekv3_tool_parser.py");
   const src31 = vllm("test_deepseekv31_tool_parser.py");
-  const one = (name: string, args: string): string => `${DS("tool▁call▁begin")}function${DS("tool▁sep")}${name}\n\`\`\`json\n${args}\n\`\`\`${DS("tool▁call▁end")}`;
+  const one = (name: string, args: string): string =>
+    `${DS("tool▁call▁begin")}function${DS("tool▁sep")}${name}\n\`\`\`json\n${args}\n\`\`\`${DS("tool▁call▁end")}`;
   const block = (...calls: string[]): string => DS("tool▁calls▁begin") + calls.join("") + DS("tool▁calls▁end");
-  C(K, src3, "single", block(one("get_weather", '{"city": "Tokyo", "unit": "celsius"}')), "", [call("get_weather", { city: "Tokyo", unit: "celsius" })], T);
+  C(
+    K,
+    src3,
+    "single",
+    block(one("get_weather", '{"city": "Tokyo", "unit": "celsius"}')),
+    "",
+    [call("get_weather", { city: "Tokyo", unit: "celsius" })],
+    T,
+  );
   C(
     K,
     src3,
     "parallel",
-    block(one("get_weather", '{"city": "Tokyo", "unit": "celsius"}'), one("search_hotels", '{"location": "Tokyo", "check_in": "2025-01-15"}')),
+    block(
+      one("get_weather", '{"city": "Tokyo", "unit": "celsius"}'),
+      one("search_hotels", '{"location": "Tokyo", "check_in": "2025-01-15"}'),
+    ),
     "",
-    [call("get_weather", { city: "Tokyo", unit: "celsius" }), call("search_hotels", { location: "Tokyo", check_in: "2025-01-15" })],
+    [
+      call("get_weather", { city: "Tokyo", unit: "celsius" }),
+      call("search_hotels", { location: "Tokyo", check_in: "2025-01-15" }),
+    ],
     T,
   );
   C(
     K,
     src3,
     "various data types",
-    block(one("test_function", '{"string_field": "hello", "int_field": 42, "float_field": 3.14, "bool_field": true, "null_field": null, "array_field": ["a", "b", "c"], "object_field": {"nested": "value"}, "empty_array": [], "empty_object": {}}')),
+    block(
+      one(
+        "test_function",
+        '{"string_field": "hello", "int_field": 42, "float_field": 3.14, "bool_field": true, "null_field": null, "array_field": ["a", "b", "c"], "object_field": {"nested": "value"}, "empty_array": [], "empty_object": {}}',
+      ),
+    ),
     "",
-    [call("test_function", { string_field: "hello", int_field: 42, float_field: 3.14, bool_field: true, null_field: null, array_field: ["a", "b", "c"], object_field: { nested: "value" }, empty_array: [], empty_object: {} })],
+    [
+      call("test_function", {
+        string_field: "hello",
+        int_field: 42,
+        float_field: 3.14,
+        bool_field: true,
+        null_field: null,
+        array_field: ["a", "b", "c"],
+        object_field: { nested: "value" },
+        empty_array: [],
+        empty_object: {},
+      }),
+    ],
     T,
   );
   C(K, src3, "empty arguments", block(one("get_current_time", "{}")), "", [call("get_current_time")], T);
-  C(K, src3, "surrounding text", "Let me check the weather for you." + block(one("get_weather", '{"city": "Paris"}')), "Let me check the weather for you.", [call("get_weather", { city: "Paris" })], T);
+  C(
+    K,
+    src3,
+    "surrounding text",
+    "Let me check the weather for you." + block(one("get_weather", '{"city": "Paris"}')),
+    "Let me check the weather for you.",
+    [call("get_weather", { city: "Paris" })],
+    T,
+  );
   C(
     K,
     src3,
     "escaped strings",
-    block(one("send_message", String.raw`{"text": "He said \"hello\"", "path": "C:\\Users\\file", "newline": "line1\nline2"}`)),
+    block(
+      one(
+        "send_message",
+        String.raw`{"text": "He said \"hello\"", "path": "C:\\Users\\file", "newline": "line1\nline2"}`,
+      ),
+    ),
     "",
     [call("send_message", { text: 'He said "hello"', path: "C:\\Users\\file", newline: "line1\nline2" })],
     T,
   );
-  const bad1 = block(`${DS("tool▁call▁begin")}function${DS("tool▁sep")}get_weather\n\`\`\`json\n{"city": "Tokyo"\n\`\`\`${DS("tool▁call▁end")}`);
+  const bad1 = block(
+    `${DS("tool▁call▁begin")}function${DS("tool▁sep")}get_weather\n\`\`\`json\n{"city": "Tokyo"\n\`\`\`${DS("tool▁call▁end")}`,
+  );
   C(K, src3, "malformed JSON is text", bad1, bad1, [], T);
   const bad2 = `${DS("tool▁calls▁begin")}function${DS("tool▁sep")}get_weather\n\`\`\`json\n{"city": "Tokyo"}\n\`\`\`${DS("tool▁calls▁end")}`;
   C(K, src3, "missing call markers is text", bad2, bad2, [], T);
-  C(K, src3, "no call", "How can I help you today? I can check weather for you.", "How can I help you today? I can check weather for you.", [], T);
-  C(K, src31, "V3.1 with prefix", `normal text${DS("tool▁calls▁begin")}${DS("tool▁call▁begin")}foo${DS("tool▁sep")}{"x":1}${DS("tool▁call▁end")}${DS("tool▁calls▁end")}`, "normal text", [call("foo", { x: 1 })], T);
+  C(
+    K,
+    src3,
+    "no call",
+    "How can I help you today? I can check weather for you.",
+    "How can I help you today? I can check weather for you.",
+    [],
+    T,
+  );
+  C(
+    K,
+    src31,
+    "V3.1 with prefix",
+    `normal text${DS("tool▁calls▁begin")}${DS("tool▁call▁begin")}foo${DS("tool▁sep")}{"x":1}${DS("tool▁call▁end")}${DS("tool▁calls▁end")}`,
+    "normal text",
+    [call("foo", { x: 1 })],
+    T,
+  );
   C(
     K,
     src31,
@@ -482,7 +884,16 @@ b')]`,
   );
   const syntax = `I need to remember the correct syntax. It starts with ${DS("tool▁calls▁begin")} and ends with`;
   C(K, LLAMACPP, "token mentioned in prose is text", syntax, syntax, [], T);
-  C(K, LLAMACPP, "token mentioned in prose, stripped", syntax, "I need to remember the correct syntax. It starts with  and ends with", [], T, { stripSpecialTokens: true });
+  C(
+    K,
+    LLAMACPP,
+    "token mentioned in prose, stripped",
+    syntax,
+    "I need to remember the correct syntax. It starts with  and ends with",
+    [],
+    T,
+    { stripSpecialTokens: true },
+  );
   C(
     K,
     "clawbridge",
@@ -504,42 +915,161 @@ b')]`,
   const s1 = '{"name": "searchTool", "parameters": {"query": "test1"}}';
   const s2 = '{"name": "getOpenIncidentsTool", "parameters": {}}';
   const s3 = '{"name": "searchTool", "parameters": {"query": "test2"}}';
-  const three = [call("searchTool", { query: "test1" }), call("getOpenIncidentsTool"), call("searchTool", { query: "test2" })];
-  C(K, src, "call after text on the same line", 'Here is the result: {"name": "getOpenIncidentsTool", "parameters": {}} Would you like to know more?', "Here is the result: Would you like to know more?", [call("getOpenIncidentsTool")], T);
-  C(K, src, "with arguments", '{"name": "searchTool", "parameters": {"query": "test query", "limit": 10}}', "", [call("searchTool", { query: "test query", limit: 10 })], T);
-  C(K, src, "arguments key", '{"name": "searchTool", "arguments": {"query": "test"}}', "", [call("searchTool", { query: "test" })], T);
+  const three = [
+    call("searchTool", { query: "test1" }),
+    call("getOpenIncidentsTool"),
+    call("searchTool", { query: "test2" }),
+  ];
+  C(
+    K,
+    src,
+    "call after text on the same line",
+    'Here is the result: {"name": "getOpenIncidentsTool", "parameters": {}} Would you like to know more?',
+    "Here is the result: Would you like to know more?",
+    [call("getOpenIncidentsTool")],
+    T,
+  );
+  C(
+    K,
+    src,
+    "with arguments",
+    '{"name": "searchTool", "parameters": {"query": "test query", "limit": 10}}',
+    "",
+    [call("searchTool", { query: "test query", limit: 10 })],
+    T,
+  );
+  C(
+    K,
+    src,
+    "arguments key",
+    '{"name": "searchTool", "arguments": {"query": "test"}}',
+    "",
+    [call("searchTool", { query: "test" })],
+    T,
+  );
   C(K, src, "semicolons", `${s1}; ${s2}; ${s3}`, "", three, T);
   C(K, src, "semicolons with blanks", `${s1} ; ${s2} ; ${s3}`, "", three, T);
-  C(K, src, "semicolons with surrounding text", `Here are the results: ${s1}; ${s2}; ${s3} Would you like to know more?`, "Here are the results: Would you like to know more?", three, T);
-  C(K, src, "deeply nested", '{"name": "complexTool", "parameters": {"level1": {"level2": {"level3": {"level4": {"value": "deep"}}}}}}', "", [call("complexTool", { level1: { level2: { level3: { level4: { value: "deep" } } } } })], T);
+  C(
+    K,
+    src,
+    "semicolons with surrounding text",
+    `Here are the results: ${s1}; ${s2}; ${s3} Would you like to know more?`,
+    "Here are the results: Would you like to know more?",
+    three,
+    T,
+  );
+  C(
+    K,
+    src,
+    "deeply nested",
+    '{"name": "complexTool", "parameters": {"level1": {"level2": {"level3": {"level4": {"value": "deep"}}}}}}',
+    "",
+    [call("complexTool", { level1: { level2: { level3: { level4: { value: "deep" } } } } })],
+    T,
+  );
   C(
     K,
     src,
     "several with deep nesting",
     '{"name": "simpleTool", "parameters": {"value": "test"}}; {"name": "complexTool", "parameters": {"config": {"database": {"connection": {"pool": {"size": 10}}}}}}',
     "",
-    [call("simpleTool", { value: "test" }), call("complexTool", { config: { database: { connection: { pool: { size: 10 } } } } })],
+    [
+      call("simpleTool", { value: "test" }),
+      call("complexTool", { config: { database: { connection: { pool: { size: 10 } } } } }),
+    ],
     T,
   );
-  C(K, src, "quotes and brackets in strings", '{"name": "searchTool", "parameters": {"query": "test {value} [complex]","nested": {"inner": "more {brackets}"}}}', "", [call("searchTool", { query: "test {value} [complex]", nested: { inner: "more {brackets}" } })], T);
-  C(K, src, "escaped quotes", String.raw`{"name": "parserTool", "parameters": {"text": "He said \"Hello {world}\""}}`, "", [call("parserTool", { text: 'He said "Hello {world}"' })], T);
+  C(
+    K,
+    src,
+    "quotes and brackets in strings",
+    '{"name": "searchTool", "parameters": {"query": "test {value} [complex]","nested": {"inner": "more {brackets}"}}}',
+    "",
+    [call("searchTool", { query: "test {value} [complex]", nested: { inner: "more {brackets}" } })],
+    T,
+  );
+  C(
+    K,
+    src,
+    "escaped quotes",
+    String.raw`{"name": "parserTool", "parameters": {"text": "He said \"Hello {world}\""}}`,
+    "",
+    [call("parserTool", { text: 'He said "Hello {world}"' })],
+    T,
+  );
   C(K, src, "missing name is text", '{"parameters": {}}', '{"parameters": {}}', [], T);
   // vLLM wants parameters or arguments; an absent arguments object is an empty one here.
   C(K, src, "no parameters is a call without arguments", '{"name": "searchTool"}', "", [call("searchTool")], T);
-  C(K, src, "invalid JSON is text", '{"name": "searchTool", "parameters": {invalid json}', '{"name": "searchTool", "parameters": {invalid json}', [], T);
-  C(K, src, "braces in the trailing prose", '{"name": "searchTool", "parameters": {"query": "test"}} I used {searchTool} for this.', "I used {searchTool} for this.", [call("searchTool", { query: "test" })], T);
-  C(K, src, "call fragment inside the next sentence", '{"name": "searchTool", "parameters": {"query": "test"}} The arguments I passed were {"query": "test"}', 'The arguments I passed were {"query": "test"}', [call("searchTool", { query: "test" })], T);
+  C(
+    K,
+    src,
+    "invalid JSON is text",
+    '{"name": "searchTool", "parameters": {invalid json}',
+    '{"name": "searchTool", "parameters": {invalid json}',
+    [],
+    T,
+  );
+  C(
+    K,
+    src,
+    "braces in the trailing prose",
+    '{"name": "searchTool", "parameters": {"query": "test"}} I used {searchTool} for this.',
+    "I used {searchTool} for this.",
+    [call("searchTool", { query: "test" })],
+    T,
+  );
+  C(
+    K,
+    src,
+    "call fragment inside the next sentence",
+    '{"name": "searchTool", "parameters": {"query": "test"}} The arguments I passed were {"query": "test"}',
+    'The arguments I passed were {"query": "test"}',
+    [call("searchTool", { query: "test" })],
+    T,
+  );
   for (const [label, sep] of [
     ["; ", "; "],
     [";", ";"],
     [";\\n", ";\n"],
     ["\\n", "\n"],
   ] as const) {
-    C(K, src, `parallel separated by ${label}`, `${s1}${sep}${s2}`, "", [call("searchTool", { query: "test1" }), call("getOpenIncidentsTool")], T);
+    C(
+      K,
+      src,
+      `parallel separated by ${label}`,
+      `${s1}${sep}${s2}`,
+      "",
+      [call("searchTool", { query: "test1" }), call("getOpenIncidentsTool")],
+      T,
+    );
   }
-  C(K, "clawbridge", "after a sentence end", 'I will look it up. {"name": "searchTool", "parameters": {"query": "x"}}', "I will look it up.", [call("searchTool", { query: "x" })], T);
-  C(K, "clawbridge", "full-width colon, CJK sentence after", '好的：{"name": "searchTool", "parameters": {"query": "天气"}} 我来查询。', "好的： 我来查询。", [call("searchTool", { query: "天气" })], T);
-  C(K, "clawbridge", "sentence ends with a colon, nothing after", 'Searching now: {"name": "searchTool", "parameters": {"query": "x"}}\nDone.', "Searching now:\nDone.", [call("searchTool", { query: "x" })], T);
+  C(
+    K,
+    "clawbridge",
+    "after a sentence end",
+    'I will look it up. {"name": "searchTool", "parameters": {"query": "x"}}',
+    "I will look it up.",
+    [call("searchTool", { query: "x" })],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "full-width colon, CJK sentence after",
+    '好的：{"name": "searchTool", "parameters": {"query": "天气"}} 我来查询。',
+    "好的： 我来查询。",
+    [call("searchTool", { query: "天气" })],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "sentence ends with a colon, nothing after",
+    'Searching now: {"name": "searchTool", "parameters": {"query": "x"}}\nDone.',
+    "Searching now:\nDone.",
+    [call("searchTool", { query: "x" })],
+    T,
+  );
   C(K, "clawbridge", "a trailing semicolon at the end", `${s1};`, "", [call("searchTool", { query: "test1" })], T);
 }
 
@@ -547,17 +1077,48 @@ b')]`,
 {
   const K = "neg-json-lookalike";
   const T = ["searchTool", "read", "get_weather"];
-  const same = (name: string, input: string, extra: Partial<CorpusCase> = {}): void => C(K, "clawbridge (in-sentence rule)", name, input, input, [], T, extra);
-  same("package.json in a sentence", 'Here is the package.json: {"name": "searchTool", "version": "1.0.0", "scripts": {"test": "node --test"}} Run npm install.');
-  same("package.json on its own line", 'Your package.json:\n{"name": "read", "version": "1.0.0", "private": true}\nSave it.');
-  same("echoed schema in a sentence", 'The searchTool is defined as: {"name": "searchTool", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}} It needs a query.');
-  same("echoed OpenAI tool definition in a sentence", 'Definition: {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object"}}} That is all.');
-  same("JSON example in an explanation (like this)", 'To call a tool, write JSON like this: {"name": "searchTool", "parameters": {"query": "test"}} It then waits for the result.');
-  same("JSON example in an explanation (for example)", 'For example: {"name": "read", "arguments": {"path": "notes.txt"}} This reads a file.');
-  same("JSON example in an explanation (e.g.)", 'Use a call object, e.g. {"name": "read", "arguments": {"path": "a.txt"}} Then wait.');
-  same("JSON example in an explanation (format)", 'The format is: {"name": "get_weather", "arguments": {"city": "Paris"}} Each call is one object.');
-  same("JSON example in an explanation (previous sentence)", 'Here is an example of a call. {"name": "get_weather", "arguments": {"city": "Paris"}} It names the tool.');
-  same("JSON example in an explanation (Chinese)", '例如：{"name": "get_weather", "arguments": {"city": "北京"}} 这是一个示例。');
+  const same = (name: string, input: string, extra: Partial<CorpusCase> = {}): void =>
+    C(K, "clawbridge (in-sentence rule)", name, input, input, [], T, extra);
+  same(
+    "package.json in a sentence",
+    'Here is the package.json: {"name": "searchTool", "version": "1.0.0", "scripts": {"test": "node --test"}} Run npm install.',
+  );
+  same(
+    "package.json on its own line",
+    'Your package.json:\n{"name": "read", "version": "1.0.0", "private": true}\nSave it.',
+  );
+  same(
+    "echoed schema in a sentence",
+    'The searchTool is defined as: {"name": "searchTool", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}} It needs a query.',
+  );
+  same(
+    "echoed OpenAI tool definition in a sentence",
+    'Definition: {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object"}}} That is all.',
+  );
+  same(
+    "JSON example in an explanation (like this)",
+    'To call a tool, write JSON like this: {"name": "searchTool", "parameters": {"query": "test"}} It then waits for the result.',
+  );
+  same(
+    "JSON example in an explanation (for example)",
+    'For example: {"name": "read", "arguments": {"path": "notes.txt"}} This reads a file.',
+  );
+  same(
+    "JSON example in an explanation (e.g.)",
+    'Use a call object, e.g. {"name": "read", "arguments": {"path": "a.txt"}} Then wait.',
+  );
+  same(
+    "JSON example in an explanation (format)",
+    'The format is: {"name": "get_weather", "arguments": {"city": "Paris"}} Each call is one object.',
+  );
+  same(
+    "JSON example in an explanation (previous sentence)",
+    'Here is an example of a call. {"name": "get_weather", "arguments": {"city": "Paris"}} It names the tool.',
+  );
+  same(
+    "JSON example in an explanation (Chinese)",
+    '例如：{"name": "get_weather", "arguments": {"city": "北京"}} 这是一个示例。',
+  );
   same("call in the middle of a sentence", 'You can run {"name": "read", "arguments": {"path": "a"}} to read a file.');
   same("call after a comma", 'Sure, {"name": "read", "arguments": {"path": "a"}} Done.');
   same("lowercase after the call", 'Answer: {"name": "read", "arguments": {"path": "a"}} is what I would send.');
@@ -572,19 +1133,100 @@ b')]`,
   const K = "xlam-array";
   const T = ["get_current_weather", "get_conditions", "get_temperature", "a", "b"];
   const src = vllm("test_xlam_tool_parser.py");
-  const dallas = '{"name": "get_current_weather", "arguments": {"city": "Dallas", "state": "TX", "unit": "fahrenheit"}}';
+  const dallas =
+    '{"name": "get_current_weather", "arguments": {"city": "Dallas", "state": "TX", "unit": "fahrenheit"}}';
   const dallasCall = call("get_current_weather", { city: "Dallas", state: "TX", unit: "fahrenheit" });
   const orlandoCall = call("get_current_weather", { city: "Orlando", state: "FL", unit: "fahrenheit" });
-  C(K, src, "parallel", `[${dallas}, {"name": "get_current_weather", "arguments": {"city": "Orlando", "state": "FL", "unit": "fahrenheit"}}]`, "", [dallasCall, orlandoCall], T);
-  C(K, src, "after a think block", `<think>I'll help you with that.</think>[${dallas}]`, "<think>I'll help you with that.</think>", [dallasCall], T);
-  C(K, src, "json code block after prose", `I'll help you with that.\n\`\`\`json\n[${dallas}]\n\`\`\``, "I'll help you with that.", [dallasCall], T);
-  C(K, src, "[TOOL_CALLS] after other text", `I'll check the weather for you.[TOOL_CALLS][${dallas}]`, "I'll check the weather for you.", [dallasCall], T);
-  C(K, src, "tool_call tags after other text", `I'll help you check the weather.<tool_call>[${dallas}]</tool_call>`, "I'll help you check the weather.", [dallasCall], T);
-  C(K, src, "non-ASCII", '[{"name": "get_current_weather", "arguments": {"city": "北京"}}, {"name": "get_current_weather", "arguments": {"city": "上海"}}]', "", [call("get_current_weather", { city: "北京" }), call("get_current_weather", { city: "上海" })], T);
-  C(K, src, "empty arguments first", '[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 42}}]', "", [call("a"), call("b", { x: 42 })], T);
-  C(K, OLLAMA, "unclosed at the end", '[{"name": "get_conditions", "arguments": {"location": "Tokyo"}}', "", [call("get_conditions", { location: "Tokyo" })], T);
-  C(K, OLLAMA, "list multiple", '[{"name": "get_temperature", "arguments": {"city": "London"}},{"name": "get_conditions", "arguments": {"location": "Tokyo"}}]', "", [call("get_temperature", { city: "London" }), call("get_conditions", { location: "Tokyo" })], T);
-  C(K, OLLAMA, "unclosed, name not offered, is text", '[{"name": "search", "arguments": {"query": "What is the capital of Canada?"}}', '[{"name": "search", "arguments": {"query": "What is the capital of Canada?"}}', [], T);
+  C(
+    K,
+    src,
+    "parallel",
+    `[${dallas}, {"name": "get_current_weather", "arguments": {"city": "Orlando", "state": "FL", "unit": "fahrenheit"}}]`,
+    "",
+    [dallasCall, orlandoCall],
+    T,
+  );
+  C(
+    K,
+    src,
+    "after a think block",
+    `<think>I'll help you with that.</think>[${dallas}]`,
+    "<think>I'll help you with that.</think>",
+    [dallasCall],
+    T,
+  );
+  C(
+    K,
+    src,
+    "json code block after prose",
+    `I'll help you with that.\n\`\`\`json\n[${dallas}]\n\`\`\``,
+    "I'll help you with that.",
+    [dallasCall],
+    T,
+  );
+  C(
+    K,
+    src,
+    "[TOOL_CALLS] after other text",
+    `I'll check the weather for you.[TOOL_CALLS][${dallas}]`,
+    "I'll check the weather for you.",
+    [dallasCall],
+    T,
+  );
+  C(
+    K,
+    src,
+    "tool_call tags after other text",
+    `I'll help you check the weather.<tool_call>[${dallas}]</tool_call>`,
+    "I'll help you check the weather.",
+    [dallasCall],
+    T,
+  );
+  C(
+    K,
+    src,
+    "non-ASCII",
+    '[{"name": "get_current_weather", "arguments": {"city": "北京"}}, {"name": "get_current_weather", "arguments": {"city": "上海"}}]',
+    "",
+    [call("get_current_weather", { city: "北京" }), call("get_current_weather", { city: "上海" })],
+    T,
+  );
+  C(
+    K,
+    src,
+    "empty arguments first",
+    '[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 42}}]',
+    "",
+    [call("a"), call("b", { x: 42 })],
+    T,
+  );
+  C(
+    K,
+    OLLAMA,
+    "unclosed at the end",
+    '[{"name": "get_conditions", "arguments": {"location": "Tokyo"}}',
+    "",
+    [call("get_conditions", { location: "Tokyo" })],
+    T,
+  );
+  C(
+    K,
+    OLLAMA,
+    "list multiple",
+    '[{"name": "get_temperature", "arguments": {"city": "London"}},{"name": "get_conditions", "arguments": {"location": "Tokyo"}}]',
+    "",
+    [call("get_temperature", { city: "London" }), call("get_conditions", { location: "Tokyo" })],
+    T,
+  );
+  C(
+    K,
+    OLLAMA,
+    "unclosed, name not offered, is text",
+    '[{"name": "search", "arguments": {"query": "What is the capital of Canada?"}}',
+    '[{"name": "search", "arguments": {"query": "What is the capital of Canada?"}}',
+    [],
+    T,
+  );
   C(K, OLLAMA, "not a call list", "[special delivery]", "[special delivery]", [], T);
   C(
     K,
@@ -596,11 +1238,51 @@ b')]`,
     T,
   );
   C(K, "clawbridge", "unclosed after a trailing comma", '[{"name": "a", "arguments": {}},\n', "", [call("a")], T);
-  C(K, "clawbridge", "unclosed with an incomplete element is text", '[{"name": "a", "arguments": {}}, {"name": "b", "argu', '[{"name": "a", "arguments": {}}, {"name": "b", "argu', [], T);
-  C(K, "clawbridge", "unclosed after a think block", `<think>plan</think>\n[${dallas}`, "<think>plan</think>", [dallasCall], T);
-  C(K, "clawbridge", "between sentences", `Calling it now. [${dallas}] I will report back.`, "Calling it now. I will report back.", [dallasCall], T);
-  C(K, "clawbridge", "array in a sentence is text", `Arrays such as [${dallas}] are examples.`, `Arrays such as [${dallas}] are examples.`, [], T);
-  C(K, "clawbridge", "[TOOL_CALLS] closed by [/TOOL_CALLS]", `[TOOL_CALLS] [${dallas}][/TOOL_CALLS]`, "", [dallasCall], T);
+  C(
+    K,
+    "clawbridge",
+    "unclosed with an incomplete element is text",
+    '[{"name": "a", "arguments": {}}, {"name": "b", "argu',
+    '[{"name": "a", "arguments": {}}, {"name": "b", "argu',
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "unclosed after a think block",
+    `<think>plan</think>\n[${dallas}`,
+    "<think>plan</think>",
+    [dallasCall],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "between sentences",
+    `Calling it now. [${dallas}] I will report back.`,
+    "Calling it now. I will report back.",
+    [dallasCall],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "array in a sentence is text",
+    `Arrays such as [${dallas}] are examples.`,
+    `Arrays such as [${dallas}] are examples.`,
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "[TOOL_CALLS] closed by [/TOOL_CALLS]",
+    `[TOOL_CALLS] [${dallas}][/TOOL_CALLS]`,
+    "",
+    [dallasCall],
+    T,
+  );
 }
 
 // ----- Reasoning blocks: calls written inside thinking are not calls
@@ -616,12 +1298,61 @@ b')]`,
     [call("get_current_weather", { city: "Miami", state: "FL", unit: "fahrenheit" })],
     T,
   );
-  C(K, LLAMACPP, "unclosed thinking with a tag", "<think><tool_call>nah uhg</tool_call>", "<think><tool_call>nah uhg</tool_call>", [], T);
-  C(K, "clawbridge", "JSON line after thinking", '<think>\nThe user wants the weather.\n</think>\n\n{"name": "get_weather", "arguments": {"city": "Oslo"}}', "<think>\nThe user wants the weather.\n</think>", [call("get_weather", { city: "Oslo" })], T);
-  C(K, "clawbridge", "pythonic list right after thinking", "<think>ok</think>[get_weather(city='Oslo')]", "<think>ok</think>", [call("get_weather", { city: "Oslo" })], T);
-  C(K, "clawbridge", "mistral inside thinking is not a call", '<think>[TOOL_CALLS] [{"name": "get_weather", "arguments": {}}]</think>Done.', '<think>[TOOL_CALLS] [{"name": "get_weather", "arguments": {}}]</think>Done.', [], T);
-  C(K, "clawbridge", "think after leaked template tokens, stripped", '<|im_start|>assistant\n<think>\n<tool_call>{"name": "fake_tool", "arguments": {}}</tool_call>\n</think>\n<tool_call>{"name": "get_weather", "arguments": {}}</tool_call><|im_end|>', '<think>\n<tool_call>{"name": "fake_tool", "arguments": {}}</tool_call>\n</think>', [call("get_weather")], T, { stripSpecialTokens: true });
-  C(K, "clawbridge", "think later in the reply is plain text", 'Sure. <think>x</think> <tool_call>{"name": "get_weather", "arguments": {}}</tool_call>', "Sure. <think>x</think>", [call("get_weather")], T);
+  C(
+    K,
+    LLAMACPP,
+    "unclosed thinking with a tag",
+    "<think><tool_call>nah uhg</tool_call>",
+    "<think><tool_call>nah uhg</tool_call>",
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "JSON line after thinking",
+    '<think>\nThe user wants the weather.\n</think>\n\n{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+    "<think>\nThe user wants the weather.\n</think>",
+    [call("get_weather", { city: "Oslo" })],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "pythonic list right after thinking",
+    "<think>ok</think>[get_weather(city='Oslo')]",
+    "<think>ok</think>",
+    [call("get_weather", { city: "Oslo" })],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "mistral inside thinking is not a call",
+    '<think>[TOOL_CALLS] [{"name": "get_weather", "arguments": {}}]</think>Done.',
+    '<think>[TOOL_CALLS] [{"name": "get_weather", "arguments": {}}]</think>Done.',
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "think after leaked template tokens, stripped",
+    '<|im_start|>assistant\n<think>\n<tool_call>{"name": "fake_tool", "arguments": {}}</tool_call>\n</think>\n<tool_call>{"name": "get_weather", "arguments": {}}</tool_call><|im_end|>',
+    '<think>\n<tool_call>{"name": "fake_tool", "arguments": {}}</tool_call>\n</think>',
+    [call("get_weather")],
+    T,
+    { stripSpecialTokens: true },
+  );
+  C(
+    K,
+    "clawbridge",
+    "think later in the reply is plain text",
+    'Sure. <think>x</think> <tool_call>{"name": "get_weather", "arguments": {}}</tool_call>',
+    "Sure. <think>x</think>",
+    [call("get_weather")],
+    T,
+  );
 }
 
 // ----- Tags and fences (llama.cpp Hermes 2 Pro alternatives)
@@ -641,7 +1372,10 @@ b')]`,
   L("plain fence indented", "```\n  " + j + "\n```");
   L("plain fence", "```\n" + j + "\n```");
   L("json fence", "```json\n  " + j + "\n```");
-  L("function_call tag inside a json fence", "```json\n\n                    <function_call> " + j + " \n                    </function_call> \n``` ");
+  L(
+    "function_call tag inside a json fence",
+    "```json\n\n                    <function_call> " + j + " \n                    </function_call> \n``` ",
+  );
   L("json tag", `<json>\n  ${j}\n</json>`);
   L("xml tag, pretty", '<xml>\n  {\n    "name": "special_function", "arguments": {"arg1": 1}\n  }\n</xml>');
   L("JSON tag", `<JSON>\n  ${j}\n</JSON>`);
@@ -658,13 +1392,61 @@ b')]`,
     [sf, call("python", { code: "print('hello')" })],
     T,
   );
-  C(K, LLAMACPP, "two function= blocks", `<function=special_function>{"arg1": 1}</function>\n<function=python>{"code":"print('hello')"}</function>`, "", [sf, call("python", { code: "print('hello')" })], T);
-  C(K, "meta-llama/llama-models models/llama3_1/tests/api/test_tool_utils.py", "function= without the closing tag", '<function=special_function>{"arg1": 1}', "", [sf], T);
-  C(K, "clawbridge (OpenAI legacy function_call field)", "function_call key inside fenced JSON", '```json\n{"function_call": {"name": "special_function", "arguments": "{\\"arg1\\": 1}"}}\n```', "", [sf], T);
-  C(K, "clawbridge field notes", "JSON lines separated by trailing commas", `${j},\n{"name": "python", "arguments": {"code": "1"}}`, "", [sf, call("python", { code: "1" })], T);
+  C(
+    K,
+    LLAMACPP,
+    "two function= blocks",
+    `<function=special_function>{"arg1": 1}</function>\n<function=python>{"code":"print('hello')"}</function>`,
+    "",
+    [sf, call("python", { code: "print('hello')" })],
+    T,
+  );
+  C(
+    K,
+    "meta-llama/llama-models models/llama3_1/tests/api/test_tool_utils.py",
+    "function= without the closing tag",
+    '<function=special_function>{"arg1": 1}',
+    "",
+    [sf],
+    T,
+  );
+  C(
+    K,
+    "clawbridge (OpenAI legacy function_call field)",
+    "function_call key inside fenced JSON",
+    '```json\n{"function_call": {"name": "special_function", "arguments": "{\\"arg1\\": 1}"}}\n```',
+    "",
+    [sf],
+    T,
+  );
+  C(
+    K,
+    "clawbridge field notes",
+    "JSON lines separated by trailing commas",
+    `${j},\n{"name": "python", "arguments": {"code": "1"}}`,
+    "",
+    [sf, call("python", { code: "1" })],
+    T,
+  );
   C(K, "clawbridge", "trailing comma promising another call is text", `${j},\nDone.`, `${j},\nDone.`, [], T);
-  C(K, "clawbridge", "attribute form, name not offered, is text", '<function name="rm">{"path": "/"}</function>', '<function name="rm">{"path": "/"}</function>', [], T);
-  C(K, "clawbridge", "response tag holding prose is text", "<response>All good.</response>", "<response>All good.</response>", [], T);
+  C(
+    K,
+    "clawbridge",
+    "attribute form, name not offered, is text",
+    '<function name="rm">{"path": "/"}</function>',
+    '<function name="rm">{"path": "/"}</function>',
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "response tag holding prose is text",
+    "<response>All good.</response>",
+    "<response>All good.</response>",
+    [],
+    T,
+  );
 }
 
 // ----- Name collisions: say_hello vs say_hello_world
@@ -673,26 +1455,146 @@ b')]`,
   const T = ["say_hello", "say_hello_world", "get_address", "add"];
   const hw = call("say_hello_world");
   const h = call("say_hello");
-  C(K, OLLAMA, "longer name", '<tool_call>{"name": "say_hello_world", "arguments": {}}\n}', '<tool_call>{"name": "say_hello_world", "arguments": {}}\n}', [], T);
-  C(K, OLLAMA, "longer then shorter", '<tool_call>{"name": "say_hello_world", "arguments": {}}</tool_call><tool_call>{"name": "say_hello", "arguments": {}}</tool_call>', "", [hw, h], T);
-  C(K, OLLAMA, "cut inside the name is text", '<tool_call>{"name": "say_hello', '<tool_call>{"name": "say_hello', [], T);
-  C(K, OLLAMA, "shorter then longer, unclosed", '<tool_call>{"name": "say_hello", "arguments": {}}</tool_call><tool_call>{"name": "say_hello_world", "arguments": {}}', "", [h, hw], T);
+  C(
+    K,
+    OLLAMA,
+    "longer name",
+    '<tool_call>{"name": "say_hello_world", "arguments": {}}\n}',
+    '<tool_call>{"name": "say_hello_world", "arguments": {}}\n}',
+    [],
+    T,
+  );
+  C(
+    K,
+    OLLAMA,
+    "longer then shorter",
+    '<tool_call>{"name": "say_hello_world", "arguments": {}}</tool_call><tool_call>{"name": "say_hello", "arguments": {}}</tool_call>',
+    "",
+    [hw, h],
+    T,
+  );
+  C(
+    K,
+    OLLAMA,
+    "cut inside the name is text",
+    '<tool_call>{"name": "say_hello',
+    '<tool_call>{"name": "say_hello',
+    [],
+    T,
+  );
+  C(
+    K,
+    OLLAMA,
+    "shorter then longer, unclosed",
+    '<tool_call>{"name": "say_hello", "arguments": {}}</tool_call><tool_call>{"name": "say_hello_world", "arguments": {}}',
+    "",
+    [h, hw],
+    T,
+  );
   C(K, OLLAMA, "shorter", '<tool_call>{"name": "say_hello", "arguments": {}}</tool_call>', "", [h], T);
-  C(K, OLLAMA, "substring of another", '{"name": "get_address", "arguments": {"location": "London"}}', "", [call("get_address", { location: "London" })], T);
-  C(K, OLLAMA, "arguments before name", '<tool_call>{"arguments": {"a": "5", "b": "10"}, "name": "add"}</tool_call>', "", [call("add", { a: "5", b: "10" })], T);
-  C(K, OLLAMA, "prose naming a tool is text", "Let me say hello to the user. I'll use the say_hello tool. ", "Let me say hello to the user. I'll use the say_hello tool. ", [], T);
+  C(
+    K,
+    OLLAMA,
+    "substring of another",
+    '{"name": "get_address", "arguments": {"location": "London"}}',
+    "",
+    [call("get_address", { location: "London" })],
+    T,
+  );
+  C(
+    K,
+    OLLAMA,
+    "arguments before name",
+    '<tool_call>{"arguments": {"a": "5", "b": "10"}, "name": "add"}</tool_call>',
+    "",
+    [call("add", { a: "5", b: "10" })],
+    T,
+  );
+  C(
+    K,
+    OLLAMA,
+    "prose naming a tool is text",
+    "Let me say hello to the user. I'll use the say_hello tool. ",
+    "Let me say hello to the user. I'll use the say_hello tool. ",
+    [],
+    T,
+  );
   C(K, "clawbridge", "pythonic", "[say_hello_world(), say_hello()]", "", [hw, h], T);
   C(K, "clawbridge", "mistral", "[TOOL_CALLS]say_hello_world[ARGS]{}[TOOL_CALLS]say_hello[ARGS]{}", "", [hw, h], T);
-  C(K, "clawbridge", "function block", "<function=say_hello_world></function><function=say_hello></function>", "", [hw, h], T);
-  C(K, "clawbridge", "kimi", "<|tool_calls_section_begin|><|tool_call_begin|>functions.say_hello_world:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>", "", [hw], T);
+  C(
+    K,
+    "clawbridge",
+    "function block",
+    "<function=say_hello_world></function><function=say_hello></function>",
+    "",
+    [hw, h],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "kimi",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.say_hello_world:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+    "",
+    [hw],
+    T,
+  );
   C(K, "clawbridge", "harmony", "<|channel|>commentary to=functions.say_hello_world<|message|>{}<|call|>", "", [hw], T);
-  C(K, "clawbridge", "deepseek", `${DS("tool▁calls▁begin")}${DS("tool▁call▁begin")}say_hello_world${DS("tool▁sep")}{}${DS("tool▁call▁end")}${DS("tool▁calls▁end")}`, "", [hw], T);
+  C(
+    K,
+    "clawbridge",
+    "deepseek",
+    `${DS("tool▁calls▁begin")}${DS("tool▁call▁begin")}say_hello_world${DS("tool▁sep")}{}${DS("tool▁call▁end")}${DS("tool▁calls▁end")}`,
+    "",
+    [hw],
+    T,
+  );
   const only = ["say_hello"];
-  C(K, "clawbridge", "longer name not offered is text (JSON)", '<tool_call>{"name": "say_hello_world", "arguments": {}}</tool_call>', '<tool_call>{"name": "say_hello_world", "arguments": {}}</tool_call>', [], only);
-  C(K, "clawbridge", "longer name not offered is text (pythonic)", "[say_hello_world()]", "[say_hello_world()]", [], only);
-  C(K, "clawbridge", "longer name not offered is text (mistral)", "[TOOL_CALLS]say_hello_world[ARGS]{}", "[TOOL_CALLS]say_hello_world[ARGS]{}", [], only);
-  C(K, "clawbridge", "longer name not offered is text (GLM)", "<tool_call>say_hello_world\n</tool_call>", "<tool_call>say_hello_world\n</tool_call>", [], only);
-  C(K, "clawbridge", "longer name not offered is text (harmony)", "<|channel|>commentary to=functions.say_hello_world<|message|>{}<|call|>", "<|channel|>commentary to=functions.say_hello_world<|message|>{}<|call|>", [], only);
+  C(
+    K,
+    "clawbridge",
+    "longer name not offered is text (JSON)",
+    '<tool_call>{"name": "say_hello_world", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "say_hello_world", "arguments": {}}</tool_call>',
+    [],
+    only,
+  );
+  C(
+    K,
+    "clawbridge",
+    "longer name not offered is text (pythonic)",
+    "[say_hello_world()]",
+    "[say_hello_world()]",
+    [],
+    only,
+  );
+  C(
+    K,
+    "clawbridge",
+    "longer name not offered is text (mistral)",
+    "[TOOL_CALLS]say_hello_world[ARGS]{}",
+    "[TOOL_CALLS]say_hello_world[ARGS]{}",
+    [],
+    only,
+  );
+  C(
+    K,
+    "clawbridge",
+    "longer name not offered is text (GLM)",
+    "<tool_call>say_hello_world\n</tool_call>",
+    "<tool_call>say_hello_world\n</tool_call>",
+    [],
+    only,
+  );
+  C(
+    K,
+    "clawbridge",
+    "longer name not offered is text (harmony)",
+    "<|channel|>commentary to=functions.say_hello_world<|message|>{}<|call|>",
+    "<|channel|>commentary to=functions.say_hello_world<|message|>{}<|call|>",
+    [],
+    only,
+  );
 }
 
 // ----- Llama <|python_tag|> builtin tools
@@ -700,11 +1602,52 @@ b')]`,
   const K = "python_tag-builtin";
   const T = ["python", "brave_search", "wolfram_alpha", "code_interpreter"];
   const models = "meta-llama/llama-models models/llama3_1/api/tool_utils.py";
-  C(K, LLAMACPP, "python.call", "<|python_tag|>python.call(code=\"print('hey')\")", "", [call("python", { code: "print('hey')" })], T);
-  C(K, LLAMACPP, "code_interpreter.call", "<|python_tag|>code_interpreter.call(code=\"print('hey')\")", "", [call("code_interpreter", { code: "print('hey')" })], T);
-  C(K, models, "brave_search", '<|python_tag|>brave_search.call(query="current weather in Menlo Park, California")<|eom_id|>', "", [call("brave_search", { query: "current weather in Menlo Park, California" })], T);
-  C(K, models, "wolfram_alpha", '<|python_tag|>wolfram_alpha.call(query="solve x^3 - 4x^2 + 6x - 24 = 0")<|eom_id|>', "", [call("wolfram_alpha", { query: "solve x^3 - 4x^2 + 6x - 24 = 0" })], T);
-  C(K, models, "brave_search, tokens stripped", '<|python_tag|>brave_search.call(query="Who won NBA in 2024?")<|eom_id|>', "", [call("brave_search", { query: "Who won NBA in 2024?" })], T, { stripSpecialTokens: true });
+  C(
+    K,
+    LLAMACPP,
+    "python.call",
+    "<|python_tag|>python.call(code=\"print('hey')\")",
+    "",
+    [call("python", { code: "print('hey')" })],
+    T,
+  );
+  C(
+    K,
+    LLAMACPP,
+    "code_interpreter.call",
+    "<|python_tag|>code_interpreter.call(code=\"print('hey')\")",
+    "",
+    [call("code_interpreter", { code: "print('hey')" })],
+    T,
+  );
+  C(
+    K,
+    models,
+    "brave_search",
+    '<|python_tag|>brave_search.call(query="current weather in Menlo Park, California")<|eom_id|>',
+    "",
+    [call("brave_search", { query: "current weather in Menlo Park, California" })],
+    T,
+  );
+  C(
+    K,
+    models,
+    "wolfram_alpha",
+    '<|python_tag|>wolfram_alpha.call(query="solve x^3 - 4x^2 + 6x - 24 = 0")<|eom_id|>',
+    "",
+    [call("wolfram_alpha", { query: "solve x^3 - 4x^2 + 6x - 24 = 0" })],
+    T,
+  );
+  C(
+    K,
+    models,
+    "brave_search, tokens stripped",
+    '<|python_tag|>brave_search.call(query="Who won NBA in 2024?")<|eom_id|>',
+    "",
+    [call("brave_search", { query: "Who won NBA in 2024?" })],
+    T,
+    { stripSpecialTokens: true },
+  );
   C(
     K,
     "fairydreaming/tlcl README.md; " + models,
@@ -714,12 +1657,62 @@ b')]`,
     [call("python", { code: 'import sys\n\nprint("Python version: ", sys.version)' })],
     T,
   );
-  C(K, models, "raw code for code_interpreter", "<|python_tag|>print(2 + 2)<|eom_id|>", "", [call("code_interpreter", { code: "print(2 + 2)" })], ["code_interpreter"]);
-  C(K, models, "raw code, tokens stripped", "Let me compute.<|python_tag|>x = 6 * 7\nprint(x)<|eom_id|>", "Let me compute.", [call("python", { code: "x = 6 * 7\nprint(x)" })], T, { stripSpecialTokens: true });
-  C(K, models, "brave_search not offered is text", '<|python_tag|>brave_search.call(query="x")<|eom_id|>', '<|python_tag|>brave_search.call(query="x")<|eom_id|>', [], ["wolfram_alpha"]);
-  C(K, models, "raw code without a code tool is text", "<|python_tag|>print(1)<|eom_id|>", "<|python_tag|>print(1)<|eom_id|>", [], ["brave_search"]);
-  C(K, models, "raw code without a code tool, stripped", "<|python_tag|>print(1)<|eom_id|>", "print(1)", [], ["brave_search"], { stripSpecialTokens: true });
-  C(K, "clawbridge", "pythonic list after python_tag", "<|python_tag|>[brave_search(query='a'), wolfram_alpha(query='b')]", "", [call("brave_search", { query: "a" }), call("wolfram_alpha", { query: "b" })], T);
+  C(
+    K,
+    models,
+    "raw code for code_interpreter",
+    "<|python_tag|>print(2 + 2)<|eom_id|>",
+    "",
+    [call("code_interpreter", { code: "print(2 + 2)" })],
+    ["code_interpreter"],
+  );
+  C(
+    K,
+    models,
+    "raw code, tokens stripped",
+    "Let me compute.<|python_tag|>x = 6 * 7\nprint(x)<|eom_id|>",
+    "Let me compute.",
+    [call("python", { code: "x = 6 * 7\nprint(x)" })],
+    T,
+    { stripSpecialTokens: true },
+  );
+  C(
+    K,
+    models,
+    "brave_search not offered is text",
+    '<|python_tag|>brave_search.call(query="x")<|eom_id|>',
+    '<|python_tag|>brave_search.call(query="x")<|eom_id|>',
+    [],
+    ["wolfram_alpha"],
+  );
+  C(
+    K,
+    models,
+    "raw code without a code tool is text",
+    "<|python_tag|>print(1)<|eom_id|>",
+    "<|python_tag|>print(1)<|eom_id|>",
+    [],
+    ["brave_search"],
+  );
+  C(
+    K,
+    models,
+    "raw code without a code tool, stripped",
+    "<|python_tag|>print(1)<|eom_id|>",
+    "print(1)",
+    [],
+    ["brave_search"],
+    { stripSpecialTokens: true },
+  );
+  C(
+    K,
+    "clawbridge",
+    "pythonic list after python_tag",
+    "<|python_tag|>[brave_search(query='a'), wolfram_alpha(query='b')]",
+    "",
+    [call("brave_search", { query: "a" }), call("wolfram_alpha", { query: "b" })],
+    T,
+  );
 }
 
 // ----- Kimi K2
@@ -727,14 +1720,27 @@ b')]`,
   const K = "kimi-k2";
   const T = ["get_weather", "get_news", "send_email", "process_html", "process_data", "test", "valid", "bad", "good"];
   const src = vllm("test_kimi_k2_tool_parser.py");
-  const tool = (id: string, args: string): string => `<|tool_call_begin|>${id} <|tool_call_argument_begin|>${args}<|tool_call_end|>`;
+  const tool = (id: string, args: string): string =>
+    `<|tool_call_begin|>${id} <|tool_call_argument_begin|>${args}<|tool_call_end|>`;
   const wrap = (...t: string[]): string => "<|tool_calls_section_begin|>" + t.join("") + "<|tool_calls_section_end|>";
-  C(K, src, "single", "I'll check. " + wrap(tool("functions.get_weather:0", '{"city": "Beijing"}')), "I'll check.", [call("get_weather", { city: "Beijing" })], T);
+  C(
+    K,
+    src,
+    "single",
+    "I'll check. " + wrap(tool("functions.get_weather:0", '{"city": "Beijing"}')),
+    "I'll check.",
+    [call("get_weather", { city: "Beijing" })],
+    T,
+  );
   C(
     K,
     src,
     "parallel",
-    "Compare weather. " + wrap(tool("functions.get_weather:0", '{"city": "Beijing"}'), tool("functions.get_weather:1", '{"city": "Shanghai"}')),
+    "Compare weather. " +
+      wrap(
+        tool("functions.get_weather:0", '{"city": "Beijing"}'),
+        tool("functions.get_weather:1", '{"city": "Shanghai"}'),
+      ),
     "Compare weather.",
     [call("get_weather", { city: "Beijing" }), call("get_weather", { city: "Shanghai" })],
     T,
@@ -744,25 +1750,85 @@ b')]`,
     src,
     "three",
     "Multiple tasks. " +
-      wrap(tool("functions.get_weather:0", '{"city": "New York"}'), tool("functions.get_news:1", '{"topic": "technology"}'), tool("functions.send_email:2", '{"to": "user@example.com", "subject": "Daily Update"}')),
+      wrap(
+        tool("functions.get_weather:0", '{"city": "New York"}'),
+        tool("functions.get_news:1", '{"topic": "technology"}'),
+        tool("functions.send_email:2", '{"to": "user@example.com", "subject": "Daily Update"}'),
+      ),
     "Multiple tasks.",
-    [call("get_weather", { city: "New York" }), call("get_news", { topic: "technology" }), call("send_email", { to: "user@example.com", subject: "Daily Update" })],
+    [
+      call("get_weather", { city: "New York" }),
+      call("get_news", { topic: "technology" }),
+      call("send_email", { to: "user@example.com", subject: "Daily Update" }),
+    ],
     T,
   );
-  C(K, src, "angle brackets in JSON", "Process HTML. " + wrap(tool("functions.process_html:0", '{"html": "<div>content</div>"}')), "Process HTML.", [call("process_html", { html: "<div>content</div>" })], T);
-  C(K, src, "multi-line JSON", "Formatted. " + wrap(tool("functions.process_data:0", '{\n  "name": "test",\n  "value": 123\n}')), "Formatted.", [call("process_data", { name: "test", value: 123 })], T);
-  C(K, src, "no functions prefix", "No prefix. " + wrap(tool("get_weather:0", '{"city": "Tokyo"}')), "No prefix.", [call("get_weather", { city: "Tokyo" })], T);
+  C(
+    K,
+    src,
+    "angle brackets in JSON",
+    "Process HTML. " + wrap(tool("functions.process_html:0", '{"html": "<div>content</div>"}')),
+    "Process HTML.",
+    [call("process_html", { html: "<div>content</div>" })],
+    T,
+  );
+  C(
+    K,
+    src,
+    "multi-line JSON",
+    "Formatted. " + wrap(tool("functions.process_data:0", '{\n  "name": "test",\n  "value": 123\n}')),
+    "Formatted.",
+    [call("process_data", { name: "test", value: 123 })],
+    T,
+  );
+  C(
+    K,
+    src,
+    "no functions prefix",
+    "No prefix. " + wrap(tool("get_weather:0", '{"city": "Tokyo"}')),
+    "No prefix.",
+    [call("get_weather", { city: "Tokyo" })],
+    T,
+  );
   C(K, src, "empty arguments", "Empty args. " + wrap(tool("functions.test:0", "{}")), "Empty args.", [call("test")], T);
   // vLLM keeps the valid sibling (or the malformed JSON as-is); here a section is all-or-nothing.
-  const badId = "Help. " + wrap(tool("functions.invalid.0", '{"city": "Beijing"}'), tool("functions.valid:1", '{"city": "Shanghai"}'));
+  const badId =
+    "Help. " +
+    wrap(tool("functions.invalid.0", '{"city": "Beijing"}'), tool("functions.valid:1", '{"city": "Shanghai"}'));
   C(K, src, "malformed id makes the section text", badId, badId, [], T);
-  const badJson = "Help. " + wrap(tool("functions.bad:0", '{"city": "Beijing"'), tool("functions.good:1", '{"city": "Shanghai"}'));
+  const badJson =
+    "Help. " + wrap(tool("functions.bad:0", '{"city": "Beijing"'), tool("functions.good:1", '{"city": "Shanghai"}'));
   C(K, src, "invalid JSON makes the section text", badJson, badJson, [], T);
   const bare = "Let me check. " + wrap(tool("0", '{"city": "Tokyo"}'));
   C(K, src, "bare counter (no name) is text", bare, bare, [], T);
-  C(K, "vllm-project/vllm vllm/tool_parsers/kimi_k2_tool_parser.py", "singular section token", "<|tool_call_section_begin|>" + tool("functions.get_weather:0", '{"city": "Oslo"}') + "<|tool_call_section_end|>", "", [call("get_weather", { city: "Oslo" })], T);
-  C(K, src, "stripped tokens", "<|im_start|>assistant\nI'll help. " + wrap(tool("functions.get_weather:0", '{"city": "Tokyo"}')) + "<|im_end|>", "I'll help.", [call("get_weather", { city: "Tokyo" })], T, { stripSpecialTokens: true });
-  C(K, "clawbridge", "section end missing at the end", "<|tool_calls_section_begin|>" + tool("functions.get_weather:0", '{"city": "Rome"}'), "", [call("get_weather", { city: "Rome" })], T);
+  C(
+    K,
+    "vllm-project/vllm vllm/tool_parsers/kimi_k2_tool_parser.py",
+    "singular section token",
+    "<|tool_call_section_begin|>" + tool("functions.get_weather:0", '{"city": "Oslo"}') + "<|tool_call_section_end|>",
+    "",
+    [call("get_weather", { city: "Oslo" })],
+    T,
+  );
+  C(
+    K,
+    src,
+    "stripped tokens",
+    "<|im_start|>assistant\nI'll help. " + wrap(tool("functions.get_weather:0", '{"city": "Tokyo"}')) + "<|im_end|>",
+    "I'll help.",
+    [call("get_weather", { city: "Tokyo" })],
+    T,
+    { stripSpecialTokens: true },
+  );
+  C(
+    K,
+    "clawbridge",
+    "section end missing at the end",
+    "<|tool_calls_section_begin|>" + tool("functions.get_weather:0", '{"city": "Rome"}'),
+    "",
+    [call("get_weather", { city: "Rome" })],
+    T,
+  );
 }
 
 // ----- GLM-4.5 / 4.6 / 4.7
@@ -770,7 +1836,8 @@ b')]`,
   const K = "glm45";
   const T = ["get_current_weather", "get_weather", "get_current_time", "send_message"];
   const src = vllm("test_glm4_moe_tool_parser.py");
-  const dallas = "<tool_call>get_current_weather\n    <arg_key>city</arg_key>\n    <arg_value>Dallas</arg_value>\n    <arg_key>state</arg_key>\n    <arg_value>TX</arg_value>\n    <arg_key>unit</arg_key>\n    <arg_value>fahrenheit</arg_value>\n    </tool_call>";
+  const dallas =
+    "<tool_call>get_current_weather\n    <arg_key>city</arg_key>\n    <arg_value>Dallas</arg_value>\n    <arg_key>state</arg_key>\n    <arg_value>TX</arg_value>\n    <arg_key>unit</arg_key>\n    <arg_value>fahrenheit</arg_value>\n    </tool_call>";
   const dallasCall = call("get_current_weather", { city: "Dallas", state: "TX", unit: "fahrenheit" });
   C(K, src, "single", dallas, "", [dallasCall], T);
   C(
@@ -816,7 +1883,10 @@ b')]`,
     "prose between calls",
     "I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2025-08-01</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2025-08-01</arg_value>\n</tool_call>",
     "I will help you get the weather info.\n\nmeaningwhile, I will also check the weather in Shanghai.",
-    [call("get_weather", { city: "Beijing", date: "2025-08-01" }), call("get_weather", { city: "Shanghai", date: "2025-08-01" })],
+    [
+      call("get_weather", { city: "Beijing", date: "2025-08-01" }),
+      call("get_weather", { city: "Shanghai", date: "2025-08-01" }),
+    ],
     T,
   );
   C(
@@ -828,12 +1898,37 @@ b')]`,
     [call("send_message", { recipient: "Amy", message: "It is a nice day", priority: "high" })],
     T,
   );
-  const malformed = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Seattle</arg_value>\n<arg_key>incomplete_arg\n<arg_value>value</arg_value>\n</tool_call>";
+  const malformed =
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Seattle</arg_value>\n<arg_key>incomplete_arg\n<arg_value>value</arg_value>\n</tool_call>";
   C(K, src, "malformed key is text", malformed, malformed, [], T);
   // vLLM drops an unclosed call; here a block whose closing tag is missing at the END counts.
-  C(K, src, "closing tag missing at the end", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2025-08-01</arg_value>", "", [call("get_weather", { city: "Beijing", date: "2025-08-01" })], T);
-  C(K, "sgl-project/sglang python/sglang/srt/function_call/glm47_moe_detector.py", "GLM-4.7 compact", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Beijing</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>", "", [call("get_weather", { city: "Beijing", days: 3 })], T);
-  C(K, "clawbridge", "name not offered is text", "<tool_call>rm_rf\n<arg_key>path</arg_key>\n<arg_value>/</arg_value>\n</tool_call>", "<tool_call>rm_rf\n<arg_key>path</arg_key>\n<arg_value>/</arg_value>\n</tool_call>", [], T);
+  C(
+    K,
+    src,
+    "closing tag missing at the end",
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2025-08-01</arg_value>",
+    "",
+    [call("get_weather", { city: "Beijing", date: "2025-08-01" })],
+    T,
+  );
+  C(
+    K,
+    "sgl-project/sglang python/sglang/srt/function_call/glm47_moe_detector.py",
+    "GLM-4.7 compact",
+    "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Beijing</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>",
+    "",
+    [call("get_weather", { city: "Beijing", days: 3 })],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "name not offered is text",
+    "<tool_call>rm_rf\n<arg_key>path</arg_key>\n<arg_value>/</arg_value>\n</tool_call>",
+    "<tool_call>rm_rf\n<arg_key>path</arg_key>\n<arg_value>/</arg_value>\n</tool_call>",
+    [],
+    T,
+  );
 }
 
 // ----- MiniMax M1 (<tool_calls>) and M2 (<invoke>)
@@ -842,8 +1937,24 @@ b')]`,
   const T = ["get_weather", "search_web", "get_stock", "fn_a", "fn_b", "get_current_weather"];
   const m2 = vllm("test_minimax_m2_tool_parser.py");
   const m1 = vllm("test_minimax_tool_parser.py");
-  C(K, m2, "content before", 'Let me check. <minimax:tool_call><invoke name="get_weather"><parameter name="city">Seattle</parameter></invoke></minimax:tool_call>', "Let me check.", [call("get_weather", { city: "Seattle" })], T);
-  C(K, m2, "several parameters", '<minimax:tool_call><invoke name="get_weather"><parameter name="city">Seattle</parameter><parameter name="days">5</parameter></invoke></minimax:tool_call>', "", [call("get_weather", { city: "Seattle", days: 5 })], T);
+  C(
+    K,
+    m2,
+    "content before",
+    'Let me check. <minimax:tool_call><invoke name="get_weather"><parameter name="city">Seattle</parameter></invoke></minimax:tool_call>',
+    "Let me check.",
+    [call("get_weather", { city: "Seattle" })],
+    T,
+  );
+  C(
+    K,
+    m2,
+    "several parameters",
+    '<minimax:tool_call><invoke name="get_weather"><parameter name="city">Seattle</parameter><parameter name="days">5</parameter></invoke></minimax:tool_call>',
+    "",
+    [call("get_weather", { city: "Seattle", days: 5 })],
+    T,
+  );
   C(
     K,
     m2,
@@ -862,16 +1973,69 @@ b')]`,
     [call("get_weather", { city: "NYC" }), call("get_stock", { ticker: "AAPL" })],
     T,
   );
-  C(K, m2, "invokes without blanks", '<minimax:tool_call><invoke name="fn_a"><parameter name="x">1</parameter></invoke><invoke name="fn_b"><parameter name="y">2</parameter></invoke></minimax:tool_call>', "", [call("fn_a", { x: 1 }), call("fn_b", { y: 2 })], T);
-  C(K, "clawbridge", "invoke on its own", '<invoke name="get_weather">\n<parameter name="city">Lisbon</parameter>\n</invoke>', "", [call("get_weather", { city: "Lisbon" })], T);
-  const bad = '<minimax:tool_call><invoke name="get_weather"><parameter name="city">X</parameter></invoke><invoke name="unknown"></invoke></minimax:tool_call>';
+  C(
+    K,
+    m2,
+    "invokes without blanks",
+    '<minimax:tool_call><invoke name="fn_a"><parameter name="x">1</parameter></invoke><invoke name="fn_b"><parameter name="y">2</parameter></invoke></minimax:tool_call>',
+    "",
+    [call("fn_a", { x: 1 }), call("fn_b", { y: 2 })],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "invoke on its own",
+    '<invoke name="get_weather">\n<parameter name="city">Lisbon</parameter>\n</invoke>',
+    "",
+    [call("get_weather", { city: "Lisbon" })],
+    T,
+  );
+  const bad =
+    '<minimax:tool_call><invoke name="get_weather"><parameter name="city">X</parameter></invoke><invoke name="unknown"></invoke></minimax:tool_call>';
   C(K, "clawbridge", "one invoke not offered makes the block text", bad, bad, [], T);
-  C(K, m1, "M1 tool_calls JSON lines", '<tool_calls>\n{"name": "get_current_weather", "arguments": {"city": "Dallas", "state": "TX", "unit": "fahrenheit"}}\n{"name": "get_current_weather", "arguments": {"city": "Orlando", "state": "FL", "unit": "fahrenheit"}}\n</tool_calls>', "", [call("get_current_weather", { city: "Dallas", state: "TX", unit: "fahrenheit" }), call("get_current_weather", { city: "Orlando", state: "FL", unit: "fahrenheit" })], T);
-  C(K, m1, "M1 content before", "I'll help you check the weather. <tool_calls>\n{\"name\": \"get_current_weather\", \"arguments\": {\"city\": \"Seattle\", \"state\": \"WA\", \"unit\": \"celsius\"}}\n</tool_calls>", "I'll help you check the weather.", [call("get_current_weather", { city: "Seattle", state: "WA", unit: "celsius" })], T);
-  C(K, m1, "M1 closing tag missing at the end", '<tool_calls>\n{"name": "get_current_weather", "arguments": {"city": "Boston", "state": "MA"}}', "", [call("get_current_weather", { city: "Boston", state: "MA" })], T);
+  C(
+    K,
+    m1,
+    "M1 tool_calls JSON lines",
+    '<tool_calls>\n{"name": "get_current_weather", "arguments": {"city": "Dallas", "state": "TX", "unit": "fahrenheit"}}\n{"name": "get_current_weather", "arguments": {"city": "Orlando", "state": "FL", "unit": "fahrenheit"}}\n</tool_calls>',
+    "",
+    [
+      call("get_current_weather", { city: "Dallas", state: "TX", unit: "fahrenheit" }),
+      call("get_current_weather", { city: "Orlando", state: "FL", unit: "fahrenheit" }),
+    ],
+    T,
+  );
+  C(
+    K,
+    m1,
+    "M1 content before",
+    'I\'ll help you check the weather. <tool_calls>\n{"name": "get_current_weather", "arguments": {"city": "Seattle", "state": "WA", "unit": "celsius"}}\n</tool_calls>',
+    "I'll help you check the weather.",
+    [call("get_current_weather", { city: "Seattle", state: "WA", unit: "celsius" })],
+    T,
+  );
+  C(
+    K,
+    m1,
+    "M1 closing tag missing at the end",
+    '<tool_calls>\n{"name": "get_current_weather", "arguments": {"city": "Boston", "state": "MA"}}',
+    "",
+    [call("get_current_weather", { city: "Boston", state: "MA" })],
+    T,
+  );
   // vLLM's MiniMax M1 parser does not read multi-line JSON; it is one call object here.
-  C(K, m1, "M1 multi-line JSON", '<tool_calls>\n{\n  "name": "get_current_weather",\n  "arguments": {\n    "city": "New York",\n    "state": "NY",\n    "unit": "celsius"\n  }\n}\n</tool_calls>', "", [call("get_current_weather", { city: "New York", state: "NY", unit: "celsius" })], T);
-  const m1bad = '<tool_calls>\n{"name": "get_current_weather", "arguments": {"city": "Seattle"}}\n{invalid json here}\n</tool_calls>';
+  C(
+    K,
+    m1,
+    "M1 multi-line JSON",
+    '<tool_calls>\n{\n  "name": "get_current_weather",\n  "arguments": {\n    "city": "New York",\n    "state": "NY",\n    "unit": "celsius"\n  }\n}\n</tool_calls>',
+    "",
+    [call("get_current_weather", { city: "New York", state: "NY", unit: "celsius" })],
+    T,
+  );
+  const m1bad =
+    '<tool_calls>\n{"name": "get_current_weather", "arguments": {"city": "Seattle"}}\n{invalid json here}\n</tool_calls>';
   C(K, m1, "M1 invalid line makes the block text", m1bad, m1bad, [], T);
 }
 
@@ -880,7 +2044,15 @@ b')]`,
   const K = "granite";
   const T = ["get_weather", "get_time", "test_function", "refresh"];
   const src = vllm("test_granite_tool_parser.py");
-  C(K, src, "single", '<|tool_call|> [{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', "", [call("get_weather", { city: "Tokyo" })], T);
+  C(
+    K,
+    src,
+    "single",
+    '<|tool_call|> [{"name": "get_weather", "arguments": {"city": "Tokyo"}}]',
+    "",
+    [call("get_weather", { city: "Tokyo" })],
+    T,
+  );
   C(
     K,
     src,
@@ -890,7 +2062,15 @@ b')]`,
     [call("get_weather", { city: "Tokyo" }), call("get_time", { timezone: "Asia/Tokyo" })],
     T,
   );
-  C(K, src, "Granite 3.1 tool_call string prefix", '<tool_call> [{\n  "name": "test_function",\n  "arguments": {\n    "int_field": 42,\n    "null_field": null\n  }\n}]', "", [call("test_function", { int_field: 42, null_field: null })], T);
+  C(
+    K,
+    src,
+    "Granite 3.1 tool_call string prefix",
+    '<tool_call> [{\n  "name": "test_function",\n  "arguments": {\n    "int_field": 42,\n    "null_field": null\n  }\n}]',
+    "",
+    [call("test_function", { int_field: 42, null_field: null })],
+    T,
+  );
   C(K, src, "empty arguments", '<|tool_call|> [{"name": "refresh", "arguments": {}}]', "", [call("refresh")], T);
   C(
     K,
@@ -901,12 +2081,41 @@ b')]`,
     [call("get_weather", { city: "Tokyo" })],
     T,
   );
-  C(K, src, "arguments before name", '<|tool_call|> [{"arguments": {"city": "Tokyo"}, "name": "get_weather"}, {"arguments": {"timezone": "Asia/Tokyo"}, "name": "get_time"}]', "", [call("get_weather", { city: "Tokyo" }), call("get_time", { timezone: "Asia/Tokyo" })], T);
-  for (const bad of ['<|tool_call|> [{"name": "func", "arguments": {', '[{"name": "func", "arguments": "not a dict"}]', 'Some text [{"name": "func"}]']) {
+  C(
+    K,
+    src,
+    "arguments before name",
+    '<|tool_call|> [{"arguments": {"city": "Tokyo"}, "name": "get_weather"}, {"arguments": {"timezone": "Asia/Tokyo"}, "name": "get_time"}]',
+    "",
+    [call("get_weather", { city: "Tokyo" }), call("get_time", { timezone: "Asia/Tokyo" })],
+    T,
+  );
+  for (const bad of [
+    '<|tool_call|> [{"name": "func", "arguments": {',
+    '[{"name": "func", "arguments": "not a dict"}]',
+    'Some text [{"name": "func"}]',
+  ]) {
     C(K, src, `malformed: ${bad.slice(0, 32)}`, bad, bad, [], T);
   }
-  C(K, src, "malformed, stripped", '<|tool_call|> [{"name": "func", "arguments": {', ' [{"name": "func", "arguments": {', [], T, { stripSpecialTokens: true });
-  C(K, "clawbridge", "unclosed array at the end", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Oslo"}}', "", [call("get_weather", { city: "Oslo" })], T);
+  C(
+    K,
+    src,
+    "malformed, stripped",
+    '<|tool_call|> [{"name": "func", "arguments": {',
+    ' [{"name": "func", "arguments": {',
+    [],
+    T,
+    { stripSpecialTokens: true },
+  );
+  C(
+    K,
+    "clawbridge",
+    "unclosed array at the end",
+    '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+    "",
+    [call("get_weather", { city: "Oslo" })],
+    T,
+  );
 }
 
 // ----- Phi-4-mini / Firefunction (functools[…])
@@ -914,7 +2123,15 @@ b')]`,
   const K = "phi4-functools";
   const T = ["get_weather", "get_time", "test_function", "refresh", "special_function"];
   const src = vllm("test_phi4mini_tool_parser.py");
-  C(K, src, "single", 'functools[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', "", [call("get_weather", { city: "Tokyo" })], T);
+  C(
+    K,
+    src,
+    "single",
+    'functools[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]',
+    "",
+    [call("get_weather", { city: "Tokyo" })],
+    T,
+  );
   C(
     K,
     src,
@@ -940,15 +2157,53 @@ b')]`,
     "escaped strings",
     'functools[{\n  "name": "test_function",\n  "arguments": {\n    "quoted": "He said \\"hello\\"",\n    "path": "C:\\\\Users\\\\file.txt",\n    "newline": "line1\\nline2",\n    "unicode": "emoji: 🎉"\n  }\n}]',
     "",
-    [call("test_function", { quoted: 'He said "hello"', path: "C:\\Users\\file.txt", newline: "line1\nline2", unicode: "emoji: 🎉" })],
+    [
+      call("test_function", {
+        quoted: 'He said "hello"',
+        path: "C:\\Users\\file.txt",
+        newline: "line1\nline2",
+        unicode: "emoji: 🎉",
+      }),
+    ],
     T,
   );
-  for (const bad of ['functools[{"name": "func", "arguments": {', 'functools[{"name": "func", "arguments": "not a dict"}]', 'functools{"name": "func"}', 'functools[{"name": "func"}]', "functools[] This is just text", "functools[ This is just text ]"]) {
+  for (const bad of [
+    'functools[{"name": "func", "arguments": {',
+    'functools[{"name": "func", "arguments": "not a dict"}]',
+    'functools{"name": "func"}',
+    'functools[{"name": "func"}]',
+    "functools[] This is just text",
+    "functools[ This is just text ]",
+  ]) {
     C(K, src, `malformed: ${bad.slice(0, 30)}`, bad, bad, [], T);
   }
-  C(K, LLAMACPP, "Firefunction v2 (leading blank)", ' functools[{"name": "special_function", "arguments": {"arg1": 1}}]', "", [call("special_function", { arg1: 1 })], T);
-  C(K, "clawbridge", "inside a word is text", 'myfunctools[{"name": "get_weather", "arguments": {}}]', 'myfunctools[{"name": "get_weather", "arguments": {}}]', [], T);
-  C(K, "clawbridge", "words starting with f stay text", "first, find four fun functions; functools is a module.", "first, find four fun functions; functools is a module.", [], T);
+  C(
+    K,
+    LLAMACPP,
+    "Firefunction v2 (leading blank)",
+    ' functools[{"name": "special_function", "arguments": {"arg1": 1}}]',
+    "",
+    [call("special_function", { arg1: 1 })],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "inside a word is text",
+    'myfunctools[{"name": "get_weather", "arguments": {}}]',
+    'myfunctools[{"name": "get_weather", "arguments": {}}]',
+    [],
+    T,
+  );
+  C(
+    K,
+    "clawbridge",
+    "words starting with f stay text",
+    "first, find four fun functions; functools is a module.",
+    "first, find four fun functions; functools is a module.",
+    [],
+    T,
+  );
 }
 
 // ----- InternLM2
@@ -956,7 +2211,15 @@ b')]`,
   const K = "internlm";
   const T = ["get_weather", "test_function", "refresh", "get_current_weather", "func"];
   const src = vllm("test_internlm2_tool_parser.py");
-  C(K, src, "single", '<|action_start|><|plugin|>{"name": "get_weather", "parameters": {"city": "Tokyo"}}<|action_end|>', "", [call("get_weather", { city: "Tokyo" })], T);
+  C(
+    K,
+    src,
+    "single",
+    '<|action_start|><|plugin|>{"name": "get_weather", "parameters": {"city": "Tokyo"}}<|action_end|>',
+    "",
+    [call("get_weather", { city: "Tokyo" })],
+    T,
+  );
   C(
     K,
     src,
@@ -966,11 +2229,34 @@ b')]`,
     [call("test_function", { string_field: "hello", bool_field: true, array_field: ["a", "b", "c"] })],
     T,
   );
-  C(K, src, "empty arguments", '<|action_start|><|plugin|>{"name": "refresh", "parameters": {}}<|action_end|>', "", [call("refresh")], T);
-  C(K, src, "surrounding text", 'Let me check the weather for you. <|action_start|><|plugin|>{"name": "get_weather", "parameters": {"city": "Tokyo"}}<|action_end|>', "Let me check the weather for you.", [call("get_weather", { city: "Tokyo" })], T);
-  const unknown = '<|action_start|><|plugin|>{"name": "delete_everything", "parameters": {"city": "Tokyo"}}<|action_end|>';
+  C(
+    K,
+    src,
+    "empty arguments",
+    '<|action_start|><|plugin|>{"name": "refresh", "parameters": {}}<|action_end|>',
+    "",
+    [call("refresh")],
+    T,
+  );
+  C(
+    K,
+    src,
+    "surrounding text",
+    'Let me check the weather for you. <|action_start|><|plugin|>{"name": "get_weather", "parameters": {"city": "Tokyo"}}<|action_end|>',
+    "Let me check the weather for you.",
+    [call("get_weather", { city: "Tokyo" })],
+    T,
+  );
+  const unknown =
+    '<|action_start|><|plugin|>{"name": "delete_everything", "parameters": {"city": "Tokyo"}}<|action_end|>';
   C(K, src, "unknown tool name is text", unknown, unknown, [], T);
-  for (const bad of ['<|action_start|><|plugin|>{"name": "func", "parameters": {', '<|action_start|><|plugin|>{"name": "func", "parameters": "not a dict"}<|action_end|>', "<|action_start|><|plugin|>not json<|action_end|>", "<|action_start|><|plugin|>", '<|action_start|>{"name": "func"}']) {
+  for (const bad of [
+    '<|action_start|><|plugin|>{"name": "func", "parameters": {',
+    '<|action_start|><|plugin|>{"name": "func", "parameters": "not a dict"}<|action_end|>',
+    "<|action_start|><|plugin|>not json<|action_end|>",
+    "<|action_start|><|plugin|>",
+    '<|action_start|>{"name": "func"}',
+  ]) {
     C(K, src, `malformed: ${bad.slice(16, 48)}`, bad, bad, [], T);
   }
   C(
@@ -983,7 +2269,16 @@ b')]`,
     T,
     { stripSpecialTokens: true },
   );
-  C(K, "clawbridge", "interpreter action is text, stripped", "<|action_start|><|interpreter|>\nprint(1)<|action_end|>", "\nprint(1)", [], T, { stripSpecialTokens: true });
+  C(
+    K,
+    "clawbridge",
+    "interpreter action is text, stripped",
+    "<|action_start|><|interpreter|>\nprint(1)<|action_end|>",
+    "\nprint(1)",
+    [],
+    T,
+    { stripSpecialTokens: true },
+  );
 }
 
 // ----- Seed-OSS
@@ -992,20 +2287,48 @@ b')]`,
   const T = ["get_weather"];
   const src = vllm("test_seed_oss_tool_parser.py");
   const barcelona = call("get_weather", { location: "Barcelona, Spain" });
-  C(K, src, "no thinking", "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Barcelona, Spain</parameter>\n</function>\n</seed:tool_call>", "", [barcelona], T);
-  const think0 = "<seed:think>\n</seed:cot_budget_reflect>\n</seed:cot_budget_reflect>\nThe current thinking budget is 0, so I will directly start answering the question.\n</seed:think>\n";
-  C(K, src, "after a thinking block", think0 + "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Barcelona, Spain</parameter>\n</function>\n</seed:tool_call>", think0.trimEnd(), [barcelona], T);
-  const think = "<seed:think>\nGot it. Let me format the function call correctly. The format is <seed:tool_call>\n<function=get_weather>\n<parameter=location>Barcelona, Spain</parameter>\n<parameter=unit>celsius</parameter>\n</function>\n</seed:tool_call>. Let me go with that.</seed:think>";
+  C(
+    K,
+    src,
+    "no thinking",
+    "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Barcelona, Spain</parameter>\n</function>\n</seed:tool_call>",
+    "",
+    [barcelona],
+    T,
+  );
+  const think0 =
+    "<seed:think>\n</seed:cot_budget_reflect>\n</seed:cot_budget_reflect>\nThe current thinking budget is 0, so I will directly start answering the question.\n</seed:think>\n";
+  C(
+    K,
+    src,
+    "after a thinking block",
+    think0 +
+      "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Barcelona, Spain</parameter>\n</function>\n</seed:tool_call>",
+    think0.trimEnd(),
+    [barcelona],
+    T,
+  );
+  const think =
+    "<seed:think>\nGot it. Let me format the function call correctly. The format is <seed:tool_call>\n<function=get_weather>\n<parameter=location>Barcelona, Spain</parameter>\n<parameter=unit>celsius</parameter>\n</function>\n</seed:tool_call>. Let me go with that.</seed:think>";
   C(
     K,
     src,
     "a call written inside thinking is not a call",
-    think + "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Barcelona, Spain</parameter>\n<parameter=unit>celsius</parameter>\n</function>\n</seed:tool_call>",
+    think +
+      "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Barcelona, Spain</parameter>\n<parameter=unit>celsius</parameter>\n</function>\n</seed:tool_call>",
     think,
     [call("get_weather", { location: "Barcelona, Spain", unit: "celsius" })],
     T,
   );
-  C(K, "clawbridge", "name not offered is text", "<seed:tool_call>\n<function=other>\n<parameter=x>1</parameter>\n</function>\n</seed:tool_call>", "<seed:tool_call>\n<function=other>\n<parameter=x>1</parameter>\n</function>\n</seed:tool_call>", [], T);
+  C(
+    K,
+    "clawbridge",
+    "name not offered is text",
+    "<seed:tool_call>\n<function=other>\n<parameter=x>1</parameter>\n</function>\n</seed:tool_call>",
+    "<seed:tool_call>\n<function=other>\n<parameter=x>1</parameter>\n</function>\n</seed:tool_call>",
+    [],
+    T,
+  );
 }
 
 // ----- gpt-oss Harmony
@@ -1013,27 +2336,80 @@ b')]`,
   const K = "harmony";
   const T = ["get_weather", "get_time", "get_current_weather"];
   const src = "sgl-project/sglang python/sglang/srt/function_call/gpt_oss_detector.py";
-  const call1 = "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"NYC\"}<|call|>";
-  C(K, src, "single, no stop token", '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"location":"NYC"}', "", [call("get_weather", { location: "NYC" })], T);
+  const call1 =
+    '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"location":"NYC"}<|call|>';
+  C(
+    K,
+    src,
+    "single, no stop token",
+    '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"location":"NYC"}',
+    "",
+    [call("get_weather", { location: "NYC" })],
+    T,
+  );
   C(
     K,
     src,
     "back-to-back calls",
-    call1 + '<|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"timezone":"EST"}<|call|>',
+    call1 +
+      '<|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"timezone":"EST"}<|call|>',
     "",
     [call("get_weather", { location: "NYC" }), call("get_time", { timezone: "EST" })],
     T,
   );
   const analysis = "<|channel|>analysis<|message|>Need to check weather.<|end|>";
   C(K, src, "after analysis, tokens kept", analysis + call1, analysis, [call("get_weather", { location: "NYC" })], T);
-  C(K, src, "after analysis, tokens stripped", analysis + call1 + "<|start|>assistant<|channel|>final<|message|>I checked the weather.<|return|>", "Need to check weather.I checked the weather.", [call("get_weather", { location: "NYC" })], T, { stripSpecialTokens: true });
-  C(K, "ollama/ollama harmony/harmonyparser_test.go", "recipient before the channel", '<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"location": "Tokyo"}<|call|>', "", [call("get_weather", { location: "Tokyo" })], T);
-  C(K, "ollama/ollama harmony/harmonyparser_test.go", "constrain without a blank", '<|channel|>commentary to=functions.get_weather<|constrain|>json<|message|>{}<|call|>', "", [call("get_weather")], T);
-  C(K, vllm("test_openai_tool_parser.py"), "multi-line arguments", '<|channel|>commentary to=functions.get_current_weather <|constrain|>json<|message|>{\n"location": "Tokyo"\n}<|call|>', "", [call("get_current_weather", { location: "Tokyo" })], T);
-  C(K, vllm("test_openai_tool_parser.py"), "no arguments", "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|><|call|>", "", [call("get_time")], T);
+  C(
+    K,
+    src,
+    "after analysis, tokens stripped",
+    analysis + call1 + "<|start|>assistant<|channel|>final<|message|>I checked the weather.<|return|>",
+    "Need to check weather.I checked the weather.",
+    [call("get_weather", { location: "NYC" })],
+    T,
+    { stripSpecialTokens: true },
+  );
+  C(
+    K,
+    "ollama/ollama harmony/harmonyparser_test.go",
+    "recipient before the channel",
+    '<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"location": "Tokyo"}<|call|>',
+    "",
+    [call("get_weather", { location: "Tokyo" })],
+    T,
+  );
+  C(
+    K,
+    "ollama/ollama harmony/harmonyparser_test.go",
+    "constrain without a blank",
+    "<|channel|>commentary to=functions.get_weather<|constrain|>json<|message|>{}<|call|>",
+    "",
+    [call("get_weather")],
+    T,
+  );
+  C(
+    K,
+    vllm("test_openai_tool_parser.py"),
+    "multi-line arguments",
+    '<|channel|>commentary to=functions.get_current_weather <|constrain|>json<|message|>{\n"location": "Tokyo"\n}<|call|>',
+    "",
+    [call("get_current_weather", { location: "Tokyo" })],
+    T,
+  );
+  C(
+    K,
+    vllm("test_openai_tool_parser.py"),
+    "no arguments",
+    "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|><|call|>",
+    "",
+    [call("get_time")],
+    T,
+  );
   const final = "<|start|>assistant<|channel|>final<|message|>This is a test<|end|>";
   C(K, vllm("test_openai_tool_parser.py"), "final message only is text", final, final, [], T);
-  C(K, vllm("test_openai_tool_parser.py"), "final message only, stripped", final, "This is a test", [], T, { stripSpecialTokens: true });
+  C(K, vllm("test_openai_tool_parser.py"), "final message only, stripped", final, "This is a test", [], T, {
+    stripSpecialTokens: true,
+  });
   const other = '<|channel|>commentary to=browser.search <|constrain|>json<|message|>{"query":"x"}<|call|>';
   C(K, "clawbridge", "builtin browser recipient is text", other, other, [], T);
   const notOffered = '<|channel|>commentary to=functions.rm <|constrain|>json<|message|>{"path":"/"}<|call|>';

@@ -29,7 +29,16 @@ export interface CorpusCase {
   source?: string;
 }
 
-export const TOOLS: readonly string[] = ["read", "exec", "write", "edit", "web_search", "message", "sessions_list", "memory_search"];
+export const TOOLS: readonly string[] = [
+  "read",
+  "exec",
+  "write",
+  "edit",
+  "web_search",
+  "message",
+  "sessions_list",
+  "memory_search",
+];
 
 // ---------------------------------------------------------------------------------------------
 // Call sets
@@ -40,14 +49,24 @@ const CALL_SETS: { id: string; calls: ExpectedCall[] }[] = [
   { id: "unicode", calls: [{ name: "write", args: { path: "/tmp/ü.txt", content: "héllo wörld ✓ 日本語 🚀" } }] },
   {
     id: "escapes",
-    calls: [{ name: "write", args: { path: "C:\\Users\\me\\x.txt", content: 'say "hi" </tool_call> {"name":"read"}\nline2\ttab' } }],
+    calls: [
+      {
+        name: "write",
+        args: { path: "C:\\Users\\me\\x.txt", content: 'say "hi" </tool_call> {"name":"read"}\nline2\ttab' },
+      },
+    ],
   },
   {
     id: "nested",
     calls: [
       {
         name: "web_search",
-        args: { query: "weather in Zürich", count: 3, options: { safe: true, langs: ["en", "de"] }, deep: { a: { b: { c: [1, 2, { d: null }] } } } },
+        args: {
+          query: "weather in Zürich",
+          count: 3,
+          options: { safe: true, langs: ["en", "de"] },
+          deep: { a: { b: { c: [1, 2, { d: null }] } } },
+        },
       },
     ],
   },
@@ -82,12 +101,18 @@ const SHAPES: ShapeDef[] = [
   { id: "arguments", shape: (c) => ({ name: c.name, arguments: c.args }) },
   { id: "arguments-string", shape: (c) => ({ name: c.name, arguments: JSON.stringify(c.args) }) },
   { id: "parameters", shape: (c) => ({ name: c.name, parameters: c.args }) },
-  { id: "openai-wrapper", shape: (c) => ({ type: "function", function: { name: c.name, arguments: JSON.stringify(c.args) } }) },
+  {
+    id: "openai-wrapper",
+    shape: (c) => ({ type: "function", function: { name: c.name, arguments: JSON.stringify(c.args) } }),
+  },
   { id: "function-wrapper", shape: (c) => ({ function: { name: c.name, arguments: c.args } }) },
   { id: "with-id", shape: (c) => ({ id: "call_0001", name: c.name, arguments: c.args }) },
   { id: "pretty", shape: (c) => ({ name: c.name, arguments: c.args }), pretty: true },
   // OpenAI's legacy `function_call` field, as models copy it into fenced JSON.
-  { id: "function_call-wrapper", shape: (c) => ({ function_call: { name: c.name, arguments: JSON.stringify(c.args) } }) },
+  {
+    id: "function_call-wrapper",
+    shape: (c) => ({ function_call: { name: c.name, arguments: JSON.stringify(c.args) } }),
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -128,21 +153,80 @@ function xmlFunction(c: ExpectedCall, compact = false): string {
 }
 
 const FORMATS: Format[] = [
-  { id: "tool_call-each", inline: true, json: true, render: (cs, s) => cs.map((c) => `<tool_call>\n${obj(c, s)}\n</tool_call>`).join("\n") },
-  { id: "tool_call-one-tag", inline: true, json: true, render: (cs, s) => `<tool_call>\n${lines(cs, s)}\n</tool_call>` },
-  { id: "tool_call-compact", inline: true, json: true, render: (cs, s) => cs.map((c) => `<tool_call>${obj(c, s)}</tool_call>`).join("") },
+  {
+    id: "tool_call-each",
+    inline: true,
+    json: true,
+    render: (cs, s) => cs.map((c) => `<tool_call>\n${obj(c, s)}\n</tool_call>`).join("\n"),
+  },
+  {
+    id: "tool_call-one-tag",
+    inline: true,
+    json: true,
+    render: (cs, s) => `<tool_call>\n${lines(cs, s)}\n</tool_call>`,
+  },
+  {
+    id: "tool_call-compact",
+    inline: true,
+    json: true,
+    render: (cs, s) => cs.map((c) => `<tool_call>${obj(c, s)}</tool_call>`).join(""),
+  },
   { id: "tools-tag", inline: true, json: true, render: (cs, s) => `<tools>\n${lines(cs, s)}\n</tools>` },
-  { id: "tool_calls-tag-array", inline: true, json: true, render: (cs, s) => `<tool_calls>\n${js(cs.map((c) => s.shape(c)), s.pretty)}\n</tool_calls>` },
+  {
+    id: "tool_calls-tag-array",
+    inline: true,
+    json: true,
+    render: (cs, s) =>
+      `<tool_calls>\n${js(
+        cs.map((c) => s.shape(c)),
+        s.pretty,
+      )}\n</tool_calls>`,
+  },
   { id: "bare-lines", inline: false, json: true, render: (cs, s) => lines(cs, s) },
   { id: "bare-blank-lines", inline: false, json: true, render: (cs, s) => cs.map((c) => obj(c, s)).join("\n\n") },
   { id: "array", inline: false, json: true, render: (cs, s) => `[${cs.map((c) => js(s.shape(c))).join(", ")}]` },
-  { id: "array-pretty", inline: false, json: true, render: (cs, s) => js(cs.map((c) => s.shape(c)), true) },
+  {
+    id: "array-pretty",
+    inline: false,
+    json: true,
+    render: (cs, s) =>
+      js(
+        cs.map((c) => s.shape(c)),
+        true,
+      ),
+  },
   { id: "fence-json", inline: false, json: true, render: (cs, s) => "```json\n" + lines(cs, s) + "\n```" },
-  { id: "fence-plain-array", inline: false, json: true, render: (cs, s) => "```\n" + js(cs.map((c) => s.shape(c)), s.pretty) + "\n```" },
-  { id: "fence-per-call", inline: false, json: true, render: (cs, s) => cs.map((c) => "```json\n" + obj(c, s) + "\n```").join("\n") },
-  { id: "fence-xml-tags", inline: false, json: true, render: (cs, s) => "```xml\n" + cs.map((c) => `<tool_call>\n${obj(c, s)}\n</tool_call>`).join("\n") + "\n```" },
+  {
+    id: "fence-plain-array",
+    inline: false,
+    json: true,
+    render: (cs, s) =>
+      "```\n" +
+      js(
+        cs.map((c) => s.shape(c)),
+        s.pretty,
+      ) +
+      "\n```",
+  },
+  {
+    id: "fence-per-call",
+    inline: false,
+    json: true,
+    render: (cs, s) => cs.map((c) => "```json\n" + obj(c, s) + "\n```").join("\n"),
+  },
+  {
+    id: "fence-xml-tags",
+    inline: false,
+    json: true,
+    render: (cs, s) => "```xml\n" + cs.map((c) => `<tool_call>\n${obj(c, s)}\n</tool_call>`).join("\n") + "\n```",
+  },
   { id: "mistral-array", inline: true, json: true, render: (cs, s) => `[TOOL_CALLS] ${js(cs.map((c) => s.shape(c)))}` },
-  { id: "mistral-args", inline: true, json: false, render: (cs) => cs.map((c) => `[TOOL_CALLS]${c.name}[ARGS]${js(c.args)}`).join("") },
+  {
+    id: "mistral-args",
+    inline: true,
+    json: false,
+    render: (cs) => cs.map((c) => `[TOOL_CALLS]${c.name}[ARGS]${js(c.args)}`).join(""),
+  },
   {
     id: "mistral-call-id",
     inline: true,
@@ -153,15 +237,22 @@ const FORMATS: Format[] = [
     id: "python_tag",
     inline: true,
     json: false,
-    render: (cs) => "<|python_tag|>" + cs.map((c) => js({ name: c.name, parameters: c.args })).join("; ") + "<|eom_id|>",
+    render: (cs) =>
+      "<|python_tag|>" + cs.map((c) => js({ name: c.name, parameters: c.args })).join("; ") + "<|eom_id|>",
   },
   {
     id: "python_tag-eot",
     inline: true,
     json: false,
-    render: (cs) => "<|python_tag|>" + cs.map((c) => js({ name: c.name, parameters: c.args })).join("\n") + "<|eot_id|>",
+    render: (cs) =>
+      "<|python_tag|>" + cs.map((c) => js({ name: c.name, parameters: c.args })).join("\n") + "<|eot_id|>",
   },
-  { id: "llama-function", inline: true, json: false, render: (cs) => cs.map((c) => `<function=${c.name}>${js(c.args)}</function>`).join("\n") },
+  {
+    id: "llama-function",
+    inline: true,
+    json: false,
+    render: (cs) => cs.map((c) => `<function=${c.name}>${js(c.args)}</function>`).join("\n"),
+  },
   {
     id: "qwen3-xml",
     inline: true,
@@ -169,9 +260,27 @@ const FORMATS: Format[] = [
     raw: true,
     render: (cs) => cs.map((c) => `<tool_call>\n${xmlFunction(c)}\n</tool_call>`).join("\n"),
   },
-  { id: "qwen3-xml-one-tag", inline: true, json: false, raw: true, render: (cs) => `<tool_call>\n${cs.map((c) => xmlFunction(c)).join("\n")}\n</tool_call>` },
-  { id: "qwen3-xml-bare", inline: true, json: false, raw: true, render: (cs) => cs.map((c) => xmlFunction(c)).join("\n") },
-  { id: "qwen3-xml-compact", inline: true, json: false, raw: true, render: (cs) => cs.map((c) => `<tool_call>${xmlFunction(c, true)}</tool_call>`).join("") },
+  {
+    id: "qwen3-xml-one-tag",
+    inline: true,
+    json: false,
+    raw: true,
+    render: (cs) => `<tool_call>\n${cs.map((c) => xmlFunction(c)).join("\n")}\n</tool_call>`,
+  },
+  {
+    id: "qwen3-xml-bare",
+    inline: true,
+    json: false,
+    raw: true,
+    render: (cs) => cs.map((c) => xmlFunction(c)).join("\n"),
+  },
+  {
+    id: "qwen3-xml-compact",
+    inline: true,
+    json: false,
+    raw: true,
+    render: (cs) => cs.map((c) => `<tool_call>${xmlFunction(c, true)}</tool_call>`).join(""),
+  },
   ...FAMILY_FORMATS,
 ];
 
@@ -200,7 +309,13 @@ const CONTEXTS: Context[] = [
   { id: "alone", pre: "", ws1: "", ws2: "", post: "" },
   { id: "prose-before", pre: "I'll check that for you.", ws1: "\n", ws2: "", post: "" },
   { id: "prose-after", pre: "", ws1: "", ws2: "\n", post: "Done." },
-  { id: "both", pre: "Let me look at the files first.", ws1: "\n\n", ws2: "\n\n", post: "Then I will summarise what I find." },
+  {
+    id: "both",
+    pre: "Let me look at the files first.",
+    ws1: "\n\n",
+    ws2: "\n\n",
+    post: "Then I will summarise what I find.",
+  },
   { id: "blank-padding", pre: "", ws1: "  \n\n", ws2: "\n \n", post: "" },
   { id: "unicode-prose", pre: "Über 日本 🚀 — voilà:", ws1: "\n", ws2: "\n", post: "" },
   { id: "indented-after-list", pre: "Plan:\n1. read\n2. run", ws1: "\n\n", ws2: "\n", post: "OK." },
@@ -224,7 +339,10 @@ function xmlSafe(calls: ExpectedCall[]): boolean {
     Object.values(c.args).every(
       (v) =>
         typeof v !== "string" ||
-        (!/^\s*(-?\d|true|false|\[|\{)/.test(v) && !v.startsWith("\n") && !v.endsWith("\n") && !/<\/tool_call>|<\/function>|<parameter=|<\/parameter>/.test(v)),
+        (!/^\s*(-?\d|true|false|\[|\{)/.test(v) &&
+          !v.startsWith("\n") &&
+          !v.endsWith("\n") &&
+          !/<\/tool_call>|<\/function>|<parameter=|<\/parameter>/.test(v)),
     ),
   );
 }
@@ -303,29 +421,80 @@ for (const f of FORMATS) {
     const body = f.render(set.calls, SHAPES[0]!);
     // Not offered.
     const input = `I'll check that for you.\n${body}\n`;
-    add({ name: `neg/not-offered/${f.id}/${set.id}`, input, tools: ["browser", "canvas"], content: input, calls: [], kind: "neg-not-offered", sample: set.id === "two" && f.id.startsWith("qwen3-xml-bare") });
+    add({
+      name: `neg/not-offered/${f.id}/${set.id}`,
+      input,
+      tools: ["browser", "canvas"],
+      content: input,
+      calls: [],
+      kind: "neg-not-offered",
+      sample: set.id === "two" && f.id.startsWith("qwen3-xml-bare"),
+    });
     // Partly offered: a block is all-or-nothing.
     if (set.calls.length > 1 && (ONE_BLOCK.has(f.id) || f.oneBlock === true)) {
       const tools = [set.calls[0]!.name];
-      if (!set.calls.every((c) => tools.includes(c.name))) add({ name: `neg/partly-offered/${f.id}/${set.id}`, input, tools, content: input, calls: [], kind: "neg-partly-offered" });
+      if (!set.calls.every((c) => tools.includes(c.name)))
+        add({
+          name: `neg/partly-offered/${f.id}/${set.id}`,
+          input,
+          tools,
+          content: input,
+          calls: [],
+          kind: "neg-partly-offered",
+        });
     }
     // No tools offered: everything is text, nothing held.
-    add({ name: `neg/no-tools/${f.id}/${set.id}`, input: body, tools: [], content: body, calls: [], kind: "neg-no-tools" });
+    add({
+      name: `neg/no-tools/${f.id}/${set.id}`,
+      input: body,
+      tools: [],
+      content: body,
+      calls: [],
+      kind: "neg-no-tools",
+    });
     // Inside a code fence of another language.
     const fence = body.includes("```") ? "````" : "```";
     const py = `Example:\n${fence}python\n${body}\n${fence}\nThat's how it looks.`;
-    add({ name: `neg/python-fence/${f.id}/${set.id}`, input: py, content: py, calls: [], kind: "neg-code-fence", sample: set.id === "read" && f.id === "tool_call-each" });
+    add({
+      name: `neg/python-fence/${f.id}/${set.id}`,
+      input: py,
+      content: py,
+      calls: [],
+      kind: "neg-code-fence",
+      sample: set.id === "read" && f.id === "tool_call-each",
+    });
     // Inside inline code.
     if (f.inline && !body.includes("`") && !body.includes("\n")) {
       const ic = "You could write `" + body + "` to do it.";
-      add({ name: `neg/inline-code/${f.id}/${set.id}`, input: ic, content: ic, calls: [], kind: "neg-inline-code", sample: set.id === "read" && f.id === "tool_call-compact" });
+      add({
+        name: `neg/inline-code/${f.id}/${set.id}`,
+        input: ic,
+        content: ic,
+        calls: [],
+        kind: "neg-inline-code",
+        sample: set.id === "read" && f.id === "tool_call-compact",
+      });
     }
     // Line-anchored formats: inside a sentence, or followed by text on the same line.
     if (!f.inline && set.calls.length === 1 && !f.id.startsWith("fence") && f.id !== "array-pretty") {
       const s1 = `To read a file use ${body} and wait.`;
-      add({ name: `neg/in-sentence/${f.id}/${set.id}`, input: s1, content: s1, calls: [], kind: "neg-in-sentence", sample: set.id === "read" && f.id === "bare-lines" });
+      add({
+        name: `neg/in-sentence/${f.id}/${set.id}`,
+        input: s1,
+        content: s1,
+        calls: [],
+        kind: "neg-in-sentence",
+        sample: set.id === "read" && f.id === "bare-lines",
+      });
       const s2 = `${body} <- that is the syntax`;
-      add({ name: `neg/text-after/${f.id}/${set.id}`, input: s2, content: s2, calls: [], kind: "neg-in-sentence", sample: set.id === "exec" && f.id === "array" });
+      add({
+        name: `neg/text-after/${f.id}/${set.id}`,
+        input: s2,
+        content: s2,
+        calls: [],
+        kind: "neg-in-sentence",
+        sample: set.id === "exec" && f.id === "array",
+      });
     }
     // Truncated inside the first call (the stream ended mid-call).
     const t = truncationRange(f, body);
@@ -334,7 +503,14 @@ for (const f of FORMATS) {
       for (let k = 0; k < 4; k++) {
         const cut = from + Math.floor(((to - from) * (k + 1)) / 5);
         const input2 = body.slice(0, cut);
-        add({ name: `neg/truncated/${f.id}/${set.id}/${cut}`, input: input2, content: input2, calls: [], kind: "neg-truncated", sample: k === 1 && set.id === "nested" && (f.id === "tool_call-each" || f.id === "array-pretty") });
+        add({
+          name: `neg/truncated/${f.id}/${set.id}/${cut}`,
+          input: input2,
+          content: input2,
+          calls: [],
+          kind: "neg-truncated",
+          sample: k === 1 && set.id === "nested" && (f.id === "tool_call-each" || f.id === "array-pretty"),
+        });
       }
     }
   }
@@ -373,8 +549,13 @@ function truncationRange(f: Format, body: string): [number, number] | null {
 // ---------------------------------------------------------------------------------------------
 // Hand-written realistic outputs
 
-const R = (name: string, input: string, content: string, calls: ExpectedCall[], extra: Partial<CorpusCase> = {}): void =>
-  add({ name: `real/${name}`, input, content, calls, kind: extra.kind ?? "real", ...extra });
+const R = (
+  name: string,
+  input: string,
+  content: string,
+  calls: ExpectedCall[],
+  extra: Partial<CorpusCase> = {},
+): void => add({ name: `real/${name}`, input, content, calls, kind: extra.kind ?? "real", ...extra });
 
 R(
   "qwen2.5-coder tools tag (field notes)",
@@ -383,7 +564,13 @@ R(
   [{ name: "read", args: { path: "/tmp/test.txt" } }],
   { sample: true },
 );
-R("qwen2.5-coder bare", '{"name": "exec", "arguments": {"command": "ls -la"}}', "", [{ name: "exec", args: { command: "ls -la" } }], { sample: true });
+R(
+  "qwen2.5-coder bare",
+  '{"name": "exec", "arguments": {"command": "ls -la"}}',
+  "",
+  [{ name: "exec", args: { command: "ls -la" } }],
+  { sample: true },
+);
 R(
   "qwen2.5-coder multi-line",
   '{"name": "write", "arguments": {"path": "/tmp/a.txt", "content": "hello"}}\n{"name": "write", "arguments": {"path": "/tmp/b.txt", "content": "world"}}',
@@ -396,7 +583,7 @@ R(
 );
 R(
   "hermes with thinking prose",
-  "The user wants the weather. I should search.\n\n<tool_call>\n{\"name\": \"web_search\", \"arguments\": {\"query\": \"Berlin weather today\"}}\n</tool_call>",
+  'The user wants the weather. I should search.\n\n<tool_call>\n{"name": "web_search", "arguments": {"query": "Berlin weather today"}}\n</tool_call>',
   "The user wants the weather. I should search.",
   [{ name: "web_search", args: { query: "Berlin weather today" } }],
   { sample: true },
@@ -417,12 +604,9 @@ R(
   [{ name: "read", args: { path: "a.ts" } }],
   { sample: true },
 );
-R(
-  "hermes partial closing tag at end",
-  '<tool_call>\n{"name": "read", "arguments": {"path": "a.ts"}}\n</tool_',
-  "",
-  [{ name: "read", args: { path: "a.ts" } }],
-);
+R("hermes partial closing tag at end", '<tool_call>\n{"name": "read", "arguments": {"path": "a.ts"}}\n</tool_', "", [
+  { name: "read", args: { path: "a.ts" } },
+]);
 R(
   "hermes wrong closing tag",
   '<tool_call>\n{"name": "read", "arguments": {"path": "a.ts"}}\n</tools>',
@@ -451,9 +635,17 @@ R(
 );
 R(
   "qwen3-coder canonical",
-  "I'll create the file.\n<tool_call>\n<function=write>\n<parameter=path>\n/tmp/hello.py\n</parameter>\n<parameter=content>\ndef main():\n    print(\"hi\")\n\nif __name__ == \"__main__\":\n    main()\n</parameter>\n</function>\n</tool_call>",
+  'I\'ll create the file.\n<tool_call>\n<function=write>\n<parameter=path>\n/tmp/hello.py\n</parameter>\n<parameter=content>\ndef main():\n    print("hi")\n\nif __name__ == "__main__":\n    main()\n</parameter>\n</function>\n</tool_call>',
   "I'll create the file.",
-  [{ name: "write", args: { path: "/tmp/hello.py", content: 'def main():\n    print("hi")\n\nif __name__ == "__main__":\n    main()' } }],
+  [
+    {
+      name: "write",
+      args: {
+        path: "/tmp/hello.py",
+        content: 'def main():\n    print("hi")\n\nif __name__ == "__main__":\n    main()',
+      },
+    },
+  ],
   { sample: true },
 );
 R(
@@ -465,12 +657,21 @@ R(
 );
 R(
   "qwen3-coder typed values",
-  "<tool_call>\n<function=web_search>\n<parameter=query>\nnode 20 release\n</parameter>\n<parameter=count>\n5\n</parameter>\n<parameter=fresh>\ntrue\n</parameter>\n<parameter=filters>\n{\"site\": \"nodejs.org\"}\n</parameter>\n<parameter=langs>\n[\"en\"]\n</parameter>\n<parameter=zip>\n007\n</parameter>\n<parameter=big>\n123456789012345678901\n</parameter>\n<parameter=nothing>\nnull\n</parameter>\n</function>\n</tool_call>",
+  '<tool_call>\n<function=web_search>\n<parameter=query>\nnode 20 release\n</parameter>\n<parameter=count>\n5\n</parameter>\n<parameter=fresh>\ntrue\n</parameter>\n<parameter=filters>\n{"site": "nodejs.org"}\n</parameter>\n<parameter=langs>\n["en"]\n</parameter>\n<parameter=zip>\n007\n</parameter>\n<parameter=big>\n123456789012345678901\n</parameter>\n<parameter=nothing>\nnull\n</parameter>\n</function>\n</tool_call>',
   "",
   [
     {
       name: "web_search",
-      args: { query: "node 20 release", count: 5, fresh: true, filters: { site: "nodejs.org" }, langs: ["en"], zip: "007", big: "123456789012345678901", nothing: "null" },
+      args: {
+        query: "node 20 release",
+        count: 5,
+        fresh: true,
+        filters: { site: "nodejs.org" },
+        langs: ["en"],
+        zip: "007",
+        big: "123456789012345678901",
+        nothing: "null",
+      },
     },
   ],
 );
@@ -514,8 +715,18 @@ R(
   ],
   { sample: true },
 );
-R("mistral token in prose", "Mistral marks calls with [TOOL_CALLS] followed by JSON.", "Mistral marks calls with [TOOL_CALLS] followed by JSON.", []);
-R("mistral token then offered name in prose", "Then [TOOL_CALLS] read the docs.", "Then [TOOL_CALLS] read the docs.", []);
+R(
+  "mistral token in prose",
+  "Mistral marks calls with [TOOL_CALLS] followed by JSON.",
+  "Mistral marks calls with [TOOL_CALLS] followed by JSON.",
+  [],
+);
+R(
+  "mistral token then offered name in prose",
+  "Then [TOOL_CALLS] read the docs.",
+  "Then [TOOL_CALLS] read the docs.",
+  [],
+);
 R(
   "llama 3.1 python_tag",
   '<|python_tag|>{"name": "web_search", "parameters": {"query": "latest node release"}}<|eom_id|>',
@@ -569,28 +780,20 @@ R(
   '```json\n{"name": "read", "arguments": {"path": "b"}}\nthat is all\n```',
   [{ name: "read", args: { path: "a" } }],
 );
-R(
-  "fence json unclosed at end with a complete call",
-  '```json\n{"name": "read", "arguments": {"path": "a"}}\n',
-  "",
-  [{ name: "read", args: { path: "a" } }],
-);
+R("fence json unclosed at end with a complete call", '```json\n{"name": "read", "arguments": {"path": "a"}}\n', "", [
+  { name: "read", args: { path: "a" } },
+]);
 R(
   "four-backtick fence with inner triple backticks",
-  "````json\n{\"name\": \"write\", \"arguments\": {\"path\": \"r.md\", \"content\": \"```js\\nx\\n```\"}}\n````",
+  '````json\n{"name": "write", "arguments": {"path": "r.md", "content": "```js\\nx\\n```"}}\n````',
   "",
   [{ name: "write", args: { path: "r.md", content: "```js\nx\n```" } }],
 );
-R(
-  "empty fence",
-  "```json\n```\nnothing",
-  "```json\n```\nnothing",
-  [],
-);
+R("empty fence", "```json\n```\nnothing", "```json\n```\nnothing", []);
 R(
   "bash fence then a real call",
-  "Run this:\n```bash\nls -la\n{\"name\": \"exec\", \"arguments\": {\"command\": \"ls\"}}\n```\n{\"name\": \"exec\", \"arguments\": {\"command\": \"ls\"}}",
-  "Run this:\n```bash\nls -la\n{\"name\": \"exec\", \"arguments\": {\"command\": \"ls\"}}\n```",
+  'Run this:\n```bash\nls -la\n{"name": "exec", "arguments": {"command": "ls"}}\n```\n{"name": "exec", "arguments": {"command": "ls"}}',
+  'Run this:\n```bash\nls -la\n{"name": "exec", "arguments": {"command": "ls"}}\n```',
   [{ name: "exec", args: { command: "ls" } }],
   { sample: true },
 );
@@ -628,8 +831,18 @@ R(
 );
 R("object without name", '{"arguments": {"path": "a"}}', '{"arguments": {"path": "a"}}', []);
 R("name not a string", '{"name": 5, "arguments": {}}', '{"name": 5, "arguments": {}}', []);
-R("extra key", '{"name": "read", "arguments": {"path": "a"}, "reason": "need it"}', '{"name": "read", "arguments": {"path": "a"}, "reason": "need it"}', []);
-R("package.json named like a tool", '{\n  "name": "read",\n  "version": "1.0.0"\n}', '{\n  "name": "read",\n  "version": "1.0.0"\n}', []);
+R(
+  "extra key",
+  '{"name": "read", "arguments": {"path": "a"}, "reason": "need it"}',
+  '{"name": "read", "arguments": {"path": "a"}, "reason": "need it"}',
+  [],
+);
+R(
+  "package.json named like a tool",
+  '{\n  "name": "read",\n  "version": "1.0.0"\n}',
+  '{\n  "name": "read",\n  "version": "1.0.0"\n}',
+  [],
+);
 R(
   "echoed tool definition",
   '{"name": "read", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}',
@@ -644,33 +857,70 @@ R(
 );
 R("arguments is a number", '{"name": "read", "arguments": 5}', '{"name": "read", "arguments": 5}', []);
 R("arguments is an array", '{"name": "read", "arguments": ["a"]}', '{"name": "read", "arguments": ["a"]}', []);
-R("arguments string not JSON", '{"name": "exec", "arguments": "ls -la"}', '{"name": "exec", "arguments": "ls -la"}', []);
+R(
+  "arguments string not JSON",
+  '{"name": "exec", "arguments": "ls -la"}',
+  '{"name": "exec", "arguments": "ls -la"}',
+  [],
+);
 R("arguments empty string", '{"name": "sessions_list", "arguments": ""}', "", [{ name: "sessions_list", args: {} }]);
 R("arguments null", '{"name": "sessions_list", "arguments": null}', "", [{ name: "sessions_list", args: {} }]);
 R("no arguments at all", '{"name": "sessions_list"}', "", [{ name: "sessions_list", args: {} }]);
-R("both arguments and parameters", '{"name": "read", "arguments": {}, "parameters": {}}', '{"name": "read", "arguments": {}, "parameters": {}}', []);
-R("type other than function", '{"type": "tool", "name": "read", "arguments": {}}', '{"type": "tool", "name": "read", "arguments": {}}', []);
+R(
+  "both arguments and parameters",
+  '{"name": "read", "arguments": {}, "parameters": {}}',
+  '{"name": "read", "arguments": {}, "parameters": {}}',
+  [],
+);
+R(
+  "type other than function",
+  '{"type": "tool", "name": "read", "arguments": {}}',
+  '{"type": "tool", "name": "read", "arguments": {}}',
+  [],
+);
 R("empty array", "[]", "[]", []);
 R("array with a non-call", '[{"name": "read", "arguments": {}}, 5]', '[{"name": "read", "arguments": {}}, 5]', []);
-R("single quotes (python dict)", "{'name': 'read', 'arguments': {'path': 'a'}}", "{'name': 'read', 'arguments': {'path': 'a'}}", []);
-R("trailing comma", '{"name": "read", "arguments": {"path": "a"},}', '{"name": "read", "arguments": {"path": "a"},}', []);
+R(
+  "single quotes (python dict)",
+  "{'name': 'read', 'arguments': {'path': 'a'}}",
+  "{'name': 'read', 'arguments': {'path': 'a'}}",
+  [],
+);
+R(
+  "trailing comma",
+  '{"name": "read", "arguments": {"path": "a"},}',
+  '{"name": "read", "arguments": {"path": "a"},}',
+  [],
+);
 R(
   "truncated JSON line, then a call on its own line",
   '{"name": "read", "arguments": {"path": "a"}\n{"name": "read", "arguments": {"path": "b"}}',
   '{"name": "read", "arguments": {"path": "a"}',
   [{ name: "read", args: { path: "b" } }],
 );
-R("markdown link at line start", "[docs](https://example.com) say so.\n[TODO] fix", "[docs](https://example.com) say so.\n[TODO] fix", []);
-R("template braces", "{{user}} said hi\n{ not json }", "{{user}} said hi\n{ not json }", []);
-R("html", "<div class=\"x\">a < b && c > d</div>\n<tool>x</tool>\n<tools>not json</tools>", "<div class=\"x\">a < b && c > d</div>\n<tool>x</tool>\n<tools>not json</tools>", []);
-R("empty tag", "<tool_call></tool_call>", "<tool_call></tool_call>", []);
-R("code block with braces, no fence", "function f() {\n  return 1;\n}\n{\n  int x = 1;\n}", "function f() {\n  return 1;\n}\n{\n  int x = 1;\n}", []);
 R(
-  "indented call line",
-  'Steps:\n    {"name": "read", "arguments": {"path": "a"}}\nok',
-  "Steps:\nok",
-  [{ name: "read", args: { path: "a" } }],
+  "markdown link at line start",
+  "[docs](https://example.com) say so.\n[TODO] fix",
+  "[docs](https://example.com) say so.\n[TODO] fix",
+  [],
 );
+R("template braces", "{{user}} said hi\n{ not json }", "{{user}} said hi\n{ not json }", []);
+R(
+  "html",
+  '<div class="x">a < b && c > d</div>\n<tool>x</tool>\n<tools>not json</tools>',
+  '<div class="x">a < b && c > d</div>\n<tool>x</tool>\n<tools>not json</tools>',
+  [],
+);
+R("empty tag", "<tool_call></tool_call>", "<tool_call></tool_call>", []);
+R(
+  "code block with braces, no fence",
+  "function f() {\n  return 1;\n}\n{\n  int x = 1;\n}",
+  "function f() {\n  return 1;\n}\n{\n  int x = 1;\n}",
+  [],
+);
+R("indented call line", 'Steps:\n    {"name": "read", "arguments": {"path": "a"}}\nok', "Steps:\nok", [
+  { name: "read", args: { path: "a" } },
+]);
 R(
   "call then prose on next line keeps paragraph",
   'Looking.\n\n{"name": "read", "arguments": {"path": "a"}}\nI will report back.',
@@ -743,13 +993,10 @@ R(
   '{"name": "exec", "arguments": {"command": "ls"}}<|im_end|>',
   [],
 );
-R(
-  "python_tag code with stripping drops the tag",
-  "<|python_tag|>print(1)<|eom_id|>",
-  "print(1)",
-  [],
-  { stripSpecialTokens: true, kind: "special-tokens" },
-);
+R("python_tag code with stripping drops the tag", "<|python_tag|>print(1)<|eom_id|>", "print(1)", [], {
+  stripSpecialTokens: true,
+  kind: "special-tokens",
+});
 R(
   "llama header leak, stripped",
   "Hello!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHow can I help?",
@@ -784,7 +1031,9 @@ R(
   [{ name: "read", args: { path: "C:\\tmp\\a.txt" } }],
   { sample: true },
 );
-R("tabs and spaces around a bare call", '\t {"name": "read", "arguments": {}} \t\nafter', "after", [{ name: "read", args: {} }]);
+R("tabs and spaces around a bare call", '\t {"name": "read", "arguments": {}} \t\nafter', "after", [
+  { name: "read", args: {} },
+]);
 R("whitespace only", "  \n\t\n ", "  \n\t\n ", []);
 R("empty reply", "", "", []);
 R("plain prose", "The answer is 42. No tools needed.", "The answer is 42. No tools needed.", [], { sample: true });
@@ -794,12 +1043,7 @@ R(
   '{"answer": 42, "explanation": "because"}',
   [],
 );
-R(
-  "array of numbers at line start",
-  "[1, 2, 3]\n[\"a\"]",
-  "[1, 2, 3]\n[\"a\"]",
-  [],
-);
+R("array of numbers at line start", '[1, 2, 3]\n["a"]', '[1, 2, 3]\n["a"]', []);
 R(
   "function wrapper with type and id",
   '{"id": "call_x", "type": "function", "function": {"name": "exec", "arguments": "{\\"command\\": \\"whoami\\"}"}}',

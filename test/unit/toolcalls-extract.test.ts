@@ -136,14 +136,25 @@ describe("streaming equals whole text for every split", () => {
       for (let k = 0; k < 40; k++) {
         const a = Math.floor(rand() * (c.input.length + 1));
         const b = a + Math.floor(rand() * (c.input.length + 1 - a));
-        assert.deepEqual(stream([c.input.slice(0, a), c.input.slice(a, b), c.input.slice(b)], opts), ref, `split at ${a},${b}`);
+        assert.deepEqual(
+          stream([c.input.slice(0, a), c.input.slice(a, b), c.input.slice(b)], opts),
+          ref,
+          `split at ${a},${b}`,
+        );
       }
     });
   }
 
   it("no tools: every piece comes back at once, unchanged", () => {
     const x = new ToolCallExtractor({ tools: [] });
-    for (const piece of ["<tool_call>", '\n{"name": "read", "arguments": {}}', "\n</tool_call>  ", "\n", "{", "[TOOL_CALLS]"]) {
+    for (const piece of [
+      "<tool_call>",
+      '\n{"name": "read", "arguments": {}}',
+      "\n</tool_call>  ",
+      "\n",
+      "{",
+      "[TOOL_CALLS]",
+    ]) {
       assert.deepEqual(x.push(piece), [{ type: "text", text: piece }]);
     }
     assert.deepEqual(x.end(), []);
@@ -152,7 +163,8 @@ describe("streaming equals whole text for every split", () => {
 
 describe("streaming latency: hold only what may be a call", () => {
   const tools = TOOLS;
-  const texts = (ev: ExtractEvent[]): string => ev.map((e) => (e.type === "text" ? e.text : `[call ${e.call.name}]`)).join("");
+  const texts = (ev: ExtractEvent[]): string =>
+    ev.map((e) => (e.type === "text" ? e.text : `[call ${e.call.name}]`)).join("");
 
   it("prose flows through at once (only trailing blanks wait)", () => {
     const x = new ToolCallExtractor({ tools });
@@ -270,7 +282,8 @@ describe("maxCalls", () => {
   });
 
   it("a looping model (leaked <|im_start|>) is capped", () => {
-    const turn = '<tool_call>\n{"name": "exec", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>\n<|im_start|>assistant\n';
+    const turn =
+      '<tool_call>\n{"name": "exec", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>\n<|im_start|>assistant\n';
     const x = new ToolCallExtractor({ tools: TOOLS, stripSpecialTokens: true, maxCalls: 20 });
     const r = collect([...x.push(turn.repeat(60)), ...x.end()]);
     assert.equal(r.calls.length, 20);
@@ -281,7 +294,9 @@ describe("maxCalls", () => {
 
 describe("ids", () => {
   it("default ids are 'call' + 24 letters/digits and unique", () => {
-    const text = Array.from({ length: 20 }, (_, i) => JSON.stringify({ name: "read", arguments: { path: `${i}` } })).join("\n");
+    const text = Array.from({ length: 20 }, (_, i) =>
+      JSON.stringify({ name: "read", arguments: { path: `${i}` } }),
+    ).join("\n");
     const seen = new Set<string>();
     for (let k = 0; k < 20; k++) {
       for (const c of extractToolCalls(text, { tools: ["read"] }).calls) {
@@ -307,7 +322,12 @@ describe("ids", () => {
   });
 
   it("arguments are always JSON text of an object", () => {
-    for (const input of ['{"name": "read"}', '{"name": "read", "arguments": null}', '{"name": "read", "arguments": "{\\"a\\": 1}"}', "<function=read>\n</function>"]) {
+    for (const input of [
+      '{"name": "read"}',
+      '{"name": "read", "arguments": null}',
+      '{"name": "read", "arguments": "{\\"a\\": 1}"}',
+      "<function=read>\n</function>",
+    ]) {
       const r = extractToolCalls(input, { tools: ["read"] });
       assert.equal(r.calls.length, 1, input);
       const v: unknown = JSON.parse(r.calls[0]!.arguments);
@@ -359,12 +379,17 @@ describe("stripSpecialTokens", () => {
   }
 
   it("the extractor option strips while streaming, and keeps <|python_tag|> as a call opener", () => {
-    const input = '<|im_start|>assistant\nChecking.<|im_end|>\n<|python_tag|>{"name": "read", "parameters": {"path": "a"}}<|eom_id|>';
+    const input =
+      '<|im_start|>assistant\nChecking.<|im_end|>\n<|python_tag|>{"name": "read", "parameters": {"path": "a"}}<|eom_id|>';
     const ref = whole(input, { tools: TOOLS, stripSpecialTokens: true });
     assert.equal(ref.content, "Checking.");
     assert.equal(ref.calls.length, 1);
     for (let p = 0; p <= input.length; p++) {
-      assert.deepEqual(stream([input.slice(0, p), input.slice(p)], { tools: TOOLS, stripSpecialTokens: true }), ref, `split at ${p}`);
+      assert.deepEqual(
+        stream([input.slice(0, p), input.slice(p)], { tools: TOOLS, stripSpecialTokens: true }),
+        ref,
+        `split at ${p}`,
+      );
     }
   });
 
@@ -384,7 +409,9 @@ describe("stripSpecialTokens", () => {
 
 describe("options edge cases", () => {
   it("maxCalls NaN falls back to the default; Infinity means no cap", () => {
-    const text = Array.from({ length: 30 }, (_, i) => JSON.stringify({ name: "read", arguments: { path: `${i}` } })).join("\n");
+    const text = Array.from({ length: 30 }, (_, i) =>
+      JSON.stringify({ name: "read", arguments: { path: `${i}` } }),
+    ).join("\n");
     assert.equal(extractToolCalls(text, { tools: ["read"], maxCalls: Number.NaN }).calls.length, 20);
     assert.equal(extractToolCalls(text, { tools: ["read"], maxCalls: Number.POSITIVE_INFINITY }).calls.length, 30);
   });

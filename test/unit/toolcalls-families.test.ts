@@ -8,7 +8,12 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { StreamTranslator } from "../../src/backends/openai/translate.js";
 import type { BackendEvent } from "../../src/backends/contract/backend.js";
-import { extractToolCalls, ToolCallExtractor, type ExtractEvent, type ExtractorOptions } from "../../src/backends/openai/toolcalls/extract.js";
+import {
+  extractToolCalls,
+  ToolCallExtractor,
+  type ExtractEvent,
+  type ExtractorOptions,
+} from "../../src/backends/openai/toolcalls/extract.js";
 import { CORPUS, TOOLS } from "./toolcalls-corpus.js";
 import { FAMILY_CASES } from "./toolcalls-corpus-families.js";
 
@@ -90,7 +95,15 @@ function run(pieces: readonly string[], opts: ExtractorOptions): Result {
 }
 
 /** The chunkings the servers' own streaming tests use (markers split across chunks, tokens as their own chunks). */
-const CHUNKINGS: { name: string; source: string; tools: string[]; strip?: boolean; pieces: string[]; content: string; calls: Result["calls"] }[] = [
+const CHUNKINGS: {
+  name: string;
+  source: string;
+  tools: string[];
+  strip?: boolean;
+  pieces: string[];
+  content: string;
+  calls: Result["calls"];
+}[] = [
   {
     name: "DeepSeek, markers split across chunks",
     source: "ollama/ollama tools/tools_test.go (deepseek incremental)",
@@ -118,7 +131,19 @@ const CHUNKINGS: { name: string; source: string; tools: string[]; strip?: boolea
     source: "vllm-project/vllm tests/tool_parsers/test_deepseekv3_tool_parser.py",
     tools: ["get_weather"],
     strip: true,
-    pieces: ["Let me check.", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "function", "<｜tool▁sep｜>", "get_weather\n```json\n", '{"city": ', '"Paris"}\n```', "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜end▁of▁sentence｜>"],
+    pieces: [
+      "Let me check.",
+      "<｜tool▁calls▁begin｜>",
+      "<｜tool▁call▁begin｜>",
+      "function",
+      "<｜tool▁sep｜>",
+      "get_weather\n```json\n",
+      '{"city": ',
+      '"Paris"}\n```',
+      "<｜tool▁call▁end｜>",
+      "<｜tool▁calls▁end｜>",
+      "<｜end▁of▁sentence｜>",
+    ],
     content: "Let me check.",
     calls: [{ name: "get_weather", args: { city: "Paris" } }],
   },
@@ -126,7 +151,13 @@ const CHUNKINGS: { name: string; source: string; tools: string[]; strip?: boolea
     name: "Llama 4 python_start split inside the token",
     source: "sgl-project/sglang test/registered/function_call/test_function_call_parser.py",
     tools: ["get_weather"],
-    pieces: ["Here's a call: ", "<|python_", "start|>[get_weather(location=", "'Tokyo', data=[1, 2", ", 3])]<|python_end|>"],
+    pieces: [
+      "Here's a call: ",
+      "<|python_",
+      "start|>[get_weather(location=",
+      "'Tokyo', data=[1, 2",
+      ", 3])]<|python_end|>",
+    ],
     content: "Here's a call:",
     calls: [{ name: "get_weather", args: { location: "Tokyo", data: [1, 2, 3] } }],
   },
@@ -147,7 +178,17 @@ const CHUNKINGS: { name: string; source: string; tools: string[]; strip?: boolea
     source: "vllm-project/vllm tests/tool_parsers/test_kimi_k2_tool_parser.py",
     tools: ["get_weather"],
     strip: true,
-    pieces: ["I'll help. ", "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "functions.get_weather:0 ", "<|tool_call_argument_begin|>", '{"ci', 'ty": "Beijing"} ', "<|tool_call_end|>", "<|tool_calls_section_end|>"],
+    pieces: [
+      "I'll help. ",
+      "<|tool_calls_section_begin|>",
+      "<|tool_call_begin|>",
+      "functions.get_weather:0 ",
+      "<|tool_call_argument_begin|>",
+      '{"ci',
+      'ty": "Beijing"} ',
+      "<|tool_call_end|>",
+      "<|tool_calls_section_end|>",
+    ],
     content: "I'll help.",
     calls: [{ name: "get_weather", args: { city: "Beijing" } }],
   },
@@ -155,7 +196,15 @@ const CHUNKINGS: { name: string; source: string; tools: string[]; strip?: boolea
     name: "GLM element by element",
     source: "vllm-project/vllm tests/tool_parsers/test_glm4_moe_tool_parser.py",
     tools: ["get_weather"],
-    pieces: ["<tool_call>", "get_weather\n", "<arg_key>city</arg_key>", "\n<arg_value>", "Beijing", "</arg_value>\n", "</tool_call>"],
+    pieces: [
+      "<tool_call>",
+      "get_weather\n",
+      "<arg_key>city</arg_key>",
+      "\n<arg_value>",
+      "Beijing",
+      "</arg_value>\n",
+      "</tool_call>",
+    ],
     content: "",
     calls: [{ name: "get_weather", args: { city: "Beijing" } }],
   },
@@ -163,7 +212,12 @@ const CHUNKINGS: { name: string; source: string; tools: string[]; strip?: boolea
     name: "MiniMax M2 element by element",
     source: "vllm-project/vllm tests/tool_parsers/test_minimax_m2_tool_parser.py",
     tools: ["get_weather"],
-    pieces: ["<minimax:tool_call>", '<invoke name="get_weather">', '<parameter name="city">Seattle</parameter>', "</invoke></minimax:tool_call>"],
+    pieces: [
+      "<minimax:tool_call>",
+      '<invoke name="get_weather">',
+      '<parameter name="city">Seattle</parameter>',
+      "</invoke></minimax:tool_call>",
+    ],
     content: "",
     calls: [{ name: "get_weather", args: { city: "Seattle" } }],
   },
@@ -172,7 +226,13 @@ const CHUNKINGS: { name: string; source: string; tools: string[]; strip?: boolea
     source: "sgl-project/sglang python/sglang/srt/function_call/gpt_oss_detector.py",
     tools: ["get_weather"],
     strip: true,
-    pieces: ["<|channel|>analysis<|message|>Need to check weather.<|end|>", "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json", '<|message|>{"location":', '"San Francisco"}', "<|call|>"],
+    pieces: [
+      "<|channel|>analysis<|message|>Need to check weather.<|end|>",
+      "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json",
+      '<|message|>{"location":',
+      '"San Francisco"}',
+      "<|call|>",
+    ],
     content: "Need to check weather.",
     calls: [{ name: "get_weather", args: { location: "San Francisco" } }],
   },
@@ -180,7 +240,10 @@ const CHUNKINGS: { name: string; source: string; tools: string[]; strip?: boolea
     name: "Llama 3 JSON, parallel, streamed in 7-character pieces",
     source: "vllm-project/vllm tests/tool_parsers/test_llama3_json_tool_parser.py",
     tools: ["searchTool", "getOpenIncidentsTool"],
-    pieces: '{"name": "searchTool", "parameters": {"query": "test1"}};\n{"name": "getOpenIncidentsTool", "parameters": {}}'.match(/[\s\S]{1,7}/g)!,
+    pieces:
+      '{"name": "searchTool", "parameters": {"query": "test1"}};\n{"name": "getOpenIncidentsTool", "parameters": {}}'.match(
+        /[\s\S]{1,7}/g,
+      )!,
     content: "",
     calls: [
       { name: "searchTool", args: { query: "test1" } },
@@ -205,7 +268,10 @@ describe("through the bridge's translator", () => {
   function translate(input: string, tools: readonly string[], size: number): BackendEvent[] {
     const t = new StreamTranslator({ tools, extract: true, maxToolCalls: 64 });
     const out: BackendEvent[] = [];
-    for (let i = 0; i < input.length; i += size) out.push(...t.chunk({ choices: [{ index: 0, delta: { content: input.slice(i, i + size) }, finish_reason: null }] }));
+    for (let i = 0; i < input.length; i += size)
+      out.push(
+        ...t.chunk({ choices: [{ index: 0, delta: { content: input.slice(i, i + size) }, finish_reason: null }] }),
+      );
     out.push(...t.chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }));
     out.push(...t.finish());
     return out;
@@ -223,7 +289,10 @@ describe("through the bridge's translator", () => {
           calls.every((k, i) => k.index === i && /^[A-Za-z0-9]+$/.test(k.id ?? "") && k.name === c.calls[i]!.name) &&
           new Set(calls.map((k) => k.id)).size === calls.length &&
           done?.finishReason === (c.calls.length > 0 ? "tool_calls" : "stop");
-        if (!ok) failures.push(`${c.name} (pieces of ${size}): ${JSON.stringify(calls.map((k) => [k.index, k.name]))} ${done?.finishReason}`);
+        if (!ok)
+          failures.push(
+            `${c.name} (pieces of ${size}): ${JSON.stringify(calls.map((k) => [k.index, k.name]))} ${done?.finishReason}`,
+          );
       }
     }
     assert.deepEqual(failures.slice(0, 5), []);
@@ -233,7 +302,10 @@ describe("through the bridge's translator", () => {
 describe("whole-text results match the corpus for the family cases", () => {
   it("extractToolCalls = expected", () => {
     for (const c of FAMILY_CASES) {
-      const r = extractToolCalls(c.input, { tools: c.tools ?? TOOLS, stripSpecialTokens: c.stripSpecialTokens === true });
+      const r = extractToolCalls(c.input, {
+        tools: c.tools ?? TOOLS,
+        stripSpecialTokens: c.stripSpecialTokens === true,
+      });
       assert.equal(r.content, c.content, c.name);
       assert.deepEqual(
         r.calls.map((k) => ({ name: k.name, args: JSON.parse(k.arguments) as unknown })),

@@ -41,7 +41,9 @@ const fakeResolve: ResolveFn = async (host) => {
 };
 
 function runner(fetch: IntentsConfigInput["fetch"] = {}): ToolRunner {
-  const r = new ToolRunner({ fetch: { timeoutMs: 3000, ...fetch }, cacheTtlSeconds: 0 }, undefined, { resolve: fakeResolve });
+  const r = new ToolRunner({ fetch: { timeoutMs: 3000, ...fetch }, cacheTtlSeconds: 0 }, undefined, {
+    resolve: fakeResolve,
+  });
   runners.push(r);
   return r;
 }
@@ -63,7 +65,15 @@ test("article: readable text only (no nav, ads, scripts, footer), title, byline,
   assert.equal(page.title, ARTICLE_TITLE);
   assert.match(page.byline ?? "", /Mari Maasikas/);
   assert.ok(page.content.includes(ARTICLE_SENTENCE));
-  for (const noise of ["NAV_NOISE", "ADS_NOISE", "SCRIPT_NOISE", "FOOTER_NOISE", "SIDEBAR_NOISE", "IMAGE_ALT_NOISE", "color:red"]) {
+  for (const noise of [
+    "NAV_NOISE",
+    "ADS_NOISE",
+    "SCRIPT_NOISE",
+    "FOOTER_NOISE",
+    "SIDEBAR_NOISE",
+    "IMAGE_ALT_NOISE",
+    "color:red",
+  ]) {
     assert.ok(!page.content.includes(noise), `content contains ${noise}`);
   }
   assert.match(page.content, /^- Length: 300 metres$/m);
@@ -86,9 +96,19 @@ test("text format, gzip bodies and declared charsets", async () => {
 test("plain text and JSON pass through (tidied); images are unsupported; an empty page is EMPTY", async () => {
   const r = runner(LOCAL);
   assert.equal((await r.fetchPage(`${web.origin}/text`)).page.content, "Plain text\n\nwith spacing.\nSecond line.");
-  assert.deepEqual(JSON.parse((await r.fetchPage(`${web.origin}/json`)).page.content), { status: "ok", items: [1, 2, 3], note: "json passthrough" });
-  await assert.rejects(r.fetchPage(`${web.origin}/image`), (e: unknown) => e instanceof ToolError && e.code === "UNSUPPORTED" && /image\/png/.test(e.message));
-  await assert.rejects(r.fetchPage(`${web.origin}/empty-html`), (e: unknown) => e instanceof ToolError && e.code === "EMPTY");
+  assert.deepEqual(JSON.parse((await r.fetchPage(`${web.origin}/json`)).page.content), {
+    status: "ok",
+    items: [1, 2, 3],
+    note: "json passthrough",
+  });
+  await assert.rejects(
+    r.fetchPage(`${web.origin}/image`),
+    (e: unknown) => e instanceof ToolError && e.code === "UNSUPPORTED" && /image\/png/.test(e.message),
+  );
+  await assert.rejects(
+    r.fetchPage(`${web.origin}/empty-html`),
+    (e: unknown) => e instanceof ToolError && e.code === "EMPTY",
+  );
 });
 
 test("huge page: reading stops at maxBytes and the page is marked truncated", async () => {
@@ -100,15 +120,30 @@ test("huge page: reading stops at maxBytes and the page is marked truncated", as
 
 test("failures: slow headers and slow body time out, 500 is HTTP, refused connection is NETWORK", async () => {
   const r = runner({ ...LOCAL, timeoutMs: 300 });
-  await assert.rejects(r.fetchPage(`${web.origin}/slow`), (e: unknown) => e instanceof ToolError && e.code === "TIMEOUT");
-  await assert.rejects(r.fetchPage(`${web.origin}/slow-body`), (e: unknown) => e instanceof ToolError && e.code === "TIMEOUT");
-  await assert.rejects(r.fetchPage(`${web.origin}/slow-gzip`), (e: unknown) => e instanceof ToolError && e.code === "TIMEOUT");
-  await assert.rejects(r.fetchPage(`${web.origin}/error500`), (e: unknown) => e instanceof ToolError && e.code === "HTTP" && e.message === "HTTP 500");
+  await assert.rejects(
+    r.fetchPage(`${web.origin}/slow`),
+    (e: unknown) => e instanceof ToolError && e.code === "TIMEOUT",
+  );
+  await assert.rejects(
+    r.fetchPage(`${web.origin}/slow-body`),
+    (e: unknown) => e instanceof ToolError && e.code === "TIMEOUT",
+  );
+  await assert.rejects(
+    r.fetchPage(`${web.origin}/slow-gzip`),
+    (e: unknown) => e instanceof ToolError && e.code === "TIMEOUT",
+  );
+  await assert.rejects(
+    r.fetchPage(`${web.origin}/error500`),
+    (e: unknown) => e instanceof ToolError && e.code === "HTTP" && e.message === "HTTP 500",
+  );
   const srv = createServer();
   await new Promise<void>((res) => srv.listen(0, "127.0.0.1", res));
   const port = (srv.address() as AddressInfo).port;
   await new Promise<void>((res) => srv.close(() => res()));
-  await assert.rejects(r.fetchPage(`http://127.0.0.1:${port}/`), (e: unknown) => e instanceof ToolError && e.code === "NETWORK" && /ECONNREFUSED/.test(e.message));
+  await assert.rejects(
+    r.fetchPage(`http://127.0.0.1:${port}/`),
+    (e: unknown) => e instanceof ToolError && e.code === "NETWORK" && /ECONNREFUSED/.test(e.message),
+  );
 });
 
 test("redirects are followed manually up to maxRedirects", async () => {
@@ -159,13 +194,26 @@ test("guard: an allowed host works, but its redirect to a private address is ref
   assert.deepEqual(dnsCalls, ["good.test"]); // resolved once, by the connection itself
   assert.equal(web.requests.length, 1);
 
-  for (const target of [`http://127.0.0.1:${web.port}/article`, "http://10.0.0.1/", `http://evil.test:${web.port}/article`, `http://[::1]:${web.port}/article`]) {
+  for (const target of [
+    `http://127.0.0.1:${web.port}/article`,
+    "http://10.0.0.1/",
+    `http://evil.test:${web.port}/article`,
+    `http://[::1]:${web.port}/article`,
+  ]) {
     web.requests.length = 0;
     await refused(r, `http://good.test:${web.port}/redirect?to=${encodeURIComponent(target)}`, /loopback|private/);
-    assert.deepEqual(web.requests.map((q) => q.path), ["/redirect"], `followed the redirect to ${target}`);
+    assert.deepEqual(
+      web.requests.map((q) => q.path),
+      ["/redirect"],
+      `followed the redirect to ${target}`,
+    );
   }
   // A redirect to a non-http scheme is refused too.
-  await refused(r, `http://good.test:${web.port}/redirect?to=${encodeURIComponent("file:///etc/passwd")}`, /scheme file:/);
+  await refused(
+    r,
+    `http://good.test:${web.port}/redirect?to=${encodeURIComponent("file:///etc/passwd")}`,
+    /scheme file:/,
+  );
 });
 
 test("relaxed: allowPrivateAddresses lets loopback through (metadata stays blocked); CIDR allowlist", async () => {

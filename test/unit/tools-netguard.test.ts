@@ -85,7 +85,11 @@ test("checkUrl: only http(s), no credentials, IP literals checked before connect
     ["not a url", /invalid URL/],
   ];
   for (const [url, re] of refused) {
-    assert.throws(() => g.checkUrl(url), (e: unknown) => e instanceof BlockedError && re.test(e.message), url);
+    assert.throws(
+      () => g.checkUrl(url),
+      (e: unknown) => e instanceof BlockedError && re.test(e.message),
+      url,
+    );
   }
 });
 
@@ -96,7 +100,10 @@ test("relaxations: allowPrivateAddresses lets LAN through but not metadata; allo
   assert.throws(() => lan.checkUrl("http://169.254.169.254/"), /metadata/);
   assert.throws(() => lan.checkUrl("http://0.0.0.0/"), /unspecified/);
 
-  const list = new NetGuard({ allowPrivateAddresses: false, allowHosts: ["192.168.1.0/24", "nas.lan", "*.home.arpa", "::1"] });
+  const list = new NetGuard({
+    allowPrivateAddresses: false,
+    allowHosts: ["192.168.1.0/24", "nas.lan", "*.home.arpa", "::1"],
+  });
   assert.doesNotThrow(() => list.checkUrl("http://192.168.1.5/"));
   assert.throws(() => list.checkUrl("http://192.168.2.5/"), /private/);
   assert.doesNotThrow(() => list.checkUrl("http://[::1]/"));

@@ -58,7 +58,9 @@ test("web search: a live-data block with time, query, ranked results, within the
   assert.equal(res.intent?.kind === "web_search" && res.intent.query, "best AI tools 2026");
   assert.equal(res.cached, false);
   assert.ok(res.block);
-  assert.ok(res.block.startsWith('LIVE WEB SEARCH RESULTS (fetched 2026-11-21T09:13:00.000Z) for "best AI tools 2026":\n'));
+  assert.ok(
+    res.block.startsWith('LIVE WEB SEARCH RESULTS (fetched 2026-11-21T09:13:00.000Z) for "best AI tools 2026":\n'),
+  );
   assert.match(res.block, /live data fetched from the web just now/);
   assert.match(res.block, /^1\. Result 1 about best AI tools 2026\n {3}https:\/\/site1\.example\/page\?id=1$/m);
   assert.ok(!res.block.includes("AD_NOISE"));
@@ -141,7 +143,11 @@ test("news: site-restricted search (sites from the rule data)", async () => {
   const reqs = web.requestsTo("/ddg/");
   assert.equal(reqs.length, 1);
   assert.equal(reqs[0]!.query.get("q"), "Estonian news for today site:err.ee OR site:postimees.ee OR site:delfi.ee");
-  assert.ok(res.block!.startsWith("LIVE WEB SEARCH RESULTS (fetched 2026-11-21T09:13:00.000Z) (news from err.ee, postimees.ee, delfi.ee)"));
+  assert.ok(
+    res.block!.startsWith(
+      "LIVE WEB SEARCH RESULTS (fetched 2026-11-21T09:13:00.000Z) (news from err.ee, postimees.ee, delfi.ee)",
+    ),
+  );
 });
 
 test("news: falls back to a general search when the sites give nothing (or not, if configured)", async () => {
@@ -163,7 +169,17 @@ test("news: a custom rule without sites uses news.sites from the config", async 
   const r = runner({
     preset: "none",
     news: { sites: ["lsm.lv"] },
-    rules: [{ id: "lv-news", kind: "news", all: [["latvia*", "latvij*"], ["news", "ziņas"]], freshness: "day" }],
+    rules: [
+      {
+        id: "lv-news",
+        kind: "news",
+        all: [
+          ["latvia*", "latvij*"],
+          ["news", "ziņas"],
+        ],
+        freshness: "day",
+      },
+    ],
   });
   const res = await r.preExecute("Latvijas ziņas");
   assert.ok(res.block);
@@ -185,7 +201,9 @@ test("web fetch: LIVE WEB DATA block from the URL in the message", async () => {
 });
 
 test("search providers are selectable: searxng and brave", async () => {
-  const sx = await runner({ search: { provider: "searxng", baseUrl: `${web.origin}/searxng` } }).preExecute("search for searx thing");
+  const sx = await runner({ search: { provider: "searxng", baseUrl: `${web.origin}/searxng` } }).preExecute(
+    "search for searx thing",
+  );
   assert.match(sx.block!, /Result 1 about searx thing/);
   assert.equal(web.requestsTo("/searxng/search").length, 1);
   const br = await runner(
@@ -199,18 +217,63 @@ test("search providers are selectable: searxng and brave", async () => {
 test("failures never throw: each gives no block and a reason", async () => {
   const port = await closedPort();
   const cases: Array<{ name: string; setup?: () => void; cfg?: IntentsConfigInput; message: string; error: RegExp }> = [
-    { name: "search timeout", setup: () => (web.searchMode = "slow"), cfg: { search: { timeoutMs: 300 } }, message: "search for slow", error: /^web_search: .*timed out/ },
-    { name: "search refused", cfg: { search: { baseUrl: `http://127.0.0.1:${port}/html/` } }, message: "search for refused", error: /^web_search: .*ECONNREFUSED/ },
-    { name: "search 500", setup: () => (web.searchMode = "error500"), message: "search for five hundred", error: /^web_search: HTTP 500$/ },
-    { name: "search unparsable", setup: () => (web.searchMode = "garbage"), message: "search for garbage", error: /^web_search: unrecognized DuckDuckGo result page$/ },
-    { name: "search empty", setup: () => (web.searchMode = "empty"), message: "search for nothing at all", error: /^web_search: no results$/ },
-    { name: "fetch blocked", cfg: { fetch: { allowHosts: [] } }, message: `read ${web.origin}/article`, error: /^web_fetch: loopback address 127\.0\.0\.1 is not allowed$/ },
-    { name: "fetch timeout", cfg: { fetch: { timeoutMs: 300 } }, message: `read ${web.origin}/slow`, error: /^web_fetch: .*timed out/ },
+    {
+      name: "search timeout",
+      setup: () => (web.searchMode = "slow"),
+      cfg: { search: { timeoutMs: 300 } },
+      message: "search for slow",
+      error: /^web_search: .*timed out/,
+    },
+    {
+      name: "search refused",
+      cfg: { search: { baseUrl: `http://127.0.0.1:${port}/html/` } },
+      message: "search for refused",
+      error: /^web_search: .*ECONNREFUSED/,
+    },
+    {
+      name: "search 500",
+      setup: () => (web.searchMode = "error500"),
+      message: "search for five hundred",
+      error: /^web_search: HTTP 500$/,
+    },
+    {
+      name: "search unparsable",
+      setup: () => (web.searchMode = "garbage"),
+      message: "search for garbage",
+      error: /^web_search: unrecognized DuckDuckGo result page$/,
+    },
+    {
+      name: "search empty",
+      setup: () => (web.searchMode = "empty"),
+      message: "search for nothing at all",
+      error: /^web_search: no results$/,
+    },
+    {
+      name: "fetch blocked",
+      cfg: { fetch: { allowHosts: [] } },
+      message: `read ${web.origin}/article`,
+      error: /^web_fetch: loopback address 127\.0\.0\.1 is not allowed$/,
+    },
+    {
+      name: "fetch timeout",
+      cfg: { fetch: { timeoutMs: 300 } },
+      message: `read ${web.origin}/slow`,
+      error: /^web_fetch: .*timed out/,
+    },
     { name: "fetch 500", message: `read ${web.origin}/error500`, error: /^web_fetch: HTTP 500$/ },
     { name: "fetch refused", message: `read http://127.0.0.1:${port}/x`, error: /^web_fetch: .*ECONNREFUSED/ },
-    { name: "fetch unsupported", message: `read ${web.origin}/image`, error: /^web_fetch: content type image\/png is not supported$/ },
+    {
+      name: "fetch unsupported",
+      message: `read ${web.origin}/image`,
+      error: /^web_fetch: content type image\/png is not supported$/,
+    },
     { name: "fetch unknown host", message: "read http://no-such-host.invalid/", error: /^web_fetch: .*ENOTFOUND/ },
-    { name: "brave without key", cfg: { search: { provider: "brave", apiKeyEnv: "NOT_SET_ANYWHERE" } }, message: "search for keyless", error: /^web_search: the brave provider needs/ },
+    {
+      name: "brave without key",
+      cfg: { search: { provider: "brave", apiKeyEnv: "NOT_SET_ANYWHERE" } },
+      message: "search for keyless",
+      error: /^web_search: the brave provider needs/,
+    },
   ];
   for (const c of cases) {
     web.searchMode = "normal";

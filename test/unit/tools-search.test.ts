@@ -29,18 +29,29 @@ beforeEach(() => {
 });
 
 function provider(search: IntentsConfigInput["search"]) {
-  return createSearchProvider(parseIntentsConfig({ search }).search, { dispatcher: agent, env: { MY_BRAVE_KEY: "test-brave-key" } });
+  return createSearchProvider(parseIntentsConfig({ search }).search, {
+    dispatcher: agent,
+    env: { MY_BRAVE_KEY: "test-brave-key" },
+  });
 }
 
 test("duckduckgo: parses the HTML page, decodes redirect links, drops ads, sends q and df", async () => {
   web.hits.set("best AI tools 2026", [
-    { title: "Best AI tools & apps", url: "https://tools.example/best?a=1&b=2", snippet: "A list of details about tools" },
+    {
+      title: "Best AI tools & apps",
+      url: "https://tools.example/best?a=1&b=2",
+      snippet: "A list of details about tools",
+    },
     { title: "Second", url: "https://second.example/", snippet: "More details" },
   ]);
   const p = provider({ baseUrl: `${web.origin}/ddg/html/`, params: { kl: "ee-et" } });
   const res = await p.search({ query: "best AI tools 2026", count: 5, freshness: "week" });
   assert.deepEqual(res, [
-    { title: "Best AI tools & apps", url: "https://tools.example/best?a=1&b=2", snippet: "A list of details about tools" },
+    {
+      title: "Best AI tools & apps",
+      url: "https://tools.example/best?a=1&b=2",
+      snippet: "A list of details about tools",
+    },
     { title: "Second", url: "https://second.example/", snippet: "More details" },
   ]);
   const req = web.requestsTo("/ddg/html/")[0]!;
@@ -62,11 +73,20 @@ test("duckduckgo: count limits results; an empty result page is [] (not an error
 test("duckduckgo: unrecognized page and bot challenge are PARSE errors; 500 is HTTP", async () => {
   const p = provider({ baseUrl: `${web.origin}/ddg/html/` });
   web.searchMode = "garbage";
-  await assert.rejects(p.search({ query: "x", count: 3 }), (e: unknown) => e instanceof ToolError && e.code === "PARSE" && /unrecognized/.test(e.message));
+  await assert.rejects(
+    p.search({ query: "x", count: 3 }),
+    (e: unknown) => e instanceof ToolError && e.code === "PARSE" && /unrecognized/.test(e.message),
+  );
   web.searchMode = "challenge";
-  await assert.rejects(p.search({ query: "x", count: 3 }), (e: unknown) => e instanceof ToolError && e.code === "PARSE" && /bot challenge/.test(e.message));
+  await assert.rejects(
+    p.search({ query: "x", count: 3 }),
+    (e: unknown) => e instanceof ToolError && e.code === "PARSE" && /bot challenge/.test(e.message),
+  );
   web.searchMode = "error500";
-  await assert.rejects(p.search({ query: "x", count: 3 }), (e: unknown) => e instanceof ToolError && e.code === "HTTP" && e.message === "HTTP 500");
+  await assert.rejects(
+    p.search({ query: "x", count: 3 }),
+    (e: unknown) => e instanceof ToolError && e.code === "HTTP" && e.message === "HTTP 500",
+  );
 });
 
 test("searxng: /search?format=json, time_range, results parsed", async () => {
@@ -85,10 +105,17 @@ test("searxng: /search?format=json, time_range, results parsed", async () => {
 });
 
 test("brave: API key header from apiKeyEnv, count/freshness params, tags stripped", async () => {
-  const p = provider({ provider: "brave", baseUrl: `${web.origin}/brave/res/v1/web/search`, apiKeyEnv: "MY_BRAVE_KEY" });
+  const p = provider({
+    provider: "brave",
+    baseUrl: `${web.origin}/brave/res/v1/web/search`,
+    apiKeyEnv: "MY_BRAVE_KEY",
+  });
   const res = await p.search({ query: "tartu", count: 3, freshness: "day" });
   assert.equal(res.length, 3);
-  assert.equal(res[0]!.snippet, "Snippet number 1 with useful details about tartu. It goes on for a while with additional context words so that trimming has something to work with. & more");
+  assert.equal(
+    res[0]!.snippet,
+    "Snippet number 1 with useful details about tartu. It goes on for a while with additional context words so that trimming has something to work with. & more",
+  );
   assert.equal(res[0]!.published, "2 hours ago");
   const req = web.requestsTo("/brave/")[0]!;
   assert.equal(req.headers["x-subscription-token"], "test-brave-key");
@@ -99,10 +126,20 @@ test("brave: API key header from apiKeyEnv, count/freshness params, tags strippe
 
 test("brave: a wrong key is an HTTP error; a missing key is a CONFIG error (no request made)", async () => {
   const wrong = provider({ provider: "brave", baseUrl: `${web.origin}/brave/res/v1/web/search`, apiKey: "nope" });
-  await assert.rejects(wrong.search({ query: "x", count: 3 }), (e: unknown) => e instanceof ToolError && e.message === "HTTP 401");
-  const missing = provider({ provider: "brave", baseUrl: `${web.origin}/brave/res/v1/web/search`, apiKeyEnv: "UNSET_VAR" });
+  await assert.rejects(
+    wrong.search({ query: "x", count: 3 }),
+    (e: unknown) => e instanceof ToolError && e.message === "HTTP 401",
+  );
+  const missing = provider({
+    provider: "brave",
+    baseUrl: `${web.origin}/brave/res/v1/web/search`,
+    apiKeyEnv: "UNSET_VAR",
+  });
   const before = web.requests.length;
-  await assert.rejects(missing.search({ query: "x", count: 3 }), (e: unknown) => e instanceof ToolError && e.code === "CONFIG");
+  await assert.rejects(
+    missing.search({ query: "x", count: 3 }),
+    (e: unknown) => e instanceof ToolError && e.code === "CONFIG",
+  );
   assert.equal(web.requests.length, before);
 });
 
@@ -110,17 +147,31 @@ test("parsers reject malformed answers and skip unusable entries", () => {
   assert.throws(() => parseSearxngJson("<html>"), /did not return JSON/);
   assert.throws(() => parseSearxngJson("{}"), /no results array/);
   assert.deepEqual(
-    parseSearxngJson(JSON.stringify({ results: [{ url: "javascript:alert(1)", title: "x" }, { url: "https://ok.example/", title: "ok", content: "<b>c</b>" }] })),
+    parseSearxngJson(
+      JSON.stringify({
+        results: [
+          { url: "javascript:alert(1)", title: "x" },
+          { url: "https://ok.example/", title: "ok", content: "<b>c</b>" },
+        ],
+      }),
+    ),
     [{ title: "ok", url: "https://ok.example/", snippet: "c" }],
   );
   assert.throws(() => parseBraveJson("nope"), /did not return JSON/);
   assert.deepEqual(parseBraveJson(JSON.stringify({ type: "search" })), []);
   assert.throws(() => parseBraveJson(JSON.stringify({ web: { results: 5 } })), /web\.results/);
   // DDG: relative uddg links decoded; non-http targets dropped; ads dropped.
-  const html = ddgPage("q", [
-    { title: "Good", url: "https://good.example/a b", snippet: "s" },
-    { title: "Bad", url: "javascript:alert(1)", snippet: "s" },
-  ], { withAd: true });
+  const html = ddgPage(
+    "q",
+    [
+      { title: "Good", url: "https://good.example/a b", snippet: "s" },
+      { title: "Bad", url: "javascript:alert(1)", snippet: "s" },
+    ],
+    { withAd: true },
+  );
   assert.deepEqual(parseDuckDuckGoHtml(html), [{ title: "Good", url: "https://good.example/a%20b", snippet: "s" }]);
-  assert.equal(htmlFragmentToText("a <strong>b</strong> &amp; c &#x27;d&#39; &#0; &bogus;"), "a b & c 'd' &#0; &bogus;");
+  assert.equal(
+    htmlFragmentToText("a <strong>b</strong> &amp; c &#x27;d&#39; &#0; &bogus;"),
+    "a b & c 'd' &#0; &bogus;",
+  );
 });

@@ -16,7 +16,15 @@ const logger = createLogger("silent");
 
 class Cat extends WarmProcess {
   constructor(readonly tag: string) {
-    super({ label: "cat", command: "/bin/cat", args: [], env: process.env, cwd: process.cwd(), killGraceMs: 500, logger });
+    super({
+      label: "cat",
+      command: "/bin/cat",
+      args: [],
+      env: process.env,
+      cwd: process.cwd(),
+      killGraceMs: 500,
+      logger,
+    });
   }
 }
 
@@ -41,17 +49,28 @@ async function until(check: () => boolean, ms = 5000): Promise<boolean> {
 test("a process serves its key's turns while it fits; a misfit is ended before its successor starts", async () => {
   const pool = new WarmPool<Cat>("b", { idleSeconds: 60, maxProcesses: 4 }, logger);
   try {
-    const l1 = (await pool.acquire("k", () => true, async () => new Cat("one")))!;
+    const l1 = (await pool.acquire(
+      "k",
+      () => true,
+      async () => new Cat("one"),
+    ))!;
     assert.equal(l1.fresh, true);
     // The process really answers over its kept-open stdin.
     const inbox = new Inbox();
     l1.worker.listen(inbox.push);
     l1.worker.send({ hello: 1 });
     const echoed = await inbox.next(undefined, 5000);
-    assert.deepEqual(echoed !== "timeout" && echoed !== "aborted" && echoed.kind === "message" ? echoed.message : echoed, { hello: 1 });
+    assert.deepEqual(
+      echoed !== "timeout" && echoed !== "aborted" && echoed.kind === "message" ? echoed.message : echoed,
+      { hello: 1 },
+    );
     l1.worker.listen(undefined);
     l1.release(true);
-    const l2 = (await pool.acquire("k", (w) => w.tag === "one", async () => new Cat("two")))!;
+    const l2 = (await pool.acquire(
+      "k",
+      (w) => w.tag === "one",
+      async () => new Cat("two"),
+    ))!;
     assert.equal(l2.fresh, false);
     assert.equal(l2.worker, l1.worker, "reused");
     l2.release(true);
@@ -104,26 +123,52 @@ test("a second turn of the same key waits for the first one's release (never two
 test("at maxProcesses the least recently used idle process goes; with all busy there is no lease", async () => {
   const pool = new WarmPool<Cat>("b", { idleSeconds: 60, maxProcesses: 2 }, logger);
   try {
-    const a = (await pool.acquire("a", () => true, async () => new Cat("a")))!;
+    const a = (await pool.acquire(
+      "a",
+      () => true,
+      async () => new Cat("a"),
+    ))!;
     a.release(true);
     await new Promise((r) => setTimeout(r, 5));
-    const b = (await pool.acquire("b", () => true, async () => new Cat("b")))!;
+    const b = (await pool.acquire(
+      "b",
+      () => true,
+      async () => new Cat("b"),
+    ))!;
     b.release(true);
-    const c = (await pool.acquire("c", () => true, async () => new Cat("c")))!;
+    const c = (await pool.acquire(
+      "c",
+      () => true,
+      async () => new Cat("c"),
+    ))!;
     assert.ok(gone(a.worker.pid), "a, the least recently used, was ended");
     assert.ok(!gone(b.worker.pid));
     assert.equal(pool.size, 2);
-    const b2 = (await pool.acquire("b", () => true, async () => new Cat("b2")))!;
+    const b2 = (await pool.acquire(
+      "b",
+      () => true,
+      async () => new Cat("b2"),
+    ))!;
     assert.equal(b2.worker, b.worker);
     // b and c are both busy: a new conversation gets no lease (its turn runs cold).
-    assert.equal(await pool.acquire("d", () => true, async () => new Cat("d")), undefined);
+    assert.equal(
+      await pool.acquire(
+        "d",
+        () => true,
+        async () => new Cat("d"),
+      ),
+      undefined,
+    );
     assert.equal(pool.stats.overflow, 1);
     assert.equal(pool.stats.evicted, 1);
     c.release(true);
     b2.release(true);
     const listed = warmProcesses().filter((w) => w.backend === "b");
     assert.equal(listed.length, 2);
-    assert.ok(listed.every((w) => !w.busy && (w.rssBytes ?? 0) > 0), JSON.stringify(listed));
+    assert.ok(
+      listed.every((w) => !w.busy && (w.rssBytes ?? 0) > 0),
+      JSON.stringify(listed),
+    );
     assert.equal(warmSummary().byBackend.b?.processes, 2);
   } finally {
     await pool.close();
@@ -133,27 +178,51 @@ test("at maxProcesses the least recently used idle process goes; with all busy t
 
 test("an idle process is reaped after idleSeconds; a dead one is forgotten; close() ends the rest", async () => {
   const pool = new WarmPool<Cat>("b", { idleSeconds: 0.3, maxProcesses: 4 }, logger);
-  const a = (await pool.acquire("a", () => true, async () => new Cat("a")))!;
+  const a = (await pool.acquire(
+    "a",
+    () => true,
+    async () => new Cat("a"),
+  ))!;
   a.release(true);
   assert.ok(await until(() => gone(a.worker.pid)), "reaped after 0.3 s idle");
   assert.equal(pool.stats.reaped, 1);
-  const b = (await pool.acquire("b", () => true, async () => new Cat("b")))!;
+  const b = (await pool.acquire(
+    "b",
+    () => true,
+    async () => new Cat("b"),
+  ))!;
   b.release(true);
   process.kill(b.worker.pid!, "SIGKILL");
   await b.worker.ended;
   assert.equal(pool.stats.died, 1);
   assert.equal(pool.size, 0, "the dead process is forgotten");
-  const c = (await pool.acquire("c", () => true, async () => new Cat("c")))!;
+  const c = (await pool.acquire(
+    "c",
+    () => true,
+    async () => new Cat("c"),
+  ))!;
   // A turn that leaves its process unfit hands it back with keep = false: it is ended.
   c.release(false);
   assert.ok(await until(() => gone(c.worker.pid)));
-  const d = (await pool.acquire("d", () => true, async () => new Cat("d")))!;
+  const d = (await pool.acquire(
+    "d",
+    () => true,
+    async () => new Cat("d"),
+  ))!;
   await pool.close();
   assert.ok(gone(d.worker.pid), "close() ended the busy one too");
-  assert.equal(await pool.acquire("e", () => true, async () => new Cat("e")), undefined, "a closed pool gives no lease");
+  assert.equal(
+    await pool.acquire(
+      "e",
+      () => true,
+      async () => new Cat("e"),
+    ),
+    undefined,
+    "a closed pool gives no lease",
+  );
 });
 
-test("a CliProcess keeps stdin open only when asked (a prompt that reads \"keep\" is still written and closed)", async () => {
+test('a CliProcess keeps stdin open only when asked (a prompt that reads "keep" is still written and closed)', async () => {
   const { CliProcess } = await import("../../src/core/util/process.js");
   const once = new CliProcess({ command: "/bin/cat", args: [], env: process.env, stdin: "keep" });
   const lines: string[] = [];

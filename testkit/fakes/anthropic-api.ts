@@ -114,7 +114,11 @@ export async function startFakeAnthropic(script: AnthropicScript = echoScript): 
       return;
     }
     if (method === "POST" && path === "/v1/messages") {
-      await answer(res, rec, await runScript(current, rec, (message): AnthropicReply => ({ kind: "error", status: 500, message })));
+      await answer(
+        res,
+        rec,
+        await runScript(current, rec, (message): AnthropicReply => ({ kind: "error", status: 500, message })),
+      );
       return;
     }
     unknown.push(rec);
@@ -127,7 +131,10 @@ export async function startFakeAnthropic(script: AnthropicScript = echoScript): 
     port,
     requests,
     unknown,
-    messageCalls: () => requests.filter((r) => r.method === "POST" && r.path.startsWith("/v1/messages") && !r.path.includes("count_tokens")),
+    messageCalls: () =>
+      requests.filter(
+        (r) => r.method === "POST" && r.path.startsWith("/v1/messages") && !r.path.includes("count_tokens"),
+      ),
     setScript(s) {
       current = s;
     },
@@ -153,7 +160,8 @@ async function answer(res: ServerResponse, rec: RecordedRequest, reply: Anthropi
 
   if (!rec.stream) {
     const content: unknown[] = [];
-    if (reply.thinking?.length) content.push({ type: "thinking", thinking: reply.thinking.join(""), signature: "fakesig" });
+    if (reply.thinking?.length)
+      content.push({ type: "thinking", thinking: reply.thinking.join(""), signature: "fakesig" });
     content.push({ type: "text", text: reply.chunks.join("") });
     for (const t of reply.toolUses ?? []) content.push({ type: "tool_use", id: t.id, name: t.name, input: t.input });
     json(res, 200, {
@@ -183,17 +191,34 @@ async function answer(res: ServerResponse, rec: RecordedRequest, reply: Anthropi
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: { input_tokens: inputTokens, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      usage: {
+        input_tokens: inputTokens,
+        output_tokens: 1,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+      },
     },
   });
   let index = 0;
   if (reply.thinking?.length) {
-    send("content_block_start", { type: "content_block_start", index, content_block: { type: "thinking", thinking: "", signature: "" } });
+    send("content_block_start", {
+      type: "content_block_start",
+      index,
+      content_block: { type: "thinking", thinking: "", signature: "" },
+    });
     for (const t of reply.thinking) {
       if (reply.delayMs) await sleep(reply.delayMs);
-      send("content_block_delta", { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: t } });
+      send("content_block_delta", {
+        type: "content_block_delta",
+        index,
+        delta: { type: "thinking_delta", thinking: t },
+      });
     }
-    send("content_block_delta", { type: "content_block_delta", index, delta: { type: "signature_delta", signature: "fakesig" } });
+    send("content_block_delta", {
+      type: "content_block_delta",
+      index,
+      delta: { type: "signature_delta", signature: "fakesig" },
+    });
     send("content_block_stop", { type: "content_block_stop", index });
     index++;
   }
@@ -205,12 +230,24 @@ async function answer(res: ServerResponse, rec: RecordedRequest, reply: Anthropi
   send("content_block_stop", { type: "content_block_stop", index });
   index++;
   for (const t of reply.toolUses ?? []) {
-    send("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: t.id, name: t.name, input: {} } });
-    send("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: JSON.stringify(t.input) } });
+    send("content_block_start", {
+      type: "content_block_start",
+      index,
+      content_block: { type: "tool_use", id: t.id, name: t.name, input: {} },
+    });
+    send("content_block_delta", {
+      type: "content_block_delta",
+      index,
+      delta: { type: "input_json_delta", partial_json: JSON.stringify(t.input) },
+    });
     send("content_block_stop", { type: "content_block_stop", index });
     index++;
   }
-  send("message_delta", { type: "message_delta", delta: { stop_reason: stopReason, stop_sequence: null }, usage: { output_tokens: outputTokens } });
+  send("message_delta", {
+    type: "message_delta",
+    delta: { stop_reason: stopReason, stop_sequence: null },
+    usage: { output_tokens: outputTokens },
+  });
   send("message_stop", { type: "message_stop" });
   res.end();
 }

@@ -86,7 +86,11 @@ export const CODEX_BIN = path.resolve("node_modules/.bin/codex");
  * statistics, update checks and the managed auto-memory side call (a second model call after every
  * turn) off. Sessions land in `<home>/.qwen/projects/<cwd with non-alphanumerics as '-'>/chats/<id>.jsonl`.
  */
-export function qwenEnv({ baseUrl, home, model = "fake-model" }: CliEnvInput & { model?: string }): Record<string, string> {
+export function qwenEnv({
+  baseUrl,
+  home,
+  model = "fake-model",
+}: CliEnvInput & { model?: string }): Record<string, string> {
   const dir = path.join(home, ".qwen");
   const tmp = path.join(home, "tmp");
   mkdirSync(dir, { recursive: true });
@@ -126,7 +130,11 @@ export function qwenEnv({ baseUrl, home, model = "fake-model" }: CliEnvInput & {
  * analytics and plugins off (plugin sync otherwise looks up api.github.com and chatgpt.com).
  * Sessions land in `<home>/.codex/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`.
  */
-export function codexEnv({ baseUrl, home, model = "fake-model" }: CliEnvInput & { model?: string }): Record<string, string> {
+export function codexEnv({
+  baseUrl,
+  home,
+  model = "fake-model",
+}: CliEnvInput & { model?: string }): Record<string, string> {
   const dir = path.join(home, ".codex");
   const tmp = path.join(home, "tmp");
   mkdirSync(dir, { recursive: true });

@@ -27,7 +27,9 @@ export interface FakeHttpServer {
   close(): Promise<void>;
 }
 
-export async function serveFake(handle: (call: IncomingCall, res: ServerResponse) => void | Promise<void>): Promise<FakeHttpServer> {
+export async function serveFake(
+  handle: (call: IncomingCall, res: ServerResponse) => void | Promise<void>,
+): Promise<FakeHttpServer> {
   const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
     const parts: Buffer[] = [];
@@ -40,7 +42,13 @@ export async function serveFake(handle: (call: IncomingCall, res: ServerResponse
       } catch {
         body = undefined;
       }
-      const call: IncomingCall = { method: req.method ?? "GET", url: new URL(req.url ?? "/", "http://127.0.0.1"), headers: req.headers, raw, body };
+      const call: IncomingCall = {
+        method: req.method ?? "GET",
+        url: new URL(req.url ?? "/", "http://127.0.0.1"),
+        headers: req.headers,
+        raw,
+        body,
+      };
       void (async () => handle(call, res))().catch((err) => {
         if (!res.headersSent) res.writeHead(500).end(`fake failed: ${String(err)}`);
         else res.destroy();
@@ -66,7 +74,11 @@ export async function serveFake(handle: (call: IncomingCall, res: ServerResponse
 }
 
 /** A script's reply; a script that throws becomes the fake's error reply (the test sees why). */
-export async function runScript<Req, Reply>(script: (req: Req) => Reply | Promise<Reply>, req: Req, onThrow: (message: string) => Reply): Promise<Reply> {
+export async function runScript<Req, Reply>(
+  script: (req: Req) => Reply | Promise<Reply>,
+  req: Req,
+  onThrow: (message: string) => Reply,
+): Promise<Reply> {
   try {
     return await script(req);
   } catch (err) {
@@ -81,7 +93,15 @@ export function sendJson(res: ServerResponse, status: number, value: unknown): v
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const SECRET_HEADERS = new Set(["authorization", "x-api-key", "x-goog-api-key", "cookie", "proxy-authorization", "openai-organization", "openai-project"]);
+const SECRET_HEADERS = new Set([
+  "authorization",
+  "x-api-key",
+  "x-goog-api-key",
+  "cookie",
+  "proxy-authorization",
+  "openai-organization",
+  "openai-project",
+]);
 
 /** Headers with credentials replaced by "[redacted]" (what the fakes that record headers keep). */
 export function redactHeaders(h: IncomingHttpHeaders): Record<string, string> {

@@ -65,7 +65,10 @@ export interface FakeGemini {
 export function geminiPartsText(parts: unknown): string {
   if (!Array.isArray(parts)) return "";
   return parts
-    .filter((p): p is { text: string } => !!p && typeof p === "object" && typeof (p as any).text === "string" && !(p as any).thought)
+    .filter(
+      (p): p is { text: string } =>
+        !!p && typeof p === "object" && typeof (p as any).text === "string" && !(p as any).thought,
+    )
     .map((p) => p.text)
     .join("");
 }
@@ -114,7 +117,8 @@ export function valueForSchema(schema: any, depth = 0): unknown {
     default: {
       const out: Record<string, unknown> = {};
       const props = schema.properties ?? {};
-      const keys: string[] = Array.isArray(schema.required) && schema.required.length ? schema.required : Object.keys(props);
+      const keys: string[] =
+        Array.isArray(schema.required) && schema.required.length ? schema.required : Object.keys(props);
       for (const k of keys) out[k] = valueForSchema(props[k], depth + 1);
       return out;
     }
@@ -182,14 +186,23 @@ const STATUS_TEXT: Record<number, string> = {
   503: "UNAVAILABLE",
 };
 
-async function answer(res: ServerResponse, rec: RecordedGeminiRequest, reply: GeminiReply, stream: boolean): Promise<void> {
+async function answer(
+  res: ServerResponse,
+  rec: RecordedGeminiRequest,
+  reply: GeminiReply,
+  stream: boolean,
+): Promise<void> {
   if (reply.kind === "hang") {
     await new Promise<void>((resolve) => res.once("close", () => resolve()));
     return;
   }
   if (reply.kind === "error") {
     json(res, reply.status, {
-      error: { code: reply.status, message: reply.message, status: reply.statusText ?? STATUS_TEXT[reply.status] ?? "UNKNOWN" },
+      error: {
+        code: reply.status,
+        message: reply.message,
+        status: reply.statusText ?? STATUS_TEXT[reply.status] ?? "UNKNOWN",
+      },
     });
     return;
   }
@@ -240,7 +253,13 @@ async function answer(res: ServerResponse, rec: RecordedGeminiRequest, reply: Ge
     const last = i === reply.chunks.length - 1 && calls.length === 0;
     send(candidate([{ text: reply.chunks[i] }], last ? "STOP" : undefined));
   }
-  if (calls.length) send(candidate(calls.map((f) => ({ functionCall: { name: f.name, args: f.args } })), "STOP"));
+  if (calls.length)
+    send(
+      candidate(
+        calls.map((f) => ({ functionCall: { name: f.name, args: f.args } })),
+        "STOP",
+      ),
+    );
   if (reply.chunks.length === 0 && calls.length === 0) send(candidate([{ text: "" }], "STOP"));
   res.end();
 }

@@ -76,17 +76,25 @@ function textOf(content: unknown): string {
   if (typeof content === "string") return content;
   if (Array.isArray(content)) {
     return content
-      .map((p) => (p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string" ? (p as { text: string }).text : ""))
+      .map((p) =>
+        p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string"
+          ? (p as { text: string }).text
+          : "",
+      )
       .join("\n");
   }
   return "";
 }
 
 function isSideCall(body: any): boolean {
-  const sys = Array.isArray(body?.messages) ? body.messages.filter((m: any) => m.role === "system").map((m: any) => textOf(m.content)).join("\n") : "";
+  const sys = Array.isArray(body?.messages)
+    ? body.messages
+        .filter((m: any) => m.role === "system")
+        .map((m: any) => textOf(m.content))
+        .join("\n")
+    : "";
   return /title generator|generate a (brief )?title|summar(y|ize) (of )?(this|the) conversation/i.test(sys);
 }
-
 
 export async function startFakeOpenAI(script: Script = defaultScript): Promise<FakeOpenAI> {
   let current = script;
@@ -127,7 +135,14 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
     switch (reply.kind) {
       case "error": {
         res.writeHead(reply.status, { "content-type": "application/json" });
-        res.end(JSON.stringify({ error: { message: reply.message, type: reply.type ?? (reply.status >= 500 ? "server_error" : "invalid_request_error") } }));
+        res.end(
+          JSON.stringify({
+            error: {
+              message: reply.message,
+              type: reply.type ?? (reply.status >= 500 ? "server_error" : "invalid_request_error"),
+            },
+          }),
+        );
         return;
       }
       case "raw": {
@@ -155,7 +170,10 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
           index: i,
           id: c.id ?? `call${i}abc`,
           type: "function",
-          function: { name: c.name, arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments) },
+          function: {
+            name: c.name,
+            arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments),
+          },
         }));
         if (!stream) {
           res.writeHead(200, { "content-type": "application/json" });
@@ -165,7 +183,17 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
               object: "chat.completion",
               created: 1,
               model,
-              choices: [{ index: 0, message: { role: "assistant", content: reply.content ?? null, tool_calls: calls.map(({ index: _i, ...c }) => c) }, finish_reason: "tool_calls" }],
+              choices: [
+                {
+                  index: 0,
+                  message: {
+                    role: "assistant",
+                    content: reply.content ?? null,
+                    tool_calls: calls.map(({ index: _i, ...c }) => c),
+                  },
+                  finish_reason: "tool_calls",
+                },
+              ],
               usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
             }),
           );
@@ -179,7 +207,12 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
         return;
       }
       case "text": {
-        const usage = reply.usage ? { ...reply.usage, total_tokens: reply.usage.total_tokens ?? reply.usage.prompt_tokens + reply.usage.completion_tokens } : undefined;
+        const usage = reply.usage
+          ? {
+              ...reply.usage,
+              total_tokens: reply.usage.total_tokens ?? reply.usage.prompt_tokens + reply.usage.completion_tokens,
+            }
+          : undefined;
         if (!stream) {
           if (reply.firstDelayMs) await sleep(reply.firstDelayMs);
           res.writeHead(200, { "content-type": "application/json" });
@@ -189,7 +222,13 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
               object: "chat.completion",
               created: 1,
               model,
-              choices: [{ index: 0, message: { role: "assistant", content: reply.chunks.join("") }, finish_reason: reply.finishReason ?? "stop" }],
+              choices: [
+                {
+                  index: 0,
+                  message: { role: "assistant", content: reply.chunks.join("") },
+                  finish_reason: reply.finishReason ?? "stop",
+                },
+              ],
               ...(usage ? { usage } : {}),
             }),
           );
@@ -205,7 +244,10 @@ export async function startFakeOpenAI(script: Script = defaultScript): Promise<F
           res.write(chunk({ content: reply.chunks[i] }));
         }
         res.write(chunk({}, reply.finishReason ?? "stop"));
-        if (usage) res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model, choices: [], usage })}\n\n`);
+        if (usage)
+          res.write(
+            `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model, choices: [], usage })}\n\n`,
+          );
         res.end("data: [DONE]\n\n");
         return;
       }

@@ -8,7 +8,12 @@ export const OPENCODE_BIN = path.resolve("node_modules/.bin/opencode");
 export const FAKE_PROVIDER = "fake";
 
 /** `config`: more of OpenCode's config (e.g. `permission`), beside the fake provider. */
-export function opencodeEnv(baseUrl: string, home: string, models: string[] = ["m1"], config: Record<string, unknown> = {}): Record<string, string> {
+export function opencodeEnv(
+  baseUrl: string,
+  home: string,
+  models: string[] = ["m1"],
+  config: Record<string, unknown> = {},
+): Record<string, string> {
   const xdg = (d: string) => {
     const p = path.join(home, d);
     mkdirSync(p, { recursive: true });

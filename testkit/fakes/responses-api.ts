@@ -94,7 +94,11 @@ export function responsesText(content: unknown): string {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return "";
   return content
-    .map((p) => (p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string" ? (p as { text: string }).text : ""))
+    .map((p) =>
+      p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string"
+        ? (p as { text: string }).text
+        : "",
+    )
     .filter(Boolean)
     .join("\n");
 }
@@ -115,7 +119,10 @@ function lastUserText(body: any): string {
   return "";
 }
 
-export const echoResponsesScript: ResponsesScript = (req) => ({ kind: "text", chunks: ["You said: ", req.lastUserText.slice(-40), "."] });
+export const echoResponsesScript: ResponsesScript = (req) => ({
+  kind: "text",
+  chunks: ["You said: ", req.lastUserText.slice(-40), "."],
+});
 
 let counter = 0;
 
@@ -141,7 +148,11 @@ export async function startFakeResponses(script: ResponsesScript = echoResponses
       return;
     }
     if (method === "POST" && path === "/v1/responses") {
-      await answer(res, rec, await runScript(current, rec, (message): ResponsesReply => ({ kind: "error", status: 500, message })));
+      await answer(
+        res,
+        rec,
+        await runScript(current, rec, (message): ResponsesReply => ({ kind: "error", status: 500, message })),
+      );
       return;
     }
     unknown.push(rec);
@@ -168,22 +179,38 @@ async function answer(res: ServerResponse, rec: RecordedResponsesRequest, reply:
   }
   if (reply.kind === "error") {
     json(res, reply.status, {
-      error: { message: reply.message, type: reply.type ?? (reply.status >= 500 ? "server_error" : "invalid_request_error"), param: null, code: reply.code ?? null },
+      error: {
+        message: reply.message,
+        type: reply.type ?? (reply.status >= 500 ? "server_error" : "invalid_request_error"),
+        param: null,
+        code: reply.code ?? null,
+      },
     });
     return;
   }
   const model = typeof rec.body?.model === "string" ? rec.body.model : "fake-model";
   const id = `resp_fake${++counter}`;
-  const base = { id, object: "response", created_at: Math.floor(Date.now() / 1000), model, status: "in_progress", output: [] as unknown[] };
+  const base = {
+    id,
+    object: "response",
+    created_at: Math.floor(Date.now() / 1000),
+    model,
+    status: "in_progress",
+    output: [] as unknown[],
+  };
   let seq = 0;
   const send = (data: Record<string, unknown>) => {
-    if (!res.writableEnded && !res.destroyed) res.write(`event: ${String(data.type)}\ndata: ${JSON.stringify({ ...data, sequence_number: seq++ })}\n\n`);
+    if (!res.writableEnded && !res.destroyed)
+      res.write(`event: ${String(data.type)}\ndata: ${JSON.stringify({ ...data, sequence_number: seq++ })}\n\n`);
   };
 
   if (reply.kind === "failed") {
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     send({ type: "response.created", response: base });
-    send({ type: "response.failed", response: { ...base, status: "failed", error: { code: reply.code ?? "server_error", message: reply.message } } });
+    send({
+      type: "response.failed",
+      response: { ...base, status: "failed", error: { code: reply.code ?? "server_error", message: reply.message } },
+    });
     res.end();
     return;
   }
@@ -202,8 +229,19 @@ async function answer(res: ServerResponse, rec: RecordedResponsesRequest, reply:
   };
 
   if (!rec.stream) {
-    if (reply.reasoning?.length) output.push({ type: "reasoning", id: `rs_${id}`, summary: [{ type: "summary_text", text: reply.reasoning.join("") }] });
-    output.push({ type: "message", id: `msg_${id}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: reply.chunks.join(""), annotations: [] }] });
+    if (reply.reasoning?.length)
+      output.push({
+        type: "reasoning",
+        id: `rs_${id}`,
+        summary: [{ type: "summary_text", text: reply.reasoning.join("") }],
+      });
+    output.push({
+      type: "message",
+      id: `msg_${id}`,
+      status: "completed",
+      role: "assistant",
+      content: [{ type: "output_text", text: reply.chunks.join(""), annotations: [] }],
+    });
     for (const [i, f] of (reply.functionCalls ?? []).entries()) output.push(functionCallItem(f, id, i));
     json(res, 200, { ...base, status: "completed", output, usage });
     return;
@@ -215,15 +253,43 @@ async function answer(res: ServerResponse, rec: RecordedResponsesRequest, reply:
   let index = 0;
   if (reply.reasoning?.length) {
     const itemId = `rs_${id}`;
-    send({ type: "response.output_item.added", output_index: index, item: { type: "reasoning", id: itemId, summary: [] } });
-    send({ type: "response.reasoning_summary_part.added", item_id: itemId, output_index: index, summary_index: 0, part: { type: "summary_text", text: "" } });
+    send({
+      type: "response.output_item.added",
+      output_index: index,
+      item: { type: "reasoning", id: itemId, summary: [] },
+    });
+    send({
+      type: "response.reasoning_summary_part.added",
+      item_id: itemId,
+      output_index: index,
+      summary_index: 0,
+      part: { type: "summary_text", text: "" },
+    });
     for (const r of reply.reasoning) {
       if (reply.delayMs) await sleep(reply.delayMs);
-      send({ type: "response.reasoning_summary_text.delta", item_id: itemId, output_index: index, summary_index: 0, delta: r });
+      send({
+        type: "response.reasoning_summary_text.delta",
+        item_id: itemId,
+        output_index: index,
+        summary_index: 0,
+        delta: r,
+      });
     }
     const text = reply.reasoning.join("");
-    send({ type: "response.reasoning_summary_text.done", item_id: itemId, output_index: index, summary_index: 0, text });
-    send({ type: "response.reasoning_summary_part.done", item_id: itemId, output_index: index, summary_index: 0, part: { type: "summary_text", text } });
+    send({
+      type: "response.reasoning_summary_text.done",
+      item_id: itemId,
+      output_index: index,
+      summary_index: 0,
+      text,
+    });
+    send({
+      type: "response.reasoning_summary_part.done",
+      item_id: itemId,
+      output_index: index,
+      summary_index: 0,
+      part: { type: "summary_text", text },
+    });
     const item = { type: "reasoning", id: itemId, summary: [{ type: "summary_text", text }] };
     send({ type: "response.output_item.done", output_index: index, item });
     output.push(item);
@@ -231,16 +297,38 @@ async function answer(res: ServerResponse, rec: RecordedResponsesRequest, reply:
   }
   if (reply.chunks.length) {
     const itemId = `msg_${id}`;
-    send({ type: "response.output_item.added", output_index: index, item: { type: "message", id: itemId, status: "in_progress", role: "assistant", content: [] } });
-    send({ type: "response.content_part.added", item_id: itemId, output_index: index, content_index: 0, part: { type: "output_text", text: "", annotations: [] } });
+    send({
+      type: "response.output_item.added",
+      output_index: index,
+      item: { type: "message", id: itemId, status: "in_progress", role: "assistant", content: [] },
+    });
+    send({
+      type: "response.content_part.added",
+      item_id: itemId,
+      output_index: index,
+      content_index: 0,
+      part: { type: "output_text", text: "", annotations: [] },
+    });
     for (const c of reply.chunks) {
       if (reply.delayMs) await sleep(reply.delayMs);
       send({ type: "response.output_text.delta", item_id: itemId, output_index: index, content_index: 0, delta: c });
     }
     const text = reply.chunks.join("");
     send({ type: "response.output_text.done", item_id: itemId, output_index: index, content_index: 0, text });
-    send({ type: "response.content_part.done", item_id: itemId, output_index: index, content_index: 0, part: { type: "output_text", text, annotations: [] } });
-    const item = { type: "message", id: itemId, status: "completed", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] };
+    send({
+      type: "response.content_part.done",
+      item_id: itemId,
+      output_index: index,
+      content_index: 0,
+      part: { type: "output_text", text, annotations: [] },
+    });
+    const item = {
+      type: "message",
+      id: itemId,
+      status: "completed",
+      role: "assistant",
+      content: [{ type: "output_text", text, annotations: [] }],
+    };
     send({ type: "response.output_item.done", output_index: index, item });
     output.push(item);
     index++;
@@ -248,7 +336,11 @@ async function answer(res: ServerResponse, rec: RecordedResponsesRequest, reply:
   for (const [i, f] of (reply.functionCalls ?? []).entries()) {
     const item = functionCallItem(f, id, i);
     const args = item.arguments as string;
-    send({ type: "response.output_item.added", output_index: index, item: { ...item, arguments: "", status: "in_progress" } });
+    send({
+      type: "response.output_item.added",
+      output_index: index,
+      item: { ...item, arguments: "", status: "in_progress" },
+    });
     send({ type: "response.function_call_arguments.delta", item_id: item.id, output_index: index, delta: args });
     send({ type: "response.function_call_arguments.done", item_id: item.id, output_index: index, arguments: args });
     send({ type: "response.output_item.done", output_index: index, item });

@@ -46,7 +46,9 @@ function hasToolResults(req: RecordedRequest): boolean {
 function newestText(req: RecordedRequest): string {
   const last = (req.body?.messages ?? []).filter((m: any) => m?.role === "user").at(-1); // eslint-disable-line @typescript-eslint/no-explicit-any
   if (typeof last?.content === "string") return last.content;
-  const texts = (Array.isArray(last?.content) ? last.content : []).filter((b: any) => b?.type === "text" && !/^\s*<system-reminder>/.test(b.text)); // eslint-disable-line @typescript-eslint/no-explicit-any
+  const texts = (Array.isArray(last?.content) ? last.content : []).filter(
+    (b: any) => b?.type === "text" && !/^\s*<system-reminder>/.test(b.text),
+  ); // eslint-disable-line @typescript-eslint/no-explicit-any
   return texts.at(-1)?.text ?? "";
 }
 
@@ -71,7 +73,13 @@ export async function startStampedFake(): Promise<StampedFake> {
     }
     if (newestText(req).includes("STATUS")) {
       calls.push({ at, kind: "status" });
-      return { kind: "text", chunks: ["Let me check. "], toolUses: [{ id: `toolu_bench${String(++n).padStart(6, "0")}`, name: `mcp__openclaw__${STATUS_TOOL}`, input: {} }] };
+      return {
+        kind: "text",
+        chunks: ["Let me check. "],
+        toolUses: [
+          { id: `toolu_bench${String(++n).padStart(6, "0")}`, name: `mcp__openclaw__${STATUS_TOOL}`, input: {} },
+        ],
+      };
     }
     calls.push({ at, kind: "plain" });
     return { kind: "text", chunks: PLAIN };
@@ -203,7 +211,13 @@ export async function streamChat(pool: Pool, key: string, body: unknown): Promis
       if (!data || data === "[DONE]") continue;
       const obj = JSON.parse(data) as {
         error?: { message: string };
-        choices?: Array<{ finish_reason?: string | null; delta?: { content?: string | null; tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }> } }>;
+        choices?: Array<{
+          finish_reason?: string | null;
+          delta?: {
+            content?: string | null;
+            tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
+          };
+        }>;
       };
       if (obj.error) throw new Error(`stream error: ${obj.error.message}`);
       const choice = obj.choices?.[0];

@@ -19,7 +19,12 @@ export function bridgePart(stack: StackFrame[]): string | undefined {
     if (fn === "(garbage collector)") return "garbage collection";
     if (fn === "(program)") return "V8 and Node internals outside JavaScript ((program))";
     if (f.coreModule === "node:_http_outgoing" || fn === "connectionCorkNT") return WRITES;
-    if (f.coreModule === "node:_http_server" || f.coreModule === "node:_http_common" || f.coreModule === "node:_http_incoming") sawHttpServer = true;
+    if (
+      f.coreModule === "node:_http_server" ||
+      f.coreModule === "node:_http_common" ||
+      f.coreModule === "node:_http_incoming"
+    )
+      sawHttpServer = true;
     const file = repoFile(f.area);
     if (file !== undefined) {
       if (file === "backends/openai/transport") {
@@ -30,16 +35,21 @@ export function bridgePart(stack: StackFrame[]): string | undefined {
       if (file === "backends/openai/translate") return "stream translator (chunks → events)";
       if (file === "toolcalls/special-tokens") return "special-token stripping";
       if (file.startsWith("toolcalls/")) return "tool-call sniffing (extractor)";
-      if (file === "encoder/sse") return fn === "flush" || fn === "end" || fn === "flushWriter" ? WRITES : "SSE encoder (frames, its event loop)";
+      if (file === "encoder/sse")
+        return fn === "flush" || fn === "end" || fn === "flushWriter" ? WRITES : "SSE encoder (frames, its event loop)";
       if (file.startsWith("encoder/")) return "encoders (frames, chat.completion)";
       if (file.startsWith("backends/")) return "backend set-up (upstream body, translator)";
       if (file.startsWith("server/") || file.startsWith("openai/")) return "chat route (body, validation, routing)";
       return "pipeline, queue, contract, logging";
     }
     if (f.area === "eventsource-parser") return "SSE: line parsing (eventsource-parser)";
-    if (f.area === "undici" || f.area.startsWith("wasm://")) return "upstream client (undici: dispatch, llhttp parsing)";
+    if (f.area === "undici" || f.area.startsWith("wasm://"))
+      return "upstream client (undici: dispatch, llhttp parsing)";
     if (f.area === "zod") return "chat route (body, validation, routing)";
-    if (f.area !== "node core" && f.area !== "(native/V8)") return "other packages and scripts (mostly loading them at start-up)";
+    if (f.area !== "node core" && f.area !== "(native/V8)")
+      return "other packages and scripts (mostly loading them at start-up)";
   }
-  return sawHttpServer ? "HTTP server (node:http request parsing)" : "other (event loop, timers, microtasks, native code)";
+  return sawHttpServer
+    ? "HTTP server (node:http request parsing)"
+    : "other (event loop, timers, microtasks, native code)";
 }

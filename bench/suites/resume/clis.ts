@@ -38,7 +38,11 @@ export interface Adapter {
   /** The CLI's offline environment against the fake at `baseUrl`, with `home` as HOME. */
   env(baseUrl: string, home: string): Record<string, string>;
   /** argv and extra env for one direct turn. */
-  direct(prompt: { system: string; text: string }, sessionId: string | undefined, systemFile: string): { args: string[]; env: Record<string, string> };
+  direct(
+    prompt: { system: string; text: string },
+    sessionId: string | undefined,
+    systemFile: string,
+  ): { args: string[]; env: Record<string, string> };
   /** Parse one stdout line of a direct run. */
   line(ev: any): { session?: string; text?: boolean };
 }
@@ -55,13 +59,19 @@ const claudeAdapter = (root: string): Adapter => ({
   bin: path.join(root, "node_modules/.bin/claude"),
   env: (baseUrl, home) => claudeEnv({ baseUrl, home }),
   async start() {
-    const fake: FakeAnthropic = await startFakeAnthropic(() => ({ kind: "text", chunks: ["Sure. ", "Here is ", "what I have."] }));
+    const fake: FakeAnthropic = await startFakeAnthropic(() => ({
+      kind: "text",
+      chunks: ["Sure. ", "Here is ", "what I have."],
+    }));
     return {
       baseUrl: fake.baseUrl,
       close: () => fake.close(),
       count: () => fake.messageCalls().length,
       observe(since, key, bootstrap) {
-        const call = fake.messageCalls().slice(since).find((c: RecordedRequest) => JSON.stringify(c.body?.system ?? "").includes(`Conversation: ${key}`));
+        const call = fake
+          .messageCalls()
+          .slice(since)
+          .find((c: RecordedRequest) => JSON.stringify(c.body?.system ?? "").includes(`Conversation: ${key}`));
         if (!call) return undefined;
         const system: any[] = Array.isArray(call.body.system) ? call.body.system : [];
         // Claude Code appends --append-system-prompt text to its own last system block: count from where ours starts.
@@ -73,17 +83,34 @@ const claudeAdapter = (root: string): Adapter => ({
         const newText = claudeBlocks(lastUser?.content)
           .filter((t) => !t.trimStart().startsWith("<system-reminder>"))
           .join("");
-        return { bootstrapBytes: bytes(boot), newMessageBytes: bytes(newText), modelRequestBytes: bytes(JSON.stringify(call.body)) };
+        return {
+          bootstrapBytes: bytes(boot),
+          newMessageBytes: bytes(newText),
+          modelRequestBytes: bytes(JSON.stringify(call.body)),
+        };
       },
     };
   },
   direct(prompt, sessionId, systemFile) {
     const opts = claudeCodeOptionsSchema.parse({});
-    return { args: claudeArgs(opts, { model: "default", prompt, session: { key: "direct", backendSessionId: sessionId, turn: 0 } }, systemFile), env: {} };
+    return {
+      args: claudeArgs(
+        opts,
+        { model: "default", prompt, session: { key: "direct", backendSessionId: sessionId, turn: 0 } },
+        systemFile,
+      ),
+      env: {},
+    };
   },
   line(ev) {
     if (ev?.type === "system" && ev.subtype === "init") return { session: ev.session_id };
-    if (ev?.type === "stream_event" && ev.event?.type === "content_block_delta" && ev.event.delta?.type === "text_delta" && ev.event.delta.text) return { text: true };
+    if (
+      ev?.type === "stream_event" &&
+      ev.event?.type === "content_block_delta" &&
+      ev.event.delta?.type === "text_delta" &&
+      ev.event.delta.text
+    )
+      return { text: true };
     return {};
   },
 });
@@ -94,27 +121,43 @@ const geminiAdapter = (root: string): Adapter => ({
   bin: path.join(root, "node_modules/.bin/gemini"),
   env: (baseUrl, home) => geminiEnv({ baseUrl, home }),
   async start() {
-    const fake: FakeGemini = await startFakeGemini(() => ({ kind: "text", chunks: ["Sure. ", "Here is ", "what I have."] }));
+    const fake: FakeGemini = await startFakeGemini(() => ({
+      kind: "text",
+      chunks: ["Sure. ", "Here is ", "what I have."],
+    }));
     return {
       baseUrl: fake.baseUrl,
       close: () => fake.close(),
       count: () => fake.turnCalls().length,
       observe(since, key) {
-        const call = fake.turnCalls().slice(since).find((c: RecordedGeminiRequest) => c.systemText.includes(`Conversation: ${key}`));
+        const call = fake
+          .turnCalls()
+          .slice(since)
+          .find((c: RecordedGeminiRequest) => c.systemText.includes(`Conversation: ${key}`));
         if (!call) return undefined;
         const contents: any[] = call.body.contents ?? [];
         const last = contents.at(-1);
         const newText = (Array.isArray(last?.parts) ? last.parts : [])
-          .filter((p: any) => typeof p?.text === "string" && !p.thought && !p.text.trimStart().startsWith("<session_context>"))
+          .filter(
+            (p: any) =>
+              typeof p?.text === "string" && !p.thought && !p.text.trimStart().startsWith("<session_context>"),
+          )
           .map((p: any) => p.text as string)
           .join("");
-        return { bootstrapBytes: bytes(call.systemText), newMessageBytes: bytes(newText), modelRequestBytes: bytes(JSON.stringify(call.body)) };
+        return {
+          bootstrapBytes: bytes(call.systemText),
+          newMessageBytes: bytes(newText),
+          modelRequestBytes: bytes(JSON.stringify(call.body)),
+        };
       },
     };
   },
   direct(_prompt, sessionId, systemFile) {
     const opts = geminiCliOptionsSchema.parse({});
-    return { args: geminiArgs(opts, { model: "default", session: { key: "direct", backendSessionId: sessionId, turn: 0 } }), env: { GEMINI_SYSTEM_MD: systemFile } };
+    return {
+      args: geminiArgs(opts, { model: "default", session: { key: "direct", backendSessionId: sessionId, turn: 0 } }),
+      env: { GEMINI_SYSTEM_MD: systemFile },
+    };
   },
   line(ev) {
     if (ev?.type === "init") return { session: ev.session_id };

@@ -54,7 +54,12 @@ export function sseText(status: number, body: string): { text: string } | { erro
   return { text };
 }
 
-type Message = { role: "user" | "assistant" | "tool" | "system"; content: string | null; tool_calls?: unknown[]; tool_call_id?: string };
+type Message = {
+  role: "user" | "assistant" | "tool" | "system";
+  content: string | null;
+  tool_calls?: unknown[];
+  tool_call_id?: string;
+};
 
 /**
  * A conversation with the bridge's `router` model: every request carries the whole history and the
@@ -94,7 +99,11 @@ export class Conversation {
    */
   toolResult(name: string, result: string): Promise<string> {
     const id = `call${this.messages.length}bench`;
-    this.messages.push({ role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name, arguments: "{}" } }] });
+    this.messages.push({
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id, type: "function", function: { name, arguments: "{}" } }],
+    });
     this.messages.push({ role: "tool", tool_call_id: id, content: result });
     return this.send();
   }

@@ -44,7 +44,14 @@ export interface FakeStats {
 
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((p) => (p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string" ? (p as { text: string }).text : "")).join("\n");
+  if (Array.isArray(content))
+    return content
+      .map((p) =>
+        p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string"
+          ? (p as { text: string }).text
+          : "",
+      )
+      .join("\n");
   return "";
 }
 
@@ -52,7 +59,8 @@ function textOf(content: unknown): string {
 function decide(message: string): object {
   const blog = /blog post about (\w+)/i.exec(message);
   if (blog) return { action: "run", system: "content-pipeline", confidence: 0.9, inputs: { topic: blog[1] } };
-  if (/\bpublish\b/i.test(message)) return { action: "run", system: "publish-post", confidence: 0.9, inputs: { title: "Hello" } };
+  if (/\bpublish\b/i.test(message))
+    return { action: "run", system: "publish-post", confidence: 0.9, inputs: { title: "Hello" } };
   return { action: "answer", confidence: 0.1 };
 }
 
@@ -60,9 +68,15 @@ function classifierBody(decision: object, stream: boolean): string {
   const content = JSON.stringify(decision);
   const base = { id: "chatcmpl-cls", created: 1763716380, model: "classifier" };
   if (!stream) {
-    return JSON.stringify({ ...base, object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }], usage: { prompt_tokens: 100, completion_tokens: 12, total_tokens: 112 } });
+    return JSON.stringify({
+      ...base,
+      object: "chat.completion",
+      choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+      usage: { prompt_tokens: 100, completion_tokens: 12, total_tokens: 112 },
+    });
   }
-  const frame = (delta: object, finish: string | null = null) => `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const frame = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
   return frame({ role: "assistant", content: "" }) + frame({ content }) + frame({}, "stop") + "data: [DONE]\n\n";
 }
 
@@ -113,7 +127,10 @@ export function startRouterFake(chunks: number, port = 0): Promise<http.Server> 
           parsed = undefined;
         }
         const messages = Array.isArray(parsed?.messages) ? parsed!.messages : [];
-        const system = messages.filter((m) => m.role === "system").map((m) => textOf(m.content)).join("\n");
+        const system = messages
+          .filter((m) => m.role === "system")
+          .map((m) => textOf(m.content))
+          .join("\n");
         if (/classif/i.test(system)) {
           stats.classifierCalls++;
           const user = textOf([...messages].reverse().find((m) => m.role === "user")?.content);
@@ -127,7 +144,10 @@ export function startRouterFake(chunks: number, port = 0): Promise<http.Server> 
             else stats.unmarked.push(took);
           });
           const out = classifierBody(decide(message), stream);
-          res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json", "content-length": Buffer.byteLength(out) });
+          res.writeHead(200, {
+            "content-type": stream ? "text/event-stream" : "application/json",
+            "content-length": Buffer.byteLength(out),
+          });
           res.end(out);
           return;
         }

@@ -21,7 +21,14 @@ const VIEWS: Array<{ id: string; title: string; render: (id?: string) => ReactNo
 
 function FeedBadge() {
   const { status, detail } = useFeedStatus();
-  const label = status === "live" ? "live" : status === "unavailable" ? "no live feed" : status === "reconnecting" ? "reconnecting…" : "connecting…";
+  const label =
+    status === "live"
+      ? "live"
+      : status === "unavailable"
+        ? "no live feed"
+        : status === "reconnecting"
+          ? "reconnecting…"
+          : "connecting…";
   return (
     <div className={`feed feed-${status}`} data-testid="events-status" data-status={status} title={detail ?? ""}>
       <span className="dot" /> {label}

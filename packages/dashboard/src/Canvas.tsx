@@ -2,7 +2,19 @@
  * A system's canvas as a graph (@xyflow/react): its nodes and edges, laid out in layers along the
  * data flow (or where the builder placed them), growing as node and edge events arrive.
  */
-import { Background, Controls, Handle, Position, ReactFlow, ReactFlowProvider, useReactFlow, type Edge, type Node, type NodeChange, type NodeProps } from "@xyflow/react";
+import {
+  Background,
+  Controls,
+  Handle,
+  Position,
+  ReactFlow,
+  ReactFlowProvider,
+  useReactFlow,
+  type Edge,
+  type Node,
+  type NodeChange,
+  type NodeProps,
+} from "@xyflow/react";
 import { useCallback, useEffect, useMemo, useRef } from "react";
 import type { CanvasEdge, CanvasNode } from "./types";
 
@@ -10,7 +22,12 @@ type CbNode = Node<{ label: string; kind: string; fresh: boolean; selected: bool
 
 function CbNodeView({ id, data }: NodeProps<CbNode>) {
   return (
-    <div className={`cnode cnode-${data.kind}${data.fresh ? " fresh" : ""}${data.selected ? " chosen" : ""}`} data-testid="canvas-node" data-node-id={id} data-node-type={data.kind}>
+    <div
+      className={`cnode cnode-${data.kind}${data.fresh ? " fresh" : ""}${data.selected ? " chosen" : ""}`}
+      data-testid="canvas-node"
+      data-node-id={id}
+      data-node-type={data.kind}
+    >
       <Handle type="target" position={Position.Left} isConnectable={false} />
       <div className="cnode-type">{data.kind}</div>
       <div className="cnode-label">{data.label}</div>
@@ -74,7 +91,14 @@ function Fit({ count }: { count: number }) {
   return null;
 }
 
-export function CanvasGraph(props: { nodes: CanvasNode[]; edges: CanvasEdge[]; layout: "layered" | "canvas"; fresh: ReadonlySet<string>; selected?: string; onSelect: (id: string | undefined) => void }) {
+export function CanvasGraph(props: {
+  nodes: CanvasNode[];
+  edges: CanvasEdge[];
+  layout: "layered" | "canvas";
+  fresh: ReadonlySet<string>;
+  selected?: string;
+  onSelect: (id: string | undefined) => void;
+}) {
   const { nodes, edges, layout, fresh, selected, onSelect } = props;
   // xyflow keeps a node's measured size on the node object and hides a node until it has one. The
   // nodes are rebuilt here whenever the canvas grows or a highlight ends; without their size a node
@@ -99,7 +123,11 @@ export function CanvasGraph(props: { nodes: CanvasNode[]; edges: CanvasEdge[]; l
       measured: sizes.current.get(n.id),
     }));
   }, [nodes, edges, layout, fresh, selected]);
-  const flowEdges = useMemo<Edge[]>(() => edges.map((e) => ({ id: e.id, source: e.from, target: e.to, className: fresh.has(e.id) ? "fresh" : undefined })), [edges, fresh]);
+  const flowEdges = useMemo<Edge[]>(
+    () =>
+      edges.map((e) => ({ id: e.id, source: e.from, target: e.to, className: fresh.has(e.id) ? "fresh" : undefined })),
+    [edges, fresh],
+  );
   return (
     <div className="canvas" data-testid="canvas" data-nodes={nodes.length} data-edges={edges.length}>
       <ReactFlowProvider>

@@ -22,7 +22,8 @@ export function KeyPrompt() {
       >
         <h2>API key</h2>
         <p>
-          This bridge has <code>server.apiKeys</code> set. Enter one of them; it is kept in this tab's session storage and sent as a bearer header, never in a URL.
+          This bridge has <code>server.apiKeys</code> set. Enter one of them; it is kept in this tab's session storage
+          and sent as a bearer header, never in a URL.
         </p>
         <input
           type="password"

@@ -119,9 +119,17 @@ async function failure(res: Response): Promise<ApiFailure> {
 }
 
 /** A call to the bridge, authorised; 401 waits for a key and tries again. */
-export async function apiResponse(path: string, init: { method?: string; signal?: AbortSignal; headers?: Record<string, string> } = {}): Promise<Response> {
+export async function apiResponse(
+  path: string,
+  init: { method?: string; signal?: AbortSignal; headers?: Record<string, string> } = {},
+): Promise<Response> {
   for (;;) {
-    const res = await fetch(path, { method: init.method ?? "GET", headers: { ...(init.headers ?? {}), ...authHeaders() }, signal: init.signal, cache: "no-store" });
+    const res = await fetch(path, {
+      method: init.method ?? "GET",
+      headers: { ...(init.headers ?? {}), ...authHeaders() },
+      signal: init.signal,
+      cache: "no-store",
+    });
     if (res.status === 401) {
       await res.body?.cancel();
       await needKey();

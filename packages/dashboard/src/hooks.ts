@@ -14,7 +14,10 @@ export interface Loaded<T> {
  * GET `path` (null: nothing to load) now, every `everyMs` (0: never), and shortly after each live
  * event `refreshOn` accepts. A reload while one is in flight is folded into one more afterwards.
  */
-export function useApi<T>(path: string | null, opts: { everyMs?: number; refreshOn?: (e: BridgeEvent) => boolean } = {}): Loaded<T> {
+export function useApi<T>(
+  path: string | null,
+  opts: { everyMs?: number; refreshOn?: (e: BridgeEvent) => boolean } = {},
+): Loaded<T> {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<string | undefined>(undefined);
   const [loading, setLoading] = useState(path !== null);

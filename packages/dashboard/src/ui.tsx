@@ -22,7 +22,17 @@ export function Empty({ children }: { children: ReactNode }) {
   return <div className="empty">{children}</div>;
 }
 
-export function Section({ title, actions, children, testid }: { title: string; actions?: ReactNode; children: ReactNode; testid?: string }) {
+export function Section({
+  title,
+  actions,
+  children,
+  testid,
+}: {
+  title: string;
+  actions?: ReactNode;
+  children: ReactNode;
+  testid?: string;
+}) {
   return (
     <section className="section" data-testid={testid}>
       <header>

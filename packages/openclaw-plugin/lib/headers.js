@@ -20,7 +20,10 @@ export function wrapStreamWithSessionHeaders(ctx) {
   return (model, context, options) => {
     const id = typeof options?.sessionId === "string" ? options.sessionId.trim() : "";
     if (!id) return inner(model, context, options);
-    return inner(model, context, { ...options, headers: { ...(options?.headers ?? {}), [SESSION_ID_HEADER]: id.slice(0, 200) } });
+    return inner(model, context, {
+      ...options,
+      headers: { ...(options?.headers ?? {}), [SESSION_ID_HEADER]: id.slice(0, 200) },
+    });
   };
 }
 

@@ -15,7 +15,10 @@ export async function probePort(host, port, opts = {}) {
   const headers = opts.apiKey ? { authorization: `Bearer ${opts.apiKey}` } : {};
   let res;
   try {
-    res = await fetch(`http://${target}:${port}/health`, { headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 2000) });
+    res = await fetch(`http://${target}:${port}/health`, {
+      headers,
+      signal: AbortSignal.timeout(opts.timeoutMs ?? 2000),
+    });
   } catch (err) {
     const code = err?.cause?.code ?? err?.code;
     if (code === "ECONNREFUSED" || code === "EADDRNOTAVAIL") return { state: "free" };
@@ -27,6 +30,10 @@ export async function probePort(host, port, opts = {}) {
   } catch {
     body = undefined;
   }
-  if (body && typeof body === "object" && body.name === "clawbridge") return { state: "clawbridge", version: body.version, status: body.status };
-  return { state: "other", detail: `GET /health answered ${res.status}${res.headers.get("server") ? ` (server: ${res.headers.get("server")})` : ""}, not clawbridge` };
+  if (body && typeof body === "object" && body.name === "clawbridge")
+    return { state: "clawbridge", version: body.version, status: body.status };
+  return {
+    state: "other",
+    detail: `GET /health answered ${res.status}${res.headers.get("server") ? ` (server: ${res.headers.get("server")})` : ""}, not clawbridge`,
+  };
 }

@@ -42,7 +42,9 @@ export function expandHome(p, home = homedir()) {
 export function openclawConfigPath(env = process.env) {
   if (env.OPENCLAW_CONFIG_PATH?.trim()) return path.resolve(expandHome(env.OPENCLAW_CONFIG_PATH.trim()));
   const home = env.OPENCLAW_HOME?.trim() || env.HOME?.trim() || homedir();
-  const stateDir = env.OPENCLAW_STATE_DIR?.trim() ? expandHome(env.OPENCLAW_STATE_DIR.trim(), home) : path.join(home, ".openclaw");
+  const stateDir = env.OPENCLAW_STATE_DIR?.trim()
+    ? expandHome(env.OPENCLAW_STATE_DIR.trim(), home)
+    : path.join(home, ".openclaw");
   return path.resolve(stateDir, "openclaw.json");
 }
 
@@ -66,7 +68,7 @@ export function parseJson5(text) {
       while (j < n && text[j] !== c) {
         if (text[j] === "\\" && j + 1 < n) {
           const next = text[j + 1];
-          if (next === "'" ) s += "'";
+          if (next === "'") s += "'";
           else if (next === "\n") s += "";
           else s += "\\" + next;
           j += 2;
@@ -143,12 +145,16 @@ export function resolveSecretValue(value, env = process.env) {
     if (m) return env[m[1]] || undefined;
     return value === REDACTED ? undefined : value;
   }
-  if (value && typeof value === "object" && value.source === "env" && typeof value.id === "string") return env[value.id] || undefined;
+  if (value && typeof value === "object" && value.source === "env" && typeof value.id === "string")
+    return env[value.id] || undefined;
   return undefined;
 }
 
 /** Replace redacted values in the plugin config with the raw file's values. */
-export function unredact(pluginConfig, { pluginId = PLUGIN_ID, env = process.env, readRaw = readRawPluginConfig } = {}) {
+export function unredact(
+  pluginConfig,
+  { pluginId = PLUGIN_ID, env = process.env, readRaw = readRawPluginConfig } = {},
+) {
   const cfg = { ...(pluginConfig ?? {}) };
   const warnings = [];
   const redactedKeys = Object.keys(cfg).filter((k) => cfg[k] === REDACTED);
@@ -161,7 +167,9 @@ export function unredact(pluginConfig, { pluginId = PLUGIN_ID, env = process.env
     const v = resolveSecretValue(raw?.[k], env);
     if (v === undefined) {
       delete cfg[k];
-      warnings.push(`plugins.entries.${pluginId}.config.${k} arrived redacted and could not be read from ${openclawConfigPath(env)}; it is ignored`);
+      warnings.push(
+        `plugins.entries.${pluginId}.config.${k} arrived redacted and could not be read from ${openclawConfigPath(env)}; it is ignored`,
+      );
     } else cfg[k] = v;
   }
   if (cfg.apiKey !== undefined) cfg.apiKey = resolveSecretValue(cfg.apiKey, env);
@@ -200,7 +208,12 @@ function onPath(name, envPath) {
 export function findClawbridgeRoot(configured, env = process.env, pluginDir = PLUGIN_DIR) {
   if (configured) {
     const dir = path.resolve(expandHome(configured));
-    return isClawbridgeRoot(dir) ? { root: dir, hint: `clawbridgeRoot ${dir}` } : { root: undefined, hint: `clawbridgeRoot ${dir} is not a clawbridge installation (no package.json named clawbridge with src/request/http/start.ts)` };
+    return isClawbridgeRoot(dir)
+      ? { root: dir, hint: `clawbridgeRoot ${dir}` }
+      : {
+          root: undefined,
+          hint: `clawbridgeRoot ${dir} is not a clawbridge installation (no package.json named clawbridge with src/request/http/start.ts)`,
+        };
   }
   if (env.CLAWBRIDGE_ROOT?.trim()) {
     const dir = path.resolve(expandHome(env.CLAWBRIDGE_ROOT.trim()));
@@ -254,14 +267,34 @@ export function providerPort(openclawConfig, providerId = DEFAULT_PROVIDER_ID) {
  * Settings from the plugin config (as OpenClaw handed it over) and OpenClaw's own config.
  * @returns {Settings}
  */
-export function resolveSettings(pluginConfig, { openclawConfig, env = process.env, pluginId = PLUGIN_ID, readRaw, pluginDir } = {}) {
+export function resolveSettings(
+  pluginConfig,
+  { openclawConfig, env = process.env, pluginId = PLUGIN_ID, readRaw, pluginDir } = {},
+) {
   const { config: cfg, warnings } = unredact(pluginConfig, { pluginId, env, readRaw });
   const home = env.HOME?.trim() || homedir();
-  const dataDir = path.resolve(expandHome(typeof cfg.dataDir === "string" && cfg.dataDir ? cfg.dataDir : env.CLAWBRIDGE_DATA_DIR?.trim() || path.join(home, ".clawbridge"), home));
-  const found = findClawbridgeRoot(typeof cfg.clawbridgeRoot === "string" ? cfg.clawbridgeRoot : undefined, env, pluginDir);
-  const configPath = typeof cfg.configPath === "string" && cfg.configPath ? path.resolve(expandHome(cfg.configPath, home)) : env.CLAWBRIDGE_CONFIG?.trim() ? path.resolve(expandHome(env.CLAWBRIDGE_CONFIG.trim(), home)) : undefined;
+  const dataDir = path.resolve(
+    expandHome(
+      typeof cfg.dataDir === "string" && cfg.dataDir
+        ? cfg.dataDir
+        : env.CLAWBRIDGE_DATA_DIR?.trim() || path.join(home, ".clawbridge"),
+      home,
+    ),
+  );
+  const found = findClawbridgeRoot(
+    typeof cfg.clawbridgeRoot === "string" ? cfg.clawbridgeRoot : undefined,
+    env,
+    pluginDir,
+  );
+  const configPath =
+    typeof cfg.configPath === "string" && cfg.configPath
+      ? path.resolve(expandHome(cfg.configPath, home))
+      : env.CLAWBRIDGE_CONFIG?.trim()
+        ? path.resolve(expandHome(env.CLAWBRIDGE_CONFIG.trim(), home))
+        : undefined;
   const extraEnv = {};
-  if (cfg.env && typeof cfg.env === "object") for (const [k, v] of Object.entries(cfg.env)) if (typeof v === "string") extraEnv[k] = v;
+  if (cfg.env && typeof cfg.env === "object")
+    for (const [k, v] of Object.entries(cfg.env)) if (typeof v === "string") extraEnv[k] = v;
   return {
     autoStart: cfg.autoStart !== false,
     sessionHeaders: cfg.sessionHeaders !== false,

@@ -45,7 +45,9 @@ function forwardLogs(stream, logger) {
 
 function withTimeout(promise, ms) {
   let timer;
-  return Promise.race([promise, new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([promise, new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), ms)))]).finally(
+    () => clearTimeout(timer),
+  );
 }
 
 /**
@@ -85,8 +87,18 @@ export async function startSidecar(settings, logger, { workerUrl = new URL("./wo
   state.pending = (async () => {
     const worker = new Worker(workerUrl, {
       name: "clawbridge",
-      workerData: { root: settings.root, configPath: settings.configPath, host: settings.host, port: settings.port, apiKey: settings.apiKey },
-      env: { ...process.env, ...settings.env, CLAWBRIDGE_DATA_DIR: process.env.CLAWBRIDGE_DATA_DIR || settings.dataDir },
+      workerData: {
+        root: settings.root,
+        configPath: settings.configPath,
+        host: settings.host,
+        port: settings.port,
+        apiKey: settings.apiKey,
+      },
+      env: {
+        ...process.env,
+        ...settings.env,
+        CLAWBRIDGE_DATA_DIR: process.env.CLAWBRIDGE_DATA_DIR || settings.dataDir,
+      },
       // Not the gateway's own Node flags (--import hooks and the like): a clean thread.
       execArgv: [],
       stdout: true,
@@ -107,17 +119,26 @@ export async function startSidecar(settings, logger, { workerUrl = new URL("./wo
     if (outcome?.type === "ready") {
       state.phase = "running";
       state.url = outcome.url;
-      updateLock(settings.dataDir, { url: outcome.url, host: outcome.host, port: outcome.port, version: outcome.version });
+      updateLock(settings.dataDir, {
+        url: outcome.url,
+        host: outcome.host,
+        port: outcome.port,
+        version: outcome.version,
+      });
       // The gateway may end without gateway_stop (a crash, process.exit): leave no lock behind.
       if (!state.exitHandler) {
         state.exitHandler = () => releaseLock(settings.dataDir);
         process.once("exit", state.exitHandler);
       }
-      logger.info(`clawbridge: ${outcome.version} listening on ${outcome.url} inside the gateway (config: ${outcome.config}; models: ${outcome.models.join(", ")})`);
+      logger.info(
+        `clawbridge: ${outcome.version} listening on ${outcome.url} inside the gateway (config: ${outcome.config}; models: ${outcome.models.join(", ")})`,
+      );
       // Unexpected end of the worker while the gateway runs: say so, free the lock.
       exited.then(({ code }) => {
         if (state.worker !== worker || state.phase === "stopping") return;
-        logger.error(`clawbridge: the bridge stopped unexpectedly (worker exit ${code}); restart the gateway to start it again`);
+        logger.error(
+          `clawbridge: the bridge stopped unexpectedly (worker exit ${code}); restart the gateway to start it again`,
+        );
         state.phase = "idle";
         state.worker = undefined;
         releaseLock(settings.dataDir);
@@ -129,7 +150,9 @@ export async function startSidecar(settings, logger, { workerUrl = new URL("./wo
       logger.error(`clawbridge: not started: no answer within ${settings.startTimeoutMs / 1000} s`);
       await worker.terminate().catch(() => undefined);
     } else if (outcome?.type === "reuse") {
-      logger.info(`clawbridge: a clawbridge ${outcome.version ?? ""} already serves ${outcome.host}:${outcome.port}; using it, not starting another`);
+      logger.info(
+        `clawbridge: a clawbridge ${outcome.version ?? ""} already serves ${outcome.host}:${outcome.port}; using it, not starting another`,
+      );
     } else if (outcome?.type === "error") {
       logger.error(`clawbridge: not started: ${outcome.message}`);
     } else {

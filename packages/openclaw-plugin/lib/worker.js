@@ -74,7 +74,15 @@ async function main() {
   // Logs go to this thread's stdout, which the plugin forwards to the gateway's log.
   const logger = createLogger(config.logging.level, process.stdout);
   const bridge = await startBridge(config, { logger });
-  reply({ type: "ready", url: bridge.url, host: bridge.host, port: bridge.port, version: VERSION, config: config.source, models: config.models.map((m) => m.id) });
+  reply({
+    type: "ready",
+    url: bridge.url,
+    host: bridge.host,
+    port: bridge.port,
+    version: VERSION,
+    config: config.source,
+    models: config.models.map((m) => m.id),
+  });
 
   let stopping = false;
   parentPort?.on("message", (msg) => {

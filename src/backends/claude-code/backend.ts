@@ -10,11 +10,27 @@ import type { ProcessEnd } from "../../core/util/process.js";
 import { warmOption } from "../warm/options.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
 import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
-import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "../cli/base.js";
+import {
+  CliBackendBase,
+  cliBaseOptions,
+  conversationCwd,
+  joinSeparator,
+  stderrTail,
+  toolDetail,
+  writeTurnFile,
+  type CliTurnMapper,
+} from "../cli/base.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import type { BackendError, BackendEvent, FinishReason, TurnInput, Usage } from "../contract/backend.js";
 
-export const CLAUDE_PERMISSION_MODES = ["default", "acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan"] as const;
+export const CLAUDE_PERMISSION_MODES = [
+  "default",
+  "acceptEdits",
+  "auto",
+  "bypassPermissions",
+  "dontAsk",
+  "plan",
+] as const;
 
 /** Read-only tools the agent may use without asking (it cannot be asked: -p is non-interactive). */
 export const CLAUDE_SAFE_ALLOWED_TOOLS = ["Read", "Glob", "Grep", "WebSearch", "WebFetch"];
@@ -61,7 +77,12 @@ export const CLAUDE_SESSION_NOT_FOUND =
   /No conversation found with session ID|--resume requires a valid session ID|is not a UUID and does not match any session title|session .{0,80}not found/i;
 
 /** Build the argv for one turn (exported for tests and docs). `mcpConfig`: the client's tools as an MCP server (a private file). */
-export function claudeArgs(opts: ClaudeCodeOptions, turn: Pick<TurnInput, "model" | "prompt" | "session">, systemFile?: string, mcpConfig?: string): string[] {
+export function claudeArgs(
+  opts: ClaudeCodeOptions,
+  turn: Pick<TurnInput, "model" | "prompt" | "session">,
+  systemFile?: string,
+  mcpConfig?: string,
+): string[] {
   const args = ["-p", "--output-format", "stream-json", "--verbose"];
   if (opts.includePartialMessages) args.push("--include-partial-messages");
   if (turn.model && turn.model !== opts.defaultModelName) args.push("--model", turn.model);
@@ -93,7 +114,12 @@ function toUsage(u: ClaudeUsage): Usage {
   const cached = u.cache_read_input_tokens ?? 0;
   const promptTokens = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + cached;
   const completionTokens = u.output_tokens ?? 0;
-  return { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, ...(cached ? { cachedTokens: cached } : {}) };
+  return {
+    promptTokens,
+    completionTokens,
+    totalTokens: promptTokens + completionTokens,
+    ...(cached ? { cachedTokens: cached } : {}),
+  };
 }
 
 function upstreamError(label: string, message: string, apiStatus: number | undefined): BackendError {
@@ -150,7 +176,8 @@ export class ClaudeStreamMapper implements CliTurnMapper {
         } else if (e.type === "content_block_delta") {
           const d = e.delta ?? {};
           if (d.type === "text_delta" && typeof d.text === "string" && d.text) out.push(...this.text(d.text));
-          else if (d.type === "thinking_delta" && typeof d.thinking === "string" && d.thinking) out.push({ type: "reasoning", text: d.thinking });
+          else if (d.type === "thinking_delta" && typeof d.thinking === "string" && d.thinking)
+            out.push({ type: "reasoning", text: d.thinking });
         }
         break;
       }
@@ -163,7 +190,12 @@ export class ClaudeStreamMapper implements CliTurnMapper {
           if (block?.type === "tool_use" && typeof block.id === "string") {
             if (this.tools.has(block.id)) continue;
             this.tools.set(block.id, String(block.name ?? "tool"));
-            out.push({ type: "tool_activity", name: String(block.name ?? "tool"), status: "started", detail: toolDetail(block.input) });
+            out.push({
+              type: "tool_activity",
+              name: String(block.name ?? "tool"),
+              status: "started",
+              detail: toolDetail(block.input),
+            });
           } else if (!streamed && !synthetic && !ev.parent_tool_use_id) {
             if (block?.type === "text" && typeof block.text === "string" && block.text) {
               if (this.textSoFar) this.pendingSeparator = true;
@@ -183,7 +215,12 @@ export class ClaudeStreamMapper implements CliTurnMapper {
           if (!name) continue;
           this.tools.delete(block.tool_use_id);
           const errText = block.is_error ? resultText(block.content) : undefined;
-          out.push({ type: "tool_activity", name, status: block.is_error ? "failed" : "completed", ...(errText ? { detail: errText.slice(0, 300) } : {}) });
+          out.push({
+            type: "tool_activity",
+            name,
+            status: block.is_error ? "failed" : "completed",
+            ...(errText ? { detail: errText.slice(0, 300) } : {}),
+          });
         }
         break;
       }
@@ -210,12 +247,18 @@ export class ClaudeStreamMapper implements CliTurnMapper {
     const stderr = stderrTail(end.stderr);
     if (!r) {
       if (this.resuming && CLAUDE_SESSION_NOT_FOUND.test(end.stderr)) {
-        return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${stderr}`, status: 404 } }];
+        return [
+          { type: "error", error: { code: "session_not_found", message: `${this.label}: ${stderr}`, status: 404 } },
+        ];
       }
       return [
         {
           type: "error",
-          error: { code: "backend_failed", message: `${this.label} exited ${end.code ?? end.signal} without a result${stderr ? `: ${stderr}` : ""}`, status: 502 },
+          error: {
+            code: "backend_failed",
+            message: `${this.label} exited ${end.code ?? end.signal} without a result${stderr ? `: ${stderr}` : ""}`,
+            status: 502,
+          },
         },
       ];
     }
@@ -226,12 +269,31 @@ export class ClaudeStreamMapper implements CliTurnMapper {
       if (CLAUDE_SESSION_NOT_FOUND.test(why) || (this.resuming && CLAUDE_SESSION_NOT_FOUND.test(end.stderr))) {
         return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${why}`, status: 404 } }];
       }
-      if (typeof r.api_error_status === "number") return [{ type: "error", error: upstreamError(this.label, why, r.api_error_status) }];
+      if (typeof r.api_error_status === "number")
+        return [{ type: "error", error: upstreamError(this.label, why, r.api_error_status) }];
       if (/^API Error/i.test(resultText)) return [{ type: "error", error: upstreamError(this.label, why, undefined) }];
       if (r.subtype === "error_max_turns") {
-        return [{ type: "error", error: { code: "backend_failed", message: `${this.label} stopped: maximum number of agent turns reached`, status: 502 } }];
+        return [
+          {
+            type: "error",
+            error: {
+              code: "backend_failed",
+              message: `${this.label} stopped: maximum number of agent turns reached`,
+              status: 502,
+            },
+          },
+        ];
       }
-      return [{ type: "error", error: { code: "backend_failed", message: `${this.label} failed (${r.subtype ?? "error"}): ${why}`, status: 502 } }];
+      return [
+        {
+          type: "error",
+          error: {
+            code: "backend_failed",
+            message: `${this.label} failed (${r.subtype ?? "error"}): ${why}`,
+            status: 502,
+          },
+        },
+      ];
     }
     const out: BackendEvent[] = [];
     // Partial messages off and nothing streamed: the result text is the answer.
@@ -245,7 +307,10 @@ export class ClaudeStreamMapper implements CliTurnMapper {
 
 function resultText(content: unknown): string {
   if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((c) => (c && typeof c === "object" && typeof (c as any).text === "string" ? (c as any).text : "")).join(" ");
+  if (Array.isArray(content))
+    return content
+      .map((c) => (c && typeof c === "object" && typeof (c as any).text === "string" ? (c as any).text : ""))
+      .join(" ");
   return "";
 }
 
@@ -255,8 +320,19 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
   readonly warm: StreamJsonWarm | undefined;
 
   constructor(name: string, opts: ClaudeCodeOptions, deps: BackendDeps) {
-    super(name, opts, deps, { places: ["~/.claude/local/claude", "~/.local/bin/claude"], label: "Claude Code CLI", npmPackage: "@anthropic-ai/claude-code" });
-    if (opts.warm.enabled) this.warm = new StreamJsonWarm(name, opts.warm, opts.killGraceSeconds, deps.logger.child({ backend: name }), (pid) => (this.lastPid = pid));
+    super(name, opts, deps, {
+      places: ["~/.claude/local/claude", "~/.local/bin/claude"],
+      label: "Claude Code CLI",
+      npmPackage: "@anthropic-ai/claude-code",
+    });
+    if (opts.warm.enabled)
+      this.warm = new StreamJsonWarm(
+        name,
+        opts.warm,
+        opts.killGraceSeconds,
+        deps.logger.child({ backend: name }),
+        (pid) => (this.lastPid = pid),
+      );
   }
 
   protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
@@ -270,15 +346,30 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
       [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools), ct?.entry],
       () => {
         const files: Array<{ file: string; remove(): void }> = [];
-        if (this.opts.systemPromptFile && turn.prompt.system) files.push(writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system));
+        if (this.opts.systemPromptFile && turn.prompt.system)
+          files.push(writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system));
         if (ct) {
           const entry = { type: "http", ...ct.entry, alwaysLoad: true };
-          files.push(writeTurnFile(this.deps.dataDir, "claude-mcp-", "mcp.json", JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: entry } })));
+          files.push(
+            writeTurnFile(
+              this.deps.dataDir,
+              "claude-mcp-",
+              "mcp.json",
+              JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: entry } }),
+            ),
+          );
         }
         const system = this.opts.systemPromptFile && turn.prompt.system ? files[0]?.file : undefined;
         const args = claudeArgs(this.opts, turn, system, ct ? files.at(-1)!.file : undefined);
         args.splice(1, 0, "--input-format", "stream-json");
-        return { label: "claude", bin, args, env: this.env(), cwd, file: { remove: () => files.forEach((f) => f.remove()) } };
+        return {
+          label: "claude",
+          bin,
+          args,
+          env: this.env(),
+          cwd,
+          file: { remove: () => files.forEach((f) => f.remove()) },
+        };
       },
       new ClaudeStreamMapper("claude", !!turn.session.backendSessionId),
       () => this.coldTurn(turn, bin),
@@ -294,7 +385,9 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
     const resuming = !!turn.session.backendSessionId;
     const systemFile =
-      this.opts.systemPromptFile && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system) : undefined;
+      this.opts.systemPromptFile && turn.prompt.system
+        ? writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system)
+        : undefined;
     try {
       yield* this.cliTurn(
         turn,
@@ -319,5 +412,8 @@ export const claudeCodeBackend: BackendModule<ClaudeCodeOptions> = {
   defaultSessionMode: "resume",
   sessionModes: ["resume", "stateless"],
   create: (name, options, deps) => new ClaudeCodeBackend(name, options, deps),
-  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
+  clientTools: (o) =>
+    o.warm.enabled
+      ? undefined
+      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

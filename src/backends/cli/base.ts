@@ -56,7 +56,14 @@ export function stderrTail(stderr: string, lines = 4, max = 600): string {
       .replace(/\x1b\[[0-9;]*m/g, "")
       .split("\n")
       .map((l) => l.trim())
-      .filter((l) => l && !/^at\s/.test(l) && !/^[{}[\]]+,?$/.test(l) && !/^\[STARTUP\]/.test(l) && !/256-color|Ripgrep is not available/.test(l))
+      .filter(
+        (l) =>
+          l &&
+          !/^at\s/.test(l) &&
+          !/^[{}[\]]+,?$/.test(l) &&
+          !/^\[STARTUP\]/.test(l) &&
+          !/256-color|Ripgrep is not available/.test(l),
+      )
       .slice(-lines)
       .join(" | ")
       .slice(0, max)
@@ -160,7 +167,12 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
   if (spec.signal.aborted && reason instanceof TurnDeadline) {
     yield {
       type: "error",
-      error: { code: "backend_timeout", message: `${spec.label} did not finish within ${reason.seconds}s and was stopped`, status: 504, retryable: true },
+      error: {
+        code: "backend_timeout",
+        message: `${spec.label} did not finish within ${reason.seconds}s and was stopped`,
+        status: 504,
+        retryable: true,
+      },
     };
     return;
   }
@@ -171,7 +183,11 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
   if (end.reason === "spawn_error") {
     yield {
       type: "error",
-      error: { code: "backend_unavailable", message: `cannot start ${spec.label} (${spec.bin}): ${end.spawnError?.message ?? "spawn failed"}`, status: 503 },
+      error: {
+        code: "backend_unavailable",
+        message: `cannot start ${spec.label} (${spec.bin}): ${end.spawnError?.message ?? "spawn failed"}`,
+        status: 503,
+      },
     };
     return;
   }
@@ -183,7 +199,18 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
 export function toolDetail(input: unknown): string | undefined {
   if (!input || typeof input !== "object") return undefined;
   const o = input as Record<string, unknown>;
-  for (const k of ["file_path", "path", "absolute_path", "dir_path", "pattern", "url", "query", "command", "description", "prompt"]) {
+  for (const k of [
+    "file_path",
+    "path",
+    "absolute_path",
+    "dir_path",
+    "pattern",
+    "url",
+    "query",
+    "command",
+    "description",
+    "prompt",
+  ]) {
     const v = o[k];
     if (typeof v === "string" && v) return v.length > 200 ? `${v.slice(0, 197)}...` : v;
   }
@@ -200,7 +227,12 @@ export function joinSeparator(previous: string, next: string): string {
  * A private per-turn file under `<dataDir>/tmp` (mode 0600) for text too long or too personal for
  * argv (argv is capped at 128 KiB per argument and visible in `ps`). `remove()` deletes it.
  */
-export function writeTurnFile(dataDir: string, prefix: string, name: string, content: string): { file: string; remove: () => void } {
+export function writeTurnFile(
+  dataDir: string,
+  prefix: string,
+  name: string,
+  content: string,
+): { file: string; remove: () => void } {
   const base = path.join(dataDir, "tmp");
   mkdirSync(base, { recursive: true, mode: 0o700 });
   const dir = mkdtempSync(path.join(base, prefix));
@@ -214,7 +246,10 @@ export function writeTurnFile(dataDir: string, prefix: string, name: string, con
  * the checks before a turn (binary missing → `backend_unavailable`, already aborted → `aborted`).
  * A backend implements `runTurn` with the CLI's own arguments and event mapping.
  */
-export abstract class CliBackendBase<O extends { command: string; env: Record<string, string>; timeoutSeconds: number; killGraceSeconds: number }> implements Backend {
+export abstract class CliBackendBase<
+  O extends { command: string; env: Record<string, string>; timeoutSeconds: number; killGraceSeconds: number },
+> implements Backend
+{
   abstract readonly type: string;
   /** Pid of the last CLI started (tests and diagnostics; not reliable with parallel turns). */
   lastPid: number | undefined;
@@ -233,7 +268,12 @@ export abstract class CliBackendBase<O extends { command: string; env: Record<st
   }
 
   protected get cli(): CliBinary {
-    return (this.cliCache ??= new CliBinary({ command: this.opts.command, env: this.opts.env, ...this.binary, backendName: this.name }));
+    return (this.cliCache ??= new CliBinary({
+      command: this.opts.command,
+      env: this.opts.env,
+      ...this.binary,
+      backendName: this.name,
+    }));
   }
 
   protected env(): NodeJS.ProcessEnv {

@@ -22,14 +22,22 @@ export interface KnownCli {
 /** The coding-agent CLIs a backend can drive (`clawbridge doctor` and the dashboard look for each). */
 export const KNOWN_CLIS: readonly KnownCli[] = [
   { name: "opencode", backendType: "opencode", pkg: "opencode-ai", extraPlaces: ["~/.opencode/bin/opencode"] },
-  { name: "claude", backendType: "claude-code", pkg: "@anthropic-ai/claude-code", extraPlaces: ["~/.claude/local/claude", "~/.local/bin/claude"] },
+  {
+    name: "claude",
+    backendType: "claude-code",
+    pkg: "@anthropic-ai/claude-code",
+    extraPlaces: ["~/.claude/local/claude", "~/.local/bin/claude"],
+  },
   { name: "gemini", backendType: "gemini-cli", pkg: "@google/gemini-cli" },
   { name: "codex", backendType: "codex", pkg: "@openai/codex" },
   { name: "qwen", backendType: "qwen-code", pkg: "@qwen-code/qwen-code" },
 ];
 
 /** Resolve `command` to an executable path, or undefined with the places tried. */
-export async function resolveCli(command: string, extraPlaces: string[] = []): Promise<{ path?: string; tried: string[] }> {
+export async function resolveCli(
+  command: string,
+  extraPlaces: string[] = [],
+): Promise<{ path?: string; tried: string[] }> {
   const tried: string[] = [];
   if (command.includes("/")) {
     tried.push(command);
@@ -38,7 +46,10 @@ export async function resolveCli(command: string, extraPlaces: string[] = []): P
   tried.push(`${command} on PATH`);
   const onPath = await findOnPath(command);
   if (onPath) return { path: onPath, tried };
-  for (const place of [...extraPlaces.map((p) => p.replace(/^~(?=\/)/, homedir())), path.join(packageRoot, "node_modules", ".bin", command)]) {
+  for (const place of [
+    ...extraPlaces.map((p) => p.replace(/^~(?=\/)/, homedir())),
+    path.join(packageRoot, "node_modules", ".bin", command),
+  ]) {
     tried.push(place);
     if (existsSync(place)) {
       const found = await findOnPath(place);
@@ -49,14 +60,22 @@ export async function resolveCli(command: string, extraPlaces: string[] = []): P
 }
 
 /** Run `<bin> --version` with a short timeout: the cheapest proof a CLI can start. */
-export async function cliVersionHealth(bin: string | undefined, tried: string[], env: NodeJS.ProcessEnv): Promise<BackendHealth> {
+export async function cliVersionHealth(
+  bin: string | undefined,
+  tried: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<BackendHealth> {
   if (!bin) return { usable: false, detail: `not found (looked for ${tried.join(", ")})` };
   const proc = new CliProcess({ command: bin, args: ["--version"], env, timeoutMs: 10_000, killGraceMs: 500 });
   let out = "";
   for await (const line of proc.lines()) out += (out ? "\n" : "") + line;
   const end = await proc.wait();
   if (end.reason === "spawn_error") return { usable: false, detail: `cannot start ${bin}: ${end.spawnError?.message}` };
-  if (end.code !== 0) return { usable: false, detail: `${bin} --version exited ${end.code ?? end.signal}: ${end.stderr.trim().slice(-300)}` };
+  if (end.code !== 0)
+    return {
+      usable: false,
+      detail: `${bin} --version exited ${end.code ?? end.signal}: ${end.stderr.trim().slice(-300)}`,
+    };
   const version = out.trim().split("\n")[0]?.slice(0, 100);
   return { usable: true, detail: bin, version };
 }

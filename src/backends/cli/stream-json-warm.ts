@@ -42,7 +42,11 @@ export function warmClientTools(turn: TurnInput, hub: ClientToolHub | undefined)
   const spec = turn.clientTools;
   if (!spec?.tools.length || !hub?.endpoint) return undefined;
   const session = hub.session(turn.session.key);
-  return { spec, session, entry: mcpServerEntry(hub.endpoint, session.token, cliCallTimeoutMs(spec.pendingTimeoutSeconds)) };
+  return {
+    spec,
+    session,
+    entry: mcpServerEntry(hub.endpoint, session.token, cliCallTimeoutMs(spec.pendingTimeoutSeconds)),
+  };
 }
 
 export class StreamJsonWarm {
@@ -65,7 +69,14 @@ export class StreamJsonWarm {
    * `tools`: the conversation's client tools, which the process was given as an MCP server (then a
    * turn may suspend on a call and be resumed by the client's next request).
    */
-  run(turn: TurnInput, fingerprintOf: unknown[], start: () => StreamJsonStart, mapper: StreamJsonMapper, cold: () => AsyncGenerator<BackendEvent>, tools?: ToolSession): AsyncGenerator<BackendEvent> {
+  run(
+    turn: TurnInput,
+    fingerprintOf: unknown[],
+    start: () => StreamJsonStart,
+    mapper: StreamJsonMapper,
+    cold: () => AsyncGenerator<BackendEvent>,
+    tools?: ToolSession,
+  ): AsyncGenerator<BackendEvent> {
     const spec = turn.clientTools;
     if (!tools || !spec) return this.turn(turn, fingerprintOf, start, mapper, cold, undefined, turn.prompt.text);
     return warmTurnWithClientTools({
@@ -135,7 +146,9 @@ export class StreamJsonWarm {
         ),
       cold,
       onWorker: (w) => this.onWorker(w.pid),
-      ...(tools && turn.clientTools ? { onPark: parkIn<StreamJsonWorker>(tools, this.name, turn.clientTools.pendingTimeoutSeconds) } : {}),
+      ...(tools && turn.clientTools
+        ? { onPark: parkIn<StreamJsonWorker>(tools, this.name, turn.clientTools.pendingTimeoutSeconds) }
+        : {}),
     });
   }
 

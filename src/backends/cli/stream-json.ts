@@ -74,16 +74,35 @@ function answerControl(worker: StreamJsonWorker, msg: Record<string, unknown>): 
   if (request.subtype === "can_use_tool") {
     worker.send({
       type: "control_response",
-      response: { subtype: "success", request_id: id, response: { behavior: "deny", message: "This tool needs approval, and nobody can approve it here (non-interactive)." } },
+      response: {
+        subtype: "success",
+        request_id: id,
+        response: {
+          behavior: "deny",
+          message: "This tool needs approval, and nobody can approve it here (non-interactive).",
+        },
+      },
     });
   } else {
-    worker.send({ type: "control_response", response: { subtype: "error", request_id: id, error: `clawbridge does not handle ${request.subtype ?? "this request"}` } });
+    worker.send({
+      type: "control_response",
+      response: {
+        subtype: "error",
+        request_id: id,
+        error: `clawbridge does not handle ${request.subtype ?? "this request"}`,
+      },
+    });
   }
 }
 
 /** The stream-json user message of one turn. */
 export function userMessage(text: string): Record<string, unknown> {
-  return { type: "user", message: { role: "user", content: [{ type: "text", text }] }, parent_tool_use_id: null, session_id: "" };
+  return {
+    type: "user",
+    message: { role: "user", content: [{ type: "text", text }] },
+    parent_tool_use_id: null,
+    session_id: "",
+  };
 }
 
 /** A call of the client's tools reaching the turn (from the MCP endpoint, through the conversation's `ToolSession`). */
@@ -101,7 +120,13 @@ function bridgedToolUses(msg: Record<string, unknown>): number {
   if (msg.type !== "assistant" || msg.parent_tool_use_id) return 0;
   const content = (msg.message as { content?: unknown } | undefined)?.content;
   if (!Array.isArray(content)) return 0;
-  return content.filter((b) => b && typeof b === "object" && (b as { type?: unknown }).type === "tool_use" && String((b as { name?: unknown }).name).startsWith(cliToolPrefix)).length;
+  return content.filter(
+    (b) =>
+      b &&
+      typeof b === "object" &&
+      (b as { type?: unknown }).type === "tool_use" &&
+      String((b as { name?: unknown }).name).startsWith(cliToolPrefix),
+  ).length;
 }
 
 /**
@@ -110,7 +135,11 @@ function bridgedToolUses(msg: Record<string, unknown>): number {
  * in, the turn parks (`ctl.parked`, then `done` with `tool_calls`): this generator pauses there,
  * the CLI waits on its MCP call, and the next response resumes it once the client answered.
  */
-export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn, ctl: WarmTurnControl): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+export async function* streamJsonTurn(
+  lease: WarmLease<StreamJsonWorker>,
+  t: StreamJsonTurn,
+  ctl: WarmTurnControl,
+): AsyncGenerator<BackendEvent, WarmTurnEnd> {
   const worker = lease.worker;
   const inbox = new Inbox<TurnItem>();
   worker.markTurn();
@@ -150,7 +179,13 @@ export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: Str
       if (item.kind === "call") {
         produced = true;
         t.tools?.announce(item.call.id);
-        yield { type: "tool_call", index: index++, id: item.call.id, name: item.call.name, argumentsDelta: item.call.argumentsJson };
+        yield {
+          type: "tool_call",
+          index: index++,
+          id: item.call.id,
+          name: item.call.name,
+          argumentsDelta: item.call.argumentsJson,
+        };
         announced++;
         if (expected && announced >= expected) {
           // Every call of the reply is in: end this response; the CLI waits for the client.
@@ -194,7 +229,13 @@ export async function* streamJsonTurn(lease: WarmLease<StreamJsonWorker>, t: Str
 }
 
 /** The process ended during the turn: the CLI's own answer (fresh), a cold retry, or an error. */
-async function* ended(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn, ctl: WarmTurnControl, end: ProcessEnd, produced: boolean): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+async function* ended(
+  lease: WarmLease<StreamJsonWorker>,
+  t: StreamJsonTurn,
+  ctl: WarmTurnControl,
+  end: ProcessEnd,
+  produced: boolean,
+): AsyncGenerator<BackendEvent, WarmTurnEnd> {
   if (ctl.signal.aborted) {
     yield cancelledError(ctl.signal, t.label);
     return { keep: false };
@@ -206,7 +247,8 @@ async function* ended(lease: WarmLease<StreamJsonWorker>, t: StreamJsonTurn, ctl
   }
   // A fresh process that ended before answering: what it said is the CLI's answer, as when cold.
   const stderr = lease.worker.stderrOfTurn() || end.stderr;
-  for (const ev of t.mapper.finish({ ...end, reason: end.reason === "aborted" ? "exit" : end.reason, stderr })) yield ev;
+  for (const ev of t.mapper.finish({ ...end, reason: end.reason === "aborted" ? "exit" : end.reason, stderr }))
+    yield ev;
   return { keep: false };
 }
 
@@ -224,7 +266,11 @@ async function untilEnd(inbox: Inbox<TurnItem>): Promise<ProcessEnd> {
  */
 async function interrupt(worker: StreamJsonWorker, inbox: Inbox<TurnItem>, graceMs: number): Promise<boolean> {
   if (!worker.usable) return false;
-  const sent = worker.send({ type: "control_request", request_id: `clawbridge-${randomUUID()}`, request: { subtype: "interrupt" } });
+  const sent = worker.send({
+    type: "control_request",
+    request_id: `clawbridge-${randomUUID()}`,
+    request: { subtype: "interrupt" },
+  });
   if (sent) {
     const deadline = Date.now() + graceMs;
     for (let i = 0; i < 100_000; i++) {

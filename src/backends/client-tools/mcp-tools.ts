@@ -29,7 +29,10 @@ export function createClientToolsServer(session: ToolSession): Server {
       token !== undefined
         ? (n: number) =>
             void extra
-              .sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: n, message: "waiting for the client to run the tool" } })
+              .sendNotification({
+                method: "notifications/progress",
+                params: { progressToken: token, progress: n, message: "waiting for the client to run the tool" },
+              })
               .catch(() => {})
         : undefined;
     return { ...(await session.call(req.params.name, req.params.arguments ?? {}, extra.signal, progress)) };

@@ -10,7 +10,20 @@ import { z } from "zod";
  * browser tools): offering OpenClaw's copies would make the agent work in OpenClaw's workspace
  * through the chat instead of in its own. Overridden by `tools.exclude`.
  */
-export const DEFAULT_EXCLUDED_TOOLS = ["read", "write", "edit", "apply_patch", "exec", "process", "bash", "shell", "grep", "find", "ls", "glob"] as const;
+export const DEFAULT_EXCLUDED_TOOLS = [
+  "read",
+  "write",
+  "edit",
+  "apply_patch",
+  "exec",
+  "process",
+  "bash",
+  "shell",
+  "grep",
+  "find",
+  "ls",
+  "glob",
+] as const;
 
 export const clientToolsOptionsSchema = z.strictObject({
   /** `bridge`: the request's tools become MCP tools of the CLI; `off`: they are dropped (text only). */

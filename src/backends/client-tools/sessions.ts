@@ -93,7 +93,8 @@ export class ToolSession {
    */
   call(name: string, args: unknown, signal: AbortSignal, progress?: (n: number) => void): Promise<CallOutcome> {
     this.lastUsedAt = Date.now();
-    if (!this.tools.some((t) => t.name === name)) return Promise.resolve(errorOutcome(`The tool "${name}" is not offered in this conversation.`));
+    if (!this.tools.some((t) => t.name === name))
+      return Promise.resolve(errorOutcome(`The tool "${name}" is not offered in this conversation.`));
     const json = JSON.stringify(args ?? {});
     let c = [...this.calls.values()].find((x) => !x.waiter && x.name === name && x.argumentsJson === json);
     if (c?.outcome) {
@@ -101,7 +102,10 @@ export class ToolSession {
       return Promise.resolve(c.outcome);
     }
     if (!c) {
-      if (!this.listener) return Promise.resolve(errorOutcome(`No turn is waiting for tool calls in this conversation; "${name}" was not run.`));
+      if (!this.listener)
+        return Promise.resolve(
+          errorOutcome(`No turn is waiting for tool calls in this conversation; "${name}" was not run.`),
+        );
       c = new PendingCall(name, json);
       this.calls.set(c.id, c);
       this.listener(c);
@@ -137,10 +141,12 @@ export class ToolSession {
     const list = waiting.map((c) => `${c.id} (${c.name})`).join(", ") || "none";
     for (const r of results) {
       if (!r.id) return `A tool message has no tool_call_id; this conversation waits for the result of ${list}.`;
-      if (!this.calls.has(r.id)) return `tool_call_id "${r.id}" does not match the tool call this conversation is waiting for: ${list}.`;
+      if (!this.calls.has(r.id))
+        return `tool_call_id "${r.id}" does not match the tool call this conversation is waiting for: ${list}.`;
     }
     for (const c of waiting) {
-      if (!results.some((r) => r.id === c.id)) return `No tool message answers the pending call ${c.id} (${c.name}): send one tool message per tool call of the last response.`;
+      if (!results.some((r) => r.id === c.id))
+        return `No tool message answers the pending call ${c.id} (${c.name}): send one tool message per tool call of the last response.`;
     }
     return undefined;
   }

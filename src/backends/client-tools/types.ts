@@ -40,7 +40,10 @@ export function offeredTools(request: ChatRequest, exclude: readonly string[]): 
     const fn = t.function;
     if (!fn || (t.type && t.type !== "function") || skip.has(fn.name)) continue;
     const p = fn.parameters;
-    const parameters = p && typeof p === "object" && !Array.isArray(p) ? { type: "object", ...(p as Record<string, unknown>) } : { type: "object", properties: {} };
+    const parameters =
+      p && typeof p === "object" && !Array.isArray(p)
+        ? { type: "object", ...(p as Record<string, unknown>) }
+        : { type: "object", properties: {} };
     out.push({ name: fn.name, ...(fn.description ? { description: fn.description } : {}), parameters });
   }
   return out;
@@ -51,7 +54,10 @@ export function offeredTools(request: ChatRequest, exclude: readonly string[]): 
  * last). `ignore`: messages that are not the person's words and may follow the results (OpenClaw
  * 2026.9 appends an internal-context user message after them).
  */
-export function trailingToolResults(messages: readonly ChatMessage[], ignore?: (m: ChatMessage) => boolean): ClientToolResult[] {
+export function trailingToolResults(
+  messages: readonly ChatMessage[],
+  ignore?: (m: ChatMessage) => boolean,
+): ClientToolResult[] {
   const out: ClientToolResult[] = [];
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
@@ -80,9 +86,14 @@ export function toolsFingerprint(tools: readonly ClientToolDef[] | undefined): s
  * conversation's token. `timeoutMs`: how long the CLI itself lets a call run (past the bridge's own
  * pending timeout, so the bridge is the one that ends a call).
  */
-export function mcpServerEntry(endpoint: string, token: string, timeoutMs: number): { url: string; headers: Record<string, string>; timeout: number } {
+export function mcpServerEntry(
+  endpoint: string,
+  token: string,
+  timeoutMs: number,
+): { url: string; headers: Record<string, string>; timeout: number } {
   return { url: endpoint, headers: { Authorization: `Bearer ${token}` }, timeout: timeoutMs };
 }
 
 /** The CLI's own limit for a client tool call: the bridge's pending timeout plus a minute. */
-export const cliCallTimeoutMs = (pendingTimeoutSeconds: number): number => Math.round((pendingTimeoutSeconds + 60) * 1000);
+export const cliCallTimeoutMs = (pendingTimeoutSeconds: number): number =>
+  Math.round((pendingTimeoutSeconds + 60) * 1000);

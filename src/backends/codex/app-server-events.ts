@@ -42,13 +42,26 @@ function tokens(v: unknown): CodexTokens | undefined {
   const o = obj(v);
   if (typeof o.inputTokens !== "number" && typeof o.outputTokens !== "number") return undefined;
   const n = (k: string) => (typeof o[k] === "number" && Number.isFinite(o[k]) ? (o[k] as number) : 0);
-  return { inputTokens: n("inputTokens"), cachedInputTokens: n("cachedInputTokens"), outputTokens: n("outputTokens"), reasoningOutputTokens: n("reasoningOutputTokens") };
+  return {
+    inputTokens: n("inputTokens"),
+    cachedInputTokens: n("cachedInputTokens"),
+    outputTokens: n("outputTokens"),
+    reasoningOutputTokens: n("reasoningOutputTokens"),
+  };
 }
 
 /** The model API's HTTP status inside codex's `codexErrorInfo`, when it names one. */
 export function codexErrorStatus(info: unknown): number | undefined {
   if (typeof info === "string") {
-    const byName: Record<string, number> = { badRequest: 400, unauthorized: 401, modelNotFound: 404, rateLimitExceeded: 429, usageLimitExceeded: 429, internalServerError: 500, serverOverloaded: 503 };
+    const byName: Record<string, number> = {
+      badRequest: 400,
+      unauthorized: 401,
+      modelNotFound: 404,
+      rateLimitExceeded: 429,
+      usageLimitExceeded: 429,
+      internalServerError: 500,
+      serverOverloaded: 503,
+    };
     return byName[info];
   }
   for (const v of Object.values(obj(info))) {
@@ -81,12 +94,21 @@ function short(v: string | undefined, max = 200): string | undefined {
 function toolDetail(item: Obj): string | undefined {
   if (typeof item.command === "string") return short(item.command);
   if (typeof item.query === "string") return short(item.query);
-  if (Array.isArray(item.changes)) return short(item.changes.map((c) => str(obj(c).path)).filter(Boolean).join(", "));
+  if (Array.isArray(item.changes))
+    return short(
+      item.changes
+        .map((c) => str(obj(c).path))
+        .filter(Boolean)
+        .join(", "),
+    );
   return undefined;
 }
 
 /** An `mcpToolCall` item starting or ending (the driver counts the calls of the client's tools with it). */
-export function mcpToolCallOf(method: string, params: unknown): { phase: "started" | "completed"; id: string; server: string } | undefined {
+export function mcpToolCallOf(
+  method: string,
+  params: unknown,
+): { phase: "started" | "completed"; id: string; server: string } | undefined {
   if (method !== "item/started" && method !== "item/completed") return undefined;
   const item = obj(obj(params).item);
   const id = str(item.id);
@@ -160,7 +182,10 @@ export class CodexTurnMapper {
 
   private reasoning(key: string, delta: string, itemId: string): BackendEvent[] {
     if (!delta) return [];
-    const sep = this.reasoningKey !== undefined && this.reasoningKey !== key && this.reasoningKey.startsWith(`${itemId}#`) ? "\n\n" : "";
+    const sep =
+      this.reasoningKey !== undefined && this.reasoningKey !== key && this.reasoningKey.startsWith(`${itemId}#`)
+        ? "\n\n"
+        : "";
     this.reasoningKey = key;
     this.reasoned.add(itemId);
     this.produced = true;
@@ -177,11 +202,25 @@ export class CodexTurnMapper {
       out.push({ type: "tool_activity", name, status: "started", detail: toolDetail(item) });
     } else {
       const name = (id && this.tools.get(id)) || toolName(item);
-      if (!id || !this.tools.has(id)) out.push({ type: "tool_activity", name, status: "started", detail: toolDetail(item) });
+      if (!id || !this.tools.has(id))
+        out.push({ type: "tool_activity", name, status: "started", detail: toolDetail(item) });
       if (id) this.tools.delete(id);
-      const failed = item.status === "failed" || item.status === "declined" || (typeof item.exitCode === "number" && item.exitCode !== 0) || !!item.error;
-      const why = failed ? String(str(obj(item.error).message) ?? str(item.aggregatedOutput) ?? item.status ?? "").trim().slice(0, 300) : "";
-      out.push({ type: "tool_activity", name, status: failed ? "failed" : "completed", ...(why ? { detail: why } : {}) });
+      const failed =
+        item.status === "failed" ||
+        item.status === "declined" ||
+        (typeof item.exitCode === "number" && item.exitCode !== 0) ||
+        !!item.error;
+      const why = failed
+        ? String(str(obj(item.error).message) ?? str(item.aggregatedOutput) ?? item.status ?? "")
+            .trim()
+            .slice(0, 300)
+        : "";
+      out.push({
+        type: "tool_activity",
+        name,
+        status: failed ? "failed" : "completed",
+        ...(why ? { detail: why } : {}),
+      });
     }
     this.produced = true;
     return out;
@@ -216,7 +255,9 @@ export class CodexTurnMapper {
           return full.length > got.length && full.startsWith(got) ? this.text(id, full.slice(got.length)) : [];
         }
         if (item.type === "reasoning") {
-          const summary = Array.isArray(item.summary) ? item.summary.filter((s): s is string => typeof s === "string" && s !== "") : [];
+          const summary = Array.isArray(item.summary)
+            ? item.summary.filter((s): s is string => typeof s === "string" && s !== "")
+            : [];
           if (this.reasoned.has(id) || summary.length === 0) return [];
           return this.reasoning(`${id}#0`, summary.join("\n\n"), id);
         }
@@ -227,7 +268,12 @@ export class CodexTurnMapper {
         const total = tokens(u.total);
         if (!total) return [];
         if (!this.baseline) {
-          const last = tokens(u.last) ?? { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningOutputTokens: 0 };
+          const last = tokens(u.last) ?? {
+            inputTokens: 0,
+            cachedInputTokens: 0,
+            outputTokens: 0,
+            reasoningOutputTokens: 0,
+          };
           this.baseline = {
             inputTokens: total.inputTokens - last.inputTokens,
             cachedInputTokens: total.cachedInputTokens - last.cachedInputTokens,
@@ -257,7 +303,9 @@ export class CodexTurnMapper {
           const e = obj(turn.error);
           const message = str(e.message);
           const httpStatus = codexErrorStatus(e.codexErrorInfo);
-          this.failure = message ? { message, ...(httpStatus !== undefined ? { httpStatus } : {}) } : (this.lastError ?? { message: "the turn failed" });
+          this.failure = message
+            ? { message, ...(httpStatus !== undefined ? { httpStatus } : {}) }
+            : (this.lastError ?? { message: "the turn failed" });
         }
         return [];
       }
@@ -273,7 +321,17 @@ export class CodexTurnMapper {
       return [{ type: "error", error: this.errorOf(f.message, f.httpStatus) }];
     }
     if (this.status === "interrupted") {
-      return [{ type: "error", error: { code: "backend_failed", message: `${this.label} interrupted the turn`, status: 502, retryable: true } }];
+      return [
+        {
+          type: "error",
+          error: {
+            code: "backend_failed",
+            message: `${this.label} interrupted the turn`,
+            status: 502,
+            retryable: true,
+          },
+        },
+      ];
     }
     const out: BackendEvent[] = [];
     if (this.latest && this.baseline) out.push({ type: "usage", usage: codexUsage(this.latest, this.baseline) });
@@ -283,6 +341,8 @@ export class CodexTurnMapper {
 
   /** The error to report when the process ended mid-turn with a failure already announced. */
   pendingError(): BackendEvent | undefined {
-    return this.lastError ? { type: "error", error: this.errorOf(this.lastError.message, this.lastError.httpStatus) } : undefined;
+    return this.lastError
+      ? { type: "error", error: this.errorOf(this.lastError.message, this.lastError.httpStatus) }
+      : undefined;
   }
 }

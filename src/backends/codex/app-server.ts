@@ -31,8 +31,22 @@ import type { ClientToolCall, ToolSession } from "../client-tools/sessions.js";
 import type { BackendEvent } from "../contract/backend.js";
 import type { WarmLease, WarmPool, WarmWorker } from "../warm/pool.js";
 import { Inbox, WarmProcess, type WarmMessage, type WarmProcessSpec } from "../warm/warm-process.js";
-import { cancelledError, diedMidTurn, runWarmTurn, type ParkedWarmTurn, type WarmTurnControl, type WarmTurnEnd } from "../warm/warm-turn.js";
-import { classify, JsonRpcAborted, JsonRpcClient, JsonRpcClosed, JsonRpcError, type JsonRpcIncoming } from "../warm/jsonrpc.js";
+import {
+  cancelledError,
+  diedMidTurn,
+  runWarmTurn,
+  type ParkedWarmTurn,
+  type WarmTurnControl,
+  type WarmTurnEnd,
+} from "../warm/warm-turn.js";
+import {
+  classify,
+  JsonRpcAborted,
+  JsonRpcClient,
+  JsonRpcClosed,
+  JsonRpcError,
+  type JsonRpcIncoming,
+} from "../warm/jsonrpc.js";
 import { CodexTurnMapper, mcpToolCallOf, type CodexErrorOf } from "./app-server-events.js";
 
 /** How a conversation's thread is set up: what makes a process fit a turn. */
@@ -160,13 +174,18 @@ export class CodexAppServer implements WarmWorker {
       return;
     }
     this.clientToolItems.add(call.id);
-    if (this.clientToolItems.size > CLIENT_TOOL_ITEMS_KEPT) this.clientToolItems.delete(this.clientToolItems.values().next().value!);
+    if (this.clientToolItems.size > CLIENT_TOOL_ITEMS_KEPT)
+      this.clientToolItems.delete(this.clientToolItems.values().next().value!);
   }
 
   /** An elicitation that is codex asking to approve a call of the client tools' server. */
   private approvesClientTool(params: unknown): boolean {
     const p = obj(params);
-    return !!this.spec.clientToolsServer && p.serverName === this.spec.clientToolsServer && obj(p._meta).codex_approval_kind === "mcp_tool_call";
+    return (
+      !!this.spec.clientToolsServer &&
+      p.serverName === this.spec.clientToolsServer &&
+      obj(p._meta).codex_approval_kind === "mcp_tool_call"
+    );
   }
 
   /** `requestUserInput` that only asks to approve a call of the client tools' server: the answers allowing it, else undefined. */
@@ -204,7 +223,9 @@ export class CodexAppServer implements WarmWorker {
         return;
       case "execCommandApproval":
       case "applyPatchApproval":
-        this.rpc.respond(r.id, { decision: { denied: { rejection: "the bridge approves nothing (approval policy never)" } } });
+        this.rpc.respond(r.id, {
+          decision: { denied: { rejection: "the bridge approves nothing (approval policy never)" } },
+        });
         return;
       case "mcpServer/elicitation/request":
         this.rpc.respond(r.id, { action: "decline", content: null, _meta: null });
@@ -224,9 +245,14 @@ export class CodexAppServer implements WarmWorker {
       ...(s.model ? { model: s.model } : {}),
       ...(s.baseInstructions ? { baseInstructions: s.baseInstructions } : {}),
     };
-    const r = await this.rpc.request<{ thread?: { id?: unknown } }>(resume ? "thread/resume" : "thread/start", resume ? { threadId: resume, ...params, excludeTurns: true } : params, { signal });
+    const r = await this.rpc.request<{ thread?: { id?: unknown } }>(
+      resume ? "thread/resume" : "thread/start",
+      resume ? { threadId: resume, ...params, excludeTurns: true } : params,
+      { signal },
+    );
     const id = r?.thread?.id;
-    if (typeof id !== "string" || !id) throw new Error(`${resume ? "thread/resume" : "thread/start"} answered without a thread id`);
+    if (typeof id !== "string" || !id)
+      throw new Error(`${resume ? "thread/resume" : "thread/start"} answered without a thread id`);
     this.threadId = id;
     return id;
   }
@@ -297,7 +323,12 @@ const SETTLE_MS = 100;
  * Stop the running turn: `turn/interrupt` (once its id is known) and wait for its `turn/completed`
  * within the grace; a CLI that does not obey in time is killed. True when it obeyed.
  */
-async function stopTurn(w: CodexAppServer, mapper: CodexTurnMapper | undefined, inbox: Inbox<TurnItem>, graceMs: number): Promise<boolean> {
+async function stopTurn(
+  w: CodexAppServer,
+  mapper: CodexTurnMapper | undefined,
+  inbox: Inbox<TurnItem>,
+  graceMs: number,
+): Promise<boolean> {
   if (!w.usable) return false;
   // No turn started yet (the consumer stopped at the session event): nothing to stop.
   if (!mapper) return true;
@@ -306,7 +337,9 @@ async function stopTurn(w: CodexAppServer, mapper: CodexTurnMapper | undefined, 
   while (!mapper.finished) {
     if (!asked && mapper.turnId && w.threadId) {
       asked = true;
-      w.rpc.request("turn/interrupt", { threadId: w.threadId, turnId: mapper.turnId }, { timeoutMs: Math.max(1, graceMs) }).catch(() => undefined);
+      w.rpc
+        .request("turn/interrupt", { threadId: w.threadId, turnId: mapper.turnId }, { timeoutMs: Math.max(1, graceMs) })
+        .catch(() => undefined);
     }
     const left = until - Date.now();
     if (left <= 0) break;
@@ -328,7 +361,11 @@ async function stopTurn(w: CodexAppServer, mapper: CodexTurnMapper | undefined, 
  * `tool_calls`): this generator pauses there while codex waits on its MCP call, and the next
  * response resumes it (with its own `ctl.signal`) once the client answered.
  */
-export async function* driveCodexTurn(lease: WarmLease<CodexAppServer>, spec: CodexWarmTurnSpec, ctl: WarmTurnControl): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+export async function* driveCodexTurn(
+  lease: WarmLease<CodexAppServer>,
+  spec: CodexWarmTurnSpec,
+  ctl: WarmTurnControl,
+): AsyncGenerator<BackendEvent, WarmTurnEnd> {
   const w = lease.worker;
   const label = spec.server.label;
   const ours = spec.server.clientToolsServer;
@@ -351,14 +388,31 @@ export async function* driveCodexTurn(lease: WarmLease<CodexAppServer>, spec: Co
         if (ctl.signal.aborted || err instanceof JsonRpcAborted) {
           yield cancelledError(ctl.signal, label);
         } else if (err instanceof JsonRpcError && spec.resume && spec.sessionNotFound.test(err.message)) {
-          yield { type: "error", error: { code: "session_not_found", message: `${label}: ${err.message}`, status: 404 } };
+          yield {
+            type: "error",
+            error: { code: "session_not_found", message: `${label}: ${err.message}`, status: 404 },
+          };
         } else if (err instanceof JsonRpcError && /already has an active writer/i.test(err.message)) {
           // Another codex process (a cold `codex exec` of another backend, another bridge) has the thread open.
-          yield { type: "error", error: { code: "backend_failed", message: `${label}: ${err.message}`, status: 409, retryable: true } };
+          yield {
+            type: "error",
+            error: { code: "backend_failed", message: `${label}: ${err.message}`, status: 409, retryable: true },
+          };
         } else if (err instanceof JsonRpcClosed) {
-          yield { type: "error", error: { code: "backend_failed", message: `${label} ended before the thread was opened${stderr() ? `: ${stderr()}` : ""}`, status: 502, retryable: true } };
+          yield {
+            type: "error",
+            error: {
+              code: "backend_failed",
+              message: `${label} ended before the thread was opened${stderr() ? `: ${stderr()}` : ""}`,
+              status: 502,
+              retryable: true,
+            },
+          };
         } else {
-          yield { type: "error", error: { code: "backend_failed", message: `${label}: ${(err as Error).message}`, status: 502 } };
+          yield {
+            type: "error",
+            error: { code: "backend_failed", message: `${label}: ${(err as Error).message}`, status: 502 },
+          };
         }
         return { keep: false };
       }
@@ -367,15 +421,25 @@ export async function* driveCodexTurn(lease: WarmLease<CodexAppServer>, spec: Co
     const m = new CodexTurnMapper(label, w.threadId!, spec.errorOf);
     mapper = m;
     const started = await w.rpc
-      .request<{ turn?: { id?: unknown } }>("turn/start", { threadId: w.threadId, input: [{ type: "text", text: spec.prompt, text_elements: [] }] }, { signal: ctl.signal })
+      .request<{ turn?: { id?: unknown } }>(
+        "turn/start",
+        { threadId: w.threadId, input: [{ type: "text", text: spec.prompt, text_elements: [] }] },
+        { signal: ctl.signal },
+      )
       .then((r) => {
         if (typeof r?.turn?.id === "string") m.turnId ??= r.turn.id;
         return undefined;
       })
       .catch((err: Error) => err);
-    if (started instanceof JsonRpcError || (started && !(started instanceof JsonRpcAborted) && !(started instanceof JsonRpcClosed))) {
+    if (
+      started instanceof JsonRpcError ||
+      (started && !(started instanceof JsonRpcAborted) && !(started instanceof JsonRpcClosed))
+    ) {
       ended = true;
-      yield { type: "error", error: { code: "backend_failed", message: `${label}: turn/start failed: ${started.message}`, status: 502 } };
+      yield {
+        type: "error",
+        error: { code: "backend_failed", message: `${label}: turn/start failed: ${started.message}`, status: 502 },
+      };
       return { keep: started instanceof JsonRpcError };
     }
     /** A client tool call was announced (output the mapper does not see). */
@@ -403,7 +467,13 @@ export async function* driveCodexTurn(lease: WarmLease<CodexAppServer>, spec: Co
         ended = true;
         if (!m.produced && !called && !lease.fresh) return { keep: false, lost: true };
         if (sessionDue) yield { type: "session", id: w.threadId! };
-        yield m.pendingError() ?? diedMidTurn(label, [next.end.signal ? `killed by ${next.end.signal}` : `exit ${next.end.code}`, stderr()].filter(Boolean).join(": "));
+        yield m.pendingError() ??
+          diedMidTurn(
+            label,
+            [next.end.signal ? `killed by ${next.end.signal}` : `exit ${next.end.code}`, stderr()]
+              .filter(Boolean)
+              .join(": "),
+          );
         return { keep: false };
       }
       if (next.kind === "call") {
@@ -413,7 +483,13 @@ export async function* driveCodexTurn(lease: WarmLease<CodexAppServer>, spec: Co
         }
         called = true;
         spec.tools?.announce(next.call.id);
-        yield { type: "tool_call", index: index++, id: next.call.id, name: next.call.name, argumentsDelta: next.call.argumentsJson };
+        yield {
+          type: "tool_call",
+          index: index++,
+          id: next.call.id,
+          name: next.call.name,
+          argumentsDelta: next.call.argumentsJson,
+        };
         announced++;
         settleAt = Date.now() + SETTLE_MS;
         continue;

@@ -39,7 +39,15 @@ import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import { CodexAppServer, runCodexWarmTurn, type CodexThreadSettings } from "./app-server.js";
 import { warmOption } from "../warm/options.js";
 import { WarmPool } from "../warm/pool.js";
-import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, writeTurnFile, type CliTurnMapper } from "../cli/base.js";
+import {
+  CliBackendBase,
+  cliBaseOptions,
+  conversationCwd,
+  joinSeparator,
+  stderrTail,
+  writeTurnFile,
+  type CliTurnMapper,
+} from "../cli/base.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
 import { CODEX_THREAD_ID, codexRolloutTotals, codexTurnUsage, totalsOf, type CodexTotals } from "./usage.js";
 import type { BackendDeps, BackendModule } from "../module.js";
@@ -67,7 +75,8 @@ export type CodexOptions = z.infer<typeof codexOptionsSchema>;
  * `thread/resume failed: thread <id> already has an active writer`: the thread exists and another
  * codex process (a warm app-server of another backend) holds it (`CODEX_THREAD_BUSY`).
  */
-export const CODEX_SESSION_NOT_FOUND = /no rollout found for thread id|thread\/resume failed(?!.*already has an active writer)|no (?:thread|session) found/i;
+export const CODEX_SESSION_NOT_FOUND =
+  /no rollout found for thread id|thread\/resume failed(?!.*already has an active writer)|no (?:thread|session) found/i;
 /** Another codex process has the thread open for writing. */
 export const CODEX_THREAD_BUSY = /already has an active writer/i;
 
@@ -77,7 +86,11 @@ export { CODEX_THREAD_ID, codexRolloutTotals, codexTurnUsage, type CodexTotals }
 const toml = (s: string) => JSON.stringify(s);
 
 /** Build the argv for one turn (exported for tests and docs). */
-export function codexArgs(opts: CodexOptions, turn: Pick<TurnInput, "model" | "session">, instructionsFile?: string): string[] {
+export function codexArgs(
+  opts: CodexOptions,
+  turn: Pick<TurnInput, "model" | "session">,
+  instructionsFile?: string,
+): string[] {
   const resume = turn.session.backendSessionId;
   const args = resume ? ["exec", "resume", "--json"] : ["exec", "--json"];
   if (opts.skipGitRepoCheck) args.push("--skip-git-repo-check");
@@ -132,11 +145,18 @@ export function codexClientToolsArgs(server: CodexClientToolsServer): string[] {
  * flags do not change it).
  */
 export function codexAppServerArgs(opts: CodexOptions, clientTools?: CodexClientToolsServer): string[] {
-  const args = ["app-server", "-c", `sandbox_mode=${toml(opts.sandbox)}`, "-c", `approval_policy=${toml(opts.approvalPolicy)}`];
+  const args = [
+    "app-server",
+    "-c",
+    `sandbox_mode=${toml(opts.sandbox)}`,
+    "-c",
+    `approval_policy=${toml(opts.approvalPolicy)}`,
+  ];
   if (!opts.shellTool) args.push("-c", "features.shell_tool=false");
   for (let i = 0; i < opts.args.length; i++) {
     const a = opts.args[i]!;
-    if (["-c", "--config", "--enable", "--disable"].includes(a) && i + 1 < opts.args.length) args.push(a, opts.args[++i]!);
+    if (["-c", "--config", "--enable", "--disable"].includes(a) && i + 1 < opts.args.length)
+      args.push(a, opts.args[++i]!);
     else if (/^--(?:config|enable|disable)=/.test(a)) args.push(a);
   }
   if (clientTools) args.push(...codexClientToolsArgs(clientTools));
@@ -173,7 +193,8 @@ export function codexError(label: string, raw: string, knownStatus?: number): Ba
   if (!status && m) status = Number(m[1]);
   if (!status && knownStatus && knownStatus >= 400) status = knownStatus;
   message = message.replace(/,? url: \S+$/, "");
-  const transient = status === undefined && /high demand|stream disconnected|connection|timed? ?out|reconnecting/i.test(message);
+  const transient =
+    status === undefined && /high demand|stream disconnected|connection|timed? ?out|reconnecting/i.test(message);
   return {
     code: "upstream_error",
     message: `${label}: ${message}${status && !message.includes(String(status)) ? ` (model API status ${status})` : ""}`,
@@ -204,7 +225,10 @@ function toolDetail(item: Record<string, any>): string | undefined {
       : typeof item.query === "string"
         ? item.query
         : Array.isArray(item.changes)
-          ? item.changes.map((c: any) => c?.path).filter(Boolean).join(", ")
+          ? item.changes
+              .map((c: any) => c?.path)
+              .filter(Boolean)
+              .join(", ")
           : undefined;
   if (!v) return undefined;
   return v.length > 200 ? `${v.slice(0, 197)}...` : v;
@@ -262,9 +286,19 @@ export class CodexStreamMapper implements CliTurnMapper {
           const started = typeof item.id === "string" && this.tools.has(item.id);
           if (typeof item.id === "string") this.tools.delete(item.id);
           if (!started) out.push({ type: "tool_activity", name, status: "started", detail: toolDetail(item) });
-          const failed = item.status === "failed" || (typeof item.exit_code === "number" && item.exit_code !== 0) || !!item.error;
-          const why = failed ? String(item.error?.message ?? item.aggregated_output ?? "").trim().slice(0, 300) : "";
-          out.push({ type: "tool_activity", name, status: failed ? "failed" : "completed", ...(why ? { detail: why } : {}) });
+          const failed =
+            item.status === "failed" || (typeof item.exit_code === "number" && item.exit_code !== 0) || !!item.error;
+          const why = failed
+            ? String(item.error?.message ?? item.aggregated_output ?? "")
+                .trim()
+                .slice(0, 300)
+            : "";
+          out.push({
+            type: "tool_activity",
+            name,
+            status: failed ? "failed" : "completed",
+            ...(why ? { detail: why } : {}),
+          });
         } else if (item.type === "error" && typeof item.message === "string") {
           this.warnings.push(item.message);
         }
@@ -286,30 +320,67 @@ export class CodexStreamMapper implements CliTurnMapper {
   finish(end: ProcessEnd): BackendEvent[] {
     if (this.failed !== undefined) {
       if (this.resuming && CODEX_SESSION_NOT_FOUND.test(this.failed)) {
-        return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${this.failed}`, status: 404 } }];
+        return [
+          {
+            type: "error",
+            error: { code: "session_not_found", message: `${this.label}: ${this.failed}`, status: 404 },
+          },
+        ];
       }
       return [{ type: "error", error: codexError(this.label, this.failed) }];
     }
     if (this.completed) {
       const out: BackendEvent[] = [];
-      if (this.totals && this.baseline !== undefined) out.push({ type: "usage", usage: codexTurnUsage(this.totals, this.baseline ?? undefined) });
+      if (this.totals && this.baseline !== undefined)
+        out.push({ type: "usage", usage: codexTurnUsage(this.totals, this.baseline ?? undefined) });
       out.push({ type: "done", finishReason: "stop" });
       return out;
     }
     if (this.resuming && !this.threadId && CODEX_THREAD_BUSY.test(end.stderr)) {
-      const line = end.stderr.split("\n").find((l) => CODEX_THREAD_BUSY.test(l))?.trim() ?? "";
-      return [{ type: "error", error: { code: "backend_failed", message: `${this.label}: ${line.replace(/^Error:\s*/, "")}`, status: 409, retryable: true } }];
+      const line =
+        end.stderr
+          .split("\n")
+          .find((l) => CODEX_THREAD_BUSY.test(l))
+          ?.trim() ?? "";
+      return [
+        {
+          type: "error",
+          error: {
+            code: "backend_failed",
+            message: `${this.label}: ${line.replace(/^Error:\s*/, "")}`,
+            status: 409,
+            retryable: true,
+          },
+        },
+      ];
     }
     if (this.resuming && !this.threadId && CODEX_SESSION_NOT_FOUND.test(end.stderr)) {
-      const line = end.stderr.split("\n").find((l) => CODEX_SESSION_NOT_FOUND.test(l))?.trim() ?? stderrTail(end.stderr);
-      return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${line.replace(/^Error:\s*/, "")}`, status: 404 } }];
+      const line =
+        end.stderr
+          .split("\n")
+          .find((l) => CODEX_SESSION_NOT_FOUND.test(l))
+          ?.trim() ?? stderrTail(end.stderr);
+      return [
+        {
+          type: "error",
+          error: {
+            code: "session_not_found",
+            message: `${this.label}: ${line.replace(/^Error:\s*/, "")}`,
+            status: 404,
+          },
+        },
+      ];
     }
     if (this.lastError) return [{ type: "error", error: codexError(this.label, this.lastError) }];
     const stderr = stderrTail(end.stderr);
     return [
       {
         type: "error",
-        error: { code: "backend_failed", message: `${this.label} exited ${end.code ?? end.signal} without finishing the turn${stderr ? `: ${stderr}` : ""}`, status: 502 },
+        error: {
+          code: "backend_failed",
+          message: `${this.label} exited ${end.code ?? end.signal} without finishing the turn${stderr ? `: ${stderr}` : ""}`,
+          status: 502,
+        },
       },
     ];
   }
@@ -329,7 +400,11 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
 
   /** The warm app-servers (made on the first warm turn). */
   get warmPool(): WarmPool<CodexAppServer> {
-    return (this.pool ??= new WarmPool<CodexAppServer>(this.name, this.opts.warm, this.deps.logger.child({ backend: this.name, warm: "codex" })));
+    return (this.pool ??= new WarmPool<CodexAppServer>(
+      this.name,
+      this.opts.warm,
+      this.deps.logger.child({ backend: this.name, warm: "codex" }),
+    ));
   }
 
   async close(): Promise<void> {
@@ -350,11 +425,17 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
     }
   }
 
-
   protected async *runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const resume = turn.session.backendSessionId;
     if (resume !== undefined && !CODEX_THREAD_ID.test(resume)) {
-      yield { type: "error", error: { code: "session_not_found", message: `codex: "${resume.slice(0, 80)}" is not a codex thread id`, status: 404 } };
+      yield {
+        type: "error",
+        error: {
+          code: "session_not_found",
+          message: `codex: "${resume.slice(0, 80)}" is not a codex thread id`,
+          status: 404,
+        },
+      };
       return;
     }
     // A warm app-server holds one thread: a turn the pipeline does not resume runs cold.
@@ -408,7 +489,9 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
         sessionNotFound: CODEX_SESSION_NOT_FOUND,
         cold: () => this.runCold(turn, bin),
         onWorker: (w) => (this.lastPid = w.pid),
-        ...(ct ? { tools: ct.session, onPark: parkIn<CodexAppServer>(ct.session, this.name, ct.spec.pendingTimeoutSeconds) } : {}),
+        ...(ct
+          ? { tools: ct.session, onPark: parkIn<CodexAppServer>(ct.session, this.name, ct.spec.pendingTimeoutSeconds) }
+          : {}),
       });
     if (!ct) return run(turn.prompt.text);
     return warmTurnWithClientTools({
@@ -430,7 +513,9 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
     let baseline: CodexTotals | null | undefined = null;
     if (resume) baseline = this.totals.get(resume) ?? (await codexRolloutTotals(this.codexHome(env), resume));
     const instructions =
-      this.opts.systemPromptFile && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "codex-system-", "instructions.md", turn.prompt.system) : undefined;
+      this.opts.systemPromptFile && turn.prompt.system
+        ? writeTurnFile(this.deps.dataDir, "codex-system-", "instructions.md", turn.prompt.system)
+        : undefined;
     const mapper = new CodexStreamMapper("codex", !!resume, baseline);
     const log = this.deps.logger.child({ backend: this.name });
     try {
@@ -449,7 +534,8 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
     } finally {
       instructions?.remove();
       if (mapper.threadId && mapper.totals) this.remember(mapper.threadId, mapper.totals);
-      if (resume && mapper.threadId && mapper.threadId !== resume) log.warn({ requested: resume, got: mapper.threadId }, "codex resumed a different thread than requested");
+      if (resume && mapper.threadId && mapper.threadId !== resume)
+        log.warn({ requested: resume, got: mapper.threadId }, "codex resumed a different thread than requested");
       if (mapper.warnings.length) log.debug({ warnings: mapper.warnings }, "codex reported warnings");
     }
   }
@@ -461,5 +547,8 @@ export const codexBackend: BackendModule<CodexOptions> = {
   defaultSessionMode: "resume",
   sessionModes: ["resume", "stateless"],
   create: (name, options, deps) => new CodexBackend(name, options, deps),
-  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
+  clientTools: (o) =>
+    o.warm.enabled
+      ? undefined
+      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

@@ -25,7 +25,12 @@ export function totalsOf(u: unknown): CodexTotals | undefined {
   const o = u as Record<string, unknown>;
   const n = (k: string) => (typeof o[k] === "number" && Number.isFinite(o[k]) ? (o[k] as number) : 0);
   if (typeof o.input_tokens !== "number" && typeof o.output_tokens !== "number") return undefined;
-  return { input_tokens: n("input_tokens"), cached_input_tokens: n("cached_input_tokens"), output_tokens: n("output_tokens"), reasoning_output_tokens: n("reasoning_output_tokens") };
+  return {
+    input_tokens: n("input_tokens"),
+    cached_input_tokens: n("cached_input_tokens"),
+    output_tokens: n("output_tokens"),
+    reasoning_output_tokens: n("reasoning_output_tokens"),
+  };
 }
 
 /** This turn's usage: the running total after it minus the total before it. */

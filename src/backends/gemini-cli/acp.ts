@@ -125,8 +125,13 @@ export class AcpWorker implements WarmWorker {
         const verdict = spec.permission(params);
         const wanted = verdict === "allow" ? ["allow_once", "allow_always"] : ["reject_once", "reject_always"];
         const option = wanted.map((k) => params.options.find((o) => o.kind === k)).find(Boolean);
-        this.proc.log.debug({ tool: params.toolCall?.title, kind: params.toolCall?.kind, verdict }, "acp permission request");
-        return option ? { outcome: { outcome: "selected", optionId: option.optionId } } : { outcome: { outcome: "cancelled" } };
+        this.proc.log.debug(
+          { tool: params.toolCall?.title, kind: params.toolCall?.kind, verdict },
+          "acp permission request",
+        );
+        return option
+          ? { outcome: { outcome: "selected", optionId: option.optionId } }
+          : { outcome: { outcome: "cancelled" } };
       });
     this.conn = app.connect({ readable, writable });
   }
@@ -155,7 +160,11 @@ export class AcpWorker implements WarmWorker {
   /** `initialize` once per process (no fs/terminal capabilities: the agent uses its own tools). */
   initialize(): Promise<acp.InitializeResponse> {
     this.initializing ??= this.conn.agent
-      .request("initialize", { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {}, clientInfo: { name: "clawbridge", version: "0" } })
+      .request("initialize", {
+        protocolVersion: acp.PROTOCOL_VERSION,
+        clientCapabilities: {},
+        clientInfo: { name: "clawbridge", version: "0" },
+      })
       .then((r) => (this.agentInfo = r));
     return this.initializing;
   }
@@ -206,7 +215,11 @@ const REPLAY_MAX_MS = 3000;
  * there with the prompt running, and follows the new `ctl.signal` once resumed. Returned early
  * (abandoned, or the consumer went away), it cancels the prompt.
  */
-export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, ctl: WarmTurnControl): AsyncGenerator<BackendEvent, WarmTurnEnd> {
+export async function* acpTurn(
+  lease: WarmLease<AcpWorker>,
+  spec: AcpTurnSpec,
+  ctl: WarmTurnControl,
+): AsyncGenerator<BackendEvent, WarmTurnEnd> {
   const w = lease.worker;
   w.proc.markTurn();
   const inbox = new Inbox<Queued>();
@@ -229,11 +242,16 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, c
   let settled = false;
   const stderr = () => w.proc.stderrOfTurn();
   const lostOrDied = (): WarmTurnEnd & { event?: BackendEvent } =>
-    produced || lease.fresh ? { keep: false, event: diedMidTurn(spec.label, tail(stderr() || (w.proc.end?.stderr ?? ""))) } : { keep: false, lost: true };
+    produced || lease.fresh
+      ? { keep: false, event: diedMidTurn(spec.label, tail(stderr() || (w.proc.end?.stderr ?? ""))) }
+      : { keep: false, lost: true };
   const mcpServers = spec.mcpServers ?? [];
 
   /** Wait for the answer of a set-up request: value, or how the turn ends instead. */
-  async function* setup<T>(method: string, p: Promise<T>): AsyncGenerator<BackendEvent, { value?: T; end?: WarmTurnEnd }> {
+  async function* setup<T>(
+    method: string,
+    p: Promise<T>,
+  ): AsyncGenerator<BackendEvent, { value?: T; end?: WarmTurnEnd }> {
     call(method, p);
     const deadline = Date.now() + spec.setupTimeoutMs;
     for (;;) {
@@ -250,7 +268,15 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, c
         return { end: d };
       }
       if (it.kind === "timeout") {
-        yield { type: "error", error: { code: "backend_failed", message: `${spec.label} did not answer ${method} within ${Math.round(spec.setupTimeoutMs / 1000)}s`, status: 502, retryable: true } };
+        yield {
+          type: "error",
+          error: {
+            code: "backend_failed",
+            message: `${spec.label} did not answer ${method} within ${Math.round(spec.setupTimeoutMs / 1000)}s`,
+            status: 502,
+            retryable: true,
+          },
+        };
         return { end: { keep: false } };
       }
       if (it.kind === "failed") {
@@ -276,14 +302,24 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, c
         opened = r.value!.sessionId;
       } else {
         if (!w.agentInfo?.agentCapabilities?.loadSession) {
-          yield { type: "error", error: { code: "session_not_found", message: `${spec.label} cannot load session ${spec.sessionId} (no loadSession capability)`, status: 404 } };
+          yield {
+            type: "error",
+            error: {
+              code: "session_not_found",
+              message: `${spec.label} cannot load session ${spec.sessionId} (no loadSession capability)`,
+              status: 404,
+            },
+          };
           return { keep: false };
         }
         spec.beforeLoad?.(spec.sessionId);
         // Updates of the loaded session (its history, replayed) are routed from now on, and dropped.
         w.sessionId = spec.sessionId;
         w.sink = undefined;
-        const r = yield* setup("session/load", w.conn.agent.request("session/load", { sessionId: spec.sessionId, cwd: spec.cwd, mcpServers }));
+        const r = yield* setup(
+          "session/load",
+          w.conn.agent.request("session/load", { sessionId: spec.sessionId, cwd: spec.cwd, mcpServers }),
+        );
         if (r.end) {
           w.sessionId = undefined;
           // The process keeps what it started for the dead session (gemini may write it later): it
@@ -309,7 +345,10 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, c
     w.sink = (update) => push({ kind: "update", update });
     spec.tools?.listen((c) => push({ kind: "call", call: c }));
     prompting = true;
-    call("session/prompt", w.conn.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: spec.text }] }));
+    call(
+      "session/prompt",
+      w.conn.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: spec.text }] }),
+    );
     const mapper = new AcpUpdateMapper(spec.toolName);
     /** Client tool calls announced in this response (their index restarts with each response). */
     let announced = 0;
@@ -326,7 +365,13 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, c
       if (it.kind === "call") {
         produced = true;
         spec.tools?.announce(it.call.id);
-        yield { type: "tool_call", index: announced++, id: it.call.id, name: it.call.name, argumentsDelta: it.call.argumentsJson };
+        yield {
+          type: "tool_call",
+          index: announced++,
+          id: it.call.id,
+          name: it.call.name,
+          argumentsDelta: it.call.argumentsJson,
+        };
         continue;
       }
       if (it.kind === "update") {
@@ -361,7 +406,11 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, c
         settled = true;
         // Notifications are dispatched through promise chains: let the last ones land first.
         await new Promise((r) => setImmediate(r));
-        for (let it2 = await inbox.next(undefined, 0); it2 !== "timeout" && it2 !== "aborted"; it2 = await inbox.next(undefined, 0)) {
+        for (
+          let it2 = await inbox.next(undefined, 0);
+          it2 !== "timeout" && it2 !== "aborted";
+          it2 = await inbox.next(undefined, 0)
+        ) {
           if (it2.kind === "update") for (const ev of mapper.map(it2.update)) yield ev;
           else if (it2.kind === "end") break;
         }
@@ -369,7 +418,15 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, c
         const usage = usageOf(res);
         if (usage) yield { type: "usage", usage };
         if (res.stopReason === "cancelled") {
-          yield { type: "error", error: { code: "backend_failed", message: `${spec.label} cancelled the turn on its own`, status: 502, retryable: true } };
+          yield {
+            type: "error",
+            error: {
+              code: "backend_failed",
+              message: `${spec.label} cancelled the turn on its own`,
+              status: 502,
+              retryable: true,
+            },
+          };
           return { keep: true };
         }
         yield { type: "done", finishReason: finishOf(res.stopReason) };
@@ -389,7 +446,12 @@ export async function* acpTurn(lease: WarmLease<AcpWorker>, spec: AcpTurnSpec, c
 }
 
 /** `session/cancel`, then wait for the prompt's answer; not given in time → kill. True: the worker may stay. */
-async function interrupt(w: AcpWorker, sessionId: string, graceMs: number, next: (ms: number) => Promise<Item>): Promise<boolean> {
+async function interrupt(
+  w: AcpWorker,
+  sessionId: string,
+  graceMs: number,
+  next: (ms: number) => Promise<Item>,
+): Promise<boolean> {
   w.sink = undefined;
   if (w.proc.usable) {
     void w.conn.agent.notify("session/cancel", { sessionId }).catch(() => undefined);
@@ -422,7 +484,9 @@ export class AcpUpdateMapper {
       case "tool_call": {
         const name = this.toolName?.(u) ?? String(u.kind ?? "tool");
         this.tools.set(u.toolCallId, { name, done: false });
-        const out: BackendEvent[] = [{ type: "tool_activity", name, status: "started", ...(u.title ? { detail: clip(u.title) } : {}) }];
+        const out: BackendEvent[] = [
+          { type: "tool_activity", name, status: "started", ...(u.title ? { detail: clip(u.title) } : {}) },
+        ];
         return out.concat(this.ended(u.toolCallId, u.status));
       }
       case "tool_call_update": {
@@ -451,10 +515,19 @@ export class AcpUpdateMapper {
 }
 
 function usageOf(res: acp.PromptResponse): Usage | undefined {
-  const tc = (res._meta as { quota?: { token_count?: { input_tokens?: unknown; output_tokens?: unknown } } } | null | undefined)?.quota?.token_count;
-  const u = (res as { usage?: unknown }).usage as { inputTokens?: number; outputTokens?: number; totalTokens?: number; cachedReadTokens?: number | null } | null | undefined;
+  const tc = (
+    res._meta as { quota?: { token_count?: { input_tokens?: unknown; output_tokens?: unknown } } } | null | undefined
+  )?.quota?.token_count;
+  const u = (res as { usage?: unknown }).usage as
+    | { inputTokens?: number; outputTokens?: number; totalTokens?: number; cachedReadTokens?: number | null }
+    | null
+    | undefined;
   if (u && typeof u.inputTokens === "number") {
-    const usage: Usage = { promptTokens: u.inputTokens, completionTokens: u.outputTokens ?? 0, totalTokens: u.totalTokens ?? u.inputTokens + (u.outputTokens ?? 0) };
+    const usage: Usage = {
+      promptTokens: u.inputTokens,
+      completionTokens: u.outputTokens ?? 0,
+      totalTokens: u.totalTokens ?? u.inputTokens + (u.outputTokens ?? 0),
+    };
     if (u.cachedReadTokens) usage.cachedTokens = u.cachedReadTokens;
     return usage;
   }

@@ -24,7 +24,16 @@ import { toolsFingerprint } from "../client-tools/types.js";
 import type { AcpFailure } from "./acp.js";
 import { warmOption } from "../warm/options.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
-import { CliBackendBase, cliBaseOptions, conversationCwd, joinSeparator, stderrTail, toolDetail, writeTurnFile, type CliTurnMapper } from "../cli/base.js";
+import {
+  CliBackendBase,
+  cliBaseOptions,
+  conversationCwd,
+  joinSeparator,
+  stderrTail,
+  toolDetail,
+  writeTurnFile,
+  type CliTurnMapper,
+} from "../cli/base.js";
 import type { GeminiWarm } from "./warm.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import type { BackendError, BackendEvent, TurnInput, Usage } from "../contract/backend.js";
@@ -120,7 +129,12 @@ export class GeminiStreamMapper implements CliTurnMapper {
         if (typeof ev.tool_id === "string") this.tools.delete(ev.tool_id);
         const failed = ev.status === "error";
         const detail = failed ? String(ev.error?.message ?? ev.output ?? "").slice(0, 300) : undefined;
-        out.push({ type: "tool_activity", name, status: failed ? "failed" : "completed", ...(detail ? { detail } : {}) });
+        out.push({
+          type: "tool_activity",
+          name,
+          status: failed ? "failed" : "completed",
+          ...(detail ? { detail } : {}),
+        });
         if (this.textSoFar) this.pendingSeparator = true;
         break;
       }
@@ -139,13 +153,23 @@ export class GeminiStreamMapper implements CliTurnMapper {
     if (!r) {
       const stderr = stderrTail(end.stderr);
       if (this.resuming && GEMINI_SESSION_NOT_FOUND.test(end.stderr)) {
-        const line = end.stderr.split("\n").find((l) => GEMINI_SESSION_NOT_FOUND.test(l))?.trim() ?? stderr;
-        return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${line}`, status: 404 } }];
+        const line =
+          end.stderr
+            .split("\n")
+            .find((l) => GEMINI_SESSION_NOT_FOUND.test(l))
+            ?.trim() ?? stderr;
+        return [
+          { type: "error", error: { code: "session_not_found", message: `${this.label}: ${line}`, status: 404 } },
+        ];
       }
       return [
         {
           type: "error",
-          error: { code: "backend_failed", message: `${this.label} exited ${end.code ?? end.signal} without a result${stderr ? `: ${stderr}` : ""}`, status: 502 },
+          error: {
+            code: "backend_failed",
+            message: `${this.label} exited ${end.code ?? end.signal} without a result${stderr ? `: ${stderr}` : ""}`,
+            status: 502,
+          },
         },
       ];
     }
@@ -155,15 +179,22 @@ export class GeminiStreamMapper implements CliTurnMapper {
         return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${raw}`, status: 404 } }];
       }
       const api = parseGeminiApiError(raw);
-      if (/API Error/i.test(raw) || api.status) return [{ type: "error", error: geminiUpstreamError(this.label, api.message, api.status) }];
-      return [{ type: "error", error: { code: "backend_failed", message: `${this.label} failed: ${raw}`, status: 502 } }];
+      if (/API Error/i.test(raw) || api.status)
+        return [{ type: "error", error: geminiUpstreamError(this.label, api.message, api.status) }];
+      return [
+        { type: "error", error: { code: "backend_failed", message: `${this.label} failed: ${raw}`, status: 502 } },
+      ];
     }
     const out: BackendEvent[] = [];
     const s = r.stats;
     if (s && typeof s === "object" && (typeof s.input_tokens === "number" || typeof s.output_tokens === "number")) {
       const promptTokens = Number(s.input_tokens ?? s.input ?? 0);
       const completionTokens = Number(s.output_tokens ?? 0);
-      const usage: Usage = { promptTokens, completionTokens, totalTokens: Number(s.total_tokens ?? promptTokens + completionTokens) };
+      const usage: Usage = {
+        promptTokens,
+        completionTokens,
+        totalTokens: Number(s.total_tokens ?? promptTokens + completionTokens),
+      };
       if (typeof s.cached === "number" && s.cached > 0) usage.cachedTokens = s.cached;
       out.push({ type: "usage", usage });
     }
@@ -184,7 +215,11 @@ export function geminiAcpError(label: string, f: AcpFailure, stderr: string, res
     if (status) return geminiUpstreamError(label, api.message, status);
   }
   const tail = stderrTail(stderr);
-  return { code: "backend_failed", message: `${label} ${f.method} failed: ${raw}${tail ? ` (${tail})` : ""}`, status: 502 };
+  return {
+    code: "backend_failed",
+    message: `${label} ${f.method} failed: ${raw}${tail ? ` (${tail})` : ""}`,
+    status: 502,
+  };
 }
 
 function geminiUpstreamError(label: string, message: string, apiStatus: number | undefined): BackendError {
@@ -238,12 +273,24 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
     yield* warm.run(
       turn,
       // A new tool set starts a new process (its sessions list the tools once).
-      [bin, cwd, this.opts.systemPromptMode, system, turn.model, this.opts.approvalMode, this.opts.args, toolsFingerprint(ct?.spec.tools)],
+      [
+        bin,
+        cwd,
+        this.opts.systemPromptMode,
+        system,
+        turn.model,
+        this.opts.approvalMode,
+        this.opts.args,
+        toolsFingerprint(ct?.spec.tools),
+      ],
       () => {
         const env = this.env();
         const mode = this.bootstrapMode(cwd, system);
         // Read by gemini whenever it builds the system instruction: kept for the process's life.
-        const file = mode === "replace" && system ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", system) : undefined;
+        const file =
+          mode === "replace" && system
+            ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", system)
+            : undefined;
         if (file) env.GEMINI_SYSTEM_MD = file.file;
         return { bin, args: geminiArgs(this.opts, turn, true), env, cwd, file };
       },
@@ -263,7 +310,10 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
       const file = path.join(cwd, "GEMINI.md");
       const ours = !existsSync(file) || readFileSync(file, "utf8").startsWith(GEMINI_MD_MARKER);
       if (!ours) {
-        this.deps.logger.warn({ backend: this.name, file }, "GEMINI.md in the working directory is not the bridge's; passing the bootstrap as GEMINI_SYSTEM_MD instead");
+        this.deps.logger.warn(
+          { backend: this.name, file },
+          "GEMINI.md in the working directory is not the bridge's; passing the bootstrap as GEMINI_SYSTEM_MD instead",
+        );
         mode = "replace";
       } else if (system) writeFileSync(file, `${GEMINI_MD_MARKER}\n${system}\n`, { mode: 0o600 });
       else if (existsSync(file)) unlinkSync(file);
@@ -283,7 +333,10 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
     const system = turn.prompt.system;
     const mode = this.bootstrapMode(cwd, system);
     // Per turn, private, removed afterwards: parallel turns never share or race on the file.
-    const systemFile = mode === "replace" && system ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", system) : undefined;
+    const systemFile =
+      mode === "replace" && system
+        ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", system)
+        : undefined;
     if (systemFile) env.GEMINI_SYSTEM_MD = systemFile.file;
     try {
       yield* this.cliTurn(
@@ -309,5 +362,8 @@ export const geminiCliBackend: BackendModule<GeminiCliOptions> = {
   defaultSessionMode: "resume",
   sessionModes: ["resume", "stateless"],
   create: (name, options, deps) => new GeminiCliBackend(name, options, deps),
-  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
+  clientTools: (o) =>
+    o.warm.enabled
+      ? undefined
+      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

@@ -92,7 +92,13 @@ export class GeminiWarm {
    * process's sessions are given as an MCP server (then a turn may suspend on a call and be
    * resumed by the client's next request).
    */
-  run(turn: TurnInput, fingerprintOf: unknown[], start: () => GeminiWarmStart, cold: () => AsyncGenerator<BackendEvent>, ct?: WarmClientTools): AsyncGenerator<BackendEvent> {
+  run(
+    turn: TurnInput,
+    fingerprintOf: unknown[],
+    start: () => GeminiWarmStart,
+    cold: () => AsyncGenerator<BackendEvent>,
+    ct?: WarmClientTools,
+  ): AsyncGenerator<BackendEvent> {
     // The MCP entry (endpoint and the conversation's token) is in the sessions the process opens.
     const fingerprint = createHash("sha256")
       .update(JSON.stringify([...fingerprintOf, ct ? [ct.entry.url, ct.session.token] : null]))
@@ -120,7 +126,9 @@ export class GeminiWarm {
     const sessionId = turn.session.backendSessionId;
     let home: string | undefined;
     let cwd = "";
-    const base = acpPermissionPolicy(this.d.approvalMode === "yolo" ? "all" : this.d.approvalMode === "auto_edit" ? "edits" : "read-only");
+    const base = acpPermissionPolicy(
+      this.d.approvalMode === "yolo" ? "all" : this.d.approvalMode === "auto_edit" ? "edits" : "read-only",
+    );
     const permission = ct ? geminiClientToolsPermission(base, ct.spec.tools) : base;
     const mcpServers: acp.McpServer[] = ct ? [geminiMcpServer(ct.entry)] : [];
     return runWarmTurn<AcpWorker>({
@@ -178,7 +186,16 @@ export class GeminiWarm {
       cold,
       onWorker: (w) => this.d.onWorker(w.pid),
       // gemini keeps no response for a call its turn was cancelled on (the API refuses that history).
-      ...(ct ? { onPark: parkIn<AcpWorker>(ct.session, this.d.name, geminiPendingTimeoutSeconds(ct.spec.pendingTimeoutSeconds)), answerFirst: true } : {}),
+      ...(ct
+        ? {
+            onPark: parkIn<AcpWorker>(
+              ct.session,
+              this.d.name,
+              geminiPendingTimeoutSeconds(ct.spec.pendingTimeoutSeconds),
+            ),
+            answerFirst: true,
+          }
+        : {}),
     });
   }
 
@@ -201,7 +218,12 @@ export function geminiToolName(u: { toolCallId: string; kind?: string | null }):
 
 /** The ACP `mcpServers` entry of the client's tools: the bridge's endpoint with the conversation's token. */
 export function geminiMcpServer(entry: { url: string; headers: Record<string, string> }): acp.McpServer {
-  return { type: "http", name: CLIENT_TOOLS_SERVER, url: entry.url, headers: Object.entries(entry.headers).map(([name, value]) => ({ name, value })) };
+  return {
+    type: "http",
+    name: CLIENT_TOOLS_SERVER,
+    url: entry.url,
+    headers: Object.entries(entry.headers).map(([name, value]) => ({ name, value })),
+  };
 }
 
 /**
@@ -224,7 +246,10 @@ export function geminiMcpToolName(server: string, tool: string): string {
  * from the name it resolved the tool by (the model cannot make another tool's call look like
  * ours) — and anything else is left to the approval mode's policy.
  */
-export function geminiClientToolsPermission(base: AcpPermissionPolicy, tools: readonly ClientToolDef[]): AcpPermissionPolicy {
+export function geminiClientToolsPermission(
+  base: AcpPermissionPolicy,
+  tools: readonly ClientToolDef[],
+): AcpPermissionPolicy {
   const prefixes = tools.map((t) => `${geminiMcpToolName(CLIENT_TOOLS_SERVER, t.name)}__`);
   return (req) => {
     const id = String(req.toolCall?.toolCallId ?? "");

@@ -16,7 +16,14 @@
 import { Pool } from "undici";
 import { z } from "zod";
 import type { Logger } from "pino";
-import { applyRequestCompat, compatOverrideSchema, LOCAL_SERVER_COMPAT, mergeCompat, type CompatOverride, type CompatRules } from "./compat.js";
+import {
+  applyRequestCompat,
+  compatOverrideSchema,
+  LOCAL_SERVER_COMPAT,
+  mergeCompat,
+  type CompatOverride,
+  type CompatRules,
+} from "./compat.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../contract/backend.js";
 import { describeUnreachable, errCode, safeUrl, UNREACHABLE, upstreamErrorMessage } from "./errors.js";
@@ -58,9 +65,14 @@ export const openaiOptionsSchema = z.strictObject({
 export type OpenAIBackendOptions = z.infer<typeof openaiOptionsSchema>;
 
 /** Effective compat rules for one upstream model: defaults ← options.compat ← extraBody ← modelCompat[model]. */
-export function resolveCompat(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">, model?: string, override?: CompatOverride): CompatRules {
+export function resolveCompat(
+  options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">,
+  model?: string,
+  override?: CompatOverride,
+): CompatRules {
   let rules = mergeCompat(LOCAL_SERVER_COMPAT, options.compat);
-  if (options.extraBody && Object.keys(options.extraBody).length) rules = mergeCompat(rules, { extraBody: options.extraBody });
+  if (options.extraBody && Object.keys(options.extraBody).length)
+    rules = mergeCompat(rules, { extraBody: options.extraBody });
   const perModel = model !== undefined ? options.modelCompat?.[model] : undefined;
   if (perModel) rules = mergeCompat(rules, perModel);
   if (override) rules = mergeCompat(rules, override);
@@ -76,7 +88,10 @@ const MAX_JSON_BODY = 64 * 1024 * 1024;
  * model names come from the configuration, so each map stays small.
  */
 const compatCache = new WeakMap<object, Map<string, CompatRules>>();
-function cachedCompat(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">, model: string): CompatRules {
+function cachedCompat(
+  options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat">,
+  model: string,
+): CompatRules {
   let perModel = compatCache.get(options);
   if (!perModel) {
     perModel = new Map();
@@ -95,7 +110,12 @@ function cachedCompat(options: Pick<OpenAIBackendOptions, "compat" | "extraBody"
  * rules applied, usage requested in the stream (when the upstream supports `stream_options`) and
  * `stream: true` forced (extraBody cannot change `model` or `stream`).
  */
-export function buildUpstreamBody(options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat"> & { streamUpstream?: "always" | "when-client-streams" }, turn: Pick<TurnInput, "model" | "request">): Record<string, unknown> {
+export function buildUpstreamBody(
+  options: Pick<OpenAIBackendOptions, "compat" | "extraBody" | "modelCompat"> & {
+    streamUpstream?: "always" | "when-client-streams";
+  },
+  turn: Pick<TurnInput, "model" | "request">,
+): Record<string, unknown> {
   const compat = cachedCompat(options, turn.model);
   const req = turn.request as Record<string, unknown>;
   const stream = options.streamUpstream === "always" || req.stream === true;
@@ -103,7 +123,10 @@ export function buildUpstreamBody(options: Pick<OpenAIBackendOptions, "compat" |
   if (stream) {
     base = { ...req, model: turn.model, stream };
     if (compat.supportsStreamOptions) {
-      const so = req.stream_options && typeof req.stream_options === "object" ? (req.stream_options as Record<string, unknown>) : {};
+      const so =
+        req.stream_options && typeof req.stream_options === "object"
+          ? (req.stream_options as Record<string, unknown>)
+          : {};
       base.stream_options = { ...so, include_usage: true };
     }
   } else {
@@ -221,11 +244,15 @@ class OpenAIBackend implements Backend {
     });
     const payload = JSON.stringify(buildUpstreamBody(o, turn));
     // Guarded: the log object would be built for every turn even with debug off.
-    if (this.logger.isLevelEnabled("debug")) this.logger.debug({ url, model: turn.model, bytes: payload.length, tools: tools.length }, "upstream request");
+    if (this.logger.isLevelEnabled("debug"))
+      this.logger.debug({ url, model: turn.model, bytes: payload.length, tools: tools.length }, "upstream request");
     const request: UpstreamRequest = {
       path: this.chatPath,
       method: "POST",
-      headers: (this.chatHeaders ??= this.headers({ "content-type": "application/json", accept: "text/event-stream, application/json" })),
+      headers: (this.chatHeaders ??= this.headers({
+        "content-type": "application/json",
+        accept: "text/event-stream, application/json",
+      })),
       body: payload,
     };
     return { translator, request };
@@ -234,7 +261,17 @@ class OpenAIBackend implements Backend {
   /** The error event of an unexpected failure: never thrown out of run(). */
   private unexpected(err: unknown, t: TurnControl): BackendEvent {
     this.logger.error({ err }, "unexpected failure in openai backend");
-    return { type: "error", error: t.stop ? t.stopError(t.stop) : { code: "backend_failed", message: `openai backend failed: ${err instanceof Error ? err.message : String(err)}`, status: 500, retryable: false } };
+    return {
+      type: "error",
+      error: t.stop
+        ? t.stopError(t.stop)
+        : {
+            code: "backend_failed",
+            message: `openai backend failed: ${err instanceof Error ? err.message : String(err)}`,
+            status: 500,
+            retryable: false,
+          },
+    };
   }
 
   async health(): Promise<BackendHealth> {
@@ -248,7 +285,10 @@ class OpenAIBackend implements Backend {
       });
       const text = await res.body.text();
       if (res.statusCode >= 400) {
-        return { usable: false, detail: `${this.display}/models answered ${res.statusCode}: ${upstreamErrorMessage(text)}` };
+        return {
+          usable: false,
+          detail: `${this.display}/models answered ${res.statusCode}: ${upstreamErrorMessage(text)}`,
+        };
       }
       let ids: string[] = [];
       try {
@@ -258,15 +298,25 @@ class OpenAIBackend implements Backend {
         // a server that answers /models with something else is still reachable
       }
       const list = ids.length ? `: ${ids.slice(0, 5).join(", ")}${ids.length > 5 ? ", …" : ""}` : "";
-      return { usable: true, detail: `${this.display} reachable in ${Date.now() - t0} ms, ${ids.length} model${ids.length === 1 ? "" : "s"}${list}` };
+      return {
+        usable: true,
+        detail: `${this.display} reachable in ${Date.now() - t0} ms, ${ids.length} model${ids.length === 1 ? "" : "s"}${list}`,
+      };
     } catch (err) {
       const code = errCode(err) ?? "";
       const name = (err as { name?: string })?.name;
       if (name === "TimeoutError" || name === "AbortError") {
-        return { usable: false, detail: `${this.display}/models did not answer within ${this.options.healthTimeoutSeconds} s` };
+        return {
+          usable: false,
+          detail: `${this.display}/models did not answer within ${this.options.healthTimeoutSeconds} s`,
+        };
       }
-      if (UNREACHABLE.has(code)) return { usable: false, detail: `cannot reach ${this.display}: ${describeUnreachable(code)} (${code})` };
-      return { usable: false, detail: `health check of ${this.display} failed: ${err instanceof Error ? err.message : String(err)}` };
+      if (UNREACHABLE.has(code))
+        return { usable: false, detail: `cannot reach ${this.display}: ${describeUnreachable(code)} (${code})` };
+      return {
+        usable: false,
+        detail: `health check of ${this.display} failed: ${err instanceof Error ? err.message : String(err)}`,
+      };
     }
   }
 

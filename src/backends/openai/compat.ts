@@ -133,7 +133,10 @@ function flattenContent(content: unknown): unknown {
  * `tool_choice` / `parallel_tool_calls` (vLLM rejects tool_choice without tools), and null-valued
  * limits (`max_tokens: null`) are dropped.
  */
-export function applyRequestCompat(request: Readonly<Record<string, unknown>>, compat: Readonly<CompatRules>): Record<string, unknown> {
+export function applyRequestCompat(
+  request: Readonly<Record<string, unknown>>,
+  compat: Readonly<CompatRules>,
+): Record<string, unknown> {
   // The body is built by copying the keys that stay, not by deleting from a copy: an object that
   // loses keys turns into a slow dictionary in V8, and every turn serialises this one.
   const field = compat.maxTokensField;

@@ -18,7 +18,16 @@ export function errCode(err: unknown): string | undefined {
 }
 
 /** Codes of an upstream that cannot be reached at all. */
-export const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT", "ETIMEDOUT", "EADDRNOTAVAIL"]);
+export const UNREACHABLE = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "ETIMEDOUT",
+  "EADDRNOTAVAIL",
+]);
 /** Codes of a connection closed by the other side (a stale pooled keep-alive socket, before an answer). */
 export const SOCKET_CLOSED = new Set(["UND_ERR_SOCKET", "ECONNRESET", "EPIPE", "UND_ERR_CLOSED"]);
 
@@ -45,7 +54,8 @@ export function upstreamErrorMessage(raw: string): string {
     if (j && typeof j === "object") {
       const o = j as { error?: unknown; message?: unknown; detail?: unknown };
       if (typeof o.error === "string") return o.error;
-      if (o.error && typeof o.error === "object" && typeof (o.error as { message?: unknown }).message === "string") return (o.error as { message: string }).message;
+      if (o.error && typeof o.error === "object" && typeof (o.error as { message?: unknown }).message === "string")
+        return (o.error as { message: string }).message;
       if (typeof o.message === "string") return o.message;
       if (typeof o.detail === "string") return o.detail;
       if (Array.isArray(o.detail)) return JSON.stringify(o.detail).slice(0, 500);
@@ -57,9 +67,19 @@ export function upstreamErrorMessage(raw: string): string {
 }
 
 /** The error an HTTP error status of the upstream becomes (its own message, retry hint, retryable). */
-export function statusError(status: number, headers: Record<string, string | string[] | undefined>, text: string): BackendError {
-  const retry = status === 429 || status === 503 ? retryAfterText(headers["retry-after"], headers["retry-after-ms"]) : "";
-  return { code: "upstream_error", message: `upstream ${status}: ${upstreamErrorMessage(text)}${retry}`, status, retryable: status === 408 || status === 409 || status === 429 || status >= 500 };
+export function statusError(
+  status: number,
+  headers: Record<string, string | string[] | undefined>,
+  text: string,
+): BackendError {
+  const retry =
+    status === 429 || status === 503 ? retryAfterText(headers["retry-after"], headers["retry-after-ms"]) : "";
+  return {
+    code: "upstream_error",
+    message: `upstream ${status}: ${upstreamErrorMessage(text)}${retry}`,
+    status,
+    retryable: status === 408 || status === 409 || status === 429 || status >= 500,
+  };
 }
 
 function retryAfterText(h: string | string[] | undefined, hMs: string | string[] | undefined): string {
@@ -94,11 +114,26 @@ export function stopError(why: StopReason, url: string, o: Deadlines): BackendEr
     case "aborted":
       return { code: "aborted", message: "request aborted", retryable: false };
     case "timeout":
-      return { code: "backend_timeout", message: `upstream ${url} did not finish within ${o.timeoutSeconds} s`, status: 504, retryable: true };
+      return {
+        code: "backend_timeout",
+        message: `upstream ${url} did not finish within ${o.timeoutSeconds} s`,
+        status: 504,
+        retryable: true,
+      };
     case "first_byte":
-      return { code: "backend_timeout", message: `upstream ${url} sent nothing for ${o.firstByteTimeoutSeconds} s after the request (first-byte timeout)`, status: 504, retryable: true };
+      return {
+        code: "backend_timeout",
+        message: `upstream ${url} sent nothing for ${o.firstByteTimeoutSeconds} s after the request (first-byte timeout)`,
+        status: 504,
+        retryable: true,
+      };
     case "idle":
-      return { code: "backend_timeout", message: `upstream ${url} went silent for ${o.idleTimeoutSeconds} s in the middle of the answer (idle timeout)`, status: 504, retryable: true };
+      return {
+        code: "backend_timeout",
+        message: `upstream ${url} went silent for ${o.idleTimeoutSeconds} s in the middle of the answer (idle timeout)`,
+        status: 504,
+        retryable: true,
+      };
   }
 }
 
@@ -110,18 +145,31 @@ export function stopError(why: StopReason, url: string, o: Deadlines): BackendEr
 export function requestError(err: unknown, phase: "connect" | "stream", display: string, url: string): BackendError {
   const code = errCode(err) ?? "";
   if (phase === "connect" && UNREACHABLE.has(code)) {
-    return { code: "backend_unavailable", message: `cannot reach upstream ${display}: ${describeUnreachable(code)} (${code})`, status: 503, retryable: true };
+    return {
+      code: "backend_unavailable",
+      message: `cannot reach upstream ${display}: ${describeUnreachable(code)} (${code})`,
+      status: 503,
+      retryable: true,
+    };
   }
   if (SOCKET_CLOSED.has(code)) {
     return {
       code: "upstream_error",
-      message: phase === "connect" ? `upstream ${display} closed the connection before answering (${code})` : `upstream ${display} closed the connection in the middle of the answer (${code})`,
+      message:
+        phase === "connect"
+          ? `upstream ${display} closed the connection before answering (${code})`
+          : `upstream ${display} closed the connection in the middle of the answer (${code})`,
       status: 502,
       retryable: true,
     };
   }
   const msg = err instanceof Error ? err.message : String(err);
-  return { code: "backend_failed", message: `request to upstream ${url} failed: ${msg}${code ? ` (${code})` : ""}`, status: 502, retryable: true };
+  return {
+    code: "backend_failed",
+    message: `request to upstream ${url} failed: ${msg}${code ? ` (${code})` : ""}`,
+    status: 502,
+    retryable: true,
+  };
 }
 
 /** An error carried in a stream chunk or a JSON body (`{"error":{...}}` or vLLM's `{"object":"error",...}`). */
@@ -130,9 +178,23 @@ export function chunkError(obj: unknown, event?: string): BackendError | undefin
   const o = obj as { error?: unknown; object?: unknown; message?: unknown; code?: unknown };
   if (o.error === undefined && o.object !== "error" && event !== "error") return undefined;
   if (o.error === null) return undefined;
-  const e = (o.error && typeof o.error === "object" ? o.error : o) as { message?: unknown; code?: unknown; status?: unknown };
-  const message = typeof o.error === "string" ? o.error : typeof e.message === "string" ? e.message : JSON.stringify(obj).slice(0, 300);
+  const e = (o.error && typeof o.error === "object" ? o.error : o) as {
+    message?: unknown;
+    code?: unknown;
+    status?: unknown;
+  };
+  const message =
+    typeof o.error === "string"
+      ? o.error
+      : typeof e.message === "string"
+        ? e.message
+        : JSON.stringify(obj).slice(0, 300);
   const code = typeof e.code === "number" ? e.code : typeof e.status === "number" ? e.status : undefined;
   const status = code !== undefined && code >= 400 && code < 600 ? code : 502;
-  return { code: "upstream_error", message: `upstream error: ${message}`, status, retryable: status === 429 || status >= 500 };
+  return {
+    code: "upstream_error",
+    message: `upstream error: ${message}`,
+    status,
+    retryable: status === 429 || status >= 500,
+  };
 }

@@ -27,12 +27,25 @@ export interface BodyChunks {
 }
 
 /** A whole `chat.completion` JSON body (a plain JSON reply to our streaming request). */
-export function* jsonEvents(translator: StreamTranslator, text: string, url: string, logger: Logger): Generator<BackendEvent> {
+export function* jsonEvents(
+  translator: StreamTranslator,
+  text: string,
+  url: string,
+  logger: Logger,
+): Generator<BackendEvent> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent invalid JSON: ${text.slice(0, 200)}`, status: 502, retryable: true } };
+    yield {
+      type: "error",
+      error: {
+        code: "upstream_error",
+        message: `upstream ${url} sent invalid JSON: ${text.slice(0, 200)}`,
+        status: 502,
+        retryable: true,
+      },
+    };
     return;
   }
   const bad = chunkError(parsed);
@@ -42,7 +55,15 @@ export function* jsonEvents(translator: StreamTranslator, text: string, url: str
   }
   const obj = parsed as UpstreamChunk;
   if (!Array.isArray(obj.choices) || obj.choices.length === 0) {
-    yield { type: "error", error: { code: "upstream_error", message: `upstream ${url} answered JSON without choices: ${text.slice(0, 200)}`, status: 502, retryable: true } };
+    yield {
+      type: "error",
+      error: {
+        code: "upstream_error",
+        message: `upstream ${url} answered JSON without choices: ${text.slice(0, 200)}`,
+        status: 502,
+        retryable: true,
+      },
+    };
     return;
   }
   logger.debug("upstream answered a streaming request with plain JSON; converted to events");
@@ -88,7 +109,15 @@ export class SseDecoder {
     const feed = eof ? text + "\n\n" : text;
     if (feed) this.parser.feed(feed);
     if (this.parseError) {
-      out.push({ type: "error", error: { code: "upstream_error", message: `upstream ${this.url} sent a malformed event stream: ${this.parseError.message}`, status: 502, retryable: true } });
+      out.push({
+        type: "error",
+        error: {
+          code: "upstream_error",
+          message: `upstream ${this.url} sent a malformed event stream: ${this.parseError.message}`,
+          status: 502,
+          retryable: true,
+        },
+      });
       return this.end();
     }
     const messages = this.messages;
@@ -109,7 +138,15 @@ export class SseDecoder {
       try {
         obj = JSON.parse(payload);
       } catch {
-        out.push({ type: "error", error: { code: "upstream_error", message: `upstream ${this.url} sent malformed stream data (not JSON): ${payload.slice(0, 200)}`, status: 502, retryable: true } });
+        out.push({
+          type: "error",
+          error: {
+            code: "upstream_error",
+            message: `upstream ${this.url} sent malformed stream data (not JSON): ${payload.slice(0, 200)}`,
+            status: 502,
+            retryable: true,
+          },
+        });
         return this.end();
       }
       const bad = chunkError(obj, m.event);
@@ -135,7 +172,15 @@ export class SseDecoder {
       : this.oddLine !== undefined
         ? `it is not an event stream (unexpected line: ${this.oddLine.slice(0, 200)})`
         : "the body was empty";
-    out.push({ type: "error", error: { code: "upstream_error", message: `upstream ${this.url} sent an incomplete answer: ${why}`, status: 502, retryable: true } });
+    out.push({
+      type: "error",
+      error: {
+        code: "upstream_error",
+        message: `upstream ${this.url} sent an incomplete answer: ${why}`,
+        status: 502,
+        retryable: true,
+      },
+    });
     return this.end();
   }
 
@@ -145,7 +190,6 @@ export class SseDecoder {
     return true;
   }
 }
-
 
 /**
  * An SSE body read through `reader` (`initial`: text already read): each chunk is parsed and its
@@ -182,4 +226,3 @@ export async function* sseEvents(
     else sse.push(decoder.decode(), true, out);
   }
 }
-

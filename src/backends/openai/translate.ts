@@ -155,7 +155,12 @@ export class StreamTranslator {
     this.logger = opts.logger;
     if (opts.extract && opts.tools.length > 0) {
       // One more than the cap so the translator sees (and reports) the first call beyond it.
-      this.extractor = new ToolCallExtractor({ tools: opts.tools, maxCalls: opts.maxToolCalls + 1, newId: newCallId, stripSpecialTokens: true });
+      this.extractor = new ToolCallExtractor({
+        tools: opts.tools,
+        maxCalls: opts.maxToolCalls + 1,
+        newId: newCallId,
+        stripSpecialTokens: true,
+      });
     } else {
       this.textStripper = new SpecialTokenStripper();
     }
@@ -218,7 +223,8 @@ export class StreamTranslator {
     const msg = choice?.message ?? choice?.delta;
     if (msg && typeof msg === "object") this.delta(msg, out, true);
     this.sawFinish = true;
-    this.upstreamFinish = typeof choice?.finish_reason === "string" && choice.finish_reason ? choice.finish_reason : "stop";
+    this.upstreamFinish =
+      typeof choice?.finish_reason === "string" && choice.finish_reason ? choice.finish_reason : "stop";
     const u = mapUsage(body.usage);
     if (u) this.usage = u;
     return out;
@@ -245,7 +251,12 @@ export class StreamTranslator {
 
   /** `whole`: the delta is a whole message, whose tool calls are numbered by position (any `index` ignored). */
   private delta(d: UpstreamDelta, out: BackendEvent[], whole = false): void {
-    const reasoning = typeof d.reasoning_content === "string" && d.reasoning_content ? d.reasoning_content : typeof d.reasoning === "string" && d.reasoning ? d.reasoning : "";
+    const reasoning =
+      typeof d.reasoning_content === "string" && d.reasoning_content
+        ? d.reasoning_content
+        : typeof d.reasoning === "string" && d.reasoning
+          ? d.reasoning
+          : "";
     if (reasoning) {
       const r = (this.reasoningStripper ??= new SpecialTokenStripper()).push(reasoning);
       if (r) out.push({ type: "reasoning", text: r });
@@ -276,7 +287,14 @@ export class StreamTranslator {
       this.flushText(out);
       const index = this.claimIndex(ev.call.name);
       if (index === undefined) return;
-      out.push({ type: "tool_call", index, id: this.cleanId(ev.call.id), name: ev.call.name, argumentsDelta: ev.call.arguments, extracted: true });
+      out.push({
+        type: "tool_call",
+        index,
+        id: this.cleanId(ev.call.id),
+        name: ev.call.name,
+        argumentsDelta: ev.call.arguments,
+        extracted: true,
+      });
     }
   }
 
@@ -288,7 +306,8 @@ export class StreamTranslator {
   private pushText(t: string, out: BackendEvent[]): void {
     if (!t) return;
     const last = out.length > this.chunkStart ? out[out.length - 1] : undefined;
-    if (last?.type === "text") last.text += t; // same upstream chunk: one event
+    if (last?.type === "text")
+      last.text += t; // same upstream chunk: one event
     else out.push({ type: "text", text: t });
   }
 
@@ -304,7 +323,11 @@ export class StreamTranslator {
   private claimIndex(name: string | undefined): number | undefined {
     if (this.nextIndex >= this.maxToolCalls) {
       this.droppedCalls++;
-      if (!this.capReached) this.logger?.warn({ max: this.maxToolCalls, name }, "tool-call cap reached: dropping further calls and stopping the upstream");
+      if (!this.capReached)
+        this.logger?.warn(
+          { max: this.maxToolCalls, name },
+          "tool-call cap reached: dropping further calls and stopping the upstream",
+        );
       this.capReached = true;
       return undefined;
     }
@@ -347,7 +370,8 @@ export class StreamTranslator {
         return;
       case "buffered":
         call.pending += args;
-        if (!this.live || this.live === call || (this.live.name !== undefined && looksComplete(this.live.args))) this.promote(call, out);
+        if (!this.live || this.live === call || (this.live.name !== undefined && looksComplete(this.live.args)))
+          this.promote(call, out);
         return;
     }
   }

@@ -47,7 +47,9 @@ export class TurnControl {
   ) {
     // The turn's cancellation: the client went away, the bridge shuts down, or the pipeline's turn
     // deadline passed (reason `TurnDeadline`: reported as the whole-request timeout).
-    this.stopFollowing = onAbort(cancel, () => this.halt(cancel.reason instanceof TurnDeadline ? "timeout" : "aborted"));
+    this.stopFollowing = onAbort(cancel, () =>
+      this.halt(cancel.reason instanceof TurnDeadline ? "timeout" : "aborted"),
+    );
     // First byte: one deadline from sending the request to the first body byte (headers included).
     // Only the streaming path arms it: a non-streamed upstream answer only starts when it is
     // complete, so the turn's deadline (the pipeline's, with its own message) is its only limit.
@@ -330,7 +332,11 @@ export class UpstreamTurn implements AsyncIterableIterator<BackendEvent>, Dispat
     this.stopFollowing = ctl.onAbort(() => controller.abort((ctl.reason as Error) ?? new Error("aborted")));
   }
 
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
+  onResponseStart(
+    _c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[]>,
+  ): void {
     if (statusCode < 200) return; // 1xx informational
     this.status = statusCode;
     this.headers = headers;
@@ -360,7 +366,8 @@ export class UpstreamTurn implements AsyncIterableIterator<BackendEvent>, Dispat
           break;
         case "error":
           this.text += chunk.toString("utf8");
-          if (this.text.length > this.o.maxErrorBody) this.fail({ type: "error", error: statusError(this.status, this.headers, this.text) });
+          if (this.text.length > this.o.maxErrorBody)
+            this.fail({ type: "error", error: statusError(this.status, this.headers, this.text) });
           break;
         case "json":
           this.bytes.push(chunk);
@@ -434,7 +441,11 @@ export class UpstreamTurn implements AsyncIterableIterator<BackendEvent>, Dispat
       return;
     }
     control.disarm();
-    if (this.mode === "error") this.fail({ type: "error", error: control.stop ? control.stopError(control.stop) : statusError(this.status, this.headers, this.text) });
+    if (this.mode === "error")
+      this.fail({
+        type: "error",
+        error: control.stop ? control.stopError(control.stop) : statusError(this.status, this.headers, this.text),
+      });
     else this.fail({ type: "error", error: control.failure(err, "stream") });
   }
 
@@ -492,5 +503,13 @@ export class UpstreamTurn implements AsyncIterableIterator<BackendEvent>, Dispat
 
 /** The upstream's answer is beyond the limit. */
 export function bodyTooLarge(url: string, limit: number): BackendEvent {
-  return { type: "error", error: { code: "upstream_error", message: `upstream ${url} sent a body larger than ${limit} bytes`, status: 502, retryable: false } };
+  return {
+    type: "error",
+    error: {
+      code: "upstream_error",
+      message: `upstream ${url} sent a body larger than ${limit} bytes`,
+      status: 502,
+      retryable: false,
+    },
+  };
 }

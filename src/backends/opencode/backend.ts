@@ -127,7 +127,14 @@ export interface OpencodeTurnState {
 }
 
 export function newOpencodeState(): OpencodeTurnState {
-  return { sawText: false, lastText: "", sawUsage: false, steps: 0, usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 }, finish: "stop" };
+  return {
+    sawText: false,
+    lastText: "",
+    sawUsage: false,
+    steps: 0,
+    usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+    finish: "stop",
+  };
 }
 
 class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
@@ -194,7 +201,10 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
     let env = this.env();
     // A resume turn's bootstrap goes to the system prompt (an instructions file, per turn, private,
     // removed afterwards): the session keeps only the person's words, turn after turn.
-    const systemFile = turn.session.resume && system ? writeTurnFile(this.deps.dataDir, "opencode-system-", "clawbridge.md", system) : undefined;
+    const systemFile =
+      turn.session.resume && system
+        ? writeTurnFile(this.deps.dataDir, "opencode-system-", "clawbridge.md", system)
+        : undefined;
     const withFile = systemFile && withInstructions(env, systemFile.file);
     if (withFile) env = withFile;
     // Otherwise (`run` has no system-prompt flag) the instructions lead the prompt.
@@ -246,9 +256,23 @@ export function finishOpencodeTurn(state: OpencodeTurnState, end: ProcessEnd, re
     const why = stderrTail(end.stderr, 3, 500);
     if (resuming && SESSION_NOT_FOUND.test(why)) {
       const line = why.split(" | ").find((l) => SESSION_NOT_FOUND.test(l)) ?? why;
-      return [{ type: "error", error: { code: "session_not_found", message: `opencode: ${line.replace(/^Error:\s*/, "")}`, status: 404 } }];
+      return [
+        {
+          type: "error",
+          error: { code: "session_not_found", message: `opencode: ${line.replace(/^Error:\s*/, "")}`, status: 404 },
+        },
+      ];
     }
-    return [{ type: "error", error: { code: "backend_failed", message: `opencode exited ${end.code ?? end.signal} without an answer${why ? `: ${why}` : ""}`, status: 502 } }];
+    return [
+      {
+        type: "error",
+        error: {
+          code: "backend_failed",
+          message: `opencode exited ${end.code ?? end.signal} without an answer${why ? `: ${why}` : ""}`,
+          status: 502,
+        },
+      },
+    ];
   }
   const out: BackendEvent[] = [];
   if (state.sawUsage) out.push({ type: "usage", usage: state.usage });
@@ -262,5 +286,8 @@ export const opencodeBackend: BackendModule<OpencodeOptions> = {
   defaultSessionMode: "stateless",
   sessionModes: ["stateless", "resume"],
   create: (name, options, deps) => new OpencodeBackend(name, options, deps),
-  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
+  clientTools: (o) =>
+    o.warm.enabled
+      ? undefined
+      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

@@ -114,8 +114,21 @@ export class OpencodeTurnEvents {
       case "message.part.updated":
         return this.part((p.part ?? {}) as OcPart);
       case "message.part.delta": {
-        const { messageID, partID, field, delta } = p as { messageID?: string; partID?: string; field?: string; delta?: string };
-        if (!messageID || !partID || !this.assistant.has(messageID) || field !== "text" || typeof delta !== "string" || !delta) return [];
+        const { messageID, partID, field, delta } = p as {
+          messageID?: string;
+          partID?: string;
+          field?: string;
+          delta?: string;
+        };
+        if (
+          !messageID ||
+          !partID ||
+          !this.assistant.has(messageID) ||
+          field !== "text" ||
+          typeof delta !== "string" ||
+          !delta
+        )
+          return [];
         const type = this.partType.get(partID);
         if (type !== "text" && type !== "reasoning") return [];
         this.emitted.set(partID, (this.emitted.get(partID) ?? 0) + delta.length);
@@ -159,7 +172,14 @@ export class OpencodeTurnEvents {
           else this.bridgedOpen.delete(part.id);
           return [];
         }
-        const mapped = status === "error" ? "failed" : status === "completed" ? "completed" : status === "running" ? "started" : undefined;
+        const mapped =
+          status === "error"
+            ? "failed"
+            : status === "completed"
+              ? "completed"
+              : status === "running"
+                ? "started"
+                : undefined;
         if (!mapped || this.toolStatus.get(part.id) === mapped) return [];
         this.toolStatus.set(part.id, mapped);
         this.produced++;

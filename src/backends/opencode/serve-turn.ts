@@ -45,7 +45,8 @@ export function opencodeModel(model: string): { providerID: string; modelID: str
 
 function apiMessage(reply: { status: number; body: unknown; text: string }): string {
   const b = reply.body as { data?: { message?: string }; message?: string; error?: unknown } | undefined;
-  const msg = b?.data?.message ?? b?.message ?? (typeof b?.error === "string" ? b.error : undefined) ?? reply.text.slice(0, 300);
+  const msg =
+    b?.data?.message ?? b?.message ?? (typeof b?.error === "string" ? b.error : undefined) ?? reply.text.slice(0, 300);
   return `${reply.status}${msg ? ` ${msg}` : ""}`;
 }
 
@@ -75,14 +76,27 @@ type TurnItem = WarmMessage | { kind: "call"; call: ClientToolCall };
  * on with `ctl.signal` (the new response's). Returned early (abandoned, or the consumer stopped),
  * it aborts the session's prompt.
  */
-export async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: string, o: DriveSettings, d: DriveOptions): AsyncGenerator<BackendEvent, { lost: boolean }> {
+export async function* driveTurn(
+  server: OpencodeServer,
+  turn: TurnInput,
+  cwd: string,
+  o: DriveSettings,
+  d: DriveOptions,
+): AsyncGenerator<BackendEvent, { lost: boolean }> {
   const query = { directory: cwd };
   const graceMs = o.warm.interruptGraceSeconds * 1000;
   const { ctl } = d;
   let sessionId = turn.session.backendSessionId;
   // OpenCode's ids are `ses_…`; the server answers another with a 500 rather than a 404.
   if (sessionId && !sessionId.startsWith("ses_")) {
-    yield { type: "error", error: { code: "session_not_found", message: `${LABEL}: Session not found: "${sessionId.slice(0, 80)}" is not an OpenCode session id`, status: 404 } };
+    yield {
+      type: "error",
+      error: {
+        code: "session_not_found",
+        message: `${LABEL}: Session not found: "${sessionId.slice(0, 80)}" is not an OpenCode session id`,
+        status: 404,
+      },
+    };
     return { lost: false };
   }
   if (!sessionId && d.spare) {
@@ -102,13 +116,28 @@ export async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: s
       } catch (err) {
         if (await server.gone()) return { lost: true };
         finished = true;
-        yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: cannot create a session: ${(err as Error).message}`, status: 502, retryable: true } };
+        yield {
+          type: "error",
+          error: {
+            code: "backend_failed",
+            message: `${LABEL}: cannot create a session: ${(err as Error).message}`,
+            status: 502,
+            retryable: true,
+          },
+        };
         return { lost: false };
       }
       const id = (reply.body as { id?: unknown } | undefined)?.id;
       if (reply.status !== 200 || typeof id !== "string") {
         finished = true;
-        yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: cannot create a session: ${apiMessage(reply)}`, status: 502 } };
+        yield {
+          type: "error",
+          error: {
+            code: "backend_failed",
+            message: `${LABEL}: cannot create a session: ${apiMessage(reply)}`,
+            status: 502,
+          },
+        };
         return { lost: false };
       }
       sessionId = id;
@@ -133,19 +162,37 @@ export async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: s
     } catch (err) {
       if (await server.gone()) return { lost: true };
       finished = true;
-      yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: the prompt was not taken: ${(err as Error).message}`, status: 502, retryable: true } };
+      yield {
+        type: "error",
+        error: {
+          code: "backend_failed",
+          message: `${LABEL}: the prompt was not taken: ${(err as Error).message}`,
+          status: 502,
+          retryable: true,
+        },
+      };
       return { lost: false };
     }
     if (reply.status === 404) {
       // `{"name": "NotFoundError", "data": {"message": "Session not found: ses_…"}}`: gone (its
       // database lost, another data directory), and the pipeline heals it.
       finished = true;
-      yield { type: "error", error: { code: "session_not_found", message: `${LABEL}: ${apiMessage(reply)}`, status: 404 } };
+      yield {
+        type: "error",
+        error: { code: "session_not_found", message: `${LABEL}: ${apiMessage(reply)}`, status: 404 },
+      };
       return { lost: false };
     }
     if (reply.status < 200 || reply.status >= 300) {
       finished = true;
-      yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: the prompt was not taken: ${apiMessage(reply)}`, status: 502 } };
+      yield {
+        type: "error",
+        error: {
+          code: "backend_failed",
+          message: `${LABEL}: the prompt was not taken: ${apiMessage(reply)}`,
+          status: 502,
+        },
+      };
       return { lost: false };
     }
     prompted = true;
@@ -156,7 +203,9 @@ export async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: s
     let called = false;
     for (;;) {
       // After a call: SETTLE_MS for another, longer while OpenCode's tool parts say more are coming.
-      const settleAt = announced ? lastCallAt + (ev.bridgedCalls > announced ? EXPECTED_CALL_MS : SETTLE_MS) : undefined;
+      const settleAt = announced
+        ? lastCallAt + (ev.bridgedCalls > announced ? EXPECTED_CALL_MS : SETTLE_MS)
+        : undefined;
       const until = Math.min(errorDeadline ?? Infinity, settleAt ?? Infinity);
       const m = await inbox.next(ctl.signal, until === Infinity ? undefined : Math.max(0, until - Date.now()));
       if (m === "aborted") {
@@ -191,7 +240,13 @@ export async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: s
       }
       if (m.kind === "call") {
         d.tools?.announce(m.call.id);
-        yield { type: "tool_call", index: announced, id: m.call.id, name: m.call.name, argumentsDelta: m.call.argumentsJson };
+        yield {
+          type: "tool_call",
+          index: announced,
+          id: m.call.id,
+          name: m.call.name,
+          argumentsDelta: m.call.argumentsJson,
+        };
         announced++;
         called = true;
         lastCallAt = Date.now();
@@ -220,14 +275,22 @@ export async function* driveTurn(server: OpencodeServer, turn: TurnInput, cwd: s
   } finally {
     // The consumer stopped early (or the parked turn was abandoned): the session must not keep
     // working for no one — nor wait on a client tool call no one will answer.
-    if (!finished && prompted && sessionId && server.usable) await stopSession(server, sessionId, cwd, inbox, undefined, graceMs);
+    if (!finished && prompted && sessionId && server.usable)
+      await stopSession(server, sessionId, cwd, inbox, undefined, graceMs);
     d.tools?.listen(undefined);
     stop?.();
   }
 }
 
 /** Abort the session's prompt and wait (bounded) until it is idle; its busy state tells the next turn otherwise. */
-async function stopSession(server: OpencodeServer, sessionId: string, cwd: string, inbox: Inbox<TurnItem>, ev: OpencodeTurnEvents | undefined, graceMs: number): Promise<void> {
+async function stopSession(
+  server: OpencodeServer,
+  sessionId: string,
+  cwd: string,
+  inbox: Inbox<TurnItem>,
+  ev: OpencodeTurnEvents | undefined,
+  graceMs: number,
+): Promise<void> {
   if (!(await server.abort(sessionId, cwd))) return;
   const until = Date.now() + Math.max(graceMs, 500);
   for (let i = 0; i < 10_000 && server.busy(sessionId); i++) {

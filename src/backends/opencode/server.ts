@@ -135,7 +135,8 @@ export class OpencodeServer {
         else await proc.terminate("aborted");
         const end = await proc.wait();
         // Only a port taken in between is worth another try.
-        if (!/ServeError|EADDRINUSE|address already in use|port .* in use/i.test(`${end.stderr}\n${lastError.message}`)) break;
+        if (!/ServeError|EADDRINUSE|address already in use|port .* in use/i.test(`${end.stderr}\n${lastError.message}`))
+          break;
         spec.logger.debug({ port, attempt }, "opencode serve could not bind; another port");
       }
     }
@@ -158,7 +159,11 @@ export class OpencodeServer {
   }
 
   /** One API call; `query.directory` picks the project directory it applies to. Rejects on a connection failure or timeout. */
-  request(method: string, path: string, opts: { query?: Record<string, string>; body?: unknown; timeoutMs?: number } = {}): Promise<ApiReply> {
+  request(
+    method: string,
+    path: string,
+    opts: { query?: Record<string, string>; body?: unknown; timeoutMs?: number } = {},
+  ): Promise<ApiReply> {
     const url = new URL(path, this.url);
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
     const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
@@ -168,7 +173,11 @@ export class OpencodeServer {
         {
           method,
           agent: false,
-          headers: { authorization: this.auth, accept: "application/json", ...(payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}) },
+          headers: {
+            authorization: this.auth,
+            accept: "application/json",
+            ...(payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}),
+          },
           timeout: opts.timeoutMs ?? REQUEST_TIMEOUT_MS,
         },
         (res) => {
@@ -203,7 +212,13 @@ export class OpencodeServer {
    * requests are approved from now on. Resolves with why it failed, or undefined once connected.
    * The config (it carries a bearer token) is never logged.
    */
-  async addMcp(directory: string, name: string, config: Record<string, unknown>, fingerprint: string, tools: ReadonlySet<string>): Promise<string | undefined> {
+  async addMcp(
+    directory: string,
+    name: string,
+    config: Record<string, unknown>,
+    fingerprint: string,
+    tools: ReadonlySet<string>,
+  ): Promise<string | undefined> {
     const key = `${directory}\0${name}`;
     this.approved = tools;
     if (this.mcp.get(key) === fingerprint) return undefined;
@@ -228,7 +243,10 @@ export class OpencodeServer {
     if (!this.mcp.has(key)) return;
     this.mcp.delete(key);
     this.approved = new Set();
-    await this.request("POST", `/mcp/${encodeURIComponent(name)}/disconnect`, { query: { directory }, timeoutMs: 5000 }).catch(() => undefined);
+    await this.request("POST", `/mcp/${encodeURIComponent(name)}/disconnect`, {
+      query: { directory },
+      timeoutMs: 5000,
+    }).catch(() => undefined);
   }
 
   /**
@@ -247,7 +265,10 @@ export class OpencodeServer {
   /** Ask the server to stop the session's current prompt. False when it could not be asked. */
   async abort(sessionId: string, directory: string): Promise<boolean> {
     try {
-      const r = await this.request("POST", `/session/${encodeURIComponent(sessionId)}/abort`, { query: { directory }, timeoutMs: 5000 });
+      const r = await this.request("POST", `/session/${encodeURIComponent(sessionId)}/abort`, {
+        query: { directory },
+        timeoutMs: 5000,
+      });
       return r.status >= 200 && r.status < 300;
     } catch {
       return false;
@@ -273,7 +294,10 @@ export class OpencodeServer {
         if (err) reject(err);
         else resolve();
       };
-      const timer = setTimeout(() => settle(new Error("opencode serve's event stream did not connect in time")), timeoutMs);
+      const timer = setTimeout(
+        () => settle(new Error("opencode serve's event stream did not connect in time")),
+        timeoutMs,
+      );
       const parser = createParser({
         onEvent: (msg) => {
           let wrapped: { directory?: string; payload?: OcEvent };
@@ -288,18 +312,22 @@ export class OpencodeServer {
           this.dispatch(ev, wrapped.directory);
         },
       });
-      const req = http.request(new URL("/global/event", this.url), { method: "GET", agent: false, headers: { authorization: this.auth, accept: "text/event-stream" } }, (res) => {
-        if (res.statusCode !== 200) {
-          res.resume();
-          settle(new Error(`opencode serve's event stream answered ${res.statusCode}`));
-          return;
-        }
-        this.streamUp = true;
-        res.setEncoding("utf8");
-        res.on("data", (chunk: string) => parser.feed(chunk));
-        res.on("close", () => this.streamLost());
-        res.on("error", () => this.streamLost());
-      });
+      const req = http.request(
+        new URL("/global/event", this.url),
+        { method: "GET", agent: false, headers: { authorization: this.auth, accept: "text/event-stream" } },
+        (res) => {
+          if (res.statusCode !== 200) {
+            res.resume();
+            settle(new Error(`opencode serve's event stream answered ${res.statusCode}`));
+            return;
+          }
+          this.streamUp = true;
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => parser.feed(chunk));
+          res.on("close", () => this.streamLost());
+          res.on("error", () => this.streamLost());
+        },
+      );
       req.on("error", (err) => {
         settle(err);
         this.streamLost();
@@ -325,14 +353,19 @@ export class OpencodeServer {
       // The client's own tools run on the client's side: their calls need nobody's approval here.
       const reply = typeof p.permission === "string" && this.approved.has(p.permission) ? "once" : "reject";
       this.log.debug({ permission: p.permission, reply }, "opencode asked for a permission");
-      void this.request("POST", `/permission/${encodeURIComponent(p.id)}/reply`, { ...(query ? { query } : {}), body: { reply } }).catch(() => undefined);
+      void this.request("POST", `/permission/${encodeURIComponent(p.id)}/reply`, {
+        ...(query ? { query } : {}),
+        body: { reply },
+      }).catch(() => undefined);
     } else if (ev.type === "server.instance.disposed") {
       const dir = typeof p.directory === "string" ? p.directory : directory;
       for (const key of [...this.mcp.keys()]) if (key.startsWith(`${dir}\0`)) this.mcp.delete(key);
     } else if (ev.type === "global.disposed") {
       this.mcp.clear();
     } else if (ev.type === "question.asked" && typeof p.id === "string") {
-      void this.request("POST", `/question/${encodeURIComponent(p.id)}/reject`, { ...(query ? { query } : {}) }).catch(() => undefined);
+      void this.request("POST", `/question/${encodeURIComponent(p.id)}/reject`, { ...(query ? { query } : {}) }).catch(
+        () => undefined,
+      );
     }
     const sessionId = typeof p.sessionID === "string" ? p.sessionID : undefined;
     if (!sessionId) return;
@@ -356,7 +389,10 @@ function listening(proc: CliProcess, port: number, timeoutMs: number): Promise<s
       if (err) reject(err);
       else resolve(url!);
     };
-    const timer = setTimeout(() => finish(new Error(`opencode serve did not start listening within ${Math.round(timeoutMs / 1000)}s`)), timeoutMs);
+    const timer = setTimeout(
+      () => finish(new Error(`opencode serve did not start listening within ${Math.round(timeoutMs / 1000)}s`)),
+      timeoutMs,
+    );
     void (async () => {
       try {
         for await (const line of proc.lines()) {

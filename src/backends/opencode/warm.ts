@@ -33,13 +33,25 @@
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { ToolSession } from "../client-tools/sessions.js";
-import { CLIENT_TOOLS_SERVER, toolsFingerprint, type ClientToolDef, type ClientToolsTurn } from "../client-tools/types.js";
+import {
+  CLIENT_TOOLS_SERVER,
+  toolsFingerprint,
+  type ClientToolDef,
+  type ClientToolsTurn,
+} from "../client-tools/types.js";
 import type { BackendEvent, TurnInput } from "../contract/backend.js";
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import type { WarmOptions } from "../warm/options.js";
 import { OpencodeServer } from "./server.js";
 import { driveTurn, LABEL } from "./serve-turn.js";
-import { registerWarmSource, WarmPool, type WarmLease, type WarmProcessInfo, type WarmSource, type WarmWorker } from "../warm/pool.js";
+import {
+  registerWarmSource,
+  WarmPool,
+  type WarmLease,
+  type WarmProcessInfo,
+  type WarmSource,
+  type WarmWorker,
+} from "../warm/pool.js";
 import { cancelledError, diedMidTurn, runWarmTurn, type WarmTurnControl, type WarmTurnEnd } from "../warm/warm-turn.js";
 
 /** How long turns run cold after `opencode serve` failed to start. */
@@ -135,7 +147,16 @@ export class OpencodeWarm implements WarmSource {
   list(): WarmProcessInfo[] {
     const s = this.server;
     if (!s || !s.proc.running) return [];
-    return [{ backend: this.o.backend, pid: s.pid, busy: this.active > 0, turns: this.turns, startedAt: s.startedAt, lastUsedAt: this.lastUsedAt }];
+    return [
+      {
+        backend: this.o.backend,
+        pid: s.pid,
+        busy: this.active > 0,
+        turns: this.turns,
+        startedAt: s.startedAt,
+        lastUsedAt: this.lastUsedAt,
+      },
+    ];
   }
 
   /** The running server's pid (tests, diagnostics). */
@@ -161,12 +182,19 @@ export class OpencodeWarm implements WarmSource {
   }
 
   /** A resume turn on the conversation's own server (started for it, or the one it had if that fits). */
-  private conversationTurn(turn: TurnInput, t: OpencodeWarmTurn, ct: OpencodeClientTools | undefined, text: string): AsyncGenerator<BackendEvent> {
+  private conversationTurn(
+    turn: TurnInput,
+    t: OpencodeWarmTurn,
+    ct: OpencodeClientTools | undefined,
+    text: string,
+  ): AsyncGenerator<BackendEvent> {
     if (this.closed || Date.now() < this.coldUntil) return t.cold();
     const pool = (this.pool ??= new WarmPool<OpencodeWorker>(this.o.backend, this.o.warm, this.o.logger));
     // Model, bootstrap and agent go with each prompt, the client's tools through the API: only the
     // binary and the directory are the process's own.
-    const fingerprint = createHash("sha256").update(JSON.stringify([t.bin, t.cwd])).digest("hex");
+    const fingerprint = createHash("sha256")
+      .update(JSON.stringify([t.bin, t.cwd]))
+      .digest("hex");
     return runWarmTurn<OpencodeWorker>({
       pool,
       key: turn.session.key,
@@ -175,11 +203,20 @@ export class OpencodeWarm implements WarmSource {
       start: async () => {
         let server: OpencodeServer;
         try {
-          server = await OpencodeServer.start({ bin: t.bin, env: t.env, cwd: t.cwd, killGraceMs: this.o.killGraceSeconds * 1000, logger: this.o.logger });
+          server = await OpencodeServer.start({
+            bin: t.bin,
+            env: t.env,
+            cwd: t.cwd,
+            killGraceMs: this.o.killGraceSeconds * 1000,
+            logger: this.o.logger,
+          });
         } catch (err) {
           // This turn fails (503); the next ones run cold for a while, as on the shared server.
           if (!this.closed) {
-            this.o.logger.warn({ backend: this.o.backend, err: (err as Error).message }, "opencode serve did not start; running turns cold for a while");
+            this.o.logger.warn(
+              { backend: this.o.backend, err: (err as Error).message },
+              "opencode serve did not start; running turns cold for a while",
+            );
             this.coldUntil = Date.now() + COLD_AFTER_FAILURE_MS;
           }
           throw err;
@@ -212,11 +249,21 @@ export class OpencodeWarm implements WarmSource {
         got = await untilAborted(this.acquire(t), turn.signal);
       } catch (err) {
         if (this.closed) {
-          yield { type: "error", error: { code: "backend_unavailable", message: `cannot start ${LABEL}: ${(err as Error).message}`, status: 503 } };
+          yield {
+            type: "error",
+            error: {
+              code: "backend_unavailable",
+              message: `cannot start ${LABEL}: ${(err as Error).message}`,
+              status: 503,
+            },
+          };
           return;
         }
         // Not a server this binary can run (an old version, a wrapper script...): cold turns for a while.
-        this.o.logger.warn({ backend: this.o.backend, err: (err as Error).message }, "opencode serve did not start; running turns cold for a while");
+        this.o.logger.warn(
+          { backend: this.o.backend, err: (err as Error).message },
+          "opencode serve did not start; running turns cold for a while",
+        );
         this.coldUntil = Date.now() + COLD_AFTER_FAILURE_MS;
         unstartable = true;
       }
@@ -228,7 +275,11 @@ export class OpencodeWarm implements WarmSource {
         t.onPid?.(got.server.pid);
         const spare = turn.session.backendSessionId ? undefined : await this.takeSpare(got.server, t.cwd);
         const ctl: WarmTurnControl = { signal: turn.signal, parked: false };
-        const end = yield* driveTurn(got.server, turn, t.cwd, this.o, { text: turn.prompt.text, ctl, ...(spare ? { spare } : {}) });
+        const end = yield* driveTurn(got.server, turn, t.cwd, this.o, {
+          text: turn.prompt.text,
+          ctl,
+          ...(spare ? { spare } : {}),
+        });
         if (!turn.session.backendSessionId && !end.lost) this.makeSpare(got.server, t.cwd);
         if (end.lost) {
           if (got.fresh) yield diedMidTurn(LABEL, describeEnd(got.server));
@@ -243,7 +294,10 @@ export class OpencodeWarm implements WarmSource {
     }
     if (unstartable) yield* t.cold();
     else if (lost) {
-      this.o.logger.info({ backend: this.o.backend }, "opencode serve ended before the turn produced anything; running it cold");
+      this.o.logger.info(
+        { backend: this.o.backend },
+        "opencode serve ended before the turn produced anything; running it cold",
+      );
       yield* t.cold();
     }
   }
@@ -258,7 +312,13 @@ export class OpencodeWarm implements WarmSource {
         await s.close();
       }
       if (!this.starting) {
-        const starting = OpencodeServer.start({ bin: t.bin, env: t.env, cwd: t.serverCwd, killGraceMs: this.o.killGraceSeconds * 1000, logger: this.o.logger }).then((server) => {
+        const starting = OpencodeServer.start({
+          bin: t.bin,
+          env: t.env,
+          cwd: t.serverCwd,
+          killGraceMs: this.o.killGraceSeconds * 1000,
+          logger: this.o.logger,
+        }).then((server) => {
           this.o.logger.debug({ pid: server.pid, backend: this.o.backend }, "opencode serve started");
           this.turns = 0;
           void server.ended.then(() => {
@@ -330,7 +390,14 @@ export class OpencodeWarm implements WarmSource {
     const starting = this.starting;
     const s = this.server;
     this.server = undefined;
-    await Promise.all([s?.close(), starting?.then((x) => x.close(), () => undefined), this.pool?.close()]);
+    await Promise.all([
+      s?.close(),
+      starting?.then(
+        (x) => x.close(),
+        () => undefined,
+      ),
+      this.pool?.close(),
+    ]);
   }
 }
 
@@ -352,11 +419,25 @@ async function* conversationDrive(
   let bridged: Set<string> | undefined;
   if (ct) {
     bridged = new Set(ct.spec.tools.map((x) => opencodeMcpToolName(CLIENT_TOOLS_SERVER, x.name)));
-    const why = await server.addMcp(cwd, CLIENT_TOOLS_SERVER, mcpConfig(ct), mcpFingerprint(ct.entry, ct.spec.tools), bridged);
+    const why = await server.addMcp(
+      cwd,
+      CLIENT_TOOLS_SERVER,
+      mcpConfig(ct),
+      mcpFingerprint(ct.entry, ct.spec.tools),
+      bridged,
+    );
     if (why) {
       if (!lease.fresh && (await server.gone())) return { keep: false, lost: true };
       o.logger.warn({ backend: o.backend, why }, "opencode serve did not take the client's tools");
-      yield { type: "error", error: { code: "backend_failed", message: `${LABEL}: the client's tools could not be given to OpenCode: ${why}`, status: 502, retryable: true } };
+      yield {
+        type: "error",
+        error: {
+          code: "backend_failed",
+          message: `${LABEL}: the client's tools could not be given to OpenCode: ${why}`,
+          status: 502,
+          retryable: true,
+        },
+      };
       return { keep: server.usable };
     }
   } else await server.removeMcp(cwd, CLIENT_TOOLS_SERVER);
@@ -371,12 +452,21 @@ async function* conversationDrive(
 
 /** The MCP server OpenCode is given for the client's tools (`McpRemoteConfig` of OpenCode 1.18). */
 function mcpConfig(ct: OpencodeClientTools): Record<string, unknown> {
-  return { type: "remote", url: ct.entry.url, headers: ct.entry.headers, oauth: false, enabled: true, timeout: ct.entry.timeout };
+  return {
+    type: "remote",
+    url: ct.entry.url,
+    headers: ct.entry.headers,
+    oauth: false,
+    enabled: true,
+    timeout: ct.entry.timeout,
+  };
 }
 
 /** What an instance was given: the endpoint, the token, the call timeout and the tools (a change adds the server again). */
 function mcpFingerprint(entry: OpencodeClientTools["entry"], tools: readonly ClientToolDef[]): string {
-  return createHash("sha256").update(JSON.stringify([entry.url, entry.headers, entry.timeout, toolsFingerprint(tools)])).digest("hex");
+  return createHash("sha256")
+    .update(JSON.stringify([entry.url, entry.headers, entry.timeout, toolsFingerprint(tools)]))
+    .digest("hex");
 }
 
 /** A new session for `cwd`: its id, or undefined when the server did not make one. */

@@ -21,7 +21,14 @@ import { warmOption } from "../warm/options.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
 import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
 import { ClaudeStreamMapper } from "../claude-code/backend.js";
-import { CliBackendBase, cliBaseOptions, conversationCwd, stderrTail, writeTurnFile, type CliTurnMapper } from "../cli/base.js";
+import {
+  CliBackendBase,
+  cliBaseOptions,
+  conversationCwd,
+  stderrTail,
+  writeTurnFile,
+  type CliTurnMapper,
+} from "../cli/base.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import type { BackendError, BackendEvent, TurnInput } from "../contract/backend.js";
 
@@ -71,7 +78,8 @@ export function parseQwenApiError(text: string): { message: string; status?: num
   const close = inner.lastIndexOf("]");
   if (close >= 0) inner = inner.slice(0, close);
   inner = inner.trim();
-  const m = /^(\d{3})\b/.exec(inner) ?? /\(Status: (\d{3})\)/i.exec(inner) ?? /\bstatus(?: code)?:? (\d{3})\b/i.exec(inner);
+  const m =
+    /^(\d{3})\b/.exec(inner) ?? /\(Status: (\d{3})\)/i.exec(inner) ?? /\bstatus(?: code)?:? (\d{3})\b/i.exec(inner);
   return { message: inner || text.trim(), ...(m ? { status: Number(m[1]) } : {}) };
 }
 
@@ -159,9 +167,14 @@ export class QwenStreamMapper implements CliTurnMapper {
         if (r.usage && typeof r.usage === "object") {
           const cached = Number(r.usage.cache_read_input_tokens ?? 0) || 0;
           const input = Number(r.usage.input_tokens ?? 0) || 0;
-          r.usage = { input_tokens: Math.max(0, input - cached), cache_read_input_tokens: Math.min(cached, input), output_tokens: Number(r.usage.output_tokens ?? 0) || 0 };
+          r.usage = {
+            input_tokens: Math.max(0, input - cached),
+            cache_read_input_tokens: Math.min(cached, input),
+            output_tokens: Number(r.usage.output_tokens ?? 0) || 0,
+          };
         }
-        if (r.is_error && r.error && typeof r.error.message === "string" && !Array.isArray(r.errors)) r.errors = [r.error.message];
+        if (r.is_error && r.error && typeof r.error.message === "string" && !Array.isArray(r.errors))
+          r.errors = [r.error.message];
         return this.inner.onEvent(r);
       }
       default:
@@ -172,7 +185,11 @@ export class QwenStreamMapper implements CliTurnMapper {
   finish(end: ProcessEnd): BackendEvent[] {
     if (this.apiError !== undefined) return [{ type: "error", error: qwenUpstreamError(this.label, this.apiError) }];
     if (!this.sawResult && this.resuming && QWEN_SESSION_NOT_FOUND.test(end.stderr)) {
-      const line = end.stderr.split("\n").find((l) => QWEN_SESSION_NOT_FOUND.test(l))?.trim() ?? stderrTail(end.stderr);
+      const line =
+        end.stderr
+          .split("\n")
+          .find((l) => QWEN_SESSION_NOT_FOUND.test(l))
+          ?.trim() ?? stderrTail(end.stderr);
       return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${line}`, status: 404 } }];
     }
     return this.inner.finish(end);
@@ -186,7 +203,14 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
 
   constructor(name: string, opts: QwenCodeOptions, deps: BackendDeps) {
     super(name, opts, deps, { places: [], label: "Qwen Code CLI", npmPackage: "@qwen-code/qwen-code" });
-    if (opts.warm.enabled) this.warm = new StreamJsonWarm(name, opts.warm, opts.killGraceSeconds, deps.logger.child({ backend: name }), (pid) => (this.lastPid = pid));
+    if (opts.warm.enabled)
+      this.warm = new StreamJsonWarm(
+        name,
+        opts.warm,
+        opts.killGraceSeconds,
+        deps.logger.child({ backend: name }),
+        (pid) => (this.lastPid = pid),
+      );
   }
 
   protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
@@ -212,13 +236,26 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
           // Streamable HTTP is `httpUrl` for qwen (`url` means the old SSE transport). The tools are
           // marked read-only, so qwen runs them without asking for approval.
           const { url, ...rest } = ct.entry;
-          const mcp = writeTurnFile(this.deps.dataDir, "qwen-mcp-", "mcp.json", JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: { httpUrl: url, ...rest } } }));
+          const mcp = writeTurnFile(
+            this.deps.dataDir,
+            "qwen-mcp-",
+            "mcp.json",
+            JSON.stringify({ mcpServers: { [CLIENT_TOOLS_SERVER]: { httpUrl: url, ...rest } } }),
+          );
           files.push(mcp);
           args.push("--mcp-config", mcp.file);
         }
         // Qwen's control channel is off unless `initialize` comes first: no interrupt, and a tool
         // needing approval would hang the turn (docs/CLI_FORMATS.md).
-        return { label: "qwen", bin, args, env, cwd, file: { remove: () => files.forEach((f) => f.remove()) }, controlInit: true };
+        return {
+          label: "qwen",
+          bin,
+          args,
+          env,
+          cwd,
+          file: { remove: () => files.forEach((f) => f.remove()) },
+          controlInit: true,
+        };
       },
       new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
       () => this.coldTurn(turn, bin),
@@ -235,7 +272,9 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
     const env = this.env();
     // Per turn, private, removed afterwards: parallel turns never share or race on the file.
     const systemFile =
-      this.opts.systemPromptMode === "replace" && turn.prompt.system ? writeTurnFile(this.deps.dataDir, "qwen-system-", "system.md", turn.prompt.system) : undefined;
+      this.opts.systemPromptMode === "replace" && turn.prompt.system
+        ? writeTurnFile(this.deps.dataDir, "qwen-system-", "system.md", turn.prompt.system)
+        : undefined;
     if (systemFile) env.QWEN_SYSTEM_MD = systemFile.file;
     try {
       yield* this.cliTurn(
@@ -261,5 +300,8 @@ export const qwenCodeBackend: BackendModule<QwenCodeOptions> = {
   defaultSessionMode: "resume",
   sessionModes: ["resume", "stateless"],
   create: (name, options, deps) => new QwenCodeBackend(name, options, deps),
-  clientTools: (o) => (o.warm.enabled ? undefined : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests"),
+  clientTools: (o) =>
+    o.warm.enabled
+      ? undefined
+      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

@@ -52,7 +52,9 @@ export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGen
   // the person's message and its own call, so only the results go, as text; a new session (the old
   // one was lost) gets the conversation from the request as usual, after the note.
   const late = spec.results.some((r) => isBridgeCallId(r.id));
-  yield* t.fresh(!late ? undefined : t.continuing ? lateResultsText(spec.results) : `${LATE_RESULTS_NOTE}\n\n${t.text}`);
+  yield* t.fresh(
+    !late ? undefined : t.continuing ? lateResultsText(spec.results) : `${LATE_RESULTS_NOTE}\n\n${t.text}`,
+  );
 }
 
 /** Each result's text is kept to this many characters when it arrives late, as text. */
@@ -67,7 +69,11 @@ export function lateResultsText(results: readonly ClientToolResult[]): string {
 }
 
 /** What `runWarmTurn` calls when the driver parks: keep the turn in the session until the client answers. */
-export function parkIn<W extends WarmWorker>(session: ToolSession, backend: string, timeoutSeconds: number): (p: ParkedWarmTurn<W>) => void {
+export function parkIn<W extends WarmWorker>(
+  session: ToolSession,
+  backend: string,
+  timeoutSeconds: number,
+): (p: ParkedWarmTurn<W>) => void {
   return (p) => {
     session.suspend(p, backend, timeoutSeconds);
     void p.gone.then(() => session.gone(p, "The agent's CLI process ended while this tool call was pending."));

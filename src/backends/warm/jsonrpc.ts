@@ -53,7 +53,12 @@ export class JsonRpcClosed extends Error {
 
 /** A message from the other side, sorted. */
 export type JsonRpcIncoming =
-  | { kind: "response"; id: number | string; result?: unknown; error?: { code: number; message: string; data?: unknown } }
+  | {
+      kind: "response";
+      id: number | string;
+      result?: unknown;
+      error?: { code: number; message: string; data?: unknown };
+    }
   | { kind: "request"; id: number | string; method: string; params: unknown }
   | { kind: "notification"; method: string; params: unknown }
   | { kind: "other" };
@@ -63,11 +68,20 @@ export function classify(m: Record<string, unknown>): JsonRpcIncoming {
   const id = m.id;
   const hasId = typeof id === "number" || typeof id === "string";
   if (typeof m.method === "string") {
-    return hasId ? { kind: "request", id: id as number | string, method: m.method, params: m.params } : { kind: "notification", method: m.method, params: m.params };
+    return hasId
+      ? { kind: "request", id: id as number | string, method: m.method, params: m.params }
+      : { kind: "notification", method: m.method, params: m.params };
   }
   if (hasId && ("result" in m || "error" in m)) {
     const e = m.error as { code?: unknown; message?: unknown; data?: unknown } | undefined;
-    const error = e && typeof e === "object" ? { code: typeof e.code === "number" ? e.code : -32603, message: typeof e.message === "string" ? e.message : JSON.stringify(e), data: e.data } : undefined;
+    const error =
+      e && typeof e === "object"
+        ? {
+            code: typeof e.code === "number" ? e.code : -32603,
+            message: typeof e.message === "string" ? e.message : JSON.stringify(e),
+            data: e.data,
+          }
+        : undefined;
     return { kind: "response", id: id as number | string, result: m.result, ...(error ? { error } : {}) };
   }
   return { kind: "other" };
@@ -127,7 +141,8 @@ export class JsonRpcClient {
       };
       opts.signal?.addEventListener("abort", onAbort, { once: true });
       this.pending.set(id, { method, resolve: (v) => resolve(v as T), reject, cleanup });
-      if (!this.send({ id, method, params })) settle(() => reject(new JsonRpcClosed(method, "the process no longer takes input")));
+      if (!this.send({ id, method, params }))
+        settle(() => reject(new JsonRpcClosed(method, "the process no longer takes input")));
     });
   }
 

@@ -111,7 +111,12 @@ export function warmEventTotals(): Map<string, WarmPoolStats> {
 }
 
 /** What `/health` and `clawbridge doctor` show of the warm processes. */
-export function warmSummary(): { processes: number; rssBytes: number; byBackend: Record<string, { processes: number; busy: number; rssBytes: number }>; list: WarmProcessInfo[] } {
+export function warmSummary(): {
+  processes: number;
+  rssBytes: number;
+  byBackend: Record<string, { processes: number; busy: number; rssBytes: number }>;
+  list: WarmProcessInfo[];
+} {
   const list = warmProcesses();
   const byBackend: Record<string, { processes: number; busy: number; rssBytes: number }> = {};
   for (const w of list) {
@@ -145,7 +150,12 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
    * conversation's worker is serving another turn (an aborted turn still winding down), bounded by
    * `signal`. `start` failing removes the reservation and rethrows.
    */
-  async acquire(key: string, fits: (w: W) => boolean, start: () => Promise<W>, signal?: AbortSignal): Promise<WarmLease<W> | undefined> {
+  async acquire(
+    key: string,
+    fits: (w: W) => boolean,
+    start: () => Promise<W>,
+    signal?: AbortSignal,
+  ): Promise<WarmLease<W> | undefined> {
     for (let round = 0; round < 1000; round++) {
       if (this.closed || signal?.aborted) return undefined;
       const pending = this.closing.get(key);
@@ -176,7 +186,14 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
         await this.end(idle, "evicted");
         continue;
       }
-      const entry: Entry<W> = { key, busy: false, turns: 0, startedAt: Date.now(), lastUsedAt: Date.now(), ending: false };
+      const entry: Entry<W> = {
+        key,
+        busy: false,
+        turns: 0,
+        startedAt: Date.now(),
+        lastUsedAt: Date.now(),
+        ending: false,
+      };
       this.entries.set(key, entry);
       const lease = this.lease(entry, true);
       let worker: W;
@@ -259,7 +276,14 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
   list(rss = true): WarmProcessInfo[] {
     const out: WarmProcessInfo[] = [...this.entries.values()]
       .filter((e) => e.worker)
-      .map((e) => ({ backend: this.backend, pid: e.worker!.pid, busy: e.busy, turns: e.turns, startedAt: e.startedAt, lastUsedAt: e.lastUsedAt }));
+      .map((e) => ({
+        backend: this.backend,
+        pid: e.worker!.pid,
+        busy: e.busy,
+        turns: e.turns,
+        startedAt: e.startedAt,
+        lastUsedAt: e.lastUsedAt,
+      }));
     if (!rss) return out;
     const mem = groupRss(out.map((w) => w.pid).filter((p): p is number => p !== undefined));
     return out.map((w) => (w.pid !== undefined && mem.has(w.pid) ? { ...w, rssBytes: mem.get(w.pid)! } : w));

@@ -98,7 +98,8 @@ export class WarmProcess implements WarmWorker {
           this.log.debug({ line: trimmed.slice(0, 200) }, "warm cli printed a non-JSON line");
           continue;
         }
-        if (msg && typeof msg === "object" && !Array.isArray(msg)) this.listener?.({ kind: "message", message: msg as Record<string, unknown> });
+        if (msg && typeof msg === "object" && !Array.isArray(msg))
+          this.listener?.({ kind: "message", message: msg as Record<string, unknown> });
       }
     } catch (err) {
       this.log.debug({ err }, "warm cli stdout failed");

@@ -56,9 +56,21 @@ export interface WarmTurnSpec<W extends WarmWorker> {
 export async function* runWarmTurn<W extends WarmWorker>(spec: WarmTurnSpec<W>): AsyncGenerator<BackendEvent> {
   let lease: WarmLease<W> | undefined;
   try {
-    lease = await spec.pool.acquire(spec.key, (w) => spec.fits(w), () => spec.start(), spec.signal);
+    lease = await spec.pool.acquire(
+      spec.key,
+      (w) => spec.fits(w),
+      () => spec.start(),
+      spec.signal,
+    );
   } catch (err) {
-    yield { type: "error", error: { code: "backend_unavailable", message: `cannot start the warm CLI: ${(err as Error).message}`, status: 503 } };
+    yield {
+      type: "error",
+      error: {
+        code: "backend_unavailable",
+        message: `cannot start the warm CLI: ${(err as Error).message}`,
+        status: 503,
+      },
+    };
     return;
   }
   if (!lease) {
@@ -191,7 +203,15 @@ export class ParkedWarmTurn<W extends WarmWorker> implements SuspendedTurn {
 export function cancelledError(signal: AbortSignal, label: string): BackendEvent {
   const reason: unknown = signal.reason;
   if (reason instanceof TurnDeadline) {
-    return { type: "error", error: { code: "backend_timeout", message: `${label} did not finish within ${reason.seconds}s and was stopped`, status: 504, retryable: true } };
+    return {
+      type: "error",
+      error: {
+        code: "backend_timeout",
+        message: `${label} did not finish within ${reason.seconds}s and was stopped`,
+        status: 504,
+        retryable: true,
+      },
+    };
   }
   return { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
 }
@@ -200,6 +220,11 @@ export function cancelledError(signal: AbortSignal, label: string): BackendEvent
 export function diedMidTurn(label: string, detail: string): BackendEvent {
   return {
     type: "error",
-    error: { code: "backend_failed", message: `${label} ended in the middle of the turn${detail ? `: ${detail}` : ""}`, status: 502, retryable: true },
+    error: {
+      code: "backend_failed",
+      message: `${label} ended in the middle of the turn${detail ? `: ${detail}` : ""}`,
+      status: 502,
+      retryable: true,
+    },
   };
 }

@@ -87,7 +87,8 @@ function zodProblems(error: z.ZodError, prefix = ""): string[] {
     const where = formatPath(issue.path);
     const full = prefix && where ? `${prefix}.${where}` : prefix || where;
     let message = issue.message;
-    if (issue.code === "unrecognized_keys") message = `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
+    if (issue.code === "unrecognized_keys")
+      message = `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
     return `${full || "(top level)"}: ${message}`;
   });
 }
@@ -95,7 +96,6 @@ function zodProblems(error: z.ZodError, prefix = ""): string[] {
 function rawSection(obj: unknown, key: string): unknown {
   return obj && typeof obj === "object" && !Array.isArray(obj) ? (obj as Record<string, unknown>)[key] : undefined;
 }
-
 
 function mergeContext(...layers: Array<ContextBudgetInput | undefined>): ContextBudget {
   const out: ContextBudget = { ...DEFAULT_CONTEXT };
@@ -110,10 +110,14 @@ function mergeContext(...layers: Array<ContextBudgetInput | undefined>): Context
 export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessEnv = {}): Config {
   const problems: string[] = [];
   const obj = (raw ?? {}) as Record<string, unknown>;
-  if (typeof obj !== "object" || Array.isArray(obj)) throw new ConfigError(source, ["(top level): expected an object with server, backends, models"]);
+  if (typeof obj !== "object" || Array.isArray(obj))
+    throw new ConfigError(source, ["(top level): expected an object with server, backends, models"]);
   const known = Object.keys(configFileSchema.shape);
   const unknown = Object.keys(obj).filter((k) => !known.includes(k));
-  if (unknown.length) problems.push(`(top level): unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `"${k}"`).join(", ")} (known: ${known.join(", ")})`);
+  if (unknown.length)
+    problems.push(
+      `(top level): unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `"${k}"`).join(", ")} (known: ${known.join(", ")})`,
+    );
   // Each section on its own, so one mistake does not hide the others.
   const section = <K extends keyof ConfigFile>(key: K): ConfigFile[K] | undefined => {
     const r = configFileSchema.shape[key].safeParse(obj[key]);
@@ -134,7 +138,12 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   const rawBackends = obj.backends;
   const backends: Config["backends"] = {};
   const backendTypesByName = new Map<string, string>();
-  if (rawBackends === undefined || rawBackends === null || typeof rawBackends !== "object" || Array.isArray(rawBackends)) {
+  if (
+    rawBackends === undefined ||
+    rawBackends === null ||
+    typeof rawBackends !== "object" ||
+    Array.isArray(rawBackends)
+  ) {
     problems.push(`backends: configure at least one backend (a map of name → { type, ... })`);
   } else {
     for (const [name, entryRaw] of Object.entries(rawBackends as Record<string, unknown>)) {
@@ -147,7 +156,9 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
       const entry = base.data;
       const mod = backendModule(entry.type);
       if (!mod) {
-        problems.push(`backends.${name}.type: unknown backend type "${entry.type}" (known: ${backendTypes().join(", ")})`);
+        problems.push(
+          `backends.${name}.type: unknown backend type "${entry.type}" (known: ${backendTypes().join(", ")})`,
+        );
         continue;
       }
       backendTypesByName.set(name, entry.type);
@@ -161,7 +172,8 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   const models: ResolvedModel[] = [];
   const seen = new Set<string>();
   const rawModelList = obj.models;
-  if (!Array.isArray(rawModelList) || rawModelList.length === 0) problems.push("models: configure at least one model (a list of { id, backend })");
+  if (!Array.isArray(rawModelList) || rawModelList.length === 0)
+    problems.push("models: configure at least one model (a list of { id, backend })");
   (Array.isArray(rawModelList) ? rawModelList : []).forEach((rm, i) => {
     const where = `models[${i}]`;
     const parsed = modelSchema.safeParse(rm);
@@ -183,7 +195,9 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     const mod = backendModule(type)!;
     const mode = m.session?.mode ?? mod.defaultSessionMode;
     if (!mod.sessionModes.includes(mode)) {
-      problems.push(`${where}.session.mode: backend type "${mod.type}" supports ${mod.sessionModes.join(", ")}, not "${mode}"`);
+      problems.push(
+        `${where}.session.mode: backend type "${mod.type}" supports ${mod.sessionModes.join(", ")}, not "${mode}"`,
+      );
     }
     const context = mergeContext(contextDefaults, m.context);
     if (context.maxPromptChars < 1000) problems.push(`${where}.context.maxPromptChars: must be at least 1000`);
@@ -203,9 +217,15 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     const tools = m.tools ?? CLIENT_TOOLS_OFF;
     if (tools.mode === "bridge") {
       const why = mod.clientTools?.(backends[m.backend]?.options);
-      if (!mod.clientTools) problems.push(`${where}.tools.mode: backend type "${mod.type}" cannot offer the client's tools ("bridge" works with ${bridgeTypes().join(", ")}); use "off"`);
+      if (!mod.clientTools)
+        problems.push(
+          `${where}.tools.mode: backend type "${mod.type}" cannot offer the client's tools ("bridge" works with ${bridgeTypes().join(", ")}); use "off"`,
+        );
       else if (why) problems.push(`${where}.tools.mode: ${why}`);
-      else if (mode !== "resume") problems.push(`${where}.tools.mode: "bridge" needs session.mode "resume" (a CLI turn waits for the client's tool results in a process kept for the conversation)`);
+      else if (mode !== "resume")
+        problems.push(
+          `${where}.tools.mode: "bridge" needs session.mode "resume" (a CLI turn waits for the client's tool results in a process kept for the conversation)`,
+        );
     }
     models.push(resolvedModel(m.id, m.backend, m.model ?? m.id, mode, context, intents, m, tools));
   });
@@ -218,7 +238,9 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     const configured = rawBackends && typeof rawBackends === "object" ? Object.keys(rawBackends) : [];
     const backendName = r.backend ?? (configured.length === 1 ? configured[0] : undefined);
     if (!backendName) {
-      problems.push(`remap[${i}].to: "${r.to}" is not a configured model id; name the backend that serves it with remap[${i}].backend`);
+      problems.push(
+        `remap[${i}].to: "${r.to}" is not a configured model id; name the backend that serves it with remap[${i}].backend`,
+      );
       return;
     }
     const type = backendTypesByName.get(backendName);
@@ -228,13 +250,24 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     }
     const mod = backendModule(type)!;
     const base = models.find((m) => m.backend === backendName);
-    remapTargets[r.to] = resolvedModel(r.to, backendName, r.to, base?.sessionMode ?? mod.defaultSessionMode, base?.context ?? mergeContext(contextDefaults), base?.intents, {}, base?.tools);
+    remapTargets[r.to] = resolvedModel(
+      r.to,
+      backendName,
+      r.to,
+      base?.sessionMode ?? mod.defaultSessionMode,
+      base?.context ?? mergeContext(contextDefaults),
+      base?.intents,
+      {},
+      base?.tools,
+    );
   });
 
   if (server) {
     const isLoopback = isLoopbackHost(server.host);
     if (!isLoopback && server.apiKeys.length === 0 && !server.allowUnauthenticatedRemote) {
-      problems.push(`server.host: "${server.host}" is reachable from other machines; set server.apiKeys (or allowUnauthenticatedRemote: true if you really mean it)`);
+      problems.push(
+        `server.host: "${server.host}" is reachable from other machines; set server.apiKeys (or allowUnauthenticatedRemote: true if you really mean it)`,
+      );
     }
   }
 
@@ -266,7 +299,12 @@ function resolvedModel(
   sessionMode: ResolvedModel["sessionMode"],
   context: ContextBudget,
   intents: IntentsConfigInput | undefined,
-  m: { name?: string; contextWindow?: number; maxTokens?: number; session?: { fallback?: "derived" | "stateless"; maxSeedChars?: number } },
+  m: {
+    name?: string;
+    contextWindow?: number;
+    maxTokens?: number;
+    session?: { fallback?: "derived" | "stateless"; maxSeedChars?: number };
+  },
   tools: ClientToolsOptions = CLIENT_TOOLS_OFF,
 ): ResolvedModel {
   return {
@@ -296,8 +334,10 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     source = "embedded defaults";
     const envProblems: string[] = [];
     const timeout = Number(env.ROUTER_TIMEOUT);
-    if (env.ROUTER_TIMEOUT && !(Number.isFinite(timeout) && timeout > 0)) envProblems.push(`ROUTER_TIMEOUT: "${env.ROUTER_TIMEOUT}" is not a positive number of seconds`);
-    if (env.ROUTER_PORT && !(/^\d+$/.test(env.ROUTER_PORT) && Number(env.ROUTER_PORT) <= 65535)) envProblems.push(`ROUTER_PORT: "${env.ROUTER_PORT}" is not a port number (0-65535)`);
+    if (env.ROUTER_TIMEOUT && !(Number.isFinite(timeout) && timeout > 0))
+      envProblems.push(`ROUTER_TIMEOUT: "${env.ROUTER_TIMEOUT}" is not a positive number of seconds`);
+    if (env.ROUTER_PORT && !(/^\d+$/.test(env.ROUTER_PORT) && Number(env.ROUTER_PORT) <= 65535))
+      envProblems.push(`ROUTER_PORT: "${env.ROUTER_PORT}" is not a port number (0-65535)`);
     if (envProblems.length) throw new ConfigError("environment", envProblems);
     raw = embeddedDefaults(env);
   }

@@ -157,7 +157,10 @@ export const configFileSchema = z.strictObject({
   dataDir: z.string().min(1).optional(),
   /** Defaults for every model's context budget. */
   context: contextBudgetSchema.optional(),
-  backends: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, "backend names use letters, digits, _ . -"), backendBaseSchema),
+  backends: z.record(
+    z.string().regex(/^[A-Za-z0-9_.-]+$/, "backend names use letters, digits, _ . -"),
+    backendBaseSchema,
+  ),
   models: z.array(modelSchema).min(1, "configure at least one model"),
   remap: z.array(remapSchema).default([]),
   /** Tool pre-execution defaults for every model (see src/request/intents/schema.ts). */

@@ -14,7 +14,8 @@ export function lazyChild(parent: Logger, bindings: () => Record<string, unknown
   const real = () => (child ??= parent.child(bindings()));
   return new Proxy({} as Logger, {
     get(_target, prop) {
-      if (child === undefined && typeof prop === "string" && LOG_LEVELS.has(prop) && !parent.isLevelEnabled(prop)) return noop;
+      if (child === undefined && typeof prop === "string" && LOG_LEVELS.has(prop) && !parent.isLevelEnabled(prop))
+        return noop;
       const r = real();
       const v = (r as unknown as Record<PropertyKey, unknown>)[prop];
       return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(r) : v;

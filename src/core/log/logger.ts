@@ -7,7 +7,15 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream)
       level,
       base: { name: "clawbridge" },
       redact: {
-        paths: ["apiKey", "*.apiKey", "headers.authorization", "*.headers.authorization", "authorization", "env", "*.env"],
+        paths: [
+          "apiKey",
+          "*.apiKey",
+          "headers.authorization",
+          "*.headers.authorization",
+          "authorization",
+          "env",
+          "*.env",
+        ],
         censor: "[redacted]",
       },
     },

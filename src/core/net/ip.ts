@@ -216,7 +216,8 @@ function v4Mapped(b4: Uint8Array): Uint8Array {
 /** The IPv4 address embedded in an IPv6 address (mapped, compatible, translated, NAT64, 6to4), if any. */
 function embeddedV4(bytes: Uint8Array): Uint8Array | null {
   if (cidrContains(MAPPED, bytes)) return null; // already the canonical IPv4 form
-  if (cidrContains(COMPAT, bytes) || cidrContains(TRANSLATED, bytes) || cidrContains(NAT64, bytes)) return v4Mapped(bytes.slice(12, 16));
+  if (cidrContains(COMPAT, bytes) || cidrContains(TRANSLATED, bytes) || cidrContains(NAT64, bytes))
+    return v4Mapped(bytes.slice(12, 16));
   if (cidrContains(NAT64_LOCAL, bytes)) return v4Mapped(new Uint8Array([bytes[6]!, bytes[7]!, bytes[9]!, bytes[10]!]));
   if (cidrContains(SIX_TO_FOUR, bytes)) return v4Mapped(bytes.slice(2, 6));
   return null;

@@ -7,7 +7,15 @@ import { SESSION_DB_FILENAME, SqliteSessionStore } from "./sqlite.js";
 import type { SessionStore, SessionStoreConfig } from "./types.js";
 
 export * from "./types.js";
-export { MIGRATIONS, SCHEMA_VERSION, SESSION_DB_FILENAME, SqliteSessionStore, type Migration, type SqliteSessionStoreOptions, type SqliteStoreInfo } from "./sqlite.js";
+export {
+  MIGRATIONS,
+  SCHEMA_VERSION,
+  SESSION_DB_FILENAME,
+  SqliteSessionStore,
+  type Migration,
+  type SqliteSessionStoreOptions,
+  type SqliteStoreInfo,
+} from "./sqlite.js";
 export {
   EXPORT_FORMAT,
   exportSessionsJson,
@@ -30,7 +38,11 @@ export function defaultSessionStorePath(dataDir: string): string {
 export async function openSessionStore(cfg: SessionStoreConfig): Promise<SessionStore> {
   switch (cfg.kind) {
     case "sqlite":
-      return SqliteSessionStore.open(cfg.path, { synchronous: cfg.synchronous, busyTimeoutMs: cfg.busyTimeoutMs, now: cfg.now });
+      return SqliteSessionStore.open(cfg.path, {
+        synchronous: cfg.synchronous,
+        busyTimeoutMs: cfg.busyTimeoutMs,
+        now: cfg.now,
+      });
     case "memory":
       return SqliteSessionStore.open(":memory:", { now: cfg.now });
     default: {

@@ -101,19 +101,37 @@ function toEpochMs(v: unknown, exact: boolean): number | undefined {
 }
 
 const KEY_FIELDS = ["key", "openclawSessionKey", "sessionKey", "conversationKey"] as const;
-const ID_FIELDS = ["backendSessionId", "claudeSessionId", "geminiSessionId", "sessionId", "backend_session_id", "session_id"] as const;
+const ID_FIELDS = [
+  "backendSessionId",
+  "claudeSessionId",
+  "geminiSessionId",
+  "sessionId",
+  "backend_session_id",
+  "session_id",
+] as const;
 const CWD_FIELDS = ["cwd", "workspace", "workspaceDir", "workspacePath", "workdir"] as const;
 
-function entryToBinding(raw: unknown, mapKey: string | undefined, opts: ImportOptions, now: number, exact: boolean): SessionBinding {
-  if (!isObj(raw)) throw new SessionStoreError(`entry is ${Array.isArray(raw) ? "an array" : raw === null ? "null" : `a ${typeof raw}`}, not an object`);
+function entryToBinding(
+  raw: unknown,
+  mapKey: string | undefined,
+  opts: ImportOptions,
+  now: number,
+  exact: boolean,
+): SessionBinding {
+  if (!isObj(raw))
+    throw new SessionStoreError(
+      `entry is ${Array.isArray(raw) ? "an array" : raw === null ? "null" : `a ${typeof raw}`}, not an object`,
+    );
   const key = pickString(raw, KEY_FIELDS, "key") ?? mapKey;
   if (key === undefined) throw new SessionStoreError(`no session key (${KEY_FIELDS.join(" / ")})`);
   const backendSessionId = pickString(raw, ID_FIELDS, "backendSessionId");
   if (backendSessionId === undefined) throw new SessionStoreError(`no backend session id (${ID_FIELDS.join(" / ")})`);
   const backend = pickString(raw, ["backend"], "backend") ?? opts.backend;
-  if (backend === undefined) throw new SessionStoreError("no backend (the entry names none and no default backend was given)");
+  if (backend === undefined)
+    throw new SessionStoreError("no backend (the entry names none and no default backend was given)");
   const cwd = pickString(raw, CWD_FIELDS, "cwd") ?? opts.defaultCwd;
-  if (cwd === undefined) throw new SessionStoreError(`no working directory (${CWD_FIELDS.join(" / ")}) and no defaultCwd`);
+  if (cwd === undefined)
+    throw new SessionStoreError(`no working directory (${CWD_FIELDS.join(" / ")}) and no defaultCwd`);
   const created = toEpochMs(pick(raw, ["createdAt", "created_at", "created"]), exact);
   const updated = toEpochMs(pick(raw, ["updatedAt", "updated_at", "lastUsedAt", "lastUsed", "lastActivityAt"]), exact);
   const turnsRaw = pick(raw, ["turns", "turnCount", "turn_count"]);
@@ -162,11 +180,19 @@ export function parseSessionsJson(text: string, opts: ImportOptions = {}, file?:
       if (Array.isArray(s)) fromArray(s, "sessions");
       else if (isObj(s)) fromMap(s, false);
       else if (s !== null && s !== undefined) {
-        throw new SessionImportError(`${where}"sessions" must be an array or an object, got ${typeof s}`, "SHAPE", file);
+        throw new SessionImportError(
+          `${where}"sessions" must be an array or an object, got ${typeof s}`,
+          "SHAPE",
+          file,
+        );
       }
     } else fromMap(doc, true);
   } else {
-    throw new SessionImportError(`${where}expected a JSON object or array, got ${doc === null ? "null" : typeof doc}`, "SHAPE", file);
+    throw new SessionImportError(
+      `${where}expected a JSON object or array, got ${doc === null ? "null" : typeof doc}`,
+      "SHAPE",
+      file,
+    );
   }
 
   const now = (opts.now ?? Date.now)();
@@ -194,7 +220,11 @@ export function parseSessionsJson(text: string, opts: ImportOptions = {}, file?:
 }
 
 /** Reads a sessions JSON file and writes its valid entries into the store. */
-export async function importSessionsJson(store: SessionStore, file: string, opts: ImportOptions = {}): Promise<ImportResult> {
+export async function importSessionsJson(
+  store: SessionStore,
+  file: string,
+  opts: ImportOptions = {},
+): Promise<ImportResult> {
   let text: string;
   try {
     text = await readFile(file, "utf8");
@@ -220,7 +250,11 @@ export async function importSessionsJson(store: SessionStore, file: string, opts
  * Writes a file so that readers see the old or the new content, never a mix, also across a crash:
  * temp file in the same directory (mode 0600 unless given), fsync, rename over, fsync the directory.
  */
-export async function writeFileAtomic(file: string, data: string | Uint8Array, opts: { mode?: number } = {}): Promise<void> {
+export async function writeFileAtomic(
+  file: string,
+  data: string | Uint8Array,
+  opts: { mode?: number } = {},
+): Promise<void> {
   const target = path.resolve(file);
   const dir = path.dirname(target);
   const tmp = path.join(dir, `.${path.basename(target)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);

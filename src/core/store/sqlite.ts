@@ -153,7 +153,8 @@ function readSchemaVersion(db: DB): number {
   const row = db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string } | undefined;
   if (!row) return 0;
   const v = Number(row.value);
-  if (!Number.isSafeInteger(v) || v < 0) throw new SessionStoreError(`meta.schema_version is not a version: "${row.value}"`);
+  if (!Number.isSafeInteger(v) || v < 0)
+    throw new SessionStoreError(`meta.schema_version is not a version: "${row.value}"`);
   return v;
 }
 
@@ -177,10 +178,15 @@ function migrate(db: DB, file: string): void {
       try {
         m.up(db);
       } catch (err) {
-        throw new SessionStoreError(`${file}: migration to schema version ${m.version} (${m.description}) failed: ${(err as Error).message}`, { cause: err });
+        throw new SessionStoreError(
+          `${file}: migration to schema version ${m.version} (${m.description}) failed: ${(err as Error).message}`,
+          { cause: err },
+        );
       }
     }
-    const set = db.prepare("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+    const set = db.prepare(
+      "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    );
     set.run("schema_version", String(SCHEMA_VERSION));
     if (from === 0) set.run("created_at", String(Date.now()));
   }).immediate();
@@ -224,7 +230,9 @@ export class SqliteSessionStore implements SessionStore {
     this.now = opts.now ?? Date.now;
     const s = {
       get: db.prepare<[string], SessionRow>("SELECT * FROM sessions WHERE key = ?"),
-      sessionId: db.prepare<[string], { backend_session_id: string }>("SELECT backend_session_id FROM sessions WHERE key = ?"),
+      sessionId: db.prepare<[string], { backend_session_id: string }>(
+        "SELECT backend_session_id FROM sessions WHERE key = ?",
+      ),
       upsert: db.prepare(`
         INSERT INTO sessions (key, backend, backend_session_id, cwd, turns, created_at, updated_at, last_error, model)
         VALUES (@key, @backend, @backendSessionId, @cwd, @turns, @createdAt, @updatedAt, @lastError, @model)
@@ -241,11 +249,15 @@ export class SqliteSessionStore implements SessionStore {
       listBackend: db.prepare<[string, number], SessionRow>(
         "SELECT * FROM sessions WHERE backend = ? ORDER BY updated_at DESC, key LIMIT ?",
       ),
-      addEvent: db.prepare<[string, number, string, string | null]>("INSERT INTO events (key, at, kind, reason) VALUES (?, ?, ?, ?)"),
+      addEvent: db.prepare<[string, number, string, string | null]>(
+        "INSERT INTO events (key, at, kind, reason) VALUES (?, ?, ?, ?)",
+      ),
       pruneEvents: db.prepare<[string, string, number]>(
         "DELETE FROM events WHERE key = ? AND id NOT IN (SELECT id FROM events WHERE key = ? ORDER BY id DESC LIMIT ?)",
       ),
-      events: db.prepare<[string, number], EventRow>("SELECT id, key, at, kind, reason FROM events WHERE key = ? ORDER BY id DESC LIMIT ?"),
+      events: db.prepare<[string, number], EventRow>(
+        "SELECT id, key, at, kind, reason FROM events WHERE key = ? ORDER BY id DESC LIMIT ?",
+      ),
     };
     this.stmt = s;
 
@@ -309,7 +321,8 @@ export class SqliteSessionStore implements SessionStore {
         db.pragma(`busy_timeout = ${busyTimeoutMs}`);
         if (!memory) {
           const mode = String(db.pragma("journal_mode = WAL", { simple: true }));
-          if (mode.toLowerCase() !== "wal") throw new SessionStoreError(`could not switch ${target} to WAL (journal_mode=${mode})`);
+          if (mode.toLowerCase() !== "wal")
+            throw new SessionStoreError(`could not switch ${target} to WAL (journal_mode=${mode})`);
         }
         db.pragma(`synchronous = ${synchronous}`);
         db.pragma("trusted_schema = OFF");

@@ -7,7 +7,8 @@
 
 const MAX_CANDIDATES = 200;
 
-export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+export const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** A reply without `<think>…</think>` blocks, cut to `maxChars`. */
 export function cleanReply(text: string, maxChars: number): string {
@@ -22,7 +23,11 @@ export function cleanReply(text: string, maxChars: number): string {
  */
 export function* jsonObjects(text: string, onError?: (message: string) => void): Generator<Record<string, unknown>> {
   let tries = 0;
-  for (let start = text.indexOf("{"); start !== -1 && tries < MAX_CANDIDATES; start = text.indexOf("{", start + 1), tries++) {
+  for (
+    let start = text.indexOf("{");
+    start !== -1 && tries < MAX_CANDIDATES;
+    start = text.indexOf("{", start + 1), tries++
+  ) {
     let depth = 0;
     let inString = false;
     let end = -1;

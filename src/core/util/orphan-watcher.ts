@@ -78,12 +78,16 @@ export interface OrphanWatcher {
 export function startOrphanWatcher(runDir: string, owner: string, graceMs = 2000): OrphanWatcher {
   let child: ChildProcess;
   try {
-    child = spawn("/bin/sh", ["-c", SCRIPT, "clawbridge-orphan-watcher", runDir, owner, String(Math.max(1, Math.round(graceMs / 100)))], {
-      stdio: ["pipe", "ignore", "ignore"],
-      detached: true,
-      cwd: "/",
-      env: { PATH: process.env.PATH || "/usr/bin:/bin" },
-    });
+    child = spawn(
+      "/bin/sh",
+      ["-c", SCRIPT, "clawbridge-orphan-watcher", runDir, owner, String(Math.max(1, Math.round(graceMs / 100)))],
+      {
+        stdio: ["pipe", "ignore", "ignore"],
+        detached: true,
+        cwd: "/",
+        env: { PATH: process.env.PATH || "/usr/bin:/bin" },
+      },
+    );
   } catch {
     return { pid: undefined, stop: async () => {} };
   }
@@ -104,7 +108,10 @@ export function startOrphanWatcher(runDir: string, owner: string, graceMs = 2000
         if (child.exitCode !== null || child.signalCode !== null || !child.pid) return;
         child.stdin?.end("stop\n");
         let timer: NodeJS.Timeout | undefined;
-        const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => (timer = setTimeout(() => r(false), 2000)))]);
+        const done = await Promise.race([
+          exited.then(() => true),
+          new Promise<false>((r) => (timer = setTimeout(() => r(false), 2000))),
+        ]);
         if (timer) clearTimeout(timer);
         if (!done) {
           child.kill("SIGKILL");

@@ -217,7 +217,9 @@ export class CliProcess {
 
   /** Whether the process is still running (not exited, not failed to start). */
   get running(): boolean {
-    return !this.closed && this.child.exitCode === null && this.child.signalCode === null && this.reason !== "spawn_error";
+    return (
+      !this.closed && this.child.exitCode === null && this.child.signalCode === null && this.reason !== "spawn_error"
+    );
   }
 
   /** Write to a kept-open stdin (`keepStdin`). False when the process can no longer take input. */
@@ -322,7 +324,12 @@ export class CliProcess {
 export async function findOnPath(name: string, envPath = process.env.PATH ?? ""): Promise<string | undefined> {
   const { access, constants } = await import("node:fs/promises");
   const path = await import("node:path");
-  const candidates = name.includes("/") ? [name] : envPath.split(path.delimiter).filter(Boolean).map((d) => path.join(d, name));
+  const candidates = name.includes("/")
+    ? [name]
+    : envPath
+        .split(path.delimiter)
+        .filter(Boolean)
+        .map((d) => path.join(d, name));
   for (const c of candidates) {
     try {
       await access(c, constants.X_OK);

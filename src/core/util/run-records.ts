@@ -82,7 +82,13 @@ interface RunRecord {
 }
 
 /** Record a CLI's process group; returns the file (removed once the group is reaped), or undefined. */
-export function writeRunRecord(dir: string, owner: RunOwner, pid: number, command: string, start = startTime(pid)): string | undefined {
+export function writeRunRecord(
+  dir: string,
+  owner: RunOwner,
+  pid: number,
+  command: string,
+  start = startTime(pid),
+): string | undefined {
   const file = path.join(dir, `${pid}.json`);
   const rec: RunRecord = {
     pid,
@@ -143,7 +149,12 @@ function ownerAlive(rec: RunRecord): boolean {
  * children: the start-time floor does not rule that out, and it is accepted as negligible next to
  * leaving a CLI running. Zombies are ignored: they are dead already.
  */
-function ownedProcesses(rec: RunRecord, procs: readonly ProcStat[], boot: string | undefined, self: ProcStat | undefined): ProcStat[] {
+function ownedProcesses(
+  rec: RunRecord,
+  procs: readonly ProcStat[],
+  boot: string | undefined,
+  self: ProcStat | undefined,
+): ProcStat[] {
   if (!Number.isInteger(rec.pid) || rec.pid <= 1 || !rec.start) return [];
   // Never our own process, group or session (only possible with a reused pid, but fatal).
   if (rec.pid === process.pid || rec.pid === self?.pgrp || rec.pid === self?.session) return [];
@@ -152,7 +163,10 @@ function ownedProcesses(rec: RunRecord, procs: readonly ProcStat[], boot: string
   if (!Number.isFinite(floor)) return [];
   const leader = procs.find((p) => p.pid === rec.pid);
   if (leader && leader.start !== floor) return [];
-  return procs.filter((p) => p.state !== "Z" && p.pid !== process.pid && (p.pgrp === rec.pid || p.session === rec.pid) && p.start >= floor);
+  return procs.filter(
+    (p) =>
+      p.state !== "Z" && p.pid !== process.pid && (p.pgrp === rec.pid || p.session === rec.pid) && p.start >= floor,
+  );
 }
 
 /** Still the same live process (not gone, not a zombie, not a reused pid)? */

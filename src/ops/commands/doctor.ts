@@ -11,7 +11,9 @@ import { fail, makeValidator, out, systemctl, type OpenClawOpts } from "./common
 export function registerDoctorCommand(program: Command): void {
   program
     .command("doctor")
-    .description("check the set-up (config, CLIs, port, OpenClaw, locks, disk, service) and explain each problem with its fix")
+    .description(
+      "check the set-up (config, CLIs, port, OpenClaw, locks, disk, service) and explain each problem with its fix",
+    )
     .option("-c, --config <file>", "bridge config (default: $CLAWBRIDGE_CONFIG, else embedded defaults)")
     .option("--openclaw-home <dir>", "OpenClaw's directory (default: ~/.openclaw)")
     .option("--provider-id <id>", `OpenClaw provider id of the bridge (default: ${DEFAULT_PROVIDER_ID})`)

@@ -10,12 +10,17 @@ import type { SessionStore } from "../../core/store/types.js";
 
 function portArg(v: string): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError("a port is a whole number from 0 to 65535");
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new InvalidArgumentError("a port is a whole number from 0 to 65535");
   return n;
 }
 
 function fail(err: unknown): never {
-  if (err instanceof ConfigError || err instanceof PortInUseError || (err instanceof Error && err.name === "SystemsConfigError")) {
+  if (
+    err instanceof ConfigError ||
+    err instanceof PortInUseError ||
+    (err instanceof Error && err.name === "SystemsConfigError")
+  ) {
     process.stderr.write(`clawbridge: ${err.message}\n`);
     process.exit(2);
   }
@@ -65,7 +70,13 @@ program
     let bridge: Bridge | undefined;
     try {
       // The dashboard's doctor (Backends view) checks the running bridge's own configuration; loaded when first asked for.
-      const doctor = async () => (await import("../doctor/doctor.js")).runDoctor({ config, backends: bridge?.backends, validate: null, systemctl: (await import("./common.js")).systemctl() });
+      const doctor = async () =>
+        (await import("../doctor/doctor.js")).runDoctor({
+          config,
+          backends: bridge?.backends,
+          validate: null,
+          systemctl: (await import("./common.js")).systemctl(),
+        });
       bridge = await startBridge(config, { logger, doctor });
     } catch (err) {
       fail(err);
@@ -85,7 +96,10 @@ configCmd
       const config = loadConfig({ configPath: opts.config });
       process.stdout.write(`configuration OK (${config.source})\n`);
       process.stdout.write(`listen: ${config.server.host}:${config.server.port}  data: ${config.dataDir}\n`);
-      for (const m of config.models) process.stdout.write(`model ${m.id} -> backend ${m.backend} (${config.backends[m.backend]?.type}), model "${m.backendModel}", mode ${m.sessionMode}\n`);
+      for (const m of config.models)
+        process.stdout.write(
+          `model ${m.id} -> backend ${m.backend} (${config.backends[m.backend]?.type}), model "${m.backendModel}", mode ${m.sessionMode}\n`,
+        );
       for (const r of config.remap) process.stdout.write(`remap *${r.match}* -> ${r.to}\n`);
     } catch (err) {
       fail(err);
@@ -120,7 +134,9 @@ sessions
       if (opts.json) return void process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
       if (!list.length) return void process.stdout.write("no conversations yet\n");
       for (const b of list) {
-        process.stdout.write(`${when(b.updatedAt)}  ${b.key}  ${b.backend}:${b.backendSessionId}  turns=${b.turns}${b.lastError ? `  last error: ${b.lastError.slice(0, 80)}` : ""}\n`);
+        process.stdout.write(
+          `${when(b.updatedAt)}  ${b.key}  ${b.backend}:${b.backendSessionId}  turns=${b.turns}${b.lastError ? `  last error: ${b.lastError.slice(0, 80)}` : ""}\n`,
+        );
       }
     }).catch(fail),
   );
@@ -160,7 +176,9 @@ sessions
     withStore(opts, async (store) => {
       const { importSessionsJson } = await import("../../core/store/index.js");
       const res = await importSessionsJson(store, file, { backend: opts.backend });
-      process.stdout.write(`imported ${res.imported} of ${res.total} (${res.existing} already known, ${res.skipped.length} skipped)\n`);
+      process.stdout.write(
+        `imported ${res.imported} of ${res.total} (${res.existing} already known, ${res.skipped.length} skipped)\n`,
+      );
       for (const s of res.skipped) process.stdout.write(`  skipped ${s.entry}: ${s.reason}\n`);
     }).catch(fail),
   );
@@ -170,7 +188,13 @@ sessions
 // systems, nor the session store (loaded by the `sessions` commands when they run).
 const command = process.argv.slice(2).find((a) => !a.startsWith("-"));
 if (command !== "serve" && command !== "config" && command !== "sessions") {
-  const [openclaw, service, doctor, systems, mcp] = await Promise.all([import("./openclaw.js"), import("./service.js"), import("./doctor.js"), import("./systems.js"), import("./mcp-stdio.js")]);
+  const [openclaw, service, doctor, systems, mcp] = await Promise.all([
+    import("./openclaw.js"),
+    import("./service.js"),
+    import("./doctor.js"),
+    import("./systems.js"),
+    import("./mcp-stdio.js"),
+  ]);
   openclaw.registerOpenClawCommands(program);
   service.registerServiceCommands(program);
   doctor.registerDoctorCommand(program);

@@ -17,7 +17,12 @@ export function registerMcpCommand(program: Command): void {
     .action(async (opts: { config?: string }) => {
       try {
         const config = loadConfig({ configPath: opts.config });
-        const [{ openSystemsDb, systemsDbPath }, { openBuilderTools }, { createBuilderMcpServer }, { StdioServerTransport }] = await Promise.all([
+        const [
+          { openSystemsDb, systemsDbPath },
+          { openBuilderTools },
+          { createBuilderMcpServer },
+          { StdioServerTransport },
+        ] = await Promise.all([
           import("../../workflows/systems/db.js"),
           import("../../workflows/builder/runtime.js"),
           import("../../workflows/builder/mcp-server.js"),

@@ -5,7 +5,13 @@
 import type { Command } from "commander";
 import { loadConfig } from "../../core/config/load.js";
 import type { Config } from "../../core/config/schema.js";
-import { installOpenClaw, OpenClawSetupError, uninstallOpenClaw, type InstallResult, type UninstallResult } from "../openclaw/install.js";
+import {
+  installOpenClaw,
+  OpenClawSetupError,
+  uninstallOpenClaw,
+  type InstallResult,
+  type UninstallResult,
+} from "../openclaw/install.js";
 import { buildProviderEntry, DEFAULT_PROVIDER_ID, resolveOpenClawPaths } from "../openclaw/provider.js";
 import { openclawStatus } from "../openclaw/status.js";
 import { renderFindings } from "../report/findings.js";
@@ -13,15 +19,19 @@ import { fail, makeValidator, out, type OpenClawOpts } from "./common.js";
 
 function printModelsJson(r: InstallResult | UninstallResult): void {
   for (const m of r.modelsJson) {
-    if (m.action === "removed-entry") out(`models.json: removed the stale "${r.providerId}" entry from ${m.file} (${m.reason}); backup ${m.backup}`);
-    else if (m.action === "would-remove-entry") out(`models.json: would remove the stale "${r.providerId}" entry from ${m.file} (${m.reason})`);
-    else if (m.action === "left-unreadable") out(`models.json: ${m.file} is not valid JSON; left alone (OpenClaw regenerates it)`);
+    if (m.action === "removed-entry")
+      out(`models.json: removed the stale "${r.providerId}" entry from ${m.file} (${m.reason}); backup ${m.backup}`);
+    else if (m.action === "would-remove-entry")
+      out(`models.json: would remove the stale "${r.providerId}" entry from ${m.file} (${m.reason})`);
+    else if (m.action === "left-unreadable")
+      out(`models.json: ${m.file} is not valid JSON; left alone (OpenClaw regenerates it)`);
   }
 }
 
 function printChange(r: InstallResult | UninstallResult, what: string): void {
   if (r.diff) out(r.diff);
-  if (r.dryRun) out(r.changed ? `dry run: ${r.configPath} was NOT changed` : `dry run: ${r.configPath} is already up to date`);
+  if (r.dryRun)
+    out(r.changed ? `dry run: ${r.configPath} was NOT changed` : `dry run: ${r.configPath} is already up to date`);
   else if (!r.ok) out(`${r.configPath} was NOT changed`);
   else if (r.changed) out(`${what} ${r.configPath}${r.backupPath ? ` (backup: ${r.backupPath})` : ""}`);
   else out(`${r.configPath} is already up to date`);
@@ -31,17 +41,24 @@ function printChange(r: InstallResult | UninstallResult, what: string): void {
 }
 
 export function registerOpenClawCommands(program: Command): void {
-  const oc = program.command("openclaw").description("connect OpenClaw to this bridge (its provider entry in ~/.openclaw/openclaw.json)");
+  const oc = program
+    .command("openclaw")
+    .description("connect OpenClaw to this bridge (its provider entry in ~/.openclaw/openclaw.json)");
   const common = (c: Command) =>
     c
-      .option("--openclaw-home <dir>", "OpenClaw's directory (default: $OPENCLAW_STATE_DIR or ~/.openclaw; $OPENCLAW_CONFIG_PATH names the file)")
+      .option(
+        "--openclaw-home <dir>",
+        "OpenClaw's directory (default: $OPENCLAW_STATE_DIR or ~/.openclaw; $OPENCLAW_CONFIG_PATH names the file)",
+      )
       .option("--provider-id <id>", `provider id in models.providers (default: ${DEFAULT_PROVIDER_ID})`)
       .option("--json", "print JSON");
 
   common(
     oc
       .command("install")
-      .description("add or update the bridge's provider entry (only that key; comments and other settings stay); backup + diff")
+      .description(
+        "add or update the bridge's provider entry (only that key; comments and other settings stay); backup + diff",
+      )
       .option("-c, --config <file>", "bridge config (default: $CLAWBRIDGE_CONFIG, else embedded defaults)")
       .option("--set-default", "also make the bridge the default model (agents.defaults.model.primary)")
       .option("--agent <id>", "with --set-default: set this agent's model (agents.list) instead of the default")
@@ -51,40 +68,51 @@ export function registerOpenClawCommands(program: Command): void {
       .option("--dry-run", "print the diff, write nothing")
       .option("--openclaw-bin <path>", "openclaw CLI used to validate the result (default: openclaw on PATH)")
       .option("--no-validate", "do not run openclaw config validate"),
-  ).action(async (opts: OpenClawOpts & { setDefault?: boolean; agent?: string; model?: string; apiKey?: string; baseUrl?: string }) => {
-    try {
-      if (opts.agent && !opts.setDefault) throw new OpenClawSetupError("--agent only makes sense with --set-default");
-      const config = loadConfig({ configPath: opts.config });
-      const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome });
-      const r = await installOpenClaw({
-        config,
-        paths,
-        providerId: opts.providerId,
-        entry: { ...(opts.apiKey ? { apiKey: opts.apiKey } : {}), ...(opts.baseUrl ? { baseUrl: opts.baseUrl } : {}) },
-        setDefault: opts.setDefault,
-        agent: opts.agent,
-        model: opts.model,
-        dryRun: opts.dryRun,
-        validate: await makeValidator(opts),
-      });
-      if (opts.json) out(JSON.stringify(r, null, 2));
-      else {
-        printChange(r, "updated");
-        if (r.ok && r.changed && !r.dryRun) {
-          out(`OpenClaw can now use ${r.entry.models.map((m) => `${r.providerId}/${m.id}`).join(", ")}${r.defaultModel ? ` (default: ${r.defaultModel})` : ""}.`);
-          out("Restart a running OpenClaw gateway so it reads the change; check with: clawbridge openclaw status");
+  ).action(
+    async (
+      opts: OpenClawOpts & { setDefault?: boolean; agent?: string; model?: string; apiKey?: string; baseUrl?: string },
+    ) => {
+      try {
+        if (opts.agent && !opts.setDefault) throw new OpenClawSetupError("--agent only makes sense with --set-default");
+        const config = loadConfig({ configPath: opts.config });
+        const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome });
+        const r = await installOpenClaw({
+          config,
+          paths,
+          providerId: opts.providerId,
+          entry: {
+            ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
+            ...(opts.baseUrl ? { baseUrl: opts.baseUrl } : {}),
+          },
+          setDefault: opts.setDefault,
+          agent: opts.agent,
+          model: opts.model,
+          dryRun: opts.dryRun,
+          validate: await makeValidator(opts),
+        });
+        if (opts.json) out(JSON.stringify(r, null, 2));
+        else {
+          printChange(r, "updated");
+          if (r.ok && r.changed && !r.dryRun) {
+            out(
+              `OpenClaw can now use ${r.entry.models.map((m) => `${r.providerId}/${m.id}`).join(", ")}${r.defaultModel ? ` (default: ${r.defaultModel})` : ""}.`,
+            );
+            out("Restart a running OpenClaw gateway so it reads the change; check with: clawbridge openclaw status");
+          }
         }
+        if (!r.ok) process.exitCode = 1;
+      } catch (e) {
+        fail(e);
       }
-      if (!r.ok) process.exitCode = 1;
-    } catch (e) {
-      fail(e);
-    }
-  });
+    },
+  );
 
   common(
     oc
       .command("uninstall")
-      .description("remove exactly what install added (the provider entry, and the default model if it still points at the bridge)")
+      .description(
+        "remove exactly what install added (the provider entry, and the default model if it still points at the bridge)",
+      )
       .option("-c, --config <file>", "bridge config (only used when install left no record)")
       .option("--dry-run", "print the diff, write nothing")
       .option("--force", "remove the provider entry even if clawbridge did not add it")
@@ -99,7 +127,14 @@ export function registerOpenClawCommands(program: Command): void {
       } catch {
         expectedEntry = undefined; // only needed without an install record
       }
-      const r = await uninstallOpenClaw({ paths, providerId: opts.providerId, dryRun: opts.dryRun, force: opts.force, validate: await makeValidator(opts), ...(expectedEntry ? { expectedEntry } : {}) });
+      const r = await uninstallOpenClaw({
+        paths,
+        providerId: opts.providerId,
+        dryRun: opts.dryRun,
+        force: opts.force,
+        validate: await makeValidator(opts),
+        ...(expectedEntry ? { expectedEntry } : {}),
+      });
       if (opts.json) out(JSON.stringify(r, null, 2));
       else {
         printChange(r, "updated");
@@ -121,9 +156,20 @@ export function registerOpenClawCommands(program: Command): void {
     try {
       const config: Config | undefined = opts.config ? loadConfig({ configPath: opts.config }) : undefined;
       const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome });
-      const r = await openclawStatus({ paths, providerId: opts.providerId, timeoutMs: opts.timeout, ...(config ? { config } : {}) });
+      const r = await openclawStatus({
+        paths,
+        providerId: opts.providerId,
+        timeoutMs: opts.timeout,
+        ...(config ? { config } : {}),
+      });
       if (opts.json) out(JSON.stringify(r, null, 2));
-      else out(renderFindings(r.findings, `OpenClaw (${r.configPath}) -> provider "${r.providerId}"${r.baseUrl ? ` at ${r.baseUrl}` : ""}`));
+      else
+        out(
+          renderFindings(
+            r.findings,
+            `OpenClaw (${r.configPath}) -> provider "${r.providerId}"${r.baseUrl ? ` at ${r.baseUrl}` : ""}`,
+          ),
+        );
       if (!r.ok) process.exitCode = 1;
     } catch (e) {
       fail(e);

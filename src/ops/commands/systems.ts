@@ -24,7 +24,13 @@ function bridgeUrl(config: Config, url?: string): string {
 }
 
 /** Call the running bridge; a clear message when it is not there. */
-async function callBridge(config: Config, url: string | undefined, method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+async function callBridge(
+  config: Config,
+  url: string | undefined,
+  method: "GET" | "POST",
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: Record<string, unknown> }> {
   const base = bridgeUrl(config, url);
   const headers: Record<string, string> = { accept: "application/json" };
   if (body !== undefined) headers["content-type"] = "application/json";
@@ -32,7 +38,11 @@ async function callBridge(config: Config, url: string | undefined, method: "GET"
   if (key) headers.authorization = `Bearer ${key}`;
   let res: Response;
   try {
-    res = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    res = await fetch(`${base}${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
   } catch {
     throw new CliProblem(`no bridge answers at ${base}; start it with \`clawbridge serve\` (or pass --url)`);
   }
@@ -72,13 +82,19 @@ function handle(e: unknown): void {
 }
 
 function printRun(r: Record<string, unknown>): void {
-  out(`run ${r.id}  ${r.system}  ${r.status}${r.failed_step ? ` at ${r.failed_step}` : ""}  created ${when(r.created_at as number)}`);
+  out(
+    `run ${r.id}  ${r.system}  ${r.status}${r.failed_step ? ` at ${r.failed_step}` : ""}  created ${when(r.created_at as number)}`,
+  );
   for (const s of (r.steps as Array<Record<string, unknown>>) ?? []) {
-    const ms = s.started_at && s.ended_at ? ` ${(((s.ended_at as number) - (s.started_at as number)) / 1000).toFixed(1)} s` : "";
-    out(`  step ${s.id}: ${s.status}${Number(s.attempts) > 1 ? ` (${s.attempts} attempts)` : ""}${ms}${s.error ? ` — ${s.error}` : ""}`);
+    const ms =
+      s.started_at && s.ended_at ? ` ${(((s.ended_at as number) - (s.started_at as number)) / 1000).toFixed(1)} s` : "";
+    out(
+      `  step ${s.id}: ${s.status}${Number(s.attempts) > 1 ? ` (${s.attempts} attempts)` : ""}${ms}${s.error ? ` — ${s.error}` : ""}`,
+    );
   }
   if (r.error) out(`error: ${r.error}`);
-  if (r.output !== null && r.output !== undefined) out(typeof r.output === "string" ? r.output : JSON.stringify(r.output, null, 2));
+  if (r.output !== null && r.output !== undefined)
+    out(typeof r.output === "string" ? r.output : JSON.stringify(r.output, null, 2));
 }
 
 const SYSTEM_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -89,7 +105,8 @@ class BundleProblem extends Error {}
 function handleBundle(e: unknown, what: string): void {
   const name = (e as Error | undefined)?.name;
   if (e instanceof BundleProblem) err(`clawbridge: ${e.message}`);
-  else if (name === "BundleError" || name === "SandboxError" || name === "CanvasOpError") err(`clawbridge: ${what}: ${(e as Error).message}`);
+  else if (name === "BundleError" || name === "SandboxError" || name === "CanvasOpError")
+    err(`clawbridge: ${what}: ${(e as Error).message}`);
   else if (e instanceof Error && e.constructor === Error) {
     // tar-stream and zlib say what is wrong with the archive in a plain Error.
     err(`clawbridge: ${what}: ${e.message}`);
@@ -102,14 +119,19 @@ function handleBundle(e: unknown, what: string): void {
  * no canvas and no file in `<dataDir>/systems/` (one declared in the config), the room gets the
  * loaded library so it can find it; nothing is checked or reloaded.
  */
-async function withRoom<T>(config: Config, exportOf: string | undefined, fn: (room: BuilderRoom) => Promise<T>): Promise<T> {
-  const [{ openSystemsDb, systemsDbPath }, { openBuilderRoom }, { existsSync }, path, { systemsDir }] = await Promise.all([
-    import("../../workflows/systems/db.js"),
-    import("../../workflows/builder/service.js"),
-    import("node:fs"),
-    import("node:path"),
-    import("../../workflows/systems/paths.js"),
-  ]);
+async function withRoom<T>(
+  config: Config,
+  exportOf: string | undefined,
+  fn: (room: BuilderRoom) => Promise<T>,
+): Promise<T> {
+  const [{ openSystemsDb, systemsDbPath }, { openBuilderRoom }, { existsSync }, path, { systemsDir }] =
+    await Promise.all([
+      import("../../workflows/systems/db.js"),
+      import("../../workflows/builder/service.js"),
+      import("node:fs"),
+      import("node:path"),
+      import("../../workflows/systems/paths.js"),
+    ]);
   const db = openSystemsDb(systemsDbPath(config.dataDir));
   try {
     let host: SystemsHost | undefined;
@@ -128,7 +150,9 @@ async function withRoom<T>(config: Config, exportOf: string | undefined, fn: (ro
 }
 
 export function registerSystemsCommands(program: Command): void {
-  const systems = program.command("systems").description("the systems a router can run (config `systems:` and <dataDir>/systems/*.yaml)");
+  const systems = program
+    .command("systems")
+    .description("the systems a router can run (config `systems:` and <dataDir>/systems/*.yaml)");
 
   systems
     .command("list")
@@ -142,8 +166,14 @@ export function registerSystemsCommands(program: Command): void {
         const { library, problems } = await loadLibrary(config);
         if (opts.json) return out(JSON.stringify(library.systems, null, 2));
         if (!library.systems.length) out("no systems configured");
-        for (const s of library.systems) out(`${s.id}  (${s.run.kind}${s.sideEffects ? ", side effects" : ""})  ${s.name}${s.description ? ` — ${s.description}` : ""}`);
-        if (problems.length) err(`${problems.length} problem${problems.length === 1 ? "" : "s"} left systems out: see clawbridge systems validate`);
+        for (const s of library.systems)
+          out(
+            `${s.id}  (${s.run.kind}${s.sideEffects ? ", side effects" : ""})  ${s.name}${s.description ? ` — ${s.description}` : ""}`,
+          );
+        if (problems.length)
+          err(
+            `${problems.length} problem${problems.length === 1 ? "" : "s"} left systems out: see clawbridge systems validate`,
+          );
       } catch (e) {
         handle(e);
       }
@@ -178,7 +208,9 @@ export function registerSystemsCommands(program: Command): void {
         const { library, problems } = await loadLibrary(config, { askMcp: opts.mcp });
         const all = [...routerProblems(config), ...problems.map(formatProblem)];
         for (const p of all) out(`problem: ${p}`);
-        out(`${library.systems.length} system${library.systems.length === 1 ? "" : "s"} OK${all.length ? `, ${all.length} problem${all.length === 1 ? "" : "s"}` : ""}`);
+        out(
+          `${library.systems.length} system${library.systems.length === 1 ? "" : "s"} OK${all.length ? `, ${all.length} problem${all.length === 1 ? "" : "s"}` : ""}`,
+        );
         if (all.length) process.exitCode = 1;
       } catch (e) {
         handle(e);
@@ -194,10 +226,14 @@ export function registerSystemsCommands(program: Command): void {
     .action(async (id: string, pairs: string[], opts: { config?: string; url?: string; wait: boolean }) => {
       try {
         const config = loadConfig({ configPath: opts.config });
-        const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(id)}/runs`, { inputs: parsePairs(pairs), wait: opts.wait });
+        const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(id)}/runs`, {
+          inputs: parsePairs(pairs),
+          wait: opts.wait,
+        });
         if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
         printRun(res.json);
-        if (res.json.status === "failed" || res.json.status === "cancelled" || res.json.status === "interrupted") process.exitCode = 1;
+        if (res.json.status === "failed" || res.json.status === "cancelled" || res.json.status === "interrupted")
+          process.exitCode = 1;
       } catch (e) {
         handle(e);
       }
@@ -211,7 +247,8 @@ export function registerSystemsCommands(program: Command): void {
     .action(async (id: string, opts: { config?: string; output?: string }) => {
       try {
         const config = loadConfig({ configPath: opts.config });
-        if (!SYSTEM_ID.test(id)) throw new BundleProblem(`"${id}" is not a system id (lower-case letters, digits, - and _)`);
+        if (!SYSTEM_ID.test(id))
+          throw new BundleProblem(`"${id}" is not a system id (lower-case letters, digits, - and _)`);
         const data = await withRoom(config, id, (room) => room.exportBundle(id));
         const target = opts.output ?? `${id}.tar.gz`;
         if (target === "-") {
@@ -249,13 +286,27 @@ export function registerSystemsCommands(program: Command): void {
         const bundle = await readBundle(data);
         const system = bundle.system;
         // The config's own systems are not the room's to replace: the library would hold the id twice.
-        if (config.systems.some((s) => (s as { id?: unknown } | null)?.id === system)) throw new BundleProblem(`the config file declares a system "${system}"; remove it there before importing one of the same id`);
-        const r = await withRoom(config, undefined, (room) => room.importBundle(data, { replace: opts.replace === true }));
-        const [path, { sandboxDir, systemsDir }] = await Promise.all([import("node:path"), import("../../workflows/systems/paths.js")]);
+        if (config.systems.some((s) => (s as { id?: unknown } | null)?.id === system))
+          throw new BundleProblem(
+            `the config file declares a system "${system}"; remove it there before importing one of the same id`,
+          );
+        const r = await withRoom(config, undefined, (room) =>
+          room.importBundle(data, { replace: opts.replace === true }),
+        );
+        const [path, { sandboxDir, systemsDir }] = await Promise.all([
+          import("node:path"),
+          import("../../workflows/systems/paths.js"),
+        ]);
         const files = `${r.files} file${r.files === 1 ? "" : "s"}`;
         const sandbox = sandboxDir(config.dataDir, r.system);
-        if (r.canvas) out(`imported ${r.system}: a draft canvas and ${files} in ${sandbox}; deploy it from a chat with the builder ("deploy ${r.system}")`);
-        else out(`imported ${r.system}: the system file ${path.join(systemsDir(config.dataDir), `${r.system}.yaml`)}${r.files ? ` and ${files} in ${sandbox}` : ""}`);
+        if (r.canvas)
+          out(
+            `imported ${r.system}: a draft canvas and ${files} in ${sandbox}; deploy it from a chat with the builder ("deploy ${r.system}")`,
+          );
+        else
+          out(
+            `imported ${r.system}: the system file ${path.join(systemsDir(config.dataDir), `${r.system}.yaml`)}${r.files ? ` and ${files} in ${sandbox}` : ""}`,
+          );
       } catch (e) {
         handleBundle(e, `cannot import ${file}`);
       }
@@ -280,7 +331,10 @@ export function registerSystemsCommands(program: Command): void {
           const list = new RunStore(db).list({ status: opts.status as never, system: opts.system, limit: opts.limit });
           if (opts.json) return out(JSON.stringify(list, null, 2));
           if (!list.length) out("no runs yet");
-          for (const r of list) out(`${when(r.createdAt)}  ${r.id}  ${r.system}  ${r.status}${r.failedStep ? ` at ${r.failedStep}` : ""}${r.conversation ? `  (${r.conversation})` : ""}`);
+          for (const r of list)
+            out(
+              `${when(r.createdAt)}  ${r.id}  ${r.system}  ${r.status}${r.failedStep ? ` at ${r.failedStep}` : ""}${r.conversation ? `  (${r.conversation})` : ""}`,
+            );
         } finally {
           db.close();
         }

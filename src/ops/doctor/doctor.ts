@@ -17,7 +17,16 @@ import { bridgeBaseUrl, bridgeOrigin, resolveOpenClawPaths } from "../openclaw/p
 import { openclawStatus } from "../openclaw/status.js";
 import type { Validator } from "../openclaw/validate.js";
 import { serviceStatus, type SystemctlRunner } from "../service/systemd.js";
-import { canListen, findListeningPid, findLockFiles, formatBytes, freeBytes, processCommand, readLock, writable } from "./probes.js";
+import {
+  canListen,
+  findListeningPid,
+  findLockFiles,
+  formatBytes,
+  freeBytes,
+  processCommand,
+  readLock,
+  writable,
+} from "./probes.js";
 import { summarize, type Finding, type Summary } from "../report/findings.js";
 
 /** The coding-agent CLIs a backend can drive (src/backends/cli/resolve.ts, where the dashboard finds them too). */
@@ -59,10 +68,16 @@ export interface DoctorReport {
 
 function withTimeout<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<T>((r) => (timer = setTimeout(() => r(fallback), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([p, new Promise<T>((r) => (timer = setTimeout(() => r(fallback), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
 }
 
-async function checkBackends(config: Config, findings: Finding[], running?: ReadonlyMap<string, Backend>): Promise<Set<string>> {
+async function checkBackends(
+  config: Config,
+  findings: Finding[],
+  running?: ReadonlyMap<string, Backend>,
+): Promise<Set<string>> {
   const usedTypes = new Set<string>();
   let backends: ReadonlyMap<string, Backend>;
   try {
@@ -73,20 +88,31 @@ async function checkBackends(config: Config, findings: Finding[], running?: Read
   }
   try {
     const results = await Promise.all(
-      [...backends.values()].map(async (b) => ({ b, h: await withTimeout(b.health().catch((e: Error) => ({ usable: false, detail: e.message, version: undefined })), 20_000, { usable: false, detail: "health check did not finish within 20 s", version: undefined }) })),
+      [...backends.values()].map(async (b) => ({
+        b,
+        h: await withTimeout(
+          b.health().catch((e: Error) => ({ usable: false, detail: e.message, version: undefined })),
+          20_000,
+          { usable: false, detail: "health check did not finish within 20 s", version: undefined },
+        ),
+      })),
     );
     for (const { b, h } of results) {
       usedTypes.add(b.type);
       const models = config.models.filter((m) => m.backend === b.name).map((m) => m.id);
       const cli = KNOWN_CLIS.find((c) => c.backendType === b.type);
-      const what = b.type === "openai" ? "GET <baseUrl>/models answered" : `\`${h.detail} --version\` answered${h.version ? ` ${h.version}` : ""}`;
+      const what =
+        b.type === "openai"
+          ? "GET <baseUrl>/models answered"
+          : `\`${h.detail} --version\` answered${h.version ? ` ${h.version}` : ""}`;
       findings.push(
         h.usable
           ? {
               id: `backend:${b.name}`,
               status: "ok",
               title: `backend ${b.name} (${b.type}): usable${h.version ? `, ${h.version}` : ""}`,
-              detail: `checked: ${what}. ${cli ? "A real turn was not tried: it needs the CLI's own login or API key." : ""}\nmodels: ${models.join(", ") || "none"}`.trim(),
+              detail:
+                `checked: ${what}. ${cli ? "A real turn was not tried: it needs the CLI's own login or API key." : ""}\nmodels: ${models.join(", ") || "none"}`.trim(),
             }
           : {
               id: `backend:${b.name}`,
@@ -107,7 +133,12 @@ async function checkBackends(config: Config, findings: Finding[], running?: Read
   return usedTypes;
 }
 
-async function scanClis(known: readonly KnownCli[], skipTypes: Set<string>, env: NodeJS.ProcessEnv, findings: Finding[]): Promise<void> {
+async function scanClis(
+  known: readonly KnownCli[],
+  skipTypes: Set<string>,
+  env: NodeJS.ProcessEnv,
+  findings: Finding[],
+): Promise<void> {
   const results = await Promise.all(
     known
       .filter((c) => !skipTypes.has(c.backendType))
@@ -118,18 +149,44 @@ async function scanClis(known: readonly KnownCli[], skipTypes: Set<string>, env:
       }),
   );
   for (const { c, bin, h } of results) {
-    if (!bin) findings.push({ id: `cli:${c.name}`, status: "info", title: `${c.name}: not installed (not used by this config)`, detail: `to use it: npm i -g ${c.pkg}, then add a "${c.backendType}" backend` });
-    else if (h?.usable) findings.push({ id: `cli:${c.name}`, status: "info", title: `${c.name}: installed, ${h.version ?? "version unknown"} (not used by this config)`, detail: `${bin}; checked with --version only` });
-    else findings.push({ id: `cli:${c.name}`, status: "info", title: `${c.name}: found but does not start (not used by this config)`, detail: h?.detail });
+    if (!bin)
+      findings.push({
+        id: `cli:${c.name}`,
+        status: "info",
+        title: `${c.name}: not installed (not used by this config)`,
+        detail: `to use it: npm i -g ${c.pkg}, then add a "${c.backendType}" backend`,
+      });
+    else if (h?.usable)
+      findings.push({
+        id: `cli:${c.name}`,
+        status: "info",
+        title: `${c.name}: installed, ${h.version ?? "version unknown"} (not used by this config)`,
+        detail: `${bin}; checked with --version only`,
+      });
+    else
+      findings.push({
+        id: `cli:${c.name}`,
+        status: "info",
+        title: `${c.name}: found but does not start (not used by this config)`,
+        detail: h?.detail,
+      });
   }
 }
 
 /** The warm CLI processes a running bridge reports in /health, as one line (empty when none). */
 function warmLine(warm: unknown): string {
-  const w = warm as { processes?: number; rssBytes?: number; byBackend?: Record<string, { processes: number; busy: number; rssBytes: number }> } | undefined;
+  const w = warm as
+    | {
+        processes?: number;
+        rssBytes?: number;
+        byBackend?: Record<string, { processes: number; busy: number; rssBytes: number }>;
+      }
+    | undefined;
   if (!w || !w.processes) return "";
   const mb = (n: number) => `${Math.round(n / 1048576)} MB`;
-  const parts = Object.entries(w.byBackend ?? {}).map(([name, b]) => `${name} ${b.processes} (${b.busy} busy, ${mb(b.rssBytes)})`);
+  const parts = Object.entries(w.byBackend ?? {}).map(
+    ([name, b]) => `${name} ${b.processes} (${b.busy} busy, ${mb(b.rssBytes)})`,
+  );
   return `\nwarm CLI processes: ${w.processes}, ${mb(w.rssBytes ?? 0)} in all — ${parts.join(", ")}`;
 }
 
@@ -142,7 +199,10 @@ async function checkPort(config: Config, findings: Finding[], timeoutMs: number)
   try {
     // With server.apiKeys the details (models) need a key; liveness does not.
     const key = config.server.apiKeys[0];
-    const res = await fetch(`${origin}/health`, { signal: AbortSignal.timeout(timeoutMs), headers: key ? { authorization: `Bearer ${key}` } : {} });
+    const res = await fetch(`${origin}/health`, {
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: key ? { authorization: `Bearer ${key}` } : {},
+    });
     httpStatus = res.status;
     body = (await res.json().catch(() => undefined)) as Record<string, unknown> | undefined;
   } catch {
@@ -162,7 +222,11 @@ async function checkPort(config: Config, findings: Finding[], timeoutMs: number)
       status: same ? "ok" : "warn",
       title: `port ${where}: a clawbridge ${String(body.version ?? "")} answers${owner()}`.replace("  ", " "),
       detail: `GET ${origin}/health: status ${String(body.status ?? "?")}${warmLine(body.warm)}${same ? "" : `\nit serves ${running?.join(", ") || "no models"}; this config has ${configured.join(", ")}`}`,
-      ...(same ? {} : { fix: "restart it to apply this config (systemctl --user restart clawbridge, or stop the old process and run clawbridge serve)" }),
+      ...(same
+        ? {}
+        : {
+            fix: "restart it to apply this config (systemctl --user restart clawbridge, or stop the old process and run clawbridge serve)",
+          }),
     });
     return;
   }
@@ -178,15 +242,31 @@ async function checkPort(config: Config, findings: Finding[], timeoutMs: number)
   }
   const probe = await canListen(host, port);
   if (probe.free) {
-    findings.push({ id: "port", status: "ok", title: `port ${where}: free (the bridge is not running)`, detail: "start it: clawbridge serve, or clawbridge service install" });
+    findings.push({
+      id: "port",
+      status: "ok",
+      title: `port ${where}: free (the bridge is not running)`,
+      detail: "start it: clawbridge serve, or clawbridge service install",
+    });
   } else if (probe.code === "EADDRINUSE") {
-    findings.push({ id: "port", status: "fail", title: `port ${where}: used by another program${owner()}`, detail: "it does not answer HTTP on /health", fix: "stop that program, or set server.port (then: clawbridge openclaw install)" });
+    findings.push({
+      id: "port",
+      status: "fail",
+      title: `port ${where}: used by another program${owner()}`,
+      detail: "it does not answer HTTP on /health",
+      fix: "stop that program, or set server.port (then: clawbridge openclaw install)",
+    });
   } else {
     findings.push({
       id: "port",
       status: "fail",
       title: `port ${where}: cannot listen (${probe.code ?? "unknown error"})`,
-      fix: probe.code === "EACCES" ? "ports below 1024 need privileges: pick a higher server.port" : probe.code === "EADDRNOTAVAIL" ? `${host} is not an address of this machine: fix server.host` : "check server.host / server.port",
+      fix:
+        probe.code === "EACCES"
+          ? "ports below 1024 need privileges: pick a higher server.port"
+          : probe.code === "EADDRNOTAVAIL"
+            ? `${host} is not an address of this machine: fix server.host`
+            : "check server.host / server.port",
     });
   }
 }
@@ -194,23 +274,44 @@ async function checkPort(config: Config, findings: Finding[], timeoutMs: number)
 function checkLocks(dataDir: string | undefined, tmpDir: string, fix: boolean, findings: Finding[]): void {
   const files = findLockFiles(dataDir, tmpDir);
   if (!files.length) {
-    findings.push({ id: "locks", status: "ok", title: "no lock files", detail: `looked in ${[dataDir, `${tmpDir}/clawbridge-*.lock`].filter(Boolean).join(" and ")}` });
+    findings.push({
+      id: "locks",
+      status: "ok",
+      title: "no lock files",
+      detail: `looked in ${[dataDir, `${tmpDir}/clawbridge-*.lock`].filter(Boolean).join(" and ")}`,
+    });
     return;
   }
   for (const file of files) {
     const l = readLock(file);
     if (l.problem) {
-      findings.push({ id: `lock:${file}`, status: "warn", title: `lock file ${file}: ${l.problem}`, fix: `if no clawbridge or OpenClaw gateway is running: rm ${file}` });
+      findings.push({
+        id: `lock:${file}`,
+        status: "warn",
+        title: `lock file ${file}: ${l.problem}`,
+        fix: `if no clawbridge or OpenClaw gateway is running: rm ${file}`,
+      });
     } else if (l.alive && !l.reused) {
-      findings.push({ id: `lock:${file}`, status: "ok", title: `lock file ${file}: held by running pid ${l.pid}`, ...(l.command ? { detail: l.command } : {}) });
+      findings.push({
+        id: `lock:${file}`,
+        status: "ok",
+        title: `lock file ${file}: held by running pid ${l.pid}`,
+        ...(l.command ? { detail: l.command } : {}),
+      });
     } else if (fix) {
       rmSync(file, { force: true });
-      findings.push({ id: `lock:${file}`, status: "ok", title: `lock file ${file}: pid ${l.pid} was ${l.reused ? "reused by another program" : "dead"}; removed (--fix)` });
+      findings.push({
+        id: `lock:${file}`,
+        status: "ok",
+        title: `lock file ${file}: pid ${l.pid} was ${l.reused ? "reused by another program" : "dead"}; removed (--fix)`,
+      });
     } else {
       findings.push({
         id: `lock:${file}`,
         status: "warn",
-        title: l.reused ? `stale lock file ${file}: pid ${l.pid} now belongs to another program (${l.command})` : `stale lock file ${file}: pid ${l.pid} is not running`,
+        title: l.reused
+          ? `stale lock file ${file}: pid ${l.pid} now belongs to another program (${l.command})`
+          : `stale lock file ${file}: pid ${l.pid} is not running`,
         detail: "a crashed bridge or plugin left it; it can stop the plugin from starting the bridge",
         fix: `rm ${file} (or: clawbridge doctor --fix)`,
       });
@@ -228,10 +329,20 @@ function checkDisk(dataDir: string, minFree: number, findings: Finding[]): void 
       status,
       title: `data directory ${dataDir}: ${formatBytes(free)} free of ${formatBytes(total)}${canWrite ? "" : ", NOT writable"}`,
       detail: at === dataDir ? undefined : `does not exist yet (created at start-up); measured at ${at}`,
-      ...(status === "ok" ? {} : { fix: canWrite ? "free some space (sessions, CLI work directories and logs live here), or set dataDir" : `fix the permissions of ${at}, or set dataDir / CLAWBRIDGE_DATA_DIR` }),
+      ...(status === "ok"
+        ? {}
+        : {
+            fix: canWrite
+              ? "free some space (sessions, CLI work directories and logs live here), or set dataDir"
+              : `fix the permissions of ${at}, or set dataDir / CLAWBRIDGE_DATA_DIR`,
+          }),
     });
   } catch (err) {
-    findings.push({ id: "disk", status: "warn", title: `data directory ${dataDir}: cannot measure free space (${(err as Error).message})` });
+    findings.push({
+      id: "disk",
+      status: "warn",
+      title: `data directory ${dataDir}: cannot measure free space (${(err as Error).message})`,
+    });
   }
 }
 
@@ -269,43 +380,92 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorReport>
 
   // 4. OpenClaw.
   const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome, env });
-  const oc = await openclawStatus({ paths, providerId: opts.providerId, env, timeoutMs, ...(config ? { config } : {}), notSetUpIs: "warn" });
+  const oc = await openclawStatus({
+    paths,
+    providerId: opts.providerId,
+    env,
+    timeoutMs,
+    ...(config ? { config } : {}),
+    notSetUpIs: "warn",
+  });
   // The port check already says whether the bridge runs; keep OpenClaw's view only when it differs.
   const portFinding = findings.find((f) => f.id === "port");
   for (const f of oc.findings) {
-    if (f.id === "bridge:running" && portFinding && config && oc.baseUrl?.replace(/\/+$/, "") === bridgeBaseUrl(config)) {
-      if (f.status === "fail") findings.push({ ...f, title: `OpenClaw points at the bridge, but it is not running`, detail: f.detail });
+    if (
+      f.id === "bridge:running" &&
+      portFinding &&
+      config &&
+      oc.baseUrl?.replace(/\/+$/, "") === bridgeBaseUrl(config)
+    ) {
+      if (f.status === "fail")
+        findings.push({ ...f, title: `OpenClaw points at the bridge, but it is not running`, detail: f.detail });
       continue;
     }
     findings.push(f);
   }
   if (opts.validate && existsSync(paths.configPath)) {
     const v = await opts.validate(paths);
-    if (!v.ran) findings.push({ id: "openclaw:validate", status: "info", title: "OpenClaw's own validation could not run", detail: v.detail });
+    if (!v.ran)
+      findings.push({
+        id: "openclaw:validate",
+        status: "info",
+        title: "OpenClaw's own validation could not run",
+        detail: v.detail,
+      });
     else
       findings.push(
         v.valid
           ? { id: "openclaw:validate", status: "ok", title: "openclaw config validate: valid" }
-          : { id: "openclaw:validate", status: "fail", title: "openclaw config validate: INVALID", detail: v.issues.map((i) => `${i.path}: ${i.message}`).join("\n") || v.detail, fix: "fix or remove the keys named (a backup of each clawbridge edit is next to the file: openclaw.json.bak-*)" },
+          : {
+              id: "openclaw:validate",
+              status: "fail",
+              title: "openclaw config validate: INVALID",
+              detail: v.issues.map((i) => `${i.path}: ${i.message}`).join("\n") || v.detail,
+              fix: "fix or remove the keys named (a backup of each clawbridge edit is next to the file: openclaw.json.bak-*)",
+            },
       );
   } else if (!opts.validate && existsSync(paths.configPath)) {
-    findings.push({ id: "openclaw:validate", status: "info", title: "OpenClaw's own validation skipped (openclaw CLI not found; --openclaw-bin <path> to use one)" });
+    findings.push({
+      id: "openclaw:validate",
+      status: "info",
+      title: "OpenClaw's own validation skipped (openclaw CLI not found; --openclaw-bin <path> to use one)",
+    });
   }
 
   // 5. Lock files, disk, service.
-  const dataDir = config?.dataDir ?? path.resolve(env.CLAWBRIDGE_DATA_DIR ?? path.join(env.HOME ?? tmpdir(), ".clawbridge"));
+  const dataDir =
+    config?.dataDir ?? path.resolve(env.CLAWBRIDGE_DATA_DIR ?? path.join(env.HOME ?? tmpdir(), ".clawbridge"));
   checkLocks(dataDir, opts.tmpDir ?? tmpdir(), !!opts.fix, findings);
   checkDisk(dataDir, opts.minFreeBytes ?? 200 * 1024 * 1024, findings);
-  const svc = await serviceStatus({ name: opts.serviceName, unitDir: opts.unitDir, envVars: env, ...(opts.systemctl ? { runner: opts.systemctl } : {}) });
+  const svc = await serviceStatus({
+    name: opts.serviceName,
+    unitDir: opts.unitDir,
+    envVars: env,
+    ...(opts.systemctl ? { runner: opts.systemctl } : {}),
+  });
   if (!svc.installed) {
-    findings.push({ id: "service", status: "info", title: "systemd user service: not installed", detail: "optional: clawbridge service install (starts the bridge at login, restarts it on failure)" });
+    findings.push({
+      id: "service",
+      status: "info",
+      title: "systemd user service: not installed",
+      detail: "optional: clawbridge service install (starts the bridge at login, restarts it on failure)",
+    });
   } else if (!svc.systemd) {
-    findings.push({ id: "service", status: "info", title: `systemd user service: unit at ${svc.unitPath}`, detail: `its state is unknown: ${svc.systemdNote}` });
+    findings.push({
+      id: "service",
+      status: "info",
+      title: `systemd user service: unit at ${svc.unitPath}`,
+      detail: `its state is unknown: ${svc.systemdNote}`,
+    });
   } else {
     const state = `${svc.properties.ActiveState ?? "?"}/${svc.properties.SubState ?? "?"}, ${svc.properties.UnitFileState ?? "?"}`;
     findings.push(
       svc.active
-        ? { id: "service", status: "ok", title: `systemd user service: ${state} (pid ${svc.properties.MainPID ?? "?"})` }
+        ? {
+            id: "service",
+            status: "ok",
+            title: `systemd user service: ${state} (pid ${svc.properties.MainPID ?? "?"})`,
+          }
         : {
             id: "service",
             status: "warn",

@@ -13,7 +13,18 @@ export type ConversationState = "idle" | "routing" | "planning" | "executing" | 
 export type RunStatus = "pending" | "running" | "paused" | "completed" | "failed" | "cancelled" | "interrupted";
 
 /** What the router decided for one message, and what that decision rested on. */
-export type DecisionAction = "answer" | "clarify" | "confirm" | "run" | "cancel" | "status" | "list" | "decline" | "give_up" | "resume" | "build";
+export type DecisionAction =
+  | "answer"
+  | "clarify"
+  | "confirm"
+  | "run"
+  | "cancel"
+  | "status"
+  | "list"
+  | "decline"
+  | "give_up"
+  | "resume"
+  | "build";
 
 interface Base {
   /** Milliseconds since the epoch. */
@@ -49,27 +60,107 @@ export type BridgeEvent = Base &
     | { type: "run.interrupted"; runId: string; system: string }
     // Turns (src/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
     // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
-    | { type: "turn.started"; turnId: string; conversation: string; model: string; backend: string; mode: string; queuedMs: number }
+    | {
+        type: "turn.started";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        mode: string;
+        queuedMs: number;
+      }
     | { type: "turn.firstByte"; turnId: string; conversation: string; model: string; backend: string; ms: number }
-    | { type: "turn.completed"; turnId: string; conversation: string; model: string; backend: string; ms: number; firstByteMs?: number; promptTokens?: number; completionTokens?: number; finishReason?: string; answeredBy?: string }
-    | { type: "turn.failed"; turnId: string; conversation: string; model: string; backend: string; ms: number; code: string; message: string; answeredBy?: string }
-    | { type: "turn.aborted"; turnId: string; conversation: string; model: string; backend: string; ms: number; reason: string; answeredBy?: string }
+    | {
+        type: "turn.completed";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        ms: number;
+        firstByteMs?: number;
+        promptTokens?: number;
+        completionTokens?: number;
+        finishReason?: string;
+        answeredBy?: string;
+      }
+    | {
+        type: "turn.failed";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        ms: number;
+        code: string;
+        message: string;
+        answeredBy?: string;
+      }
+    | {
+        type: "turn.aborted";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        ms: number;
+        reason: string;
+        answeredBy?: string;
+      }
     /** A turn refused by the queue (429). */
     | { type: "queue.rejected"; conversation: string; model: string; scope: string }
     // Resume mode (src/request/pipeline/resume.ts): a dead backend session replaced, or a retried message started afresh.
     | { type: "session.healed"; conversation: string; backend: string; reason: string }
     | { type: "session.reset"; conversation: string; backend: string; reason: string }
     /** Intent pre-execution (src/request/pipeline/enrich.ts): live data fetched before the model answered. */
-    | { type: "intent.executed"; conversation: string; model: string; tools: string[]; ok: boolean; ms: number; error?: string }
+    | {
+        type: "intent.executed";
+        conversation: string;
+        model: string;
+        tools: string[];
+        ok: boolean;
+        ms: number;
+        error?: string;
+      }
     /** Tool calls a backend found written as text and turned into real calls (src/toolcalls). */
     | { type: "toolcalls.extracted"; conversation: string; model: string; backend: string; count: number }
     /** A backend's health as last checked, published when it changes. */
     | { type: "backend.health"; backend: string; usable: boolean; detail: string }
     // The builder (src/builder): a plan's steps as they run, and every change to a canvas.
-    | { type: "execution:stepStart"; buildId: string; system: string; step: string; name: string; action: string; attempt: number }
-    | { type: "execution:stepRetry"; buildId: string; system: string; step: string; attempt: number; error: string; delayMs: number }
-    | { type: "execution:stepComplete"; buildId: string; system: string; step: string; status: "completed" | "failed" | "skipped"; output?: unknown; error?: string; ms: number }
-    | { type: "execution:planComplete"; buildId: string; system: string; status: "completed" | "failed" | "paused"; failedStep?: string; error?: string; ms: number }
+    | {
+        type: "execution:stepStart";
+        buildId: string;
+        system: string;
+        step: string;
+        name: string;
+        action: string;
+        attempt: number;
+      }
+    | {
+        type: "execution:stepRetry";
+        buildId: string;
+        system: string;
+        step: string;
+        attempt: number;
+        error: string;
+        delayMs: number;
+      }
+    | {
+        type: "execution:stepComplete";
+        buildId: string;
+        system: string;
+        step: string;
+        status: "completed" | "failed" | "skipped";
+        output?: unknown;
+        error?: string;
+        ms: number;
+      }
+    | {
+        type: "execution:planComplete";
+        buildId: string;
+        system: string;
+        status: "completed" | "failed" | "paused";
+        failedStep?: string;
+        error?: string;
+        ms: number;
+      }
     | { type: "node:created"; system: string; node: CanvasNodeEvent }
     | { type: "node:updated"; system: string; node: CanvasNodeEvent; key?: string }
     | { type: "node:deleted"; system: string; nodeId: string }

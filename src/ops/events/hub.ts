@@ -183,7 +183,10 @@ export function parseFilter(query: Record<string, unknown>): EventFilter {
   const list = (param: string): string[] | undefined => {
     const raw = query[param];
     if (raw === undefined) return undefined;
-    const values = (Array.isArray(raw) ? raw : [raw]).flatMap((v) => String(v).split(",")).map((v) => v.trim()).filter(Boolean);
+    const values = (Array.isArray(raw) ? raw : [raw])
+      .flatMap((v) => String(v).split(","))
+      .map((v) => v.trim())
+      .filter(Boolean);
     if (!values.length) throw new FilterError(param, `?${param}= needs a value (a comma-separated list).`);
     return values;
   };
@@ -203,10 +206,15 @@ export function parseFilter(query: Record<string, unknown>): EventFilter {
       if (t === "*") prefixes.push("");
       else if (t.endsWith("*")) {
         const prefix = t.slice(0, -1);
-        if (!known.some((k) => k.startsWith(prefix))) throw new FilterError("types", `No event type starts with "${prefix}" (known: ${EVENT_TYPES.join(", ")}).`);
+        if (!known.some((k) => k.startsWith(prefix)))
+          throw new FilterError("types", `No event type starts with "${prefix}" (known: ${EVENT_TYPES.join(", ")}).`);
         prefixes.push(prefix);
       } else if (known.includes(t)) exact.add(t);
-      else throw new FilterError("types", `Unknown event type "${t}" (known: ${EVENT_TYPES.join(", ")}; a prefix is written like run.*).`);
+      else
+        throw new FilterError(
+          "types",
+          `Unknown event type "${t}" (known: ${EVENT_TYPES.join(", ")}; a prefix is written like run.*).`,
+        );
     }
     filter.types = { exact, prefixes };
   }
@@ -304,7 +312,10 @@ export function redact(ev: BridgeEvent): Record<string, unknown> {
   return out;
 }
 
-const clipLong = (_k: string, v: unknown) => (typeof v === "string" && v.length > MAX_TEXT_CHARS ? `${v.slice(0, MAX_TEXT_CHARS)}…[+${v.length - MAX_TEXT_CHARS} chars]` : v);
+const clipLong = (_k: string, v: unknown) =>
+  typeof v === "string" && v.length > MAX_TEXT_CHARS
+    ? `${v.slice(0, MAX_TEXT_CHARS)}…[+${v.length - MAX_TEXT_CHARS} chars]`
+    : v;
 
 /** `data:` of a frame: one line (JSON escapes every newline). */
 function json(v: unknown, clip: boolean): string {
@@ -334,12 +345,17 @@ const PLAIN_TYPES = [
   "confirm",
   "backend.health",
 ] as const satisfies readonly BridgeEventType[];
-type AllPlain<E> = E extends unknown ? (Exclude<E[keyof E], string | number | boolean | undefined> extends never ? true : false) : never;
+type AllPlain<E> = E extends unknown
+  ? Exclude<E[keyof E], string | number | boolean | undefined> extends never
+    ? true
+    : false
+  : never;
 const _plainChecked: false extends AllPlain<EventOf<(typeof PLAIN_TYPES)[number]>> ? never : true = true;
 void _plainChecked;
 const PLAIN = new Set<string>(PLAIN_TYPES);
 
-export const frameOf = (event: string, data: unknown, id?: number): string => `${id !== undefined ? `id: ${id}\n` : ""}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+export const frameOf = (event: string, data: unknown, id?: number): string =>
+  `${id !== undefined ? `id: ${id}\n` : ""}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 const HEARTBEAT = ": heartbeat\n\n";
 /** Longest wait before queued frames are written (a batch per watcher). */
 const FLUSH_MS = 25;
@@ -465,7 +481,12 @@ export class EventHub {
     this.droppedCount++;
     const queued = sub.queue.length;
     this.remove(sub);
-    sub.sink.end(frameOf("dropped", { reason: `the connection did not keep up: ${queued} events waiting (events.maxQueued ${this.opts.maxQueued})`, lastId: this.lastId }));
+    sub.sink.end(
+      frameOf("dropped", {
+        reason: `the connection did not keep up: ${queued} events waiting (events.maxQueued ${this.opts.maxQueued})`,
+        lastId: this.lastId,
+      }),
+    );
   }
 
   private remove(sub: Subscriber): void {
@@ -533,7 +554,14 @@ export class EventHub {
       queued += s.queue.length;
       queuedBytes += s.bytes;
     }
-    return { lastId: this.lastId, ring: this.size, subscribers: this.subs.size, queued, queuedBytes, dropped: this.droppedCount };
+    return {
+      lastId: this.lastId,
+      ring: this.size,
+      subscribers: this.subs.size,
+      queued,
+      queuedBytes,
+      dropped: this.droppedCount,
+    };
   }
 
   /** On shutdown: what is queued is written, every stream ends with `event: shutdown`, and nothing more is published. */

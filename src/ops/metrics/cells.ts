@@ -59,7 +59,8 @@ abstract class Family<Cell> {
 
   /** The cell of one label set (values in `labelNames` order; made on first use). */
   protected cell(values: readonly string[]): Cell {
-    if (values.length !== this.labelNames.length) throw new Error(`${this.name}: ${this.labelNames.length} label values expected, got ${values.length}`);
+    if (values.length !== this.labelNames.length)
+      throw new Error(`${this.name}: ${this.labelNames.length} label values expected, got ${values.length}`);
     const key = keyOf(values);
     let c = this.cells.get(key);
     if (!c) {
@@ -81,7 +82,8 @@ export class CellCounter extends Family<{ value: number }> {
   }
 
   inc(n: number, ...labelValues: string[]): void {
-    if (!(n >= 0) || !Number.isFinite(n)) throw new Error(`${this.name}: a counter only goes up by a finite amount (got ${n})`);
+    if (!(n >= 0) || !Number.isFinite(n))
+      throw new Error(`${this.name}: a counter only goes up by a finite amount (got ${n})`);
     this.cell(labelValues).value += n;
   }
 
@@ -105,7 +107,13 @@ interface HistogramCell {
 export class CellHistogram extends Family<HistogramCell> {
   readonly type = "histogram";
 
-  constructor(name: string, help: string, labelNames: readonly string[], private readonly bounds: readonly number[], registry: Registry) {
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[],
+    private readonly bounds: readonly number[],
+    registry: Registry,
+  ) {
     super(name, help, labelNames, registry);
     if (bounds.some((b, i) => i > 0 && b <= bounds[i - 1]!)) throw new Error(`${name}: bucket bounds must increase`);
   }
@@ -149,6 +157,12 @@ export class CellHistogram extends Family<HistogramCell> {
   /** As prom-client's `Histogram.get()`: each value's shared labels merged into its own. */
   async get(): Promise<MetricData> {
     const data = await this.getForPromString();
-    return { ...data, values: data.values.map(({ sharedLabels, labels, ...rest }) => ({ ...rest, labels: { ...labels, ...sharedLabels } })) };
+    return {
+      ...data,
+      values: data.values.map(({ sharedLabels, labels, ...rest }) => ({
+        ...rest,
+        labels: { ...labels, ...sharedLabels },
+      })),
+    };
   }
 }

@@ -41,8 +41,15 @@ export interface BridgeMetricsOptions extends MetricsLabels {
 }
 
 /** The label lists from a resolved config (`models`, remap targets, `backends`). */
-export function metricsLabels(config: { models: ReadonlyArray<{ id: string }>; backends: Record<string, unknown>; remapTargets?: Record<string, unknown> }): MetricsLabels {
-  return { models: [...config.models.map((m) => m.id), ...Object.keys(config.remapTargets ?? {})], backends: Object.keys(config.backends) };
+export function metricsLabels(config: {
+  models: ReadonlyArray<{ id: string }>;
+  backends: Record<string, unknown>;
+  remapTargets?: Record<string, unknown>;
+}): MetricsLabels {
+  return {
+    models: [...config.models.map((m) => m.id), ...Object.keys(config.remapTargets ?? {})],
+    backends: Object.keys(config.backends),
+  };
 }
 
 export const OTHER = "other";
@@ -63,7 +70,13 @@ const DECISION_ACTIONS: Record<DecisionAction, true> = {
   resume: true,
   build: true,
 };
-const DECISION_SOURCES: Record<EventOf<"decision">["source"], true> = { classifier: true, fallback: true, slash: true, reply: true, state: true };
+const DECISION_SOURCES: Record<EventOf<"decision">["source"], true> = {
+  classifier: true,
+  fallback: true,
+  slash: true,
+  reply: true,
+  state: true,
+};
 const QUEUE_SCOPES = new Set(["bridge", "conversation"]);
 
 const seconds = (ms: number) => Math.max(0, ms) / 1000;
@@ -126,7 +139,12 @@ export class BridgeMetrics {
     const processes = opts.processes ?? liveProcessCount;
 
     // Read at scrape time.
-    new Gauge({ name: "clawbridge_info", help: "Always 1; the bridge's version as a label.", labelNames: ["version"], registers }).set({ version: VERSION }, 1);
+    new Gauge({
+      name: "clawbridge_info",
+      help: "Always 1; the bridge's version as a label.",
+      labelNames: ["version"],
+      registers,
+    }).set({ version: VERSION }, 1);
     new Gauge({
       name: "clawbridge_turns_in_flight",
       help: "Turns holding a slot (running) right now.",
@@ -219,27 +237,135 @@ export class BridgeMetrics {
 
     // Fed by events.
     const registry = this.registry;
-    this.turns = new CellCounter("clawbridge_turns_total", "Turns ended, by model, backend and outcome (completed, failed, aborted).", ["model", "backend", "outcome"], registry);
-    this.turnErrors = new Counter({ name: "clawbridge_turn_errors_total", help: "Failed turns by backend and error code.", labelNames: ["backend", "code"], registers });
-    this.firstByte = new CellHistogram("clawbridge_turn_first_byte_seconds", "Seconds from a turn's acceptance to the first byte of its answer.", ["model", "backend"], FIRST_BYTE_BUCKETS, registry);
-    this.duration = new CellHistogram("clawbridge_turn_duration_seconds", "Seconds from a turn's acceptance to its end, by outcome.", ["model", "backend", "outcome"], DURATION_BUCKETS, registry);
-    this.tokens = new CellCounter("clawbridge_tokens_total", "Tokens of completed turns (kind=prompt|completion), as reported or counted.", ["model", "backend", "kind"], registry);
-    this.queueWait = new CellHistogram("clawbridge_queue_wait_seconds", "Seconds a turn waited in the queue before it started.", [], QUEUE_WAIT_BUCKETS, registry);
-    this.rejected = new Counter({ name: "clawbridge_queue_rejected_total", help: "Turns refused by the queue (HTTP 429), by model and scope (bridge or conversation).", labelNames: ["model", "scope"], registers });
-    this.heals = new Counter({ name: "clawbridge_session_heals_total", help: "Resume mode: dead backend sessions replaced by a new one seeded from the request.", labelNames: ["backend"], registers });
-    this.resets = new Counter({ name: "clawbridge_session_resets_total", help: "Resume mode: retried messages started as a new session instead of asking the CLI twice.", labelNames: ["backend"], registers });
-    this.toolcalls = new Counter({ name: "clawbridge_toolcalls_extracted_total", help: "Tool calls found written as text and turned into real tool calls.", labelNames: ["model", "backend"], registers });
-    this.intents = new Counter({ name: "clawbridge_intent_executions_total", help: "Intent pre-executions (live web data before the answer), by outcome (ok, failed).", labelNames: ["model", "outcome"], registers });
-    this.intentDuration = new Histogram({ name: "clawbridge_intent_duration_seconds", help: "Seconds an intent pre-execution took.", labelNames: ["outcome"], buckets: WORK_BUCKETS, registers });
-    this.decisions = new Counter({ name: "clawbridge_router_decisions_total", help: "The router's decisions, by action and by what decided (classifier, fallback, slash, reply, state).", labelNames: ["action", "source"], registers });
-    this.runsStarted = new Counter({ name: "clawbridge_runs_started_total", help: "Runs of systems started.", registers });
-    this.runs = new Counter({ name: "clawbridge_runs_total", help: "Runs of systems that ended or stopped, by outcome (completed, failed, cancelled, paused, interrupted).", labelNames: ["outcome"], registers });
-    this.runDuration = new Histogram({ name: "clawbridge_run_duration_seconds", help: "Seconds a run took, by outcome (completed, failed).", labelNames: ["outcome"], buckets: WORK_BUCKETS, registers });
-    this.steps = new Counter({ name: "clawbridge_steps_total", help: "Steps of runs, by outcome (completed, failed, skipped).", labelNames: ["outcome"], registers });
-    this.stepRetries = new Counter({ name: "clawbridge_step_retries_total", help: "Steps of runs retried after a retryable failure.", registers });
-    this.builds = new Counter({ name: "clawbridge_builds_total", help: "The builder's plans that ended, by outcome (completed, failed, paused).", labelNames: ["outcome"], registers });
-    this.buildSteps = new Counter({ name: "clawbridge_build_steps_total", help: "The builder's plan steps, by outcome (completed, failed, skipped).", labelNames: ["outcome"], registers });
-    this.backendUp = new Gauge({ name: "clawbridge_backend_up", help: "1 when a backend was usable at its last health check, else 0.", labelNames: ["backend"], registers });
+    this.turns = new CellCounter(
+      "clawbridge_turns_total",
+      "Turns ended, by model, backend and outcome (completed, failed, aborted).",
+      ["model", "backend", "outcome"],
+      registry,
+    );
+    this.turnErrors = new Counter({
+      name: "clawbridge_turn_errors_total",
+      help: "Failed turns by backend and error code.",
+      labelNames: ["backend", "code"],
+      registers,
+    });
+    this.firstByte = new CellHistogram(
+      "clawbridge_turn_first_byte_seconds",
+      "Seconds from a turn's acceptance to the first byte of its answer.",
+      ["model", "backend"],
+      FIRST_BYTE_BUCKETS,
+      registry,
+    );
+    this.duration = new CellHistogram(
+      "clawbridge_turn_duration_seconds",
+      "Seconds from a turn's acceptance to its end, by outcome.",
+      ["model", "backend", "outcome"],
+      DURATION_BUCKETS,
+      registry,
+    );
+    this.tokens = new CellCounter(
+      "clawbridge_tokens_total",
+      "Tokens of completed turns (kind=prompt|completion), as reported or counted.",
+      ["model", "backend", "kind"],
+      registry,
+    );
+    this.queueWait = new CellHistogram(
+      "clawbridge_queue_wait_seconds",
+      "Seconds a turn waited in the queue before it started.",
+      [],
+      QUEUE_WAIT_BUCKETS,
+      registry,
+    );
+    this.rejected = new Counter({
+      name: "clawbridge_queue_rejected_total",
+      help: "Turns refused by the queue (HTTP 429), by model and scope (bridge or conversation).",
+      labelNames: ["model", "scope"],
+      registers,
+    });
+    this.heals = new Counter({
+      name: "clawbridge_session_heals_total",
+      help: "Resume mode: dead backend sessions replaced by a new one seeded from the request.",
+      labelNames: ["backend"],
+      registers,
+    });
+    this.resets = new Counter({
+      name: "clawbridge_session_resets_total",
+      help: "Resume mode: retried messages started as a new session instead of asking the CLI twice.",
+      labelNames: ["backend"],
+      registers,
+    });
+    this.toolcalls = new Counter({
+      name: "clawbridge_toolcalls_extracted_total",
+      help: "Tool calls found written as text and turned into real tool calls.",
+      labelNames: ["model", "backend"],
+      registers,
+    });
+    this.intents = new Counter({
+      name: "clawbridge_intent_executions_total",
+      help: "Intent pre-executions (live web data before the answer), by outcome (ok, failed).",
+      labelNames: ["model", "outcome"],
+      registers,
+    });
+    this.intentDuration = new Histogram({
+      name: "clawbridge_intent_duration_seconds",
+      help: "Seconds an intent pre-execution took.",
+      labelNames: ["outcome"],
+      buckets: WORK_BUCKETS,
+      registers,
+    });
+    this.decisions = new Counter({
+      name: "clawbridge_router_decisions_total",
+      help: "The router's decisions, by action and by what decided (classifier, fallback, slash, reply, state).",
+      labelNames: ["action", "source"],
+      registers,
+    });
+    this.runsStarted = new Counter({
+      name: "clawbridge_runs_started_total",
+      help: "Runs of systems started.",
+      registers,
+    });
+    this.runs = new Counter({
+      name: "clawbridge_runs_total",
+      help: "Runs of systems that ended or stopped, by outcome (completed, failed, cancelled, paused, interrupted).",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.runDuration = new Histogram({
+      name: "clawbridge_run_duration_seconds",
+      help: "Seconds a run took, by outcome (completed, failed).",
+      labelNames: ["outcome"],
+      buckets: WORK_BUCKETS,
+      registers,
+    });
+    this.steps = new Counter({
+      name: "clawbridge_steps_total",
+      help: "Steps of runs, by outcome (completed, failed, skipped).",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.stepRetries = new Counter({
+      name: "clawbridge_step_retries_total",
+      help: "Steps of runs retried after a retryable failure.",
+      registers,
+    });
+    this.builds = new Counter({
+      name: "clawbridge_builds_total",
+      help: "The builder's plans that ended, by outcome (completed, failed, paused).",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.buildSteps = new Counter({
+      name: "clawbridge_build_steps_total",
+      help: "The builder's plan steps, by outcome (completed, failed, skipped).",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.backendUp = new Gauge({
+      name: "clawbridge_backend_up",
+      help: "1 when a backend was usable at its last health check, else 0.",
+      labelNames: ["backend"],
+      registers,
+    });
 
     // Known label values show at 0 from the first scrape (rate() needs the series to exist).
     for (const backend of this.backends) {
@@ -329,7 +455,10 @@ export class BridgeMetrics {
         return;
       }
       case "decision":
-        this.decisions.inc({ action: Object.hasOwn(DECISION_ACTIONS, e.action) ? e.action : OTHER, source: Object.hasOwn(DECISION_SOURCES, e.source) ? e.source : OTHER });
+        this.decisions.inc({
+          action: Object.hasOwn(DECISION_ACTIONS, e.action) ? e.action : OTHER,
+          source: Object.hasOwn(DECISION_SOURCES, e.source) ? e.source : OTHER,
+        });
         return;
       case "run.started":
         this.runsStarted.inc();

@@ -20,7 +20,14 @@ import type { Config } from "../../core/config/schema.js";
 import { copyFileKeepMode, fileMode, writeFileAtomic } from "./fsutil.js";
 import { deepEqual, formatJsonPath, Json5Doc, Json5SyntaxError, type JsonPath } from "./json5-doc.js";
 import { inspectAllModelsJson, removeProviderFromModelsJson, type ModelsJsonFinding } from "./models-json.js";
-import { buildProviderEntry, DEFAULT_PROVIDER_ID, modelRef, type OpenClawPaths, type OpenClawProviderEntry, type ProviderEntryOptions } from "./provider.js";
+import {
+  buildProviderEntry,
+  DEFAULT_PROVIDER_ID,
+  modelRef,
+  type OpenClawPaths,
+  type OpenClawProviderEntry,
+  type ProviderEntryOptions,
+} from "./provider.js";
 import { backupName, unifiedDiff } from "./config-diff.js";
 import type { ValidationResult, Validator } from "./validate.js";
 
@@ -116,7 +123,9 @@ function parseDoc(paths: OpenClawPaths, text: string): Json5Doc {
     return Json5Doc.parse(text);
   } catch (err) {
     if (err instanceof Json5SyntaxError) {
-      throw new OpenClawSetupError(`${paths.configPath} is not valid JSON5: ${err.message}. Fix it first (openclaw config validate shows the problem); nothing was changed.`);
+      throw new OpenClawSetupError(
+        `${paths.configPath} is not valid JSON5: ${err.message}. Fix it first (openclaw config validate shows the problem); nothing was changed.`,
+      );
     }
     throw err;
   }
@@ -135,22 +144,30 @@ function assertNoIncludeOnPath(doc: Json5Doc, paths: OpenClawPaths, p: JsonPath)
 }
 
 /** Where the default model lives for `agent` (undefined: agents.defaults). */
-function defaultModelTarget(doc: Json5Doc, agent: string | undefined): { path: JsonPath; form: "primary" | "string" } | { error: string } {
+function defaultModelTarget(
+  doc: Json5Doc,
+  agent: string | undefined,
+): { path: JsonPath; form: "primary" | "string" } | { error: string } {
   let base: JsonPath;
   if (agent === undefined) base = ["agents", "defaults", "model"];
   else {
     const list = doc.get(["agents", "list"]);
-    const ids = Array.isArray(list) ? list.map((a) => (a && typeof a === "object" ? (a as { id?: unknown }).id : undefined)) : [];
+    const ids = Array.isArray(list)
+      ? list.map((a) => (a && typeof a === "object" ? (a as { id?: unknown }).id : undefined))
+      : [];
     const i = ids.findIndex((id) => id === agent);
     if (i < 0) {
       const known = ids.filter((x): x is string => typeof x === "string");
-      return { error: `no agent "${agent}" in agents.list${known.length ? ` (agents: ${known.join(", ")})` : " (the config lists no agents)"}; leave out --agent to set agents.defaults.model` };
+      return {
+        error: `no agent "${agent}" in agents.list${known.length ? ` (agents: ${known.join(", ")})` : " (the config lists no agents)"}; leave out --agent to set agents.defaults.model`,
+      };
     }
     base = ["agents", "list", i, "model"];
   }
   const cur = doc.get(base);
   if (typeof cur === "string") return { path: base, form: "string" };
-  if (cur !== undefined && (typeof cur !== "object" || cur === null || Array.isArray(cur))) return { error: `${formatJsonPath(base)} is neither a string nor an object` };
+  if (cur !== undefined && (typeof cur !== "object" || cur === null || Array.isArray(cur)))
+    return { error: `${formatJsonPath(base)} is neither a string nor an object` };
   return { path: [...base, "primary"], form: "primary" };
 }
 
@@ -202,7 +219,10 @@ function maskedEntry(entry: OpenClawProviderEntry): OpenClawProviderEntry {
  * same directory (so relative `$include`s resolve the same). Returns undefined when not validated.
  */
 async function validateCandidate(paths: OpenClawPaths, text: string, validate: Validator): Promise<ValidationResult> {
-  const candidate = path.join(path.dirname(paths.configPath), `.${path.basename(paths.configPath)}.clawbridge-check-${process.pid}.json`);
+  const candidate = path.join(
+    path.dirname(paths.configPath),
+    `.${path.basename(paths.configPath)}.clawbridge-check-${process.pid}.json`,
+  );
   writeFileAtomic(candidate, text, 0o600);
   try {
     return await validate({ ...paths, configPath: candidate });
@@ -235,7 +255,9 @@ async function checkWithOpenClaw(
   if (before.trim() && issuesOutside(validation, ours)) {
     const old = await validateCandidate(paths, before, validate);
     if (old.ran && old.valid === false) {
-      notes.push(`your OpenClaw config was already invalid before this change (${old.issues.map((i) => `${i.path}: ${i.message}`).join("; ")}); fix that too`);
+      notes.push(
+        `your OpenClaw config was already invalid before this change (${old.issues.map((i) => `${i.path}: ${i.message}`).join("; ")}); fix that too`,
+      );
       return { validation, refuse: false };
     }
   }
@@ -253,7 +275,12 @@ function applyWrite(paths: OpenClawPaths, existed: boolean, after: string, now: 
   return backup;
 }
 
-function fixModelsJson(findings: ModelsJsonFinding[], providerId: string, dryRun: boolean, now: Date): ModelsJsonAction[] {
+function fixModelsJson(
+  findings: ModelsJsonFinding[],
+  providerId: string,
+  dryRun: boolean,
+  now: Date,
+): ModelsJsonAction[] {
   return findings.map((f) => {
     if (f.state === "stale") {
       if (dryRun) return { ...f, action: "would-remove-entry" as const };
@@ -268,7 +295,8 @@ function fixModelsJson(findings: ModelsJsonFinding[], providerId: string, dryRun
 export async function installOpenClaw(opts: InstallOptions): Promise<InstallResult> {
   const { config, paths } = opts;
   const providerId = opts.providerId ?? DEFAULT_PROVIDER_ID;
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(providerId)) throw new OpenClawSetupError(`provider id "${providerId}" must use letters, digits, . _ - (no slash)`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(providerId))
+    throw new OpenClawSetupError(`provider id "${providerId}" must use letters, digits, . _ - (no slash)`);
   const now = opts.now ?? new Date();
   const notes: string[] = [];
   const { text: before, existed } = readConfigText(paths);
@@ -287,8 +315,14 @@ export async function installOpenClaw(opts: InstallOptions): Promise<InstallResu
     if (existing !== undefined) notes.push(`${formatJsonPath(pPath)} was not an object; replaced`);
     createdParents = doc.set(pPath, entry).created;
   } else {
-    if (!prevRecord) notes.push(`${formatJsonPath(pPath)} already existed (not added by clawbridge); updated its baseUrl, apiKey, api, timeoutSeconds and models`);
-    else if (entryHash(existing) !== prevRecord.entrySha256) notes.push(`${formatJsonPath(pPath)} was edited since the last install; clawbridge's keys were rewritten, other keys kept`);
+    if (!prevRecord)
+      notes.push(
+        `${formatJsonPath(pPath)} already existed (not added by clawbridge); updated its baseUrl, apiKey, api, timeoutSeconds and models`,
+      );
+    else if (entryHash(existing) !== prevRecord.entrySha256)
+      notes.push(
+        `${formatJsonPath(pPath)} was edited since the last install; clawbridge's keys were rewritten, other keys kept`,
+      );
     for (const [k, v] of Object.entries(entry)) doc.set([...pPath, k], v);
   }
   const writtenEntry = doc.get(pPath);
@@ -300,7 +334,9 @@ export async function installOpenClaw(opts: InstallOptions): Promise<InstallResu
   if (opts.setDefault) {
     const modelId = opts.model ?? config.models[0]!.id;
     if (!config.models.some((m) => m.id === modelId)) {
-      throw new OpenClawSetupError(`--model ${modelId}: not a model of this bridge (models: ${config.models.map((m) => m.id).join(", ")})`);
+      throw new OpenClawSetupError(
+        `--model ${modelId}: not a model of this bridge (models: ${config.models.map((m) => m.id).join(", ")})`,
+      );
     }
     defaultRef = modelRef(providerId, modelId);
     const target = defaultModelTarget(doc, opts.agent);
@@ -323,15 +359,28 @@ export async function installOpenClaw(opts: InstallOptions): Promise<InstallResu
     if (i >= 0) defaultRecords[i] = rec;
     else defaultRecords.push(rec);
     const allow = doc.get(["agents", "defaults", "models"]);
-    if (allow && typeof allow === "object" && !Array.isArray(allow) && Object.keys(allow).length && !(defaultRef in allow)) {
-      notes.push(`agents.defaults.models is an allowlist without "${defaultRef}"; add it there to switch models with /model`);
+    if (
+      allow &&
+      typeof allow === "object" &&
+      !Array.isArray(allow) &&
+      Object.keys(allow).length &&
+      !(defaultRef in allow)
+    ) {
+      notes.push(
+        `agents.defaults.models is an allowlist without "${defaultRef}"; add it there to switch models with /model`,
+      );
     }
   }
 
   const after = doc.toString();
   const changed = after !== before;
   const diff = unifiedDiff(paths.configPath, before, after);
-  const modelsFindings = inspectAllModelsJson(paths.stateDir, providerId, { baseUrl: entry.baseUrl, apiKey: entry.apiKey }, doc.toJSON());
+  const modelsFindings = inspectAllModelsJson(
+    paths.stateDir,
+    providerId,
+    { baseUrl: entry.baseUrl, apiKey: entry.apiKey },
+    doc.toJSON(),
+  );
 
   const result: InstallResult = {
     ok: true,
@@ -440,7 +489,10 @@ export async function uninstallOpenClaw(opts: UninstallOptions): Promise<Uninsta
   if (existing !== undefined) {
     let remove = true;
     if (record) {
-      if (entryHash(existing) !== record.entrySha256) notes.push(`${formatJsonPath(pPath)} was changed since clawbridge installed it; removing it anyway (only that key)`);
+      if (entryHash(existing) !== record.entrySha256)
+        notes.push(
+          `${formatJsonPath(pPath)} was changed since clawbridge installed it; removing it anyway (only that key)`,
+        );
     } else if (opts.expectedEntry && deepEqual(existing, opts.expectedEntry)) {
       notes.push(`no install record, but ${formatJsonPath(pPath)} is exactly what install writes; removing it`);
     } else if (opts.force) {
@@ -466,7 +518,8 @@ export async function uninstallOpenClaw(opts: UninstallOptions): Promise<Uninsta
     const target = defaultModelTarget(doc, dm.agent);
     const where = dm.agent ? `agent ${dm.agent}'s model` : "agents.defaults.model";
     if ("error" in target) notes.push(`${where}: ${target.error}; left as it is`);
-    else if (doc.get(target.path) !== dm.value) notes.push(`${where} no longer points at ${dm.value} (you changed it); left as it is`);
+    else if (doc.get(target.path) !== dm.value)
+      notes.push(`${where} no longer points at ${dm.value} (you changed it); left as it is`);
     else {
       if (dm.previous === null && target.form === "primary") {
         doc.delete(target.path);
@@ -492,7 +545,9 @@ export async function uninstallOpenClaw(opts: UninstallOptions): Promise<Uninsta
     if (refuse) {
       result.ok = false;
       result.modelsJson = findings.map((f) => ({ ...f, action: "none" as const }));
-      notes.push(`OpenClaw rejects the config without the provider, so ${paths.configPath} was NOT changed: ${validation.detail}`);
+      notes.push(
+        `OpenClaw rejects the config without the provider, so ${paths.configPath} was NOT changed: ${validation.detail}`,
+      );
       return result;
     }
   }
@@ -513,7 +568,11 @@ export function collectModelRefs(cfg: Record<string, unknown>, providerId: strin
   const walk = (v: unknown, p: JsonPath) => {
     if (p.length >= 2 && p[0] === "models" && p[1] === "providers") return;
     if (typeof v === "string") {
-      if (v.startsWith(prefix) && p.some((s) => s === "model" || s === "primary" || s === "fallbacks" || s === "models")) out.push(formatJsonPath(p));
+      if (
+        v.startsWith(prefix) &&
+        p.some((s) => s === "model" || s === "primary" || s === "fallbacks" || s === "models")
+      )
+        out.push(formatJsonPath(p));
       return;
     }
     if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...p, i]));

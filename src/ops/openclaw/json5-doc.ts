@@ -20,7 +20,11 @@ export class Json5SyntaxError extends Error {
 }
 
 export function formatJsonPath(p: JsonPath): string {
-  return p.map((s, i) => (typeof s === "number" ? `[${s}]` : /^[A-Za-z_$][\w$]*$/.test(s) ? (i ? `.${s}` : s) : `[${JSON.stringify(s)}]`)).join("");
+  return p
+    .map((s, i) =>
+      typeof s === "number" ? `[${s}]` : /^[A-Za-z_$][\w$]*$/.test(s) ? (i ? `.${s}` : s) : `[${JSON.stringify(s)}]`,
+    )
+    .join("");
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -100,14 +104,16 @@ export class Json5Doc {
       const seg = p[i]!;
       const here = p.slice(0, i + 1);
       if (typeof seg === "number") {
-        if (!(cur instanceof JsonArrayNode) || seg >= cur.elements.length) throw new Error(`${formatJsonPath(here)} does not exist`);
+        if (!(cur instanceof JsonArrayNode) || seg >= cur.elements.length)
+          throw new Error(`${formatJsonPath(here)} does not exist`);
         cur = cur.get(seg);
         continue;
       }
       if (!(cur instanceof JsonObjectNode)) throw new Error(`${formatJsonPath(p.slice(0, i))} is not an object`);
       if (!cur.has(seg)) {
         // Create the missing objects in one go: {seg: {..: value}}.
-        if (p.slice(i + 1).some((x) => typeof x === "number")) throw new Error(`${formatJsonPath(here)} does not exist`);
+        if (p.slice(i + 1).some((x) => typeof x === "number"))
+          throw new Error(`${formatJsonPath(here)} does not exist`);
         let nested: unknown = value;
         for (let j = p.length - 1; j > i; j--) nested = { [p[j] as string]: nested };
         const created = p.slice(i, -1).map((_, k) => p.slice(0, i + k + 1));
@@ -115,7 +121,8 @@ export class Json5Doc {
         return { created, changed: true };
       }
       cur = cur.get(seg);
-      if (!(cur instanceof JsonObjectNode) && typeof p[i + 1] === "string") throw new Error(`${formatJsonPath(here)} is not an object`);
+      if (!(cur instanceof JsonObjectNode) && typeof p[i + 1] === "string")
+        throw new Error(`${formatJsonPath(here)} is not an object`);
     }
     const last = p[p.length - 1]!;
     if (typeof last === "number") {
@@ -133,7 +140,8 @@ export class Json5Doc {
 
   /** Set `key` of the (existing) object at `parentPath`. */
   private setProperty(parentPath: JsonPath, key: string, value: unknown): void {
-    const complex = (Array.isArray(value) && value.length > 0) || (isPlainObject(value) && Object.keys(value).length > 0);
+    const complex =
+      (Array.isArray(value) && value.length > 0) || (isPlainObject(value) && Object.keys(value).length > 0);
     let root = parseRoot(this.text);
     let parent = findNode(root, parentPath) as JsonObjectNode;
     const style = detectStyle(this.text);
@@ -189,7 +197,13 @@ export class Json5Doc {
     const parent = findNode(parseRoot(this.text), p.slice(0, -1));
     if (!(parent instanceof JsonObjectNode) || !parent.has(last)) return false;
     const prop = parent.properties.find((x) => x.key.toJSON() === last)!;
-    this.text = spliceOutProperty(this.text, prop.location.start.index, prop.location.end.index, parent.location.start.index, parent.location.end.index);
+    this.text = spliceOutProperty(
+      this.text,
+      prop.location.start.index,
+      prop.location.end.index,
+      parent.location.start.index,
+      parent.location.end.index,
+    );
     parseRoot(this.text); // never hand back a broken document
     return true;
   }
@@ -209,7 +223,11 @@ function parseRoot(text: string): JsonObjectNode {
   } catch (err) {
     if (err instanceof JsonParseError) {
       const start = err.location.start;
-      throw new Json5SyntaxError(`${err.message} (line ${start.line}, column ${start.column})`, start.line, start.column);
+      throw new Json5SyntaxError(
+        `${err.message} (line ${start.line}, column ${start.column})`,
+        start.line,
+        start.column,
+      );
     }
     throw new Json5SyntaxError((err as Error).message);
   }
@@ -313,7 +331,9 @@ function spliceOutProperty(text: string, start: number, end: number, objStart: n
     if (prev > objStart && text[prev] === ",") {
       // The last property without a trailing comma: the comma before it goes too. On lines of their
       // own, what lies between (newline, comments) stays; inline, the space before it goes.
-      out = lineMode ? text.slice(0, prev) + text.slice(prev + 1, s) + text.slice(e) : text.slice(0, prev) + text.slice(e);
+      out = lineMode
+        ? text.slice(0, prev) + text.slice(prev + 1, s) + text.slice(e)
+        : text.slice(0, prev) + text.slice(e);
     } else {
       if (!lineMode) while (s > objStart + 1 && (text[s - 1] === " " || text[s - 1] === "\t")) s--;
       out = text.slice(0, s) + text.slice(e);
@@ -359,7 +379,9 @@ function formatInline(v: unknown, style: Style): string {
   if (Array.isArray(v)) return `[${v.map((x) => formatInline(x, style)).join(", ")}]`;
   if (isPlainObject(v)) {
     const entries = Object.entries(v).filter(([, x]) => x !== undefined);
-    return entries.length ? `{ ${entries.map(([k, x]) => `${formatKey(k, style)}: ${formatInline(x, style)}`).join(", ")} }` : "{}";
+    return entries.length
+      ? `{ ${entries.map(([k, x]) => `${formatKey(k, style)}: ${formatInline(x, style)}`).join(", ")} }`
+      : "{}";
   }
   return JSON.stringify(v) ?? "null";
 }

@@ -34,7 +34,10 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** Every models.json OpenClaw may use: `<stateDir>/agents/<agent>/agent/models.json` and configured `agents.list[].agentDir`. */
-export function listModelsJsonFiles(stateDir: string, openclawConfig?: Record<string, unknown>): Array<{ file: string; agent: string }> {
+export function listModelsJsonFiles(
+  stateDir: string,
+  openclawConfig?: Record<string, unknown>,
+): Array<{ file: string; agent: string }> {
   const out = new Map<string, string>();
   const agentsRoot = path.join(stateDir, "agents");
   try {
@@ -61,21 +64,41 @@ export function listModelsJsonFiles(stateDir: string, openclawConfig?: Record<st
  * Compare one models.json with what openclaw.json says for our provider. `expected` undefined
  * means "our provider should not be there" (uninstall).
  */
-export function inspectModelsJson(file: string, agent: string, providerId: string, expected: { baseUrl: string; apiKey?: unknown } | undefined): ModelsJsonFinding {
+export function inspectModelsJson(
+  file: string,
+  agent: string,
+  providerId: string,
+  expected: { baseUrl: string; apiKey?: unknown } | undefined,
+): ModelsJsonFinding {
   let data: unknown;
   try {
     data = JSON.parse(readFileSync(file, "utf8"));
   } catch (err) {
-    return { file, agent, state: "unreadable", reason: `not valid JSON (${(err as Error).message.slice(0, 120)}); OpenClaw ignores and rewrites it` };
+    return {
+      file,
+      agent,
+      state: "unreadable",
+      reason: `not valid JSON (${(err as Error).message.slice(0, 120)}); OpenClaw ignores and rewrites it`,
+    };
   }
   const providers = isObject(data) && isObject(data.providers) ? data.providers : undefined;
   const entry = providers?.[providerId];
   if (!isObject(entry)) return { file, agent, state: "no-entry" };
-  if (!expected) return { file, agent, state: "stale", reason: `still has provider "${providerId}" (baseUrl ${String(entry.baseUrl ?? "?")})` };
+  if (!expected)
+    return {
+      file,
+      agent,
+      state: "stale",
+      reason: `still has provider "${providerId}" (baseUrl ${String(entry.baseUrl ?? "?")})`,
+    };
   const reasons: string[] = [];
-  if (entry.baseUrl !== expected.baseUrl) reasons.push(`baseUrl ${JSON.stringify(entry.baseUrl ?? null)} instead of ${JSON.stringify(expected.baseUrl)}`);
-  if (typeof expected.apiKey === "string" && typeof entry.apiKey === "string" && entry.apiKey !== expected.apiKey) reasons.push("a different apiKey");
-  return reasons.length ? { file, agent, state: "stale", reason: `provider "${providerId}" has ${reasons.join(" and ")}` } : { file, agent, state: "matches" };
+  if (entry.baseUrl !== expected.baseUrl)
+    reasons.push(`baseUrl ${JSON.stringify(entry.baseUrl ?? null)} instead of ${JSON.stringify(expected.baseUrl)}`);
+  if (typeof expected.apiKey === "string" && typeof entry.apiKey === "string" && entry.apiKey !== expected.apiKey)
+    reasons.push("a different apiKey");
+  return reasons.length
+    ? { file, agent, state: "stale", reason: `provider "${providerId}" has ${reasons.join(" and ")}` }
+    : { file, agent, state: "matches" };
 }
 
 export function inspectAllModelsJson(
@@ -84,7 +107,9 @@ export function inspectAllModelsJson(
   expected: { baseUrl: string; apiKey?: unknown } | undefined,
   openclawConfig?: Record<string, unknown>,
 ): ModelsJsonFinding[] {
-  return listModelsJsonFiles(stateDir, openclawConfig).map(({ file, agent }) => inspectModelsJson(file, agent, providerId, expected));
+  return listModelsJsonFiles(stateDir, openclawConfig).map(({ file, agent }) =>
+    inspectModelsJson(file, agent, providerId, expected),
+  );
 }
 
 /** Back up `file` and remove `providers.<providerId>` from it, keeping everything else. Returns the backup path. */

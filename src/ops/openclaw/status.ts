@@ -58,13 +58,19 @@ export function resolveApiKey(apiKey: unknown, env: NodeJS.ProcessEnv): { key?: 
     return { key: apiKey, how: "from openclaw.json" };
   }
   if (isObject(apiKey) && apiKey.source === "env" && typeof apiKey.id === "string") {
-    return env[apiKey.id] ? { key: env[apiKey.id], how: `from $${apiKey.id}` } : { how: `$${apiKey.id} is not set here` };
+    return env[apiKey.id]
+      ? { key: env[apiKey.id], how: `from $${apiKey.id}` }
+      : { how: `$${apiKey.id} is not set here` };
   }
   if (apiKey === undefined) return { how: "no apiKey configured" };
   return { how: "a secret reference this command cannot resolve" };
 }
 
-async function getJson(url: string, timeoutMs: number, headers: Record<string, string> = {}): Promise<{ status: number; body: unknown }> {
+async function getJson(
+  url: string,
+  timeoutMs: number,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: unknown }> {
   const res = await fetch(url, { headers, signal: AbortSignal.timeout(timeoutMs) });
   let body: unknown;
   try {
@@ -104,7 +110,11 @@ export async function probeBridge(baseUrl: string, apiKey: string | undefined, t
     return probe;
   }
   try {
-    const models = await getJson(`${baseUrl.replace(/\/+$/, "")}/models`, timeoutMs, apiKey ? { authorization: `Bearer ${apiKey}` } : {});
+    const models = await getJson(
+      `${baseUrl.replace(/\/+$/, "")}/models`,
+      timeoutMs,
+      apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+    );
     probe.modelsStatus = models.status;
     const data = isObject(models.body) && Array.isArray(models.body.data) ? models.body.data : undefined;
     if (models.status === 200 && data) probe.models = data.map((m) => String((m as { id?: unknown }).id));
@@ -184,7 +194,13 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
     ...(baseUrl ? {} : { fix: installFix }),
   });
   if (entry.api !== undefined && entry.api !== "openai-completions") {
-    findings.push({ id: "openclaw:api", status: "fail", title: `OpenClaw provider "${providerId}": api is "${String(entry.api)}"`, detail: "the bridge speaks Chat Completions", fix: `set api: "openai-completions" (or ${installFix})` });
+    findings.push({
+      id: "openclaw:api",
+      status: "fail",
+      title: `OpenClaw provider "${providerId}": api is "${String(entry.api)}"`,
+      detail: "the bridge speaks Chat Completions",
+      fix: `set api: "openai-completions" (or ${installFix})`,
+    });
   }
   if (!baseUrl) return done();
 
@@ -203,7 +219,13 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
     if (opts.config.server.apiKeys.length) {
       const { key, how } = resolveApiKey(entry.apiKey, env);
       if (key !== undefined && !opts.config.server.apiKeys.includes(key)) {
-        findings.push({ id: "openclaw:api-key-config", status: "fail", title: "OpenClaw's apiKey is not one of the bridge's server.apiKeys", detail: `key ${how}`, fix: installFix });
+        findings.push({
+          id: "openclaw:api-key-config",
+          status: "fail",
+          title: "OpenClaw's apiKey is not one of the bridge's server.apiKeys",
+          detail: `key ${how}`,
+          fix: installFix,
+        });
       }
     }
     const expectedIds = expected.models.map((m) => m.id);
@@ -214,7 +236,12 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
         id: "openclaw:models-config",
         status: unknown.length ? "fail" : "warn",
         title: "OpenClaw's model list differs from the bridge config",
-        detail: [missing.length ? `not offered to OpenClaw: ${missing.join(", ")}` : "", unknown.length ? `not served by this bridge config: ${unknown.join(", ")}` : ""].filter(Boolean).join("\n"),
+        detail: [
+          missing.length ? `not offered to OpenClaw: ${missing.join(", ")}` : "",
+          unknown.length ? `not served by this bridge config: ${unknown.join(", ")}` : "",
+        ]
+          .filter(Boolean)
+          .join("\n"),
         fix: installFix,
       });
     }
@@ -224,7 +251,10 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
       if (!pm) continue;
       const compat = isObject(pm.compat) ? pm.compat : {};
       for (const [k, v] of Object.entries(em.compat)) {
-        if (compat[k] !== v) compatIssues.push(`${em.id}: compat.${k} is ${JSON.stringify(compat[k] ?? null)}, should be ${JSON.stringify(v)}`);
+        if (compat[k] !== v)
+          compatIssues.push(
+            `${em.id}: compat.${k} is ${JSON.stringify(compat[k] ?? null)}, should be ${JSON.stringify(v)}`,
+          );
       }
     }
     findings.push(
@@ -236,7 +266,11 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
             detail: `${compatIssues.slice(0, 8).join("\n")}${compatIssues.length > 8 ? `\n(${compatIssues.length - 8} more)` : ""}\nOpenClaw then sends fields the bridge must rewrite or drop (store, developer role, max_completion_tokens, strict)`,
             fix: installFix,
           }
-        : { id: "openclaw:compat", status: "ok", title: "OpenClaw's model entries and compat flags match the bridge config" },
+        : {
+            id: "openclaw:compat",
+            status: "ok",
+            title: "OpenClaw's model entries and compat flags match the bridge config",
+          },
     );
   }
 
@@ -254,11 +288,27 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
       fix: "start it: clawbridge serve (or run it as a service: clawbridge service install)",
     });
   } else if (!probe.isClawbridge) {
-    findings.push({ id: "bridge:running", status: "fail", title: `${origin} is not a clawbridge`, detail: probe.error, fix: `stop the other program or change the port (then ${installFix})` });
+    findings.push({
+      id: "bridge:running",
+      status: "fail",
+      title: `${origin} is not a clawbridge`,
+      detail: probe.error,
+      fix: `stop the other program or change the port (then ${installFix})`,
+    });
   } else {
-    findings.push({ id: "bridge:running", status: "ok", title: `bridge at ${origin}: running (clawbridge ${probe.version ?? "?"}, ${probe.status ?? "?"})` });
+    findings.push({
+      id: "bridge:running",
+      status: "ok",
+      title: `bridge at ${origin}: running (clawbridge ${probe.version ?? "?"}, ${probe.status ?? "?"})`,
+    });
     if (probe.modelsStatus === 401) {
-      findings.push({ id: "bridge:api-key", status: "fail", title: "the bridge rejects OpenClaw's apiKey (HTTP 401)", detail: `key ${how}`, fix: installFix });
+      findings.push({
+        id: "bridge:api-key",
+        status: "fail",
+        title: "the bridge rejects OpenClaw's apiKey (HTTP 401)",
+        detail: `key ${how}`,
+        fix: installFix,
+      });
     } else if (probe.models) {
       findings.push({ id: "bridge:api-key", status: "ok", title: `the bridge accepts OpenClaw's apiKey (${how})` });
       const notServed = providerModelIds.filter((id) => !probe.models!.includes(id));
@@ -280,20 +330,35 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
           : { id: "bridge:models", status: "ok", title: `models agree (${providerModelIds.join(", ")})` },
       );
     } else {
-      findings.push({ id: "bridge:api-key", status: "warn", title: `GET ${baseUrl}/models answered HTTP ${probe.modelsStatus ?? "?"}`, detail: probe.error });
+      findings.push({
+        id: "bridge:api-key",
+        status: "warn",
+        title: `GET ${baseUrl}/models answered HTTP ${probe.modelsStatus ?? "?"}`,
+        detail: probe.error,
+      });
     }
   }
 
   // The default model.
   const agents = isObject(cfg.agents) ? cfg.agents : {};
   const defaults = isObject(agents.defaults) ? agents.defaults : {};
-  const primary = typeof defaults.model === "string" ? defaults.model : isObject(defaults.model) && typeof defaults.model.primary === "string" ? defaults.model.primary : undefined;
+  const primary =
+    typeof defaults.model === "string"
+      ? defaults.model
+      : isObject(defaults.model) && typeof defaults.model.primary === "string"
+        ? defaults.model.primary
+        : undefined;
   const refs: Array<{ where: string; ref: string }> = [];
   if (primary) refs.push({ where: "agents.defaults", ref: primary });
   if (Array.isArray(agents.list)) {
     for (const a of agents.list) {
       if (!isObject(a)) continue;
-      const r = typeof a.model === "string" ? a.model : isObject(a.model) && typeof a.model.primary === "string" ? a.model.primary : undefined;
+      const r =
+        typeof a.model === "string"
+          ? a.model
+          : isObject(a.model) && typeof a.model.primary === "string"
+            ? a.model.primary
+            : undefined;
       if (r) refs.push({ where: `agent ${String(a.id)}`, ref: r });
     }
   }
@@ -303,7 +368,12 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
     findings.push(
       providerModelIds.includes(model)
         ? { id: `openclaw:default:${r.where}`, status: "ok", title: `${r.where} uses ${r.ref}` }
-        : { id: `openclaw:default:${r.where}`, status: "fail", title: `${r.where} uses ${r.ref}, which provider "${providerId}" does not list`, fix: `clawbridge openclaw install --set-default${r.where.startsWith("agent ") ? ` --agent ${r.where.slice(6)}` : ""}` },
+        : {
+            id: `openclaw:default:${r.where}`,
+            status: "fail",
+            title: `${r.where} uses ${r.ref}, which provider "${providerId}" does not list`,
+            fix: `clawbridge openclaw install --set-default${r.where.startsWith("agent ") ? ` --agent ${r.where.slice(6)}` : ""}`,
+          },
     );
   }
   if (!ours.length) {
@@ -326,7 +396,13 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
         fix: `${installFix} (removes the stale entry, keeps a backup), or delete the file (OpenClaw regenerates it)`,
       });
     } else if (f.state === "unreadable") {
-      findings.push({ id: `openclaw:models-json:${f.agent}`, status: "warn", title: `unreadable ${f.file}`, detail: f.reason, fix: "delete it; OpenClaw regenerates it" });
+      findings.push({
+        id: `openclaw:models-json:${f.agent}`,
+        status: "warn",
+        title: `unreadable ${f.file}`,
+        detail: f.reason,
+        fix: "delete it; OpenClaw regenerates it",
+      });
     }
   }
   return done();

@@ -27,7 +27,10 @@ export type Validator = (paths: OpenClawPaths) => Promise<ValidationResult>;
  * The openclaw CLI to use: `explicit` (--openclaw-bin), else `openclaw` on PATH. A `.mjs`/`.js`
  * entry file is run with `$OPENCLAW_NODE` (OpenClaw 2026.9 needs Node >= 24.16) or this Node.
  */
-export async function findOpenClawBin(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+export async function findOpenClawBin(
+  explicit: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string | undefined> {
   if (explicit) return explicit;
   return findOnPath("openclaw", env.PATH ?? "");
 }
@@ -49,9 +52,19 @@ function parseJsonOutput(stdout: string): Record<string, unknown> | undefined {
 }
 
 /** Run `openclaw config validate --json` against the files in `paths` (never a shell; 90 s limit). */
-export function validateWithOpenClaw(bin: string, paths: OpenClawPaths, env: NodeJS.ProcessEnv = process.env, timeoutMs = 90_000): Promise<ValidationResult> {
+export function validateWithOpenClaw(
+  bin: string,
+  paths: OpenClawPaths,
+  env: NodeJS.ProcessEnv = process.env,
+  timeoutMs = 90_000,
+): Promise<ValidationResult> {
   const { file, args } = command(bin, env);
-  const childEnv = { ...env, OPENCLAW_CONFIG_PATH: paths.configPath, OPENCLAW_STATE_DIR: paths.stateDir, NO_COLOR: "1" };
+  const childEnv = {
+    ...env,
+    OPENCLAW_CONFIG_PATH: paths.configPath,
+    OPENCLAW_STATE_DIR: paths.stateDir,
+    NO_COLOR: "1",
+  };
   return new Promise((resolve) => {
     execFile(
       file,
@@ -61,7 +74,10 @@ export function validateWithOpenClaw(bin: string, paths: OpenClawPaths, env: Nod
         const parsed = parseJsonOutput(String(stdout));
         if (parsed && typeof parsed.valid === "boolean") {
           const issues = Array.isArray(parsed.issues)
-            ? (parsed.issues as Array<{ path?: unknown; message?: unknown }>).map((i) => ({ path: String(i.path ?? ""), message: String(i.message ?? "") }))
+            ? (parsed.issues as Array<{ path?: unknown; message?: unknown }>).map((i) => ({
+                path: String(i.path ?? ""),
+                message: String(i.message ?? ""),
+              }))
             : [];
           resolve({
             ran: true,

@@ -44,6 +44,8 @@ export function renderFindings(findings: readonly Finding[], heading?: string): 
   }
   const s = summarize(findings);
   lines.push("");
-  lines.push(`${s.fail ? "✗" : s.warn ? "!" : "✓"} ${s.ok} ok, ${s.warn} warning${s.warn === 1 ? "" : "s"}, ${s.fail} failed${s.info ? `, ${s.info} note${s.info === 1 ? "" : "s"}` : ""}`);
+  lines.push(
+    `${s.fail ? "✗" : s.warn ? "!" : "✓"} ${s.ok} ok, ${s.warn} warning${s.warn === 1 ? "" : "s"}, ${s.fail} failed${s.info ? `, ${s.info} note${s.info === 1 ? "" : "s"}` : ""}`,
+  );
   return `${lines.join("\n")}\n`;
 }

@@ -31,8 +31,13 @@ export function defaultSystemctlRunner(bin = "systemctl"): SystemctlRunner {
     new Promise((resolve) => {
       execFile(bin, ["--user", ...args], { timeout: 30_000, maxBuffer: 1024 * 1024 }, (err, stdout, stderr) => {
         const e = err as (NodeJS.ErrnoException & { code?: unknown }) | null;
-        if (e && typeof e.code === "string") return resolve({ code: null, stdout: "", stderr: "", error: `${bin}: ${e.code}` });
-        resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout: String(stdout), stderr: String(stderr) });
+        if (e && typeof e.code === "string")
+          return resolve({ code: null, stdout: "", stderr: "", error: `${bin}: ${e.code}` });
+        resolve({
+          code: e ? (typeof e.code === "number" ? e.code : 1) : 0,
+          stdout: String(stdout),
+          stderr: String(stderr),
+        });
       });
     });
 }
@@ -41,7 +46,11 @@ export function defaultSystemctlRunner(bin = "systemctl"): SystemctlRunner {
 export function systemdUnavailable(r: SystemctlResult): string | undefined {
   if (r.error) return r.error.includes("ENOENT") ? "systemctl is not installed" : r.error;
   const text = `${r.stderr}\n${r.stdout}`;
-  if (/Failed to connect to (the )?bus|No medium found|DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|not been booted with systemd|System has not been booted|Host is down/i.test(text)) {
+  if (
+    /Failed to connect to (the )?bus|No medium found|DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|not been booted with systemd|System has not been booted|Host is down/i.test(
+      text,
+    )
+  ) {
     return `no systemd user session here (${text.trim().split("\n")[0]})`;
   }
   return undefined;
@@ -75,7 +84,8 @@ export interface ServiceOptions extends UnitOptions {
 }
 
 export function unitFileName(name = DEFAULT_SERVICE_NAME): string {
-  if (!/^[A-Za-z0-9:_.@-]+$/.test(name)) throw new Error(`service name "${name}" may use letters, digits and : _ . @ -`);
+  if (!/^[A-Za-z0-9:_.@-]+$/.test(name))
+    throw new Error(`service name "${name}" may use letters, digits and : _ . @ -`);
   return `${name}.service`;
 }
 
@@ -119,7 +129,13 @@ export function parseEnvAssignments(list: readonly string[]): Record<string, str
 export function renderUnit(opts: UnitOptions = {}): string {
   const node = opts.nodePath ?? process.execPath;
   const bin = opts.binPath ?? path.join(packageRoot, "bin", "clawbridge.js");
-  const args = [node, bin, "serve", ...(opts.configPath ? ["--config", opts.configPath] : []), ...(opts.serveArgs ?? [])];
+  const args = [
+    node,
+    bin,
+    "serve",
+    ...(opts.configPath ? ["--config", opts.configPath] : []),
+    ...(opts.serveArgs ?? []),
+  ];
   const envLines = Object.entries(opts.env ?? {}).map(([k, v]) => environmentLine(k, v));
   return [
     `# Written by \`clawbridge service install\`; \`clawbridge service uninstall\` removes it.`,
@@ -204,16 +220,31 @@ export async function installService(opts: ServiceOptions = {}): Promise<Service
   // 0600: Environment= lines may hold API keys.
   writeFileSync(file, text, { mode: 0o600 });
   chmodSync(file, 0o600);
-  const result: ServiceResult = { ok: true, unitPath: file, changed: old !== text, systemd: true, steps: [], todo: [], envKeys: Object.keys(opts.env ?? {}), notes: [] };
+  const result: ServiceResult = {
+    ok: true,
+    unitPath: file,
+    changed: old !== text,
+    systemd: true,
+    steps: [],
+    todo: [],
+    envKeys: Object.keys(opts.env ?? {}),
+    notes: [],
+  };
   const start = opts.start ?? true;
   const plan = [["daemon-reload"], start ? ["enable", "--now", unit] : ["enable", unit]];
   if (start && old !== undefined && old !== text) plan.push(["restart", unit]); // pick up the new unit
   const ran = await runSteps(opts.runner ?? defaultSystemctlRunner(), plan, result);
   if (!ran) {
-    result.todo = [sh("", "daemon-reload"), sh(unit, start ? "enable --now" : "enable"), ...(start && old !== undefined ? [sh(unit, "restart")] : [])];
+    result.todo = [
+      sh("", "daemon-reload"),
+      sh(unit, start ? "enable --now" : "enable"),
+      ...(start && old !== undefined ? [sh(unit, "restart")] : []),
+    ];
   }
   result.notes.push(`logs: journalctl --user -u ${unit} -f`);
-  result.notes.push(`to keep it running while you are logged out: loginctl enable-linger ${process.env.USER ?? "$USER"}`);
+  result.notes.push(
+    `to keep it running while you are logged out: loginctl enable-linger ${process.env.USER ?? "$USER"}`,
+  );
   return result;
 }
 
@@ -222,7 +253,16 @@ export async function uninstallService(opts: ServiceOptions = {}): Promise<Servi
   const file = unitPath({ name, unitDir: opts.unitDir, envVars: opts.envVars });
   const unit = unitFileName(name);
   const present = existsSync(file);
-  const result: ServiceResult = { ok: true, unitPath: file, changed: false, systemd: true, steps: [], todo: [], envKeys: [], notes: [] };
+  const result: ServiceResult = {
+    ok: true,
+    unitPath: file,
+    changed: false,
+    systemd: true,
+    steps: [],
+    todo: [],
+    envKeys: [],
+    notes: [],
+  };
   const runner = opts.runner ?? defaultSystemctlRunner();
   // disable --now stops it too; a unit systemd does not know is not an error here.
   const r = await runner(["disable", "--now", unit]);
@@ -234,7 +274,11 @@ export async function uninstallService(opts: ServiceOptions = {}): Promise<Servi
   } else {
     const out = `${r.stdout}${r.stderr}`.trim();
     const unknown = /not (be )?found|does not exist|No such file/i.test(out);
-    result.steps.push({ command: `systemctl --user disable --now ${unit}`, ok: r.code === 0 || unknown, ...(out ? { output: out.slice(-1000) } : {}) });
+    result.steps.push({
+      command: `systemctl --user disable --now ${unit}`,
+      ok: r.code === 0 || unknown,
+      ...(out ? { output: out.slice(-1000) } : {}),
+    });
     if (r.code !== 0 && !unknown) result.ok = false;
   }
   if (present) {
@@ -282,7 +326,11 @@ export async function serviceStatus(opts: ServiceOptions = {}): Promise<ServiceS
     envKeys: [...text.matchAll(/^Environment="?([A-Za-z_][A-Za-z0-9_]*)=/gm)].map((m) => m[1]!),
     ...(installed ? { execStart: /^ExecStart=(.*)$/m.exec(text)?.[1] } : {}),
   };
-  const r = await (opts.runner ?? defaultSystemctlRunner())(["show", unit, "--property=LoadState,ActiveState,SubState,UnitFileState,MainPID,ExecMainStatus,ActiveEnterTimestamp,NRestarts"]);
+  const r = await (opts.runner ?? defaultSystemctlRunner())([
+    "show",
+    unit,
+    "--property=LoadState,ActiveState,SubState,UnitFileState,MainPID,ExecMainStatus,ActiveEnterTimestamp,NRestarts",
+  ]);
   const why = systemdUnavailable(r);
   if (why) {
     status.systemd = false;

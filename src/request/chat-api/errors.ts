@@ -4,7 +4,13 @@
  * encoders map backend failures (`src/request/encoder/backend-errors.ts`) onto it.
  */
 
-export type ErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "rate_limit_error" | "server_error" | "backend_error";
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "not_found_error"
+  | "rate_limit_error"
+  | "server_error"
+  | "backend_error";
 
 export interface ApiErrorBody {
   error: { message: string; type: ErrorType; code: string | null; param: string | null };
@@ -28,9 +34,16 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (message: string, code = "invalid_request", param: string | null = null) => new ApiError(400, "invalid_request_error", code, message, param);
+export const badRequest = (message: string, code = "invalid_request", param: string | null = null) =>
+  new ApiError(400, "invalid_request_error", code, message, param);
 
 export const unauthorized = () =>
-  new ApiError(401, "authentication_error", "invalid_api_key", "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys.");
+  new ApiError(
+    401,
+    "authentication_error",
+    "invalid_api_key",
+    "Missing or wrong API key: send `Authorization: Bearer <key>` with one of server.apiKeys.",
+  );
 
-export const internalError = () => new ApiError(500, "server_error", "internal_error", "Internal error in the bridge; see its log.");
+export const internalError = () =>
+  new ApiError(500, "server_error", "internal_error", "Internal error in the bridge; see its log.");

@@ -75,7 +75,11 @@ function pathDeeperThan(value: unknown, max: number): PropertyKey[] {
     keys: string[] | undefined; // undefined: an array
     next: number;
   }
-  const frame = (v: object): Frame => ({ value: v as Record<PropertyKey, unknown>, keys: Array.isArray(v) ? undefined : Object.keys(v), next: 0 });
+  const frame = (v: object): Frame => ({
+    value: v as Record<PropertyKey, unknown>,
+    keys: Array.isArray(v) ? undefined : Object.keys(v),
+    next: 0,
+  });
   const frames: Frame[] = [frame(value)];
   const path: PropertyKey[] = [];
   while (frames.length) {
@@ -211,7 +215,10 @@ export function describeIssues(error: z.ZodError): { message: string; param: str
   const issue = error.issues[0];
   if (!issue) return { message: "invalid request body", param: null };
   const param = formatPath(issue.path);
-  const extra = error.issues.length > 1 ? ` (and ${error.issues.length - 1} more problem${error.issues.length > 2 ? "s" : ""})` : "";
+  const extra =
+    error.issues.length > 1
+      ? ` (and ${error.issues.length - 1} more problem${error.issues.length > 2 ? "s" : ""})`
+      : "";
   return { message: `${param ? `${param}: ` : ""}${issue.message}${extra}`, param: param || null };
 }
 

@@ -63,7 +63,10 @@ export function isInternalOnly(text: string): boolean {
 export function internalContext(text: string): string[] {
   const out: string[] = [];
   for (const m of text.matchAll(INTERNAL_BLOCK)) {
-    const inner = m[0].replace("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>", "").replace("<<<END_OPENCLAW_INTERNAL_CONTEXT>>>", "").trim();
+    const inner = m[0]
+      .replace("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>", "")
+      .replace("<<<END_OPENCLAW_INTERNAL_CONTEXT>>>", "")
+      .trim();
     if (inner) out.push(inner);
   }
   return out;

@@ -50,10 +50,21 @@ const AGENT_BRIEF_WITH_TOOLS =
 export const MAX_BOOTSTRAP_CHARS = 1600;
 
 /** The bootstrap: built from OpenClaw's system prompt of THIS request, so it follows its changes. */
-export function buildBootstrap(messages: readonly ChatMessage[], budget: ContextBudget, conversationKey: string, clientTools = false): string {
+export function buildBootstrap(
+  messages: readonly ChatMessage[],
+  budget: ContextBudget,
+  conversationKey: string,
+  clientTools = false,
+): string {
   const sys = systemText(messages);
   const ws = workspacePath(sys);
-  const head = [clientTools ? AGENT_BRIEF_WITH_TOOLS : AGENT_BRIEF, `Conversation: ${conversationKey}`, ws ? `OpenClaw workspace: ${ws}` : ""].filter(Boolean).join("\n");
+  const head = [
+    clientTools ? AGENT_BRIEF_WITH_TOOLS : AGENT_BRIEF,
+    `Conversation: ${conversationKey}`,
+    ws ? `OpenClaw workspace: ${ws}` : "",
+  ]
+    .filter(Boolean)
+    .join("\n");
   const total = Math.min(budget.maxSystemChars, MAX_BOOTSTRAP_CHARS);
   const brief = compressSystemPrompt(sys, Math.max(0, total - head.length - 2), budget.preamble);
   return [head, brief].filter(Boolean).join("\n\n");
@@ -70,7 +81,10 @@ function newSinceLastAnswer(messages: readonly ChatMessage[], bridged = false): 
     const m = messages[i]!;
     const calls = m.tool_calls ?? [];
     // An assistant message that asked for tools is part of the current turn, not an answer.
-    if (m.role === "assistant" && (!calls.length || (bridged && calls.every((c) => c.id !== undefined && isBridgeCallId(c.id))))) {
+    if (
+      m.role === "assistant" &&
+      (!calls.length || (bridged && calls.every((c) => c.id !== undefined && isBridgeCallId(c.id))))
+    ) {
       lastAssistant = i;
       break;
     }
@@ -109,7 +123,8 @@ export function buildResumeTurn(messages: readonly ChatMessage[], opts: ResumeTu
   if (!newText) newText = current.text; // e.g. only an internal-context message came after the answer
   const extras: string[] = [];
   for (const d of opts.live ?? []) extras.push(`${d.title}:\n${d.body.trim()}`);
-  for (const c of current.internal) extras.push(`CONTEXT FROM OPENCLAW:\n${truncateAtWord(c, budget.maxToolResultChars)}`);
+  for (const c of current.internal)
+    extras.push(`CONTEXT FROM OPENCLAW:\n${truncateAtWord(c, budget.maxToolResultChars)}`);
 
   let seed = "";
   let seedEntries = 0;
@@ -118,13 +133,19 @@ export function buildResumeTurn(messages: readonly ChatMessage[], opts: ResumeTu
     const earlier = firstNew > 0 ? messages.slice(0, firstNew) : [];
     const kept = fitHistory(renderHistory(earlier), opts.maxSeedChars);
     seedEntries = kept.length;
-    if (kept.length) seed = `EARLIER IN THIS CONVERSATION (for context; it happened before this session):\n${kept.join("\n")}\n\n`;
+    if (kept.length)
+      seed = `EARLIER IN THIS CONVERSATION (for context; it happened before this session):\n${kept.join("\n")}\n\n`;
   }
   const extraText = extras.length ? `${extras.join("\n\n")}\n\n` : "";
   const text = `${seed}${extraText}${newText}`;
   return {
     prompt: { system, text },
     userText: current.text,
-    stats: { bootstrapChars: system.length, newChars: newText.length, seedEntries, totalChars: system.length + text.length },
+    stats: {
+      bootstrapChars: system.length,
+      newChars: newText.length,
+      seedEntries,
+      totalChars: system.length + text.length,
+    },
   };
 }

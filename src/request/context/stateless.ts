@@ -97,7 +97,12 @@ export function fitHistory(entries: readonly string[], budget: number): string[]
 }
 
 /** Tool results of the current turn (after the person's message) and live data, within budget. */
-function renderToolResults(after: readonly ChatMessage[], live: readonly LiveData[], internal: readonly string[], budget: number): string {
+function renderToolResults(
+  after: readonly ChatMessage[],
+  live: readonly LiveData[],
+  internal: readonly string[],
+  budget: number,
+): string {
   const blocks: string[] = [];
   for (const d of live) blocks.push(`${d.title}:\n${d.body.trim()}`);
   const names = new Map<string, string>();
@@ -124,7 +129,11 @@ function renderToolResults(after: readonly ChatMessage[], live: readonly LiveDat
     .join("\n\n");
 }
 
-export function buildStatelessPrompt(messages: readonly ChatMessage[], budget: ContextBudget, live: readonly LiveData[] = []): BuiltPrompt {
+export function buildStatelessPrompt(
+  messages: readonly ChatMessage[],
+  budget: ContextBudget,
+  live: readonly LiveData[] = [],
+): BuiltPrompt {
   const current = findCurrentUserTurn(messages);
   const userText = current.index >= 0 ? current.text : "";
   const before = current.index >= 0 ? messages.slice(0, current.index) : messages.filter((m) => m.role !== "user");
@@ -139,7 +148,12 @@ export function buildStatelessPrompt(messages: readonly ChatMessage[], budget: C
   const system = systemRoom >= 40 ? compressSystemPrompt(systemText(messages), systemRoom, budget.preamble) : "";
   avail -= system.length + (system ? 2 : 0);
 
-  const toolText = renderToolResults(after, live, current.internal, Math.min(budget.maxToolResultChars, Math.max(0, avail - 40)));
+  const toolText = renderToolResults(
+    after,
+    live,
+    current.internal,
+    Math.min(budget.maxToolResultChars, Math.max(0, avail - 40)),
+  );
   const toolSection = toolText ? `${toolText}\n\n` : "";
   avail -= toolSection.length;
 

@@ -7,7 +7,8 @@
 import { fairShares, truncateAtWord } from "./text.js";
 
 /** OpenClaw's own sections that follow the project-context files. */
-const TRAILING_HEADINGS = /^## (Silent Replies|Heartbeats|Message Priority|Output Boundaries|Context Recovery|Conversation History|Runtime|Workspace|Group Chat|Subagent Context|Reactions|Reasoning Format|Inbound Context)\b/;
+const TRAILING_HEADINGS =
+  /^## (Silent Replies|Heartbeats|Message Priority|Output Boundaries|Context Recovery|Conversation History|Runtime|Workspace|Group Chat|Subagent Context|Reactions|Reasoning Format|Inbound Context)\b/;
 const FILE_HEADING = /^## (\S[^\n]*\.md)\s*$/;
 
 export interface ContextFile {
@@ -89,7 +90,10 @@ export function compressSystemPrompt(system: string, maxChars: number, preamble:
   for (let k = parts.length; k >= 1; k--) {
     const chosen = parts.slice(0, k);
     const overhead = chosen.reduce((n, p) => n + p.label.length + 4, 0);
-    const shares = fairShares(chosen.map((p) => p.content.length), room - overhead);
+    const shares = fairShares(
+      chosen.map((p) => p.content.length),
+      room - overhead,
+    );
     if (k > 1 && shares.some((sh, i) => sh < Math.min(chosen[i]!.content.length, 60))) continue;
     body = chosen
       .map((p, i) => (shares[i]! > 0 ? `## ${p.label}\n${truncateAtWord(p.content, shares[i]!)}` : ""))

@@ -21,7 +21,16 @@ export function backendErrorBody(err: BackendError): ApiErrorBody {
  */
 function errorType(err: BackendError): ErrorType {
   if (err.status === 429) return "rate_limit_error";
-  if (err.status && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 409 && err.status !== 499 && !err.retryable) return "invalid_request_error";
+  if (
+    err.status &&
+    err.status >= 400 &&
+    err.status < 500 &&
+    err.status !== 408 &&
+    err.status !== 409 &&
+    err.status !== 499 &&
+    !err.retryable
+  )
+    return "invalid_request_error";
   return "backend_error";
 }
 

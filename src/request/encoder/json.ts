@@ -37,7 +37,8 @@ export async function collectCompletion(events: AsyncIterable<BackendEvent>, mod
         return { ok: false, error: ev.error, partialText: text };
       case "done": {
         const toolCalls = calls.filter(Boolean);
-        const finishReason: FinishReason = toolCalls.length && ev.finishReason === "stop" ? "tool_calls" : ev.finishReason;
+        const finishReason: FinishReason =
+          toolCalls.length && ev.finishReason === "stop" ? "tool_calls" : ev.finishReason;
         const message: Record<string, unknown> = { role: "assistant", content: text || (toolCalls.length ? null : "") };
         if (reasoning) message.reasoning_content = reasoning;
         if (toolCalls.length) message.tool_calls = toolCalls;
@@ -60,5 +61,9 @@ export async function collectCompletion(events: AsyncIterable<BackendEvent>, mod
         break;
     }
   }
-  return { ok: false, error: { code: "backend_failed", message: "the backend stopped without finishing its answer", status: 502 }, partialText: text };
+  return {
+    ok: false,
+    error: { code: "backend_failed", message: "the backend stopped without finishing its answer", status: 502 },
+    partialText: text,
+  };
 }

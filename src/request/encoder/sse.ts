@@ -86,7 +86,11 @@ function flushWriter(w: FrameWriter): void {
   w.flush();
 }
 
-export async function writeSse(res: ServerResponse, events: AsyncIterable<BackendEvent>, opts: SseOptions): Promise<EncodeResult> {
+export async function writeSse(
+  res: ServerResponse,
+  events: AsyncIterable<BackendEvent>,
+  opts: SseOptions,
+): Promise<EncodeResult> {
   const chunks = new ChunkFactory(opts.model);
   // No `connection` header of our own: node:http says keep-alive, or close when the client asked
   // for it (a `connection: keep-alive` set here would keep the connection against the client's
@@ -105,9 +109,12 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
   const heartbeat = chunks.content("");
   // A timer per stream: one shared timer with a Set of the open streams was tried, and made V8
   // promote every request's objects to the old generation (bench/README.md, issue 19).
-  const beat = setInterval(() => {
-    if (Date.now() - out.lastWrite >= opts.heartbeatMs) out.write(heartbeat);
-  }, Math.max(50, Math.min(opts.heartbeatMs, 1000)));
+  const beat = setInterval(
+    () => {
+      if (Date.now() - out.lastWrite >= opts.heartbeatMs) out.write(heartbeat);
+    },
+    Math.max(50, Math.min(opts.heartbeatMs, 1000)),
+  );
   let sawToolCall = false;
   let ended = false;
   try {
@@ -156,7 +163,9 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
           ended = true;
           // The last frames and the end of the response in one write, before the event stream is
           // closed (the turn's clean-up runs after).
-          out.end(chunks.delta({}, finish) + (opts.includeUsage && result.usage ? chunks.usage(result.usage) : "") + DONE);
+          out.end(
+            chunks.delta({}, finish) + (opts.includeUsage && result.usage ? chunks.usage(result.usage) : "") + DONE,
+          );
           break;
         }
         case "session":
@@ -175,7 +184,9 @@ export async function writeSse(res: ServerResponse, events: AsyncIterable<Backen
   } catch (err) {
     result.outcome = "error";
     result.error = (err as Error).message;
-    out.end(`data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: `internal error: ${result.error}` }))}\n\n`);
+    out.end(
+      `data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: `internal error: ${result.error}` }))}\n\n`,
+    );
   } finally {
     clearInterval(beat);
     // Whatever is pending goes out with the end of the response (nothing, when it has ended).

@@ -198,7 +198,8 @@ function limitOf(req: FastifyRequest, dflt: number, max: number): number | undef
   const n = Number(raw);
   return Number.isInteger(n) && n >= 1 && n <= max ? n : undefined;
 }
-const badLimit = (max: number) => new ApiError(400, "invalid_request_error", "invalid_limit", `limit must be an integer from 1 to ${max}.`, "limit");
+const badLimit = (max: number) =>
+  new ApiError(400, "invalid_request_error", "invalid_limit", `limit must be an integer from 1 to ${max}.`, "limit");
 
 export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
   const { config, scheduler, backends, systems } = deps;
@@ -261,7 +262,11 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
         created_at: b.createdAt,
         updated_at: b.updatedAt,
         last_error: b.lastError ?? null,
-        events: (await store.listEvents(b.key, { limit: 20 })).map((e) => ({ at: e.at, kind: e.kind, reason: e.reason })),
+        events: (await store.listEvents(b.key, { limit: 20 })).map((e) => ({
+          at: e.at,
+          kind: e.kind,
+          reason: e.reason,
+        })),
       })),
     );
     return { object: "list", enabled: true, data };
@@ -269,8 +274,21 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
 
   app.delete<{ Params: { key: string } }>("/v1/admin/sessions/:key", async (req, reply) => {
     const key = req.params.key;
-    if (!store) return sendApiError(reply, new ApiError(404, "not_found_error", "no_sessions", "No model runs in resume mode on this bridge, so there are no session bindings."));
-    if (!(await store.delete(key))) return sendApiError(reply, new ApiError(404, "not_found_error", "session_not_found", `No session binding for "${key}".`));
+    if (!store)
+      return sendApiError(
+        reply,
+        new ApiError(
+          404,
+          "not_found_error",
+          "no_sessions",
+          "No model runs in resume mode on this bridge, so there are no session bindings.",
+        ),
+      );
+    if (!(await store.delete(key)))
+      return sendApiError(
+        reply,
+        new ApiError(404, "not_found_error", "session_not_found", `No session binding for "${key}".`),
+      );
     return { id: key, object: "session", deleted: true };
   });
 
@@ -278,7 +296,14 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
     Promise.all(
       [...backends.values()].map(async (b) => {
         const h: BackendHealth = await b.health().catch((e: Error) => ({ usable: false, detail: e.message }));
-        return { name: b.name, type: b.type, usable: h.usable, detail: h.detail, version: h.version ?? null, models: config.models.filter((m) => m.backend === b.name).map((m) => m.id) };
+        return {
+          name: b.name,
+          type: b.type,
+          usable: h.usable,
+          detail: h.detail,
+          version: h.version ?? null,
+          models: config.models.filter((m) => m.backend === b.name).map((m) => m.id),
+        };
       }),
     ),
   );
@@ -311,7 +336,16 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
   const doctorFn = deps.admin?.doctor;
   const doctor = doctorFn ? cached(DOCTOR_TTL_MS, doctorFn) : undefined;
   app.get("/v1/admin/doctor", async (req, reply) => {
-    if (!doctor) return sendApiError(reply, new ApiError(404, "not_found_error", "no_doctor", "The doctor is not available in this process; run `clawbridge doctor` on the command line."));
+    if (!doctor)
+      return sendApiError(
+        reply,
+        new ApiError(
+          404,
+          "not_found_error",
+          "no_doctor",
+          "The doctor is not available in this process; run `clawbridge doctor` on the command line.",
+        ),
+      );
     const r = await doctor(wantsRefresh(req));
     return { object: "doctor", ok: r.value.ok, summary: r.value.summary, findings: r.value.findings, checked_at: r.at };
   });
@@ -334,6 +368,12 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
         updated_at: p.updatedAt,
       };
     });
-    return { object: "router", enabled: !!systems, gatherings: pending.filter((p) => p.kind === "gathering"), confirmations: pending.filter((p) => p.kind === "confirm"), decisions: decisions.snapshot() };
+    return {
+      object: "router",
+      enabled: !!systems,
+      gatherings: pending.filter((p) => p.kind === "gathering"),
+      confirmations: pending.filter((p) => p.kind === "confirm"),
+      decisions: decisions.snapshot(),
+    };
   });
 }

@@ -77,7 +77,17 @@ export function buildApp(deps: AppDeps): BuiltApp {
   // cheaply.
   const SERVER = `clawbridge/${VERSION}`;
   let front!: HttpFront;
-  const chat = chatRoute({ config, pipeline, router, keys, logger, debugLog, closesAfter: (req) => front.closesAfter(req), server: SERVER, lingerBytes: () => front.lingerBytes });
+  const chat = chatRoute({
+    config,
+    pipeline,
+    router,
+    keys,
+    logger,
+    debugLog,
+    closesAfter: (req) => front.closesAfter(req),
+    server: SERVER,
+    lingerBytes: () => front.lingerBytes,
+  });
   const app = Fastify({
     logger: false,
     // POST /v1/chat/completions, the route every turn takes, is served on plain node:http
@@ -98,9 +108,16 @@ export function buildApp(deps: AppDeps): BuiltApp {
           res.setHeader("server", SERVER);
           // Only the systems and runs routes and /mcp read a body: one sent anyway elsewhere is not
           // read past a small budget, and the connection closes after the answer.
-          if (isSystemsRoute(req.method, req.url) || isMcpRoute(req.method, req.url) || isClientToolsRoute(req.method, req.url)) {
+          if (
+            isSystemsRoute(req.method, req.url) ||
+            isMcpRoute(req.method, req.url) ||
+            isClientToolsRoute(req.method, req.url)
+          ) {
             if (expectsContinue) res.writeContinue();
-          } else if (req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")) {
+          } else if (
+            req.headers["transfer-encoding"] !== undefined ||
+            (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")
+          ) {
             res.setHeader("connection", "close");
             lingerAfterAnswer(req, UNAUTHENTICATED_LINGER_BYTES);
           } else if (expectsContinue) res.writeContinue();
@@ -139,14 +156,25 @@ export function buildApp(deps: AppDeps): BuiltApp {
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     if (err instanceof ApiError) return sendError(reply, err);
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      return sendError(reply, new ApiError(err.statusCode, "invalid_request_error", err.code ?? "bad_request", err.message));
+      return sendError(
+        reply,
+        new ApiError(err.statusCode, "invalid_request_error", err.code ?? "bad_request", err.message),
+      );
     }
     logger.error({ err }, "unexpected error");
     return sendError(reply, internalError());
   });
 
   app.setNotFoundHandler((req, reply) =>
-    sendError(reply, new ApiError(404, "not_found_error", "not_found", `No route ${req.method} ${req.url}. Try POST /v1/chat/completions or GET /v1/models.`)),
+    sendError(
+      reply,
+      new ApiError(
+        404,
+        "not_found_error",
+        "not_found",
+        `No route ${req.method} ${req.url}. Try POST /v1/chat/completions or GET /v1/models.`,
+      ),
+    ),
   );
 
   if (keys.required) {
@@ -214,12 +242,21 @@ export function buildApp(deps: AppDeps): BuiltApp {
   app.get("/", health);
   app.get("/health", health);
 
-  const modelJson = (id: string) => ({ id, object: "model", created: Math.floor(startedAt / 1000), owned_by: "clawbridge" });
+  const modelJson = (id: string) => ({
+    id,
+    object: "model",
+    created: Math.floor(startedAt / 1000),
+    owned_by: "clawbridge",
+  });
   app.get("/v1/models", async () => ({ object: "list", data: router.models().map((m) => modelJson(m.id)) }));
   app.get<{ Params: { "*": string } }>("/v1/models/*", async (req, reply) => {
     const id = req.params["*"];
     const m = router.models().find((x) => x.id === id);
-    if (!m) return sendError(reply, new ApiError(404, "invalid_request_error", "model_not_found", `The model "${id}" is not served here.`, "model"));
+    if (!m)
+      return sendError(
+        reply,
+        new ApiError(404, "invalid_request_error", "model_not_found", `The model "${id}" is not served here.`, "model"),
+      );
     return modelJson(m.id);
   });
 

@@ -14,23 +14,50 @@ import { ApiError } from "../chat-api/errors.js";
 import { sendApiError } from "./reply.js";
 
 export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase | undefined): void {
-  const none = () => new ApiError(404, "not_found_error", "no_builder", "The builder is not available on this bridge (configure systems or a `type: builder` backend).");
+  const none = () =>
+    new ApiError(
+      404,
+      "not_found_error",
+      "no_builder",
+      "The builder is not available on this bridge (configure systems or a `type: builder` backend).",
+    );
   const room = builder?.room;
 
   app.get("/v1/canvases", async (_req, reply) => {
     if (!room) return sendApiError(reply, none());
-    return { object: "list", data: room.canvases.list().map((c) => ({ id: c.system, object: "canvas", name: c.name, description: c.description, status: c.status, version: c.version, nodes: c.nodes.length, edges: c.edges.length, updated_at: c.updatedAt })) };
+    return {
+      object: "list",
+      data: room.canvases.list().map((c) => ({
+        id: c.system,
+        object: "canvas",
+        name: c.name,
+        description: c.description,
+        status: c.status,
+        version: c.version,
+        nodes: c.nodes.length,
+        edges: c.edges.length,
+        updated_at: c.updatedAt,
+      })),
+    };
   });
 
   app.get<{ Params: { id: string } }>("/v1/canvases/:id", async (req, reply) => {
     const c = room?.canvases.get(req.params.id);
-    if (!c) return sendApiError(reply, room ? new ApiError(404, "not_found_error", "canvas_not_found", `No canvas "${req.params.id}".`) : none());
+    if (!c)
+      return sendApiError(
+        reply,
+        room ? new ApiError(404, "not_found_error", "canvas_not_found", `No canvas "${req.params.id}".`) : none(),
+      );
     return { id: c.system, object: "canvas", ...c, versions: room!.canvases.versions(c.system) };
   });
 
   app.get<{ Params: { id: string } }>("/v1/builds/:id", async (req, reply) => {
     const b = room?.builds.get(req.params.id);
-    if (!b) return sendApiError(reply, room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none());
+    if (!b)
+      return sendApiError(
+        reply,
+        room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none(),
+      );
     return { object: "build", ...b };
   });
 
@@ -38,18 +65,53 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
 
   app.post<{ Params: { id: string } }>("/v1/builds/:id/pause", async (req, reply) => {
     const b = room?.builds.get(req.params.id);
-    if (!b) return sendApiError(reply, room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none());
+    if (!b)
+      return sendApiError(
+        reply,
+        room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none(),
+      );
     const paused = (await engines()).some((e) => e.pause(b.id));
-    if (!paused) return sendApiError(reply, new ApiError(409, "invalid_request_error", "build_not_running", `Build ${b.id} is ${b.status}, not running here.`));
+    if (!paused)
+      return sendApiError(
+        reply,
+        new ApiError(
+          409,
+          "invalid_request_error",
+          "build_not_running",
+          `Build ${b.id} is ${b.status}, not running here.`,
+        ),
+      );
     return reply.code(202).send({ object: "build", id: b.id, status: "pausing" });
   });
 
   app.post<{ Params: { id: string } }>("/v1/builds/:id/resume", async (req, reply) => {
     const b = room?.builds.get(req.params.id);
-    if (!b) return sendApiError(reply, room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none());
-    if (b.status !== "paused") return sendApiError(reply, new ApiError(409, "invalid_request_error", "build_not_paused", `Build ${b.id} is ${b.status}; only a paused build resumes.`));
+    if (!b)
+      return sendApiError(
+        reply,
+        room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none(),
+      );
+    if (b.status !== "paused")
+      return sendApiError(
+        reply,
+        new ApiError(
+          409,
+          "invalid_request_error",
+          "build_not_paused",
+          `Build ${b.id} is ${b.status}; only a paused build resumes.`,
+        ),
+      );
     const [engine] = await engines();
-    if (!engine) return sendApiError(reply, new ApiError(409, "invalid_request_error", "no_builder_backend", "No builder backend is configured to carry the build out."));
+    if (!engine)
+      return sendApiError(
+        reply,
+        new ApiError(
+          409,
+          "invalid_request_error",
+          "no_builder_backend",
+          "No builder backend is configured to carry the build out.",
+        ),
+      );
     engine.resume(b.id);
     return reply.code(202).send({ object: "build", id: b.id, status: "running" });
   });
@@ -58,9 +120,13 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
     if (!room) return sendApiError(reply, none());
     try {
       const data = await room.exportBundle(req.params.id);
-      return reply.header("content-disposition", `attachment; filename="${req.params.id}.tar.gz"`).type("application/gzip").send(data);
+      return reply
+        .header("content-disposition", `attachment; filename="${req.params.id}.tar.gz"`)
+        .type("application/gzip")
+        .send(data);
     } catch (err) {
-      if ((err as Error).name === "BundleError" || (err as Error).name === "SandboxError") return sendApiError(reply, new ApiError(404, "not_found_error", "system_not_found", (err as Error).message));
+      if ((err as Error).name === "BundleError" || (err as Error).name === "SandboxError")
+        return sendApiError(reply, new ApiError(404, "not_found_error", "system_not_found", (err as Error).message));
       throw err;
     }
   });

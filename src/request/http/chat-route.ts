@@ -42,7 +42,11 @@ export const CHAT_PATH = "/v1/chat/completions";
 
 /** The chat route's URL, with or without a query string. */
 export function isChatRoute(method: string | undefined, url: string | undefined): boolean {
-  return method === "POST" && url !== undefined && (url === CHAT_PATH || (url.startsWith(CHAT_PATH) && url.charCodeAt(CHAT_PATH.length) === 63)); // "?"
+  return (
+    method === "POST" &&
+    url !== undefined &&
+    (url === CHAT_PATH || (url.startsWith(CHAT_PATH) && url.charCodeAt(CHAT_PATH.length) === 63))
+  ); // "?"
 }
 
 export interface ChatRouteDeps {
@@ -67,7 +71,13 @@ const JSON_TYPE = "application/json; charset=utf-8";
  * set earlier with `setHeader` would send Node down its slower path that validates each header
  * twice (measurable per request).
  */
-function writeJson(res: ServerResponse, server: string, status: number, body: object | ApiErrorBody, headers?: Record<string, string>): void {
+function writeJson(
+  res: ServerResponse,
+  server: string,
+  status: number,
+  body: object | ApiErrorBody,
+  headers?: Record<string, string>,
+): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { server, ...headers, "content-type": JSON_TYPE, "content-length": Buffer.byteLength(text) });
   res.end(text);
@@ -75,15 +85,24 @@ function writeJson(res: ServerResponse, server: string, status: number, body: ob
 
 const CLOSE = { connection: "close" } as const;
 
-export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: ServerResponse, expectsContinue?: boolean) => void {
+export function chatRoute(
+  deps: ChatRouteDeps,
+): (req: IncomingMessage, res: ServerResponse, expectsContinue?: boolean) => void {
   const { config, pipeline, router, keys, logger, debugLog, server } = deps;
   /** A JSON answer; while shutting down it closes its connection. */
   const send = (res: ServerResponse, status: number, body: object | ApiErrorBody, headers?: Record<string, string>) =>
     writeJson(res, server, status, body, deps.closesAfter(res.req) ? { ...headers, ...CLOSE } : headers);
-  const writeApiError = (res: ServerResponse, err: ApiError, extra?: Record<string, string>) => send(res, err.status, err.body(), { ...err.headers, ...extra });
+  const writeApiError = (res: ServerResponse, err: ApiError, extra?: Record<string, string>) =>
+    send(res, err.status, err.body(), { ...err.headers, ...extra });
   const limit = config.server.bodyLimitBytes;
   const heartbeatMs = config.server.heartbeatSeconds * 1000;
-  const tooLarge = () => new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${limit} bytes (server.bodyLimitBytes).`);
+  const tooLarge = () =>
+    new ApiError(
+      413,
+      "invalid_request_error",
+      "body_too_large",
+      `The request body is larger than ${limit} bytes (server.bodyLimitBytes).`,
+    );
 
   const fail = (res: ServerResponse, err: unknown) => {
     if (res.headersSent || res.destroyed) {
@@ -138,11 +157,17 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
         404,
         "invalid_request_error",
         "model_not_found",
-        `The model "${body.model}" is not served here. Available: ${router.models().map((m) => m.id).join(", ")} (GET /v1/models lists them).`,
+        `The model "${body.model}" is not served here. Available: ${router
+          .models()
+          .map((m) => m.id)
+          .join(", ")} (GET /v1/models lists them).`,
         "model",
       );
     }
-    const conversation = resolveConversation(body, req.headers, { sessionHeader: config.server.sessionHeader, scope: route.model.id });
+    const conversation = resolveConversation(body, req.headers, {
+      sessionHeader: config.server.sessionHeader,
+      scope: route.model.id,
+    });
 
     // The client's connection: when it goes away, the turn is aborted (and its process killed).
     // The cancellation becomes the turn's own (the pipeline also aborts it on shutdown): whether
@@ -178,7 +203,8 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
       // Nobody is listening: drop the connection rather than leave the reply open.
       if (clientGone) return void res.destroy();
       // Aborted, not by its client and not by its deadline: by the shutdown. Retryable.
-      if (cancel.aborted && !(cancel.reason instanceof TurnDeadline)) return writeApiError(res, shuttingDown(), turn.headers);
+      if (cancel.aborted && !(cancel.reason instanceof TurnDeadline))
+        return writeApiError(res, shuttingDown(), turn.headers);
       return send(res, backendErrorStatus(result.error), backendErrorBody(result.error), turn.headers);
     }
     send(res, 200, result.body, turn.headers);
@@ -186,7 +212,9 @@ export function chatRoute(deps: ChatRouteDeps): (req: IncomingMessage, res: Serv
 
   return (req, res, expectsContinue = false) => {
     if (debugLog.enabled) {
-      res.once("finish", () => debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.httpVersion}" ${res.statusCode} -`));
+      res.once("finish", () =>
+        debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.httpVersion}" ${res.statusCode} -`),
+      );
     }
     handle(req, res, expectsContinue).catch((err) => fail(res, err));
   };
@@ -197,7 +225,9 @@ function refusal(err: unknown): never {
   if (err instanceof QueueRejected) {
     // "conversation": only this conversation has too many turns waiting; others are still served.
     const code = err.scope === "conversation" ? "conversation_queue_full" : "queue_full";
-    throw new ApiError(429, "rate_limit_error", code, `${err.message}; retry in ${err.retryAfterSeconds}s`, null, { "retry-after": String(err.retryAfterSeconds) });
+    throw new ApiError(429, "rate_limit_error", code, `${err.message}; retry in ${err.retryAfterSeconds}s`, null, {
+      "retry-after": String(err.retryAfterSeconds),
+    });
   }
   if (err instanceof WaitAborted) throw new ApiError(499, "invalid_request_error", "client_closed", err.message);
   throw err;
@@ -212,7 +242,12 @@ function readBody(req: IncomingMessage, limit: number): Promise<string | undefin
   return readLimited(req, limit).then(
     (bytes) => bytes?.toString("utf8"),
     () => {
-      throw new ApiError(499, "invalid_request_error", "client_closed", "the client went away while sending the request");
+      throw new ApiError(
+        499,
+        "invalid_request_error",
+        "client_closed",
+        "the client went away while sending the request",
+      );
     },
   );
 }

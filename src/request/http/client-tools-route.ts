@@ -32,7 +32,15 @@ export function registerClientToolsRoute(app: FastifyInstance, hub: ClientToolHu
       try {
         done(null, JSON.parse(body as string));
       } catch {
-        done(new ApiError(400, "invalid_request_error", "invalid_json", "The body is not valid JSON (MCP messages are JSON-RPC 2.0)."), undefined);
+        done(
+          new ApiError(
+            400,
+            "invalid_request_error",
+            "invalid_json",
+            "The body is not valid JSON (MCP messages are JSON-RPC 2.0).",
+          ),
+          undefined,
+        );
       }
     });
 
@@ -43,13 +51,32 @@ export function registerClientToolsRoute(app: FastifyInstance, hub: ClientToolHu
     };
 
     scope.addHook("onRequest", async (req, reply) => {
-      if (!hub) return refuse(req, reply, new ApiError(404, "not_found_error", "client_tools_not_configured", "No model on this bridge offers the client's tools (tools.mode: bridge)."));
+      if (!hub)
+        return refuse(
+          req,
+          reply,
+          new ApiError(
+            404,
+            "not_found_error",
+            "client_tools_not_configured",
+            "No model on this bridge offers the client's tools (tools.mode: bridge).",
+          ),
+        );
       const auth = req.headers.authorization ?? "";
       const token = auth.startsWith("Bearer ") ? auth.slice(7).trim() : "";
       const session = hub.byToken(token);
       if (!session) {
         void reply.header("www-authenticate", "Bearer");
-        return refuse(req, reply, new ApiError(401, "authentication_error", "invalid_token", "This endpoint needs the conversation's own client-tools token."));
+        return refuse(
+          req,
+          reply,
+          new ApiError(
+            401,
+            "authentication_error",
+            "invalid_token",
+            "This endpoint needs the conversation's own client-tools token.",
+          ),
+        );
       }
       (req as FastifyRequest & { toolSession?: unknown }).toolSession = session;
     });

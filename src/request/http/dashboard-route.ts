@@ -72,13 +72,22 @@ export function registerDashboardRoute(app: FastifyInstance, opts: { dir?: strin
 
   const notBuilt = (req: FastifyRequest, reply: FastifyReply) => {
     const message = `The dashboard is not built (no ${path.join(dir, "index.html")}). Run \`npm run build\` in the clawbridge folder (after \`npm ci\`, which installs what it needs), then reload.`;
-    if ((req.headers.accept ?? "").includes("text/html")) return reply.code(503).type("text/plain; charset=utf-8").send(`${message}\n`);
+    if ((req.headers.accept ?? "").includes("text/html"))
+      return reply.code(503).type("text/plain; charset=utf-8").send(`${message}\n`);
     return sendApiError(reply, new ApiError(503, "server_error", "dashboard_not_built", message));
   };
-  const notFound = (req: FastifyRequest, reply: FastifyReply) => sendApiError(reply, new ApiError(404, "not_found_error", "not_found", `No file ${req.url.split("?")[0]} in the dashboard.`));
+  const notFound = (req: FastifyRequest, reply: FastifyReply) =>
+    sendApiError(
+      reply,
+      new ApiError(404, "not_found_error", "not_found", `No file ${req.url.split("?")[0]} in the dashboard.`),
+    );
 
   const serve = async (req: FastifyRequest<{ Params: { "*"?: string } }>, reply: FastifyReply) => {
-    void reply.header("content-security-policy", DASHBOARD_CSP).header("x-content-type-options", "nosniff").header("referrer-policy", "no-referrer").header("x-frame-options", "DENY");
+    void reply
+      .header("content-security-policy", DASHBOARD_CSP)
+      .header("x-content-type-options", "nosniff")
+      .header("referrer-policy", "no-referrer")
+      .header("x-frame-options", "DENY");
     let root: string;
     try {
       root = await realpath(dir);
@@ -93,7 +102,8 @@ export function registerDashboardRoute(app: FastifyInstance, opts: { dir?: strin
     let cache = file && rel.startsWith("assets/") ? IMMUTABLE : "no-cache";
     if (!file) {
       // A client route (`/dashboard/runs/r_1`) gets the app; a missing file (under assets/, or named like one we serve) is 404.
-      if (rel.startsWith("assets/") || TYPES[path.extname(rel).toLowerCase()] !== undefined) return notFound(req, reply);
+      if (rel.startsWith("assets/") || TYPES[path.extname(rel).toLowerCase()] !== undefined)
+        return notFound(req, reply);
       file = index;
       cache = "no-cache";
     }

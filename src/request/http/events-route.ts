@@ -14,7 +14,15 @@
  *   hub before it closes the connections, so an open stream never holds it up).
  */
 import type { FastifyInstance } from "fastify";
-import { END_GRACE_MS, FilterError, parseFilter, type EventFilter, type EventHub, type EventSink, type Subscription } from "../../ops/events/hub.js";
+import {
+  END_GRACE_MS,
+  FilterError,
+  parseFilter,
+  type EventFilter,
+  type EventHub,
+  type EventSink,
+  type Subscription,
+} from "../../ops/events/hub.js";
 import { ApiError, badRequest } from "../chat-api/errors.js";
 import { sendApiError } from "./reply.js";
 
@@ -25,7 +33,12 @@ function lastEventId(header: string | string[] | undefined, query: unknown): num
   const raw = (Array.isArray(header) ? header[0] : header) ?? (Array.isArray(query) ? query[0] : query);
   if (raw === undefined || raw === "") return undefined;
   const s = String(raw).trim();
-  if (!/^\d{1,15}$/.test(s)) throw badRequest(`Last-Event-ID must be an event id (a non-negative integer), not "${s.slice(0, 40)}".`, "invalid_last_event_id", "Last-Event-ID");
+  if (!/^\d{1,15}$/.test(s))
+    throw badRequest(
+      `Last-Event-ID must be an event id (a non-negative integer), not "${s.slice(0, 40)}".`,
+      "invalid_last_event_id",
+      "Last-Event-ID",
+    );
   return Number(s);
 }
 
@@ -33,7 +46,11 @@ export function registerEventsRoute(app: FastifyInstance, hub: EventHub | undefi
   // In a plugin scope, so the app's auth hook (added after this call) applies.
   app.register(async (scope) => {
     scope.get(EVENTS_PATH, (req, reply) => {
-      if (!hub) return sendApiError(reply, new ApiError(404, "not_found_error", "events_not_enabled", "The event stream is not enabled on this bridge."));
+      if (!hub)
+        return sendApiError(
+          reply,
+          new ApiError(404, "not_found_error", "events_not_enabled", "The event stream is not enabled on this bridge."),
+        );
       const query = (req.query ?? {}) as Record<string, unknown>;
       let filter: EventFilter;
       let after: number | undefined;
@@ -41,14 +58,20 @@ export function registerEventsRoute(app: FastifyInstance, hub: EventHub | undefi
         filter = parseFilter(query);
         after = lastEventId(req.headers["last-event-id"], query.lastEventId);
       } catch (err) {
-        if (err instanceof FilterError) return sendApiError(reply, badRequest(err.message, "invalid_filter", err.param));
+        if (err instanceof FilterError)
+          return sendApiError(reply, badRequest(err.message, "invalid_filter", err.param));
         if (err instanceof ApiError) return sendApiError(reply, err);
         throw err;
       }
       reply.hijack();
       const res = reply.raw;
       // The connection closes with the stream (dropped, shut down): nothing follows an event stream on it.
-      res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache, no-transform", "x-accel-buffering": "no", connection: "close" });
+      res.writeHead(200, {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache, no-transform",
+        "x-accel-buffering": "no",
+        connection: "close",
+      });
       res.socket?.setNoDelay(true);
       let sub: Subscription | undefined;
       const sink: EventSink = {

@@ -60,9 +60,16 @@ const CLOSE = { connection: "close" } as const;
 
 /** The answer to a request that comes while the bridge shuts down (or a turn it stopped). */
 export const shuttingDown = () =>
-  new ApiError(503, "server_error", "shutting_down", `The bridge is shutting down; retry in ${SHUTDOWN_RETRY_AFTER_SECONDS}s.`, null, {
-    "retry-after": String(SHUTDOWN_RETRY_AFTER_SECONDS),
-  });
+  new ApiError(
+    503,
+    "server_error",
+    "shutting_down",
+    `The bridge is shutting down; retry in ${SHUTDOWN_RETRY_AFTER_SECONDS}s.`,
+    null,
+    {
+      "retry-after": String(SHUTDOWN_RETRY_AFTER_SECONDS),
+    },
+  );
 
 /** What node:http's `clientError` carries: the parser's code and reason, and the bytes it failed on. */
 type ClientError = Error & { code?: string; reason?: string; rawPacket?: unknown };
@@ -71,8 +78,20 @@ type ClientError = Error & { code?: string; reason?: string; rawPacket?: unknown
  * A client error, so a 4xx (the rule is no 5xx for a client's mistake), although HTTP's own words
  * for these would be 505 and 501: SDKs retry 5xx answers, and retrying cannot fix either.
  */
-const versionNotSupported = () => new ApiError(400, "invalid_request_error", "http_version_not_supported", "Only HTTP/1.1 (and 1.0) is served here; HTTP/2 is not.");
-const methodNotSupported = () => new ApiError(400, "invalid_request_error", "method_not_supported", "Unknown HTTP method. Try POST /v1/chat/completions or GET /v1/models.");
+const versionNotSupported = () =>
+  new ApiError(
+    400,
+    "invalid_request_error",
+    "http_version_not_supported",
+    "Only HTTP/1.1 (and 1.0) is served here; HTTP/2 is not.",
+  );
+const methodNotSupported = () =>
+  new ApiError(
+    400,
+    "invalid_request_error",
+    "method_not_supported",
+    "Unknown HTTP method. Try POST /v1/chat/completions or GET /v1/models.",
+  );
 
 /** A socket as node:http keeps it: the response it is writing (internal, stable since Node 0.x). */
 type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
@@ -180,7 +199,16 @@ export class HttpFront {
     server.setTimeout(0); // no socket inactivity timeout: a silent turn is not a dead client
     server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, true));
     server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
-      this.refuse(req, res, new ApiError(417, "invalid_request_error", "expectation_failed", `Unsupported Expect: ${req.headers.expect}; only 100-continue is understood.`));
+      this.refuse(
+        req,
+        res,
+        new ApiError(
+          417,
+          "invalid_request_error",
+          "expectation_failed",
+          `Unsupported Expect: ${req.headers.expect}; only 100-continue is understood.`,
+        ),
+      );
     });
     // CONNECT (a proxy tunnel request) is not served: answered, not dropped (node:http closes a
     // CONNECT's socket unanswered when nobody listens for it).
@@ -220,11 +248,22 @@ export class HttpFront {
       return this.refuse(
         req,
         res,
-        new ApiError(503, "server_error", "too_many_connections", `The bridge has ${this.opts.maxConnections} connections open (server.maxConnections); retry in a moment.`, null, { "retry-after": "1" }),
+        new ApiError(
+          503,
+          "server_error",
+          "too_many_connections",
+          `The bridge has ${this.opts.maxConnections} connections open (server.maxConnections); retry in a moment.`,
+          null,
+          { "retry-after": "1" },
+        ),
       );
     }
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
-      return this.refuse(req, res, new ApiError(400, "invalid_request_error", "missing_host", "An HTTP/1.1 request needs a Host header."));
+      return this.refuse(
+        req,
+        res,
+        new ApiError(400, "invalid_request_error", "missing_host", "An HTTP/1.1 request needs a Host header."),
+      );
     }
     this.dispatch(req, res, expectsContinue);
   };
@@ -236,7 +275,13 @@ export class HttpFront {
     // for this one, which closes it.
     if (inFlight && inFlight !== res) this.answeredBehind.add(req.socket);
     const text = JSON.stringify(err.body());
-    res.writeHead(err.status, { server: this.opts.serverHeader, ...err.headers, ...CLOSE, "content-type": JSON_TYPE, "content-length": Buffer.byteLength(text) });
+    res.writeHead(err.status, {
+      server: this.opts.serverHeader,
+      ...err.headers,
+      ...CLOSE,
+      "content-type": JSON_TYPE,
+      "content-length": Buffer.byteLength(text),
+    });
     res.end(text);
     lingerAfterAnswer(req, lingerBytes);
   }
@@ -274,7 +319,13 @@ export class HttpFront {
       // The request being read failed (bad chunking, too slow): answer it, unless its answer began.
       if (res.headersSent) return void socket.destroy();
       const text = JSON.stringify(answer.body());
-      res.writeHead(answer.status, { server: this.opts.serverHeader, ...answer.headers, ...CLOSE, "content-type": JSON_TYPE, "content-length": Buffer.byteLength(text) });
+      res.writeHead(answer.status, {
+        server: this.opts.serverHeader,
+        ...answer.headers,
+        ...CLOSE,
+        "content-type": JSON_TYPE,
+        "content-length": Buffer.byteLength(text),
+      });
       res.end(text);
       lingerAfterAnswer(res.req, UNAUTHENTICATED_LINGER_BYTES);
       return;
@@ -297,7 +348,8 @@ export class HttpFront {
 
   /** The answer to a `clientError`, or undefined when the client is gone (nothing to answer). */
   private describe(err: ClientError): ApiError | undefined {
-    const bad = (status: number, code: string, message: string) => new ApiError(status, "invalid_request_error", code, message);
+    const bad = (status: number, code: string, message: string) =>
+      new ApiError(status, "invalid_request_error", code, message);
     switch (err.code) {
       case "ERR_HTTP_REQUEST_TIMEOUT":
         return bad(
@@ -313,12 +365,14 @@ export class HttpFront {
         return versionNotSupported();
       case "HPE_INVALID_VERSION":
         // A well-formed version that is not 1.x (`HTTP/2.0`, `HTTP/3.0`); anything else is malformed.
-        if (/^\S+ \S+ HTTP\/[02-9]\.\d\r?$/.test(String(err.rawPacket ?? "").split("\n", 1)[0]!)) return versionNotSupported();
+        if (/^\S+ \S+ HTTP\/[02-9]\.\d\r?$/.test(String(err.rawPacket ?? "").split("\n", 1)[0]!))
+          return versionNotSupported();
         return bad(400, "bad_request", `Malformed HTTP request: ${err.reason ?? err.message}.`);
       case "HPE_INVALID_METHOD":
         return methodNotSupported();
       default:
-        if (err.code?.startsWith("HPE_")) return bad(400, "bad_request", `Malformed HTTP request: ${err.reason ?? err.message}.`);
+        if (err.code?.startsWith("HPE_"))
+          return bad(400, "bad_request", `Malformed HTTP request: ${err.reason ?? err.message}.`);
         return undefined; // ECONNRESET, EPIPE...: the socket failed, the client is gone
     }
   }

@@ -26,7 +26,13 @@ export function isMcpRoute(method: string | undefined, url: string | undefined):
   return (q < 0 ? url : url.slice(0, q)) === MCP_PATH;
 }
 
-const notConfigured = () => new ApiError(404, "not_found_error", "builder_not_configured", "The builder's MCP endpoint is not enabled on this bridge.");
+const notConfigured = () =>
+  new ApiError(
+    404,
+    "not_found_error",
+    "builder_not_configured",
+    "The builder's MCP endpoint is not enabled on this bridge.",
+  );
 
 /** A JSON-RPC error answer outside any request (as the SDK's transport writes them). */
 const rpcError = (code: number, message: string) => ({ jsonrpc: "2.0", error: { code, message }, id: null });
@@ -36,7 +42,12 @@ const rpcError = (code: number, message: string) => ({ jsonrpc: "2.0", error: { 
  * transport, both closed when the response closes; answers as JSON (`json`) or as an SSE stream.
  * Shared by `/mcp` and `/mcp/client-tools`.
  */
-export async function serveStateless(req: FastifyRequest, reply: FastifyReply, server: McpServerLike, opts: { json: boolean }): Promise<void> {
+export async function serveStateless(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  server: McpServerLike,
+  opts: { json: boolean },
+): Promise<void> {
   const { StreamableHTTPServerTransport } = await import("@modelcontextprotocol/sdk/server/streamableHttp.js");
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: opts.json });
   reply.hijack();
@@ -54,7 +65,10 @@ export async function serveStateless(req: FastifyRequest, reply: FastifyReply, s
     await transport.handleRequest(req.raw, res, req.body);
   } catch (err) {
     req.log?.error?.({ err }, "mcp request failed");
-    if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify(rpcError(-32603, "Internal error in the bridge; see its log.")));
+    if (!res.headersSent)
+      res
+        .writeHead(500, { "content-type": "application/json" })
+        .end(JSON.stringify(rpcError(-32603, "Internal error in the bridge; see its log.")));
     else res.end();
     close();
   }
@@ -62,7 +76,11 @@ export async function serveStateless(req: FastifyRequest, reply: FastifyReply, s
 
 /** GET (a server-to-client stream) and DELETE (end a session) mean nothing without sessions. */
 export const statelessOnly = async (_req: FastifyRequest, reply: FastifyReply) =>
-  reply.code(405).header("allow", "POST").type("application/json").send(rpcError(-32000, "Method not allowed: this endpoint is stateless, send JSON-RPC messages with POST."));
+  reply
+    .code(405)
+    .header("allow", "POST")
+    .type("application/json")
+    .send(rpcError(-32000, "Method not allowed: this endpoint is stateless, send JSON-RPC messages with POST."));
 
 /** What `serveStateless` needs of an MCP server (the SDK's `McpServer` and low-level `Server` both fit). */
 interface McpServerLike {
@@ -83,16 +101,29 @@ export function registerMcpRoute(app: FastifyInstance, deps: { keys: ApiKeys; to
   app.register(async (scope) => {
     // buildApp removes Fastify's own parsers; a plain Fastify app (tests) still has its JSON one.
     if (scope.hasContentTypeParser("application/json")) scope.removeContentTypeParser("application/json");
-    scope.addContentTypeParser("application/json", { parseAs: "string", bodyLimit: MCP_BODY_LIMIT }, (_req, body, done) => {
-      try {
-        done(null, JSON.parse(body as string));
-      } catch {
-        done(new ApiError(400, "invalid_request_error", "invalid_json", "The body is not valid JSON (MCP messages are JSON-RPC 2.0)."), undefined);
-      }
-    });
+    scope.addContentTypeParser(
+      "application/json",
+      { parseAs: "string", bodyLimit: MCP_BODY_LIMIT },
+      (_req, body, done) => {
+        try {
+          done(null, JSON.parse(body as string));
+        } catch {
+          done(
+            new ApiError(
+              400,
+              "invalid_request_error",
+              "invalid_json",
+              "The body is not valid JSON (MCP messages are JSON-RPC 2.0).",
+            ),
+            undefined,
+          );
+        }
+      },
+    );
 
     scope.addHook("onRequest", async (req, reply) => {
-      if (!keys.check(ApiKeys.presented(req.headers))) return refuse(req, reply, unauthorized(), { "www-authenticate": "Bearer" });
+      if (!keys.check(ApiKeys.presented(req.headers)))
+        return refuse(req, reply, unauthorized(), { "www-authenticate": "Bearer" });
       if (!tools) return refuse(req, reply, notConfigured());
     });
 

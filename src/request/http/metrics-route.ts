@@ -14,7 +14,10 @@ import { sendApiError } from "./reply.js";
 
 export const METRICS_PATH = "/metrics";
 
-export function registerMetricsRoute(app: FastifyInstance, deps: { metrics?: BridgeMetrics; keys: ApiKeys; requireKey: boolean }): void {
+export function registerMetricsRoute(
+  app: FastifyInstance,
+  deps: { metrics?: BridgeMetrics; keys: ApiKeys; requireKey: boolean },
+): void {
   const { metrics, keys, requireKey } = deps;
   if (!metrics) return;
   app.get(METRICS_PATH, async (req, reply) => {

@@ -100,9 +100,15 @@ async function openStoreIfNeeded(config: Config, logger: Logger): Promise<Sessio
     try {
       const res = await importSessionsJson(store, legacy, { backend: resumeModels[0]!.backend });
       renameSync(legacy, `${legacy}.imported-${Date.now()}`);
-      logger.info({ file: legacy, imported: res.imported, skipped: res.skipped.length }, "imported sessions.json into the session store");
+      logger.info(
+        { file: legacy, imported: res.imported, skipped: res.skipped.length },
+        "imported sessions.json into the session store",
+      );
     } catch (err) {
-      logger.warn({ file: legacy, err: (err as Error).message }, "could not import sessions.json; it was left in place");
+      logger.warn(
+        { file: legacy, err: (err as Error).message },
+        "could not import sessions.json; it was left in place",
+      );
     }
   }
   return store;
@@ -123,7 +129,11 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const runDir = path.join(config.dataDir, "run");
   const reapStart = Date.now();
   const orphans = await reapOrphans(runDir);
-  if (orphans) logger.warn({ groups: orphans, ms: Date.now() - reapStart }, "ended CLI processes left running by a bridge that was killed");
+  if (orphans)
+    logger.warn(
+      { groups: orphans, ms: Date.now() - reapStart },
+      "ended CLI processes left running by a bridge that was killed",
+    );
   const watcher = startOrphanWatcher(runDir, setRunDir(runDir));
   logger.debug({ pid: watcher.pid }, "orphan watcher started");
   const debugLog = new DebugLog(config.logging.debugLog);
@@ -132,7 +142,11 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const events = new EventHub(bus, { ...config.events, heartbeatMs: config.events.heartbeatSeconds * 1000 });
   // Prometheus metrics listen from the start (runs found interrupted at start-up count); the queue
   // is read at scrape time. prom-client is loaded only when they are on.
-  const metrics = config.metrics.enabled ? await import("../../ops/metrics/metrics.js").then((m) => new m.BridgeMetrics({ bus, scheduler: { stats: () => scheduler.stats() }, ...m.metricsLabels(config) })) : undefined;
+  const metrics = config.metrics.enabled
+    ? await import("../../ops/metrics/metrics.js").then(
+        (m) => new m.BridgeMetrics({ bus, scheduler: { stats: () => scheduler.stats() }, ...m.metricsLabels(config) }),
+      )
+    : undefined;
   // Models are reached by id for the router's classifier and systems' model steps; the routes
   // exist once the backends do (the router backend itself is built with the runtime).
   let router: ModelRouter | undefined;
@@ -142,12 +156,23 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   if (wantsSystems(config)) {
     // Loaded only when systems or a router are configured.
     const { openRouterRuntime } = await import("../../workflows/router/runtime.js");
-    systems = await openRouterRuntime({ config, bus, callModel, logger, dbFile: opts.systemsDb, retryBaseMs: opts.retryBaseMs });
+    systems = await openRouterRuntime({
+      config,
+      bus,
+      callModel,
+      logger,
+      dbFile: opts.systemsDb,
+      retryBaseMs: opts.retryBaseMs,
+    });
   }
   // The builder room (canvases, sandboxes, builds; the tools served at /mcp) lives beside the systems.
   let builder: BuilderBase | undefined;
   if (systems) {
-    const [{ openBuilderRoom }, { builderProblems }, { SystemsConfigError }] = await Promise.all([import("../../workflows/builder/service.js"), import("../../workflows/builder/options.js"), import("../../workflows/router/runtime.js")]);
+    const [{ openBuilderRoom }, { builderProblems }, { SystemsConfigError }] = await Promise.all([
+      import("../../workflows/builder/service.js"),
+      import("../../workflows/builder/options.js"),
+      import("../../workflows/router/runtime.js"),
+    ]);
     const problems = builderProblems(config);
     if (problems.length) {
       await systems.close();
@@ -168,8 +193,14 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   }
   const builderBusy = builder ? busyWith(builder) : undefined;
   // Pending client tool calls and the MCP endpoint CLI agents reach them through (models in tools.mode: bridge).
-  const clientTools = config.models.some((m) => m.tools.mode === "bridge") ? new ClientToolHub(logger.child({ room: "clienttools" })) : undefined;
-  const backends = createBackends(config, logger, { ...(systems ? { router: { ...systems, builderBusy } } : {}), ...(builder ? { builder } : {}), ...(clientTools ? { clientTools } : {}) });
+  const clientTools = config.models.some((m) => m.tools.mode === "bridge")
+    ? new ClientToolHub(logger.child({ room: "clienttools" }))
+    : undefined;
+  const backends = createBackends(config, logger, {
+    ...(systems ? { router: { ...systems, builderBusy } } : {}),
+    ...(builder ? { builder } : {}),
+    ...(clientTools ? { clientTools } : {}),
+  });
   router = new ModelRouter(config, backends);
   const scheduler = new TurnScheduler({
     maxConcurrent: config.server.maxConcurrent,
@@ -179,9 +210,37 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   });
   const store = await openStoreIfNeeded(config, logger);
   const preexec = new PreExecutor(logger, debugLog);
-  const enricher = opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
-  const pipeline = new ChatPipeline({ config, scheduler, logger, debugLog, enricher, store, resolveModel, bus, ...(clientTools ? { clientTools } : {}) });
-  const { app, front } = buildApp({ config, pipeline, router, scheduler, backends, logger, debugLog, systems, builder, builderTools: builder?.room.tools, bus, events, metrics, admin: { bus, store, doctor: opts.doctor }, dashboardDir: opts.dashboardDir, clientTools });
+  const enricher =
+    opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
+  const pipeline = new ChatPipeline({
+    config,
+    scheduler,
+    logger,
+    debugLog,
+    enricher,
+    store,
+    resolveModel,
+    bus,
+    ...(clientTools ? { clientTools } : {}),
+  });
+  const { app, front } = buildApp({
+    config,
+    pipeline,
+    router,
+    scheduler,
+    backends,
+    logger,
+    debugLog,
+    systems,
+    builder,
+    builderTools: builder?.room.tools,
+    bus,
+    events,
+    metrics,
+    admin: { bus, store, doctor: opts.doctor },
+    dashboardDir: opts.dashboardDir,
+    clientTools,
+  });
 
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
@@ -195,7 +254,11 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await store?.close();
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-      throw new PortInUseError(config.server.host, config.server.port, await describePortOwner(config.server.host, config.server.port));
+      throw new PortInUseError(
+        config.server.host,
+        config.server.port,
+        await describePortOwner(config.server.host, config.server.port),
+      );
     }
     throw err;
   }

@@ -75,7 +75,13 @@ const runError = (err: unknown): ApiError => {
 };
 
 export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRuntimeHandle | undefined): void {
-  const noSystems = () => new ApiError(404, "not_found_error", "no_systems", "No systems are configured on this bridge (add `systems:` to the config or files to <dataDir>/systems/).");
+  const noSystems = () =>
+    new ApiError(
+      404,
+      "not_found_error",
+      "no_systems",
+      "No systems are configured on this bridge (add `systems:` to the config or files to <dataDir>/systems/).",
+    );
   const sendError = sendApiError;
 
   app.register(async (scope) => {
@@ -93,18 +99,36 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
 
     scope.get<{ Params: { id: string } }>("/v1/systems/:id", async (req, reply) => {
       const s = systems?.library.get(req.params.id);
-      if (!s) return sendError(reply, systems ? new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`) : noSystems());
+      if (!s)
+        return sendError(
+          reply,
+          systems
+            ? new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`)
+            : noSystems(),
+        );
       return systemJson(s);
     });
 
     scope.post<{ Params: { id: string }; Body: unknown }>("/v1/systems/:id/runs", async (req, reply) => {
       if (!systems) return sendError(reply, noSystems());
       const s = systems.library.get(req.params.id);
-      if (!s) return sendError(reply, new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`));
+      if (!s)
+        return sendError(
+          reply,
+          new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`),
+        );
       const body = (req.body ?? {}) as Record<string, unknown>;
-      if (typeof body !== "object" || Array.isArray(body)) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_body", 'Send a JSON object: {"inputs": {...}}.'));
+      if (typeof body !== "object" || Array.isArray(body))
+        return sendError(
+          reply,
+          new ApiError(400, "invalid_request_error", "invalid_body", 'Send a JSON object: {"inputs": {...}}.'),
+        );
       const inputs = body.inputs ?? {};
-      if (!inputs || typeof inputs !== "object" || Array.isArray(inputs)) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_inputs", "`inputs` must be an object.", "inputs"));
+      if (!inputs || typeof inputs !== "object" || Array.isArray(inputs))
+        return sendError(
+          reply,
+          new ApiError(400, "invalid_request_error", "invalid_inputs", "`inputs` must be an object.", "inputs"),
+        );
       const { checkInputs } = await import("../../workflows/systems/inputs.js");
       const check = checkInputs(s.inputs, inputs as Record<string, unknown>);
       if (!check.complete) {
@@ -113,11 +137,25 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
           ...check.invalid.map((i) => `${i.field.name} ${i.problem}`),
         ];
         const param = check.missing[0]?.name ?? check.invalid[0]?.field.name;
-        return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_inputs", `The inputs of ${s.id} are not complete: ${parts.join("; ") || "they do not match the schema"}.`, param ? `inputs.${param}` : "inputs"));
+        return sendError(
+          reply,
+          new ApiError(
+            400,
+            "invalid_request_error",
+            "invalid_inputs",
+            `The inputs of ${s.id} are not complete: ${parts.join("; ") || "they do not match the schema"}.`,
+            param ? `inputs.${param}` : "inputs",
+          ),
+        );
       }
       let rec: RunRecord;
       try {
-        rec = systems.runs.start({ system: s.id, inputs: check.values, origin: "http", conversation: typeof body.conversation === "string" ? body.conversation : undefined });
+        rec = systems.runs.start({
+          system: s.id,
+          inputs: check.values,
+          origin: "http",
+          conversation: typeof body.conversation === "string" ? body.conversation : undefined,
+        });
       } catch (err) {
         return sendError(reply, runError(err));
       }
@@ -131,16 +169,42 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
     scope.get<{ Querystring: Record<string, string | undefined> }>("/v1/runs", async (req, reply) => {
       if (!systems) return { object: "list", data: [] };
       const q = req.query;
-      if (q.status && !STATUSES.includes(q.status as RunStatus)) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_status", `status must be one of ${STATUSES.join(", ")}.`, "status"));
+      if (q.status && !STATUSES.includes(q.status as RunStatus))
+        return sendError(
+          reply,
+          new ApiError(
+            400,
+            "invalid_request_error",
+            "invalid_status",
+            `status must be one of ${STATUSES.join(", ")}.`,
+            "status",
+          ),
+        );
       const limit = q.limit === undefined ? 50 : Number(q.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return sendError(reply, new ApiError(400, "invalid_request_error", "invalid_limit", "limit must be an integer from 1 to 1000.", "limit"));
-      const list = systems.runs.store.list({ status: q.status as RunStatus | undefined, system: q.system, conversation: q.conversation, limit });
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+        return sendError(
+          reply,
+          new ApiError(
+            400,
+            "invalid_request_error",
+            "invalid_limit",
+            "limit must be an integer from 1 to 1000.",
+            "limit",
+          ),
+        );
+      const list = systems.runs.store.list({
+        status: q.status as RunStatus | undefined,
+        system: q.system,
+        conversation: q.conversation,
+        limit,
+      });
       return { object: "list", data: list.map(runJson) };
     });
 
     scope.get<{ Params: { id: string } }>("/v1/runs/:id", async (req, reply) => {
       const r = systems?.runs.get(req.params.id);
-      if (!r) return sendError(reply, new ApiError(404, "not_found_error", "run_not_found", `No run "${req.params.id}".`));
+      if (!r)
+        return sendError(reply, new ApiError(404, "not_found_error", "run_not_found", `No run "${req.params.id}".`));
       return runJson(r);
     });
 
@@ -148,7 +212,12 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
       scope.post<{ Params: { id: string } }>(`/v1/runs/:id/${action}`, async (req, reply) => {
         if (!systems) return sendError(reply, noSystems());
         try {
-          const r = action === "pause" ? await systems.runs.pause(req.params.id) : action === "cancel" ? await systems.runs.cancel(req.params.id) : systems.runs.resume(req.params.id);
+          const r =
+            action === "pause"
+              ? await systems.runs.pause(req.params.id)
+              : action === "cancel"
+                ? await systems.runs.cancel(req.params.id)
+                : systems.runs.resume(req.params.id);
           return runJson(r);
         } catch (err) {
           return sendError(reply, runError(err));

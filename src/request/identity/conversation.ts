@@ -34,7 +34,11 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
   return s && s.trim() ? s.trim() : undefined;
 }
 
-export function resolveConversation(req: ChatRequest, headers: IncomingHttpHeaders, opts: { sessionHeader?: string; scope?: string } = {}): Conversation {
+export function resolveConversation(
+  req: ChatRequest,
+  headers: IncomingHttpHeaders,
+  opts: { sessionHeader?: string; scope?: string } = {},
+): Conversation {
   for (const name of [opts.sessionHeader, ...DEFAULT_HEADERS]) {
     if (!name) continue;
     const v = header(headers, name);

@@ -31,20 +31,26 @@ export type Anchor = (typeof ANCHORS)[number];
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
 
-const regexString = z.string().min(1).superRefine((src, ctx) => {
-  try {
-    new RegExp(src, "iu");
-  } catch (err) {
-    ctx.addIssue({ code: "custom", message: `invalid regular expression: ${(err as Error).message}` });
-  }
-});
+const regexString = z
+  .string()
+  .min(1)
+  .superRefine((src, ctx) => {
+    try {
+      new RegExp(src, "iu");
+    } catch (err) {
+      ctx.addIssue({ code: "custom", message: `invalid regular expression: ${(err as Error).message}` });
+    }
+  });
 
 const keyword = z.string().trim().min(1);
 
 export const intentRuleSchema = z
   .strictObject({
     /** Unique name. A user rule with the id of a preset rule replaces it. */
-    id: z.string().min(1).regex(/^[A-Za-z0-9_.:-]+$/, "rule ids use letters, digits, _ . : -"),
+    id: z
+      .string()
+      .min(1)
+      .regex(/^[A-Za-z0-9_.:-]+$/, "rule ids use letters, digits, _ . : -"),
     kind: z.enum(INTENT_KINDS),
     enabled: z.boolean().default(true),
     /** Trigger keywords/phrases (any language, case-insensitive, whole words). */
@@ -80,32 +86,38 @@ export const intentRuleSchema = z
 export type IntentRuleInput = z.input<typeof intentRuleSchema>;
 export type IntentRule = z.output<typeof intentRuleSchema>;
 
-export const searchConfigSchema = z.strictObject({
-  provider: z.enum(SEARCH_PROVIDERS).default("duckduckgo"),
-  /**
-   * duckduckgo: the HTML endpoint (default https://html.duckduckgo.com/html/);
-   * searxng: the instance root (required; "/search" is appended);
-   * brave: the web search endpoint (default https://api.search.brave.com/res/v1/web/search).
-   */
-  baseUrl: z.url({ protocol: /^https?$/ }).optional(),
-  /** Brave API key. Prefer `apiKeyEnv`. */
-  apiKey: z.string().min(1).optional(),
-  /** Name of the environment variable holding the API key. */
-  apiKeyEnv: z.string().min(1).optional(),
-  /** Results requested from the provider (before ranking and trimming). */
-  maxResults: z.number().int().min(1).max(20).default(6),
-  timeoutMs: positiveInt.default(8000),
-  maxBytes: positiveInt.default(2 * 1024 * 1024),
-  /** Extra query parameters sent to the provider (e.g. { kl: "ee-et" } for DuckDuckGo). */
-  params: z.record(z.string(), z.string()).default({}),
-}).superRefine((s, ctx) => {
-  if (s.provider === "searxng" && !s.baseUrl) {
-    ctx.addIssue({ code: "custom", path: ["baseUrl"], message: "the searxng provider needs baseUrl (the instance root)" });
-  }
-  if (s.provider === "brave" && !s.apiKey && !s.apiKeyEnv) {
-    ctx.addIssue({ code: "custom", path: ["apiKey"], message: "the brave provider needs apiKey or apiKeyEnv" });
-  }
-});
+export const searchConfigSchema = z
+  .strictObject({
+    provider: z.enum(SEARCH_PROVIDERS).default("duckduckgo"),
+    /**
+     * duckduckgo: the HTML endpoint (default https://html.duckduckgo.com/html/);
+     * searxng: the instance root (required; "/search" is appended);
+     * brave: the web search endpoint (default https://api.search.brave.com/res/v1/web/search).
+     */
+    baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+    /** Brave API key. Prefer `apiKeyEnv`. */
+    apiKey: z.string().min(1).optional(),
+    /** Name of the environment variable holding the API key. */
+    apiKeyEnv: z.string().min(1).optional(),
+    /** Results requested from the provider (before ranking and trimming). */
+    maxResults: z.number().int().min(1).max(20).default(6),
+    timeoutMs: positiveInt.default(8000),
+    maxBytes: positiveInt.default(2 * 1024 * 1024),
+    /** Extra query parameters sent to the provider (e.g. { kl: "ee-et" } for DuckDuckGo). */
+    params: z.record(z.string(), z.string()).default({}),
+  })
+  .superRefine((s, ctx) => {
+    if (s.provider === "searxng" && !s.baseUrl) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["baseUrl"],
+        message: "the searxng provider needs baseUrl (the instance root)",
+      });
+    }
+    if (s.provider === "brave" && !s.apiKey && !s.apiKeyEnv) {
+      ctx.addIssue({ code: "custom", path: ["apiKey"], message: "the brave provider needs apiKey or apiKeyEnv" });
+    }
+  });
 
 export const newsConfigSchema = z.strictObject({
   /** Default sites for news rules that do not list their own. Empty = plain search. */
@@ -164,7 +176,10 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
  * Merge a per-model intents section over the global one (both raw input). Objects merge key by
  * key; arrays and scalars from the model win. Validate the result with `parseIntentsConfig`.
  */
-export function mergeIntentsInput(base: IntentsConfigInput | undefined, override: IntentsConfigInput | undefined): IntentsConfigInput {
+export function mergeIntentsInput(
+  base: IntentsConfigInput | undefined,
+  override: IntentsConfigInput | undefined,
+): IntentsConfigInput {
   const merge = (a: unknown, b: unknown): unknown => {
     if (b === undefined) return a;
     if (isPlainObject(a) && isPlainObject(b)) {

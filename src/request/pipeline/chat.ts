@@ -48,7 +48,13 @@ export interface IntentReport {
 }
 
 /** Optional step that fetches live data before the model answers (tool pre-execution); it calls `report` (when given) once it ran a tool. */
-export type Enricher = (userText: string, route: Route, signal: AbortSignal, log: Logger, report?: (r: IntentReport) => void) => Promise<LiveData[]>;
+export type Enricher = (
+  userText: string,
+  route: Route,
+  signal: AbortSignal,
+  log: Logger,
+  report?: (r: IntentReport) => void,
+) => Promise<LiveData[]>;
 
 export interface PipelineDeps {
   config: Config;
@@ -111,7 +117,12 @@ export class ChatPipeline {
     const accepted = Date.now();
     const linked = this.linkTurn(client);
     // The child logger is made only when something is logged at an enabled level.
-    const log = lazyChild(logger, () => ({ requestId, model: route.model.id, backend: route.backend.name, conversation: conversation.key }));
+    const log = lazyChild(logger, () => ({
+      requestId,
+      model: route.model.id,
+      backend: route.backend.name,
+      conversation: conversation.key,
+    }));
 
     let lease: Lease;
     try {
@@ -120,7 +131,12 @@ export class ChatPipeline {
       linked.dispose();
       if (err instanceof QueueRejected) {
         log.warn({ reason: err.message }, "turn refused: queue full");
-        this.deps.bus?.emit({ type: "queue.rejected", conversation: conversation.key, model: route.model.id, scope: err.scope });
+        this.deps.bus?.emit({
+          type: "queue.rejected",
+          conversation: conversation.key,
+          model: route.model.id,
+          scope: err.scope,
+        });
       }
       throw err;
     }
@@ -169,7 +185,8 @@ export class ChatPipeline {
 
   /** The turn's cancellation: fires when the client goes away or on shutdown. `dispose` when the turn ends. */
   private linkTurn(client: AbortSignal | Cancellation): { cancel: Cancellation; dispose: () => void } {
-    const followed = client instanceof Cancellation ? { cancel: client, dispose: undefined } : Cancellation.follow(client);
+    const followed =
+      client instanceof Cancellation ? { cancel: client, dispose: undefined } : Cancellation.follow(client);
     const cancel = followed.cancel;
     if (this.shuttingDown) cancel.abort();
     this.turnCancels.add(cancel);
@@ -187,7 +204,16 @@ export class ChatPipeline {
     const { debugLog, bus } = this.deps;
     const { cancel, log } = turn;
     // The turn's events on the bus: nothing is made for them when nobody listens.
-    const watch = bus?.listenerCount ? new TurnEvents(bus, turn.requestId, turn.conversation.key, turn.route.model.id, turn.route.backend.name, accepted) : undefined;
+    const watch = bus?.listenerCount
+      ? new TurnEvents(
+          bus,
+          turn.requestId,
+          turn.conversation.key,
+          turn.route.model.id,
+          turn.route.backend.name,
+          accepted,
+        )
+      : undefined;
     watch?.started(turn.mode);
     // The one turn deadline (the backend's `timeoutSeconds`), from the moment the turn may start.
     let disarm = armDeadline(cancel, turn.route.backend.timeoutSeconds);
@@ -202,7 +228,9 @@ export class ChatPipeline {
       const asked = new Set<string>();
       while (!source && turn.route.backend.dispatch) {
         if (asked.has(turn.route.backend.name)) {
-          source = failed(`${[...asked].join(" → ")} handed the turn back to ${turn.route.backend.name}; a hand-over may not loop`);
+          source = failed(
+            `${[...asked].join(" → ")} handed the turn back to ${turn.route.backend.name}; a hand-over may not loop`,
+          );
           break;
         }
         asked.add(turn.route.backend.name);
@@ -244,7 +272,8 @@ export class ChatPipeline {
       lease.release();
       dispose();
       log.info({ outcome, contentChars: chars, durationMs: Date.now() - turn.started }, "turn ended");
-      if (debugLog.enabled) debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - turn.started) / 1000).toFixed(1)}s`);
+      if (debugLog.enabled)
+        debugLog.line(`LLM response (${chars} chars), ${outcome}, ${((Date.now() - turn.started) / 1000).toFixed(1)}s`);
       if (--this.running === 0) {
         const waiters = this.idleWaiters;
         this.idleWaiters = [];
@@ -257,10 +286,17 @@ export class ChatPipeline {
    * Ask the dispatching backend what to do with the turn. Its own answer comes back under the
    * backend contract; a hand-over names a configured model.
    */
-  private async dispatch(turn: Turn): Promise<{ kind: "answer"; events: AsyncIterable<BackendEvent> } | { kind: "handover"; route: Route; preface?: string }> {
+  private async dispatch(
+    turn: Turn,
+  ): Promise<
+    { kind: "answer"; events: AsyncIterable<BackendEvent> } | { kind: "handover"; route: Route; preface?: string }
+  > {
     const backend = turn.route.backend;
     const input = turn.input({ system: "", text: "" }, { key: turn.conversation.key, turn: 0 });
-    const fail = (message: string): { kind: "answer"; events: AsyncIterable<BackendEvent> } => ({ kind: "answer", events: failed(message) });
+    const fail = (message: string): { kind: "answer"; events: AsyncIterable<BackendEvent> } => ({
+      kind: "answer",
+      events: failed(message),
+    });
     let d;
     try {
       d = await backend.dispatch!(dispatchInput(input, turn.request.messages));
@@ -270,7 +306,12 @@ export class ChatPipeline {
     }
     if (d.kind === "answer") {
       const events = d.events;
-      const own: Backend = { name: backend.name, type: backend.type, run: () => events, health: () => backend.health() };
+      const own: Backend = {
+        name: backend.name,
+        type: backend.type,
+        run: () => events,
+        health: () => backend.health(),
+      };
       return { kind: "answer", events: contract(own, input, () => turn.userText()) };
     }
     const route = this.deps.resolveModel?.(d.model);
@@ -287,10 +328,24 @@ export class ChatPipeline {
     let ran: IntentReport | undefined;
     const executed = (r: IntentReport) => {
       const { conversation, route } = turn;
-      bus!.emit({ type: "intent.executed", conversation: conversation.key, model: route.model.id, tools: r.tools, ok: r.ok, ms: Date.now() - t0, ...(r.error ? { error: r.error } : {}) });
+      bus!.emit({
+        type: "intent.executed",
+        conversation: conversation.key,
+        model: route.model.id,
+        tools: r.tools,
+        ok: r.ok,
+        ms: Date.now() - t0,
+        ...(r.error ? { error: r.error } : {}),
+      });
     };
     try {
-      const live = await this.deps.enricher(turn.userText(), turn.route, turn.cancel.signal, turn.log, bus ? (r) => (ran = r) : undefined);
+      const live = await this.deps.enricher(
+        turn.userText(),
+        turn.route,
+        turn.cancel.signal,
+        turn.log,
+        bus ? (r) => (ran = r) : undefined,
+      );
       if (bus && (ran || live.length)) executed(ran ?? { tools: [], ok: true });
       return live;
     } catch (err) {
@@ -310,16 +365,35 @@ export class ChatPipeline {
     } else {
       const built = buildStatelessPrompt(request.messages, route.model.context, turn.live);
       prompt = built.prompt;
-      this.deps.debugLog.line(`Prompt built: ${built.stats.totalChars} chars, tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.historyEntries}`);
-      log.info({ conversationSource: conversation.source, mode: "stateless", ...built.stats, remappedFrom: route.remappedFrom }, "turn started");
+      this.deps.debugLog.line(
+        `Prompt built: ${built.stats.totalChars} chars, tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.historyEntries}`,
+      );
+      log.info(
+        {
+          conversationSource: conversation.source,
+          mode: "stateless",
+          ...built.stats,
+          remappedFrom: route.remappedFrom,
+        },
+        "turn started",
+      );
     }
-    return contract(route.backend, turn.input(prompt, { key: conversation.key, turn: 0 }), () => `${prompt.system}\n${prompt.text}`);
+    return contract(
+      route.backend,
+      turn.input(prompt, { key: conversation.key, turn: 0 }),
+      () => `${prompt.system}\n${prompt.text}`,
+    );
   }
 
   private resumeTurn(turn: Turn): AsyncGenerator<BackendEvent> {
     const store = this.deps.store;
     if (!store) throw new Error("resume mode needs a session store");
-    return runResume(turn, { store, dataDir: this.deps.config.dataDir, debugLog: this.deps.debugLog, bus: this.deps.bus });
+    return runResume(turn, {
+      store,
+      dataDir: this.deps.config.dataDir,
+      debugLog: this.deps.debugLog,
+      bus: this.deps.bus,
+    });
   }
 }
 

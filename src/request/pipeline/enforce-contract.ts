@@ -26,11 +26,20 @@ const disarmed = () => {};
 /** The error a turn ends with once its deadline passed. */
 function deadlineError(backend: Backend, deadline: TurnDeadline, reported: BackendError): BackendError {
   if (reported.code === "backend_timeout") return reported; // the backend's own words (which upstream, which limit)
-  return { code: "backend_timeout", message: `${backend.name} did not finish within ${deadline.seconds}s and was stopped`, status: 504, retryable: true };
+  return {
+    code: "backend_timeout",
+    message: `${backend.name} did not finish within ${deadline.seconds}s and was stopped`,
+    status: 504,
+    retryable: true,
+  };
 }
 
 /** `backend.run(turn)` with the contract above enforced. `promptText` is read only to count usage. */
-export async function* contract(backend: Backend, turn: TurnInput, promptText: () => string): AsyncGenerator<BackendEvent> {
+export async function* contract(
+  backend: Backend,
+  turn: TurnInput,
+  promptText: () => string,
+): AsyncGenerator<BackendEvent> {
   let sawUsage = false;
   let output = "";
   try {
@@ -50,13 +59,18 @@ export async function* contract(backend: Backend, turn: TurnInput, promptText: (
           if (!sawUsage) {
             const promptTokens = await countTokens(promptText());
             const completionTokens = await countTokens(output);
-            yield { type: "usage", usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, estimated: true } };
+            yield {
+              type: "usage",
+              usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, estimated: true },
+            };
           }
           yield ev;
           return;
         case "error": {
           const reason = turn.cancel.reason;
-          yield reason instanceof TurnDeadline ? { type: "error", error: deadlineError(backend, reason, ev.error) } : ev;
+          yield reason instanceof TurnDeadline
+            ? { type: "error", error: deadlineError(backend, reason, ev.error) }
+            : ev;
           return;
         }
         default:
@@ -64,8 +78,18 @@ export async function* contract(backend: Backend, turn: TurnInput, promptText: (
       }
       yield ev;
     }
-    yield { type: "error", error: { code: "backend_failed", message: `backend "${backend.name}" ended without an answer`, status: 502 } };
+    yield {
+      type: "error",
+      error: { code: "backend_failed", message: `backend "${backend.name}" ended without an answer`, status: 502 },
+    };
   } catch (err) {
-    yield { type: "error", error: { code: "backend_failed", message: `backend "${backend.name}" failed: ${(err as Error).message}`, status: 502 } };
+    yield {
+      type: "error",
+      error: {
+        code: "backend_failed",
+        message: `backend "${backend.name}" failed: ${(err as Error).message}`,
+        status: 502,
+      },
+    };
   }
 }

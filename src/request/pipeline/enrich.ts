@@ -45,14 +45,29 @@ export class PreExecutor {
   }
 
   /** `report` hears which tool ran and whether it worked (the pipeline publishes it as `intent.executed`). */
-  async enrich(userText: string, route: Route, signal: AbortSignal, log: Logger = this.logger, report?: (r: IntentReport) => void): Promise<LiveData[]> {
+  async enrich(
+    userText: string,
+    route: Route,
+    signal: AbortSignal,
+    log: Logger = this.logger,
+    report?: (r: IntentReport) => void,
+  ): Promise<LiveData[]> {
     if (!userText || route.model.sessionMode === "passthrough") return [];
     const runner = await this.runnerFor(route.model);
     if (!runner) return [];
     const res = await runner.preExecute(userText, signal);
     if (res.intent) {
       this.debugLog.line(`Intent detected: ${res.intent.kind} (rule ${res.intent.ruleId})`);
-      log.info({ intent: res.intent.kind, rule: res.intent.ruleId, cached: res.cached, results: res.resultCount, error: res.error }, "tool pre-execution");
+      log.info(
+        {
+          intent: res.intent.kind,
+          rule: res.intent.ruleId,
+          cached: res.cached,
+          results: res.resultCount,
+          error: res.error,
+        },
+        "tool pre-execution",
+      );
       report?.({ tools: [res.intent.kind], ok: !res.error, ...(res.error ? { error: res.error } : {}) });
     }
     if (res.error) this.debugLog.line(`Pre-exec failed, answering without it: ${res.error}`);

@@ -47,11 +47,19 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
   }
   const inProgress = `${IN_PROGRESS}${createHash("sha256").update(turn.userText()).digest("hex").slice(0, 16)}`;
   if (binding?.lastError === inProgress) {
-    log.info({ backendSessionId: binding.backendSessionId }, "retry of an interrupted turn: starting a new session seeded from the conversation");
+    log.info(
+      { backendSessionId: binding.backendSessionId },
+      "retry of an interrupted turn: starting a new session seeded from the conversation",
+    );
     debugLog.line(`Retry of an interrupted turn for ${key}: new session`);
     await store.delete(key);
     await store.appendEvent(key, "reset", "retry of an interrupted turn");
-    deps.bus?.emit({ type: "session.reset", conversation: key, backend: backendName, reason: "retry of an interrupted turn" });
+    deps.bus?.emit({
+      type: "session.reset",
+      conversation: key,
+      backend: backendName,
+      reason: "retry of an interrupted turn",
+    });
     binding = undefined;
   }
   const cwd = binding?.cwd ?? conversationWorkDir(deps.dataDir, key);
@@ -66,9 +74,24 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
       maxSeedChars: route.model.session.maxSeedChars,
       live: turn.live,
     });
-    debugLog.line(`Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.seedEntries}`);
-    log.info({ conversationSource: conversation.source, mode: "resume", continuing, backendSessionId: binding?.backendSessionId, ...built.stats }, "turn started");
-    const input = turn.input(built.prompt, { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0, resume: true }, clientTools);
+    debugLog.line(
+      `Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.seedEntries}`,
+    );
+    log.info(
+      {
+        conversationSource: conversation.source,
+        mode: "resume",
+        continuing,
+        backendSessionId: binding?.backendSessionId,
+        ...built.stats,
+      },
+      "turn started",
+    );
+    const input = turn.input(
+      built.prompt,
+      { key, backendSessionId: binding?.backendSessionId, cwd, turn: binding?.turns ?? 0, resume: true },
+      clientTools,
+    );
     if (binding) {
       binding = { ...binding, lastError: inProgress, updatedAt: Date.now() };
       await store.put(binding);
@@ -80,13 +103,32 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
         if (ev.id !== binding?.backendSessionId) {
           // The backend confirmed a session id: only now is the binding written.
           const now = Date.now();
-          binding = { key, backend: backendName, backendSessionId: ev.id, cwd, turns: binding?.turns ?? 0, createdAt: binding?.createdAt ?? now, updatedAt: now, model: route.model.id, lastError: inProgress };
+          binding = {
+            key,
+            backend: backendName,
+            backendSessionId: ev.id,
+            cwd,
+            turns: binding?.turns ?? 0,
+            createdAt: binding?.createdAt ?? now,
+            updatedAt: now,
+            model: route.model.id,
+            lastError: inProgress,
+          };
           await store.put(binding);
         }
       } else if (ev.type === "text" || ev.type === "tool_call" || ev.type === "reasoning") {
         answered = true;
-      } else if (ev.type === "error" && ev.error.code === "session_not_found" && continuing && !answered && attempt === 0) {
-        log.warn({ backendSessionId: binding?.backendSessionId, reason: ev.error.message }, "resume failed: dropping the dead session and starting a new one seeded from the conversation");
+      } else if (
+        ev.type === "error" &&
+        ev.error.code === "session_not_found" &&
+        continuing &&
+        !answered &&
+        attempt === 0
+      ) {
+        log.warn(
+          { backendSessionId: binding?.backendSessionId, reason: ev.error.message },
+          "resume failed: dropping the dead session and starting a new one seeded from the conversation",
+        );
         debugLog.line(`Session healed for ${key}: ${ev.error.message}`);
         await store.delete(key);
         await store.appendEvent(key, "healed", ev.error.message);
@@ -110,7 +152,11 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
 function clientToolsOf(turn: Turn): ClientToolsTurn | undefined {
   const opts = turn.route.model.tools;
   if (opts.mode !== "bridge" || !turn.request.tools?.length) return undefined;
-  return { tools: offeredTools(turn.request, opts.exclude), pendingTimeoutSeconds: opts.pendingTimeoutSeconds, results: toolResultsOf(turn.request.messages) };
+  return {
+    tools: offeredTools(turn.request, opts.exclude),
+    pendingTimeoutSeconds: opts.pendingTimeoutSeconds,
+    results: toolResultsOf(turn.request.messages),
+  };
 }
 
 /** The request's trailing tool results, past OpenClaw's internal-context messages that may follow them. */

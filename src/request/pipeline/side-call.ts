@@ -23,11 +23,16 @@ export interface SideCall {
   cwd?: string;
 }
 
-export function sideCaller(resolve: (id: string) => Route | undefined): (call: SideCall) => AsyncGenerator<BackendEvent> {
+export function sideCaller(
+  resolve: (id: string) => Route | undefined,
+): (call: SideCall) => AsyncGenerator<BackendEvent> {
   return async function* sideCall(call: SideCall): AsyncGenerator<BackendEvent> {
     const route = resolve(call.model);
     if (!route) {
-      yield { type: "error", error: { code: "backend_unavailable", message: `no configured model "${call.model}"`, status: 502 } };
+      yield {
+        type: "error",
+        error: { code: "backend_unavailable", message: `no configured model "${call.model}"`, status: 502 },
+      };
       return;
     }
     const messages: ChatRequest["messages"] = [];
@@ -39,7 +44,13 @@ export function sideCaller(resolve: (id: string) => Route | undefined): (call: S
     const unfollow = call.cancel.onAbort(() => cancel.abort(call.cancel.reason));
     const disarm = armDeadline(cancel, call.timeoutSeconds ?? route.backend.timeoutSeconds);
     try {
-      const input = new BackendInput(route.model.backendModel, { system: call.system ?? "", text: call.prompt }, request, { key: `side:${route.model.id}`, turn: 0, ...(call.cwd ? { cwd: call.cwd } : {}) }, cancel);
+      const input = new BackendInput(
+        route.model.backendModel,
+        { system: call.system ?? "", text: call.prompt },
+        request,
+        { key: `side:${route.model.id}`, turn: 0, ...(call.cwd ? { cwd: call.cwd } : {}) },
+        cancel,
+      );
       yield* contract(route.backend, input, () => `${call.system ?? ""}\n${call.prompt}`);
     } finally {
       disarm();

@@ -31,7 +31,15 @@ export class TurnEvents {
 
   started(mode: string): void {
     const { turnId, conversation, model, backend } = this;
-    this.bus.emit({ type: "turn.started", turnId, conversation, model, backend, mode, queuedMs: Date.now() - this.accepted });
+    this.bus.emit({
+      type: "turn.started",
+      turnId,
+      conversation,
+      model,
+      backend,
+      mode,
+      queuedMs: Date.now() - this.accepted,
+    });
   }
 
   /** Every event of the turn's answer, as it passes. */
@@ -73,7 +81,14 @@ export class TurnEvents {
     const { turnId, conversation, model, backend } = this;
     const ms = Date.now() - this.accepted;
     const via = this.answeredBy ? { answeredBy: this.answeredBy } : {};
-    if (this.extracted) this.bus.emit({ type: "toolcalls.extracted", conversation, model: answered.model, backend: answered.backend, count: this.extracted });
+    if (this.extracted)
+      this.bus.emit({
+        type: "toolcalls.extracted",
+        conversation,
+        model: answered.model,
+        backend: answered.backend,
+        count: this.extracted,
+      });
     if (this.finish !== undefined) {
       const u = this.usage;
       this.bus.emit({
@@ -89,10 +104,29 @@ export class TurnEvents {
         ...via,
       });
     } else if (this.error?.code === "aborted" || (cancel.aborted && !(cancel.reason instanceof TurnDeadline))) {
-      this.bus.emit({ type: "turn.aborted", turnId, conversation, model, backend, ms, reason: shuttingDown ? "shutdown" : "client_gone", ...via });
+      this.bus.emit({
+        type: "turn.aborted",
+        turnId,
+        conversation,
+        model,
+        backend,
+        ms,
+        reason: shuttingDown ? "shutdown" : "client_gone",
+        ...via,
+      });
     } else {
       const e = this.error ?? { code: "backend_failed", message: "the turn ended without an answer" };
-      this.bus.emit({ type: "turn.failed", turnId, conversation, model, backend, ms, code: e.code, message: e.message, ...via });
+      this.bus.emit({
+        type: "turn.failed",
+        turnId,
+        conversation,
+        model,
+        backend,
+        ms,
+        code: e.code,
+        message: e.message,
+        ...via,
+      });
     }
   }
 }

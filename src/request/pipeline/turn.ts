@@ -37,7 +37,12 @@ export class Turn implements TurnRequest {
   /** The session mode this turn runs in: resume needs a real conversation identity, else a model may fall back to stateless. */
   get mode(): SessionMode {
     const model = this.route.model;
-    if (model.sessionMode === "resume" && this.conversation.source === "derived" && model.session.fallback === "stateless") return "stateless";
+    if (
+      model.sessionMode === "resume" &&
+      this.conversation.source === "derived" &&
+      model.session.fallback === "stateless"
+    )
+      return "stateless";
     return model.sessionMode;
   }
 

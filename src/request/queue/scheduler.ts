@@ -87,7 +87,13 @@ export class TurnScheduler {
   }
 
   stats() {
-    return { running: this.running, waiting: this.waiting, conversations: this.keys.size, maxConcurrent: this.opts.maxConcurrent, maxQueue: this.opts.maxQueue };
+    return {
+      running: this.running,
+      waiting: this.waiting,
+      conversations: this.keys.size,
+      maxConcurrent: this.opts.maxConcurrent,
+      maxQueue: this.opts.maxQueue,
+    };
   }
 
   /** Wait for this conversation's earlier turns, then for a free slot (the round's turn). */
@@ -112,7 +118,10 @@ export class TurnScheduler {
       );
     }
     if (this.waiting >= this.opts.maxQueue) {
-      throw new QueueRejected(`the bridge is busy: ${this.running} turns running and ${this.waiting} waiting`, this.retryAfter());
+      throw new QueueRejected(
+        `the bridge is busy: ${this.running} turns running and ${this.waiting} waiting`,
+        this.retryAfter(),
+      );
     }
     if (!state) {
       state = { running: false, waiters: [] };
@@ -174,7 +183,10 @@ export class TurnScheduler {
           reject(err);
         },
       };
-      const timer = setTimeout(() => waiter.fail(this.timeoutError(state, waiter)), Math.max(0, this.opts.queueTimeoutMs));
+      const timer = setTimeout(
+        () => waiter.fail(this.timeoutError(state, waiter)),
+        Math.max(0, this.opts.queueTimeoutMs),
+      );
       state.waiters.push(waiter);
       this.waiting++;
       if (!state.running && state.waiters.length === 1) this.round.push(state);
@@ -195,7 +207,11 @@ export class TurnScheduler {
   private timeoutError(state: KeyState, waiter: Waiter): QueueRejected {
     const seconds = Math.round(this.opts.queueTimeoutMs / 1000);
     if (state.running || state.waiters[0] !== waiter) {
-      return new QueueRejected(`this conversation's previous turn is still running after ${seconds}s`, this.retryAfter(), "conversation");
+      return new QueueRejected(
+        `this conversation's previous turn is still running after ${seconds}s`,
+        this.retryAfter(),
+        "conversation",
+      );
     }
     return new QueueRejected(`no free slot within ${seconds}s (${this.running} turns running)`, this.retryAfter());
   }

@@ -51,13 +51,30 @@ function turndownService(): TurndownService {
     emDelimiter: "_",
     strongDelimiter: "**",
   });
-  td.remove(["script", "style", "noscript", "iframe", "form", "button", "select", "svg", "canvas", "video", "audio"] as never);
+  td.remove([
+    "script",
+    "style",
+    "noscript",
+    "iframe",
+    "form",
+    "button",
+    "select",
+    "svg",
+    "canvas",
+    "video",
+    "audio",
+  ] as never);
   // Compact: keep link text, drop the URL; drop images.
   td.addRule("link-text", { filter: "a", replacement: (content) => content });
-  td.addRule("no-images", { filter: ["img", "picture", "figure"] as never, replacement: (_c, node) => {
-    const cap = (node as unknown as { querySelector?: (s: string) => { textContent?: string } | null }).querySelector?.("figcaption");
-    return cap?.textContent ? `\n\n${cap.textContent.trim()}\n\n` : "";
-  } });
+  td.addRule("no-images", {
+    filter: ["img", "picture", "figure"] as never,
+    replacement: (_c, node) => {
+      const cap = (
+        node as unknown as { querySelector?: (s: string) => { textContent?: string } | null }
+      ).querySelector?.("figcaption");
+      return cap?.textContent ? `\n\n${cap.textContent.trim()}\n\n` : "";
+    },
+  });
   turndown = td;
   return td;
 }
@@ -83,29 +100,59 @@ export function htmlToCompactMarkdown(html: string): string {
 
 function htmlToText(html: string): string {
   const { document } = parseHTML(`<!doctype html><html><body>${html}</body></html>`);
-  for (const el of Array.from(document.querySelectorAll("p, div, li, h1, h2, h3, h4, h5, h6, br, tr, pre, blockquote")) as DomEl[]) {
+  for (const el of Array.from(
+    document.querySelectorAll("p, div, li, h1, h2, h3, h4, h5, h6, br, tr, pre, blockquote"),
+  ) as DomEl[]) {
     el.after(document.createTextNode("\n"));
   }
   return compactText(document.body?.textContent ?? "");
 }
 
 const NOISE = [
-  "script", "style", "noscript", "template", "iframe", "svg", "nav", "header", "footer", "aside", "form",
-  "[role=navigation]", "[role=banner]", "[role=contentinfo]", "[aria-hidden=true]",
-  ".ad", ".ads", ".advert", ".advertisement", ".cookie", ".cookies", ".newsletter", ".share", ".social", ".sidebar", ".menu",
+  "script",
+  "style",
+  "noscript",
+  "template",
+  "iframe",
+  "svg",
+  "nav",
+  "header",
+  "footer",
+  "aside",
+  "form",
+  "[role=navigation]",
+  "[role=banner]",
+  "[role=contentinfo]",
+  "[aria-hidden=true]",
+  ".ad",
+  ".ads",
+  ".advert",
+  ".advertisement",
+  ".cookie",
+  ".cookies",
+  ".newsletter",
+  ".share",
+  ".social",
+  ".sidebar",
+  ".menu",
 ];
 
 /**
  * Extract the readable part of an HTML page. Readability first; when it finds no article, the
  * body minus navigation/ads/scripts.
  */
-export function extractReadable(html: string, format: "markdown" | "text"): { title?: string; byline?: string; content: string } {
+export function extractReadable(
+  html: string,
+  format: "markdown" | "text",
+): { title?: string; byline?: string; content: string } {
   const render = (fragment: string) => (format === "markdown" ? htmlToCompactMarkdown(fragment) : htmlToText(fragment));
   const { document } = parseHTML(html);
   const docTitle = compactText(document.querySelector("title")?.textContent ?? "") || undefined;
   let article: ReturnType<Readability["parse"]> = null;
   try {
-    article = new Readability(document as unknown as ConstructorParameters<typeof Readability>[0], { charThreshold: 200 }).parse();
+    article = new Readability(document as unknown as ConstructorParameters<typeof Readability>[0], {
+      charThreshold: 200,
+    }).parse();
   } catch {
     article = null;
   }
@@ -140,7 +187,12 @@ function kindOf(contentType: string, text: string): "html" | "text" | "json" | "
 }
 
 /** Fetch an untrusted URL and extract its readable content. Throws ToolError. */
-export async function webFetch(url: string, cfg: FetchConfig, deps: FetchDeps, signal?: AbortSignal): Promise<FetchedPage> {
+export async function webFetch(
+  url: string,
+  cfg: FetchConfig,
+  deps: FetchDeps,
+  signal?: AbortSignal,
+): Promise<FetchedPage> {
   const res = await httpGet(url, {
     timeoutMs: cfg.timeoutMs,
     maxBytes: cfg.maxBytes,

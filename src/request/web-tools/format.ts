@@ -41,7 +41,12 @@ export function trimDocument(text: string, max: number): { text: string; truncat
   const minKeep = Math.floor(max * 0.6);
   const para = room.lastIndexOf("\n\n");
   if (para >= minKeep) return { text: room.slice(0, para).trimEnd() + "\n" + ELLIPSIS, truncated: true };
-  const sentence = Math.max(room.lastIndexOf(". "), room.lastIndexOf(".\n"), room.lastIndexOf("! "), room.lastIndexOf("? "));
+  const sentence = Math.max(
+    room.lastIndexOf(". "),
+    room.lastIndexOf(".\n"),
+    room.lastIndexOf("! "),
+    room.lastIndexOf("? "),
+  );
   if (sentence >= minKeep) return { text: room.slice(0, sentence + 1) + " " + ELLIPSIS, truncated: true };
   return { text: trimToWords(t, max), truncated: true };
 }
@@ -139,7 +144,9 @@ export function formatSearchBlock(header: string, results: SearchResult[], maxCh
   // How many entries fit with at least a short snippet (or none when they have none)?
   let n = entries.length;
   const cost = (k: number) =>
-    entries.slice(0, k).reduce((sum, e) => sum + 1 + e.head.length + (e.snippet ? 4 + Math.min(e.snippet.length, MIN_SNIPPET) : 0), 0);
+    entries
+      .slice(0, k)
+      .reduce((sum, e) => sum + 1 + e.head.length + (e.snippet ? 4 + Math.min(e.snippet.length, MIN_SNIPPET) : 0), 0);
   while (n > 0 && cost(n) > budget) n--;
   if (n === 0) return null;
   const chosen = entries.slice(0, n);

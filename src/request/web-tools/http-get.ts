@@ -14,7 +14,16 @@ export const DEFAULT_USER_AGENT = "Mozilla/5.0 (compatible; clawbridge/0.1)";
 
 export class ToolError extends Error {
   constructor(
-    readonly code: "TIMEOUT" | "NETWORK" | "HTTP" | "BLOCKED" | "PARSE" | "UNSUPPORTED" | "CONFIG" | "ABORTED" | "EMPTY",
+    readonly code:
+      | "TIMEOUT"
+      | "NETWORK"
+      | "HTTP"
+      | "BLOCKED"
+      | "PARSE"
+      | "UNSUPPORTED"
+      | "CONFIG"
+      | "ABORTED"
+      | "EMPTY",
     message: string,
   ) {
     super(message);
@@ -60,7 +69,12 @@ export function guardedAgent(guard: NetGuard, resolve: ResolveFn, timeoutMs: num
 
 /** Agent for operator-configured (trusted) endpoints such as search providers. */
 export function plainAgent(timeoutMs: number): Agent {
-  return new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connections: 8 });
+  return new Agent({
+    connect: { timeout: timeoutMs },
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    connections: 8,
+  });
 }
 
 function charsetOf(contentType: string, head: Uint8Array): string {
@@ -107,7 +121,8 @@ async function readCapped(
   let total = 0;
   let truncated = false;
   const z = encoding && encoding !== "identity" ? decompressor(encoding) : null;
-  if (encoding && encoding !== "identity" && !z) throw new ToolError("UNSUPPORTED", `unsupported content-encoding ${encoding}`);
+  if (encoding && encoding !== "identity" && !z)
+    throw new ToolError("UNSUPPORTED", `unsupported content-encoding ${encoding}`);
   let source: AsyncIterable<Uint8Array> = body;
   if (z) {
     const raw = body as unknown as NodeJS.ReadableStream;
@@ -195,7 +210,12 @@ export async function httpGet(rawUrl: string, opts: HttpGetOptions): Promise<Htt
         const loc = Array.isArray(location) ? location[0] : location;
         if (!loc) throw new ToolError("HTTP", `HTTP ${res.statusCode} without Location`);
         if (redirects >= opts.maxRedirects) {
-          throw new ToolError("HTTP", opts.maxRedirects === 0 ? `unexpected redirect (HTTP ${res.statusCode})` : `too many redirects (> ${opts.maxRedirects})`);
+          throw new ToolError(
+            "HTTP",
+            opts.maxRedirects === 0
+              ? `unexpected redirect (HTTP ${res.statusCode})`
+              : `too many redirects (> ${opts.maxRedirects})`,
+          );
         }
         redirects++;
         let next: URL;

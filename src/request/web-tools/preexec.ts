@@ -118,14 +118,18 @@ export class ToolRunner {
     this.now = options.now ?? Date.now;
     this.maxChars = options.maxToolResultChars ?? this.config.maxToolResultChars;
     this.cache =
-      options.cache ?? new TtlCache<CachedToolResult>(this.config.cacheTtlSeconds * 1000, this.config.cacheMaxEntries, this.now);
+      options.cache ??
+      new TtlCache<CachedToolResult>(this.config.cacheTtlSeconds * 1000, this.config.cacheMaxEntries, this.now);
     this.guard = new NetGuard({
       allowPrivateAddresses: this.config.fetch.allowPrivateAddresses,
       allowHosts: this.config.fetch.allowHosts,
     });
     this.untrusted = guardedAgent(this.guard, options.resolve ?? systemResolve, this.config.fetch.timeoutMs);
     this.trusted = plainAgent(this.config.search.timeoutMs);
-    this.provider = createSearchProvider(this.config.search, { dispatcher: this.trusted, env: options.env ?? process.env });
+    this.provider = createSearchProvider(this.config.search, {
+      dispatcher: this.trusted,
+      env: options.env ?? process.env,
+    });
   }
 
   /** Intent of a message under this runner's rules (null when none or when disabled). */
@@ -143,7 +147,12 @@ export class ToolRunner {
     try {
       intent = this.detect(message);
     } catch (err) {
-      return { block: null, intent: null, cached: false, error: `intent detection failed: ${(err as Error)?.message ?? err}` };
+      return {
+        block: null,
+        intent: null,
+        cached: false,
+        error: `intent detection failed: ${(err as Error)?.message ?? err}`,
+      };
     }
     if (!intent) return { block: null, intent: null, cached: false };
     return this.run(intent, signal);
@@ -163,7 +172,10 @@ export class ToolRunner {
       }
     } catch (err) {
       const e = toToolError(err, intent.kind, false, signal?.aborted ?? false);
-      this.log?.debug({ tool: intent.kind, rule: intent.ruleId, code: e.code, reason: e.message }, "tool pre-execution failed");
+      this.log?.debug(
+        { tool: intent.kind, rule: intent.ruleId, code: e.code, reason: e.message },
+        "tool pre-execution failed",
+      );
       return { block: null, intent, cached: false, error: `${intent.kind}: ${e.message}` };
     }
   }
@@ -205,7 +217,12 @@ export class ToolRunner {
     const key = ["web_fetch", f.format, String(f.allowPrivateAddresses), f.allowHosts.join(","), url].join("\u0000");
     const { value, cached } = await raceSignal(
       this.cache.getOrCompute(key, async () => {
-        const page = await webFetch(url, this.config.fetch, { guard: this.guard, dispatcher: this.untrusted }, this.life.signal);
+        const page = await webFetch(
+          url,
+          this.config.fetch,
+          { guard: this.guard, dispatcher: this.untrusted },
+          this.life.signal,
+        );
         return { type: "page", page, fetchedAt: this.now() } as CachedToolResult;
       }),
       signal,
@@ -214,18 +231,32 @@ export class ToolRunner {
     return { page: value.page, fetchedAt: new Date(value.fetchedAt), cached };
   }
 
-  private async runSearch(intent: Extract<DetectedIntent, { kind: "web_search" }>, signal?: AbortSignal): Promise<PreExecuteResult> {
+  private async runSearch(
+    intent: Extract<DetectedIntent, { kind: "web_search" }>,
+    signal?: AbortSignal,
+  ): Promise<PreExecuteResult> {
     const freshness = intent.rule.freshness;
     const r = await this.search(intent.query, { ...(freshness ? { freshness } : {}), ...(signal ? { signal } : {}) });
     const ranked = rankResults(r.results, intent.query, this.config.search.maxResults);
     if (ranked.length === 0) return { block: null, intent, cached: r.cached, error: "web_search: no results" };
-    const block = formatSearchBlock(searchHeader({ fetchedAt: r.fetchedAt, query: intent.query }), ranked, this.maxChars);
-    if (!block) return { block: null, intent, cached: r.cached, error: "web_search: results do not fit maxToolResultChars" };
-    this.log?.debug({ tool: "web_search", rule: intent.ruleId, results: ranked.length, cached: r.cached, chars: block.length }, "tool pre-executed");
+    const block = formatSearchBlock(
+      searchHeader({ fetchedAt: r.fetchedAt, query: intent.query }),
+      ranked,
+      this.maxChars,
+    );
+    if (!block)
+      return { block: null, intent, cached: r.cached, error: "web_search: results do not fit maxToolResultChars" };
+    this.log?.debug(
+      { tool: "web_search", rule: intent.ruleId, results: ranked.length, cached: r.cached, chars: block.length },
+      "tool pre-executed",
+    );
     return done(block, intent, r.cached, ranked.length);
   }
 
-  private async runNews(intent: Extract<DetectedIntent, { kind: "news" }>, signal?: AbortSignal): Promise<PreExecuteResult> {
+  private async runNews(
+    intent: Extract<DetectedIntent, { kind: "news" }>,
+    signal?: AbortSignal,
+  ): Promise<PreExecuteResult> {
     const sites = intent.rule.sites ?? this.config.news.sites;
     const freshness = intent.rule.freshness;
     const common = { ...(freshness ? { freshness } : {}), ...(signal ? { signal } : {}) };
@@ -251,15 +282,25 @@ export class ToolRunner {
     const header = searchHeader({ fetchedAt, query: intent.query, ...(sites.length ? { sites, fellBack } : {}) });
     const block = formatSearchBlock(header, results, this.maxChars);
     if (!block) return { block: null, intent, cached: cachedAll, error: "news: results do not fit maxToolResultChars" };
-    this.log?.debug({ tool: "news", rule: intent.ruleId, results: results.length, fellBack, cached: cachedAll }, "tool pre-executed");
+    this.log?.debug(
+      { tool: "news", rule: intent.ruleId, results: results.length, fellBack, cached: cachedAll },
+      "tool pre-executed",
+    );
     return done(block, intent, cachedAll, results.length);
   }
 
-  private async runFetch(intent: Extract<DetectedIntent, { kind: "web_fetch" }>, signal?: AbortSignal): Promise<PreExecuteResult> {
+  private async runFetch(
+    intent: Extract<DetectedIntent, { kind: "web_fetch" }>,
+    signal?: AbortSignal,
+  ): Promise<PreExecuteResult> {
     const r = await this.fetchPage(intent.url, signal);
     const block = formatPageBlock(pageHeader({ fetchedAt: r.fetchedAt, url: intent.url }), r.page, this.maxChars);
-    if (!block) return { block: null, intent, cached: r.cached, error: "web_fetch: page does not fit maxToolResultChars" };
-    this.log?.debug({ tool: "web_fetch", rule: intent.ruleId, bytes: r.page.bytes, cached: r.cached, chars: block.length }, "tool pre-executed");
+    if (!block)
+      return { block: null, intent, cached: r.cached, error: "web_fetch: page does not fit maxToolResultChars" };
+    this.log?.debug(
+      { tool: "web_fetch", rule: intent.ruleId, bytes: r.page.bytes, cached: r.cached, chars: block.length },
+      "tool pre-executed",
+    );
     return done(block, intent, r.cached, 1);
   }
 

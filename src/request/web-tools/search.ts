@@ -64,7 +64,10 @@ function safeCodePoint(n: number): string | undefined {
 }
 
 function cleanText(s: string | null | undefined): string {
-  return (s ?? "").replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, "").replace(/\s+/g, " ").trim();
+  return (s ?? "")
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
 }
 
 function httpUrl(s: string | undefined | null): string | null {
@@ -221,7 +224,9 @@ export function createSearchProvider(cfg: SearchConfig, deps: ProviderDeps): Sea
         async search(req) {
           if (!base) throw new ToolError("CONFIG", "search.baseUrl is required for the searxng provider");
           const root = new URL(base);
-          const url = withParams(/\/search\/?$/.test(root.pathname) ? root : new URL("search", root.toString().replace(/\/?$/, "/")));
+          const url = withParams(
+            /\/search\/?$/.test(root.pathname) ? root : new URL("search", root.toString().replace(/\/?$/, "/")),
+          );
           url.searchParams.set("q", req.query);
           url.searchParams.set("format", "json");
           if (req.freshness) url.searchParams.set("time_range", req.freshness);

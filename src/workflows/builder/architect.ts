@@ -46,7 +46,6 @@ const LISTED = 100;
 /** Problems listed in a repair message. */
 const REPAIR_PROBLEMS = 40;
 
-
 const q = (s: string): string => JSON.stringify(s);
 
 function listed(items: string[], none: string): string[] {
@@ -61,7 +60,13 @@ function listed(items: string[], none: string): string[] {
 
 /** The one example plan shown in the prompt (input → agent → output). Valid by `validatePlan`. */
 export function examplePlan(system: string, model: string): ExecutionPlan {
-  const step = (id: string, action: PlanAction, params: Record<string, unknown>, dependsOn: string[], output?: string): BuildStep => ({
+  const step = (
+    id: string,
+    action: PlanAction,
+    params: Record<string, unknown>,
+    dependsOn: string[],
+    output?: string,
+  ): BuildStep => ({
     id,
     name: id.replace(/_/g, " "),
     action,
@@ -79,11 +84,39 @@ export function examplePlan(system: string, model: string): ExecutionPlan {
       summary: "A topic input feeds one agent whose summary is the system's output.",
     },
     steps: [
-      step("add_topic", "CREATE_NODE", { type: "input", id: "topic", label: "Topic", properties: { type: "string", required: true, description: "What to summarise" } }, [], "topic_node"),
-      step("add_summarizer", "CREATE_NODE", { type: "agent", id: "summarizer", label: "Summarizer", properties: { model, prompt: "Summarise {{topic}} in five bullet points." } }, [], "summarizer_node"),
+      step(
+        "add_topic",
+        "CREATE_NODE",
+        {
+          type: "input",
+          id: "topic",
+          label: "Topic",
+          properties: { type: "string", required: true, description: "What to summarise" },
+        },
+        [],
+        "topic_node",
+      ),
+      step(
+        "add_summarizer",
+        "CREATE_NODE",
+        {
+          type: "agent",
+          id: "summarizer",
+          label: "Summarizer",
+          properties: { model, prompt: "Summarise {{topic}} in five bullet points." },
+        },
+        [],
+        "summarizer_node",
+      ),
       step("add_result", "CREATE_NODE", { type: "output", id: "result", label: "Result" }, [], "result_node"),
-      step("link_topic", "CONNECT_NODES", { from: "${topic_node}", to: "${summarizer_node}" }, ["add_topic", "add_summarizer"]),
-      step("link_result", "CONNECT_NODES", { from: "${summarizer_node}", to: "${result_node}" }, ["add_summarizer", "add_result"]),
+      step("link_topic", "CONNECT_NODES", { from: "${topic_node}", to: "${summarizer_node}" }, [
+        "add_topic",
+        "add_summarizer",
+      ]),
+      step("link_result", "CONNECT_NODES", { from: "${summarizer_node}", to: "${result_node}" }, [
+        "add_summarizer",
+        "add_result",
+      ]),
     ],
   };
 }
@@ -104,7 +137,13 @@ function canvasJson(c: Canvas): string {
       name: c.name,
       description: c.description,
       status: c.status,
-      nodes: c.nodes.map((n) => ({ id: n.id, type: n.type, label: n.label, properties: n.properties, ...(n.parent ? { parent: n.parent } : {}) })),
+      nodes: c.nodes.map((n) => ({
+        id: n.id,
+        type: n.type,
+        label: n.label,
+        properties: n.properties,
+        ...(n.parent ? { parent: n.parent } : {}),
+      })),
       edges: c.edges.map((e) => ({ id: e.id, from: e.from, to: e.to })),
       settings: c.settings,
     },
@@ -117,7 +156,9 @@ function canvasJson(c: Canvas): string {
 export function architectPrompt(ctx: ArchitectContext): { system: string; user: string } {
   const exampleModel = ctx.models[0]?.id ?? "<model id>";
   const models = ctx.models.map((m) => `- ${m.id} (${m.kind})`);
-  const systems = ctx.systems.filter((s) => s.id !== ctx.system).map((s) => (s.description ? `- ${s.id}: ${clip(s.description, DESCRIPTION_CHARS)}` : `- ${s.id}`));
+  const systems = ctx.systems
+    .filter((s) => s.id !== ctx.system)
+    .map((s) => (s.description ? `- ${s.id}: ${clip(s.description, DESCRIPTION_CHARS)}` : `- ${s.id}`));
   const commands = ctx.executors.commands;
   const system = [
     "You are the Architect of a builder that turns plain words into systems (automations). A system is a canvas of nodes and edges that compiles to a runnable plan.",
@@ -140,7 +181,7 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
     "Step ids are unique. dependsOn: the steps that must finish first (steps with no path between them run in parallel; no cycles). retryCount 0..3 (default 3), retryDelayMs default 1000.",
     "",
     "# Actions (params → what `output` stores)",
-    "- CREATE_NODE {type, label, id?, properties?, parent?, position?: {x, y}} → the node id. Give an explicit short id (\"researcher\").",
+    '- CREATE_NODE {type, label, id?, properties?, parent?, position?: {x, y}} → the node id. Give an explicit short id ("researcher").',
     "- CONNECT_NODES {from, to} (node ids) → the edge id.",
     "- UPDATE_NODE {node, properties: {key: value}} → the node id. Sets the given property keys.",
     "- DELETE_NODE {node} → the node id. Its edges and child nodes go with it.",
@@ -161,7 +202,15 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
     `Webhook nodes: ${ctx.executors.webhook ? "allowed" : "NOT allowed (deploy would refuse them)"}.`,
     `Command nodes: ${commands.length > 0 ? `only these programs as argv[0]: ${commands.join(", ")}` : "NOT allowed (no program is allowed)"}.`,
     `MCP nodes: ${ctx.executors.mcp ? "allowed" : "NOT allowed (deploy would refuse them)"}.`,
-    ...(ctx.sandboxFiles && ctx.sandboxFiles.length > 0 ? ["Files already in the sandbox:", ...listed(ctx.sandboxFiles.map((f) => `- ${f}`), "")] : []),
+    ...(ctx.sandboxFiles && ctx.sandboxFiles.length > 0
+      ? [
+          "Files already in the sandbox:",
+          ...listed(
+            ctx.sandboxFiles.map((f) => `- ${f}`),
+            "",
+          ),
+        ]
+      : []),
     "",
     "# Example (input → agent → output)",
     compactPlanJson(examplePlan(ctx.system, exampleModel)),
@@ -184,7 +233,12 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
           "Request:",
           request,
         ].join("\n")
-      : [`Build a new system with id ${q(ctx.system)} (metadata.system: ${q(ctx.system)}); its canvas is empty.`, "", "Request:", request].join("\n");
+      : [
+          `Build a new system with id ${q(ctx.system)} (metadata.system: ${q(ctx.system)}); its canvas is empty.`,
+          "",
+          "Request:",
+          request,
+        ].join("\n");
   return { system, user };
 }
 
@@ -192,7 +246,10 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
 // reading the reply
 
 function normalizeAction(raw: string): string {
-  return raw.trim().toUpperCase().replace(/[\s-]+/g, "_");
+  return raw
+    .trim()
+    .toUpperCase()
+    .replace(/[\s-]+/g, "_");
 }
 
 const str = (v: unknown): string => (typeof v === "string" ? v : "");
@@ -214,7 +271,7 @@ function findPlanObject(text: string): { obj: Record<string, unknown> } | { erro
   }
   // A plan that does not parse still yields its inner objects (the steps): its parse error says more.
   if (parseError) return { error: `the reply's JSON could not be read (${parseError})` };
-  if (sawJson) return { error: "the JSON object has no steps: reply with {\"metadata\": {..}, \"steps\": [..]}" };
+  if (sawJson) return { error: 'the JSON object has no steps: reply with {"metadata": {..}, "steps": [..]}' };
   return { error: "no JSON object in the reply" };
 }
 
@@ -258,17 +315,24 @@ export function parsePlan(text: string, defaults: { system: string }): { plan: E
     let params: Record<string, unknown> = {};
     if (raw.params === undefined || raw.params === null) params = {};
     else if (isObject(raw.params)) params = raw.params;
-    else errors.push(`${named}.params: expected an object, got ${Array.isArray(raw.params) ? "an array" : typeof raw.params}`);
+    else
+      errors.push(
+        `${named}.params: expected an object, got ${Array.isArray(raw.params) ? "an array" : typeof raw.params}`,
+      );
     let dependsOn: string[] = [];
     const deps = raw.dependsOn;
     if (deps === undefined || deps === null) dependsOn = [];
     else if (typeof deps === "string") dependsOn = deps.trim() ? [deps.trim()] : [];
-    else if (Array.isArray(deps) && deps.every((d) => typeof d === "string" || (typeof d === "number" && Number.isFinite(d)))) {
+    else if (
+      Array.isArray(deps) &&
+      deps.every((d) => typeof d === "string" || (typeof d === "number" && Number.isFinite(d)))
+    ) {
       dependsOn = [...new Set(deps.map((d) => String(d).trim()).filter((d) => d !== ""))];
     } else errors.push(`${named}.dependsOn: expected a list of step ids`);
     let output: string | undefined;
     if (typeof raw.output === "string") output = raw.output.trim() || undefined;
-    else if (raw.output !== undefined && raw.output !== null) errors.push(`${named}.output: expected a variable name (a string)`);
+    else if (raw.output !== undefined && raw.output !== null)
+      errors.push(`${named}.output: expected a variable name (a string)`);
     const name = str(raw.name).trim() || id;
     steps.push({
       id,

@@ -31,7 +31,13 @@ export class BuildRunner {
   constructor(private readonly d: BuildRunnerDeps) {}
 
   /** Start (or resume) a build in the background and stream its lines to this turn until it ends or detaches. */
-  async *follow(rec: BuildRecord, head: string, turnCancel: Cancellation, detachAfterMs: number, endText: (b: BuildRecord) => Promise<string>): AsyncGenerator<BackendEvent> {
+  async *follow(
+    rec: BuildRecord,
+    head: string,
+    turnCancel: Cancellation,
+    detachAfterMs: number,
+    endText: (b: BuildRecord) => Promise<string>,
+  ): AsyncGenerator<BackendEvent> {
     const lines: string[] = [];
     let wake: (() => void) | undefined;
     const push = (line: string) => {
@@ -72,7 +78,10 @@ export class BuildRunner {
     const rest = lines.splice(0).filter(Boolean);
     if (rest.length) yield { type: "text", text: `${rest.join("\n")}\n` };
     if (!ended) {
-      yield { type: "text", text: `\nThe build goes on in the background (build \`${rec.id}\`). Say **status** to see where it is, **pause** to stop it between steps.` };
+      yield {
+        type: "text",
+        text: `\nThe build goes on in the background (build \`${rec.id}\`). Say **status** to see where it is, **pause** to stop it between steps.`,
+      };
       yield { type: "done", finishReason: "stop" };
       return;
     }
@@ -87,18 +96,41 @@ export class BuildRunner {
       let tools: ToolCaller | undefined;
       try {
         tools = await this.d.connect();
-        const out = await executeBuild({ tools, store: this.d.builds, bus: this.d.bus, maxParallel: this.d.maxParallel, delayScale: this.d.retryDelayScale }, rec, pause, report);
+        const out = await executeBuild(
+          {
+            tools,
+            store: this.d.builds,
+            bus: this.d.bus,
+            maxParallel: this.d.maxParallel,
+            delayScale: this.d.retryDelayScale,
+          },
+          rec,
+          pause,
+          report,
+        );
         if (out.status !== "paused") {
           // Laid out for the eye, then a version: undo goes back to before this plan.
-          if (out.status === "completed" && out.intent === "BUILD") await tools.call("canvas_apply_layout", { system: out.system, layout: "layered" });
-          if (this.d.canvases.get(out.system)) this.d.canvases.commitVersion(out.system, `${out.intent.toLowerCase()} ${out.id}: ${out.plan.metadata.summary || out.status}`.slice(0, 200));
+          if (out.status === "completed" && out.intent === "BUILD")
+            await tools.call("canvas_apply_layout", { system: out.system, layout: "layered" });
+          if (this.d.canvases.get(out.system))
+            this.d.canvases.commitVersion(
+              out.system,
+              `${out.intent.toLowerCase()} ${out.id}: ${out.plan.metadata.summary || out.status}`.slice(0, 200),
+            );
         }
         return out;
       } catch (err) {
         rec.status = "failed";
         rec.error = `the tools could not be reached: ${(err as Error).message}`;
         this.d.builds.save(rec);
-        this.d.bus.emit({ type: "execution:planComplete", buildId: rec.id, system: rec.system, status: "failed", error: rec.error, ms: 0 });
+        this.d.bus.emit({
+          type: "execution:planComplete",
+          buildId: rec.id,
+          system: rec.system,
+          status: "failed",
+          error: rec.error,
+          ms: 0,
+        });
         return rec;
       } finally {
         await tools?.close().catch(() => {});

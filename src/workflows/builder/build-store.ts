@@ -159,23 +159,33 @@ export class BuildStore {
 
   /** The conversation's latest build, or the latest with one of these statuses. */
   latest(conversation: string, statuses?: BuildStatus[]): BuildRecord | undefined {
-    const rows = this.db.prepare("SELECT * FROM builds WHERE conversation = ? ORDER BY created_at DESC, rowid DESC LIMIT 50").all(conversation) as BuildRow[];
+    const rows = this.db
+      .prepare("SELECT * FROM builds WHERE conversation = ? ORDER BY created_at DESC, rowid DESC LIMIT 50")
+      .all(conversation) as BuildRow[];
     const r = rows.find((x) => !statuses || statuses.includes(x.status as BuildStatus));
     return r ? fromRow(r) : undefined;
   }
 
   /** Builds of a system, newest first. */
   forSystem(system: string, limit = 10): BuildRecord[] {
-    return (this.db.prepare("SELECT * FROM builds WHERE system = ? ORDER BY created_at DESC, rowid DESC LIMIT ?").all(system, limit) as BuildRow[]).map(fromRow);
+    return (
+      this.db
+        .prepare("SELECT * FROM builds WHERE system = ? ORDER BY created_at DESC, rowid DESC LIMIT ?")
+        .all(system, limit) as BuildRow[]
+    ).map(fromRow);
   }
 
   /** Builds left `running` by a bridge that stopped: paused (they resume from their first unfinished step). */
   pauseInterrupted(): number {
-    return this.db.prepare("UPDATE builds SET status = 'paused', updated_at = ? WHERE status = 'running'").run(Date.now()).changes;
+    return this.db
+      .prepare("UPDATE builds SET status = 'paused', updated_at = ? WHERE status = 'running'")
+      .run(Date.now()).changes;
   }
 
   conversation(conversation: string): BuilderConversation {
-    const r = this.conv.get(conversation) as { state: string; focus: string | null; pending: string | null; updated_at: number } | undefined;
+    const r = this.conv.get(conversation) as
+      | { state: string; focus: string | null; pending: string | null; updated_at: number }
+      | undefined;
     if (!r) return { state: "idle", updatedAt: 0 };
     return {
       state: r.state as ConversationState,

@@ -39,7 +39,14 @@ export interface BundleManifest {
 export async function writeBundle(b: BundleContents): Promise<Buffer> {
   const parsed = parseYaml(b.yaml) as { inputs?: { required?: unknown } } | null;
   const required = Array.isArray(parsed?.inputs?.required) ? (parsed!.inputs!.required as unknown[]).map(String) : [];
-  const manifest: BundleManifest = { format: BUNDLE_FORMAT, version: 1, system: b.system, createdAt: new Date().toISOString(), requiredInputs: required, files: b.files.map((f) => f.path) };
+  const manifest: BundleManifest = {
+    format: BUNDLE_FORMAT,
+    version: 1,
+    system: b.system,
+    createdAt: new Date().toISOString(),
+    requiredInputs: required,
+    files: b.files.map((f) => f.path),
+  };
   const p = tarPack();
   const chunks: Buffer[] = [];
   p.on("data", (c: unknown) => chunks.push(c as Buffer));
@@ -48,7 +55,11 @@ export async function writeBundle(b: BundleContents): Promise<Buffer> {
     p.on("error", reject);
   });
   const mtime = new Date();
-  const add = (name: string, content: Buffer | string) => p.entry({ name: `${b.system}/${name}`, mode: 0o600, mtime }, typeof content === "string" ? Buffer.from(content) : content);
+  const add = (name: string, content: Buffer | string) =>
+    p.entry(
+      { name: `${b.system}/${name}`, mode: 0o600, mtime },
+      typeof content === "string" ? Buffer.from(content) : content,
+    );
   add("manifest.json", `${JSON.stringify(manifest, null, 2)}\n`);
   add("system.yaml", b.yaml);
   if (b.canvas) add("canvas.json", `${JSON.stringify(b.canvas, null, 2)}\n`);
@@ -84,7 +95,8 @@ export async function readBundle(data: Buffer): Promise<BundleContents> {
       });
       stream.on("end", () => {
         if (header.type === "file") {
-          if (entries.size >= MAX_ENTRIES) return next(new BundleError(`the bundle has more than ${MAX_ENTRIES} files`));
+          if (entries.size >= MAX_ENTRIES)
+            return next(new BundleError(`the bundle has more than ${MAX_ENTRIES} files`));
           entries.set(header.name, Buffer.concat(parts));
         }
         next();
@@ -107,9 +119,11 @@ export async function readBundle(data: Buffer): Promise<BundleContents> {
   } catch {
     throw new BundleError("manifest.json is not JSON");
   }
-  if (manifest.format !== BUNDLE_FORMAT || manifest.version !== 1) throw new BundleError(`unknown bundle format ${String(manifest.format)} v${String(manifest.version)}`);
+  if (manifest.format !== BUNDLE_FORMAT || manifest.version !== 1)
+    throw new BundleError(`unknown bundle format ${String(manifest.format)} v${String(manifest.version)}`);
   const root = manifestName.slice(0, manifestName.indexOf("/"));
-  if (root !== manifest.system) throw new BundleError(`the archive's folder ${root} does not match the system ${manifest.system}`);
+  if (root !== manifest.system)
+    throw new BundleError(`the archive's folder ${root} does not match the system ${manifest.system}`);
   const yaml = entries.get(`${root}/system.yaml`);
   if (!yaml) throw new BundleError("the bundle has no system.yaml");
   const canvasRaw = entries.get(`${root}/canvas.json`);
@@ -120,9 +134,12 @@ export async function readBundle(data: Buffer): Promise<BundleContents> {
     } catch {
       throw new BundleError("canvas.json is not JSON");
     }
-    if (!canvas || canvas.system !== manifest.system || !Array.isArray(canvas.nodes) || !Array.isArray(canvas.edges)) throw new BundleError("canvas.json is not a canvas of this system");
+    if (!canvas || canvas.system !== manifest.system || !Array.isArray(canvas.nodes) || !Array.isArray(canvas.edges))
+      throw new BundleError("canvas.json is not a canvas of this system");
   }
   const prefix = `${root}/sandbox/`;
-  const files = [...entries].filter(([n]) => n.startsWith(prefix)).map(([n, content]) => ({ path: n.slice(prefix.length), content }));
+  const files = [...entries]
+    .filter(([n]) => n.startsWith(prefix))
+    .map(([n, content]) => ({ path: n.slice(prefix.length), content }));
   return { system: manifest.system, yaml: yaml.toString("utf8"), canvas, files };
 }

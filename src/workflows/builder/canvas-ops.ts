@@ -63,8 +63,22 @@ export function isValidId(id: unknown): id is string {
 }
 
 export function emptyCanvas(system: string, name?: string, description?: string): Canvas {
-  if (!isValidId(system)) throw new CanvasOpError("invalid_system", `"${String(system)}" is not a valid system id: use ${ID_RULE} (e.g. "news-digest").`);
-  return { system, name: name?.trim() || system, description: description ?? "", status: "draft", version: 0, nodes: [], edges: [], settings: {}, updatedAt: Date.now() };
+  if (!isValidId(system))
+    throw new CanvasOpError(
+      "invalid_system",
+      `"${String(system)}" is not a valid system id: use ${ID_RULE} (e.g. "news-digest").`,
+    );
+  return {
+    system,
+    name: name?.trim() || system,
+    description: description ?? "",
+    status: "draft",
+    version: 0,
+    nodes: [],
+    edges: [],
+    settings: {},
+    updatedAt: Date.now(),
+  };
 }
 
 const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));
@@ -77,28 +91,43 @@ function findNode(c: Canvas, id: unknown, role = "node"): CanvasNode {
   const n = typeof id === "string" ? c.nodes.find((x) => x.id === id) : undefined;
   if (!n) {
     const known = c.nodes.map((x) => x.id);
-    throw new CanvasOpError("node_not_found", `No ${role} "${String(id)}" on canvas ${c.system}. ${known.length ? `Its nodes: ${known.join(", ")}.` : "The canvas has no nodes yet."}`);
+    throw new CanvasOpError(
+      "node_not_found",
+      `No ${role} "${String(id)}" on canvas ${c.system}. ${known.length ? `Its nodes: ${known.join(", ")}.` : "The canvas has no nodes yet."}`,
+    );
   }
   return n;
 }
 
 function checkPosition(p: unknown, what = "position"): Position {
-  if (!isPlainObject(p) || typeof p.x !== "number" || typeof p.y !== "number" || !Number.isFinite(p.x) || !Number.isFinite(p.y)) {
+  if (
+    !isPlainObject(p) ||
+    typeof p.x !== "number" ||
+    typeof p.y !== "number" ||
+    !Number.isFinite(p.x) ||
+    !Number.isFinite(p.y)
+  ) {
     throw new CanvasOpError("invalid_position", `${what} must be {"x": <number>, "y": <number>}.`);
   }
   return { x: p.x, y: p.y };
 }
 
 function checkLabel(label: unknown): string {
-  if (typeof label !== "string" || !label.trim()) throw new CanvasOpError("invalid_label", "A node needs a label: a short name such as \"Fetch news\".");
+  if (typeof label !== "string" || !label.trim())
+    throw new CanvasOpError("invalid_label", 'A node needs a label: a short name such as "Fetch news".');
   const t = label.trim();
-  if (t.length > MAX_LABEL) throw new CanvasOpError("invalid_label", `A label is at most ${MAX_LABEL} characters (this one has ${t.length}).`);
+  if (t.length > MAX_LABEL)
+    throw new CanvasOpError("invalid_label", `A label is at most ${MAX_LABEL} characters (this one has ${t.length}).`);
   return t;
 }
 
 function checkProperties(p: unknown): Record<string, unknown> {
   if (p === undefined || p === null) return {};
-  if (!isPlainObject(p)) throw new CanvasOpError("invalid_properties", "properties must be an object, e.g. {\"model\": \"m\", \"prompt\": \"...\"}.");
+  if (!isPlainObject(p))
+    throw new CanvasOpError(
+      "invalid_properties",
+      'properties must be an object, e.g. {"model": "m", "prompt": "..."}.',
+    );
   checkKeys(p, "properties");
   return clone(p);
 }
@@ -108,7 +137,8 @@ function checkKeys(v: unknown, at: string): void {
   if (Array.isArray(v)) return v.forEach((x, i) => checkKeys(x, `${at}[${i}]`));
   if (!isPlainObject(v)) return;
   for (const [k, x] of Object.entries(v)) {
-    if (FORBIDDEN_SEGMENTS.has(k)) throw new CanvasOpError("invalid_key", `"${k}" (in ${at}) is not allowed as a property name.`);
+    if (FORBIDDEN_SEGMENTS.has(k))
+      throw new CanvasOpError("invalid_key", `"${k}" (in ${at}) is not allowed as a property name.`);
     checkKeys(x, `${at}.${k}`);
   }
 }
@@ -135,7 +165,10 @@ function uniqueId(base: string, taken: ReadonlySet<string>): string {
   }
 }
 
-const gridSpot = (i: number): Position => ({ x: COLUMN_WIDTH * (i % GRID_COLUMNS), y: ROW_HEIGHT * Math.floor(i / GRID_COLUMNS) });
+const gridSpot = (i: number): Position => ({
+  x: COLUMN_WIDTH * (i % GRID_COLUMNS),
+  y: ROW_HEIGHT * Math.floor(i / GRID_COLUMNS),
+});
 
 /** The first grid spot, from the node count on, that no node occupies. */
 function nextFreeSpot(c: Canvas): Position {
@@ -157,22 +190,41 @@ export interface CreateNodeArgs {
 
 export function createNode(c: Canvas, args: CreateNodeArgs): { canvas: Canvas; node: CanvasNode } {
   if (!NODE_TYPES.includes(args.type as NodeType)) {
-    throw new CanvasOpError("unknown_type", `Unknown node type "${String(args.type)}". Use one of: ${NODE_TYPES.join(", ")}.`);
+    throw new CanvasOpError(
+      "unknown_type",
+      `Unknown node type "${String(args.type)}". Use one of: ${NODE_TYPES.join(", ")}.`,
+    );
   }
   const label = checkLabel(args.label);
   const taken = new Set(c.nodes.map((n) => n.id));
   let id: string;
   if (args.id !== undefined && args.id !== null && args.id !== "") {
-    if (!isValidId(args.id)) throw new CanvasOpError("invalid_id", `"${String(args.id)}" is not a valid node id: use ${ID_RULE}, or leave id out to derive it from the label.`);
-    if (taken.has(args.id)) throw new CanvasOpError("duplicate_id", `A node "${args.id}" already exists on canvas ${c.system}. Pick another id, leave id out, or change that node with an update.`);
+    if (!isValidId(args.id))
+      throw new CanvasOpError(
+        "invalid_id",
+        `"${String(args.id)}" is not a valid node id: use ${ID_RULE}, or leave id out to derive it from the label.`,
+      );
+    if (taken.has(args.id))
+      throw new CanvasOpError(
+        "duplicate_id",
+        `A node "${args.id}" already exists on canvas ${c.system}. Pick another id, leave id out, or change that node with an update.`,
+      );
     id = args.id;
   } else {
     id = uniqueId(slugify(label) || args.type, taken);
   }
   let parent: string | undefined;
-  if (args.parent !== undefined && args.parent !== null && args.parent !== "") parent = findNode(c, args.parent, "parent node").id;
-  const position = args.position !== undefined && args.position !== null ? checkPosition(args.position) : nextFreeSpot(c);
-  const node: CanvasNode = { id, type: args.type as NodeType, label, properties: checkProperties(args.properties), position };
+  if (args.parent !== undefined && args.parent !== null && args.parent !== "")
+    parent = findNode(c, args.parent, "parent node").id;
+  const position =
+    args.position !== undefined && args.position !== null ? checkPosition(args.position) : nextFreeSpot(c);
+  const node: CanvasNode = {
+    id,
+    type: args.type as NodeType,
+    label,
+    properties: checkProperties(args.properties),
+    position,
+  };
   if (parent) node.parent = parent;
   return { canvas: { ...c, nodes: [...c.nodes, node] }, node: clone(node) };
 }
@@ -196,12 +248,28 @@ function reaches(edges: readonly CanvasEdge[], from: string, to: string): boolea
 export function connectNodes(c: Canvas, args: { from: string; to: string }): { canvas: Canvas; edge: CanvasEdge } {
   const from = findNode(c, args.from, "source node");
   const to = findNode(c, args.to, "target node");
-  if (from.id === to.id) throw new CanvasOpError("self_loop", `A node cannot feed itself ("${from.id}" → "${to.id}"). Connect two different nodes.`);
-  if (c.edges.some((e) => e.from === from.id && e.to === to.id)) throw new CanvasOpError("duplicate_edge", `"${from.id}" is already connected to "${to.id}"; nothing to do.`);
-  if (to.type === "input") throw new CanvasOpError("edge_into_input", `"${to.id}" is an input node: data comes into the system there, nothing flows into it. Connect it the other way ("${to.id}" → "${from.id}") or pick another target.`);
-  if (from.type === "output") throw new CanvasOpError("edge_from_output", `"${from.id}" is an output node: it is where the system's result leaves, nothing flows out of it. Connect into it instead.`);
+  if (from.id === to.id)
+    throw new CanvasOpError(
+      "self_loop",
+      `A node cannot feed itself ("${from.id}" → "${to.id}"). Connect two different nodes.`,
+    );
+  if (c.edges.some((e) => e.from === from.id && e.to === to.id))
+    throw new CanvasOpError("duplicate_edge", `"${from.id}" is already connected to "${to.id}"; nothing to do.`);
+  if (to.type === "input")
+    throw new CanvasOpError(
+      "edge_into_input",
+      `"${to.id}" is an input node: data comes into the system there, nothing flows into it. Connect it the other way ("${to.id}" → "${from.id}") or pick another target.`,
+    );
+  if (from.type === "output")
+    throw new CanvasOpError(
+      "edge_from_output",
+      `"${from.id}" is an output node: it is where the system's result leaves, nothing flows out of it. Connect into it instead.`,
+    );
   if (reaches(c.edges, to.id, from.id)) {
-    throw new CanvasOpError("cycle", `Connecting "${from.id}" → "${to.id}" would make a cycle ("${to.id}" already leads to "${from.id}"); edges are data flow, so they must not loop. Remove an edge first or connect differently.`);
+    throw new CanvasOpError(
+      "cycle",
+      `Connecting "${from.id}" → "${to.id}" would make a cycle ("${to.id}" already leads to "${from.id}"); edges are data flow, so they must not loop. Remove an edge first or connect differently.`,
+    );
   }
   const edge: CanvasEdge = { id: `e-${from.id}-${to.id}`, from: from.id, to: to.id };
   return { canvas: { ...c, edges: [...c.edges, edge] }, edge: { ...edge } };
@@ -234,7 +302,10 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
       if (value === null) return; // removing under something absent: nothing to do
       obj[seg] = {};
     } else if (!isPlainObject(cur)) {
-      throw new CanvasOpError("invalid_key", `Cannot set "${key}": properties.${path.slice(0, i + 1).join(".")} is ${Array.isArray(cur) ? "a list" : `a ${typeof cur}`}, not an object. Set properties.${path.slice(0, i + 1).join(".")} as a whole instead.`);
+      throw new CanvasOpError(
+        "invalid_key",
+        `Cannot set "${key}": properties.${path.slice(0, i + 1).join(".")} is ${Array.isArray(cur) ? "a list" : `a ${typeof cur}`}, not an object. Set properties.${path.slice(0, i + 1).join(".")} as a whole instead.`,
+      );
     }
     obj = obj[seg] as Record<string, unknown>;
   }
@@ -250,33 +321,56 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
  * removes a property. The id cannot change (delete the node and create it again), nor the node's
  * type (a bare `type` is the property, e.g. an input's data type; a node type as its value is refused).
  */
-export function updateProperty(c: Canvas, nodeId: string, key: string, value: unknown): { canvas: Canvas; node: CanvasNode } {
+export function updateProperty(
+  c: Canvas,
+  nodeId: string,
+  key: string,
+  value: unknown,
+): { canvas: Canvas; node: CanvasNode } {
   const old = findNode(c, nodeId);
-  if (typeof key !== "string" || !key.trim()) throw new CanvasOpError("invalid_key", "Name the key to change: label, position, position.x, position.y, parent, properties, or properties.<name> (or just <name>).");
+  if (typeof key !== "string" || !key.trim())
+    throw new CanvasOpError(
+      "invalid_key",
+      "Name the key to change: label, position, position.x, position.y, parent, properties, or properties.<name> (or just <name>).",
+    );
   key = key.trim();
-  if (value === undefined) throw new CanvasOpError("invalid_value", `Give a value for "${key}" (null removes a property).`);
+  if (value === undefined)
+    throw new CanvasOpError("invalid_value", `Give a value for "${key}" (null removes a property).`);
   const node: CanvasNode = clone(old);
   if (key === "id") {
-    throw new CanvasOpError("invalid_key", `A node's id cannot change (it is the step id runs are recorded under). Delete "${old.id}" and create the node again with the new id, then reconnect it.`);
+    throw new CanvasOpError(
+      "invalid_key",
+      `A node's id cannot change (it is the step id runs are recorded under). Delete "${old.id}" and create the node again with the new id, then reconnect it.`,
+    );
   } else if (key === "type" && NODE_TYPES.includes(value as NodeType)) {
     // A bare `type` is the property (an input's data type); a node type as its value means the
     // caller wanted to change the node's kind, which cannot be done in place.
-    throw new CanvasOpError("invalid_key", `A node's type cannot change. Delete "${old.id}" and create a ${String(value)} node instead; the key "type" (= "properties.type") is an input's data type (string, number, integer, boolean).`);
+    throw new CanvasOpError(
+      "invalid_key",
+      `A node's type cannot change. Delete "${old.id}" and create a ${String(value)} node instead; the key "type" (= "properties.type") is an input's data type (string, number, integer, boolean).`,
+    );
   } else if (key === "label") {
-    if (value === null) throw new CanvasOpError("invalid_value", "A node must keep a label; give a new one instead of null.");
+    if (value === null)
+      throw new CanvasOpError("invalid_value", "A node must keep a label; give a new one instead of null.");
     node.label = checkLabel(value);
   } else if (key === "position") {
-    if (value === null) throw new CanvasOpError("invalid_value", 'A node must keep a position; give {"x": <number>, "y": <number>}.');
+    if (value === null)
+      throw new CanvasOpError("invalid_value", 'A node must keep a position; give {"x": <number>, "y": <number>}.');
     node.position = checkPosition(value);
   } else if (key === "position.x" || key === "position.y") {
-    if (typeof value !== "number" || !Number.isFinite(value)) throw new CanvasOpError("invalid_value", `${key} must be a number.`);
+    if (typeof value !== "number" || !Number.isFinite(value))
+      throw new CanvasOpError("invalid_value", `${key} must be a number.`);
     node.position = { ...node.position, [key.slice(9)]: value };
   } else if (key === "parent") {
     if (value === null || value === "") delete node.parent;
     else {
       const p = findNode(c, value, "parent node");
       if (p.id === old.id) throw new CanvasOpError("invalid_parent", `"${old.id}" cannot be its own parent.`);
-      if (descendants(c, old.id).includes(p.id)) throw new CanvasOpError("invalid_parent", `"${p.id}" belongs to "${old.id}" already (it is one of its children), so it cannot be its parent.`);
+      if (descendants(c, old.id).includes(p.id))
+        throw new CanvasOpError(
+          "invalid_parent",
+          `"${p.id}" belongs to "${old.id}" already (it is one of its children), so it cannot be its parent.`,
+        );
       node.parent = p.id;
     }
   } else if (key === "properties") {
@@ -284,7 +378,11 @@ export function updateProperty(c: Canvas, nodeId: string, key: string, value: un
   } else {
     const rel = key.startsWith("properties.") ? key.slice("properties.".length) : key;
     const path = rel.split(".");
-    if (path.some((s) => !s)) throw new CanvasOpError("invalid_key", `"${key}" is not a property path: names separated by single dots, e.g. "properties.model" or "with.topic".`);
+    if (path.some((s) => !s))
+      throw new CanvasOpError(
+        "invalid_key",
+        `"${key}" is not a property path: names separated by single dots, e.g. "properties.model" or "with.topic".`,
+      );
     const bad = path.find((s) => FORBIDDEN_SEGMENTS.has(s));
     if (bad) throw new CanvasOpError("invalid_key", `"${bad}" is not allowed as a property name.`);
     checkKeys(value, key);
@@ -293,13 +391,20 @@ export function updateProperty(c: Canvas, nodeId: string, key: string, value: un
   return { canvas: { ...c, nodes: c.nodes.map((n) => (n.id === old.id ? node : n)) }, node: clone(node) };
 }
 
-export function deleteNode(c: Canvas, nodeId: string): { canvas: Canvas; removedNodes: string[]; removedEdges: string[] } {
+export function deleteNode(
+  c: Canvas,
+  nodeId: string,
+): { canvas: Canvas; removedNodes: string[]; removedEdges: string[] } {
   const node = findNode(c, nodeId);
   const removedNodes = [node.id, ...descendants(c, node.id)];
   const gone = new Set(removedNodes);
   const removedEdges = c.edges.filter((e) => gone.has(e.from) || gone.has(e.to)).map((e) => e.id);
   return {
-    canvas: { ...c, nodes: c.nodes.filter((n) => !gone.has(n.id)), edges: c.edges.filter((e) => !gone.has(e.from) && !gone.has(e.to)) },
+    canvas: {
+      ...c,
+      nodes: c.nodes.filter((n) => !gone.has(n.id)),
+      edges: c.edges.filter((e) => !gone.has(e.from) && !gone.has(e.to)),
+    },
     removedNodes,
     removedEdges,
   };
@@ -313,7 +418,8 @@ export const LAYOUTS: readonly LayoutKind[] = ["layered", "grid"];
  * edges), x = 280·depth, y = 140·row (rows in creation order). `grid`: rows of 4 in creation order.
  */
 export function applyLayout(c: Canvas, kind: LayoutKind): Canvas {
-  if (!LAYOUTS.includes(kind)) throw new CanvasOpError("invalid_layout", `Unknown layout "${String(kind)}". Use one of: ${LAYOUTS.join(", ")}.`);
+  if (!LAYOUTS.includes(kind))
+    throw new CanvasOpError("invalid_layout", `Unknown layout "${String(kind)}". Use one of: ${LAYOUTS.join(", ")}.`);
   if (kind === "grid") return { ...c, nodes: c.nodes.map((n, i) => ({ ...n, position: gridSpot(i) })) };
   const depth = new Map<string, number>();
   const incoming = new Map<string, string[]>();

@@ -60,9 +60,15 @@ export class CanvasStore {
     this.stmts = {
       all: db.prepare(`SELECT * FROM canvases ORDER BY updated_at DESC, system`),
       get: db.prepare(`SELECT * FROM canvases WHERE system = ?`),
-      insert: db.prepare(`INSERT INTO canvases (system, state, status, version, updated_at) VALUES (@system, @state, @status, @version, @updatedAt)`),
-      update: db.prepare(`UPDATE canvases SET state = @state, status = @status, version = @version, updated_at = @updatedAt WHERE system = @system`),
-      snapshot: db.prepare(`INSERT OR REPLACE INTO canvas_versions (system, version, state, reason, created_at) VALUES (?, ?, ?, ?, ?)`),
+      insert: db.prepare(
+        `INSERT INTO canvases (system, state, status, version, updated_at) VALUES (@system, @state, @status, @version, @updatedAt)`,
+      ),
+      update: db.prepare(
+        `UPDATE canvases SET state = @state, status = @status, version = @version, updated_at = @updatedAt WHERE system = @system`,
+      ),
+      snapshot: db.prepare(
+        `INSERT OR REPLACE INTO canvas_versions (system, version, state, reason, created_at) VALUES (?, ?, ?, ?, ?)`,
+      ),
       snapshotOf: db.prepare(`SELECT state FROM canvas_versions WHERE system = ? AND version = ?`),
       dropSnapshotsFrom: db.prepare(`DELETE FROM canvas_versions WHERE system = ? AND version >= ?`),
       versions: db.prepare(`SELECT version, reason, created_at FROM canvas_versions WHERE system = ? ORDER BY version`),
@@ -73,7 +79,14 @@ export class CanvasStore {
 
   private fromRow(row: Row): Canvas {
     const c = JSON.parse(row.state) as Canvas;
-    return { ...c, system: row.system, status: row.status as CanvasStatus, version: Number(row.version), updatedAt: Number(row.updated_at), settings: c.settings ?? {} };
+    return {
+      ...c,
+      system: row.system,
+      status: row.status as CanvasStatus,
+      version: Number(row.version),
+      updatedAt: Number(row.updated_at),
+      settings: c.settings ?? {},
+    };
   }
 
   private read(system: string): Canvas | undefined {
@@ -83,7 +96,11 @@ export class CanvasStore {
 
   private mustRead(system: string): Canvas {
     const c = this.read(system);
-    if (!c) throw new CanvasOpError("canvas_not_found", `No canvas "${system}". Create a node on it to start one, or list the canvases with canvas_get_state.`);
+    if (!c)
+      throw new CanvasOpError(
+        "canvas_not_found",
+        `No canvas "${system}". Create a node on it to start one, or list the canvases with canvas_get_state.`,
+      );
     return c;
   }
 
@@ -95,14 +112,30 @@ export class CanvasStore {
 
   private write(c: Canvas, prevUpdatedAt: number): Canvas {
     const saved: Canvas = { ...c, updatedAt: this.stamp(prevUpdatedAt) };
-    this.stmts.update.run({ system: saved.system, state: JSON.stringify(saved), status: saved.status, version: saved.version, updatedAt: saved.updatedAt });
+    this.stmts.update.run({
+      system: saved.system,
+      state: JSON.stringify(saved),
+      status: saved.status,
+      version: saved.version,
+      updatedAt: saved.updatedAt,
+    });
     return saved;
   }
 
   private insertNew(args: { system: string; name?: string; description?: string }): Canvas {
     const c = emptyCanvas(args.system, args.name, args.description);
-    if (this.stmts.get.get(c.system)) throw new CanvasOpError("canvas_exists", `A canvas "${c.system}" exists already. Edit it, or pick another system id.`);
-    this.stmts.insert.run({ system: c.system, state: JSON.stringify(c), status: c.status, version: c.version, updatedAt: c.updatedAt });
+    if (this.stmts.get.get(c.system))
+      throw new CanvasOpError(
+        "canvas_exists",
+        `A canvas "${c.system}" exists already. Edit it, or pick another system id.`,
+      );
+    this.stmts.insert.run({
+      system: c.system,
+      state: JSON.stringify(c),
+      status: c.status,
+      version: c.version,
+      updatedAt: c.updatedAt,
+    });
     this.stmts.dropSnapshotsFrom.run(c.system, 0); // leftovers of an earlier canvas of that id
     this.stmts.snapshot.run(c.system, 0, JSON.stringify(c), "created", c.updatedAt);
     return c;
@@ -137,7 +170,11 @@ export class CanvasStore {
    * yet is created (draft, version 0) first, in the same transaction, and `fn` is told so
    * (`created`). A throw in `fn` writes nothing (not even the created canvas).
    */
-  mutate(system: string, fn: (c: Canvas, created: boolean) => Canvas, opts: { create?: { name?: string; description?: string } } = {}): Canvas {
+  mutate(
+    system: string,
+    fn: (c: Canvas, created: boolean) => Canvas,
+    opts: { create?: { name?: string; description?: string } } = {},
+  ): Canvas {
     return this.db
       .transaction(() => {
         let cur = this.read(system);
@@ -148,7 +185,11 @@ export class CanvasStore {
         }
         if (!cur) cur = this.mustRead(system);
         const next = fn(structuredClone(cur), created);
-        if (next.system !== cur.system) throw new CanvasOpError("invalid_system", `A canvas cannot change its system id ("${cur.system}" → "${next.system}").`);
+        if (next.system !== cur.system)
+          throw new CanvasOpError(
+            "invalid_system",
+            `A canvas cannot change its system id ("${cur.system}" → "${next.system}").`,
+          );
         return this.write(next, cur.updatedAt);
       })
       .immediate();
@@ -179,9 +220,16 @@ export class CanvasStore {
         if (cur.version <= 0) return undefined;
         const target = cur.version - 1;
         const snap = this.stmts.snapshotOf.get(system, target) as { state: string } | undefined;
-        if (!snap) throw new CanvasOpError("canvas_not_found", `Canvas "${system}" has no snapshot of version ${target} to go back to.`);
+        if (!snap)
+          throw new CanvasOpError(
+            "canvas_not_found",
+            `Canvas "${system}" has no snapshot of version ${target} to go back to.`,
+          );
         const prev = JSON.parse(snap.state) as Canvas;
-        const restored = this.write({ ...prev, system, version: target, status: cur.status, settings: prev.settings ?? {} }, cur.updatedAt);
+        const restored = this.write(
+          { ...prev, system, version: target, status: cur.status, settings: prev.settings ?? {} },
+          cur.updatedAt,
+        );
         this.stmts.dropSnapshotsFrom.run(system, cur.version);
         return restored;
       })
@@ -189,15 +237,21 @@ export class CanvasStore {
   }
 
   versions(system: string): CanvasVersionInfo[] {
-    return (this.stmts.versions.all(system) as Array<{ version: number; reason: string; created_at: number }>).map((r) => ({
-      version: Number(r.version),
-      reason: r.reason,
-      createdAt: Number(r.created_at),
-    }));
+    return (this.stmts.versions.all(system) as Array<{ version: number; reason: string; created_at: number }>).map(
+      (r) => ({
+        version: Number(r.version),
+        reason: r.reason,
+        createdAt: Number(r.created_at),
+      }),
+    );
   }
 
   setStatus(system: string, status: CanvasStatus): Canvas {
-    if (!STATUSES.includes(status)) throw new CanvasOpError("invalid_status", `Unknown canvas status "${String(status)}": use ${STATUSES.join(" or ")}.`);
+    if (!STATUSES.includes(status))
+      throw new CanvasOpError(
+        "invalid_status",
+        `Unknown canvas status "${String(status)}": use ${STATUSES.join(" or ")}.`,
+      );
     return this.mutate(system, (c) => ({ ...c, status }));
   }
 

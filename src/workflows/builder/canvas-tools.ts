@@ -51,10 +51,13 @@ export function toToolError(err: unknown): ToolError {
   if (err instanceof ToolError) return err;
   if (err instanceof CanvasOpError) return new ToolError(err.code, err.message, false);
   if (err instanceof SandboxError) return new ToolError(err.code, err.message, false);
-  const code = typeof (err as { code?: unknown } | null)?.code === "string" ? ((err as { code: string }).code) : undefined;
+  const code =
+    typeof (err as { code?: unknown } | null)?.code === "string" ? (err as { code: string }).code : undefined;
   const message = err instanceof Error ? err.message : String(err);
-  if (code && TRANSIENT_SQLITE.test(code)) return new ToolError("busy", `The canvas database is busy (${code}); try again in a moment.`, true);
-  if (code && TRANSIENT_ERRNO.has(code)) return new ToolError("busy", `The file system is busy (${code}: ${message}); try again in a moment.`, true);
+  if (code && TRANSIENT_SQLITE.test(code))
+    return new ToolError("busy", `The canvas database is busy (${code}); try again in a moment.`, true);
+  if (code && TRANSIENT_ERRNO.has(code))
+    return new ToolError("busy", `The file system is busy (${code}: ${message}); try again in a moment.`, true);
   return new ToolError("internal_error", code ? `${message} (${code})` : message, false);
 }
 
@@ -101,7 +104,12 @@ export class CanvasTools {
   }
 
   private checkSystem(system: unknown): string {
-    if (!isValidId(system)) throw new ToolError("invalid_system", `"${String(system)}" is not a valid system id: use ${SYSTEM_RULE} (e.g. "news-digest").`, false);
+    if (!isValidId(system))
+      throw new ToolError(
+        "invalid_system",
+        `"${String(system)}" is not a valid system id: use ${SYSTEM_RULE} (e.g. "news-digest").`,
+        false,
+      );
     return system;
   }
 
@@ -110,7 +118,10 @@ export class CanvasTools {
   }
 
   /** Create a node. A system with no canvas yet gets one (draft, version 0) in the same transaction. */
-  createNode(system: string, args: CreateNodeArgs): { system: string; nodeId: string; node: CanvasNode; canvasCreated: boolean } {
+  createNode(
+    system: string,
+    args: CreateNodeArgs,
+  ): { system: string; nodeId: string; node: CanvasNode; canvasCreated: boolean } {
     return this.run(() => {
       this.checkSystem(system);
       let node!: CanvasNode;
@@ -130,7 +141,10 @@ export class CanvasTools {
     });
   }
 
-  connectNodes(system: string, args: { from: string; to: string }): { system: string; edgeId: string; edge: CanvasEdge } {
+  connectNodes(
+    system: string,
+    args: { from: string; to: string },
+  ): { system: string; edgeId: string; edge: CanvasEdge } {
     return this.run(() => {
       this.checkSystem(system);
       let edge!: CanvasEdge;
@@ -145,7 +159,10 @@ export class CanvasTools {
   }
 
   /** Change one key of a node (see canvas-ops.ts updateProperty for the keys; null removes a property). */
-  updateProperty(system: string, args: { node: string; key: string; value: unknown }): { system: string; nodeId: string; key: string; node: CanvasNode } {
+  updateProperty(
+    system: string,
+    args: { node: string; key: string; value: unknown },
+  ): { system: string; nodeId: string; key: string; node: CanvasNode } {
     return this.run(() => {
       this.checkSystem(system);
       let node!: CanvasNode;
@@ -161,7 +178,10 @@ export class CanvasTools {
   }
 
   /** Delete a node, its edges, its children (recursively) and their edges. */
-  deleteNode(system: string, args: { node: string }): { system: string; nodeId: string; removedNodes: string[]; removedEdges: string[] } {
+  deleteNode(
+    system: string,
+    args: { node: string },
+  ): { system: string; nodeId: string; removedNodes: string[]; removedEdges: string[] } {
     return this.run(() => {
       this.checkSystem(system);
       let removedNodes: string[] = [];
@@ -199,17 +219,29 @@ export class CanvasTools {
       const canvas = this.store.get(system);
       if (!canvas) {
         const known = this.store.list().map((c) => c.system);
-        throw new ToolError("canvas_not_found", `No canvas "${system}". ${known.length ? `Canvases: ${known.join(", ")}.` : "There are no canvases yet;"} Create a node on "${system}" to start one.`, false);
+        throw new ToolError(
+          "canvas_not_found",
+          `No canvas "${system}". ${known.length ? `Canvases: ${known.join(", ")}.` : "There are no canvases yet;"} Create a node on "${system}" to start one.`,
+          false,
+        );
       }
       return { canvas };
     });
   }
 
   /** Place every node (`layered` by default). Returns the new positions. */
-  applyLayout(system: string, layout: LayoutKind = "layered"): { system: string; layout: LayoutKind; positions: Array<{ id: string; position: { x: number; y: number } }> } {
+  applyLayout(
+    system: string,
+    layout: LayoutKind = "layered",
+  ): { system: string; layout: LayoutKind; positions: Array<{ id: string; position: { x: number; y: number } }> } {
     return this.run(() => {
       this.checkSystem(system);
-      if (!LAYOUTS.includes(layout)) throw new ToolError("invalid_layout", `Unknown layout "${String(layout)}". Use one of: ${LAYOUTS.join(", ")}.`, false);
+      if (!LAYOUTS.includes(layout))
+        throw new ToolError(
+          "invalid_layout",
+          `Unknown layout "${String(layout)}". Use one of: ${LAYOUTS.join(", ")}.`,
+          false,
+        );
       let before: CanvasNode[] = [];
       const saved = this.store.mutate(system, (c) => {
         before = c.nodes;
@@ -218,7 +250,8 @@ export class CanvasTools {
       const old = new Map(before.map((n) => [n.id, n.position]));
       for (const n of saved.nodes) {
         const p = old.get(n.id);
-        if (!p || p.x !== n.position.x || p.y !== n.position.y) this.bus?.emit({ type: "node:updated", system, node: structuredClone(n), key: "position" });
+        if (!p || p.x !== n.position.x || p.y !== n.position.y)
+          this.bus?.emit({ type: "node:updated", system, node: structuredClone(n), key: "position" });
       }
       return { system, layout, positions: saved.nodes.map((n) => ({ id: n.id, position: { ...n.position } })) };
     });
@@ -227,7 +260,8 @@ export class CanvasTools {
   /** Write a file in the system's sandbox (replacing one that is there). */
   createFile(system: string, path: string, content: string): { system: string; path: string; bytes: number } {
     return this.run(() => {
-      if (typeof content !== "string") throw new ToolError("invalid_content", "content must be a string (the file's text).", false);
+      if (typeof content !== "string")
+        throw new ToolError("invalid_content", "content must be a string (the file's text).", false);
       return { system, ...this.sandbox(system).write(path, content) };
     });
   }
@@ -237,7 +271,11 @@ export class CanvasTools {
   }
 
   /** Entries under `path` (default the sandbox root); `recursive` walks subdirectories. */
-  listDirectory(system: string, path?: string, recursive?: boolean): { system: string; path: string; entries: SandboxEntry[] } {
+  listDirectory(
+    system: string,
+    path?: string,
+    recursive?: boolean,
+  ): { system: string; path: string; entries: SandboxEntry[] } {
     return this.run(() => {
       const dir = path === undefined || path === null || path === "" ? "." : path;
       return { system, path: dir, entries: this.sandbox(system).list(dir, { recursive: recursive === true }) };

@@ -34,7 +34,11 @@ export function compileCanvas(canvas: Canvas): CompileResult {
   const inputs = canvas.nodes.filter((n) => n.type === "input");
   const steps = canvas.nodes.filter((n) => STEP_NODE_TYPES.includes(n.type));
   const outputs = canvas.nodes.filter((n) => n.type === "output");
-  if (!steps.length) problems.push({ node: "canvas", message: "the canvas has no step (an agent, webhook, command, mcp or system node); add one" });
+  if (!steps.length)
+    problems.push({
+      node: "canvas",
+      message: "the canvas has no step (an agent, webhook, command, mcp or system node); add one",
+    });
 
   // Inputs.
   const properties: Record<string, Record<string, unknown>> = {};
@@ -43,12 +47,23 @@ export function compileCanvas(canvas: Canvas): CompileResult {
   for (const n of inputs) {
     const p = n.properties;
     const name = typeof p.name === "string" && p.name ? p.name : n.id;
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) problems.push({ node: n.id, message: `input name "${name}" must be letters, digits and _ (set properties.name)` });
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+      problems.push({
+        node: n.id,
+        message: `input name "${name}" must be letters, digits and _ (set properties.name)`,
+      });
     if (properties[name]) problems.push({ node: n.id, message: `input "${name}" is declared twice` });
     const type = typeof p.type === "string" ? p.type : "string";
-    if (!INPUT_TYPES.has(type)) problems.push({ node: n.id, message: `properties.type "${type}" is not one of string, number, integer, boolean` });
+    if (!INPUT_TYPES.has(type))
+      problems.push({
+        node: n.id,
+        message: `properties.type "${type}" is not one of string, number, integer, boolean`,
+      });
     const def = canvas.settings.defaults?.[name] ?? p.default;
-    const prop: Record<string, unknown> = { type, description: typeof p.description === "string" && p.description ? p.description : n.label };
+    const prop: Record<string, unknown> = {
+      type,
+      description: typeof p.description === "string" && p.description ? p.description : n.label,
+    };
     if (Array.isArray(p.enum) && p.enum.length) prop.enum = p.enum;
     if (def !== undefined && def !== null) prop.default = def;
     properties[name] = prop;
@@ -87,20 +102,30 @@ export function compileCanvas(canvas: Canvas): CompileResult {
         if (inputNode) return `\${inputs.${inputName.get(inputNode.id)}}`;
         if (byId.has(name) && isStep(name)) {
           if (up.has(name)) return `\${steps.${name}.output}`;
-          problems.push({ node: at.id, message: `${where}: {{${name}}} is a node this one is not connected from; connect ${name} → ${at.id}` });
+          problems.push({
+            node: at.id,
+            message: `${where}: {{${name}}} is a node this one is not connected from; connect ${name} → ${at.id}`,
+          });
           return whole;
         }
-        problems.push({ node: at.id, message: `${where}: {{${name}}} names no input and no node (inputs: ${[...inputName.values()].join(", ") || "none"})` });
+        problems.push({
+          node: at.id,
+          message: `${where}: {{${name}}} names no input and no node (inputs: ${[...inputName.values()].join(", ") || "none"})`,
+        });
         return whole;
       });
     }
     if (Array.isArray(value)) return value.map((v, i) => convert(v, at, `${where}[${i}]`));
-    if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, convert(v, at, `${where}.${k}`)]));
+    if (value && typeof value === "object")
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, convert(v, at, `${where}.${k}`)]));
     return value;
   };
 
   // Steps, in dependency order (a canvas's edges have no cycle; checked again here).
-  const order = topo(steps.map((s) => s.id), (id) => (incoming.get(id) ?? []).filter((x) => byId.has(x) && isStep(x)));
+  const order = topo(
+    steps.map((s) => s.id),
+    (id) => (incoming.get(id) ?? []).filter((x) => byId.has(x) && isStep(x)),
+  );
   if (!order) problems.push({ node: "canvas", message: "the steps' connections form a cycle; remove one edge of it" });
   const planSteps: Array<Record<string, unknown>> = [];
   for (const id of order ?? []) {
@@ -112,10 +137,12 @@ export function compileCanvas(canvas: Canvas): CompileResult {
 
   // Output.
   let output: string | undefined;
-  if (outputs.length > 1) problems.push({ node: outputs[1]!.id, message: "a canvas has one output node; delete the others" });
+  if (outputs.length > 1)
+    problems.push({ node: outputs[1]!.id, message: "a canvas has one output node; delete the others" });
   if (outputs[0]) {
     const from = incoming.get(outputs[0].id) ?? [];
-    if (from.length !== 1 || !isStep(from[0]!)) problems.push({ node: outputs[0].id, message: "connect exactly one step to the output node" });
+    if (from.length !== 1 || !isStep(from[0]!))
+      problems.push({ node: outputs[0].id, message: "connect exactly one step to the output node" });
     else output = from[0];
   }
 
@@ -146,7 +173,8 @@ function stepOf(
   const p = n.properties;
   switch (n.type) {
     case "agent": {
-      if (typeof p.model !== "string" || !p.model) problems.push({ node: n.id, message: "set properties.model to a configured model id" });
+      if (typeof p.model !== "string" || !p.model)
+        problems.push({ node: n.id, message: "set properties.model to a configured model id" });
       let prompt = typeof p.prompt === "string" && p.prompt.trim() ? p.prompt : defaultPrompt(n, from, byId, inputName);
       prompt = convert(prompt, n, "properties.prompt") as string;
       const w: Record<string, unknown> = { model: p.model, prompt };
@@ -155,8 +183,12 @@ function stepOf(
       return { uses: "model", with: w };
     }
     case "system": {
-      if (typeof p.system !== "string" || !p.system) problems.push({ node: n.id, message: "set properties.system to the id of the system it runs" });
-      return { uses: String(p.system ?? ""), with: (convert(p.with ?? {}, n, "properties.with") as Record<string, unknown>) ?? {} };
+      if (typeof p.system !== "string" || !p.system)
+        problems.push({ node: n.id, message: "set properties.system to the id of the system it runs" });
+      return {
+        uses: String(p.system ?? ""),
+        with: (convert(p.with ?? {}, n, "properties.with") as Record<string, unknown>) ?? {},
+      };
     }
     default: {
       const { kind: _k, ...settings } = p;
@@ -166,7 +198,12 @@ function stepOf(
 }
 
 /** The label as the instruction, and every value the node is connected from. */
-function defaultPrompt(n: CanvasNode, from: string[], byId: Map<string, CanvasNode>, inputName: Map<string, string>): string {
+function defaultPrompt(
+  n: CanvasNode,
+  from: string[],
+  byId: Map<string, CanvasNode>,
+  inputName: Map<string, string>,
+): string {
   const lines = [n.label.trim() || n.id];
   if (typeof n.properties.description === "string" && n.properties.description) lines.push(n.properties.description);
   for (const id of from) {

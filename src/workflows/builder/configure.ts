@@ -21,7 +21,10 @@ import type { ToolCaller } from "./mcp-client.js";
 import { jsonObjects } from "../../core/util/model-reply.js";
 import type { Canvas } from "./types.js";
 
-const inputNames = (c: Canvas) => c.nodes.filter((n) => n.type === "input").map((n) => (typeof n.properties.name === "string" && n.properties.name ? n.properties.name : n.id));
+const inputNames = (c: Canvas) =>
+  c.nodes
+    .filter((n) => n.type === "input")
+    .map((n) => (typeof n.properties.name === "string" && n.properties.name ? n.properties.name : n.id));
 
 /** Changes read straight from common phrasings (none when the words are not one of them). */
 export function changesFromWords(text: string, canvas: Canvas): ConfigChange[] {
@@ -34,21 +37,25 @@ export function changesFromWords(text: string, canvas: Canvas): ConfigChange[] {
   if (/\bdisable\b/.test(t) && !not("disable")) out.push({ path: "enabled", value: false });
   else if (/\benable\b/.test(t) && !not("enable")) out.push({ path: "enabled", value: true });
   if (/\balways (?:ask|confirm)\b/.test(t)) out.push({ path: "confirm", value: "always" });
-  else if (/\b(?:never ask|never confirm|don'?t ask|without asking)\b/.test(t)) out.push({ path: "confirm", value: "never" });
+  else if (/\b(?:never ask|never confirm|don'?t ask|without asking)\b/.test(t))
+    out.push({ path: "confirm", value: "never" });
   for (const name of inputNames(canvas)) {
     const esc = name.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
     // The value: a quoted phrase, or one word.
     const value = String.raw`(?:["'\`]([^"'\`]+)["'\`]|([^"'\`\s.,;!?]+))`;
     const m =
-      new RegExp(String.raw`\bdefault (?:value of |for )?(?:the )?${esc}\b.*?(?:\bto\b|=|\bis\b)\s*${value}`, "i").exec(text) ??
-      new RegExp(String.raw`\b${esc}\b (?:default|defaults) (?:to\b|=)\s*${value}`, "i").exec(text);
+      new RegExp(String.raw`\bdefault (?:value of |for )?(?:the )?${esc}\b.*?(?:\bto\b|=|\bis\b)\s*${value}`, "i").exec(
+        text,
+      ) ?? new RegExp(String.raw`\b${esc}\b (?:default|defaults) (?:to\b|=)\s*${value}`, "i").exec(text);
     if (m) out.push({ path: `defaults.${name}`, value: m[1] ?? m[2]! });
   }
   return out;
 }
 
 export function configurePrompt(text: string, canvas: Canvas): { system: string; user: string } {
-  const agents = canvas.nodes.filter((n) => n.type === "agent").map((n) => `${n.id} (model ${String(n.properties.model ?? "?")})`);
+  const agents = canvas.nodes
+    .filter((n) => n.type === "agent")
+    .map((n) => `${n.id} (model ${String(n.properties.model ?? "?")})`);
   const system = [
     "You turn a request to change a system's settings into JSON. Reply with JSON only:",
     '{"changes":[{"path":"...","value":...}]}',
@@ -78,7 +85,7 @@ export function parseChanges(reply: string, canvas: Canvas): { changes: ConfigCh
     if (!Array.isArray(obj.changes)) continue;
     return checkChanges(obj.changes as unknown[], canvas);
   }
-  return { errors: ["the reply held no {\"changes\": [...]} object"] };
+  return { errors: ['the reply held no {"changes": [...]} object'] };
 }
 
 /** Changes checked against the canvas; a default is coerced to its input's type ("5" → 5) and must be an allowed value. */
@@ -91,7 +98,9 @@ export function checkChanges(list: unknown[], canvas: Canvas): { changes: Config
       errors.push(`changes[${i}]: no path`);
       continue;
     }
-    const value = ch.path.startsWith("defaults.") ? coerceDefault(canvas, ch.path.slice(9), ch.value) : { value: ch.value };
+    const value = ch.path.startsWith("defaults.")
+      ? coerceDefault(canvas, ch.path.slice(9), ch.value)
+      : { value: ch.value };
     const problem = "error" in value ? value.error : changeProblem(ch.path, value.value, canvas);
     if (problem) errors.push(`changes[${i}]: ${problem}`);
     else changes.push({ path: ch.path, value: (value as { value: unknown }).value });
@@ -105,21 +114,37 @@ function coerceDefault(canvas: Canvas, name: string, raw: unknown): { value: unk
   const type = typeof n.properties.type === "string" ? n.properties.type : "string";
   let value = raw;
   if (typeof raw === "string" && (type === "number" || type === "integer")) value = Number(raw);
-  if (typeof raw === "string" && type === "boolean") value = /^(true|yes|on)$/i.test(raw) ? true : /^(false|no|off)$/i.test(raw) ? false : raw;
-  const ok = type === "string" ? typeof value === "string" : type === "boolean" ? typeof value === "boolean" : typeof value === "number" && Number.isFinite(value) && (type === "number" || Number.isInteger(value));
+  if (typeof raw === "string" && type === "boolean")
+    value = /^(true|yes|on)$/i.test(raw) ? true : /^(false|no|off)$/i.test(raw) ? false : raw;
+  const ok =
+    type === "string"
+      ? typeof value === "string"
+      : type === "boolean"
+        ? typeof value === "boolean"
+        : typeof value === "number" && Number.isFinite(value) && (type === "number" || Number.isInteger(value));
   if (!ok) return { error: `the default of ${name} must be a ${type}, not ${JSON.stringify(raw)}` };
   const allowed = Array.isArray(n.properties.enum) ? (n.properties.enum as unknown[]) : undefined;
-  if (allowed && !allowed.includes(value)) return { error: `the default of ${name} must be one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}, not ${JSON.stringify(raw)}` };
+  if (allowed && !allowed.includes(value))
+    return {
+      error: `the default of ${name} must be one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}, not ${JSON.stringify(raw)}`,
+    };
   return { value };
 }
 
 function changeProblem(path: string, value: unknown, canvas: Canvas): string | undefined {
-  if (path === "confirm") return ["auto", "always", "never"].includes(value as string) ? undefined : "confirm is auto, always or never";
-  if (path === "enabled" || path === "deployed") return typeof value === "boolean" ? undefined : `${path} is true or false`;
-  if (path === "examples") return Array.isArray(value) && value.every((v) => typeof v === "string") ? undefined : "examples is a list of messages";
+  if (path === "confirm")
+    return ["auto", "always", "never"].includes(value as string) ? undefined : "confirm is auto, always or never";
+  if (path === "enabled" || path === "deployed")
+    return typeof value === "boolean" ? undefined : `${path} is true or false`;
+  if (path === "examples")
+    return Array.isArray(value) && value.every((v) => typeof v === "string")
+      ? undefined
+      : "examples is a list of messages";
   if (path.startsWith("defaults.")) {
     const name = path.slice(9);
-    return inputNames(canvas).includes(name) ? undefined : `no input "${name}" (inputs: ${inputNames(canvas).join(", ") || "none"})`;
+    return inputNames(canvas).includes(name)
+      ? undefined
+      : `no input "${name}" (inputs: ${inputNames(canvas).join(", ") || "none"})`;
   }
   if (path.startsWith("model.")) {
     const node = canvas.nodes.find((n) => n.id === path.slice(6));
@@ -131,7 +156,11 @@ function changeProblem(path: string, value: unknown, canvas: Canvas): string | u
 
 /** The canvas as it would be (settings and agent models; `deployed` is not a canvas change). */
 export function withChanges(canvas: Canvas, changes: ConfigChange[]): Canvas {
-  const next: Canvas = { ...canvas, settings: { ...canvas.settings, defaults: { ...canvas.settings.defaults } }, nodes: canvas.nodes.map((n) => ({ ...n, properties: { ...n.properties } })) };
+  const next: Canvas = {
+    ...canvas,
+    settings: { ...canvas.settings, defaults: { ...canvas.settings.defaults } },
+    nodes: canvas.nodes.map((n) => ({ ...n, properties: { ...n.properties } })),
+  };
   for (const c of changes) {
     if (c.path === "confirm") next.settings.confirm = c.value as "auto";
     else if (c.path === "enabled") next.settings.enabled = c.value as boolean;
@@ -147,18 +176,36 @@ export function systemDiff(canvas: Canvas, changes: ConfigChange[]): string {
   const before = compileCanvas(canvas);
   const after = compileCanvas(withChanges(canvas, changes));
   if (!before.ok || !after.ok) return changes.map((c) => `- \`${c.path}\` → \`${JSON.stringify(c.value)}\``).join("\n");
-  const patch = createTwoFilesPatch(`${canvas.system}.yaml`, `${canvas.system}.yaml`, stringify(before.system), stringify(after.system), "now", "after", { context: 2 });
+  const patch = createTwoFilesPatch(
+    `${canvas.system}.yaml`,
+    `${canvas.system}.yaml`,
+    stringify(before.system),
+    stringify(after.system),
+    "now",
+    "after",
+    { context: 2 },
+  );
   return "```diff\n" + patch.split("\n").slice(2).join("\n").trimEnd() + "\n```";
 }
 
 /** Apply: an agent's model through the MCP tools, settings on the canvas. */
-export async function applyChanges(changes: ConfigChange[], canvas: Canvas, store: CanvasStore, connect: () => Promise<ToolCaller>): Promise<void> {
+export async function applyChanges(
+  changes: ConfigChange[],
+  canvas: Canvas,
+  store: CanvasStore,
+  connect: () => Promise<ToolCaller>,
+): Promise<void> {
   const models = changes.filter((c) => c.path.startsWith("model."));
   if (models.length) {
     const tools = await connect();
     try {
       for (const c of models) {
-        const out = await tools.call("canvas_update_property", { system: canvas.system, node: c.path.slice(6), key: "model", value: c.value });
+        const out = await tools.call("canvas_update_property", {
+          system: canvas.system,
+          node: c.path.slice(6),
+          key: "model",
+          value: c.value,
+        });
         if (!out.ok) throw new Error(out.error);
       }
     } finally {

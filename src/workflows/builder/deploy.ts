@@ -25,14 +25,25 @@ export interface SystemsHost {
 export const BUILDER_MARK = "# Written by the clawbridge builder from canvas";
 
 export type Compiled = { ok: true; system: Record<string, unknown> } | { ok: false; problems: string[] };
-export type DeployResult = ({ ok: true; file: string } & Extract<Compiled, { ok: true }>) | Extract<Compiled, { ok: false }>;
+export type DeployResult =
+  | ({ ok: true; file: string } & Extract<Compiled, { ok: true }>)
+  | Extract<Compiled, { ok: false }>;
 
 /** The compiled system of a canvas, or the problems that stop it (for deploy, diff and export). */
-export async function compiledSystem(store: CanvasStore, id: string, host: SystemsHost | undefined, policy: DeployPolicy): Promise<Compiled> {
+export async function compiledSystem(
+  store: CanvasStore,
+  id: string,
+  host: SystemsHost | undefined,
+  policy: DeployPolicy,
+): Promise<Compiled> {
   const canvas = store.get(id);
   if (!canvas) return { ok: false, problems: [`there is no canvas "${id}"`] };
   const compiled = compileCanvas(canvas);
-  if (!compiled.ok) return { ok: false, problems: compiled.problems.map((p) => `${p.node === "canvas" ? "" : `node ${p.node}: `}${p.message}`) };
+  if (!compiled.ok)
+    return {
+      ok: false,
+      problems: compiled.problems.map((p) => `${p.node === "canvas" ? "" : `node ${p.node}: `}${p.message}`),
+    };
   const problems = await policyProblems(compiled.system, policy);
   if (host) {
     const where = `canvas ${id}`;
@@ -44,19 +55,31 @@ export async function compiledSystem(store: CanvasStore, id: string, host: Syste
   return { ok: true, system: compiled.system };
 }
 
-export async function deployCanvas(args: { store: CanvasStore; host: SystemsHost; dataDir: string; policy: DeployPolicy; system: string }): Promise<DeployResult> {
+export async function deployCanvas(args: {
+  store: CanvasStore;
+  host: SystemsHost;
+  dataDir: string;
+  policy: DeployPolicy;
+  system: string;
+}): Promise<DeployResult> {
   const { store, host, dataDir, system } = args;
   const res = await compiledSystem(store, system, host, args.policy);
   if (!res.ok) return res;
   const dir = systemsDir(dataDir);
   const file = path.join(dir, `${system}.yaml`);
   if (existsSync(file) && !readFileSync(file, "utf8").startsWith(BUILDER_MARK)) {
-    return { ok: false, problems: [`${file} exists and was not written by the builder; choose another system id or remove that file`] };
+    return {
+      ok: false,
+      problems: [`${file} exists and was not written by the builder; choose another system id or remove that file`],
+    };
   }
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const previous = existsSync(file) ? readFileSync(file, "utf8") : undefined;
   const canvas = store.get(system)!;
-  writeAtomic(file, `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`);
+  writeAtomic(
+    file,
+    `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`,
+  );
   const problems = await host.reload();
   if (problems.length) {
     // Put back what was there: a deploy never leaves the library unloadable.
@@ -69,15 +92,23 @@ export async function deployCanvas(args: { store: CanvasStore; host: SystemsHost
   return { ok: true, file, system: res.system };
 }
 
-export async function undeployCanvas(args: { store: CanvasStore; host: SystemsHost; dataDir: string; system: string }): Promise<{ ok: boolean; message: string }> {
+export async function undeployCanvas(args: {
+  store: CanvasStore;
+  host: SystemsHost;
+  dataDir: string;
+  system: string;
+}): Promise<{ ok: boolean; message: string }> {
   const file = path.join(systemsDir(args.dataDir), `${args.system}.yaml`);
   if (existsSync(file)) {
-    if (!readFileSync(file, "utf8").startsWith(BUILDER_MARK)) return { ok: false, message: `${file} was not written by the builder; it stays` };
+    if (!readFileSync(file, "utf8").startsWith(BUILDER_MARK))
+      return { ok: false, message: `${file} was not written by the builder; it stays` };
     rmSync(file, { force: true });
   }
   if (args.store.get(args.system)) args.store.setStatus(args.system, "draft");
   const problems = await args.host.reload();
-  return problems.length ? { ok: false, message: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`).join("\n") } : { ok: true, message: `**${args.system}** is a draft again; the router no longer offers it.` };
+  return problems.length
+    ? { ok: false, message: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`).join("\n") }
+    : { ok: true, message: `**${args.system}** is a draft again; the router no longer offers it.` };
 }
 
 function writeAtomic(file: string, text: string): void {

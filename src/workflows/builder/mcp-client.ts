@@ -10,7 +10,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { VERSION } from "../../core/version.js";
 
-export type ToolOutcome = { ok: true; result: Record<string, unknown> } | { ok: false; error: string; retryable: boolean };
+export type ToolOutcome =
+  | { ok: true; result: Record<string, unknown> }
+  | { ok: false; error: string; retryable: boolean };
 
 export interface ToolCaller {
   call(name: string, args: Record<string, unknown>): Promise<ToolOutcome>;
@@ -38,7 +40,12 @@ export async function connectTools(transport: Transport, timeoutMs = CALL_TIMEOU
           _meta?: Record<string, unknown>;
         };
         const text = (res.content ?? []).map((c) => (c.type === "text" ? (c.text ?? "") : "")).join("\n");
-        if (res.isError) return { ok: false, error: text || `${name} failed`, retryable: res._meta?.["clawbridge/retryable"] === true };
+        if (res.isError)
+          return {
+            ok: false,
+            error: text || `${name} failed`,
+            retryable: res._meta?.["clawbridge/retryable"] === true,
+          };
         if (res.structuredContent) return { ok: true, result: res.structuredContent };
         try {
           return { ok: true, result: JSON.parse(text) as Record<string, unknown> };
@@ -68,6 +75,8 @@ function isTransient(err: unknown): boolean {
 /** Over Streamable HTTP. */
 export async function connectHttpTools(endpoint: McpEndpoint, timeoutMs = CALL_TIMEOUT_MS): Promise<ToolCaller> {
   const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
-  const transport = new StreamableHTTPClientTransport(new URL(endpoint.url), { requestInit: { headers: endpoint.headers ?? {} } });
+  const transport = new StreamableHTTPClientTransport(new URL(endpoint.url), {
+    requestInit: { headers: endpoint.headers ?? {} },
+  });
   return connectTools(transport, timeoutMs);
 }

@@ -42,18 +42,32 @@ Edges are data flow and therefore dependencies: from the producer to the consume
 Each system also has a sandbox directory for files (prompts, skills, notes) its agent steps run in; paths are relative to it.
 Start with canvas_get_state to see what exists. canvas_create_node on a new system id creates that canvas.`;
 
-const system = z.string().describe('The system id the canvas belongs to (lower-case letters, digits, - and _; e.g. "news-digest").');
+const system = z
+  .string()
+  .describe('The system id the canvas belongs to (lower-case letters, digits, - and _; e.g. "news-digest").');
 const nodeId = (what: string) => z.string().describe(what);
 const position = z.object({ x: z.number(), y: z.number() }).describe("Where the node sits on the canvas, in pixels.");
-const path = (what: string) => z.string().describe(`${what} Relative to the system's sandbox, "/" between directories (e.g. "prompts/summary.md"); absolute paths and ".." are refused.`);
+const path = (what: string) =>
+  z
+    .string()
+    .describe(
+      `${what} Relative to the system's sandbox, "/" between directories (e.g. "prompts/summary.md"); absolute paths and ".." are refused.`,
+    );
 
 function ok(result: object): CallToolResult {
-  return { content: [{ type: "text", text: JSON.stringify(result) }], structuredContent: result as Record<string, unknown> };
+  return {
+    content: [{ type: "text", text: JSON.stringify(result) }],
+    structuredContent: result as Record<string, unknown>,
+  };
 }
 
 function failure(err: unknown): CallToolResult {
   const e = toToolError(err);
-  return { isError: true, content: [{ type: "text", text: e.message }], _meta: { [META_CODE]: e.code, [META_RETRYABLE]: e.retryable } };
+  return {
+    isError: true,
+    content: [{ type: "text", text: e.message }],
+    _meta: { [META_CODE]: e.code, [META_RETRYABLE]: e.retryable },
+  };
 }
 
 /** Run a tool body: its value as a result, anything thrown as an error result. */
@@ -74,26 +88,42 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
       title: "Create a canvas node",
       description:
         `Add a node (a step, an input or the output) to a system's canvas. Types: ${NODE_TYPES.join(", ")}. ` +
-        "The id becomes the step id: give one (lower-case letters, digits, - and _) or leave it out to derive it from the label (\"Fetch news\" → fetch-news, then fetch-news-2…). " +
+        'The id becomes the step id: give one (lower-case letters, digits, - and _) or leave it out to derive it from the label ("Fetch news" → fetch-news, then fetch-news-2…). ' +
         "If the system has no canvas yet, a draft canvas is created for it. Without a position the node goes to the next free grid spot. " +
         "Returns {nodeId, node}: use nodeId to connect or update it.",
       inputSchema: {
         system,
-        type: z.enum(NODE_TYPES as [string, ...string[]]).describe("What the node does: input and output carry data in and out; agent, webhook, command, mcp and system are steps."),
+        type: z
+          .enum(NODE_TYPES as [string, ...string[]])
+          .describe(
+            "What the node does: input and output carry data in and out; agent, webhook, command, mcp and system are steps.",
+          ),
         label: z.string().describe('A short human name shown on the canvas, e.g. "Summarise articles".'),
         id: z.string().optional().describe("Optional explicit node id (must be unused on this canvas)."),
         properties: z
           .record(z.string(), z.unknown())
           .optional()
-          .describe('Settings by type, e.g. agent {"model": "<model id>", "prompt": "Summarise {{articles}}"}, input {"type": "string", "description": "..."}, system {"system": "<id>"}.'),
-        parent: z.string().optional().describe("Optional id of a node this one belongs to (deleting the parent deletes it too)."),
+          .describe(
+            'Settings by type, e.g. agent {"model": "<model id>", "prompt": "Summarise {{articles}}"}, input {"type": "string", "description": "..."}, system {"system": "<id>"}.',
+          ),
+        parent: z
+          .string()
+          .optional()
+          .describe("Optional id of a node this one belongs to (deleting the parent deletes it too)."),
         position: position.optional(),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     async (a) =>
       call(() => {
-        const r = tools.createNode(a.system, { type: a.type, label: a.label, id: a.id, properties: a.properties, parent: a.parent, position: a.position });
+        const r = tools.createNode(a.system, {
+          type: a.type,
+          label: a.label,
+          id: a.id,
+          properties: a.properties,
+          parent: a.parent,
+          position: a.position,
+        });
         return { system: r.system, nodeId: r.nodeId, node: r.node, canvasCreated: r.canvasCreated };
       }),
   );
@@ -106,7 +136,11 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
         "Add an edge: data flows from `from` to `to`, so `to` runs after `from` and can use its output. " +
         "Refused: a node to itself, an edge that exists, an edge into an input node or out of an output node, and an edge that would make a cycle. " +
         "Returns {edgeId} (e-<from>-<to>).",
-      inputSchema: { system, from: nodeId("The node whose output flows out (the producer)."), to: nodeId("The node that receives it (the consumer).") },
+      inputSchema: {
+        system,
+        from: nodeId("The node whose output flows out (the producer)."),
+        to: nodeId("The node that receives it (the consumer)."),
+      },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     async (a) =>
@@ -121,14 +155,16 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
     {
       title: "Change a node",
       description:
-        "Change one thing on a node. key: \"label\"; \"position\" ({x, y}), \"position.x\", \"position.y\"; \"parent\" (a node id, null to detach); " +
-        "\"properties\" (the whole settings object); \"properties.<name>\" or just \"<name>\" for one setting (\"with.topic\" sets a nested value). " +
+        'Change one thing on a node. key: "label"; "position" ({x, y}), "position.x", "position.y"; "parent" (a node id, null to detach); ' +
+        '"properties" (the whole settings object); "properties.<name>" or just "<name>" for one setting ("with.topic" sets a nested value). ' +
         "A null value removes that setting. The id and the node type cannot change (delete the node and create a new one). Returns {nodeId, node}.",
       inputSchema: {
         system,
         node: nodeId("The id of the node to change."),
         key: z.string().describe('What to change, e.g. "label", "properties.prompt", "model", "position.x".'),
-        value: z.unknown().describe("The new value (any JSON: string, number, boolean, object, list); null removes a setting."),
+        value: z
+          .unknown()
+          .describe("The new value (any JSON: string, number, boolean, object, list); null removes a setting."),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
@@ -143,7 +179,8 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
     "canvas_delete_node",
     {
       title: "Delete a node",
-      description: "Delete a node together with its edges and its child nodes (those whose parent it is, recursively) and their edges. Returns {removedNodes, removedEdges}.",
+      description:
+        "Delete a node together with its edges and its child nodes (those whose parent it is, recursively) and their edges. Returns {removedNodes, removedEdges}.",
       inputSchema: { system, node: nodeId("The id of the node to delete.") },
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
@@ -172,8 +209,14 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
     {
       title: "Arrange a canvas",
       description:
-        "Reposition every node of a canvas. \"layered\" (default): a column per step of the data flow, left to right; \"grid\": rows of 4 in creation order. Returns the new positions.",
-      inputSchema: { system, layout: z.enum(LAYOUTS as [string, ...string[]]).optional().describe('"layered" (default) or "grid".') },
+        'Reposition every node of a canvas. "layered" (default): a column per step of the data flow, left to right; "grid": rows of 4 in creation order. Returns the new positions.',
+      inputSchema: {
+        system,
+        layout: z
+          .enum(LAYOUTS as [string, ...string[]])
+          .optional()
+          .describe('"layered" (default) or "grid".'),
+      },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     async (a) => call(() => tools.applyLayout(a.system, (a.layout ?? "layered") as (typeof LAYOUTS)[number])),
@@ -186,7 +229,11 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
       description:
         "Create or replace a text file in the system's sandbox (the directory its agent steps run in): prompts, instructions, skills, data. " +
         "Missing directories are created. Size and file-count limits apply. Returns {path, bytes}.",
-      inputSchema: { system, path: path("The file to write."), content: z.string().describe("The whole text of the file (UTF-8, written as is).") },
+      inputSchema: {
+        system,
+        path: path("The file to write."),
+        content: z.string().describe("The whole text of the file (UTF-8, written as is)."),
+      },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     async (a) =>
@@ -227,7 +274,8 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
     "sandbox_delete_file",
     {
       title: "Delete a sandbox file",
-      description: "Delete a file, or a directory with everything in it, from the system's sandbox. Returns {path, type}.",
+      description:
+        "Delete a file, or a directory with everything in it, from the system's sandbox. Returns {path, type}.",
       inputSchema: { system, path: path("The file or directory to delete.") },
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },

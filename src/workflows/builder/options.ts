@@ -37,17 +37,29 @@ export const builderOptionsSchema = z.strictObject({
 export type BuilderOptions = z.infer<typeof builderOptionsSchema>;
 
 /** Problems of the builder backends' model references, each naming its key (checked at start-up). */
-export function builderProblems(config: { models: Array<{ id: string; backend: string }>; backends: Record<string, { type: string; options: unknown }> }): string[] {
+export function builderProblems(config: {
+  models: Array<{ id: string; backend: string }>;
+  backends: Record<string, { type: string; options: unknown }>;
+}): string[] {
   const problems: string[] = [];
   const models = new Map(config.models.map((m) => [m.id, m]));
   for (const [name, entry] of Object.entries(config.backends)) {
     if (entry.type !== "builder") continue;
     const opts = builderOptionsSchema.parse(entry.options);
-    const refs: Array<[string, string]> = [["supervisor", opts.supervisor], ["architect", opts.architect], ...(opts.answer ? [["answer", opts.answer] as [string, string]] : []), ...(opts.agentModels ?? []).map((m, i) => [`agentModels[${i}]`, m] as [string, string])];
+    const refs: Array<[string, string]> = [
+      ["supervisor", opts.supervisor],
+      ["architect", opts.architect],
+      ...(opts.answer ? [["answer", opts.answer] as [string, string]] : []),
+      ...(opts.agentModels ?? []).map((m, i) => [`agentModels[${i}]`, m] as [string, string]),
+    ];
     for (const [key, id] of refs) {
       const m = models.get(id);
-      if (!m) problems.push(`backends.${name}.${key}: no model "${id}" in models (models: ${[...models.keys()].join(", ")})`);
-      else if (["router", "builder"].includes(config.backends[m.backend]?.type ?? "")) problems.push(`backends.${name}.${key}: "${id}" is a ${config.backends[m.backend]!.type} model; name a model that does the work`);
+      if (!m)
+        problems.push(`backends.${name}.${key}: no model "${id}" in models (models: ${[...models.keys()].join(", ")})`);
+      else if (["router", "builder"].includes(config.backends[m.backend]?.type ?? ""))
+        problems.push(
+          `backends.${name}.${key}: "${id}" is a ${config.backends[m.backend]!.type} model; name a model that does the work`,
+        );
     }
   }
   return problems;

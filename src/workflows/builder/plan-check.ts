@@ -27,7 +27,6 @@ export interface ValidateContext {
   systems?: readonly string[];
 }
 
-
 /** Steps each step depends on, directly or through others (unknown ids ignored; safe with cycles). */
 function ancestorsOf(steps: readonly BuildStep[]): Map<string, Set<string>> {
   const deps = new Map<string, string[]>();
@@ -50,7 +49,12 @@ function ancestorsOf(steps: readonly BuildStep[]): Map<string, Set<string>> {
 /** Each dependency cycle once, as the step ids along it (first id not repeated). */
 function cyclesOf(steps: readonly BuildStep[]): string[][] {
   const deps = new Map<string, string[]>();
-  for (const s of steps) if (!deps.has(s.id)) deps.set(s.id, s.dependsOn.filter((d, i, a) => a.indexOf(d) === i));
+  for (const s of steps)
+    if (!deps.has(s.id))
+      deps.set(
+        s.id,
+        s.dependsOn.filter((d, i, a) => a.indexOf(d) === i),
+      );
   const state = new Map<string, 1 | 2>(); // 1 on the stack, 2 done
   const path: string[] = [];
   const cycles: string[][] = [];
@@ -106,27 +110,37 @@ function paramProblems(s: BuildStep, ctx: ValidateContext): string[] {
     if (!isObject(props)) return;
     if (type === "agent" && ctx.models && "model" in props) {
       const m = literal(props.model);
-      if (m !== undefined && !ctx.models.includes(m)) out.push(`${at}: model ${q(m)} is not a configured model; use one of ${ctx.models.join(", ") || "(none)"}`);
+      if (m !== undefined && !ctx.models.includes(m))
+        out.push(`${at}: model ${q(m)} is not a configured model; use one of ${ctx.models.join(", ") || "(none)"}`);
     }
     if (type === "system" && ctx.systems && "system" in props) {
       const sys = literal(props.system);
-      if (sys !== undefined && !ctx.systems.includes(sys)) out.push(`${at}: system ${q(sys)} is not a deployed system; use one of ${ctx.systems.join(", ") || "(none)"}`);
+      if (sys !== undefined && !ctx.systems.includes(sys))
+        out.push(`${at}: system ${q(sys)} is not a deployed system; use one of ${ctx.systems.join(", ") || "(none)"}`);
     }
   };
   switch (s.action) {
     case "CREATE_NODE": {
       if (typeof p.type !== "string" || !(NODE_TYPES as readonly string[]).includes(p.type)) {
-        out.push(`${at}: params.type ${p.type === undefined ? "is missing" : `${q(String(p.type))} is not a node type`}; use one of ${NODE_TYPES.join(", ")}`);
+        out.push(
+          `${at}: params.type ${p.type === undefined ? "is missing" : `${q(String(p.type))} is not a node type`}; use one of ${NODE_TYPES.join(", ")}`,
+        );
       }
       if (!nonEmpty(p.label)) out.push(`${at}: params.label is missing; give the node a short label`);
       if (p.id !== undefined) {
         const id = literal(p.id);
         if (typeof p.id !== "string") out.push(`${at}: params.id must be a string`);
-        else if (id !== undefined && !NODE_ID.test(id)) out.push(`${at}: params.id ${q(id)} is not a node id; use lower-case letters, digits, - and _ (at most 64, starting with a letter or digit)`);
+        else if (id !== undefined && !NODE_ID.test(id))
+          out.push(
+            `${at}: params.id ${q(id)} is not a node id; use lower-case letters, digits, - and _ (at most 64, starting with a letter or digit)`,
+          );
       }
       if (p.properties !== undefined && !isObject(p.properties)) out.push(`${at}: params.properties must be an object`);
       if (p.parent !== undefined && !nonEmpty(p.parent)) out.push(`${at}: params.parent must be a node id`);
-      if (p.position !== undefined && !(isObject(p.position) && typeof p.position.x === "number" && typeof p.position.y === "number")) {
+      if (
+        p.position !== undefined &&
+        !(isObject(p.position) && typeof p.position.x === "number" && typeof p.position.y === "number")
+      ) {
         out.push(`${at}: params.position must be {"x": number, "y": number}`);
       }
       checkNodeProps(p.type, p.properties);
@@ -135,7 +149,8 @@ function paramProblems(s: BuildStep, ctx: ValidateContext): string[] {
     case "CONNECT_NODES": {
       if (!nonEmpty(p.from)) out.push(`${at}: params.from is missing; name the node the data comes from`);
       if (!nonEmpty(p.to)) out.push(`${at}: params.to is missing; name the node the data goes to`);
-      if (nonEmpty(p.from) && p.from === p.to) out.push(`${at}: connects ${q(String(p.from))} to itself; an edge joins two different nodes`);
+      if (nonEmpty(p.from) && p.from === p.to)
+        out.push(`${at}: connects ${q(String(p.from))} to itself; an edge joins two different nodes`);
       break;
     }
     case "UPDATE_NODE": {
@@ -165,9 +180,13 @@ function paramProblems(s: BuildStep, ctx: ValidateContext): string[] {
     case "REGISTER_CAPABILITY": {
       const kind = typeof p.kind === "string" ? p.kind.trim().toLowerCase() : undefined;
       if (kind === "hook" || kind === "hooks") {
-        out.push(`${at}: hooks are refused: a hook runs shell commands. To run a program, add a command node with an explicit argv instead.`);
+        out.push(
+          `${at}: hooks are refused: a hook runs shell commands. To run a program, add a command node with an explicit argv instead.`,
+        );
       } else if (!kind || !(CAPABILITY_KINDS as readonly string[]).includes(kind)) {
-        out.push(`${at}: params.kind ${kind ? `${q(String(p.kind))} is not allowed` : "is missing"}; use one of ${CAPABILITY_KINDS.join(", ")}`);
+        out.push(
+          `${at}: params.kind ${kind ? `${q(String(p.kind))} is not allowed` : "is missing"}; use one of ${CAPABILITY_KINDS.join(", ")}`,
+        );
       }
       if (!nonEmpty(p.name)) out.push(`${at}: params.name is missing`);
       else if (!CAPABILITY_NAME.test(String(p.name)) || String(p.name).includes("..")) {
@@ -198,19 +217,25 @@ export function validatePlan(plan: ExecutionPlan, ctx: ValidateContext = {}): st
   const steps = plan.steps;
   if (steps.length === 0) problems.push("the plan has no steps: add the steps that build the system");
   if (ctx.canvas && plan.metadata.system !== ctx.canvas.system) {
-    problems.push(`metadata.system is ${q(plan.metadata.system)} but the canvas being edited is ${q(ctx.canvas.system)}: set metadata.system to ${q(ctx.canvas.system)}`);
+    problems.push(
+      `metadata.system is ${q(plan.metadata.system)} but the canvas being edited is ${q(ctx.canvas.system)}: set metadata.system to ${q(ctx.canvas.system)}`,
+    );
   }
 
   const ids = new Map<string, number>();
   for (const s of steps) ids.set(s.id, (ids.get(s.id) ?? 0) + 1);
-  for (const [id, n] of ids) if (n > 1) problems.push(`step ${q(id)}: ${n} steps have this id; give each step its own id`);
+  for (const [id, n] of ids)
+    if (n > 1) problems.push(`step ${q(id)}: ${n} steps have this id; give each step its own id`);
 
   for (const s of steps) {
     if (!(PLAN_ACTIONS as readonly string[]).includes(s.action)) {
       problems.push(`step ${q(s.id)}: unknown action ${q(String(s.action))}; use one of ${PLAN_ACTIONS.join(", ")}`);
     }
     for (const d of s.dependsOn) {
-      if (!ids.has(d)) problems.push(`step ${q(s.id)}: dependsOn names ${q(d)}, which is not a step of this plan; use the id of a step or drop it`);
+      if (!ids.has(d))
+        problems.push(
+          `step ${q(s.id)}: dependsOn names ${q(d)}, which is not a step of this plan; use the id of a step or drop it`,
+        );
     }
   }
 
@@ -228,11 +253,16 @@ export function validatePlan(plan: ExecutionPlan, ctx: ValidateContext = {}): st
     if (s.output === undefined) continue;
     producers.set(s.output, [...(producers.get(s.output) ?? []), s.id]);
     if (!VAR_NAME.test(s.output)) {
-      problems.push(`step ${q(s.id)}: output ${q(s.output)} cannot be used as \${…}; use letters, digits and _ (not starting with a digit)`);
+      problems.push(
+        `step ${q(s.id)}: output ${q(s.output)} cannot be used as \${…}; use letters, digits and _ (not starting with a digit)`,
+      );
     }
   }
   for (const [name, by] of producers) {
-    if (by.length > 1) problems.push(`steps ${by.map(q).join(", ")} all store their output as ${q(name)}; give each output its own name`);
+    if (by.length > 1)
+      problems.push(
+        `steps ${by.map(q).join(", ")} all store their output as ${q(name)}; give each output its own name`,
+      );
   }
 
   const ancestors = ancestorsOf(steps);
@@ -243,21 +273,28 @@ export function validatePlan(plan: ExecutionPlan, ctx: ValidateContext = {}): st
     for (const name of variablesIn(s.params)) {
       const by = producers.get(name);
       if (!by) {
-        problems.push(`step ${q(s.id)}: \${${name}} is not defined: no step has output ${q(name)}. Add "output": ${q(name)} to the step that makes it, or write $\${${name}} for a literal \${${name}}`);
+        problems.push(
+          `step ${q(s.id)}: \${${name}} is not defined: no step has output ${q(name)}. Add "output": ${q(name)} to the step that makes it, or write $\${${name}} for a literal \${${name}}`,
+        );
         continue;
       }
       if (by.includes(s.id)) {
-        problems.push(`step ${q(s.id)}: uses \${${name}}, which is its own output; a step can only use the outputs of steps it depends on`);
+        problems.push(
+          `step ${q(s.id)}: uses \${${name}}, which is its own output; a step can only use the outputs of steps it depends on`,
+        );
         continue;
       }
       if (!by.some((p) => mine.has(p))) {
-        problems.push(`step ${q(s.id)}: uses \${${name}} (the output of step ${q(by[0]!)}) but does not depend on ${q(by[0]!)}; add ${q(by[0]!)} to its dependsOn`);
+        problems.push(
+          `step ${q(s.id)}: uses \${${name}} (the output of step ${q(by[0]!)}) but does not depend on ${q(by[0]!)}; add ${q(by[0]!)} to its dependsOn`,
+        );
       }
     }
   }
 
   // params
-  for (const s of steps) if ((PLAN_ACTIONS as readonly string[]).includes(s.action)) problems.push(...paramProblems(s, ctx));
+  for (const s of steps)
+    if ((PLAN_ACTIONS as readonly string[]).includes(s.action)) problems.push(...paramProblems(s, ctx));
 
   // explicit node ids created by the plan
   const creators = new Map<string, string[]>();
@@ -267,15 +304,21 @@ export function validatePlan(plan: ExecutionPlan, ctx: ValidateContext = {}): st
     if (id !== undefined) creators.set(id, [...(creators.get(id) ?? []), s.id]);
   }
   for (const [id, by] of creators) {
-    if (by.length > 1) problems.push(`steps ${by.map(q).join(", ")} all create a node with id ${q(id)}; node ids must be unique`);
+    if (by.length > 1)
+      problems.push(`steps ${by.map(q).join(", ")} all create a node with id ${q(id)}; node ids must be unique`);
   }
 
   if (ctx.canvas) {
     const onCanvas = new Set(ctx.canvas.nodes.map((n) => n.id));
     const existing = [...onCanvas];
-    const known = existing.length > 0 ? `nodes on the canvas: ${existing.slice(0, 30).join(", ")}${existing.length > 30 ? ", …" : ""}` : "the canvas has no nodes";
+    const known =
+      existing.length > 0
+        ? `nodes on the canvas: ${existing.slice(0, 30).join(", ")}${existing.length > 30 ? ", …" : ""}`
+        : "the canvas has no nodes";
     const deletedBefore = (s: BuildStep, id: string): boolean =>
-      steps.some((d) => d.action === "DELETE_NODE" && literal(d.params.node) === id && (ancestors.get(s.id)?.has(d.id) ?? false));
+      steps.some(
+        (d) => d.action === "DELETE_NODE" && literal(d.params.node) === id && (ancestors.get(s.id)?.has(d.id) ?? false),
+      );
     for (const s of steps) {
       const mine = ancestors.get(s.id) ?? new Set<string>();
       const refs: Array<[string, unknown]> =
@@ -296,15 +339,21 @@ export function validatePlan(plan: ExecutionPlan, ctx: ValidateContext = {}): st
         const by = creators.get(id);
         if (by?.some((c) => mine.has(c))) continue;
         if (by) {
-          problems.push(`step ${q(s.id)}: params.${field} ${q(id)} is created by step ${q(by[0]!)}, which it does not depend on; add ${q(by[0]!)} to its dependsOn`);
+          problems.push(
+            `step ${q(s.id)}: params.${field} ${q(id)} is created by step ${q(by[0]!)}, which it does not depend on; add ${q(by[0]!)} to its dependsOn`,
+          );
         } else {
-          problems.push(`step ${q(s.id)}: params.${field} ${q(id)} is not a node on the canvas and no step creates it; use an existing node id or the \${output} of the CREATE_NODE step (${known})`);
+          problems.push(
+            `step ${q(s.id)}: params.${field} ${q(id)} is not a node on the canvas and no step creates it; use an existing node id or the \${output} of the CREATE_NODE step (${known})`,
+          );
         }
       }
       if (s.action === "CREATE_NODE") {
         const id = literal(s.params.id);
         if (id !== undefined && onCanvas.has(id) && !deletedBefore(s, id)) {
-          problems.push(`step ${q(s.id)}: a node with id ${q(id)} is already on the canvas; change it with UPDATE_NODE or choose another id`);
+          problems.push(
+            `step ${q(s.id)}: a node with id ${q(id)} is already on the canvas; change it with UPDATE_NODE or choose another id`,
+          );
         }
       }
     }

@@ -48,7 +48,11 @@ const RESULT_KEY: Record<BuildStep["action"], string> = {
 
 /** The sandbox path a capability is written to (Claude Code's layout; AGENTS.md for any agent). */
 export function capabilityPath(kind: string, name: string): string {
-  const slug = name.toLowerCase().replace(/[^a-z0-9_-]+/g, "-").replace(/^-+|-+$/g, "") || "capability";
+  const slug =
+    name
+      .toLowerCase()
+      .replace(/[^a-z0-9_-]+/g, "-")
+      .replace(/^-+|-+$/g, "") || "capability";
   if (kind === "skill") return `.claude/skills/${slug}/SKILL.md`;
   if (kind === "command") return `.claude/commands/${slug}.md`;
   return "AGENTS.md";
@@ -64,7 +68,12 @@ function capabilityContent(p: Record<string, unknown>): string {
 }
 
 /** One attempt of one step: the MCP calls its action maps to. */
-async function callStep(tools: ToolCaller, system: string, action: BuildStep["action"], p: Record<string, unknown>): Promise<ToolOutcome> {
+async function callStep(
+  tools: ToolCaller,
+  system: string,
+  action: BuildStep["action"],
+  p: Record<string, unknown>,
+): Promise<ToolOutcome> {
   switch (action) {
     case "CREATE_NODE":
       return tools.call("canvas_create_node", { system, ...p });
@@ -83,7 +92,11 @@ async function callStep(tools: ToolCaller, system: string, action: BuildStep["ac
     case "CREATE_FILE":
       return tools.call("sandbox_create_file", { system, path: p.path, content: p.content });
     case "REGISTER_CAPABILITY":
-      return tools.call("sandbox_create_file", { system, path: capabilityPath(String(p.kind), String(p.name)), content: capabilityContent(p) });
+      return tools.call("sandbox_create_file", {
+        system,
+        path: capabilityPath(String(p.kind), String(p.name)),
+        content: capabilityContent(p),
+      });
   }
 }
 
@@ -104,7 +117,12 @@ function wait(ms: number, cancel: Cancellation): Promise<void> {
  * Run (or resume) a build until it completes, fails, or `pause` aborts (then `paused`). `report`
  * hears each step as it goes (the chat streams it).
  */
-export async function executeBuild(deps: ExecuteDeps, build: BuildRecord, pause: Cancellation, report: (r: StepReport) => void = () => {}): Promise<BuildRecord> {
+export async function executeBuild(
+  deps: ExecuteDeps,
+  build: BuildRecord,
+  pause: Cancellation,
+  report: (r: StepReport) => void = () => {},
+): Promise<BuildRecord> {
   const { tools, store, bus } = deps;
   const scale = deps.delayScale ?? 1;
   const maxParallel = deps.maxParallel ?? 4;
@@ -138,7 +156,15 @@ export async function executeBuild(deps: ExecuteDeps, build: BuildRecord, pause:
     }
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       rec.attempts++;
-      bus.emit({ type: "execution:stepStart", buildId: build.id, system: build.system, step: s.id, name: s.name, action: s.action, attempt });
+      bus.emit({
+        type: "execution:stepStart",
+        buildId: build.id,
+        system: build.system,
+        step: s.id,
+        name: s.name,
+        action: s.action,
+        attempt,
+      });
       report({ step: s, status: "started", attempt });
       const out = await callStep(tools, build.system, s.action, params);
       if (out.ok) {
@@ -150,7 +176,15 @@ export async function executeBuild(deps: ExecuteDeps, build: BuildRecord, pause:
       }
       if (out.retryable && attempt < maxAttempts) {
         const delayMs = Math.round(s.retryDelayMs * scale);
-        bus.emit({ type: "execution:stepRetry", buildId: build.id, system: build.system, step: s.id, attempt: attempt + 1, error: out.error, delayMs });
+        bus.emit({
+          type: "execution:stepRetry",
+          buildId: build.id,
+          system: build.system,
+          step: s.id,
+          attempt: attempt + 1,
+          error: out.error,
+          delayMs,
+        });
         report({ step: s, status: "retry", attempt: attempt + 1, detail: out.error });
         store.save(build);
         await wait(delayMs, pause);
@@ -167,7 +201,13 @@ export async function executeBuild(deps: ExecuteDeps, build: BuildRecord, pause:
     }
   };
 
-  const finish = (s: BuildStep, status: "completed" | "failed" | "skipped", ms: number, output?: string, error?: string) => {
+  const finish = (
+    s: BuildStep,
+    status: "completed" | "failed" | "skipped",
+    ms: number,
+    output?: string,
+    error?: string,
+  ) => {
     const rec = build.steps[s.id]!;
     rec.status = status;
     rec.ms = ms;
@@ -178,7 +218,16 @@ export async function executeBuild(deps: ExecuteDeps, build: BuildRecord, pause:
       build.error = error;
     }
     store.save(build);
-    bus.emit({ type: "execution:stepComplete", buildId: build.id, system: build.system, step: s.id, status, ...(output !== undefined ? { output } : {}), ...(error !== undefined ? { error } : {}), ms });
+    bus.emit({
+      type: "execution:stepComplete",
+      buildId: build.id,
+      system: build.system,
+      step: s.id,
+      status,
+      ...(output !== undefined ? { output } : {}),
+      ...(error !== undefined ? { error } : {}),
+      ms,
+    });
     report({ step: s, status, detail: error ?? output });
   };
 
@@ -201,7 +250,10 @@ export async function executeBuild(deps: ExecuteDeps, build: BuildRecord, pause:
         if (running.size >= maxParallel) break;
         if (state(s.id) !== "pending" || !s.dependsOn.every((d) => state(d) === "completed")) continue;
         build.steps[s.id]!.status = "running";
-        running.set(s.id, runStep(s).finally(() => running.delete(s.id)));
+        running.set(
+          s.id,
+          runStep(s).finally(() => running.delete(s.id)),
+        );
       }
     }
     if (running.size === 0) break;

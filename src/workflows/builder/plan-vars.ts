@@ -24,7 +24,10 @@ export class UndefinedVariableError extends Error {
 }
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v) && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null);
+  typeof v === "object" &&
+  v !== null &&
+  !Array.isArray(v) &&
+  (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null);
 
 function visitStrings(value: unknown, fn: (s: string) => void): void {
   if (typeof value === "string") fn(value);
@@ -63,7 +66,12 @@ function substituteValue(value: unknown, vars: Readonly<Record<string, string>>)
     const out: Record<string, unknown> = {};
     for (const k of Object.keys(value)) {
       // defineProperty: a "__proto__" key from JSON.parse stays an own key instead of setting the prototype.
-      Object.defineProperty(out, k, { value: substituteValue(value[k], vars), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(out, k, {
+        value: substituteValue(value[k], vars),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return out;
   }

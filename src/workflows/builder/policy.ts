@@ -51,14 +51,22 @@ export async function policyProblems(system: Record<string, unknown>, policy: De
     if (step.uses === "command") {
       const argv = Array.isArray(w.argv) ? w.argv : [];
       const prog = program(argv[0]);
-      if (!commandOk(prog)) problems.push(`step ${step.id}: the program "${prog}" is not in the builder's allowCommands (${policy.allowCommands.join(", ") || "none"}); a system built by chat runs only programs the operator allowed`);
-      if (typeof w.cwd === "string") problems.push(`step ${step.id}: a command built by chat runs in its run directory; remove cwd`);
+      if (!commandOk(prog))
+        problems.push(
+          `step ${step.id}: the program "${prog}" is not in the builder's allowCommands (${policy.allowCommands.join(", ") || "none"}); a system built by chat runs only programs the operator allowed`,
+        );
+      if (typeof w.cwd === "string")
+        problems.push(`step ${step.id}: a command built by chat runs in its run directory; remove cwd`);
     } else if (step.uses === "mcp") {
       const server = (w.server ?? {}) as Record<string, unknown>;
       if (server.transport === "stdio") {
-        if (typeof server.cwd === "string") problems.push(`step ${step.id}: an MCP server built by chat runs in its run directory; remove server.cwd`);
+        if (typeof server.cwd === "string")
+          problems.push(`step ${step.id}: an MCP server built by chat runs in its run directory; remove server.cwd`);
         const prog = program(server.command);
-        if (!commandOk(prog)) problems.push(`step ${step.id}: the MCP server program "${prog}" is not in the builder's allowCommands (${policy.allowCommands.join(", ") || "none"})`);
+        if (!commandOk(prog))
+          problems.push(
+            `step ${step.id}: the MCP server program "${prog}" is not in the builder's allowCommands (${policy.allowCommands.join(", ") || "none"})`,
+          );
       } else if (typeof server.url === "string") {
         const p = await urlProblem(server.url);
         if (p) problems.push(`step ${step.id}: the MCP server URL is refused: ${p}${hint}`);

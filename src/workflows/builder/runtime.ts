@@ -10,6 +10,16 @@ import { CanvasStore } from "./canvas-store.js";
 import type { SandboxLimits } from "./sandbox.js";
 import { CanvasTools } from "./canvas-tools.js";
 
-export function openBuilderTools(args: { db: Database.Database; dataDir: string; bus?: EventBus; sandboxLimits?: Partial<SandboxLimits> }): CanvasTools {
-  return new CanvasTools({ store: new CanvasStore(args.db), dataDir: args.dataDir, bus: args.bus, sandboxLimits: args.sandboxLimits });
+export function openBuilderTools(args: {
+  db: Database.Database;
+  dataDir: string;
+  bus?: EventBus;
+  sandboxLimits?: Partial<SandboxLimits>;
+}): CanvasTools {
+  return new CanvasTools({
+    store: new CanvasStore(args.db),
+    dataDir: args.dataDir,
+    bus: args.bus,
+    sandboxLimits: args.sandboxLimits,
+  });
 }

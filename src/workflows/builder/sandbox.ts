@@ -72,7 +72,15 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = Object.freeze({
   maxDepth: 16,
 });
 
-export type SandboxErrorCode = "invalid_path" | "escape" | "not_found" | "too_large" | "quota" | "is_directory" | "not_directory" | "exists";
+export type SandboxErrorCode =
+  | "invalid_path"
+  | "escape"
+  | "not_found"
+  | "too_large"
+  | "quota"
+  | "is_directory"
+  | "not_directory"
+  | "exists";
 
 export class SandboxError extends Error {
   override name = "SandboxError";
@@ -124,7 +132,8 @@ function mergeLimits(limits: Partial<SandboxLimits> | undefined): SandboxLimits 
   for (const key of Object.keys(DEFAULT_SANDBOX_LIMITS) as Array<keyof SandboxLimits>) {
     const v = limits?.[key];
     if (v === undefined) continue;
-    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new TypeError(`sandbox limit ${key} must be a number >= 0, got ${String(v)}`);
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0)
+      throw new TypeError(`sandbox limit ${key} must be a number >= 0, got ${String(v)}`);
     out[key] = Math.floor(v);
   }
   return out;
@@ -136,19 +145,32 @@ function mergeLimits(limits: Partial<SandboxLimits> | undefined): SandboxLimits 
  */
 function normalizeRel(rel: unknown, maxDepth: number): string[] {
   if (typeof rel !== "string") throw new SandboxError("invalid_path", `the path must be a string, got ${typeof rel}`);
-  if (rel.length === 0) throw new SandboxError("invalid_path", "the path is empty: name a file or directory relative to the sandbox");
+  if (rel.length === 0)
+    throw new SandboxError("invalid_path", "the path is empty: name a file or directory relative to the sandbox");
   if (rel.includes("\0")) throw new SandboxError("invalid_path", `path ${q(rel)} contains a NUL byte: remove it`);
   if (rel.startsWith("/") || rel.startsWith("\\") || /^[A-Za-z]:/.test(rel)) {
-    throw new SandboxError("invalid_path", `path ${q(rel)} is absolute: use a path relative to the sandbox (e.g. "notes/readme.md")`);
+    throw new SandboxError(
+      "invalid_path",
+      `path ${q(rel)} is absolute: use a path relative to the sandbox (e.g. "notes/readme.md")`,
+    );
   }
   const raw = rel.split(/[/\\]/);
-  if (raw.includes("..")) throw new SandboxError("escape", `path ${q(rel)} contains "..": use a path inside the sandbox without ".." components`);
-  if (rel.includes("\\")) throw new SandboxError("invalid_path", `path ${q(rel)} contains a backslash: separate directories with "/"`);
-  if (/[\x00-\x1f\x7f]/.test(rel)) throw new SandboxError("invalid_path", `path ${q(rel)} contains a control character: remove it`);
+  if (raw.includes(".."))
+    throw new SandboxError(
+      "escape",
+      `path ${q(rel)} contains "..": use a path inside the sandbox without ".." components`,
+    );
+  if (rel.includes("\\"))
+    throw new SandboxError("invalid_path", `path ${q(rel)} contains a backslash: separate directories with "/"`);
+  if (/[\x00-\x1f\x7f]/.test(rel))
+    throw new SandboxError("invalid_path", `path ${q(rel)} contains a control character: remove it`);
   const parts = raw.filter((p) => p !== "" && p !== ".");
   for (const p of parts) {
     if (Buffer.byteLength(p, "utf8") > MAX_COMPONENT_BYTES) {
-      throw new SandboxError("invalid_path", `path ${q(rel)} has a component longer than ${MAX_COMPONENT_BYTES} bytes: shorten it`);
+      throw new SandboxError(
+        "invalid_path",
+        `path ${q(rel)} has a component longer than ${MAX_COMPONENT_BYTES} bytes: shorten it`,
+      );
     }
   }
   if (parts.length > maxDepth) {
@@ -212,12 +234,17 @@ export class Sandbox {
 
   write(rel: string, content: string | Buffer, opts: { overwrite?: boolean } = {}): { path: string; bytes: number } {
     const parts = normalizeRel(rel, this.limits.maxDepth);
-    if (parts.length === 0) throw new SandboxError("invalid_path", `path ${q(rel)} names the sandbox itself: name a file inside it`);
-    if (typeof content !== "string" && !Buffer.isBuffer(content)) throw new SandboxError("invalid_path", `content for ${q(rel)} must be a string or bytes`);
+    if (parts.length === 0)
+      throw new SandboxError("invalid_path", `path ${q(rel)} names the sandbox itself: name a file inside it`);
+    if (typeof content !== "string" && !Buffer.isBuffer(content))
+      throw new SandboxError("invalid_path", `content for ${q(rel)} must be a string or bytes`);
     // Byte for byte: a string is encoded as UTF-8 and nothing in it is interpreted.
     const data = typeof content === "string" ? Buffer.from(content, "utf8") : content;
     if (data.length > this.limits.maxFileBytes) {
-      throw new SandboxError("too_large", `file ${q(rel)} is ${data.length} bytes: a file may hold at most ${this.limits.maxFileBytes} bytes, write less`);
+      throw new SandboxError(
+        "too_large",
+        `file ${q(rel)} is ${data.length} bytes: a file may hold at most ${this.limits.maxFileBytes} bytes, write less`,
+      );
     }
     const overwrite = opts.overwrite ?? true;
 
@@ -228,11 +255,19 @@ export class Sandbox {
     if (r.missing === parts.length) {
       const st = r.finalLstat!;
       if (st.isSymbolicLink()) {
-        throw new SandboxError("invalid_path", `path ${q(rel)} is a symbolic link: writes never follow links, delete it first or write to ${q(this.relOf(r.linkTarget!.real))}`);
+        throw new SandboxError(
+          "invalid_path",
+          `path ${q(rel)} is a symbolic link: writes never follow links, delete it first or write to ${q(this.relOf(r.linkTarget!.real))}`,
+        );
       }
-      if (st.isDirectory()) throw new SandboxError("is_directory", `path ${q(rel)} is a directory: write to a file inside it or choose another name`);
+      if (st.isDirectory())
+        throw new SandboxError(
+          "is_directory",
+          `path ${q(rel)} is a directory: write to a file inside it or choose another name`,
+        );
       if (!st.isFile()) throw new SandboxError("invalid_path", `path ${q(rel)} is not a regular file: delete it first`);
-      if (!overwrite) throw new SandboxError("exists", `file ${q(rel)} already exists: choose another name or allow overwriting`);
+      if (!overwrite)
+        throw new SandboxError("exists", `file ${q(rel)} already exists: choose another name or allow overwriting`);
       replacing = true;
       replacedBytes = st.size;
     }
@@ -241,10 +276,16 @@ export class Sandbox {
     const files = use.files + (replacing ? 0 : 1);
     const bytes = use.bytes - replacedBytes + data.length;
     if (files > this.limits.maxFiles) {
-      throw new SandboxError("quota", `writing ${q(rel)} would make ${files} files: the sandbox holds at most ${this.limits.maxFiles}, delete some first`);
+      throw new SandboxError(
+        "quota",
+        `writing ${q(rel)} would make ${files} files: the sandbox holds at most ${this.limits.maxFiles}, delete some first`,
+      );
     }
     if (bytes > this.limits.maxTotalBytes) {
-      throw new SandboxError("quota", `writing ${q(rel)} would make the sandbox ${bytes} bytes: it holds at most ${this.limits.maxTotalBytes}, delete something or write less`);
+      throw new SandboxError(
+        "quota",
+        `writing ${q(rel)} would make the sandbox ${bytes} bytes: it holds at most ${this.limits.maxTotalBytes}, delete something or write less`,
+      );
     }
 
     // Create missing parents one at a time under the resolved real directory: mkdir never follows a link.
@@ -258,7 +299,11 @@ export class Sandbox {
         if (errCode(e) !== "EEXIST") throw e;
         // Appeared meanwhile: accept a real directory only.
         const st = fs.lstatSync(p);
-        if (!st.isDirectory()) throw new SandboxError("not_directory", `cannot create directory for ${q(rel)}: ${q(this.relOf(p))} exists and is not a directory`);
+        if (!st.isDirectory())
+          throw new SandboxError(
+            "not_directory",
+            `cannot create directory for ${q(rel)}: ${q(this.relOf(p))} exists and is not a directory`,
+          );
       }
       dir = p;
     }
@@ -290,12 +335,15 @@ export class Sandbox {
       dirReal = rootReal;
     } else {
       const r = this.resolve(rel, parts, rootReal);
-      if (r.missing < parts.length) throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox: list "." to see what does`);
+      if (r.missing < parts.length)
+        throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox: list "." to see what does`);
       const st = r.finalLstat!;
       if (st.isSymbolicLink()) {
         const t = r.linkTarget!;
-        if (!t.exists) throw new SandboxError("not_found", `${q(rel)} is a symbolic link to something that does not exist`);
-        if (!fs.statSync(t.real).isDirectory()) throw new SandboxError("not_directory", `${q(rel)} is not a directory: read it instead`);
+        if (!t.exists)
+          throw new SandboxError("not_found", `${q(rel)} is a symbolic link to something that does not exist`);
+        if (!fs.statSync(t.real).isDirectory())
+          throw new SandboxError("not_directory", `${q(rel)} is not a directory: read it instead`);
         dirReal = t.real;
       } else if (st.isDirectory()) {
         dirReal = r.finalPath!;
@@ -309,11 +357,17 @@ export class Sandbox {
 
   delete(rel: string): { path: string; type: "file" | "directory" } {
     const parts = normalizeRel(rel, this.limits.maxDepth);
-    if (parts.length === 0) throw new SandboxError("invalid_path", `path ${q(rel)} names the sandbox itself: delete the files in it one by one`);
+    if (parts.length === 0)
+      throw new SandboxError(
+        "invalid_path",
+        `path ${q(rel)} names the sandbox itself: delete the files in it one by one`,
+      );
     const rootReal = this.rootRealOrNull();
-    if (rootReal === null) throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox (the sandbox is empty)`);
+    if (rootReal === null)
+      throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox (the sandbox is empty)`);
     const r = this.resolve(rel, parts, rootReal, { allowDanglingFinal: true });
-    if (r.missing < parts.length) throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox: list "." to see what does`);
+    if (r.missing < parts.length)
+      throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox: list "." to see what does`);
     const st = r.finalLstat!;
     const p = r.finalPath!;
     if (st.isDirectory()) {
@@ -330,7 +384,11 @@ export class Sandbox {
   files(): SandboxEntry[] {
     const rootReal = this.rootRealOrNull();
     if (rootReal === null) return [];
-    return sortEntries(this.walk(rootReal, "", true).filter((w) => w.regular).map((w) => w.entry));
+    return sortEntries(
+      this.walk(rootReal, "", true)
+        .filter((w) => w.regular)
+        .map((w) => w.entry),
+    );
   }
 
   /** Regular files and their total size, counted on disk (agent steps' files included). */
@@ -357,7 +415,8 @@ export class Sandbox {
   private rootRealOrNull(): string | null {
     try {
       const real = fs.realpathSync(this.root);
-      if (!fs.statSync(real).isDirectory()) throw new SandboxError("not_directory", `sandbox root ${this.root} is not a directory: remove it`);
+      if (!fs.statSync(real).isDirectory())
+        throw new SandboxError("not_directory", `sandbox root ${this.root} is not a directory: remove it`);
       return real;
     } catch (e) {
       if (errCode(e) === "ENOENT") return null;
@@ -367,7 +426,8 @@ export class Sandbox {
 
   private rootReal(rel: string): string {
     const real = this.rootRealOrNull();
-    if (real === null) throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox (the sandbox is empty)`);
+    if (real === null)
+      throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox (the sandbox is empty)`);
     return real;
   }
 
@@ -391,12 +451,16 @@ export class Sandbox {
       target = { real: fs.realpathSync(p), exists: true };
     } catch (e) {
       const code = errCode(e);
-      if (code === "ELOOP") throw new SandboxError("invalid_path", `path ${q(rel)} goes through a symbolic link loop: delete the link`);
+      if (code === "ELOOP")
+        throw new SandboxError("invalid_path", `path ${q(rel)} goes through a symbolic link loop: delete the link`);
       if (code !== "ENOENT" && code !== "ENOTDIR") throw e;
       target = { real: path.resolve(path.dirname(p), fs.readlinkSync(p)), exists: false };
     }
     if (!this.inside(rootReal, target.real)) {
-      throw new SandboxError("escape", `path ${q(rel)} goes through a symbolic link that points outside the sandbox: use a path inside it`);
+      throw new SandboxError(
+        "escape",
+        `path ${q(rel)} goes through a symbolic link that points outside the sandbox: use a path inside it`,
+      );
     }
     return target;
   }
@@ -406,7 +470,12 @@ export class Sandbox {
    * directory inside the root (followed via their real path); a final symlink's target is checked and
    * reported, not followed. Throws `escape`, `not_directory`, `not_found` (a dangling intermediate link).
    */
-  private resolve(rel: string, parts: string[], rootReal: string, opts: { allowDanglingFinal?: boolean } = {}): Resolved {
+  private resolve(
+    rel: string,
+    parts: string[],
+    rootReal: string,
+    opts: { allowDanglingFinal?: boolean } = {},
+  ): Resolved {
     let dir = rootReal;
     const norm = parts.join("/");
     for (let i = 0; i < parts.length; i++) {
@@ -417,7 +486,8 @@ export class Sandbox {
       } catch (e) {
         const code = errCode(e);
         if (code === "ENOENT") return { rel: norm, parts, dirReal: dir, missing: i };
-        if (code === "ENOTDIR") throw new SandboxError("not_directory", `path ${q(rel)}: ${q(this.relOf(dir))} is not a directory`);
+        if (code === "ENOTDIR")
+          throw new SandboxError("not_directory", `path ${q(rel)}: ${q(this.relOf(dir))} is not a directory`);
         throw e;
       }
       const last = i === parts.length - 1;
@@ -435,15 +505,25 @@ export class Sandbox {
       }
       if (st.isSymbolicLink()) {
         const t = this.linkTarget(rel, p, rootReal);
-        if (!t.exists) throw new SandboxError("not_found", `path ${q(rel)} goes through ${q(parts.slice(0, i + 1).join("/"))}, a symbolic link to something that does not exist: delete it first`);
+        if (!t.exists)
+          throw new SandboxError(
+            "not_found",
+            `path ${q(rel)} goes through ${q(parts.slice(0, i + 1).join("/"))}, a symbolic link to something that does not exist: delete it first`,
+          );
         if (!fs.statSync(t.real).isDirectory()) {
-          throw new SandboxError("not_directory", `path ${q(rel)}: ${q(parts.slice(0, i + 1).join("/"))} is not a directory`);
+          throw new SandboxError(
+            "not_directory",
+            `path ${q(rel)}: ${q(parts.slice(0, i + 1).join("/"))} is not a directory`,
+          );
         }
         dir = t.real;
       } else if (st.isDirectory()) {
         dir = p;
       } else {
-        throw new SandboxError("not_directory", `path ${q(rel)}: ${q(parts.slice(0, i + 1).join("/"))} is a file, not a directory`);
+        throw new SandboxError(
+          "not_directory",
+          `path ${q(rel)}: ${q(parts.slice(0, i + 1).join("/"))} is a file, not a directory`,
+        );
       }
     }
     return { rel: norm, parts, dirReal: dir, missing: parts.length };
@@ -451,25 +531,33 @@ export class Sandbox {
 
   private readFile(rel: string): { rel: string; data: Buffer } {
     const parts = normalizeRel(rel, this.limits.maxDepth);
-    if (parts.length === 0) throw new SandboxError("is_directory", `path ${q(rel)} is the sandbox directory: name a file inside it`);
+    if (parts.length === 0)
+      throw new SandboxError("is_directory", `path ${q(rel)} is the sandbox directory: name a file inside it`);
     const r = this.resolve(rel, parts, this.rootReal(rel));
-    if (r.missing < parts.length) throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox: list "." to see what does`);
+    if (r.missing < parts.length)
+      throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox: list "." to see what does`);
     let real = r.finalPath!;
     if (r.finalLstat!.isSymbolicLink()) {
       const t = r.linkTarget!;
-      if (!t.exists) throw new SandboxError("not_found", `${q(rel)} is a symbolic link to something that does not exist`);
+      if (!t.exists)
+        throw new SandboxError("not_found", `${q(rel)} is a symbolic link to something that does not exist`);
       real = t.real;
     }
     const st = fs.lstatSync(real);
     if (st.isDirectory()) throw new SandboxError("is_directory", `${q(rel)} is a directory: list it instead`);
-    if (!st.isFile()) throw new SandboxError("invalid_path", `${q(rel)} is not a regular file: only regular files can be read`);
+    if (!st.isFile())
+      throw new SandboxError("invalid_path", `${q(rel)} is not a regular file: only regular files can be read`);
     // O_NOFOLLOW: `real` is not a link (checked); refuse if it was swapped for one. O_NONBLOCK: never hang on a FIFO.
     const fd = fs.openSync(real, fs.constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     try {
       const fst = fs.fstatSync(fd);
-      if (!fst.isFile()) throw new SandboxError("invalid_path", `${q(rel)} is not a regular file: only regular files can be read`);
+      if (!fst.isFile())
+        throw new SandboxError("invalid_path", `${q(rel)} is not a regular file: only regular files can be read`);
       if (fst.size > this.limits.maxTotalBytes) {
-        throw new SandboxError("too_large", `${q(rel)} is ${fst.size} bytes: files over ${this.limits.maxTotalBytes} bytes cannot be read`);
+        throw new SandboxError(
+          "too_large",
+          `${q(rel)} is ${fst.size} bytes: files over ${this.limits.maxTotalBytes} bytes cannot be read`,
+        );
       }
       const buf = Buffer.alloc(fst.size);
       let off = 0;
@@ -488,9 +576,16 @@ export class Sandbox {
     let tmp = "";
     let fd = -1;
     for (let attempt = 0; ; attempt++) {
-      tmp = path.join(dir, `.sandbox-${process.pid}-${Date.now().toString(36)}-${++this.tmpSeq}-${Math.random().toString(36).slice(2, 10)}.tmp`);
+      tmp = path.join(
+        dir,
+        `.sandbox-${process.pid}-${Date.now().toString(36)}-${++this.tmpSeq}-${Math.random().toString(36).slice(2, 10)}.tmp`,
+      );
       try {
-        fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | O_NOFOLLOW, FILE_MODE);
+        fd = fs.openSync(
+          tmp,
+          fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | O_NOFOLLOW,
+          FILE_MODE,
+        );
         break;
       } catch (e) {
         if (errCode(e) !== "EEXIST" || attempt >= 5) throw e;
@@ -512,7 +607,10 @@ export class Sandbox {
         } catch (e) {
           const code = errCode(e);
           if (code === "EISDIR" || code === "ENOTEMPTY" || code === "EEXIST") {
-            throw new SandboxError("is_directory", `path ${q(rel)} is a directory: write to a file inside it or choose another name`);
+            throw new SandboxError(
+              "is_directory",
+              `path ${q(rel)} is a directory: write to a file inside it or choose another name`,
+            );
           }
           throw e;
         }
@@ -522,7 +620,8 @@ export class Sandbox {
         try {
           fs.linkSync(tmp, target);
         } catch (e) {
-          if (errCode(e) === "EEXIST") throw new SandboxError("exists", `file ${q(rel)} already exists: choose another name or allow overwriting`);
+          if (errCode(e) === "EEXIST")
+            throw new SandboxError("exists", `file ${q(rel)} already exists: choose another name or allow overwriting`);
           throw e;
         }
         done = true;
@@ -540,7 +639,11 @@ export class Sandbox {
   }
 
   /** Entries under `dirReal` (a real directory inside the root), not following links. */
-  private walk(dirReal: string, relPrefix: string, recursive: boolean): Array<{ entry: SandboxEntry; regular: boolean }> {
+  private walk(
+    dirReal: string,
+    relPrefix: string,
+    recursive: boolean,
+  ): Array<{ entry: SandboxEntry; regular: boolean }> {
     const out: Array<{ entry: SandboxEntry; regular: boolean }> = [];
     const stack: Array<{ dir: string; rel: string }> = [{ dir: dirReal, rel: relPrefix }];
     while (stack.length > 0) {

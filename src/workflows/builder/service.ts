@@ -55,7 +55,10 @@ export function openBuilderRoom(args: {
     builds,
     dataDir,
     async connectInternal() {
-      const [{ InMemoryTransport }, { createBuilderMcpServer }] = await Promise.all([import("@modelcontextprotocol/sdk/inMemory.js"), import("./mcp-server.js")]);
+      const [{ InMemoryTransport }, { createBuilderMcpServer }] = await Promise.all([
+        import("@modelcontextprotocol/sdk/inMemory.js"),
+        import("./mcp-server.js"),
+      ]);
       const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
       const server = createBuilderMcpServer(tools);
       await server.connect(serverSide);
@@ -76,7 +79,10 @@ export function openBuilderRoom(args: {
       else if (canvas) {
         // Reading a canvas out is not deploying it: no policy applies.
         const res = compileCanvas(canvas);
-        if (!res.ok) throw new BundleError(`the canvas does not make a system yet: ${res.problems.map((p) => `${p.node}: ${p.message}`).join("; ")}`);
+        if (!res.ok)
+          throw new BundleError(
+            `the canvas does not make a system yet: ${res.problems.map((p) => `${p.node}: ${p.message}`).join("; ")}`,
+          );
         yaml = stringify(res.system);
       } else {
         const loaded = args.host?.library.get(system);
@@ -95,9 +101,11 @@ export function openBuilderRoom(args: {
       const sandbox = Sandbox.forSystem(dataDir, b.system);
       const file = path.join(systemsDir(dataDir), `${b.system}.yaml`);
       if (!opts.replace) {
-        if (canvases.get(b.system)) throw new BundleError(`a canvas "${b.system}" exists; remove it or import with --replace`);
+        if (canvases.get(b.system))
+          throw new BundleError(`a canvas "${b.system}" exists; remove it or import with --replace`);
         if (existsSync(file)) throw new BundleError(`${file} exists; remove it or import with --replace`);
-        if (sandbox.files().length) throw new BundleError(`the sandbox of "${b.system}" has files; import with --replace`);
+        if (sandbox.files().length)
+          throw new BundleError(`the sandbox of "${b.system}" has files; import with --replace`);
       }
       if (opts.replace) {
         sandbox.destroy();
@@ -105,12 +113,21 @@ export function openBuilderRoom(args: {
       }
       if (b.canvas) {
         canvases.create({ system: b.system, name: b.canvas.name, description: b.canvas.description });
-        canvases.mutate(b.system, (c) => ({ ...c, nodes: b.canvas!.nodes, edges: b.canvas!.edges, settings: b.canvas!.settings ?? {}, name: b.canvas!.name, description: b.canvas!.description }));
+        canvases.mutate(b.system, (c) => ({
+          ...c,
+          nodes: b.canvas!.nodes,
+          edges: b.canvas!.edges,
+          settings: b.canvas!.settings ?? {},
+          name: b.canvas!.name,
+          description: b.canvas!.description,
+        }));
         canvases.commitVersion(b.system, "imported");
       } else {
         mkdirSync(systemsDir(dataDir), { recursive: true, mode: 0o700 });
         // Imported by the operator's command: their file from now on (no builder mark).
-        writeFileSync(file, b.yaml.startsWith(BUILDER_MARK) ? b.yaml.slice(b.yaml.indexOf("\n") + 1) : b.yaml, { mode: 0o600 });
+        writeFileSync(file, b.yaml.startsWith(BUILDER_MARK) ? b.yaml.slice(b.yaml.indexOf("\n") + 1) : b.yaml, {
+          mode: 0o600,
+        });
       }
       sandbox.ensure();
       for (const f of b.files) sandbox.write(f.path, f.content);
@@ -121,7 +138,18 @@ export function openBuilderRoom(args: {
 
 /** A loaded system as the file that would declare it. */
 function systemFileOf(s: LoadedSystem): Record<string, unknown> {
-  return { id: s.id, name: s.name, description: s.description, examples: s.examples, keywords: s.keywords, inputs: s.inputs, sideEffects: s.sideEffects, confirm: s.confirm, enabled: s.enabled, run: s.run };
+  return {
+    id: s.id,
+    name: s.name,
+    description: s.description,
+    examples: s.examples,
+    keywords: s.keywords,
+    inputs: s.inputs,
+    sideEffects: s.sideEffects,
+    confirm: s.confirm,
+    enabled: s.enabled,
+    run: s.run,
+  };
 }
 
 /** Write every file once into a throwaway sandbox (the same path checks and limits); throws what the real one would. */

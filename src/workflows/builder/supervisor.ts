@@ -12,7 +12,13 @@
  */
 import type { Intent, IntentVerdict } from "./types.js";
 import { INTENTS } from "./types.js";
-import { cleanReply as cleanModelReply, clip, clipMiddle, jsonObjects, readConfidence } from "../../core/util/model-reply.js";
+import {
+  cleanReply as cleanModelReply,
+  clip,
+  clipMiddle,
+  jsonObjects,
+  readConfidence,
+} from "../../core/util/model-reply.js";
 import { words } from "../router/keyword-fallback.js";
 
 export interface SupervisorTurn {
@@ -124,8 +130,36 @@ type Scored = Exclude<Intent, "UNKNOWN">;
  */
 const KEYWORDS: Record<Scored, readonly string[]> = {
   BUILD: ["create", "build", "add", "make", "new", "generate", "setup", "set up", "design", "construct", "implement"],
-  EDIT: ["change", "modify", "update", "edit", "rename", "move", "delete", "remove", "adjust", "fix", "connect", "disconnect", "link"],
-  QUERY: ["what", "how", "why", "which", "where", "when", "who", "show", "list", "display", "explain", "describe", "tell me"],
+  EDIT: [
+    "change",
+    "modify",
+    "update",
+    "edit",
+    "rename",
+    "move",
+    "delete",
+    "remove",
+    "adjust",
+    "fix",
+    "connect",
+    "disconnect",
+    "link",
+  ],
+  QUERY: [
+    "what",
+    "how",
+    "why",
+    "which",
+    "where",
+    "when",
+    "who",
+    "show",
+    "list",
+    "display",
+    "explain",
+    "describe",
+    "tell me",
+  ],
   EXPORT: ["export", "download", "bundle", "save as", "generate file", "get json", "get yaml"],
   CONFIGURE: [
     "set",
@@ -153,9 +187,9 @@ const KEYWORDS: Record<Scored, readonly string[]> = {
 /** Order of the scored intents when nothing else separates a tie (see `keywordIntent`). */
 const TIE_ORDER: readonly Scored[] = ["EDIT", "CONFIGURE", "EXPORT", "BUILD", "QUERY"];
 
-const PHRASES: Array<{ intent: Scored; keyword: string; words: string[] }> = (Object.keys(KEYWORDS) as Scored[]).flatMap((intent) =>
-  KEYWORDS[intent].map((keyword) => ({ intent, keyword, words: keyword.split(" ") })),
-);
+const PHRASES: Array<{ intent: Scored; keyword: string; words: string[] }> = (
+  Object.keys(KEYWORDS) as Scored[]
+).flatMap((intent) => KEYWORDS[intent].map((keyword) => ({ intent, keyword, words: keyword.split(" ") })));
 
 export interface KeywordMatch {
   intent: Scored;

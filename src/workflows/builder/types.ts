@@ -74,8 +74,21 @@ export interface Canvas {
 }
 
 /** The Architect's actions. Each is carried out by calling one MCP tool. */
-export type PlanAction = "CREATE_NODE" | "CONNECT_NODES" | "UPDATE_NODE" | "DELETE_NODE" | "CREATE_FILE" | "REGISTER_CAPABILITY";
-export const PLAN_ACTIONS: readonly PlanAction[] = ["CREATE_NODE", "CONNECT_NODES", "UPDATE_NODE", "DELETE_NODE", "CREATE_FILE", "REGISTER_CAPABILITY"];
+export type PlanAction =
+  | "CREATE_NODE"
+  | "CONNECT_NODES"
+  | "UPDATE_NODE"
+  | "DELETE_NODE"
+  | "CREATE_FILE"
+  | "REGISTER_CAPABILITY";
+export const PLAN_ACTIONS: readonly PlanAction[] = [
+  "CREATE_NODE",
+  "CONNECT_NODES",
+  "UPDATE_NODE",
+  "DELETE_NODE",
+  "CREATE_FILE",
+  "REGISTER_CAPABILITY",
+];
 
 /**
  * One step of an ExecutionPlan. `params` by action:

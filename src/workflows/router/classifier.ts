@@ -18,7 +18,15 @@
  */
 import type { LoadedSystem } from "../systems/types.js";
 import { fieldsOf } from "../systems/inputs.js";
-import { cleanReply, clip, clipMiddle, isObject, jsonObjects, oneLine, readConfidence } from "../../core/util/model-reply.js";
+import {
+  cleanReply,
+  clip,
+  clipMiddle,
+  isObject,
+  jsonObjects,
+  oneLine,
+  readConfidence,
+} from "../../core/util/model-reply.js";
 
 export interface ClassifierReply {
   /** `build`: only when the router has a builder (make, change, deploy or export a system). */
@@ -68,7 +76,9 @@ function systemBlock(s: LoadedSystem): string {
   const examples = s.examples.slice(0, EXAMPLES_PER_SYSTEM).map((e) => JSON.stringify(clip(e, EXAMPLE_CHARS)));
   if (examples.length > 0) lines.push(`  e.g. ${examples.join("; ")}`);
   const fields = fieldsOf(s.inputs).map((f) => {
-    const allowed = f.enum ? `: ${f.enum.slice(0, ALLOWED_VALUES).map(showValue).join("|")}${f.enum.length > ALLOWED_VALUES ? "|…" : ""}` : "";
+    const allowed = f.enum
+      ? `: ${f.enum.slice(0, ALLOWED_VALUES).map(showValue).join("|")}${f.enum.length > ALLOWED_VALUES ? "|…" : ""}`
+      : "";
     const desc = f.description ? ` ${clip(f.description, INPUT_DESCRIPTION_CHARS)}` : "";
     return `${f.name} (${f.type}${allowed}${f.required ? ", required" : ""})${desc}`;
   });
@@ -85,7 +95,9 @@ export function classifierPrompt(args: ClassifierPromptArgs): { system: string; 
     "- run: the person asks to run or do what a system does.",
     "- cancel: they want to stop what is being gathered or running.",
     "- status: they ask how a run is going.",
-    ...(args.builder ? ["- build: they ask to make a new system, or to change, deploy, export or configure one (not to run it)."] : []),
+    ...(args.builder
+      ? ["- build: they ask to make a new system, or to change, deploy, export or configure one (not to run it)."]
+      : []),
     "Inputs: only values the person actually stated (in the message or the recent turns), under the input names listed. Never invent, guess or fill in defaults; leave out what they did not give.",
     `Reply with ONLY a JSON object: {"action":"answer|run|cancel|status${args.builder ? "|build" : ""}","system":"<id>|null","confidence":0..1,"inputs":{}}`,
     "",
@@ -133,7 +145,11 @@ const MAX_REPLY_CHARS = 100_000;
  * The classifier's decision from its reply text, or `{error}` when the reply holds no usable JSON
  * object. Tolerates code fences, prose and `<think>` blocks around the object.
  */
-export function parseClassifierReply(text: string, known: ReadonlySet<string>, opts: { builder?: boolean } = {}): ClassifierReply | { error: string } {
+export function parseClassifierReply(
+  text: string,
+  known: ReadonlySet<string>,
+  opts: { builder?: boolean } = {},
+): ClassifierReply | { error: string } {
   const cleaned = cleanReply(text, MAX_REPLY_CHARS);
   let obj: Record<string, unknown> | undefined;
   let sawJson = false;
@@ -145,10 +161,20 @@ export function parseClassifierReply(text: string, known: ReadonlySet<string>, o
     }
   }
   if (!obj) return { error: sawJson ? "the JSON object has no action" : "no JSON object in the reply" };
-  const rawAction = typeof obj.action === "string" ? obj.action.trim().toLowerCase().replace(/[\s_]+/g, "-") : "";
+  const rawAction =
+    typeof obj.action === "string"
+      ? obj.action
+          .trim()
+          .toLowerCase()
+          .replace(/[\s_]+/g, "-")
+      : "";
   const action = ACTIONS[rawAction];
-  if (action === "build") return opts.builder ? { action, confidence: readConfidence(obj.confidence) ?? 0.5, inputs: {} } : { action: "answer", confidence: 0, inputs: {} };
-  if (!action) return { error: `unknown action ${JSON.stringify(obj.action)} (expected answer, run, cancel or status)` };
+  if (action === "build")
+    return opts.builder
+      ? { action, confidence: readConfidence(obj.confidence) ?? 0.5, inputs: {} }
+      : { action: "answer", confidence: 0, inputs: {} };
+  if (!action)
+    return { error: `unknown action ${JSON.stringify(obj.action)} (expected answer, run, cancel or status)` };
 
   let system: string | undefined;
   let unknownSystem = false;
@@ -174,7 +200,9 @@ export function parseClassifierReply(text: string, known: ReadonlySet<string>, o
 export function retryMessage(previous: string): string {
   const said = clip(previous, 160);
   return [
-    said ? `Your reply could not be read as the JSON object asked for (you wrote: ${JSON.stringify(said)}).` : "Your reply was empty.",
+    said
+      ? `Your reply could not be read as the JSON object asked for (you wrote: ${JSON.stringify(said)}).`
+      : "Your reply was empty.",
     'Reply again with ONLY one JSON object, no prose and no code fences: {"action":"answer|run|cancel|status","system":"<id>|null","confidence":0..1,"inputs":{}}',
   ].join("\n");
 }

@@ -32,7 +32,9 @@ const MAX_OUTPUT_CHARS = 6000;
 export function formatOutput(output: unknown): string {
   if (output === undefined || output === null || output === "") return "";
   const text = typeof output === "string" ? output : "```json\n" + JSON.stringify(output, null, 2) + "\n```";
-  return text.length > MAX_OUTPUT_CHARS ? `${text.slice(0, MAX_OUTPUT_CHARS)}\n…(clipped; the whole output is in the run record)` : text;
+  return text.length > MAX_OUTPUT_CHARS
+    ? `${text.slice(0, MAX_OUTPUT_CHARS)}\n…(clipped; the whole output is in the run record)`
+    : text;
 }
 
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -64,7 +66,13 @@ export function runStatusText(r: RunRecord, name: string): string {
 
 export function runsListText(runs: RunRecord[], nameOf: (system: string) => string): string {
   if (!runs.length) return "No runs in this conversation yet.";
-  return ["Recent runs:", "", ...runs.map((r) => `- \`${r.id}\` **${nameOf(r.system)}**: ${r.status}${r.failedStep ? ` at \`${r.failedStep}\`` : ""}`)].join("\n");
+  return [
+    "Recent runs:",
+    "",
+    ...runs.map(
+      (r) => `- \`${r.id}\` **${nameOf(r.system)}**: ${r.status}${r.failedStep ? ` at \`${r.failedStep}\`` : ""}`,
+    ),
+  ].join("\n");
 }
 
 const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.paused", "run.interrupted"]);
@@ -118,9 +126,18 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
         if (TERMINAL.has(e.type)) {
           ended = true;
           const rec = a.runs.get(id)!;
-          a.onEnd(rec.status === "completed" ? "completed" : rec.status === "paused" ? "paused" : rec.status === "cancelled" ? "idle" : "error");
+          a.onEnd(
+            rec.status === "completed"
+              ? "completed"
+              : rec.status === "paused"
+                ? "paused"
+                : rec.status === "cancelled"
+                  ? "idle"
+                  : "error",
+          );
           let text: string;
-          if (rec.status === "completed" && streamed) text = `\n\n✓ **${a.name}** finished${rec.startedAt && rec.endedAt ? ` in ${secs(rec.endedAt - rec.startedAt)}` : ""}.`;
+          if (rec.status === "completed" && streamed)
+            text = `\n\n✓ **${a.name}** finished${rec.startedAt && rec.endedAt ? ` in ${secs(rec.endedAt - rec.startedAt)}` : ""}.`;
           else text = `${streamed ? "\n\n" : "\n"}${runStatusText(rec, a.name)}`;
           yield { type: "text", text };
           yield { type: "done", finishReason: "stop" };
@@ -145,7 +162,8 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
     offCancel();
     clearTimeout(timer);
     // The client went away while the run was attached to its turn: the run is cancelled.
-    if (!ended && !detached && a.cancel.aborted && !a.runs.closing && a.runs.isLive(id)) void a.runs.cancel(id).catch(() => {});
+    if (!ended && !detached && a.cancel.aborted && !a.runs.closing && a.runs.isLive(id))
+      void a.runs.cancel(id).catch(() => {});
   }
 }
 

@@ -99,8 +99,14 @@ export function parseSlash(text: string): SlashCommand | { error: string } | nul
   for (const pair of pairs) {
     const eq = pair.indexOf("=");
     const name = eq === -1 ? "" : pair.slice(0, eq);
-    if (eq === -1 || !INPUT_NAME.test(name)) return { error: `expected name=value, got ${JSON.stringify(pair)}; ${RUN_USAGE}` };
-    Object.defineProperty(inputs, name, { value: pair.slice(eq + 1), enumerable: true, writable: true, configurable: true });
+    if (eq === -1 || !INPUT_NAME.test(name))
+      return { error: `expected name=value, got ${JSON.stringify(pair)}; ${RUN_USAGE}` };
+    Object.defineProperty(inputs, name, {
+      value: pair.slice(eq + 1),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return { cmd: "run", system: system.toLowerCase(), inputs };
 }
@@ -200,7 +206,10 @@ export const FALLBACK_MAX_CONFIDENCE = 0.7;
  * The system a message most likely asks for, by whole-word matching, or null when nothing matches
  * or two systems match equally well. Confidence: 0.4 for one point, +0.1 per further point, 0.7 at most.
  */
-export function fallbackMatch(text: string, systems: LoadedSystem[]): { system: string; confidence: number; matched: string } | null {
+export function fallbackMatch(
+  text: string,
+  systems: LoadedSystem[],
+): { system: string; confidence: number; matched: string } | null {
   const msg = words(text);
   if (msg.length === 0) return null;
   const msgSet = new Set(msg);
@@ -209,6 +218,9 @@ export function fallbackMatch(text: string, systems: LoadedSystem[]): { system: 
   scores.sort((a, b) => b.points - a.points);
   const [top, second] = scores;
   if (!top || (second && second.points === top.points)) return null;
-  const confidence = Math.min(FALLBACK_MAX_CONFIDENCE, Math.round((FALLBACK_MIN_CONFIDENCE + 0.1 * (top.points - 1)) * 10) / 10);
+  const confidence = Math.min(
+    FALLBACK_MAX_CONFIDENCE,
+    Math.round((FALLBACK_MIN_CONFIDENCE + 0.1 * (top.points - 1)) * 10) / 10,
+  );
   return { system: top.system, confidence, matched: top.matched.join(", ") };
 }

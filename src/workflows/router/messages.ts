@@ -20,7 +20,12 @@ function clip(s: string, max: number): string {
   return t.length <= max ? t : `${t.slice(0, max - 1).trimEnd()}…`;
 }
 
-const plain = (v: unknown): string => (typeof v === "string" ? v : typeof v === "number" || typeof v === "boolean" ? String(v) : JSON.stringify(v) ?? String(v));
+const plain = (v: unknown): string =>
+  typeof v === "string"
+    ? v
+    : typeof v === "number" || typeof v === "boolean"
+      ? String(v)
+      : (JSON.stringify(v) ?? String(v));
 
 /** "formal, casual, technical" (the first 20, then "…"). */
 function allowedList(values: unknown[]): string {
@@ -48,7 +53,12 @@ const capitalise = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1)
  * both lists) is listed once, with what was given and why it does not do. `problems` (from
  * `checkInputs`) are rules of the schema no single field explains ("needs one of a, b").
  */
-export function clarifyText(systemName: string, missing: FieldInfo[], invalid: InputCheck["invalid"], problems: string[] = []): string {
+export function clarifyText(
+  systemName: string,
+  missing: FieldInfo[],
+  invalid: InputCheck["invalid"],
+  problems: string[] = [],
+): string {
   const bad = new Map(invalid.map((i) => [i.field.name, i]));
   const note = (name: string): string | undefined => {
     const i = bad.get(name);
@@ -85,9 +95,16 @@ function shownValue(v: unknown): string {
 }
 
 /** The question before a run: exactly the inputs that will be used, why it asks, then "Run it? (yes / no)". */
-export function confirmText(systemName: string, values: Record<string, unknown>, why: "side_effects" | "unsure" | "always"): string {
+export function confirmText(
+  systemName: string,
+  values: Record<string, unknown>,
+  why: "side_effects" | "unsure" | "always",
+): string {
   const entries = Object.entries(values);
-  const head = entries.length > 0 ? `Ready to run **${systemName}** with:\n\n${entries.map(([k, v]) => `- **${k}**: ${shownValue(v)}`).join("\n")}` : `Ready to run **${systemName}** (it takes no inputs).`;
+  const head =
+    entries.length > 0
+      ? `Ready to run **${systemName}** with:\n\n${entries.map(([k, v]) => `- **${k}**: ${shownValue(v)}`).join("\n")}`
+      : `Ready to run **${systemName}** (it takes no inputs).`;
   return `${head}\n\n${CONFIRM_REASONS[why]}\n\nRun it? (yes / no)`;
 }
 
@@ -128,7 +145,10 @@ export function stepLine(e: StepLineEvent): string {
       return `- ✓ ${step} done${took}`;
     case "retry": {
       const wait = e.delayMs !== undefined ? ` — retrying in ${seconds(e.delayMs)}` : " — retrying";
-      const attempt = e.attempt !== undefined ? ` (attempt ${e.attempt}${e.maxAttempts !== undefined ? ` of ${e.maxAttempts}` : ""})` : "";
+      const attempt =
+        e.attempt !== undefined
+          ? ` (attempt ${e.attempt}${e.maxAttempts !== undefined ? ` of ${e.maxAttempts}` : ""})`
+          : "";
       return `- ↻ ${step} failed${error}${wait}${attempt}`;
     }
     case "failed":

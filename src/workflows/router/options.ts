@@ -34,6 +34,9 @@ export const routerOptionsSchema = z
     /** The turn deadline; default detachAfterSeconds + 60 (a run detaches before it). */
     timeoutSeconds: z.number().positive().optional(),
   })
-  .refine((o) => o.thresholds.match <= o.thresholds.trigger, { message: "thresholds.match must not be above thresholds.trigger", path: ["thresholds"] });
+  .refine((o) => o.thresholds.match <= o.thresholds.trigger, {
+    message: "thresholds.match must not be above thresholds.trigger",
+    path: ["thresholds"],
+  });
 
 export type RouterOptions = z.infer<typeof routerOptionsSchema>;

@@ -13,9 +13,43 @@
 export type ReplyKind = "yes" | "no" | "cancel";
 
 const PHRASES: Record<ReplyKind, string[]> = {
-  yes: ["yes", "y", "yeah", "yep", "yup", "yes sir", "sure", "sure thing", "ok", "okay", "k", "go", "go ahead", "go for it", "do it", "run it", "confirm", "confirmed", "please do", "sounds good", "absolutely", "of course"],
+  yes: [
+    "yes",
+    "y",
+    "yeah",
+    "yep",
+    "yup",
+    "yes sir",
+    "sure",
+    "sure thing",
+    "ok",
+    "okay",
+    "k",
+    "go",
+    "go ahead",
+    "go for it",
+    "do it",
+    "run it",
+    "confirm",
+    "confirmed",
+    "please do",
+    "sounds good",
+    "absolutely",
+    "of course",
+  ],
   no: ["no", "n", "nope", "nah", "don't", "dont", "do not", "not now", "no thanks", "not yet"],
-  cancel: ["cancel", "cancel it", "cancel that", "never mind", "nevermind", "nvm", "stop", "forget it", "abort", "quit"],
+  cancel: [
+    "cancel",
+    "cancel it",
+    "cancel that",
+    "never mind",
+    "nevermind",
+    "nvm",
+    "stop",
+    "forget it",
+    "abort",
+    "quit",
+  ],
 };
 
 /** Words allowed around a reply that do not change it. */
@@ -24,7 +58,9 @@ const POLITE = ["please", "pls", "plz", "thanks", "thank you", "thx", "ty", "tha
 type Entry = { words: string[]; kind: ReplyKind | "polite" };
 
 const ENTRIES: Entry[] = [
-  ...(Object.entries(PHRASES) as Array<[ReplyKind, string[]]>).flatMap(([kind, list]) => list.map((p) => ({ words: p.split(" "), kind }))),
+  ...(Object.entries(PHRASES) as Array<[ReplyKind, string[]]>).flatMap(([kind, list]) =>
+    list.map((p) => ({ words: p.split(" "), kind })),
+  ),
   ...POLITE.map((p) => ({ words: p.split(" "), kind: "polite" as const })),
 ].sort((a, b) => b.words.length - a.words.length); // longest first: "do not" before "do"
 
@@ -46,7 +82,7 @@ export function replyKind(text: string): ReplyKind | null {
     const entry = ENTRIES.find((e) => e.words.every((w, j) => tokens[i + j] === w));
     if (!entry) return null; // a word that is not part of a short reply: new information
     if (entry.kind !== "polite") kinds.add(entry.kind);
-    if (entry.kind === "no" && entry.words.length > 1 || entry.words[0]?.startsWith("don")) negated = true;
+    if ((entry.kind === "no" && entry.words.length > 1) || entry.words[0]?.startsWith("don")) negated = true;
     i += entry.words.length;
   }
   if (kinds.has("cancel")) return kinds.has("yes") || negated ? null : "cancel";

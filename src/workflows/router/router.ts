@@ -23,7 +23,16 @@ import type { Cancellation } from "../../core/util/cancel.js";
 import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "./classifier.js";
 import { fallbackMatch, parseSlash } from "./keyword-fallback.js";
 import { checkInputs, inputsHash, mergeInputs } from "../systems/inputs.js";
-import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, runningLine, stepLine, systemsListText } from "./messages.js";
+import {
+  cancelledText,
+  clarifyText,
+  confirmText,
+  declinedText,
+  giveUpText,
+  runningLine,
+  stepLine,
+  systemsListText,
+} from "./messages.js";
 import type { RouterOptions } from "./options.js";
 import { replyKind } from "./replies.js";
 import type { Pending, RouterStateStore } from "./state.js";
@@ -45,7 +54,8 @@ export interface RouterRuntime {
 }
 
 /** Making, changing or deploying a system, in words the keyword fallback can hear. */
-const BUILD_WORDS = /\b(?:build|create|make|design|set up|draft)\b[^.?!\n]{0,80}\b(?:system|workflow|pipeline|automation)s?\b|^\s*\/?(?:deploy|undeploy|undo)\b/i;
+const BUILD_WORDS =
+  /\b(?:build|create|make|design|set up|draft)\b[^.?!\n]{0,80}\b(?:system|workflow|pipeline|automation)s?\b|^\s*\/?(?:deploy|undeploy|undo)\b/i;
 
 interface Decision {
   action: "answer" | "run" | "cancel" | "status" | "build";
@@ -92,8 +102,13 @@ export class RouterEngine {
     // A client's retry of a message that already started a run: never a second run.
     const prior = this.rt.runs.store.byMessage(conv, input.messageKey);
     if (prior) {
-      this.decision(conv, "status", "state", { system: prior.system, reason: "retry of the message that started this run" });
-      return this.rt.runs.isLive(prior.id) ? this.attach(prior, input, preface, false) : this.say(conv, preface, runStatusText(prior, this.nameOf(prior.system)), this.endState(prior));
+      this.decision(conv, "status", "state", {
+        system: prior.system,
+        reason: "retry of the message that started this run",
+      });
+      return this.rt.runs.isLive(prior.id)
+        ? this.attach(prior, input, preface, false)
+        : this.say(conv, preface, runStatusText(prior, this.nameOf(prior.system)), this.endState(prior));
     }
 
     const resume = RESUME.exec(text);
@@ -103,7 +118,8 @@ export class RouterEngine {
     if (slash) return this.slash(conv, slash, input, preface);
 
     // The builder is waiting for this conversation's answer, or building: its message.
-    if (this.opts.builder && this.rt.builderBusy?.(conv)) return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
+    if (this.opts.builder && this.rt.builderBusy?.(conv))
+      return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
 
     let rec = this.rt.state.get(conv);
     if (rec.pending && Date.now() - rec.pending.since > this.opts.gathering.ttlMinutes * 60_000) {
@@ -140,7 +156,12 @@ export class RouterEngine {
     if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
     const gathering = pending?.kind === "gathering" ? pending : undefined;
     const gatheringSystem = gathering ? this.system(gathering.system) : undefined;
-    const d = await this.decide(text, input, systems, gathering && gatheringSystem ? { system: gatheringSystem, values: gathering.values } : undefined);
+    const d = await this.decide(
+      text,
+      input,
+      systems,
+      gathering && gatheringSystem ? { system: gatheringSystem, values: gathering.values } : undefined,
+    );
 
     if (d.action === "cancel") {
       if (gathering) {
@@ -172,34 +193,71 @@ export class RouterEngine {
     // While gathering, a message about the same system (or none in particular) supplies inputs;
     // a confident match of another system starts over with that one; anything else is a question.
     if (gathering && gatheringSystem) {
-      const other = d.action === "run" && d.system && d.system.id !== gatheringSystem.id && d.confidence >= this.opts.thresholds.match;
+      const other =
+        d.action === "run" &&
+        d.system &&
+        d.system.id !== gatheringSystem.id &&
+        d.confidence >= this.opts.thresholds.match;
       if (!other) {
         if (d.action === "answer" && !Object.keys(d.inputs).length) {
           this.rt.state.setPending(conv, undefined);
           return this.handover(conv, preface, d.source, `unrelated to ${gatheringSystem.id}; gathering dropped`);
         }
         const values = mergeInputs(gathering.values, d.inputs);
-        return this.proceed(conv, gatheringSystem, values, Math.max(d.confidence, this.opts.thresholds.trigger), d.source, input, preface, gathering.rounds);
+        return this.proceed(
+          conv,
+          gatheringSystem,
+          values,
+          Math.max(d.confidence, this.opts.thresholds.trigger),
+          d.source,
+          input,
+          preface,
+          gathering.rounds,
+        );
       }
     }
 
     if (d.action !== "run" || !d.system || d.confidence < this.opts.thresholds.match) {
       if (gathering) this.rt.state.setPending(conv, undefined);
-      return this.handover(conv, preface, d.source, d.system ? `confidence ${d.confidence.toFixed(2)} below ${this.opts.thresholds.match}` : "no system");
+      return this.handover(
+        conv,
+        preface,
+        d.source,
+        d.system ? `confidence ${d.confidence.toFixed(2)} below ${this.opts.thresholds.match}` : "no system",
+      );
     }
     return this.proceed(conv, d.system, d.inputs, d.confidence, d.source, input, preface, 0);
   }
 
   /** Inputs checked here, never on the classifier's word: clarify, confirm or run. */
-  private proceed(conv: string, system: LoadedSystem, candidate: Record<string, unknown>, confidence: number, source: Decision["source"] | "slash", input: DispatchInput, preface: string, rounds: number): Dispatch {
+  private proceed(
+    conv: string,
+    system: LoadedSystem,
+    candidate: Record<string, unknown>,
+    confidence: number,
+    source: Decision["source"] | "slash",
+    input: DispatchInput,
+    preface: string,
+    rounds: number,
+  ): Dispatch {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
       if (rounds >= this.opts.gathering.maxRounds) {
         this.rt.state.setPending(conv, undefined);
-        this.decision(conv, "give_up", source, { system: system.id, confidence, reason: `still missing after ${rounds} questions` });
+        this.decision(conv, "give_up", source, {
+          system: system.id,
+          confidence,
+          reason: `still missing after ${rounds} questions`,
+        });
         return this.say(conv, preface, giveUpText(system.name, "rounds"), "idle");
       }
-      const next: Pending = { kind: "gathering", system: system.id, values: check.values, rounds: rounds + 1, since: Date.now() };
+      const next: Pending = {
+        kind: "gathering",
+        system: system.id,
+        values: check.values,
+        rounds: rounds + 1,
+        since: Date.now(),
+      };
       this.rt.state.setPending(conv, next);
       this.decision(conv, "clarify", source, { system: system.id, confidence });
       this.rt.bus.emit({
@@ -213,10 +271,23 @@ export class RouterEngine {
       return this.say(conv, preface, clarifyText(system.name, check.missing, check.invalid, check.problems), "idle");
     }
     const unsure = confidence < this.opts.thresholds.trigger;
-    const why = system.confirm === "always" ? "always" : unsure ? "unsure" : system.sideEffects && system.confirm === "auto" ? "side_effects" : undefined;
+    const why =
+      system.confirm === "always"
+        ? "always"
+        : unsure
+          ? "unsure"
+          : system.sideEffects && system.confirm === "auto"
+            ? "side_effects"
+            : undefined;
     if (why) {
       const hash = inputsHash(system.id, check.values);
-      this.rt.state.setPending(conv, { kind: "confirm", system: system.id, values: check.values, hash, since: Date.now() });
+      this.rt.state.setPending(conv, {
+        kind: "confirm",
+        system: system.id,
+        values: check.values,
+        hash,
+        since: Date.now(),
+      });
       this.decision(conv, "confirm", source, { system: system.id, confidence, reason: why });
       this.rt.bus.emit({ type: "confirm", conversation: conv, system: system.id, inputsHash: hash });
       return this.say(conv, preface, confirmText(system.name, check.values, why), "idle");
@@ -227,7 +298,12 @@ export class RouterEngine {
   }
 
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
-  private confirmed(conv: string, pending: Extract<Pending, { kind: "confirm" }>, input: DispatchInput, preface: string): Dispatch {
+  private confirmed(
+    conv: string,
+    pending: Extract<Pending, { kind: "confirm" }>,
+    input: DispatchInput,
+    preface: string,
+  ): Dispatch {
     if (!this.rt.state.consume(conv, pending)) return this.say(conv, preface, "That was already answered.", "idle");
     if (pending.resumeRun) {
       this.decision(conv, "resume", "reply", { system: pending.system });
@@ -240,9 +316,15 @@ export class RouterEngine {
       }
     }
     const system = this.system(pending.system);
-    if (!system) return this.say(conv, preface, `**${pending.system}** is no longer configured, so nothing was run.`, "idle");
+    if (!system)
+      return this.say(conv, preface, `**${pending.system}** is no longer configured, so nothing was run.`, "idle");
     if (inputsHash(system.id, pending.values) !== pending.hash) {
-      return this.say(conv, preface, "The details changed since I asked, so nothing was run. Ask again and I will show them.", "idle");
+      return this.say(
+        conv,
+        preface,
+        "The details changed since I asked, so nothing was run. Ask again and I will show them.",
+        "idle",
+      );
     }
     this.decision(conv, "run", "reply", { system: system.id, reason: "confirmed" });
     return this.start(conv, system, pending.values, input, preface);
@@ -250,16 +332,35 @@ export class RouterEngine {
 
   private askResume(conv: string, runId: string, preface: string): Dispatch {
     const rec = this.rt.runs.get(runId);
-    if (!rec || rec.conversation !== conv) return this.say(conv, preface, `I know of no run \`${runId}\` in this conversation.`, "idle");
-    if (!["paused", "interrupted", "failed"].includes(rec.status)) return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), this.endState(rec));
+    if (!rec || rec.conversation !== conv)
+      return this.say(conv, preface, `I know of no run \`${runId}\` in this conversation.`, "idle");
+    if (!["paused", "interrupted", "failed"].includes(rec.status))
+      return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), this.endState(rec));
     const hash = inputsHash(rec.system, rec.inputs);
-    this.rt.state.setPending(conv, { kind: "confirm", system: rec.system, values: rec.inputs, hash, since: Date.now(), resumeRun: rec.id });
+    this.rt.state.setPending(conv, {
+      kind: "confirm",
+      system: rec.system,
+      values: rec.inputs,
+      hash,
+      since: Date.now(),
+      resumeRun: rec.id,
+    });
     this.decision(conv, "confirm", "state", { system: rec.system, reason: "resume" });
     const next = rec.steps.find((s) => s.status !== "completed");
-    return this.say(conv, preface, `Run \`${rec.id}\` of **${this.nameOf(rec.system)}** is ${rec.status}. Resume it from step \`${next?.id ?? "?"}\`? (yes / no)`, "paused");
+    return this.say(
+      conv,
+      preface,
+      `Run \`${rec.id}\` of **${this.nameOf(rec.system)}** is ${rec.status}. Resume it from step \`${next?.id ?? "?"}\`? (yes / no)`,
+      "paused",
+    );
   }
 
-  private async slash(conv: string, slash: NonNullable<ReturnType<typeof parseSlash>>, input: DispatchInput, preface: string): Promise<Dispatch> {
+  private async slash(
+    conv: string,
+    slash: NonNullable<ReturnType<typeof parseSlash>>,
+    input: DispatchInput,
+    preface: string,
+  ): Promise<Dispatch> {
     if ("error" in slash) return this.say(conv, preface, slash.error, "idle");
     switch (slash.cmd) {
       case "systems":
@@ -267,11 +368,24 @@ export class RouterEngine {
         return this.say(conv, preface, systemsListText(this.systems()), "idle");
       case "runs":
         this.decision(conv, "list", "slash", {});
-        return this.say(conv, preface, runsListText(this.rt.runs.store.list({ conversation: conv, limit: 10 }), (id) => this.nameOf(id)), "idle");
+        return this.say(
+          conv,
+          preface,
+          runsListText(this.rt.runs.store.list({ conversation: conv, limit: 10 }), (id) => this.nameOf(id)),
+          "idle",
+        );
       case "status": {
         const rec = slash.runId ? this.rt.runs.get(slash.runId) : this.rt.runs.store.latest(conv);
         this.decision(conv, "status", "slash", { system: rec?.system });
-        if (!rec || rec.conversation !== conv) return this.say(conv, preface, slash.runId ? `I know of no run \`${slash.runId}\` in this conversation.` : "Nothing has run in this conversation yet.", "idle");
+        if (!rec || rec.conversation !== conv)
+          return this.say(
+            conv,
+            preface,
+            slash.runId
+              ? `I know of no run \`${slash.runId}\` in this conversation.`
+              : "Nothing has run in this conversation yet.",
+            "idle",
+          );
         return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), this.endState(rec));
       }
       case "cancel": {
@@ -283,11 +397,22 @@ export class RouterEngine {
           const ended = await this.rt.runs.cancel(active.id).catch(() => this.rt.runs.get(active.id)!);
           return this.say(conv, preface, runStatusText(ended, this.nameOf(ended.system)), "idle");
         }
-        return this.say(conv, preface, pending ? cancelledText(this.nameOf(pending.system)) : "There is nothing to cancel.", "idle");
+        return this.say(
+          conv,
+          preface,
+          pending ? cancelledText(this.nameOf(pending.system)) : "There is nothing to cancel.",
+          "idle",
+        );
       }
       case "run": {
         const system = this.system(slash.system);
-        if (!system) return this.say(conv, preface, `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`, "idle");
+        if (!system)
+          return this.say(
+            conv,
+            preface,
+            `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`,
+            "idle",
+          );
         // An explicit command: as sure as can be, but side effects are still confirmed.
         return this.proceed(conv, system, slash.inputs, 1, "slash", input, preface, 0);
       }
@@ -295,30 +420,68 @@ export class RouterEngine {
   }
 
   /** One classifier call (asked again once if it does not parse); the keyword fallback if it fails. */
-  private async decide(text: string, input: DispatchInput, systems: LoadedSystem[], gathering?: { system: LoadedSystem; values: Record<string, unknown> }): Promise<Decision> {
+  private async decide(
+    text: string,
+    input: DispatchInput,
+    systems: LoadedSystem[],
+    gathering?: { system: LoadedSystem; values: Record<string, unknown> },
+  ): Promise<Decision> {
     const reply = await this.classify(text, input, systems, gathering);
-    if (reply) return { action: reply.action, system: reply.system ? systems.find((s) => s.id.toLowerCase() === reply.system!.toLowerCase()) : undefined, confidence: reply.confidence, inputs: reply.inputs, source: "classifier" };
+    if (reply)
+      return {
+        action: reply.action,
+        system: reply.system ? systems.find((s) => s.id.toLowerCase() === reply.system!.toLowerCase()) : undefined,
+        confidence: reply.confidence,
+        inputs: reply.inputs,
+        source: "classifier",
+      };
     if (gathering) {
       // Without the classifier, `k=v` pairs still supply inputs, and a lone missing input takes the message.
       const pairs = parseSlash(`/run ${gathering.system.id} ${text}`);
       const given = pairs && !("error" in pairs) && pairs.cmd === "run" ? pairs.inputs : {};
-      if (Object.keys(given).length) return { action: "run", system: gathering.system, confidence: 1, inputs: given, source: "fallback" };
+      if (Object.keys(given).length)
+        return { action: "run", system: gathering.system, confidence: 1, inputs: given, source: "fallback" };
       const missing = checkInputs(gathering.system.inputs, gathering.values).missing;
-      if (missing.length === 1) return { action: "run", system: gathering.system, confidence: 1, inputs: { [missing[0]!.name]: text }, source: "fallback" };
+      if (missing.length === 1)
+        return {
+          action: "run",
+          system: gathering.system,
+          confidence: 1,
+          inputs: { [missing[0]!.name]: text },
+          source: "fallback",
+        };
     }
-    if (this.opts.builder && BUILD_WORDS.test(text)) return { action: "build", confidence: 0.7, inputs: {}, source: "fallback" };
+    if (this.opts.builder && BUILD_WORDS.test(text))
+      return { action: "build", confidence: 0.7, inputs: {}, source: "fallback" };
     const fb = fallbackMatch(text, systems);
     if (!fb) return { action: "answer", confidence: 0, inputs: {}, source: "fallback" };
-    return { action: "run", system: systems.find((s) => s.id === fb.system), confidence: fb.confidence, inputs: {}, source: "fallback" };
+    return {
+      action: "run",
+      system: systems.find((s) => s.id === fb.system),
+      confidence: fb.confidence,
+      inputs: {},
+      source: "fallback",
+    };
   }
 
-  private async classify(text: string, input: DispatchInput, systems: LoadedSystem[], gathering?: { system: LoadedSystem; values: Record<string, unknown> }): Promise<ClassifierReply | undefined> {
+  private async classify(
+    text: string,
+    input: DispatchInput,
+    systems: LoadedSystem[],
+    gathering?: { system: LoadedSystem; values: Record<string, unknown> },
+  ): Promise<ClassifierReply | undefined> {
     const known = new Set(systems.map((s) => s.id));
     const prompt = classifierPrompt({
       systems,
       userText: text,
       recent: input.recent,
-      gathering: gathering ? { system: gathering.system, collected: gathering.values, missing: checkInputs(gathering.system.inputs, gathering.values).missing.map((f) => f.name) } : undefined,
+      gathering: gathering
+        ? {
+            system: gathering.system,
+            collected: gathering.values,
+            missing: checkInputs(gathering.system.inputs, gathering.values).missing.map((f) => f.name),
+          }
+        : undefined,
       builder: Boolean(this.opts.builder),
     });
     let user = prompt.user;
@@ -337,23 +500,47 @@ export class RouterEngine {
     this.classifierCalls++;
     let text = "";
     try {
-      for await (const ev of this.rt.callModel({ model: this.opts.classifier, prompt, system, cancel, timeoutSeconds: this.opts.classifierTimeoutSeconds })) {
+      for await (const ev of this.rt.callModel({
+        model: this.opts.classifier,
+        prompt,
+        system,
+        cancel,
+        timeoutSeconds: this.opts.classifierTimeoutSeconds,
+      })) {
         if (ev.type === "text") text += ev.text;
         else if (ev.type === "error") {
-          this.rt.log.warn({ router: this.name, code: ev.error.code, message: ev.error.message }, "classifier call failed; using the keyword fallback");
+          this.rt.log.warn(
+            { router: this.name, code: ev.error.code, message: ev.error.message },
+            "classifier call failed; using the keyword fallback",
+          );
           return undefined;
         } else if (ev.type === "done") return text;
       }
     } catch (err) {
-      this.rt.log.warn({ router: this.name, err: (err as Error).message }, "classifier call failed; using the keyword fallback");
+      this.rt.log.warn(
+        { router: this.name, err: (err as Error).message },
+        "classifier call failed; using the keyword fallback",
+      );
     }
     return undefined;
   }
 
-  private start(conv: string, system: LoadedSystem, values: Record<string, unknown>, input: DispatchInput, preface: string): Dispatch {
+  private start(
+    conv: string,
+    system: LoadedSystem,
+    values: Record<string, unknown>,
+    input: DispatchInput,
+    preface: string,
+  ): Dispatch {
     let rec: RunRecord;
     try {
-      rec = this.rt.runs.start({ system: system.id, inputs: values, conversation: conv, origin: "chat", messageKey: input.messageKey });
+      rec = this.rt.runs.start({
+        system: system.id,
+        inputs: values,
+        conversation: conv,
+        origin: "chat",
+        messageKey: input.messageKey,
+      });
     } catch (err) {
       if (err instanceof RunError) return this.say(conv, preface, err.message, "error");
       throw err;
@@ -374,7 +561,12 @@ export class RouterEngine {
       bus: this.rt.bus,
       cancel: input.turn.cancel,
       detachAfterMs: this.opts.detachAfterSeconds * 1000,
-      head: join(preface, fresh ? runningLine(system?.name ?? rec.system) : `Still running **${system?.name ?? rec.system}** (run \`${rec.id}\`)…`),
+      head: join(
+        preface,
+        fresh
+          ? runningLine(system?.name ?? rec.system)
+          : `Still running **${system?.name ?? rec.system}** (run \`${rec.id}\`)…`,
+      ),
       stepLine,
       onEnd: (end) => this.setState(conv, end),
     });
@@ -410,7 +602,12 @@ export class RouterEngine {
     return { kind: "answer", events: textEvents(join(preface, text)) };
   }
 
-  private decision(conv: string, action: DecisionAction, source: Decision["source"] | "slash" | "reply" | "state", extra: { system?: string; confidence?: number; reason?: string }): void {
+  private decision(
+    conv: string,
+    action: DecisionAction,
+    source: Decision["source"] | "slash" | "reply" | "state",
+    extra: { system?: string; confidence?: number; reason?: string },
+  ): void {
     this.rt.bus.emit({ type: "decision", conversation: conv, action, source, ...extra });
     this.rt.log.debug({ router: this.name, conversation: conv, action, source, ...extra }, "router decision");
   }

@@ -30,10 +30,20 @@ export function routerProblems(config: Config): string[] {
     for (const key of ["classifier", "answer", "builder"] as const) {
       if (opts[key] === undefined) continue;
       const m = models.get(opts[key]);
-      if (!m) problems.push(`backends.${name}.${key}: no model "${opts[key]}" in models (models: ${[...models.keys()].join(", ")})`);
-      else if (config.backends[m.backend]?.type === "router") problems.push(`backends.${name}.${key}: "${opts[key]}" is itself a router model; name the model that does the work`);
-      else if (key === "builder" && config.backends[m.backend]?.type !== "builder") problems.push(`backends.${name}.builder: "${opts[key]}" is served by a ${config.backends[m.backend]?.type} backend; name a model of a type: builder backend`);
-      else if (key !== "builder" && config.backends[m.backend]?.type === "builder") problems.push(`backends.${name}.${key}: "${opts[key]}" is a builder model; name the model that answers`);
+      if (!m)
+        problems.push(
+          `backends.${name}.${key}: no model "${opts[key]}" in models (models: ${[...models.keys()].join(", ")})`,
+        );
+      else if (config.backends[m.backend]?.type === "router")
+        problems.push(
+          `backends.${name}.${key}: "${opts[key]}" is itself a router model; name the model that does the work`,
+        );
+      else if (key === "builder" && config.backends[m.backend]?.type !== "builder")
+        problems.push(
+          `backends.${name}.builder: "${opts[key]}" is served by a ${config.backends[m.backend]?.type} backend; name a model of a type: builder backend`,
+        );
+      else if (key !== "builder" && config.backends[m.backend]?.type === "builder")
+        problems.push(`backends.${name}.${key}: "${opts[key]}" is a builder model; name the model that answers`);
     }
   }
   return problems;
@@ -46,15 +56,25 @@ async function describeTool(server: McpServer, tool: string): Promise<ToolFacts>
 }
 
 /** Load and check the systems (config + files). Used by start-up and `clawbridge systems validate`. */
-export async function loadLibrary(config: Config, opts: { askMcp?: boolean; candidates?: Array<{ where: string; value: unknown }> } = {}): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
+export async function loadLibrary(
+  config: Config,
+  opts: { askMcp?: boolean; candidates?: Array<{ where: string; value: unknown }> } = {},
+): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
   const models = new Map(config.models.map((m) => [m.id, { router: config.backends[m.backend]?.type === "router" }]));
-  const res = await loadSystems({ configSystems: config.systems, dir: systemsDir(config.dataDir), models, describeTool: opts.askMcp === false ? undefined : describeTool, candidates: opts.candidates });
+  const res = await loadSystems({
+    configSystems: config.systems,
+    dir: systemsDir(config.dataDir),
+    models,
+    describeTool: opts.askMcp === false ? undefined : describeTool,
+    candidates: opts.candidates,
+  });
   // A router that offers systems by id: each must exist.
   for (const [name, entry] of Object.entries(config.backends)) {
     if (entry.type !== "router") continue;
     const o = routerOptionsSchema.parse(entry.options);
     for (const id of o.systems ?? []) {
-      if (!res.library.get(id)) res.problems.push({ where: "config", key: `backends.${name}.systems`, message: `no (valid) system "${id}"` });
+      if (!res.library.get(id))
+        res.problems.push({ where: "config", key: `backends.${name}.systems`, message: `no (valid) system "${id}"` });
     }
   }
   return res;
@@ -79,7 +99,9 @@ export interface RouterRuntimeHandle {
 
 export class SystemsConfigError extends Error {
   constructor(readonly problems: string[]) {
-    super(`the systems configuration has ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    super(
+      `the systems configuration has ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((p) => `  - ${p}`).join("\n")}`,
+    );
     this.name = "SystemsConfigError";
   }
 }
@@ -88,7 +110,14 @@ export function formatProblem(p: LibraryProblem): string {
   return `${p.where === "config" ? "" : `${p.where}: `}${p.key}: ${p.message}`;
 }
 
-export async function openRouterRuntime(args: { config: Config; bus: EventBus; callModel: ModelCaller; logger: Logger; dbFile?: string; retryBaseMs?: number }): Promise<RouterRuntimeHandle> {
+export async function openRouterRuntime(args: {
+  config: Config;
+  bus: EventBus;
+  callModel: ModelCaller;
+  logger: Logger;
+  dbFile?: string;
+  retryBaseMs?: number;
+}): Promise<RouterRuntimeHandle> {
   const { config, bus, callModel, logger } = args;
   const problems = routerProblems(config);
   const { library, problems: libProblems } = await loadLibrary(config);
@@ -96,7 +125,15 @@ export async function openRouterRuntime(args: { config: Config; bus: EventBus; c
   if (problems.length) throw new SystemsConfigError(problems);
   const db = openSystemsDb(args.dbFile ?? systemsDbPath(config.dataDir));
   const store = new RunStore(db);
-  const runs = new RunManager({ store, library, bus, callModel, dataDir: config.dataDir, log: logger.child({ room: "systems" }), retryBaseMs: args.retryBaseMs });
+  const runs = new RunManager({
+    store,
+    library,
+    bus,
+    callModel,
+    dataDir: config.dataDir,
+    log: logger.child({ room: "systems" }),
+    retryBaseMs: args.retryBaseMs,
+  });
   runs.recover();
   logger.info({ systems: library.systems.map((s) => s.id) }, "systems loaded");
   return {

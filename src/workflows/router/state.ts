@@ -45,13 +45,21 @@ export class RouterStateStore {
       `INSERT INTO router_state (conversation, state, data, updated_at) VALUES (@c, @s, @d, @t)
        ON CONFLICT(conversation) DO UPDATE SET state = @s, data = @d, updated_at = @t`,
     );
-    this.consumeStmt = db.prepare(`UPDATE router_state SET data = NULL, updated_at = @t WHERE conversation = @c AND data = @d`);
+    this.consumeStmt = db.prepare(
+      `UPDATE router_state SET data = NULL, updated_at = @t WHERE conversation = @c AND data = @d`,
+    );
   }
 
   get(conversation: string): ConversationRecord {
-    const row = this.getStmt.get(conversation) as { state: string; data: string | null; updated_at: number } | undefined;
+    const row = this.getStmt.get(conversation) as
+      | { state: string; data: string | null; updated_at: number }
+      | undefined;
     if (!row) return { state: "idle", updatedAt: 0 };
-    return { state: row.state as ConversationState, pending: row.data ? (JSON.parse(row.data) as Pending) : undefined, updatedAt: row.updated_at };
+    return {
+      state: row.state as ConversationState,
+      pending: row.data ? (JSON.parse(row.data) as Pending) : undefined,
+      updatedAt: row.updated_at,
+    };
   }
 
   setState(conversation: string, state: ConversationState): void {
@@ -66,8 +74,17 @@ export class RouterStateStore {
 
   /** Conversations waiting for an answer (missing inputs or a yes/no), most recent first (the dashboard's Router view). */
   pendingList(limit = 100): Array<{ conversation: string } & ConversationRecord & { pending: Pending }> {
-    const rows = this.db.prepare(`SELECT conversation, state, data, updated_at FROM router_state WHERE data IS NOT NULL ORDER BY updated_at DESC LIMIT ?`).all(limit) as Array<{ conversation: string; state: string; data: string; updated_at: number }>;
-    return rows.map((r) => ({ conversation: r.conversation, state: r.state as ConversationState, pending: JSON.parse(r.data) as Pending, updatedAt: r.updated_at }));
+    const rows = this.db
+      .prepare(
+        `SELECT conversation, state, data, updated_at FROM router_state WHERE data IS NOT NULL ORDER BY updated_at DESC LIMIT ?`,
+      )
+      .all(limit) as Array<{ conversation: string; state: string; data: string; updated_at: number }>;
+    return rows.map((r) => ({
+      conversation: r.conversation,
+      state: r.state as ConversationState,
+      pending: JSON.parse(r.data) as Pending,
+      updatedAt: r.updated_at,
+    }));
   }
 
   /**

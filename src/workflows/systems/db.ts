@@ -124,29 +124,49 @@ export class RunStore {
       insertStep: db.prepare(`INSERT INTO run_steps (run_id, step_id, position, status) VALUES (?, ?, ?, 'pending')`),
       run: db.prepare(`SELECT * FROM runs WHERE id = ?`),
       steps: db.prepare(`SELECT * FROM run_steps WHERE run_id = ? ORDER BY position`),
-      byMessage: db.prepare(`SELECT id FROM runs WHERE conversation = ? AND message_key = ? ORDER BY created_at DESC LIMIT 1`),
+      byMessage: db.prepare(
+        `SELECT id FROM runs WHERE conversation = ? AND message_key = ? ORDER BY created_at DESC LIMIT 1`,
+      ),
       unreported: db.prepare(
         `SELECT id FROM runs WHERE conversation = ? AND detached = 1 AND reported = 0 AND status IN ('completed','failed','cancelled','interrupted') ORDER BY ended_at`,
       ),
-      active: db.prepare(`SELECT id FROM runs WHERE conversation = ? AND status IN ('pending','running','paused') ORDER BY created_at DESC`),
+      active: db.prepare(
+        `SELECT id FROM runs WHERE conversation = ? AND status IN ('pending','running','paused') ORDER BY created_at DESC`,
+      ),
       latest: db.prepare(`SELECT id FROM runs WHERE conversation = ? ORDER BY created_at DESC LIMIT 1`),
       setStatus: db.prepare(`UPDATE runs SET status = ?, updated_at = ? WHERE id = ?`),
-      start: db.prepare(`UPDATE runs SET status = 'running', started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL, failed_step = NULL, updated_at = @now WHERE id = @id`),
+      start: db.prepare(
+        `UPDATE runs SET status = 'running', started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL, failed_step = NULL, updated_at = @now WHERE id = @id`,
+      ),
       finish: db.prepare(
         `UPDATE runs SET status = @status, output = @output, error = @error, failed_step = @failedStep, ended_at = @now, updated_at = @now WHERE id = @id`,
       ),
       detach: db.prepare(`UPDATE runs SET detached = 1, updated_at = ? WHERE id = ?`),
       attach: db.prepare(`UPDATE runs SET detached = 0, reported = 0, updated_at = ? WHERE id = ?`),
       reported: db.prepare(`UPDATE runs SET reported = 1, updated_at = ? WHERE id = ?`),
-      stepStart: db.prepare(`UPDATE run_steps SET status = 'running', attempts = @attempts, started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL WHERE run_id = @run AND step_id = @step`),
-      stepEnd: db.prepare(`UPDATE run_steps SET status = @status, ended_at = @now, output = @output, error = @error WHERE run_id = @run AND step_id = @step`),
-      stepReset: db.prepare(`UPDATE run_steps SET status = 'pending', started_at = NULL, ended_at = NULL, error = NULL WHERE run_id = ? AND status NOT IN ('completed')`),
+      stepStart: db.prepare(
+        `UPDATE run_steps SET status = 'running', attempts = @attempts, started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL WHERE run_id = @run AND step_id = @step`,
+      ),
+      stepEnd: db.prepare(
+        `UPDATE run_steps SET status = @status, ended_at = @now, output = @output, error = @error WHERE run_id = @run AND step_id = @step`,
+      ),
+      stepReset: db.prepare(
+        `UPDATE run_steps SET status = 'pending', started_at = NULL, ended_at = NULL, error = NULL WHERE run_id = ? AND status NOT IN ('completed')`,
+      ),
       interrupt: db.prepare(`SELECT id FROM runs WHERE status IN ('running', 'pending')`),
     };
   }
 
   /** Write a new run (status `pending`) and its steps, before anything runs. */
-  create(run: { id: string; system: string; conversation?: string; inputs: Record<string, unknown>; origin: RunRecord["origin"]; messageKey?: string; steps: string[] }): void {
+  create(run: {
+    id: string;
+    system: string;
+    conversation?: string;
+    inputs: Record<string, unknown>;
+    origin: RunRecord["origin"];
+    messageKey?: string;
+    steps: string[];
+  }): void {
     const now = Date.now();
     this.db.transaction(() => {
       this.stmts.insertRun.run({
@@ -201,12 +221,14 @@ export class RunStore {
   list(filter: { conversation?: string; status?: RunStatus; system?: string; limit?: number } = {}): RunRecord[] {
     const where: string[] = [];
     const args: unknown[] = [];
-    if (filter.conversation) (where.push("conversation = ?"), args.push(filter.conversation));
-    if (filter.status) (where.push("status = ?"), args.push(filter.status));
-    if (filter.system) (where.push("system = ?"), args.push(filter.system));
+    if (filter.conversation) where.push("conversation = ?"), args.push(filter.conversation);
+    if (filter.status) where.push("status = ?"), args.push(filter.status);
+    if (filter.system) where.push("system = ?"), args.push(filter.system);
     const limit = Math.min(Math.max(filter.limit ?? 50, 1), 1000);
     const rows = this.db
-      .prepare(`SELECT id FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ${limit}`)
+      .prepare(
+        `SELECT id FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ${limit}`,
+      )
       .all(...args) as Array<{ id: string }>;
     return rows.map((r) => this.get(r.id)!).filter(Boolean);
   }
@@ -241,7 +263,14 @@ export class RunStore {
   }
 
   finish(id: string, end: { status: RunStatus; output?: unknown; error?: string; failedStep?: string }): void {
-    this.stmts.finish.run({ id, status: end.status, output: json(end.output), error: end.error ?? null, failedStep: end.failedStep ?? null, now: Date.now() });
+    this.stmts.finish.run({
+      id,
+      status: end.status,
+      output: json(end.output),
+      error: end.error ?? null,
+      failedStep: end.failedStep ?? null,
+      now: Date.now(),
+    });
   }
 
   markDetached(id: string): void {

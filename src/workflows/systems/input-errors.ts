@@ -105,7 +105,9 @@ export function describe(errors: ErrorObject[], base: string): string {
     words = `must be ${types.map((t) => TYPE_WORDS[t] ?? t).join(" or ")}`;
   } else if (first.keyword === "type") {
     // A type error beside an enum/const error at the same place: the allowed values say more.
-    const valueErr = pool.find((e) => (e.keyword === "enum" || e.keyword === "const") && e.instancePath === first.instancePath);
+    const valueErr = pool.find(
+      (e) => (e.keyword === "enum" || e.keyword === "const") && e.instancePath === first.instancePath,
+    );
     words = errorWords(valueErr ?? first);
   } else {
     words = errorWords(first);

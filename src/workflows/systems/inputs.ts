@@ -155,7 +155,9 @@ function allowedOf(p: Schema, root: Schema): unknown[] | undefined {
 /** The declared inputs, in declared order. */
 export function fieldsOf(schema: InputSchema): FieldInfo[] {
   const required = requiredOf(schema);
-  return Object.entries(propertiesOf(schema)).map(([name, p]) => fieldInfo(name, deref(p, schema), required.has(name), schema));
+  return Object.entries(propertiesOf(schema)).map(([name, p]) =>
+    fieldInfo(name, deref(p, schema), required.has(name), schema),
+  );
 }
 
 function fieldInfo(name: string, p: Schema, required: boolean, root: Schema): FieldInfo {
@@ -163,7 +165,12 @@ function fieldInfo(name: string, p: Schema, required: boolean, root: Schema): Fi
   const info: FieldInfo = { name, type: types.length > 0 ? types.join("|") : "string", required };
   const allowed = allowedOf(p, root);
   if (allowed) info.enum = allowed;
-  const description = typeof p.description === "string" && p.description.trim() ? p.description.trim() : typeof p.title === "string" && p.title.trim() ? p.title.trim() : undefined;
+  const description =
+    typeof p.description === "string" && p.description.trim()
+      ? p.description.trim()
+      : typeof p.title === "string" && p.title.trim()
+        ? p.title.trim()
+        : undefined;
   if (description !== undefined) info.description = description;
   return info;
 }
@@ -184,7 +191,12 @@ function dialectOf(schema: Schema): Dialect {
 }
 
 function newAjv(dialect: Dialect): AjvLike {
-  const ajv = dialect === "2020-12" ? new Ajv2020(AJV_OPTIONS) : dialect === "2019-09" ? new Ajv2019(AJV_OPTIONS) : new Ajv(AJV_OPTIONS);
+  const ajv =
+    dialect === "2020-12"
+      ? new Ajv2020(AJV_OPTIONS)
+      : dialect === "2019-09"
+        ? new Ajv2019(AJV_OPTIONS)
+        : new Ajv(AJV_OPTIONS);
   addFormats(ajv);
   return ajv;
 }
@@ -250,30 +262,37 @@ function compile(schema: InputSchema): Compiled {
  * a list of declared property names, and ajv must accept and compile it.
  */
 export function schemaProblem(schema: unknown): string | undefined {
-  if (!isObject(schema)) return `the input schema must be a JSON Schema object, got ${schema === null ? "null" : Array.isArray(schema) ? "a list" : typeof schema}`;
-  if (schema.type !== undefined && schema.type !== "object") return `the input schema must describe an object (type: object), not type ${JSON.stringify(schema.type)}`;
+  if (!isObject(schema))
+    return `the input schema must be a JSON Schema object, got ${schema === null ? "null" : Array.isArray(schema) ? "a list" : typeof schema}`;
+  if (schema.type !== undefined && schema.type !== "object")
+    return `the input schema must describe an object (type: object), not type ${JSON.stringify(schema.type)}`;
   const props = schema.properties;
   if (props !== undefined && !isObject(props)) return "properties must be a mapping of input names to schemas";
   for (const [name, p] of Object.entries(props ?? {})) {
-    if (!isObject(p)) return `properties.${name} must be a schema (a mapping such as {type: string}), got ${JSON.stringify(p)}`;
+    if (!isObject(p))
+      return `properties.${name} must be a schema (a mapping such as {type: string}), got ${JSON.stringify(p)}`;
     for (const t of Array.isArray(p.type) ? p.type : p.type === undefined ? [] : [p.type]) {
-      if (typeof t !== "string" || !JSON_TYPES.has(t)) return `properties.${name}.type: unknown type ${JSON.stringify(t)} (use string, number, integer, boolean, array, object or null)`;
+      if (typeof t !== "string" || !JSON_TYPES.has(t))
+        return `properties.${name}.type: unknown type ${JSON.stringify(t)} (use string, number, integer, boolean, array, object or null)`;
     }
-    if (p.enum !== undefined && (!Array.isArray(p.enum) || p.enum.length === 0)) return `properties.${name}.enum must be a non-empty list of allowed values`;
+    if (p.enum !== undefined && (!Array.isArray(p.enum) || p.enum.length === 0))
+      return `properties.${name}.enum must be a non-empty list of allowed values`;
   }
   const req = schema.required;
   if (req !== undefined) {
     if (!Array.isArray(req) || req.some((r) => typeof r !== "string")) return "required must be a list of input names";
     const declared = new Set(Object.keys(props ?? {}));
     const unknown = (req as string[]).filter((r) => !declared.has(r));
-    if (unknown.length > 0) return `required names ${unknown.map((u) => JSON.stringify(u)).join(", ")}, not in properties (declared: ${[...declared].join(", ") || "none"})`;
+    if (unknown.length > 0)
+      return `required names ${unknown.map((u) => JSON.stringify(u)).join(", ")}, not in properties (declared: ${[...declared].join(", ") || "none"})`;
   }
   const dialect = dialectOf(schema);
   const isolated = hasId(schema);
   const ajv = isolated ? newAjv(dialect) : sharedAjv(dialect);
   const root = forAjv(schema, dialect);
   try {
-    if (!ajv.validateSchema(root)) return `not a valid JSON Schema: ${ajv.errorsText(ajv.errors, { dataVar: "inputs" })}`;
+    if (!ajv.validateSchema(root))
+      return `not a valid JSON Schema: ${ajv.errorsText(ajv.errors, { dataVar: "inputs" })}`;
     // A throw-away compile (removed again so start-up checks do not pile up in the shared instance).
     ajv.compile(root);
     if (!isolated) ajv.removeSchema(root);
@@ -292,7 +311,11 @@ const TRUE_WORDS = new Set(["true", "yes", "y", "on", "1"]);
 const FALSE_WORDS = new Set(["false", "no", "n", "off", "0"]);
 
 const matchKey = (v: unknown): string | undefined =>
-  typeof v === "string" ? v.normalize("NFKC").trim().toLowerCase() : typeof v === "number" || typeof v === "boolean" ? String(v) : undefined;
+  typeof v === "string"
+    ? v.normalize("NFKC").trim().toLowerCase()
+    : typeof v === "number" || typeof v === "boolean"
+      ? String(v)
+      : undefined;
 
 /** Best-effort conversions of `v` to what `p` asks for, most likely first (not validated). */
 function coercions(v: unknown, p: Schema, root: Schema): unknown[] {
@@ -409,7 +432,11 @@ export function checkInputs(schema: InputSchema, candidate: Record<string, unkno
     for (const e of whole.errors ?? []) {
       const params = e.params as { missingProperty?: unknown };
       const inChoice = /\/(anyOf|oneOf)\//.test(e.schemaPath);
-      if (["required", "dependencies", "dependentRequired"].includes(e.keyword) && e.instancePath === "" && typeof params.missingProperty === "string") {
+      if (
+        ["required", "dependencies", "dependentRequired"].includes(e.keyword) &&
+        e.instancePath === "" &&
+        typeof params.missingProperty === "string"
+      ) {
         const named = fields.find((f) => f.name === params.missingProperty);
         if (named && !Object.hasOwn(values, named.name)) {
           // One of several would do: say so rather than asking for all of them.
@@ -426,8 +453,10 @@ export function checkInputs(schema: InputSchema, candidate: Record<string, unkno
       const text = path.length > 0 ? `${where(path)} ${errorWords(e)}` : errorWords(e);
       if (!problems.includes(text)) problems.push(text);
     }
-    if (alternatives.length > 0) problems.push(alternatives.length === 1 ? `needs ${alternatives[0]}` : `needs one of ${alternatives.join(", ")}`);
-    if (problems.length === 0 && missing.length === 0 && invalid.length === 0) problems.push("the inputs do not fit the system's input schema together");
+    if (alternatives.length > 0)
+      problems.push(alternatives.length === 1 ? `needs ${alternatives[0]}` : `needs one of ${alternatives.join(", ")}`);
+    if (problems.length === 0 && missing.length === 0 && invalid.length === 0)
+      problems.push("the inputs do not fit the system's input schema together");
   }
   return { values, missing, invalid, complete: missing.length === 0 && invalid.length === 0 && wholeValid, problems };
 }
@@ -458,5 +487,8 @@ function sortKeys(v: unknown, depth: number): unknown {
 
 /** A short stable fingerprint of "this system with these inputs": sha256 hex, first 16 characters. */
 export function inputsHash(systemId: string, values: Record<string, unknown>): string {
-  return createHash("sha256").update(canonicalJson({ system: systemId, inputs: values })).digest("hex").slice(0, 16);
+  return createHash("sha256")
+    .update(canonicalJson({ system: systemId, inputs: values }))
+    .digest("hex")
+    .slice(0, 16);
 }

@@ -22,7 +22,16 @@ import { checkCommand } from "./executors/command.js";
 import { checkWebhookUrl } from "./executors/webhook.js";
 import { schemaProblem } from "./inputs.js";
 import { compileRun, type CompiledPlan, type LeafSpec } from "./plan.js";
-import { commandRunSchema, LEAF_KINDS, mcpRunSchema, modelRunSchema, systemSchema, webhookRunSchema, type McpServer, type SystemFile } from "./schema.js";
+import {
+  commandRunSchema,
+  LEAF_KINDS,
+  mcpRunSchema,
+  modelRunSchema,
+  systemSchema,
+  webhookRunSchema,
+  type McpServer,
+  type SystemFile,
+} from "./schema.js";
 import { refsIn, TemplateError } from "./template.js";
 import type { InputSchema, LoadedSystem } from "./types.js";
 
@@ -121,7 +130,9 @@ function readDir(dir: string | undefined, problems: LibraryProblem[]): Raw[] {
   if (!dir) return [];
   let names: string[];
   try {
-    names = readdirSync(dir).filter((n) => /\.(ya?ml|json)$/i.test(n)).sort();
+    names = readdirSync(dir)
+      .filter((n) => /\.(ya?ml|json)$/i.test(n))
+      .sort();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
     problems.push({ where: dir, key: "(directory)", message: (err as Error).message });
@@ -134,7 +145,11 @@ function readDir(dir: string | undefined, problems: LibraryProblem[]): Raw[] {
       if (!statSync(file).isFile()) continue;
       const value = parseYaml(readFileSync(file, "utf8")) as unknown;
       if (!value || typeof value !== "object" || Array.isArray(value)) {
-        problems.push({ where: file, key: "(top)", message: "a system file holds one mapping (id, description, inputs, run…)" });
+        problems.push({
+          where: file,
+          key: "(top)",
+          message: "a system file holds one mapping (id, description, inputs, run…)",
+        });
         continue;
       }
       const withId = "id" in value ? value : { id: name.replace(/\.(ya?ml|json)$/i, ""), ...value };
@@ -146,14 +161,23 @@ function readDir(dir: string | undefined, problems: LibraryProblem[]): Raw[] {
   return out;
 }
 
-const leafSchemas = { webhook: webhookRunSchema, command: commandRunSchema, mcp: mcpRunSchema, model: modelRunSchema } as const;
+const leafSchemas = {
+  webhook: webhookRunSchema,
+  command: commandRunSchema,
+  mcp: mcpRunSchema,
+  model: modelRunSchema,
+} as const;
 
 /** Load and check every system. Problems are returned, never thrown; a system with a problem is left out. */
 export async function loadSystems(opts: LoadOptions): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
   const problems: LibraryProblem[] = [];
   const raws: Raw[] = opts.configSystems.map((value, i) => ({ where: "config", prefix: `systems[${i}]`, value }));
   const candidates = opts.candidates ?? [];
-  const replaced = new Set(candidates.map((c) => (c.value as { id?: unknown } | null)?.id).filter((id): id is string => typeof id === "string"));
+  const replaced = new Set(
+    candidates
+      .map((c) => (c.value as { id?: unknown } | null)?.id)
+      .filter((id): id is string => typeof id === "string"),
+  );
   raws.push(...readDir(opts.dir, problems).filter((r) => !replaced.has((r.value as { id?: unknown }).id as string)));
   raws.push(...candidates.map((c) => ({ where: c.where, prefix: "", value: c.value })));
 
@@ -171,12 +195,20 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     }
     const sys = res.data;
     if ((LEAF_KINDS as readonly string[]).includes(sys.id)) {
-      problems.push({ where: raw.where, key: keyOf(raw.prefix, ["id"]), message: `"${sys.id}" is the name of a run kind; a plan step could never use this system. Choose another id` });
+      problems.push({
+        where: raw.where,
+        key: keyOf(raw.prefix, ["id"]),
+        message: `"${sys.id}" is the name of a run kind; a plan step could never use this system. Choose another id`,
+      });
       continue;
     }
     const other = seen.get(sys.id);
     if (other) {
-      problems.push({ where: raw.where, key: keyOf(raw.prefix, ["id"]), message: `system id "${sys.id}" is already used (${other})` });
+      problems.push({
+        where: raw.where,
+        key: keyOf(raw.prefix, ["id"]),
+        message: `system id "${sys.id}" is already used (${other})`,
+      });
       continue;
     }
     seen.set(sys.id, raw.where);
@@ -217,7 +249,8 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       try {
         tool = await opts.describeTool(sys.run.server, sys.run.tool);
       } catch (err) {
-        if (sys.inputs === "fromTool") report(at("inputs"), `cannot read the input schema of MCP tool "${sys.run.tool}": ${(err as Error).message}`);
+        if (sys.inputs === "fromTool")
+          report(at("inputs"), `cannot read the input schema of MCP tool "${sys.run.tool}": ${(err as Error).message}`);
       }
     }
     if (sys.inputs === "fromTool") {
@@ -253,9 +286,17 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
         throw err;
       }
       for (const r of refs) {
-        if (r.kind === "input" && inputsKnown && !declared.has(r.name)) report(key, `\${inputs.${r.name}}: "${r.name}" is not a declared input (declared: ${[...declared].join(", ") || "none"})`);
+        if (r.kind === "input" && inputsKnown && !declared.has(r.name))
+          report(
+            key,
+            `\${inputs.${r.name}}: "${r.name}" is not a declared input (declared: ${[...declared].join(", ") || "none"})`,
+          );
         if (r.kind === "step" && !stepDeps) report(key, `\${steps.${r.step}.output} is only for plan steps`);
-        if (r.kind === "step" && stepDeps && !stepDeps.has(r.step)) report(key, `\${steps.${r.step}.output}: this step does not depend on step "${r.step}" (add it to dependsOn)`);
+        if (r.kind === "step" && stepDeps && !stepDeps.has(r.step))
+          report(
+            key,
+            `\${steps.${r.step}.output}: this step does not depend on step "${r.step}" (add it to dependsOn)`,
+          );
       }
     };
     const checkLeaf = (spec: LeafSpec, key: (...p: PropertyKey[]) => string, deps?: Set<string>) => {
@@ -268,8 +309,13 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       if (spec.kind === "command") for (const p of checkCommand(spec)) report(key("argv"), p);
       if (spec.kind === "model") {
         const m = opts.models.get(spec.model);
-        if (!m) report(key("model"), `no configured model "${spec.model}" (models: ${[...opts.models.keys()].join(", ")})`);
-        else if (m.router) report(key("model"), `"${spec.model}" is a router model; a system step must name the model that does the work`);
+        if (!m)
+          report(key("model"), `no configured model "${spec.model}" (models: ${[...opts.models.keys()].join(", ")})`);
+        else if (m.router)
+          report(
+            key("model"),
+            `"${spec.model}" is a router model; a system step must name the model that does the work`,
+          );
       }
     };
 
@@ -281,12 +327,18 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
         stepIds.set(s.id, i);
       });
       steps.forEach((s, i) => {
-        for (const d of s.dependsOn) if (!stepIds.has(d)) report(at("run", "steps", i, "dependsOn"), `unknown step "${d}" (steps: ${[...stepIds.keys()].join(", ")})`);
+        for (const d of s.dependsOn)
+          if (!stepIds.has(d))
+            report(
+              at("run", "steps", i, "dependsOn"),
+              `unknown step "${d}" (steps: ${[...stepIds.keys()].join(", ")})`,
+            );
         if (s.dependsOn.includes(s.id)) report(at("run", "steps", i, "dependsOn"), "a step cannot depend on itself");
       });
       const cycle = findCycle(steps.map((s) => ({ id: s.id, deps: s.dependsOn.filter((d) => stepIds.has(d)) })));
       if (cycle) report(at("run", "steps"), `steps depend on each other in a cycle: ${cycle.join(" → ")}`);
-      if (sys.run.output && !stepIds.has(sys.run.output)) report(at("run", "output"), `unknown step "${sys.run.output}"`);
+      if (sys.run.output && !stepIds.has(sys.run.output))
+        report(at("run", "output"), `unknown step "${sys.run.output}"`);
       const ancestors = cycle ? undefined : ancestorsOf(steps);
       steps.forEach((s, i) => {
         const deps = ancestors?.get(s.id) ?? new Set<string>();
@@ -294,8 +346,13 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
         if ((LEAF_KINDS as readonly string[]).includes(s.uses)) {
           if (!badSteps.has(i)) checkLeaf({ ...s.with, kind: s.uses } as LeafSpec, key, deps);
         } else if (!ids.has(s.uses)) {
-          if (misshapen.has(s.uses)) report(at("run", "steps", i, "uses"), `system "${s.uses}" has problems of its own (see above)`);
-          else report(at("run", "steps", i, "uses"), `"${s.uses}" is neither a kind (${LEAF_KINDS.join(", ")}) nor a known system`);
+          if (misshapen.has(s.uses))
+            report(at("run", "steps", i, "uses"), `system "${s.uses}" has problems of its own (see above)`);
+          else
+            report(
+              at("run", "steps", i, "uses"),
+              `"${s.uses}" is neither a kind (${LEAF_KINDS.join(", ")}) nor a known system`,
+            );
         } else {
           checkRefs(s.with, key(), deps);
         }
@@ -325,12 +382,19 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
   // Systems that use systems: no loop (every loop, one at a time), and nothing that uses a system
   // left out, directly or through others.
   const byId = new Map(loaded.map((s) => [s.id, s]));
-  const usedBy = (s: LoadedSystem) => (s.run.kind === "plan" ? s.run.steps.map((st) => st.uses).filter((u) => !(LEAF_KINDS as readonly string[]).includes(u)) : []);
+  const usedBy = (s: LoadedSystem) =>
+    s.run.kind === "plan"
+      ? s.run.steps.map((st) => st.uses).filter((u) => !(LEAF_KINDS as readonly string[]).includes(u))
+      : [];
   for (let n = 0; n <= loaded.length; n++) {
     const loop = findCycle([...byId.values()].map((s) => ({ id: s.id, deps: usedBy(s).filter((u) => byId.has(u)) })));
     if (!loop) break;
     const first = byId.get(loop[0]!)!;
-    problems.push({ where: first.source, key: keyOf(prefixes.get(first.id) ?? "", ["run", "steps"]), message: `systems use each other in a loop: ${loop.join(" → ")}` });
+    problems.push({
+      where: first.source,
+      key: keyOf(prefixes.get(first.id) ?? "", ["run", "steps"]),
+      message: `systems use each other in a loop: ${loop.join(" → ")}`,
+    });
     for (const id of loop) byId.delete(id);
   }
   // A plan step that names a system left out for its own problems is reported too (until nothing changes).
@@ -341,7 +405,11 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       s.run.steps.forEach((st, i) => {
         if (!byId.has(s.id)) return;
         if (!(LEAF_KINDS as readonly string[]).includes(st.uses) && !byId.has(st.uses) && ids.has(st.uses)) {
-          problems.push({ where: s.source, key: keyOf(prefixes.get(s.id) ?? "", ["run", "steps", i, "uses"]), message: `system "${st.uses}" has problems of its own (see above)` });
+          problems.push({
+            where: s.source,
+            key: keyOf(prefixes.get(s.id) ?? "", ["run", "steps", i, "uses"]),
+            message: `system "${st.uses}" has problems of its own (see above)`,
+          });
           byId.delete(s.id);
           changed = true;
         }
@@ -380,7 +448,9 @@ function inferSideEffects(sys: SystemFile, tool: ToolFacts | undefined): boolean
 }
 
 function normaliseSchema(schema: Record<string, unknown>): InputSchema {
-  const properties = (schema.properties && typeof schema.properties === "object" ? schema.properties : {}) as InputSchema["properties"];
+  const properties = (
+    schema.properties && typeof schema.properties === "object" ? schema.properties : {}
+  ) as InputSchema["properties"];
   return { ...schema, type: "object", properties };
 }
 

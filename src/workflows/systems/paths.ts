@@ -23,6 +23,14 @@ export function existingDir(dir: string): string | undefined {
 }
 
 /** Whether systems are configured (the config's list or files) or a router or builder backend exists. */
-export function wantsSystems(config: { systems: unknown[]; backends: Record<string, { type: string }>; dataDir: string }): boolean {
-  return config.systems.length > 0 || Object.values(config.backends).some((b) => b.type === "router" || b.type === "builder") || existsSync(systemsDir(config.dataDir));
+export function wantsSystems(config: {
+  systems: unknown[];
+  backends: Record<string, { type: string }>;
+  dataDir: string;
+}): boolean {
+  return (
+    config.systems.length > 0 ||
+    Object.values(config.backends).some((b) => b.type === "router" || b.type === "builder") ||
+    existsSync(systemsDir(config.dataDir))
+  );
 }

@@ -36,7 +36,12 @@ export const SINGLE_STEP = "run";
 
 /** A run spec as a plan (`with` of a leaf step is that kind's settings). Shape errors were found at load. */
 export function compileRun(run: RunSpec): CompiledPlan {
-  if (run.kind !== "plan") return { steps: [{ id: SINGLE_STEP, dependsOn: [], retry: 3, target: { kind: "leaf", spec: run } }], maxParallel: 1, output: SINGLE_STEP };
+  if (run.kind !== "plan")
+    return {
+      steps: [{ id: SINGLE_STEP, dependsOn: [], retry: 3, target: { kind: "leaf", spec: run } }],
+      maxParallel: 1,
+      output: SINGLE_STEP,
+    };
   return {
     steps: run.steps.map((s) => compileStep(s)),
     maxParallel: run.maxParallel,

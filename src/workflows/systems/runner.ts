@@ -85,7 +85,10 @@ export class RunManager {
     for (const id of ids) {
       const rec = this.deps.store.get(id)!;
       this.deps.bus.emit({ type: "run.interrupted", runId: id, system: rec.system });
-      this.deps.log.warn({ runId: id, system: rec.system }, "run interrupted by a bridge stop; it will not be re-run unless resumed");
+      this.deps.log.warn(
+        { runId: id, system: rec.system },
+        "run interrupted by a bridge stop; it will not be re-run unless resumed",
+      );
     }
     return ids;
   }
@@ -114,7 +117,15 @@ export class RunManager {
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
     const id = alnumId("run", 16);
     const plan = this.deps.library.plan(system.id);
-    this.deps.store.create({ id, system: system.id, conversation: req.conversation, inputs: req.inputs, origin: req.origin, messageKey: req.messageKey, steps: plan.steps.map((s) => s.id) });
+    this.deps.store.create({
+      id,
+      system: system.id,
+      conversation: req.conversation,
+      inputs: req.inputs,
+      origin: req.origin,
+      messageKey: req.messageKey,
+      steps: plan.steps.map((s) => s.id),
+    });
     this.launch(id);
     return this.deps.store.get(id)!;
   }
@@ -124,8 +135,13 @@ export class RunManager {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const rec = this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
-    if (this.live.has(id) || !RESUMABLE.has(rec.status)) throw new RunError("conflict", `run ${id} is ${rec.status}; only a paused, interrupted or failed run can be resumed`);
-    if (!this.deps.library.get(rec.system)) throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
+    if (this.live.has(id) || !RESUMABLE.has(rec.status))
+      throw new RunError(
+        "conflict",
+        `run ${id} is ${rec.status}; only a paused, interrupted or failed run can be resumed`,
+      );
+    if (!this.deps.library.get(rec.system))
+      throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
     this.deps.store.resetUnfinished(id);
     this.launch(id);
     return this.deps.store.get(id)!;
@@ -148,7 +164,8 @@ export class RunManager {
     }
     const rec = this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
-    if (ENDED.has(rec.status) && rec.status !== "interrupted") throw new RunError("conflict", `run ${id} already ended (${rec.status})`);
+    if (ENDED.has(rec.status) && rec.status !== "interrupted")
+      throw new RunError("conflict", `run ${id} already ended (${rec.status})`);
     this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
     this.deps.store.resetUnfinished(id);
     this.deps.bus.emit({ type: "run.cancelled", runId: id, system: rec.system });
@@ -206,7 +223,8 @@ export class RunManager {
         store.stepStarted(id, step, attempt);
         bus.emit({ type: "step.started", runId: id, step, attempt });
       },
-      retry: (step, attempt, error, delayMs) => bus.emit({ type: "step.retry", runId: id, step, attempt, error: error.message, delayMs }),
+      retry: (step, attempt, error, delayMs) =>
+        bus.emit({ type: "step.retry", runId: id, step, attempt, error: error.message, delayMs }),
       completed: (step, output, ms) => {
         store.stepEnded(id, step, "completed", { output });
         bus.emit({ type: "step.completed", runId: id, step, ms });
@@ -230,13 +248,19 @@ export class RunManager {
         cancel,
         hooks,
         retryBaseMs: this.deps.retryBaseMs,
-        attempt: (step, outputs, attemptCancel) => this.attempt(id, rec, step, { inputs: rec.inputs, steps: wrap(outputs), runId: id }, attemptCancel, 0),
+        attempt: (step, outputs, attemptCancel) =>
+          this.attempt(id, rec, step, { inputs: rec.inputs, steps: wrap(outputs), runId: id }, attemptCancel, 0),
       });
       if (res.outcome === "completed") end = { status: "completed", output: res.outputs[plan.output] };
       else if (res.outcome === "failed") end = { status: "failed", error: res.error, failedStep: res.failedStep };
       else {
         const stop = cancel.reason instanceof RunStop ? cancel.reason.kind : "cancelled";
-        end = stop === "paused" ? { status: "paused" } : stop === "shutdown" ? { status: "interrupted", error: "the bridge stopped while this run was going" } : { status: "cancelled", error: "cancelled" };
+        end =
+          stop === "paused"
+            ? { status: "paused" }
+            : stop === "shutdown"
+              ? { status: "interrupted", error: "the bridge stopped while this run was going" }
+              : { status: "cancelled", error: "cancelled" };
       }
     } catch (err) {
       log.error({ err, runId: id }, "run crashed");
@@ -251,7 +275,14 @@ export class RunManager {
         bus.emit({ type: "run.completed", runId: id, system: system.id, ms });
         break;
       case "failed":
-        bus.emit({ type: "run.failed", runId: id, system: system.id, step: end.failedStep, error: end.error ?? "failed", ms });
+        bus.emit({
+          type: "run.failed",
+          runId: id,
+          system: system.id,
+          step: end.failedStep,
+          error: end.error ?? "failed",
+          ms,
+        });
         break;
       case "paused":
         bus.emit({ type: "run.paused", runId: id, system: system.id });
@@ -269,7 +300,15 @@ export class RunManager {
   }
 
   /** One attempt of one step: a leaf kind, or another system run inline as a nested plan. */
-  private async attempt(runId: string, rec: RunRecord, step: CompiledStep, scope: Scope, cancel: Cancellation, depth: number, prefix = ""): Promise<ExecResult> {
+  private async attempt(
+    runId: string,
+    rec: RunRecord,
+    step: CompiledStep,
+    scope: Scope,
+    cancel: Cancellation,
+    depth: number,
+    prefix = "",
+  ): Promise<ExecResult> {
     const stepName = prefix + step.id;
     if (step.target.kind === "leaf") {
       const ctx: ExecContext = {
@@ -291,11 +330,13 @@ export class RunManager {
       try {
         return await executeLeaf(step.target.spec, ctx);
       } catch (err) {
-        if (cancel.aborted && !(err instanceof ExecError && err.code === "cancelled")) throw new ExecError("cancelled", "stopped");
+        if (cancel.aborted && !(err instanceof ExecError && err.code === "cancelled"))
+          throw new ExecError("cancelled", "stopped");
         throw err;
       }
     }
-    if (depth >= (this.deps.maxDepth ?? 8)) throw new ExecError("invalid", `systems nested more than ${this.deps.maxDepth ?? 8} deep`);
+    if (depth >= (this.deps.maxDepth ?? 8))
+      throw new ExecError("invalid", `systems nested more than ${this.deps.maxDepth ?? 8} deep`);
     const sub = this.deps.library.get(step.target.system);
     if (!sub) throw new ExecError("invalid", `system ${step.target.system} is no longer configured`);
     const subInputs = renderValue(step.target.with, scope) as Record<string, unknown>;
@@ -309,13 +350,23 @@ export class RunManager {
       retryBaseMs: this.deps.retryBaseMs,
       hooks: {
         started: (s, attempt) => bus.emit({ type: "step.started", runId, step: subPrefix + s, attempt }),
-        retry: (s, attempt, e, delayMs) => bus.emit({ type: "step.retry", runId, step: subPrefix + s, attempt, error: e.message, delayMs }),
+        retry: (s, attempt, e, delayMs) =>
+          bus.emit({ type: "step.retry", runId, step: subPrefix + s, attempt, error: e.message, delayMs }),
         completed: (s, _o, ms) => bus.emit({ type: "step.completed", runId, step: subPrefix + s, ms }),
         failed: (s, e, ms) => bus.emit({ type: "step.failed", runId, step: subPrefix + s, error: e.message, ms }),
         skipped: (s, reason) => bus.emit({ type: "step.skipped", runId, step: subPrefix + s, reason }),
         stopped: () => {},
       },
-      attempt: (s, outputs, c) => this.attempt(runId, { ...rec, system: sub.id }, s, { inputs: subInputs, steps: wrap(outputs), runId }, c, depth + 1, subPrefix),
+      attempt: (s, outputs, c) =>
+        this.attempt(
+          runId,
+          { ...rec, system: sub.id },
+          s,
+          { inputs: subInputs, steps: wrap(outputs), runId },
+          c,
+          depth + 1,
+          subPrefix,
+        ),
     });
     if (res.outcome === "completed") return { output: res.outputs[plan.output] };
     if (res.outcome === "stopped") throw new ExecError("cancelled", "stopped");
@@ -324,4 +375,5 @@ export class RunManager {
   }
 }
 
-const wrap = (outputs: Record<string, unknown>) => Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, { output: v }]));
+const wrap = (outputs: Record<string, unknown>) =>
+  Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, { output: v }]));

@@ -8,7 +8,10 @@ import { z } from "zod";
 
 const id = z
   .string()
-  .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "use lower-case letters, digits, - and _ (at most 64, starting with a letter or digit)");
+  .regex(
+    /^[a-z0-9][a-z0-9_-]{0,63}$/,
+    "use lower-case letters, digits, - and _ (at most 64, starting with a letter or digit)",
+  );
 const seconds = z.number().positive();
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name");
 
@@ -25,7 +28,11 @@ export const webhookRunSchema = z.strictObject({
   secretEnv: envName.optional(),
   timeoutSeconds: seconds.default(30),
   /** Largest reply kept, in bytes. */
-  maxResponseBytes: z.number().int().positive().default(4 * 1024 * 1024),
+  maxResponseBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(4 * 1024 * 1024),
 });
 
 /** Run a program: an argv array (inputs substituted per element, never through a shell). */
@@ -102,7 +109,13 @@ export const planRunSchema = z.strictObject({
   output: id.optional(),
 });
 
-export const runSpecSchema = z.discriminatedUnion("kind", [webhookRunSchema, commandRunSchema, mcpRunSchema, modelRunSchema, planRunSchema]);
+export const runSpecSchema = z.discriminatedUnion("kind", [
+  webhookRunSchema,
+  commandRunSchema,
+  mcpRunSchema,
+  modelRunSchema,
+  planRunSchema,
+]);
 
 export const systemSchema = z.strictObject({
   id,

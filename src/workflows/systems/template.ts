@@ -32,11 +32,19 @@ const NAME = /^[A-Za-z0-9_][A-Za-z0-9_-]*$/;
 function parseRef(expr: string): Ref {
   const parts = expr.trim().split(".");
   if (parts[0] === "inputs" && parts.length === 2 && NAME.test(parts[1]!)) return { kind: "input", name: parts[1]! };
-  if (parts[0] === "steps" && parts.length >= 3 && parts[2] === "output" && NAME.test(parts[1]!) && parts.slice(3).every((p) => p.length > 0)) {
+  if (
+    parts[0] === "steps" &&
+    parts.length >= 3 &&
+    parts[2] === "output" &&
+    NAME.test(parts[1]!) &&
+    parts.slice(3).every((p) => p.length > 0)
+  ) {
     return { kind: "step", step: parts[1]!, path: parts.slice(3) };
   }
   if (parts[0] === "run" && parts.length === 2 && parts[1] === "id") return { kind: "run", field: "id" };
-  throw new TemplateError(`\${${expr}} is not a reference: use \${inputs.NAME}, \${steps.ID.output}, \${steps.ID.output.FIELD} or \${run.id} (write $\${ for a literal \${)`);
+  throw new TemplateError(
+    `\${${expr}} is not a reference: use \${inputs.NAME}, \${steps.ID.output}, \${steps.ID.output.FIELD} or \${run.id} (write $\${ for a literal \${)`,
+  );
 }
 
 /** Split a string into text and references. Throws `TemplateError` for a malformed one. */

@@ -158,12 +158,16 @@ export class FakeWeb {
         res.on("close", () => this.pending.delete(res));
         return true;
       case "garbage":
-        res.writeHead(200, { "content-type": "text/html" }).end("<html><body><p>Totally unexpected page layout</p></body></html>");
+        res
+          .writeHead(200, { "content-type": "text/html" })
+          .end("<html><body><p>Totally unexpected page layout</p></body></html>");
         return true;
       case "challenge":
         res
           .writeHead(202, { "content-type": "text/html" })
-          .end(`<html><body><div class="anomaly-modal">Unfortunately, bots use DuckDuckGo too.</div><form id="challenge-form"></form></body></html>`);
+          .end(
+            `<html><body><div class="anomaly-modal">Unfortunately, bots use DuckDuckGo too.</div><form id="challenge-form"></form></body></html>`,
+          );
         return true;
       default:
         return false;
@@ -172,14 +176,21 @@ export class FakeWeb {
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? "/", this.origin);
-    this.requests.push({ method: req.method ?? "GET", path: url.pathname, query: url.searchParams, headers: req.headers });
+    this.requests.push({
+      method: req.method ?? "GET",
+      path: url.pathname,
+      query: url.searchParams,
+      headers: req.headers,
+    });
     const q = url.searchParams.get("q") ?? "";
     const p = url.pathname;
 
     // --- search providers ---
     if (p === "/ddg/html/") {
       if (this.searchFailure(res)) return;
-      res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(ddgPage(q, this.hitsFor(q), { withAd: true }));
+      res
+        .writeHead(200, { "content-type": "text/html; charset=utf-8" })
+        .end(ddgPage(q, this.hitsFor(q), { withAd: true }));
       return;
     }
     if (p === "/searxng/search") {
@@ -196,12 +207,16 @@ export class FakeWeb {
         score: 10 - i,
         ...(i === 0 ? { publishedDate: "2026-11-21T08:00:00" } : {}),
       }));
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ query: q, number_of_results: results.length, results }));
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ query: q, number_of_results: results.length, results }));
       return;
     }
     if (p === "/brave/res/v1/web/search") {
       if (req.headers["x-subscription-token"] !== "test-brave-key") {
-        res.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({ type: "ErrorResponse", error: { code: "SUBSCRIPTION_TOKEN_INVALID" } }));
+        res
+          .writeHead(401, { "content-type": "application/json" })
+          .end(JSON.stringify({ type: "ErrorResponse", error: { code: "SUBSCRIPTION_TOKEN_INVALID" } }));
         return;
       }
       if (this.searchFailure(res)) return;
@@ -214,7 +229,9 @@ export class FakeWeb {
           description: h.snippet.replace(/details/, "<strong>details</strong>") + " &amp; more",
           ...(i === 0 ? { age: "2 hours ago" } : {}),
         }));
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ type: "search", query: { original: q }, web: { type: "search", results } }));
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ type: "search", query: { original: q }, web: { type: "search", results } }));
       return;
     }
 
@@ -224,7 +241,9 @@ export class FakeWeb {
         res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(articleHtml());
         return;
       case "/article-gzip":
-        res.writeHead(200, { "content-type": "text/html; charset=utf-8", "content-encoding": "gzip" }).end(gzipSync(articleHtml()));
+        res
+          .writeHead(200, { "content-type": "text/html; charset=utf-8", "content-encoding": "gzip" })
+          .end(gzipSync(articleHtml()));
         return;
       case "/latin1":
         res
@@ -276,10 +295,14 @@ export class FakeWeb {
         return;
       }
       case "/text":
-        res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }).end("Plain   text\n\n\n\nwith   spacing.\nSecond line.");
+        res
+          .writeHead(200, { "content-type": "text/plain; charset=utf-8" })
+          .end("Plain   text\n\n\n\nwith   spacing.\nSecond line.");
         return;
       case "/json":
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok", items: [1, 2, 3], note: "json passthrough" }));
+        res
+          .writeHead(200, { "content-type": "application/json" })
+          .end(JSON.stringify({ status: "ok", items: [1, 2, 3], note: "json passthrough" }));
         return;
       case "/image":
         res.writeHead(200, { "content-type": "image/png" }).end(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 0]));
@@ -288,7 +311,9 @@ export class FakeWeb {
         res.writeHead(500, { "content-type": "text/html" }).end("<h1>Server error</h1>");
         return;
       case "/empty-html":
-        res.writeHead(200, { "content-type": "text/html" }).end("<html><head><script>x()</script></head><body><nav></nav></body></html>");
+        res
+          .writeHead(200, { "content-type": "text/html" })
+          .end("<html><head><script>x()</script></head><body><nav></nav></body></html>");
         return;
       case "/echo-headers":
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ headers: req.headers }));

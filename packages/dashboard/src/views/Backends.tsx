@@ -105,7 +105,9 @@ export function Backends() {
               <tr key={c.name} data-testid="cli-row" data-cli={c.name} data-installed={String(c.installed)}>
                 <td>{c.name}</td>
                 <td>
-                  <Badge status={c.installed ? (c.usable ? "ok" : "warn") : "info"}>{c.installed ? (c.usable ? "installed" : "does not start") : "not installed"}</Badge>
+                  <Badge status={c.installed ? (c.usable ? "ok" : "warn") : "info"}>
+                    {c.installed ? (c.usable ? "installed" : "does not start") : "not installed"}
+                  </Badge>
                 </td>
                 <td>{c.version ?? "–"}</td>
                 <td>{c.used_by.join(", ") || <span className="muted">–</span>}</td>
@@ -127,15 +129,27 @@ export function Backends() {
         }
       >
         <Failure error={doctorError} />
-        {!doctor && !doctorBusy && <Empty>The same checks as `clawbridge doctor`: configuration, CLIs, port, OpenClaw's config, lock files, disk, service.</Empty>}
+        {!doctor && !doctorBusy && (
+          <Empty>
+            The same checks as `clawbridge doctor`: configuration, CLIs, port, OpenClaw's config, lock files, disk,
+            service.
+          </Empty>
+        )}
         {doctor && (
           <>
             <div className="muted small" data-testid="doctor-summary">
-              {doctor.summary.ok} ok · {doctor.summary.warn} warnings · {doctor.summary.fail} failures · {doctor.summary.info} notes — checked {ago(doctor.checked_at)}
+              {doctor.summary.ok} ok · {doctor.summary.warn} warnings · {doctor.summary.fail} failures ·{" "}
+              {doctor.summary.info} notes — checked {ago(doctor.checked_at)}
             </div>
             <ul className="findings">
               {doctor.findings.map((f) => (
-                <li key={f.id} className={`finding finding-${f.status}`} data-testid="doctor-finding" data-status={f.status} data-id={f.id}>
+                <li
+                  key={f.id}
+                  className={`finding finding-${f.status}`}
+                  data-testid="doctor-finding"
+                  data-status={f.status}
+                  data-id={f.id}
+                >
                   <Badge status={f.status} /> <b>{f.title}</b>
                   {f.detail && <pre className="detail">{f.detail}</pre>}
                   {f.fix && (

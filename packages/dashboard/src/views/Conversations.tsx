@@ -11,7 +11,8 @@ interface Sessions {
   data: SessionRow[];
 }
 
-const refreshOn = (e: { type: string }) => e.type === "session.healed" || e.type === "session.reset" || e.type === "turn.completed" || e.type === "turn.failed";
+const refreshOn = (e: { type: string }) =>
+  e.type === "session.healed" || e.type === "session.reset" || e.type === "turn.completed" || e.type === "turn.failed";
 
 export function Conversations() {
   const sessions = useApi<Sessions>("/v1/admin/sessions", { everyMs: 15_000, refreshOn });
@@ -31,8 +32,9 @@ export function Conversations() {
     <div className="view" data-testid="view-conversations">
       <h1>Conversations</h1>
       <p className="muted">
-        In resume mode the coding-agent CLI keeps the conversation; the bridge binds each conversation to the CLI's session. <b>Forget</b> drops the binding: the next
-        message starts a new session, seeded from the conversation the client sends.
+        In resume mode the coding-agent CLI keeps the conversation; the bridge binds each conversation to the CLI's
+        session. <b>Forget</b> drops the binding: the next message starts a new session, seeded from the conversation
+        the client sends.
       </p>
       <Failure error={sessions.error ?? actionError} />
       <Section title="Session bindings" actions={<button onClick={sessions.reload}>Refresh</button>} testid="sessions">
@@ -72,9 +74,25 @@ export function Conversations() {
                     </td>
                     <td className="num">{s.turns}</td>
                     <td title={time(s.updated_at)}>{ago(s.updated_at)}</td>
-                    <td>{s.last_error ? inProgress ? <Badge status="running">turn in progress</Badge> : <span className="error-text" title={s.last_error}>{short(s.last_error, 60)}</span> : <span className="muted">–</span>}</td>
                     <td>
-                      <button className="link" data-testid="session-history" onClick={() => setOpen(open === s.key ? undefined : s.key)}>
+                      {s.last_error ? (
+                        inProgress ? (
+                          <Badge status="running">turn in progress</Badge>
+                        ) : (
+                          <span className="error-text" title={s.last_error}>
+                            {short(s.last_error, 60)}
+                          </span>
+                        )
+                      ) : (
+                        <span className="muted">–</span>
+                      )}
+                    </td>
+                    <td>
+                      <button
+                        className="link"
+                        data-testid="session-history"
+                        onClick={() => setOpen(open === s.key ? undefined : s.key)}
+                      >
                         {heals.length ? `${heals.length} healed/reset` : `${s.events.length} events`}
                       </button>
                     </td>

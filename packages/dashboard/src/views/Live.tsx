@@ -40,7 +40,13 @@ function TurnTable({ rows, testid }: { rows: TurnRow[]; testid: string }) {
               )}
             </td>
             <td className="num">{ms(t.first_byte_ms)}</td>
-            <td className="num">{t.status === "running" ? <span className="muted">{ms(Date.now() - t.accepted_at)}…</span> : ms(t.duration_ms)}</td>
+            <td className="num">
+              {t.status === "running" ? (
+                <span className="muted">{ms(Date.now() - t.accepted_at)}…</span>
+              ) : (
+                ms(t.duration_ms)
+              )}
+            </td>
             <td className="num">
               {num(t.prompt_tokens)} / {num(t.completion_tokens)}
             </td>
@@ -84,10 +90,18 @@ export function Live() {
       </div>
       <Failure error={turns.error} />
       <Section title="Running turns" testid="turns-running">
-        {turns.data && turns.data.running.length === 0 ? <Empty>No turn is running.</Empty> : <TurnTable rows={turns.data?.running ?? []} testid="turns-running-table" />}
+        {turns.data && turns.data.running.length === 0 ? (
+          <Empty>No turn is running.</Empty>
+        ) : (
+          <TurnTable rows={turns.data?.running ?? []} testid="turns-running-table" />
+        )}
       </Section>
       <Section title="Recent turns" testid="turns-recent">
-        {turns.data && turns.data.recent.length === 0 ? <Empty>No turn has ended since the bridge started.</Empty> : <TurnTable rows={turns.data?.recent ?? []} testid="turns-table" />}
+        {turns.data && turns.data.recent.length === 0 ? (
+          <Empty>No turn has ended since the bridge started.</Empty>
+        ) : (
+          <TurnTable rows={turns.data?.recent ?? []} testid="turns-table" />
+        )}
       </Section>
       <Section title="CLI processes" testid="processes">
         <Failure error={procs.error} />
@@ -118,7 +132,9 @@ export function Live() {
                   </td>
                   <td>{ago(p.started_at)}</td>
                   <td data-testid="process-warm">
-                    {p.warm ? `${p.busy ? "busy" : "idle"} · ${p.turns ?? 0} turns${p.rss_bytes ? ` · ${Math.round(p.rss_bytes / 1048576)} MB` : ""}` : "–"}
+                    {p.warm
+                      ? `${p.busy ? "busy" : "idle"} · ${p.turns ?? 0} turns${p.rss_bytes ? ` · ${Math.round(p.rss_bytes / 1048576)} MB` : ""}`
+                      : "–"}
                   </td>
                 </tr>
               ))}

@@ -4,7 +4,8 @@ import { navigate, useApi } from "../hooks";
 import type { RouterInfo } from "../types";
 import { Badge, Empty, Failure, Section } from "../ui";
 
-const refreshOn = (e: { type: string }) => e.type === "decision" || e.type === "gathering" || e.type === "confirm" || e.type === "state";
+const refreshOn = (e: { type: string }) =>
+  e.type === "decision" || e.type === "gathering" || e.type === "confirm" || e.type === "state";
 
 function Confidence({ value }: { value: number | null }) {
   if (value === null) return <span className="muted">–</span>;
@@ -49,7 +50,9 @@ export function Router() {
                     {short(g.conversation, 32)}
                   </td>
                   <td>{g.system}</td>
-                  <td className="small">{g.collected.map((k) => `${k}=${short(json(g.values[k]), 24)}`).join(", ") || "–"}</td>
+                  <td className="small">
+                    {g.collected.map((k) => `${k}=${short(json(g.values[k]), 24)}`).join(", ") || "–"}
+                  </td>
                   <td>{g.missing.join(", ") || "–"}</td>
                   <td className="num">{g.rounds ?? "–"}</td>
                   <td>{ago(g.since)}</td>

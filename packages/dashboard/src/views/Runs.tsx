@@ -21,13 +21,33 @@ interface LogLine {
 
 /** The log a run's record already tells (before the page was open), oldest first. */
 function fromRecord(r: RunRow): LogLine[] {
-  const lines: LogLine[] = [{ at: r.created_at, text: `run ${r.id} of ${r.system} created (${r.origin})`, status: "pending", key: "created" }];
+  const lines: LogLine[] = [
+    { at: r.created_at, text: `run ${r.id} of ${r.system} created (${r.origin})`, status: "pending", key: "created" },
+  ];
   if (r.started_at) lines.push({ at: r.started_at, text: "run started", status: "running", key: "run-start" });
   for (const s of r.steps) {
-    if (s.started_at) lines.push({ at: s.started_at, text: `step ${s.id} started${s.attempts > 1 ? ` (attempt ${s.attempts})` : ""}`, status: "running", key: `step-start:${s.id}` });
-    if (s.ended_at) lines.push({ at: s.ended_at, text: `step ${s.id} ${s.status}${s.error ? `: ${s.error}` : ""}`, status: s.status, key: `step-end:${s.id}` });
+    if (s.started_at)
+      lines.push({
+        at: s.started_at,
+        text: `step ${s.id} started${s.attempts > 1 ? ` (attempt ${s.attempts})` : ""}`,
+        status: "running",
+        key: `step-start:${s.id}`,
+      });
+    if (s.ended_at)
+      lines.push({
+        at: s.ended_at,
+        text: `step ${s.id} ${s.status}${s.error ? `: ${s.error}` : ""}`,
+        status: s.status,
+        key: `step-end:${s.id}`,
+      });
   }
-  if (r.ended_at) lines.push({ at: r.ended_at, text: `run ${r.status}${r.error ? `: ${r.error}` : ""}`, status: r.status, key: "run-end" });
+  if (r.ended_at)
+    lines.push({
+      at: r.ended_at,
+      text: `run ${r.status}${r.error ? `: ${r.error}` : ""}`,
+      status: r.status,
+      key: "run-end",
+    });
   return lines.sort((a, b) => a.at - b.at);
 }
 
@@ -35,7 +55,16 @@ function lineOf(e: BridgeEvent): LogLine | undefined {
   const line = describe(e);
   if (!line) return undefined;
   const step = typeof e.step === "string" ? e.step : "";
-  const key = e.type === "run.started" ? "run-start" : e.type === "step.started" ? `step-start:${step}` : e.type === "step.completed" || e.type === "step.failed" || e.type === "step.skipped" ? `step-end:${step}` : e.type === "run.output" || e.type === "step.retry" ? undefined : "run-end";
+  const key =
+    e.type === "run.started"
+      ? "run-start"
+      : e.type === "step.started"
+        ? `step-start:${step}`
+        : e.type === "step.completed" || e.type === "step.failed" || e.type === "step.skipped"
+          ? `step-end:${step}`
+          : e.type === "run.output" || e.type === "step.retry"
+            ? undefined
+            : "run-end";
   return { ...line, key };
 }
 
@@ -47,9 +76,17 @@ function describe(e: BridgeEvent): LogLine | undefined {
     case "run.started":
       return { at: e.at, text: "run started", status: "running" };
     case "step.started":
-      return { at: e.at, text: `step ${step} started${Number(e.attempt) > 1 ? ` (attempt ${String(e.attempt)})` : ""}`, status: "running" };
+      return {
+        at: e.at,
+        text: `step ${step} started${Number(e.attempt) > 1 ? ` (attempt ${String(e.attempt)})` : ""}`,
+        status: "running",
+      };
     case "step.retry":
-      return { at: e.at, text: `step ${step} failed (${String(e.error)}); retrying in ${ms(Number(e.delayMs))}`, status: "warn" };
+      return {
+        at: e.at,
+        text: `step ${step} failed (${String(e.error)}); retrying in ${ms(Number(e.delayMs))}`,
+        status: "warn",
+      };
     case "step.completed":
       return { at: e.at, text: `step ${step} completed in ${ms(Number(e.ms))}`, status: "completed" };
     case "step.failed":
@@ -69,7 +106,9 @@ function describe(e: BridgeEvent): LogLine | undefined {
 }
 
 function RunDetail({ id }: { id: string }) {
-  const run = useApi<RunRow>(`/v1/runs/${encodeURIComponent(id)}`, { refreshOn: (e) => e.runId === id && e.type !== "run.output" });
+  const run = useApi<RunRow>(`/v1/runs/${encodeURIComponent(id)}`, {
+    refreshOn: (e) => e.runId === id && e.type !== "run.output",
+  });
   const [live, setLive] = useState<LogLine[]>([]);
   const [busy, setBusy] = useState<string | undefined>(undefined);
   const [actionError, setActionError] = useState<string | undefined>(undefined);
@@ -102,7 +141,8 @@ function RunDetail({ id }: { id: string }) {
   const lines = [...fromRecord(r).filter((l) => !told.has(l.key)), ...live].sort((a, b) => a.at - b.at);
   const canPause = r.status === "running" || r.status === "pending";
   const canResume = r.status === "paused" || r.status === "interrupted";
-  const canCancel = r.status === "running" || r.status === "pending" || r.status === "paused" || r.status === "interrupted";
+  const canCancel =
+    r.status === "running" || r.status === "pending" || r.status === "paused" || r.status === "interrupted";
   return (
     <div className="detail" data-testid="run-detail" data-run-id={r.id} data-status={r.status}>
       <header className="detail-head">
@@ -123,7 +163,12 @@ function RunDetail({ id }: { id: string }) {
           <button onClick={() => void act("resume")} disabled={!canResume || !!busy} data-testid="run-resume">
             Resume
           </button>
-          <button className="danger" onClick={() => void act("cancel")} disabled={!canCancel || !!busy} data-testid="run-cancel">
+          <button
+            className="danger"
+            onClick={() => void act("cancel")}
+            disabled={!canCancel || !!busy}
+            data-testid="run-cancel"
+          >
             Cancel
           </button>
           <button className="link" onClick={() => navigate("systems", r.system)}>
@@ -169,7 +214,13 @@ function RunDetail({ id }: { id: string }) {
                   <td>{time(s.ended_at)}</td>
                   <td className="num">{s.started_at && s.ended_at ? ms(s.ended_at - s.started_at) : "–"}</td>
                   <td className="small" title={s.error ?? json(s.output)}>
-                    {s.error ? <span className="error-text">{short(s.error, 80)}</span> : s.output === null ? "–" : short(json(s.output), 80)}
+                    {s.error ? (
+                      <span className="error-text">{short(s.error, 80)}</span>
+                    ) : s.output === null ? (
+                      "–"
+                    ) : (
+                      short(json(s.output), 80)
+                    )}
                   </td>
                 </tr>
               ))}
@@ -178,7 +229,13 @@ function RunDetail({ id }: { id: string }) {
         )}
       </Section>
       <Section title="Output" testid="run-output-section">
-        {r.output === null ? <Empty>No output yet.</Empty> : <pre className="json" data-testid="run-output">{json(r.output)}</pre>}
+        {r.output === null ? (
+          <Empty>No output yet.</Empty>
+        ) : (
+          <pre className="json" data-testid="run-output">
+            {json(r.output)}
+          </pre>
+        )}
       </Section>
       <Section title="Log" testid="run-log-section">
         <div className="log-box" data-testid="run-log">
@@ -196,7 +253,10 @@ function RunDetail({ id }: { id: string }) {
 
 export function Runs({ selected }: { selected?: string }) {
   const [status, setStatus] = useState("");
-  const runs = useApi<List<RunRow>>(`/v1/runs?limit=100${status ? `&status=${status}` : ""}`, { everyMs: 15_000, refreshOn: (e) => isRunEvent(e) && e.type !== "run.output" });
+  const runs = useApi<List<RunRow>>(`/v1/runs?limit=100${status ? `&status=${status}` : ""}`, {
+    everyMs: 15_000,
+    refreshOn: (e) => isRunEvent(e) && e.type !== "run.output",
+  });
   const rows = runs.data?.data ?? [];
   return (
     <div className="view split" data-testid="view-runs">
@@ -239,7 +299,9 @@ export function Runs({ selected }: { selected?: string }) {
           ))}
         </ul>
       </div>
-      <div className="detail-pane">{selected ? <RunDetail key={selected} id={selected} /> : <Empty>Choose a run.</Empty>}</div>
+      <div className="detail-pane">
+        {selected ? <RunDetail key={selected} id={selected} /> : <Empty>Choose a run.</Empty>}
+      </div>
     </div>
   );
 }

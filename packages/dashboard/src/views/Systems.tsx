@@ -23,7 +23,10 @@ const listRefresh = (e: BridgeEvent) => e.type === "execution:planComplete" || e
 
 /** The canvas and library lists (a canvas 404s when the builder is off: then there are none). */
 function useEntries() {
-  const systems = useApi<List<SystemRow>>("/v1/systems", { everyMs: 30_000, refreshOn: (e) => e.type === "execution:planComplete" });
+  const systems = useApi<List<SystemRow>>("/v1/systems", {
+    everyMs: 30_000,
+    refreshOn: (e) => e.type === "execution:planComplete",
+  });
   const [canvases, setCanvases] = useState<CanvasSummary[] | undefined>(undefined);
   const [canvasError, setCanvasError] = useState<string | undefined>(undefined);
   const load = useRef<() => void>(() => {});
@@ -60,7 +63,13 @@ function useEntries() {
     return [...out.values()].sort((a, b) => a.id.localeCompare(b.id));
   }, [canvases, systems.data]);
   known.current = new Set(entries.map((e) => e.id));
-  return { entries, systems: systems.data?.data ?? [], canvases: canvases ?? [], error: systems.error ?? canvasError, reload: () => load.current() };
+  return {
+    entries,
+    systems: systems.data?.data ?? [],
+    canvases: canvases ?? [],
+    error: systems.error ?? canvasError,
+    reload: () => load.current(),
+  };
 }
 
 interface LogLine {
@@ -72,10 +81,24 @@ interface LogLine {
 /** Inputs as a table: from the system's schema, or from a draft canvas's input nodes. */
 function Inputs({ system, canvas }: { system?: SystemRow; canvas?: Canvas }) {
   const rows = system
-    ? Object.entries(system.inputs.properties ?? {}).map(([name, p]) => ({ name, type: String(p.type ?? "string"), required: (system.inputs.required ?? []).includes(name), description: String(p.description ?? ""), enum: p.enum as unknown[] | undefined, dflt: p.default }))
+    ? Object.entries(system.inputs.properties ?? {}).map(([name, p]) => ({
+        name,
+        type: String(p.type ?? "string"),
+        required: (system.inputs.required ?? []).includes(name),
+        description: String(p.description ?? ""),
+        enum: p.enum as unknown[] | undefined,
+        dflt: p.default,
+      }))
     : (canvas?.nodes ?? [])
         .filter((n) => n.type === "input")
-        .map((n) => ({ name: String(n.properties.name ?? n.id), type: String(n.properties.type ?? "string"), required: n.properties.required !== false, description: String(n.properties.description ?? ""), enum: n.properties.enum as unknown[] | undefined, dflt: n.properties.default }));
+        .map((n) => ({
+          name: String(n.properties.name ?? n.id),
+          type: String(n.properties.type ?? "string"),
+          required: n.properties.required !== false,
+          description: String(n.properties.description ?? ""),
+          enum: n.properties.enum as unknown[] | undefined,
+          dflt: n.properties.default,
+        }));
   if (!rows.length) return <Empty>It takes no inputs.</Empty>;
   return (
     <table data-testid="inputs-table">
@@ -153,7 +176,11 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
       }
       case "node:deleted": {
         const gone = e.nodeId as string;
-        apply((c) => ({ ...c, nodes: c.nodes.filter((n) => n.id !== gone && n.parent !== gone), edges: c.edges.filter((x) => x.from !== gone && x.to !== gone) }));
+        apply((c) => ({
+          ...c,
+          nodes: c.nodes.filter((n) => n.id !== gone && n.parent !== gone),
+          edges: c.edges.filter((x) => x.from !== gone && x.to !== gone),
+        }));
         break;
       }
       case "edge:created": {
@@ -166,16 +193,25 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
         apply((c) => ({ ...c, edges: c.edges.filter((x) => x.id !== e.edgeId) }));
         break;
       case "execution:stepStart":
-        note(`step ${String(e.step)} ${String(e.name ?? "")} (${String(e.action)})${Number(e.attempt) > 1 ? `, attempt ${String(e.attempt)}` : ""}`, "running");
+        note(
+          `step ${String(e.step)} ${String(e.name ?? "")} (${String(e.action)})${Number(e.attempt) > 1 ? `, attempt ${String(e.attempt)}` : ""}`,
+          "running",
+        );
         break;
       case "execution:stepRetry":
         note(`step ${String(e.step)} failed, retrying: ${String(e.error)}`, "warn");
         break;
       case "execution:stepComplete":
-        note(`step ${String(e.step)} ${String(e.status)} in ${ms(Number(e.ms))}${e.error ? `: ${String(e.error)}` : ""}`, String(e.status));
+        note(
+          `step ${String(e.step)} ${String(e.status)} in ${ms(Number(e.ms))}${e.error ? `: ${String(e.error)}` : ""}`,
+          String(e.status),
+        );
         break;
       case "execution:planComplete":
-        note(`build ${String(e.status)} in ${ms(Number(e.ms))}${e.error ? `: ${String(e.error)}` : ""}`, String(e.status));
+        note(
+          `build ${String(e.status)} in ${ms(Number(e.ms))}${e.error ? `: ${String(e.error)}` : ""}`,
+          String(e.status),
+        );
         load.current();
         break;
     }
@@ -237,7 +273,11 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
           actions={
             <label className="small">
               layout{" "}
-              <select value={layout} onChange={(e) => setLayout(e.target.value as "layered" | "canvas")} data-testid="canvas-layout">
+              <select
+                value={layout}
+                onChange={(e) => setLayout(e.target.value as "layered" | "canvas")}
+                data-testid="canvas-layout"
+              >
                 <option value="layered">by data flow</option>
                 <option value="canvas">as the builder placed it</option>
               </select>
@@ -245,7 +285,14 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
           }
         >
           <div className="canvas-wrap">
-            <CanvasGraph nodes={canvas.nodes} edges={canvas.edges} layout={layout} fresh={fresh} selected={chosen} onSelect={setChosen} />
+            <CanvasGraph
+              nodes={canvas.nodes}
+              edges={canvas.edges}
+              layout={layout}
+              fresh={fresh}
+              selected={chosen}
+              onSelect={setChosen}
+            />
             {chosenNode && (
               <aside className="node-panel" data-testid="node-panel">
                 <h3>{chosenNode.label}</h3>
@@ -290,7 +337,9 @@ export function Systems({ selected }: { selected?: string }) {
       <div className="list-pane">
         <h1>Systems</h1>
         <Failure error={error} />
-        {entries.length === 0 && <Empty>No systems yet. Ask the router in chat to build one, or add them to the config.</Empty>}
+        {entries.length === 0 && (
+          <Empty>No systems yet. Ask the router in chat to build one, or add them to the config.</Empty>
+        )}
         {groups.map(([title, list]) =>
           list.length ? (
             <div key={title} className="group">
@@ -322,7 +371,13 @@ export function Systems({ selected }: { selected?: string }) {
           ) : null,
         )}
       </div>
-      <div className="detail-pane">{selected ? <Detail key={selected} id={selected} system={systems.find((s) => s.id === selected)} /> : <Empty>Choose a system.</Empty>}</div>
+      <div className="detail-pane">
+        {selected ? (
+          <Detail key={selected} id={selected} system={systems.find((s) => s.id === selected)} />
+        ) : (
+          <Empty>Choose a system.</Empty>
+        )}
+      </div>
     </div>
   );
 }

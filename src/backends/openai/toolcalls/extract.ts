@@ -161,7 +161,11 @@ export class ToolCallExtractor {
   constructor(opts: ExtractorOptions) {
     const tools = new Set(opts.tools);
     const strip = opts.stripSpecialTokens === true;
-    this.ctx = { tools, strip, codeTool: tools.has("python") ? "python" : tools.has("code_interpreter") ? "code_interpreter" : null };
+    this.ctx = {
+      tools,
+      strip,
+      codeTool: tools.has("python") ? "python" : tools.has("code_interpreter") ? "code_interpreter" : null,
+    };
     this.passthrough = opts.tools.length === 0;
     const max = opts.maxCalls ?? DEFAULT_MAX_CALLS;
     this.maxCalls = Number.isNaN(max) ? DEFAULT_MAX_CALLS : Math.max(0, Math.floor(max));
@@ -255,7 +259,10 @@ export class ToolCallExtractor {
         // Fast path: a run of characters that cannot open a call and are not blanks.
         SPECIAL.lastIndex = top.i;
         const j = SPECIAL.exec(top.s)?.index ?? top.s.length;
-        if (j > top.i + 1 && (this.think !== null || this.prevWord || top.s.charCodeAt(top.i) !== 102 || !maybeFunctools(top.s, top.i, j))) {
+        if (
+          j > top.i + 1 &&
+          (this.think !== null || this.prevWord || top.s.charCodeAt(top.i) !== 102 || !maybeFunctools(top.s, top.i, j))
+        ) {
           this.out += this.pendingWs + top.s.slice(top.i, j);
           this.pendingWs = "";
           top.i = j;
@@ -275,7 +282,10 @@ export class ToolCallExtractor {
     const cand = this.cand;
     if (cand) {
       this.held += c;
-      const d = this.held.length > MAX_HELD ? { calls: null, refeed: 0, code: cand.codeOnReject(), drop: 0, think: null } : cand.step(c);
+      const d =
+        this.held.length > MAX_HELD
+          ? { calls: null, refeed: 0, code: cand.codeOnReject(), drop: 0, think: null }
+          : cand.step(c);
       return d ? this.decide(d) : null;
     }
     if (this.think !== null) this.thinkChar(c);

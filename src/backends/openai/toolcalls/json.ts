@@ -49,7 +49,15 @@ const K_PLAIN = 0;
 const K_KEY = 1;
 const K_NAME = 2;
 
-const CALL_KEYS: ReadonlySet<string> = new Set(["name", "arguments", "parameters", "function", "function_call", "type", "id"]);
+const CALL_KEYS: ReadonlySet<string> = new Set([
+  "name",
+  "arguments",
+  "parameters",
+  "function",
+  "function_call",
+  "type",
+  "id",
+]);
 const FN_KEYS: ReadonlySet<string> = new Set(["name", "arguments", "parameters"]);
 
 const MAX_DEPTH = 256;
@@ -334,7 +342,14 @@ function escapeControlInStrings(text: string): string {
       else if (c === "\\") esc = true;
       else if (c === '"') inStr = false;
       else if (c < " ") {
-        out += c === "\n" ? "\\n" : c === "\r" ? "\\r" : c === "\t" ? "\\t" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+        out +=
+          c === "\n"
+            ? "\\n"
+            : c === "\r"
+              ? "\\r"
+              : c === "\t"
+                ? "\\t"
+                : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
         continue;
       }
     } else if (c === '"') {

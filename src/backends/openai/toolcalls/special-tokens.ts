@@ -210,7 +210,8 @@ export class SpecialTokenStripper {
           return null;
         }
         this.buf = "";
-        this.st = name === "im_start" || name === "start_of_turn" ? N_ROLE_NL : name === "start_header_id" ? N_HDR : N_NORMAL;
+        this.st =
+          name === "im_start" || name === "start_of_turn" ? N_ROLE_NL : name === "start_header_id" ? N_HDR : N_NORMAL;
         return null;
       }
       case N_ROLE_NL:
@@ -280,7 +281,8 @@ export class SpecialTokenStripper {
         this.tclosing = true;
         return undefined;
       }
-      if (this.tname.length >= MAX_TOKEN_NAME || !(this.tkind === T_ASCII ? isAsciiNameChar(c) : isWideNameChar(c))) return null;
+      if (this.tname.length >= MAX_TOKEN_NAME || !(this.tkind === T_ASCII ? isAsciiNameChar(c) : isWideNameChar(c)))
+        return null;
       this.tname += c;
       return undefined;
     }

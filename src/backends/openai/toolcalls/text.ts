@@ -25,7 +25,9 @@ const FUNCTOOLS = "functools";
 
 /** Letters, digits, `_` and any non-ASCII character: a `functools[` right after one is not a word start. */
 export function isWordCode(code: number): boolean {
-  return (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 95 || code > 127;
+  return (
+    (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 95 || code > 127
+  );
 }
 
 /** Could the run s[i, j) (it starts with 'f') be the start of `functools[`? */

@@ -36,8 +36,15 @@ export function checkCommand(spec: CommandRun): string[] {
     return [`argv[0]: ${(err as Error).message}`];
   }
   const ref = parts.find((p) => "ref" in p);
-  if (ref && "source" in ref) return [`argv[0] is the program and cannot contain a reference (${ref.source}): name the program itself`];
-  if (parts.map((p) => ("text" in p ? p.text : "")).join("").trim() === "") return ["argv[0], the program, is empty"];
+  if (ref && "source" in ref)
+    return [`argv[0] is the program and cannot contain a reference (${ref.source}): name the program itself`];
+  if (
+    parts
+      .map((p) => ("text" in p ? p.text : ""))
+      .join("")
+      .trim() === ""
+  )
+    return ["argv[0], the program, is empty"];
   return [];
 }
 
@@ -109,7 +116,9 @@ export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
     let text = chunk;
     const bytes = Buffer.byteLength(text);
     if (size + bytes > MAX_OUTPUT_BYTES) {
-      text = Buffer.from(text).subarray(0, MAX_OUTPUT_BYTES - size).toString("utf8");
+      text = Buffer.from(text)
+        .subarray(0, MAX_OUTPUT_BYTES - size)
+        .toString("utf8");
       truncated = true;
     }
     size += Buffer.byteLength(text);
@@ -130,7 +139,12 @@ export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
   switch (end.reason) {
     case "spawn_error": {
       const code = (end.spawnError as NodeJS.ErrnoException | undefined)?.code;
-      const why = code === "ENOENT" ? "no such program" : code === "EACCES" ? "permission denied" : (end.spawnError?.message ?? "spawn failed");
+      const why =
+        code === "ENOENT"
+          ? "no such program"
+          : code === "EACCES"
+            ? "permission denied"
+            : (end.spawnError?.message ?? "spawn failed");
       throw new ExecError("spawn_failed", `cannot run ${program}: ${why}`);
     }
     case "timeout":
@@ -145,7 +159,11 @@ export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
     throw new ExecError("exit_code", `was ended by ${end.signal ?? "a signal"}${stderr ? `: ${stderr}` : ""}`);
   }
   if (end.code !== 0) {
-    throw new ExecError("exit_code", `exited with code ${end.code}${stderr ? `: ${stderr}` : ""}`, spec.retryExitCodes.includes(end.code));
+    throw new ExecError(
+      "exit_code",
+      `exited with code ${end.code}${stderr ? `: ${stderr}` : ""}`,
+      spec.retryExitCodes.includes(end.code),
+    );
   }
   let output = kept.join("\n");
   if (truncated) output += `\n[output truncated at ${MAX_OUTPUT_BYTES} bytes]`;

@@ -19,7 +19,13 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, type CallToolResult, type JSONRPCMessage, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  McpError,
+  type CallToolResult,
+  type JSONRPCMessage,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import { onAbort, type Abortable } from "../../../core/util/cancel.js";
 import { startTime } from "../../../core/util/run-records.js";
 import { ExecError, type Executor } from "../step-executor.js";
@@ -67,7 +73,10 @@ class Deadline {
   private readonly off: () => void;
   private readonly end: number;
 
-  constructor(readonly ms: number, parent?: Abortable) {
+  constructor(
+    readonly ms: number,
+    parent?: Abortable,
+  ) {
     this.end = Date.now() + ms;
     this.timer = setTimeout(() => this.stop("timeout"), ms);
     this.timer.unref();
@@ -96,7 +105,10 @@ class Deadline {
 }
 
 /** The environment a stdio server gets: PATH, HOME, the listed names that are set, `setEnv`. */
-export function serverEnv(server: Extract<McpServer, { transport: "stdio" }>, from: NodeJS.ProcessEnv = process.env): Record<string, string> {
+export function serverEnv(
+  server: Extract<McpServer, { transport: "stdio" }>,
+  from: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
   const env: Record<string, string> = {};
   for (const name of ["PATH", "HOME", ...server.env]) {
     const v = from[name];
@@ -276,7 +288,13 @@ export class ChildStdioTransport implements Transport {
 async function settles(p: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p.then(() => true, () => true), new Promise<false>((r) => (timer = setTimeout(() => r(false), ms)))]);
+    return await Promise.race([
+      p.then(
+        () => true,
+        () => true,
+      ),
+      new Promise<false>((r) => (timer = setTimeout(() => r(false), ms))),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -314,14 +332,25 @@ function exitNote(t: ChildStdioTransport): string {
 function httpStatusError(server: McpServer, err: StreamableHTTPError): ExecError {
   const status = err.code;
   if (status === undefined) return new ExecError("network", `${describeServer(server)}: ${err.message}`, true);
-  return new ExecError("http_status", `${describeServer(server)} answered HTTP ${status}: ${err.message}`, status >= 500 || status === 429);
+  return new ExecError(
+    "http_status",
+    `${describeServer(server)} answered HTTP ${status}: ${err.message}`,
+    status >= 500 || status === 429,
+  );
 }
 
 /**
  * Turn whatever the SDK threw into an ExecError. `phase` says whether the connection was up: a
  * stdio server that goes away before answering `initialize` could not be started.
  */
-function classify(err: unknown, phase: "connect" | "call", server: McpServer, conn: { transport?: ChildStdioTransport | StreamableHTTPClientTransport }, deadline: Deadline, what: string): ExecError {
+function classify(
+  err: unknown,
+  phase: "connect" | "call",
+  server: McpServer,
+  conn: { transport?: ChildStdioTransport | StreamableHTTPClientTransport },
+  deadline: Deadline,
+  what: string,
+): ExecError {
   if (err instanceof ExecError) return err;
   if (deadline.reason === "cancelled") return new ExecError("cancelled", `${what} was cancelled`);
   if (deadline.reason === "timeout" || (err instanceof McpError && err.code === ErrorCode.RequestTimeout)) {
@@ -331,35 +360,64 @@ function classify(err: unknown, phase: "connect" | "call", server: McpServer, co
   const t = conn.transport;
   if (t instanceof ChildStdioTransport) {
     if (t.spawnError) {
-      return new ExecError("spawn_failed", `cannot start ${describeServer(server)}: ${t.spawnError.message}${server.transport === "stdio" && server.cwd ? ` (cwd ${server.cwd})` : ""}`);
+      return new ExecError(
+        "spawn_failed",
+        `cannot start ${describeServer(server)}: ${t.spawnError.message}${server.transport === "stdio" && server.cwd ? ` (cwd ${server.cwd})` : ""}`,
+      );
     }
     const gone = t.exitStatus !== undefined || (err instanceof McpError && err.code === ErrorCode.ConnectionClosed);
     if (phase === "connect") {
-      return new ExecError("spawn_failed", `${describeServer(server)} ${gone ? `exited before it answered${exitNote(t)}` : `did not start properly: ${message}`}${stderrNote(t)}`);
+      return new ExecError(
+        "spawn_failed",
+        `${describeServer(server)} ${gone ? `exited before it answered${exitNote(t)}` : `did not start properly: ${message}`}${stderrNote(t)}`,
+      );
     }
-    if (gone) return new ExecError("tool_error", `${describeServer(server)} exited during the call to ${what}${exitNote(t)}${stderrNote(t)}`);
+    if (gone)
+      return new ExecError(
+        "tool_error",
+        `${describeServer(server)} exited during the call to ${what}${exitNote(t)}${stderrNote(t)}`,
+      );
   } else {
     if (err instanceof StreamableHTTPError) return httpStatusError(server, err);
     if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed) {
-      return new ExecError("network", `${describeServer(server)} closed the connection${phase === "call" ? ` during the call to ${what}` : ""}`, true);
+      return new ExecError(
+        "network",
+        `${describeServer(server)} closed the connection${phase === "call" ? ` during the call to ${what}` : ""}`,
+        true,
+      );
     }
     if (!(err instanceof McpError)) {
       const cause = (err as { cause?: { message?: string; code?: string } }).cause;
       const detail = cause?.code ?? cause?.message;
-      return new ExecError("network", `cannot reach ${describeServer(server)}: ${message}${detail && detail !== message ? ` (${detail})` : ""}`, true);
+      return new ExecError(
+        "network",
+        `cannot reach ${describeServer(server)}: ${message}${detail && detail !== message ? ` (${detail})` : ""}`,
+        true,
+      );
     }
   }
-  if (phase === "connect") return new ExecError("bad_reply", `${describeServer(server)} failed to initialise: ${message}`);
+  if (phase === "connect")
+    return new ExecError("bad_reply", `${describeServer(server)} failed to initialise: ${message}`);
   return new ExecError(err instanceof McpError ? "tool_error" : "bad_reply", `${what} failed: ${message}`);
 }
 
 /** Connect a client to `server`; on any failure everything started is stopped before the ExecError is thrown. */
-async function connect(server: McpServer, deadline: Deadline, what: string, onError: (err: Error) => void): Promise<Connection> {
+async function connect(
+  server: McpServer,
+  deadline: Deadline,
+  what: string,
+  onError: (err: Error) => void,
+): Promise<Connection> {
   const client = new Client({ name: "clawbridge", version: VERSION }, { capabilities: {} });
   client.onerror = onError;
   let transport: ChildStdioTransport | StreamableHTTPClientTransport;
   if (server.transport === "stdio") {
-    transport = new ChildStdioTransport({ command: server.command, args: server.args, env: serverEnv(server), ...(server.cwd ? { cwd: server.cwd } : {}) });
+    transport = new ChildStdioTransport({
+      command: server.command,
+      args: server.args,
+      env: serverEnv(server),
+      ...(server.cwd ? { cwd: server.cwd } : {}),
+    });
   } else {
     let url: URL;
     try {
@@ -398,7 +456,10 @@ async function listAllTools(client: Client, deadline: Deadline): Promise<Tool[]>
   const seen = new Set<string>();
   let cursor: string | undefined;
   for (let page = 0; page < MAX_TOOL_PAGES; page++) {
-    const res = await client.listTools(cursor ? { cursor } : undefined, { signal: deadline.signal, timeout: deadline.remaining() });
+    const res = await client.listTools(cursor ? { cursor } : undefined, {
+      signal: deadline.signal,
+      timeout: deadline.remaining(),
+    });
     tools.push(...res.tools);
     cursor = res.nextCursor;
     if (!cursor || seen.has(cursor)) break;
@@ -409,7 +470,8 @@ async function listAllTools(client: Client, deadline: Deadline): Promise<Tool[]>
 
 function noSuchTool(tool: string, tools: Tool[]): string {
   const names = tools.map((t) => t.name);
-  const shown = names.slice(0, MAX_NAMES_SHOWN).join(", ") + (names.length > MAX_NAMES_SHOWN ? `, … (${names.length} in all)` : "");
+  const shown =
+    names.slice(0, MAX_NAMES_SHOWN).join(", ") + (names.length > MAX_NAMES_SHOWN ? `, … (${names.length} in all)` : "");
   return `MCP server has no tool ${tool} (it has: ${shown || "no tools"})`;
 }
 
@@ -441,7 +503,9 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
       if (deadline.reason) return undefined;
       try {
         const tools = await listAllTools(client, deadline);
-        return tools.some((t) => t.name === spec.tool) ? undefined : new ExecError("tool_error", noSuchTool(spec.tool, tools));
+        return tools.some((t) => t.name === spec.tool)
+          ? undefined
+          : new ExecError("tool_error", noSuchTool(spec.tool, tools));
       } catch {
         return undefined; // keep the original error
       }
@@ -459,7 +523,10 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
     const { texts, other } = split(result);
     const text = texts.join("\n");
     if (result.isError) {
-      throw (await unknownTool()) ?? new ExecError("tool_error", text || (other.length ? JSON.stringify(other) : `${what} reported an error`));
+      throw (
+        (await unknownTool()) ??
+        new ExecError("tool_error", text || (other.length ? JSON.stringify(other) : `${what} reported an error`))
+      );
     }
     texts.forEach((t, i) => ctx.output(i === 0 ? t : "\n" + t));
     if (result.structuredContent !== undefined) return { output: result.structuredContent };
@@ -469,7 +536,8 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
     deadline.dispose();
     if (conn) {
       await conn.close();
-      if (conn.transport instanceof ChildStdioTransport) log.debug({ pid: conn.transport.pid, exit: conn.transport.exitStatus }, "mcp server stopped");
+      if (conn.transport instanceof ChildStdioTransport)
+        log.debug({ pid: conn.transport.pid, exit: conn.transport.exitStatus }, "mcp server stopped");
     }
   }
 };
@@ -479,7 +547,11 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
  * Throws an Error naming the server's tools when it has no such tool, and an ExecError when the
  * server cannot be reached or does not answer within `timeoutMs`.
  */
-export async function describeMcpTool(server: McpServer, tool: string, opts: { timeoutMs: number; signal?: AbortSignal }): Promise<McpToolInfo> {
+export async function describeMcpTool(
+  server: McpServer,
+  tool: string,
+  opts: { timeoutMs: number; signal?: AbortSignal },
+): Promise<McpToolInfo> {
   const what = `listing the tools of ${describeServer(server)}`;
   const deadline = new Deadline(opts.timeoutMs, opts.signal);
   let conn: Connection | undefined;

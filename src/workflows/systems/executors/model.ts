@@ -11,7 +11,14 @@ export const runModel: Executor<ModelRun> = async (spec, ctx) => {
   const prompt = renderString(spec.prompt, ctx.scope);
   const system = spec.system === undefined ? undefined : renderString(spec.system, ctx.scope);
   let text = "";
-  for await (const ev of ctx.callModel({ model: spec.model, prompt, system, cancel: ctx.cancel, timeoutSeconds: spec.timeoutSeconds, cwd: ctx.sandbox })) {
+  for await (const ev of ctx.callModel({
+    model: spec.model,
+    prompt,
+    system,
+    cancel: ctx.cancel,
+    timeoutSeconds: spec.timeoutSeconds,
+    cwd: ctx.sandbox,
+  })) {
     if (ev.type === "text") {
       text += ev.text;
       ctx.output(ev.text);

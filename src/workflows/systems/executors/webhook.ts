@@ -63,9 +63,11 @@ export function checkWebhookUrl(template: string): string | undefined {
   } catch {
     return "the url is not a valid URL";
   }
-  if (a.protocol !== "http:" && a.protocol !== "https:") return `the url must use http or https, not ${a.protocol.replace(/:$/, "")}`;
+  if (a.protocol !== "http:" && a.protocol !== "https:")
+    return `the url must use http or https, not ${a.protocol.replace(/:$/, "")}`;
   // Belt and braces for the regular expression: a reference that changes the origin is in the wrong place.
-  if (a.origin !== b.origin) return "inputs may appear only in the URL's path and query, never in the scheme, host or port";
+  if (a.origin !== b.origin)
+    return "inputs may appear only in the URL's path and query, never in the scheme, host or port";
   return undefined;
 }
 
@@ -123,10 +125,12 @@ function prepare(spec: WebhookRun, ctx: ExecContext): { url: URL; headers: Recor
   try {
     url = new URL(renderString(spec.url, ctx.scope, encodeUrlValue));
   } catch (err) {
-    if (err instanceof URIError) throw new ExecError("invalid", "an input substituted into the webhook URL is not valid text");
+    if (err instanceof URIError)
+      throw new ExecError("invalid", "an input substituted into the webhook URL is not valid text");
     throw err;
   }
-  if (url.origin !== expected) throw new ExecError("invalid", "the webhook URL points elsewhere once inputs are substituted");
+  if (url.origin !== expected)
+    throw new ExecError("invalid", "the webhook URL points elsewhere once inputs are substituted");
 
   const extra = renderValue(spec.body ?? {}, ctx.scope) as Record<string, unknown>;
   const body = JSON.stringify({
@@ -137,11 +141,13 @@ function prepare(spec: WebhookRun, ctx: ExecContext): { url: URL; headers: Recor
     ...extra,
   });
   const headers: Record<string, string> = { accept: "application/json, text/event-stream, text/plain" };
-  for (const [name, value] of Object.entries(spec.headers)) headers[name.toLowerCase()] = renderString(value, ctx.scope);
+  for (const [name, value] of Object.entries(spec.headers))
+    headers[name.toLowerCase()] = renderString(value, ctx.scope);
   headers["content-type"] = "application/json";
   if (spec.secretEnv) {
     const secret = process.env[spec.secretEnv];
-    if (!secret) throw new ExecError("invalid", `environment variable ${spec.secretEnv} (webhook secret) is not set`, false);
+    if (!secret)
+      throw new ExecError("invalid", `environment variable ${spec.secretEnv} (webhook secret) is not set`, false);
     const timestamp = Math.floor(Date.now() / 1000);
     headers["x-clawbridge-timestamp"] = String(timestamp);
     headers["x-clawbridge-signature"] = signWebhook(secret, timestamp, body);

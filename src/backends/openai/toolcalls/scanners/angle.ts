@@ -3,11 +3,32 @@
  * format's scanner. At the very start of the reply, `<think>` / `<seed:think>` open a reasoning
  * block instead (never searched for calls).
  */
-import { accept, type Candidate, type Decision, Lit, LIT_FAIL, LIT_MORE, reject, type ScanContext, SUB_MORE, SUB_REJECT } from "./common.js";
+import {
+  accept,
+  type Candidate,
+  type Decision,
+  Lit,
+  LIT_FAIL,
+  LIT_MORE,
+  reject,
+  type ScanContext,
+  SUB_MORE,
+  SUB_REJECT,
+} from "./common.js";
 import { DEEPSEEK_OPENERS, DeepSeekCandidate } from "./deepseek.js";
 import { HARMONY_CHANNEL, HARMONY_START, HarmonyCandidate } from "./harmony.js";
 import { KIMI_OPENERS, KimiCandidate } from "./kimi.js";
-import { ACTION_START, ActionScanner, GRANITE_TOOL_CALL, JsonMarker, PYTHON_START, PYTHON_TAG, PyListMarker, PythonTagScanner, TOOL_CALL_START } from "./markers.js";
+import {
+  ACTION_START,
+  ActionScanner,
+  GRANITE_TOOL_CALL,
+  JsonMarker,
+  PYTHON_START,
+  PYTHON_TAG,
+  PyListMarker,
+  PythonTagScanner,
+  TOOL_CALL_START,
+} from "./markers.js";
 import { type ItemScanner, ITEM_OPENERS, itemScanner, OPEN_TAGS, TagScanner } from "./tag.js";
 
 const THINK: Readonly<Record<string, string>> = { "<think>": "</think>", "<seed:think>": "</seed:think>" };

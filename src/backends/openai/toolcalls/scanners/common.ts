@@ -116,7 +116,15 @@ export function isHws(c: string): boolean {
 
 /** Characters of a tool name as models write it (identifiers, dotted and dashed names). */
 export function isNameChar(c: string): boolean {
-  return (c >= "a" && c <= "z") || (c >= "A" && c <= "Z") || (c >= "0" && c <= "9") || c === "_" || c === "-" || c === "." || c === ":";
+  return (
+    (c >= "a" && c <= "z") ||
+    (c >= "A" && c <= "Z") ||
+    (c >= "0" && c <= "9") ||
+    c === "_" ||
+    c === "-" ||
+    c === "." ||
+    c === ":"
+  );
 }
 
 export function isIdentStart(c: string): boolean {
@@ -324,7 +332,10 @@ export abstract class TokenBlockCandidate implements Candidate {
     const lit = this.lit!;
     const r = lit.step(c);
     if (r === LIT_MORE) return null;
-    if (r === LIT_FAIL) return this.litKind === TL_NEXT ? accept(this.calls, this.pending + lit.partial.length) : reject(lit.partial.length);
+    if (r === LIT_FAIL)
+      return this.litKind === TL_NEXT
+        ? accept(this.calls, this.pending + lit.partial.length)
+        : reject(lit.partial.length);
     this.lit = null;
     switch (this.litKind) {
       case TL_END:
@@ -347,9 +358,11 @@ export abstract class TokenBlockCandidate implements Candidate {
   }
 
   eof(): Decision {
-    if (this.completeAtEof() && this.args !== null) return accept([...this.calls, { name: this.name, args: this.args }]);
+    if (this.completeAtEof() && this.args !== null)
+      return accept([...this.calls, { name: this.name, args: this.args }]);
     if (this.st === TB_BETWEEN) return accept(this.calls, this.pending);
-    if (this.st === TB_LIT && this.litKind === TL_NEXT) return accept(this.calls, this.pending + this.lit!.partial.length);
+    if (this.st === TB_LIT && this.litKind === TL_NEXT)
+      return accept(this.calls, this.pending + this.lit!.partial.length);
     return reject(0);
   }
 

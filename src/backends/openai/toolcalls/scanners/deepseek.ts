@@ -13,15 +13,38 @@
  * distills. Parallel calls follow each other (blanks between them allowed). The block is
  * all-or-nothing; `<｜tool▁calls▁end｜>` may be missing when the reply ends or other text follows.
  */
-import { type BlockTokens, type Decision, isNameChar, isWs, MAX_NAME, reject, type ScanContext, TB_AFTER, TB_OWN, TL_BEGIN, TL_OWN, TokenBlockCandidate } from "./common.js";
+import {
+  type BlockTokens,
+  type Decision,
+  isNameChar,
+  isWs,
+  MAX_NAME,
+  reject,
+  type ScanContext,
+  TB_AFTER,
+  TB_OWN,
+  TL_BEGIN,
+  TL_OWN,
+  TokenBlockCandidate,
+} from "./common.js";
 
 const tok = (name: string): string[] => [`<｜${name}｜>`, `<|${name}|>`];
 
-export const DEEPSEEK_OPENERS: readonly string[] = ["tool▁calls▁begin", "tool_calls_begin", "tool calls begin", "tool▁calls"].flatMap(tok);
+export const DEEPSEEK_OPENERS: readonly string[] = [
+  "tool▁calls▁begin",
+  "tool_calls_begin",
+  "tool calls begin",
+  "tool▁calls",
+].flatMap(tok);
 const CALL_BEGIN = tok("tool▁call▁begin");
 const SEP = tok("tool▁sep");
 const CALLS_END = tok("tool▁calls▁end");
-const TOKENS: BlockTokens = { callBegin: CALL_BEGIN, callEnd: tok("tool▁call▁end"), blockEnd: CALLS_END, next: [...CALL_BEGIN, ...CALLS_END] };
+const TOKENS: BlockTokens = {
+  callBegin: CALL_BEGIN,
+  callEnd: tok("tool▁call▁end"),
+  blockEnd: CALLS_END,
+  next: [...CALL_BEGIN, ...CALLS_END],
+};
 
 const D_TYPE = TB_OWN;
 const D_NAME = TB_OWN + 1;

@@ -8,13 +8,34 @@
  */
 import { JsonScanner, MORE, REJECT, V_CALL, V_CALLS } from "../json.js";
 import { callsFromJsonText, type RawCall } from "../shape.js";
-import { accept, type Candidate, type Decision, isHws, Lit, LIT_FAIL, LIT_MORE, reject, type ScanContext, SUB_MORE, SUB_REJECT } from "./common.js";
+import {
+  accept,
+  type Candidate,
+  type Decision,
+  isHws,
+  Lit,
+  LIT_FAIL,
+  LIT_MORE,
+  reject,
+  type ScanContext,
+  SUB_MORE,
+  SUB_REJECT,
+} from "./common.js";
 import { type ItemScanner, ITEM_OPENERS, itemScanner, OPEN_TAGS, TagScanner } from "./tag.js";
 
 const FENCE_ITEM_LITS: readonly string[] = [...OPEN_TAGS, ...ITEM_OPENERS];
 const ITEM_SET: ReadonlySet<string> = new Set(ITEM_OPENERS);
 
-const CALL_LANGS: ReadonlySet<string> = new Set(["", "json", "jsonc", "json5", "tool_call", "tool_calls", "tool", "xml"]);
+const CALL_LANGS: ReadonlySet<string> = new Set([
+  "",
+  "json",
+  "jsonc",
+  "json5",
+  "tool_call",
+  "tool_calls",
+  "tool",
+  "xml",
+]);
 
 const K_TICKS = 0;
 const K_INFO = 1;

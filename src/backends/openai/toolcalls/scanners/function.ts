@@ -4,7 +4,21 @@
  * `<function name="name">{json}</function>` (its Hermes 2 Pro parser).
  */
 import { convertParamValue } from "../shape.js";
-import { isWs, Lit, LIT_FAIL, LIT_MORE, MAX_NAME, objectScanner, type ScanContext, SUB_DONE, SUB_DONE_OUTER, SUB_MORE, SubScanner, trimParamNewlines, UntilLit } from "./common.js";
+import {
+  isWs,
+  Lit,
+  LIT_FAIL,
+  LIT_MORE,
+  MAX_NAME,
+  objectScanner,
+  type ScanContext,
+  SUB_DONE,
+  SUB_DONE_OUTER,
+  SUB_MORE,
+  SubScanner,
+  trimParamNewlines,
+  UntilLit,
+} from "./common.js";
 
 export const FUNCTION_OPEN = "<function=";
 export const FUNCTION_ATTR_OPEN = "<function name=";
@@ -45,7 +59,9 @@ export class FunctionScanner extends SubScanner {
   ) {
     super(ctx);
     this.st = attr ? F_ATTR_Q : F_NAME;
-    this.terms = outerClose ? [PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE, outerClose] : [PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE];
+    this.terms = outerClose
+      ? [PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE, outerClose]
+      : [PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE];
   }
 
   private named(name: string): number {
@@ -82,7 +98,10 @@ export class FunctionScanner extends SubScanner {
       case F_BODY:
         if (isWs(c)) return SUB_MORE;
         if (c === "<") {
-          this.lit = new Lit(this.outerClose ? [PARAM_OPEN, FUNCTION_CLOSE, this.outerClose] : [PARAM_OPEN, FUNCTION_CLOSE], c);
+          this.lit = new Lit(
+            this.outerClose ? [PARAM_OPEN, FUNCTION_CLOSE, this.outerClose] : [PARAM_OPEN, FUNCTION_CLOSE],
+            c,
+          );
           this.st = F_LIT;
           return SUB_MORE;
         }
@@ -161,7 +180,10 @@ export class FunctionScanner extends SubScanner {
     if (this.st === F_BODY || this.st === F_AFTER_JSON) return this.params > 0 || this.hasJson;
     if (this.st === F_LIT) {
       const lit = this.lit!;
-      return (this.params > 0 || this.hasJson) && (lit.isPrefixOf(FUNCTION_CLOSE) || (this.outerClose !== null && lit.isPrefixOf(this.outerClose)));
+      return (
+        (this.params > 0 || this.hasJson) &&
+        (lit.isPrefixOf(FUNCTION_CLOSE) || (this.outerClose !== null && lit.isPrefixOf(this.outerClose)))
+      );
     }
     return false;
   }

@@ -12,7 +12,19 @@
  */
 import { JsonScanner, MORE, REJECT, V_OBJ } from "../json.js";
 import { objectFromJsonText } from "../shape.js";
-import { type Candidate, type Decision, isHws, isIdentChar, isWs, Lit, LIT_FAIL, LIT_MORE, MAX_NAME, reject, type ScanContext } from "./common.js";
+import {
+  type Candidate,
+  type Decision,
+  isHws,
+  isIdentChar,
+  isWs,
+  Lit,
+  LIT_FAIL,
+  LIT_MORE,
+  MAX_NAME,
+  reject,
+  type ScanContext,
+} from "./common.js";
 import { Tail } from "./markers.js";
 
 export const HARMONY_START = "<|start|>";

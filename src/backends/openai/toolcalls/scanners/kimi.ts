@@ -7,13 +7,28 @@
  * name) is not a call. The singular `<|tool_call_section_begin|>` is accepted too. All-or-nothing;
  * the section's end token may be missing when the reply ends or other text follows.
  */
-import { type BlockTokens, type Decision, isWs, MAX_NAME, reject, type ScanContext, TB_OWN, TL_OWN, TokenBlockCandidate } from "./common.js";
+import {
+  type BlockTokens,
+  type Decision,
+  isWs,
+  MAX_NAME,
+  reject,
+  type ScanContext,
+  TB_OWN,
+  TL_OWN,
+  TokenBlockCandidate,
+} from "./common.js";
 
 export const KIMI_OPENERS: readonly string[] = ["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"];
 const SECTION_END = ["<|tool_calls_section_end|>", "<|tool_call_section_end|>"];
 const CALL_BEGIN = ["<|tool_call_begin|>"];
 const ARG_BEGIN = ["<|tool_call_argument_begin|>"];
-const TOKENS: BlockTokens = { callBegin: CALL_BEGIN, callEnd: ["<|tool_call_end|>"], blockEnd: SECTION_END, next: [...CALL_BEGIN, ...SECTION_END] };
+const TOKENS: BlockTokens = {
+  callBegin: CALL_BEGIN,
+  callEnd: ["<|tool_call_end|>"],
+  blockEnd: SECTION_END,
+  next: [...CALL_BEGIN, ...SECTION_END],
+};
 
 const K_ID = TB_OWN;
 const K_ID_WS = TB_OWN + 1;

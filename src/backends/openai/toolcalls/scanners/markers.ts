@@ -11,7 +11,19 @@
  */
 import { JsonScanner, MORE, REJECT, V_CALL, V_CALLS } from "../json.js";
 import { callsFromClosedArray, callsFromJsonText, type RawCall } from "../shape.js";
-import { accept, type Candidate, type Decision, isIdentStart, isWs, Lit, LIT_FAIL, LIT_MORE, reject, type ScanContext, UntilLit } from "./common.js";
+import {
+  accept,
+  type Candidate,
+  type Decision,
+  isIdentStart,
+  isWs,
+  Lit,
+  LIT_FAIL,
+  LIT_MORE,
+  reject,
+  type ScanContext,
+  UntilLit,
+} from "./common.js";
 import { PYC_DONE, PYC_MORE, PyCalls } from "./python.js";
 
 export const PYTHON_TAG = "<|python_tag|>";

@@ -40,12 +40,30 @@ interface Frame {
   commas: number;
 }
 
-const SIMPLE_ESC: Readonly<Record<string, string>> = { "\\": "\\", "'": "'", '"': '"', a: "\x07", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t", v: "\v" };
+const SIMPLE_ESC: Readonly<Record<string, string>> = {
+  "\\": "\\",
+  "'": "'",
+  '"': '"',
+  a: "\x07",
+  b: "\b",
+  f: "\f",
+  n: "\n",
+  r: "\r",
+  t: "\t",
+  v: "\v",
+};
 const HEX_LEN: Readonly<Record<string, number>> = { x: 2, u: 4, U: 8 };
 /** Decimal numbers; zero-padded integers (`07`, a SyntaxError in Python) are read as decimals, as SGLang's LFM2 detector does. */
 const NUM_RE = /^[+-]?(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?:[eE][+-]?\d(?:_?\d)*)?$/;
 const HEX_RE = /^[+-]?0[xX](?:_?[0-9a-fA-F])+$/;
-const WORDS: Readonly<Record<string, unknown>> = { True: true, False: false, None: null, true: true, false: false, null: null };
+const WORDS: Readonly<Record<string, unknown>> = {
+  True: true,
+  False: false,
+  None: null,
+  true: true,
+  false: false,
+  null: null,
+};
 
 function isHexDigit(c: string): boolean {
   return (c >= "0" && c <= "9") || (c >= "a" && c <= "f") || (c >= "A" && c <= "F");
@@ -73,7 +91,11 @@ export class PyValue {
       case V_STR:
         return this.strChar(c);
       case V_NUM:
-        if (isIdentChar(c) || c === "." || ((c === "+" || c === "-") && /[eE]$/.test(this.tok) && !/^[+-]?0[xX]/.test(this.tok))) {
+        if (
+          isIdentChar(c) ||
+          c === "." ||
+          ((c === "+" || c === "-") && /[eE]$/.test(this.tok) && !/^[+-]?0[xX]/.test(this.tok))
+        ) {
           this.tok += c;
           return this.tok.length > 400 ? PY_REJECT : PY_MORE;
         }
@@ -84,7 +106,10 @@ export class PyValue {
           return this.tok.length > 16 ? PY_REJECT : PY_MORE;
         }
         // A prefixed string: r'…', u"…".
-        if ((c === "'" || c === '"') && (this.tok === "r" || this.tok === "R" || this.tok === "u" || this.tok === "U")) {
+        if (
+          (c === "'" || c === '"') &&
+          (this.tok === "r" || this.tok === "R" || this.tok === "u" || this.tok === "U")
+        ) {
           this.beginString(c, this.tok === "r" || this.tok === "R");
           return PY_MORE;
         }

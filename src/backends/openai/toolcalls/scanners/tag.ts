@@ -5,7 +5,18 @@
  */
 import { JsonScanner, MORE, REJECT, V_CALL, V_CALLS } from "../json.js";
 import { callsFromClosedArray, callsFromJsonText, type RawCall } from "../shape.js";
-import { isIdentStart, isWs, Lit, LIT_FAIL, LIT_MORE, type ScanContext, SUB_DONE, SUB_DONE_OUTER, SUB_MORE, SUB_REJECT } from "./common.js";
+import {
+  isIdentStart,
+  isWs,
+  Lit,
+  LIT_FAIL,
+  LIT_MORE,
+  type ScanContext,
+  SUB_DONE,
+  SUB_DONE_OUTER,
+  SUB_MORE,
+  SUB_REJECT,
+} from "./common.js";
 import { FUNCTION_ATTR_OPEN, FUNCTION_OPEN, FunctionScanner } from "./function.js";
 import { GlmScanner, INVOKE_OPEN, InvokeScanner } from "./xml-items.js";
 

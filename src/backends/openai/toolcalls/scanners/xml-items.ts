@@ -81,7 +81,8 @@ export class InvokeScanner extends SubScanner {
         return SUB_MORE;
       case I_PGT:
         if (isHws(c)) return SUB_MORE;
-        if (c !== ">" || this.pname === "" || Object.prototype.hasOwnProperty.call(this.args, this.pname)) return this.fail(1);
+        if (c !== ">" || this.pname === "" || Object.prototype.hasOwnProperty.call(this.args, this.pname))
+          return this.fail(1);
         this.val = new UntilLit([IPARAM_CLOSE]);
         this.st = I_PVAL;
         return SUB_MORE;
@@ -112,7 +113,10 @@ export class InvokeScanner extends SubScanner {
   }
 
   eofOk(): boolean {
-    return (this.st === I_BODY || (this.st === I_LIT && this.lit!.isPrefixOf(INVOKE_CLOSE))) && Object.keys(this.args).length > 0;
+    return (
+      (this.st === I_BODY || (this.st === I_LIT && this.lit!.isPrefixOf(INVOKE_CLOSE))) &&
+      Object.keys(this.args).length > 0
+    );
   }
 }
 
