@@ -15,6 +15,7 @@ export function execContext(
     cancel: new Cancellation(),
     output: (t) => pieces.push(t),
     log: pino({ level: "silent" }),
+    // biome-ignore lint/correctness/useYield: a model that fails before its first token
     callModel: async function* () {
       throw new Error("unused");
     },

@@ -9,7 +9,7 @@
  * state as context, CONFIGURE with a diff, EXPORT, deploy, the keyword fallback and UNKNOWN.
  */
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { BridgeEvent } from "../../src/ops/events/bus.js";

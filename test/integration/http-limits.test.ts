@@ -15,7 +15,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { VERSION } from "../../src/core/version.js";
-import { cleanup, eventually, startTestBridge, type TestBridge } from "../helpers/bridge.js";
+import { cleanup, startTestBridge, type TestBridge } from "../helpers/bridge.js";
 import { connect } from "../helpers/raw-http.js";
 
 const KEY = "sk-limits-0123456789";

@@ -20,15 +20,7 @@ import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { stopOnSignals } from "../../src/request/http/signals.js";
 import { VERSION } from "../../src/core/version.js";
-import {
-  cleanup,
-  eventually,
-  pidsWithEnv,
-  startTestBridge,
-  tempDir,
-  type TestBridge,
-  within,
-} from "../helpers/bridge.js";
+import { cleanup, eventually, pidsWithEnv, startTestBridge, tempDir, within } from "../helpers/bridge.js";
 import { connect, type Conn } from "../helpers/raw-http.js";
 
 /** The answers in `raw`, in order (status, lower-cased headers, body by Content-Length). */

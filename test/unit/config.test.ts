@@ -6,7 +6,6 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, describe, test } from "node:test";
-import { parse as parseYaml } from "yaml";
 import { ConfigError, DEFAULT_MODEL, isLoopbackHost, loadConfig, resolveConfig } from "../../src/core/config/load.js";
 import { DEFAULT_CONTEXT, type Config } from "../../src/core/config/schema.js";
 import { cleanup, tempDir } from "../helpers/bridge.js";

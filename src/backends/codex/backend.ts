@@ -36,7 +36,7 @@ import { z } from "zod";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
-import { CodexAppServer, runCodexWarmTurn, type CodexThreadSettings } from "./app-server.js";
+import { type CodexAppServer, runCodexWarmTurn, type CodexThreadSettings } from "./app-server.js";
 import { warmOption } from "../warm/options.js";
 import { WarmPool } from "../warm/pool.js";
 import {

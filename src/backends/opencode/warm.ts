@@ -146,7 +146,7 @@ export class OpencodeWarm implements WarmSource {
 
   list(): WarmProcessInfo[] {
     const s = this.server;
-    if (!s || !s.proc.running) return [];
+    if (!s?.proc.running) return [];
     return [
       {
         backend: this.o.backend,

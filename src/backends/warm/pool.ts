@@ -168,7 +168,7 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
         await untilAborted(e.released!, signal);
         continue;
       }
-      if (e?.worker && e.worker.usable && fits(e.worker)) {
+      if (e?.worker?.usable && fits(e.worker)) {
         this.stats.reused++;
         return this.lease(e, false);
       }

@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import type { z } from "zod";
 // The one deliberate upward import (config -> backend registry): each backend type owns and
 // validates its own option schema, so config asks the registry instead of knowing them all.
 import { backendModule, backendTypes, bridgeTypes } from "../../backends/registry.js";

@@ -182,7 +182,7 @@ function warmLine(warm: unknown): string {
         byBackend?: Record<string, { processes: number; busy: number; rssBytes: number }>;
       }
     | undefined;
-  if (!w || !w.processes) return "";
+  if (!w?.processes) return "";
   const mb = (n: number) => `${Math.round(n / 1048576)} MB`;
   const parts = Object.entries(w.byBackend ?? {}).map(
     ([name, b]) => `${name} ${b.processes} (${b.busy} busy, ${mb(b.rssBytes)})`,

@@ -155,7 +155,7 @@ function defaultModelTarget(
     const ids = Array.isArray(list)
       ? list.map((a) => (a && typeof a === "object" ? (a as { id?: unknown }).id : undefined))
       : [];
-    const i = ids.findIndex((id) => id === agent);
+    const i = ids.indexOf(agent);
     if (i < 0) {
       const known = ids.filter((x): x is string => typeof x === "string");
       return {

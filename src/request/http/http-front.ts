@@ -122,35 +122,34 @@ function destroyWhenFlushed(socket: Socket): void {
 }
 
 function lingeringDestroySoon(this: Socket): void {
-  const socket = this;
-  if (socket.writable) socket.end();
-  const state = lingering.get(socket);
-  lingering.delete(socket);
-  if (!state || state.req.complete) return destroyWhenFlushed(socket);
+  if (this.writable) this.end();
+  const state = lingering.get(this);
+  lingering.delete(this);
+  if (!state || state.req.complete) return destroyWhenFlushed(this);
   const { req, budget } = state;
-  const start = socket.bytesRead;
+  const start = this.bytesRead;
   const until = Date.now() + LINGER_MS;
   const stop = () => {
     clearInterval(timer);
     req.off("end", onEnd);
-    socket.off("close", stop);
+    this.off("close", stop);
   };
   // The body ended: nothing unread is left, the close is clean.
   const onEnd = () => {
     stop();
-    destroyWhenFlushed(socket);
+    destroyWhenFlushed(this);
   };
   // The budget is watched on the socket's byte count: a dumped request (node:http discards the
   // body of a request nobody reads) emits no `data`.
   const timer = setInterval(() => {
-    if (socket.bytesRead - start > budget || Date.now() >= until) {
+    if (this.bytesRead - start > budget || Date.now() >= until) {
       stop();
-      socket.destroy();
+      this.destroy();
     }
   }, LINGER_POLL_MS);
   timer.unref();
   req.once("end", onEnd);
-  socket.once("close", stop);
+  this.once("close", stop);
   req.resume();
 }
 
@@ -309,7 +308,7 @@ export class HttpFront {
     if (!answer) return void socket.destroy(); // the peer went away: nobody to answer
     this.answered.set(socket, socket.bytesRead);
     const res = socket._httpMessage;
-    if (res && res.req?.complete) {
+    if (res?.req?.complete) {
       // The error is in a request pipelined behind a whole one, whose answer goes out first.
       if (res.writableFinished) return this.answerRaw(socket, answer);
       res.once("finish", () => this.answerRaw(socket, answer));

@@ -8,7 +8,7 @@
  *   POST /v1/runs/:id/pause|resume|cancel
  * Errors are OpenAI-shaped (`{"error":{message,type,code,param}}`).
  */
-import type { FastifyInstance, FastifyReply } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { ApiError } from "../chat-api/errors.js";
 import { sendApiError } from "./reply.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";

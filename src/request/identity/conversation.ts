@@ -31,7 +31,7 @@ function clean(value: string): string {
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
   const v = headers[name.toLowerCase()];
   const s = Array.isArray(v) ? v[0] : v;
-  return s && s.trim() ? s.trim() : undefined;
+  return s?.trim() ? s.trim() : undefined;
 }
 
 export function resolveConversation(
@@ -44,7 +44,7 @@ export function resolveConversation(
     const v = header(headers, name);
     if (v) return { key: clean(v), source: "header" };
   }
-  if (req.user && req.user.trim()) return { key: clean(`user:${req.user.trim()}`), source: "user" };
+  if (req.user?.trim()) return { key: clean(`user:${req.user.trim()}`), source: "user" };
 
   const users = req.messages.filter((m) => m.role === "user");
   for (const m of users.slice(0, 3)) {

@@ -157,7 +157,7 @@ export class BuildRunner {
   /** Resume a paused build in the background. */
   resume(buildId: string): BuildRecord | undefined {
     const b = this.d.builds.get(buildId);
-    if (!b || b.status !== "paused" || this.live.has(buildId)) return undefined;
+    if (b?.status !== "paused" || this.live.has(buildId)) return undefined;
     void this.start(b, () => {});
     return b;
   }

@@ -22,11 +22,11 @@ import type { ConversationState, EventBus } from "../../ops/events/bus.js";
 import { replyKind } from "../router/replies.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { RunStore } from "../systems/db.js";
-import { Cancellation } from "../../core/util/cancel.js";
+import type { Cancellation } from "../../core/util/cancel.js";
 import { alnumId } from "../../core/util/ids.js";
 import { architectPrompt, parsePlan, repairRequest, type ArchitectContext } from "./architect.js";
 import { validatePlan } from "./plan-check.js";
-import type { BuilderPending, BuildRecord, BuildStore, ConfigChange } from "./build-store.js";
+import type { BuilderPending, BuildRecord, BuildStore } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
 import {
   applyChanges,
@@ -42,7 +42,7 @@ import type { ToolCaller } from "./mcp-client.js";
 import type { BuilderOptions } from "./options.js";
 import type { DeployPolicy } from "./policy.js";
 import { keywordIntent, parseSupervisorReply, supervisorPrompt } from "./supervisor.js";
-import type { Canvas, ExecutionPlan, IntentVerdict } from "./types.js";
+import type { ExecutionPlan, IntentVerdict } from "./types.js";
 
 export interface BuilderEngineDeps {
   canvases: CanvasStore;

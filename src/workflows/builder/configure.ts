@@ -148,7 +148,7 @@ function changeProblem(path: string, value: unknown, canvas: Canvas): string | u
   }
   if (path.startsWith("model.")) {
     const node = canvas.nodes.find((n) => n.id === path.slice(6));
-    if (!node || node.type !== "agent") return `no agent node "${path.slice(6)}"`;
+    if (node?.type !== "agent") return `no agent node "${path.slice(6)}"`;
     return typeof value === "string" && value ? undefined : "a model is a model id";
   }
   return `unknown setting "${path}"`;

@@ -54,7 +54,7 @@ export function variablesIn(value: unknown): string[] {
 function substituteString(s: string, vars: Readonly<Record<string, string>>): string {
   return s.replace(TOKEN, (whole: string, name: string | undefined) => {
     if (name === undefined) return "${";
-    if (!Object.prototype.hasOwnProperty.call(vars, name)) throw new UndefinedVariableError(name);
+    if (!Object.hasOwn(vars, name)) throw new UndefinedVariableError(name);
     return vars[name]!;
   });
 }

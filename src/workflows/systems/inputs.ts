@@ -400,7 +400,7 @@ export function checkInputs(schema: InputSchema, candidate: Record<string, unkno
   for (const [name, own] of Object.entries(propertiesOf(schema))) {
     const p = deref(own, schema);
     const field = fieldInfo(name, p, required.has(name), schema);
-    const given = Object.prototype.hasOwnProperty.call(source, name) ? source[name] : undefined;
+    const given = Object.hasOwn(source, name) ? source[name] : undefined;
     if (!isGiven(given)) {
       // JSON Schema's `default`: the value used when none is given (never asked for).
       if (p && typeof p === "object" && "default" in p) put(values, name, (p as { default: unknown }).default);

@@ -110,7 +110,7 @@ function lookup(ref: Ref, scope: Scope): unknown {
             throw new TemplateError(`step "${ref.step}" output is text, not JSON with a field "${key}"`);
           }
         }
-        if (v === null || typeof v !== "object" || !Object.prototype.hasOwnProperty.call(v, key)) {
+        if (v === null || typeof v !== "object" || !Object.hasOwn(v, key)) {
           throw new TemplateError(`step "${ref.step}" output has no field "${ref.path.join(".")}"`);
         }
         v = (v as Record<string, unknown>)[key];

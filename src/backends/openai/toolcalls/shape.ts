@@ -47,7 +47,7 @@ export function normalizeArgs(a: unknown): Record<string, unknown> | null {
  * calling it.
  */
 function looksLikeSchema(args: Record<string, unknown>): boolean {
-  return args["type"] === "object" && isPlainObject(args["properties"]) && onlyKeys(args, SCHEMA_KEYS);
+  return args.type === "object" && isPlainObject(args.properties) && onlyKeys(args, SCHEMA_KEYS);
 }
 
 /** One call object in any accepted shape → RawCall, or null when it is not a call. */
@@ -63,11 +63,11 @@ export function normalizeCall(v: unknown, tools: ReadonlySet<string>): RawCall |
   } else if (!onlyKeys(v, TOP_KEYS)) {
     return null;
   }
-  if (v["type"] !== undefined && v["type"] !== "function") return null;
-  const name = src["name"];
+  if (v.type !== undefined && v.type !== "function") return null;
+  const name = src.name;
   if (typeof name !== "string" || !tools.has(name)) return null;
-  if (src["arguments"] !== undefined && src["parameters"] !== undefined) return null;
-  const args = normalizeArgs(src["arguments"] !== undefined ? src["arguments"] : src["parameters"]);
+  if (src.arguments !== undefined && src.parameters !== undefined) return null;
+  const args = normalizeArgs(src.arguments !== undefined ? src.arguments : src.parameters);
   if (args === null || looksLikeSchema(args)) return null;
   return { name, args };
 }

@@ -224,7 +224,7 @@ export class ChildStdioTransport implements Transport {
 
   send(message: JSONRPCMessage): Promise<void> {
     const stdin = this.child?.stdin;
-    if (!stdin || !stdin.writable || this.exit) return Promise.reject(new Error("the MCP server is not running"));
+    if (!stdin?.writable || this.exit) return Promise.reject(new Error("the MCP server is not running"));
     return new Promise((resolve) => {
       if (stdin.write(serializeMessage(message))) resolve();
       else stdin.once("drain", resolve);

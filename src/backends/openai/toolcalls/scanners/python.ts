@@ -113,7 +113,7 @@ export class PyValue {
           this.beginString(c, this.tok === "r" || this.tok === "R");
           return PY_MORE;
         }
-        if (!Object.prototype.hasOwnProperty.call(WORDS, this.tok)) return PY_REJECT;
+        if (!Object.hasOwn(WORDS, this.tok)) return PY_REJECT;
         return this.completeBefore(WORDS[this.tok], c);
       case V_SIGN:
         if ((c >= "0" && c <= "9") || c === ".") {
@@ -382,7 +382,7 @@ export class PyCalls {
         return this.step(c);
       case C_KW_WS:
         if (isWs(c)) return PYC_MORE;
-        if (c !== "=" || Object.prototype.hasOwnProperty.call(this.args, this.kw)) return PYC_REJECT;
+        if (c !== "=" || Object.hasOwn(this.args, this.kw)) return PYC_REJECT;
         this.st = C_VAL_WS;
         return PYC_MORE;
       case C_VAL_WS:

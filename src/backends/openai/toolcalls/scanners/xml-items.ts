@@ -81,8 +81,7 @@ export class InvokeScanner extends SubScanner {
         return SUB_MORE;
       case I_PGT:
         if (isHws(c)) return SUB_MORE;
-        if (c !== ">" || this.pname === "" || Object.prototype.hasOwnProperty.call(this.args, this.pname))
-          return this.fail(1);
+        if (c !== ">" || this.pname === "" || Object.hasOwn(this.args, this.pname)) return this.fail(1);
         this.val = new UntilLit([IPARAM_CLOSE]);
         this.st = I_PVAL;
         return SUB_MORE;
@@ -198,7 +197,7 @@ export class GlmScanner extends SubScanner {
           return SUB_MORE;
         }
         this.key = this.val!.value.trim();
-        if (this.key === "" || Object.prototype.hasOwnProperty.call(this.args, this.key)) return this.fail(0);
+        if (this.key === "" || Object.hasOwn(this.args, this.key)) return this.fail(0);
         this.st = G_KEY_WS;
         return SUB_MORE;
       case G_KEY_WS:
