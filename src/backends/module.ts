@@ -3,7 +3,7 @@ import type { z } from "zod";
 import type { Logger } from "pino";
 import type { Backend } from "./contract/backend.js";
 import type { SessionMode } from "../core/config/schema.js";
-import type { RouterRuntime } from "../workflows/router/router.js";
+import type { RouterRuntime } from "../workflows/router/outcomes.js";
 import type { BuilderBase } from "../workflows/builder/backend-deps.js";
 import type { ClientToolHub } from "./client-tools/sessions.js";
 

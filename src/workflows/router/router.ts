@@ -10,84 +10,26 @@
  *   < trigger, side effects, or confirm: always → confirm (exactly the inputs shown, by hash)
  *   otherwise                                   → run
  * Every decision and change of state is published on the event bus.
+ *
+ * Deciding what a message asks for is in decide.ts; the ways a turn ends, and the publishing of
+ * decisions and states, in outcomes.ts.
  */
-import type { Logger } from "pino";
-import type { BackendEvent, Dispatch, DispatchInput } from "../../backends/contract/backend.js";
-import type { ConversationState, DecisionAction, EventBus } from "../../ops/events/bus.js";
-import type { RunRecord } from "../systems/db.js";
-import type { ModelCaller } from "../systems/step-executor.js";
-import type { SystemsLibrary } from "../systems/library.js";
-import { RunError, type RunManager } from "../systems/runner.js";
-import type { LoadedSystem } from "../systems/types.js";
-import type { Cancellation } from "../../core/util/cancel.js";
-import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "./classifier.js";
-import { fallbackMatch, parseSlash } from "./keyword-fallback.js";
+import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import { checkInputs, inputsHash, mergeInputs } from "../systems/inputs.js";
-import {
-  cancelledText,
-  clarifyText,
-  confirmText,
-  declinedText,
-  giveUpText,
-  runningLine,
-  stepLine,
-  systemsListText,
-} from "./messages.js";
-import type { RouterOptions } from "./options.js";
+import type { LoadedSystem } from "../systems/types.js";
+import { type Decision, decide } from "./decide.js";
+import { runStatusText, runsListText } from "./follow.js";
+import { parseSlash } from "./keyword-fallback.js";
+import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, systemsListText } from "./messages.js";
+import { join, RouterOutcomes } from "./outcomes.js";
 import { replyKind } from "./replies.js";
-import type { Pending, RouterStateStore } from "./state.js";
-import { follow, runStatusText, runsListText } from "./follow.js";
-
-export interface RouterRuntime {
-  library: SystemsLibrary;
-  runs: RunManager;
-  bus: EventBus;
-  state: RouterStateStore;
-  callModel: ModelCaller;
-  log: Logger;
-  /**
-   * Whether the builder is in the middle of something with this conversation (a question waiting
-   * for its yes, a build running or paused): then its messages go to the builder. Wired by the
-   * bridge when a builder is configured (the router knows it only as a model id).
-   */
-  builderBusy?: (conversation: string) => boolean;
-}
-
-/** Making, changing or deploying a system, in words the keyword fallback can hear. */
-const BUILD_WORDS =
-  /\b(?:build|create|make|design|set up|draft)\b[^.?!\n]{0,80}\b(?:system|workflow|pipeline|automation)s?\b|^\s*\/?(?:deploy|undeploy|undo)\b/i;
-
-interface Decision {
-  action: "answer" | "run" | "cancel" | "status" | "build";
-  system?: LoadedSystem;
-  confidence: number;
-  inputs: Record<string, unknown>;
-  source: "classifier" | "fallback";
-}
+import type { Pending } from "./state.js";
 
 const RESUME = /^\/?resume\s+(?:run\s+)?`?([A-Za-z0-9_-]{4,64})`?\s*[.!]?$/i;
 
-export class RouterEngine {
+export class RouterEngine extends RouterOutcomes {
   /** Classifier calls made (for the bench and /health). */
   classifierCalls = 0;
-  /** Conversations in the passing `routing` state (not written to the database). */
-  private readonly transient = new Map<string, ConversationState>();
-
-  constructor(
-    readonly name: string,
-    private readonly opts: RouterOptions,
-    private readonly rt: RouterRuntime,
-  ) {}
-
-  private systems(): LoadedSystem[] {
-    // Disabled systems stay runnable by id (HTTP, CLI) but are not offered in chat.
-    const all = this.rt.library.systems.filter((s) => s.enabled);
-    return this.opts.systems ? all.filter((s) => this.opts.systems!.includes(s.id)) : all;
-  }
-
-  private system(id: string): LoadedSystem | undefined {
-    return this.systems().find((s) => s.id === id);
-  }
 
   async dispatch(input: DispatchInput): Promise<Dispatch> {
     const conv = input.turn.session.key;
@@ -156,7 +98,8 @@ export class RouterEngine {
     if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
     const gathering = pending?.kind === "gathering" ? pending : undefined;
     const gatheringSystem = gathering ? this.system(gathering.system) : undefined;
-    const d = await this.decide(
+    const d = await decide(
+      { name: this.name, opts: this.opts, rt: this.rt, counted: () => this.classifierCalls++ },
       text,
       input,
       systems,
@@ -418,242 +361,4 @@ export class RouterEngine {
       }
     }
   }
-
-  /** One classifier call (asked again once if it does not parse); the keyword fallback if it fails. */
-  private async decide(
-    text: string,
-    input: DispatchInput,
-    systems: LoadedSystem[],
-    gathering?: { system: LoadedSystem; values: Record<string, unknown> },
-  ): Promise<Decision> {
-    const reply = await this.classify(text, input, systems, gathering);
-    if (reply)
-      return {
-        action: reply.action,
-        system: reply.system ? systems.find((s) => s.id.toLowerCase() === reply.system!.toLowerCase()) : undefined,
-        confidence: reply.confidence,
-        inputs: reply.inputs,
-        source: "classifier",
-      };
-    if (gathering) {
-      // Without the classifier, `k=v` pairs still supply inputs, and a lone missing input takes the message.
-      const pairs = parseSlash(`/run ${gathering.system.id} ${text}`);
-      const given = pairs && !("error" in pairs) && pairs.cmd === "run" ? pairs.inputs : {};
-      if (Object.keys(given).length)
-        return { action: "run", system: gathering.system, confidence: 1, inputs: given, source: "fallback" };
-      const missing = checkInputs(gathering.system.inputs, gathering.values).missing;
-      if (missing.length === 1)
-        return {
-          action: "run",
-          system: gathering.system,
-          confidence: 1,
-          inputs: { [missing[0]!.name]: text },
-          source: "fallback",
-        };
-    }
-    if (this.opts.builder && BUILD_WORDS.test(text))
-      return { action: "build", confidence: 0.7, inputs: {}, source: "fallback" };
-    const fb = fallbackMatch(text, systems);
-    if (!fb) return { action: "answer", confidence: 0, inputs: {}, source: "fallback" };
-    return {
-      action: "run",
-      system: systems.find((s) => s.id === fb.system),
-      confidence: fb.confidence,
-      inputs: {},
-      source: "fallback",
-    };
-  }
-
-  private async classify(
-    text: string,
-    input: DispatchInput,
-    systems: LoadedSystem[],
-    gathering?: { system: LoadedSystem; values: Record<string, unknown> },
-  ): Promise<ClassifierReply | undefined> {
-    const known = new Set(systems.map((s) => s.id));
-    const prompt = classifierPrompt({
-      systems,
-      userText: text,
-      recent: input.recent,
-      gathering: gathering
-        ? {
-            system: gathering.system,
-            collected: gathering.values,
-            missing: checkInputs(gathering.system.inputs, gathering.values).missing.map((f) => f.name),
-          }
-        : undefined,
-      builder: Boolean(this.opts.builder),
-    });
-    let user = prompt.user;
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const out = await this.callText(prompt.system, user, input.turn.cancel);
-      if (out === undefined) return undefined; // upstream down, timeout, cancelled: fallback
-      const parsed = parseClassifierReply(out, known, { builder: Boolean(this.opts.builder) });
-      if (!("error" in parsed)) return parsed;
-      this.rt.log.warn({ router: this.name, problem: parsed.error }, "classifier reply did not parse");
-      user = `${prompt.user}\n\n${retryMessage(out)}`;
-    }
-    return undefined;
-  }
-
-  private async callText(system: string, prompt: string, cancel: Cancellation): Promise<string | undefined> {
-    this.classifierCalls++;
-    let text = "";
-    try {
-      for await (const ev of this.rt.callModel({
-        model: this.opts.classifier,
-        prompt,
-        system,
-        cancel,
-        timeoutSeconds: this.opts.classifierTimeoutSeconds,
-      })) {
-        if (ev.type === "text") text += ev.text;
-        else if (ev.type === "error") {
-          this.rt.log.warn(
-            { router: this.name, code: ev.error.code, message: ev.error.message },
-            "classifier call failed; using the keyword fallback",
-          );
-          return undefined;
-        } else if (ev.type === "done") return text;
-      }
-    } catch (err) {
-      this.rt.log.warn(
-        { router: this.name, err: (err as Error).message },
-        "classifier call failed; using the keyword fallback",
-      );
-    }
-    return undefined;
-  }
-
-  private start(
-    conv: string,
-    system: LoadedSystem,
-    values: Record<string, unknown>,
-    input: DispatchInput,
-    preface: string,
-  ): Dispatch {
-    let rec: RunRecord;
-    try {
-      rec = this.rt.runs.start({
-        system: system.id,
-        inputs: values,
-        conversation: conv,
-        origin: "chat",
-        messageKey: input.messageKey,
-      });
-    } catch (err) {
-      if (err instanceof RunError) return this.say(conv, preface, err.message, "error");
-      throw err;
-    }
-    return this.attach(rec, input, preface, true);
-  }
-
-  /** Stream a live run to this turn (until it ends, or detach). */
-  private attach(rec: RunRecord, input: DispatchInput, preface: string, fresh: boolean): Dispatch {
-    const system = this.rt.library.get(rec.system);
-    const conv = input.turn.session.key;
-    this.setState(conv, "executing");
-    const events = follow({
-      run: rec,
-      name: system?.name ?? rec.system,
-      single: system ? this.rt.library.plan(system.id).steps.length === 1 : false,
-      runs: this.rt.runs,
-      bus: this.rt.bus,
-      cancel: input.turn.cancel,
-      detachAfterMs: this.opts.detachAfterSeconds * 1000,
-      head: join(
-        preface,
-        fresh
-          ? runningLine(system?.name ?? rec.system)
-          : `Still running **${system?.name ?? rec.system}** (run \`${rec.id}\`)…`,
-      ),
-      stepLine,
-      onEnd: (end) => this.setState(conv, end),
-    });
-    return { kind: "answer", events };
-  }
-
-  /** Runs that ended in the background since the conversation last heard: told first. */
-  private reportBackground(conv: string): string {
-    const done = this.rt.runs.store.unreported(conv);
-    const parts: string[] = [];
-    for (const r of done) {
-      this.rt.runs.store.markReported(r.id);
-      parts.push(runStatusText(r, this.nameOf(r.system)));
-    }
-    return parts.join("\n\n");
-  }
-
-  private handover(conv: string, preface: string, source: Decision["source"] | "state", reason: string): Dispatch {
-    this.decision(conv, "answer", source, { reason });
-    this.setState(conv, "idle");
-    return { kind: "handover", model: this.opts.answer, ...(preface ? { preface: `${preface}\n\n` } : {}) };
-  }
-
-  /** Hand the message to the builder model (a transparent hand-over, like an ordinary answer). */
-  private toBuilder(conv: string, preface: string, source: Decision["source"] | "state", reason: string): Dispatch {
-    this.decision(conv, "build", source, { reason });
-    this.setState(conv, "idle");
-    return { kind: "handover", model: this.opts.builder!, ...(preface ? { preface: `${preface}\n\n` } : {}) };
-  }
-
-  private say(conv: string, preface: string, text: string, state: ConversationState): Dispatch {
-    this.setState(conv, state);
-    return { kind: "answer", events: textEvents(join(preface, text)) };
-  }
-
-  private decision(
-    conv: string,
-    action: DecisionAction,
-    source: Decision["source"] | "slash" | "reply" | "state",
-    extra: { system?: string; confidence?: number; reason?: string },
-  ): void {
-    this.rt.bus.emit({ type: "decision", conversation: conv, action, source, ...extra });
-    this.rt.log.debug({ router: this.name, conversation: conv, action, source, ...extra }, "router decision");
-  }
-
-  /**
-   * A conversation's state: published on every change; written to the database only when it is
-   * not the passing `routing` state and differs from what is stored (an ordinary message, routing
-   * → idle, writes nothing).
-   */
-  private setState(conv: string, state: ConversationState): void {
-    const current = this.transient.get(conv) ?? this.rt.state.get(conv).state;
-    if (current === state) return;
-    if (state === "routing") this.transient.set(conv, state);
-    else {
-      this.transient.delete(conv);
-      if (this.rt.state.get(conv).state !== state) this.rt.state.setState(conv, state);
-    }
-    this.rt.bus.emit({ type: "state", conversation: conv, state });
-  }
-
-  private endState(rec: RunRecord): ConversationState {
-    switch (rec.status) {
-      case "completed":
-        return "completed";
-      case "failed":
-      case "interrupted":
-        return "error";
-      case "paused":
-        return "paused";
-      case "cancelled":
-        return "idle";
-      default:
-        return "executing";
-    }
-  }
-
-  private nameOf(id: string): string {
-    return this.rt.library.get(id)?.name ?? id;
-  }
-}
-
-function join(a: string, b: string): string {
-  return a ? `${a}\n\n${b}` : b;
-}
-
-async function* textEvents(text: string): AsyncGenerator<BackendEvent> {
-  yield { type: "text", text };
-  yield { type: "done", finishReason: "stop" };
 }

@@ -1,0 +1,150 @@
+/**
+ * What a routed message asks for, in the router's terms (answer, run, cancel, status, build): one
+ * classifier call, asked again once if its reply does not parse; when the classifier still fails or
+ * is down, the keyword fallback (`k=v` pairs or a lone missing input while gathering, the build
+ * words, the systems' keywords). The classifier only informs: the engine checks what it acts on.
+ */
+import type { Logger } from "pino";
+import type { DispatchInput } from "../../backends/contract/backend.js";
+import type { Cancellation } from "../../core/util/cancel.js";
+import { checkInputs } from "../systems/inputs.js";
+import type { ModelCaller } from "../systems/step-executor.js";
+import type { LoadedSystem } from "../systems/types.js";
+import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "./classifier.js";
+import { fallbackMatch, parseSlash } from "./keyword-fallback.js";
+import type { RouterOptions } from "./options.js";
+
+/** Making, changing or deploying a system, in words the keyword fallback can hear. */
+const BUILD_WORDS =
+  /\b(?:build|create|make|design|set up|draft)\b[^.?!\n]{0,80}\b(?:system|workflow|pipeline|automation)s?\b|^\s*\/?(?:deploy|undeploy|undo)\b/i;
+
+export interface Decision {
+  action: "answer" | "run" | "cancel" | "status" | "build";
+  system?: LoadedSystem;
+  confidence: number;
+  inputs: Record<string, unknown>;
+  source: "classifier" | "fallback";
+}
+
+/** What deciding needs of its router. */
+export interface DecideContext {
+  /** The router's name, in log lines. */
+  name: string;
+  opts: RouterOptions;
+  rt: { callModel: ModelCaller; log: Logger };
+  /** Called once for each classifier call made. */
+  counted(): void;
+}
+
+/** One classifier call (asked again once if it does not parse); the keyword fallback if it fails. */
+export async function decide(
+  ctx: DecideContext,
+  text: string,
+  input: DispatchInput,
+  systems: LoadedSystem[],
+  gathering?: { system: LoadedSystem; values: Record<string, unknown> },
+): Promise<Decision> {
+  const reply = await classify(ctx, text, input, systems, gathering);
+  if (reply)
+    return {
+      action: reply.action,
+      system: reply.system ? systems.find((s) => s.id.toLowerCase() === reply.system!.toLowerCase()) : undefined,
+      confidence: reply.confidence,
+      inputs: reply.inputs,
+      source: "classifier",
+    };
+  if (gathering) {
+    // Without the classifier, `k=v` pairs still supply inputs, and a lone missing input takes the message.
+    const pairs = parseSlash(`/run ${gathering.system.id} ${text}`);
+    const given = pairs && !("error" in pairs) && pairs.cmd === "run" ? pairs.inputs : {};
+    if (Object.keys(given).length)
+      return { action: "run", system: gathering.system, confidence: 1, inputs: given, source: "fallback" };
+    const missing = checkInputs(gathering.system.inputs, gathering.values).missing;
+    if (missing.length === 1)
+      return {
+        action: "run",
+        system: gathering.system,
+        confidence: 1,
+        inputs: { [missing[0]!.name]: text },
+        source: "fallback",
+      };
+  }
+  if (ctx.opts.builder && BUILD_WORDS.test(text))
+    return { action: "build", confidence: 0.7, inputs: {}, source: "fallback" };
+  const fb = fallbackMatch(text, systems);
+  if (!fb) return { action: "answer", confidence: 0, inputs: {}, source: "fallback" };
+  return {
+    action: "run",
+    system: systems.find((s) => s.id === fb.system),
+    confidence: fb.confidence,
+    inputs: {},
+    source: "fallback",
+  };
+}
+
+async function classify(
+  ctx: DecideContext,
+  text: string,
+  input: DispatchInput,
+  systems: LoadedSystem[],
+  gathering?: { system: LoadedSystem; values: Record<string, unknown> },
+): Promise<ClassifierReply | undefined> {
+  const known = new Set(systems.map((s) => s.id));
+  const prompt = classifierPrompt({
+    systems,
+    userText: text,
+    recent: input.recent,
+    gathering: gathering
+      ? {
+          system: gathering.system,
+          collected: gathering.values,
+          missing: checkInputs(gathering.system.inputs, gathering.values).missing.map((f) => f.name),
+        }
+      : undefined,
+    builder: Boolean(ctx.opts.builder),
+  });
+  let user = prompt.user;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const out = await callText(ctx, prompt.system, user, input.turn.cancel);
+    if (out === undefined) return undefined; // upstream down, timeout, cancelled: fallback
+    const parsed = parseClassifierReply(out, known, { builder: Boolean(ctx.opts.builder) });
+    if (!("error" in parsed)) return parsed;
+    ctx.rt.log.warn({ router: ctx.name, problem: parsed.error }, "classifier reply did not parse");
+    user = `${prompt.user}\n\n${retryMessage(out)}`;
+  }
+  return undefined;
+}
+
+async function callText(
+  ctx: DecideContext,
+  system: string,
+  prompt: string,
+  cancel: Cancellation,
+): Promise<string | undefined> {
+  ctx.counted();
+  let text = "";
+  try {
+    for await (const ev of ctx.rt.callModel({
+      model: ctx.opts.classifier,
+      prompt,
+      system,
+      cancel,
+      timeoutSeconds: ctx.opts.classifierTimeoutSeconds,
+    })) {
+      if (ev.type === "text") text += ev.text;
+      else if (ev.type === "error") {
+        ctx.rt.log.warn(
+          { router: ctx.name, code: ev.error.code, message: ev.error.message },
+          "classifier call failed; using the keyword fallback",
+        );
+        return undefined;
+      } else if (ev.type === "done") return text;
+    }
+  } catch (err) {
+    ctx.rt.log.warn(
+      { router: ctx.name, err: (err as Error).message },
+      "classifier call failed; using the keyword fallback",
+    );
+  }
+  return undefined;
+}

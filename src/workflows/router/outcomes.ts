@@ -1,0 +1,188 @@
+/**
+ * The ends of a routed turn, shared by the router engine: say something, hand the turn over (to
+ * the `answer` model or the builder), start a run or attach to a live one and stream it, tell runs
+ * that ended in the background; and with each, the decision and the conversation's state
+ * published on the event bus. Also what a router needs at run time (`RouterRuntime`).
+ */
+import type { Logger } from "pino";
+import type { BackendEvent, Dispatch, DispatchInput } from "../../backends/contract/backend.js";
+import type { ConversationState, DecisionAction, EventBus } from "../../ops/events/bus.js";
+import type { RunRecord } from "../systems/db.js";
+import type { SystemsLibrary } from "../systems/library.js";
+import { RunError, type RunManager } from "../systems/runner.js";
+import type { ModelCaller } from "../systems/step-executor.js";
+import type { LoadedSystem } from "../systems/types.js";
+import type { Decision } from "./decide.js";
+import { follow, runStatusText } from "./follow.js";
+import { runningLine, stepLine } from "./messages.js";
+import type { RouterOptions } from "./options.js";
+import type { RouterStateStore } from "./state.js";
+
+export interface RouterRuntime {
+  library: SystemsLibrary;
+  runs: RunManager;
+  bus: EventBus;
+  state: RouterStateStore;
+  callModel: ModelCaller;
+  log: Logger;
+  /**
+   * Whether the builder is in the middle of something with this conversation (a question waiting
+   * for its yes, a build running or paused): then its messages go to the builder. Wired by the
+   * bridge when a builder is configured (the router knows it only as a model id).
+   */
+  builderBusy?: (conversation: string) => boolean;
+}
+
+/** The router engine's ways to end a turn and to publish what it decided (see router.ts). */
+export abstract class RouterOutcomes {
+  /** Conversations in the passing `routing` state (not written to the database). */
+  private readonly transient = new Map<string, ConversationState>();
+
+  constructor(
+    readonly name: string,
+    protected readonly opts: RouterOptions,
+    protected readonly rt: RouterRuntime,
+  ) {}
+
+  protected systems(): LoadedSystem[] {
+    // Disabled systems stay runnable by id (HTTP, CLI) but are not offered in chat.
+    const all = this.rt.library.systems.filter((s) => s.enabled);
+    return this.opts.systems ? all.filter((s) => this.opts.systems!.includes(s.id)) : all;
+  }
+
+  protected system(id: string): LoadedSystem | undefined {
+    return this.systems().find((s) => s.id === id);
+  }
+
+  protected start(
+    conv: string,
+    system: LoadedSystem,
+    values: Record<string, unknown>,
+    input: DispatchInput,
+    preface: string,
+  ): Dispatch {
+    let rec: RunRecord;
+    try {
+      rec = this.rt.runs.start({
+        system: system.id,
+        inputs: values,
+        conversation: conv,
+        origin: "chat",
+        messageKey: input.messageKey,
+      });
+    } catch (err) {
+      if (err instanceof RunError) return this.say(conv, preface, err.message, "error");
+      throw err;
+    }
+    return this.attach(rec, input, preface, true);
+  }
+
+  /** Stream a live run to this turn (until it ends, or detach). */
+  protected attach(rec: RunRecord, input: DispatchInput, preface: string, fresh: boolean): Dispatch {
+    const system = this.rt.library.get(rec.system);
+    const conv = input.turn.session.key;
+    this.setState(conv, "executing");
+    const events = follow({
+      run: rec,
+      name: system?.name ?? rec.system,
+      single: system ? this.rt.library.plan(system.id).steps.length === 1 : false,
+      runs: this.rt.runs,
+      bus: this.rt.bus,
+      cancel: input.turn.cancel,
+      detachAfterMs: this.opts.detachAfterSeconds * 1000,
+      head: join(
+        preface,
+        fresh
+          ? runningLine(system?.name ?? rec.system)
+          : `Still running **${system?.name ?? rec.system}** (run \`${rec.id}\`)…`,
+      ),
+      stepLine,
+      onEnd: (end) => this.setState(conv, end),
+    });
+    return { kind: "answer", events };
+  }
+
+  /** Runs that ended in the background since the conversation last heard: told first. */
+  protected reportBackground(conv: string): string {
+    const done = this.rt.runs.store.unreported(conv);
+    const parts: string[] = [];
+    for (const r of done) {
+      this.rt.runs.store.markReported(r.id);
+      parts.push(runStatusText(r, this.nameOf(r.system)));
+    }
+    return parts.join("\n\n");
+  }
+
+  protected handover(conv: string, preface: string, source: Decision["source"] | "state", reason: string): Dispatch {
+    this.decision(conv, "answer", source, { reason });
+    this.setState(conv, "idle");
+    return { kind: "handover", model: this.opts.answer, ...(preface ? { preface: `${preface}\n\n` } : {}) };
+  }
+
+  /** Hand the message to the builder model (a transparent hand-over, like an ordinary answer). */
+  protected toBuilder(conv: string, preface: string, source: Decision["source"] | "state", reason: string): Dispatch {
+    this.decision(conv, "build", source, { reason });
+    this.setState(conv, "idle");
+    return { kind: "handover", model: this.opts.builder!, ...(preface ? { preface: `${preface}\n\n` } : {}) };
+  }
+
+  protected say(conv: string, preface: string, text: string, state: ConversationState): Dispatch {
+    this.setState(conv, state);
+    return { kind: "answer", events: textEvents(join(preface, text)) };
+  }
+
+  protected decision(
+    conv: string,
+    action: DecisionAction,
+    source: Decision["source"] | "slash" | "reply" | "state",
+    extra: { system?: string; confidence?: number; reason?: string },
+  ): void {
+    this.rt.bus.emit({ type: "decision", conversation: conv, action, source, ...extra });
+    this.rt.log.debug({ router: this.name, conversation: conv, action, source, ...extra }, "router decision");
+  }
+
+  /**
+   * A conversation's state: published on every change; written to the database only when it is
+   * not the passing `routing` state and differs from what is stored (an ordinary message, routing
+   * → idle, writes nothing).
+   */
+  protected setState(conv: string, state: ConversationState): void {
+    const current = this.transient.get(conv) ?? this.rt.state.get(conv).state;
+    if (current === state) return;
+    if (state === "routing") this.transient.set(conv, state);
+    else {
+      this.transient.delete(conv);
+      if (this.rt.state.get(conv).state !== state) this.rt.state.setState(conv, state);
+    }
+    this.rt.bus.emit({ type: "state", conversation: conv, state });
+  }
+
+  protected endState(rec: RunRecord): ConversationState {
+    switch (rec.status) {
+      case "completed":
+        return "completed";
+      case "failed":
+      case "interrupted":
+        return "error";
+      case "paused":
+        return "paused";
+      case "cancelled":
+        return "idle";
+      default:
+        return "executing";
+    }
+  }
+
+  protected nameOf(id: string): string {
+    return this.rt.library.get(id)?.name ?? id;
+  }
+}
+
+export function join(a: string, b: string): string {
+  return a ? `${a}\n\n${b}` : b;
+}
+
+async function* textEvents(text: string): AsyncGenerator<BackendEvent> {
+  yield { type: "text", text };
+  yield { type: "done", finishReason: "stop" };
+}
