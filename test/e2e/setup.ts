@@ -1,12 +1,16 @@
 /**
  * Installs the REAL OpenClaw for the end-to-end tests, one folder per generation users run today,
- * each with the Node it needs (npm package `node`), under test/e2e/.openclaw/<gen>/ (git-ignored):
+ * each with the Node it needs (npm package `node`), in a cache OUTSIDE the clone keyed on the
+ * generation, `~/.cache/clawbridge-e2e/<gen>/` (or `$CLAWBRIDGE_E2E_CACHE/<gen>/`), so a second
+ * clone or CI run on the same machine reuses the 1.1 GB; a fresh machine installs it:
  *
  *   2026.5  openclaw@~2026.5.0 (latest 2026.5.x) + node@22, npm override linkedom 0.18.14
  *   2026.9  openclaw@~2026.9.0 (latest 2026.9.x) + node@24
  *
- * Idempotent: an install that is present (install.json + files) is reused without touching the
- * registry. `--update` re-resolves the latest version of each generation.
+ * Idempotent: an install that is present (install.json + files, made for the generation's current
+ * npm range) is reused without touching the registry. `--update` re-resolves the latest version of
+ * each generation. An install is made in a folder of its own and renamed into place when complete,
+ * so test files running in parallel never see half an install (two may both install; one wins).
  *
  *   node --import tsx test/e2e/setup.ts [--update] [--gen 2026.5|2026.9]
  *
@@ -16,14 +20,15 @@
  * and npmrc (registry settings).
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 const execFileP = promisify(execFile);
 
-export const E2E_ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), ".openclaw");
+export const E2E_ROOT = process.env.CLAWBRIDGE_E2E_CACHE || path.join(homedir(), ".cache", "clawbridge-e2e");
 
 export type GenerationId = "2026.5" | "2026.9";
 
@@ -64,8 +69,7 @@ interface Marker {
   installedAt: string;
 }
 
-const paths = (gen: GenerationId) => {
-  const dir = path.join(E2E_ROOT, gen);
+const paths = (gen: GenerationId, dir = path.join(E2E_ROOT, gen)) => {
   return {
     dir,
     home: path.join(dir, "home"),
@@ -89,6 +93,9 @@ export function findOpenClaw(gen: GenerationId): OpenClawInstall | undefined {
   const p = paths(gen);
   const m = readMarker(p.marker);
   if (!m || !existsSync(p.node) || !existsSync(p.openclawMjs)) return undefined;
+  // Made for another npm range (GENERATIONS changed): not this generation's install any more.
+  const range = GENERATIONS.find((g) => g.gen === gen)?.openclaw;
+  if (range && m.range !== range) return undefined;
   return {
     gen,
     dir: p.dir,
@@ -153,11 +160,13 @@ export async function ensureOpenClaw(
     const found = findOpenClaw(g.gen);
     if (found) return found;
   }
-  const p = paths(g.gen);
+  const final = paths(g.gen);
+  // Installed in a folder of its own, renamed into place once complete.
+  const p = paths(g.gen, `${final.dir}.partial-${process.pid}`);
   const started = Date.now();
-  log(`[e2e setup] installing openclaw@${g.openclaw} with node@${g.node} into ${p.dir}`);
+  log(`[e2e setup] installing openclaw@${g.openclaw} with node@${g.node} into ${final.dir}`);
+  rmSync(p.dir, { recursive: true, force: true });
   mkdirSync(p.home, { recursive: true });
-  rmSync(p.marker, { force: true });
   const npm = await npmUserSettings();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -207,6 +216,16 @@ export async function ensureOpenClaw(
     installedAt: new Date().toISOString(),
   };
   writeFileSync(p.marker, JSON.stringify(marker, null, 2) + "\n");
+  const concurrent = opts.update ? undefined : findOpenClaw(g.gen);
+  if (concurrent) {
+    // Another process finished the same install first: keep its folder (tests may be using it).
+    rmSync(p.dir, { recursive: true, force: true });
+    return concurrent;
+  }
+  const old = `${final.dir}.old-${process.pid}`;
+  if (existsSync(final.dir)) renameSync(final.dir, old);
+  renameSync(p.dir, final.dir);
+  rmSync(old, { recursive: true, force: true });
   const found = findOpenClaw(g.gen);
   if (!found) throw new Error(`install of ${g.gen} finished but is incomplete`);
   return found;

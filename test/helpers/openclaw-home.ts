@@ -10,6 +10,7 @@ import { after } from "node:test";
 import { resolveConfig } from "../../src/core/config/load.js";
 import type { Config } from "../../src/core/config/schema.js";
 import { resolveOpenClawPaths, type OpenClawPaths } from "../../src/ops/openclaw/provider.js";
+import { E2E_ROOT, GENERATIONS } from "../e2e/setup.js";
 import { cleanup, tempDir } from "./bridge.js";
 
 export function bridgeConfig(extra: Record<string, unknown> = {}): Config {
@@ -48,7 +49,8 @@ export function openclawHome(text?: string): OpenClawPaths {
 
 /**
  * The real OpenClaw: CLAWBRIDGE_TEST_OPENCLAW_BIN (an executable, or openclaw.mjs run with
- * CLAWBRIDGE_TEST_OPENCLAW_NODE), else the e2e installs under test/e2e/.openclaw/<version>/.
+ * CLAWBRIDGE_TEST_OPENCLAW_NODE), else the e2e installs in the cache of test/e2e/setup.ts
+ * (`~/.cache/clawbridge-e2e/<gen>/`).
  */
 export function findRealOpenClaw(): Array<{ bin: string; node?: string; label: string }> {
   const explicit = process.env.CLAWBRIDGE_TEST_OPENCLAW_BIN;
@@ -62,7 +64,7 @@ export function findRealOpenClaw(): Array<{ bin: string; node?: string; label: s
         ...(process.env.CLAWBRIDGE_TEST_OPENCLAW_NODE ? { node: process.env.CLAWBRIDGE_TEST_OPENCLAW_NODE } : {}),
       }));
   }
-  const root = path.resolve(import.meta.dirname, "../e2e/.openclaw");
+  const root = E2E_ROOT;
   const out: Array<{ bin: string; node?: string; label: string }> = [];
   let versions: string[] = [];
   try {
@@ -70,7 +72,8 @@ export function findRealOpenClaw(): Array<{ bin: string; node?: string; label: s
   } catch {
     return out;
   }
-  for (const v of versions.sort()) {
+  // The generations' own folders (not an install still being made, `<gen>.partial-<pid>`).
+  for (const v of versions.filter((name) => GENERATIONS.some((g) => g.gen === name)).sort()) {
     const bin = path.join(root, v, "node_modules", "openclaw", "openclaw.mjs");
     const node = path.join(root, v, "node_modules", "node", "bin", "node");
     if (existsSync(bin) && existsSync(node)) out.push({ bin, node, label: `openclaw ${v}` });
