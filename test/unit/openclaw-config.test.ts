@@ -10,13 +10,10 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import path from "node:path";
 import { describe, it } from "node:test";
 import { resolveConfig } from "../../src/core/config/load.js";
-import {
-  collectModelRefs,
-  installOpenClaw,
-  OpenClawSetupError,
-  readMarker,
-  uninstallOpenClaw,
-} from "../../src/ops/openclaw/install.js";
+import { OpenClawSetupError } from "../../src/ops/openclaw/edit-steps.js";
+import { installOpenClaw } from "../../src/ops/openclaw/install.js";
+import { readMarker } from "../../src/ops/openclaw/install-record.js";
+import { collectModelRefs, uninstallOpenClaw } from "../../src/ops/openclaw/uninstall.js";
 import { Json5Doc } from "../../src/ops/openclaw/json5-doc.js";
 import {
   bridgeBaseUrl,

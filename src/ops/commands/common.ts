@@ -6,7 +6,7 @@
  * change, systemctl failed); 2 bad input (invalid bridge config, unparsable OpenClaw config, ...).
  */
 import { ConfigError } from "../../core/config/load.js";
-import { OpenClawSetupError } from "../openclaw/install.js";
+import { OpenClawSetupError } from "../openclaw/edit-steps.js";
 import { findOpenClawBin, validateWithOpenClaw, type Validator } from "../openclaw/validate.js";
 import { defaultSystemctlRunner } from "../service/systemd.js";
 

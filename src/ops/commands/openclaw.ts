@@ -5,13 +5,9 @@
 import type { Command } from "commander";
 import { loadConfig } from "../../core/config/load.js";
 import type { Config } from "../../core/config/schema.js";
-import {
-  installOpenClaw,
-  OpenClawSetupError,
-  uninstallOpenClaw,
-  type InstallResult,
-  type UninstallResult,
-} from "../openclaw/install.js";
+import { OpenClawSetupError } from "../openclaw/edit-steps.js";
+import { installOpenClaw, type InstallResult } from "../openclaw/install.js";
+import { uninstallOpenClaw, type UninstallResult } from "../openclaw/uninstall.js";
 import { buildProviderEntry, DEFAULT_PROVIDER_ID, resolveOpenClawPaths } from "../openclaw/provider.js";
 import { openclawStatus } from "../openclaw/status.js";
 import { renderFindings } from "../report/findings.js";

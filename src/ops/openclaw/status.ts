@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import type { Config } from "../../core/config/schema.js";
 import type { Finding } from "../report/findings.js";
 import { Json5Doc, Json5SyntaxError } from "./json5-doc.js";
-import { readMarker } from "./install.js";
+import { readMarker } from "./install-record.js";
 import { inspectAllModelsJson } from "./models-json.js";
 import { bridgeOrigin, buildProviderEntry, DEFAULT_PROVIDER_ID, type OpenClawPaths } from "./provider.js";
 
