@@ -1,0 +1,144 @@
+/**
+ * The plain commands of a builder chat, understood without a model ("undo", "pause", "resume",
+ * "status", "deploy", "undeploy", each optionally naming a system), and what happens when the person
+ * says "yes" to a question that waited for it: a plan that deletes nodes, a deploy, an undeploy, or
+ * settings changes (CONFIGURE). A deployed canvas that changes is deployed again.
+ */
+import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
+import type { BuilderPending } from "./build-store.js";
+import { applyChanges } from "./configure.js";
+import { compiledSystem, deployCanvas, undeployCanvas } from "./deploy.js";
+import { buildEndText, followBuild, startBuild } from "./chat-build.js";
+import type { BuilderChat } from "./chat-kit.js";
+
+/** Carry out a plain command; `id` is the system it names, else the conversation's. */
+export async function runCommand(
+  chat: BuilderChat,
+  conv: string,
+  cmd: string,
+  id: string | undefined,
+  input: DispatchInput,
+): Promise<Dispatch> {
+  if (cmd === "pause") {
+    const b = chat.d.builds.latest(conv, ["running"]);
+    if (!b || !chat.runner.isLive(b.id)) return chat.say(conv, "No build is running in this conversation.", "idle");
+    chat.runner.pause(b.id);
+    const out = await chat.runner.settled(b.id);
+    return chat.say(conv, out ? await buildEndText(chat, out) : "Paused.", "paused");
+  }
+  if (cmd === "resume") {
+    const b = chat.d.builds.latest(conv, ["paused"]);
+    if (!b) return chat.say(conv, "No build is paused in this conversation.", "idle");
+    return {
+      kind: "answer",
+      events: followBuild(
+        chat,
+        conv,
+        b,
+        `Resuming build \`${b.id}\` of **${b.plan.metadata.name || b.system}**\n\n`,
+        input.turn.cancel,
+      ),
+    };
+  }
+  if (cmd === "status") {
+    const b = chat.d.builds.latest(conv);
+    if (!b) return chat.say(conv, chat.knownText(), "idle");
+    const done = Object.values(b.steps).filter((s) => s.status === "completed").length;
+    return chat.say(
+      conv,
+      `Build \`${b.id}\` of **${b.system}** is ${b.status}: ${done} of ${b.plan.steps.length} steps done.${b.failedStep ? ` Step \`${b.failedStep}\` failed: ${b.error}` : ""}`,
+      "idle",
+    );
+  }
+  if (!id) return chat.say(conv, chat.noCanvasText(), "idle");
+  const canvas = chat.d.canvases.get(id);
+  if (!canvas) return chat.say(conv, `There is no canvas **${id}**. ${chat.knownText()}`, "idle");
+  chat.setFocus(conv, id);
+  if (cmd === "undo") {
+    if (canvas.version === 0)
+      return chat.say(conv, `**${id}** is at its first version; there is nothing to undo.`, "idle");
+    const back = chat.d.canvases.undo(id)!;
+    const tail = back.status === "deployed" ? ` ${await chat.redeploy(id)}` : "";
+    return chat.say(
+      conv,
+      `Undone: **${id}** is back at version ${back.version} (${back.nodes.length} nodes, ${back.edges.length} connections).${tail}`,
+      "idle",
+    );
+  }
+  if (cmd === "deploy") {
+    const res = await compiledSystem(chat.d.canvases, id, chat.d.host, chat.policy());
+    if (!res.ok)
+      return chat.say(
+        conv,
+        [`**${id}** cannot be deployed yet:`, "", ...res.problems.map((p) => `- ${p}`)].join("\n"),
+        "idle",
+      );
+    const inputs = Object.keys(((res.system.inputs as { properties?: object }).properties ?? {}) as object);
+    chat.setPending(conv, { kind: "deploy", system: id, since: Date.now() }, id);
+    return chat.say(
+      conv,
+      `Deploy **${canvas.name || id}**? The router will offer it in every chat${inputs.length ? ` and ask for ${inputs.map((i) => `\`${i}\``).join(", ")}` : ""}. (yes / no)`,
+      "idle",
+    );
+  }
+  // undeploy
+  if (canvas.status !== "deployed") return chat.say(conv, `**${id}** is not deployed.`, "idle");
+  chat.setPending(conv, { kind: "undeploy", system: id, since: Date.now() }, id);
+  return chat.say(conv, `Stop offering **${id}**? Its canvas stays, as a draft. (yes / no)`, "idle");
+}
+
+/** The person said yes to the question waiting in the conversation: do what it asked. */
+export async function confirmed(
+  chat: BuilderChat,
+  conv: string,
+  p: BuilderPending,
+  input: DispatchInput,
+): Promise<Dispatch> {
+  chat.setPending(conv, undefined, p.system);
+  switch (p.kind) {
+    case "plan":
+      return startBuild(chat, conv, p.intent, p.plan, input);
+    case "deploy": {
+      const res = await deployCanvas({
+        store: chat.d.canvases,
+        host: chat.d.host,
+        dataDir: chat.d.dataDir,
+        policy: chat.policy(),
+        system: p.system,
+      });
+      if (!res.ok)
+        return chat.say(
+          conv,
+          [`**${p.system}** was not deployed:`, "", ...res.problems.map((x) => `- ${x}`)].join("\n"),
+          "error",
+        );
+      return chat.say(
+        conv,
+        `Deployed **${p.system}**. Ask for it in any chat, or run it with \`/run ${p.system}\`.`,
+        "completed",
+      );
+    }
+    case "undeploy": {
+      const res = await undeployCanvas({
+        store: chat.d.canvases,
+        host: chat.d.host,
+        dataDir: chat.d.dataDir,
+        system: p.system,
+      });
+      return chat.say(conv, res.message, res.ok ? "idle" : "error");
+    }
+    case "configure": {
+      const canvas = chat.d.canvases.get(p.system);
+      if (!canvas) return chat.say(conv, `**${p.system}** no longer exists.`, "idle");
+      try {
+        await applyChanges(p.changes, canvas, chat.d.canvases, chat.d.connect);
+      } catch (err) {
+        return chat.say(conv, `The changes were not applied: ${(err as Error).message}`, "error");
+      }
+      chat.d.canvases.commitVersion(p.system, `configure: ${p.changes.map((c) => c.path).join(", ")}`);
+      const after = chat.d.canvases.get(p.system)!;
+      const tail = after.status === "deployed" ? ` ${await chat.redeploy(p.system)}` : "";
+      return chat.say(conv, `Applied to **${p.system}** (version ${after.version}).${tail}`, "completed");
+    }
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * What every part of a builder chat shares (builder.ts routes the messages; chat-build.ts,
+ * chat-answers.ts and chat-commands.ts handle them): the engine's dependencies, the builds running
+ * in this process, the conversation's state kept in SQLite (src/workflows/builder/build-store.ts) and
+ * published on the bus, the replies, the calls to a model for plain text, the canvas a message
+ * names, and the short texts that say what there is.
+ */
+import type { Logger } from "pino";
+import type { BackendEvent, Dispatch } from "../../backends/contract/backend.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { ModelCaller } from "../systems/step-executor.js";
+import type { RunStore } from "../systems/db.js";
+import type { Cancellation } from "../../core/util/cancel.js";
+import type { BuilderConversation, BuilderPending, BuildStore } from "./build-store.js";
+import type { CanvasStore } from "./canvas-store.js";
+import { deployCanvas, type SystemsHost } from "./deploy.js";
+import { BuildRunner } from "./build-runner.js";
+import type { ToolCaller } from "./mcp-client.js";
+import type { BuilderOptions } from "./options.js";
+import type { DeployPolicy } from "./policy.js";
+import { freshSystemId, wordIn } from "./chat-words.js";
+
+/** Where a conversation is (routing → planning → executing → paused → completed | error), as the build store keeps it. */
+type ConversationState = BuilderConversation["state"];
+
+export interface BuilderEngineDeps {
+  canvases: CanvasStore;
+  builds: BuildStore;
+  /** A fresh MCP connection to the canvas and sandbox tools (closed after each build). */
+  connect(): Promise<ToolCaller>;
+  bus: EventBus;
+  callModel: ModelCaller;
+  host: SystemsHost;
+  runs?: RunStore;
+  dataDir: string;
+  /** Models an agent node may use, with their backend type. */
+  models: Array<{ id: string; kind: string }>;
+  /** Write a system's bundle; returns the file. */
+  exportBundle(system: string): Promise<{ file: string; bytes: number }>;
+  log: Logger;
+}
+
+export class BuilderChat {
+  /** Supervisor and Architect calls made (tests and the bench read it). */
+  modelCalls = { supervisor: 0, architect: 0 };
+  /** Builds running in this process. */
+  readonly runner: BuildRunner;
+
+  constructor(
+    readonly name: string,
+    readonly opts: BuilderOptions,
+    readonly d: BuilderEngineDeps,
+  ) {
+    this.runner = new BuildRunner({
+      canvases: d.canvases,
+      builds: d.builds,
+      connect: d.connect,
+      bus: d.bus,
+      maxParallel: opts.maxParallel,
+      retryDelayScale: opts.retryDelayScale,
+      ended: (rec) => {
+        if (rec.conversation)
+          this.setState(
+            rec.conversation,
+            rec.status === "completed" ? "completed" : rec.status === "paused" ? "paused" : "error",
+          );
+      },
+    });
+  }
+
+  policy(): DeployPolicy {
+    return { allowCommands: this.opts.allowCommands, allowHosts: this.opts.allowHosts };
+  }
+
+  /** An edited canvas that was deployed is deployed again (the router runs what the canvas shows). */
+  async redeploy(system: string): Promise<string> {
+    const res = await deployCanvas({
+      store: this.d.canvases,
+      host: this.d.host,
+      dataDir: this.d.dataDir,
+      policy: this.policy(),
+      system,
+    });
+    return res.ok
+      ? "The deployed system was updated."
+      : `The deployed system was NOT updated: ${res.problems.join("; ")}`;
+  }
+
+  async callText(model: string, system: string, prompt: string, cancel: Cancellation): Promise<string | undefined> {
+    let text = "";
+    try {
+      for await (const ev of this.d.callModel({
+        model,
+        prompt,
+        system,
+        cancel,
+        timeoutSeconds: this.opts.modelTimeoutSeconds,
+      })) {
+        if (ev.type === "text") text += ev.text;
+        else if (ev.type === "error") {
+          this.d.log.warn(
+            { builder: this.name, model, code: ev.error.code, message: ev.error.message },
+            "builder model call failed",
+          );
+          return undefined;
+        } else if (ev.type === "done") return text;
+      }
+    } catch (err) {
+      this.d.log.warn({ builder: this.name, model, err: (err as Error).message }, "builder model call failed");
+    }
+    return undefined;
+  }
+
+  // ---- which canvas ----------------------------------------------------------------------------
+
+  /** The canvas a message is about: one it names, else the conversation's. */
+  focusFor(text: string, current: string | undefined): string | undefined {
+    return this.named(text) ?? (current && this.d.canvases.get(current) ? current : undefined);
+  }
+
+  /** A canvas or system the message names (by id or name, on word boundaries). */
+  named(text: string): string | undefined {
+    const lower = text.toLowerCase();
+    for (const c of this.d.canvases.list())
+      if (this.mentions(lower, c.system) || (c.name && wordIn(lower, c.name.toLowerCase()))) return c.system;
+    for (const s of this.d.host.library.systems) if (this.mentions(lower, s.id)) return s.id;
+    return undefined;
+  }
+
+  mentions(text: string, id: string): boolean {
+    return wordIn(text.toLowerCase(), id.toLowerCase());
+  }
+
+  taken(id: string): boolean {
+    return Boolean(this.d.canvases.get(id) || this.d.host.library.get(id));
+  }
+
+  /** A readable id for a new system from the request's words (`researches-topic-writes`), unique. */
+  freshId(text: string): string {
+    return freshSystemId(text, (id) => this.taken(id));
+  }
+
+  // ---- texts -----------------------------------------------------------------------------------
+
+  knownText(): string {
+    const list = this.d.canvases.list();
+    return list.length
+      ? `Canvases: ${list.map((c) => `\`${c.system}\` (${c.status})`).join(", ")}.`
+      : "There are no canvases yet.";
+  }
+
+  noCanvasText(): string {
+    return `Which system? Name it, or build one first. ${this.knownText()}`;
+  }
+
+  helpText(): string {
+    return "I build and change systems from plain words: *build a system that …*, *add a step that …*, *what does content-pipeline do?*, *export content-pipeline*, *set the default tone to casual*, **deploy**, **undo**.";
+  }
+
+  // ---- the conversation ------------------------------------------------------------------------
+
+  setState(conv: string, state: ConversationState): void {
+    const c = this.d.builds.conversation(conv);
+    if (c.state === state) return;
+    if (state !== "routing") this.d.builds.setConversation(conv, { ...c, state });
+    this.d.bus.emit({ type: "state", conversation: conv, state });
+  }
+
+  setPending(conv: string, pending: BuilderPending | undefined, focus?: string): void {
+    const c = this.d.builds.conversation(conv);
+    this.d.builds.setConversation(conv, { ...c, pending, focus: focus ?? c.focus });
+  }
+
+  setFocus(conv: string, focus: string): void {
+    const c = this.d.builds.conversation(conv);
+    this.d.builds.setConversation(conv, { ...c, focus });
+  }
+
+  say(conv: string, text: string, state: ConversationState | undefined): Dispatch {
+    if (state) this.setState(conv, state);
+    return { kind: "answer", events: textEvents(text) };
+  }
+}
+
+async function* textEvents(text: string): AsyncGenerator<BackendEvent> {
+  yield { type: "text", text };
+  yield { type: "done", finishReason: "stop" };
+}
