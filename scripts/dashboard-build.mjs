@@ -17,8 +17,8 @@ import { fileURLToPath } from "node:url";
 
 export const DASHBOARD = path.join("packages", "dashboard");
 export const DASHBOARD_STAMP = path.join(DASHBOARD, "dist", ".build-stamp");
-/** What the build reads besides src/. */
-const INPUTS = ["index.html", "vite.config.ts", "tsconfig.json", "package.json", "public"];
+/** What the build reads besides src/ (its type check also reads the shapes the bridge sends, src/wire). */
+const INPUTS = ["index.html", "vite.config.ts", "tsconfig.json", "package.json", "public", "../../src/wire"];
 
 function newestMtime(p) {
   const st = statSync(p);

@@ -1,11 +1,15 @@
 // The dashboard is served by the bridge under /dashboard/ (src/request/http/dashboard-route.ts). Everything
 // is bundled: no CDN, no web fonts, nothing fetched from anywhere but the bridge itself.
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vite";
 
 export default defineConfig({
   base: "/dashboard/",
   // React's automatic JSX runtime through esbuild: no Babel, no plugin.
   esbuild: { jsx: "automatic" },
+  // The shapes the bridge sends (src/wire, also tsconfig.json's `paths`). Imported as types only, so
+  // nothing of them reaches the bundle; the alias lets a value (EVENT_TYPES) be imported too.
+  resolve: { alias: { "@wire": fileURLToPath(new URL("../../src/wire", import.meta.url)) } },
   build: {
     outDir: "dist",
     emptyOutDir: true,

@@ -24,7 +24,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { BridgeEvent } from "../../src/ops/events/bus.js";
+import type { BridgeEvent } from "../../src/wire/events.js";
 import {
   anthropicText,
   startFakeAnthropic,

@@ -19,7 +19,7 @@ import { readBundle, BUNDLE_FORMAT } from "../../src/workflows/builder/bundle.js
 import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
 import { Sandbox } from "../../src/workflows/builder/sandbox.js";
 import { openBuilderRoom } from "../../src/workflows/builder/service.js";
-import type { Canvas } from "../../src/workflows/builder/types.js";
+import type { Canvas } from "../../src/wire/canvas.js";
 import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
 import { cleanup, startTestBridge, tempDir } from "../helpers/bridge.js";
 

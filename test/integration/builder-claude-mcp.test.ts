@@ -20,7 +20,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { BridgeEvent } from "../../src/ops/events/bus.js";
+import type { BridgeEvent } from "../../src/wire/events.js";
 import {
   startFakeAnthropic,
   type AnthropicReply,

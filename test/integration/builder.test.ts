@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, symlinkSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { BridgeEvent } from "../../src/ops/events/bus.js";
+import type { BridgeEvent } from "../../src/wire/events.js";
 import { serveFake, type FakeHttpServer } from "../../testkit/fakes/fake-http.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";

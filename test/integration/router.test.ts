@@ -11,7 +11,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import type { BridgeEvent } from "../../src/ops/events/bus.js";
+import type { BridgeEvent } from "../../src/wire/events.js";
 import { contentPipeline as seedSystem } from "../../testkit/systems.js";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";

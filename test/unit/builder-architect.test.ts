@@ -14,7 +14,8 @@ import {
 } from "../../src/workflows/builder/architect.js";
 import { validatePlan } from "../../src/workflows/builder/plan-check.js";
 import { substitute, UndefinedVariableError, variablesIn } from "../../src/workflows/builder/plan-vars.js";
-import type { BuildStep, Canvas, ExecutionPlan } from "../../src/workflows/builder/types.js";
+import type { BuildStep, ExecutionPlan } from "../../src/workflows/builder/types.js";
+import type { Canvas } from "../../src/wire/canvas.js";
 
 type StepIn = Omit<Partial<BuildStep>, "action"> & { id: string; action: string };
 

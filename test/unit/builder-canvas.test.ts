@@ -21,8 +21,9 @@ import {
 import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
 import { SandboxError } from "../../src/workflows/builder/sandbox.js";
 import { CanvasTools, toToolError, ToolError } from "../../src/workflows/builder/canvas-tools.js";
-import { EventBus, type BridgeEvent } from "../../src/ops/events/bus.js";
-import type { Canvas } from "../../src/workflows/builder/types.js";
+import { EventBus } from "../../src/ops/events/bus.js";
+import type { BridgeEvent } from "../../src/wire/events.js";
+import type { Canvas } from "../../src/wire/canvas.js";
 import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
 
 const refused = (fn: () => unknown, code: string, message?: RegExp) =>

@@ -10,7 +10,7 @@ import { describe, test } from "node:test";
 import { compileCanvas, topo, type CompileProblem } from "../../src/workflows/builder/compile.js";
 import { changesFromWords, parseChanges, systemDiff, withChanges } from "../../src/workflows/builder/configure.js";
 import { policyProblems, type DeployPolicy } from "../../src/workflows/builder/policy.js";
-import type { Canvas, CanvasNode, NodeType } from "../../src/workflows/builder/types.js";
+import type { Canvas, CanvasNode, NodeType } from "../../src/wire/canvas.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 
 const n = (id: string, type: NodeType, properties: Record<string, unknown> = {}, label = id): CanvasNode => ({

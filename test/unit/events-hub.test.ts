@@ -1,23 +1,17 @@
 /**
- * EventHub (src/ops/events/hub.ts): increasing ids and SSE frames, the bounded ring and replay after an
- * id (no gap, no duplicate, a `gap` frame when events are gone), filters (conversation, run — step
- * events matched through their run.started —, system, type prefixes), the redaction rule and
- * `includeText`, a subscriber that stops draining dropped while memory stays bounded and others
- * keep receiving, a draining one never dropped for a burst, heartbeats, and close.
+ * EventHub (src/ops/events/hub.ts, with filter.ts and redact.ts): increasing ids and SSE frames,
+ * the bounded ring and replay after an id (no gap, no duplicate, a `gap` frame when events are
+ * gone), filters (conversation, run — step events matched through their run.started —, system,
+ * type prefixes), the redaction rule and `includeText`, a subscriber that stops draining dropped
+ * while memory stays bounded and others keep receiving, a draining one never dropped for a burst,
+ * heartbeats, and close.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { EventBus, type NewEvent } from "../../src/ops/events/bus.js";
-import {
-  EventHub,
-  FilterError,
-  MAX_TEXT_CHARS,
-  parseFilter,
-  redact,
-  type EventFilter,
-  type EventSink,
-  type HubOptions,
-} from "../../src/ops/events/hub.js";
+import { FilterError, parseFilter, type EventFilter } from "../../src/ops/events/filter.js";
+import { EventHub, type EventSink, type HubOptions } from "../../src/ops/events/hub.js";
+import { MAX_TEXT_CHARS, redact } from "../../src/ops/events/redact.js";
 
 /** Past the hub's batching (flushMs 1 here). */
 const settle = () => new Promise((r) => setTimeout(r, 5));

@@ -1,10 +1,11 @@
 /**
  * Imports between the rooms of `src/` point one way: down the request path, from the commands at
  * the top to the small shared rooms at the bottom. A room may import any room below it, never one
- * above. `src/` has five areas — ops (commands, doctor, OpenClaw set-up, service, metrics, events),
+ * above. `src/` has six areas — ops (commands, doctor, OpenClaw set-up, service, metrics, events),
  * request (the HTTP doors and everything a request passes), backends (one folder per CLI, the warm
- * room, the backend contract), workflows (systems, router, builder) and core (config, store, util,
- * log, net) — and a room is a folder inside an area (`backends/codex`), or a single file named here
+ * room, the backend contract), workflows (systems, router, builder), core (config, store, util,
+ * log, net) and wire (the shapes the bridge sends, which the dashboard type-checks against too: it
+ * imports nothing) — and a room is a folder inside an area (`backends/codex`), or a single file named here
  * (`backends/registry.ts`), or an area's own files (`backends`). The one deliberate climb is
  * config → the backend registry (each backend type validates its own options, so the config loader
  * asks the registry for their schemas).
@@ -57,10 +58,11 @@ const LAYERS = [
   "core/net",
   "core/util",
   "core",
+  "wire",
 ];
 
 /** The top-level areas of src/; nothing else sits there. */
-const AREAS = ["backends", "core", "ops", "request", "workflows"];
+const AREAS = ["backends", "core", "ops", "request", "wire", "workflows"];
 
 /** Upward imports made on purpose, each with its reason at the import. */
 const ALLOWED_CLIMBS = new Set(["core/config/load.ts -> backends/registry.ts"]);
@@ -143,4 +145,20 @@ test("the allowed climb is still there and says why", () => {
     /deliberate|on purpose/i,
     "a comment at the import says why it climbs",
   );
+});
+
+test("src/wire imports nothing but itself, and only types (packages/dashboard compiles it too)", () => {
+  const bad: string[] = [];
+  for (const file of files(path.join(SRC, "wire"))) {
+    const rel = path.relative(SRC, file);
+    const text = readFileSync(file, "utf8");
+    for (const m of text.matchAll(
+      /(?:^|\n)\s*(?:import|export)\s([^;]*?)\s*from\s+"([^"]+)"|import\s*\(?\s*"([^"]+)"/g,
+    )) {
+      const typeOnly = m[1] !== undefined && /^type\s/.test(m[1]);
+      if (!typeOnly || !/^\.\/[^/]+\.js$/.test(m[2]!)) bad.push(`${rel}: ${m[0].trim()}`);
+    }
+    if (/\bNodeJS\.|\bBuffer\b/.test(text)) bad.push(`${rel}: a Node type`);
+  }
+  assert.deepEqual(bad, [], "src/wire's files import only types, and only from each other");
 });

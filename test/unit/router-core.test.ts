@@ -24,7 +24,8 @@ import {
   systemsListText,
 } from "../../src/workflows/router/messages.js";
 import { replyKind } from "../../src/workflows/router/replies.js";
-import type { InputSchema, LoadedSystem } from "../../src/workflows/systems/types.js";
+import type { LoadedSystem } from "../../src/workflows/systems/types.js";
+import type { InputSchema } from "../../src/wire/runs.js";
 
 function sys(p: Partial<LoadedSystem> & { id: string }): LoadedSystem {
   return {

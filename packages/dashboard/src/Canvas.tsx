@@ -16,7 +16,7 @@ import {
   type NodeProps,
 } from "@xyflow/react";
 import { useCallback, useEffect, useMemo, useRef } from "react";
-import type { CanvasEdge, CanvasNode } from "./types";
+import type { CanvasEdge, CanvasNode } from "@wire/canvas";
 
 type CbNode = Node<{ label: string; kind: string; fresh: boolean; selected: boolean }, "cb">;
 

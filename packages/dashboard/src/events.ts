@@ -4,15 +4,9 @@
  * key stays in the header. After a drop it reconnects with `Last-Event-ID`, so the bridge replays
  * what was missed.
  */
+import type { BridgeEvent } from "@wire/events";
 import { authHeaders, needKey } from "./api";
 import { SseParser, type SseMessage } from "./sse";
-
-/** One event as the bus publishes it (src/ops/events/bus.ts): `type`, `at` and the type's fields. */
-export interface BridgeEvent {
-  type: string;
-  at: number;
-  [field: string]: unknown;
-}
 
 export type FeedStatus = "connecting" | "live" | "reconnecting" | "unavailable";
 
@@ -54,7 +48,7 @@ function dispatch(m: SseMessage): void {
   try {
     const parsed = JSON.parse(m.data) as BridgeEvent;
     if (!parsed || typeof parsed !== "object") return;
-    e = { ...parsed, type: typeof parsed.type === "string" ? parsed.type : m.event };
+    e = { ...parsed, type: typeof parsed.type === "string" ? parsed.type : m.event } as BridgeEvent;
   } catch {
     return;
   }

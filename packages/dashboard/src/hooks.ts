@@ -1,7 +1,8 @@
 /** Small hooks the views share: data from the bridge, refreshed by time and by live events. */
 import { useCallback, useEffect, useRef, useState } from "react";
+import type { BridgeEvent } from "@wire/events";
 import { api } from "./api";
-import { onEvent, onFeedStatus, type BridgeEvent, type FeedStatus } from "./events";
+import { onEvent, onFeedStatus, type FeedStatus } from "./events";
 
 export interface Loaded<T> {
   data: T | undefined;

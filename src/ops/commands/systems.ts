@@ -14,6 +14,7 @@ import type { SystemsHost } from "../../workflows/builder/deploy.js";
 import { loadConfig } from "../../core/config/load.js";
 import type { Config } from "../../core/config/schema.js";
 import { fail, out } from "./common.js";
+import type { RunRow } from "../../wire/runs.js";
 
 const err = (s: string) => void process.stderr.write(s.endsWith("\n") ? s : `${s}\n`);
 
@@ -81,7 +82,8 @@ function handle(e: unknown): void {
   fail(e);
 }
 
-function printRun(r: Record<string, unknown>): void {
+/** A run as `runJson` makes it, or as the HTTP API sent it. */
+function printRun(r: RunRow | Record<string, unknown>): void {
   out(
     `run ${r.id}  ${r.system}  ${r.status}${r.failed_step ? ` at ${r.failed_step}` : ""}  created ${when(r.created_at as number)}`,
   );

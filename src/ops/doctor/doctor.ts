@@ -27,7 +27,8 @@ import {
   readLock,
   writable,
 } from "./probes.js";
-import { summarize, type Finding, type Summary } from "../report/findings.js";
+import { summarize } from "../report/findings.js";
+import type { Finding, Summary } from "../../wire/admin.js";
 
 /** The coding-agent CLIs a backend can drive (src/backends/cli/resolve.ts, where the dashboard finds them too). */
 export { KNOWN_CLIS, type KnownCli } from "../../backends/cli/resolve.js";

@@ -2,18 +2,16 @@
  * The event hub: the bus as a stream for watchers (`GET /v1/events`, src/request/http/events-route.ts).
  *
  * - Every event published on the bus gets the next id (1, 2, 3… from the bridge's start), is
- *   redacted (below) and serialised at most ONCE as an SSE frame (`id:`, `event: <type>`,
- *   `data: <json>`), whoever watches; the last `ringSize` events are kept for `Last-Event-ID`
- *   replay. An event whose fields are all plain values (`PLAIN_TYPES`: every `turn.*` event, the
- *   bus's busiest, three per turn) is kept as it is and serialised when a watcher first needs
- *   it — live or on replay — so a bridge nobody watches does not pay for redacting and
- *   serialising every turn (its values cannot change afterwards); any other event is serialised
- *   at once, since an array or object in it may still be changed by whoever published it.
- * - A subscriber sees the events its filter lets through: `conversation`, `run`, `system` (each a
- *   comma-separated list of values) and `types` (exact types, or prefixes written `run.*`,
- *   `turn.*`, `node:*`); filters are ANDed, an event without the field filtered on is not shown.
- *   Step and output events of a run are matched by the conversation and system of its
- *   `run.started` (the hub remembers the last few thousand runs).
+ *   redacted (src/ops/events/redact.ts) and serialised at most ONCE as an SSE frame (`id:`,
+ *   `event: <type>`, `data: <json>`), whoever watches; the last `ringSize` events are kept for
+ *   `Last-Event-ID` replay. An event whose fields are all plain values (`PLAIN_TYPES`: every
+ *   `turn.*` event, the bus's busiest, three per turn) is kept as it is and serialised when a
+ *   watcher first needs it — live or on replay — so a bridge nobody watches does not pay for
+ *   redacting and serialising every turn (its values cannot change afterwards); any other event is
+ *   serialised at once, since an array or object in it may still be changed by whoever published it.
+ * - A subscriber sees the events its filter (src/ops/events/filter.ts) lets through. Step and
+ *   output events of a run are matched by the conversation and system of its `run.started` (the
+ *   hub remembers the last few thousand runs).
  * - Subscribing replays the ring after the given id and then goes live in the same synchronous
  *   step, so nothing is missed and nothing comes twice. When the given id is older than the ring
  *   (or from an earlier bridge: ids restart with it) an `event: gap` frame says so first.
@@ -23,71 +21,14 @@
  *   MAX_QUEUED_BYTES it is dropped (a final `event: dropped` frame, then its connection closed):
  *   memory per watcher is bounded, and the pipeline never slows down for one.
  * - A comment line (`: heartbeat`) goes to every subscriber every `heartbeatMs`.
- *
- * Redaction (unless `includeText`): what a watcher sees is WHO and WHAT, never the words.
- * 1. Kept: `type`, `at`, every number and boolean, and the identifying fields (KEEP: ids, names,
- *    statuses and codes — `turnId`, `runId`, `buildId`, `conversation`, `model`, `backend`,
- *    `system`, `step`, `tools`, `collected`, `missing`, `action`, `status`, `code`,
- *    `finishReason`…), plus `turn.aborted.reason` and `backend.health.detail` (the bridge's own
- *    words).
- * 2. A canvas node keeps `id`, `type`, `label`, `position` and `parent`; its `properties` keep
- *    their names and their number and boolean values, every other value (`prompt`, `system`,
- *    `headers`, `setEnv`, `url`, `command`…) is replaced. An edge keeps `id`, `from`, `to`.
- * 3. Everything else — prompts, answer and output text (`run.output.text`), step outputs, error
- *   messages and reasons that may quote a prompt (`message`, `error`, `reason`) — is replaced by
- *   `"[redacted: N chars]"` (N: the text's length, or its JSON's for a structured value).
- * With `includeText: true` events are streamed as published, except that a string longer than
- * MAX_TEXT_CHARS is cut (`…[+N chars]`) so the ring stays bounded.
  */
-import type { BridgeEvent, BridgeEventType, EventBus, EventOf } from "./bus.js";
-
-/** Every event type, for checking `?types=` (the `satisfies` keeps it in step with the bus). */
-export const EVENT_TYPES = [
-  "decision",
-  "gathering",
-  "confirm",
-  "state",
-  "run.started",
-  "run.output",
-  "step.started",
-  "step.retry",
-  "step.completed",
-  "step.failed",
-  "step.skipped",
-  "run.completed",
-  "run.failed",
-  "run.paused",
-  "run.cancelled",
-  "run.interrupted",
-  "turn.started",
-  "turn.firstByte",
-  "turn.completed",
-  "turn.failed",
-  "turn.aborted",
-  "queue.rejected",
-  "session.healed",
-  "session.reset",
-  "intent.executed",
-  "toolcalls.extracted",
-  "backend.health",
-  "execution:stepStart",
-  "execution:stepRetry",
-  "execution:stepComplete",
-  "execution:planComplete",
-  "node:created",
-  "node:updated",
-  "node:deleted",
-  "edge:created",
-  "edge:deleted",
-] as const satisfies readonly BridgeEventType[];
-// Every bus type is listed (a type added to the bus and not here fails to compile).
-const _allListed: (typeof EVENT_TYPES)[number] = undefined as unknown as BridgeEventType;
-void _allListed;
+import type { BridgeEvent, BridgeEventType, EventOf } from "../../wire/events.js";
+import type { EventBus } from "./bus.js";
+import { type EventFilter, type Filterable, matches } from "./filter.js";
+import { eventData } from "./redact.js";
 
 /** Bytes of frames a subscriber that is not draining may have waiting before it is dropped. */
 export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
-/** With `includeText`, longer strings are cut (the ring holds at most ringSize events). */
-export const MAX_TEXT_CHARS = 32 * 1024;
 /** Runs whose conversation and system the hub remembers (for filtering their step events). */
 const RUNS_REMEMBERED = 4096;
 /** How long a dropped or closed subscriber's last frame may take to flush before its connection is destroyed. */
@@ -104,14 +45,6 @@ export interface HubOptions {
   heartbeatMs: number;
   /** Longest wait before queued frames are written (default FLUSH_MS). */
   flushMs?: number;
-}
-
-/** What a subscriber wants to see. Each set, when present, must contain the event's value. */
-export interface EventFilter {
-  conversations?: ReadonlySet<string>;
-  runs?: ReadonlySet<string>;
-  systems?: ReadonlySet<string>;
-  types?: { exact: ReadonlySet<string>; prefixes: readonly string[] };
 }
 
 /** A watcher's connection, as the hub writes to it. */
@@ -143,26 +76,11 @@ export interface HubStats {
   dropped: number;
 }
 
-/** A bad `?conversation=&run=&system=&types=` value. */
-export class FilterError extends Error {
-  constructor(
-    readonly param: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = "FilterError";
-  }
-}
-
-interface Entry {
+interface Entry extends Filterable {
   id: number;
-  type: string;
   /** The SSE frame; made on first use when the event has only plain values (`ev` kept until then). */
   frame?: string;
   ev?: BridgeEvent;
-  conversation?: string;
-  runId?: string;
-  system?: string;
 }
 
 class Subscriber {
@@ -176,154 +94,6 @@ class Subscriber {
     readonly sink: EventSink,
     readonly filter: EventFilter,
   ) {}
-}
-
-/** Parse the query of `GET /v1/events`; throws `FilterError`. */
-export function parseFilter(query: Record<string, unknown>): EventFilter {
-  const list = (param: string): string[] | undefined => {
-    const raw = query[param];
-    if (raw === undefined) return undefined;
-    const values = (Array.isArray(raw) ? raw : [raw])
-      .flatMap((v) => String(v).split(","))
-      .map((v) => v.trim())
-      .filter(Boolean);
-    if (!values.length) throw new FilterError(param, `?${param}= needs a value (a comma-separated list).`);
-    return values;
-  };
-  const filter: EventFilter = {};
-  const conversations = list("conversation");
-  if (conversations) filter.conversations = new Set(conversations);
-  const runs = list("run");
-  if (runs) filter.runs = new Set(runs);
-  const systems = list("system");
-  if (systems) filter.systems = new Set(systems);
-  const types = list("types");
-  if (types) {
-    const exact = new Set<string>();
-    const prefixes: string[] = [];
-    const known: readonly string[] = EVENT_TYPES;
-    for (const t of types) {
-      if (t === "*") prefixes.push("");
-      else if (t.endsWith("*")) {
-        const prefix = t.slice(0, -1);
-        if (!known.some((k) => k.startsWith(prefix)))
-          throw new FilterError("types", `No event type starts with "${prefix}" (known: ${EVENT_TYPES.join(", ")}).`);
-        prefixes.push(prefix);
-      } else if (known.includes(t)) exact.add(t);
-      else
-        throw new FilterError(
-          "types",
-          `Unknown event type "${t}" (known: ${EVENT_TYPES.join(", ")}; a prefix is written like run.*).`,
-        );
-    }
-    filter.types = { exact, prefixes };
-  }
-  return filter;
-}
-
-function matches(f: EventFilter, e: Entry): boolean {
-  if (f.types && !f.types.exact.has(e.type) && !f.types.prefixes.some((p) => e.type.startsWith(p))) return false;
-  if (f.conversations && (e.conversation === undefined || !f.conversations.has(e.conversation))) return false;
-  if (f.runs && (e.runId === undefined || !f.runs.has(e.runId))) return false;
-  if (f.systems && (e.system === undefined || !f.systems.has(e.system))) return false;
-  return true;
-}
-
-// --- redaction ---
-
-/** Fields kept as they are (ids, names, statuses, codes). */
-const KEEP = new Set([
-  "type",
-  "at",
-  "turnId",
-  "runId",
-  "buildId",
-  "conversation",
-  "model",
-  "backend",
-  "answeredBy",
-  "mode",
-  "system",
-  "step",
-  "failedStep",
-  "name",
-  "key",
-  "nodeId",
-  "edgeId",
-  "inputsHash",
-  "action",
-  "source",
-  "state",
-  "status",
-  "code",
-  "finishReason",
-  "scope",
-  "tools",
-  "collected",
-  "missing",
-]);
-/** Fields kept for one event type only: the bridge's own words. */
-const KEEP_FOR: Partial<Record<BridgeEventType, ReadonlySet<string>>> = {
-  "turn.aborted": new Set(["reason"]),
-  "backend.health": new Set(["detail"]),
-};
-const NODE_KEEP = new Set(["id", "type", "label", "position", "parent"]);
-const EDGE_KEEP = new Set(["id", "from", "to"]);
-
-/** A value replaced: numbers, booleans and null stay, text and structures say how long they were. */
-function replaced(v: unknown): unknown {
-  if (v === null || v === undefined || typeof v === "number" || typeof v === "boolean") return v;
-  if (typeof v === "string") return `[redacted: ${v.length} chars]`;
-  let n = 0;
-  try {
-    n = JSON.stringify(v)?.length ?? 0;
-  } catch {
-    /* a cycle: its length is unknown */
-  }
-  return `[redacted: ${n} chars]`;
-}
-
-function keepOnly(obj: unknown, keep: ReadonlySet<string>, inner?: (key: string, v: unknown) => unknown): unknown {
-  if (!obj || typeof obj !== "object" || Array.isArray(obj)) return replaced(obj);
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(obj)) out[k] = keep.has(k) ? v : inner ? inner(k, v) : replaced(v);
-  return out;
-}
-
-/** A node's properties: their names, numbers and booleans; every other value replaced. */
-function properties(_k: string, v: unknown): unknown {
-  if (_k !== "properties") return replaced(v);
-  if (!v || typeof v !== "object" || Array.isArray(v)) return replaced(v);
-  const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v)) out[k] = replaced(x);
-  return out;
-}
-
-/** The event as a watcher may see it without `includeText` (the rule at the top of this file). */
-export function redact(ev: BridgeEvent): Record<string, unknown> {
-  const extra = KEEP_FOR[ev.type];
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(ev)) {
-    if (KEEP.has(k) || extra?.has(k)) out[k] = v;
-    else if (k === "node") out[k] = keepOnly(v, NODE_KEEP, properties);
-    else if (k === "edge") out[k] = keepOnly(v, EDGE_KEEP);
-    else out[k] = replaced(v);
-  }
-  return out;
-}
-
-const clipLong = (_k: string, v: unknown) =>
-  typeof v === "string" && v.length > MAX_TEXT_CHARS
-    ? `${v.slice(0, MAX_TEXT_CHARS)}…[+${v.length - MAX_TEXT_CHARS} chars]`
-    : v;
-
-/** `data:` of a frame: one line (JSON escapes every newline). */
-function json(v: unknown, clip: boolean): string {
-  try {
-    return JSON.stringify(v, clip ? clipLong : undefined);
-  } catch {
-    return JSON.stringify({ type: (v as { type?: unknown }).type, error: "[unserialisable event]" });
-  }
 }
 
 /**
@@ -389,7 +159,7 @@ export class EventHub {
   private frame(entry: Entry): string {
     if (entry.frame === undefined) {
       const ev = entry.ev!;
-      const data = json(this.opts.includeText ? ev : redact(ev), this.opts.includeText);
+      const data = eventData(ev, this.opts.includeText);
       entry.frame = `id: ${entry.id}\nevent: ${entry.type}\ndata: ${data}\n\n`;
       entry.ev = undefined;
     }

@@ -18,7 +18,8 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import { CellCounter, CellHistogram } from "./cells.js";
-import type { BridgeEvent, DecisionAction, EventBus, EventOf } from "../events/bus.js";
+import type { EventBus } from "../events/bus.js";
+import type { BridgeEvent, DecisionAction, EventOf } from "../../wire/events.js";
 import type { TurnScheduler } from "../../request/queue/scheduler.js";
 import { liveProcessCount } from "../../core/util/process.js";
 import { warmEventTotals, warmSummary } from "../../backends/warm/pool.js";

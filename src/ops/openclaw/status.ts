@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import type { Config } from "../../core/config/schema.js";
-import type { Finding } from "../report/findings.js";
+import type { Finding } from "../../wire/admin.js";
 import { Json5Doc, Json5SyntaxError } from "./json5-doc.js";
 import { readMarker } from "./install-record.js";
 import { inspectAllModelsJson } from "./models-json.js";

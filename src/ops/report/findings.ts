@@ -1,25 +1,9 @@
-/** Findings of `clawbridge doctor` and `clawbridge openclaw status`: what was checked, the verdict, the fix. */
-
-export type FindingStatus = "ok" | "warn" | "fail" | "info";
-
-export interface Finding {
-  /** Stable id, e.g. `port`, `backend:opencode`, `lock:/tmp/clawbridge-x.lock`. */
-  id: string;
-  status: FindingStatus;
-  /** One line: what this is about and the verdict. */
-  title: string;
-  /** What exactly was checked / seen. */
-  detail?: string;
-  /** What to do about it (for warn/fail). */
-  fix?: string;
-}
-
-export interface Summary {
-  ok: number;
-  warn: number;
-  fail: number;
-  info: number;
-}
+/**
+ * Findings of `clawbridge doctor` and `clawbridge openclaw status`: what was checked, the verdict,
+ * the fix — counted and told as text. The types are in src/wire/admin.ts (`GET /v1/admin/doctor`
+ * sends them).
+ */
+import type { Finding, FindingStatus, Summary } from "../../wire/admin.js";
 
 export function summarize(findings: readonly Finding[]): Summary {
   const s: Summary = { ok: 0, warn: 0, fail: 0, info: 0 };

@@ -10,16 +10,35 @@
  *   GET    /v1/admin/doctor          `clawbridge doctor`'s findings with their fixes (`?refresh=1`)
  *   GET    /v1/admin/router          open gatherings and confirmations, and the router's recent decisions
  * Live changes come from `GET /v1/events`; these answer what is true now (and what happened before
- * the page was opened). Errors are OpenAI-shaped.
+ * the page was opened). The answers' shapes are declared in src/wire/admin.ts (the dashboard reads
+ * the same declarations). Errors are OpenAI-shaped.
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { cliVersionHealth, KNOWN_CLIS, resolveCli } from "../../backends/cli/resolve.js";
 import type { Backend, BackendHealth } from "../../backends/contract/backend.js";
 import type { Config } from "../../core/config/schema.js";
-import type { BridgeEvent, EventBus, EventOf } from "../../ops/events/bus.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { BridgeEvent, EventOf } from "../../wire/events.js";
 import { ApiError } from "../chat-api/errors.js";
 import type { TurnScheduler } from "../queue/scheduler.js";
-import type { Finding, Summary } from "../../ops/report/findings.js";
+import type {
+  BackendRow,
+  BackendsInfo,
+  CliRow,
+  DecisionRow,
+  Doctor,
+  Finding,
+  List,
+  PendingRow,
+  ProcessRow,
+  QueueStats,
+  RouterInfo,
+  SessionRow,
+  Sessions,
+  Summary,
+  TurnRow,
+  Turns,
+} from "../../wire/admin.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { liveProcesses } from "../../core/util/process.js";
@@ -52,25 +71,6 @@ const MAX_RUNNING = 1000;
 const HEALTH_TTL_MS = 30_000;
 const CLI_TTL_MS = 5 * 60_000;
 const DOCTOR_TTL_MS = 30_000;
-
-interface TurnRow {
-  id: string;
-  conversation: string;
-  model: string;
-  backend: string;
-  mode: string | null;
-  status: "running" | "completed" | "failed" | "aborted";
-  /** Epoch ms when the bridge accepted it (before the queue). */
-  accepted_at: number;
-  queued_ms: number | null;
-  first_byte_ms: number | null;
-  duration_ms: number | null;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  finish_reason: string | null;
-  error: { code: string; message: string } | null;
-  ended_at: number | null;
-}
 
 type TurnEvent = EventOf<"turn.started" | "turn.firstByte" | "turn.completed" | "turn.failed" | "turn.aborted">;
 
@@ -160,7 +160,7 @@ export class DecisionLog {
     if (this.list.length > KEEP_DECISIONS) this.list.length = KEEP_DECISIONS;
   }
 
-  snapshot(limit = KEEP_DECISIONS) {
+  snapshot(limit = KEEP_DECISIONS): DecisionRow[] {
     return this.list.slice(0, limit).map((d) => ({
       at: d.at,
       conversation: d.conversation,
@@ -218,17 +218,17 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
     });
   }
 
-  const queue = () => ({ object: "queue", ...scheduler.stats(), processes: liveProcesses().length });
+  const queue = (): QueueStats => ({ object: "queue", ...scheduler.stats(), processes: liveProcesses().length });
 
   app.get("/v1/admin/turns", async (req, reply) => {
     const limit = limitOf(req, KEEP_TURNS, KEEP_TURNS);
     if (limit === undefined) return sendApiError(reply, badLimit(KEEP_TURNS));
-    return { object: "list", ...turns.snapshot(limit), queue: queue(), live: !!bus };
+    return { object: "list", ...turns.snapshot(limit), queue: queue(), live: !!bus } satisfies Turns;
   });
 
-  app.get("/v1/admin/processes", async () => {
+  app.get("/v1/admin/processes", async (): Promise<List<ProcessRow>> => {
     const warm = new Map(warmProcesses().map((w) => [w.pid, w]));
-    const data = liveProcesses().map((p) => {
+    const data = liveProcesses().map((p): ProcessRow => {
       const w = p.pid !== undefined ? warm.get(p.pid) : undefined;
       return {
         pid: p.pid ?? null,
@@ -248,9 +248,9 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
   app.get("/v1/admin/sessions", async (req, reply) => {
     const limit = limitOf(req, 200, 1000);
     if (limit === undefined) return sendApiError(reply, badLimit(1000));
-    if (!store) return { object: "list", enabled: false, data: [] };
+    if (!store) return { object: "list", enabled: false, data: [] } satisfies Sessions;
     const list = await store.list({ limit });
-    const data = await Promise.all(
+    const data: SessionRow[] = await Promise.all(
       list.map(async (b) => ({
         key: b.key,
         object: "session",
@@ -269,7 +269,7 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
         })),
       })),
     );
-    return { object: "list", enabled: true, data };
+    return { object: "list", enabled: true, data } satisfies Sessions;
   });
 
   app.delete<{ Params: { key: string } }>("/v1/admin/sessions/:key", async (req, reply) => {
@@ -294,7 +294,7 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
 
   const health = cached(HEALTH_TTL_MS, () =>
     Promise.all(
-      [...backends.values()].map(async (b) => {
+      [...backends.values()].map(async (b): Promise<BackendRow> => {
         const h: BackendHealth = await b.health().catch((e: Error) => ({ usable: false, detail: e.message }));
         return {
           name: b.name,
@@ -309,7 +309,7 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
   );
   const clis = cached(CLI_TTL_MS, () =>
     Promise.all(
-      KNOWN_CLIS.map(async (c) => {
+      KNOWN_CLIS.map(async (c): Promise<CliRow> => {
         const { path: bin, tried } = await resolveCli(c.name, c.extraPlaces ?? []);
         const h = bin ? await cliVersionHealth(bin, tried, process.env) : undefined;
         return {
@@ -330,7 +330,7 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
   app.get("/v1/admin/backends", async (req) => {
     const refresh = wantsRefresh(req);
     const [h, c] = await Promise.all([health(refresh), clis(refresh)]);
-    return { object: "list", data: h.value, clis: c.value, checked_at: Math.min(h.at, c.at) };
+    return { object: "list", data: h.value, clis: c.value, checked_at: Math.min(h.at, c.at) } satisfies BackendsInfo;
   });
 
   const doctorFn = deps.admin?.doctor;
@@ -347,11 +347,17 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
         ),
       );
     const r = await doctor(wantsRefresh(req));
-    return { object: "doctor", ok: r.value.ok, summary: r.value.summary, findings: r.value.findings, checked_at: r.at };
+    return {
+      object: "doctor",
+      ok: r.value.ok,
+      summary: r.value.summary,
+      findings: r.value.findings,
+      checked_at: r.at,
+    } satisfies Doctor;
   });
 
   app.get("/v1/admin/router", async () => {
-    const pending = (systems?.state.pendingList() ?? []).map((p) => {
+    const pending = (systems?.state.pendingList() ?? []).map((p): PendingRow => {
       const inputs = systems?.library.get(p.pending.system)?.inputs;
       const collected = Object.keys(p.pending.values);
       return {
@@ -374,6 +380,6 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
       gatherings: pending.filter((p) => p.kind === "gathering"),
       confirmations: pending.filter((p) => p.kind === "confirm"),
       decisions: decisions.snapshot(),
-    };
+    } satisfies RouterInfo;
   });
 }

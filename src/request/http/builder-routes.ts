@@ -6,9 +6,12 @@
  *   POST /v1/builds/:id/pause        stop a running build between steps (202; it ends `paused`)
  *   POST /v1/builds/:id/resume       go on from its first unfinished step (202)
  *   GET  /v1/systems/:id/export      the system as a bundle (`.tar.gz`: system.yaml, canvas.json, sandbox files)
+ * Canvases are sent as src/wire/canvas.ts declares them (the dashboard reads the same declarations).
  * Errors are OpenAI-shaped.
  */
 import type { FastifyInstance } from "fastify";
+import type { List } from "../../wire/admin.js";
+import type { CanvasDetail, CanvasSummary } from "../../wire/canvas.js";
 import type { BuilderBase } from "../../workflows/builder/backend-deps.js";
 import { ApiError } from "../chat-api/errors.js";
 import { sendApiError } from "./reply.js";
@@ -38,7 +41,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
         edges: c.edges.length,
         updated_at: c.updatedAt,
       })),
-    };
+    } satisfies List<CanvasSummary>;
   });
 
   app.get<{ Params: { id: string } }>("/v1/canvases/:id", async (req, reply) => {
@@ -48,7 +51,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
         reply,
         room ? new ApiError(404, "not_found_error", "canvas_not_found", `No canvas "${req.params.id}".`) : none(),
       );
-    return { id: c.system, object: "canvas", ...c, versions: room!.canvases.versions(c.system) };
+    return { id: c.system, object: "canvas", ...c, versions: room!.canvases.versions(c.system) } satisfies CanvasDetail;
   });
 
   app.get<{ Params: { id: string } }>("/v1/builds/:id", async (req, reply) => {

@@ -14,15 +14,8 @@
  *   hub before it closes the connections, so an open stream never holds it up).
  */
 import type { FastifyInstance } from "fastify";
-import {
-  END_GRACE_MS,
-  FilterError,
-  parseFilter,
-  type EventFilter,
-  type EventHub,
-  type EventSink,
-  type Subscription,
-} from "../../ops/events/hub.js";
+import { FilterError, parseFilter, type EventFilter } from "../../ops/events/filter.js";
+import { END_GRACE_MS, type EventHub, type EventSink, type Subscription } from "../../ops/events/hub.js";
 import { ApiError, badRequest } from "../chat-api/errors.js";
 import { sendApiError } from "./reply.js";
 

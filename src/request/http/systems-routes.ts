@@ -6,7 +6,8 @@
  *   GET  /v1/runs[?status&system&conversation&limit]
  *   GET  /v1/runs/:id
  *   POST /v1/runs/:id/pause|resume|cancel
- * Errors are OpenAI-shaped (`{"error":{message,type,code,param}}`).
+ * A system and a run are sent as src/wire/runs.ts declares them (`SystemRow`, `RunRow`: the
+ * dashboard reads the same declarations). Errors are OpenAI-shaped (`{"error":{message,type,code,param}}`).
  */
 import type { FastifyInstance } from "fastify";
 import { ApiError } from "../chat-api/errors.js";
@@ -15,12 +16,12 @@ import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { RunRecord } from "../../workflows/systems/db.js";
 import type { RunError } from "../../workflows/systems/runner.js";
 import type { LoadedSystem } from "../../workflows/systems/types.js";
-import type { RunStatus } from "../../ops/events/bus.js";
+import type { RunRow, RunStatus, SystemRow } from "../../wire/runs.js";
 
 const BODY_LIMIT = 1024 * 1024;
 const STATUSES: RunStatus[] = ["pending", "running", "paused", "completed", "failed", "cancelled", "interrupted"];
 
-export function systemJson(s: LoadedSystem) {
+export function systemJson(s: LoadedSystem): SystemRow {
   return {
     id: s.id,
     object: "system",
@@ -35,7 +36,7 @@ export function systemJson(s: LoadedSystem) {
   };
 }
 
-export function runJson(r: RunRecord) {
+export function runJson(r: RunRecord): RunRow {
   return {
     id: r.id,
     object: "run",

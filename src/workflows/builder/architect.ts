@@ -11,7 +11,8 @@
  * system templates (`${inputs.x}`) are left alone; hooks are refused; the Builder runs steps in
  * dependency order, not array order (src/workflows/builder/plan-executor.ts).
  */
-import type { BuildStep, Canvas, ExecutionPlan, PlanAction } from "./types.js";
+import type { BuildStep, ExecutionPlan, PlanAction } from "./types.js";
+import type { Canvas } from "../../wire/canvas.js";
 import { PLAN_ACTIONS } from "./types.js";
 import { cleanReply } from "./supervisor.js";
 import { clip, clipMiddle, isObject, jsonObjects } from "../../core/util/model-reply.js";

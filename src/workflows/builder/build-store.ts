@@ -6,7 +6,7 @@
  * and a pending question is still there after a restart.
  */
 import type Database from "better-sqlite3";
-import type { ConversationState } from "../../ops/events/bus.js";
+import type { ConversationState } from "../../wire/events.js";
 import type { BuildStatus, BuildStepStatus, ExecutionPlan, Intent } from "./types.js";
 
 export interface BuildStepRecord {

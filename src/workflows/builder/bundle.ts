@@ -13,7 +13,7 @@ import { createGunzip, gzipSync } from "node:zlib";
 import { Readable } from "node:stream";
 import { pack as tarPack, extract as tarExtract } from "tar-stream";
 import { parse as parseYaml } from "yaml";
-import type { Canvas } from "./types.js";
+import type { Canvas } from "../../wire/canvas.js";
 
 export const BUNDLE_FORMAT = "clawbridge-system-bundle";
 const MAX_BUNDLE_BYTES = 64 * 1024 * 1024;

@@ -11,7 +11,8 @@
  * - deleting a node deletes its edges and its children (nodes whose `parent` is it), recursively.
  * Every refusal is a `CanvasOpError` whose message says what to do instead.
  */
-import { NODE_TYPES, type Canvas, type CanvasEdge, type CanvasNode, type NodeType, type Position } from "./types.js";
+import { NODE_TYPES } from "./types.js";
+import type { Canvas, CanvasEdge, CanvasNode, NodeType, Position } from "../../wire/canvas.js";
 
 export type CanvasOpErrorCode =
   | "invalid_system"

@@ -16,7 +16,7 @@
  */
 import type Database from "better-sqlite3";
 import { CanvasOpError, emptyCanvas } from "./canvas-ops.js";
-import type { Canvas, CanvasStatus } from "./types.js";
+import type { Canvas, CanvasStatus, CanvasVersionInfo } from "../../wire/canvas.js";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS canvases (
@@ -44,12 +44,6 @@ interface Row {
   status: string;
   version: number;
   updated_at: number;
-}
-
-export interface CanvasVersionInfo {
-  version: number;
-  reason: string;
-  createdAt: number;
 }
 
 export class CanvasStore {

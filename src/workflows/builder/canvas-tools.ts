@@ -30,7 +30,7 @@ import {
 } from "./canvas-ops.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { Sandbox, SandboxError, type SandboxEntry, type SandboxLimits } from "./sandbox.js";
-import type { Canvas, CanvasEdge, CanvasNode } from "./types.js";
+import type { Canvas, CanvasEdge, CanvasNode } from "../../wire/canvas.js";
 
 export class ToolError extends Error {
   constructor(

@@ -14,7 +14,7 @@
  * Problems name the node and the property to fix. Deeper checks (settings of each kind, known
  * models and systems, templates) are the library's own, run by deploy on the compiled system.
  */
-import type { Canvas, CanvasNode } from "./types.js";
+import type { Canvas, CanvasNode } from "../../wire/canvas.js";
 import { STEP_NODE_TYPES } from "./types.js";
 
 export interface CompileProblem {

@@ -19,7 +19,7 @@ import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
 import type { ToolCaller } from "./mcp-client.js";
 import { jsonObjects } from "../../core/util/model-reply.js";
-import type { Canvas } from "./types.js";
+import type { Canvas } from "../../wire/canvas.js";
 
 const inputNames = (c: Canvas) =>
   c.nodes

@@ -5,7 +5,8 @@
  * edited canvas or are created by a step it depends on, safe file paths and capability names, known
  * models and systems when given. Every problem names its step and says what to fix.
  */
-import type { BuildStep, Canvas, ExecutionPlan } from "./types.js";
+import type { BuildStep, ExecutionPlan } from "./types.js";
+import type { Canvas } from "../../wire/canvas.js";
 import { NODE_TYPES, PLAN_ACTIONS } from "./types.js";
 import { variablesIn } from "./plan-vars.js";
 import { isObject } from "../../core/util/model-reply.js";

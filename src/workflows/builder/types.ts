@@ -2,76 +2,16 @@
  * The builder's vocabulary: a system built by chat is a **canvas** (nodes and edges) that compiles
  * to the `plan` system format the router runs, and the Architect's **ExecutionPlan** is the list of
  * canvas and sandbox operations that builds or edits one. These are the types every part of
- * src/builder shares (the store, the MCP tools, the Supervisor, the Architect, the Builder).
+ * src/workflows/builder shares (the store, the MCP tools, the Supervisor, the Architect, the
+ * Builder); the canvas itself (`Canvas`, `CanvasNode`, `CanvasEdge`, `NodeType`…) is declared in
+ * src/wire/canvas.ts, since the bridge sends it as it is.
  */
+import type { NodeType } from "../../wire/canvas.js";
 
-/** What a node does when the system runs. `input`/`output` carry data in and out; the rest are steps. */
-export type NodeType = "input" | "output" | "agent" | "webhook" | "command" | "mcp" | "system";
+/** Every node type (the canvas types themselves are in src/wire/canvas.ts: the dashboard reads them too). */
 export const NODE_TYPES: readonly NodeType[] = ["input", "output", "agent", "webhook", "command", "mcp", "system"];
 /** Node types that become a step of the compiled plan. */
 export const STEP_NODE_TYPES: readonly NodeType[] = ["agent", "webhook", "command", "mcp", "system"];
-
-export interface Position {
-  x: number;
-  y: number;
-}
-
-/**
- * One node. `id` is also the compiled step id (lower-case letters, digits, - and _), so a run's
- * steps carry the names the person saw on the canvas.
- * `properties` by type:
- * - input: `{name?, type?: "string"|"number"|"integer"|"boolean", description?, required?: boolean, enum?, default?}`
- *   (`name` defaults to the node id);
- * - output: none (its one incoming edge names the step whose output is the system's output);
- * - agent: `{model, prompt?, system?, timeoutSeconds?}` — a clawbridge model id and a prompt
- *   template (`{{topic}}` names an input or an upstream node; `${inputs.x}` and
- *   `${steps.a.output}` work as in any system);
- * - webhook / command / mcp: that run kind's settings (src/workflows/systems/schema.ts) without `kind`;
- * - system: `{system: "<id>", with?: {...}}`.
- */
-export interface CanvasNode {
-  id: string;
-  type: NodeType;
-  label: string;
-  properties: Record<string, unknown>;
-  position: Position;
-  /** A node it belongs to (deleting a node deletes its children). */
-  parent?: string;
-}
-
-/** Data flow from one node to another, so also a dependency. */
-export interface CanvasEdge {
-  id: string;
-  from: string;
-  to: string;
-}
-
-export type CanvasStatus = "draft" | "deployed";
-
-/** Settings a CONFIGURE request changes (they go into the compiled system). */
-export interface CanvasSettings {
-  confirm?: "auto" | "always" | "never";
-  /** false: deployed but not offered by the router. */
-  enabled?: boolean;
-  /** Default values of inputs, by input name. */
-  defaults?: Record<string, unknown>;
-  examples?: string[];
-  keywords?: string[];
-}
-
-export interface Canvas {
-  /** The system id it deploys as. */
-  system: string;
-  name: string;
-  description: string;
-  status: CanvasStatus;
-  /** Applied-plan version: 0 when created, +1 per applied plan (undo goes back one). */
-  version: number;
-  nodes: CanvasNode[];
-  edges: CanvasEdge[];
-  settings: CanvasSettings;
-  updatedAt: number;
-}
 
 /** The Architect's actions. Each is carried out by calling one MCP tool. */
 export type PlanAction =

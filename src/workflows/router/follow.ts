@@ -6,7 +6,8 @@
  * the bridge shuts down: then the run ends `interrupted`, to be resumed).
  */
 import type { BackendEvent } from "../../backends/contract/backend.js";
-import type { BridgeEvent, ConversationState, EventBus } from "../../ops/events/bus.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { BridgeEvent, ConversationState } from "../../wire/events.js";
 import type { RunRecord } from "../systems/db.js";
 import type { RunManager } from "../systems/runner.js";
 import type { Cancellation } from "../../core/util/cancel.js";

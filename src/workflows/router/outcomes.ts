@@ -6,7 +6,8 @@
  */
 import type { Logger } from "pino";
 import type { BackendEvent, Dispatch, DispatchInput } from "../../backends/contract/backend.js";
-import type { ConversationState, DecisionAction, EventBus } from "../../ops/events/bus.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { ConversationState, DecisionAction } from "../../wire/events.js";
 import type { RunRecord } from "../systems/db.js";
 import type { SystemsLibrary } from "../systems/library.js";
 import { RunError, type RunManager } from "../systems/runner.js";

@@ -5,7 +5,7 @@
  * so a restart between the question and the answer loses nothing.
  */
 import type Database from "better-sqlite3";
-import type { ConversationState } from "../../ops/events/bus.js";
+import type { ConversationState } from "../../wire/events.js";
 
 export type Pending =
   | {

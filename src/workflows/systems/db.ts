@@ -7,11 +7,9 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import type { RunStatus } from "../../ops/events/bus.js";
+import type { RunOrigin, RunStatus, StepStatus } from "../../wire/runs.js";
 
 export const SYSTEMS_DB_FILENAME = "systems.db";
-
-export type StepStatus = "pending" | "running" | "completed" | "failed" | "skipped" | "cancelled";
 
 export interface StepRecord {
   id: string;
@@ -33,7 +31,7 @@ export interface RunRecord {
   error?: string;
   failedStep?: string;
   /** Where it was started: a chat turn, the HTTP API or the command line. */
-  origin: "chat" | "http" | "cli";
+  origin: RunOrigin;
   /** The chat message that started it (a client's retry of the same message finds this run). */
   messageKey?: string;
   createdAt: number;

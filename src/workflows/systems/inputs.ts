@@ -24,7 +24,7 @@ import { Ajv2019 } from "ajv/dist/2019.js";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { describe, errorWords, pointerEscape, pointerUnescape, where } from "./input-errors.js";
-import type { InputSchema } from "./types.js";
+import type { InputSchema } from "../../wire/runs.js";
 
 // ajv-formats is CommonJS with `exports.default`: under NodeNext the default import is the module
 // object (typed) and, at run time, the plugin function that also carries `.default`.

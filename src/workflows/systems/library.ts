@@ -33,7 +33,8 @@ import {
   type SystemFile,
 } from "./schema.js";
 import { refsIn, TemplateError } from "./template.js";
-import type { InputSchema, LoadedSystem } from "./types.js";
+import type { LoadedSystem } from "./types.js";
+import type { InputSchema } from "../../wire/runs.js";
 
 export interface LibraryProblem {
   /** `config` (the `systems:` list) or the YAML file's path. */

@@ -12,7 +12,8 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
-import type { EventBus, RunStatus } from "../../ops/events/bus.js";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { RunStatus } from "../../wire/runs.js";
 import { Cancellation } from "../../core/util/cancel.js";
 import { alnumId } from "../../core/util/ids.js";
 import type { RunRecord, RunStore } from "./db.js";

@@ -1,13 +1,6 @@
 /** A system as the rest of the bridge sees it once the library has loaded and checked it. */
+import type { InputSchema } from "../../wire/runs.js";
 import type { RunSpec } from "./schema.js";
-
-/** JSON Schema of a system's inputs: always an object schema (`{type:"object", properties:{}}` when it takes none). */
-export interface InputSchema {
-  type: "object";
-  properties: Record<string, Record<string, unknown>>;
-  required?: string[];
-  [key: string]: unknown;
-}
 
 export interface LoadedSystem {
   id: string;

@@ -1,16 +1,10 @@
 /** Each backend's health and version, which coding-agent CLIs are installed, and the doctor's findings with their fixes. */
 import { useState } from "react";
+import type { BackendsInfo, Doctor } from "@wire/admin";
 import { api } from "../api";
 import { ago, short } from "../format";
 import { useApi } from "../hooks";
-import type { BackendRow, CliRow, Doctor } from "../types";
 import { Badge, Empty, Failure, Section } from "../ui";
-
-interface BackendsInfo {
-  data: BackendRow[];
-  clis: CliRow[];
-  checked_at: number;
-}
 
 export function Backends() {
   const [refreshing, setRefreshing] = useState(false);

@@ -1,15 +1,10 @@
 /** Resume-mode bindings: conversation → backend session, with their errors and heal/reset history; "forget". */
 import { useState } from "react";
+import type { Sessions } from "@wire/admin";
 import { api } from "../api";
 import { ago, short, time } from "../format";
 import { useApi } from "../hooks";
-import type { SessionRow } from "../types";
 import { Badge, Empty, Failure, Section } from "../ui";
-
-interface Sessions {
-  enabled: boolean;
-  data: SessionRow[];
-}
 
 const refreshOn = (e: { type: string }) =>
   e.type === "session.healed" || e.type === "session.reset" || e.type === "turn.completed" || e.type === "turn.failed";

@@ -1,7 +1,7 @@
 /** Turns as they happen, the CLI processes running now, and the queue. */
+import type { List, ProcessRow, TurnRow, Turns } from "@wire/admin";
 import { ago, ms, num, short, time } from "../format";
 import { useApi } from "../hooks";
-import type { List, ProcessRow, TurnRow, Turns } from "../types";
 import { Badge, Empty, Failure, Section } from "../ui";
 
 const isTurnEvent = (e: { type: string }) => e.type.startsWith("turn.") || e.type === "queue.rejected";

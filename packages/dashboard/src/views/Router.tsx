@@ -1,7 +1,7 @@
 /** What the router is waiting for (missing inputs, a yes/no) and its recent decisions with their confidence. */
+import type { RouterInfo } from "@wire/admin";
 import { ago, json, short, time } from "../format";
 import { navigate, useApi } from "../hooks";
-import type { RouterInfo } from "../types";
 import { Badge, Empty, Failure, Section } from "../ui";
 
 const refreshOn = (e: { type: string }) =>

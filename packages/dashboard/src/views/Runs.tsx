@@ -1,10 +1,11 @@
 /** Runs: each run's steps with status and times, its output, pause/resume/cancel, and a live log. */
 import { useEffect, useRef, useState } from "react";
+import type { List } from "@wire/admin";
+import type { BridgeEvent } from "@wire/events";
+import type { RunRow } from "@wire/runs";
 import { api } from "../api";
-import type { BridgeEvent } from "../events";
 import { ago, json, ms, short, time } from "../format";
 import { navigate, useApi, useEvents } from "../hooks";
-import type { List, RunRow } from "../types";
 import { Badge, Empty, Failure, Section } from "../ui";
 
 const STATUSES = ["", "pending", "running", "paused", "completed", "failed", "cancelled", "interrupted"];
@@ -54,7 +55,7 @@ function fromRecord(r: RunRow): LogLine[] {
 function lineOf(e: BridgeEvent): LogLine | undefined {
   const line = describe(e);
   if (!line) return undefined;
-  const step = typeof e.step === "string" ? e.step : "";
+  const step = "step" in e && typeof e.step === "string" ? e.step : "";
   const key =
     e.type === "run.started"
       ? "run-start"
@@ -69,7 +70,7 @@ function lineOf(e: BridgeEvent): LogLine | undefined {
 }
 
 function describe(e: BridgeEvent): LogLine | undefined {
-  const step = typeof e.step === "string" ? e.step : undefined;
+  const step = "step" in e && typeof e.step === "string" ? e.step : undefined;
   switch (e.type) {
     case "run.output":
       return { at: e.at, text: `${step ? `[${step}] ` : ""}${String(e.text)}`, output: true };
@@ -107,14 +108,14 @@ function describe(e: BridgeEvent): LogLine | undefined {
 
 function RunDetail({ id }: { id: string }) {
   const run = useApi<RunRow>(`/v1/runs/${encodeURIComponent(id)}`, {
-    refreshOn: (e) => e.runId === id && e.type !== "run.output",
+    refreshOn: (e) => "runId" in e && e.runId === id && e.type !== "run.output",
   });
   const [live, setLive] = useState<LogLine[]>([]);
   const [busy, setBusy] = useState<string | undefined>(undefined);
   const [actionError, setActionError] = useState<string | undefined>(undefined);
   const logEnd = useRef<HTMLDivElement>(null);
   useEvents((e) => {
-    if (e.runId !== id) return;
+    if (!("runId" in e) || e.runId !== id) return;
     const line = lineOf(e);
     if (line) setLive((l) => [...l, line].slice(-2000));
   });

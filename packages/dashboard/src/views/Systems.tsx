@@ -3,12 +3,14 @@
  * each canvas drawn as a graph that grows live while the Builder builds it, its inputs, and export.
  */
 import { useEffect, useMemo, useRef, useState } from "react";
+import type { List } from "@wire/admin";
+import type { CanvasDetail, CanvasSummary } from "@wire/canvas";
+import type { BridgeEvent } from "@wire/events";
+import type { SystemRow } from "@wire/runs";
 import { apiResponse } from "../api";
 import { CanvasGraph } from "../Canvas";
-import type { BridgeEvent } from "../events";
 import { ago, json, ms, time } from "../format";
 import { navigate, useApi, useEvents } from "../hooks";
-import type { Canvas, CanvasEdge, CanvasNode, CanvasSummary, List, SystemRow } from "../types";
 import { Badge, Empty, Failure, Section } from "../ui";
 
 interface Entry {
@@ -79,7 +81,7 @@ interface LogLine {
 }
 
 /** Inputs as a table: from the system's schema, or from a draft canvas's input nodes. */
-function Inputs({ system, canvas }: { system?: SystemRow; canvas?: Canvas }) {
+function Inputs({ system, canvas }: { system?: SystemRow; canvas?: CanvasDetail }) {
   const rows = system
     ? Object.entries(system.inputs.properties ?? {}).map(([name, p]) => ({
         name,
@@ -129,7 +131,7 @@ function Inputs({ system, canvas }: { system?: SystemRow; canvas?: Canvas }) {
 }
 
 function Detail({ id, system }: { id: string; system?: SystemRow }) {
-  const [canvas, setCanvas] = useState<Canvas | undefined>(undefined);
+  const [canvas, setCanvas] = useState<CanvasDetail | undefined>(undefined);
   const [canvasError, setCanvasError] = useState<string | undefined>(undefined);
   const [fresh, setFresh] = useState<ReadonlySet<string>>(new Set());
   const [chosen, setChosen] = useState<string | undefined>(undefined);
@@ -140,7 +142,7 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
   const load = useRef<() => void>(() => {});
   load.current = () =>
     void apiResponse(`/v1/canvases/${encodeURIComponent(id)}`)
-      .then((r) => r.json() as Promise<Canvas>)
+      .then((r) => r.json() as Promise<CanvasDetail>)
       .then((c) => {
         setCanvas(c);
         setCanvasError(undefined);
@@ -163,19 +165,19 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
   const note = (text: string, status?: string) => setLog((l) => [{ at: Date.now(), text, status }, ...l].slice(0, 300));
 
   useEvents((e) => {
-    if (e.system !== id) return;
-    const apply = (fn: (c: Canvas) => Canvas) => setCanvas((c) => (c ? fn(c) : c));
+    if (!("system" in e) || e.system !== id) return;
+    const apply = (fn: (c: CanvasDetail) => CanvasDetail) => setCanvas((c) => (c ? fn(c) : c));
     switch (e.type) {
       case "node:created":
       case "node:updated": {
-        const node = e.node as CanvasNode;
+        const node = e.node;
         setCanvas((c) => (c ? { ...c, nodes: [...c.nodes.filter((n) => n.id !== node.id), node] } : c));
         if (!canvas) load.current();
         mark(node.id);
         break;
       }
       case "node:deleted": {
-        const gone = e.nodeId as string;
+        const gone = e.nodeId;
         apply((c) => ({
           ...c,
           nodes: c.nodes.filter((n) => n.id !== gone && n.parent !== gone),
@@ -184,7 +186,7 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
         break;
       }
       case "edge:created": {
-        const edge = e.edge as CanvasEdge;
+        const edge = e.edge;
         apply((c) => ({ ...c, edges: [...c.edges.filter((x) => x.id !== edge.id), edge] }));
         mark(edge.id);
         break;

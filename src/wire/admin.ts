@@ -1,0 +1,198 @@
+/**
+ * What the `/v1/admin/*` routes answer (src/request/http/admin-routes.ts): turns, processes, the
+ * queue, session bindings, backends and CLIs, the doctor's findings and the router's open
+ * questions — what the dashboard shows that no other route serves — and the list wrapper every
+ * list route uses. Plain types only, and no imports from outside src/wire: the dashboard
+ * (packages/dashboard) type-checks against these same declarations.
+ */
+import type { ConversationState, DecisionAction, DecisionSource } from "./events.js";
+
+/** Every list route's answer. */
+export interface List<T> {
+  object: "list";
+  data: T[];
+}
+
+/** The turn scheduler now (`GET /v1/admin/queue`, and `queue` of `GET /v1/admin/turns`). */
+export interface QueueStats {
+  object: "queue";
+  running: number;
+  waiting: number;
+  /** Conversations with a turn running or waiting. */
+  conversations: number;
+  maxConcurrent: number;
+  maxQueue: number;
+  /** CLI processes running. */
+  processes: number;
+}
+
+/** One turn, from its `turn.*` events. */
+export interface TurnRow {
+  id: string;
+  conversation: string;
+  model: string;
+  backend: string;
+  mode: string | null;
+  status: "running" | "completed" | "failed" | "aborted";
+  /** Epoch ms when the bridge accepted it (before the queue). */
+  accepted_at: number;
+  queued_ms: number | null;
+  first_byte_ms: number | null;
+  duration_ms: number | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  finish_reason: string | null;
+  error: { code: string; message: string } | null;
+  ended_at: number | null;
+}
+
+/** `GET /v1/admin/turns`: running turns (oldest first) and the last ones that ended (newest first). */
+export interface Turns {
+  object: "list";
+  running: TurnRow[];
+  recent: TurnRow[];
+  queue: QueueStats;
+  /** Whether the bridge has an event bus (without one the lists stay empty). */
+  live: boolean;
+}
+
+/** A CLI process running now (`GET /v1/admin/processes`). */
+export interface ProcessRow {
+  pid: number | null;
+  command: string;
+  label: string | null;
+  cwd: string | null;
+  started_at: number;
+  /** A warm CLI process, kept between turns (with its backend, state, turns and memory). */
+  warm: boolean;
+  backend?: string;
+  busy?: boolean;
+  turns?: number;
+  rss_bytes?: number | null;
+}
+
+/** A resume-mode binding: conversation → backend session, with its recent history. */
+export interface SessionRow {
+  key: string;
+  object: "session";
+  backend: string;
+  model: string | null;
+  backend_session_id: string;
+  cwd: string;
+  turns: number;
+  created_at: number;
+  updated_at: number;
+  last_error: string | null;
+  /** Newest first: `bound`, `rebound`, `error`, `deleted`, `imported`, `healed`, `reset`… */
+  events: Array<{ at: number; kind: string; reason: string | null }>;
+}
+
+/** `GET /v1/admin/sessions` (`enabled`: whether any model runs in resume mode). */
+export interface Sessions {
+  object: "list";
+  enabled: boolean;
+  data: SessionRow[];
+}
+
+/** A configured backend's health (`data` of `GET /v1/admin/backends`). */
+export interface BackendRow {
+  name: string;
+  type: string;
+  usable: boolean;
+  detail: string;
+  version: string | null;
+  /** The model ids that use it. */
+  models: string[];
+}
+
+/** A coding-agent CLI the bridge knows, installed or not (`clis` of `GET /v1/admin/backends`). */
+export interface CliRow {
+  name: string;
+  backend_type: string;
+  package: string;
+  installed: boolean;
+  path: string | null;
+  usable: boolean;
+  version: string | null;
+  detail: string | null;
+  /** The backends of its type. */
+  used_by: string[];
+}
+
+/** `GET /v1/admin/backends`. */
+export interface BackendsInfo {
+  object: "list";
+  data: BackendRow[];
+  clis: CliRow[];
+  checked_at: number;
+}
+
+/** Findings of `clawbridge doctor` and `clawbridge openclaw status`: what was checked, the verdict, the fix. */
+export type FindingStatus = "ok" | "warn" | "fail" | "info";
+
+export interface Finding {
+  /** Stable id, e.g. `port`, `backend:opencode`, `lock:/tmp/clawbridge-x.lock`. */
+  id: string;
+  status: FindingStatus;
+  /** One line: what this is about and the verdict. */
+  title: string;
+  /** What exactly was checked / seen. */
+  detail?: string;
+  /** What to do about it (for warn/fail). */
+  fix?: string;
+}
+
+/** How many findings of each status. */
+export interface Summary {
+  ok: number;
+  warn: number;
+  fail: number;
+  info: number;
+}
+
+/** `GET /v1/admin/doctor`. */
+export interface Doctor {
+  object: "doctor";
+  ok: boolean;
+  summary: Summary;
+  findings: Finding[];
+  checked_at: number;
+}
+
+/** A question the router is waiting on: inputs still missing (`gathering`) or a yes/no (`confirm`). */
+export interface PendingRow {
+  conversation: string;
+  kind: "gathering" | "confirm";
+  system: string;
+  state: ConversationState;
+  values: Record<string, unknown>;
+  collected: string[];
+  missing: string[];
+  /** Questions asked so far (gathering only). */
+  rounds: number | null;
+  /** The paused run a "yes" resumes (confirm only). */
+  resume_run: string | null;
+  since: number;
+  updated_at: number;
+}
+
+/** One router decision (newest first in `GET /v1/admin/router`). */
+export interface DecisionRow {
+  at: number;
+  conversation: string;
+  action: DecisionAction;
+  system: string | null;
+  confidence: number | null;
+  source: DecisionSource;
+  reason: string | null;
+}
+
+/** `GET /v1/admin/router`. */
+export interface RouterInfo {
+  object: "router";
+  /** Whether systems (so the router) are configured. */
+  enabled: boolean;
+  gatherings: PendingRow[];
+  confirmations: PendingRow[];
+  decisions: DecisionRow[];
+}

@@ -1,0 +1,221 @@
+/**
+ * The events of the bridge's event bus (src/ops/events/bus.ts), as published in-process and as
+ * streamed by `GET /v1/events` (src/ops/events/hub.ts): every turn, routing decision, change of a
+ * conversation's state, step of a run or a build and canvas change. Redaction
+ * (src/ops/events/redact.ts) replaces text with text, so a redacted event still has this shape.
+ * Plain types (and the one list of their names, `EVENT_TYPES`), no imports from outside src/wire:
+ * the dashboard (packages/dashboard) type-checks against these same declarations.
+ */
+import type { CanvasEdge, CanvasNode } from "./canvas.js";
+
+/** Where a conversation is, as the router sees it. */
+export type ConversationState = "idle" | "routing" | "planning" | "executing" | "paused" | "completed" | "error";
+
+/** What the router decided for one message, and what that decision rested on. */
+export type DecisionAction =
+  | "answer"
+  | "clarify"
+  | "confirm"
+  | "run"
+  | "cancel"
+  | "status"
+  | "list"
+  | "decline"
+  | "give_up"
+  | "resume"
+  | "build";
+
+/** Who decided: the classifier model, the keyword fallback, a slash command, or a reply to a question. */
+export type DecisionSource = "classifier" | "fallback" | "slash" | "reply" | "state";
+
+interface Base {
+  /** Milliseconds since the epoch. */
+  at: number;
+}
+
+export type BridgeEvent = Base &
+  (
+    | {
+        type: "decision";
+        conversation: string;
+        action: DecisionAction;
+        system?: string;
+        confidence?: number;
+        source: DecisionSource;
+        reason?: string;
+      }
+    | { type: "gathering"; conversation: string; system: string; collected: string[]; missing: string[]; round: number }
+    | { type: "confirm"; conversation: string; system: string; inputsHash: string }
+    | { type: "state"; conversation: string; state: ConversationState }
+    | { type: "run.started"; runId: string; system: string; conversation?: string }
+    | { type: "run.output"; runId: string; step?: string; text: string }
+    | { type: "step.started"; runId: string; step: string; attempt: number }
+    | { type: "step.retry"; runId: string; step: string; attempt: number; error: string; delayMs: number }
+    | { type: "step.completed"; runId: string; step: string; ms: number }
+    | { type: "step.failed"; runId: string; step: string; error: string; ms: number }
+    | { type: "step.skipped"; runId: string; step: string; reason: string }
+    | { type: "run.completed"; runId: string; system: string; ms: number }
+    | { type: "run.failed"; runId: string; system: string; step?: string; error: string; ms: number }
+    | { type: "run.paused"; runId: string; system: string }
+    | { type: "run.cancelled"; runId: string; system: string }
+    | { type: "run.interrupted"; runId: string; system: string }
+    // Turns (src/request/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
+    // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
+    | {
+        type: "turn.started";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        mode: string;
+        queuedMs: number;
+      }
+    | { type: "turn.firstByte"; turnId: string; conversation: string; model: string; backend: string; ms: number }
+    | {
+        type: "turn.completed";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        ms: number;
+        firstByteMs?: number;
+        promptTokens?: number;
+        completionTokens?: number;
+        finishReason?: string;
+        answeredBy?: string;
+      }
+    | {
+        type: "turn.failed";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        ms: number;
+        code: string;
+        message: string;
+        answeredBy?: string;
+      }
+    | {
+        type: "turn.aborted";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        ms: number;
+        reason: string;
+        answeredBy?: string;
+      }
+    /** A turn refused by the queue (429). */
+    | { type: "queue.rejected"; conversation: string; model: string; scope: string }
+    // Resume mode (src/request/pipeline/resume.ts): a dead backend session replaced, or a retried message started afresh.
+    | { type: "session.healed"; conversation: string; backend: string; reason: string }
+    | { type: "session.reset"; conversation: string; backend: string; reason: string }
+    /** Intent pre-execution (src/request/pipeline/enrich.ts): live data fetched before the model answered. */
+    | {
+        type: "intent.executed";
+        conversation: string;
+        model: string;
+        tools: string[];
+        ok: boolean;
+        ms: number;
+        error?: string;
+      }
+    /** Tool calls a backend wrote as text and the bridge turned into real calls (src/backends/openai's scanners). */
+    | { type: "toolcalls.extracted"; conversation: string; model: string; backend: string; count: number }
+    /** A backend's health as last checked, published when it changes. */
+    | { type: "backend.health"; backend: string; usable: boolean; detail: string }
+    // The builder (src/workflows/builder): a plan's steps as they run, and every change to a canvas.
+    | {
+        type: "execution:stepStart";
+        buildId: string;
+        system: string;
+        step: string;
+        name: string;
+        action: string;
+        attempt: number;
+      }
+    | {
+        type: "execution:stepRetry";
+        buildId: string;
+        system: string;
+        step: string;
+        attempt: number;
+        error: string;
+        delayMs: number;
+      }
+    | {
+        type: "execution:stepComplete";
+        buildId: string;
+        system: string;
+        step: string;
+        status: "completed" | "failed" | "skipped";
+        output?: unknown;
+        error?: string;
+        ms: number;
+      }
+    | {
+        type: "execution:planComplete";
+        buildId: string;
+        system: string;
+        status: "completed" | "failed" | "paused";
+        failedStep?: string;
+        error?: string;
+        ms: number;
+      }
+    | { type: "node:created"; system: string; node: CanvasNode }
+    | { type: "node:updated"; system: string; node: CanvasNode; key?: string }
+    | { type: "node:deleted"; system: string; nodeId: string }
+    | { type: "edge:created"; system: string; edge: CanvasEdge }
+    | { type: "edge:deleted"; system: string; edgeId: string }
+  );
+
+export type BridgeEventType = BridgeEvent["type"];
+/** The event of one type, for typed subscriptions. */
+export type EventOf<T extends BridgeEventType> = Extract<BridgeEvent, { type: T }>;
+
+/**
+ * Every event type once, in the order above. An object checked against the union both ways: a
+ * type added to `BridgeEvent` and not here is a missing property, one here that the union lacks an
+ * unknown one — either fails to compile.
+ */
+const EVENT_TYPE_SET = {
+  decision: true,
+  gathering: true,
+  confirm: true,
+  state: true,
+  "run.started": true,
+  "run.output": true,
+  "step.started": true,
+  "step.retry": true,
+  "step.completed": true,
+  "step.failed": true,
+  "step.skipped": true,
+  "run.completed": true,
+  "run.failed": true,
+  "run.paused": true,
+  "run.cancelled": true,
+  "run.interrupted": true,
+  "turn.started": true,
+  "turn.firstByte": true,
+  "turn.completed": true,
+  "turn.failed": true,
+  "turn.aborted": true,
+  "queue.rejected": true,
+  "session.healed": true,
+  "session.reset": true,
+  "intent.executed": true,
+  "toolcalls.extracted": true,
+  "backend.health": true,
+  "execution:stepStart": true,
+  "execution:stepRetry": true,
+  "execution:stepComplete": true,
+  "execution:planComplete": true,
+  "node:created": true,
+  "node:updated": true,
+  "node:deleted": true,
+  "edge:created": true,
+  "edge:deleted": true,
+} satisfies Record<BridgeEventType, true>;
+
+/** Every event type (for checking `?types=` of `GET /v1/events`), in the order of the union. */
+export const EVENT_TYPES = Object.keys(EVENT_TYPE_SET) as readonly BridgeEventType[];

@@ -1,0 +1,67 @@
+/**
+ * Systems and their runs as the bridge sends them: `GET /v1/systems[/:id]` and `/v1/runs[/:id]`
+ * (src/request/http/systems-routes.ts), and the statuses the run store and the `run.*` events use.
+ * Plain types only, and no imports from outside src/wire: the dashboard (packages/dashboard)
+ * type-checks against these same declarations.
+ */
+
+/** A run's life. `interrupted`: found `running` when the bridge started (never re-run silently). */
+export type RunStatus = "pending" | "running" | "paused" | "completed" | "failed" | "cancelled" | "interrupted";
+
+/** A step's life within a run. */
+export type StepStatus = "pending" | "running" | "completed" | "failed" | "skipped" | "cancelled";
+
+/** Where a run was started: a chat turn, the HTTP API or the command line. */
+export type RunOrigin = "chat" | "http" | "cli";
+
+/** JSON Schema of a system's inputs: always an object schema (`{type:"object", properties:{}}` when it takes none). */
+export interface InputSchema {
+  type: "object";
+  properties: Record<string, Record<string, unknown>>;
+  required?: string[];
+  [key: string]: unknown;
+}
+
+/** A system the bridge can run (`GET /v1/systems`, `GET /v1/systems/:id`). */
+export interface SystemRow {
+  id: string;
+  object: "system";
+  name: string;
+  description: string;
+  /** What running it does (src/workflows/systems/schema.ts): `webhook`, `command`, `mcp`, `model` or `plan`. */
+  kind: string;
+  examples: string[];
+  inputs: InputSchema;
+  side_effects: boolean;
+  confirm: "auto" | "always" | "never";
+  /** Where it was declared: `config` or the YAML file's path. */
+  source: string;
+}
+
+export interface StepRow {
+  id: string;
+  status: StepStatus;
+  attempts: number;
+  started_at: number | null;
+  ended_at: number | null;
+  output: unknown;
+  error: string | null;
+}
+
+/** A run (`GET /v1/runs/:id`, a row of `GET /v1/runs`, and the answer of starting, pausing, resuming, cancelling one). */
+export interface RunRow {
+  id: string;
+  object: "run";
+  system: string;
+  status: RunStatus;
+  inputs: Record<string, unknown>;
+  output: unknown;
+  error: string | null;
+  failed_step: string | null;
+  conversation: string | null;
+  origin: RunOrigin;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+  steps: StepRow[];
+}
