@@ -13,7 +13,7 @@ import {
   geminiPendingTimeoutSeconds,
   geminiToolName,
 } from "../../src/backends/gemini-cli/warm.js";
-import { acpPermissionPolicy } from "../../src/backends/gemini-cli/acp.js";
+import { acpPermissionPolicy } from "../../src/backends/gemini-cli/acp-worker.js";
 
 const tools = [
   { name: "session_status", parameters: { type: "object", properties: {} } },

@@ -17,47 +17,18 @@
  * is announced as a `tool_call`, and once the reply's calls are in the turn parks (`ctl.parked`,
  * then `done` with `tool_calls`) with the prompt still running — the agent waits on its MCP call —
  * and goes on into the next response when the client answered.
+ *
+ * Here: one turn (`acpTurn`). The worker, its process and permissions are in acp-worker.ts; updates
+ * and the prompt's answer become events in acp-updates.ts.
  */
-import * as acp from "@agentclientprotocol/sdk";
+import type * as acp from "@agentclientprotocol/sdk";
 import type { ClientToolCall, ToolSession } from "../client-tools/sessions.js";
-import type { BackendError, BackendEvent, FinishReason, Usage } from "../contract/backend.js";
-import type { WarmLease, WarmWorker } from "../warm/pool.js";
-import { Inbox, WarmProcess, type WarmProcessSpec } from "../warm/warm-process.js";
+import type { BackendError, BackendEvent } from "../contract/backend.js";
+import type { WarmLease } from "../warm/pool.js";
+import { Inbox } from "../warm/warm-process.js";
 import { cancelledError, diedMidTurn, type WarmTurnControl, type WarmTurnEnd } from "../warm/warm-turn.js";
-
-/** How the bridge answers the agent's `session/request_permission`. */
-export type AcpPermissionPolicy = (req: acp.RequestPermissionRequest) => "allow" | "reject";
-
-/** Tool kinds that only look (never change anything). */
-const READ_ONLY_KINDS = new Set(["read", "search", "fetch", "think"]);
-
-/** `read-only`: only looking tools; `edits`: those and file edits; `all`: anything. */
-export function acpPermissionPolicy(allow: "read-only" | "edits" | "all"): AcpPermissionPolicy {
-  return (req) => {
-    if (allow === "all") return "allow";
-    const kind = String(req.toolCall?.kind ?? "other");
-    if (READ_ONLY_KINDS.has(kind)) return "allow";
-    return allow === "edits" && (kind === "edit" || kind === "delete" || kind === "move") ? "allow" : "reject";
-  };
-}
-
-/** A request the agent answered with an error (or that could not be sent). */
-export interface AcpFailure {
-  method: string;
-  code?: number;
-  message: string;
-  /** `error.data.details` or the like, when the agent gave one. */
-  details?: string;
-}
-
-export interface AcpWorkerSpec extends WarmProcessSpec {
-  /** Everything besides the session the process was started with (bootstrap, model, cwd...). */
-  fingerprint: string;
-  permission: AcpPermissionPolicy;
-}
-
-/** At most this many sessions opened in one process (stateless turns open one each). */
-const MAX_SESSIONS = 32;
+import { AcpUpdateMapper, finishOf, usageOf } from "./acp-updates.js";
+import { type AcpFailure, type AcpWorker, failureOf } from "./acp-worker.js";
 
 type Item =
   | { kind: "update"; update: acp.SessionUpdate }
@@ -78,106 +49,6 @@ type Queued = Exclude<Item, { kind: "abort" } | { kind: "timeout" }>;
  * after the first is answered, and says nothing of the reply's calls beforehand).
  */
 const SETTLE_MS = 100;
-
-export class AcpWorker implements WarmWorker {
-  readonly proc: WarmProcess;
-  readonly conn: acp.ClientConnection;
-  /** The session the process holds now (after `session/new` or `session/load`). */
-  sessionId: string | undefined;
-  sessionsOpened = 0;
-  /** The agent's `initialize` answer, once given. */
-  agentInfo: acp.InitializeResponse | undefined;
-  private initializing: Promise<acp.InitializeResponse> | undefined;
-  /** Where `session/update` notifications of `sessionId` go now (the turn being served). */
-  sink: ((u: acp.SessionUpdate) => void) | undefined;
-  /** Updates seen for the session since the last `quiet()` check (history replay after a load). */
-  lastUpdateAt = 0;
-
-  constructor(readonly spec: AcpWorkerSpec) {
-    this.proc = new WarmProcess(spec);
-    const proc = this.proc;
-    const readable = new ReadableStream<acp.AnyMessage>({
-      start(controller) {
-        proc.listen((m) => {
-          if (m.kind === "message") controller.enqueue(m.message as unknown as acp.AnyMessage);
-          else
-            try {
-              controller.close();
-            } catch {
-              /* already closed */
-            }
-        });
-      },
-    });
-    const writable = new WritableStream<acp.AnyMessage>({
-      write(msg) {
-        if (!proc.send(msg)) throw new Error(`${spec.label} can no longer take input`);
-      },
-    });
-    const app = acp
-      .client({ name: "clawbridge" })
-      .onNotification("session/update", ({ params }) => {
-        if (params.sessionId !== this.sessionId) return;
-        this.lastUpdateAt = Date.now();
-        this.sink?.(params.update);
-      })
-      .onRequest("session/request_permission", ({ params }) => {
-        const verdict = spec.permission(params);
-        const wanted = verdict === "allow" ? ["allow_once", "allow_always"] : ["reject_once", "reject_always"];
-        const option = wanted.map((k) => params.options.find((o) => o.kind === k)).find(Boolean);
-        this.proc.log.debug(
-          { tool: params.toolCall?.title, kind: params.toolCall?.kind, verdict },
-          "acp permission request",
-        );
-        return option
-          ? { outcome: { outcome: "selected", optionId: option.optionId } }
-          : { outcome: { outcome: "cancelled" } };
-      });
-    this.conn = app.connect({ readable, writable });
-  }
-
-  get pid(): number | undefined {
-    return this.proc.pid;
-  }
-  get usable(): boolean {
-    return this.proc.usable && this.sessionsOpened < MAX_SESSIONS;
-  }
-  get ended(): Promise<void> {
-    return this.proc.ended;
-  }
-  get fingerprint(): string {
-    return this.spec.fingerprint;
-  }
-  async close(): Promise<void> {
-    this.conn.close();
-    await this.proc.close();
-  }
-  async kill(): Promise<void> {
-    this.conn.close();
-    await this.proc.kill();
-  }
-
-  /** `initialize` once per process (no fs/terminal capabilities: the agent uses its own tools). */
-  initialize(): Promise<acp.InitializeResponse> {
-    this.initializing ??= this.conn.agent
-      .request("initialize", {
-        protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities: {},
-        clientInfo: { name: "clawbridge", version: "0" },
-      })
-      .then((r) => (this.agentInfo = r));
-    return this.initializing;
-  }
-}
-
-function failureOf(method: string, err: unknown): AcpFailure {
-  if (err instanceof acp.RequestError) {
-    const data = err.data as Record<string, unknown> | undefined;
-    const details = typeof data?.details === "string" ? data.details : typeof data === "string" ? data : undefined;
-    return { method, code: err.code, message: err.message, ...(details ? { details } : {}) };
-  }
-  return { method, message: err instanceof Error ? err.message : String(err) };
-}
 
 export interface AcpTurnSpec {
   label: string;
@@ -468,85 +339,6 @@ async function interrupt(
   }
   await w.kill();
   return false;
-}
-
-/** `session/update` → bridge events, per turn (tool names by call id). */
-export class AcpUpdateMapper {
-  private readonly tools = new Map<string, { name: string; done: boolean }>();
-  constructor(private readonly toolName?: AcpTurnSpec["toolName"]) {}
-
-  map(u: acp.SessionUpdate): BackendEvent[] {
-    switch (u.sessionUpdate) {
-      case "agent_message_chunk":
-        return u.content.type === "text" && u.content.text ? [{ type: "text", text: u.content.text }] : [];
-      case "agent_thought_chunk":
-        return u.content.type === "text" && u.content.text ? [{ type: "reasoning", text: u.content.text }] : [];
-      case "tool_call": {
-        const name = this.toolName?.(u) ?? String(u.kind ?? "tool");
-        this.tools.set(u.toolCallId, { name, done: false });
-        const out: BackendEvent[] = [
-          { type: "tool_activity", name, status: "started", ...(u.title ? { detail: clip(u.title) } : {}) },
-        ];
-        return out.concat(this.ended(u.toolCallId, u.status));
-      }
-      case "tool_call_update": {
-        let t = this.tools.get(u.toolCallId);
-        const out: BackendEvent[] = [];
-        if (!t) {
-          // A tool that asked permission first has no `tool_call` of its own.
-          const name = this.toolName?.(u) ?? String(u.kind ?? "tool");
-          t = { name, done: false };
-          this.tools.set(u.toolCallId, t);
-          out.push({ type: "tool_activity", name, status: "started", ...(u.title ? { detail: clip(u.title) } : {}) });
-        }
-        return out.concat(this.ended(u.toolCallId, u.status));
-      }
-      default:
-        return [];
-    }
-  }
-
-  private ended(id: string, status: string | null | undefined): BackendEvent[] {
-    const t = this.tools.get(id);
-    if (!t || t.done || (status !== "completed" && status !== "failed")) return [];
-    t.done = true;
-    return [{ type: "tool_activity", name: t.name, status: status === "failed" ? "failed" : "completed" }];
-  }
-}
-
-function usageOf(res: acp.PromptResponse): Usage | undefined {
-  const tc = (
-    res._meta as { quota?: { token_count?: { input_tokens?: unknown; output_tokens?: unknown } } } | null | undefined
-  )?.quota?.token_count;
-  const u = (res as { usage?: unknown }).usage as
-    | { inputTokens?: number; outputTokens?: number; totalTokens?: number; cachedReadTokens?: number | null }
-    | null
-    | undefined;
-  if (u && typeof u.inputTokens === "number") {
-    const usage: Usage = {
-      promptTokens: u.inputTokens,
-      completionTokens: u.outputTokens ?? 0,
-      totalTokens: u.totalTokens ?? u.inputTokens + (u.outputTokens ?? 0),
-    };
-    if (u.cachedReadTokens) usage.cachedTokens = u.cachedReadTokens;
-    return usage;
-  }
-  if (tc && (typeof tc.input_tokens === "number" || typeof tc.output_tokens === "number")) {
-    const promptTokens = Number(tc.input_tokens ?? 0);
-    const completionTokens = Number(tc.output_tokens ?? 0);
-    return { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens };
-  }
-  return undefined;
-}
-
-function finishOf(stop: acp.StopReason | undefined): FinishReason {
-  if (stop === "max_tokens") return "length";
-  if (stop === "refusal") return "content_filter";
-  return "stop";
-}
-
-function clip(s: string): string {
-  return s.length > 200 ? `${s.slice(0, 197)}...` : s;
 }
 
 /** The last meaningful stderr lines of a turn. */

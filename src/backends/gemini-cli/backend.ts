@@ -21,7 +21,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { toolsFingerprint } from "../client-tools/types.js";
-import type { AcpFailure } from "./acp.js";
+import type { AcpFailure } from "./acp-worker.js";
 import { warmOption } from "../warm/options.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
 import {
