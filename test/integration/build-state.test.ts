@@ -77,7 +77,10 @@ describe("build state", () => {
     const root = REPO;
     // The suite runs after `npm ci`, which builds; a developer who edited sources has a stale build.
     if (!buildState(root).fresh) return t.skip("sources changed since the last build");
-    assert.ok(existsSync(entryFile(root, "cli/main")), "dist/cli/main.js is missing although the stamp says current");
+    assert.ok(
+      existsSync(entryFile(root, "ops/commands/main")),
+      "dist/ops/commands/main.js is missing although the stamp says current",
+    );
   });
 
   test("outputs whose source is gone are stale; the build's own files are not", () => {
