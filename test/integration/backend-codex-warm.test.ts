@@ -8,7 +8,8 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { codexBackend, codexOptionsSchema, type CodexBackend } from "../../src/backends/codex/backend.js";
+import { codexBackend, type CodexBackend } from "../../src/backends/codex/backend.js";
+import { codexOptionsSchema } from "../../src/backends/codex/cli-args.js";
 import type { BackendEvent } from "../../src/backends/contract/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
 import {

@@ -8,14 +8,9 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import {
-  codexArgs,
-  codexBackend,
-  codexError,
-  codexOptionsSchema,
-  codexRolloutTotals,
-  type CodexBackend,
-} from "../../src/backends/codex/backend.js";
+import { codexBackend, codexRolloutTotals, type CodexBackend } from "../../src/backends/codex/backend.js";
+import { codexArgs, codexOptionsSchema } from "../../src/backends/codex/cli-args.js";
+import { codexError } from "../../src/backends/codex/exec-events.js";
 import type { BackendEvent } from "../../src/backends/contract/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
 import {

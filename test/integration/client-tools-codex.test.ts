@@ -11,12 +11,12 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
+import { codexBackend } from "../../src/backends/codex/backend.js";
 import {
   CODEX_CLIENT_TOOLS_TOKEN_ENV,
   codexAppServerArgs,
-  codexBackend,
   codexOptionsSchema,
-} from "../../src/backends/codex/backend.js";
+} from "../../src/backends/codex/cli-args.js";
 import { cliCallTimeoutMs } from "../../src/backends/client-tools/types.js";
 import {
   responsesText,

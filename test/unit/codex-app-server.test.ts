@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { codexAppServerArgs, codexOptionsSchema } from "../../src/backends/codex/backend.js";
+import { codexAppServerArgs, codexOptionsSchema } from "../../src/backends/codex/cli-args.js";
 import type { BackendError, BackendEvent } from "../../src/backends/contract/backend.js";
 import { codexErrorStatus, codexUsage, CodexTurnMapper } from "../../src/backends/codex/app-server-events.js";
 import {
