@@ -14,7 +14,8 @@
  *   node scripts/run-tests.mjs --jobs 4 --test-name-pattern=… test/integration
  *
  * Other arguments go to node's test runner. Each tier prints its time, the last line counts all of
- * them ("N passed, N failed"), and a list of the failed tests closes every tier's output.
+ * them ("N passed, N failed"); every tier's output closes with its slowest files and a list of the
+ * failed tests.
  */
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
@@ -24,6 +25,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const failuresReporter = pathToFileURL(path.join(root, "scripts", "failures-reporter.mjs")).href;
+const timingsReporter = pathToFileURL(path.join(root, "scripts", "timings-reporter.mjs")).href;
 const unitTier = path.join(root, "scripts", "unit-tier.mjs");
 
 /**
@@ -75,6 +77,8 @@ const serial = rest.filter((f) => SERIAL.has(f));
 
 const reporters = [
   "--test-reporter=tap",
+  "--test-reporter-destination=stdout",
+  `--test-reporter=${timingsReporter}`,
   "--test-reporter-destination=stdout",
   `--test-reporter=${failuresReporter}`,
   "--test-reporter-destination=stdout",

@@ -1,5 +1,5 @@
 /**
- * Suite "warm": every CLI backend cold (a process per turn) against warm (src/warm: a process kept
+ * Suite "warm": every CLI backend cold (a process per turn) against warm (src/backends/warm: a process kept
  * per conversation, or one `opencode serve` per backend), in the same run, against a fake model API
  * that answers at once (bench/suites/warm/clis.ts). The bridge runs as its own process
  * (`node bin/clawbridge.js serve`) with, per CLI, a cold and a warm backend on the same fake.

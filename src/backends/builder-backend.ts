@@ -1,5 +1,5 @@
 /**
- * `type: builder`: a thin module over src/builder. The builder is a dispatching backend that always
+ * `type: builder`: a thin module over src/workflows/builder. The builder is a dispatching backend that always
  * answers itself (plans, builds, questions, exports, settings) except for messages that are none of
  * those, which it hands to its `answer` model. The router hands it making and changing systems.
  */

@@ -15,7 +15,7 @@ export interface BackendDeps {
   router?: Omit<RouterRuntime, "log">;
   /** The builder room over the systems runtime (present when a builder backend is configured). */
   builder?: BuilderBase;
-  /** The client's tools for CLI agents: pending calls per conversation and the MCP endpoint (src/clienttools). */
+  /** The client's tools for CLI agents: pending calls per conversation and the MCP endpoint (src/backends/client-tools). */
   clientTools?: ClientToolHub;
 }
 

@@ -1,5 +1,5 @@
 /**
- * `type: router`: a thin module over src/router. The router is a dispatching backend: the pipeline
+ * `type: router`: a thin module over src/workflows/router. The router is a dispatching backend: the pipeline
  * asks it per turn whether it answers itself (clarify, confirm, a run's progress) or hands the turn
  * to its `answer` model, which then runs as if it had been asked directly.
  */

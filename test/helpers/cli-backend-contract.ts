@@ -6,7 +6,7 @@
  * whose files are gone; an API error as `upstream_error` with the model's message; a missing binary
  * as `backend_unavailable`. The backend drives the CLI as users have it; only the model is faked.
  *
- * `warm: true` runs the same contract on a backend in warm mode (src/warm): a process outlives its
+ * `warm: true` runs the same contract on a backend in warm mode (src/backends/warm): a process outlives its
  * turn on purpose, so "no process left behind" becomes "the process is either gone or serves the
  * conversation's next turn — never a second one"; a lost session is seen once the warm process has
  * gone. Warm mode adds its own checks: turn 2 on the same process, a process killed mid-turn,

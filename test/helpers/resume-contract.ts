@@ -72,7 +72,7 @@ export interface ResumeCli<Req extends { body: any }, Reply> {
   reachModelMs: number;
   parallelWindowMs: number;
   /**
-   * The backend runs warm (src/warm): a conversation's process stays between its turns, so "nothing
+   * The backend runs warm (src/backends/warm): a conversation's process stays between its turns, so "nothing
    * running" becomes "at most its one process", counted per conversation (by working directory),
    * and a session's lost files show once that process has gone.
    */

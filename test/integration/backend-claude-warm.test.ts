@@ -1,5 +1,5 @@
 /**
- * The claude-code backend in WARM mode (src/warm): one long-lived `claude --input-format
+ * The claude-code backend in WARM mode (src/backends/warm): one long-lived `claude --input-format
  * stream-json` process per conversation, driving the REAL `claude` CLI against a fake Anthropic
  * Messages API on 127.0.0.1. The CLI contract every backend keeps runs here warm (its cold run is
  * in backend-claude.test.ts), plus what only Claude's warm mode does.

@@ -1,5 +1,5 @@
 /**
- * The qwen-code backend in WARM mode (src/warm): one long-lived `qwen --input-format stream-json`
+ * The qwen-code backend in WARM mode (src/backends/warm): one long-lived `qwen --input-format stream-json`
  * process per conversation, the REAL `qwen` CLI against a fake OpenAI chat-completions API on
  * 127.0.0.1. The CLI contract runs here warm (its cold run is in backend-qwen.test.ts).
  */

@@ -67,7 +67,7 @@ export const claudeCodeOptionsSchema = z.strictObject({
   systemPromptFile: z.boolean().default(true),
   /** Stream token deltas (`--include-partial-messages`); without it text arrives per message. */
   includePartialMessages: z.boolean().default(true),
-  /** One long-lived `--input-format stream-json` process per conversation (src/warm). */
+  /** One long-lived `--input-format stream-json` process per conversation (src/backends/warm). */
   warm: warmOption(true),
 });
 export type ClaudeCodeOptions = z.infer<typeof claudeCodeOptionsSchema>;

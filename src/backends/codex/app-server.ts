@@ -11,7 +11,7 @@
  *   model request), as `model_instructions_file` does for `codex exec`; a process serves one
  *   bootstrap, a changed one gets a new process that resumes the thread with it.
  * - `turn/start` {threadId, input: [{type: "text", text}]} → {turn: {id}}; the turn streams as
- *   notifications (`codex-events.ts`) and ends with `turn/completed`.
+ *   notifications (`app-server-events.ts`) and ends with `turn/completed`.
  * - `turn/interrupt` {threadId, turnId} → {} and `turn/completed` {status: "interrupted"} within
  *   ~30 ms. Approval requests are declined (the bridge's policy is `never`; nobody can answer) —
  *   except those for the client's tools (below).

@@ -35,7 +35,7 @@ export type BackendEvent =
       id?: string;
       name?: string;
       argumentsDelta: string;
-      /** Set on a call the backend found written as text and turned into a real call (src/toolcalls), not one the model made natively. */
+      /** Set on a call the backend found written as text and turned into a real call (src/backends/openai/toolcalls), not one the model made natively. */
       extracted?: true;
     }
   /** The backend is working with one of ITS OWN tools (a CLI reading a file, running a search...). */
@@ -76,7 +76,7 @@ export interface PromptParts {
 }
 
 export interface SessionInfo {
-  /** The conversation key this turn belongs to (see src/identity). */
+  /** The conversation key this turn belongs to (see src/request/identity). */
   key: string;
   /** The backend's own session id to continue, when resuming. */
   backendSessionId?: string;
@@ -108,7 +108,7 @@ export interface ClientToolResult {
 }
 
 /**
- * The client's tools on a turn of a model in `tools.mode: bridge` (src/clienttools): a CLI backend
+ * The client's tools on a turn of a model in `tools.mode: bridge` (src/backends/client-tools): a CLI backend
  * that can offers them to its agent as MCP tools; a call ends the response with `tool_calls` and
  * the agent's turn waits for the client's next request, whose `tool` messages are `results`.
  */
@@ -167,7 +167,7 @@ export interface Backend {
 }
 
 /**
- * What a dispatching backend (the router, src/router) is given before its turn: the person's own
+ * What a dispatching backend (the router, src/workflows/router) is given before its turn: the person's own
  * words, with the client's wrappers stripped by the pipeline, and a little context.
  */
 export interface DispatchInput {

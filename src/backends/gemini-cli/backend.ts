@@ -12,7 +12,7 @@
  * Why `replace` is the default: docs/CLI_FORMATS.md.
  *
  * Warm mode (`warm.enabled`, on by default): one `gemini --acp` per conversation, kept between its
- * turns (`gemini-warm.ts`, over `src/backends/gemini-cli/acp.ts`); `warm: {enabled: false}` is the path above.
+ * turns (`warm.ts`, over `src/backends/gemini-cli/acp.ts`); `warm: {enabled: false}` is the path above.
  * The client's tools (`tools: bridge`) need it: they reach gemini as an MCP server of its ACP
  * sessions, and a turn waits for a call's result in the process kept between requests.
  */

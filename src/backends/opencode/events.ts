@@ -78,7 +78,7 @@ export class OpencodeTurnEvents {
   private readonly bridgedOpen = new Set<string>();
 
   /**
-   * `bridged`: OpenCode's names of the client's tools (`openclaw_<tool>`, src/clienttools). Their
+   * `bridged`: OpenCode's names of the client's tools (`openclaw_<tool>`, src/backends/client-tools). Their
    * tool parts are not the agent's own activity — each call reaches the bridge through its MCP
    * endpoint and is announced as a `tool_call` — so they are counted (`bridgedCalls`), never mapped.
    */

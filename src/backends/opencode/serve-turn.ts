@@ -1,9 +1,9 @@
 /**
- * One turn on an `opencode serve` (./opencode-server.ts) over its HTTP API — the warm OpenCode
- * backend's driver, used by ./opencode-warm.ts for the shared server and for a conversation's own:
+ * One turn on an `opencode serve` (./server.ts) over its HTTP API — the warm OpenCode
+ * backend's driver, used by ./warm.ts for the shared server and for a conversation's own:
  * the session (continued, made ahead, or created), the prompt (`POST /session/:id/prompt_async`
  * with a message id of the bridge's, the bootstrap as `system`, the model and the agent), the
- * answer from the server's event stream (./opencode-events.ts) until the session is idle, abort
+ * answer from the server's event stream (./events.ts) until the session is idle, abort
  * (`POST /session/:id/abort`, then a bounded wait for idle), and the client's tools: a call is
  * announced as a `tool_call` and, once the reply's calls are in, the turn parks.
  */

@@ -1,8 +1,8 @@
 /**
- * Warm mode of the OpenCode backend: which `opencode serve` (./opencode-server.ts) a turn runs on,
+ * Warm mode of the OpenCode backend: which `opencode serve` (./server.ts) a turn runs on,
  * and that server's life. ONE per backend, started on the first warm turn and shared by every
  * conversation — each is an OpenCode session driven through the HTTP API, its answer streamed
- * token by token from the server's event stream (one turn on a server: ./opencode-turn.ts).
+ * token by token from the server's event stream (one turn on a server: ./serve-turn.ts).
  *
  * - A turn without a session creates one (`POST /session`, emitting `session`); one with a
  *   session continues it. The prompt goes with `POST /session/:id/prompt_async` and a message id

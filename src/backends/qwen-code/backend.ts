@@ -49,7 +49,7 @@ export const qwenCodeOptionsSchema = z.strictObject({
   excludeTools: z.array(z.string().min(1)).default(QWEN_SAFE_EXCLUDED_TOOLS),
   /** Stream token deltas (`--include-partial-messages`); without it text arrives per message. */
   includePartialMessages: z.boolean().default(true),
-  /** One long-lived `--input-format stream-json` process per conversation (src/warm). */
+  /** One long-lived `--input-format stream-json` process per conversation (src/backends/warm). */
   warm: warmOption(true),
 });
 export type QwenCodeOptions = z.infer<typeof qwenCodeOptionsSchema>;

@@ -132,7 +132,7 @@ export const modelSchema = z.strictObject({
     .optional(),
   /** Tool pre-execution (live web data) for this model, merged over the top-level `intents`. */
   intents: intentsConfigSchema.partial().optional(),
-  /** The client's own tools offered to a CLI agent over MCP (src/clienttools): `{mode: bridge | off, exclude, pendingTimeoutSeconds}`. */
+  /** The client's own tools offered to a CLI agent over MCP (src/backends/client-tools): `{mode: bridge | off, exclude, pendingTimeoutSeconds}`. */
   tools: clientToolsOptionsSchema.optional(),
   /** Advertised context window and output limit (for OpenClaw's provider entry). */
   contextWindow: positiveInt.optional(),

@@ -30,7 +30,7 @@ export interface CliProcessOptions {
   exitLingerMs?: number;
   /** What this process is, in words (the backend's CLI, a system's command), for the dashboard. */
   label?: string;
-  /** A long-lived process serving many turns (src/warm): listed as warm. */
+  /** A long-lived process serving many turns (src/backends/warm): listed as warm. */
   warm?: boolean;
 }
 
@@ -82,7 +82,7 @@ export interface LiveProcessInfo {
   cwd?: string;
   /** Epoch milliseconds. */
   startedAt: number;
-  /** A warm process, kept between turns (src/warm). */
+  /** A warm process, kept between turns (src/backends/warm). */
   warm?: boolean;
 }
 

@@ -190,7 +190,7 @@ export class BridgeMetrics {
         this.set(processes());
       },
     });
-    // Warm CLI processes (src/warm), read at scrape time: how many per backend, busy or idle, and
+    // Warm CLI processes (src/backends/warm), read at scrape time: how many per backend, busy or idle, and
     // their memory (resident set of each process group).
     new Gauge({
       name: "clawbridge_warm_processes",

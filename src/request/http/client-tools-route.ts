@@ -1,5 +1,5 @@
 /**
- * The client's tools for CLI agents over MCP (src/clienttools): `POST /mcp/client-tools`, Streamable
+ * The client's tools for CLI agents over MCP (src/backends/client-tools): `POST /mcp/client-tools`, Streamable
  * HTTP in the SDK's stateless mode (a fresh server and transport per POST), answered as an SSE
  * stream — a call may wait minutes for the client, and a CLI gives up on a JSON answer whose headers
  * do not come within 60 s, while SSE headers leave at once and progress notifications follow.

@@ -13,7 +13,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ApiError } from "../chat-api/errors.js";
 import { sendApiError } from "./reply.js";
 
-/** packages/dashboard/dist of this package (the same two levels up from src/server and dist/server). */
+/** packages/dashboard/dist of this package (the same two levels up from src/request/http and dist/server). */
 export const DEFAULT_DASHBOARD_DIR = fileURLToPath(new URL("../../../packages/dashboard/dist/", import.meta.url));
 
 export const DASHBOARD_CSP = [

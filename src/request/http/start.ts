@@ -34,7 +34,7 @@ export interface Bridge {
   host: string;
   backends: ReadonlyMap<string, Backend>;
   pipeline: ChatPipeline;
-  /** Every routing decision, state change and run step (src/events). */
+  /** Every routing decision, state change and run step (src/ops/events). */
   bus: EventBus;
   /** The bus as a stream (`GET /v1/events`): ids, the replay ring, redaction, subscribers (src/ops/events/hub.ts). */
   events: EventHub;

@@ -3,9 +3,9 @@
  * resolved its conversation (`TurnRequest`); the pipeline then
  *   waits for the conversation's turn (queue) → fetches live data (tool pre-execution) → builds the
  *   context (stateless / resume / passthrough) → runs the backend under its contract and deadline
- * and hands back a typed event stream; the encoders (src/encoder) turn it into SSE or JSON.
+ * and hands back a typed event stream; the encoders (src/request/encoder) turn it into SSE or JSON.
  * Refusals are typed values, not HTTP statuses: `QueueRejected` (full, or waited too long) and
- * `WaitAborted` (cancelled while waiting) from src/queue; the server maps them.
+ * `WaitAborted` (cancelled while waiting) from src/request/queue; the server maps them.
  */
 import type { Logger } from "pino";
 import type { Backend, BackendEvent, PromptParts } from "../../backends/contract/backend.js";
@@ -68,7 +68,7 @@ export interface PipelineDeps {
   resolveModel?: (id: string) => Route | undefined;
   /** Turn, queue, resume and pre-execution events are published here (src/ops/events/bus.ts), when anyone listens. */
   bus?: EventBus;
-  /** Client tool calls waiting per conversation (src/clienttools), to refuse tool results that answer none of them. */
+  /** Client tool calls waiting per conversation (src/backends/client-tools), to refuse tool results that answer none of them. */
   clientTools?: ClientToolHub;
 }
 
@@ -108,7 +108,7 @@ export class ChatPipeline {
    * `Cancellation` the caller owns and aborts when the client goes away: then it is the turn's own
    * (nothing is made or listened to per turn; the pipeline aborts it on shutdown or at the turn's
    * deadline, so the caller should not read "client gone" from it).
-   * Throws `QueueRejected` or `WaitAborted` (src/queue) when the turn cannot start.
+   * Throws `QueueRejected` or `WaitAborted` (src/request/queue) when the turn cannot start.
    */
   async prepare(req: TurnRequest, client: AbortSignal | Cancellation): Promise<PreparedTurn> {
     const { scheduler, logger } = this.deps;
@@ -172,7 +172,7 @@ export class ChatPipeline {
   }
 
   /**
-   * While a CLI turn of this conversation waits for client tool results (src/clienttools), a request
+   * While a CLI turn of this conversation waits for client tool results (src/backends/client-tools), a request
    * whose tool messages do not answer exactly those calls is refused (400) before anything streams;
    * one that ends with the person's message goes through (it ends the waiting turn).
    */

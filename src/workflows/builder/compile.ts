@@ -1,5 +1,5 @@
 /**
- * A canvas compiles to the `plan` system format of src/systems — one model, not two: what the
+ * A canvas compiles to the `plan` system format of src/workflows/systems — one model, not two: what the
  * builder makes, the router runs.
  * - `input` nodes become the system's input schema (required unless they have a default);
  * - every step node (agent, webhook, command, mcp, system) becomes a plan step with the node's id;
