@@ -5,7 +5,7 @@
  * - unit (test/unit): ONE process loads TypeScript once and runs every unit file, each inside a
  *   suite of its own (scripts/unit-tier.mjs), so a file's hooks stay its own.
  * - the rest (test/integration, test/e2e, test/browser): files in parallel, `--jobs` at a time
- *   (default: the cores, at least 2; `CLAWBRIDGE_TEST_JOBS` sets it too), each test isolated (its
+ *   (default: one more than the cores; `CLAWBRIDGE_TEST_JOBS` sets it too), longest first, each test isolated (its
  *   own ports from the OS, its own HOME and data dir); then the files of SERIAL one at a time.
  *
  *   node scripts/run-tests.mjs                        every tier
@@ -37,6 +37,16 @@ const SERIAL = new Map([
   ["test/integration/bench-openai.test.ts", "compares CPU time of two servers"],
 ]);
 
+/**
+ * The parallel tier starts the longest files first (so no long file starts last and runs alone):
+ * files matching these, in this order, then the rest by name. From the timings reporter's list.
+ */
+const LONGEST_FIRST = [/^test\/e2e\//, /resume-/, /-warm\.test/, /opencode/, /client-tools-/, /backend-/];
+const rank = (f) => {
+  const i = LONGEST_FIRST.findIndex((re) => re.test(f));
+  return i < 0 ? LONGEST_FIRST.length : i;
+};
+
 function find(dir) {
   const out = [];
   for (const name of readdirSync(dir)) {
@@ -49,7 +59,8 @@ function find(dir) {
 }
 
 const raw = process.argv.slice(2);
-let jobs = Number(process.env.CLAWBRIDGE_TEST_JOBS) || Math.max(2, availableParallelism());
+// One more than the cores: the integration files wait on CLIs and sockets part of the time.
+let jobs = Number(process.env.CLAWBRIDGE_TEST_JOBS) || availableParallelism() + 1;
 const passThrough = [];
 const targets = [];
 for (let i = 0; i < raw.length; i++) {
@@ -72,7 +83,7 @@ const files = [
 ].sort();
 const unit = files.filter((f) => f.startsWith("test/unit/"));
 const rest = files.filter((f) => !f.startsWith("test/unit/"));
-const parallel = rest.filter((f) => !SERIAL.has(f));
+const parallel = rest.filter((f) => !SERIAL.has(f)).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 const serial = rest.filter((f) => SERIAL.has(f));
 
 const reporters = [
