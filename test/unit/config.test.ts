@@ -335,6 +335,41 @@ describe("listening beyond loopback needs API keys", () => {
     }
     for (const host of ["0.0.0.0", "128.0.0.1", "localhost.evil.com", "::"]) assert.ok(!isLoopbackHost(host), host);
   });
+
+  test("every spelling of loopback is loopback: the inet_aton forms and IPv4-mapped ::ffff:127.x", () => {
+    for (const host of [
+      "127.1",
+      "127.0.1",
+      "2130706433",
+      "0x7f.1",
+      "0177.0.0.1",
+      "::ffff:127.0.0.1",
+      "[::ffff:127.0.0.1]",
+      "::ffff:7f00:1",
+      "0:0:0:0:0:0:0:1",
+      "LOCALHOST",
+    ]) {
+      assert.ok(isLoopbackHost(host), host);
+      assert.equal(resolveConfig(minimal({ server: { host } }), "test").server.host, host);
+    }
+    // Not loopback, and refused without keys with the reason as before.
+    for (const host of [
+      "128.1",
+      "10.0.0.1",
+      "::ffff:10.0.0.1",
+      "64:ff9b::7f00:1",
+      "127.0.0.256",
+      "1.2.3.4.5",
+      "0x",
+      "::2",
+    ]) {
+      assert.ok(!isLoopbackHost(host), host);
+    }
+    assert.throws(
+      () => resolveConfig(minimal({ server: { host: "::ffff:10.0.0.1" } }), "test"),
+      /server\.host: "::ffff:10\.0\.0\.1" is reachable from other machines; set server\.apiKeys/,
+    );
+  });
 });
 
 describe("embedded defaults (no config file) honour the seed's environment variables", () => {

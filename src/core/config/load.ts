@@ -25,6 +25,7 @@ import {
 } from "./schema.js";
 import { formatPath } from "../../request/chat-api/schema.js";
 import { mergeIntentsInput, parseIntentsConfig, type IntentsConfigInput } from "../../request/intents/schema.js";
+import { isLoopbackListenHost } from "../net/ip.js";
 
 export class ConfigError extends Error {
   constructor(
@@ -351,9 +352,9 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   return resolveConfig(raw, source, env);
 }
 
+/** Whether `server.host` listens on this machine only (every spelling of loopback: src/core/net/ip.ts). */
 export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h);
+  return isLoopbackListenHost(host);
 }
 
 function expandHome(p: string): string {

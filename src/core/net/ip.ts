@@ -253,3 +253,47 @@ export function formatIp(bytes: Uint8Array): string {
   for (let i = 0; i < 16; i += 2) groups.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16));
   return groups.join(":");
 }
+
+/**
+ * The IPv4 forms `inet_aton` (and so `getaddrinfo`, and a listening socket's host) accepts: one to
+ * four parts, each decimal, octal (`0` first) or hex (`0x`), the last part filling the bytes left
+ * (`127.1` is 127.0.0.1, `2130706433` too). Null for anything else.
+ */
+export function parseInetAton(text: string): Uint8Array | null {
+  const parts = text.split(".");
+  if (parts.length > 4) return null;
+  const nums: number[] = [];
+  for (const p of parts) {
+    const m = /^(?:0x([0-9a-f]+)|(0[0-7]*)|([1-9][0-9]*))$/i.exec(p);
+    if (!m) return null;
+    const n =
+      m[1] !== undefined ? Number.parseInt(m[1], 16) : m[2] !== undefined ? Number.parseInt(m[2], 8) : Number(m[3]);
+    if (!Number.isSafeInteger(n)) return null;
+    nums.push(n);
+  }
+  const last = nums.pop()!;
+  if (nums.some((n) => n > 255) || last >= 2 ** (8 * (4 - nums.length))) return null;
+  let value = last;
+  nums.forEach((n, i) => {
+    value += n * 2 ** (8 * (3 - i));
+  });
+  return new Uint8Array([value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255]);
+}
+
+/**
+ * Whether a listening socket on `host` is reachable from this machine only: `localhost`, any
+ * spelling of an address in 127.0.0.0/8 (`127.1`, `2130706433`), `::1` however written, and
+ * IPv4-mapped loopback (`::ffff:127.0.0.1`). Brackets around an IPv6 address are allowed.
+ */
+export function isLoopbackListenHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  if (h === "localhost") return true;
+  const v4 = parseInetAton(h);
+  if (v4) return v4[0] === 127;
+  if (!h.includes(":")) return false;
+  const bytes = parseIp(h);
+  if (!bytes) return false;
+  const v6Loopback = bytes.every((b, i) => b === (i === 15 ? 1 : 0));
+  const mapped = bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 255 && bytes[11] === 255;
+  return v6Loopback || (mapped && bytes[12] === 127);
+}
