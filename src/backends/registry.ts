@@ -1,4 +1,5 @@
 /** The backend types this bridge knows. One file per backend; add new types here. */
+import { childLogger } from "../core/log/logger.js";
 import type { Logger } from "pino";
 import type { Config } from "../core/config/schema.js";
 import type { BackendDeps, BackendModule } from "./module.js";
@@ -49,7 +50,11 @@ export function createBackends(
     if (!mod) throw new Error(`unknown backend type ${entry.type}`); // validated earlier
     backends.set(
       name,
-      mod.create(name, entry.options, { logger: logger.child({ backend: name }), dataDir: config.dataDir, ...extra }),
+      mod.create(name, entry.options, {
+        logger: childLogger(logger, { backend: name }),
+        dataDir: config.dataDir,
+        ...extra,
+      }),
     );
   }
   return backends;

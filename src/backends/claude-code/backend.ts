@@ -5,6 +5,7 @@
  * `stream_event` lines; the final `result` line decides success (exit codes are not trusted).
  * Observed formats: docs/CLI_FORMATS.md.
  */
+import { childLogger } from "../../core/log/logger.js";
 import { z } from "zod";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { warmOption } from "../warm/options.js";
@@ -330,7 +331,7 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
         name,
         opts.warm,
         opts.killGraceSeconds,
-        deps.logger.child({ backend: name }),
+        childLogger(deps.logger, { backend: name }),
         (pid) => (this.lastPid = pid),
       );
   }

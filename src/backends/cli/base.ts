@@ -4,6 +4,7 @@
  * lines and turns the way the process ended (timeout, abort, spawn failure) into bridge errors.
  * The CLI-specific mapping of events lives in each backend.
  */
+import { childLogger } from "../../core/log/logger.js";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
@@ -117,7 +118,7 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
     label: spec.label,
   });
   spec.onSpawn?.(proc.pid);
-  const log = spec.logger.child({ cli: spec.label, pid: proc.pid });
+  const log = childLogger(spec.logger, { cli: spec.label, pid: proc.pid });
   // Long values (the bootstrap) are not logged: they can hold a user's personal context.
   const shownArgs = spec.args.map((a) => (a.length > 120 ? `<${a.length} chars>` : a));
   log.debug({ args: shownArgs, cwd: spec.cwd, promptChars: spec.stdin.length }, "cli started");
@@ -306,7 +307,7 @@ export abstract class CliBackendBase<
     return runCliTurn(
       {
         stdin: turn.prompt.text,
-        logger: this.deps.logger.child({ backend: this.name }),
+        logger: childLogger(this.deps.logger, { backend: this.name }),
         ...spec,
         signal: turn.signal,
         killGraceSeconds: this.opts.killGraceSeconds,

@@ -33,6 +33,7 @@
  * Here: the backend (warm or cold turn, usage baselines). The options and command lines are in
  * cli-args.ts, the `codex exec --json` lines become events in exec-events.ts.
  */
+import { childLogger } from "../../core/log/logger.js";
 import { homedir } from "node:os";
 import path from "node:path";
 import { CliBackendBase, conversationCwd, writeTurnFile } from "../cli/base.js";
@@ -77,7 +78,7 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
     return (this.pool ??= new WarmPool<CodexAppServer>(
       this.name,
       this.opts.warm,
-      this.deps.logger.child({ backend: this.name, warm: "codex" }),
+      childLogger(this.deps.logger, { backend: this.name, warm: "codex" }),
     ));
   }
 
@@ -153,7 +154,7 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
           env,
           cwd: settings.cwd,
           killGraceMs: this.opts.killGraceSeconds * 1000,
-          logger: this.deps.logger.child({ backend: this.name }),
+          logger: childLogger(this.deps.logger, { backend: this.name }),
           clientInfo: CODEX_CLIENT_INFO,
           requestTimeoutMs: CODEX_REQUEST_TIMEOUT_MS,
           ...(ct ? { clientToolsServer: CLIENT_TOOLS_SERVER } : {}),
@@ -191,7 +192,7 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
         ? writeTurnFile(this.deps.dataDir, "codex-system-", "instructions.md", turn.prompt.system)
         : undefined;
     const mapper = new CodexStreamMapper("codex", !!resume, baseline);
-    const log = this.deps.logger.child({ backend: this.name });
+    const log = childLogger(this.deps.logger, { backend: this.name });
     try {
       yield* this.cliTurn(
         turn,

@@ -16,6 +16,7 @@
  * The client's tools (`tools: bridge`) need it: they reach gemini as an MCP server of its ACP
  * sessions, and a turn waits for a call's result in the process kept between requests.
  */
+import { childLogger } from "../../core/log/logger.js";
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
@@ -249,7 +250,7 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
           warm: this.opts.warm,
           killGraceSeconds: this.opts.killGraceSeconds,
           approvalMode: this.opts.approvalMode,
-          logger: this.deps.logger.child({ backend: this.name }),
+          logger: childLogger(this.deps.logger, { backend: this.name }),
           onWorker: (pid) => (this.lastPid = pid),
           error: (f, stderr, resuming) => geminiAcpError("gemini", f, stderr, resuming),
         }),

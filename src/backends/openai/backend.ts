@@ -13,6 +13,7 @@
  * The rest of the backend: ./translate.ts (upstream chunks → events), ./transport.ts (deadlines,
  * reading and framing the answer), ./errors.ts (upstream errors and their messages).
  */
+import { childLogger } from "../../core/log/logger.js";
 import { Pool } from "undici";
 import { z } from "zod";
 import type { Logger } from "pino";
@@ -172,7 +173,7 @@ class OpenAIBackend implements Backend {
     this.basePath = base.pathname.replace(/\/+$/, "");
     this.chatPath = `${this.basePath}/chat/completions`;
     this.display = safeUrl(base);
-    this.logger = deps.logger.child({ backend: name });
+    this.logger = childLogger(deps.logger, { backend: name });
     this.pool = new Pool(base.origin, {
       connections: options.maxConnections,
       connect: { timeout: options.connectTimeoutSeconds * 1000 },

@@ -13,6 +13,7 @@
  * own default model, on both paths. A session OpenCode does not have (`Error: Session not found`
  * from `run`, 404 from the server) is `session_not_found`, which the pipeline heals.
  */
+import { childLogger } from "../../core/log/logger.js";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
@@ -161,7 +162,7 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
       backend: this.name,
       warm: this.opts.warm,
       killGraceSeconds: this.opts.killGraceSeconds,
-      logger: this.deps.logger.child({ backend: this.name }),
+      logger: childLogger(this.deps.logger, { backend: this.name }),
       ...(this.opts.agent ? { agent: this.opts.agent } : {}),
     });
     // The client's tools go to resume turns only: a turn waits for their results on the

@@ -14,6 +14,7 @@
  * only, in memory: nothing is written to a config file, and an instance disposed (its
  * `server.instance.disposed` event, or `global.disposed`) forgets them, so they are added again.
  */
+import { childLogger } from "../../core/log/logger.js";
 import { randomBytes } from "node:crypto";
 import http from "node:http";
 import net from "node:net";
@@ -82,7 +83,7 @@ export class OpencodeServer {
     private readonly auth: string,
     logger: Logger,
   ) {
-    this.log = logger.child({ cli: "opencode serve", pid: proc.pid, warm: true });
+    this.log = childLogger(logger, { cli: "opencode serve", pid: proc.pid, warm: true });
     this.ended = proc.wait().then((end) => {
       this.endInfo = end;
       this.stream?.destroy();

@@ -15,6 +15,7 @@
  * prompt; mode `replace`, default) or `--append-system-prompt <text>` (mode `append`).
  * Observed formats: docs/CLI_FORMATS.md.
  */
+import { childLogger } from "../../core/log/logger.js";
 import { z } from "zod";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { warmOption } from "../warm/options.js";
@@ -208,7 +209,7 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
         name,
         opts.warm,
         opts.killGraceSeconds,
-        deps.logger.child({ backend: name }),
+        childLogger(deps.logger, { backend: name }),
         (pid) => (this.lastPid = pid),
       );
   }

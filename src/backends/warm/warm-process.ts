@@ -5,6 +5,7 @@
  * `CliProcess`: own process group, recorded for the orphan watcher and the start-up reaper, listed
  * (as warm) by `liveProcesses()`.
  */
+import { childLogger } from "../../core/log/logger.js";
 import type { Logger } from "pino";
 import { CliProcess, type ProcessEnd } from "../../core/util/process.js";
 import type { WarmWorker } from "./pool.js";
@@ -48,7 +49,7 @@ export class WarmProcess implements WarmWorker {
       label: spec.label,
       warm: true,
     });
-    this.log = spec.logger.child({ cli: spec.label, pid: this.proc.pid, warm: true });
+    this.log = childLogger(spec.logger, { cli: spec.label, pid: this.proc.pid, warm: true });
     this.ended = this.pump();
   }
 

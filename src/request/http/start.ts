@@ -1,4 +1,5 @@
 /** Wiring: configuration → backends → pipeline → HTTP server. Also graceful shutdown. */
+import { childLogger } from "../../core/log/logger.js";
 import { mkdirSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
@@ -164,6 +165,12 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       dbFile: opts.systemsDb,
       retryBaseMs: opts.retryBaseMs,
     });
+    // A bad file in <dataDir>/systems/ leaves only its system out: named here, in /health and doctor.
+    for (const l of systems.library.leftOut)
+      logger.warn(
+        { file: l.file, system: l.id, problems: l.problems.map((p) => `${p.key}: ${p.message}`) },
+        "system file left out; the other systems and chat are served (clawbridge systems validate names its problems)",
+      );
   }
   // The builder room (canvases, sandboxes, builds; the tools served at /mcp) lives beside the systems.
   let builder: BuilderBase | undefined;
@@ -194,7 +201,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const builderBusy = builder ? busyWith(builder) : undefined;
   // Pending client tool calls and the MCP endpoint CLI agents reach them through (models in tools.mode: bridge).
   const clientTools = config.models.some((m) => m.tools.mode === "bridge")
-    ? new ClientToolHub(logger.child({ room: "clienttools" }))
+    ? new ClientToolHub(childLogger(logger, { room: "clienttools" }))
     : undefined;
   const backends = createBackends(config, logger, {
     ...(systems ? { router: { ...systems, builderBusy } } : {}),

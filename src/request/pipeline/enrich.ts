@@ -4,6 +4,7 @@
  * prompt as live data. A failing tool never blocks the answer: the model answers without it.
  */
 import type { Logger } from "pino";
+import { childLogger } from "../../core/log/logger.js";
 import type { ResolvedModel } from "../../core/config/schema.js";
 import type { LiveData } from "../context/stateless.js";
 import { parseIntentsConfig } from "../intents/schema.js";
@@ -38,7 +39,7 @@ export class PreExecutor {
     let runner = this.runners.get(id); // another turn may have made it meanwhile
     if (runner === undefined) {
       const maxToolResultChars = Math.min(cfg.maxToolResultChars, model.context.maxToolResultChars);
-      runner = new ToolRunner(cfg, this.logger.child({ part: "preexec" }), { maxToolResultChars });
+      runner = new ToolRunner(cfg, childLogger(this.logger, { part: "preexec" }), { maxToolResultChars });
       this.runners.set(id, runner);
     }
     return runner;

@@ -5,6 +5,7 @@
  * `running` by a bridge that stopped marked `interrupted`. Also the start-up checks that span the
  * config: a router's `classifier` and `answer` name configured models that are not routers.
  */
+import { childLogger } from "../../core/log/logger.js";
 import type Database from "better-sqlite3";
 import type { Logger } from "pino";
 import type { Config } from "../../core/config/schema.js";
@@ -131,7 +132,7 @@ export async function openRouterRuntime(args: {
     bus,
     callModel,
     dataDir: config.dataDir,
-    log: logger.child({ room: "systems" }),
+    log: childLogger(logger, { room: "systems" }),
     retryBaseMs: args.retryBaseMs,
   });
   runs.recover();
