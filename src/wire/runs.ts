@@ -38,6 +38,26 @@ export interface SystemRow {
   source: string;
 }
 
+/**
+ * A file of `<dataDir>/systems/` left out for its problems (the bridge serves the rest): in
+ * `GET /v1/systems` as `left_out` and in `/health` under `systems`.
+ */
+export interface LeftOutRow {
+  /** The file's path. */
+  file: string;
+  /** The system's id, when the file got far enough to have one. */
+  id: string | null;
+  /** Each problem as `<key>: <message>`. */
+  problems: string[];
+}
+
+/** `GET /v1/systems`: the systems, and the files left out. */
+export interface SystemList {
+  object: "list";
+  data: SystemRow[];
+  left_out: LeftOutRow[];
+}
+
 export interface StepRow {
   id: string;
   status: StepStatus;

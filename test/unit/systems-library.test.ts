@@ -6,11 +6,17 @@
  * inferred when not configured.
  */
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
-import { findCycle, loadSystems, type LibraryProblem, type LoadOptions } from "../../src/workflows/systems/library.js";
+import {
+  findCycle,
+  loadSystems,
+  MAX_SYSTEM_FILE_BYTES,
+  type LibraryProblem,
+  type LoadOptions,
+} from "../../src/workflows/systems/library.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "cb-library-"));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -30,8 +36,10 @@ function dirWith(files: Record<string, string>): string {
   return dir;
 }
 
-function load(configSystems: unknown[], dir?: string) {
-  return loadSystems({ configSystems, dir, models: MODELS });
+/** Every problem: the config's (`problems`) and those of the files left out (`library.leftOut`). */
+async function load(configSystems: unknown[], dir?: string) {
+  const res = await loadSystems({ configSystems, dir, models: MODELS });
+  return { library: res.library, problems: [...res.problems, ...res.library.leftOut.flatMap((l) => l.problems)] };
 }
 
 const cmd = (id: string, over: Record<string, unknown> = {}) => ({
@@ -102,7 +110,7 @@ describe("where systems come from", () => {
     const broken = problems.find((x) => x.where === path.join(dir, "broken.yaml"));
     assert.ok(broken);
     assert.equal(broken.key, "(file)");
-    assert.match(broken.message, /cannot read it/);
+    assert.match(broken.message, /not valid YAML/);
     assert.equal(problems.length, 4);
   });
 
@@ -121,6 +129,90 @@ describe("where systems come from", () => {
     const p = problemAt(problems, "run.steps[1].dependsOn");
     assert.equal(p.where, path.join(dir, "plan.yaml"));
     assert.match(p.message, /unknown step "nope"/);
+  });
+});
+
+describe("a bad file leaves only itself out", () => {
+  test("the config's problems stop the start; a file's problems only leave that file out, named", async () => {
+    const dir = dirWith({
+      "good.yaml": "run: {kind: command, argv: [/bin/true]}\n",
+      "bad.yaml": "run: {kind: command, argv: [/bin/echo, '${inputs.nope}']}\n",
+      "broken.yaml": "run: {kind: command, argv: [unclosed\n",
+    });
+    const res = await loadSystems({ configSystems: [cmd("from-config")], dir, models: MODELS });
+    assert.deepEqual(res.problems, [], "nothing that stops a start");
+    assert.deepEqual(res.library.systems.map((s) => s.id).sort(), ["from-config", "good"]);
+    assert.deepEqual(
+      res.library.leftOut.map((l) => [path.basename(l.file), l.id ?? null, l.problems.map((p) => p.key)]),
+      [
+        ["bad.yaml", "bad", ["run.argv[1]"]],
+        ["broken.yaml", null, ["(file)"]],
+      ],
+    );
+    // A problem of the config's own systems is still the caller's to refuse.
+    const strict = await loadSystems({ configSystems: [cmd("Bad Id")], dir, models: MODELS });
+    assert.equal(strict.problems.length, 1);
+    assert.equal(strict.problems[0]!.where, "config");
+  });
+
+  test("files in a loop are each named; a reload keeps the left-out list", async () => {
+    const dir = dirWith({
+      "a.yaml": "run: {kind: plan, steps: [{id: s, uses: b}]}\n",
+      "b.yaml": "run: {kind: plan, steps: [{id: s, uses: a}]}\n",
+      "ok.yaml": "run: {kind: command, argv: [/bin/true]}\n",
+    });
+    const res = await loadSystems({ configSystems: [], dir, models: MODELS });
+    assert.deepEqual(res.problems, []);
+    assert.deepEqual(res.library.leftOut.map((l) => l.id).sort(), ["a", "b"]);
+    const { library: empty } = await loadSystems({ configSystems: [], models: MODELS });
+    empty.replace(res.library);
+    assert.deepEqual(empty.leftOut.map((l) => l.id).sort(), ["a", "b"]);
+    assert.deepEqual(
+      empty.systems.map((s) => s.id),
+      ["ok"],
+    );
+  });
+
+  test("a file larger than the cap is refused at once, with its size and the limit", async () => {
+    // 64 MiB of keys never finished validating: the size is checked before a byte is read.
+    const dir = dirWith({ "ok.yaml": "run: {kind: command, argv: [/bin/true]}\n" });
+    const big = path.join(dir, "huge.yaml");
+    writeFileSync(big, "");
+    truncateSync(big, 64 * 1024 * 1024);
+    const over = path.join(dir, "just-over.yaml");
+    writeFileSync(over, `# ${"x".repeat(MAX_SYSTEM_FILE_BYTES)}\nrun: {kind: command, argv: [/bin/true]}\n`);
+    const t0 = performance.now();
+    const res = await loadSystems({ configSystems: [], dir, models: MODELS });
+    assert.ok(performance.now() - t0 < 2000, `took ${performance.now() - t0} ms`);
+    assert.deepEqual(res.problems, []);
+    assert.deepEqual(
+      res.library.systems.map((s) => s.id),
+      ["ok"],
+    );
+    const huge = res.library.leftOut.find((l) => l.file === big);
+    assert.ok(huge, JSON.stringify(res.library.leftOut));
+    assert.match(huge.problems[0]!.message, /67108864 bytes \(64 MiB\).*at most 1048576 bytes \(1 MiB\)/);
+    const justOver = res.library.leftOut.find((l) => l.file === over);
+    assert.match(justOver!.problems[0]!.message, /at most 1048576 bytes/);
+  });
+
+  test("a file that is not UTF-8 is a problem naming it, not U+FFFD", async () => {
+    const dir = dirWith({});
+    const file = path.join(dir, "latin1.yaml");
+    writeFileSync(
+      file,
+      Buffer.concat([
+        Buffer.from("description: caf"),
+        Buffer.from([0xe9]),
+        Buffer.from("\nrun: {kind: command, argv: [/bin/true]}\n"),
+      ]),
+    );
+    const res = await loadSystems({ configSystems: [], dir, models: MODELS });
+    assert.deepEqual(res.library.systems, []);
+    assert.equal(res.library.leftOut.length, 1);
+    assert.equal(res.library.leftOut[0]!.file, file);
+    assert.equal(res.library.leftOut[0]!.problems[0]!.key, "(file)");
+    assert.match(res.library.leftOut[0]!.problems[0]!.message, /not valid UTF-8/);
   });
 });
 

@@ -172,9 +172,11 @@ export function registerSystemsCommands(program: Command): void {
           out(
             `${s.id}  (${s.run.kind}${s.sideEffects ? ", side effects" : ""})  ${s.name}${s.description ? ` — ${s.description}` : ""}`,
           );
-        if (problems.length)
+        const files = library.leftOut.length;
+        const n = problems.length + library.leftOut.reduce((k, l) => k + l.problems.length, 0);
+        if (n)
           err(
-            `${problems.length} problem${problems.length === 1 ? "" : "s"} left systems out: see clawbridge systems validate`,
+            `${n} problem${n === 1 ? "" : "s"} left systems out${files ? ` (${files} file${files === 1 ? "" : "s"} of the systems folder)` : ""}: see clawbridge systems validate`,
           );
       } catch (e) {
         handle(e);
@@ -207,9 +209,12 @@ export function registerSystemsCommands(program: Command): void {
       try {
         const config = loadConfig({ configPath: opts.config });
         const { loadLibrary, routerProblems, formatProblem } = await import("../../workflows/router/runtime.js");
+        const { leftOutLines } = await import("../../workflows/systems/library.js");
         const { library, problems } = await loadLibrary(config, { askMcp: opts.mcp });
-        const all = [...routerProblems(config), ...problems.map(formatProblem)];
+        // The config's problems stop `serve`; a file's only leave that file's system out.
+        const all = [...routerProblems(config), ...problems.map(formatProblem), ...leftOutLines(library.leftOut)];
         for (const p of all) out(`problem: ${p}`);
+        for (const l of library.leftOut) out(`left out: ${l.file}${l.id ? ` (system ${l.id})` : ""}`);
         out(
           `${library.systems.length} system${library.systems.length === 1 ? "" : "s"} OK${all.length ? `, ${all.length} problem${all.length === 1 ? "" : "s"}` : ""}`,
         );
@@ -274,7 +279,8 @@ export function registerSystemsCommands(program: Command): void {
     .description("read a bundle back into <dataDir>: a draft canvas and its sandbox files, or a system file")
     .option("-c, --config <file>", "config file")
     .option("--replace", "replace a canvas, system file or sandbox of the same id")
-    .action(async (file: string, opts: { config?: string; replace?: boolean }) => {
+    .option("--no-mcp", "do not start MCP servers to read tool schemas while checking the system")
+    .action(async (file: string, opts: { config?: string; replace?: boolean; mcp: boolean }) => {
       try {
         const config = loadConfig({ configPath: opts.config });
         const { readFileSync } = await import("node:fs");
@@ -292,8 +298,12 @@ export function registerSystemsCommands(program: Command): void {
           throw new BundleProblem(
             `the config file declares a system "${system}"; remove it there before importing one of the same id`,
           );
+        // A system file is checked as `systems validate` would check it, before anything is written.
+        const { loadLibrary } = await import("../../workflows/router/runtime.js");
+        const check = async (candidates: Array<{ where: string; value: unknown }>) =>
+          (await loadLibrary(config, { askMcp: opts.mcp, candidates })).problems;
         const r = await withRoom(config, undefined, (room) =>
-          room.importBundle(data, { replace: opts.replace === true }),
+          room.importBundle(data, { replace: opts.replace === true, check }),
         );
         const [path, { sandboxDir, systemsDir }] = await Promise.all([
           import("node:path"),

@@ -134,6 +134,52 @@ async function checkBackends(
   return usedTypes;
 }
 
+/**
+ * The systems (config `systems:` and `<dataDir>/systems/`), loaded as `serve` would load them but
+ * without starting MCP servers: a problem of the config's own systems stops the start (fail); a bad
+ * file only leaves its system out (warn, each file named with its problems).
+ */
+async function checkSystems(config: Config, findings: Finding[]): Promise<void> {
+  const { wantsSystems, loadLibrary, formatProblem } = await import("../../workflows/router/runtime.js");
+  if (!wantsSystems(config)) return;
+  // Without MCP servers a `fromTool` input schema cannot be read: not a problem of the file.
+  const noMcp = (p: { message: string }) => !/needs the MCP server at start-up/.test(p.message);
+  let res: Awaited<ReturnType<typeof loadLibrary>>;
+  try {
+    res = await loadLibrary(config, { askMcp: false });
+  } catch (err) {
+    findings.push({ id: "systems", status: "fail", title: `systems cannot be loaded: ${(err as Error).message}` });
+    return;
+  }
+  const fatal = res.problems.filter(noMcp);
+  const leftOut = res.library.leftOut
+    .map((l) => ({ ...l, problems: l.problems.filter(noMcp) }))
+    .filter((l) => l.problems.length);
+  const loaded = `${res.library.systems.length} system${res.library.systems.length === 1 ? "" : "s"} loaded`;
+  if (fatal.length)
+    findings.push({
+      id: "systems:config",
+      status: "fail",
+      title: `systems: the config's systems have ${fatal.length} problem${fatal.length === 1 ? "" : "s"}; the bridge will not start`,
+      detail: fatal.map(formatProblem).join("\n"),
+      fix: "fix the keys named in the config file (clawbridge systems validate shows the same)",
+    });
+  if (leftOut.length)
+    findings.push({
+      id: "systems:files",
+      status: "warn",
+      title: `systems: ${loaded}, ${leftOut.length} file${leftOut.length === 1 ? "" : "s"} left out`,
+      detail: leftOut
+        .map(
+          (l) =>
+            `${l.file}${l.id ? ` (system ${l.id})` : ""}:\n${l.problems.map((p) => `  ${p.key}: ${p.message}`).join("\n")}`,
+        )
+        .join("\n"),
+      fix: "fix or remove each file named (clawbridge systems validate names every problem); the bridge serves the other systems without them",
+    });
+  if (!fatal.length && !leftOut.length) findings.push({ id: "systems", status: "ok", title: `systems: ${loaded}` });
+}
+
 async function scanClis(
   known: readonly KnownCli[],
   skipTypes: Set<string>,
@@ -376,8 +422,9 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorReport>
   const used = config ? await checkBackends(config, findings, opts.backends) : new Set<string>();
   if (opts.scanClis ?? true) await scanClis(opts.knownClis ?? KNOWN_CLIS, used, env, findings);
 
-  // 3. Port.
+  // 3. Port, and the systems the bridge loads.
   if (config) await checkPort(config, findings, timeoutMs);
+  if (config) await checkSystems(config, findings);
 
   // 4. OpenClaw.
   const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome, env });

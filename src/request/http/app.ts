@@ -18,7 +18,7 @@ import { chatRoute, isChatRoute } from "./chat-route.js";
 import { HttpFront, lingerAfterAnswer, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
 import { ApiError, internalError, unauthorized } from "../chat-api/errors.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
-import { isSystemsRoute, registerSystemsRoutes } from "./systems-routes.js";
+import { isSystemsRoute, leftOutJson, registerSystemsRoutes } from "./systems-routes.js";
 import { isMcpRoute, registerMcpRoute } from "./mcp-route.js";
 import { isClientToolsRoute, registerClientToolsRoute } from "./client-tools-route.js";
 import type { ClientToolHub } from "../../backends/client-tools/sessions.js";
@@ -230,6 +230,15 @@ export function buildApp(deps: AppDeps): BuiltApp {
       // Processes of turns running now; warm ones (kept between turns) are listed apart.
       turns: { ...scheduler.stats(), processes: liveProcesses().filter((p) => !p.warm).length },
       warm: warmSummary(),
+      // Systems: how many loaded, and each file of <dataDir>/systems/ left out with its problems.
+      ...(deps.systems
+        ? {
+            systems: {
+              loaded: deps.systems.library.systems.length,
+              left_out: deps.systems.library.leftOut.map(leftOutJson),
+            },
+          }
+        : {}),
     };
   };
   // With API keys set, the details (backends, models, load) need the key; liveness does not.

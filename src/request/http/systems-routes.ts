@@ -16,7 +16,8 @@ import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { RunRecord } from "../../workflows/systems/db.js";
 import type { RunError } from "../../workflows/systems/runner.js";
 import type { LoadedSystem } from "../../workflows/systems/types.js";
-import type { RunRow, RunStatus, SystemRow } from "../../wire/runs.js";
+import type { LeftOutFile } from "../../workflows/systems/library.js";
+import type { LeftOutRow, RunRow, RunStatus, SystemList, SystemRow } from "../../wire/runs.js";
 
 const BODY_LIMIT = 1024 * 1024;
 const STATUSES: RunStatus[] = ["pending", "running", "paused", "completed", "failed", "cancelled", "interrupted"];
@@ -34,6 +35,11 @@ export function systemJson(s: LoadedSystem): SystemRow {
     confirm: s.confirm,
     source: s.source,
   };
+}
+
+/** A file left out of the library (`left_out` of `GET /v1/systems`, `systems.left_out` of `/health`). */
+export function leftOutJson(l: LeftOutFile): LeftOutRow {
+  return { file: l.file, id: l.id ?? null, problems: l.problems.map((p) => `${p.key}: ${p.message}`) };
 }
 
 export function runJson(r: RunRecord): RunRow {
@@ -96,7 +102,14 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
       }
     });
 
-    scope.get("/v1/systems", async () => ({ object: "list", data: (systems?.library.systems ?? []).map(systemJson) }));
+    scope.get(
+      "/v1/systems",
+      async (): Promise<SystemList> => ({
+        object: "list",
+        data: (systems?.library.systems ?? []).map(systemJson),
+        left_out: (systems?.library.leftOut ?? []).map(leftOutJson),
+      }),
+    );
 
     scope.get<{ Params: { id: string } }>("/v1/systems/:id", async (req, reply) => {
       const s = systems?.library.get(req.params.id);

@@ -14,6 +14,7 @@ import { Readable } from "node:stream";
 import { pack as tarPack, extract as tarExtract } from "tar-stream";
 import { parse as parseYaml } from "yaml";
 import type { Canvas } from "../../wire/canvas.js";
+import { parseSystemText, SystemFileError, systemFileText } from "../systems/library.js";
 
 export const BUNDLE_FORMAT = "clawbridge-system-bundle";
 const MAX_BUNDLE_BYTES = 64 * 1024 * 1024;
@@ -77,7 +78,10 @@ export class BundleError extends Error {
 }
 
 export async function readBundle(data: Buffer): Promise<BundleContents> {
-  if (data.length > MAX_BUNDLE_BYTES) throw new BundleError(`the bundle is larger than ${MAX_BUNDLE_BYTES} bytes`);
+  if (data.length > MAX_BUNDLE_BYTES)
+    throw new BundleError(
+      `the bundle is ${data.length} bytes; a bundle may be at most ${MAX_BUNDLE_BYTES} bytes (${MAX_BUNDLE_BYTES / 1048576} MiB)`,
+    );
   const entries = new Map<string, Buffer>();
   let total = 0;
   const ex = tarExtract();
@@ -88,7 +92,11 @@ export async function readBundle(data: Buffer): Promise<BundleContents> {
         const c = chunk as Buffer;
         total += c.length;
         if (total > MAX_BUNDLE_BYTES * 2) {
-          stream.destroy(new BundleError("the bundle unpacks to too much data"));
+          stream.destroy(
+            new BundleError(
+              `the bundle unpacks to more than ${MAX_BUNDLE_BYTES * 2} bytes (${(MAX_BUNDLE_BYTES * 2) / 1048576} MiB), the limit`,
+            ),
+          );
           return;
         }
         parts.push(c);
@@ -126,6 +134,17 @@ export async function readBundle(data: Buffer): Promise<BundleContents> {
     throw new BundleError(`the archive's folder ${root} does not match the system ${manifest.system}`);
   const yaml = entries.get(`${root}/system.yaml`);
   if (!yaml) throw new BundleError("the bundle has no system.yaml");
+  // The same checks as a file of <dataDir>/systems/: at most 1 MiB, UTF-8, one YAML mapping.
+  let yamlText: string;
+  try {
+    yamlText = systemFileText(yaml);
+    const value = parseSystemText(yamlText);
+    if ("id" in value && value.id !== manifest.system)
+      throw new SystemFileError(`its id ${JSON.stringify(value.id)} is not the bundle's system "${manifest.system}"`);
+  } catch (err) {
+    if (err instanceof SystemFileError) throw new BundleError(`system.yaml: ${err.message}`);
+    throw err;
+  }
   const canvasRaw = entries.get(`${root}/canvas.json`);
   let canvas: Canvas | undefined;
   if (canvasRaw) {
@@ -141,5 +160,5 @@ export async function readBundle(data: Buffer): Promise<BundleContents> {
   const files = [...entries]
     .filter(([n]) => n.startsWith(prefix))
     .map(([n, content]) => ({ path: n.slice(prefix.length), content }));
-  return { system: manifest.system, yaml: yaml.toString("utf8"), canvas, files };
+  return { system: manifest.system, yaml: yamlText, canvas, files };
 }

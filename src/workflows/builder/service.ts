@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type Database from "better-sqlite3";
-import { stringify } from "yaml";
+import { parse as parseYaml, stringify } from "yaml";
 import type { EventBus } from "../../ops/events/bus.js";
 import { systemsDir } from "../systems/paths.js";
 import type { LoadedSystem } from "../systems/types.js";
@@ -32,7 +32,18 @@ export interface BuilderRoom {
   /** The system's bundle (`.tar.gz`). */
   exportBundle(system: string): Promise<Buffer>;
   /** Read a bundle back: the same canvas (a draft) and files, or the system file when it had no canvas. */
-  importBundle(data: Buffer, opts?: { replace?: boolean }): Promise<{ system: string; canvas: boolean; files: number }>;
+  importBundle(data: Buffer, opts?: ImportOptions): Promise<{ system: string; canvas: boolean; files: number }>;
+}
+
+export interface ImportOptions {
+  replace?: boolean;
+  /**
+   * Checks a system file about to be written as the library would load it (the CLI: the config and
+   * `<dataDir>/systems/` with it; default: the room's host). A problem naming it refuses the
+   * import, before anything is written: what `clawbridge systems validate` would refuse is never
+   * imported.
+   */
+  check?: SystemsHost["check"];
 }
 
 export function openBuilderRoom(args: {
@@ -99,6 +110,17 @@ export function openBuilderRoom(args: {
       // half-way must leave nothing behind, and --replace must not remove what was there.
       stage(b.files);
       const sandbox = Sandbox.forSystem(dataDir, b.system);
+      const check = opts.check ?? args.host?.check.bind(args.host);
+      if (!b.canvas && check) {
+        // It becomes <dataDir>/systems/<id>.yaml: checked as that file, its id defaulting to the name.
+        const value = parseYaml(b.yaml) as Record<string, unknown>;
+        const where = `${b.system}.yaml (the bundle's system.yaml)`;
+        const problems = (await check([{ where, value: { id: b.system, ...value } }])).filter((p) => p.where === where);
+        if (problems.length)
+          throw new BundleError(
+            `system.yaml would be left out by the library, so nothing was imported: ${problems.map((p) => `${p.key}: ${p.message}`).join("; ")}`,
+          );
+      }
       const file = path.join(systemsDir(dataDir), `${b.system}.yaml`);
       if (!opts.replace) {
         if (canvases.get(b.system))

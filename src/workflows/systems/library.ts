@@ -14,7 +14,7 @@
  * Side effects are inferred when not set: an MCP tool's `destructiveHint` (read-only tools have
  * none), webhooks and commands have them, models do not, a plan has them when a step has.
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync } from "node:fs";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { z } from "zod";
@@ -44,6 +44,83 @@ export interface LibraryProblem {
   message: string;
 }
 
+/**
+ * A file of `<dir>` left out of the library, with every problem that names it. One bad file never
+ * stops the bridge: it starts without that system and names it (log, `/health`, `doctor`, the
+ * dashboard's Systems view, `clawbridge systems validate`).
+ */
+export interface LeftOutFile {
+  /** The file's path (or the directory's, when it cannot be listed). */
+  file: string;
+  /** The system's id when the file got far enough to have one. */
+  id?: string;
+  problems: LibraryProblem[];
+}
+
+/** A system file larger than this is refused before it is read (a 64 MiB file never finished validating). */
+export const MAX_SYSTEM_FILE_BYTES = 1024 * 1024;
+
+export class SystemFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "SystemFileError";
+  }
+}
+
+const mib = (n: number) => `${(n / 1048576).toFixed(n % 1048576 ? 1 : 0)} MiB`;
+
+/** The refusal of a system file of `size` bytes, or undefined when it is within the cap. */
+export function systemFileTooLarge(size: number): string | undefined {
+  return size > MAX_SYSTEM_FILE_BYTES
+    ? `it is ${size} bytes (${mib(size)}); a system file may be at most ${MAX_SYSTEM_FILE_BYTES} bytes (${mib(MAX_SYSTEM_FILE_BYTES)})`
+    : undefined;
+}
+
+/**
+ * A system file's bytes as text: refused (SystemFileError) when larger than the cap or when not
+ * UTF-8 — never silently turned into U+FFFD.
+ */
+export function systemFileText(bytes: Uint8Array): string {
+  const big = systemFileTooLarge(bytes.length);
+  if (big) throw new SystemFileError(big);
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw new SystemFileError("it is not valid UTF-8 text");
+  }
+}
+
+/** Parse a system file's text: one mapping, or SystemFileError saying why not. */
+export function parseSystemText(text: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = parseYaml(text) as unknown;
+  } catch (err) {
+    throw new SystemFileError(`it is not valid YAML: ${(err as Error).message}`);
+  }
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    throw new SystemFileError("a system file holds one mapping (id, description, inputs, run…)");
+  return value as Record<string, unknown>;
+}
+
+/** Read a file of at most the cap: its size is checked before a byte is read (and again while reading). */
+function readCapped(file: string): Buffer {
+  const fd = openSync(file, "r");
+  try {
+    const size = fstatSync(fd).size;
+    const big = systemFileTooLarge(size);
+    if (big) throw new SystemFileError(big);
+    const buf = Buffer.alloc(MAX_SYSTEM_FILE_BYTES + 1);
+    let n = 0;
+    for (let r = 1; r > 0 && n < buf.length; n += r) r = readSync(fd, buf, n, buf.length - n, null);
+    const grown = systemFileTooLarge(n);
+    if (grown) throw new SystemFileError(grown);
+    return buf.subarray(0, n);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export interface ToolFacts {
   inputSchema: Record<string, unknown>;
   destructive?: boolean;
@@ -70,14 +147,21 @@ export class SystemsLibrary {
   private byId: Map<string, LoadedSystem>;
   private plans = new Map<string, CompiledPlan>();
   private list: LoadedSystem[];
+  private skipped: LeftOutFile[];
 
-  constructor(systems: LoadedSystem[]) {
+  constructor(systems: LoadedSystem[], leftOut: LeftOutFile[] = []) {
     this.list = systems;
     this.byId = new Map(systems.map((s) => [s.id, s]));
+    this.skipped = leftOut;
   }
 
   get systems(): LoadedSystem[] {
     return this.list;
+  }
+
+  /** The files of `<dataDir>/systems/` left out for their problems (the rest loaded without them). */
+  get leftOut(): LeftOutFile[] {
+    return this.skipped;
   }
 
   /**
@@ -87,6 +171,7 @@ export class SystemsLibrary {
   replace(next: SystemsLibrary): void {
     this.list = next.systems;
     this.byId = new Map(this.list.map((s) => [s.id, s]));
+    this.skipped = next.leftOut;
     this.plans = new Map();
   }
 
@@ -126,8 +211,11 @@ function zodProblems(where: string, prefix: string, error: z.ZodError): LibraryP
   return error.issues.map((i) => ({ where, key: keyOf(prefix, i.path), message: i.message }));
 }
 
-/** Read `<dir>/*.yaml|yml|json`; a file's id defaults to its name. */
-function readDir(dir: string | undefined, problems: LibraryProblem[]): Raw[] {
+/**
+ * Read `<dir>/*.yaml|yml|json`; a file's id defaults to its name. A file larger than the cap is
+ * refused before it is read, one that is not UTF-8 or does not parse is a problem of that file.
+ */
+function readDir(dir: string | undefined, problems: LibraryProblem[], files: Set<string>): Raw[] {
   if (!dir) return [];
   let names: string[];
   try {
@@ -136,6 +224,7 @@ function readDir(dir: string | undefined, problems: LibraryProblem[]): Raw[] {
       .sort();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    files.add(dir);
     problems.push({ where: dir, key: "(directory)", message: (err as Error).message });
     return [];
   }
@@ -144,19 +233,16 @@ function readDir(dir: string | undefined, problems: LibraryProblem[]): Raw[] {
     const file = path.join(dir, name);
     try {
       if (!statSync(file).isFile()) continue;
-      const value = parseYaml(readFileSync(file, "utf8")) as unknown;
-      if (!value || typeof value !== "object" || Array.isArray(value)) {
-        problems.push({
-          where: file,
-          key: "(top)",
-          message: "a system file holds one mapping (id, description, inputs, run…)",
-        });
-        continue;
-      }
+      files.add(file);
+      const value = parseSystemText(systemFileText(readCapped(file)));
       const withId = "id" in value ? value : { id: name.replace(/\.(ya?ml|json)$/i, ""), ...value };
       out.push({ where: file, prefix: "", value: withId });
     } catch (err) {
-      problems.push({ where: file, key: "(file)", message: `cannot read it: ${(err as Error).message}` });
+      files.add(file);
+      const message = (err as Error).message;
+      if (err instanceof SystemFileError)
+        problems.push({ where: file, key: /one mapping/.test(message) ? "(top)" : "(file)", message });
+      else problems.push({ where: file, key: "(file)", message: `cannot read it: ${message}` });
     }
   }
   return out;
@@ -169,9 +255,16 @@ const leafSchemas = {
   model: modelRunSchema,
 } as const;
 
-/** Load and check every system. Problems are returned, never thrown; a system with a problem is left out. */
+/**
+ * Load and check every system; a system with a problem is left out, nothing is thrown. `problems`
+ * are those of the config's own systems and of the candidates (they stop a start, or a deploy);
+ * the problems of files in `dir` are on `library.leftOut`, one entry per file left out — the
+ * library loads without them.
+ */
 export async function loadSystems(opts: LoadOptions): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
   const problems: LibraryProblem[] = [];
+  /** The paths of `dir`'s files (and `dir` itself when it cannot be listed): their problems only leave them out. */
+  const files = new Set<string>();
   const raws: Raw[] = opts.configSystems.map((value, i) => ({ where: "config", prefix: `systems[${i}]`, value }));
   const candidates = opts.candidates ?? [];
   const replaced = new Set(
@@ -179,7 +272,9 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       .map((c) => (c.value as { id?: unknown } | null)?.id)
       .filter((id): id is string => typeof id === "string"),
   );
-  raws.push(...readDir(opts.dir, problems).filter((r) => !replaced.has((r.value as { id?: unknown }).id as string)));
+  raws.push(
+    ...readDir(opts.dir, problems, files).filter((r) => !replaced.has((r.value as { id?: unknown }).id as string)),
+  );
   raws.push(...candidates.map((c) => ({ where: c.where, prefix: "", value: c.value })));
 
   const parsed: Array<{ raw: Raw; sys: SystemFile; badSteps: Set<number> }> = [];
@@ -396,6 +491,16 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       key: keyOf(prefixes.get(first.id) ?? "", ["run", "steps"]),
       message: `systems use each other in a loop: ${loop.join(" → ")}`,
     });
+    // The other members that are files are named too: each file left out says why.
+    for (const id of new Set(loop.slice(1))) {
+      const s = byId.get(id)!;
+      if (s !== first && files.has(s.source))
+        problems.push({
+          where: s.source,
+          key: keyOf(prefixes.get(id) ?? "", ["run", "steps"]),
+          message: `systems use each other in a loop: ${loop.join(" → ")}`,
+        });
+    }
     for (const id of loop) byId.delete(id);
   }
   // A plan step that names a system left out for its own problems is reported too (until nothing changes).
@@ -429,7 +534,34 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     return s.sideEffects;
   };
   for (const s of byId.values()) effects(s);
-  return { library: new SystemsLibrary([...byId.values()]), problems };
+
+  // The files' problems leave those files out; the rest are the caller's (the config, candidates).
+  const leftOut = new Map<string, LeftOutFile>();
+  const ofFiles: LibraryProblem[] = [];
+  const others: LibraryProblem[] = [];
+  for (const p of problems) (files.has(p.where) ? ofFiles : others).push(p);
+  const idOf = new Map(raws.map((r) => [r.where, (r.value as { id?: unknown } | null)?.id]));
+  for (const p of ofFiles) {
+    let entry = leftOut.get(p.where);
+    if (!entry) {
+      const id = idOf.get(p.where);
+      entry = { file: p.where, ...(typeof id === "string" ? { id } : {}), problems: [] };
+      leftOut.set(p.where, entry);
+    }
+    entry.problems.push(p);
+  }
+  return {
+    library: new SystemsLibrary(
+      [...byId.values()],
+      [...leftOut.values()].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0)),
+    ),
+    problems: others,
+  };
+}
+
+/** A left-out file as one line per problem (`<file>: <key>: <message>`). */
+export function leftOutLines(leftOut: LeftOutFile[]): string[] {
+  return leftOut.flatMap((l) => l.problems.map((p) => `${p.where}: ${p.key}: ${p.message}`));
 }
 
 function inferSideEffects(sys: SystemFile, tool: ToolFacts | undefined): boolean {

@@ -6,7 +6,7 @@ import { useEffect, useMemo, useRef, useState } from "react";
 import type { List } from "@wire/admin";
 import type { CanvasDetail, CanvasSummary } from "@wire/canvas";
 import type { BridgeEvent } from "@wire/events";
-import type { SystemRow } from "@wire/runs";
+import type { LeftOutRow, SystemList, SystemRow } from "@wire/runs";
 import { apiResponse } from "../api";
 import { CanvasGraph } from "../Canvas";
 import { ago, json, ms, time } from "../format";
@@ -25,7 +25,7 @@ const listRefresh = (e: BridgeEvent) => e.type === "execution:planComplete" || e
 
 /** The canvas and library lists (a canvas 404s when the builder is off: then there are none). */
 function useEntries() {
-  const systems = useApi<List<SystemRow>>("/v1/systems", {
+  const systems = useApi<SystemList>("/v1/systems", {
     everyMs: 30_000,
     refreshOn: (e) => e.type === "execution:planComplete",
   });
@@ -68,6 +68,7 @@ function useEntries() {
   return {
     entries,
     systems: systems.data?.data ?? [],
+    leftOut: systems.data?.left_out ?? [],
     canvases: canvases ?? [],
     error: systems.error ?? canvasError,
     reload: () => load.current(),
@@ -327,8 +328,37 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
   );
 }
 
+/** Files of <dataDir>/systems/ the bridge left out, each with its problems (the rest are served). */
+function LeftOut({ files }: { files: LeftOutRow[] }) {
+  if (!files.length) return null;
+  return (
+    <div className="group" data-testid="systems-left-out">
+      <h3>Left out</h3>
+      <ul className="pick">
+        {files.map((f) => (
+          <li key={f.file} data-testid="left-out-row" data-file={f.file}>
+            <div className="error">
+              <span>
+                <Badge status="fail">left out</Badge> {f.id ?? f.file.split("/").pop()}
+              </span>
+              <div className="muted small">{f.file}</div>
+              <ul>
+                {f.problems.map((p) => (
+                  <li key={p} className="small">
+                    {p}
+                  </li>
+                ))}
+              </ul>
+            </div>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
 export function Systems({ selected }: { selected?: string }) {
-  const { entries, systems, error } = useEntries();
+  const { entries, systems, leftOut, error } = useEntries();
   const groups: Array<[string, Entry[]]> = [
     ["Drafts", entries.filter((e) => e.status === "draft")],
     ["Deployed", entries.filter((e) => e.status === "deployed")],
@@ -339,7 +369,7 @@ export function Systems({ selected }: { selected?: string }) {
       <div className="list-pane">
         <h1>Systems</h1>
         <Failure error={error} />
-        {entries.length === 0 && (
+        {entries.length === 0 && !leftOut.length && (
           <Empty>No systems yet. Ask the router in chat to build one, or add them to the config.</Empty>
         )}
         {groups.map(([title, list]) =>
@@ -372,6 +402,7 @@ export function Systems({ selected }: { selected?: string }) {
             </div>
           ) : null,
         )}
+        <LeftOut files={leftOut} />
       </div>
       <div className="detail-pane">
         {selected ? (
