@@ -165,6 +165,12 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       dbFile: opts.systemsDb,
       retryBaseMs: opts.retryBaseMs,
     });
+    // A bad file in <dataDir>/systems/ leaves only its system out: named here, in /health and doctor.
+    for (const l of systems.library.leftOut)
+      logger.warn(
+        { file: l.file, system: l.id, problems: l.problems.map((p) => `${p.key}: ${p.message}`) },
+        "system file left out; the other systems and chat are served (clawbridge systems validate names its problems)",
+      );
   }
   // The builder room (canvases, sandboxes, builds; the tools served at /mcp) lives beside the systems.
   let builder: BuilderBase | undefined;
