@@ -12,11 +12,13 @@ import { execFile } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, readdirSync, truncateSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
+import { Writable } from "node:stream";
 import { promisify } from "node:util";
 import { gzipSync } from "node:zlib";
 import { pack as tarPack } from "tar-stream";
 import { stringify } from "yaml";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
+import { createLogger } from "../../src/core/log/logger.js";
 import { runDoctor } from "../../src/ops/doctor/doctor.js";
 import type { SystemctlRunner } from "../../src/ops/service/systemd.js";
 import { BUNDLE_FORMAT } from "../../src/workflows/builder/bundle.js";
@@ -151,15 +153,31 @@ describe("a bad system file leaves only itself out", () => {
 
   test("the bridge starts quickly; chat and the good system work; the bad files are named in /health and /v1/systems", async () => {
     const t0 = performance.now();
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
     bridge = await startTestBridge(
       {
         dataDir,
         backends: { up: { type: "openai", baseUrl: fake.url } },
         models: [{ id: "m", backend: "up" }],
       },
-      { systemsDb: ":memory:" },
+      { systemsDb: ":memory:", logger: createLogger("info", sink) },
     );
     assert.ok(performance.now() - t0 < 10_000, `started in ${Math.round(performance.now() - t0)} ms`);
+    // The log names each file left out, once, with its problem.
+    const warned = lines
+      .map((l) => JSON.parse(l) as { msg: string; file?: string; problems?: string[] })
+      .filter((l) => /left out/.test(l.msg));
+    assert.deepEqual(
+      warned.map((l) => l.file).sort(),
+      [files.broken, files.huge, files.latin1, files.undeclared].sort(),
+    );
+    assert.match(warned.find((l) => l.file === files.huge)!.problems!.join(), /at most 1048576 bytes/);
 
     const chat = await fetch(`${bridge.baseURL}/chat/completions`, {
       method: "POST",
