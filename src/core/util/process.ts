@@ -32,6 +32,8 @@ export interface CliProcessOptions {
   label?: string;
   /** A long-lived process serving many turns (src/backends/warm): listed as warm. */
   warm?: boolean;
+  /** Set PWD to `cwd` (default true); false keeps `env` exactly as given (an MCP server's allow-list). */
+  setPwd?: boolean;
 }
 
 export interface ProcessEnd {
@@ -135,7 +137,7 @@ export class CliProcess {
       cwd: opts.cwd,
       // PWD follows cwd as a shell's `cd` would: some CLIs (opencode) take their project directory
       // from $PWD, and would otherwise work in the bridge's own directory.
-      env: opts.cwd ? { ...opts.env, PWD: opts.cwd } : opts.env,
+      env: opts.cwd && opts.setPwd !== false ? { ...opts.env, PWD: opts.cwd } : opts.env,
       stdio: ["pipe", "pipe", "pipe"],
       detached: true, // own session and process group: kill(-pid) reaches the CLI's children too
       shell: false,

@@ -1,16 +1,21 @@
 /**
  * The stdio side of the `mcp` kind: `ChildStdioTransport`, an MCP client transport over a child
- * process started in its own process group, with the SDK's framing (`ReadBuffer`,
+ * process run by the same process manager as the CLIs (`CliProcess`, src/core/util/process.ts): its
+ * own process group, listed with the live processes, ended on shutdown, and recorded in the run
+ * directory, so that a bridge killed with SIGKILL leaves no server behind (its orphan watcher ends
+ * the group within about two seconds, the next bridge's start-up reaper at the latest — also a
+ * server that ignores SIGTERM and a closed stdin). On top: the SDK's framing (`ReadBuffer`,
  * `serializeMessage`), the last part of its stderr kept, and a close that always ends and reaps it
  * (stdin closed, then SIGTERM and SIGKILL to the group). Also the exact environment a stdio server
- * gets (`serverEnv`): PATH, HOME, the names its `env` lists that are set, and its `setEnv`. The SDK's
- * own StdioClientTransport always adds HOME, LOGNAME, PATH, SHELL, TERM and USER and does not start
- * the server in its own process group, hence this one.
+ * gets (`serverEnv`): PATH, HOME, the names its `env` lists that are set, and its `setEnv` (no PWD
+ * added). The SDK's own StdioClientTransport always adds HOME, LOGNAME, PATH, SHELL, TERM and USER
+ * and does not start the server in its own process group, hence this one.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { CliProcess } from "../../../core/util/process.js";
 import { startTime } from "../../../core/util/run-records.js";
 import type { McpServer } from "../schema.js";
 
@@ -21,8 +26,6 @@ const STDIN_GRACE_MS = 1000;
 const STDIN_GRACE_ABORTED_MS = 100;
 /** Between SIGTERM and SIGKILL of the server's process group. */
 const TERM_GRACE_MS = 2000;
-/** After SIGKILL, how long the pipes may stay open (held by a process that left the group) before we let go of them. */
-const PIPE_RELEASE_MS = 1000;
 /** Once the server's leader exited, how long something it started may keep its stdout open. */
 const EXIT_LINGER_MS = 2000;
 
@@ -39,9 +42,15 @@ export function serverEnv(
   return { ...env, ...server.setEnv };
 }
 
+/** Which server process a call went to: its pid (= its process group) and kernel start time. */
+export interface ServerIdentity {
+  pid: number;
+  start: string | undefined;
+}
+
 /**
- * An MCP stdio client transport over a child process in its own process group, with an exact
- * environment, the last part of its stderr kept, and a close that always ends and reaps it.
+ * An MCP stdio client transport over a `CliProcess` (own process group, run record, exact
+ * environment), the last part of its stderr kept, and a close that always ends and reaps it.
  */
 export class ChildStdioTransport implements Transport {
   onclose?: () => void;
@@ -50,25 +59,28 @@ export class ChildStdioTransport implements Transport {
   /** Shorten the wait for a clean exit (the attempt was aborted: get it over with). */
   hurry = false;
   spawnError: Error | undefined;
-  private child: ChildProcess | undefined;
+  private proc: CliProcess | undefined;
   private readonly buffer = new ReadBuffer();
-  private stderrTail = "";
-  private leaderStart: string | undefined;
   private exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   private closedPromise: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
-  private lingerTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: { command: string; args: string[]; env: Record<string, string>; cwd?: string }) {}
 
   /** The server's pid (its process group id), once started. */
   get pid(): number | undefined {
-    return this.child?.pid;
+    return this.proc?.pid;
+  }
+
+  /** The server's pid and kernel start time, once started. */
+  get identity(): ServerIdentity | undefined {
+    const pid = this.proc?.pid;
+    return pid ? { pid, start: startTime(pid) } : undefined;
   }
 
   /** The last 2 KB the server wrote to stderr. */
   get stderr(): string {
-    return this.stderrTail;
+    return this.proc ? this.proc.stderrSince(0).slice(-STDERR_KEEP) : "";
   }
 
   /** How the server exited, once it has. */
@@ -77,26 +89,25 @@ export class ChildStdioTransport implements Transport {
   }
 
   start(): Promise<void> {
-    if (this.child) throw new Error("ChildStdioTransport already started");
+    if (this.proc) throw new Error("ChildStdioTransport already started");
     return new Promise((resolve, reject) => {
-      const child = spawn(this.opts.command, this.opts.args, {
-        cwd: this.opts.cwd,
+      const proc = new CliProcess({
+        command: this.opts.command,
+        args: this.opts.args,
         env: this.opts.env,
-        stdio: ["pipe", "pipe", "pipe"],
-        detached: true, // own process group: whatever the server starts is stopped with it
-        shell: false,
+        ...(this.opts.cwd ? { cwd: this.opts.cwd } : {}),
+        setPwd: false, // the environment is exactly the allow-list
+        keepStdin: true,
+        killGraceMs: TERM_GRACE_MS,
+        exitLingerMs: EXIT_LINGER_MS,
+        label: `MCP server ${path.basename(this.opts.command)}`,
       });
-      this.child = child;
+      this.proc = proc;
+      const child = proc.child;
       let started = false;
-      this.closedPromise = new Promise<void>((closed) => {
-        child.once("close", (code, signal) => {
-          this.exit ??= { code, signal };
-          if (this.lingerTimer) clearTimeout(this.lingerTimer);
-          // Leftovers in the group (helpers the server started) must not outlive it.
-          this.killGroup("SIGKILL");
-          closed();
-          this.onclose?.();
-        });
+      this.closedPromise = proc.wait().then((end) => {
+        this.exit ??= { code: end.code, signal: end.signal };
+        this.onclose?.();
       });
       child.once("error", (err) => {
         if (!started) {
@@ -107,21 +118,17 @@ export class ChildStdioTransport implements Transport {
       });
       child.once("spawn", () => {
         started = true;
-        this.leaderStart = child.pid ? startTime(child.pid) : undefined;
         resolve();
       });
       child.once("exit", (code, signal) => {
         this.exit = { code, signal };
-        // Something it started still holds stdout: give it a moment, then stop reading.
-        this.lingerTimer = setTimeout(() => void this.stop(0), EXIT_LINGER_MS);
-        this.lingerTimer.unref();
       });
       child.stdout!.on("data", (chunk: Buffer) => {
         try {
           this.buffer.append(chunk);
         } catch (err) {
           this.onerror?.(err as Error);
-          void this.stop(0);
+          void proc.terminate("aborted");
           return;
         }
         for (let i = 0; i < 100_000; i++) {
@@ -136,16 +143,12 @@ export class ChildStdioTransport implements Transport {
           this.onmessage?.(msg);
         }
       });
-      child.stderr!.setEncoding("utf8");
-      child.stderr!.on("data", (d: string) => {
-        this.stderrTail = (this.stderrTail + d).slice(-STDERR_KEEP);
-      });
       for (const s of [child.stdin!, child.stdout!, child.stderr!]) s.on("error", (err: Error) => this.onerror?.(err));
     });
   }
 
   send(message: JSONRPCMessage): Promise<void> {
-    const stdin = this.child?.stdin;
+    const stdin = this.proc?.child.stdin;
     if (!stdin?.writable || this.exit) return Promise.reject(new Error("the MCP server is not running"));
     return new Promise((resolve) => {
       if (stdin.write(serializeMessage(message))) resolve();
@@ -155,54 +158,23 @@ export class ChildStdioTransport implements Transport {
 
   /** Stop the server and wait until it is reaped (idempotent). */
   close(): Promise<void> {
-    return this.stop(this.hurry ? STDIN_GRACE_ABORTED_MS : STDIN_GRACE_MS);
-  }
-
-  /** Close stdin, wait `graceMs`, SIGTERM the group, wait, SIGKILL it, and let go of the pipes if still held. */
-  private stop(graceMs: number): Promise<void> {
-    const child = this.child;
-    if (!child || !this.closedPromise || this.spawnError) return Promise.resolve();
+    const proc = this.proc;
     const closed = this.closedPromise;
+    if (!proc || !closed || this.spawnError) return Promise.resolve();
+    const graceMs = this.hurry ? STDIN_GRACE_ABORTED_MS : STDIN_GRACE_MS;
+    // Close stdin and give it `graceMs` to exit on its own; then SIGTERM the group, SIGKILL it
+    // after TERM_GRACE_MS, and let go of the pipes should a process that left the group hold them.
     this.stopping ??= (async () => {
       try {
-        child.stdin?.end();
+        proc.endInput();
       } catch {
         /* already closed */
       }
       if (await settles(closed, graceMs)) return;
-      if (!this.exit) {
-        this.killGroup("SIGTERM");
-        if (await settles(closed, TERM_GRACE_MS)) return;
-      }
-      this.killGroup("SIGKILL");
-      if (await settles(closed, PIPE_RELEASE_MS)) return;
-      // Everything in the group is dead, yet a pipe is open: held by a process that left the group.
-      child.stdout?.destroy();
-      child.stderr?.destroy();
-      child.stdin?.destroy();
-      await settles(closed, PIPE_RELEASE_MS);
+      await proc.terminate("aborted");
+      await closed;
     })();
     return this.stopping;
-  }
-
-  private killGroup(sig: NodeJS.Signals): void {
-    const child = this.child;
-    const pid = child?.pid;
-    if (!child || !pid) return;
-    if (child.exitCode !== null || child.signalCode !== null) {
-      // The leader is gone: a process now holding its pid with another start time means our group has ended.
-      const now = startTime(pid);
-      if (now !== undefined && now !== this.leaderStart) return;
-    }
-    try {
-      process.kill(-pid, sig);
-    } catch {
-      try {
-        child.kill(sig);
-      } catch {
-        /* already gone */
-      }
-    }
   }
 }
 

@@ -2,7 +2,11 @@
  * The `mcp` kind: call one tool of an MCP server, over stdio (a child process the bridge starts
  * for the call) or Streamable HTTP. Each attempt connects, calls, and always disconnects: a stdio
  * server is stopped (stdin closed, then SIGTERM and SIGKILL to its process group) and reaped before
- * the attempt ends, whatever happened.
+ * the attempt ends, whatever happened. A stdio server runs under the CLIs' process manager
+ * (`CliProcess`: recorded for the orphan watcher and the start-up reaper), so a killed bridge leaves
+ * none behind. A call is written down before it is sent and struck off once it has ended
+ * (mcp-journal.ts): a step whose call was cut off by a bridge that died is not called again on its
+ * own when the run is resumed, it fails saying so; resuming once more calls it.
  *
  * A stdio server sees only PATH and HOME of the bridge's environment, the names its `env` lists
  * (when set) and its `setEnv`. The SDK's own StdioClientTransport always adds HOME, LOGNAME, PATH,
@@ -15,15 +19,18 @@
  * its text. `describeMcpTool` is the start-up look-up for `inputs: fromTool` and `sideEffects`.
  *
  * Here: the executor and the start-up look-up. The connection and its deadline are in
- * mcp-connect.ts, the stdio transport in mcp-stdio.ts, the error messages in mcp-errors.ts.
+ * mcp-connect.ts, the stdio transport in mcp-stdio.ts, the error messages in mcp-errors.ts, the
+ * call journal in mcp-journal.ts.
  */
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { childLogger } from "../../../core/log/logger.js";
 import type { McpRun, McpServer } from "../schema.js";
 import { ExecError, type Executor } from "../step-executor.js";
 import { renderValue } from "../template.js";
 import { type Connection, connect, Deadline, listAllTools, noSuchTool } from "./mcp-connect.js";
 import { classify, describeServer } from "./mcp-errors.js";
+import { CallJournal } from "./mcp-journal.js";
 import { ChildStdioTransport } from "./mcp-stdio.js";
 
 export interface McpToolInfo {
@@ -50,8 +57,11 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
   const what = `MCP tool ${spec.tool}`;
   if (ctx.cancel.aborted) throw new ExecError("cancelled", `${what} was cancelled`);
   const args = spec.arguments !== undefined ? renderValue(spec.arguments, ctx.scope) : ctx.scope.inputs;
+  // A call of this step that a stopped bridge never saw end is not made a second time on its own.
+  const journal = CallJournal.of(ctx);
+  journal?.refuseIfInterrupted(what);
   const deadline = new Deadline(spec.timeoutSeconds * 1000, ctx.cancel);
-  const log = ctx.log.child({ mcp: spec.server.transport, tool: spec.tool });
+  const log = childLogger(ctx.log, { mcp: spec.server.transport, tool: spec.tool });
   let conn: Connection | undefined;
   try {
     conn = await connect(spec.server, deadline, what, (err) => log.debug({ err: err.message }, "mcp transport error"));
@@ -71,6 +81,15 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
       }
     };
     let result: CallToolResult;
+    if (
+      journal &&
+      !journal.sent({
+        tool: spec.tool,
+        server: describeServer(spec.server),
+        ...(conn.transport instanceof ChildStdioTransport ? { identity: conn.transport.identity } : {}),
+      })
+    )
+      log.warn({ file: journal.file }, "could not write down the MCP call; a resume after a crash may call it again");
     try {
       result = (await client.callTool({ name: spec.tool, arguments: args as Record<string, unknown> }, undefined, {
         signal: deadline.signal,
@@ -99,6 +118,8 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
       if (conn.transport instanceof ChildStdioTransport)
         log.debug({ pid: conn.transport.pid, exit: conn.transport.exitStatus }, "mcp server stopped");
     }
+    // The call has ended and its server is reaped (or no call was sent).
+    journal?.ended();
   }
 };
 
