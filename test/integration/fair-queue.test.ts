@@ -93,3 +93,107 @@ test("3 flooding conversations (6 requests in flight each) against 6 light ones 
     cleanup(bridge.dataDir);
   }
 });
+
+test("5 aggressive conversations (4 clients each, resending at once) against 20 polite ones honouring Retry-After, queue full: every polite one is served, turns per polite one within 2x", async () => {
+  const fake = await startFakeOpenAI(() => ({ kind: "text", chunks: ["ok"], firstDelayMs: 100 }));
+  // 5 aggressive conversations keep 2 turns waiting each: 10 of the 12 places. Without places kept
+  // for refused conversations, a polite client coming back after its Retry-After finds them taken.
+  const bridge = await startTestBridge({
+    server: { maxConcurrent: 4, maxQueue: 12, queueTimeoutSeconds: 20 },
+    backends: { up: { type: "openai", baseUrl: fake.url } },
+    models: [{ id: "m", backend: "up" }],
+  });
+  const agent = new Agent({ connections: 64 });
+  const ask = async (conversation: string, signal: AbortSignal) => {
+    const res = await fetch(`${bridge.baseURL}/chat/completions`, {
+      dispatcher: agent,
+      method: "POST",
+      headers: { "content-type": "application/json", "x-session-id": conversation },
+      body: JSON.stringify({ model: "m", messages: [{ role: "user", content: `from ${conversation}` }] }),
+      signal,
+    });
+    return {
+      status: res.status,
+      retryAfter: Number(res.headers.get("retry-after") ?? 0),
+      body: (await res.json()) as any,
+    };
+  };
+
+  const windowMs = 10_000;
+  const stopAll = new AbortController();
+  const started = Date.now();
+  const open = () => !stopAll.signal.aborted && Date.now() - started < windowMs;
+  const unexpected: string[] = [];
+  const aggressiveTurns = new Map<string, number>();
+  const aggressive = async (conversation: string) => {
+    for (let i = 0; i < 2000 && open(); i++) {
+      try {
+        const a = await ask(conversation, stopAll.signal);
+        if (a.status === 200) aggressiveTurns.set(conversation, (aggressiveTurns.get(conversation) ?? 0) + 1);
+        else if (a.status === 429)
+          await sleep(50); // ignores Retry-After
+        else unexpected.push(`${conversation}: ${a.status} ${JSON.stringify(a.body)}`);
+      } catch (err) {
+        if (open()) unexpected.push(`${conversation}: ${(err as Error).message}`);
+      }
+    }
+  };
+  const politeTurns = new Map<string, number>();
+  let honoured = 0; // attempts made after sleeping a Retry-After
+  let honouredRefused = 0; // ... that were refused again
+  const polite = async (conversation: string) => {
+    politeTurns.set(conversation, 0);
+    let afterRetryAfter = false;
+    for (let i = 0; i < 200 && open(); i++) {
+      try {
+        const a = await ask(conversation, stopAll.signal);
+        if (afterRetryAfter) honoured++;
+        if (a.status === 200) {
+          politeTurns.set(conversation, politeTurns.get(conversation)! + 1);
+          afterRetryAfter = false;
+          continue;
+        }
+        if (afterRetryAfter) honouredRefused++;
+        if (a.status !== 429 || !(a.retryAfter >= 1)) {
+          unexpected.push(`${conversation}: ${a.status} retry-after ${a.retryAfter} ${JSON.stringify(a.body)}`);
+          return;
+        }
+        afterRetryAfter = true;
+        await sleep(Math.min(a.retryAfter * 1000, Math.max(0, windowMs - (Date.now() - started))));
+      } catch (err) {
+        if (open()) unexpected.push(`${conversation}: ${(err as Error).message}`);
+        return;
+      }
+    }
+  };
+
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const aggressives = Array.from({ length: 5 }, (_, c) => `hog-${c}`).flatMap((c) =>
+      Array.from({ length: 4 }, () => aggressive(c)),
+    );
+    await sleep(300); // the flood holds every place it may
+    const polites = Array.from({ length: 20 }, (_, i) => polite(`polite-${i}`));
+    // Every loop above ends with the window; this only bounds a hang.
+    const hung = new Promise<string>((r) => (timer = setTimeout(() => r("hung"), windowMs + 8000)));
+    const outcome = await Promise.race([Promise.all(polites).then(() => "done"), hung]);
+    stopAll.abort();
+    await Promise.allSettled([...aggressives, ...polites]);
+    const turns = [...politeTurns.values()];
+    const summary = `polite turns ${JSON.stringify(Object.fromEntries(politeTurns))}, aggressive turns ${JSON.stringify(Object.fromEntries(aggressiveTurns))}, attempts after a Retry-After ${honoured} (${honouredRefused} refused again)`;
+    assert.equal(outcome, "done", summary);
+    assert.deepEqual(unexpected, [], "every answer is a 200 or a 429 with Retry-After");
+    assert.equal(turns.filter((n) => n > 0).length, 20, `every polite conversation served: ${summary}`);
+    assert.ok(Math.max(...turns) <= 2 * Math.min(...turns), `turns per polite conversation within 2x: ${summary}`);
+    assert.ok(honoured > 20, `the polite clients were refused and came back: ${summary}`);
+    assert.ok(honouredRefused <= honoured / 4, `coming back at its Retry-After, a polite client gets in: ${summary}`);
+    console.log(`# ${summary}`);
+  } finally {
+    clearTimeout(timer);
+    stopAll.abort();
+    await agent.destroy();
+    await bridge.close(0);
+    await fake.close();
+    cleanup(bridge.dataDir);
+  }
+});
