@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, lstatSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
@@ -22,6 +22,7 @@ import { openBuilderRoom } from "../../src/workflows/builder/service.js";
 import type { Canvas } from "../../src/wire/canvas.js";
 import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
 import { cleanup, startTestBridge, tempDir } from "../helpers/bridge.js";
+import { walk } from "../helpers/tree.js";
 
 const execFileP = promisify(execFile);
 const BIN = path.resolve("bin/clawbridge.js");
@@ -58,19 +59,6 @@ function canvasOf(dataDir: string, system = SYS): Canvas | undefined {
 function filesOf(dataDir: string, system = SYS): Map<string, Buffer> {
   const sb = Sandbox.forSystem(dataDir, system);
   return new Map(sb.files().map((f) => [f.path, sb.readBytes(f.path)]));
-}
-
-/** Every path under `dir` (files, links, directories), relative. */
-function walk(dir: string, rel = ""): string[] {
-  if (!existsSync(dir)) return [];
-  const out: string[] = [];
-  for (const name of readdirSync(dir)) {
-    const p = path.join(dir, name);
-    const r = rel ? `${rel}/${name}` : name;
-    out.push(r);
-    if (lstatSync(p).isDirectory()) out.push(...walk(p, r));
-  }
-  return out.sort();
 }
 
 /** The archive's entries (name → content) and their types, read without the bundle code. */

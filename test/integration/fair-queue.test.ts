@@ -12,17 +12,10 @@ import { cleanup, startTestBridge } from "../helpers/bridge.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-test("3 flooding conversations (6 requests in flight each) against 6 light ones honouring Retry-After: every light one is served", async () => {
-  const fake = await startFakeOpenAI(() => ({ kind: "text", chunks: ["ok"], firstDelayMs: 100 }));
-  const bridge = await startTestBridge({
-    server: { maxConcurrent: 2, maxQueue: 12, queueTimeoutSeconds: 20 },
-    backends: { up: { type: "openai", baseUrl: fake.url } },
-    models: [{ id: "m", backend: "up" }],
-  });
-  // Our own connections, ended before the bridge closes (it would wait for idle keep-alive ones).
-  const agent = new Agent({ connections: 32 });
-  const ask = async (conversation: string, signal?: AbortSignal) => {
-    const res = await fetch(`${bridge.baseURL}/chat/completions`, {
+/** One chat turn of `conversation` over `agent`: its status, Retry-After and body. */
+function asker(baseURL: string, agent: Agent) {
+  return async (conversation: string, signal?: AbortSignal) => {
+    const res = await fetch(`${baseURL}/chat/completions`, {
       dispatcher: agent,
       method: "POST",
       headers: { "content-type": "application/json", "x-session-id": conversation },
@@ -35,6 +28,18 @@ test("3 flooding conversations (6 requests in flight each) against 6 light ones 
       body: (await res.json()) as any,
     };
   };
+}
+
+test("3 flooding conversations (6 requests in flight each) against 6 light ones honouring Retry-After: every light one is served", async () => {
+  const fake = await startFakeOpenAI(() => ({ kind: "text", chunks: ["ok"], firstDelayMs: 100 }));
+  const bridge = await startTestBridge({
+    server: { maxConcurrent: 2, maxQueue: 12, queueTimeoutSeconds: 20 },
+    backends: { up: { type: "openai", baseUrl: fake.url } },
+    models: [{ id: "m", backend: "up" }],
+  });
+  // Our own connections, ended before the bridge closes (it would wait for idle keep-alive ones).
+  const agent = new Agent({ connections: 32 });
+  const ask = asker(bridge.baseURL, agent);
 
   let stop = false;
   const stopFloods = new AbortController();
@@ -104,20 +109,7 @@ test("5 aggressive conversations (4 clients each, resending at once) against 20 
     models: [{ id: "m", backend: "up" }],
   });
   const agent = new Agent({ connections: 64 });
-  const ask = async (conversation: string, signal: AbortSignal) => {
-    const res = await fetch(`${bridge.baseURL}/chat/completions`, {
-      dispatcher: agent,
-      method: "POST",
-      headers: { "content-type": "application/json", "x-session-id": conversation },
-      body: JSON.stringify({ model: "m", messages: [{ role: "user", content: `from ${conversation}` }] }),
-      signal,
-    });
-    return {
-      status: res.status,
-      retryAfter: Number(res.headers.get("retry-after") ?? 0),
-      body: (await res.json()) as any,
-    };
-  };
+  const ask = asker(bridge.baseURL, agent);
 
   const windowMs = 10_000;
   const stopAll = new AbortController();

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, lstatSync, mkdirSync, readdirSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdirSync, truncateSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Writable } from "node:stream";
@@ -23,6 +23,7 @@ import { runDoctor } from "../../src/ops/doctor/doctor.js";
 import type { SystemctlRunner } from "../../src/ops/service/systemd.js";
 import { BUNDLE_FORMAT } from "../../src/workflows/builder/bundle.js";
 import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { walk } from "../helpers/tree.js";
 
 const execFileP = promisify(execFile);
 const BIN = path.resolve("bin/clawbridge.js");
@@ -33,19 +34,6 @@ const noBus: SystemctlRunner = async () => ({
   stdout: "",
   stderr: "Failed to connect to bus: No medium found",
 });
-
-/** Every path under `dir` (relative), sorted. */
-function walk(dir: string, rel = ""): string[] {
-  if (!existsSync(dir)) return [];
-  const out: string[] = [];
-  for (const name of readdirSync(dir)) {
-    const p = path.join(dir, name);
-    const r = rel ? `${rel}/${name}` : name;
-    out.push(r);
-    if (lstatSync(p).isDirectory()) out.push(...walk(p, r));
-  }
-  return out.sort();
-}
 
 /** A bundle of `system` whose system.yaml holds `yaml` (plus one sandbox file). */
 async function bundle(system: string, yaml: string | Buffer): Promise<Buffer> {
