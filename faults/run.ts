@@ -5,7 +5,7 @@
  * crashed:
  *   fuzz        ≥ 10,000 hostile requests (JSON, nesting, huge strings, invalid UTF-8, HTTP-level abuse, pipelining)
  *   aborts      ≥ 1,000 client aborts at random points, on a CLI backend and on an upstream backend
- *   kill9       kill -9 cycles in resume mode; restart with 24 orphaned process groups
+ *   kill9       kill -9 cycles in resume mode, each with an MCP stdio server mid-call; restart with 24 orphaned process groups
  *   slow        slow-header and slow-body connections, 401 / 413 bodies, the connection cap
  *   starvation  5 aggressive conversations against 20 light ones that honour Retry-After
  *   shutdown    SIGTERM in the middle of turns (finishing, too long, double SIGTERM)

@@ -93,11 +93,11 @@ export function cliEnv(ws: Workspace): Record<string, string> {
   return { FAULTS_DIR: ws.faultsDir, FAULTS_MARK: ws.mark };
 }
 
-/** Write the bridge's YAML config (logging at error level, tool pre-execution off) and return its path. */
+/** Write the bridge's YAML config (logging at error level, tool pre-execution off, `systems` when given) and return its path. */
 export function writeConfig(
   ws: Workspace,
   name: string,
-  cfg: { server: Record<string, unknown>; backends: Record<string, unknown>; models: unknown[] },
+  cfg: { server: Record<string, unknown>; backends: Record<string, unknown>; models: unknown[]; systems?: unknown[] },
 ): string {
   const file = path.join(ws.tmp, `${name}.yaml`);
   writeFileSync(
@@ -109,6 +109,7 @@ export function writeConfig(
       intents: { enabled: false },
       backends: cfg.backends,
       models: cfg.models,
+      ...(cfg.systems ? { systems: cfg.systems } : {}),
     }),
   );
   return file;

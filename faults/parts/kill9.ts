@@ -8,12 +8,16 @@
  * round's start-up is timed, and it must end what earlier rounds left. Last, a restart with 24
  * orphaned process groups alive (each takes 0.5 s to exit on SIGTERM, so a reaper that waits for
  * one group at a time needs ≥ 12 s) is timed: target under 3 s.
+ * Each round also starts a run of a system whose MCP stdio step calls a tool that takes a minute on
+ * a server that ignores SIGTERM and a closed stdin (lib/mcp.ts), and the kill comes while that call
+ * runs: the server and its helper still alive after the same few seconds are orphans too.
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { cliEnv, startBridge, workspace, writeConfig, type BridgeProc } from "../lib/bridge.js";
 import { readCliLog } from "../lib/clilog.js";
+import { startMcpRun, stubbornMcp } from "../lib/mcp.js";
 import { emptyTally, type Check, type Part, type PartContext, type PartResult } from "../lib/part.js";
 import { alive, groupsOf, killMarked, markedProcesses } from "../lib/procs.js";
 import { checkSse } from "../lib/shape.js";
@@ -25,6 +29,8 @@ const CHAT = "/v1/chat/completions";
 const ORPHAN_DEADLINE_MS = 5000;
 const RESTART_GROUPS = 24;
 const RESTART_TARGET_MS = 3000;
+/** How long the harness waits, at the latest, for the MCP tool call to be running before the kill. */
+const MCP_CALL_WAIT_MS = 15_000;
 
 interface StoreCheck {
   integrity: string;
@@ -87,6 +93,9 @@ export const kill9Part: Part = {
     const rounds = ctx.small ? 2 : 6;
     const clients = ctx.small ? 8 : 24;
     const ws = workspace(ctx.tmpRoot, "kill9", ctx.runMark);
+    const mcp = stubbornMcp(ws.tmp, `${ws.mark}:mcp`);
+    /** The fake CLIs' processes and the MCP servers' (each with its own mark). */
+    const everyMarked = () => [...markedProcesses(ws.mark), ...markedProcesses(mcp.mark)];
     const config = writeConfig(ws, "kill9", {
       server: { maxConcurrent: 32, maxQueue: 64, queueTimeoutSeconds: 30, shutdownGraceSeconds: 0 },
       backends: {
@@ -100,6 +109,7 @@ export const kill9Part: Part = {
         },
       },
       models: [{ id: MODEL, backend: "resume", session: { mode: "resume" } }],
+      systems: [mcp.system],
     });
     const rng = new Rng(ctx.seed * 31 + 9);
     /** Turns each conversation's client saw finish, and the conversation key the bridge named. */
@@ -114,6 +124,10 @@ export const kill9Part: Part = {
       atKill: number;
       groupsAtKill: number;
       orphans: number;
+      /** The MCP tool call was running when the bridge got SIGKILL. */
+      mcpMidCall: boolean;
+      mcpAtKill: number;
+      mcpOrphans: number;
       goneMs: number | undefined;
       integrity: string;
       lost: string[];
@@ -126,13 +140,16 @@ export const kill9Part: Part = {
     const otherErrors: string[] = [];
     try {
       for (let r = 0; r < rounds; r++) {
-        const before = markedProcesses(ws.mark);
+        const before = everyMarked();
         bridge = await startBridge(config);
         const b = bridge;
         // What the previous round left must be gone once the bridge listens (its start-up reaper).
         const gone = await eventually(() => (before.every((p) => !alive(p.pid)) ? true : undefined), 1000, 50);
         const survivedStart = gone.value ? 0 : before.filter((p) => alive(p.pid)).length;
         killMarked(ws.mark); // the round starts clean either way (survivors were counted)
+        killMarked(mcp.mark);
+        const callsBefore = mcp.calls();
+        const mcpRun = startMcpRun(b.origin);
         let turnsDone = 0;
         let turnsCut = 0;
         const runFor = ctx.small ? rng.int(1500, 2000) : rng.int(5000, 8000);
@@ -158,7 +175,14 @@ export const kill9Part: Part = {
           }
         });
         await Promise.race([Promise.all(loops), sleep(runFor)]);
+        // The kill must find the MCP tool call running (on a slow machine its server may take a while).
+        const started = await mcpRun;
+        if (started.error && otherErrors.length < 3) otherErrors.push(`round ${r}: MCP run: ${started.error}`);
+        const midCall = started.id
+          ? await eventually(() => (mcp.calls() > callsBefore ? true : undefined), MCP_CALL_WAIT_MS, 50)
+          : { value: undefined };
         const atKill = markedProcesses(ws.mark);
+        const mcpAtKill = markedProcesses(mcp.mark);
         if (b.crash) crashes++;
         b.signal("SIGKILL");
         await b.exited;
@@ -167,11 +191,12 @@ export const kill9Part: Part = {
         await Promise.race([Promise.all(loops), sleep(5000)]);
         // Orphans: no restart; the bridge's own watcher must end them within a few seconds.
         const wait = await eventually(
-          () => (markedProcesses(ws.mark).length === 0 ? true : undefined),
+          () => (everyMarked().length === 0 ? true : undefined),
           ORPHAN_DEADLINE_MS - (Date.now() - killedAt),
           50,
         );
         const left = markedProcesses(ws.mark);
+        const mcpLeft = markedProcesses(mcp.mark);
         const store = readStore(ws.dataDir);
         const lost: string[] = [];
         let behind = 0;
@@ -188,7 +213,10 @@ export const kill9Part: Part = {
           turnsCut,
           atKill: atKill.length,
           groupsAtKill: groupsOf(atKill),
-          orphans: left.length,
+          orphans: left.length + mcpLeft.length,
+          mcpMidCall: midCall.value === true,
+          mcpAtKill: mcpAtKill.length,
+          mcpOrphans: mcpLeft.length,
           goneMs: wait.value ? Date.now() - killedAt : undefined,
           integrity: store.integrity,
           lost,
@@ -196,19 +224,20 @@ export const kill9Part: Part = {
           bindings: store.rows.size,
         });
         ctx.log(
-          `kill9: round ${r + 1}/${rounds}: ${turnsDone} turns done, ${atKill.length} fake CLI processes at the kill, ${left.length} alive ${ORPHAN_DEADLINE_MS / 1000} s later; integrity ${store.integrity}; lost bindings ${lost.length}`,
+          `kill9: round ${r + 1}/${rounds}: ${turnsDone} turns done, ${atKill.length} fake CLI processes at the kill, ${left.length} alive ${ORPHAN_DEADLINE_MS / 1000} s later; MCP tool call ${midCall.value ? "running" : "NOT running"} at the kill, ${mcpAtKill.length} MCP server processes then, ${mcpLeft.length} alive ${ORPHAN_DEADLINE_MS / 1000} s later; integrity ${store.integrity}; lost bindings ${lost.length}`,
         );
         // Left for the next start-up to end (counted there as "survived the start").
       }
 
       // Restart with 24 orphaned groups alive.
-      const before = markedProcesses(ws.mark);
+      const before = everyMarked();
       bridge = await startBridge(config);
       const b = bridge;
       const baseStartMs = b.startMs;
       await eventually(() => (before.every((p) => !alive(p.pid)) ? true : undefined), 1000, 50);
       const survivedLast = before.filter((p) => alive(p.pid)).length;
       killMarked(ws.mark);
+      killMarked(mcp.mark);
       const ac = new AbortController();
       const held = Array.from({ length: RESTART_GROUPS }, (_, c) =>
         turn(
@@ -248,11 +277,14 @@ export const kill9Part: Part = {
       await Promise.race([Promise.all(held), sleep(3000)]);
       if (bridge?.crash) crashes++;
       await bridge?.stop(5000);
-      const leftAtEnd = markedProcesses(ws.mark).length;
+      const leftAtEnd = everyMarked().length;
       killMarked(ws.mark);
+      killMarked(mcp.mark);
 
       const overlaps = readCliLog(ws.faultsDir).overlaps;
       const orphans = rowsOut.reduce((a, x) => a + x.orphans, 0);
+      const mcpOrphans = rowsOut.reduce((a, x) => a + x.mcpOrphans, 0);
+      const mcpMid = rowsOut.filter((x) => x.mcpMidCall).length;
       const lost = rowsOut.reduce((a, x) => a + x.lost.length, 0);
       const badIntegrity = rowsOut.filter((x) => x.integrity !== "ok").length;
       const survived = rowsOut.reduce((a, x) => a + x.survivedStart, 0) + survivedLast;
@@ -268,13 +300,13 @@ export const kill9Part: Part = {
       tally.orphans = orphans;
       tally.lost = lost;
       tally.crashes = crashes;
-      tally.notes = `integrity_check not ok in ${badIntegrity} rounds; ${survived} processes survived a start-up; restart with ${groupsAtRestart} groups alive: ${restartMs === undefined ? (restartError ?? "did not start") : fmtMs(restartMs)}`;
+      tally.notes = `${mcpOrphans} of the ${orphans} orphans MCP server processes (an MCP tool call running at ${mcpMid}/${rounds} kills); integrity_check not ok in ${badIntegrity} rounds; ${survived} processes survived a start-up; restart with ${groupsAtRestart} groups alive: ${restartMs === undefined ? (restartError ?? "did not start") : fmtMs(restartMs)}`;
       const table = [
-        "| round | start-up (groups left alive before / still alive after) | turns done / cut | fake CLI processes (groups) at the kill | alive 5 s later, no restart | all gone after | integrity_check | bindings | lost bindings | turn count behind |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| round | start-up (groups left alive before / still alive after) | turns done / cut | fake CLI processes (groups) at the kill | MCP tool call at the kill (server processes) | alive 5 s later, no restart (of them MCP) | all gone after | integrity_check | bindings | lost bindings | turn count behind |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ...rowsOut.map(
           (x, i) =>
-            `| ${i + 1} | ${fmtMs(x.startMs)} (${x.groupsBefore} / ${x.survivedStart ? `**${x.survivedStart}**` : 0}) | ${x.turnsDone} / ${x.turnsCut} | ${x.atKill} (${x.groupsAtKill}) | ${x.orphans ? `**${x.orphans}**` : 0} | ${x.goneMs === undefined ? "—" : fmtMs(x.goneMs)} | ${x.integrity === "ok" ? "ok" : `**${x.integrity}**`} | ${x.bindings} | ${x.lost.length ? `**${x.lost.length}** (${x.lost.slice(0, 4).join(", ")})` : 0} | ${x.behind} |`,
+            `| ${i + 1} | ${fmtMs(x.startMs)} (${x.groupsBefore} / ${x.survivedStart ? `**${x.survivedStart}**` : 0}) | ${x.turnsDone} / ${x.turnsCut} | ${x.atKill} (${x.groupsAtKill}) | ${x.mcpMidCall ? "running" : "**not running**"} (${x.mcpAtKill}) | ${x.orphans ? `**${x.orphans}** (${x.mcpOrphans})` : "0 (0)"} | ${x.goneMs === undefined ? "—" : fmtMs(x.goneMs)} | ${x.integrity === "ok" ? "ok" : `**${x.integrity}**`} | ${x.bindings} | ${x.lost.length ? `**${x.lost.length}** (${x.lost.slice(0, 4).join(", ")})` : 0} | ${x.behind} |`,
         ),
       ];
       const checks: Check[] = [
@@ -284,6 +316,13 @@ export const kill9Part: Part = {
           goal: "ok",
           measured: `${rounds - badIntegrity}/${rounds} ok`,
           pass: badIntegrity === 0,
+        },
+        {
+          item: "30/3",
+          check: "kill9: an MCP stdio step's tool call (stubborn server) was running at the kill",
+          goal: `${rounds}/${rounds}`,
+          measured: `${mcpMid}/${rounds}`,
+          pass: mcpMid === rounds,
         },
         {
           item: "#8",
@@ -311,13 +350,13 @@ export const kill9Part: Part = {
       if (leftAtEnd)
         checks.push({
           item: "#3",
-          check: "kill9: fake CLI processes left after the last bridge stopped (SIGTERM)",
+          check: "kill9: fake CLI and MCP server processes left after the last bridge stopped (SIGTERM)",
           goal: "0",
           measured: String(leftAtEnd),
           pass: false,
         });
       const details = [
-        `${rounds} rounds. Each: the bridge starts (the start-up is timed; what earlier rounds left alive must be gone once it listens), ${clients} clients each stream turns in their own conversation (the fake CLI streams 2–10 deltas 20–100 ms apart; 25% of turns also start a helper \`sleep 30\` that stays in the group when the leader dies of SIGPIPE, 10% ignore SIGTERM and SIGPIPE, 10% take 0.5 s to exit on SIGTERM and ignore SIGPIPE), and after ${ctx.small ? "1.5–2" : "5–8"} s the bridge gets SIGKILL. Then, without a restart, the harness polls for ${ORPHAN_DEADLINE_MS / 1000} s for fake CLI processes (marked in their environment), runs \`PRAGMA integrity_check\` on sessions.db and checks that every conversation whose client saw a turn finish still has its binding (and a turn count no lower than the turns the client saw).`,
+        `${rounds} rounds. Each: the bridge starts (the start-up is timed; what earlier rounds left alive must be gone once it listens), ${clients} clients each stream turns in their own conversation (the fake CLI streams 2–10 deltas 20–100 ms apart; 25% of turns also start a helper \`sleep 30\` that stays in the group when the leader dies of SIGPIPE, 10% ignore SIGTERM and SIGPIPE, 10% take 0.5 s to exit on SIGTERM and ignore SIGPIPE), and a run of the system \`faults-mcp\` is started over HTTP (\`POST /v1/systems/faults-mcp/runs\`): its MCP stdio step calls a tool that takes 60 s, on a server that ignores SIGTERM and the end of its stdin and keeps a \`sleep\` helper in its process group. After ${ctx.small ? "1.5–2" : "5–8"} s, and once that tool call runs (at most ${MCP_CALL_WAIT_MS / 1000} s more), the bridge gets SIGKILL. Then, without a restart, the harness polls for ${ORPHAN_DEADLINE_MS / 1000} s for fake CLI and MCP server processes (each marked in its environment; the start-up columns count both), runs \`PRAGMA integrity_check\` on sessions.db and checks that every conversation whose client saw a turn finish still has its binding (and a turn count no lower than the turns the client saw).`,
         "",
         ...table,
         "",
@@ -331,8 +370,8 @@ export const kill9Part: Part = {
         done: {
           orphans: {
             count: orphans,
-            measured: `${orphans} alive ${ORPHAN_DEADLINE_MS / 1000} s after ${rounds} kill -9s (no restart)`,
-            pass: orphans === 0,
+            measured: `${orphans} alive ${ORPHAN_DEADLINE_MS / 1000} s after ${rounds} kill -9s (no restart), ${mcpOrphans} of them MCP server processes (an MCP tool call running at ${mcpMid}/${rounds} kills)`,
+            pass: orphans === 0 && mcpMid === rounds,
           },
           bindings: {
             count: lost,
@@ -351,6 +390,7 @@ export const kill9Part: Part = {
     } finally {
       await bridge?.stop(2000);
       killMarked(ws.mark);
+      killMarked(mcp.mark);
     }
   },
 };
