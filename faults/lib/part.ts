@@ -20,7 +20,7 @@ export const DONE_LINES = [
   { id: "shape", text: "0 non-OpenAI-shaped error bodies" },
   { id: "orphans", text: "0 orphans, including after kill -9, within a few seconds and without a restart" },
   { id: "bindings", text: "0 lost bindings" },
-  { id: "starvation", text: "every light conversation served in the starvation scenario" },
+  { id: "starvation", text: "every polite conversation served (honouring Retry-After) in the starvation scenario" },
   { id: "restart", text: "restart under 3 s with 24 orphaned groups" },
   { id: "shutdown", text: "shutdown with an idle keep-alive client under 1 s after the last turn ends" },
 ] as const;

@@ -22,7 +22,7 @@ const DONE_WHEN = [
   "0 non-OpenAI-shaped error bodies",
   "0 orphans, including after kill -9, within a few seconds and without a restart",
   "0 lost bindings",
-  "every light conversation served in the starvation scenario",
+  "every polite conversation served (honouring Retry-After) in the starvation scenario",
   "restart under 3 s with 24 orphaned groups",
   "shutdown with an idle keep-alive client under 1 s after the last turn ends",
 ];
