@@ -10,6 +10,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { Writable } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import {
   claudeCodeBackend,
@@ -32,7 +33,18 @@ import { bridgeListening, exited as gone, groupAlive, killGroups } from "../help
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
+/** A stream that keeps each log line. */
+function lineSink(lines: string[]): Writable {
+  return new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split("\n").filter(Boolean));
+      done();
+    },
+  });
+}
+
 describe("a warm Claude Code backend behind the bridge", () => {
+  const logLines: string[] = [];
   let fake: FakeAnthropic;
   let bridge: TestBridge;
   let home: string;
@@ -40,18 +52,21 @@ describe("a warm Claude Code backend behind the bridge", () => {
   before(async () => {
     fake = await startFakeAnthropic(() => ({ kind: "text", chunks: ["warm ", "reply"] }));
     home = tempDir("cb-wb-home-");
-    bridge = await startTestBridge({
-      backends: {
-        cc: {
-          type: "claude-code",
-          command: CLAUDE_BIN,
-          env: claudeEnv({ baseUrl: fake.baseUrl, home }),
-          timeoutSeconds: 60,
-          killGraceSeconds: 1,
+    bridge = await startTestBridge(
+      {
+        backends: {
+          cc: {
+            type: "claude-code",
+            command: CLAUDE_BIN,
+            env: claudeEnv({ baseUrl: fake.baseUrl, home }),
+            timeoutSeconds: 60,
+            killGraceSeconds: 1,
+          },
         },
+        models: [{ id: "claude", backend: "cc", session: { mode: "resume" } }],
       },
-      models: [{ id: "claude", backend: "cc", session: { mode: "resume" } }],
-    });
+      { logger: createLogger("warn", lineSink(logLines)) },
+    );
   });
 
   after(async () => {
@@ -119,8 +134,16 @@ describe("a warm Claude Code backend behind the bridge", () => {
       JSON.stringify(port),
     );
 
+    const backend = bridge.backends.get("cc") as ClaudeCodeBackend;
     await bridge.close(0);
     assert.ok(pidGone(w.pid), "the bridge's shutdown ended the warm process");
+    // Recorded as the shutdown's doing, not as a death (and so never logged "ended unexpectedly").
+    assert.equal(backend.warm?.pool.stats.closed, 1);
+    assert.equal(backend.warm?.pool.stats.died, 0);
+    assert.deepEqual(
+      logLines.filter((l) => /ended unexpectedly/.test(l)),
+      [],
+    );
   });
 });
 

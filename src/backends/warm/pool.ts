@@ -55,6 +55,8 @@ export interface WarmPoolStats {
   reaped: number;
   /** Workers ended to make room for another conversation. */
   evicted: number;
+  /** Workers ended by the bridge's own shutdown. */
+  closed: number;
   /** Workers that ended without being asked to (crash, kill). */
   died: number;
 }
@@ -98,12 +100,12 @@ export function warmProcesses(): WarmProcessInfo[] {
   return all.map((w) => (w.pid !== undefined && rss.has(w.pid) ? { ...w, rssBytes: rss.get(w.pid)! } : w));
 }
 
-/** What happened to the warm workers so far, per backend (for `/metrics`: started, reused, overflow, reaped, evicted, died). */
+/** What happened to the warm workers so far, per backend (for `/metrics`: started, reused, overflow, reaped, evicted, closed, died). */
 export function warmEventTotals(): Map<string, WarmPoolStats> {
   const out = new Map<string, WarmPoolStats>();
   for (const src of sources) {
     if (!src.stats || !src.backend) continue;
-    const t = out.get(src.backend) ?? { started: 0, reused: 0, overflow: 0, reaped: 0, evicted: 0, died: 0 };
+    const t = out.get(src.backend) ?? { started: 0, reused: 0, overflow: 0, reaped: 0, evicted: 0, closed: 0, died: 0 };
     for (const k of Object.keys(t) as Array<keyof WarmPoolStats>) t[k] += src.stats[k];
     out.set(src.backend, t);
   }
@@ -134,7 +136,7 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
   private readonly closing = new Map<string, Promise<void>>();
   private closed = false;
   private readonly unregister: () => void;
-  readonly stats: WarmPoolStats = { started: 0, reused: 0, overflow: 0, reaped: 0, evicted: 0, died: 0 };
+  readonly stats: WarmPoolStats = { started: 0, reused: 0, overflow: 0, reaped: 0, evicted: 0, closed: 0, died: 0 };
 
   constructor(
     readonly backend: string,
@@ -257,6 +259,7 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
     const worker = e.worker;
     if (!worker) return Promise.resolve();
     this.log.debug({ pid: worker.pid, why }, "ending warm process");
+    if (why === "shutdown") this.stats.closed++;
     const p = worker.close().finally(() => {
       if (this.closing.get(e.key) === p) this.closing.delete(e.key);
     });

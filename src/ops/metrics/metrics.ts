@@ -210,7 +210,7 @@ export class BridgeMetrics {
     const seen = new Map<string, number>();
     new Counter({
       name: "clawbridge_warm_events_total",
-      help: "What happened to warm CLI processes, by backend and event: started, reused, overflow (a turn ran cold: all busy), reaped (idle), evicted (room for another conversation), died.",
+      help: "What happened to warm CLI processes, by backend and event: started, reused, overflow (a turn ran cold: all busy), reaped (idle), evicted (room for another conversation), closed (the bridge's shutdown), died (crash or kill).",
       labelNames: ["backend", "event"],
       registers,
       collect() {

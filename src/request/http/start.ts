@@ -294,6 +294,9 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         systems?.runs.beginClose();
         await pipeline.drain(graceMs);
         await systems?.runs.close();
+        // The backends end their own processes first (a warm process is recorded as closed, not as
+        // died); whatever is left after that (a cold turn past the grace, a system's command) is ended.
+        await Promise.all([...backends.values()].map((b) => b.close?.()));
         await terminateAll();
         await watcher.stop();
         // Event streams end (`event: shutdown`) once the turns are over, so none holds the close up.
@@ -302,7 +305,6 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await clientTools?.close();
         // Stop listening; idle and finished connections are closed at once.
         await front.close(() => app.close());
-        await Promise.all([...backends.values()].map((b) => b.close?.()));
         await preexec.close();
         await systems?.close();
         await store?.close();
