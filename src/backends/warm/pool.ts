@@ -102,12 +102,24 @@ export function warmProcesses(): WarmProcessInfo[] {
 
 /** What happened to the warm workers so far, per backend (for `/metrics`: started, reused, overflow, reaped, evicted, closed, died). */
 export function warmEventTotals(): Map<string, WarmPoolStats> {
+  return sumWarmStats(warmEventSources());
+}
+
+/**
+ * The live counters of the pools registered now (not copies): the bridge's shutdown takes them
+ * before it closes the backends, whose pools then unregister, and sums them after.
+ */
+export function warmEventSources(): Array<{ backend: string; stats: WarmPoolStats }> {
+  return [...sources].flatMap((src) => (src.stats && src.backend ? [{ backend: src.backend, stats: src.stats }] : []));
+}
+
+/** The counters summed per backend. */
+export function sumWarmStats(list: Array<{ backend: string; stats: WarmPoolStats }>): Map<string, WarmPoolStats> {
   const out = new Map<string, WarmPoolStats>();
-  for (const src of sources) {
-    if (!src.stats || !src.backend) continue;
-    const t = out.get(src.backend) ?? { started: 0, reused: 0, overflow: 0, reaped: 0, evicted: 0, closed: 0, died: 0 };
-    for (const k of Object.keys(t) as Array<keyof WarmPoolStats>) t[k] += src.stats[k];
-    out.set(src.backend, t);
+  for (const { backend, stats } of list) {
+    const t = out.get(backend) ?? { started: 0, reused: 0, overflow: 0, reaped: 0, evicted: 0, closed: 0, died: 0 };
+    for (const k of Object.keys(t) as Array<keyof WarmPoolStats>) t[k] += stats[k];
+    out.set(backend, t);
   }
   return out;
 }

@@ -14,6 +14,7 @@ import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
 import { ModelRouter } from "../models/routes.js";
 import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js";
+import { sumWarmStats, warmEventSources } from "../../backends/warm/pool.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
 import type { SessionStore } from "../../core/store/types.js";
@@ -296,6 +297,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await systems?.runs.close();
         // The backends end their own processes first (a warm process is recorded as closed, not as
         // died); whatever is left after that (a cold turn past the grace, a system's command) is ended.
+        const warmCounters = warmEventSources();
         await Promise.all([...backends.values()].map((b) => b.close?.()));
         await terminateAll();
         await watcher.stop();
@@ -310,7 +312,9 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await store?.close();
         await debugLog.close();
         metrics?.close();
-        logger.info("clawbridge stopped");
+        // What became of the warm processes, per backend (closed by this shutdown, or died before it).
+        const warm = Object.fromEntries(sumWarmStats(warmCounters));
+        logger.info(Object.keys(warm).length ? { warm } : {}, "clawbridge stopped");
       })();
       return closing;
     },
