@@ -408,25 +408,10 @@ const call = (name: string, args: Record<string, unknown> = {}): ExpectedCall =>
     [simpleCall, call("get_weather"), call("do_something_cool", { steps: [] })],
     T,
   );
-  // vLLM keeps the good sibling; here a block is all-or-nothing: the whole list stays text.
-  C(
-    K,
-    src,
-    "bytes sibling makes the list text",
-    `[get_weather(x=b'z'), ${simple}]`,
-    `[get_weather(x=b'z'), ${simple}]`,
-    [],
-    T,
-  );
-  C(
-    K,
-    src,
-    "non-finite sibling makes the list text",
-    `[calc(x=1e999), ${simple}]`,
-    `[calc(x=1e999), ${simple}]`,
-    [],
-    T,
-  );
+  // As vLLM: a malformed call of an offered tool is dropped, its good sibling kept (issue 31). A
+  // sibling naming a tool that was not offered still makes the whole list text (below).
+  C(K, src, "bytes sibling is dropped, the good call kept", `[get_weather(x=b'z'), ${simple}]`, "", [simpleCall], T);
+  C(K, src, "non-finite sibling is dropped, the good call kept", `[calc(x=1e999), ${simple}]`, "", [simpleCall], T);
   C(
     K,
     src,

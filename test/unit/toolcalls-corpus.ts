@@ -5,6 +5,7 @@
  */
 
 import { FAMILY_CASES, FAMILY_FORMATS } from "./toolcalls-corpus-families.js";
+import { SHAPE_CASES } from "./toolcalls-corpus-shapes.js";
 
 export type Args = Record<string, unknown>;
 
@@ -1073,5 +1074,6 @@ R(
 );
 
 for (const c of FAMILY_CASES) add(c);
+for (const c of SHAPE_CASES) add(c);
 
 export const CORPUS: readonly CorpusCase[] = cases;

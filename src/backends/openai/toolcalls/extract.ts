@@ -12,7 +12,8 @@
  *   `<invoke name="name"><parameter name="k">v</parameter></invoke>`, and in `<tool_call>` a GLM-4.5
  *   item `name<arg_key>k</arg_key><arg_value>v</arg_value>`. The function and invoke blocks also
  *   count on their own.
- * - Marker tokens: Mistral `[TOOL_CALLS]` + JSON or `name[ARGS]{…}`; Llama `<|python_tag|>` + JSON
+ * - Marker tokens: Mistral `[TOOL_CALLS]` + JSON (junk on the marker's line before it skipped) or
+ *   `name[ARGS]{…}`; Llama `<|python_tag|>` + JSON
  *   call object(s) (`;` between), a pythonic list, a builtin `name.call(k=v)`, or raw code for an
  *   offered `python` / `code_interpreter` tool; Llama 4 `<|python_start|>` and LFM2
  *   `<|tool_call_start|>` + a pythonic list; Granite `<|tool_call|>` + JSON; InternLM
@@ -34,6 +35,9 @@
  * call" (so a package.json named like a tool is not one), and so does an `arguments` that is a JSON
  * Schema (`{"type":"object","properties":{…}}`: the model is echoing a tool definition).
  *
+ * A call object may also follow, on its line, a first object that reads as a broken call (see
+ * scanners/json-run.ts).
+ *
  * JSON IN A SENTENCE (Llama 3 JSON as vLLM's `llama3_json` finds it) counts only when it stands
  * between sentences: (1) the text before it on its line ends with `:` (or `：。！？`), or with `.`
  * `!` `?` and a blank; (2) the sentence that ends there (from the previous `.!?。！？` + blank; at
@@ -50,7 +54,8 @@
  * that opens the reply (`<think>…</think>`, `<seed:think>…</seed:think>`), a name that was not
  * offered (`say_hello` never matches `say_hello_world`), malformed or truncated JSON, objects
  * without a name or with other keys. A block (tag, fence, array, list, token section, `;` run) is
- * all-or-nothing: one item that is not a valid call makes the whole block text. Tags, fences and
+ * all-or-nothing: one item that is not a valid call makes the whole block text (except a malformed
+ * call of an offered tool in a pythonic list: dropped, its good siblings kept). Tags, fences and
  * token sections whose closing part is missing when the reply ENDS are accepted if their items are
  * complete.
  *
@@ -140,6 +145,8 @@ export class ToolCallExtractor {
   private thinkMatch = 0;
 
   private lineStart = true;
+  /** The next `{` follows an invalid JSON object on its line and may open a call object. */
+  private jsonNext = false;
   private tickRun = 0;
   private inlineTicks = 0;
   private prevWord = false;
@@ -312,6 +319,7 @@ export class ToolCallExtractor {
         this.enterCode(d.code, body);
       } else {
         for (let i = 0; i < text.length; i++) this.plainChar(text[i]!);
+        this.jsonNext = d.jsonNext === true;
         if (d.think !== null) {
           this.think = d.think;
           this.thinkMatch = 0;
@@ -415,6 +423,8 @@ export class ToolCallExtractor {
   }
 
   private normalChar(c: string): void {
+    const jsonNext = this.jsonNext;
+    this.jsonNext = false;
     if (this.tickRun > 0 && c !== "`") this.finishTicks();
     if (this.inlineTicks === 0) {
       let cand: Candidate | null = null;
@@ -426,7 +436,7 @@ export class ToolCallExtractor {
           cand = new BracketCandidate(this.ctx, this.lineStart ? "" : this.linePrefix());
           break;
         case "{":
-          if (this.jsonMayStart()) cand = new JsonRunCandidate(this.ctx, c);
+          if (jsonNext || this.jsonMayStart()) cand = new JsonRunCandidate(this.ctx, c);
           break;
         case "`":
           if (this.lineStart) cand = new FenceCandidate(this.ctx);

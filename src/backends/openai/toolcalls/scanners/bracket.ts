@@ -42,6 +42,10 @@ const M_AFTER = 9;
 const M_CLOSE = 10;
 const B_PY = 11;
 const B_JSON = 12;
+/** Junk between `[TOOL_CALLS]` and its JSON (a repeated marker, a stray word): skipped. */
+const M_JUNK = 13;
+/** Most characters of junk skipped after `[TOOL_CALLS]`. */
+const MAX_JUNK = 64;
 
 export class BracketCandidate implements Candidate {
   private st = B_START;
@@ -57,6 +61,10 @@ export class BracketCandidate implements Candidate {
   private id = "";
   private calls: RawCall[] = [];
   private pending = 0;
+  /** Characters of junk skipped after `[TOOL_CALLS]` (over MAX_JUNK: no more junk allowed). */
+  private junk = 0;
+  /** Characters the current `[TOOL_CALLS]` JSON scanner has read. */
+  private jsonLen = 0;
 
   constructor(
     private readonly ctx: ScanContext,
@@ -112,32 +120,40 @@ export class BracketCandidate implements Candidate {
       case B_JSON:
         return this.run!.step(c);
       case M_WS:
-        if (isWs(c)) return null;
-        if (c === "[" || c === "{") {
-          this.json = new JsonScanner(this.ctx.tools, c === "[" ? V_CALLS : V_CALL);
-          this.json.step(c);
-          this.st = M_JSON;
+        if (isWs(c)) {
+          if (c === "\n") this.junk = MAX_JUNK + 1; // no junk after a line break: a fence, a new line
           return null;
         }
+        if (c === "[" || c === "{") return this.startJson(c);
         if (isNameChar(c)) {
           this.name = c;
           this.st = M_NAME;
           return null;
         }
-        return reject(1);
+        return this.toJunk(c);
       case M_JSON: {
+        this.jsonLen++;
         const r = this.json!.step(c);
         if (r === MORE) return null;
-        if (r === REJECT) return reject(1);
+        // A JSON start that fails at once (`[TOOL_CALLS][TOOL_CALLS]`, `[x]`) is junk too.
+        if (r === REJECT) return this.jsonLen <= 2 ? this.toJunk(c) : reject(1);
         const calls = callsFromJsonText(this.json!.text, this.ctx.tools);
         return calls === null ? reject(0) : this.after(calls);
       }
+      case M_JUNK:
+        if (c === "\n" || ++this.junk > MAX_JUNK) return reject(1);
+        if (c === "[" || c === "{") return this.startJson(c);
+        return null;
       case M_NAME:
         if (isNameChar(c) && this.name.length < MAX_NAME) {
           this.name += c;
           return null;
         }
-        if (!this.ctx.tools.has(this.name)) return reject(1);
+        if (!this.ctx.tools.has(this.name)) {
+          // A word that names no offered tool: junk before the JSON (`[TOOL_CALLS] Sure [{…}]`).
+          this.junk += this.name.length;
+          return this.junk <= MAX_JUNK && (c === "[" || c === "{") ? this.startJson(c) : this.toJunk(c);
+        }
         if (c === "[") {
           this.nlit = new Lit([ARGS_LIT, CALL_ID_LIT], c);
           this.st = M_NLIT;
@@ -196,6 +212,22 @@ export class BracketCandidate implements Candidate {
       default:
         return reject(1);
     }
+  }
+
+  private startJson(c: string): null {
+    this.json = new JsonScanner(this.ctx.tools, c === "[" ? V_CALLS : V_CALL);
+    this.json.step(c);
+    this.jsonLen = 1;
+    this.st = M_JSON;
+    return null;
+  }
+
+  /** Junk after `[TOOL_CALLS]` (on its line, at most MAX_JUNK characters), `c` its next character. */
+  private toJunk(c: string): Decision | null {
+    this.st = M_JUNK;
+    if (c === "[" || c === "{" || c === "\n" || this.junk > MAX_JUNK) return reject(1);
+    this.junk++;
+    return null;
   }
 
   /** A `[TOOL_CALLS]` JSON block is complete: an optional `[/TOOL_CALLS]` may follow. */

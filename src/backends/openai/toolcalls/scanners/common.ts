@@ -33,6 +33,11 @@ export interface Decision {
   drop: number;
   /** After a rejection: the released text opened a reasoning block that this literal closes. */
   think: string | null;
+  /**
+   * After a rejection: the refed text starts with a `{` that may open a JSON call object wherever it
+   * stands (it follows an invalid JSON object on the same line).
+   */
+  jsonNext?: boolean;
 }
 
 export interface Candidate {

@@ -67,11 +67,30 @@ export function startsSentence(c: string): boolean {
 const J_VALUE = 0;
 const J_AFTER = 1;
 const J_SEP = 2;
+/** The first object is not a call: skipping to its balanced `}`. */
+const J_SKIP = 3;
+/** After a first object that is not a call: blanks, `;` or `,`, then maybe another object. */
+const J_INVALID = 4;
+/** First keys of a call object (see shape.ts). */
+const CALL_KEYS: ReadonlySet<string> = new Set([
+  "name",
+  "function",
+  "function_call",
+  "type",
+  "id",
+  "arguments",
+  "parameters",
+]);
 
 /**
  * A JSON call object (or an array of them) at the start of a line or between sentences. After it:
  * more call objects separated by `;`, `,` or blanks (one block: all-or-nothing), then the end of
  * the line, the end of the reply, or blanks and the first letter of a new sentence.
+ *
+ * When the FIRST object is not a call (broken JSON, other keys, a tool not offered), it is text, and
+ * a `{` after it on the same line (past blanks, `;` or `,`) may open a call object as if the line
+ * started there: `{"name": "read", "arguments": {"path": }} {"name": "read", …}` keeps the second.
+ * The invalid object's end is found by counting braces outside strings.
  */
 export class JsonRunCandidate implements Candidate {
   private json: JsonScanner;
@@ -79,6 +98,17 @@ export class JsonRunCandidate implements Candidate {
   private st = J_VALUE;
   private pending = 0;
   private readonly isArray: boolean;
+  // Brace depth and string state of the first object (to find its end if it is not a call).
+  private depth = 0;
+  private inStr = false;
+  private esc = false;
+  /** The first object began with a key (`{"`): only then is a broken one skipped to its end. */
+  private keyed = 0;
+  /** The first key of the first object (while keyed is 1), and whether it is complete. */
+  private key = "";
+  private keyDone = false;
+  /** The first object spans lines: a broken one is released where it broke. */
+  private multiline = false;
 
   constructor(
     private readonly ctx: ScanContext,
@@ -87,16 +117,56 @@ export class JsonRunCandidate implements Candidate {
     this.isArray = first === "[";
     this.json = new JsonScanner(ctx.tools, this.isArray ? V_CALLS : V_CALL);
     this.json.step(first);
+    this.depth = 1;
+  }
+
+  /** Tracks the first object's braces; true when `c` closes it. */
+  private track(c: string): boolean {
+    if (this.inStr) {
+      if (this.esc) this.esc = false;
+      else if (c === "\\") this.esc = true;
+      else if (c === '"') {
+        this.inStr = false;
+        this.keyDone = true;
+      } else if (!this.keyDone && this.key.length < 16) this.key += c;
+      return false;
+    }
+    if (c === "\n") this.multiline = true;
+    if (this.keyed === 0 && !isWs(c)) this.keyed = c === '"' ? 1 : -1;
+    if (c === '"') this.inStr = true;
+    else if (c === "{" || c === "[") this.depth++;
+    else if (c === "}" || c === "]") return --this.depth === 0;
+    return false;
+  }
+
+  /**
+   * The first object is not a call (`closed`: `c` ended it). If it reads as a call object gone wrong
+   * (one line, first key a call key), it is skipped to its end, then another may follow; else it is
+   * released now.
+   */
+  private invalid(closed: boolean): Decision | null {
+    const skip =
+      !this.isArray &&
+      this.calls.length === 0 &&
+      !this.multiline &&
+      this.keyed === 1 &&
+      this.keyDone &&
+      CALL_KEYS.has(this.key);
+    if (!skip) return closed ? reject(0) : reject(1);
+    this.st = closed ? J_INVALID : J_SKIP;
+    this.pending = 0;
+    return null;
   }
 
   step(c: string): Decision | null {
     switch (this.st) {
       case J_VALUE: {
+        const closed = this.calls.length === 0 && !this.isArray && this.track(c);
         const r = this.json.step(c);
         if (r === MORE) return null;
-        if (r === REJECT) return reject(1);
+        if (r === REJECT) return this.invalid(closed);
         const calls = callsFromJsonText(this.json.text, this.ctx.tools);
-        if (calls === null) return reject(0);
+        if (calls === null) return this.invalid(true);
         this.calls.push(...calls);
         this.st = J_AFTER;
         this.pending = 0;
@@ -123,6 +193,18 @@ export class JsonRunCandidate implements Candidate {
         }
         if (c === "{") return this.next(c);
         return reject(this.pending + 1);
+      case J_SKIP:
+        if (c === "\n") return reject(1);
+        if (this.track(c)) this.st = J_INVALID;
+        return null;
+      case J_INVALID:
+        if (isHws(c) || c === ";" || c === ",") {
+          this.pending++;
+          return null;
+        }
+        // Another object, apart from the invalid one (glued `}{` stays text, as Ollama's parser).
+        if (c === "{" && this.pending > 0) return { ...reject(1), jsonNext: true };
+        return reject(1);
       default:
         return reject(1);
     }

@@ -9,7 +9,8 @@
  * and dicts with string or number keys, nested. Lenient where models slip (as SGLang's LFM2 detector
  * is): a raw newline inside a string, a zero-padded integer, a Python keyword as a parameter name.
  * Anything else (positional arguments, expressions, names, sets, bytes, f-strings, a repeated
- * keyword, a non-finite number) makes the call, and with it the whole list, text.
+ * keyword, a non-finite number) makes the call malformed: a lone call stays text, and in a list the
+ * call is dropped and its well-formed siblings kept (see PyCalls).
  */
 import type { RawCall } from "../shape.js";
 import { isIdentChar, isIdentStart, isNameChar, isWs, MAX_NAME } from "./common.js";
@@ -320,15 +321,25 @@ const C_AFTER_VAL = 7;
 const C_AFTER_CALL = 8;
 const C_NEXT = 9;
 const C_DONE = 10;
+/** Inside a malformed call of a list: skipping to its closing `)`. */
+const C_SKIP = 11;
 
 export const PYC_MORE = 0;
 export const PYC_DONE = 1;
 export const PYC_REJECT = -1;
 
+/** Longest malformed call a list skips (from its `(`); longer makes the list text. */
+const MAX_SKIP = 64 * 1024;
+
 /**
  * A pythonic call list `[a(x=1), b()]` (list mode, fed from the character after `[`), or one call
  * `name(…)` / `name.call(…)` (single mode, fed from the name's first character). Every name must
  * be offered. `step` returns PYC_DONE on the closing `]` (list) or `)` (single).
+ *
+ * In a list, a call of an offered tool whose arguments are malformed (`get_time(tz=)`,
+ * `f(city=Paris)`, a positional argument) is skipped up to its balanced `)` (brackets counted,
+ * strings skipped) and dropped, so its well-formed siblings are kept; the list still needs at least
+ * one well-formed call, every name offered, and its `,` / `]` in place.
  */
 export class PyCalls {
   readonly calls: RawCall[] = [];
@@ -337,6 +348,11 @@ export class PyCalls {
   private kw = "";
   private args: Record<string, unknown> = {};
   private val: PyValue | null = null;
+  // Bracket depth and string state inside the current call's parentheses (list mode), to find its end.
+  private depth = 0;
+  private quote = "";
+  private esc = false;
+  private callLen = 0;
 
   constructor(
     private readonly tools: ReadonlySet<string>,
@@ -346,6 +362,49 @@ export class PyCalls {
   }
 
   step(c: string): number {
+    const st = this.st;
+    if (!this.list || st < C_ARGS || st > C_AFTER_VAL) {
+      if (st === C_SKIP) return this.track(c) ? this.skippedCall() : this.callLen > MAX_SKIP ? PYC_REJECT : PYC_MORE;
+      return this.inner(c);
+    }
+    const r = this.inner(c);
+    const closed = this.track(c);
+    if (r !== PYC_REJECT) return r;
+    // A malformed call of an offered tool inside a list: skip it, keep its siblings.
+    if (this.quote === "" && closed) return this.skippedCall();
+    if (this.depth < 0) return PYC_REJECT;
+    this.val = null;
+    this.st = C_SKIP;
+    return PYC_MORE;
+  }
+
+  /** Tracks brackets and strings inside a call; true when `c` closes the call's `(`. */
+  private track(c: string): boolean {
+    this.callLen++;
+    if (this.quote !== "") {
+      if (this.esc) this.esc = false;
+      else if (c === "\\") this.esc = true;
+      else if (c === this.quote) this.quote = "";
+      return false;
+    }
+    if (c === '"' || c === "'") this.quote = c;
+    else if (c === "(" || c === "[" || c === "{") this.depth++;
+    else if (c === ")" || c === "]" || c === "}") {
+      this.depth--;
+      if (this.depth < 0) {
+        if (c === ")") return true;
+        this.callLen = MAX_SKIP + 1; // a closing bracket that does not match: not a call list
+      }
+    }
+    return false;
+  }
+
+  private skippedCall(): number {
+    this.st = C_AFTER_CALL;
+    return PYC_MORE;
+  }
+
+  private inner(c: string): number {
     switch (this.st) {
       case C_LIST_OPEN:
       case C_NEXT:
@@ -364,6 +423,10 @@ export class PyCalls {
         if (this.name.endsWith(".call")) this.name = this.name.slice(0, -5);
         if (!this.tools.has(this.name)) return PYC_REJECT;
         this.args = {};
+        this.depth = 0;
+        this.quote = "";
+        this.esc = false;
+        this.callLen = 0;
         this.st = C_ARGS;
         return PYC_MORE;
       case C_ARGS:
@@ -379,7 +442,7 @@ export class PyCalls {
           return PYC_MORE;
         }
         this.st = C_KW_WS;
-        return this.step(c);
+        return this.inner(c);
       case C_KW_WS:
         if (isWs(c)) return PYC_MORE;
         if (c !== "=" || Object.hasOwn(this.args, this.kw)) return PYC_REJECT;
@@ -389,7 +452,7 @@ export class PyCalls {
         if (isWs(c)) return PYC_MORE;
         this.val = new PyValue();
         this.st = C_VAL;
-        return this.step(c);
+        return this.inner(c);
       case C_VAL: {
         const r = this.val!.step(c);
         if (r === PY_MORE) return PYC_MORE;
@@ -397,7 +460,7 @@ export class PyCalls {
         this.args[this.kw] = this.val!.value;
         this.val = null;
         this.st = C_AFTER_VAL;
-        return r === PY_DONE_BEFORE ? this.step(c) : PYC_MORE;
+        return r === PY_DONE_BEFORE ? this.inner(c) : PYC_MORE;
       }
       case C_AFTER_VAL:
         if (isWs(c)) return PYC_MORE;
@@ -428,6 +491,7 @@ export class PyCalls {
   }
 
   private finish(): number {
+    if (this.calls.length === 0) return PYC_REJECT;
     this.st = C_DONE;
     return PYC_DONE;
   }
