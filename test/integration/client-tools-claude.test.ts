@@ -59,6 +59,16 @@ function unanswered(req: RecordedRequest): string[] {
   return blocks.filter((b: any) => b?.type === "tool_use" && !answered.has(b.id)).map((b: any) => b.id);
 }
 
+/** Claude Code's own words for a tool use the user refused or interrupted: never what happened here. */
+function noRefusal(req: RecordedRequest): void {
+  const all = JSON.stringify(req.body?.messages ?? []);
+  assert.doesNotMatch(
+    all,
+    /doesn't want to proceed|tool use was rejected|Request interrupted by user/,
+    all.slice(-1500),
+  );
+}
+
 const toolNames = (req: RecordedRequest): string[] => (req.body?.tools ?? []).map((t: any) => t.name);
 
 describe("client tools inside Claude Code (warm, bridge mode)", () => {
@@ -226,24 +236,31 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     assert.match(r2.text, /STATUS-RIGHT/);
   });
 
-  test("a new message while a call is pending cancels the call (the CLI's turn is interrupted) and is answered", async () => {
+  test("a new message while a call is pending: the call is answered saying so, then the person's message follows in it, and the same process answers (issue 31 item 2)", async () => {
     const chat = new ToolChat(bridge.baseURL, `ct-${randomUUID()}`, "claude", TOOLS);
     const before = new Set((await health()).warm.list.map((w: any) => w.pid));
     const r1 = await chat.say("STATUS please");
     assert.equal(r1.finish, "tool_calls");
     const pid = (await health()).warm.list.find((w: any) => w.busy && !before.has(w.pid))?.pid;
     assert.ok(pid, "the warm process is busy with the pending call");
-    const r2 = await chat.say("never mind, something plain");
+    const r2 = await chat.say("never mind, MSG-INSTEAD-7 please");
     assert.equal(r2.finish, "stop");
-    assert.match(r2.text, /plain answer/);
-    const req = fake.messageCalls().find((c) => c.lastUserText.includes("never mind"))!;
-    const cancelled = toolResults(req);
-    assert.equal(cancelled.length, 1, "the pending tool use was closed in claude's own history");
-    assert.equal(cancelled[0]!.is_error, true);
+    assert.match(r2.text, /ERROR No result: the person sent a new message instead/, r2.text);
+    const req = fake.messageCalls().find((c) => toolResults(c).some((r) => r.text.includes("MSG-INSTEAD-7")))!;
+    assert.ok(req, "the person's message reached the model");
+    const [closed] = toolResults(req);
+    assert.equal(closed!.is_error, true, "the pending tool use is closed with an error in claude's own history");
+    const said = closed!.text.indexOf("MSG-INSTEAD-7");
+    const result = closed!.text.indexOf("No result: the person sent a new message instead");
+    assert.ok(result >= 0 && said > result, `the result saying so, then the person's message: ${closed!.text}`);
+    noRefusal(req);
     assert.ok(
       (await health()).warm.list.some((w: any) => w.pid === pid),
       "the same process took the new message",
     );
+    const r3 = await chat.say("and now plain");
+    assert.match(r3.text, /plain answer/);
+    noRefusal(fake.messageCalls().at(-1)!);
   });
 
   test("a message that offers no tools while a call is pending ends the waiting turn at once and is answered", async () => {
@@ -264,6 +281,8 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
       [],
       "no tool use is left without its result in claude's history (the API would refuse it)",
     );
+    assert.match(JSON.stringify(req.body.messages), /went on without tools/, "the call's result says what happened");
+    noRefusal(req);
     assert.ok(
       await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000),
       "no process still waits on the call",
@@ -278,8 +297,16 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
       await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000),
       "the turn ended after pendingTimeoutSeconds (2 s)",
     );
+    // The model read what happened as the call's result (the turn went on, unseen, with it).
+    const timedOut = fake
+      .messageCalls()
+      .find((c) => toolResults(c).some((r) => r.text.includes("did not run the tool within 2 s")));
+    assert.ok(timedOut, "the timeout's result reached the model");
+    assert.equal(toolResults(timedOut!)[0]!.is_error, true);
+    noRefusal(timedOut!);
     const r2 = await chat.answer(["LATE-STATUS"]);
     assert.equal(r2.finish, "stop");
+    noRefusal(fake.messageCalls().at(-1)!);
     const req = fake.messageCalls().at(-1)!;
     assert.match(req.lastUserText, /had already ended/, "the CLI is told why the result comes as text");
     assert.match(req.lastUserText, /LATE-STATUS/);

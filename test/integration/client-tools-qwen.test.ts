@@ -18,6 +18,16 @@ const TOOLS = [
   tool("memory_search", "Search OpenClaw's memory.", { query: { type: "string" } }, ["query"]),
 ];
 
+/** Words that would tell the model the person refused or interrupted the call: never what happened here. */
+function noRefusal(req: RecordedRequest): void {
+  const all = JSON.stringify(req.body?.messages ?? []);
+  assert.doesNotMatch(
+    all,
+    /rejected|cancelled by user|Request interrupted by user|doesn't want to proceed/i,
+    all.slice(-1500),
+  );
+}
+
 /** The request's messages after the last one with the person's words. */
 function toolMessages(req: RecordedRequest): Array<{ tool_call_id: string; content: string }> {
   const msgs: any[] = req.body?.messages ?? [];
@@ -62,6 +72,13 @@ describe("client tools inside Qwen Code (warm, bridge mode)", () => {
       },
       models: [
         { id: "qwen", backend: "qw", model: "fake-model", session: { mode: "resume" }, tools: { mode: "bridge" } },
+        {
+          id: "qwen-short",
+          backend: "qw",
+          model: "fake-model",
+          session: { mode: "resume" },
+          tools: { mode: "bridge", pendingTimeoutSeconds: 2 },
+        },
       ],
     });
   });
@@ -102,7 +119,7 @@ describe("client tools inside Qwen Code (warm, bridge mode)", () => {
     assert.match(r3.text, /plain answer/);
   });
 
-  test("a wrong tool_call_id gets a clear 400, and a new message instead cancels the pending call; nothing is left busy", async () => {
+  test("a wrong tool_call_id gets a clear 400; a new message instead answers the call saying so, then the person's message follows in it (issue 31 item 2); nothing is left busy", async () => {
     const chat = new ToolChat(bridge.baseURL, `ctq-${randomUUID()}`, "qwen", TOOLS);
     const r1 = await chat.say("STATUS again");
     assert.equal(r1.finish, "tool_calls");
@@ -111,9 +128,34 @@ describe("client tools inside Qwen Code (warm, bridge mode)", () => {
       (err: any) => err.status === 400 && /callNOTPENDING/.test(err.message),
     );
     chat.messages.pop();
-    const r2 = await chat.say("something plain instead");
+    const r2 = await chat.say("something plain instead QMSG-5");
     assert.equal(r2.finish, "stop");
-    assert.match(r2.text, /plain answer/);
+    const req = fake.mainRequests().find((r) => toolMessages(r).some((t) => t.content.includes("QMSG-5")));
+    assert.ok(req, `the person's message reached the model in the call's result: ${r2.text}`);
+    const text = toolMessages(req!)[0]!.content;
+    const result = text.indexOf("No result: the person sent a new message instead");
+    assert.ok(result >= 0 && text.indexOf("QMSG-5") > result, text);
+    noRefusal(req!);
     assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000));
+  });
+
+  test("a pending call not answered in time: the model reads that it timed out as the call's result (issue 31 item 2)", async () => {
+    const chat = new ToolChat(bridge.baseURL, `ctq-${randomUUID()}`, "qwen-short", TOOLS);
+    const r1 = await chat.say("STATUS late");
+    assert.equal(r1.finish, "tool_calls");
+    assert.ok(
+      await eventually(
+        async () =>
+          fake
+            .mainRequests()
+            .some((r) => toolMessages(r).some((t) => t.content.includes("did not run the tool within 2 s"))),
+        15_000,
+      ),
+      "the timeout's result reached the model",
+    );
+    assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000));
+    const r2 = await chat.say("plain after the timeout");
+    assert.equal(r2.finish, "stop");
+    noRefusal(fake.mainRequests().at(-1)!);
   });
 });

@@ -11,6 +11,12 @@
  *   reconnecting): a repeat of a waiting call (same name and arguments) joins it.
  * - `ClientToolHub`: the sessions by conversation and by token (a SHA-256 of the token is the key,
  *   so the lookup does not compare secrets), and the endpoint's URL once the bridge listens.
+ * - A call that gets no result from the client (the pending timeout, a request that offers no tools)
+ *   is ANSWERED, with a result that says what happened (`isError`), before its turn ends: the CLI's
+ *   model reads that text as the tool's result, not its CLI's own "the user rejected this tool use"
+ *   and "[Request interrupted by user for tool use]" that an interrupt leaves. The turn then goes on,
+ *   unseen, until the model has taken that in and its turn ends by itself (at most `SETTLE_MS`, then
+ *   it is interrupted after all); nobody reads that reply, but the CLI's history stays true and whole.
  */
 import { createHash, randomBytes } from "node:crypto";
 import type { Logger } from "pino";
@@ -50,6 +56,8 @@ class PendingCall implements ClientToolCall {
 export const PROGRESS_EVERY_MS = 30_000;
 /** A conversation's session is forgotten after this long unused with nothing waiting. */
 const FORGET_AFTER_MS = 60 * 60_000;
+/** How long a turn whose calls were answered without a result may go on, unseen, before it is interrupted. */
+export const SETTLE_MS = 20_000;
 
 export class ToolSession {
   tools: ClientToolDef[] = [];
@@ -153,16 +161,21 @@ export class ToolSession {
 
   /** Hand the client's results to the calls waiting for them. */
   answer(results: readonly ClientToolResult[]): void {
-    for (const r of results) this.settle(r.id, { content: [{ type: "text", text: r.text }] });
+    for (const r of results) this.settleCall(r.id, { content: [{ type: "text", text: r.text }] });
+  }
+
+  /** Answer every waiting call with `text` instead of a result from the client (`isError`). */
+  answerInstead(text: string): void {
+    for (const id of [...this.calls.keys()]) this.settleCall(id, errorOutcome(text));
   }
 
   /** Answer every waiting call with an error (`why`) and forget them. */
   cancelAll(why: string): void {
-    for (const id of [...this.calls.keys()]) this.settle(id, errorOutcome(why));
+    for (const id of [...this.calls.keys()]) this.settleCall(id, errorOutcome(why));
     this.calls.clear();
   }
 
-  private settle(id: string, o: CallOutcome): void {
+  private settleCall(id: string, o: CallOutcome): void {
     const c = this.calls.get(id);
     if (!c) return;
     if (c.waiter) {
@@ -172,33 +185,66 @@ export class ToolSession {
   }
 
   /**
-   * Keep the CLI turn suspended until the client's next request, at most `timeoutSeconds`: then the
-   * turn is ended (the CLI interrupted) and its calls answered with an error.
+   * Keep the CLI turn suspended until the client's next request, at most `timeoutSeconds`: then its
+   * calls are answered saying so and the turn is ended (`settle`).
    */
   suspend(turn: SuspendedTurn, backend: string, timeoutSeconds: number): void {
     this.lastUsedAt = Date.now();
     const timer = setTimeout(() => {
       const t = this.take();
       if (!t) return;
-      const why = `No result from the client within ${timeoutSeconds} s: the tool call was given up.`;
       this.log.info({ conversation: this.key, timeoutSeconds }, "client tool call timed out: ending the CLI's turn");
-      void this.end(t, why);
+      void this.settle(
+        t,
+        `No result: the client did not run the tool within ${timeoutSeconds} s (no result came back), so the call was given up. Whether the tool ran is unknown.`,
+      );
     }, timeoutSeconds * 1000);
     timer.unref?.();
     this.suspended = { turn, backend, timer };
   }
 
-  /** End the suspended turn, if any, for a request that will not resume it; its calls are answered with `why`. */
+  /**
+   * End the suspended turn, if any, for a request that will not resume it: its calls are answered
+   * with `why`. Resolves once the turn has ended (also one a timeout is ending now), so the next
+   * turn finds the CLI free.
+   */
   async endSuspended(why: string): Promise<void> {
     const t = this.take();
-    if (t) await this.end(t, why);
+    if (t) await this.settle(t, why);
+    else await this.ending;
+  }
+
+  /** A turn being ended by `settle` (the timeout's, in the background). */
+  private ending: Promise<void> | undefined;
+
+  /**
+   * Answer the calls a turn waits for with `why`, and let the CLI go on, unseen, until its model has
+   * taken that in and the turn ends by itself (at most `SETTLE_MS`; then, or when it calls another
+   * client tool, it is interrupted and that call answered with `why` too).
+   */
+  private settle(t: SuspendedTurn, why: string): Promise<void> {
+    const run = async () => {
+      this.answerInstead(why);
+      try {
+        for await (const ev of t.resume(AbortSignal.timeout(SETTLE_MS))) void ev;
+      } catch {
+        /* the driver failed: its process is handed back by the warm room */
+      }
+      const again = this.take();
+      if (again) await again.abandon().catch(() => undefined);
+      this.cancelAll(why);
+    };
+    const p = run().finally(() => {
+      if (this.ending === p) this.ending = undefined;
+    });
+    this.ending = p;
+    return p;
   }
 
   /**
-   * End a suspended turn and answer its calls with an error. Most CLIs close an interrupted call in
-   * their own history, so the turn is interrupted first (the CLI does not go on with the error); a
-   * CLI that does not (`answerFirst`: Gemini CLI, whose API refuses a call without a response) gets
-   * the error first, and its turn is ended once it has taken it in (`ParkedWarmTurn.abandon`).
+   * End a turn whose process is gone: interrupt (nothing there reads an answer), answer its calls
+   * with an error. A CLI that does not close an interrupted call in its own history
+   * (`answerFirst`: Gemini CLI) gets the error first (`ParkedWarmTurn.abandon`).
    */
   private async end(t: SuspendedTurn, why: string): Promise<void> {
     if (t.answerFirst) this.cancelAll(why);

@@ -1,8 +1,17 @@
 /**
  * The client's tools on a warm turn, the same for every CLI: a request that answers the calls a
- * suspended turn waits for resumes that turn (its CLI goes on into this response); any other request
- * first ends a suspended turn (interrupt: the person moved on), then runs as a new turn whose
+ * suspended turn waits for resumes that turn (its CLI goes on into this response); otherwise the
+ * call is answered with what happened instead, and the CLI goes on from that; a new turn whose
  * suspension, if its CLI calls a client tool, is kept in the conversation's `ToolSession`.
+ *
+ * The CLI's model is told what happened, never "the user rejected the tool" (what an interrupt
+ * leaves in Claude Code's and Qwen Code's history):
+ * - A new message from the person while a call waits: the call is answered (`isError`) with "no
+ *   result: the person sent a new message instead", then the person's message, in the same tool
+ *   result, and the turn is resumed into this response: the model reads that the tool was not
+ *   answered and then the person's words, and answers them in one model call. No interrupt, no
+ *   hidden reply, no second answer.
+ * - The pending timeout, a request that offers no tools: see `ToolSession.settle`.
  */
 import type { ToolSession } from "../client-tools/sessions.js";
 import { isBridgeCallId, type ClientToolResult, type ClientToolsTurn } from "../client-tools/types.js";
@@ -34,20 +43,33 @@ export interface ClientToolsWarmTurn {
 export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGenerator<BackendEvent> {
   const { session, spec } = t;
   session.tools = spec.tools;
-  if (session.waitingOn === t.backend && spec.results.length) {
-    const problem = session.check(spec.results);
-    if (problem) {
-      yield { type: "error", error: { code: "backend_rejected", message: problem, status: 400 } };
-      return;
+  if (session.waitingOn === t.backend) {
+    if (spec.results.length) {
+      const problem = session.check(spec.results);
+      if (problem) {
+        yield { type: "error", error: { code: "backend_rejected", message: problem, status: 400 } };
+        return;
+      }
+      const suspended = session.take();
+      if (suspended) {
+        session.answer(spec.results);
+        yield* suspended.resume(t.signal);
+        return;
+      }
     }
-    const suspended = session.take();
-    if (suspended) {
-      session.answer(spec.results);
-      yield* suspended.resume(t.signal);
-      return;
+    if (!spec.results.length && t.continuing && t.text.trim()) {
+      // Only the person's new message: the call is answered saying so, then their message.
+      const suspended = session.take();
+      if (suspended) {
+        session.answerInstead(`${NEW_MESSAGE_INSTEAD}\n\n${personSaid(t.text)}`);
+        yield* suspended.resume(t.signal);
+        return;
+      }
     }
   }
-  await session.endSuspended("Cancelled: the conversation went on with a new message before the result came.");
+  await session.endSuspended(
+    "No result: the conversation went on with a new message before the result came, so this call was given up.",
+  );
   // Results of calls of ours that no turn waits for any more: a session the CLI goes on with holds
   // the person's message and its own call, so only the results go, as text; a new session (the old
   // one was lost) gets the conversation from the request as usual, after the note.
@@ -56,6 +78,14 @@ export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGen
     !late ? undefined : t.continuing ? lateResultsText(spec.results) : `${LATE_RESULTS_NOTE}\n\n${t.text}`,
   );
 }
+
+/** A pending call's answer when the person wrote instead of the client answering it. */
+export const NEW_MESSAGE_INSTEAD =
+  "No result: the person sent a new message instead, so the client did not answer this tool call and its outcome is unknown (do not assume it ran).";
+
+/** The person's message as the CLI's model reads it after a tool result. */
+export const personSaid = (message: string): string =>
+  `The person sent a new message while this tool call was pending; it is their next message to you:\n\n${message}`;
 
 /** Each result's text is kept to this many characters when it arrives late, as text. */
 const LATE_RESULT_CHARS = 16_000;

@@ -150,10 +150,13 @@ export class ChatPipeline {
     }
 
     // A request that offers no tools cannot resume a CLI turn suspended on a client tool call:
-    // that turn ends first (else it would hold the conversation's CLI until its timeout).
+    // that turn ends first (else it would hold the conversation's CLI until its timeout), its call
+    // answered saying why; so does one a pending timeout is ending now.
     const waiting = this.deps.clientTools?.find(conversation.key);
-    if (waiting?.waitingOn && !(route.model.tools.mode === "bridge" && req.request.tools?.length)) {
-      await waiting.endSuspended("Cancelled: the conversation went on without tools before the result came.");
+    if (waiting && !(route.model.tools.mode === "bridge" && req.request.tools?.length)) {
+      await waiting.endSuspended(
+        "No result: the conversation went on without tools (the client's next request offered none and carried no result), so this call was given up.",
+      );
     }
 
     const turn = new Turn(requestId, req.request, route, conversation, linked.cancel, log);
