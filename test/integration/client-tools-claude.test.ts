@@ -263,6 +263,34 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
     noRefusal(fake.messageCalls().at(-1)!);
   });
 
+  test("a tool result and a new message in one request: the result resolves the call, the message follows it (issue 31 item 3)", async () => {
+    const chat = new ToolChat(bridge.baseURL, `ct-${randomUUID()}`, "claude", TOOLS);
+    const r1 = await chat.say("STATUS please");
+    assert.equal(r1.finish, "tool_calls");
+    chat.messages.push({ role: "tool", tool_call_id: r1.calls[0]!.id, content: "REAL-RESULT-42" });
+    const r2 = await chat.say("MSG-MEANWHILE-9 by the way");
+    assert.equal(r2.finish, "stop");
+    assert.match(r2.text, /Used: toolu_s\w+=REAL-RESULT-42/, r2.text);
+    const req = fake.messageCalls().find((c) => toolResults(c).some((r) => r.text.includes("REAL-RESULT-42")))!;
+    const [res] = toolResults(req);
+    assert.notEqual(res!.is_error, true, "the call was resolved with its real result");
+    assert.ok(
+      res!.text.indexOf("MSG-MEANWHILE-9") > res!.text.indexOf("REAL-RESULT-42"),
+      `the real result, then the person's message: ${res!.text}`,
+    );
+    assert.doesNotMatch(
+      JSON.stringify(req.body.messages),
+      /TOOL RESULT/,
+      "the result is not handed over again as text",
+    );
+    noRefusal(req);
+    assert.equal(
+      fake.messageCalls().filter((c) => JSON.stringify(c.body.messages).includes("REAL-RESULT-42")).length,
+      1,
+      "one model call answered both",
+    );
+  });
+
   test("a message that offers no tools while a call is pending ends the waiting turn at once and is answered", async () => {
     const chat = new ToolChat(bridge.baseURL, `ct-${randomUUID()}`, "claude", TOOLS);
     const r1 = await chat.say("STATUS please");

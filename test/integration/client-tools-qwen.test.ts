@@ -139,6 +139,21 @@ describe("client tools inside Qwen Code (warm, bridge mode)", () => {
     assert.ok(await eventually(async () => (await health()).warm.list.every((w: any) => !w.busy), 10_000));
   });
 
+  test("a tool result and a new message in one request: the result resolves the call, the message follows it (issue 31 item 3)", async () => {
+    const chat = new ToolChat(bridge.baseURL, `ctq-${randomUUID()}`, "qwen", TOOLS);
+    const r1 = await chat.say("STATUS now");
+    assert.equal(r1.finish, "tool_calls");
+    chat.messages.push({ role: "tool", tool_call_id: r1.calls[0]!.id, content: "QREAL-RESULT-3" });
+    const r2 = await chat.say("QMEANWHILE-4 too");
+    assert.equal(r2.finish, "stop");
+    assert.match(r2.text, /Used: call_qs1=QREAL-RESULT-3/, r2.text);
+    const req = fake.mainRequests().find((r) => toolMessages(r).some((t) => t.content.includes("QREAL-RESULT-3")))!;
+    const text = toolMessages(req)[0]!.content;
+    assert.ok(text.indexOf("QMEANWHILE-4") > text.indexOf("QREAL-RESULT-3"), text);
+    assert.doesNotMatch(JSON.stringify(req.body.messages), /TOOL RESULT/);
+    noRefusal(req);
+  });
+
   test("a pending call not answered in time: the model reads that it timed out as the call's result (issue 31 item 2)", async () => {
     const chat = new ToolChat(bridge.baseURL, `ctq-${randomUUID()}`, "qwen-short", TOOLS);
     const r1 = await chat.say("STATUS late");

@@ -4,6 +4,7 @@ import { test } from "node:test";
 import { ClientToolHub } from "../../src/backends/client-tools/sessions.js";
 import { isBridgeCallId, offeredTools, trailingToolResults } from "../../src/backends/client-tools/types.js";
 import { resolveConfig } from "../../src/core/config/load.js";
+import { resultsThenMessage } from "../../src/request/pipeline/resume.js";
 import { createLogger } from "../../src/core/log/logger.js";
 
 const log = createLogger("silent");
@@ -90,6 +91,40 @@ test("the request's tools less the excluded ones; trailing tool results past ign
     trailingToolResults(messages, (m) => m.content === "INTERNAL"),
     [{ id: "c1", name: "cron", text: "done" }],
   );
+});
+
+test("tool results followed by the person's new message: both, in order; the message alone or the results alone: none (issue 31 item 3)", () => {
+  const asked: any[] = [
+    { role: "user", content: "hi" },
+    { role: "assistant", content: null, tool_calls: [{ id: "c1", function: { name: "cron" } }] },
+  ];
+  const both: any[] = [
+    ...asked,
+    { role: "tool", tool_call_id: "c1", content: "done" },
+    { role: "user", content: "also this" },
+    { role: "user", content: "and that" },
+  ];
+  assert.deepEqual(resultsThenMessage(both), {
+    results: [{ id: "c1", name: "cron", text: "done" }],
+    message: "also this\n\nand that",
+  });
+  assert.equal(resultsThenMessage([...asked, { role: "tool", tool_call_id: "c1", content: "done" }]), undefined);
+  assert.equal(resultsThenMessage([...asked, { role: "user", content: "instead" }]), undefined);
+  assert.equal(resultsThenMessage([{ role: "user", content: "hi" }]), undefined);
+});
+
+test("an answer with the person's message after it: the result, then the message, in one tool result", async () => {
+  const { s, announced } = session();
+  const pending = s.call("message", { text: "x" }, new AbortController().signal);
+  assert.equal(announced.length, 1);
+  s.announce(announced[0]!);
+  s.answer([{ id: announced[0]!, text: "SENT" }], "MEANWHILE");
+  assert.deepEqual(await pending, {
+    content: [
+      { type: "text", text: "SENT" },
+      { type: "text", text: "MEANWHILE" },
+    ],
+  });
 });
 
 test("tools.mode bridge is checked at start-up: backend type, warm processes, resume mode", () => {

@@ -159,9 +159,17 @@ export class ToolSession {
     return undefined;
   }
 
-  /** Hand the client's results to the calls waiting for them. */
-  answer(results: readonly ClientToolResult[]): void {
-    for (const r of results) this.settleCall(r.id, { content: [{ type: "text", text: r.text }] });
+  /**
+   * Hand the client's results to the calls waiting for them. `then`: text the CLI's model reads
+   * right after the last result, in the same tool result (the person's new message, see
+   * `client-tool-turns.ts`).
+   */
+  answer(results: readonly ClientToolResult[], then?: string): void {
+    results.forEach((r, i) => {
+      const content = [{ type: "text" as const, text: r.text }];
+      if (then && i === results.length - 1) content.push({ type: "text", text: then });
+      this.settleCall(r.id, { content });
+    });
   }
 
   /** Answer every waiting call with `text` instead of a result from the client (`isError`). */

@@ -11,10 +11,24 @@
  *   result, and the turn is resumed into this response: the model reads that the tool was not
  *   answered and then the person's words, and answers them in one model call. No interrupt, no
  *   hidden reply, no second answer.
+ * - The tool's result AND a new message in one request (OpenClaw sends both when the person types
+ *   while a tool runs): the result resolves the call and the person's message follows it, as the
+ *   next text in that same tool result (the next user message the CLI's API receives, after the
+ *   result). Chosen over a second turn after the resumed one ends because that would either hide
+ *   the first reply from the person or put two answers in one response, and because the resumed
+ *   turn may call another tool before it ends, which would keep the person's message waiting
+ *   behind it; this way the model sees the real result, then what the person said meanwhile, in
+ *   the order it happened, and answers both at once (Claude Code itself hands a message typed
+ *   during a tool to its model next to the tool's result).
  * - The pending timeout, a request that offers no tools: see `ToolSession.settle`.
  */
 import type { ToolSession } from "../client-tools/sessions.js";
-import { isBridgeCallId, type ClientToolResult, type ClientToolsTurn } from "../client-tools/types.js";
+import {
+  isBridgeCallId,
+  type ClientToolResult,
+  type ClientToolsTurn,
+  type ClientToolsTurnWithMessage,
+} from "../client-tools/types.js";
 import type { BackendEvent } from "../contract/backend.js";
 import type { WarmWorker } from "./pool.js";
 import type { ParkedWarmTurn } from "./warm-turn.js";
@@ -53,6 +67,16 @@ export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGen
       const suspended = session.take();
       if (suspended) {
         session.answer(spec.results);
+        yield* suspended.resume(t.signal);
+        return;
+      }
+    }
+    const both = (spec as ClientToolsTurnWithMessage).resultsThenMessage;
+    if (both && !session.check(both.results)) {
+      // The result, then the person's new message: the call resolved, the message read after it.
+      const suspended = session.take();
+      if (suspended) {
+        session.answer(both.results, personSaid(both.message));
         yield* suspended.resume(t.signal);
         return;
       }

@@ -17,9 +17,13 @@ import type { DebugLog } from "../../core/log/debug-log.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { SessionBinding, SessionStore } from "../../core/store/types.js";
 import { conversationWorkDir } from "../../core/util/workdir.js";
-import { offeredTools, trailingToolResults } from "../../backends/client-tools/types.js";
+import {
+  offeredTools,
+  trailingToolResults,
+  type ClientToolsTurnWithMessage,
+} from "../../backends/client-tools/types.js";
 import type { ClientToolResult, ClientToolsTurn } from "../../backends/contract/backend.js";
-import { isInternalOnly } from "../context/metadata.js";
+import { isInternalOnly, stripMetadata } from "../context/metadata.js";
 import { contentText, type ChatMessage } from "../chat-api/schema.js";
 import { contract } from "./enforce-contract.js";
 import type { Turn } from "./turn.js";
@@ -152,11 +156,41 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
 function clientToolsOf(turn: Turn): ClientToolsTurn | undefined {
   const opts = turn.route.model.tools;
   if (opts.mode !== "bridge" || !turn.request.tools?.length) return undefined;
-  return {
+  const results = toolResultsOf(turn.request.messages);
+  const spec: ClientToolsTurnWithMessage = {
     tools: offeredTools(turn.request, opts.exclude),
     pendingTimeoutSeconds: opts.pendingTimeoutSeconds,
-    results: toolResultsOf(turn.request.messages),
+    results,
   };
+  if (!results.length) {
+    const both = resultsThenMessage(turn.request.messages);
+    if (both) spec.resultsThenMessage = both;
+  }
+  return spec;
+}
+
+/**
+ * Tool results followed by the person's new message (OpenClaw sends both when the person types
+ * while a tool runs): the results, and the person's words after them (OpenClaw's internal-context
+ * messages left out, its metadata stripped).
+ */
+export function resultsThenMessage(
+  messages: readonly ChatMessage[],
+): { results: ClientToolResult[]; message: string } | undefined {
+  const said: string[] = [];
+  let i = messages.length - 1;
+  for (; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role === "system" || m.role === "developer") continue;
+    if (m.role !== "user") break;
+    const raw = contentText(m.content);
+    if (isInternalOnly(raw)) continue;
+    const t = stripMetadata(raw).trim();
+    if (t) said.unshift(t);
+  }
+  if (!said.length) return undefined;
+  const results = trailingToolResults(messages.slice(0, i + 1));
+  return results.length ? { results, message: said.join("\n\n") } : undefined;
 }
 
 /** The request's trailing tool results, past OpenClaw's internal-context messages that may follow them. */
