@@ -214,14 +214,14 @@ export class OpencodeWarm implements WarmSource {
           // This turn fails (503); the next ones run cold for a while, as on the shared server.
           if (!this.closed) {
             this.o.logger.warn(
-              { backend: this.o.backend, err: (err as Error).message },
+              { err: (err as Error).message },
               "opencode serve did not start; running turns cold for a while",
             );
             this.coldUntil = Date.now() + COLD_AFTER_FAILURE_MS;
           }
           throw err;
         }
-        this.o.logger.debug({ pid: server.pid, backend: this.o.backend }, "opencode serve started for a conversation");
+        this.o.logger.debug({ pid: server.pid }, "opencode serve started for a conversation");
         return new OpencodeWorker(server, fingerprint);
       },
       drive: (lease, ctl) => conversationDrive(lease, turn, t.cwd, this.o, ct, text, ctl),
@@ -261,7 +261,7 @@ export class OpencodeWarm implements WarmSource {
         }
         // Not a server this binary can run (an old version, a wrapper script...): cold turns for a while.
         this.o.logger.warn(
-          { backend: this.o.backend, err: (err as Error).message },
+          { err: (err as Error).message },
           "opencode serve did not start; running turns cold for a while",
         );
         this.coldUntil = Date.now() + COLD_AFTER_FAILURE_MS;
@@ -294,10 +294,7 @@ export class OpencodeWarm implements WarmSource {
     }
     if (unstartable) yield* t.cold();
     else if (lost) {
-      this.o.logger.info(
-        { backend: this.o.backend },
-        "opencode serve ended before the turn produced anything; running it cold",
-      );
+      this.o.logger.info("opencode serve ended before the turn produced anything; running it cold");
       yield* t.cold();
     }
   }
@@ -319,7 +316,7 @@ export class OpencodeWarm implements WarmSource {
           killGraceMs: this.o.killGraceSeconds * 1000,
           logger: this.o.logger,
         }).then((server) => {
-          this.o.logger.debug({ pid: server.pid, backend: this.o.backend }, "opencode serve started");
+          this.o.logger.debug({ pid: server.pid }, "opencode serve started");
           this.turns = 0;
           void server.ended.then(() => {
             if (this.server === server) this.server = undefined;
@@ -375,7 +372,7 @@ export class OpencodeWarm implements WarmSource {
       this.idleTimer = undefined;
       const s = this.server;
       if (this.active > 0 || !s) return;
-      this.o.logger.debug({ pid: s.pid, backend: this.o.backend }, "opencode serve idle too long; ending it");
+      this.o.logger.debug({ pid: s.pid }, "opencode serve idle too long; ending it");
       this.server = undefined;
       void s.close();
     }, this.o.warm.idleSeconds * 1000);
@@ -428,7 +425,7 @@ async function* conversationDrive(
     );
     if (why) {
       if (!lease.fresh && (await server.gone())) return { keep: false, lost: true };
-      o.logger.warn({ backend: o.backend, why }, "opencode serve did not take the client's tools");
+      o.logger.warn({ why }, "opencode serve did not take the client's tools");
       yield {
         type: "error",
         error: {
