@@ -27,6 +27,9 @@ import { formatPath } from "../../request/chat-api/schema.js";
 import { mergeIntentsInput, parseIntentsConfig, type IntentsConfigInput } from "../../request/intents/schema.js";
 import { isLoopbackListenHost } from "../net/ip.js";
 
+/** Whether `server.host` listens on this machine only (every spelling of loopback). */
+export { isLoopbackListenHost as isLoopbackHost } from "../net/ip.js";
+
 export class ConfigError extends Error {
   constructor(
     readonly source: string,
@@ -264,7 +267,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   });
 
   if (server) {
-    const isLoopback = isLoopbackHost(server.host);
+    const isLoopback = isLoopbackListenHost(server.host);
     if (!isLoopback && server.apiKeys.length === 0 && !server.allowUnauthenticatedRemote) {
       problems.push(
         `server.host: "${server.host}" is reachable from other machines; set server.apiKeys (or allowUnauthenticatedRemote: true if you really mean it)`,
@@ -350,11 +353,6 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     raw = { ...obj, server };
   }
   return resolveConfig(raw, source, env);
-}
-
-/** Whether `server.host` listens on this machine only (every spelling of loopback: src/core/net/ip.ts). */
-export function isLoopbackHost(host: string): boolean {
-  return isLoopbackListenHost(host);
 }
 
 function expandHome(p: string): string {
