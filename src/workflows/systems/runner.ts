@@ -312,10 +312,7 @@ export class RunManager {
   ): Promise<ExecResult> {
     const stepName = prefix + step.id;
     if (step.target.kind === "leaf") {
-      // `step` names the step in its run: the `mcp` kind writes down the calls it sends under it,
-      // and a resumed step whose call a stopped bridge never saw end is not called again on its
-      // own (executors/mcp-journal.ts).
-      const ctx: ExecContext & { step: string } = {
+      const ctx: ExecContext = {
         step: stepName,
         runId,
         systemId: rec.system,

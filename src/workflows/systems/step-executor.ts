@@ -47,6 +47,11 @@ export type ModelCaller = (req: {
 
 export interface ExecContext {
   runId: string;
+  /**
+   * The step's name in its run (`a`, or `outer/inner` in a nested system), set by the runner: the
+   * `mcp` kind writes down the calls it sends under it (executors/mcp-journal.ts).
+   */
+  step?: string;
   systemId: string;
   /** The conversation that started the run, when a chat did. */
   conversation?: string;

@@ -44,9 +44,6 @@ interface CallEntry {
   bridgePid: number;
 }
 
-/** The step's name in its run, which the runner adds to the context (`a`, or `outer/inner` in a nested system). */
-export type StepContext = ExecContext & { step?: string };
-
 export class CallJournal {
   private constructor(
     readonly file: string,
@@ -54,8 +51,8 @@ export class CallJournal {
   ) {}
 
   /** The journal of this attempt's step, or undefined when the context names no step. */
-  static of(ctx: StepContext): CallJournal | undefined {
-    if (typeof ctx.step !== "string" || !ctx.step) return undefined;
+  static of(ctx: ExecContext): CallJournal | undefined {
+    if (!ctx.step) return undefined;
     return new CallJournal(path.join(ctx.workDir(), "mcp-calls", `${encodeURIComponent(ctx.step)}.json`), ctx.step);
   }
 
