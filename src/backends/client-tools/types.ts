@@ -3,7 +3,7 @@
  * reads them from the request), the backends (which hand them to the CLI as an MCP server) and the
  * MCP endpoint (which the CLI calls).
  */
-import type { BackendEvent, ClientToolDef, ClientToolResult, ClientToolsTurn } from "../contract/backend.js";
+import type { BackendEvent, ClientToolDef, ClientToolResult } from "../contract/backend.js";
 
 export type { ClientToolDef, ClientToolResult, ClientToolsTurn } from "../contract/backend.js";
 import type { ChatMessage, ChatRequest } from "../../request/chat-api/schema.js";
@@ -16,15 +16,6 @@ export const CLIENT_TOOLS_SERVER = "openclaw";
 
 /** Claude Code's and Qwen Code's name for one of our tools (`mcp__<server>__<tool>`; Gemini CLI: `mcp_<server>_<tool>`, Codex: `<tool>` in namespace `mcp__<server>`). */
 export const cliToolPrefix = `mcp__${CLIENT_TOOLS_SERVER}__`;
-
-/**
- * A `ClientToolsTurn` whose request carries tool results AND, after them, the person's new message
- * (OpenClaw sends both when the person types while a tool runs): `results` is then empty (they do
- * not trail), and these are the results with the message that follows them.
- */
-export interface ClientToolsTurnWithMessage extends ClientToolsTurn {
-  resultsThenMessage?: { results: ClientToolResult[]; message: string };
-}
 
 /** A CLI turn suspended on a client tool call, waiting for the client's next request. */
 export interface SuspendedTurn {

@@ -117,6 +117,12 @@ export interface ClientToolsTurn {
   pendingTimeoutSeconds: number;
   /** The request's trailing tool messages (empty when the last message is the person's). */
   results: ClientToolResult[];
+  /**
+   * Tool results AND, after them, the person's new message (OpenClaw sends both when the person
+   * types while a tool runs): `results` is then empty (they do not trail), and these are the
+   * results with the message that follows them.
+   */
+  resultsThenMessage?: { results: ClientToolResult[]; message: string };
 }
 
 export interface TurnInput {

@@ -23,12 +23,7 @@
  * - The pending timeout, a request that offers no tools: see `ToolSession.settle`.
  */
 import type { ToolSession } from "../client-tools/sessions.js";
-import {
-  isBridgeCallId,
-  type ClientToolResult,
-  type ClientToolsTurn,
-  type ClientToolsTurnWithMessage,
-} from "../client-tools/types.js";
+import { isBridgeCallId, type ClientToolResult, type ClientToolsTurn } from "../client-tools/types.js";
 import type { BackendEvent } from "../contract/backend.js";
 import type { WarmWorker } from "./pool.js";
 import type { ParkedWarmTurn } from "./warm-turn.js";
@@ -71,7 +66,7 @@ export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGen
         return;
       }
     }
-    const both = (spec as ClientToolsTurnWithMessage).resultsThenMessage;
+    const both = spec.resultsThenMessage;
     if (both && !session.check(both.results)) {
       // The result, then the person's new message: the call resolved, the message read after it.
       const suspended = session.take();

@@ -17,11 +17,7 @@ import type { DebugLog } from "../../core/log/debug-log.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { SessionBinding, SessionStore } from "../../core/store/types.js";
 import { conversationWorkDir } from "../../core/util/workdir.js";
-import {
-  offeredTools,
-  trailingToolResults,
-  type ClientToolsTurnWithMessage,
-} from "../../backends/client-tools/types.js";
+import { offeredTools, trailingToolResults } from "../../backends/client-tools/types.js";
 import type { ClientToolResult, ClientToolsTurn } from "../../backends/contract/backend.js";
 import { isInternalOnly, stripMetadata } from "../context/metadata.js";
 import { contentText, type ChatMessage } from "../chat-api/schema.js";
@@ -157,7 +153,7 @@ function clientToolsOf(turn: Turn): ClientToolsTurn | undefined {
   const opts = turn.route.model.tools;
   if (opts.mode !== "bridge" || !turn.request.tools?.length) return undefined;
   const results = toolResultsOf(turn.request.messages);
-  const spec: ClientToolsTurnWithMessage = {
+  const spec: ClientToolsTurn = {
     tools: offeredTools(turn.request, opts.exclude),
     pendingTimeoutSeconds: opts.pendingTimeoutSeconds,
     results,
