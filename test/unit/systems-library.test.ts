@@ -10,13 +10,8 @@ import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
-import {
-  findCycle,
-  loadSystems,
-  MAX_SYSTEM_FILE_BYTES,
-  type LibraryProblem,
-  type LoadOptions,
-} from "../../src/workflows/systems/library.js";
+import { findCycle, loadSystems, type LibraryProblem, type LoadOptions } from "../../src/workflows/systems/library.js";
+import { MAX_SYSTEM_FILE_BYTES } from "../../src/workflows/systems/system-files.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "cb-library-"));
 after(() => rmSync(root, { recursive: true, force: true }));

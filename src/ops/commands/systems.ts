@@ -209,7 +209,7 @@ export function registerSystemsCommands(program: Command): void {
       try {
         const config = loadConfig({ configPath: opts.config });
         const { loadLibrary, routerProblems, formatProblem } = await import("../../workflows/router/runtime.js");
-        const { leftOutLines } = await import("../../workflows/systems/library.js");
+        const { leftOutLines } = await import("../../workflows/systems/system-files.js");
         const { library, problems } = await loadLibrary(config, { askMcp: opts.mcp });
         // The config's problems stop `serve`; a file's only leave that file's system out.
         const all = [...routerProblems(config), ...problems.map(formatProblem), ...leftOutLines(library.leftOut)];

@@ -16,7 +16,7 @@ import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { RunRecord } from "../../workflows/systems/db.js";
 import type { RunError } from "../../workflows/systems/runner.js";
 import type { LoadedSystem } from "../../workflows/systems/types.js";
-import type { LeftOutFile } from "../../workflows/systems/library.js";
+import type { LeftOutFile } from "../../workflows/systems/system-files.js";
 import type { LeftOutRow, RunRow, RunStatus, SystemList, SystemRow } from "../../wire/runs.js";
 
 const BODY_LIMIT = 1024 * 1024;

@@ -14,7 +14,7 @@ import { Readable } from "node:stream";
 import { pack as tarPack, extract as tarExtract } from "tar-stream";
 import { parse as parseYaml } from "yaml";
 import type { Canvas } from "../../wire/canvas.js";
-import { parseSystemText, SystemFileError, systemFileText } from "../systems/library.js";
+import { parseSystemText, SystemFileError, systemFileText } from "../systems/system-files.js";
 
 export const BUNDLE_FORMAT = "clawbridge-system-bundle";
 const MAX_BUNDLE_BYTES = 64 * 1024 * 1024;

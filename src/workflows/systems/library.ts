@@ -34,17 +34,8 @@ import type { LoadedSystem } from "./types.js";
 import type { InputSchema } from "../../wire/runs.js";
 import { type LeftOutFile, type LibraryProblem, type Raw, readDir } from "./system-files.js";
 
-// What was here before the file part moved out (import sites keep importing it from the library).
-export {
-  type LeftOutFile,
-  type LibraryProblem,
-  leftOutLines,
-  MAX_SYSTEM_FILE_BYTES,
-  parseSystemText,
-  SystemFileError,
-  systemFileText,
-  systemFileTooLarge,
-} from "./system-files.js";
+// The library's problems, as its callers name them.
+export type { LibraryProblem } from "./system-files.js";
 
 export interface ToolFacts {
   inputSchema: Record<string, unknown>;
