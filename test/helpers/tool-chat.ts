@@ -64,6 +64,12 @@ export class ToolChat {
     return this.send(signal);
   }
 
+  /** The last request sent again, as a client retries one (its answer in the history is replaced). */
+  resend(signal?: AbortSignal): Promise<StreamedAnswer> {
+    if (this.messages.at(-1)?.role === "assistant") this.messages.pop();
+    return this.send(signal);
+  }
+
   /** One streamed request with the history as it stands; the answer is appended. */
   async send(signal?: AbortSignal): Promise<StreamedAnswer> {
     const stream = await this.client.chat.completions.create(

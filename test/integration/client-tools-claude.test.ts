@@ -89,6 +89,7 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
               .join(",")}`,
           ],
         };
+      if (t.includes("same tool results again")) return { kind: "text", chunks: ["answered again from what I have"] };
       if (results.some((r) => r.text.includes("HANG"))) return { kind: "hang" };
       if (results.length)
         return {
@@ -289,6 +290,57 @@ describe("client tools inside Claude Code (warm, bridge mode)", () => {
       1,
       "one model call answered both",
     );
+  });
+
+  test("a tool-result request sent again after it completed gets the same answer; the model reads the result once (issue 31 item 1)", async () => {
+    const chat = new ToolChat(bridge.baseURL, `ct-${randomUUID()}`, "claude", TOOLS);
+    const r1 = await chat.say("STATUS please");
+    assert.equal(r1.finish, "tool_calls");
+    const r2 = await chat.answer(["RESENT-RESULT-5"]);
+    assert.equal(r2.finish, "stop");
+    assert.match(r2.text, /Used: toolu_s\w+=RESENT-RESULT-5/, r2.text);
+    const calls = fake.messageCalls().length;
+    // The client retries the same request (as after a network error): the same answer, no model call.
+    const again = await chat.resend();
+    assert.equal(again.finish, "stop");
+    assert.equal(again.text, r2.text, "the same answer");
+    assert.equal(fake.messageCalls().length, calls, "the model was not asked again");
+    const r3 = await chat.say("and now plain");
+    assert.match(r3.text, /plain answer/);
+    const req = fake.messageCalls().at(-1)!;
+    const blocks = (req.body.messages as any[]).flatMap((m) => (Array.isArray(m.content) ? m.content : []));
+    assert.equal(
+      blocks.filter((b: any) => b.type === "tool_result" && JSON.stringify(b).includes("RESENT-RESULT-5")).length,
+      1,
+      "claude's history holds the result once",
+    );
+    assert.doesNotMatch(JSON.stringify(req.body.messages), /TOOL RESULT|had already ended/, "no late-result note");
+  });
+
+  test("a tool-result request whose answer was cut off, sent again: the CLI answers again from the result it has, not given it twice; a third send replays that (issue 31 item 1)", async () => {
+    const chat = new ToolChat(bridge.baseURL, `ct-${randomUUID()}`, "claude", TOOLS);
+    const r1 = await chat.say("STATUS please");
+    assert.equal(r1.finish, "tool_calls");
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), 1500);
+    const cut = await chat.answer(["HANG-THEN-AGAIN"], undefined, ac.signal).catch(() => undefined);
+    clearTimeout(timer);
+    assert.equal(cut?.finish, undefined, "the answer was cut off");
+    const again = await chat.resend();
+    assert.equal(again.finish, "stop", again.text);
+    assert.match(again.text, /answered again/, again.text);
+    const req = fake.messageCalls().at(-1)!;
+    const all = JSON.stringify(req.body.messages);
+    assert.equal(
+      all.split("HANG-THEN-AGAIN").length - 1,
+      1,
+      `the result is in claude's history once: ${all.slice(-1500)}`,
+    );
+    assert.match(req.lastUserText, /sent the same tool results again/);
+    const calls = fake.messageCalls().length;
+    const third = await chat.resend();
+    assert.equal(third.text, again.text, "the answer given again is the one replayed");
+    assert.equal(fake.messageCalls().length, calls);
   });
 
   test("a message that offers no tools while a call is pending ends the waiting turn at once and is answered", async () => {

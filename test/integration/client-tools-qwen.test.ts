@@ -154,6 +154,30 @@ describe("client tools inside Qwen Code (warm, bridge mode)", () => {
     noRefusal(req);
   });
 
+  test("a tool-result request sent again after it completed gets the same answer; the model reads the result once (issue 31 item 1)", async () => {
+    const chat = new ToolChat(bridge.baseURL, `ctq-${randomUUID()}`, "qwen", TOOLS);
+    const r1 = await chat.say("STATUS twice");
+    assert.equal(r1.finish, "tool_calls");
+    const r2 = await chat.answer(["QRESENT-RESULT-8"]);
+    assert.match(r2.text, /Used: call_qs1=QRESENT-RESULT-8/, r2.text);
+    const calls = fake.mainRequests().length;
+    const again = await chat.resend();
+    assert.equal(again.finish, "stop");
+    assert.equal(again.text, r2.text, "the same answer");
+    assert.equal(fake.mainRequests().length, calls, "the model was not asked again");
+    const r3 = await chat.say("plain after the resend");
+    assert.equal(r3.finish, "stop");
+    const req = fake.mainRequests().at(-1)!;
+    assert.equal(
+      (req.body.messages as any[]).filter(
+        (m) => m.role === "tool" && JSON.stringify(m.content).includes("QRESENT-RESULT-8"),
+      ).length,
+      1,
+      "qwen's history holds the result once",
+    );
+    assert.doesNotMatch(JSON.stringify(req.body.messages), /TOOL RESULT|had already ended/);
+  });
+
   test("a pending call not answered in time: the model reads that it timed out as the call's result (issue 31 item 2)", async () => {
     const chat = new ToolChat(bridge.baseURL, `ctq-${randomUUID()}`, "qwen-short", TOOLS);
     const r1 = await chat.say("STATUS late");

@@ -17,9 +17,13 @@
  *   and "[Request interrupted by user for tool use]" that an interrupt leaves. The turn then goes on,
  *   unseen, until the model has taken that in and its turn ends by itself (at most `SETTLE_MS`, then
  *   it is interrupted after all); nobody reads that reply, but the CLI's history stays true and whole.
+ * - The answers to the client's results are kept by request (`replay.ts`), so a resent request is
+ *   recognised: replayed, or answered again without its results reaching the model twice.
  */
 import { createHash, randomBytes } from "node:crypto";
 import type { Logger } from "pino";
+import type { BackendEvent } from "../contract/backend.js";
+import { RecordedAnswer, resultsKey } from "./replay.js";
 import { newBridgeCallId, type ClientToolDef, type ClientToolResult, type SuspendedTurn } from "./types.js";
 
 /** What an MCP `tools/call` is answered with. */
@@ -58,6 +62,8 @@ export const PROGRESS_EVERY_MS = 30_000;
 const FORGET_AFTER_MS = 60 * 60_000;
 /** How long a turn whose calls were answered without a result may go on, unseen, before it is interrupted. */
 export const SETTLE_MS = 20_000;
+/** A conversation keeps the answers to this many tool-result requests (the newest). */
+const KEPT_ANSWERS = 16;
 
 export class ToolSession {
   tools: ClientToolDef[] = [];
@@ -65,11 +71,13 @@ export class ToolSession {
   private readonly calls = new Map<string, PendingCall>();
   private listener: ((call: ClientToolCall) => void) | undefined;
   private suspended: { turn: SuspendedTurn; backend: string; timer: NodeJS.Timeout } | undefined;
+  /** Answers to tool-result requests, by `resultsKey`, oldest first. */
+  private readonly answers = new Map<string, RecordedAnswer>();
 
   constructor(
     readonly key: string,
     readonly token: string,
-    private readonly log: Logger,
+    readonly log: Logger,
   ) {}
 
   /** The running CLI turn that announces new calls (undefined: no turn listens; calls are refused). */
@@ -145,6 +153,8 @@ export class ToolSession {
    * can: every result names a waiting call, and every announced call has a result.
    */
   check(results: readonly ClientToolResult[]): string | undefined {
+    const key = resultsKey({ results: [...results] });
+    if (key && this.answers.has(key)) return undefined; // a resend: its kept answer serves it
     const waiting = this.announced;
     const list = waiting.map((c) => `${c.id} (${c.name})`).join(", ") || "none";
     for (const r of results) {
@@ -170,6 +180,26 @@ export class ToolSession {
       if (then && i === results.length - 1) content.push({ type: "text", text: then });
       this.settleCall(r.id, { content });
     });
+  }
+
+  /** The answer kept for the request with `key` (it was sent before). */
+  answerTo(key: string | undefined): RecordedAnswer | undefined {
+    return key ? this.answers.get(key) : undefined;
+  }
+
+  /** Pass `src` on, keeping it as the answer to the request with `key` (none: not kept). */
+  recordAnswer(key: string | undefined, src: AsyncGenerator<BackendEvent>): AsyncGenerator<BackendEvent> {
+    if (!key) return src;
+    const rec = new RecordedAnswer();
+    this.answers.delete(key);
+    this.answers.set(key, rec);
+    for (const k of this.answers.keys()) {
+      if (this.answers.size <= KEPT_ANSWERS) break;
+      this.answers.delete(k);
+    }
+    const now = Date.now();
+    for (const a of this.answers.values()) a.expire(now);
+    return rec.record(src);
   }
 
   /** Answer every waiting call with `text` instead of a result from the client (`isError`). */

@@ -17,6 +17,8 @@ export interface Usage {
   estimated?: boolean;
   cachedTokens?: number;
   reasoningTokens?: number;
+  /** True when the answer was replayed to a resent request (src/backends/client-tools/replay.ts): no model was called for it. */
+  replayed?: boolean;
 }
 
 /** One event of a backend's answer, in the order the backend produced it. */

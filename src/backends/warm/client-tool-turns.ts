@@ -21,8 +21,12 @@
  *   the order it happened, and answers both at once (Claude Code itself hands a message typed
  *   during a tool to its model next to the tool's result).
  * - The pending timeout, a request that offers no tools: see `ToolSession.settle`.
+ * - The same tool-result request sent again (a client's retry): its kept answer is replayed, or,
+ *   when that was cut off or is too old, the CLI is asked to answer the results it already has
+ *   again (`client-tools/replay.ts`); the results never reach its model twice.
  */
 import type { ToolSession } from "../client-tools/sessions.js";
+import { resultsKey } from "../client-tools/replay.js";
 import { isBridgeCallId, type ClientToolResult, type ClientToolsTurn } from "../client-tools/types.js";
 import type { BackendEvent } from "../contract/backend.js";
 import type { WarmWorker } from "./pool.js";
@@ -52,7 +56,15 @@ export interface ClientToolsWarmTurn {
 export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGenerator<BackendEvent> {
   const { session, spec } = t;
   session.tools = spec.tools;
-  if (session.waitingOn === t.backend) {
+  const key = resultsKey(spec);
+  const before = session.answerTo(key);
+  if (before?.replayable()) {
+    // The same request again (the client retried after a network error or a 5xx): the same answer.
+    session.log.info({ conversation: session.key }, "tool results sent again: the answer is replayed, no model call");
+    yield* before.replay();
+    return;
+  }
+  if (!before && session.waitingOn === t.backend) {
     if (spec.results.length) {
       const problem = session.check(spec.results);
       if (problem) {
@@ -62,7 +74,7 @@ export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGen
       const suspended = session.take();
       if (suspended) {
         session.answer(spec.results);
-        yield* suspended.resume(t.signal);
+        yield* session.recordAnswer(key, suspended.resume(t.signal));
         return;
       }
     }
@@ -72,7 +84,7 @@ export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGen
       const suspended = session.take();
       if (suspended) {
         session.answer(both.results, personSaid(both.message));
-        yield* suspended.resume(t.signal);
+        yield* session.recordAnswer(key, suspended.resume(t.signal));
         return;
       }
     }
@@ -87,8 +99,17 @@ export async function* warmTurnWithClientTools(t: ClientToolsWarmTurn): AsyncGen
     }
   }
   await session.endSuspended(
-    "No result: the conversation went on with a new message before the result came, so this call was given up.",
+    before
+      ? "No result: the client sent an earlier request again instead of this call's result, so this call was given up."
+      : "No result: the conversation went on with a new message before the result came, so this call was given up.",
   );
+  if (before && t.continuing) {
+    // Sent again, but its answer cannot be replayed (cut off, or no longer kept): the CLI's session
+    // already holds the results, so it is asked to answer them again, not given them twice.
+    session.log.info({ conversation: session.key }, "tool results sent again: the CLI answers them again");
+    yield* session.recordAnswer(key, t.fresh(before.answerAgainText()));
+    return;
+  }
   // Results of calls of ours that no turn waits for any more: a session the CLI goes on with holds
   // the person's message and its own call, so only the results go, as text; a new session (the old
   // one was lost) gets the conversation from the request as usual, after the note.

@@ -8,7 +8,8 @@
  * - While a turn runs, its binding carries `lastError: "in-progress <hash of the message>"`. A turn
  *   that never finished (client gone, bridge killed) may already sit in the CLI's own history, so a
  *   retry of the SAME message starts a new session seeded from the conversation (event `reset`)
- *   instead of asking the CLI twice; a different next message continues the session.
+ *   instead of asking the CLI twice; a different next message continues the session. A resent
+ *   tool-result request is left to the client tools (src/backends/client-tools/replay.ts).
  */
 import { createHash } from "node:crypto";
 import type { BackendEvent } from "../../backends/contract/backend.js";
@@ -17,6 +18,7 @@ import type { DebugLog } from "../../core/log/debug-log.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { SessionBinding, SessionStore } from "../../core/store/types.js";
 import { conversationWorkDir } from "../../core/util/workdir.js";
+import { resultsKey } from "../../backends/client-tools/replay.js";
 import { offeredTools, trailingToolResults } from "../../backends/client-tools/types.js";
 import type { ClientToolResult, ClientToolsTurn } from "../../backends/contract/backend.js";
 import { isInternalOnly, stripMetadata } from "../context/metadata.js";
@@ -46,7 +48,9 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
     binding = undefined;
   }
   const inProgress = `${IN_PROGRESS}${createHash("sha256").update(turn.userText()).digest("hex").slice(0, 16)}`;
-  if (binding?.lastError === inProgress) {
+  const clientTools = clientToolsOf(turn);
+  // A resent tool-result request is the client tools' to recognise (replay.ts): its session stays.
+  if (binding?.lastError === inProgress && !(clientTools && resultsKey(clientTools))) {
     log.info(
       { backendSessionId: binding.backendSessionId },
       "retry of an interrupted turn: starting a new session seeded from the conversation",
@@ -63,7 +67,6 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
     binding = undefined;
   }
   const cwd = binding?.cwd ?? conversationWorkDir(deps.dataDir, key);
-  const clientTools = clientToolsOf(turn);
   for (let attempt = 0; attempt < 2; attempt++) {
     const continuing = binding !== undefined;
     const built = buildResumeTurn(turn.request.messages, {

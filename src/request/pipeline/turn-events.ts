@@ -99,7 +99,7 @@ export class TurnEvents {
         backend,
         ms,
         ...(this.firstByteMs !== undefined ? { firstByteMs: this.firstByteMs } : {}),
-        ...(u ? { promptTokens: u.promptTokens, completionTokens: u.completionTokens } : {}),
+        ...(u && !u.replayed ? { promptTokens: u.promptTokens, completionTokens: u.completionTokens } : {}),
         finishReason: this.finish,
         ...via,
       });
