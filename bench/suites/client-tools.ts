@@ -445,9 +445,9 @@ function report(
   const targets: TargetCheck[] = [
     {
       name: "bridge-added time: tool-result request → the CLI's next token (warm, instant fake model)",
-      goal: `< ${TARGET_MS} ms (p50)`,
+      goal: `< ${TARGET_MS} ms (p50 and p90)`,
       measured: `${ms(added)} ms p50, ${ms(added90)} ms p90 (end to end ${ms(p(P.result, (s) => s.first, 50))} ms p50)`,
-      pass: Number.isFinite(added) && added < TARGET_MS,
+      pass: Number.isFinite(added90) && added < TARGET_MS && added90 < TARGET_MS,
     },
   ];
 
