@@ -33,6 +33,7 @@ const LAYERS = [
   "request/models",
   "core/store",
   "request/encoder",
+  "backends/catalog",
   "backends/registry.ts",
   "backends/qwen-code",
   "backends/claude-code",

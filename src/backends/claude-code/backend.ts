@@ -22,7 +22,7 @@ import {
   type CliTurnMapper,
 } from "../cli/base.js";
 import type { BackendDeps, BackendModule } from "../module.js";
-import type { BackendError, BackendEvent, FinishReason, TurnInput, Usage } from "../contract/backend.js";
+import type { BackendError, BackendEvent, DiscoveredModel, FinishReason, TurnInput, Usage } from "../contract/backend.js";
 
 export const CLAUDE_PERMISSION_MODES = [
   "default",
@@ -315,8 +315,21 @@ function resultText(content: unknown): string {
   return "";
 }
 
+/** Claude Code's model aliases (`--model`); each follows the newest model of its kind, so they do not go stale. */
+export const CLAUDE_MODELS: readonly DiscoveredModel[] = [
+  { id: "default", name: "the account's default", input: ["text", "image"], toolCalls: true },
+  { id: "sonnet", name: "Claude Sonnet (newest)", input: ["text", "image"], toolCalls: true, contextWindow: 200_000 },
+  { id: "opus", name: "Claude Opus (newest)", input: ["text", "image"], toolCalls: true, contextWindow: 200_000 },
+  { id: "haiku", name: "Claude Haiku (newest)", input: ["text", "image"], toolCalls: true, contextWindow: 200_000 },
+];
+
 export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
   readonly type = "claude-code";
+
+  /** Claude Code's aliases (it has no command that lists models), when the CLI is installed. */
+  models(): Promise<DiscoveredModel[]> {
+    return this.documentedModels(CLAUDE_MODELS);
+  }
   /** The warm pool (warm mode only). */
   readonly warm: StreamJsonWarm | undefined;
 

@@ -14,7 +14,7 @@ import { CliProcess, type ProcessEnd } from "../../core/util/process.js";
 import { CliBinary } from "./resolve.js";
 import type { BackendDeps } from "../module.js";
 import { conversationWorkDir } from "../../core/util/workdir.js";
-import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../contract/backend.js";
+import type { Backend, BackendEvent, BackendHealth, DiscoveredModel, TurnInput } from "../contract/backend.js";
 
 /** Option keys every CLI backend accepts. `command` defaults differ per backend. */
 export function cliBaseOptions(defaultCommand: string) {
@@ -283,6 +283,13 @@ export abstract class CliBackendBase<
 
   health(): Promise<BackendHealth> {
     return this.cli.health();
+  }
+
+  /** Models a CLI documents (it lists none itself): offered when its binary is installed. */
+  protected async documentedModels(models: readonly DiscoveredModel[]): Promise<DiscoveredModel[]> {
+    const { path: bin, tried } = await this.cli.resolve();
+    if (!bin) throw new Error(`not found (looked for ${tried.join(", ")})`);
+    return models.map((m) => ({ ...m }));
   }
 
   async *run(turn: TurnInput): AsyncGenerator<BackendEvent> {

@@ -81,6 +81,27 @@ export async function cliVersionHealth(
 }
 
 /**
+ * Run `<bin> <args>` to list something (a CLI's models): its whole stdout, or a rejection naming
+ * the exit and the end of stderr. Bounded by `timeoutMs` and `signal`; the process group is reaped.
+ */
+export async function cliOutput(
+  bin: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  signal: AbortSignal,
+  timeoutMs = 30_000,
+): Promise<string> {
+  const proc = new CliProcess({ command: bin, args, env, timeoutMs, killGraceMs: 500, signal });
+  const out: string[] = [];
+  for await (const line of proc.lines()) out.push(line);
+  const end = await proc.wait();
+  if (end.reason === "spawn_error") throw new Error(`cannot start ${bin}: ${end.spawnError?.message}`);
+  if (end.code !== 0)
+    throw new Error(`${path.basename(bin)} ${args.join(" ")} exited ${end.code ?? end.signal}: ${end.stderr.trim().slice(-300)}`);
+  return out.join("\n");
+}
+
+/**
  * One configured CLI binary: found once (lazily), run with the bridge's environment plus the
  * backend's own, health-checked with `--version`, and a clear error when it is missing.
  */
@@ -114,6 +135,13 @@ export class CliBinary {
   async health(): Promise<BackendHealth> {
     const { path: bin, tried } = await this.resolve();
     return cliVersionHealth(bin, tried, this.env());
+  }
+
+  /** `<bin> <args>`'s stdout (see `cliOutput`); rejects when the binary is missing. */
+  async output(args: string[], signal: AbortSignal, timeoutMs?: number): Promise<string> {
+    const { path: bin, tried } = await this.resolve();
+    if (!bin) throw new Error(`${this.spec.label} not found (looked for ${tried.join(", ")})`);
+    return cliOutput(bin, args, this.env(), signal, timeoutMs);
   }
 
   /** The error event for a binary that cannot be found. */

@@ -39,7 +39,8 @@ import path from "node:path";
 import { CliBackendBase, conversationCwd, writeTurnFile } from "../cli/base.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
-import type { BackendEvent, TurnInput } from "../contract/backend.js";
+import type { BackendEvent, DiscoveredModel, TurnInput } from "../contract/backend.js";
+import { parseCodexModels } from "./models.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import { WarmPool } from "../warm/pool.js";
@@ -71,6 +72,11 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
 
   constructor(name: string, opts: CodexOptions, deps: BackendDeps) {
     super(name, opts, deps, { places: [], label: "Codex CLI", npmPackage: "@openai/codex" });
+  }
+
+  /** Codex's bundled model catalog (`codex debug models --bundled`: no network, no login). */
+  async models(signal: AbortSignal): Promise<DiscoveredModel[]> {
+    return parseCodexModels(await this.cli.output(["debug", "models", "--bundled"], signal));
   }
 
   /** The warm app-servers (made on the first warm turn). */

@@ -154,6 +154,22 @@ export interface BackendHealth {
   version?: string;
 }
 
+/** A model a backend's CLI or server offers (src/backends/catalog). */
+export interface DiscoveredModel {
+  /** What the backend is given as its model, e.g. `opencode/big-pickle`, `sonnet`, `qwen3:8b`. */
+  id: string;
+  /** A display name, when the CLI gives one. */
+  name?: string;
+  /** Costs nothing to use (OpenCode's free tier, a local server). */
+  free?: boolean;
+  /** Context window in tokens, when known. */
+  contextWindow?: number;
+  /** Input types it takes, when known (`text`, `image`, `audio`, `video`, `pdf`). */
+  input?: string[];
+  /** It can call tools, when known. */
+  toolCalls?: boolean;
+}
+
 export interface Backend {
   /** The name given in configuration (`backends.<name>`). */
   readonly name: string;
@@ -168,6 +184,11 @@ export interface Backend {
   run(turn: TurnInput): AsyncIterable<BackendEvent>;
   /** Cheap check whether the backend can be used (binary present, upstream reachable...). */
   health(): Promise<BackendHealth>;
+  /**
+   * The models its CLI or server offers now (`opencode models`, an upstream's `GET /models`, a
+   * CLI's documented aliases). Rejects when they cannot be listed (CLI missing, no answer).
+   */
+  models?(signal: AbortSignal): Promise<DiscoveredModel[]>;
   /** Release pooled resources on shutdown. */
   close?(): Promise<void>;
   /** Present on a dispatching backend (the router): decides before the turn (see `Dispatcher`). */

@@ -37,7 +37,7 @@ import {
 } from "../cli/base.js";
 import type { GeminiWarm } from "./warm.js";
 import type { BackendDeps, BackendModule } from "../module.js";
-import type { BackendError, BackendEvent, TurnInput, Usage } from "../contract/backend.js";
+import type { BackendError, BackendEvent, DiscoveredModel, TurnInput, Usage } from "../contract/backend.js";
 
 export const geminiCliOptionsSchema = z.strictObject({
   ...cliBaseOptions("gemini"),
@@ -232,7 +232,24 @@ function geminiUpstreamError(label: string, message: string, apiStatus: number |
   };
 }
 
+/** The models Gemini CLI accepts (`VALID_GEMINI_MODELS` of @google/gemini-cli 0.4x, and its `auto` routing). */
+export const GEMINI_MODELS: readonly DiscoveredModel[] = [
+  { id: "auto", name: "Gemini CLI's own choice per request" },
+  { id: "gemini-2.5-pro", contextWindow: 1_048_576 },
+  { id: "gemini-2.5-flash", contextWindow: 1_048_576 },
+  { id: "gemini-2.5-flash-lite", contextWindow: 1_048_576 },
+  { id: "gemini-3-pro-preview", contextWindow: 1_048_576 },
+  { id: "gemini-3-flash-preview", contextWindow: 1_048_576 },
+  { id: "gemini-3.5-flash", contextWindow: 1_048_576 },
+  { id: "gemini-3.1-flash-lite", contextWindow: 1_048_576 },
+].map((m) => ({ ...m, input: ["text", "image", "audio", "video", "pdf"], toolCalls: true }));
+
 export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
+  /** What Gemini CLI accepts as `--model` (it has no command that lists them), when it is installed. */
+  models(): Promise<DiscoveredModel[]> {
+    return this.documentedModels(GEMINI_MODELS);
+  }
+
   readonly type = "gemini-cli";
 
   constructor(name: string, opts: GeminiCliOptions, deps: BackendDeps) {

@@ -26,7 +26,7 @@ import {
   type CompatRules,
 } from "./compat.js";
 import type { BackendDeps, BackendModule } from "../module.js";
-import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../contract/backend.js";
+import type { Backend, BackendEvent, BackendHealth, DiscoveredModel, TurnInput } from "../contract/backend.js";
 import { describeUnreachable, errCode, safeUrl, UNREACHABLE, upstreamErrorMessage } from "./errors.js";
 import { StreamTranslator } from "./translate.js";
 import { TurnControl, UpstreamTurn, type UpstreamRequest } from "./transport.js";
@@ -273,6 +273,27 @@ class OpenAIBackend implements Backend {
             retryable: false,
           },
     };
+  }
+
+  /** The upstream's `GET /models` (vLLM, Ollama, llama.cpp, SGLang all answer it), with the context window when it says. */
+  async models(signal: AbortSignal): Promise<DiscoveredModel[]> {
+    const res = await this.pool.request({
+      path: `${this.basePath}/models`,
+      method: "GET",
+      headers: this.headers({ accept: "application/json" }),
+      signal: AbortSignal.any([signal, AbortSignal.timeout(this.options.healthTimeoutSeconds * 1000)]),
+    });
+    const text = await res.body.text();
+    if (res.statusCode >= 400) throw new Error(`${this.display}/models answered ${res.statusCode}: ${upstreamErrorMessage(text)}`);
+    const j = JSON.parse(text) as { data?: Array<Record<string, unknown>> };
+    return (Array.isArray(j.data) ? j.data : []).flatMap((m) => {
+      if (typeof m.id !== "string" || !m.id) return [];
+      const meta = m.meta as { n_ctx_train?: unknown } | undefined;
+      const ctx = [m.max_model_len, m.context_length, m.context_window, meta?.n_ctx_train].find(
+        (v): v is number => typeof v === "number" && v > 0,
+      );
+      return [{ id: m.id, ...(ctx ? { contextWindow: ctx } : {}) }];
+    });
   }
 
   async health(): Promise<BackendHealth> {

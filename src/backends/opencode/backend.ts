@@ -25,7 +25,8 @@ import { OpencodeWarm } from "./warm.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
 import { CliBackendBase, joinSeparator, stderrTail, writeTurnFile } from "../cli/base.js";
 import type { BackendDeps, BackendModule } from "../module.js";
-import type { BackendEvent, TurnInput, Usage } from "../contract/backend.js";
+import type { BackendEvent, DiscoveredModel, TurnInput, Usage } from "../contract/backend.js";
+import { parseOpencodeModels } from "./models.js";
 
 export const opencodeOptionsSchema = z.strictObject({
   /** Binary name or path. Looked up on PATH, then ~/.opencode/bin, then this package's node_modules/.bin. */
@@ -177,6 +178,11 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
       onPid: (pid) => (this.lastPid = pid),
       ...(tools ? { tools } : {}),
     });
+  }
+
+  /** What `opencode models --verbose` lists (its config and environment are the backend's). */
+  async models(signal: AbortSignal): Promise<DiscoveredModel[]> {
+    return parseOpencodeModels(await this.cli.output(["models", "--verbose"], signal));
   }
 
   /** Pid of the warm server now (undefined when none runs). */

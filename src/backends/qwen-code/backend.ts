@@ -31,7 +31,7 @@ import {
   type CliTurnMapper,
 } from "../cli/base.js";
 import type { BackendDeps, BackendModule } from "../module.js";
-import type { BackendError, BackendEvent, TurnInput } from "../contract/backend.js";
+import type { BackendError, BackendEvent, DiscoveredModel, TurnInput } from "../contract/backend.js";
 
 /** Tools removed by default (`--exclude-tools`): running commands and writing files. */
 export const QWEN_SAFE_EXCLUDED_TOOLS = ["run_shell_command", "write_file", "edit"];
@@ -197,7 +197,17 @@ export class QwenStreamMapper implements CliTurnMapper {
   }
 }
 
+/** Qwen Code's model with Qwen OAuth (`QWEN_OAUTH_MODELS`); with an OpenAI-compatible key (`OPENAI_MODEL`) it takes any name that provider serves. */
+export const QWEN_MODELS: readonly DiscoveredModel[] = [
+  { id: "coder-model", name: "Qwen coder model (Qwen OAuth)", input: ["text", "image"], toolCalls: true },
+];
+
 export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
+  /** Qwen Code's documented model (it has no command that lists them), when it is installed. */
+  models(): Promise<DiscoveredModel[]> {
+    return this.documentedModels(QWEN_MODELS);
+  }
+
   readonly type = "qwen-code";
   /** The warm pool (warm mode only). */
   readonly warm: StreamJsonWarm | undefined;

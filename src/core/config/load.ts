@@ -13,6 +13,7 @@ import { backendModule, backendTypes, bridgeTypes } from "../../backends/registr
 import { CLIENT_TOOLS_OFF, type ClientToolsOptions } from "../../backends/client-tools/options.js";
 import {
   backendBaseSchema,
+  backendModelsSchema,
   configFileSchema,
   eventsSchema,
   modelSchema,
@@ -65,6 +66,10 @@ export function embeddedDefaults(env: NodeJS.ProcessEnv): unknown {
         type: "opencode",
         ...(env.OPENCODE_BIN ? { command: env.OPENCODE_BIN } : {}),
         timeoutSeconds: timeout,
+        // OpenCode's free models come and go: serve every model it offers, and the seed's names
+        // (gone from OpenCode by now) through a live free one.
+        expose: "all",
+        remap: { onMissing: "best-free" },
       },
     },
     models,
@@ -166,10 +171,12 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
         continue;
       }
       backendTypesByName.set(name, entry.type);
-      const { type: _type, ...rest } = entry;
+      const { type: _type, expose, remap: onMissing, discovery, ...rest } = entry;
+      const catalog = backendModelsSchema.safeParse({ expose, remap: onMissing, discovery });
+      if (!catalog.success) problems.push(...zodProblems(catalog.error, `backends.${name}`));
       const opts = mod.schema.safeParse(rest);
       if (!opts.success) problems.push(...zodProblems(opts.error, `backends.${name}`));
-      else backends[name] = { type: entry.type, options: opts.data };
+      else if (catalog.success) backends[name] = { type: entry.type, options: opts.data, models: catalog.data };
     }
   }
 
@@ -266,6 +273,18 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     );
   });
 
+  // A backend with `expose: all` serves the models it discovers like its first configured model
+  // (or with its type's defaults when it has none).
+  const exposeTemplates: Config["exposeTemplates"] = {};
+  for (const [name, b] of Object.entries(backends)) {
+    if (b.models.expose !== "all") continue;
+    const base = models.find((m) => m.backend === name);
+    const mod = backendModule(b.type)!;
+    exposeTemplates[name] = base
+      ? { ...base, id: name, name, backendModel: name }
+      : resolvedModel(name, name, name, mod.defaultSessionMode, mergeContext(contextDefaults), undefined, {});
+  }
+
   if (server) {
     const isLoopback = isLoopbackListenHost(server.host);
     if (!isLoopback && server.apiKeys.length === 0 && !server.allowUnauthenticatedRemote) {
@@ -290,6 +309,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     models,
     remap,
     remapTargets,
+    exposeTemplates,
     systems,
     events: events ?? eventsSchema.parse({}),
     source,

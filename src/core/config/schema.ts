@@ -107,6 +107,19 @@ export const backendBaseSchema = z.looseObject({
   type: z.string().min(1, "every backend needs a type"),
 });
 
+/** What a backend offers beyond its configured models, and what happens to a model its CLI no longer offers (src/backends/catalog). */
+export const backendModelsSchema = z.strictObject({
+  /** `all`: /v1/models also lists every model the backend's CLI or server offers, as `<backend>/<model>`, and serves them. */
+  expose: z.enum(["configured", "all"]).default("configured"),
+  /** A configured or requested model its CLI no longer offers: `best-free` (a free live one), `first` (the first live one), `error` (answer the CLI's error). */
+  remap: z.strictObject({ onMissing: z.enum(["best-free", "first", "error"]).default("error") }).default({ onMissing: "error" }),
+  /** Ask the CLI or server for its models at start-up and then every `refreshHours`; `enabled: false` never asks. */
+  discovery: z
+    .strictObject({ enabled: z.boolean().default(true), refreshHours: z.number().positive().default(6) })
+    .default({ enabled: true, refreshHours: 6 }),
+});
+export type BackendModels = z.infer<typeof backendModelsSchema>;
+
 export const modelSchema = z.strictObject({
   /** What clients ask for. */
   id: z.string().min(1),
@@ -204,7 +217,9 @@ export interface Config {
   metrics: MetricsConfig;
   dataDir: string;
   /** Backend options, validated by each backend type's own schema. */
-  backends: Record<string, { type: string; options: unknown }>;
+  backends: Record<string, { type: string; options: unknown; models: BackendModels }>;
+  /** Per backend with `expose: all`: the model settings a discovered model is served with. */
+  exposeTemplates: Record<string, ResolvedModel>;
   models: ResolvedModel[];
   remap: Array<{ match: string; to: string; backend?: string }>;
   /** Remap targets that are model names on a backend rather than configured model ids. */

@@ -9,7 +9,8 @@ import type { Config } from "../../core/config/schema.js";
 import type { DebugLog } from "../../core/log/debug-log.js";
 import type { ChatPipeline } from "../pipeline/chat.js";
 import type { TurnScheduler } from "../queue/scheduler.js";
-import type { ModelRouter } from "../models/routes.js";
+import type { ListedModel, ModelRouter } from "../models/routes.js";
+import type { ModelCatalog } from "../../backends/catalog/catalog.js";
 import { liveProcesses } from "../../core/util/process.js";
 import { warmSummary } from "../../backends/warm/pool.js";
 import { VERSION } from "../../core/version.js";
@@ -59,6 +60,8 @@ export interface AppDeps {
   metrics?: BridgeMetrics;
   /** Client tool calls of CLI agents, served over MCP at `/mcp/client-tools` (src/request/http/client-tools-route.ts); without them 404. */
   clientTools?: ClientToolHub | undefined;
+  /** The models each backend offers (listed in `/health`: what was found, what was remapped). */
+  catalog?: ModelCatalog;
 }
 
 const HEALTH_TTL_MS = 30_000;
@@ -227,6 +230,16 @@ export function buildApp(deps: AppDeps): BuiltApp {
       uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
       backends: list,
       models: router.models().map((m) => ({ id: m.id, backend: m.backend, mode: m.sessionMode })),
+      // Models a backend's CLI no longer offers, served by a live one (remap.onMissing), and what each backend offers.
+      remappedModels: deps.catalog?.remaps() ?? [],
+      discoveredModels: Object.fromEntries(
+        [...backends.keys()].flatMap((name) => {
+          const l = deps.catalog?.list(name);
+          return l
+            ? [[name, { count: l.models.length, listedAt: new Date(l.at).toISOString(), source: l.source, ...(l.error ? { error: l.error } : {}) }]]
+            : [];
+        }),
+      ),
       // Processes of turns running now; warm ones (kept between turns) are listed apart.
       turns: { ...scheduler.stats(), processes: liveProcesses().filter((p) => !p.warm).length },
       warm: warmSummary(),
@@ -251,22 +264,24 @@ export function buildApp(deps: AppDeps): BuiltApp {
   app.get("/", health);
   app.get("/health", health);
 
-  const modelJson = (id: string) => ({
-    id,
+  const modelJson = (m: ListedModel) => ({
+    id: m.id,
     object: "model",
     created: Math.floor(startedAt / 1000),
-    owned_by: "clawbridge",
+    owned_by: m.ownedBy,
+    ...(m.contextWindow ? { context_window: m.contextWindow } : {}),
+    ...(m.input ? { input_modalities: m.input } : {}),
   });
-  app.get("/v1/models", async () => ({ object: "list", data: router.models().map((m) => modelJson(m.id)) }));
+  app.get("/v1/models", async () => ({ object: "list", data: router.listed().map(modelJson) }));
   app.get<{ Params: { "*": string } }>("/v1/models/*", async (req, reply) => {
     const id = req.params["*"];
-    const m = router.models().find((x) => x.id === id);
+    const m = router.listed().find((x) => x.id === id);
     if (!m)
       return sendError(
         reply,
         new ApiError(404, "invalid_request_error", "model_not_found", `The model "${id}" is not served here.`, "model"),
       );
-    return modelJson(m.id);
+    return modelJson(m);
   });
 
   return { app, front };

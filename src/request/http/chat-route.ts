@@ -151,14 +151,14 @@ export function chatRoute(
       throw badRequest(message, "invalid_request", param);
     }
     const body = parsed.data;
-    const route = router.resolve(body.model);
+    const route = await router.resolveLive(body.model);
     if (!route) {
       throw new ApiError(
         404,
         "invalid_request_error",
         "model_not_found",
         `The model "${body.model}" is not served here. Available: ${router
-          .models()
+          .listed()
           .map((m) => m.id)
           .join(", ")} (GET /v1/models lists them).`,
         "model",

@@ -12,6 +12,7 @@ import { DebugLog } from "../../core/log/debug-log.js";
 import { createLogger } from "../../core/log/logger.js";
 import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
+import { ModelCatalog } from "../../backends/catalog/catalog.js";
 import { ModelRouter } from "../models/routes.js";
 import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js";
 import { sumWarmStats, warmEventSources } from "../../backends/warm/pool.js";
@@ -209,7 +210,15 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     ...(builder ? { builder } : {}),
     ...(clientTools ? { clientTools } : {}),
   });
-  router = new ModelRouter(config, backends);
+  // What each backend's CLI or server offers, listed in the background (src/backends/catalog).
+  const catalog = new ModelCatalog({
+    backends,
+    settings: Object.fromEntries(Object.entries(config.backends).map(([n, b]) => [n, b.models])),
+    dataDir: config.dataDir,
+    logger: childLogger(logger, { room: "catalog" }),
+  });
+  catalog.start();
+  router = new ModelRouter(config, backends, catalog);
   const scheduler = new TurnScheduler({
     maxConcurrent: config.server.maxConcurrent,
     maxQueue: config.server.maxQueue,
@@ -230,6 +239,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     resolveModel,
     bus,
     ...(clientTools ? { clientTools } : {}),
+    catalog,
   });
   const { app, front } = buildApp({
     config,
@@ -248,11 +258,13 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     admin: { bus, store, doctor: opts.doctor },
     dashboardDir: opts.dashboardDir,
     clientTools,
+    catalog,
   });
 
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {
+    catalog.close();
     metrics?.close();
     events.close();
     await watcher.stop();
@@ -312,6 +324,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await store?.close();
         await debugLog.close();
         metrics?.close();
+        catalog.close();
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));
         logger.info(Object.keys(warm).length ? { warm } : {}, "clawbridge stopped");

@@ -1,5 +1,11 @@
-/** Model routing: the requested model id → a configured model and its backend (with remap rules). */
-import type { Backend } from "../../backends/contract/backend.js";
+/**
+ * Model routing: the requested model id → a configured model and its backend (with remap rules),
+ * or a model a backend with `expose: all` discovered (`<backend>/<model>`). A model whose CLI no
+ * longer offers it is served by a live one when the backend's `remap.onMissing` allows
+ * (src/backends/catalog).
+ */
+import type { ModelCatalog } from "../../backends/catalog/catalog.js";
+import type { Backend, DiscoveredModel } from "../../backends/contract/backend.js";
 import type { Config, ResolvedModel } from "../../core/config/schema.js";
 
 export interface Route {
@@ -9,18 +15,65 @@ export interface Route {
   remappedFrom?: string;
 }
 
+/** A model of `/v1/models`. */
+export interface ListedModel {
+  id: string;
+  /** The backend that serves it ("clawbridge" for a model of the config that is not one backend's own). */
+  ownedBy: string;
+  contextWindow?: number;
+  input?: string[];
+}
+
+/** The id a discovered model is served under: `<backend>/<model>`, or the model's own id when it already starts so (`opencode/big-pickle`). */
+export const exposedId = (backend: string, id: string): string =>
+  id.startsWith(`${backend}/`) ? id : `${backend}/${id}`;
+
 export class ModelRouter {
   private readonly byId = new Map<string, ResolvedModel>();
 
   constructor(
     private readonly config: Config,
     private readonly backends: ReadonlyMap<string, Backend>,
+    private readonly catalog?: ModelCatalog,
   ) {
     for (const m of config.models) this.byId.set(m.id, m);
   }
 
   models(): readonly ResolvedModel[] {
     return this.config.models;
+  }
+
+  /** What `/v1/models` lists: the configured models (less those their CLI is known not to offer) and the exposed discovered ones. */
+  listed(): ListedModel[] {
+    const out: ListedModel[] = [];
+    const seen = new Set<string>();
+    for (const m of this.config.models) {
+      if (this.catalog?.offers(m.backend, m.backendModel) === false) continue;
+      const found = this.catalog?.list(m.backend)?.models.find((d) => d.id === m.backendModel);
+      out.push(listedOf(m.id, m.backend, found));
+      seen.add(m.id);
+    }
+    for (const { backend, models } of this.catalog?.exposed() ?? []) {
+      for (const d of models) {
+        const id = exposedId(backend, d.id);
+        if (seen.has(id)) continue;
+        seen.add(id);
+        out.push(listedOf(id, backend, d));
+      }
+    }
+    return out;
+  }
+
+  /** `resolve`, after waiting (bounded) for the first listing of the backends it may need. */
+  async resolveLive(requested: string): Promise<Route | undefined> {
+    const first = this.resolve(requested);
+    if (!this.catalog) return first;
+    const waits = first
+      ? [first.model.backend]
+      : Object.keys(this.config.exposeTemplates).filter((b) => !this.catalog!.list(b));
+    if (!waits.length || waits.every((b) => this.catalog!.list(b))) return first;
+    await Promise.all(waits.map((b) => this.catalog!.whenKnown(b)));
+    return this.resolve(requested);
   }
 
   resolve(requested: string): Route | undefined {
@@ -34,6 +87,7 @@ export class ModelRouter {
         remappedFrom = requested;
       }
     }
+    if (!model) model = this.exposed(requested);
     if (!model) {
       // Clients sometimes send "<provider>/<model>": accept the part after the first slash.
       const slash = requested.indexOf("/");
@@ -42,6 +96,34 @@ export class ModelRouter {
     if (!model) return undefined;
     const backend = this.backends.get(model.backend);
     if (!backend) return undefined;
+    const live = this.catalog?.substitute(model.backend, model.backendModel);
+    if (live) model = { ...model, backendModel: live };
     return { model, backend, ...(remappedFrom ? { remappedFrom } : {}) };
   }
+
+  /** A discovered model of a backend with `expose: all`, served with that backend's template. */
+  private exposed(requested: string): ResolvedModel | undefined {
+    for (const { backend, models } of this.catalog?.exposed() ?? []) {
+      const template = this.config.exposeTemplates[backend];
+      const d = template && models.find((m) => exposedId(backend, m.id) === requested);
+      if (d)
+        return {
+          ...template,
+          id: requested,
+          name: d.name ?? requested,
+          backendModel: d.id,
+          contextWindow: d.contextWindow ?? template!.contextWindow,
+        };
+    }
+    return undefined;
+  }
+}
+
+function listedOf(id: string, backend: string, d: DiscoveredModel | undefined): ListedModel {
+  return {
+    id,
+    ownedBy: backend,
+    ...(d?.contextWindow ? { contextWindow: d.contextWindow } : {}),
+    ...(d?.input?.length ? { input: d.input } : {}),
+  };
 }

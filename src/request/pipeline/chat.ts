@@ -7,6 +7,8 @@
  * Refusals are typed values, not HTTP statuses: `QueueRejected` (full, or waited too long) and
  * `WaitAborted` (cancelled while waiting) from src/request/queue; the server maps them.
  */
+import type { ModelCatalog } from "../../backends/catalog/catalog.js";
+import { didYouMean } from "../../backends/catalog/choose.js";
 import type { Logger } from "pino";
 import type { Backend, BackendEvent, PromptParts } from "../../backends/contract/backend.js";
 import type { Config } from "../../core/config/schema.js";
@@ -70,6 +72,8 @@ export interface PipelineDeps {
   bus?: EventBus;
   /** Client tool calls waiting per conversation (src/backends/client-tools), to refuse tool results that answer none of them. */
   clientTools?: ClientToolHub;
+  /** Told when a CLI says it has no such model ("Did you mean …"): the next turn is remapped (src/backends/catalog). */
+  catalog?: Pick<ModelCatalog, "noteMissing">;
 }
 
 export class ChatPipeline {
@@ -264,6 +268,8 @@ export class ChatPipeline {
         if (ev.type === "error") {
           outcome = `error:${ev.error.code}`;
           log.warn({ code: ev.error.code, message: ev.error.message }, "backend error");
+          const hint = this.deps.catalog && didYouMean(ev.error.message);
+          if (hint) this.deps.catalog!.noteMissing(turn.route.model.backend, turn.route.model.backendModel, hint.suggestions);
         }
         if (ev.type === "tool_activity") log.debug({ tool: ev.name, status: ev.status }, "backend tool activity");
         yield ev;
