@@ -18,6 +18,15 @@ export interface TestBridge extends Bridge {
 /** `raw` is config data as a user would write it (dataDir and port filled in). */
 export async function startTestBridge(raw: Record<string, any>, opts: StartOptions = {}): Promise<TestBridge> {
   const dataDir = raw.dataDir ?? tempDir("cb-data-");
+  // Listing a backend's models spawns its CLI at every start (`opencode models`: ~2 s of CPU): off
+  // unless a test configures it (test/unit/model-catalog.test.ts, models-discovery.test.ts).
+  const backends = Object.fromEntries(
+    Object.entries((raw.backends ?? {}) as Record<string, Record<string, unknown>>).map(([name, b]) => [
+      name,
+      b && typeof b === "object" && !("discovery" in b) ? { ...b, discovery: { enabled: false } } : b,
+    ]),
+  );
+  raw = raw.backends ? { ...raw, backends } : raw;
   // Tool pre-execution would reach the internet: off unless a test configures it (with local fakes).
   const cfg = resolveConfig(
     { intents: { enabled: false }, ...raw, dataDir, server: { port: 0, ...(raw.server ?? {}) } },

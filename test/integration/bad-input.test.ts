@@ -598,7 +598,7 @@ describe("random malformed bodies (seeded fuzz)", () => {
 });
 
 describe("models and health", () => {
-  test("GET /v1/models lists the configured models, OpenAI-shaped", async () => {
+  test("GET /v1/models lists the configured models, OpenAI-shaped, owned by their backend", async () => {
     const res = await fetch(`${bridge.baseURL}/models`);
     assert.equal(res.status, 200);
     const body = (await res.json()) as any;
@@ -610,7 +610,7 @@ describe("models and health", () => {
     for (const m of body.data) {
       assert.deepEqual(Object.keys(m).sort(), ["created", "id", "object", "owned_by"]);
       assert.equal(m.object, "model");
-      assert.equal(m.owned_by, "clawbridge");
+      assert.equal(m.owned_by, "oc");
       assert.ok(Number.isInteger(m.created) && m.created > 1_700_000_000);
     }
     const one = (await (await fetch(`${bridge.baseURL}/models/${MODEL}`)).json()) as any;

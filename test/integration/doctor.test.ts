@@ -19,6 +19,7 @@ import { resolveOpenClawPaths } from "../../src/ops/openclaw/provider.js";
 import { resolveConfig } from "../../src/core/config/load.js";
 import type { SystemctlRunner } from "../../src/ops/service/systemd.js";
 import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { startFakeOpenAI } from "../../testkit/fakes/openai-api.js";
 
 const dirs: string[] = [];
 const closers: Array<() => Promise<unknown>> = [];
@@ -244,6 +245,39 @@ describe("doctor", () => {
     assert.match(c.detail!, /bogus/);
     assert.equal(byId(r.findings, "disk")!.status, "fail");
     assert.equal(r.ok, false);
+  });
+
+  it("names every configured model its server does not offer, with the live ones and the fix; with remap.onMissing, what serves it (issue 27)", async () => {
+    const fake = await startFakeOpenAI();
+    try {
+      const s = setup(
+        await freePort(),
+        {
+          up: { type: "openai", baseUrl: fake.url },
+          up2: { type: "openai", baseUrl: fake.url, remap: { onMissing: "first" } },
+        },
+        [
+          { id: "claude-cli", backend: "cc" },
+          { id: "real", backend: "up", model: "fake-model" },
+          { id: "gone", backend: "up", model: "vanished-model" },
+          { id: "gone2", backend: "up2", model: "vanished-model" },
+        ],
+      );
+      const r = await doctor(s);
+      const gone = byId(r.findings, "model:gone")!;
+      assert.equal(gone.status, "fail");
+      assert.match(gone.title, /up does not offer vanished-model/);
+      assert.match(gone.detail!, /up offers: fake-model/);
+      assert.match(gone.fix!, /models\[2\]\.model/);
+      assert.match(gone.fix!, /backends\.up\.remap\.onMissing: best-free/);
+      const gone2 = byId(r.findings, "model:gone2")!;
+      assert.equal(gone2.status, "warn");
+      assert.match(gone2.title, /served by fake-model \(remap\.onMissing: first\)/);
+      assert.equal(byId(r.findings, "model:real"), undefined, "a model it offers is not named");
+      assert.equal(byId(r.findings, "model:claude-cli"), undefined, "Claude Code takes names it does not list");
+    } finally {
+      await fake.close();
+    }
   });
 
   it("reads PIDs from plain and JSON lock files", async () => {

@@ -23,6 +23,8 @@ export interface BackendModelList {
   at: number;
   /** `live`: listed by this process; `cache`: read from the data dir at start-up. */
   source: "live" | "cache";
+  /** The backend refuses a model it does not list (`Backend.modelsComplete`): then a model not listed is missing. */
+  complete: boolean;
   /** Why the last attempt to list them failed (the list is the one known before). */
   error?: string;
 }
@@ -85,7 +87,7 @@ export class ModelCatalog {
     const p = (async () => {
       try {
         const models = await backend.models!(this.life.signal);
-        this.lists.set(name, { models, at: Date.now(), source: "live" });
+        this.lists.set(name, { models, at: Date.now(), source: "live", complete: !!backend.modelsComplete });
         this.missing.delete(name);
         this.deps.logger.info({ backend: name, count: models.length }, "models listed");
         this.writeCache();
@@ -122,7 +124,7 @@ export class ModelCatalog {
     if (this.missing.get(name)?.has(id)) return false;
     const l = this.lists.get(name);
     if (!l?.models.length) return undefined;
-    return l.models.some((m) => m.id === id);
+    return l.models.some((m) => m.id === id) || (l.complete ? false : undefined);
   }
 
   /** The CLI said it has no `id` (its "Did you mean" suggestions are hints for the choice). */
@@ -142,13 +144,18 @@ export class ModelCatalog {
     const key = `${name}\u0000${wanted}`;
     const l = this.lists.get(name);
     const hints = this.missing.get(name)?.get(wanted) ?? [];
-    const pick = chooseLive(l?.models ?? [], policy, hints);
+    // Nothing listed (yet): the CLI's own suggestions are the candidates (a `-free` one counts as free).
+    const models = l?.models.length ? l.models : hints.map((id) => ({ id, free: /-free$/.test(id) }));
+    const pick = chooseLive(models, policy, hints);
     if (!pick) return undefined;
     const before = this.chosen.get(key);
     if (before?.using !== pick.id) {
       const why = `${name} does not offer ${wanted}; remap.onMissing: ${policy}${hints.includes(pick.id) ? " (the CLI's own suggestion)" : ""}`;
       this.chosen.set(key, { backend: name, wanted, using: pick.id, why });
-      this.deps.logger.warn({ backend: name, wanted, using: pick.id, policy }, "model not offered: remapped to a live one");
+      this.deps.logger.warn(
+        { backend: name, wanted, using: pick.id, policy },
+        "model not offered: remapped to a live one",
+      );
     }
     return pick.id;
   }
@@ -196,7 +203,7 @@ export class ModelCatalog {
       const models = entry.models.filter(
         (m): m is DiscoveredModel => !!m && typeof m === "object" && typeof (m as DiscoveredModel).id === "string",
       );
-      this.lists.set(name, { models, at: entry.at, source: "cache" });
+      this.lists.set(name, { models, at: entry.at, source: "cache", complete: !!backend.modelsComplete });
     }
   }
 

@@ -22,7 +22,14 @@ import {
   type CliTurnMapper,
 } from "../cli/base.js";
 import type { BackendDeps, BackendModule } from "../module.js";
-import type { BackendError, BackendEvent, DiscoveredModel, FinishReason, TurnInput, Usage } from "../contract/backend.js";
+import type {
+  BackendError,
+  BackendEvent,
+  DiscoveredModel,
+  FinishReason,
+  TurnInput,
+  Usage,
+} from "../contract/backend.js";
 
 export const CLAUDE_PERMISSION_MODES = [
   "default",

@@ -97,7 +97,9 @@ export async function cliOutput(
   const end = await proc.wait();
   if (end.reason === "spawn_error") throw new Error(`cannot start ${bin}: ${end.spawnError?.message}`);
   if (end.code !== 0)
-    throw new Error(`${path.basename(bin)} ${args.join(" ")} exited ${end.code ?? end.signal}: ${end.stderr.trim().slice(-300)}`);
+    throw new Error(
+      `${path.basename(bin)} ${args.join(" ")} exited ${end.code ?? end.signal}: ${end.stderr.trim().slice(-300)}`,
+    );
   return out.join("\n");
 }
 

@@ -22,7 +22,8 @@ export function parseCodexModels(out: string): DiscoveredModel[] {
     const d: DiscoveredModel = { id: m.slug, toolCalls: true };
     if (typeof m.display_name === "string") d.name = m.display_name;
     if (typeof m.context_window === "number" && m.context_window > 0) d.contextWindow = m.context_window;
-    if (Array.isArray(m.input_modalities)) d.input = m.input_modalities.filter((x): x is string => typeof x === "string");
+    if (Array.isArray(m.input_modalities))
+      d.input = m.input_modalities.filter((x): x is string => typeof x === "string");
     models.push(d);
   }
   return models;

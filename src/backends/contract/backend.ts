@@ -189,6 +189,11 @@ export interface Backend {
    * CLI's documented aliases). Rejects when they cannot be listed (CLI missing, no answer).
    */
   models?(signal: AbortSignal): Promise<DiscoveredModel[]>;
+  /**
+   * `models()` lists every model it accepts: one it does not list is refused (OpenCode, a model
+   * server). Otherwise (a CLI's documented aliases) the list is what it offers, not all it takes.
+   */
+  readonly modelsComplete?: boolean;
   /** Release pooled resources on shutdown. */
   close?(): Promise<void>;
   /** Present on a dispatching backend (the router): decides before the turn (see `Dispatcher`). */

@@ -275,6 +275,9 @@ class OpenAIBackend implements Backend {
     };
   }
 
+  /** A model server serves the models its `/models` lists. */
+  readonly modelsComplete = true;
+
   /** The upstream's `GET /models` (vLLM, Ollama, llama.cpp, SGLang all answer it), with the context window when it says. */
   async models(signal: AbortSignal): Promise<DiscoveredModel[]> {
     const res = await this.pool.request({
@@ -284,7 +287,8 @@ class OpenAIBackend implements Backend {
       signal: AbortSignal.any([signal, AbortSignal.timeout(this.options.healthTimeoutSeconds * 1000)]),
     });
     const text = await res.body.text();
-    if (res.statusCode >= 400) throw new Error(`${this.display}/models answered ${res.statusCode}: ${upstreamErrorMessage(text)}`);
+    if (res.statusCode >= 400)
+      throw new Error(`${this.display}/models answered ${res.statusCode}: ${upstreamErrorMessage(text)}`);
     const j = JSON.parse(text) as { data?: Array<Record<string, unknown>> };
     return (Array.isArray(j.data) ? j.data : []).flatMap((m) => {
       if (typeof m.id !== "string" || !m.id) return [];

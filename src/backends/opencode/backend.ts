@@ -180,6 +180,9 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
     });
   }
 
+  /** OpenCode refuses a model it does not list ("Model not found"). */
+  readonly modelsComplete = true;
+
   /** What `opencode models --verbose` lists (its config and environment are the backend's). */
   async models(signal: AbortSignal): Promise<DiscoveredModel[]> {
     return parseOpencodeModels(await this.cli.output(["models", "--verbose"], signal));

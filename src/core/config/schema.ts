@@ -112,7 +112,9 @@ export const backendModelsSchema = z.strictObject({
   /** `all`: /v1/models also lists every model the backend's CLI or server offers, as `<backend>/<model>`, and serves them. */
   expose: z.enum(["configured", "all"]).default("configured"),
   /** A configured or requested model its CLI no longer offers: `best-free` (a free live one), `first` (the first live one), `error` (answer the CLI's error). */
-  remap: z.strictObject({ onMissing: z.enum(["best-free", "first", "error"]).default("error") }).default({ onMissing: "error" }),
+  remap: z
+    .strictObject({ onMissing: z.enum(["best-free", "first", "error"]).default("error") })
+    .default({ onMissing: "error" }),
   /** Ask the CLI or server for its models at start-up and then every `refreshHours`; `enabled: false` never asks. */
   discovery: z
     .strictObject({ enabled: z.boolean().default(true), refreshHours: z.number().positive().default(6) })

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { resolveCli, cliVersionHealth, KNOWN_CLIS, type KnownCli } from "../../backends/cli/resolve.js";
 import { createBackends } from "../../backends/registry.js";
+import { chooseLive } from "../../backends/catalog/choose.js";
 import type { Backend } from "../../backends/contract/backend.js";
 import { ConfigError, loadConfig } from "../../core/config/load.js";
 import type { Config } from "../../core/config/schema.js";
@@ -128,10 +129,59 @@ async function checkBackends(
             },
       );
     }
+    await checkModelsOffered(
+      config,
+      results.filter((r) => r.h.usable).map((r) => r.b),
+      findings,
+    );
   } finally {
     if (!running) await Promise.all([...backends.values()].map((b) => b.close?.().catch(() => undefined)));
   }
   return usedTypes;
+}
+
+/**
+ * Every configured model its CLI or server does not offer (issue 27): named with the live ones and
+ * the fix, and what serves it when the backend's `remap.onMissing` allows one.
+ */
+async function checkModelsOffered(config: Config, usable: Backend[], findings: Finding[]): Promise<void> {
+  await Promise.all(
+    usable.map(async (b) => {
+      const settings = config.backends[b.name]?.models;
+      // Only a backend that refuses models it does not list (OpenCode, a model server) has missing ones.
+      if (!b.models || !b.modelsComplete || settings?.discovery.enabled === false) return;
+      let offered;
+      try {
+        offered = await b.models(AbortSignal.timeout(30_000));
+      } catch (err) {
+        findings.push({
+          id: `models:${b.name}`,
+          status: "info",
+          title: `backend ${b.name}: its models could not be listed`,
+          detail: (err as Error).message,
+        });
+        return;
+      }
+      if (!offered.length) return;
+      const ids = new Set(offered.map((m) => m.id));
+      const live = offered.map((m) => `${m.id}${m.free ? " (free)" : ""}`);
+      const shown = `${live.slice(0, 15).join(", ")}${live.length > 15 ? `, … (${live.length} in all)` : ""}`;
+      config.models.forEach((m, i) => {
+        if (m.backend !== b.name || ids.has(m.backendModel)) return;
+        const policy = settings?.remap.onMissing ?? "error";
+        const pick = chooseLive(offered, policy);
+        findings.push({
+          id: `model:${m.id}`,
+          status: pick ? "warn" : "fail",
+          title: pick
+            ? `model ${m.id}: ${b.name} does not offer ${m.backendModel}; served by ${pick.id} (remap.onMissing: ${policy})`
+            : `model ${m.id}: ${b.name} does not offer ${m.backendModel}`,
+          detail: `${b.name} offers: ${shown}`,
+          fix: `set models[${i}].model to one of those${policy === "error" ? `, or let the bridge pick a live one: backends.${b.name}.remap.onMissing: best-free (or first)` : ""}`,
+        });
+      });
+    }),
+  );
 }
 
 /**

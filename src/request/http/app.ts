@@ -236,7 +236,17 @@ export function buildApp(deps: AppDeps): BuiltApp {
         [...backends.keys()].flatMap((name) => {
           const l = deps.catalog?.list(name);
           return l
-            ? [[name, { count: l.models.length, listedAt: new Date(l.at).toISOString(), source: l.source, ...(l.error ? { error: l.error } : {}) }]]
+            ? [
+                [
+                  name,
+                  {
+                    count: l.models.length,
+                    listedAt: new Date(l.at).toISOString(),
+                    source: l.source,
+                    ...(l.error ? { error: l.error } : {}),
+                  },
+                ],
+              ]
             : [];
         }),
       ),

@@ -269,7 +269,8 @@ export class ChatPipeline {
           outcome = `error:${ev.error.code}`;
           log.warn({ code: ev.error.code, message: ev.error.message }, "backend error");
           const hint = this.deps.catalog && didYouMean(ev.error.message);
-          if (hint) this.deps.catalog!.noteMissing(turn.route.model.backend, turn.route.model.backendModel, hint.suggestions);
+          if (hint)
+            this.deps.catalog!.noteMissing(turn.route.model.backend, turn.route.model.backendModel, hint.suggestions);
         }
         if (ev.type === "tool_activity") log.debug({ tool: ev.name, status: ev.status }, "backend tool activity");
         yield ev;
