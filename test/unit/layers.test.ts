@@ -21,6 +21,7 @@ const SRC = fileURLToPath(new URL("../../src/", import.meta.url));
 /** Top to bottom. A new room is added here at the height where it belongs. */
 const LAYERS = [
   "ops/commands",
+  "ops/init",
   "ops/doctor",
   "ops/openclaw",
   "ops/service",

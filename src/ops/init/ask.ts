@@ -1,0 +1,98 @@
+/**
+ * The questions `clawbridge init` asks: yes/no and pick-one-of-a-list, each with a default taken by
+ * Enter. On node:readline/promises (no prompt library): one line per answer works the same in a
+ * terminal, in tmux and from a pipe. `--yes` uses `defaultsAsker`, which answers every question
+ * with its default and prints the question and the answer, so the output reads the same.
+ */
+import { createInterface, type Interface } from "node:readline/promises";
+
+export interface Choice {
+  value: string;
+  /** What is shown (default: the value). */
+  label?: string;
+}
+
+export interface Asker {
+  /** A yes/no question; Enter takes `def`. */
+  confirm(question: string, def: boolean): Promise<boolean>;
+  /** One of `choices` by number or by value (or another name, as typed); Enter takes `def`. */
+  choose(question: string, choices: readonly Choice[], def: string): Promise<string>;
+  close(): void;
+}
+
+export class NoAnswerError extends Error {
+  constructor() {
+    super("no answer: the input ended (run `clawbridge init --yes` to take every default without asking)");
+    this.name = "NoAnswerError";
+  }
+}
+
+/** Answers every question with its default, saying so on `write`. */
+export function defaultsAsker(write: (s: string) => void): Asker {
+  return {
+    async confirm(question, def) {
+      write(`${question} ${def ? "yes" : "no"} (--yes)\n`);
+      return def;
+    },
+    async choose(question, _choices, def) {
+      write(`${question} ${def} (--yes)\n`);
+      return def;
+    },
+    close() {},
+  };
+}
+
+/** Asks on `input`/`output` (a terminal or a pipe). */
+export function readlineAsker(
+  input: NodeJS.ReadableStream = process.stdin,
+  output: NodeJS.WritableStream = process.stdout,
+): Asker {
+  const rl: Interface = createInterface({ input, output, terminal: (input as { isTTY?: boolean }).isTTY === true });
+  let closed = false;
+  // The input ending (Ctrl-D, a pipe that runs dry) ends the question being asked.
+  const ended = new Promise<never>((_, reject) =>
+    rl.once("close", () => {
+      closed = true;
+      reject(new NoAnswerError());
+    }),
+  );
+  ended.catch(() => {});
+  const ask = async (q: string): Promise<string> => {
+    if (closed) throw new NoAnswerError();
+    return (await Promise.race([rl.question(q), ended])).trim();
+  };
+  return {
+    async confirm(question, def) {
+      for (;;) {
+        const a = (await ask(`${question} ${def ? "[Y/n]" : "[y/N]"} `)).toLowerCase();
+        if (a === "") return def;
+        if (["y", "yes"].includes(a)) return true;
+        if (["n", "no"].includes(a)) return false;
+        output.write("  please answer y or n\n");
+      }
+    },
+    async choose(question, choices, def) {
+      output.write(`${question}\n`);
+      choices.forEach((c, i) =>
+        output.write(`  ${String(i + 1).padStart(2)}) ${c.label ?? c.value}${c.value === def ? "  (default)" : ""}\n`),
+      );
+      for (;;) {
+        const a = await ask(`  number or name [${def}]: `);
+        if (a === "") return def;
+        const n = Number(a);
+        if (Number.isInteger(n) && n >= 1 && n <= choices.length) return choices[n - 1]!.value;
+        const byValue = choices.find((c) => c.value === a);
+        if (byValue) return byValue.value;
+        // A name the CLI did not list (Qwen Code with an OpenAI-compatible key takes any): as typed.
+        if (/^[A-Za-z][\w.:/@+-]{0,127}$/.test(a)) {
+          output.write(`  ${a} is not listed; using it as typed\n`);
+          return a;
+        }
+        output.write(`  type a number from 1 to ${choices.length}, or a model name\n`);
+      }
+    },
+    close() {
+      rl.close();
+    },
+  };
+}
