@@ -3,9 +3,7 @@
  * in src/ops/commands/common.ts.
  */
 import { Option, type Command } from "commander";
-import { runDoctor } from "../doctor/doctor.js";
 import { DEFAULT_PROVIDER_ID } from "../openclaw/provider.js";
-import { renderFindings } from "../report/findings.js";
 import { fail, makeValidator, out, systemctl, type OpenClawOpts } from "./common.js";
 
 export function registerDoctorCommand(program: Command): void {
@@ -24,6 +22,10 @@ export function registerDoctorCommand(program: Command): void {
     .option("--json", "print JSON")
     .action(async (opts: OpenClawOpts & { cliScan: boolean; fix?: boolean }) => {
       try {
+        const [{ runDoctor }, { renderFindings }] = await Promise.all([
+          import("../doctor/doctor.js"),
+          import("../report/findings.js"),
+        ]);
         const r = await runDoctor({
           configPath: opts.config,
           openclawHome: opts.openclawHome,
@@ -31,7 +33,7 @@ export function registerDoctorCommand(program: Command): void {
           validate: await makeValidator(opts),
           scanClis: opts.cliScan,
           fix: opts.fix,
-          systemctl: systemctl(),
+          systemctl: await systemctl(),
         });
         if (opts.json) out(JSON.stringify(r, null, 2));
         else out(renderFindings(r.findings, "clawbridge doctor"));

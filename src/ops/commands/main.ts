@@ -1,12 +1,23 @@
 #!/usr/bin/env node
-/** The `clawbridge` command line. */
+/**
+ * The `clawbridge` command line.
+ *
+ * Only commander, the version and the command files (which import nothing heavy at their top, see
+ * src/ops/commands/common.ts) are loaded for every command; each action imports what it runs when
+ * it runs, so `--help`, `config check` or `runs list` do not load the HTTP server, the logger or
+ * every backend. bench/suites/cli.ts measures each command as a whole process.
+ */
 import { Command, InvalidArgumentError } from "commander";
-import { ConfigError, loadConfig } from "../../core/config/load.js";
-import { createLogger } from "../../core/log/logger.js";
-import { stopOnSignals } from "../../request/http/signals.js";
-import { PortInUseError, startBridge, type Bridge } from "../../request/http/start.js";
-import { VERSION } from "../../core/version.js";
 import type { SessionStore } from "../../core/store/types.js";
+import { VERSION } from "../../core/version.js";
+import type { Bridge } from "../../request/http/start.js";
+import { loadConfig, systemctl } from "./common.js";
+import { registerDoctorCommand } from "./doctor.js";
+import { addInitCommand } from "./init.js";
+import { registerMcpCommand } from "./mcp-stdio.js";
+import { registerOpenClawCommands } from "./openclaw.js";
+import { registerServiceCommands } from "./service.js";
+import { registerSystemsCommands } from "./systems.js";
 
 function portArg(v: string): number {
   const n = Number(v);
@@ -15,12 +26,11 @@ function portArg(v: string): number {
   return n;
 }
 
+/** Errors of bad input or set-up, told by name so that their modules need not be loaded to check. */
+const EXIT_2 = new Set(["ConfigError", "PortInUseError", "SystemsConfigError"]);
+
 function fail(err: unknown): never {
-  if (
-    err instanceof ConfigError ||
-    err instanceof PortInUseError ||
-    (err instanceof Error && err.name === "SystemsConfigError")
-  ) {
+  if (err instanceof Error && EXIT_2.has(err.name)) {
     process.stderr.write(`clawbridge: ${err.message}\n`);
     process.exit(2);
   }
@@ -60,12 +70,20 @@ program
   .option("-p, --port <n>", "port to listen on (overrides the config)", portArg)
   .option("-H, --host <host>", "address to listen on (overrides the config; non-loopback needs server.apiKeys)")
   .action(async (opts: { config?: string; port?: number; host?: string }) => {
+    // The server's modules load while the config is read.
+    const modules = Promise.all([
+      import("../../core/log/logger.js"),
+      import("../../request/http/start.js"),
+      import("../../request/http/signals.js"),
+    ]);
+    modules.catch(() => {}); // a config error is the one reported
     let config;
     try {
-      config = loadConfig({ configPath: opts.config, overrides: { port: opts.port, host: opts.host } });
+      config = await loadConfig({ configPath: opts.config, overrides: { port: opts.port, host: opts.host } });
     } catch (err) {
       fail(err);
     }
+    const [{ createLogger }, { startBridge }, { stopOnSignals }] = await modules.catch(fail);
     const logger = createLogger(config.logging.level);
     let bridge: Bridge | undefined;
     try {
@@ -75,7 +93,7 @@ program
           config,
           backends: bridge?.backends,
           validate: null,
-          systemctl: (await import("./common.js")).systemctl(),
+          systemctl: await systemctl(),
         });
       bridge = await startBridge(config, { logger, doctor });
     } catch (err) {
@@ -91,9 +109,9 @@ configCmd
   .command("check")
   .description("validate a config file (or the embedded defaults) and print the resolved models")
   .option("-c, --config <file>", "YAML or JSON config file")
-  .action((opts: { config?: string }) => {
+  .action(async (opts: { config?: string }) => {
     try {
-      const config = loadConfig({ configPath: opts.config });
+      const config = await loadConfig({ configPath: opts.config });
       process.stdout.write(`configuration OK (${config.source})\n`);
       process.stdout.write(`listen: ${config.server.host}:${config.server.port}  data: ${config.dataDir}\n`);
       for (const m of config.models)
@@ -107,7 +125,7 @@ configCmd
   });
 
 async function withStore<T>(opts: { config?: string }, fn: (store: SessionStore) => Promise<T>): Promise<T> {
-  const config = loadConfig({ configPath: opts.config });
+  const config = await loadConfig({ configPath: opts.config });
   const { defaultSessionStorePath, openSessionStore } = await import("../../core/store/index.js");
   const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
   try {
@@ -183,23 +201,11 @@ sessions
     }).catch(fail),
   );
 
-// The command groups are imported only for a command that is not one of the above (and for the
-// whole help): `serve` does not load OpenClaw's config editing, systemd, the doctor's probes or
-// systems, nor the session store (loaded by the `sessions` commands when they run).
-const command = process.argv.slice(2).find((a) => !a.startsWith("-"));
-if (command !== "serve" && command !== "config" && command !== "sessions") {
-  const [openclaw, service, doctor, systems, mcp] = await Promise.all([
-    import("./openclaw.js"),
-    import("./service.js"),
-    import("./doctor.js"),
-    import("./systems.js"),
-    import("./mcp-stdio.js"),
-  ]);
-  openclaw.registerOpenClawCommands(program);
-  service.registerServiceCommands(program);
-  doctor.registerDoctorCommand(program);
-  systems.registerSystemsCommands(program);
-  mcp.registerMcpCommand(program);
-}
+addInitCommand(program);
+registerOpenClawCommands(program);
+registerServiceCommands(program);
+registerDoctorCommand(program);
+registerSystemsCommands(program);
+registerMcpCommand(program);
 
 program.parseAsync(process.argv).catch(fail);

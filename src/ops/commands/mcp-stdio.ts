@@ -6,8 +6,7 @@
  * messages go to stderr. It ends when stdin closes or on SIGTERM/SIGINT.
  */
 import type { Command } from "commander";
-import { loadConfig } from "../../core/config/load.js";
-import { fail } from "./common.js";
+import { fail, loadConfig } from "./common.js";
 
 export function registerMcpCommand(program: Command): void {
   program
@@ -16,18 +15,21 @@ export function registerMcpCommand(program: Command): void {
     .option("-c, --config <file>", "config file (for the data directory)")
     .action(async (opts: { config?: string }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
-        const [
-          { openSystemsDb, systemsDbPath },
-          { openBuilderTools },
-          { createBuilderMcpServer },
-          { StdioServerTransport },
-        ] = await Promise.all([
+        // The server's modules load while the config is read: the host waits for the first answer.
+        const modules = Promise.all([
           import("../../workflows/systems/db.js"),
           import("../../workflows/builder/runtime.js"),
           import("../../workflows/builder/mcp-server.js"),
           import("@modelcontextprotocol/sdk/server/stdio.js"),
         ]);
+        modules.catch(() => {}); // a config error is the one reported
+        const config = await loadConfig({ configPath: opts.config });
+        const [
+          { openSystemsDb, systemsDbPath },
+          { openBuilderTools },
+          { createBuilderMcpServer },
+          { StdioServerTransport },
+        ] = await modules;
         const db = openSystemsDb(systemsDbPath(config.dataDir));
         const server = createBuilderMcpServer(openBuilderTools({ db, dataDir: config.dataDir }));
         const transport = new StdioServerTransport();

@@ -3,15 +3,11 @@
  * exit codes as described in src/ops/commands/common.ts.
  */
 import type { Command } from "commander";
-import { loadConfig } from "../../core/config/load.js";
 import type { Config } from "../../core/config/schema.js";
-import { OpenClawSetupError } from "../openclaw/edit-steps.js";
-import { installOpenClaw, type InstallResult } from "../openclaw/install.js";
-import { uninstallOpenClaw, type UninstallResult } from "../openclaw/uninstall.js";
+import type { InstallResult } from "../openclaw/install.js";
+import type { UninstallResult } from "../openclaw/uninstall.js";
 import { buildProviderEntry, DEFAULT_PROVIDER_ID, resolveOpenClawPaths } from "../openclaw/provider.js";
-import { openclawStatus } from "../openclaw/status.js";
-import { renderFindings } from "../report/findings.js";
-import { fail, makeValidator, out, type OpenClawOpts } from "./common.js";
+import { fail, loadConfig, makeValidator, out, type OpenClawOpts } from "./common.js";
 
 function printModelsJson(r: InstallResult | UninstallResult): void {
   for (const m of r.modelsJson) {
@@ -69,8 +65,12 @@ export function registerOpenClawCommands(program: Command): void {
       opts: OpenClawOpts & { setDefault?: boolean; agent?: string; model?: string; apiKey?: string; baseUrl?: string },
     ) => {
       try {
-        if (opts.agent && !opts.setDefault) throw new OpenClawSetupError("--agent only makes sense with --set-default");
-        const config = loadConfig({ configPath: opts.config });
+        if (opts.agent && !opts.setDefault) {
+          const { OpenClawSetupError } = await import("../openclaw/edit-steps.js");
+          throw new OpenClawSetupError("--agent only makes sense with --set-default");
+        }
+        const config = await loadConfig({ configPath: opts.config });
+        const { installOpenClaw } = await import("../openclaw/install.js");
         const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome });
         const r = await installOpenClaw({
           config,
@@ -119,10 +119,11 @@ export function registerOpenClawCommands(program: Command): void {
       const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome });
       let expectedEntry;
       try {
-        expectedEntry = buildProviderEntry(loadConfig({ configPath: opts.config }));
+        expectedEntry = buildProviderEntry(await loadConfig({ configPath: opts.config }));
       } catch {
         expectedEntry = undefined; // only needed without an install record
       }
+      const { uninstallOpenClaw } = await import("../openclaw/uninstall.js");
       const r = await uninstallOpenClaw({
         paths,
         providerId: opts.providerId,
@@ -150,8 +151,12 @@ export function registerOpenClawCommands(program: Command): void {
       .option("--timeout <ms>", "per HTTP probe", (v) => Number(v), 3000),
   ).action(async (opts: OpenClawOpts & { timeout: number }) => {
     try {
-      const config: Config | undefined = opts.config ? loadConfig({ configPath: opts.config }) : undefined;
+      const config: Config | undefined = opts.config ? await loadConfig({ configPath: opts.config }) : undefined;
       const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome });
+      const [{ openclawStatus }, { renderFindings }] = await Promise.all([
+        import("../openclaw/status.js"),
+        import("../report/findings.js"),
+      ]);
       const r = await openclawStatus({
         paths,
         providerId: opts.providerId,

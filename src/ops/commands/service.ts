@@ -4,16 +4,8 @@
  */
 import path from "node:path";
 import type { Command } from "commander";
-import { loadConfig } from "../../core/config/load.js";
-import { canListen, findListeningPid } from "../doctor/probes.js";
-import {
-  installService,
-  parseEnvAssignments,
-  serviceStatus,
-  uninstallService,
-  type ServiceResult,
-} from "../service/systemd.js";
-import { fail, out, systemctl } from "./common.js";
+import type { ServiceResult } from "../service/systemd.js";
+import { fail, loadConfig, out, systemctl } from "./common.js";
 
 function collect(v: string, prev: string[]): string[] {
   return [...prev, v];
@@ -67,10 +59,11 @@ Environment:
     .action(
       async (opts: { config?: string; env: string[]; path: boolean; start: boolean; name: string; json?: boolean }) => {
         try {
+          const { installService, parseEnvAssignments } = await import("../service/systemd.js");
           const env = parseEnvAssignments(opts.env);
           const configPath = opts.config ?? process.env.CLAWBRIDGE_CONFIG;
           // Validate now: a broken config would only show as a restart loop in the journal.
-          const config = loadConfig({ configPath });
+          const config = await loadConfig({ configPath });
           if (opts.path && !("PATH" in env) && process.env.PATH) env.PATH = process.env.PATH;
           if (configPath === undefined) {
             // Embedded defaults read these at start-up; carry the ones set now into the unit.
@@ -79,6 +72,7 @@ Environment:
           }
           const notes: string[] = [];
           if (opts.start) {
+            const { canListen, findListeningPid } = await import("../doctor/probes.js");
             const free = await canListen(config.server.host, config.server.port);
             if (!free.free) {
               const pid = findListeningPid(config.server.port);
@@ -92,7 +86,7 @@ Environment:
             ...(configPath ? { configPath: path.resolve(configPath) } : {}),
             env,
             start: opts.start,
-            runner: systemctl(),
+            runner: await systemctl(),
             stopTimeoutSeconds: Math.ceil(config.server.shutdownGraceSeconds + 20),
           });
           r.notes.unshift(...notes);
@@ -111,7 +105,8 @@ Environment:
     .option("--json", "print JSON")
     .action(async (opts: { name: string; json?: boolean }) => {
       try {
-        const r = await uninstallService({ name: opts.name, runner: systemctl() });
+        const { uninstallService } = await import("../service/systemd.js");
+        const r = await uninstallService({ name: opts.name, runner: await systemctl() });
         if (opts.json) out(JSON.stringify(r, null, 2));
         else printService(r, r.changed ? "removed" : "nothing to remove at");
         if (!r.ok) process.exitCode = 1;
@@ -128,7 +123,8 @@ Environment:
     .option("--json", "print JSON")
     .action(async (opts: { name: string; json?: boolean }) => {
       try {
-        const s = await serviceStatus({ name: opts.name, runner: systemctl() });
+        const { serviceStatus } = await import("../service/systemd.js");
+        const s = await serviceStatus({ name: opts.name, runner: await systemctl() });
         if (opts.json) out(JSON.stringify(s, null, 2));
         else {
           out(`unit: ${s.unitPath} (${s.installed ? "installed" : "not installed"})`);

@@ -11,9 +11,8 @@
 import type { Command } from "commander";
 import type { BuilderRoom } from "../../workflows/builder/service.js";
 import type { SystemsHost } from "../../workflows/builder/deploy.js";
-import { loadConfig } from "../../core/config/load.js";
 import type { Config } from "../../core/config/schema.js";
-import { fail, out } from "./common.js";
+import { fail, loadConfig, out } from "./common.js";
 import type { RunRow } from "../../wire/runs.js";
 
 const err = (s: string) => void process.stderr.write(s.endsWith("\n") ? s : `${s}\n`);
@@ -163,7 +162,7 @@ export function registerSystemsCommands(program: Command): void {
     .option("--json", "print JSON")
     .action(async (opts: { config?: string; json?: boolean }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
+        const config = await loadConfig({ configPath: opts.config });
         const { loadLibrary } = await import("../../workflows/router/runtime.js");
         const { library, problems } = await loadLibrary(config);
         if (opts.json) return out(JSON.stringify(library.systems, null, 2));
@@ -189,7 +188,7 @@ export function registerSystemsCommands(program: Command): void {
     .option("-c, --config <file>", "config file")
     .action(async (id: string, opts: { config?: string }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
+        const config = await loadConfig({ configPath: opts.config });
         const { loadLibrary } = await import("../../workflows/router/runtime.js");
         const { library } = await loadLibrary(config);
         const s = library.get(id);
@@ -207,7 +206,7 @@ export function registerSystemsCommands(program: Command): void {
     .option("--no-mcp", "do not start MCP servers to read tool schemas")
     .action(async (opts: { config?: string; mcp: boolean }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
+        const config = await loadConfig({ configPath: opts.config });
         const { loadLibrary, routerProblems, formatProblem } = await import("../../workflows/router/runtime.js");
         const { leftOutLines } = await import("../../workflows/systems/system-files.js");
         const { library, problems } = await loadLibrary(config, { askMcp: opts.mcp });
@@ -232,7 +231,7 @@ export function registerSystemsCommands(program: Command): void {
     .option("--no-wait", "print the run id and return at once")
     .action(async (id: string, pairs: string[], opts: { config?: string; url?: string; wait: boolean }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
+        const config = await loadConfig({ configPath: opts.config });
         const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(id)}/runs`, {
           inputs: parsePairs(pairs),
           wait: opts.wait,
@@ -253,7 +252,7 @@ export function registerSystemsCommands(program: Command): void {
     .option("-o, --output <file>", "the bundle's file, - for stdout (default: <id>.tar.gz here)")
     .action(async (id: string, opts: { config?: string; output?: string }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
+        const config = await loadConfig({ configPath: opts.config });
         if (!SYSTEM_ID.test(id))
           throw new BundleProblem(`"${id}" is not a system id (lower-case letters, digits, - and _)`);
         const data = await withRoom(config, id, (room) => room.exportBundle(id));
@@ -282,7 +281,7 @@ export function registerSystemsCommands(program: Command): void {
     .option("--no-mcp", "do not start MCP servers to read tool schemas while checking the system")
     .action(async (file: string, opts: { config?: string; replace?: boolean; mcp: boolean }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
+        const config = await loadConfig({ configPath: opts.config });
         const { readFileSync } = await import("node:fs");
         let data: Buffer;
         try {
@@ -336,7 +335,7 @@ export function registerSystemsCommands(program: Command): void {
     .option("--json", "print JSON")
     .action(async (opts: { config?: string; status?: string; system?: string; limit: number; json?: boolean }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
+        const config = await loadConfig({ configPath: opts.config });
         const { openSystemsDb, RunStore, systemsDbPath } = await import("../../workflows/systems/db.js");
         const db = openSystemsDb(systemsDbPath(config.dataDir));
         try {
@@ -362,7 +361,7 @@ export function registerSystemsCommands(program: Command): void {
     .option("--json", "print JSON")
     .action(async (id: string, opts: { config?: string; json?: boolean }) => {
       try {
-        const config = loadConfig({ configPath: opts.config });
+        const config = await loadConfig({ configPath: opts.config });
         const { openSystemsDb, RunStore, systemsDbPath } = await import("../../workflows/systems/db.js");
         const { runJson } = await import("../../request/http/systems-routes.js");
         const db = openSystemsDb(systemsDbPath(config.dataDir));
@@ -388,7 +387,7 @@ export function registerSystemsCommands(program: Command): void {
       .option("--url <url>", "the bridge's address (default: from the config)")
       .action(async (id: string, opts: { config?: string; url?: string }) => {
         try {
-          const config = loadConfig({ configPath: opts.config });
+          const config = await loadConfig({ configPath: opts.config });
           const res = await callBridge(config, opts.url, "POST", `/v1/runs/${encodeURIComponent(id)}/${action}`);
           if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
           printRun(res.json);
