@@ -105,6 +105,26 @@ export type BridgeEvent = Base &
         reason: string;
         answeredBy?: string;
       }
+    /**
+     * A turn handed to the next model of its model's `fallback` chain before any output (src/request/pipeline):
+     * `fromBackend` failed (or was skipped, exhausted) for `reason` (`limit_reached`, `auth_failed`,
+     * `backend_unavailable`, `exhausted` …), `to` answers on `toBackend`.
+     */
+    | {
+        type: "turn.fallback";
+        turnId: string;
+        conversation: string;
+        model: string;
+        fromModel: string;
+        fromBackend: string;
+        to: string;
+        toBackend: string;
+        reason: string;
+        /** When the backend that failed said its limit resets (ms since the epoch). */
+        resetAt?: number;
+      }
+    /** A backend answered with a limit (usage, rate, quota): skipped until `resetAt` (or a backoff when it gave none). */
+    | { type: "backend.limited"; backend: string; message: string; resetAt?: number; until: number }
     /** A turn refused by the queue (429). */
     | { type: "queue.rejected"; conversation: string; model: string; scope: string }
     // Resume mode (src/request/pipeline/resume.ts): a dead backend session replaced, or a retried message started afresh.
@@ -206,6 +226,8 @@ const EVENT_TYPE_SET = {
   "intent.executed": true,
   "toolcalls.extracted": true,
   "backend.health": true,
+  "turn.fallback": true,
+  "backend.limited": true,
   "execution:stepStart": true,
   "execution:stepRetry": true,
   "execution:stepComplete": true,

@@ -57,6 +57,10 @@ export type BackendErrorCode =
   | "backend_rejected"
   | "upstream_error"
   | "session_not_found"
+  /** A usage, rate or quota limit of the account or the upstream (status 429); `resetAt` when it said when. */
+  | "limit_reached"
+  /** The CLI's login or the upstream's key is missing, expired or refused (status 401). */
+  | "auth_failed"
   | "aborted";
 
 export interface BackendError {
@@ -67,6 +71,8 @@ export interface BackendError {
   status?: number;
   /** Whether the same turn may succeed if tried again later. */
   retryable?: boolean;
+  /** `limit_reached`: when the limit resets (ms since the epoch), when the backend said (a reset time, a unix time, a Retry-After). */
+  resetAt?: number;
 }
 
 /** What the bridge built for the backend out of the client's request. */
