@@ -34,7 +34,10 @@ everything you wrote there (edits, comments) stays; the diff is shown before any
         const r = await runInit({ config: opts.config, yes: opts.yes, dryRun: opts.dryRun });
         if (r.exitCode) process.exitCode = r.exitCode;
       } catch (e) {
-        fail(e);
+        if (e instanceof Error && e.name === "NoAnswerError") {
+          process.stderr.write(`clawbridge: ${e.message}\n`);
+          process.exitCode = 1;
+        } else fail(e);
       }
     });
 }

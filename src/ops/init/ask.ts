@@ -1,10 +1,10 @@
 /**
  * The questions `clawbridge init` asks: yes/no and pick-one-of-a-list, each with a default taken by
- * Enter. On node:readline/promises (no prompt library): one line per answer works the same in a
+ * Enter. On node:readline (no prompt library): one line per answer works the same in a
  * terminal, in tmux and from a pipe. `--yes` uses `defaultsAsker`, which answers every question
  * with its default and prints the question and the answer, so the output reads the same.
  */
-import { createInterface, type Interface } from "node:readline/promises";
+import { createInterface, type Interface } from "node:readline";
 
 export interface Choice {
   value: string;
@@ -48,18 +48,33 @@ export function readlineAsker(
   output: NodeJS.WritableStream = process.stdout,
 ): Asker {
   const rl: Interface = createInterface({ input, output, terminal: (input as { isTTY?: boolean }).isTTY === true });
+  // Lines are queued as they come: from a pipe they all arrive at once, before they are asked for.
+  const lines: string[] = [];
+  let waiting: { resolve: (line: string) => void; reject: (err: Error) => void } | undefined;
   let closed = false;
+  rl.on("line", (line) => {
+    if (waiting) {
+      const w = waiting;
+      waiting = undefined;
+      w.resolve(line);
+    } else lines.push(line);
+  });
   // The input ending (Ctrl-D, a pipe that runs dry) ends the question being asked.
-  const ended = new Promise<never>((_, reject) =>
-    rl.once("close", () => {
-      closed = true;
-      reject(new NoAnswerError());
-    }),
-  );
-  ended.catch(() => {});
+  rl.on("close", () => {
+    closed = true;
+    waiting?.reject(new NoAnswerError());
+    waiting = undefined;
+  });
   const ask = async (q: string): Promise<string> => {
+    rl.setPrompt(q);
+    rl.prompt();
+    const queued = lines.shift();
+    if (queued !== undefined) {
+      if (!(input as { isTTY?: boolean }).isTTY) output.write(`${queued}\n`); // the answer shows as typed
+      return queued.trim();
+    }
     if (closed) throw new NoAnswerError();
-    return (await Promise.race([rl.question(q), ended])).trim();
+    return (await new Promise<string>((resolve, reject) => (waiting = { resolve, reject }))).trim();
   };
   return {
     async confirm(question, def) {

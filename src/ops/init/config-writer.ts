@@ -49,9 +49,8 @@ function backendComment(cli: ServedCli): string {
 }
 
 function modelComment(cli: ServedCli): string {
-  const name = cli.model.name || cli.model.id;
-  const free = cli.model.free ? ", free: no login, no cost" : "";
-  return ` ${name} through ${cli.label}${free}`;
+  const free = cli.model.free ? " (free: no login, no cost)" : "";
+  return ` ${cli.label}: ${cli.model.name || cli.model.id}${free}`;
 }
 
 function flow(node: unknown): unknown {
@@ -225,7 +224,40 @@ export function mergeConfig(existing: string, plan: InitPlan, file = "the config
   return { text: doc.toString({ lineWidth: 0 }), added, present };
 }
 
+/** Keys whose values are secrets (as src/ops/openclaw/config-diff.ts tells them: by how the key ends). */
+const SECRET_KEY = /(?:api[-_]?keys?|token|secret|password|passphrase|authorization|cookie|private[-_]?key)$/i;
+
+/**
+ * YAML text with secret-looking values masked, line by line: `apiKeys` items (block or flow) and the
+ * plain values of keys like `apiKey`, `ANTHROPIC_API_KEY`, `token`. (Quoted values are masked by
+ * `unifiedDiff` itself.)
+ */
+export function maskYamlSecrets(text: string): string {
+  let listIndent = -1;
+  return text
+    .split("\n")
+    .map((line) => {
+      const indent = line.length - line.trimStart().length;
+      if (listIndent >= 0) {
+        if (line.trim() && indent <= listIndent && !line.trimStart().startsWith("-")) listIndent = -1;
+        else if (/^\s*-\s+\S/.test(line)) return line.replace(/^(\s*-\s+).*$/, "$1<redacted>");
+      }
+      const key = /^(\s*(?:-\s+)?)([A-Za-z0-9_$.-]+)(\s*:)(\s*)(.*)$/.exec(line);
+      if (!key || !SECRET_KEY.test(key[2]!)) return line;
+      const value = key[5]!;
+      if (value === "" || value.startsWith("#")) {
+        listIndent = indent; // a block list of keys may follow
+        return line;
+      }
+      if (value.startsWith("[")) return `${key[1]}${key[2]}${key[3]} [<redacted>]`;
+      if (/^["']/.test(value)) return line;
+      return `${key[1]}${key[2]}${key[3]} <redacted>`;
+    })
+    .join("\n");
+}
+
 /** A unified diff of the config's old and new text ("" when equal), secret-looking values masked. */
 export function configDiff(file: string, before: string, after: string): string {
-  return unifiedDiff(file, before, after);
+  if (before === after) return "";
+  return unifiedDiff(file, maskYamlSecrets(before), maskYamlSecrets(after));
 }
