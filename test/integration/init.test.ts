@@ -178,7 +178,7 @@ describe("clawbridge init with the real CLIs", { timeout: 300_000 }, () => {
       ["Gemini CLI", "gemini"],
       ["Codex", "codex"],
       ["Qwen Code", "qwen"],
-    ])
+    ] as const)
       assert.ok(out.includes(`${label}: ${path.join(ROOT, "node_modules/.bin", bin)};`), `${label} found: ${out}`);
     assert.match(out, /Claude Code: .*logged in: Claude account \(OAuth, ~\/\.claude\/\.credentials\.json\)/);
     assert.match(out, /Codex: .*logged in: ChatGPT sign-in \(~\/\.codex\/auth\.json\)/);
