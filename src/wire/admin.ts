@@ -1,7 +1,7 @@
 /**
  * What the `/v1/admin/*` routes answer (src/request/http/admin-routes.ts): turns, processes, the
- * queue, session bindings, backends and CLIs, the doctor's findings and the router's open
- * questions — what the dashboard shows that no other route serves — and the list wrapper every
+ * queue, session bindings, backends and CLIs, the doctor's findings, the router's open
+ * questions and usage per backend per day — what the dashboard shows that no other route serves — and the list wrapper every
  * list route uses. Plain types only, and no imports from outside src/wire: the dashboard
  * (packages/dashboard) type-checks against these same declarations.
  */
@@ -195,4 +195,58 @@ export interface RouterInfo {
   gatherings: PendingRow[];
   confirmations: PendingRow[];
   decisions: DecisionRow[];
+}
+
+/** Counts of turns, tokens, limits and fallbacks (one backend's day, a backend's period, or all of it). */
+export interface UsageTotals {
+  /** Turns that ended completed or failed (aborted ones are not counted). */
+  turns: number;
+  failed: number;
+  /** Prompt tokens of completed turns. */
+  tokens_in: number;
+  /** Completion tokens of completed turns. */
+  tokens_out: number;
+  /** Times the backend answered with a limit (usage, rate, quota). */
+  limit_hits: number;
+  /** Turns handed from this backend to the next model of a fallback chain. */
+  fallbacks: number;
+}
+
+/** One backend on one day (UTC) in `GET /v1/admin/usage`. */
+export interface UsageRow extends UsageTotals {
+  /** `YYYY-MM-DD`, UTC. */
+  day: string;
+  backend: string;
+  /** The backend's own words the last time it answered with a limit that day. */
+  last_limit_message: string | null;
+  last_limit_at: number | null;
+  /** When it said that limit resets (ms since the epoch). */
+  reset_at: number | null;
+}
+
+/** A backend's usage today and over the period asked for, and its current limit state. */
+export interface UsageBackendState {
+  backend: string;
+  today: UsageTotals;
+  total: UsageTotals;
+  /** Its last limit message within the days kept (30), and when it came. */
+  last_limit_message: string | null;
+  last_limit_at: number | null;
+  /** When its limit resets, if that is still to come (ms since the epoch). */
+  next_reset_at: number | null;
+}
+
+/** `GET /v1/admin/usage?days=N` (1..30, default 7): per backend per day, oldest day first. */
+export interface Usage {
+  object: "usage";
+  days: number;
+  /** The first and last day (UTC, `YYYY-MM-DD`) of the period. */
+  from: string;
+  to: string;
+  /** The bridge's clock when it answered (ms since the epoch). */
+  now: number;
+  data: UsageRow[];
+  totals: UsageTotals;
+  /** Each backend configured or seen in the kept days, by name. */
+  backends: UsageBackendState[];
 }

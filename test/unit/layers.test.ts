@@ -27,6 +27,7 @@ const LAYERS = [
   "ops/service",
   "request/http",
   "ops/metrics",
+  "ops/usage",
   "request/pipeline",
   "request/identity",
   "request/context",

@@ -9,6 +9,8 @@
  *   GET    /v1/admin/backends        each backend's health and version, and which coding-agent CLIs are installed (`?refresh=1`)
  *   GET    /v1/admin/doctor          `clawbridge doctor`'s findings with their fixes (`?refresh=1`)
  *   GET    /v1/admin/router          open gatherings and confirmations, and the router's recent decisions
+ *   GET    /v1/admin/usage           per backend per day (`?days=`, 1..30, default 7): turns, tokens, limit hits,
+ *                                     fallbacks, totals, and each backend's last limit message and next reset (src/ops/usage)
  * Live changes come from `GET /v1/events`; these answer what is true now (and what happened before
  * the page was opened). The answers' shapes are declared in src/wire/admin.ts (the dashboard reads
  * the same declarations). Errors are OpenAI-shaped.
@@ -38,7 +40,9 @@ import type {
   Summary,
   TurnRow,
   Turns,
+  Usage,
 } from "../../wire/admin.js";
+import type { UsageSource } from "../../ops/usage/usage.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { liveProcesses } from "../../core/util/process.js";
@@ -53,6 +57,8 @@ export interface AdminDeps {
   /** The session store, when a model runs in resume mode. */
   store?: SessionStore;
   doctor?: AdminDoctor;
+  /** Usage per backend per day (src/ops/usage), when its ledger opened. */
+  usage?: UsageSource;
 }
 
 export interface AdminRouteDeps {
@@ -198,6 +204,16 @@ function limitOf(req: FastifyRequest, dflt: number, max: number): number | undef
   const n = Number(raw);
   return Number.isInteger(n) && n >= 1 && n <= max ? n : undefined;
 }
+/** `?days=` as an integer within [1, 30], or 7; undefined when it is not one. */
+function daysOf(req: FastifyRequest): number | undefined {
+  const raw = (req.query as Record<string, string | undefined>).days;
+  if (raw === undefined || raw === "") return USAGE_DEFAULT_DAYS;
+  const n = Number(raw);
+  return Number.isInteger(n) && n >= 1 && n <= USAGE_MAX_DAYS ? n : undefined;
+}
+const USAGE_DEFAULT_DAYS = 7;
+const USAGE_MAX_DAYS = 30;
+
 const badLimit = (max: number) =>
   new ApiError(400, "invalid_request_error", "invalid_limit", `limit must be an integer from 1 to ${max}.`, "limit");
 
@@ -381,5 +397,31 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
       confirmations: pending.filter((p) => p.kind === "confirm"),
       decisions: decisions.snapshot(),
     } satisfies RouterInfo;
+  });
+  const usage = deps.admin?.usage;
+  app.get("/v1/admin/usage", async (req, reply) => {
+    const days = daysOf(req);
+    if (days === undefined)
+      return sendApiError(
+        reply,
+        new ApiError(
+          400,
+          "invalid_request_error",
+          "invalid_days",
+          `days must be an integer from 1 to ${USAGE_MAX_DAYS}.`,
+          "days",
+        ),
+      );
+    if (!usage)
+      return sendApiError(
+        reply,
+        new ApiError(
+          404,
+          "not_found_error",
+          "no_usage",
+          "Usage is not recorded by this bridge (its ledger, <dataDir>/usage.db, could not be opened; see the log).",
+        ),
+      );
+    return usage.report(days) satisfies Usage;
   });
 }

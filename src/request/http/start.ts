@@ -241,6 +241,14 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     ...(clientTools ? { clientTools } : {}),
     catalog,
   });
+  // Usage per backend per day (src/ops/usage): <dataDir>/usage.db, fed by the bus before any turn,
+  // read by GET /v1/admin/usage. A ledger that cannot be opened is logged; the bridge runs without it.
+  const usage = await import("../../ops/usage/usage.js")
+    .then((m) => m.UsageRecorder.open({ bus, dataDir: config.dataDir, logger, backends: Object.keys(config.backends) }))
+    .catch((err: Error) => {
+      logger.warn({ err: err.message }, "usage ledger not opened; usage is not recorded");
+      return undefined;
+    });
   const { app, front } = buildApp({
     config,
     pipeline,
@@ -255,7 +263,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     bus,
     events,
     metrics,
-    admin: { bus, store, doctor: opts.doctor },
+    admin: { bus, store, doctor: opts.doctor, usage },
     dashboardDir: opts.dashboardDir,
     clientTools,
     catalog,
@@ -266,6 +274,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   } catch (err) {
     catalog.close();
     metrics?.close();
+    usage?.close();
     events.close();
     await watcher.stop();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
@@ -324,6 +333,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await store?.close();
         await debugLog.close();
         metrics?.close();
+        usage?.close();
         catalog.close();
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));

@@ -1,0 +1,350 @@
+/**
+ * The usage ledger: per backend per day (UTC), how many turns ended, how many of them failed, the
+ * tokens in and out, how many times the backend answered with a limit, its last limit message (the
+ * CLI's or upstream's own words, clipped; no secrets), when that was, and when it said the limit
+ * resets. One SQLite file, `<dataDir>/usage.db` (WAL), with better-sqlite3 like the session store
+ * (src/core/store/sqlite.ts). Rows are kept `KEEP_DAYS` days: older ones are deleted when the file
+ * is opened and, after that, on the first write of each new day.
+ *
+ * Writes are cheap on purpose: callers add deltas (`add`), which are summed in memory and written
+ * in one transaction by `flush()` (src/ops/usage calls it on a short timer and before every read),
+ * so the request path never waits for the disk. `synchronous=NORMAL`: a crash of the machine may
+ * lose the last second of counts, never the file.
+ */
+import { closeSync, mkdirSync, openSync } from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+
+export const USAGE_DB_FILENAME = "usage.db";
+/** Days of rows kept, today included. */
+export const KEEP_DAYS = 30;
+/** The longest limit message kept. */
+export const MAX_MESSAGE_CHARS = 500;
+const SCHEMA_VERSION = 1;
+const DAY_MS = 86_400_000;
+
+/** `<dataDir>/usage.db` */
+export function defaultUsageLedgerPath(dataDir: string): string {
+  return path.join(dataDir, USAGE_DB_FILENAME);
+}
+
+/** The UTC day of an instant, `YYYY-MM-DD`. */
+export function utcDay(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+/** One backend's counts on one day. */
+export interface UsageDayRow {
+  day: string;
+  backend: string;
+  turns: number;
+  failed: number;
+  tokensIn: number;
+  tokensOut: number;
+  limitHits: number;
+  /** Turns handed from this backend to the next model of a fallback chain. */
+  fallbacks: number;
+  lastLimitMessage: string | null;
+  lastLimitAt: number | null;
+  /** When the backend said its limit resets (ms since the epoch), as of its last limit that day. */
+  resetAt: number | null;
+}
+
+/** What to add to one backend's day: counts to sum, and a limit to remember. */
+export interface UsageDelta {
+  turns?: number;
+  failed?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  limitHits?: number;
+  fallbacks?: number;
+  /** A limit seen at `at`: its message (replaces the day's last one when newer). */
+  limit?: { message: string; at: number; resetAt?: number | null };
+  /** A reset time learnt without a new message (a fallback's `resetAt`). */
+  resetAt?: number;
+}
+
+/** A backend's latest limit, over the days kept. */
+export interface UsageLimitState {
+  backend: string;
+  message: string | null;
+  at: number;
+  resetAt: number | null;
+}
+
+export interface UsageLedgerOptions {
+  /** The clock (tests move it). */
+  now?: () => number;
+}
+
+interface Row {
+  day: string;
+  backend: string;
+  turns: number;
+  failed: number;
+  tokens_in: number;
+  tokens_out: number;
+  limit_hits: number;
+  fallbacks: number;
+  last_limit_message: string | null;
+  last_limit_at: number | null;
+  reset_at: number | null;
+}
+
+const toRow = (r: Row): UsageDayRow => ({
+  day: r.day,
+  backend: r.backend,
+  turns: r.turns,
+  failed: r.failed,
+  tokensIn: r.tokens_in,
+  tokensOut: r.tokens_out,
+  limitHits: r.limit_hits,
+  fallbacks: r.fallbacks,
+  lastLimitMessage: r.last_limit_message,
+  lastLimitAt: r.last_limit_at,
+  resetAt: r.reset_at,
+});
+
+/** A count to add: a finite, non-negative integer (anything else adds 0). */
+const count = (n: number | undefined): number =>
+  typeof n === "number" && Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), 2 ** 40) : 0;
+
+/** A time: a finite, positive number of ms (else null). */
+const time = (n: number | null | undefined): number | null =>
+  typeof n === "number" && Number.isFinite(n) && n > 0 ? Math.round(n) : null;
+
+export function clipMessage(message: string): string {
+  const one = message.replace(/\s+/g, " ").trim();
+  return one.length > MAX_MESSAGE_CHARS ? `${one.slice(0, MAX_MESSAGE_CHARS - 1)}…` : one;
+}
+
+interface Pending {
+  day: string;
+  backend: string;
+  turns: number;
+  failed: number;
+  tokensIn: number;
+  tokensOut: number;
+  limitHits: number;
+  fallbacks: number;
+  limit: { message: string; at: number; resetAt: number | null } | null;
+  resetAt: number | null;
+}
+
+export class UsageLedger {
+  private readonly now: () => number;
+  private readonly pending = new Map<string, Pending>();
+  private prunedDay = "";
+  private closed = false;
+  private readonly stmt;
+  private readonly writeAll;
+
+  private constructor(
+    private readonly db: Database.Database,
+    readonly path: string,
+    opts: UsageLedgerOptions,
+  ) {
+    this.now = opts.now ?? Date.now;
+    const s = {
+      upsert: db.prepare(`
+        INSERT INTO usage (day, backend, turns, failed, tokens_in, tokens_out, limit_hits, fallbacks,
+                           last_limit_message, last_limit_at, reset_at)
+        VALUES (@day, @backend, @turns, @failed, @tokensIn, @tokensOut, @limitHits, @fallbacks,
+                @message, @limitAt, @resetAt)
+        ON CONFLICT(day, backend) DO UPDATE SET
+          turns = turns + excluded.turns,
+          failed = failed + excluded.failed,
+          tokens_in = tokens_in + excluded.tokens_in,
+          tokens_out = tokens_out + excluded.tokens_out,
+          limit_hits = limit_hits + excluded.limit_hits,
+          fallbacks = fallbacks + excluded.fallbacks,
+          last_limit_message = CASE WHEN excluded.last_limit_at IS NOT NULL
+              AND (last_limit_at IS NULL OR excluded.last_limit_at >= last_limit_at)
+            THEN excluded.last_limit_message ELSE last_limit_message END,
+          last_limit_at = CASE WHEN excluded.last_limit_at IS NOT NULL
+              AND (last_limit_at IS NULL OR excluded.last_limit_at >= last_limit_at)
+            THEN excluded.last_limit_at ELSE last_limit_at END,
+          reset_at = COALESCE(excluded.reset_at, reset_at)`),
+      since: db.prepare<[string], Row>("SELECT * FROM usage WHERE day >= ? ORDER BY day, backend"),
+      latestLimits: db.prepare<[], Row>(`
+        SELECT u.* FROM usage u
+        JOIN (SELECT backend, MAX(last_limit_at) AS m FROM usage WHERE last_limit_at IS NOT NULL GROUP BY backend) x
+          ON u.backend = x.backend AND u.last_limit_at = x.m
+        ORDER BY u.backend, u.day DESC`),
+      latestReset: db.prepare<[], { backend: string; reset_at: number }>(
+        "SELECT backend, MAX(reset_at) AS reset_at FROM usage WHERE reset_at IS NOT NULL GROUP BY backend",
+      ),
+      prune: db.prepare<[string]>("DELETE FROM usage WHERE day < ?"),
+    };
+    this.stmt = s;
+    this.writeAll = db.transaction((rows: Pending[]) => {
+      for (const p of rows)
+        s.upsert.run({
+          day: p.day,
+          backend: p.backend,
+          turns: p.turns,
+          failed: p.failed,
+          tokensIn: p.tokensIn,
+          tokensOut: p.tokensOut,
+          limitHits: p.limitHits,
+          fallbacks: p.fallbacks,
+          message: p.limit?.message ?? null,
+          limitAt: p.limit?.at ?? null,
+          resetAt: p.limit?.resetAt ?? p.resetAt,
+        });
+    });
+  }
+
+  /** Opens (creating the directory 0700 and the file 0600 when missing), migrates and prunes. */
+  static open(file: string, opts: UsageLedgerOptions = {}): UsageLedger {
+    const memory = file === ":memory:";
+    const target = memory ? file : path.resolve(file);
+    if (!memory) {
+      mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
+      closeSync(openSync(target, "a", 0o600));
+    }
+    const db = new Database(target, { timeout: 5000 });
+    try {
+      db.pragma("busy_timeout = 5000");
+      if (!memory) db.pragma("journal_mode = WAL");
+      db.pragma("synchronous = NORMAL");
+      db.pragma("trusted_schema = OFF");
+      const version = Number(db.pragma("user_version", { simple: true }));
+      if (version > SCHEMA_VERSION)
+        throw new Error(
+          `${target} has usage schema version ${version}, newer than this clawbridge understands (${SCHEMA_VERSION})`,
+        );
+      if (version < 1) {
+        db.transaction(() => {
+          db.exec(`
+            CREATE TABLE IF NOT EXISTS usage (
+              day                TEXT NOT NULL,
+              backend            TEXT NOT NULL,
+              turns              INTEGER NOT NULL DEFAULT 0,
+              failed             INTEGER NOT NULL DEFAULT 0,
+              tokens_in          INTEGER NOT NULL DEFAULT 0,
+              tokens_out         INTEGER NOT NULL DEFAULT 0,
+              limit_hits         INTEGER NOT NULL DEFAULT 0,
+              fallbacks          INTEGER NOT NULL DEFAULT 0,
+              last_limit_message TEXT,
+              last_limit_at      INTEGER,
+              reset_at           INTEGER,
+              PRIMARY KEY (day, backend)
+            );
+          `);
+          db.pragma(`user_version = ${SCHEMA_VERSION}`);
+        }).immediate();
+      }
+      const ledger = new UsageLedger(db, target, opts);
+      ledger.prune();
+      return ledger;
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+
+  /** Add to a backend's counts on the day of `at` (default now); written by the next `flush()`. */
+  add(backend: string, delta: UsageDelta, at = this.now()): void {
+    if (this.closed || typeof backend !== "string" || !backend) return;
+    const day = utcDay(at);
+    const key = `${day}\u0000${backend}`;
+    let p = this.pending.get(key);
+    if (!p) {
+      p = {
+        day,
+        backend,
+        turns: 0,
+        failed: 0,
+        tokensIn: 0,
+        tokensOut: 0,
+        limitHits: 0,
+        fallbacks: 0,
+        limit: null,
+        resetAt: null,
+      };
+      this.pending.set(key, p);
+    }
+    p.turns += count(delta.turns);
+    p.failed += count(delta.failed);
+    p.tokensIn += count(delta.tokensIn);
+    p.tokensOut += count(delta.tokensOut);
+    p.limitHits += count(delta.limitHits);
+    p.fallbacks += count(delta.fallbacks);
+    const limitAt = time(delta.limit?.at);
+    if (delta.limit && limitAt !== null && (!p.limit || limitAt >= p.limit.at)) {
+      p.limit = {
+        message: clipMessage(String(delta.limit.message ?? "")),
+        at: limitAt,
+        resetAt: time(delta.limit.resetAt) ?? p.limit?.resetAt ?? null,
+      };
+    }
+    const reset = time(delta.resetAt);
+    if (reset !== null) p.resetAt = reset;
+  }
+
+  /** Counts added and not yet written. */
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  /** Write what was added, in one transaction (and prune once a day). */
+  flush(): void {
+    if (this.closed) return;
+    if (utcDay(this.now()) !== this.prunedDay) this.prune();
+    if (!this.pending.size) return;
+    const rows = [...this.pending.values()];
+    this.pending.clear();
+    this.writeAll.immediate(rows);
+  }
+
+  /** Delete the rows older than `KEEP_DAYS` days (today included). Returns how many went. */
+  prune(): number {
+    if (this.closed) return 0;
+    const today = utcDay(this.now());
+    this.prunedDay = today;
+    return this.stmt.prune.run(this.firstDay(KEEP_DAYS)).changes;
+  }
+
+  /** The first day (UTC) of the last `days` days, today included. */
+  firstDay(days: number): string {
+    return utcDay(this.now() - (Math.max(1, Math.floor(days)) - 1) * DAY_MS);
+  }
+
+  /** Rows of the last `days` days (today included), oldest day first, written ones only. */
+  days(days: number): UsageDayRow[] {
+    if (this.closed) return [];
+    return this.stmt.since.all(this.firstDay(days)).map(toRow);
+  }
+
+  /** Each backend's latest limit (message, time, reset), and the latest reset any row knows. */
+  limits(): UsageLimitState[] {
+    if (this.closed) return [];
+    const out = new Map<string, UsageLimitState>();
+    for (const r of this.stmt.latestLimits.all()) {
+      if (out.has(r.backend)) continue;
+      out.set(r.backend, {
+        backend: r.backend,
+        message: r.last_limit_message,
+        at: r.last_limit_at ?? 0,
+        resetAt: r.reset_at,
+      });
+    }
+    for (const r of this.stmt.latestReset.all()) {
+      const s = out.get(r.backend);
+      if (s && (s.resetAt === null || r.reset_at > s.resetAt) && r.reset_at > s.at) s.resetAt = r.reset_at;
+    }
+    return [...out.values()];
+  }
+
+  /** Write what is pending and close the file. */
+  close(): void {
+    if (this.closed) return;
+    try {
+      this.flush();
+    } finally {
+      this.closed = true;
+      this.db.close();
+    }
+  }
+}

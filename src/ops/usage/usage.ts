@@ -1,0 +1,227 @@
+/**
+ * Usage per backend per day, fed only by the event bus (src/ops/events/bus.ts) into the usage
+ * ledger (`<dataDir>/usage.db`, src/core/store/usage-ledger.ts), and read by
+ * `GET /v1/admin/usage` (src/request/http/admin-routes.ts), `clawbridge usage` and the dashboard.
+ *
+ * What counts:
+ * - `turn.completed`: a turn, its prompt tokens in and completion tokens out (a replayed answer
+ *   has none); `turn.failed`: a turn and a failed one. Aborted turns (the client went away) are
+ *   not counted. The backend is the one the client's model runs on (`backend` of the event).
+ * - a limit hit: `backend.limited` (the backend answered with a limit: its message, its reset), or
+ *   a `turn.failed` with code `limit_reached` when no `backend.limited` for that backend came just
+ *   before it (the same limit is counted once).
+ * - `turn.fallback`: one more turn handed away from `fromBackend` (and its `resetAt`, if it gave one).
+ *
+ * The bus listener adds to counts in memory and never throws; a timer writes them every
+ * `flushMs` (and every read writes them first), so turns never wait for SQLite.
+ */
+import type { Logger } from "pino";
+import type { EventBus } from "../events/bus.js";
+import type { BridgeEvent } from "../../wire/events.js";
+import type { Usage, UsageBackendState, UsageRow, UsageTotals } from "../../wire/admin.js";
+import { defaultUsageLedgerPath, KEEP_DAYS, UsageLedger, utcDay } from "../../core/store/usage-ledger.js";
+
+export { KEEP_DAYS } from "../../core/store/usage-ledger.js";
+export const DEFAULT_DAYS = 7;
+
+/**
+ * A `turn.failed` limit_reached and a `backend.limited` of the same backend this close together
+ * (either first) are the same hit: the pipeline publishes both for one limited answer.
+ */
+const SAME_LIMIT_MS = 5_000;
+
+export interface UsageOptions {
+  bus: EventBus;
+  /** The ledger's directory (`<dataDir>/usage.db`), or `file` itself. */
+  dataDir?: string;
+  file?: string;
+  logger?: Pick<Logger, "warn">;
+  /** How often counts are written (default 1000 ms). */
+  flushMs?: number;
+  now?: () => number;
+  /** Backends to list even on days they did nothing (the configured ones). */
+  backends?: Iterable<string>;
+}
+
+/** What the admin route reads. */
+export interface UsageSource {
+  report(days?: number): Usage;
+}
+
+const emptyTotals = (): UsageTotals => ({
+  turns: 0,
+  failed: 0,
+  tokens_in: 0,
+  tokens_out: 0,
+  limit_hits: 0,
+  fallbacks: 0,
+});
+
+function addTo(t: UsageTotals, r: UsageRow): void {
+  t.turns += r.turns;
+  t.failed += r.failed;
+  t.tokens_in += r.tokens_in;
+  t.tokens_out += r.tokens_out;
+  t.limit_hits += r.limit_hits;
+  t.fallbacks += r.fallbacks;
+}
+
+export class UsageRecorder implements UsageSource {
+  private readonly off: () => void;
+  private readonly timer: NodeJS.Timeout;
+  private readonly now: () => number;
+  /** The last limit hit counted per backend, by which event, not yet paired with the other kind. */
+  private readonly unpaired = new Map<string, { at: number; by: "limited" | "failed" }>();
+  private readonly configured: string[];
+  private closed = false;
+
+  private constructor(
+    readonly ledger: UsageLedger,
+    private readonly opts: UsageOptions,
+  ) {
+    this.now = opts.now ?? Date.now;
+    this.configured = [...(opts.backends ?? [])];
+    this.off = opts.bus.on((e) => {
+      try {
+        this.observe(e);
+      } catch (err) {
+        this.warn(err, "usage: an event was not counted");
+      }
+    });
+    this.timer = setInterval(() => this.flush(), opts.flushMs ?? 1000);
+    this.timer.unref();
+  }
+
+  /** Open the ledger and listen to the bus. */
+  static open(opts: UsageOptions): UsageRecorder {
+    const file = opts.file ?? defaultUsageLedgerPath(opts.dataDir ?? ".");
+    return new UsageRecorder(UsageLedger.open(file, { now: opts.now }), opts);
+  }
+
+  private warn(err: unknown, msg: string): void {
+    try {
+      this.opts.logger?.warn({ err: (err as Error)?.message ?? String(err) }, msg);
+    } catch {
+      /* a logger that throws is not our problem */
+    }
+  }
+
+  /** Write pending counts (errors logged, never thrown). */
+  flush(): void {
+    try {
+      this.ledger.flush();
+    } catch (err) {
+      this.warn(err, "usage: could not write the usage ledger");
+    }
+  }
+
+  /** Whether a limit seen by one kind of event is a new hit, or the other kind's report of the one just counted. */
+  private newHit(backend: string, at: number, by: "limited" | "failed"): boolean {
+    const prev = this.unpaired.get(backend);
+    if (prev && prev.by !== by && Math.abs(at - prev.at) < SAME_LIMIT_MS) {
+      this.unpaired.delete(backend);
+      return false;
+    }
+    if (this.unpaired.size > 1000) this.unpaired.clear();
+    this.unpaired.set(backend, { at, by });
+    return true;
+  }
+
+  private observe(e: BridgeEvent): void {
+    const at = e.at ?? this.now();
+    switch (e.type) {
+      case "turn.completed":
+        this.ledger.add(e.backend, { turns: 1, tokensIn: e.promptTokens, tokensOut: e.completionTokens }, at);
+        return;
+      case "turn.failed": {
+        const limit = e.code === "limit_reached";
+        const hit = limit && this.newHit(e.backend, at, "failed");
+        this.ledger.add(
+          e.backend,
+          { turns: 1, failed: 1, ...(hit ? { limitHits: 1, limit: { message: e.message, at } } : {}) },
+          at,
+        );
+        return;
+      }
+      case "backend.limited": {
+        // Its message and reset win over a failed turn's: they are the backend's own words.
+        const hit = this.newHit(e.backend, at, "limited");
+        this.ledger.add(
+          e.backend,
+          { ...(hit ? { limitHits: 1 } : {}), limit: { message: e.message, at, resetAt: e.resetAt } },
+          at,
+        );
+        return;
+      }
+      case "turn.fallback":
+        this.ledger.add(e.fromBackend, { fallbacks: 1, ...(e.resetAt ? { resetAt: e.resetAt } : {}) }, at);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** The last `days` days (1..KEEP_DAYS, default 7): per backend per day, totals, and each backend's state. */
+  report(days = DEFAULT_DAYS): Usage {
+    const n = Math.min(KEEP_DAYS, Math.max(1, Math.floor(days)));
+    this.flush();
+    const now = this.now();
+    const rows: UsageRow[] = this.ledger.days(n).map((r) => ({
+      day: r.day,
+      backend: r.backend,
+      turns: r.turns,
+      failed: r.failed,
+      tokens_in: r.tokensIn,
+      tokens_out: r.tokensOut,
+      limit_hits: r.limitHits,
+      fallbacks: r.fallbacks,
+      last_limit_message: r.lastLimitMessage,
+      last_limit_at: r.lastLimitAt,
+      reset_at: r.resetAt,
+    }));
+    const totals = emptyTotals();
+    const perBackend = new Map<string, { today: UsageTotals; total: UsageTotals }>();
+    const today = utcDay(now);
+    const entry = (b: string) => {
+      let t = perBackend.get(b);
+      if (!t) perBackend.set(b, (t = { today: emptyTotals(), total: emptyTotals() }));
+      return t;
+    };
+    for (const b of this.configured) entry(b);
+    for (const r of rows) {
+      addTo(totals, r);
+      const t = entry(r.backend);
+      addTo(t.total, r);
+      if (r.day === today) addTo(t.today, r);
+    }
+    const limits = new Map(this.ledger.limits().map((l) => [l.backend, l]));
+    for (const b of limits.keys()) entry(b);
+    const backends: UsageBackendState[] = [...perBackend.entries()]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([backend, t]) => {
+        const l = limits.get(backend);
+        return {
+          backend,
+          today: t.today,
+          total: t.total,
+          last_limit_message: l?.message ?? null,
+          last_limit_at: l?.at ?? null,
+          next_reset_at: l?.resetAt !== null && l?.resetAt !== undefined && l.resetAt > now ? l.resetAt : null,
+        };
+      });
+    return { object: "usage", days: n, from: this.ledger.firstDay(n), to: today, now, data: rows, totals, backends };
+  }
+
+  /** Stop listening, write what is pending, close the file. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.off();
+    clearInterval(this.timer);
+    try {
+      this.ledger.close();
+    } catch (err) {
+      this.warn(err, "usage: could not close the usage ledger");
+    }
+  }
+}

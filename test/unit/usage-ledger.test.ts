@@ -1,0 +1,260 @@
+/**
+ * src/core/store/usage-ledger.ts and src/ops/usage/usage.ts: counts summed in memory and upserted
+ * per (day, backend); the latest limit message and reset kept; 30 days kept (an injected clock moves
+ * through them); the file survives closing and reopening; the recorder fed by a real EventBus counts
+ * turns, tokens, limit hits (one per limit, whichever event reports it first) and fallbacks.
+ */
+import assert from "node:assert/strict";
+import { existsSync, rmSync, statSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { KEEP_DAYS, MAX_MESSAGE_CHARS, UsageLedger, utcDay } from "../../src/core/store/usage-ledger.js";
+import { EventBus } from "../../src/ops/events/bus.js";
+import { UsageRecorder } from "../../src/ops/usage/usage.js";
+import { tempDir } from "../helpers/bridge.js";
+
+const DAY = 86_400_000;
+const T0 = Date.UTC(2026, 10, 28, 12, 0, 0);
+
+function clock(start = T0) {
+  let t = start;
+  return { now: () => t, set: (v: number) => (t = v), add: (ms: number) => (t += ms) };
+}
+
+test("add sums in memory; flush upserts one row per day and backend; the latest limit wins", () => {
+  const dir = tempDir("cb-usage-");
+  try {
+    const c = clock();
+    const file = path.join(dir, "usage.db");
+    const l = UsageLedger.open(file, c);
+    assert.equal((statSync(file).mode & 0o777).toString(8), "600");
+    l.add("claude", { turns: 1, tokensIn: 100, tokensOut: 10 });
+    l.add("claude", { turns: 1, failed: 1 });
+    l.add("gemini", { turns: 1, tokensIn: 5, tokensOut: 1 });
+    assert.equal(l.days(7).length, 0, "nothing written before flush");
+    assert.equal(l.pendingCount, 2);
+    l.flush();
+    assert.equal(l.pendingCount, 0);
+    l.add("claude", { turns: 2, tokensIn: 1, tokensOut: 2, limitHits: 1, limit: { message: "first", at: T0 + 1 } });
+    l.add("claude", { limitHits: 1, limit: { message: "  usage\n limit   reached ", at: T0 + 5, resetAt: T0 + DAY } });
+    l.add("claude", { limit: { message: "older", at: T0 + 2 } });
+    l.add("claude", { fallbacks: 1, tokensIn: -5, turns: Number.NaN });
+    l.flush();
+    const rows = l.days(7);
+    assert.deepEqual(
+      rows.map((r) => [r.day, r.backend, r.turns, r.failed, r.tokensIn, r.tokensOut, r.limitHits, r.fallbacks]),
+      [
+        ["2026-11-28", "claude", 4, 1, 101, 12, 2, 1],
+        ["2026-11-28", "gemini", 1, 0, 5, 1, 0, 0],
+      ],
+    );
+    assert.equal(rows[0]!.lastLimitMessage, "usage limit reached", "whitespace folded");
+    assert.equal(rows[0]!.lastLimitAt, T0 + 5);
+    assert.equal(rows[0]!.resetAt, T0 + DAY);
+    // An older limit written later does not replace the newer message.
+    l.add("claude", { limit: { message: "stale", at: T0 } });
+    l.flush();
+    assert.equal(l.days(1)[0]!.lastLimitMessage, "usage limit reached");
+    // A long message is clipped.
+    l.add("gemini", { limitHits: 1, limit: { message: "x".repeat(5000), at: T0 + 9 } });
+    l.flush();
+    assert.equal(l.days(1).find((r) => r.backend === "gemini")!.lastLimitMessage!.length, MAX_MESSAGE_CHARS);
+    assert.deepEqual(
+      l.limits().map((s) => [s.backend, s.at, s.resetAt]),
+      [
+        ["claude", T0 + 5, T0 + DAY],
+        ["gemini", T0 + 9, null],
+      ],
+    );
+    l.close();
+    l.add("claude", { turns: 1 }); // closed: ignored, no throw
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("rows are kept 30 days: pruned at open and on the first flush of a new day", () => {
+  const dir = tempDir("cb-usage-");
+  try {
+    const c = clock();
+    const file = path.join(dir, "usage.db");
+    let l = UsageLedger.open(file, c);
+    for (let d = 0; d < 35; d++) l.add("b", { turns: d + 1 }, T0 - d * DAY);
+    l.flush();
+    assert.equal(l.days(KEEP_DAYS).length, 30, "the days view shows 30 days");
+    assert.equal(l.days(7).length, 7);
+    assert.equal(l.days(1)[0]!.day, utcDay(T0));
+    // Rows older than 30 days were written too (from another clock) and go at the next day's flush.
+    const db = new Database(file, { readonly: true });
+    const countRows = () => (db.prepare("SELECT COUNT(*) AS n FROM usage").get() as { n: number }).n;
+    assert.equal(countRows(), 35);
+    l.flush();
+    assert.equal(countRows(), 35, "pruned once a day, not on every flush");
+    c.add(DAY);
+    l.flush();
+    assert.equal(countRows(), 29, "the next day: 29 of the old days are still within 30 days");
+    l.close();
+    // At open.
+    c.add(10 * DAY);
+    l = UsageLedger.open(file, c);
+    assert.equal(countRows(), 19);
+    assert.equal(l.prune(), 0);
+    db.close();
+    l.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the file survives closing and reopening (WAL), counts keep adding up", () => {
+  const dir = tempDir("cb-usage-");
+  try {
+    const c = clock();
+    const file = path.join(dir, "sub", "usage.db");
+    let l = UsageLedger.open(file, c);
+    l.add("claude", { turns: 1, tokensIn: 10, tokensOut: 3, limitHits: 1, limit: { message: "m", at: T0 } });
+    l.close(); // close flushes
+    assert.ok(existsSync(file));
+    l = UsageLedger.open(file, c);
+    const db = new Database(file, { readonly: true });
+    assert.equal(String(db.pragma("journal_mode", { simple: true })), "wal");
+    db.close();
+    assert.deepEqual(
+      l.days(7).map((r) => [r.turns, r.tokensIn, r.tokensOut, r.limitHits, r.lastLimitMessage]),
+      [[1, 10, 3, 1, "m"]],
+    );
+    l.add("claude", { turns: 2, tokensIn: 1 });
+    l.close();
+    l = UsageLedger.open(file, c);
+    assert.equal(l.days(7)[0]!.turns, 3);
+    assert.equal(l.days(7)[0]!.tokensIn, 11);
+    l.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the recorder counts from the bus: turns, tokens, failed, limit hits once, fallbacks, the report", () => {
+  const dir = tempDir("cb-usage-");
+  const c = clock();
+  const bus = new EventBus((err) => {
+    throw err;
+  });
+  const warnings: unknown[] = [];
+  const rec = UsageRecorder.open({
+    bus,
+    dataDir: dir,
+    now: c.now,
+    flushMs: 60_000,
+    backends: ["claude", "gemini", "idle"],
+    logger: { warn: (o: unknown) => void warnings.push(o) } as never,
+  });
+  try {
+    const base = { conversation: "c", model: "m", ms: 10 };
+    bus.emit({
+      type: "turn.completed",
+      turnId: "1",
+      ...base,
+      backend: "claude",
+      promptTokens: 40,
+      completionTokens: 4,
+    });
+    bus.emit({ type: "turn.completed", turnId: "2", ...base, backend: "claude" }); // replayed: no tokens
+    bus.emit({ type: "turn.aborted", turnId: "3", ...base, backend: "claude", reason: "gone" }); // not counted
+    // One limit, reported by both events: one hit.
+    bus.emit({
+      type: "backend.limited",
+      backend: "claude",
+      message: "5-hour limit reached",
+      resetAt: T0 + 3600_000,
+      until: T0 + 3600_000,
+    });
+    bus.emit({ type: "turn.failed", turnId: "4", ...base, backend: "claude", code: "limit_reached", message: "limit" });
+    bus.emit({
+      type: "turn.fallback",
+      turnId: "5",
+      conversation: "c",
+      model: "m",
+      fromModel: "m",
+      fromBackend: "claude",
+      to: "g",
+      toBackend: "gemini",
+      reason: "limit_reached",
+      resetAt: T0 + 3600_000,
+    });
+    bus.emit({ type: "turn.completed", turnId: "5", ...base, backend: "gemini", promptTokens: 7, completionTokens: 2 });
+    // A limit reported only by a failed turn counts; one other failure does not.
+    bus.emit({ type: "turn.failed", turnId: "6", ...base, backend: "gemini", code: "limit_reached", message: "quota" });
+    bus.emit({
+      type: "turn.failed",
+      turnId: "7",
+      ...base,
+      backend: "gemini",
+      code: "backend_timeout",
+      message: "slow",
+    });
+    const r = rec.report();
+    assert.equal(r.object, "usage");
+    assert.equal(r.days, 7);
+    assert.equal(r.to, "2026-11-28");
+    assert.equal(r.from, "2026-11-22");
+    const claude = r.data.find((x) => x.backend === "claude")!;
+    assert.deepEqual(
+      [claude.turns, claude.failed, claude.tokens_in, claude.tokens_out, claude.limit_hits, claude.fallbacks],
+      [3, 1, 40, 4, 1, 1],
+    );
+    assert.equal(
+      claude.last_limit_message,
+      "5-hour limit reached",
+      "the backend's own words win over the failed turn's",
+    );
+    const gemini = r.data.find((x) => x.backend === "gemini")!;
+    assert.deepEqual([gemini.turns, gemini.failed, gemini.tokens_in, gemini.limit_hits], [3, 2, 7, 1]);
+    assert.deepEqual(r.totals, { turns: 6, failed: 3, tokens_in: 47, tokens_out: 6, limit_hits: 2, fallbacks: 1 });
+    assert.deepEqual(
+      r.backends.map((b) => b.backend),
+      ["claude", "gemini", "idle"],
+    );
+    const cs = r.backends[0]!;
+    assert.equal(cs.next_reset_at, T0 + 3600_000);
+    assert.equal(cs.today.turns, 3);
+    assert.equal(r.backends[2]!.total.turns, 0);
+    // After the reset time it is no longer "next".
+    c.add(2 * 3600_000);
+    assert.equal(rec.report().backends[0]!.next_reset_at, null);
+    assert.equal(rec.report().backends[0]!.last_limit_message, "5-hour limit reached");
+    // days is clamped.
+    assert.equal(rec.report(99).days, 30);
+    assert.equal(rec.report(0).days, 1);
+    assert.deepEqual(warnings, []);
+  } finally {
+    rec.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  // Closed: events are ignored without a throw (the bus's listener is gone).
+  assert.equal(bus.listenerCount, 0);
+});
+
+test("the recorder's listener never throws: a closed ledger or a bad event is logged", () => {
+  const dir = tempDir("cb-usage-");
+  const bus = new EventBus((err) => {
+    throw err;
+  });
+  const warnings: unknown[] = [];
+  const rec = UsageRecorder.open({
+    bus,
+    dataDir: dir,
+    logger: { warn: (o: unknown) => void warnings.push(o) } as never,
+  });
+  try {
+    rec.ledger.close(); // the file goes away under the recorder
+    bus.emit({ type: "turn.completed", turnId: "1", conversation: "c", model: "m", backend: "b", ms: 1 });
+    bus.emit({ type: "backend.limited", backend: "b", message: "x", until: 0 });
+    rec.flush();
+    assert.equal(rec.report().data.length, 0);
+  } finally {
+    rec.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
