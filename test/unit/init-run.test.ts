@@ -228,6 +228,23 @@ describe("init: the whole run", () => {
       runInit({ yes: true, config: path.join(s.home, "c.json"), env: s.env, write: s.write, detect: s.detect }),
       /init writes YAML/,
     );
+    // A file that cannot take additions is refused before anything is looked for or asked.
+    writeFileSync(path.join(s.home, "list.yaml"), "- a\n- b\n");
+    let looked = false;
+    await assert.rejects(
+      runInit({
+        yes: true,
+        config: path.join(s.home, "list.yaml"),
+        env: s.env,
+        write: s.write,
+        detect: async () => {
+          looked = true;
+          return s.detect();
+        },
+      }),
+      (e: Error) => e.name === "ConfigError" && /not a YAML mapping/.test(e.message),
+    );
+    assert.equal(looked, false);
   });
 
   it("OpenClaw found: --yes adds the bridge's provider entry; service install, when asked for, writes the unit", async () => {

@@ -34,9 +34,12 @@ everything you wrote there (edits, comments) stays; the diff is shown before any
         const r = await runInit({ config: opts.config, yes: opts.yes, dryRun: opts.dryRun });
         if (r.exitCode) process.exitCode = r.exitCode;
       } catch (e) {
-        if (e instanceof Error && e.name === "NoAnswerError") {
-          process.stderr.write(`clawbridge: ${e.message}\n`);
-          process.exitCode = 1;
+        // Bad input (an existing file that cannot be merged, a result that would fail `config check`): 2.
+        // The input ending before an answer: 1. Told by name: their modules load only when init runs.
+        const name = e instanceof Error ? e.name : "";
+        if (name === "ConfigError" || name === "NoAnswerError") {
+          process.stderr.write(`clawbridge: ${(e as Error).message}\n`);
+          process.exitCode = name === "ConfigError" ? 2 : 1;
         } else fail(e);
       }
     });

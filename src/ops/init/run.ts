@@ -109,6 +109,8 @@ export async function runInit(opts: InitOptions = {}): Promise<InitResult> {
   if (configPath.endsWith(".json"))
     throw new InitConfigError(`${shown}: init writes YAML (with comments); give a .yaml file with --config`);
 
+  const existing = existsSync(configPath) ? readFileSync(configPath, "utf8") : undefined;
+  if (existing !== undefined) mergeConfig(existing, { clis: [] }, shown); // a file that cannot take additions: say so first
   // What is there.
   say("Looking for coding-agent CLIs (PATH, their usual homes, this package's node_modules)...");
   const logger = opts.logger ?? createLogger("silent");
@@ -117,7 +119,6 @@ export async function runInit(opts: InitOptions = {}): Promise<InitResult> {
   const installed = found.filter((f) => f.path);
   say();
 
-  const existing = existsSync(configPath) ? readFileSync(configPath, "utf8") : undefined;
   const present = existing === undefined ? new Map<string, string>() : configuredBackends(existing);
   if (existing !== undefined)
     say(`${shown} exists: what you wrote there stays; only CLIs it does not have yet are added.`);
