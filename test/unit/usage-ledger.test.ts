@@ -258,3 +258,59 @@ test("the recorder's listener never throws: a closed ledger or a bad event is lo
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a turn is counted on the backend that answered it: after a fallback, or a router's hand-over", () => {
+  const dir = tempDir("cb-usage-");
+  const bus = new EventBus((err) => {
+    throw err;
+  });
+  const rec = UsageRecorder.open({
+    bus,
+    dataDir: dir,
+    flushMs: 60_000,
+    modelBackends: [
+      ["claude/sonnet", "claude"],
+      ["gemini/pro", "gemini"],
+    ],
+  });
+  try {
+    const base = { conversation: "c", model: "claude/sonnet", backend: "claude", ms: 10 };
+    bus.emit({
+      type: "turn.fallback",
+      turnId: "t1",
+      conversation: "c",
+      model: "claude/sonnet",
+      fromModel: "claude/sonnet",
+      fromBackend: "claude",
+      to: "gemini/pro",
+      toBackend: "gemini",
+      reason: "exhausted",
+    });
+    bus.emit({
+      type: "turn.completed",
+      turnId: "t1",
+      ...base,
+      promptTokens: 9,
+      completionTokens: 3,
+      answeredBy: "gemini/pro",
+    });
+    bus.emit({
+      type: "turn.completed",
+      turnId: "t2",
+      ...base,
+      model: "router",
+      backend: "router",
+      promptTokens: 1,
+      answeredBy: "gemini/pro",
+    });
+    bus.emit({ type: "turn.completed", turnId: "t3", ...base, promptTokens: 2 });
+    const rows = rec.report().data.map((r) => [r.backend, r.turns, r.tokens_in, r.fallbacks]);
+    assert.deepEqual(rows, [
+      ["claude", 1, 2, 1],
+      ["gemini", 2, 10, 0],
+    ]);
+  } finally {
+    rec.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

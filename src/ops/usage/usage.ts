@@ -6,7 +6,8 @@
  * What counts:
  * - `turn.completed`: a turn, its prompt tokens in and completion tokens out (a replayed answer
  *   has none); `turn.failed`: a turn and a failed one. Aborted turns (the client went away) are
- *   not counted. The backend is the one the client's model runs on (`backend` of the event).
+ *   not counted. The backend is the one that answered: the last `toBackend` of the turn's
+ *   `turn.fallback` events, else the backend of a router's `answeredBy` model, else the event's `backend`.
  * - a limit hit: `backend.limited` (the backend answered with a limit: its message, its reset), or
  *   a `turn.failed` with code `limit_reached` when no `backend.limited` for that backend came just
  *   before it (the same limit is counted once).
@@ -17,7 +18,7 @@
  */
 import type { Logger } from "pino";
 import type { EventBus } from "../events/bus.js";
-import type { BridgeEvent } from "../../wire/events.js";
+import type { BridgeEvent, EventOf } from "../../wire/events.js";
 import type { Usage, UsageBackendState, UsageRow, UsageTotals } from "../../wire/admin.js";
 import { defaultUsageLedgerPath, KEEP_DAYS, UsageLedger, utcDay } from "../../core/store/usage-ledger.js";
 
@@ -41,6 +42,8 @@ export interface UsageOptions {
   now?: () => number;
   /** Backends to list even on days they did nothing (the configured ones). */
   backends?: Iterable<string>;
+  /** Model id → its backend (the configured models), for a turn a router handed to another model (`answeredBy`). */
+  modelBackends?: Iterable<readonly [string, string]>;
 }
 
 /** What the admin route reads. */
@@ -73,6 +76,9 @@ export class UsageRecorder implements UsageSource {
   /** The last limit hit counted per backend, by which event, not yet paired with the other kind. */
   private readonly unpaired = new Map<string, { at: number; by: "limited" | "failed" }>();
   private readonly configured: string[];
+  private readonly modelBackends: Map<string, string>;
+  /** Turns handed along a fallback chain: turn id → the backend that now answers it (until the turn ends). */
+  private readonly handedTo = new Map<string, string>();
   private closed = false;
 
   private constructor(
@@ -81,6 +87,7 @@ export class UsageRecorder implements UsageSource {
   ) {
     this.now = opts.now ?? Date.now;
     this.configured = [...(opts.backends ?? [])];
+    this.modelBackends = new Map(opts.modelBackends ?? []);
     this.off = opts.bus.on((e) => {
       try {
         this.observe(e);
@@ -127,17 +134,34 @@ export class UsageRecorder implements UsageSource {
     return true;
   }
 
+  /**
+   * The backend that answered a turn that ended: the last one a fallback handed it to, else the
+   * backend of the model a router handed it to, else the one the client's model runs on.
+   */
+  private answeredOn(e: EventOf<"turn.completed" | "turn.failed" | "turn.aborted">): string {
+    const handed = this.handedTo.get(e.turnId);
+    if (handed !== undefined) {
+      this.handedTo.delete(e.turnId);
+      return handed;
+    }
+    return (e.answeredBy !== undefined ? this.modelBackends.get(e.answeredBy) : undefined) ?? e.backend;
+  }
+
   private observe(e: BridgeEvent): void {
     const at = e.at ?? this.now();
     switch (e.type) {
       case "turn.completed":
-        this.ledger.add(e.backend, { turns: 1, tokensIn: e.promptTokens, tokensOut: e.completionTokens }, at);
+        this.ledger.add(this.answeredOn(e), { turns: 1, tokensIn: e.promptTokens, tokensOut: e.completionTokens }, at);
+        return;
+      case "turn.aborted":
+        this.answeredOn(e);
         return;
       case "turn.failed": {
+        const backend = this.answeredOn(e);
         const limit = e.code === "limit_reached";
-        const hit = limit && this.newHit(e.backend, at, "failed");
+        const hit = limit && this.newHit(backend, at, "failed");
         this.ledger.add(
-          e.backend,
+          backend,
           { turns: 1, failed: 1, ...(hit ? { limitHits: 1, limit: { message: e.message, at } } : {}) },
           at,
         );
@@ -154,6 +178,8 @@ export class UsageRecorder implements UsageSource {
         return;
       }
       case "turn.fallback":
+        if (this.handedTo.size >= 10_000) this.handedTo.clear(); // turns that never ended
+        this.handedTo.set(e.turnId, e.toBackend);
         this.ledger.add(e.fromBackend, { fallbacks: 1, ...(e.resetAt ? { resetAt: e.resetAt } : {}) }, at);
         return;
       default:

@@ -244,7 +244,15 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   // Usage per backend per day (src/ops/usage): <dataDir>/usage.db, fed by the bus before any turn,
   // read by GET /v1/admin/usage. A ledger that cannot be opened is logged; the bridge runs without it.
   const usage = await import("../../ops/usage/usage.js")
-    .then((m) => m.UsageRecorder.open({ bus, dataDir: config.dataDir, logger, backends: Object.keys(config.backends) }))
+    .then((u) =>
+      u.UsageRecorder.open({
+        bus,
+        dataDir: config.dataDir,
+        logger,
+        backends: Object.keys(config.backends),
+        modelBackends: config.models.map((m) => [m.id, m.backend] as const),
+      }),
+    )
     .catch((err: Error) => {
       logger.warn({ err: err.message }, "usage ledger not opened; usage is not recorded");
       return undefined;
