@@ -42,6 +42,8 @@ const FAMILIES: Record<string, "COUNTER" | "GAUGE" | "HISTOGRAM"> = {
   clawbridge_builds_total: "COUNTER",
   clawbridge_build_steps_total: "COUNTER",
   clawbridge_backend_up: "GAUGE",
+  clawbridge_fallbacks_total: "COUNTER",
+  clawbridge_backend_limit_hits_total: "COUNTER",
 };
 
 /** Node's process metrics, as prom-client names them. */

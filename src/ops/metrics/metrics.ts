@@ -13,7 +13,7 @@
  *
  * Cardinality is bounded: a model or backend label is one configured id or `other`; decision
  * actions, run, step and turn outcomes come from closed lists; error codes are accepted until
- * `MAX_ERROR_CODES` distinct ones were seen, then `other`. No conversation, run, turn or system id
+ * `MAX_ERROR_CODES` distinct ones were seen (fallback reasons until `MAX_REASONS`), then `other`. No conversation, run, turn or system id
  * is ever a label.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
@@ -56,6 +56,8 @@ export function metricsLabels(config: {
 export const OTHER = "other";
 /** Distinct `code` label values kept before the rest become `other`. */
 export const MAX_ERROR_CODES = 40;
+/** Distinct fallback `reason` label values kept before the rest become `other`. */
+export const MAX_REASONS = 20;
 
 // Closed lists, checked against the event types: a new action or source fails to compile here.
 const DECISION_ACTIONS: Record<DecisionAction, true> = {
@@ -131,6 +133,9 @@ export class BridgeMetrics {
   private readonly builds: Counter<"outcome">;
   private readonly buildSteps: Counter<"outcome">;
   private readonly backendUp: Gauge<"backend">;
+  private readonly fallbacks: Counter<"from" | "to" | "reason">;
+  private readonly limitHits: Counter<"backend">;
+  private readonly reasons = new Set<string>();
 
   constructor(opts: BridgeMetricsOptions) {
     this.models = new Set(opts.models);
@@ -367,11 +372,24 @@ export class BridgeMetrics {
       labelNames: ["backend"],
       registers,
     });
+    this.fallbacks = new Counter({
+      name: "clawbridge_fallbacks_total",
+      help: "Turns handed to the next model of a fallback chain, by the backend that failed or was skipped (from), the one that took the turn (to) and why (limit_reached, auth_failed, backend_unavailable, exhausted...).",
+      labelNames: ["from", "to", "reason"],
+      registers,
+    });
+    this.limitHits = new Counter({
+      name: "clawbridge_backend_limit_hits_total",
+      help: "Times a backend answered with a limit (usage, rate, quota): backend.limited events.",
+      labelNames: ["backend"],
+      registers,
+    });
 
     // Known label values show at 0 from the first scrape (rate() needs the series to exist).
     for (const backend of this.backends) {
       this.heals.inc({ backend }, 0);
       this.resets.inc({ backend }, 0);
+      this.limitHits.inc({ backend }, 0);
     }
     for (const model of this.models) for (const scope of QUEUE_SCOPES) this.rejected.inc({ model, scope }, 0);
     this.runsStarted.inc(0);
@@ -412,6 +430,15 @@ export class BridgeMetrics {
     if (this.codes.size >= MAX_ERROR_CODES) return OTHER;
     this.codes.add(code);
     return code;
+  }
+
+  /** A fallback's reason: a code-like word, `MAX_REASONS` distinct ones, then `other`. */
+  private reason(reason: string | undefined): string {
+    if (!reason || !/^[A-Za-z0-9_.:-]{1,64}$/.test(reason)) return OTHER;
+    if (this.reasons.has(reason)) return reason;
+    if (this.reasons.size >= MAX_REASONS) return OTHER;
+    this.reasons.add(reason);
+    return reason;
   }
 
   private observe(e: BridgeEvent): void {
@@ -497,6 +524,16 @@ export class BridgeMetrics {
         return;
       case "execution:stepComplete":
         this.buildSteps.inc({ outcome: e.status });
+        return;
+      case "turn.fallback":
+        this.fallbacks.inc({
+          from: this.backend(e.fromBackend),
+          to: this.backend(e.toBackend),
+          reason: this.reason(e.reason),
+        });
+        return;
+      case "backend.limited":
+        this.limitHits.inc({ backend: this.backend(e.backend) });
         return;
       case "backend.health":
         this.backendUp.set({ backend: this.backend(e.backend) }, e.usable ? 1 : 0);
