@@ -92,7 +92,12 @@ models:
         killGraceSeconds: 3,
         warm: { enabled: true, idleSeconds: 600, maxProcesses: 4, interruptGraceSeconds: 2 },
       },
-      models: { expose: "configured", remap: { onMissing: "error" }, discovery: { enabled: true, refreshHours: 6 } },
+      models: {
+        expose: "configured",
+        remap: { onMissing: "error" },
+        discovery: { enabled: true, refreshHours: 6 },
+        limits: { backoffSeconds: 300 },
+      },
     });
     assert.equal(cfg.dataDir, baseEnv.CLAWBRIDGE_DATA_DIR);
   });

@@ -186,6 +186,7 @@ test("a backend's model settings are checked with messages that name the key", (
     expose: "configured",
     remap: { onMissing: "error" },
     discovery: { enabled: true, refreshHours: 6 },
+    limits: { backoffSeconds: 300 },
   });
 });
 

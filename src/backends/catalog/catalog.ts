@@ -181,6 +181,7 @@ export class ModelCatalog {
         expose: "configured",
         remap: { onMissing: "error" },
         discovery: { enabled: true, refreshHours: 6 },
+        limits: { backoffSeconds: 300 },
       }
     );
   }

@@ -171,8 +171,8 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
         continue;
       }
       backendTypesByName.set(name, entry.type);
-      const { type: _type, expose, remap: onMissing, discovery, ...rest } = entry;
-      const catalog = backendModelsSchema.safeParse({ expose, remap: onMissing, discovery });
+      const { type: _type, expose, remap: onMissing, discovery, limits, ...rest } = entry;
+      const catalog = backendModelsSchema.safeParse({ expose, remap: onMissing, discovery, limits });
       if (!catalog.success) problems.push(...zodProblems(catalog.error, `backends.${name}`));
       const opts = mod.schema.safeParse(rest);
       if (!opts.success) problems.push(...zodProblems(opts.error, `backends.${name}`));
@@ -243,6 +243,20 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
 
   // A remap target is a configured model id, or a model name given to a backend that takes any
   // model (the seed's `kimi` → `opencode/glm-5-free`): then it runs like the model it replaces.
+  // A fallback chain names configured models, each once, never the model itself.
+  (Array.isArray(rawModelList) ? rawModelList : []).forEach((rm, i) => {
+    const chain = (rm as { fallback?: unknown })?.fallback;
+    if (!Array.isArray(chain)) return;
+    const self = (rm as { id?: unknown }).id;
+    const ids = new Set(models.map((m) => m.id));
+    chain.forEach((to, j) => {
+      if (to === self) problems.push(`models[${i}].fallback[${j}]: "${to}" is the model itself`);
+      else if (typeof to === "string" && !ids.has(to))
+        problems.push(`models[${i}].fallback[${j}]: no model with id "${to}" (configured: ${[...ids].join(", ")})`);
+      else if (chain.indexOf(to) !== j) problems.push(`models[${i}].fallback[${j}]: "${to}" is in the chain twice`);
+    });
+  });
+
   const remapTargets: Config["remapTargets"] = {};
   remap.forEach((r, i) => {
     if (seen.has(r.to)) return;
@@ -328,6 +342,8 @@ function resolvedModel(
     contextWindow?: number;
     maxTokens?: number;
     session?: { fallback?: "derived" | "stateless"; maxSeedChars?: number };
+    fallback?: string[];
+    fallbackNotice?: boolean;
   },
   tools: ClientToolsOptions = CLIENT_TOOLS_OFF,
 ): ResolvedModel {
@@ -343,6 +359,8 @@ function resolvedModel(
     session: { fallback: m.session?.fallback ?? "derived", maxSeedChars: m.session?.maxSeedChars ?? 6000 },
     intents,
     tools,
+    fallback: m.fallback ?? [],
+    fallbackNotice: m.fallbackNotice ?? false,
   };
 }
 

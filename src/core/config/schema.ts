@@ -119,6 +119,8 @@ export const backendModelsSchema = z.strictObject({
   discovery: z
     .strictObject({ enabled: z.boolean().default(true), refreshHours: z.number().positive().default(6) })
     .default({ enabled: true, refreshHours: 6 }),
+  /** A backend at its limit is skipped until its reset; `backoffSeconds` when it did not say when (src/request/pipeline/fallback.ts). */
+  limits: z.strictObject({ backoffSeconds: z.number().positive().default(300) }).default({ backoffSeconds: 300 }),
 });
 export type BackendModels = z.infer<typeof backendModelsSchema>;
 
@@ -152,6 +154,13 @@ export const modelSchema = z.strictObject({
   /** Advertised context window and output limit (for OpenClaw's provider entry). */
   contextWindow: positiveInt.optional(),
   maxTokens: positiveInt.optional(),
+  /**
+   * Model ids tried in order when this model's backend fails before any output with a limit, an
+   * expired login, or is down or missing (src/request/pipeline/fallback.ts).
+   */
+  fallback: z.array(z.string().min(1)).optional(),
+  /** Add one short line to an answer a fallback model gave ("(Claude is at its limit until 04:20; Gemini answered.)"). */
+  fallbackNotice: z.boolean().optional(),
 });
 export type ModelInput = z.infer<typeof modelSchema>;
 
@@ -211,6 +220,9 @@ export interface ResolvedModel {
   intents: IntentsConfigInput | undefined;
   /** The client's tools for CLI agents (`off` unless configured). */
   tools: ClientToolsOptions;
+  /** Model ids tried in order when this one's backend fails before any output (checked to exist). */
+  fallback: string[];
+  fallbackNotice: boolean;
 }
 
 export interface Config {

@@ -26,6 +26,12 @@ export interface ResumeTurnOptions {
   /** OpenClaw's tools are offered to the agent as MCP tools (the brief says so). */
   clientTools?: boolean;
   live?: readonly LiveData[];
+  /**
+   * A continuing session that missed this many of the conversation's last turns (another model
+   * answered them while its backend was at its limit): their text, within `maxSeedChars`, goes
+   * before the new message.
+   */
+  missedTurns?: number;
 }
 
 export interface ResumeTurn {
@@ -128,7 +134,22 @@ export function buildResumeTurn(messages: readonly ChatMessage[], opts: ResumeTu
 
   let seed = "";
   let seedEntries = 0;
-  if (!opts.continuing) {
+  if (opts.continuing && opts.missedTurns) {
+    const firstNew = messages.indexOf(fresh[0]!);
+    const earlier = firstNew > 0 ? messages.slice(0, firstNew) : [];
+    // From the user message that opened the first missed turn.
+    let from = earlier.length;
+    for (let i = earlier.length - 1, n = 0; i >= 0 && n < opts.missedTurns; i--) {
+      if (earlier[i]!.role === "user") {
+        from = i;
+        n++;
+      }
+    }
+    const kept = fitHistory(renderHistory(earlier.slice(from)), opts.maxSeedChars);
+    seedEntries = kept.length;
+    if (kept.length)
+      seed = `MEANWHILE (another model answered these turns while you were unavailable; for context):\n${kept.join("\n")}\n\n`;
+  } else if (!opts.continuing) {
     const firstNew = messages.indexOf(fresh[0]!);
     const earlier = firstNew > 0 ? messages.slice(0, firstNew) : [];
     const kept = fitHistory(renderHistory(earlier), opts.maxSeedChars);

@@ -34,6 +34,11 @@ function errorType(err: BackendError): ErrorType {
   return "backend_error";
 }
 
+/** `Retry-After` (whole seconds, at least 1) for a reset time. */
+export function retryAfter(resetAt: number): string {
+  return String(Math.max(1, Math.ceil((resetAt - Date.now()) / 1000)));
+}
+
 export function backendErrorStatus(err: BackendError): number {
   return err.status && err.status >= 400 && err.status < 600 ? err.status : 502;
 }

@@ -14,7 +14,7 @@
  */
 import type { ServerResponse } from "node:http";
 import type { BackendEvent, FinishReason, Usage } from "../../backends/contract/backend.js";
-import { backendErrorBody } from "./backend-errors.js";
+import { backendErrorBody, backendErrorStatus, retryAfter } from "./backend-errors.js";
 import { ChunkFactory } from "./chunks.js";
 
 export interface SseOptions {
@@ -23,6 +23,13 @@ export interface SseOptions {
   heartbeatMs: number;
   /** Extra response headers (conversation key, `connection: close` while shutting down...). */
   headers?: Record<string, string>;
+  /**
+   * The headers are complete only at the first event (a fallback chain names the model that
+   * answers): they wait for it — at most one heartbeat interval — and an error as the first event
+   * is answered as an HTTP error (its status, `Retry-After` when it says when to retry) instead
+   * of a stream.
+   */
+  deferHeaders?: boolean;
 }
 
 export interface EncodeResult {
@@ -92,25 +99,35 @@ export async function writeSse(
   opts: SseOptions,
 ): Promise<EncodeResult> {
   const chunks = new ChunkFactory(opts.model);
-  // No `connection` header of our own: node:http says keep-alive, or close when the client asked
-  // for it (a `connection: keep-alive` set here would keep the connection against the client's
-  // `Connection: close`); the caller passes `connection: close` when the server is shutting down.
-  res.writeHead(200, {
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache, no-transform",
-    "x-accel-buffering": "no",
-    ...opts.headers,
-  });
-  // No flushHeaders(): the headers go out in the same write as the role chunk below (one syscall
-  // less per stream; the client sees both at the same moment either way).
   const result: EncodeResult = { outcome: "completed", contentChars: 0, text: "" };
   const out = new FrameWriter(res);
-  out.write(chunks.delta({ role: "assistant", content: "" }));
+  let started = false;
+  const start = () => {
+    started = true;
+    // No `connection` header of our own: node:http says keep-alive, or close when the client asked
+    // for it (a `connection: keep-alive` set here would keep the connection against the client's
+    // `Connection: close`); the caller passes `connection: close` when the server is shutting down.
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache, no-transform",
+      "x-accel-buffering": "no",
+      ...opts.headers,
+    });
+    // No flushHeaders(): the headers go out in the same write as the role chunk below (one syscall
+    // less per stream; the client sees both at the same moment either way).
+    out.write(chunks.delta({ role: "assistant", content: "" }));
+  };
+  const waitedSince = Date.now();
+  if (!opts.deferHeaders) start();
   const heartbeat = chunks.content("");
   // A timer per stream: one shared timer with a Set of the open streams was tried, and made V8
   // promote every request's objects to the old generation (bench/README.md, issue 19).
   const beat = setInterval(
     () => {
+      if (!started) {
+        if (Date.now() - waitedSince >= opts.heartbeatMs) start();
+        return;
+      }
       if (Date.now() - out.lastWrite >= opts.heartbeatMs) out.write(heartbeat);
     },
     Math.max(50, Math.min(opts.heartbeatMs, 1000)),
@@ -122,6 +139,23 @@ export async function writeSse(
       if (res.destroyed) {
         result.outcome = "client_gone";
         break;
+      }
+      if (!started) {
+        if (ev.type === "error") {
+          // Nothing was sent yet: the failure as an HTTP error, not a stream.
+          result.outcome = "error";
+          result.error = ev.error.message;
+          ended = true;
+          started = true;
+          res.writeHead(backendErrorStatus(ev.error), {
+            "content-type": "application/json",
+            ...opts.headers,
+            ...(ev.error.resetAt ? { "retry-after": retryAfter(ev.error.resetAt) } : {}),
+          });
+          res.end(JSON.stringify(backendErrorBody(ev.error)));
+          break;
+        }
+        start();
       }
       switch (ev.type) {
         case "text":
@@ -184,11 +218,13 @@ export async function writeSse(
   } catch (err) {
     result.outcome = "error";
     result.error = (err as Error).message;
+    if (!started) start();
     out.end(
       `data: ${JSON.stringify(backendErrorBody({ code: "backend_failed", message: `internal error: ${result.error}` }))}\n\n`,
     );
   } finally {
     clearInterval(beat);
+    if (!started && !res.headersSent && !res.destroyed) start();
     // Whatever is pending goes out with the end of the response (nothing, when it has ended).
     out.end();
   }

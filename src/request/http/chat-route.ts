@@ -35,7 +35,7 @@ import { Cancellation, TurnDeadline } from "../../core/util/cancel.js";
 import { readLimited } from "../../core/util/read-limited.js";
 import { ApiKeys } from "./auth.js";
 import { lingerAfterAnswer, shuttingDown, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
-import { backendErrorBody, backendErrorStatus } from "../encoder/backend-errors.js";
+import { backendErrorBody, backendErrorStatus, retryAfter } from "../encoder/backend-errors.js";
 import { ApiError, badRequest, internalError, unauthorized, type ApiErrorBody } from "../chat-api/errors.js";
 
 export const CHAT_PATH = "/v1/chat/completions";
@@ -194,7 +194,12 @@ export function chatRoute(
         model: body.model,
         includeUsage: body.stream_options?.include_usage === true,
         heartbeatMs,
-        headers: deps.closesAfter(req) ? { server, ...turn.headers, ...CLOSE } : { server, ...turn.headers },
+        // A fallback chain decides at the first event which model answers (and names it in
+        // turn.headers then): the same object, read when the headers go out.
+        headers: deps.closesAfter(req)
+          ? Object.assign(turn.headers, { server }, CLOSE)
+          : Object.assign(turn.headers, { server }),
+        deferHeaders: turn.decidesLate,
       });
       return;
     }
@@ -205,7 +210,10 @@ export function chatRoute(
       // Aborted, not by its client and not by its deadline: by the shutdown. Retryable.
       if (cancel.aborted && !(cancel.reason instanceof TurnDeadline))
         return writeApiError(res, shuttingDown(), turn.headers);
-      return send(res, backendErrorStatus(result.error), backendErrorBody(result.error), turn.headers);
+      const headers = result.error.resetAt
+        ? { ...turn.headers, "retry-after": retryAfter(result.error.resetAt) }
+        : turn.headers;
+      return send(res, backendErrorStatus(result.error), backendErrorBody(result.error), headers);
     }
     send(res, 200, result.body, turn.headers);
   };

@@ -28,7 +28,9 @@ import { dispatchInput } from "./dispatch.js";
 import { runResume, toolResultsOf } from "./resume.js";
 import { TurnEvents } from "./turn-events.js";
 import type { EventBus } from "../../ops/events/bus.js";
-import { PassthroughPrompt, Turn, type TurnRequest } from "./turn.js";
+import { fallbackKey, PassthroughPrompt, Turn, type TurnRequest } from "./turn.js";
+import { LimitBook } from "../../core/store/limits.js";
+import { allExhausted, ANSWERED_BY, chainOf, noteLimit, runChain, type ChainDeps } from "./fallback.js";
 
 export type { TurnRequest } from "./turn.js";
 
@@ -40,6 +42,11 @@ export interface PreparedTurn {
   events: AsyncGenerator<BackendEvent>;
   /** Facts about the turn the caller may show (the HTTP layer sends them as response headers). */
   headers: Record<string, string>;
+  /**
+   * The model has a fallback chain: which model answers is known only at the first event, when
+   * `headers` name it (`x-clawbridge-answered-by`); a stream's headers wait for that event.
+   */
+  decidesLate: boolean;
 }
 
 /** What tool pre-execution ran (`report` of an `Enricher`; published as `intent.executed`). */
@@ -74,6 +81,8 @@ export interface PipelineDeps {
   clientTools?: ClientToolHub;
   /** Told when a CLI says it has no such model ("Did you mean …"): the next turn is remapped (src/backends/catalog). */
   catalog?: Pick<ModelCatalog, "noteMissing">;
+  /** Backends at their limit, skipped until their reset (src/core/store/limits.ts; fallback.ts); default: kept in the config's data dir. */
+  limits?: LimitBook;
 }
 
 export class ChatPipeline {
@@ -85,7 +94,9 @@ export class ChatPipeline {
   /** The cancellation of every running turn: aborted on shutdown (a Set, not one listener per turn). */
   private readonly turnCancels = new Set<Cancellation>();
 
-  constructor(private readonly deps: PipelineDeps) {}
+  constructor(private readonly deps: PipelineDeps) {
+    deps.limits ??= new LimitBook(deps.config.dataDir);
+  }
 
   get activeTurns(): number {
     return this.running;
@@ -115,8 +126,15 @@ export class ChatPipeline {
    * Throws `QueueRejected` or `WaitAborted` (src/request/queue) when the turn cannot start.
    */
   async prepare(req: TurnRequest, client: AbortSignal | Cancellation): Promise<PreparedTurn> {
-    const { scheduler, logger } = this.deps;
+    const { scheduler, logger, limits } = this.deps;
     const { route, conversation } = req;
+    // Every model that could answer is at its limit: a 429 at once, with the earliest reset.
+    const chain = chainOf(route, this.deps.resolveModel);
+    const exhausted = limits && allExhausted(chain, limits);
+    if (exhausted)
+      throw new ApiError(429, "rate_limit_error", "limit_reached", exhausted.message, null, {
+        "retry-after": String(exhausted.retryAfterSeconds),
+      });
     const requestId = alnumId("req", 12);
     const accepted = Date.now();
     const linked = this.linkTurn(client);
@@ -164,17 +182,20 @@ export class ChatPipeline {
     }
 
     const turn = new Turn(requestId, req.request, route, conversation, linked.cancel, log);
+    const headers: Record<string, string> = {
+      "x-request-id": requestId,
+      "x-clawbridge-conversation": conversation.key,
+      "x-clawbridge-conversation-source": conversation.source,
+      "x-clawbridge-backend": route.backend.name,
+      [ANSWERED_BY]: route.model.id,
+    };
     return {
       requestId,
       route,
       conversation,
-      events: this.run(turn, lease, linked.dispose, accepted),
-      headers: {
-        "x-request-id": requestId,
-        "x-clawbridge-conversation": conversation.key,
-        "x-clawbridge-conversation-source": conversation.source,
-        "x-clawbridge-backend": route.backend.name,
-      },
+      events: this.run(turn, lease, linked.dispose, accepted, headers, chain),
+      headers,
+      decidesLate: chain.length > 1,
     };
   }
 
@@ -206,7 +227,14 @@ export class ChatPipeline {
     };
   }
 
-  private async *run(turn: Turn, lease: Lease, dispose: () => void, accepted: number): AsyncGenerator<BackendEvent> {
+  private async *run(
+    turn: Turn,
+    lease: Lease,
+    dispose: () => void,
+    accepted: number,
+    headers: Record<string, string>,
+    chain: readonly Route[],
+  ): AsyncGenerator<BackendEvent> {
     this.running++;
     const { debugLog, bus } = this.deps;
     const { cancel, log } = turn;
@@ -226,6 +254,7 @@ export class ChatPipeline {
     let disarm = armDeadline(cancel, turn.route.backend.timeoutSeconds);
     let outcome = "completed";
     let chars = 0;
+    let chained = false;
     try {
       let source: AsyncIterable<BackendEvent> | undefined;
       // A dispatching backend (the router, the builder) answers itself or hands the turn to
@@ -258,9 +287,21 @@ export class ChatPipeline {
       if (!source) {
         const mode = turn.mode;
         if (mode !== "passthrough") turn.live = await this.enrich(turn);
-        // Stateless/passthrough: the backend's events through `contract` only (one generator layer
-        // fewer per event than a wrapper generator).
-        source = mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
+        if (chain.length > 1 && this.deps.limits) {
+          // A fallback chain: the first model that can answers (fallback.ts); each model that
+          // takes the turn gets its backend's deadline.
+          source = runChain(turn, chain, {
+            deps: this.chainDeps(),
+            answer: (t) => this.answerOn(t),
+            switched: (t) => {
+              disarm();
+              disarm = armDeadline(cancel, t.route.backend.timeoutSeconds);
+              if (watch) watch.answeredBy = t.route.model.id;
+            },
+            headers,
+          });
+          chained = true;
+        } else source = this.answerOn(turn);
       }
       for await (const ev of source) {
         watch?.observe(ev);
@@ -268,6 +309,8 @@ export class ChatPipeline {
         if (ev.type === "error") {
           outcome = `error:${ev.error.code}`;
           log.warn({ code: ev.error.code, message: ev.error.message }, "backend error");
+          if (ev.error.code === "limit_reached" && !chained && this.deps.limits)
+            noteLimit(this.chainDeps(), turn.route.backend.name, ev.error);
           const hint = this.deps.catalog && didYouMean(ev.error.message);
           if (hint)
             this.deps.catalog!.noteMissing(turn.route.model.backend, turn.route.model.backendModel, hint.suggestions);
@@ -395,9 +438,47 @@ export class ChatPipeline {
     );
   }
 
-  private resumeTurn(turn: Turn): AsyncGenerator<BackendEvent> {
+  /** One model's answer to the turn, in its mode (stateless and passthrough through `contract` only: one generator layer fewer per event). */
+  private answerOn(turn: Turn): AsyncGenerator<BackendEvent> {
+    return turn.mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
+  }
+
+  private chainDeps(): ChainDeps {
+    const { config, limits, bus } = this.deps;
+    return { limits: limits!, settings: (b) => config.backends[b]?.models, ...(bus ? { bus } : {}) };
+  }
+
+  /**
+   * Resume mode on a model with a fallback chain, back on its own backend: the turns a fallback
+   * model answered meanwhile (its sessions' turn counts) are given to this session before the new
+   * message, and those sessions are let go (the next fallback starts a fresh one, seeded).
+   */
+  private async *resumeAfterFallback(turn: Turn, store: SessionStore): AsyncGenerator<BackendEvent> {
+    const backends = new Set(
+      turn.route.model.fallback
+        .map((id) => this.deps.resolveModel?.(id)?.model.backend)
+        .filter((b): b is string => !!b && b !== turn.route.model.backend),
+    );
+    let missed = 0;
+    for (const b of backends) {
+      const k = fallbackKey(turn.conversation.key, b);
+      const binding = await store.get(k);
+      if (!binding) continue;
+      missed += binding.turns;
+      await store.delete(k);
+    }
+    if (missed && (await store.get(turn.conversation.key))) {
+      turn.missedTurns = missed;
+      turn.log.info({ missedTurns: missed }, "back on the model's own backend: it is given the turns it missed");
+    }
+    yield* this.resumeTurn(turn, true);
+  }
+
+  private resumeTurn(turn: Turn, caughtUp = false): AsyncGenerator<BackendEvent> {
     const store = this.deps.store;
     if (!store) throw new Error("resume mode needs a session store");
+    const primary = turn.conversation.key.indexOf("~fallback:") < 0;
+    if (!caughtUp && primary && turn.route.model.fallback.length) return this.resumeAfterFallback(turn, store);
     return runResume(turn, {
       store,
       dataDir: this.deps.config.dataDir,

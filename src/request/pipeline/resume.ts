@@ -76,6 +76,7 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
       continuing,
       maxSeedChars: route.model.session.maxSeedChars,
       live: turn.live,
+      ...(turn.missedTurns ? { missedTurns: turn.missedTurns } : {}),
     });
     debugLog.line(
       `Prompt built: ${built.stats.totalChars} chars (resume, ${continuing ? "continuing" : "new session"}), tool_context: ${turn.live.length > 0}, history_entries: ${built.stats.seedEntries}`,

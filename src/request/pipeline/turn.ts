@@ -24,6 +24,8 @@ export class Turn implements TurnRequest {
   readonly started = Date.now();
   /** Live data fetched before the model answers (tool pre-execution). */
   live: LiveData[] = [];
+  /** Resume mode: turns of this conversation its backend's session missed (a fallback model answered them). */
+  missedTurns = 0;
 
   constructor(
     readonly requestId: string,
@@ -49,6 +51,17 @@ export class Turn implements TurnRequest {
   /** The same turn, answered by another route (a dispatching backend handed it over). */
   withRoute(route: Route): Turn {
     const t = new Turn(this.requestId, this.request, route, this.conversation, this.cancel, this.log);
+    t.live = this.live;
+    return t;
+  }
+
+  /**
+   * The same turn on a fallback model: in resume mode its session is kept apart from the primary's
+   * (`fallbackKey`), so the primary's own session is there to go back to.
+   */
+  onFallback(route: Route): Turn {
+    const conversation = { ...this.conversation, key: fallbackKey(this.conversation.key, route.model.backend) };
+    const t = new Turn(this.requestId, this.request, route, conversation, this.cancel, this.log);
     t.live = this.live;
     return t;
   }
@@ -96,3 +109,6 @@ export class PassthroughPrompt implements PromptParts {
     return (this.found ??= findCurrentUserTurn(this.messages).text);
   }
 }
+
+/** The session key of a conversation on a fallback backend (resume mode). */
+export const fallbackKey = (key: string, backend: string): string => `${key}~fallback:${backend}`;
