@@ -32,12 +32,9 @@ function killGroup(c: ChildProcess, signal: NodeJS.Signals): void {
   }
 }
 
-/** `clawbridge init` through bin/ once main.ts registers it, else through the test's own program. */
+/** `node bin/clawbridge.js init` (the package's bin, as a person runs it). */
 function initCommand(): string[] {
-  const main = readFileSync(path.join(ROOT, "src/ops/commands/main.ts"), "utf8");
-  return main.includes("addInitCommand")
-    ? [path.join(ROOT, "bin/clawbridge.js"), "init"]
-    : ["--import", "tsx", path.join(ROOT, "test/helpers/init-cli.ts"), "init"];
+  return [path.join(ROOT, "bin/clawbridge.js"), "init"];
 }
 
 interface Home {
