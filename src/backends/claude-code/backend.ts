@@ -21,6 +21,7 @@ import {
   writeTurnFile,
   type CliTurnMapper,
 } from "../cli/base.js";
+import { limitError, limitErrorOf, recogniseLimitText } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import type {
   BackendError,
@@ -154,6 +155,8 @@ export class ClaudeStreamMapper implements CliTurnMapper {
   private blockIsText = new Map<number, boolean>();
   private pendingSeparator = false;
   private readonly tools = new Map<string, string>();
+  /** A `rate_limit_event` said the account's limit was hit: when it resets (ms), exact to the second. */
+  private limitResetAt: number | undefined;
 
   constructor(
     private readonly label: string,
@@ -232,6 +235,13 @@ export class ClaudeStreamMapper implements CliTurnMapper {
         }
         break;
       }
+      case "rate_limit_event": {
+        // Claude Code 2.1.19x, logged in with a subscription: the API's unified limit headers, before its message.
+        const info = ev.rate_limit_info ?? {};
+        if (info.status === "rejected" && typeof info.resetsAt === "number" && info.resetsAt > 0)
+          this.limitResetAt = info.resetsAt < 1e11 ? info.resetsAt * 1000 : info.resetsAt;
+        break;
+      }
       case "result":
         this.result = ev;
         if (!this.sessionId && typeof ev.session_id === "string" && !ev.is_error) {
@@ -259,6 +269,8 @@ export class ClaudeStreamMapper implements CliTurnMapper {
           { type: "error", error: { code: "session_not_found", message: `${this.label}: ${stderr}`, status: 404 } },
         ];
       }
+      const limited = stderr ? limitErrorOf(this.label, stderr, { now: Date.now() }) : undefined;
+      if (limited) return [{ type: "error", error: limited }];
       return [
         {
           type: "error",
@@ -277,8 +289,13 @@ export class ClaudeStreamMapper implements CliTurnMapper {
       if (CLAUDE_SESSION_NOT_FOUND.test(why) || (this.resuming && CLAUDE_SESSION_NOT_FOUND.test(end.stderr))) {
         return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${why}`, status: 404 } }];
       }
-      if (typeof r.api_error_status === "number")
-        return [{ type: "error", error: upstreamError(this.label, why, r.api_error_status) }];
+      const apiStatus = typeof r.api_error_status === "number" ? r.api_error_status : undefined;
+      const limit = recogniseLimitText(why, { now: Date.now(), ...(apiStatus ? { status: apiStatus } : {}) });
+      if (limit) {
+        if (limit.kind !== "auth" && this.limitResetAt !== undefined) limit.resetAt = this.limitResetAt;
+        return [{ type: "error", error: limitError(this.label, limit) }];
+      }
+      if (apiStatus !== undefined) return [{ type: "error", error: upstreamError(this.label, why, apiStatus) }];
       if (/^API Error/i.test(resultText)) return [{ type: "error", error: upstreamError(this.label, why, undefined) }];
       if (r.subtype === "error_max_turns") {
         return [

@@ -6,6 +6,7 @@
  */
 import type { ProcessEnd } from "../../core/util/process.js";
 import { type CliTurnMapper, joinSeparator, stderrTail } from "../cli/base.js";
+import { limitErrorOf } from "../cli/limits.js";
 import type { BackendError, BackendEvent } from "../contract/backend.js";
 import { type CodexTotals, codexTurnUsage, totalsOf } from "./usage.js";
 
@@ -23,7 +24,15 @@ export const CODEX_THREAD_BUSY = /already has an active writer/i;
  * codex's error text → a bridge error. Formats: docs/CLI_FORMATS.md. `knownStatus`: the model
  * API's HTTP status when codex reported it apart from the text (the app-server's `codexErrorInfo`).
  */
-export function codexError(label: string, raw: string, knownStatus?: number): BackendError {
+export function codexError(label: string, raw: string, knownStatus?: number, timeZone?: string): BackendError {
+  // A usage limit ("You've hit your usage limit … try again at 6:37 AM", codex's local time), a
+  // quota, a 429 after codex's own retries, a refused key or login: src/backends/cli/limits.ts.
+  const limited = limitErrorOf(label, raw, {
+    now: Date.now(),
+    ...(knownStatus ? { status: knownStatus } : {}),
+    timeZone,
+  });
+  if (limited) return limited;
   let message = raw.trim();
   let status: number | undefined;
   const start = message.indexOf("{");
@@ -224,6 +233,8 @@ export class CodexStreamMapper implements CliTurnMapper {
     }
     if (this.lastError) return [{ type: "error", error: codexError(this.label, this.lastError) }];
     const stderr = stderrTail(end.stderr);
+    const limited = stderr ? limitErrorOf(this.label, stderr, { now: Date.now() }) : undefined;
+    if (limited) return [{ type: "error", error: limited }];
     return [
       {
         type: "error",

@@ -36,6 +36,7 @@ import {
   type CliTurnMapper,
 } from "../cli/base.js";
 import type { GeminiWarm } from "./warm.js";
+import { limitErrorOf } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import type { BackendError, BackendEvent, DiscoveredModel, TurnInput, Usage } from "../contract/backend.js";
 
@@ -163,6 +164,8 @@ export class GeminiStreamMapper implements CliTurnMapper {
           { type: "error", error: { code: "session_not_found", message: `${this.label}: ${line}`, status: 404 } },
         ];
       }
+      const limited = stderr ? limitErrorOf(this.label, stderr, { now: Date.now() }) : undefined;
+      if (limited) return [{ type: "error", error: limited }];
       return [
         {
           type: "error",
@@ -180,6 +183,8 @@ export class GeminiStreamMapper implements CliTurnMapper {
         return [{ type: "error", error: { code: "session_not_found", message: `${this.label}: ${raw}`, status: 404 } }];
       }
       const api = parseGeminiApiError(raw);
+      const limited = limitErrorOf(this.label, raw, { now: Date.now(), ...(api.status ? { status: api.status } : {}) });
+      if (limited) return [{ type: "error", error: limited }];
       if (/API Error/i.test(raw) || api.status)
         return [{ type: "error", error: geminiUpstreamError(this.label, api.message, api.status) }];
       return [
@@ -213,6 +218,8 @@ export function geminiAcpError(label: string, f: AcpFailure, stderr: string, res
   if (f.method === "session/prompt") {
     const api = parseGeminiApiError(f.details ?? f.message);
     const status = api.status ?? (f.code && f.code >= 400 && f.code < 600 ? f.code : undefined);
+    const limited = limitErrorOf(label, raw, { now: Date.now(), ...(status ? { status } : {}) });
+    if (limited) return limited;
     if (status) return geminiUpstreamError(label, api.message, status);
   }
   const tail = stderrTail(stderr);

@@ -4,6 +4,7 @@
  * request (abort, a deadline) or a failed one becomes.
  */
 import type { BackendError } from "../contract/backend.js";
+import { isMomentary, limitErrorOf, mask, recogniseHttpLimit } from "../cli/limits.js";
 
 /** The network error code of `err` or of one of its causes (undici wraps them). */
 export function errCode(err: unknown): string | undefined {
@@ -71,12 +72,27 @@ export function statusError(
   status: number,
   headers: Record<string, string | string[] | undefined>,
   text: string,
+  now = Date.now(),
 ): BackendError {
   const retry =
     status === 429 || status === 503 ? retryAfterText(headers["retry-after"], headers["retry-after-ms"]) : "";
+  const message = `upstream ${status}: ${mask(upstreamErrorMessage(text))}${retry}`;
+  // A limit (429, 402, insufficient_quota…) or a refused key (401, 403): src/backends/cli/limits.ts.
+  // A 429 that clears within seconds (a full queue) stays a plain retryable upstream_error.
+  const limit = status >= 400 && status < 500 ? recogniseHttpLimit(status, text, headers, now) : undefined;
+  if (limit && !isMomentary(limit, now)) {
+    if (limit.kind === "auth") return { code: "auth_failed", message, status: 401, retryable: false };
+    return {
+      code: "limit_reached",
+      message,
+      status: 429,
+      retryable: true,
+      ...(limit.resetAt !== undefined ? { resetAt: limit.resetAt } : {}),
+    };
+  }
   return {
     code: "upstream_error",
-    message: `upstream ${status}: ${upstreamErrorMessage(text)}${retry}`,
+    message,
     status,
     retryable: status === 408 || status === 409 || status === 429 || status >= 500,
   };
@@ -191,6 +207,13 @@ export function chunkError(obj: unknown, event?: string): BackendError | undefin
         : JSON.stringify(obj).slice(0, 300);
   const code = typeof e.code === "number" ? e.code : typeof e.status === "number" ? e.status : undefined;
   const status = code !== undefined && code >= 400 && code < 600 ? code : 502;
+  // A limit or a refused key named inside the stream (`"code": 429`, `insufficient_quota`…).
+  const limited = limitErrorOf("upstream error", JSON.stringify(obj), {
+    now: Date.now(),
+    ...(status === 429 || status === 401 || status === 402 ? { status } : {}),
+  });
+  if (limited && (status === 429 || status === 401 || status === 402 || /quota|rate.?limit/i.test(message)))
+    return { ...limited, message: `upstream error: ${mask(message)}` };
   return {
     code: "upstream_error",
     message: `upstream error: ${message}`,

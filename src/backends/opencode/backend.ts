@@ -19,7 +19,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { warmOption } from "../warm/options.js";
-import { addOpencodeTokens, type OpencodeTokens } from "./events.js";
+import { addOpencodeTokens, opencodeLimit, type OpencodeTokens } from "./events.js";
 import { opencodeModel } from "./serve-turn.js";
 import { OpencodeWarm } from "./warm.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
@@ -105,6 +105,15 @@ export function mapOpencodeEvent(ev: OpencodeEvent, state: OpencodeTurnState): B
     case "error": {
       const data = ev.error?.data;
       const status = data?.statusCode;
+      const limited = opencodeLimit(ev.error);
+      if (limited) {
+        state.error = {
+          ...limited,
+          code: limited.code as "limit_reached" | "auth_failed",
+          retryable: !!limited.retryable,
+        };
+        break;
+      }
       state.error = {
         code: "upstream_error",
         message: `opencode: ${data?.message ?? ev.error?.name ?? "unknown error"}${status ? ` (model API status ${status})` : ""}`,
@@ -125,7 +134,13 @@ export interface OpencodeTurnState {
   steps: number;
   usage: Usage;
   finish: "stop" | "length";
-  error?: { code: "upstream_error"; message: string; status: number; retryable: boolean };
+  error?: {
+    code: "upstream_error" | "limit_reached" | "auth_failed";
+    message: string;
+    status: number;
+    retryable: boolean;
+    resetAt?: number;
+  };
 }
 
 export function newOpencodeState(): OpencodeTurnState {

@@ -11,6 +11,7 @@
  * `session.error` ({error: {name, data: {message, statusCode?, isRetryable?}}}), then
  * `session.status` {type: "idle"} and `session.idle` when the turn is over.
  */
+import { headerReset, limitError, recogniseHttpLimit, recogniseLimitText } from "../cli/limits.js";
 import type { BackendEvent, Usage } from "../contract/backend.js";
 
 /** One event's payload: `{type, properties}`. */
@@ -33,10 +34,23 @@ interface OcPart {
 
 interface OcError {
   name?: string;
-  data?: { message?: string; statusCode?: number; isRetryable?: boolean };
+  data?: {
+    message?: string;
+    statusCode?: number;
+    isRetryable?: boolean;
+    /** `APIError`: the provider's answer (OpenCode 1.18 passes them on). */
+    responseHeaders?: Record<string, string>;
+    responseBody?: string;
+  };
 }
 
-export type OcTurnError = { code: "upstream_error" | "aborted"; message: string; status: number; retryable?: boolean };
+export type OcTurnError = {
+  code: "upstream_error" | "aborted" | "limit_reached" | "auth_failed";
+  message: string;
+  status: number;
+  retryable?: boolean;
+  resetAt?: number;
+};
 
 /** A message id in OpenCode's own ascending format (`msg_` + 12 hex of time + 14 random). */
 let idCounter = 0;
@@ -230,8 +244,10 @@ function textSeparator(previous: string, next: string): string {
 }
 
 /** A `session.error` as the bridge's error (the wording of the cold path's `error` events). */
-export function turnError(err: OcError | undefined): OcTurnError {
+export function turnError(err: OcError | undefined, now = Date.now()): OcTurnError {
   if (err?.name === "MessageAbortedError") return { code: "aborted", message: "the turn was cancelled", status: 499 };
+  const limited = opencodeLimit(err, now);
+  if (limited) return limited;
   const data = err?.data;
   const status = data?.statusCode;
   return {
@@ -258,4 +274,28 @@ export function addOpencodeTokens(usage: Usage, t: OpencodeTokens): void {
   usage.reasoningTokens = (usage.reasoningTokens ?? 0) + (t.reasoning ?? 0);
   usage.cachedTokens = (usage.cachedTokens ?? 0) + cacheRead;
   usage.totalTokens = usage.promptTokens + usage.completionTokens;
+}
+
+/**
+ * An OpenCode error (`session.error` of `serve`, the `error` line of `run`) that is a provider's
+ * limit or a refused key → `limit_reached` / `auth_failed` (src/backends/cli/limits.ts). OpenCode
+ * retries a retryable APIError (a 429) by itself, without end, showing `session.status` `retry`;
+ * what reaches an error is a 401/403/402, or a limit the provider's words or headers name
+ * (`insufficient_quota`, "Rate limit reached…", `FreeUsageLimitError`, a Retry-After).
+ */
+export function opencodeLimit(err: OcError | undefined, now = Date.now()): OcTurnError | undefined {
+  const data = err?.data;
+  if (!err || !data) return undefined;
+  const status = data.statusCode;
+  const text = [data.message, data.responseBody].filter((t): t is string => typeof t === "string" && !!t).join("\n");
+  const headerAt = data.responseHeaders ? headerReset(data.responseHeaders, now) : undefined;
+  let found =
+    status === 401 || status === 403 || status === 402
+      ? recogniseHttpLimit(status, data.responseBody ?? data.message ?? "", data.responseHeaders, now)
+      : recogniseLimitText(text, { now });
+  if (!found && status === 429 && headerAt !== undefined) found = { kind: "rate", words: data.message ?? "HTTP 429" };
+  if (!found) return undefined;
+  if (found.kind !== "auth" && headerAt !== undefined) found.resetAt = headerAt;
+  const e = limitError("opencode", found);
+  return { ...e, code: e.code as "limit_reached" | "auth_failed", status: e.status ?? 429 };
 }

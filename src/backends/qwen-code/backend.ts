@@ -30,6 +30,7 @@ import {
   writeTurnFile,
   type CliTurnMapper,
 } from "../cli/base.js";
+import { limitErrorOf } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import type { BackendError, BackendEvent, DiscoveredModel, TurnInput } from "../contract/backend.js";
 
@@ -86,6 +87,9 @@ export function parseQwenApiError(text: string): { message: string; status?: num
 
 function qwenUpstreamError(label: string, text: string): BackendError {
   const { message, status } = parseQwenApiError(text);
+  // Qwen OAuth's quota, a provider's 429/insufficient_quota, a refused key: src/backends/cli/limits.ts.
+  const limited = limitErrorOf(label, text, { now: Date.now(), ...(status ? { status } : {}) });
+  if (limited) return limited;
   const transient = status === undefined && /terminated|connection|timed? ?out|ECONN|socket|network/i.test(message);
   return {
     code: "upstream_error",
