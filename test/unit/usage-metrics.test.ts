@@ -54,7 +54,7 @@ test("fallbacks and limit hits are counted from the bus, with bounded labels", a
     assert.equal(value(after, "clawbridge_backend_limit_hits_total", { backend: "other" }), 1);
     assert.equal(value(after, "clawbridge_backend_limit_hits_total", { backend: "gemini" }), 0);
     const reasons = new Set(
-      samples(after, "clawbridge_fallbacks_total", { from: "gemini" }).map((s) => s.labels.reason),
+      samples(after, "clawbridge_fallbacks_total", { from: "gemini" }).map((s) => s.labels?.reason),
     );
     assert.ok(reasons.has("other"), "reasons past the bound are other");
     assert.ok(reasons.size <= MAX_REASONS, `at most ${MAX_REASONS} distinct reasons (+ other): ${reasons.size}`);
