@@ -38,7 +38,8 @@ everything you wrote there (edits, comments) stays; the diff is shown before any
         // The input ending before an answer: 1. Told by name: their modules load only when init runs.
         const name = e instanceof Error ? e.name : "";
         if (name === "ConfigError" || name === "NoAnswerError") {
-          process.stderr.write(`clawbridge: ${(e as Error).message}\n`);
+          // A question may be waiting on its line: the message starts on its own.
+          process.stderr.write(`${name === "NoAnswerError" ? "\n" : ""}clawbridge: ${(e as Error).message}\n`);
           process.exitCode = name === "ConfigError" ? 2 : 1;
         } else fail(e);
       }

@@ -21,8 +21,12 @@ export interface Asker {
 }
 
 export class NoAnswerError extends Error {
-  constructor() {
-    super("no answer: the input ended (run `clawbridge init --yes` to take every default without asking)");
+  constructor(why = "the input ended") {
+    super(
+      why.startsWith("interrupted")
+        ? why
+        : `no answer: ${why} (run \`clawbridge init --yes\` to take every default without asking)`,
+    );
     this.name = "NoAnswerError";
   }
 }
@@ -59,10 +63,17 @@ export function readlineAsker(
       w.resolve(line);
     } else lines.push(line);
   });
-  // The input ending (Ctrl-D, a pipe that runs dry) ends the question being asked.
+  // The input ending (Ctrl-D, a pipe that runs dry) or Ctrl-C (which a terminal readline catches:
+  // without this it would only pause) ends the question being asked; nothing is written after it.
+  let why = "the input ended";
+  rl.on("SIGINT", () => {
+    why = "interrupted (Ctrl-C), nothing written";
+    output.write("\n");
+    rl.close();
+  });
   rl.on("close", () => {
     closed = true;
-    waiting?.reject(new NoAnswerError());
+    waiting?.reject(new NoAnswerError(why));
     waiting = undefined;
   });
   const ask = async (q: string): Promise<string> => {
@@ -73,7 +84,7 @@ export function readlineAsker(
       if (!(input as { isTTY?: boolean }).isTTY) output.write(`${queued}\n`); // the answer shows as typed
       return queued.trim();
     }
-    if (closed) throw new NoAnswerError();
+    if (closed) throw new NoAnswerError(why);
     return (await new Promise<string>((resolve, reject) => (waiting = { resolve, reject }))).trim();
   };
   return {
