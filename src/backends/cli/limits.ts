@@ -343,7 +343,7 @@ export function durationSeconds(s: string): number | undefined {
   if (/^\d+(\.\d+)?$/.test(t)) return Number(t);
   let total = 0;
   let any = false;
-  for (const m of t.matchAll(/(\d+(?:\.\d+)?)\s*(ms|d|h|m(?!s)|s)\w*/gi)) {
+  for (const m of t.matchAll(/(\d+(?:\.\d+)?)\s*(ms|d|h|m(?!s)|s)[a-z]*/gi)) {
     any = true;
     const n = Number(m[1]);
     const u = m[2]!.toLowerCase();
