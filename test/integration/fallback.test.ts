@@ -8,8 +8,6 @@
  */
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { writeFileSync } from "node:fs";
-import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import type { BridgeEvent } from "../../src/wire/events.js";
