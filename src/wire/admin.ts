@@ -236,6 +236,24 @@ export interface UsageBackendState {
   next_reset_at: number | null;
 }
 
+/** A limit or a fallback since the bridge started (`recent` of `GET /v1/admin/usage`, newest first). */
+export interface UsageEventRow {
+  at: number;
+  /** `limited`: a backend answered with a limit (`backend.limited`); `fallback`: a turn handed on (`turn.fallback`). */
+  kind: "limited" | "fallback";
+  /** The limited backend, or the one the turn was handed from. */
+  backend: string;
+  /** A fallback's models and the backend that took the turn. */
+  from_model: string | null;
+  to_model: string | null;
+  to_backend: string | null;
+  /** A fallback's reason (`limit_reached`, `auth_failed`, `backend_unavailable`, `exhausted`…). */
+  reason: string | null;
+  /** A limit's message (the backend's own words). */
+  message: string | null;
+  reset_at: number | null;
+}
+
 /** `GET /v1/admin/usage?days=N` (1..30, default 7): per backend per day, oldest day first. */
 export interface Usage {
   object: "usage";
@@ -249,4 +267,6 @@ export interface Usage {
   totals: UsageTotals;
   /** Each backend configured or seen in the kept days, by name. */
   backends: UsageBackendState[];
+  /** The last limits and fallbacks since the bridge started (kept in memory), newest first. */
+  recent: UsageEventRow[];
 }

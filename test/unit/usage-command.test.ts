@@ -46,6 +46,7 @@ const USAGE: Usage = {
       next_reset_at: null,
     },
   ],
+  recent: [],
 };
 
 async function serve(): Promise<{ url: string; seen: string[]; close(): Promise<void> }> {

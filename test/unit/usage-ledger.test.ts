@@ -227,6 +227,14 @@ test("the recorder counts from the bus: turns, tokens, failed, limit hits once, 
     // days is clamped.
     assert.equal(rec.report(99).days, 30);
     assert.equal(rec.report(0).days, 1);
+    // The limits and fallbacks since the start, newest first.
+    assert.deepEqual(
+      rec.report().recent.map((x) => [x.kind, x.backend, x.to_backend, x.reason, x.message, x.reset_at]),
+      [
+        ["fallback", "claude", "gemini", "limit_reached", null, T0 + 3600_000],
+        ["limited", "claude", null, null, "5-hour limit reached", T0 + 3600_000],
+      ],
+    );
     assert.deepEqual(warnings, []);
   } finally {
     rec.close();

@@ -19,11 +19,13 @@
 import type { Logger } from "pino";
 import type { EventBus } from "../events/bus.js";
 import type { BridgeEvent, EventOf } from "../../wire/events.js";
-import type { Usage, UsageBackendState, UsageRow, UsageTotals } from "../../wire/admin.js";
-import { defaultUsageLedgerPath, KEEP_DAYS, UsageLedger, utcDay } from "../../core/store/usage-ledger.js";
+import type { Usage, UsageBackendState, UsageEventRow, UsageRow, UsageTotals } from "../../wire/admin.js";
+import { clipMessage, defaultUsageLedgerPath, KEEP_DAYS, UsageLedger, utcDay } from "../../core/store/usage-ledger.js";
 
 export { KEEP_DAYS } from "../../core/store/usage-ledger.js";
 export const DEFAULT_DAYS = 7;
+/** Limits and fallbacks kept in memory for `recent`. */
+export const KEEP_RECENT = 50;
 
 /**
  * A `turn.failed` limit_reached and a `backend.limited` of the same backend this close together
@@ -79,6 +81,8 @@ export class UsageRecorder implements UsageSource {
   private readonly modelBackends: Map<string, string>;
   /** Turns handed along a fallback chain: turn id → the backend that now answers it (until the turn ends). */
   private readonly handedTo = new Map<string, string>();
+  /** The last KEEP_RECENT limits and fallbacks, oldest first. */
+  private readonly recent: UsageEventRow[] = [];
   private closed = false;
 
   private constructor(
@@ -147,6 +151,11 @@ export class UsageRecorder implements UsageSource {
     return (e.answeredBy !== undefined ? this.modelBackends.get(e.answeredBy) : undefined) ?? e.backend;
   }
 
+  private remember(row: UsageEventRow): void {
+    this.recent.push(row);
+    if (this.recent.length > KEEP_RECENT) this.recent.splice(0, this.recent.length - KEEP_RECENT);
+  }
+
   private observe(e: BridgeEvent): void {
     const at = e.at ?? this.now();
     switch (e.type) {
@@ -170,6 +179,17 @@ export class UsageRecorder implements UsageSource {
       case "backend.limited": {
         // Its message and reset win over a failed turn's: they are the backend's own words.
         const hit = this.newHit(e.backend, at, "limited");
+        this.remember({
+          at,
+          kind: "limited",
+          backend: e.backend,
+          from_model: null,
+          to_model: null,
+          to_backend: null,
+          reason: null,
+          message: clipMessage(String(e.message ?? "")),
+          reset_at: e.resetAt ?? null,
+        });
         this.ledger.add(
           e.backend,
           { ...(hit ? { limitHits: 1 } : {}), limit: { message: e.message, at, resetAt: e.resetAt } },
@@ -180,6 +200,17 @@ export class UsageRecorder implements UsageSource {
       case "turn.fallback":
         if (this.handedTo.size >= 10_000) this.handedTo.clear(); // turns that never ended
         this.handedTo.set(e.turnId, e.toBackend);
+        this.remember({
+          at,
+          kind: "fallback",
+          backend: e.fromBackend,
+          from_model: e.fromModel,
+          to_model: e.to,
+          to_backend: e.toBackend,
+          reason: e.reason,
+          message: null,
+          reset_at: e.resetAt ?? null,
+        });
         this.ledger.add(e.fromBackend, { fallbacks: 1, ...(e.resetAt ? { resetAt: e.resetAt } : {}) }, at);
         return;
       default:
@@ -235,7 +266,17 @@ export class UsageRecorder implements UsageSource {
           next_reset_at: l?.resetAt !== null && l?.resetAt !== undefined && l.resetAt > now ? l.resetAt : null,
         };
       });
-    return { object: "usage", days: n, from: this.ledger.firstDay(n), to: today, now, data: rows, totals, backends };
+    return {
+      object: "usage",
+      days: n,
+      from: this.ledger.firstDay(n),
+      to: today,
+      now,
+      data: rows,
+      totals,
+      backends,
+      recent: [...this.recent].reverse(),
+    };
   }
 
   /** Stop listening, write what is pending, close the file. */
