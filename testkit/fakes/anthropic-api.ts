@@ -39,7 +39,14 @@ export type AnthropicReply =
       inputTokens?: number;
       outputTokens?: number;
     }
-  | { kind: "error"; status: number; message: string; errorType?: string }
+  | {
+      kind: "error";
+      status: number;
+      message: string;
+      errorType?: string;
+      /** Extra response headers (`retry-after`, `anthropic-ratelimit-unified-status: rejected`…). */
+      headers?: Record<string, string>;
+    }
   /** Accept the request and never answer (until the client goes away or the fake closes). */
   | { kind: "hang" };
 
@@ -149,7 +156,12 @@ async function answer(res: ServerResponse, rec: RecordedRequest, reply: Anthropi
     return;
   }
   if (reply.kind === "error") {
-    json(res, reply.status, { type: "error", error: { type: reply.errorType ?? "api_error", message: reply.message } });
+    json(
+      res,
+      reply.status,
+      { type: "error", error: { type: reply.errorType ?? "api_error", message: reply.message } },
+      reply.headers,
+    );
     return;
   }
   const model = typeof rec.body?.model === "string" ? rec.body.model : "claude-fake";

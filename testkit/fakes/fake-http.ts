@@ -86,9 +86,16 @@ export async function runScript<Req, Reply>(
   }
 }
 
-export function sendJson(res: ServerResponse, status: number, value: unknown): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  value: unknown,
+  headers: Record<string, string> = {},
+): void {
   const s = JSON.stringify(value);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(s) }).end(s);
+  res
+    .writeHead(status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(s) })
+    .end(s);
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -46,7 +46,15 @@ export type GeminiReply =
     }
   /** A raw JSON value as the answer text (for side calls). */
   | { kind: "json"; value: unknown }
-  | { kind: "error"; status: number; message: string; statusText?: string }
+  | {
+      kind: "error";
+      status: number;
+      message: string;
+      statusText?: string;
+      /** google.rpc details (`QuotaFailure`, `RetryInfo`, `ErrorInfo`…), as Google's API sends them. */
+      details?: unknown[];
+      headers?: Record<string, string>;
+    }
   | { kind: "hang" };
 
 export type GeminiScript = (req: RecordedGeminiRequest) => GeminiReply | Promise<GeminiReply>;
@@ -197,13 +205,19 @@ async function answer(
     return;
   }
   if (reply.kind === "error") {
-    json(res, reply.status, {
-      error: {
-        code: reply.status,
-        message: reply.message,
-        status: reply.statusText ?? STATUS_TEXT[reply.status] ?? "UNKNOWN",
+    json(
+      res,
+      reply.status,
+      {
+        error: {
+          code: reply.status,
+          message: reply.message,
+          status: reply.statusText ?? STATUS_TEXT[reply.status] ?? "UNKNOWN",
+          ...(reply.details ? { details: reply.details } : {}),
+        },
       },
-    });
+      reply.headers,
+    );
     return;
   }
   const modelVersion = rec.model || "gemini-fake";

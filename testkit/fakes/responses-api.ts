@@ -48,7 +48,16 @@ export type ResponsesReply =
       reasoningTokens?: number;
     }
   /** An HTTP error answer `{"error":{"message","type","code"}}`. */
-  | { kind: "error"; status: number; message: string; type?: string; code?: string }
+  | {
+      kind: "error";
+      status: number;
+      message: string;
+      type?: string;
+      code?: string;
+      /** More fields of the `error` object (`plan_type`, `resets_at`, `resets_in_seconds` of a usage limit). */
+      extra?: Record<string, unknown>;
+      headers?: Record<string, string>;
+    }
   /** A 200 stream that ends with `response.failed` carrying this error. */
   | { kind: "failed"; message: string; code?: string }
   /** Accept the request and never answer (until the client goes away or the fake closes). */
@@ -178,14 +187,20 @@ async function answer(res: ServerResponse, rec: RecordedResponsesRequest, reply:
     return;
   }
   if (reply.kind === "error") {
-    json(res, reply.status, {
-      error: {
-        message: reply.message,
-        type: reply.type ?? (reply.status >= 500 ? "server_error" : "invalid_request_error"),
-        param: null,
-        code: reply.code ?? null,
+    json(
+      res,
+      reply.status,
+      {
+        error: {
+          message: reply.message,
+          type: reply.type ?? (reply.status >= 500 ? "server_error" : "invalid_request_error"),
+          param: null,
+          code: reply.code ?? null,
+          ...reply.extra,
+        },
       },
-    });
+      reply.headers,
+    );
     return;
   }
   const model = typeof rec.body?.model === "string" ? rec.body.model : "fake-model";
