@@ -3,10 +3,17 @@
  * line overrides, and error messages that name every bad key.
  */
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, describe, test } from "node:test";
-import { ConfigError, DEFAULT_MODEL, isLoopbackHost, loadConfig, resolveConfig } from "../../src/core/config/load.js";
+import {
+  ConfigError,
+  DEFAULT_MODEL,
+  isLoopbackHost,
+  loadConfig,
+  resolveConfig,
+  userConfigPath,
+} from "../../src/core/config/load.js";
 import { DEFAULT_CONTEXT, type Config } from "../../src/core/config/schema.js";
 import { cleanup, tempDir } from "../helpers/bridge.js";
 
@@ -500,4 +507,29 @@ describe("--port / --host overrides win", () => {
       ),
     );
   });
+});
+
+test("the person's own config file (clawbridge init's) is read when neither --config nor CLAWBRIDGE_CONFIG names one", () => {
+  const home = tempDir("cb-userconf-");
+  try {
+    const env = { HOME: home, CLAWBRIDGE_DATA_DIR: path.join(home, "data") };
+    assert.equal(loadConfig({ env }).source, "embedded defaults", "no file: the embedded defaults");
+    const own = userConfigPath(env);
+    assert.equal(own, path.join(home, ".config", "clawbridge", "config.yaml"));
+    mkdirSync(path.dirname(own), { recursive: true });
+    writeFileSync(own, "backends:\n  cc: { type: claude-code }\nmodels:\n  - { id: claude, backend: cc }\n");
+    assert.equal(loadConfig({ env }).source, own);
+    assert.deepEqual(
+      loadConfig({ env }).models.map((m) => m.id),
+      ["claude"],
+    );
+    const xdg = path.join(home, "xdg");
+    assert.equal(userConfigPath({ ...env, XDG_CONFIG_HOME: xdg }), path.join(xdg, "clawbridge", "config.yaml"));
+    const other = path.join(home, "other.yaml");
+    writeFileSync(other, "backends:\n  oc: { type: opencode }\nmodels:\n  - { id: oc, backend: oc }\n");
+    assert.equal(loadConfig({ env: { ...env, CLAWBRIDGE_CONFIG: other } }).source, other, "CLAWBRIDGE_CONFIG wins");
+    assert.equal(loadConfig({ env, configPath: other }).source, other, "--config wins");
+  } finally {
+    cleanup(home);
+  }
 });

@@ -2,7 +2,7 @@
  * Loading and validating configuration: a YAML or JSON file, or embedded defaults built from the
  * seed's environment variables. All problems are reported together, each naming its key.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
@@ -364,9 +364,23 @@ function resolvedModel(
   };
 }
 
+/** The person's own config file (`clawbridge init` writes it): `$XDG_CONFIG_HOME/clawbridge/config.yaml`, else `~/.config/clawbridge/config.yaml`. */
+export function userConfigPath(env: NodeJS.ProcessEnv = process.env): string {
+  const home = env.HOME?.trim() || homedir();
+  const xdg = env.XDG_CONFIG_HOME?.trim() || path.join(home, ".config");
+  return path.join(xdg, "clawbridge", "config.yaml");
+}
+
+/** `--config`, else `$CLAWBRIDGE_CONFIG`, else the person's own config file when it exists, else none (the embedded defaults). */
+export function configFileOf(configPath: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  if (configPath ?? env.CLAWBRIDGE_CONFIG) return configPath ?? env.CLAWBRIDGE_CONFIG;
+  const own = userConfigPath(env);
+  return existsSync(own) ? own : undefined;
+}
+
 export function loadConfig(opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
-  const file = opts.configPath ?? env.CLAWBRIDGE_CONFIG;
+  const file = configFileOf(opts.configPath, env);
   let raw: unknown;
   let source: string;
   if (file) {

@@ -18,7 +18,7 @@ import { homedir } from "node:os";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { Logger } from "pino";
-import { ConfigError, resolveConfig } from "../../core/config/load.js";
+import { ConfigError, resolveConfig, userConfigPath } from "../../core/config/load.js";
 import type { Config } from "../../core/config/schema.js";
 import { createLogger } from "../../core/log/logger.js";
 import { backupName } from "../openclaw/config-diff.js";
@@ -68,12 +68,8 @@ export interface InitResult {
   service: "installed" | "failed" | "declined" | "not-run" | "dry-run" | "skipped";
 }
 
-/** The config file init writes: `--config`, else $CLAWBRIDGE_CONFIG, else `$XDG_CONFIG_HOME/clawbridge/config.yaml` (~/.config). */
-export function defaultConfigPath(env: NodeJS.ProcessEnv = process.env): string {
-  const home = env.HOME?.trim() || homedir();
-  const xdg = env.XDG_CONFIG_HOME?.trim() || path.join(home, ".config");
-  return path.join(xdg, "clawbridge", "config.yaml");
-}
+/** The config file init writes when neither `--config` nor $CLAWBRIDGE_CONFIG names one: the one `serve` then reads by itself. */
+export const defaultConfigPath = userConfigPath;
 
 function expandHome(p: string, env: NodeJS.ProcessEnv): string {
   const home = env.HOME?.trim() || homedir();
