@@ -79,6 +79,13 @@ const CLI_TTL_MS = 5 * 60_000;
 const DOCTOR_TTL_MS = 30_000;
 
 type TurnEvent = EventOf<"turn.started" | "turn.firstByte" | "turn.completed" | "turn.failed" | "turn.aborted">;
+const TURN_EVENTS: ReadonlySet<string> = new Set<TurnEvent["type"]>([
+  "turn.started",
+  "turn.firstByte",
+  "turn.completed",
+  "turn.failed",
+  "turn.aborted",
+]);
 
 /** Running turns and the last KEEP_TURNS that ended, from the bus. */
 export class TurnLog {
@@ -88,7 +95,7 @@ export class TurnLog {
   private next = 0;
 
   onEvent(e: BridgeEvent): void {
-    if (!e.type.startsWith("turn.")) return;
+    if (!TURN_EVENTS.has(e.type)) return; // not turn.fallback: the turn goes on, on the next model
     const t = e as TurnEvent;
     let row = this.running.get(t.turnId);
     if (!row) {
