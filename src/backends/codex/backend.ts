@@ -166,7 +166,7 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
           ...(ct ? { clientToolsServer: CLIENT_TOOLS_SERVER } : {}),
         },
         interruptGraceMs: this.opts.warm.interruptGraceSeconds * 1000,
-        errorOf: (message, status) => codexError("codex", message, status),
+        errorOf: (message, status) => codexError("codex", message, status, env.TZ || undefined),
         sessionNotFound: CODEX_SESSION_NOT_FOUND,
         cold: () => this.runCold(turn, bin),
         onWorker: (w) => (this.lastPid = w.pid),
@@ -197,7 +197,7 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
       this.opts.systemPromptFile && turn.prompt.system
         ? writeTurnFile(this.deps.dataDir, "codex-system-", "instructions.md", turn.prompt.system)
         : undefined;
-    const mapper = new CodexStreamMapper("codex", !!resume, baseline);
+    const mapper = new CodexStreamMapper("codex", !!resume, baseline, env.TZ || undefined);
     const log = childLogger(this.deps.logger, { backend: this.name });
     try {
       yield* this.cliTurn(

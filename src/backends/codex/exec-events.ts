@@ -115,6 +115,8 @@ export class CodexStreamMapper implements CliTurnMapper {
     private readonly label: string,
     private readonly resuming: boolean,
     private readonly baseline: CodexTotals | null | undefined,
+    /** The CLI's `TZ`: codex prints a usage limit's reset in its local time. */
+    private readonly timeZone?: string,
   ) {}
 
   onEvent(ev: Record<string, any>): BackendEvent[] {
@@ -187,7 +189,7 @@ export class CodexStreamMapper implements CliTurnMapper {
           },
         ];
       }
-      return [{ type: "error", error: codexError(this.label, this.failed) }];
+      return [{ type: "error", error: codexError(this.label, this.failed, undefined, this.timeZone) }];
     }
     if (this.completed) {
       const out: BackendEvent[] = [];
@@ -231,7 +233,8 @@ export class CodexStreamMapper implements CliTurnMapper {
         },
       ];
     }
-    if (this.lastError) return [{ type: "error", error: codexError(this.label, this.lastError) }];
+    if (this.lastError)
+      return [{ type: "error", error: codexError(this.label, this.lastError, undefined, this.timeZone) }];
     const stderr = stderrTail(end.stderr);
     const limited = stderr ? limitErrorOf(this.label, stderr, { now: Date.now() }) : undefined;
     if (limited) return [{ type: "error", error: limited }];
