@@ -435,6 +435,52 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     lap("live");
   });
 
+  test("Live: a backend's limit and a turn handed on along a fallback chain show as lines", async () => {
+    await go("live");
+    await wait(sel("limits"));
+    const resetAt = Date.now() + 2 * 3_600_000;
+    // As the pipeline publishes them when a backend answers with a limit and the next model takes the turn.
+    b.bus.emit({
+      type: "backend.limited",
+      backend: "offline",
+      message: "Usage limit reached for the 5-hour window",
+      resetAt,
+      until: resetAt,
+    });
+    b.bus.emit({
+      type: "turn.fallback",
+      turnId: "fallback-turn-1",
+      conversation: "live-fallback",
+      model: "local",
+      fromModel: "local",
+      fromBackend: "offline",
+      to: "fast",
+      toBackend: "up",
+      reason: "limit_reached",
+      resetAt,
+    });
+    await wait(sel("limit-line", { kind: "fallback", backend: "offline" }));
+    await wait(sel("limit-line", { kind: "limited", backend: "offline" }));
+    const hm = await page.evaluate(
+      (t) => new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }),
+      resetAt,
+    );
+    const fallbackLine = await page
+      .locator(sel("limit-line", { kind: "fallback" }))
+      .first()
+      .textContent();
+    assert.ok(fallbackLine?.includes(`offline → up: limit_reached, resets ${hm}`), `the line: ${fallbackLine}`);
+    const limitedLine = await page
+      .locator(sel("limit-line", { kind: "limited" }))
+      .first()
+      .textContent();
+    assert.ok(
+      limitedLine?.includes(`offline limited: Usage limit reached for the 5-hour window, resets ${hm}`),
+      `the line: ${limitedLine}`,
+    );
+    lap("live limits");
+  });
+
   test("Conversations: the resume-mode binding is listed; Forget drops it", async () => {
     await go("conversations");
     const row = page.locator(`${sel("session-row")}:has-text("changelog-chat")`);
@@ -463,6 +509,19 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
       .locator(sel("doctor-finding"))
       .evaluateAll((els) => els.map((e) => e.getAttribute("data-id")));
     assert.ok(ids.includes("config"), `findings: ${ids.join(", ")}`);
+    // Usage per backend: the turns of the Live view today, the limit published there with its reset and message.
+    await wait(sel("usage-row", { backend: "up" }));
+    const upToday = page.locator(`${sel("usage-row", { backend: "up" })} ${sel("usage-today")}`);
+    assert.ok(Number(await upToday.getAttribute("data-turns")) >= 2, "the turns of the Live view are counted today");
+    assert.ok(Number(await upToday.getAttribute("data-tokens-in")) >= 57 * 2, "with their tokens");
+    await wait(sel("usage-row", { backend: "offline", "limit-hits": "1" }));
+    const offline = page.locator(sel("usage-row", { backend: "offline" }));
+    assert.match((await offline.getByTestId("usage-limit-message").textContent()) ?? "", /Usage limit reached/);
+    assert.notEqual(
+      (await offline.getByTestId("usage-next-reset").textContent())?.trim(),
+      "–",
+      "the next reset is shown",
+    );
     await shot("backends");
     lap("backends");
   });

@@ -1,10 +1,109 @@
-/** Each backend's health and version, which coding-agent CLIs are installed, and the doctor's findings with their fixes. */
+/**
+ * Each backend's health and version, its usage today and over 7 days (turns, tokens, limit hits, the
+ * next reset, the last limit message), which coding-agent CLIs are installed, and the doctor's
+ * findings with their fixes.
+ */
 import { useState } from "react";
-import type { BackendsInfo, Doctor } from "@wire/admin";
+import type { BackendsInfo, Doctor, Usage, UsageTotals } from "@wire/admin";
+import type { BridgeEvent } from "@wire/events";
 import { api } from "../api";
-import { ago, short } from "../format";
+import { ago, num, short, time } from "../format";
 import { useApi } from "../hooks";
 import { Badge, Empty, Failure, Section } from "../ui";
+
+const usageEvent = (e: BridgeEvent) =>
+  e.type === "turn.completed" || e.type === "turn.failed" || e.type === "backend.limited" || e.type === "turn.fallback";
+
+function Counts({ t, testid }: { t: UsageTotals; testid: string }) {
+  return (
+    <td
+      className="num"
+      data-testid={testid}
+      data-turns={t.turns}
+      data-tokens-in={t.tokens_in}
+      data-tokens-out={t.tokens_out}
+    >
+      {num(t.turns)} turns{t.failed ? <span className="muted"> ({num(t.failed)} failed)</span> : null}
+      <div className="muted small">
+        {num(t.tokens_in)} in / {num(t.tokens_out)} out
+      </div>
+    </td>
+  );
+}
+
+/** Usage per backend: today and over the last 7 days, limit hits, the next reset, the last limit message. */
+export function UsageSection() {
+  const usage = useApi<Usage>("/v1/admin/usage?days=7", { everyMs: 30_000, refreshOn: usageEvent });
+  const u = usage.data;
+  return (
+    <Section
+      title="Usage"
+      testid="usage"
+      actions={
+        u && (
+          <span className="muted small">
+            {u.from} to {u.to} (UTC days)
+          </span>
+        )
+      }
+    >
+      <Failure error={usage.error} />
+      {usage.loading && !u ? (
+        <Empty>Reading the usage…</Empty>
+      ) : u && u.backends.length === 0 ? (
+        <Empty>No backend has answered a turn yet.</Empty>
+      ) : (
+        <table data-testid="usage-table">
+          <thead>
+            <tr>
+              <th>backend</th>
+              <th className="num">today</th>
+              <th className="num">7 days</th>
+              <th className="num">limit hits today / 7 days</th>
+              <th>next reset</th>
+              <th>last limit message</th>
+            </tr>
+          </thead>
+          <tbody>
+            {(u?.backends ?? []).map((b) => (
+              <tr
+                key={b.backend}
+                data-testid="usage-row"
+                data-backend={b.backend}
+                data-limit-hits={b.total.limit_hits}
+                data-next-reset={b.next_reset_at ?? ""}
+              >
+                <td>{b.backend}</td>
+                <Counts t={b.today} testid="usage-today" />
+                <Counts t={b.total} testid="usage-total" />
+                <td className="num" data-testid="usage-limit-hits">
+                  {b.total.limit_hits ? (
+                    <Badge status="warn">
+                      {num(b.today.limit_hits)} / {num(b.total.limit_hits)}
+                    </Badge>
+                  ) : (
+                    "0 / 0"
+                  )}
+                  {b.total.fallbacks ? <div className="muted small">{num(b.total.fallbacks)} handed on</div> : null}
+                </td>
+                <td data-testid="usage-next-reset">{b.next_reset_at ? time(b.next_reset_at) : "–"}</td>
+                <td className="small" data-testid="usage-limit-message" title={b.last_limit_message ?? ""}>
+                  {b.last_limit_message ? (
+                    <>
+                      {short(b.last_limit_message, 90)} <span className="muted">· {ago(b.last_limit_at)}</span>
+                    </>
+                  ) : (
+                    <span className="muted">–</span>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </Section>
+  );
+}
 
 export function Backends() {
   const [refreshing, setRefreshing] = useState(false);
@@ -83,6 +182,7 @@ export function Backends() {
           </table>
         )}
       </Section>
+      <UsageSection />
       <Section title="Coding-agent CLIs on this machine" testid="clis">
         <table data-testid="clis-table">
           <thead>

@@ -1,10 +1,54 @@
-/** Turns as they happen, the CLI processes running now, and the queue. */
-import type { List, ProcessRow, TurnRow, Turns } from "@wire/admin";
+/** Turns as they happen, limits and fallbacks, the CLI processes running now, and the queue. */
+import type { List, ProcessRow, TurnRow, Turns, Usage, UsageEventRow } from "@wire/admin";
 import { ago, ms, num, short, time } from "../format";
 import { useApi } from "../hooks";
 import { Badge, Empty, Failure, Section } from "../ui";
 
 const isTurnEvent = (e: { type: string }) => e.type.startsWith("turn.") || e.type === "queue.rejected";
+const isLimitEvent = (e: { type: string }) => e.type === "turn.fallback" || e.type === "backend.limited";
+
+/** `04:20` (local), for a reset time. */
+const hm = (at: number) => new Date(at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+
+/** One limit or fallback as a line: "claude → gemini: limit_reached, resets 04:20". */
+export function limitLine(r: UsageEventRow): string {
+  const resets = r.reset_at ? `, resets ${hm(r.reset_at)}` : "";
+  if (r.kind === "fallback")
+    return `${r.backend} → ${r.to_backend ?? r.to_model ?? "?"}: ${r.reason ?? "fallback"}${resets}`;
+  return `${r.backend} limited: ${r.message ?? ""}${resets}`;
+}
+
+/**
+ * Limits and fallbacks as they happen. `/v1/events` redacts a limit's message and a fallback's
+ * names, so the lines come from `GET /v1/admin/usage` (behind the same key), reloaded on each event.
+ */
+function Limits() {
+  const usage = useApi<Usage>("/v1/admin/usage?days=1", { everyMs: 30_000, refreshOn: isLimitEvent });
+  const rows = usage.data?.recent ?? [];
+  return (
+    <Section title="Limits and fallbacks" testid="limits">
+      <Failure error={usage.error} />
+      {usage.data && rows.length === 0 ? (
+        <Empty>No backend has hit a limit and no turn was handed on since the bridge started.</Empty>
+      ) : (
+        <ul className="limit-lines" data-testid="limit-lines">
+          {rows.map((r) => (
+            <li
+              key={`${r.at}-${r.kind}-${r.backend}-${r.to_backend ?? ""}`}
+              data-testid="limit-line"
+              data-kind={r.kind}
+              data-backend={r.backend}
+            >
+              <span className="muted small">{time(r.at)}</span>{" "}
+              <Badge status={r.kind === "fallback" ? "info" : "warn"}>{r.kind}</Badge>{" "}
+              <span title={r.message ?? ""}>{short(limitLine(r), 160)}</span>
+            </li>
+          ))}
+        </ul>
+      )}
+    </Section>
+  );
+}
 
 function TurnTable({ rows, testid }: { rows: TurnRow[]; testid: string }) {
   return (
@@ -103,6 +147,7 @@ export function Live() {
           <TurnTable rows={turns.data?.recent ?? []} testid="turns-table" />
         )}
       </Section>
+      <Limits />
       <Section title="CLI processes" testid="processes">
         <Failure error={procs.error} />
         {procs.data && procs.data.data.length === 0 ? (
