@@ -1,0 +1,68 @@
+/**
+ * Refused keys and limits of the REAL `opencode` CLI (node_modules/.bin) against the fake OpenAI
+ * API on 127.0.0.1, cold (`opencode run --format json`) and warm (`opencode serve`) (issue 28).
+ *
+ * OpenCode 1.18.33 reports a provider's failure as `APIError` {message, statusCode, isRetryable,
+ * responseHeaders, responseBody}: a 401 is not retryable and ends the turn at once → `auth_failed`.
+ * A 429 (also `insufficient_quota`) IS retryable for OpenCode and it retries without end (its
+ * `session.status` `retry` events; nothing on `run`'s stdout): such a turn ends only at the
+ * bridge's deadline, so it is not driven here (docs/CLI_FORMATS.md, "Limit messages").
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import type { Backend } from "../../src/backends/contract/backend.js";
+import { opencodeBackend, opencodeOptionsSchema } from "../../src/backends/opencode/backend.js";
+import { createLogger } from "../../src/core/log/logger.js";
+import { type FakeOpenAI, startFakeOpenAI } from "../../testkit/fakes/openai-api.js";
+import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
+import { assertEndsOnce, collect, errorOf, turnInput } from "../helpers/backend-turn.js";
+
+const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
+
+describe("opencode: a refused key with the real opencode CLI", () => {
+  let fake: FakeOpenAI;
+  let home: string;
+  let dataDir: string;
+  const backends: Backend[] = [];
+
+  before(async () => {
+    fake = await startFakeOpenAI();
+    home = mkdtempSync(path.join(tmpdir(), "cb-limits-oc-home-"));
+    dataDir = mkdtempSync(path.join(tmpdir(), "cb-limits-oc-data-"));
+  });
+
+  after(async () => {
+    for (const b of backends) await b.close?.();
+    await fake?.close();
+    rmSync(home, { recursive: true, force: true });
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  for (const warm of [false, true]) {
+    test(`401 → auth_failed (401), ${warm ? "warm (serve)" : "cold (run)"}`, async () => {
+      const b = opencodeBackend.create(
+        "oc",
+        opencodeOptionsSchema.parse({
+          command: OPENCODE_BIN,
+          env: opencodeEnv(fake.url, home),
+          timeoutSeconds: 40,
+          killGraceSeconds: 1,
+          warm: { enabled: warm },
+        }),
+        { logger, dataDir },
+      );
+      backends.push(b);
+      fake.setScript(() => ({ kind: "error", status: 401, message: "Incorrect API key provided: dummy." }));
+      const evs = await collect(b.run(turnInput(`oclim-${warm}`, "hello", { model: "fake/m1", resume: false })));
+      assertEndsOnce(evs);
+      const e = errorOf(evs);
+      assert.equal(e?.code, "auth_failed", JSON.stringify(evs));
+      assert.equal(e?.status, 401);
+      assert.equal(e?.retryable, false);
+      assert.match(e!.message, /^opencode: Incorrect API key provided: …/);
+    });
+  }
+});
