@@ -264,6 +264,7 @@ describe("dashboard: the page and its admin routes", () => {
       "/v1/admin/backends",
       "/v1/admin/doctor",
       "/v1/admin/router",
+      "/v1/admin/usage",
     ];
     for (const r of routes) {
       const none = await fetch(`${bridge.url}${r}`);
@@ -331,6 +332,19 @@ describe("dashboard: the page and its admin routes", () => {
       code: "backend_unavailable",
       message: "connection refused",
     });
+    // A limit, and t-run handed to the next model of its fallback chain: it is still running.
+    bus.emit({ type: "backend.limited", backend: "up", message: "rate limit", resetAt: Date.now() + 60_000, until: 0 });
+    bus.emit({
+      type: "turn.fallback",
+      turnId: "t-run",
+      conversation: "conv-a",
+      model: "m1",
+      fromModel: "m1",
+      fromBackend: "up",
+      to: "claude",
+      toBackend: "cc",
+      reason: "limit_reached",
+    });
     bus.emit({
       type: "decision",
       conversation: "conv-a",
@@ -359,6 +373,24 @@ describe("dashboard: the page and its admin routes", () => {
     assert.equal(turns.recent[0].id, "t-bad", "newest first");
     assert.equal(typeof turns.queue.maxConcurrent, "number");
     assert.equal(turns.live, true);
+
+    // Usage per backend per day, from the same events.
+    const usage = (await (await fetch(`${bridge.url}/v1/admin/usage?days=1`, { headers: auth })).json()) as any;
+    const day = (b: string) => usage.data.find((r: any) => r.backend === b);
+    assert.deepEqual([day("cc").turns, day("cc").tokens_in, day("cc").tokens_out], [1, 42, 7]);
+    assert.deepEqual(
+      [day("up").turns, day("up").failed, day("up").limit_hits, day("up").fallbacks, day("up").last_limit_message],
+      [1, 1, 1, 1, "rate limit"],
+    );
+    const upState = usage.backends.find((b: any) => b.backend === "up");
+    assert.ok(upState.next_reset_at > Date.now(), "the next reset is in the future");
+    assert.deepEqual(
+      usage.recent.map((r: any) => [r.kind, r.backend, r.to_backend]),
+      [
+        ["fallback", "up", "cc"],
+        ["limited", "up", null],
+      ],
+    );
 
     const proc = new CliProcess({
       command: "sleep",
