@@ -270,6 +270,27 @@ describe("filters", () => {
 const R = (n: number) => `[redacted: ${n} chars]`;
 
 describe("redaction", () => {
+  test("a fallback keeps its models, backends and reason code; a limit's own words are replaced", () => {
+    const fb = {
+      type: "turn.fallback" as const,
+      at: 1,
+      turnId: "req_1",
+      conversation: "c",
+      model: "claude",
+      fromModel: "claude",
+      fromBackend: "cc",
+      to: "gemini",
+      toBackend: "gm",
+      reason: "limit_reached",
+      resetAt: 2,
+    };
+    assert.deepEqual(redact(fb), fb);
+    assert.deepEqual(
+      redact({ type: "backend.limited", at: 1, backend: "cc", message: "You've hit your limit", until: 3 }),
+      { type: "backend.limited", at: 1, backend: "cc", message: R(21), until: 3 },
+    );
+  });
+
   test("free text is replaced; ids, names, statuses, codes and numbers are kept", () => {
     assert.deepEqual(
       redact({

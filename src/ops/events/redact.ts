@@ -6,8 +6,8 @@
  * 1. Kept: `type`, `at`, every number and boolean, and the identifying fields (KEEP: ids, names,
  *    statuses and codes — `turnId`, `runId`, `buildId`, `conversation`, `model`, `backend`,
  *    `system`, `step`, `tools`, `collected`, `missing`, `action`, `status`, `code`,
- *    `finishReason`…), plus `turn.aborted.reason` and `backend.health.detail` (the bridge's own
- *    words).
+ *    `finishReason`…), plus `turn.aborted.reason`, `backend.health.detail` (the bridge's own
+ *    words) and `turn.fallback`'s models, backends and reason (an error code).
  * 2. A canvas node keeps `id`, `type`, `label`, `position` and `parent`; its `properties` keep
  *    their names and their number and boolean values, every other value (`prompt`, `system`,
  *    `headers`, `setEnv`, `url`, `command`…) is replaced. An edge keeps `id`, `from`, `to`.
@@ -57,6 +57,8 @@ const KEEP = new Set([
 const KEEP_FOR: Partial<Record<BridgeEventType, ReadonlySet<string>>> = {
   "turn.aborted": new Set(["reason"]),
   "backend.health": new Set(["detail"]),
+  // Which model handed the turn to which, and the error code why (the limit's words stay out).
+  "turn.fallback": new Set(["fromModel", "fromBackend", "to", "toBackend", "reason"]),
 };
 const NODE_KEEP = new Set(["id", "type", "label", "position", "parent"]);
 const EDGE_KEEP = new Set(["id", "from", "to"]);
