@@ -18,6 +18,7 @@ import { registerMcpCommand } from "./mcp-stdio.js";
 import { registerOpenClawCommands } from "./openclaw.js";
 import { registerServiceCommands } from "./service.js";
 import { registerSystemsCommands } from "./systems.js";
+import { addUsageCommand } from "./usage.js";
 
 function portArg(v: string): number {
   const n = Number(v);
@@ -207,5 +208,6 @@ registerServiceCommands(program);
 registerDoctorCommand(program);
 registerSystemsCommands(program);
 registerMcpCommand(program);
+addUsageCommand(program);
 
 program.parseAsync(process.argv).catch(fail);
