@@ -135,9 +135,18 @@ describe("fallback chains", () => {
     bridge = await startTestBridge(config());
     bridge.bus.on((e) => events.push(e));
     const aBefore = primary.mainRequests().length;
-    const r = await stream("main", [{ role: "user", content: "after restart C:429" }]);
+    const r = await stream("main", [{ role: "user", content: "after the restart" }]);
     assert.equal(r.answeredBy, "last", "a and b are still skipped after the restart");
     assert.equal(primary.mainRequests().length, aBefore, "a was not tried");
+    // The last one reaches its limit during the turn: nothing was sent yet, so an HTTP 429.
+    const during = await fetch(`${bridge.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "main", stream: true, messages: [{ role: "user", content: "now C:429" }] }),
+    });
+    assert.equal(during.status, 429);
+    assert.ok(Number(during.headers.get("retry-after")) > 0);
+    assert.equal(((await during.json()) as any).error.code, "limit_reached");
     // Now all three are at their limit: refused before anything runs.
     const res = await fetch(`${bridge.baseURL}/chat/completions`, {
       method: "POST",

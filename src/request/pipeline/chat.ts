@@ -18,7 +18,7 @@ import type { DebugLog } from "../../core/log/debug-log.js";
 import { lazyChild } from "../../core/log/lazy.js";
 import { QueueRejected, type Lease, type TurnScheduler } from "../queue/scheduler.js";
 import type { Route } from "../models/routes.js";
-import type { SessionStore } from "../../core/store/types.js";
+import { MAX_EVENTS_PER_KEY, type SessionStore } from "../../core/store/types.js";
 import { Cancellation } from "../../core/util/cancel.js";
 import { alnumId } from "../../core/util/ids.js";
 import type { ClientToolHub } from "../../backends/client-tools/sessions.js";
@@ -299,6 +299,7 @@ export class ChatPipeline {
               if (watch) watch.answeredBy = t.route.model.id;
             },
             headers,
+            answered: (t) => this.missedBy(turn, t),
           });
           chained = true;
         } else source = this.answerOn(turn);
@@ -443,6 +444,15 @@ export class ChatPipeline {
     return turn.mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
   }
 
+  /** A fallback model answered a resume-mode turn: the primary's session missed it (see `resumeAfterFallback`). */
+  private missedBy(primary: Turn, t: Turn): void {
+    const store = this.deps.store;
+    if (!store || primary.mode !== "resume") return;
+    void store
+      .appendEvent(primary.conversation.key, MISSED, t.route.model.id)
+      .catch((err: Error) => primary.log.warn({ err: err.message }, "cannot note a turn the session missed"));
+  }
+
   private chainDeps(): ChainDeps {
     const { config, limits, bus } = this.deps;
     return { limits: limits!, settings: (b) => config.backends[b]?.models, ...(bus ? { bus } : {}) };
@@ -450,8 +460,9 @@ export class ChatPipeline {
 
   /**
    * Resume mode on a model with a fallback chain, back on its own backend: the turns a fallback
-   * model answered meanwhile (its sessions' turn counts) are given to this session before the new
-   * message, and those sessions are let go (the next fallback starts a fresh one, seeded).
+   * model answered meanwhile (`missed` events of the conversation since the last `caught-up`) are
+   * given to this session before the new message, and the fallbacks' sessions are let go (the next
+   * fallback starts a fresh one, seeded).
    */
   private async *resumeAfterFallback(turn: Turn, store: SessionStore): AsyncGenerator<BackendEvent> {
     const backends = new Set(
@@ -459,17 +470,22 @@ export class ChatPipeline {
         .map((id) => this.deps.resolveModel?.(id)?.model.backend)
         .filter((b): b is string => !!b && b !== turn.route.model.backend),
     );
+    const key = turn.conversation.key;
     let missed = 0;
-    for (const b of backends) {
-      const k = fallbackKey(turn.conversation.key, b);
-      const binding = await store.get(k);
-      if (!binding) continue;
-      missed += binding.turns;
-      await store.delete(k);
+    for (const e of await store.listEvents(key, { limit: MAX_EVENTS_PER_KEY })) {
+      if (e.kind === CAUGHT_UP) break;
+      if (e.kind === MISSED) missed++;
     }
-    if (missed && (await store.get(turn.conversation.key))) {
-      turn.missedTurns = missed;
-      turn.log.info({ missedTurns: missed }, "back on the model's own backend: it is given the turns it missed");
+    if (missed) {
+      for (const b of backends) {
+        const k = fallbackKey(key, b);
+        if (await store.get(k)) await store.delete(k);
+      }
+      if (await store.get(key)) {
+        turn.missedTurns = missed;
+        turn.log.info({ missedTurns: missed }, "back on the model's own backend: it is given the turns it missed");
+      }
+      await store.appendEvent(key, CAUGHT_UP, `${missed} turn(s) answered by a fallback model`);
     }
     yield* this.resumeTurn(turn, true);
   }
@@ -487,6 +503,10 @@ export class ChatPipeline {
     });
   }
 }
+
+/** Session events of a conversation with a fallback chain: a turn a fallback model answered, and the primary given them. */
+const MISSED = "missed";
+const CAUGHT_UP = "caught-up";
 
 /** A turn that fails before any backend answered. */
 async function* failed(message: string): AsyncGenerator<BackendEvent> {

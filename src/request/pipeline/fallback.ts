@@ -99,6 +99,8 @@ export async function* runChain(
     answer(t: Turn): AsyncIterable<BackendEvent>;
     switched(t: Turn): void;
     headers: Record<string, string>;
+    /** A model after the first answered the turn to its end. */
+    answered?(t: Turn): void;
   },
 ): AsyncGenerator<BackendEvent> {
   const { deps, headers } = opts;
@@ -167,7 +169,10 @@ export async function* runChain(
           yield { type: "text", text: notice(turn.route, misses, route) };
         for (const h of held) yield h;
       }
-      if (ev.type === "done") deps.limits.clear(route.backend.name);
+      if (ev.type === "done") {
+        deps.limits.clear(route.backend.name);
+        if (i > 0) opts.answered?.(t);
+      }
       yield ev;
     }
     if (decided) return;
