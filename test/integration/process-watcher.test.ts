@@ -57,7 +57,15 @@ before(() => {
       dataDir,
       intents: { enabled: false },
       backends: {
-        oc: { type: "opencode", command: cli, timeoutSeconds: 60, killGraceSeconds: 1, warm: { enabled: false } },
+        // discovery off: the stand-in CLI hangs on every command, `opencode models` too (the turn's CLI is the one watched).
+        oc: {
+          type: "opencode",
+          command: cli,
+          timeoutSeconds: 60,
+          killGraceSeconds: 1,
+          warm: { enabled: false },
+          discovery: { enabled: false },
+        },
       },
       models: [{ id: "fake/hang", backend: "oc" }],
     }),
