@@ -154,8 +154,17 @@ export class OpencodeTurnEvents {
         return [];
       }
       case "session.status": {
-        const status = (p.status ?? {}) as { type?: string };
+        const status = (p.status ?? {}) as { type?: string; message?: string };
         if (status.type === "idle" && this.started) this.idle = true;
+        // OpenCode retries a retryable APIError without end. A quota or usage limit will not pass by
+        // retrying: the turn ends with it (the session is then stopped, serve-turn.ts).
+        if (status.type === "retry" && this.started && !this.error && typeof status.message === "string") {
+          const found = recogniseLimitText(status.message, { now: Date.now() });
+          if (found && (found.kind === "quota" || found.kind === "usage")) {
+            const e = limitError("opencode", found);
+            this.error = { ...e, code: "limit_reached", status: 429 };
+          }
+        }
         return [];
       }
       case "session.idle":
