@@ -140,6 +140,27 @@ describe("fallback chains with the real Claude Code and Gemini CLI", () => {
     for (const s of ["SECOND-Q", "THIRD-Q", "local answers", "FOURTH-Q"]) assert.ok(req.lastUserText.includes(s), s);
   });
 
+  test("Claude Code answered by the API's 429 rate_limit_error (an API key's rate limit): the next model answers, streamed, with the header and the event", async () => {
+    const say = conversation("claude");
+    anthropic.setScript(() => ({
+      kind: "error",
+      status: 429,
+      errorType: "rate_limit_error",
+      message: "This request would exceed your account's rate limit. Please try again later.",
+      headers: { "retry-after": "2" },
+    }));
+    try {
+      const before = local.mainRequests().length;
+      const t = await say("rate limited R-ONE");
+      assert.equal(t.answeredBy, "local");
+      assert.match(JSON.stringify(local.mainRequests().slice(before)[0]!.body.messages), /R-ONE/);
+      const fb = events.filter((e) => e.type === "turn.fallback" && e.fromBackend === "cc").at(-1) as any;
+      assert.equal(fb?.reason, "limit_reached");
+    } finally {
+      anthropic.setScript((req) => ({ kind: "text", chunks: ["You said: ", req.lastUserText.slice(-40), "."] }));
+    }
+  });
+
   test("Gemini CLI at its quota (429 RESOURCE_EXHAUSTED): the next model answers, streamed, with the header and the event", async () => {
     const say = conversation("gemini");
     const t1 = await say("hello gemini G-FIRST");
