@@ -1,4 +1,8 @@
-/** What a backend type provides to the registry: its option schema and a factory. */
+/**
+ * What a backend type provides to the registry: a light descriptor (its option schema and session
+ * modes, read by the config loader; zod and small pure modules only) and, in a module the registry
+ * loads only when backends are made, the factory.
+ */
 import type { z } from "zod";
 import type { Logger } from "pino";
 import type { Backend } from "./contract/backend.js";
@@ -19,7 +23,8 @@ export interface BackendDeps {
   clientTools?: ClientToolHub;
 }
 
-export interface BackendModule<Options = unknown> {
+/** What the config needs of a backend type, without its implementation (`<type>/options.ts`). */
+export interface BackendDescriptor<Options = unknown> {
   /** The `type` value in configuration. */
   type: string;
   /** Options of this backend type (every key of the backend's config entry except `type`). */
@@ -28,11 +33,15 @@ export interface BackendModule<Options = unknown> {
   defaultSessionMode: SessionMode;
   /** Session modes this backend can serve. */
   sessionModes: readonly SessionMode[];
-  create(name: string, options: Options, deps: BackendDeps): Backend;
   /**
    * Present when the backend can offer the client's tools to its agent (`tools.mode: bridge`):
    * given the backend's validated options, why it cannot with them (e.g. warm processes off), or
    * undefined.
    */
   clientTools?(options: Options): string | undefined;
+}
+
+/** A backend type with its implementation: the descriptor and the factory (`<type>/backend.ts`). */
+export interface BackendModule<Options = unknown> extends BackendDescriptor<Options> {
+  create(name: string, options: Options, deps: BackendDeps): Backend;
 }

@@ -204,7 +204,7 @@ test("the catalog with a real openai backend: listed, a gone model remapped (log
     );
   try {
     const c1 = config(fake.url);
-    const backends1 = createBackends(c1, log);
+    const backends1 = await createBackends(c1, log);
     const cat1 = new ModelCatalog({
       backends: backends1,
       settings: { up: c1.backends.up!.models },
@@ -244,7 +244,7 @@ test("the catalog with a real openai backend: listed, a gone model remapped (log
     // The server is gone: the models are known from the cache, and why they could not be listed now.
     await fake.close();
     const c2 = config(fake.url);
-    const backends2 = createBackends(c2, log);
+    const backends2 = await createBackends(c2, log);
     const cat2 = new ModelCatalog({
       backends: backends2,
       settings: { up: c2.backends.up!.models },

@@ -4,7 +4,7 @@
  */
 import type { Logger } from "pino";
 import type { DiscoveredModel } from "../contract/backend.js";
-import { backendModule } from "../registry.js";
+import { backendDescriptor, loadBackendModule } from "../registry.js";
 
 /**
  * What a backend of `type` with `options` (raw, as in a config file) offers now. Rejects when the
@@ -17,10 +17,11 @@ export async function discoverModels(
   deps: { dataDir: string; logger: Logger },
   signal: AbortSignal = AbortSignal.timeout(30_000),
 ): Promise<DiscoveredModel[]> {
-  const mod = backendModule(type);
-  if (!mod) throw new Error(`unknown backend type "${type}"`);
-  const parsed = mod.schema.safeParse(options ?? {});
+  const desc = backendDescriptor(type);
+  if (!desc) throw new Error(`unknown backend type "${type}"`);
+  const parsed = desc.schema.safeParse(options ?? {});
   if (!parsed.success) throw new Error(`invalid options for ${type}: ${parsed.error.issues[0]?.message ?? "?"}`);
+  const mod = (await loadBackendModule(type))!;
   let backend: ReturnType<typeof mod.create>;
   try {
     backend = mod.create(`discover-${type}`, parsed.data, deps);

@@ -6,14 +6,11 @@
  * Observed formats: docs/CLI_FORMATS.md.
  */
 import { childLogger } from "../../core/log/logger.js";
-import { z } from "zod";
 import type { ProcessEnd } from "../../core/util/process.js";
-import { warmOption } from "../warm/options.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
 import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
 import {
   CliBackendBase,
-  cliBaseOptions,
   conversationCwd,
   joinSeparator,
   stderrTail,
@@ -23,6 +20,7 @@ import {
 } from "../cli/base.js";
 import { limitError, limitErrorOf, recogniseLimitText } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
+import { claudeCodeDescriptor, type ClaudeCodeOptions } from "./options.js";
 import type {
   BackendError,
   BackendEvent,
@@ -32,54 +30,13 @@ import type {
   Usage,
 } from "../contract/backend.js";
 
-export const CLAUDE_PERMISSION_MODES = [
-  "default",
-  "acceptEdits",
-  "auto",
-  "bypassPermissions",
-  "dontAsk",
-  "plan",
-] as const;
-
-/** Read-only tools the agent may use without asking (it cannot be asked: -p is non-interactive). */
-export const CLAUDE_SAFE_ALLOWED_TOOLS = ["Read", "Glob", "Grep", "WebSearch", "WebFetch"];
-/** Tools removed from the agent entirely by default: running commands, writing files, scheduling. */
-export const CLAUDE_SAFE_DISALLOWED_TOOLS = [
-  "Bash",
-  "Edit",
-  "Write",
-  "NotebookEdit",
-  "EnterWorktree",
-  "ExitWorktree",
-  "CronCreate",
-  "CronDelete",
-  "ScheduleWakeup",
-  "Workflow",
-];
-
-export const claudeCodeOptionsSchema = z.strictObject({
-  ...cliBaseOptions("claude"),
-  /** `append` keeps Claude Code's own system prompt and adds the bootstrap; `replace` uses only the bootstrap. */
-  systemPromptMode: z.enum(["append", "replace"]).default("append"),
-  /** `--permission-mode`. */
-  permissionMode: z.enum(CLAUDE_PERMISSION_MODES).default("default"),
-  /** `--allowedTools` (empty list: flag omitted). */
-  allowedTools: z.array(z.string().min(1)).default(CLAUDE_SAFE_ALLOWED_TOOLS),
-  /** `--disallowedTools` (empty list: flag omitted). */
-  disallowedTools: z.array(z.string().min(1)).default(CLAUDE_SAFE_DISALLOWED_TOOLS),
-  /** `--tools`: restrict the built-in tool set itself (omitted by default). */
-  tools: z.array(z.string()).optional(),
-  /**
-   * Pass the bootstrap as a per-turn file (`--append-system-prompt-file` / `--system-prompt-file`):
-   * no argv size limit, not visible in `ps`. false: the text itself as the flag's value.
-   */
-  systemPromptFile: z.boolean().default(true),
-  /** Stream token deltas (`--include-partial-messages`); without it text arrives per message. */
-  includePartialMessages: z.boolean().default(true),
-  /** One long-lived `--input-format stream-json` process per conversation (src/backends/warm). */
-  warm: warmOption(true),
-});
-export type ClaudeCodeOptions = z.infer<typeof claudeCodeOptionsSchema>;
+export {
+  CLAUDE_PERMISSION_MODES,
+  CLAUDE_SAFE_ALLOWED_TOOLS,
+  CLAUDE_SAFE_DISALLOWED_TOOLS,
+  claudeCodeOptionsSchema,
+  type ClaudeCodeOptions,
+} from "./options.js";
 
 /** What claude prints when `--resume` names a session it cannot load (unknown id, deleted transcript, other cwd). */
 export const CLAUDE_SESSION_NOT_FOUND =
@@ -445,13 +402,6 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
 }
 
 export const claudeCodeBackend: BackendModule<ClaudeCodeOptions> = {
-  type: "claude-code",
-  schema: claudeCodeOptionsSchema,
-  defaultSessionMode: "resume",
-  sessionModes: ["resume", "stateless"],
+  ...claudeCodeDescriptor,
   create: (name, options, deps) => new ClaudeCodeBackend(name, options, deps),
-  clientTools: (o) =>
-    o.warm.enabled
-      ? undefined
-      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

@@ -1,43 +1,20 @@
 /**
- * Shared parts of the stream-json CLI backends (Claude Code, Gemini CLI): the common option keys,
- * the per-conversation working directory, and one driver that runs a CLI turn, parses its JSON
- * lines and turns the way the process ended (timeout, abort, spawn failure) into bridge errors.
+ * Shared parts of the stream-json CLI backends (Claude Code, Gemini CLI): the per-conversation
+ * working directory, and one driver that runs a CLI turn, parses its JSON lines and turns the way
+ * the process ended (timeout, abort, spawn failure) into bridge errors. The common option keys are
+ * in ./options.ts.
  * The CLI-specific mapping of events lives in each backend.
  */
 import { childLogger } from "../../core/log/logger.js";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
-import { z } from "zod";
 import { TurnDeadline } from "../../core/util/cancel.js";
 import { CliProcess, type ProcessEnd } from "../../core/util/process.js";
 import { CliBinary } from "./resolve.js";
 import type { BackendDeps } from "../module.js";
 import { conversationWorkDir } from "../../core/util/workdir.js";
 import type { Backend, BackendEvent, BackendHealth, DiscoveredModel, TurnInput } from "../contract/backend.js";
-
-/** Option keys every CLI backend accepts. `command` defaults differ per backend. */
-export function cliBaseOptions(defaultCommand: string) {
-  return {
-    /** Binary name or path. Looked up on PATH, then this package's node_modules/.bin. */
-    command: z.string().min(1).default(defaultCommand),
-    /** Extra arguments appended after the backend's own. */
-    args: z.array(z.string()).default([]),
-    /** Environment merged over the bridge's own for the CLI. */
-    env: z.record(z.string(), z.string()).default({}),
-    /** Whole-turn limit; the process group is killed when it fires. */
-    timeoutSeconds: z.number().positive().default(300),
-    /** Time between SIGTERM and SIGKILL. */
-    killGraceSeconds: z.number().nonnegative().default(3),
-    /**
-     * One fixed working directory for every conversation. Default: each conversation has its own
-     * (`TurnInput.session.cwd`, or `<dataDir>/work/<hash of the conversation key>`).
-     */
-    cwd: z.string().min(1).optional(),
-    /** The model value that means "no --model flag, use the CLI's own default". */
-    defaultModelName: z.string().default("default"),
-  };
-}
 
 /**
  * The working directory of this turn's conversation, created if missing. Both Claude Code and

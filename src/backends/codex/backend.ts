@@ -45,13 +45,8 @@ import type { BackendDeps, BackendModule } from "../module.js";
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import { WarmPool } from "../warm/pool.js";
 import { type CodexAppServer, type CodexThreadSettings, runCodexWarmTurn } from "./app-server.js";
-import {
-  CODEX_CLIENT_TOOLS_TOKEN_ENV,
-  codexAppServerArgs,
-  codexArgs,
-  type CodexOptions,
-  codexOptionsSchema,
-} from "./cli-args.js";
+import { CODEX_CLIENT_TOOLS_TOKEN_ENV, codexAppServerArgs, codexArgs } from "./cli-args.js";
+import { codexDescriptor, type CodexOptions } from "./options.js";
 import { CODEX_SESSION_NOT_FOUND, CodexStreamMapper, codexError } from "./exec-events.js";
 import { CODEX_THREAD_ID, type CodexTotals, codexRolloutTotals } from "./usage.js";
 
@@ -223,13 +218,6 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
 }
 
 export const codexBackend: BackendModule<CodexOptions> = {
-  type: "codex",
-  schema: codexOptionsSchema,
-  defaultSessionMode: "resume",
-  sessionModes: ["resume", "stateless"],
+  ...codexDescriptor,
   create: (name, options, deps) => new CodexBackend(name, options, deps),
-  clientTools: (o) =>
-    o.warm.enabled
-      ? undefined
-      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

@@ -1,31 +1,15 @@
 /**
- * Codex's options (`codexOptionsSchema`) and the command lines they become: `codex exec` for one
- * cold turn (new thread, or `exec resume <thread id>`), `codex app-server` for a warm process, and
+ * Codex's options (`codexOptionsSchema`, defined in ./options.ts) and the command lines they
+ * become: `codex exec` for one cold turn (new thread, or `exec resume <thread id>`), `codex
+ * app-server` for a warm process, and
  * the `-c` overrides that give codex the client's tools as an MCP server (token in the process's
  * environment, never in argv). Every value passed with `-c` is a TOML string.
  */
-import { z } from "zod";
-import { cliBaseOptions } from "../cli/base.js";
 import { CLIENT_TOOLS_SERVER } from "../client-tools/types.js";
 import type { TurnInput } from "../contract/backend.js";
-import { warmOption } from "../warm/options.js";
+import type { CodexOptions } from "./options.js";
 
-export const codexOptionsSchema = z.strictObject({
-  ...cliBaseOptions("codex"),
-  /** `sandbox_mode` for commands the agent runs. */
-  sandbox: z.enum(["read-only", "workspace-write", "danger-full-access"]).default("read-only"),
-  /** `approval_policy`. Nobody can answer an approval prompt in `exec`: keep `never`. */
-  approvalPolicy: z.enum(["never", "on-request", "on-failure", "untrusted"]).default("never"),
-  /** Offer codex's command tool (`exec_command`) to the model; it then runs inside `sandbox`. */
-  shellTool: z.boolean().default(false),
-  /** Pass `--skip-git-repo-check` (the bridge's per-conversation folders are not git repositories). */
-  skipGitRepoCheck: z.boolean().default(true),
-  /** Pass the bootstrap as `model_instructions_file` (replacing codex's own base instructions). false: never. */
-  systemPromptFile: z.boolean().default(true),
-  /** Keep one `codex app-server` per conversation between turns (token deltas); `enabled: false`: `codex exec` per turn. */
-  warm: warmOption(true),
-});
-export type CodexOptions = z.infer<typeof codexOptionsSchema>;
+export { codexOptionsSchema, type CodexOptions } from "./options.js";
 
 /** A TOML value for `-c key=value` (a JSON string literal is a valid TOML basic string). */
 const toml = (s: string) => JSON.stringify(s);

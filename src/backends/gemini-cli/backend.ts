@@ -19,15 +19,12 @@
 import { childLogger } from "../../core/log/logger.js";
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { z } from "zod";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { toolsFingerprint } from "../client-tools/types.js";
 import type { AcpFailure } from "./acp-worker.js";
-import { warmOption } from "../warm/options.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
 import {
   CliBackendBase,
-  cliBaseOptions,
   conversationCwd,
   joinSeparator,
   stderrTail,
@@ -38,20 +35,13 @@ import {
 import type { GeminiWarm } from "./warm.js";
 import { limitErrorOf } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
+import { geminiCliDescriptor, type GeminiCliOptions } from "./options.js";
 import type { BackendError, BackendEvent, DiscoveredModel, TurnInput, Usage } from "../contract/backend.js";
 
-export const geminiCliOptionsSchema = z.strictObject({
-  ...cliBaseOptions("gemini"),
-  /** How the bootstrap reaches the model: `replace` (GEMINI_SYSTEM_MD) or `context` (GEMINI.md in the cwd). */
-  systemPromptMode: z.enum(["replace", "context"]).default("replace"),
-  /** `--approval-mode`. `default` leaves only read-only tools in non-interactive runs. */
-  approvalMode: z.enum(["default", "auto_edit", "yolo", "plan"]).default("default"),
-  /** Pass `--skip-trust` (headless gemini refuses untrusted folders; ours are created by the bridge). */
-  skipTrust: z.boolean().default(true),
-  /** Keep one `gemini --acp` process per conversation between turns (src/backends/gemini-cli/warm.ts). */
-  warm: warmOption(true),
-});
-export type GeminiCliOptions = z.infer<typeof geminiCliOptionsSchema>;
+export {
+  geminiCliOptionsSchema,
+  type GeminiCliOptions,
+} from "./options.js";
 
 /** What gemini prints (stderr, exit 42) when `--resume` names a session it cannot load. */
 export const GEMINI_SESSION_NOT_FOUND = /Error resuming session|Invalid session identifier|No previous sessions found/i;
@@ -382,13 +372,6 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
 }
 
 export const geminiCliBackend: BackendModule<GeminiCliOptions> = {
-  type: "gemini-cli",
-  schema: geminiCliOptionsSchema,
-  defaultSessionMode: "resume",
-  sessionModes: ["resume", "stateless"],
+  ...geminiCliDescriptor,
   create: (name, options, deps) => new GeminiCliBackend(name, options, deps),
-  clientTools: (o) =>
-    o.warm.enabled
-      ? undefined
-      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

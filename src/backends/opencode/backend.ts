@@ -16,37 +16,21 @@
 import { childLogger } from "../../core/log/logger.js";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { z } from "zod";
 import type { ProcessEnd } from "../../core/util/process.js";
-import { warmOption } from "../warm/options.js";
 import { addOpencodeTokens, opencodeLimit, type OpencodeTokens } from "./events.js";
 import { opencodeModel } from "./serve-turn.js";
 import { OpencodeWarm } from "./warm.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
 import { CliBackendBase, joinSeparator, stderrTail, writeTurnFile } from "../cli/base.js";
 import type { BackendDeps, BackendModule } from "../module.js";
+import { opencodeDescriptor, type OpencodeOptions } from "./options.js";
 import type { BackendEvent, DiscoveredModel, TurnInput, Usage } from "../contract/backend.js";
 import { parseOpencodeModels } from "./models.js";
 
-export const opencodeOptionsSchema = z.strictObject({
-  /** Binary name or path. Looked up on PATH, then ~/.opencode/bin, then this package's node_modules/.bin. */
-  command: z.string().min(1).default("opencode"),
-  /** Extra arguments placed after `run --format json -m <model>`. */
-  args: z.array(z.string()).default([]),
-  /** Environment added to the bridge's own for the CLI. */
-  env: z.record(z.string(), z.string()).default({}),
-  /** Whole-turn limit; the process group is killed when it fires. */
-  timeoutSeconds: z.number().positive().default(300),
-  /** Time between SIGTERM and SIGKILL. */
-  killGraceSeconds: z.number().nonnegative().default(3),
-  /** Working directory for the CLI (default: an empty folder in the data directory). */
-  cwd: z.string().min(1).optional(),
-  /** OpenCode agent to run (`--agent`), e.g. one with a custom prompt in opencode's config. */
-  agent: z.string().min(1).optional(),
-  /** Keep one `opencode serve` between turns (on by default); `enabled: false` runs `opencode run` per turn. */
-  warm: warmOption(true),
-});
-export type OpencodeOptions = z.infer<typeof opencodeOptionsSchema>;
+export {
+  opencodeOptionsSchema,
+  type OpencodeOptions,
+} from "./options.js";
 
 interface OpencodeEvent {
   type?: string;
@@ -306,13 +290,6 @@ export function finishOpencodeTurn(state: OpencodeTurnState, end: ProcessEnd, re
 }
 
 export const opencodeBackend: BackendModule<OpencodeOptions> = {
-  type: "opencode",
-  schema: opencodeOptionsSchema,
-  defaultSessionMode: "stateless",
-  sessionModes: ["stateless", "resume"],
+  ...opencodeDescriptor,
   create: (name, options, deps) => new OpencodeBackend(name, options, deps),
-  clientTools: (o) =>
-    o.warm.enabled
-      ? undefined
-      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

@@ -16,45 +16,21 @@
  * Observed formats: docs/CLI_FORMATS.md.
  */
 import { childLogger } from "../../core/log/logger.js";
-import { z } from "zod";
 import type { ProcessEnd } from "../../core/util/process.js";
-import { warmOption } from "../warm/options.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
 import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
 import { ClaudeStreamMapper } from "../claude-code/backend.js";
-import {
-  CliBackendBase,
-  cliBaseOptions,
-  conversationCwd,
-  stderrTail,
-  writeTurnFile,
-  type CliTurnMapper,
-} from "../cli/base.js";
+import { CliBackendBase, conversationCwd, stderrTail, writeTurnFile, type CliTurnMapper } from "../cli/base.js";
 import { limitErrorOf } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
+import { qwenCodeDescriptor, type QwenCodeOptions } from "./options.js";
 import type { BackendError, BackendEvent, DiscoveredModel, TurnInput } from "../contract/backend.js";
 
-/** Tools removed by default (`--exclude-tools`): running commands and writing files. */
-export const QWEN_SAFE_EXCLUDED_TOOLS = ["run_shell_command", "write_file", "edit"];
-
-export const qwenCodeOptionsSchema = z.strictObject({
-  ...cliBaseOptions("qwen"),
-  /**
-   * `replace` (default): the bootstrap becomes qwen's main system prompt through a per-turn file
-   * named by env QWEN_SYSTEM_MD (no argv size limit, not visible in `ps`). `append`: qwen keeps
-   * its own prompt and gets the bootstrap through `--append-system-prompt <text>`.
-   */
-  systemPromptMode: z.enum(["replace", "append"]).default("replace"),
-  /** `--approval-mode`. In a non-interactive run `default` denies every tool that needs approval. */
-  approvalMode: z.enum(["plan", "default", "auto-edit", "yolo"]).default("default"),
-  /** `--exclude-tools` (empty list: flag omitted). */
-  excludeTools: z.array(z.string().min(1)).default(QWEN_SAFE_EXCLUDED_TOOLS),
-  /** Stream token deltas (`--include-partial-messages`); without it text arrives per message. */
-  includePartialMessages: z.boolean().default(true),
-  /** One long-lived `--input-format stream-json` process per conversation (src/backends/warm). */
-  warm: warmOption(true),
-});
-export type QwenCodeOptions = z.infer<typeof qwenCodeOptionsSchema>;
+export {
+  QWEN_SAFE_EXCLUDED_TOOLS,
+  qwenCodeOptionsSchema,
+  type QwenCodeOptions,
+} from "./options.js";
 
 /** What qwen prints (stderr, exit 1, no stdout) when `--resume` names a session it cannot load (unknown id, deleted file, other cwd). */
 export const QWEN_SESSION_NOT_FOUND = /No saved session found with (?:ID|title)/i;
@@ -310,13 +286,6 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
 }
 
 export const qwenCodeBackend: BackendModule<QwenCodeOptions> = {
-  type: "qwen-code",
-  schema: qwenCodeOptionsSchema,
-  defaultSessionMode: "resume",
-  sessionModes: ["resume", "stateless"],
+  ...qwenCodeDescriptor,
   create: (name, options, deps) => new QwenCodeBackend(name, options, deps),
-  clientTools: (o) =>
-    o.warm.enabled
-      ? undefined
-      : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests",
 };

@@ -8,8 +8,9 @@ import path from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { z } from "zod";
 // The one deliberate upward import (config -> backend registry): each backend type owns and
-// validates its own option schema, so config asks the registry instead of knowing them all.
-import { backendModule, backendTypes, bridgeTypes } from "../../backends/registry.js";
+// validates its own option schema, so config asks the registry instead of knowing them all. It
+// reads only the types' light descriptors: no backend implementation is loaded here.
+import { backendDescriptor, backendTypes, bridgeTypes } from "../../backends/registry.js";
 import { CLIENT_TOOLS_OFF, type ClientToolsOptions } from "../../backends/client-tools/options.js";
 import {
   backendBaseSchema,
@@ -163,7 +164,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
         continue;
       }
       const entry = base.data;
-      const mod = backendModule(entry.type);
+      const mod = backendDescriptor(entry.type);
       if (!mod) {
         problems.push(
           `backends.${name}.type: unknown backend type "${entry.type}" (known: ${backendTypes().join(", ")})`,
@@ -203,7 +204,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
       }
       return;
     }
-    const mod = backendModule(type)!;
+    const mod = backendDescriptor(type)!;
     const mode = m.session?.mode ?? mod.defaultSessionMode;
     if (!mod.sessionModes.includes(mode)) {
       problems.push(
@@ -273,7 +274,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
       problems.push(`remap[${i}].backend: no backend named "${backendName}"`);
       return;
     }
-    const mod = backendModule(type)!;
+    const mod = backendDescriptor(type)!;
     const base = models.find((m) => m.backend === backendName);
     remapTargets[r.to] = resolvedModel(
       r.to,
@@ -293,7 +294,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   for (const [name, b] of Object.entries(backends)) {
     if (b.models.expose !== "all") continue;
     const base = models.find((m) => m.backend === name);
-    const mod = backendModule(b.type)!;
+    const mod = backendDescriptor(b.type)!;
     exposeTemplates[name] = base
       ? { ...base, id: name, name, backendModel: name }
       : resolvedModel(name, name, name, mod.defaultSessionMode, mergeContext(contextDefaults), undefined, {});

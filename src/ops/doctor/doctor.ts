@@ -83,7 +83,7 @@ async function checkBackends(
   const usedTypes = new Set<string>();
   let backends: ReadonlyMap<string, Backend>;
   try {
-    backends = running ?? createBackends(config, createLogger("silent"));
+    backends = running ?? (await createBackends(config, createLogger("silent")));
   } catch (err) {
     findings.push({ id: "backends", status: "fail", title: `backends cannot be created: ${(err as Error).message}` });
     return usedTypes;

@@ -205,7 +205,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const clientTools = config.models.some((m) => m.tools.mode === "bridge")
     ? new ClientToolHub(childLogger(logger, { room: "clienttools" }))
     : undefined;
-  const backends = createBackends(config, logger, {
+  const backends = await createBackends(config, logger, {
     ...(systems ? { router: { ...systems, builderBusy } } : {}),
     ...(builder ? { builder } : {}),
     ...(clientTools ? { clientTools } : {}),
