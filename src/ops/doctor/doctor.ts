@@ -18,6 +18,7 @@ import { bridgeBaseUrl, bridgeOrigin, resolveOpenClawPaths } from "../openclaw/p
 import { openclawStatus } from "../openclaw/status.js";
 import type { Validator } from "../openclaw/validate.js";
 import { serviceStatus, type SystemctlRunner } from "../service/systemd.js";
+import { wantsSystems } from "../../workflows/systems/paths.js";
 import {
   canListen,
   findListeningPid,
@@ -190,8 +191,8 @@ async function checkModelsOffered(config: Config, usable: Backend[], findings: F
  * file only leaves its system out (warn, each file named with its problems).
  */
 async function checkSystems(config: Config, findings: Finding[]): Promise<void> {
-  const { wantsSystems, loadLibrary, formatProblem } = await import("../../workflows/router/runtime.js");
-  if (!wantsSystems(config)) return;
+  if (!wantsSystems(config)) return; // the systems runtime (undici, ajv, SQLite) is loaded only when there are systems
+  const { loadLibrary, formatProblem } = await import("../../workflows/router/runtime.js");
   // Without MCP servers a `fromTool` input schema cannot be read: not a problem of the file.
   const noMcp = (p: { message: string }) => !/needs the MCP server at start-up/.test(p.message);
   let res: Awaited<ReturnType<typeof loadLibrary>>;
