@@ -42,25 +42,29 @@ function fail(err: unknown): never {
 const program = new Command()
   .name("clawbridge")
   .description(
-    "An OpenAI-compatible bridge that lets OpenClaw and any OpenAI SDK client use coding-agent CLIs\n" +
-      "(OpenCode, Claude Code, Gemini CLI), local model servers and workflows as one model.",
+    "An OpenAI-compatible bridge that lets OpenClaw and any OpenAI SDK client use\n" +
+      "coding-agent CLIs (OpenCode, Claude Code, Gemini CLI, Codex, Qwen Code), local\n" +
+      "model servers and workflows as one model.",
   )
   .version(VERSION, "-v, --version")
   .addHelpText(
     "after",
     `
 Environment:
-  CLAWBRIDGE_CONFIG    config file to use when --config is not given
+  CLAWBRIDGE_CONFIG    config file to use when --config is not given (else
+                       ~/.config/clawbridge/config.yaml if it exists: clawbridge init writes it)
   CLAWBRIDGE_DATA_DIR  data directory (default ~/.clawbridge)
-  Without a config file the embedded defaults serve the OpenCode CLI, tuned by:
-  ROUTER_MODEL         default model (opencode/minimax-m2.5-free)
+  Without a config file the embedded defaults serve the models the OpenCode CLI offers:
+  ROUTER_MODEL         a model name to serve too (opencode/minimax-m2.5-free: the seed's name,
+                       served by a free model OpenCode really has)
   OPENCODE_BIN         opencode binary (default: found on PATH)
   ROUTER_TIMEOUT       seconds a turn may take (300)
   ROUTER_PORT          port to listen on (4097)
 
 Examples:
   clawbridge serve
-  clawbridge serve --config ~/.config/clawbridge.yaml --port 4100
+  clawbridge init
+  clawbridge serve --config ~/clawbridge.yaml --port 4100
   clawbridge config check --config clawbridge.yaml`,
   );
 
