@@ -144,9 +144,17 @@ test("embedded defaults with the real opencode: the models it offers, the seed's
     ].filter((b) => b?.model);
     assert.ok(calls.length >= 2, "the fakes answered the turns");
     const models = new Set(calls.map((b) => b.model as string));
-    assert.equal(models.size, 1, `one live model served both turns: ${[...models].join(", ")}`);
+    assert.equal(models.size, 1, `one live model served every turn: ${[...models].join(", ")}`);
     const used = [...models][0]!;
     assert.notEqual(used, "minimax-m2.5-free");
+
+    // A model OpenCode's free tier once had and no configuration names: served by a live free one too.
+    const gone = await client.chat.completions.create({
+      model: "opencode/grok-code",
+      messages: [{ role: "user", content: "and 3 * 3" }],
+    });
+    assert.match(gone.choices[0]!.message.content ?? "", /^fake answer to:/);
+    assert.equal(gone.model, "opencode/grok-code", "the response names what was asked");
 
     const health = (await (await fetch(`${base}/health`)).json()) as any;
     const remap = health.remappedModels.find((r: any) => r.wanted === "opencode/minimax-m2.5-free");

@@ -235,7 +235,12 @@ test("the catalog with a real openai backend: listed, a gone model remapped (log
     const exposed = router1.resolve("up/fake-model");
     assert.equal(exposed?.model.backendModel, "fake-model");
     assert.equal(exposed?.backend.name, "up");
-    assert.equal(router1.resolve("up/nothing-like-it"), undefined);
+    // A requested `<backend>/<model>` the server does not offer: served by a live one too (onMissing: first).
+    const gone = router1.resolve("up/nothing-like-it");
+    assert.equal(gone?.model.backendModel, "fake-model");
+    assert.equal(gone?.model.id, "up/nothing-like-it");
+    assert.ok(cat1.remaps().some((r) => r.wanted === "nothing-like-it" && r.using === "fake-model"));
+    assert.equal(router1.resolve("elsewhere/nothing"), undefined, "not a backend's: not served");
     cat1.close();
     await Promise.all([...backends1.values()].map((b) => b.close?.()));
     const cached = JSON.parse(readFileSync(path.join(dataDir, "models.json"), "utf8"));

@@ -105,15 +105,24 @@ export class ModelRouter {
   private exposed(requested: string): ResolvedModel | undefined {
     for (const { backend, models } of this.catalog?.exposed() ?? []) {
       const template = this.config.exposeTemplates[backend];
-      const d = template && models.find((m) => exposedId(backend, m.id) === requested);
+      if (!template) continue;
+      const d = models.find((m) => exposedId(backend, m.id) === requested);
       if (d)
         return {
           ...template,
           id: requested,
           name: d.name ?? requested,
           backendModel: d.id,
-          contextWindow: d.contextWindow ?? template!.contextWindow,
+          contextWindow: d.contextWindow ?? template.contextWindow,
         };
+      // `<backend>/<a model it no longer offers>`: served by a live one when its remap allows
+      // (`resolve` substitutes it), like a configured model that went away.
+      const wanted = requested.startsWith(`${backend}/`) ? requested : undefined;
+      if (wanted && this.config.backends[backend]?.models.remap.onMissing !== "error") {
+        const own = models.some((m) => m.id.startsWith(`${backend}/`)) ? wanted : wanted.slice(backend.length + 1);
+        if (this.catalog?.offers(backend, own) === false)
+          return { ...template, id: requested, name: requested, backendModel: own };
+      }
     }
     return undefined;
   }
