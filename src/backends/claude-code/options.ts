@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { warmOption } from "../warm/options.js";
-import { cliBaseOptions, clientToolsNeedWarm } from "../cli/options.js";
+import { cliBaseOptions, agentCliDescriptor } from "../cli/options.js";
 import type { BackendDescriptor } from "../module.js";
 
 export const CLAUDE_PERMISSION_MODES = [
@@ -56,10 +56,7 @@ export const claudeCodeOptionsSchema = z.strictObject({
 });
 export type ClaudeCodeOptions = z.infer<typeof claudeCodeOptionsSchema>;
 
-export const claudeCodeDescriptor: BackendDescriptor<ClaudeCodeOptions> = {
-  type: "claude-code",
-  schema: claudeCodeOptionsSchema,
-  defaultSessionMode: "resume",
-  sessionModes: ["resume", "stateless"],
-  clientTools: clientToolsNeedWarm,
-};
+export const claudeCodeDescriptor: BackendDescriptor<ClaudeCodeOptions> = agentCliDescriptor(
+  "claude-code",
+  claudeCodeOptionsSchema,
+);

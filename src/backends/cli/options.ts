@@ -4,6 +4,7 @@
  * these through each backend type's descriptor without loading the backends.
  */
 import { z } from "zod";
+import type { BackendDescriptor } from "../module.js";
 
 /** Option keys every CLI backend accepts. `command` defaults differ per backend. */
 export function cliBaseOptions(defaultCommand: string) {
@@ -33,4 +34,21 @@ export function clientToolsNeedWarm(options: { warm: { enabled: boolean } }): st
   return options.warm.enabled
     ? undefined
     : "needs warm processes (this backend has warm.enabled: false): the agent's turn waits for the tool's result in a process kept between requests";
+}
+
+/**
+ * The descriptor of a coding-agent CLI that keeps its own sessions (Claude Code, Codex, Gemini CLI,
+ * Qwen Code): resume by default, stateless possible, the client's tools from warm processes.
+ */
+export function agentCliDescriptor<O extends { warm: { enabled: boolean } }>(
+  type: string,
+  schema: z.ZodType<O>,
+): BackendDescriptor<O> {
+  return {
+    type,
+    schema,
+    defaultSessionMode: "resume",
+    sessionModes: ["resume", "stateless"],
+    clientTools: clientToolsNeedWarm,
+  };
 }

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { warmOption } from "../warm/options.js";
-import { cliBaseOptions, clientToolsNeedWarm } from "../cli/options.js";
+import { cliBaseOptions, agentCliDescriptor } from "../cli/options.js";
 import type { BackendDescriptor } from "../module.js";
 
 export const codexOptionsSchema = z.strictObject({
@@ -25,10 +25,4 @@ export const codexOptionsSchema = z.strictObject({
 });
 export type CodexOptions = z.infer<typeof codexOptionsSchema>;
 
-export const codexDescriptor: BackendDescriptor<CodexOptions> = {
-  type: "codex",
-  schema: codexOptionsSchema,
-  defaultSessionMode: "resume",
-  sessionModes: ["resume", "stateless"],
-  clientTools: clientToolsNeedWarm,
-};
+export const codexDescriptor: BackendDescriptor<CodexOptions> = agentCliDescriptor("codex", codexOptionsSchema);

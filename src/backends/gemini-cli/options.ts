@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { warmOption } from "../warm/options.js";
-import { cliBaseOptions, clientToolsNeedWarm } from "../cli/options.js";
+import { cliBaseOptions, agentCliDescriptor } from "../cli/options.js";
 import type { BackendDescriptor } from "../module.js";
 
 export const geminiCliOptionsSchema = z.strictObject({
@@ -20,10 +20,7 @@ export const geminiCliOptionsSchema = z.strictObject({
 });
 export type GeminiCliOptions = z.infer<typeof geminiCliOptionsSchema>;
 
-export const geminiCliDescriptor: BackendDescriptor<GeminiCliOptions> = {
-  type: "gemini-cli",
-  schema: geminiCliOptionsSchema,
-  defaultSessionMode: "resume",
-  sessionModes: ["resume", "stateless"],
-  clientTools: clientToolsNeedWarm,
-};
+export const geminiCliDescriptor: BackendDescriptor<GeminiCliOptions> = agentCliDescriptor(
+  "gemini-cli",
+  geminiCliOptionsSchema,
+);

@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { warmOption } from "../warm/options.js";
-import { cliBaseOptions, clientToolsNeedWarm } from "../cli/options.js";
+import { cliBaseOptions, agentCliDescriptor } from "../cli/options.js";
 import type { BackendDescriptor } from "../module.js";
 
 /** Tools removed by default (`--exclude-tools`): running commands and writing files. */
@@ -29,10 +29,7 @@ export const qwenCodeOptionsSchema = z.strictObject({
 });
 export type QwenCodeOptions = z.infer<typeof qwenCodeOptionsSchema>;
 
-export const qwenCodeDescriptor: BackendDescriptor<QwenCodeOptions> = {
-  type: "qwen-code",
-  schema: qwenCodeOptionsSchema,
-  defaultSessionMode: "resume",
-  sessionModes: ["resume", "stateless"],
-  clientTools: clientToolsNeedWarm,
-};
+export const qwenCodeDescriptor: BackendDescriptor<QwenCodeOptions> = agentCliDescriptor(
+  "qwen-code",
+  qwenCodeOptionsSchema,
+);
