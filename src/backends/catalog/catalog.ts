@@ -9,10 +9,11 @@
  * `substitute` picks the live model that serves a configured or requested one the CLI no longer
  * offers (`remap.onMissing`, see choose.ts); each choice is logged once and listed by `remaps()`.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
-import type { BackendModels } from "../../core/config/schema.js";
+import { type BackendModels, backendModelsSchema } from "../../core/config/schema.js";
+import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { Backend, DiscoveredModel } from "../contract/backend.js";
 import { chooseLive } from "./choose.js";
 
@@ -40,6 +41,8 @@ export interface ModelRemap {
 }
 
 const CACHE_FILE = "models.json";
+/** A backend's settings when none were given: the config's defaults. */
+const DEFAULT_SETTINGS: BackendModels = backendModelsSchema.parse({});
 /** The longest a request waits for a backend's first listing (only when nothing is cached). */
 export const FIRST_LISTING_WAIT_MS = 15_000;
 
@@ -176,14 +179,7 @@ export class ModelCatalog {
   }
 
   private settingsOf(name: string): BackendModels {
-    return (
-      this.deps.settings[name] ?? {
-        expose: "configured",
-        remap: { onMissing: "error" },
-        discovery: { enabled: true, refreshHours: 6 },
-        limits: { backoffSeconds: 300 },
-      }
-    );
+    return this.deps.settings[name] ?? DEFAULT_SETTINGS;
   }
 
   private get cachePath(): string {
@@ -213,10 +209,7 @@ export class ModelCatalog {
     for (const [name, l] of this.lists)
       backends[name] = { type: this.deps.backends.get(name)?.type ?? "", models: l.models, at: l.at };
     try {
-      mkdirSync(this.deps.dataDir, { recursive: true, mode: 0o700 });
-      const tmp = `${this.cachePath}.${process.pid}.tmp`;
-      writeFileSync(tmp, `${JSON.stringify({ version: 1, backends }, null, 1)}\n`, { mode: 0o600 });
-      renameSync(tmp, this.cachePath);
+      writeFileAtomic(this.cachePath, `${JSON.stringify({ version: 1, backends }, null, 1)}\n`);
     } catch (err) {
       this.deps.logger.warn({ reason: (err as Error).message }, "cannot write the models cache");
     }

@@ -4,8 +4,9 @@
  * said none — then tried again. Kept in `<dataDir>/limits.json` (written atomically on each change)
  * so a restart does not send the next turn into a limit that has not reset.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
+import { writeFileAtomic } from "../util/atomic-write.js";
 
 export interface BackendLimit {
   /** Skipped until then (ms since the epoch). */
@@ -82,11 +83,7 @@ export class LimitBook {
 
   private save(): void {
     try {
-      mkdirSync(this.dataDir, { recursive: true, mode: 0o700 });
-      const file = path.join(this.dataDir, FILE);
-      const tmp = `${file}.${process.pid}.tmp`;
-      writeFileSync(tmp, `${JSON.stringify(Object.fromEntries(this.limits), null, 1)}\n`, { mode: 0o600 });
-      renameSync(tmp, file);
+      writeFileAtomic(path.join(this.dataDir, FILE), `${JSON.stringify(Object.fromEntries(this.limits), null, 1)}\n`);
     } catch {
       /* the state stays in memory; the next change tries again */
     }

@@ -13,7 +13,7 @@
  * `--yes` takes every default (openclaw install runs when OpenClaw is found; service install is not
  * run, its command is printed); `--dry-run` prints what it would write and do, and writes nothing.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
@@ -21,6 +21,8 @@ import type { Logger } from "pino";
 import { ConfigError, resolveConfig, userConfigPath } from "../../core/config/load.js";
 import type { Config } from "../../core/config/schema.js";
 import { createLogger } from "../../core/log/logger.js";
+// Private to the user (0600): a config may hold keys.
+import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import { backupName } from "../openclaw/config-diff.js";
 import { installOpenClaw } from "../openclaw/install.js";
 import { resolveOpenClawPaths } from "../openclaw/provider.js";
@@ -83,14 +85,6 @@ function modelChoice(m: { id: string; name?: string; free?: boolean; contextWind
     m.contextWindow ? `${Math.round(m.contextWindow / 1000)}k context` : "",
   ].filter(Boolean);
   return { value: m.id, label: extra.length ? `${m.id}  (${extra.join(", ")})` : m.id };
-}
-
-/** Write `text` to `file` whole (a temp file renamed over it), private to the user: a config may hold keys. */
-function writeWhole(file: string, text: string): void {
-  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.tmp-${process.pid}`;
-  writeFileSync(tmp, text, { mode: 0o600 });
-  renameSync(tmp, file);
 }
 
 export async function runInit(opts: InitOptions = {}): Promise<InitResult> {
@@ -199,7 +193,7 @@ export async function runInit(opts: InitOptions = {}): Promise<InitResult> {
           copyFileSync(configPath, backup);
           say(`backup of the old file: ${tildify(backup, env)}`);
         }
-        writeWhole(configPath, text);
+        writeFileAtomic(configPath, text);
         result.written = true;
         say(`wrote ${shown}`);
       } else say(`${shown} was NOT changed`);
