@@ -113,6 +113,11 @@ export class ModelCatalog {
     return this.lists.get(name);
   }
 
+  /** Whether the backend's first listing is running (nothing known of its models yet). */
+  firstListing(name: string): boolean {
+    return this.pending.has(name) && !this.lists.has(name);
+  }
+
   /** Wait (at most `ms`) for a backend's first listing when nothing is known yet. */
   async whenKnown(name: string, ms = FIRST_LISTING_WAIT_MS): Promise<void> {
     const p = this.pending.get(name);

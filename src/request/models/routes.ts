@@ -67,12 +67,14 @@ export class ModelRouter {
   /** `resolve`, after waiting (bounded) for the first listing of the backends it may need. */
   async resolveLive(requested: string): Promise<Route | undefined> {
     const first = this.resolve(requested);
-    if (!this.catalog) return first;
-    const waits = first
-      ? [first.model.backend]
-      : Object.keys(this.config.exposeTemplates).filter((b) => !this.catalog!.list(b));
-    if (!waits.length || waits.every((b) => this.catalog!.list(b))) return first;
-    await Promise.all(waits.map((b) => this.catalog!.whenKnown(b)));
+    const catalog = this.catalog;
+    if (!catalog) return first;
+    // Only a backend whose first listing is still running is waited for (once, at start-up).
+    const waits = (first ? [first.model.backend] : Object.keys(this.config.exposeTemplates)).filter((b) =>
+      catalog.firstListing(b),
+    );
+    if (!waits.length) return first;
+    await Promise.all(waits.map((b) => catalog.whenKnown(b)));
     return this.resolve(requested);
   }
 
