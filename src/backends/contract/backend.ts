@@ -133,6 +133,23 @@ export interface ClientToolsTurn {
   resultsThenMessage?: { results: ClientToolResult[]; message: string };
 }
 
+/**
+ * An image the person sent with this turn (an OpenAI `image_url` part, an Anthropic `image` block,
+ * a Responses `input_image`), fetched and checked at the door (src/request/images): always bytes
+ * here, never a URL. The pipeline hands a backend the images of the person's NEW message(s) only
+ * (the trailing user messages), in order; a backend without `imageInput` never gets any.
+ */
+export interface TurnImage {
+  /** `image/png`, `image/jpeg`, `image/gif` or `image/webp`. */
+  mediaType: string;
+  /** The image, base64 (as every wire format carries it). */
+  base64: string;
+  /** Its size in bytes. */
+  bytes: number;
+  /** A file name for CLIs that read images from files, unique in the turn: `image-1.png`. */
+  name: string;
+}
+
 export interface TurnInput {
   /** The model name the backend is given (after remapping), e.g. `opencode/minimax-m2.5-free`. */
   model: string;
@@ -151,6 +168,12 @@ export interface TurnInput {
   signal: AbortSignal;
   /** The client's tools, offered to the agent (a model in `tools.mode: bridge`, resume mode). */
   clientTools?: ClientToolsTurn;
+  /**
+   * The images of the person's new message(s), for a backend with `imageInput` (a CLI gives them to
+   * its agent in its own way: image blocks, files in the turn's working directory, image options).
+   * A passthrough backend (openai) sends `request` as it is: its image parts are data URLs by then.
+   */
+  images?: TurnImage[];
 }
 
 export interface BackendHealth {
@@ -200,6 +223,12 @@ export interface Backend {
    * server). Otherwise (a CLI's documented aliases) the list is what it offers, not all it takes.
    */
   readonly modelsComplete?: boolean;
+  /**
+   * It gives the person's images to its model (`TurnInput.images`, or the request's image parts for
+   * a passthrough backend). Without it the pipeline replaces each image with one line saying the
+   * model cannot see it (and says so in the turn's event) instead of dropping it silently.
+   */
+  readonly imageInput?: boolean;
   /** Release pooled resources on shutdown. */
   close?(): Promise<void>;
   /** Present on a dispatching backend (the router): decides before the turn (see `Dispatcher`). */
