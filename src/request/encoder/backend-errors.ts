@@ -1,6 +1,6 @@
 /** A backend failure as an HTTP status and an OpenAI-shaped error body (JSON answer or SSE data line). */
 import type { BackendError } from "../../backends/contract/backend.js";
-import type { ApiErrorBody, ErrorType } from "../chat-api/errors.js";
+import { ApiError, type ApiErrorBody, type ErrorType } from "../chat-api/errors.js";
 
 /** The error a backend failure becomes, in a JSON body or an SSE data line. */
 export function backendErrorBody(err: BackendError): ApiErrorBody {
@@ -41,4 +41,9 @@ export function retryAfter(resetAt: number): string {
 
 export function backendErrorStatus(err: BackendError): number {
   return err.status && err.status >= 400 && err.status < 600 ? err.status : 502;
+}
+
+/** A backend failure as an `ApiError` (its status, type and code), for a door to shape. */
+export function apiErrorOf(err: BackendError): ApiError {
+  return new ApiError(backendErrorStatus(err), errorType(err), err.code, err.message);
 }

@@ -1,5 +1,6 @@
 /**
- * The HTTP server: `POST /v1/chat/completions` goes to src/request/http/chat-route.ts (plain node:http);
+ * The HTTP server: the turn-taking doors (`POST /v1/chat/completions`, `/v1/responses`, `/v1/messages`)
+ * go to the door runner, src/request/http/door-route.ts (plain node:http);
  * Fastify serves the models, health and unknown routes. Neither knows which backend it talks to.
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
@@ -15,7 +16,10 @@ import { liveProcesses } from "../../core/util/process.js";
 import { warmSummary } from "../../backends/warm/pool.js";
 import { VERSION } from "../../core/version.js";
 import { ApiKeys } from "./auth.js";
-import { chatRoute, isChatRoute } from "./chat-route.js";
+import { chatDoor } from "./chat-route.js";
+import { doorRoute, type DoorRouteDeps } from "./door-route.js";
+import type { Door } from "./door.js";
+import type { ImageResolver } from "../images/resolve.js";
 import { HttpFront, lingerAfterAnswer, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
 import { ApiError, internalError, unauthorized } from "../chat-api/errors.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
@@ -62,6 +66,10 @@ export interface AppDeps {
   clientTools?: ClientToolHub | undefined;
   /** The models each backend offers (listed in `/health`: what was found, what was remapped). */
   catalog?: ModelCatalog;
+  /** More turn-taking doors than Chat Completions (the Responses API, Anthropic Messages: src/request/http/door.ts). */
+  doors?: Door[];
+  /** Fetches and checks the requests' images (src/request/images). */
+  images?: ImageResolver;
 }
 
 const HEALTH_TTL_MS = 30_000;
@@ -80,7 +88,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
   // cheaply.
   const SERVER = `clawbridge/${VERSION}`;
   let front!: HttpFront;
-  const chat = chatRoute({
+  const doorDeps: DoorRouteDeps = {
     config,
     pipeline,
     router,
@@ -90,11 +98,16 @@ export function buildApp(deps: AppDeps): BuiltApp {
     closesAfter: (req) => front.closesAfter(req),
     server: SERVER,
     lingerBytes: () => front.lingerBytes,
-  });
+    ...(deps.images ? { images: deps.images } : {}),
+  };
+  // The turn-taking doors, each with its handler (Chat Completions first: most requests are its).
+  const doors: ReadonlyArray<readonly [Door, ReturnType<typeof doorRoute>]> = [chatDoor, ...(deps.doors ?? [])].map(
+    (door) => [door, doorRoute(door, doorDeps)] as const,
+  );
   const app = Fastify({
     logger: false,
     // POST /v1/chat/completions, the route every turn takes, is served on plain node:http
-    // (src/request/http/chat-route.ts); Fastify serves the rest. Both sit behind the HTTP front
+    // (src/request/http/door-route.ts); Fastify serves the rest. Both sit behind the HTTP front
     // (timeouts, connection cap, HTTP-level errors, shutdown).
     serverFactory: (fastifyHandler) => {
       front = new HttpFront(
@@ -107,7 +120,9 @@ export function buildApp(deps: AppDeps): BuiltApp {
           bodyLimitBytes: config.server.bodyLimitBytes,
         },
         (req, res, expectsContinue) => {
-          if (isChatRoute(req.method, req.url)) return chat(req, res, expectsContinue); // it writes its own `server` header
+          // A door writes its own `server` header.
+          for (const [door, handle] of doors)
+            if (door.matches(req.method, req.url)) return handle(req, res, expectsContinue);
           res.setHeader("server", SERVER);
           // Only the systems and runs routes and /mcp read a body: one sent anyway elsewhere is not
           // read past a small budget, and the connection closes after the answer.

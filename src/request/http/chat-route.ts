@@ -1,261 +1,43 @@
 /**
- * `POST /v1/chat/completions` on plain node:http, ahead of Fastify.
- *
- * Every turn goes through here, so its cost per request is the bridge's cost per request. Served
- * by Fastify it spent more CPU in the framework (routing, hooks, content-type parsing, reply
- * serialisation) than in the rest of the bridge; here the same contract is kept by hand, and
- * every other route stays on Fastify (src/request/http/app.ts). Both sit behind the HTTP front
- * (src/request/http/http-front.ts: timeouts, connection cap, HTTP-level errors, 503 while shutting down).
- * - 401 without a right API key and 413 over `server.bodyLimitBytes` on Content-Length, both
- *   before the body is read and before `100 Continue`; 413 again while reading; both close the
- *   connection without reading the rest (a bounded lingering close); 400 for an empty, non-JSON
- *   or non-object body and for a request the schema refuses;
- * - the body is JSON whatever content type the client claims;
- * - the model is routed (404 for an unknown one) and the conversation identified (headers, `user`,
- *   OpenClaw's metadata) here, before the pipeline, which knows nothing of HTTP; its refusals
- *   (queue full → 429 with `Retry-After`, cancelled while waiting → 499) are mapped here;
- * - a turn stopped by shutdown (while it waited or ran) is not a client that went away: it gets
- *   503 `shutting_down` with `Retry-After` (SDKs retry it; they do not retry a 499);
- * - answers sent while the bridge shuts down say `Connection: close`; a stream honours the
- *   client's own `Connection: close`;
- * - every error is OpenAI-shaped; an unexpected failure is a logged 500, never a crash.
+ * The Chat Completions door, `POST /v1/chat/completions`: the pipeline's own language, so the
+ * request passes as it is (checked against src/request/chat-api/schema.ts) and the answer is
+ * `chat.completion.chunk` SSE (src/request/encoder/sse.ts) or one `chat.completion`
+ * (src/request/encoder/json.ts). Errors are OpenAI-shaped. The HTTP work is the door runner's
+ * (src/request/http/door-route.ts).
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Logger } from "pino";
-import type { Config } from "../../core/config/schema.js";
-import { collectCompletion } from "../encoder/json.js";
-import { writeSse } from "../encoder/sse.js";
-import type { DebugLog } from "../../core/log/debug-log.js";
 import { chatRequestSchema, describeIssues } from "../chat-api/schema.js";
-import { resolveConversation } from "../identity/conversation.js";
-import type { ChatPipeline, PreparedTurn } from "../pipeline/chat.js";
-import { QueueRejected, WaitAborted } from "../queue/scheduler.js";
-import type { ModelRouter } from "../models/routes.js";
-import { Cancellation, TurnDeadline } from "../../core/util/cancel.js";
-import { readLimited } from "../../core/util/read-limited.js";
-import { ApiKeys } from "./auth.js";
-import { lingerAfterAnswer, shuttingDown, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
-import { backendErrorBody, backendErrorStatus, retryAfter } from "../encoder/backend-errors.js";
-import { ApiError, badRequest, internalError, unauthorized, type ApiErrorBody } from "../chat-api/errors.js";
+import { badRequest, type ApiError } from "../chat-api/errors.js";
+import { collectCompletion } from "../encoder/json.js";
+import { ChatDialect } from "../encoder/sse.js";
+import { isPath, type Door } from "./door.js";
 
 export const CHAT_PATH = "/v1/chat/completions";
 
 /** The chat route's URL, with or without a query string. */
 export function isChatRoute(method: string | undefined, url: string | undefined): boolean {
-  return (
-    method === "POST" &&
-    url !== undefined &&
-    (url === CHAT_PATH || (url.startsWith(CHAT_PATH) && url.charCodeAt(CHAT_PATH.length) === 63))
-  ); // "?"
+  return method === "POST" && isPath(url, CHAT_PATH);
 }
 
-export interface ChatRouteDeps {
-  config: Config;
-  pipeline: ChatPipeline;
-  router: ModelRouter;
-  keys: ApiKeys;
-  logger: Logger;
-  debugLog: DebugLog;
-  /** Whether the answer to `req` closes its connection (the server is shutting down). */
-  closesAfter(req: IncomingMessage): boolean;
-  /** The `server` response header (`clawbridge/<version>`). */
-  server: string;
-  /** Bytes a lingering close may read after a 413 (src/request/http/http-front.ts). */
-  lingerBytes(): number;
-}
-
-const JSON_TYPE = "application/json; charset=utf-8";
-
-/**
- * Write an OpenAI-shaped JSON answer on a raw response. Every header goes in `writeHead`: a header
- * set earlier with `setHeader` would send Node down its slower path that validates each header
- * twice (measurable per request).
- */
-function writeJson(
-  res: ServerResponse,
-  server: string,
-  status: number,
-  body: object | ApiErrorBody,
-  headers?: Record<string, string>,
-): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { server, ...headers, "content-type": JSON_TYPE, "content-length": Buffer.byteLength(text) });
-  res.end(text);
-}
-
-const CLOSE = { connection: "close" } as const;
-
-export function chatRoute(
-  deps: ChatRouteDeps,
-): (req: IncomingMessage, res: ServerResponse, expectsContinue?: boolean) => void {
-  const { config, pipeline, router, keys, logger, debugLog, server } = deps;
-  /** A JSON answer; while shutting down it closes its connection. */
-  const send = (res: ServerResponse, status: number, body: object | ApiErrorBody, headers?: Record<string, string>) =>
-    writeJson(res, server, status, body, deps.closesAfter(res.req) ? { ...headers, ...CLOSE } : headers);
-  const writeApiError = (res: ServerResponse, err: ApiError, extra?: Record<string, string>) =>
-    send(res, err.status, err.body(), { ...err.headers, ...extra });
-  const limit = config.server.bodyLimitBytes;
-  const heartbeatMs = config.server.heartbeatSeconds * 1000;
-  const tooLarge = () =>
-    new ApiError(
-      413,
-      "invalid_request_error",
-      "body_too_large",
-      `The request body is larger than ${limit} bytes (server.bodyLimitBytes).`,
-    );
-
-  const fail = (res: ServerResponse, err: unknown) => {
-    if (res.headersSent || res.destroyed) {
-      // Mid-answer: the encoders end their own streams; anything else can only close it.
-      if (!res.writableEnded) res.destroy();
-      return;
-    }
-    if (err instanceof ApiError) return writeApiError(res, err);
-    logger.error({ err }, "unexpected error");
-    writeApiError(res, internalError());
-  };
-
-  const handle = async (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean) => {
-    if (keys.required && !keys.check(ApiKeys.presented(req.headers))) {
-      // The connection closes: of the body, a client without a key gets at most a small budget read.
-      writeApiError(res, unauthorized(), CLOSE);
-      return lingerAfterAnswer(req, UNAUTHENTICATED_LINGER_BYTES);
-    }
-    if (Number(req.headers["content-length"]) > limit) {
-      writeApiError(res, tooLarge(), CLOSE);
-      return lingerAfterAnswer(req, deps.lingerBytes());
-    }
-    if (expectsContinue) res.writeContinue();
-    const text = await readBody(req, limit);
-    if (text === undefined) {
-      writeApiError(res, tooLarge(), CLOSE);
-      return lingerAfterAnswer(req, deps.lingerBytes());
-    }
-    // Answered while the body was arriving (408: it came too slowly): the request is over.
-    if (res.headersSent) return;
-
-    let raw: unknown;
-    if (text.trim()) {
-      try {
-        raw = JSON.parse(text);
-      } catch (err) {
-        throw badRequest(`The request body is not valid JSON: ${(err as Error).message}`, "invalid_json");
-      }
-    }
-    if (raw === undefined || raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-      throw badRequest("The request body must be a JSON object with `model` and `messages`.", "invalid_body");
-    }
+export const chatDoor: Door = {
+  name: "chat",
+  bodyHint: "with `model` and `messages`",
+  matches: isChatRoute,
+  errorBody: (err: ApiError) => err.body(),
+  parse(raw) {
     const parsed = chatRequestSchema.safeParse(raw);
     if (!parsed.success) {
       const { message, param } = describeIssues(parsed.error);
       throw badRequest(message, "invalid_request", param);
     }
-    const body = parsed.data;
-    const route = await router.resolveLive(body.model);
-    if (!route) {
-      throw new ApiError(
-        404,
-        "invalid_request_error",
-        "model_not_found",
-        `The model "${body.model}" is not served here. Available: ${router
-          .listed()
-          .map((m) => m.id)
-          .join(", ")} (GET /v1/models lists them).`,
-        "model",
-      );
-    }
-    const conversation = resolveConversation(body, req.headers, {
-      sessionHeader: config.server.sessionHeader,
-      scope: route.model.id,
-    });
-
-    // The client's connection: when it goes away, the turn is aborted (and its process killed).
-    // The cancellation becomes the turn's own (the pipeline also aborts it on shutdown): whether
-    // the client went away is kept apart.
-    const cancel = new Cancellation();
-    let clientGone = false;
-    res.on("close", () => {
-      if (!res.writableFinished) {
-        clientGone = true;
-        cancel.abort();
-      }
-    });
-
-    let turn: PreparedTurn;
-    try {
-      turn = await pipeline.prepare({ request: body, route, conversation }, cancel);
-    } catch (err) {
-      // Stopped while it waited, and not by its client: the bridge is shutting down.
-      if (err instanceof WaitAborted && !clientGone) throw shuttingDown();
-      refusal(err);
-    }
-    if (body.stream) {
-      await writeSse(res, turn.events, {
-        model: body.model,
-        includeUsage: body.stream_options?.include_usage === true,
-        heartbeatMs,
-        // A fallback chain decides at the first event which model answers (and names it in
-        // turn.headers then): the same object, read when the headers go out.
-        headers: deps.closesAfter(req)
-          ? Object.assign(turn.headers, { server }, CLOSE)
-          : Object.assign(turn.headers, { server }),
-        deferHeaders: turn.decidesLate,
-      });
-      return;
-    }
-    const result = await collectCompletion(turn.events, body.model);
-    if (!result.ok) {
-      // Nobody is listening: drop the connection rather than leave the reply open.
-      if (clientGone) return void res.destroy();
-      // Aborted, not by its client and not by its deadline: by the shutdown. Retryable.
-      if (cancel.aborted && !(cancel.reason instanceof TurnDeadline))
-        return writeApiError(res, shuttingDown(), turn.headers);
-      const headers = result.error.resetAt
-        ? { ...turn.headers, "retry-after": retryAfter(result.error.resetAt) }
-        : turn.headers;
-      return send(res, backendErrorStatus(result.error), backendErrorBody(result.error), headers);
-    }
-    send(res, 200, result.body, turn.headers);
-  };
-
-  return (req, res, expectsContinue = false) => {
-    if (debugLog.enabled) {
-      res.once("finish", () =>
-        debugLog.line(`HTTP: "${req.method} ${req.url} HTTP/${req.httpVersion}" ${res.statusCode} -`),
-      );
-    }
-    handle(req, res, expectsContinue).catch((err) => fail(res, err));
-  };
-}
-
-/** The pipeline's refusals (typed values) as OpenAI-shaped HTTP errors. */
-function refusal(err: unknown): never {
-  if (err instanceof QueueRejected) {
-    // "conversation": only this conversation has too many turns waiting; others are still served.
-    const code = err.scope === "conversation" ? "conversation_queue_full" : "queue_full";
-    throw new ApiError(429, "rate_limit_error", code, `${err.message}; retry in ${err.retryAfterSeconds}s`, null, {
-      "retry-after": String(err.retryAfterSeconds),
-    });
-  }
-  if (err instanceof WaitAborted) throw new ApiError(499, "invalid_request_error", "client_closed", err.message);
-  throw err;
-}
-
-/**
- * The request body as text, or `undefined` when it is larger than `limit` bytes (then the rest is
- * not read: the caller answers 413 and closes the connection, lingering). A Content-Length over the
- * limit is refused before this.
- */
-function readBody(req: IncomingMessage, limit: number): Promise<string | undefined> {
-  return readLimited(req, limit).then(
-    (bytes) => bytes?.toString("utf8"),
-    () => {
-      throw new ApiError(
-        499,
-        "invalid_request_error",
-        "client_closed",
-        "the client went away while sending the request",
-      );
-    },
-  );
-}
+    const chat = parsed.data;
+    return {
+      chat,
+      stream: chat.stream === true,
+      dialect: (turn) => new ChatDialect(turn.model, chat.stream_options?.include_usage === true),
+      async collect(events, turn) {
+        const r = await collectCompletion(events, turn.model);
+        return r.ok ? { ok: true, body: r.body } : { ok: false, error: r.error };
+      },
+    };
+  },
+};

@@ -1,7 +1,8 @@
 /**
  * Conversation identity: which conversation a request belongs to. In order:
  *  1. an explicit header (`server.sessionHeader`, `x-openclaw-session-key`, `x-session-id`);
- *  2. the OpenAI `user` field;
+ *  2. the client API's own identity, when its door found one (the Responses chain, Anthropic's
+ *     `metadata.user_id`), then the OpenAI `user` field;
  *  3. the `Runtime: … session=<key> | sessionId=<uuid>` line newer OpenClaw puts in the first user message;
  *  4. a key derived from the stable START of the conversation: its first user message exactly as
  *     sent (OpenClaw's timestamp / message-id metadata makes it unique per conversation) — never
@@ -12,7 +13,8 @@ import type { IncomingHttpHeaders } from "node:http";
 import { contentText, type ChatRequest } from "../chat-api/schema.js";
 import { parseRuntimeLine, stripMetadata, stripReplayVariance } from "../context/metadata.js";
 
-export type KeySource = "header" | "user" | "runtime" | "derived";
+/** `chain`: a Responses API `previous_response_id` chain (the key of its first response's conversation). */
+export type KeySource = "header" | "user" | "chain" | "runtime" | "derived";
 
 export interface Conversation {
   key: string;
@@ -37,13 +39,15 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
 export function resolveConversation(
   req: ChatRequest,
   headers: IncomingHttpHeaders,
-  opts: { sessionHeader?: string; scope?: string } = {},
+  opts: { sessionHeader?: string; scope?: string; own?: Conversation } = {},
 ): Conversation {
   for (const name of [opts.sessionHeader, ...DEFAULT_HEADERS]) {
     if (!name) continue;
     const v = header(headers, name);
     if (v) return { key: clean(v), source: "header" };
   }
+  // The client API's own identity (a Responses chain, Anthropic's `metadata.user_id`).
+  if (opts.own) return { key: clean(opts.own.key), source: opts.own.source };
   if (req.user?.trim()) return { key: clean(`user:${req.user.trim()}`), source: "user" };
 
   const users = req.messages.filter((m) => m.role === "user");
