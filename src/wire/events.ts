@@ -123,6 +123,20 @@ export type BridgeEvent = Base &
         /** When the backend that failed said its limit resets (ms since the epoch). */
         resetAt?: number;
       }
+    /**
+     * A turn's images (src/request/images): `passed` when its model got them; otherwise each was
+     * replaced by one line telling the model it cannot see images (`reason` says why).
+     */
+    | {
+        type: "turn.images";
+        turnId: string;
+        conversation: string;
+        model: string;
+        backend: string;
+        images: number;
+        passed: boolean;
+        reason?: string;
+      }
     /** A backend answered with a limit (usage, rate, quota): skipped until `resetAt` (or a backoff when it gave none). */
     | { type: "backend.limited"; backend: string; message: string; resetAt?: number; until: number }
     /** A turn refused by the queue (429). */
@@ -227,6 +241,7 @@ const EVENT_TYPE_SET = {
   "toolcalls.extracted": true,
   "backend.health": true,
   "turn.fallback": true,
+  "turn.images": true,
   "backend.limited": true,
   "execution:stepStart": true,
   "execution:stepRetry": true,

@@ -122,6 +122,8 @@ async function* only(ev: BackendEvent): AsyncGenerator<BackendEvent> {
 
 class OpenAIBackend implements Backend {
   readonly type = "openai";
+  /** The request's image parts (data URLs by then) go to the upstream unchanged; a text-only model says so with `models[].input: [text]`. */
+  readonly imageInput = true;
   /** The turn deadline the pipeline enforces (a non-streamed upstream answer has no other limit). */
   readonly timeoutSeconds: number;
   private readonly pool: Pool;

@@ -17,6 +17,7 @@ import {
   backendModelsSchema,
   configFileSchema,
   eventsSchema,
+  imagesSchema,
   modelSchema,
   DEFAULT_CONTEXT,
   type Config,
@@ -143,6 +144,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   const remap = section("remap") ?? [];
   const systems = section("systems") ?? [];
   const events = section("events");
+  const images = section("images");
   section("intents");
 
   const rawBackends = obj.backends;
@@ -327,6 +329,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     exposeTemplates,
     systems,
     events: events ?? eventsSchema.parse({}),
+    images: images ?? imagesSchema.parse({}),
     source,
   };
 }
@@ -345,6 +348,7 @@ function resolvedModel(
     session?: { fallback?: "derived" | "stateless"; maxSeedChars?: number };
     fallback?: string[];
     fallbackNotice?: boolean;
+    input?: string[];
   },
   tools: ClientToolsOptions = CLIENT_TOOLS_OFF,
 ): ResolvedModel {
@@ -362,6 +366,7 @@ function resolvedModel(
     tools,
     fallback: m.fallback ?? [],
     fallbackNotice: m.fallbackNotice ?? false,
+    ...(m.input ? { input: m.input } : {}),
   };
 }
 

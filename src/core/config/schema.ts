@@ -10,6 +10,9 @@ export const SESSION_MODES = ["stateless", "resume", "passthrough"] as const;
 export type SessionMode = (typeof SESSION_MODES)[number];
 
 const positiveInt = z.number().int().positive();
+
+/** What a model may take in (`models[].input`). */
+export const INPUT_KINDS = ["text", "image", "audio", "video", "pdf"] as const;
 const nonNegInt = z.number().int().nonnegative();
 
 export const contextBudgetSchema = z.strictObject({
@@ -103,6 +106,26 @@ export const eventsSchema = z.strictObject({
 });
 export type EventsConfig = z.infer<typeof eventsSchema>;
 
+/** Images in requests (src/request/images): how big, how many, and whether image URLs are fetched. */
+export const imagesSchema = z.strictObject({
+  /** Largest image accepted, in bytes (decoded); a larger one is a 400 that says so. */
+  maxBytes: positiveInt.default(10 * 1024 * 1024),
+  /** Most images in one request. */
+  maxPerRequest: positiveInt.default(20),
+  /** http(s) image URLs are fetched by the bridge through its network guard (no private addresses unless allowed here). */
+  fetch: z
+    .strictObject({
+      /** Off: an image URL is refused (send the image as data). */
+      enabled: z.boolean().default(true),
+      timeoutSeconds: z.number().positive().default(15),
+      allowPrivateAddresses: z.boolean().default(false),
+      /** CIDRs, addresses or hostnames (`nas.lan`, `*.lan`) allowed although private. */
+      allowHosts: z.array(z.string().min(1)).default([]),
+    })
+    .default({ enabled: true, timeoutSeconds: 15, allowPrivateAddresses: false, allowHosts: [] }),
+});
+export type ImagesConfig = z.infer<typeof imagesSchema>;
+
 export const backendBaseSchema = z.looseObject({
   type: z.string().min(1, "every backend needs a type"),
 });
@@ -161,6 +184,12 @@ export const modelSchema = z.strictObject({
   fallback: z.array(z.string().min(1)).optional(),
   /** Add one short line to an answer a fallback model gave ("(Claude is at its limit until 04:20; Gemini answered.)"). */
   fallbackNotice: z.boolean().optional(),
+  /**
+   * What the model takes in, for /v1/models and for images (src/request/images): `[text]` says it
+   * cannot see images, so each image is replaced by one line saying so. Default: what its backend
+   * reports, else what its backend type can pass on.
+   */
+  input: z.array(z.enum(INPUT_KINDS)).min(1).optional(),
 });
 export type ModelInput = z.infer<typeof modelSchema>;
 
@@ -196,6 +225,7 @@ export const configFileSchema = z.strictObject({
    */
   systems: z.array(z.unknown()).default([]),
   events: eventsSchema.default(eventsSchema.parse({})),
+  images: imagesSchema.default(imagesSchema.parse({})),
 });
 export type ConfigFile = z.infer<typeof configFileSchema>;
 export type ServerConfig = z.infer<typeof serverSchema>;
@@ -223,6 +253,8 @@ export interface ResolvedModel {
   /** Model ids tried in order when this one's backend fails before any output (checked to exist). */
   fallback: string[];
   fallbackNotice: boolean;
+  /** `models[].input` as configured (undefined: what the backend reports or its type can pass on). */
+  input?: string[];
 }
 
 export interface Config {
@@ -242,6 +274,8 @@ export interface Config {
   systems: unknown[];
   /** The live event stream (`GET /v1/events`). */
   events: EventsConfig;
+  /** Images in requests (src/request/images). */
+  images: ImagesConfig;
   /** Where the configuration came from (file path or "embedded defaults"). */
   source: string;
 }

@@ -59,6 +59,8 @@ const KEEP_FOR: Partial<Record<BridgeEventType, ReadonlySet<string>>> = {
   "backend.health": new Set(["detail"]),
   // Which model handed the turn to which, and the error code why (the limit's words stay out).
   "turn.fallback": new Set(["fromModel", "fromBackend", "to", "toBackend", "reason"]),
+  // Why a model did not get the person's images: the bridge's own words.
+  "turn.images": new Set(["reason"]),
 };
 const NODE_KEEP = new Set(["id", "type", "label", "position", "parent"]);
 const EDGE_KEEP = new Set(["id", "from", "to"]);

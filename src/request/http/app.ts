@@ -295,7 +295,9 @@ export function buildApp(deps: AppDeps): BuiltApp {
     created: Math.floor(startedAt / 1000),
     owned_by: m.ownedBy,
     ...(m.contextWindow ? { context_window: m.contextWindow } : {}),
-    ...(m.input ? { input_modalities: m.input } : {}),
+    // `input` as OpenClaw's model entries name it; `input_modalities` as OpenAI-style listings do.
+    input: m.input,
+    input_modalities: m.input,
   });
   app.get("/v1/models", async () => ({ object: "list", data: router.listed().map(modelJson) }));
   app.get<{ Params: { "*": string } }>("/v1/models/*", async (req, reply) => {

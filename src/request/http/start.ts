@@ -22,6 +22,7 @@ import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
 import { buildApp } from "./app.js";
+import { Images } from "../images/resolve.js";
 import { EventBus } from "../../ops/events/bus.js";
 import { EventHub } from "../../ops/events/hub.js";
 import { sideCaller } from "../pipeline/side-call.js";
@@ -257,6 +258,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       logger.warn({ err: err.message }, "usage ledger not opened; usage is not recorded");
       return undefined;
     });
+  // Images in requests: data URLs checked, image URLs fetched through the network guard.
+  const images = new Images(config.images);
   const { app, front } = buildApp({
     config,
     pipeline,
@@ -275,6 +278,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     dashboardDir: opts.dashboardDir,
     clientTools,
     catalog,
+    images,
   });
 
   try {
@@ -287,6 +291,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await watcher.stop();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
     await preexec.close();
+    await images.close();
     await systems?.close();
     await store?.close();
     await debugLog.close();
@@ -337,6 +342,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         // Stop listening; idle and finished connections are closed at once.
         await front.close(() => app.close());
         await preexec.close();
+        await images.close();
         await systems?.close();
         await store?.close();
         await debugLog.close();

@@ -21,7 +21,8 @@ export interface ListedModel {
   /** The backend that serves it ("clawbridge" for a model of the config that is not one backend's own). */
   ownedBy: string;
   contextWindow?: number;
-  input?: string[];
+  /** What it takes in (`text`, `image`...): configured, else discovered, else what its backend passes on. */
+  input: string[];
 }
 
 /** The id a discovered model is served under: `<backend>/<model>`, or the model's own id when it already starts so (`opencode/big-pickle`). */
@@ -50,7 +51,7 @@ export class ModelRouter {
     for (const m of this.config.models) {
       if (this.catalog?.offers(m.backend, m.backendModel) === false) continue;
       const found = this.catalog?.list(m.backend)?.models.find((d) => d.id === m.backendModel);
-      out.push(listedOf(m.id, m.backend, found));
+      out.push(listedOf(m.id, m.backend, found, this.defaultInput(m.backend), m.input));
       seen.add(m.id);
     }
     for (const { backend, models } of this.catalog?.exposed() ?? []) {
@@ -58,10 +59,15 @@ export class ModelRouter {
         const id = exposedId(backend, d.id);
         if (seen.has(id)) continue;
         seen.add(id);
-        out.push(listedOf(id, backend, d));
+        out.push(listedOf(id, backend, d, this.defaultInput(backend)));
       }
     }
     return out;
+  }
+
+  /** What a model takes in when neither its config nor its backend's listing says: images when its backend passes them on. */
+  private defaultInput(backend: string): string[] {
+    return this.backends.get(backend)?.imageInput ? ["text", "image"] : ["text"];
   }
 
   /** `resolve`, after waiting (bounded) for the first listing of the backends it may need. */
@@ -130,11 +136,18 @@ export class ModelRouter {
   }
 }
 
-function listedOf(id: string, backend: string, d: DiscoveredModel | undefined): ListedModel {
+/** A listed model: `configured` input (models[].input) wins over the discovered one, then the backend's default. */
+function listedOf(
+  id: string,
+  backend: string,
+  d: DiscoveredModel | undefined,
+  fallbackInput: string[],
+  configured?: string[],
+): ListedModel {
   return {
     id,
     ownedBy: backend,
     ...(d?.contextWindow ? { contextWindow: d.contextWindow } : {}),
-    ...(d?.input?.length ? { input: d.input } : {}),
+    input: configured ?? (d?.input?.length ? d.input : fallbackInput),
   };
 }

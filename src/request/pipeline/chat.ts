@@ -29,6 +29,7 @@ import { runResume, toolResultsOf } from "./resume.js";
 import { TurnEvents } from "./turn-events.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import { fallbackKey, PassthroughPrompt, Turn, type TurnRequest } from "./turn.js";
+import { hasImages, turnImages, withoutImages } from "../images/parts.js";
 import { LimitBook } from "../../core/store/limits.js";
 import { allExhausted, ANSWERED_BY, chainOf, noteLimit, runChain, type ChainDeps } from "./fallback.js";
 
@@ -441,7 +442,42 @@ export class ChatPipeline {
 
   /** One model's answer to the turn, in its mode (stateless and passthrough through `contract` only: one generator layer fewer per event). */
   private answerOn(turn: Turn): AsyncGenerator<BackendEvent> {
+    if (hasImages(turn.request.messages)) turn = this.imagesFor(turn);
     return turn.mode === "resume" ? this.resumeTurn(turn) : this.statelessTurn(turn);
+  }
+
+  /**
+   * A turn with images, on the model about to answer it: a model that sees images gets them (its
+   * backend in its own way, src/backends/contract `TurnInput.images`); for one that cannot, each
+   * image becomes one line saying so (src/request/images/parts.ts), never nothing. Either way the
+   * turn's event says what happened.
+   */
+  private imagesFor(turn: Turn): Turn {
+    const { route } = turn;
+    const declared = route.model.input;
+    const reason = !route.backend.imageInput
+      ? `the ${route.backend.type} backend does not pass images on`
+      : declared && !declared.includes("image")
+        ? `models[${route.model.id}].input does not list image`
+        : undefined;
+    const next = reason
+      ? turn.withRequest(withoutImages(turn.request, route.model.name || route.model.id).request)
+      : turn;
+    const images = reason ? 0 : turnImages(turn.request.messages).length;
+    if (reason) turn.log.info({ reason }, "images replaced by a line: the model cannot see them");
+    const bus = this.deps.bus;
+    if (bus?.listenerCount)
+      bus.emit({
+        type: "turn.images",
+        turnId: turn.requestId,
+        conversation: turn.conversation.key,
+        model: route.model.id,
+        backend: route.backend.name,
+        images: reason ? countImages(turn.request.messages) : images,
+        passed: !reason,
+        ...(reason ? { reason } : {}),
+      });
+    return next;
   }
 
   /** A fallback model answered a resume-mode turn: the primary's session missed it (see `resumeAfterFallback`). */
@@ -507,6 +543,15 @@ export class ChatPipeline {
 /** Session events of a conversation with a fallback chain: a turn a fallback model answered, and the primary given them. */
 const MISSED = "missed";
 const CAUGHT_UP = "caught-up";
+
+/** Image parts in the whole request. */
+function countImages(messages: ReadonlyArray<{ content?: unknown }>): number {
+  let n = 0;
+  for (const m of messages)
+    if (Array.isArray(m.content))
+      for (const p of m.content as Array<{ type?: unknown }>) if (p.type === "image_url") n++;
+  return n;
+}
 
 /** A turn that fails before any backend answered. */
 async function* failed(message: string): AsyncGenerator<BackendEvent> {

@@ -4,7 +4,14 @@
  * parameters threaded through every step.
  */
 import type { Logger } from "pino";
-import type { ClientToolsTurn, PromptParts, SessionInfo, TurnInput } from "../../backends/contract/backend.js";
+import type {
+  ClientToolsTurn,
+  PromptParts,
+  SessionInfo,
+  TurnImage,
+  TurnInput,
+} from "../../backends/contract/backend.js";
+import { hasImages, turnImages } from "../images/parts.js";
 import type { SessionMode } from "../../core/config/schema.js";
 import { findCurrentUserTurn } from "../context/metadata.js";
 import type { LiveData } from "../context/stateless.js";
@@ -48,6 +55,14 @@ export class Turn implements TurnRequest {
     return model.sessionMode;
   }
 
+  /** The same turn with its request changed (images replaced by lines for a model that cannot see them). */
+  withRequest(request: ChatRequest): Turn {
+    const t = new Turn(this.requestId, request, this.route, this.conversation, this.cancel, this.log);
+    t.live = this.live;
+    t.missedTurns = this.missedTurns;
+    return t;
+  }
+
   /** The same turn, answered by another route (a dispatching backend handed it over). */
   withRoute(route: Route): Turn {
     const t = new Turn(this.requestId, this.request, route, this.conversation, this.cancel, this.log);
@@ -75,6 +90,12 @@ export class Turn implements TurnRequest {
   input(prompt: PromptParts, session: SessionInfo, clientTools?: ClientToolsTurn): TurnInput {
     const input = new BackendInput(this.route.model.backendModel, prompt, this.request, session, this.cancel);
     if (clientTools) input.clientTools = clientTools;
+    // The person's new images, for a backend that gives them to its model (`answerOn` replaced
+    // them with lines for one that cannot).
+    if (this.route.backend.imageInput && hasImages(this.request.messages)) {
+      const images = turnImages(this.request.messages);
+      if (images.length) input.images = images;
+    }
     return input;
   }
 }
@@ -92,6 +113,7 @@ export class BackendInput implements TurnInput {
     readonly cancel: Cancellation,
   ) {}
   clientTools?: ClientToolsTurn;
+  images?: TurnImage[];
   get signal(): AbortSignal {
     return this.cancel.signal;
   }

@@ -41,6 +41,10 @@ export interface HttpGetOptions {
   /** When set, every URL (first and each redirect) is checked and connections use `dispatcher`. */
   guard?: NetGuard;
   dispatcher: Dispatcher;
+  /** The body is not text (an image): `text` stays empty, `data` holds it. */
+  binary?: boolean;
+  /** The `accept` header (default: HTML, JSON, text). */
+  accept?: string;
 }
 
 export interface HttpResult {
@@ -50,6 +54,8 @@ export interface HttpResult {
   contentType: string;
   /** Decoded body text (possibly cut at maxBytes, see `truncated`). */
   text: string;
+  /** The body's bytes, as they came (after content-encoding; cut at maxBytes too). */
+  data: Buffer;
   bytes: number;
   truncated: boolean;
   redirects: number;
@@ -183,7 +189,7 @@ export async function httpGet(rawUrl: string, opts: HttpGetOptions): Promise<Htt
   const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
   const headers: Record<string, string> = {
     "user-agent": DEFAULT_USER_AGENT,
-    accept: "text/html,application/xhtml+xml,application/json;q=0.9,text/plain;q=0.8,*/*;q=0.5",
+    accept: opts.accept ?? "text/html,application/xhtml+xml,application/json;q=0.9,text/plain;q=0.8,*/*;q=0.5",
     "accept-encoding": "gzip, deflate, br",
   };
   for (const [k, v] of Object.entries(opts.headers ?? {})) {
@@ -240,7 +246,8 @@ export async function httpGet(rawUrl: string, opts: HttpGetOptions): Promise<Htt
         url: url.toString(),
         status: res.statusCode,
         contentType,
-        text: decode(buf, contentType),
+        text: opts.binary ? "" : decode(buf, contentType),
+        data: buf,
         bytes: buf.length,
         truncated,
         redirects,
