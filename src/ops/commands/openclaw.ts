@@ -6,7 +6,14 @@ import type { Command } from "commander";
 import type { Config } from "../../core/config/schema.js";
 import type { InstallResult } from "../openclaw/install.js";
 import type { UninstallResult } from "../openclaw/uninstall.js";
-import { buildProviderEntry, DEFAULT_PROVIDER_ID, resolveOpenClawPaths } from "../openclaw/provider.js";
+import {
+  buildProviderEntry,
+  DEFAULT_API_KIND,
+  DEFAULT_PROVIDER_ID,
+  isApiKind,
+  OPENCLAW_API_KINDS,
+  resolveOpenClawPaths,
+} from "../openclaw/provider.js";
 import { fail, loadConfig, makeValidator, out, type OpenClawOpts } from "./common.js";
 
 function printModelsJson(r: InstallResult | UninstallResult): void {
@@ -55,19 +62,37 @@ export function registerOpenClawCommands(program: Command): void {
       .option("--set-default", "also make the bridge the default model (agents.defaults.model.primary)")
       .option("--agent <id>", "with --set-default: set this agent's model (agents.list) instead of the default")
       .option("--model <id>", "with --set-default: which bridge model (default: the first)")
+      .option(
+        "--api <kind>",
+        `which API OpenClaw speaks to the bridge: ${OPENCLAW_API_KINDS.join(" | ")} (default: ${DEFAULT_API_KIND})`,
+      )
       .option("--api-key <key>", "key OpenClaw sends (default: the first server.apiKeys entry, else a placeholder)")
-      .option("--base-url <url>", "URL OpenClaw calls (default: http://<server.host>:<server.port>/v1)")
+      .option(
+        "--base-url <url>",
+        "the bridge's URL as OpenClaw reaches it (default: http://<server.host>:<server.port>/v1; without /v1 for anthropic-messages)",
+      )
       .option("--dry-run", "print the diff, write nothing")
       .option("--openclaw-bin <path>", "openclaw CLI used to validate the result (default: openclaw on PATH)")
       .option("--no-validate", "do not run openclaw config validate"),
   ).action(
     async (
-      opts: OpenClawOpts & { setDefault?: boolean; agent?: string; model?: string; apiKey?: string; baseUrl?: string },
+      opts: OpenClawOpts & {
+        setDefault?: boolean;
+        agent?: string;
+        model?: string;
+        apiKey?: string;
+        baseUrl?: string;
+        api?: string;
+      },
     ) => {
       try {
         if (opts.agent && !opts.setDefault) {
           const { OpenClawSetupError } = await import("../openclaw/edit-steps.js");
           throw new OpenClawSetupError("--agent only makes sense with --set-default");
+        }
+        if (opts.api !== undefined && !isApiKind(opts.api)) {
+          const { OpenClawSetupError } = await import("../openclaw/edit-steps.js");
+          throw new OpenClawSetupError(`--api ${opts.api}: use one of ${OPENCLAW_API_KINDS.join(", ")}`);
         }
         const config = await loadConfig({ configPath: opts.config });
         const { installOpenClaw } = await import("../openclaw/install.js");
@@ -79,6 +104,7 @@ export function registerOpenClawCommands(program: Command): void {
           entry: {
             ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
             ...(opts.baseUrl ? { baseUrl: opts.baseUrl } : {}),
+            ...(isApiKind(opts.api) ? { api: opts.api } : {}),
           },
           setDefault: opts.setDefault,
           agent: opts.agent,
@@ -91,7 +117,7 @@ export function registerOpenClawCommands(program: Command): void {
           printChange(r, "updated");
           if (r.ok && r.changed && !r.dryRun) {
             out(
-              `OpenClaw can now use ${r.entry.models.map((m) => `${r.providerId}/${m.id}`).join(", ")}${r.defaultModel ? ` (default: ${r.defaultModel})` : ""}.`,
+              `OpenClaw can now use ${r.entry.models.map((m) => `${r.providerId}/${m.id}`).join(", ")}${r.defaultModel ? ` (default: ${r.defaultModel})` : ""} through ${r.entry.api}.`,
             );
             out("Restart a running OpenClaw gateway so it reads the change; check with: clawbridge openclaw status");
           }
@@ -119,7 +145,8 @@ export function registerOpenClawCommands(program: Command): void {
       const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome });
       let expectedEntry;
       try {
-        expectedEntry = buildProviderEntry(await loadConfig({ configPath: opts.config }));
+        const config = await loadConfig({ configPath: opts.config });
+        expectedEntry = OPENCLAW_API_KINDS.map((api) => buildProviderEntry(config, { api }));
       } catch {
         expectedEntry = undefined; // only needed without an install record
       }

@@ -41,7 +41,7 @@ import {
   readConfigText,
 } from "./edit-steps.js";
 import { type DefaultModelRecord, entryHash, type InstallRecord, readMarker, writeMarker } from "./install-record.js";
-import type { ValidationResult, Validator } from "./validate.js";
+import { openclawVersionOf, type ValidationResult, type Validator } from "./validate.js";
 
 export interface InstallOptions {
   config: Config;
@@ -191,6 +191,13 @@ export async function installOpenClaw(opts: InstallOptions): Promise<InstallResu
     result.validation = validation;
     if (refuse) {
       result.ok = false;
+      const apiIssue = validation.issues.find((i) => i.path === [...pPath, "api"].join("."));
+      if (apiIssue) {
+        const version = openclawVersionOf(validation.bin);
+        notes.push(
+          `OpenClaw ${version ?? "(this version)"} does not accept api "${entry.api}" (${apiIssue.message}); OpenClaw 2026.5.x and 2026.9.x accept openai-completions, openai-responses and anthropic-messages: update OpenClaw, or install with --api openai-completions`,
+        );
+      }
       result.modelsJson = modelsFindings.map((f) => ({ ...f, action: "none" as const }));
       notes.push(`OpenClaw rejects the new config, so ${paths.configPath} was NOT changed: ${validation.detail}`);
       return result;

@@ -4,11 +4,26 @@
  *
  * OpenClaw's config schema is strict (an unknown key anywhere invalidates the WHOLE file), so only
  * keys that OpenClaw 2026.5.x and 2026.9.x both accept are written (checked against their zod
- * schemas: `ModelProviderSchema`, `ModelDefinitionSchema`, `ModelCompatSchema`).
+ * schemas: `ModelProviderSchema`, `ModelDefinitionSchema`, `ModelCompatSchema` in
+ * dist/zod-schema.core-*.{js,mjs} of each release).
+ *
+ * The entry's `api` is one of the three doors the bridge has (`--api`):
+ *
+ *   openai-completions   POST <origin>/v1/chat/completions   baseUrl `<origin>/v1` (the default)
+ *   openai-responses     POST <origin>/v1/responses          baseUrl `<origin>/v1` (OpenAI's client appends /responses)
+ *   anthropic-messages   POST <origin>/v1/messages           baseUrl `<origin>` (Anthropic's client appends /v1/messages;
+ *                                                            OpenClaw itself strips a trailing /v1 for this kind)
+ *
+ * Both generations accept all three in their `api` enum (`MODEL_APIS`). Their `ModelCompatSchema`
+ * is one object for every api kind; each kind's transport reads only some of its keys, so each kind
+ * gets only the keys its transport reads AND both generations accept (`compatFor`).
+ *
+ * `input` tells OpenClaw whether a model sees images (it only sends a photo, e.g. from Telegram, to
+ * a model whose `input` includes "image"): `models[].input` when configured, else by backend type.
  */
 import { homedir } from "node:os";
 import path from "node:path";
-import type { Config } from "../../core/config/schema.js";
+import type { Config, ResolvedModel } from "../../core/config/schema.js";
 
 export const DEFAULT_PROVIDER_ID = "clawbridge";
 /** apiKey written when the bridge has no server.apiKeys (OpenClaw wants some key for the provider). */
@@ -16,36 +31,56 @@ export const PLACEHOLDER_API_KEY = "clawbridge-local";
 /** The smallest provider timeout written: OpenClaw's HTTP request timeout for one model call. */
 export const MIN_PROVIDER_TIMEOUT_SECONDS = 900;
 
+/** The OpenClaw provider kinds (`api`) the bridge answers, one per door. */
+export const OPENCLAW_API_KINDS = ["openai-completions", "openai-responses", "anthropic-messages"] as const;
+export type OpenClawApiKind = (typeof OPENCLAW_API_KINDS)[number];
+export const DEFAULT_API_KIND: OpenClawApiKind = "openai-completions";
+
+/** Which door of the bridge each kind calls (for messages and docs). */
+export const API_KIND_PATH: Readonly<Record<OpenClawApiKind, string>> = Object.freeze({
+  "openai-completions": "/v1/chat/completions",
+  "openai-responses": "/v1/responses",
+  "anthropic-messages": "/v1/messages",
+});
+
+export function isApiKind(v: unknown): v is OpenClawApiKind {
+  return typeof v === "string" && (OPENCLAW_API_KINDS as readonly string[]).includes(v);
+}
+
 /**
- * `compat` flags per model (OpenClaw `ModelCompatSchema` keys). The bridge speaks Chat Completions
- * like a local server: no `store`, no `developer` role, no `reasoning_effort`, no `strict` in tool
- * definitions, `max_tokens` rather than `max_completion_tokens`; it does report usage in the
- * stream when asked (`stream_options.include_usage`).
+ * `compat` flags per model (OpenClaw `ModelCompatSchema` keys), only those the entry's api kind
+ * reads. For Chat Completions the bridge is like a local server: no `store`, no `developer` role,
+ * no `reasoning_effort`, no `strict` in tool definitions, `max_tokens` rather than
+ * `max_completion_tokens`; it does report usage in the stream when asked.
  */
 export interface OpenClawModelCompat {
-  supportsStore: boolean;
-  supportsDeveloperRole: boolean;
-  supportsReasoningEffort: boolean;
-  supportsUsageInStreaming: boolean;
-  supportsStrictMode: boolean;
-  maxTokensField: "max_tokens" | "max_completion_tokens";
+  supportsStore?: boolean;
+  supportsDeveloperRole?: boolean;
+  supportsReasoningEffort?: boolean;
+  supportsUsageInStreaming?: boolean;
+  supportsStrictMode?: boolean;
+  maxTokensField?: "max_tokens" | "max_completion_tokens";
 }
+
+/** What a model takes in, as OpenClaw's `input` (the bridge's doors carry text and images only). */
+export type OpenClawInput = "text" | "image";
 
 export interface OpenClawModelEntry {
   id: string;
   name: string;
   reasoning: boolean;
-  input: string[];
+  input: OpenClawInput[];
   cost: { input: number; output: number; cacheRead: number; cacheWrite: number };
   contextWindow: number;
   maxTokens: number;
-  compat: OpenClawModelCompat;
+  /** Absent for a kind whose transport reads no key both generations accept (anthropic-messages). */
+  compat?: OpenClawModelCompat;
 }
 
 export interface OpenClawProviderEntry {
   baseUrl: string;
   apiKey: string;
-  api: "openai-completions";
+  api: OpenClawApiKind;
   timeoutSeconds: number;
   models: OpenClawModelEntry[];
 }
@@ -53,31 +88,77 @@ export interface OpenClawProviderEntry {
 /** CLI agents behind the bridge (their own tools, their own model APIs). */
 export const CLI_BACKEND_TYPES = ["opencode", "claude-code", "gemini-cli", "codex", "qwen-code"] as const;
 
-const BRIDGE_COMPAT: Readonly<OpenClawModelCompat> = Object.freeze({
-  supportsStore: false,
-  supportsDeveloperRole: false,
-  supportsReasoningEffort: false,
-  supportsUsageInStreaming: true,
-  supportsStrictMode: false,
-  maxTokensField: "max_tokens",
+/**
+ * Backend types whose models see images when `models[].input` does not say: every CLI (each takes
+ * the person's images in its own way), `openai` (image parts passed on to the upstream), and the
+ * router and the builder, which hand turns to other models (a model that cannot see an image gets
+ * one line saying so from the bridge, never nothing).
+ */
+export const IMAGE_BACKEND_TYPES: readonly string[] = [...CLI_BACKEND_TYPES, "openai", "router", "builder"];
+
+/**
+ * The `compat` keys each kind's transport reads, with the bridge's values. Only keys in BOTH
+ * generations' `ModelCompatSchema`:
+ * - openai-completions: store, developer role, reasoning_effort, stream usage, strict, max tokens field.
+ * - openai-responses: OpenClaw always sends `store: false` and `max_output_tokens` and asks for
+ *   reasoning only of a `reasoning` model (never, here); it reads `supportsDeveloperRole` (system
+ *   prompt role) and `supportsStrictMode` (tools' `strict`).
+ * - anthropic-messages: its transport reads `supportsEagerToolInputStreaming`,
+ *   `supportsLongCacheRetention`, `sendSessionAffinityHeaders` — none in 2026.5's schema — so none.
+ */
+const COMPAT_BY_KIND: Readonly<Record<OpenClawApiKind, Readonly<OpenClawModelCompat> | undefined>> = Object.freeze({
+  "openai-completions": Object.freeze({
+    supportsStore: false,
+    supportsDeveloperRole: false,
+    supportsReasoningEffort: false,
+    supportsUsageInStreaming: true,
+    supportsStrictMode: false,
+    maxTokensField: "max_tokens",
+  }),
+  "openai-responses": Object.freeze({ supportsDeveloperRole: false, supportsStrictMode: false }),
+  "anthropic-messages": undefined,
 });
 
 /**
- * compat flags for a model served by a backend of this type. Every type gets the same flags today:
- * CLI backends answer through the bridge's own encoder, and `openai` upstreams are local servers
- * (vLLM, Ollama, llama.cpp) that reject `store`, `developer`, `reasoning_effort`, `strict` and
- * `max_completion_tokens` — the bridge rewrites those too, but telling OpenClaw avoids them at the source.
+ * compat flags for a model of this api kind served by a backend of this type. Every backend type
+ * gets the same flags today: CLI backends answer through the bridge's own encoder, and `openai`
+ * upstreams are local servers (vLLM, Ollama, llama.cpp) that reject `store`, `developer`,
+ * `reasoning_effort`, `strict` and `max_completion_tokens` — the bridge rewrites those too, but
+ * telling OpenClaw avoids them at the source.
  */
-export function compatForBackendType(_type: string): OpenClawModelCompat {
-  return { ...BRIDGE_COMPAT };
+export function compatFor(api: OpenClawApiKind, _backendType: string): OpenClawModelCompat | undefined {
+  const c = COMPAT_BY_KIND[api];
+  return c ? { ...c } : undefined;
 }
 
-/** The URL OpenClaw should call: wildcard listen addresses become loopback. */
-export function bridgeBaseUrl(config: Pick<Config, "server">): string {
+/** OpenClaw's `input` for a model: `models[].input` when configured, else by its backend's type. */
+export function inputFor(model: Pick<ResolvedModel, "input">, backendType: string): OpenClawInput[] {
+  const sees = model.input ? model.input.includes("image") : IMAGE_BACKEND_TYPES.includes(backendType);
+  return sees ? ["text", "image"] : ["text"];
+}
+
+/** The bridge's origin as OpenClaw should call it: wildcard listen addresses become loopback. */
+function bridgeOriginOf(config: Pick<Config, "server">): string {
   let host = config.server.host;
   if (host === "0.0.0.0" || host === "" || host === "::" || host === "[::]") host = "127.0.0.1";
   if (host.includes(":") && !host.startsWith("[")) host = `[${host}]`;
-  return `http://${host}:${config.server.port}/v1`;
+  return `http://${host}:${config.server.port}`;
+}
+
+/**
+ * The URL OpenClaw should call for this api kind: `<origin>/v1` for the OpenAI kinds,
+ * `<origin>` for anthropic-messages.
+ */
+export function bridgeBaseUrl(config: Pick<Config, "server">, api: OpenClawApiKind = DEFAULT_API_KIND): string {
+  return baseUrlForKind(bridgeOriginOf(config), api);
+}
+
+/** A base URL (with or without `/v1`) in the form this api kind wants. */
+export function baseUrlForKind(url: string, api: OpenClawApiKind): string {
+  const origin = bridgeOrigin(url);
+  if (api === "anthropic-messages") return origin;
+  // An explicit URL of the OpenAI kinds is kept as given (a proxy may put the bridge elsewhere).
+  return url === origin ? `${origin}/v1` : url.replace(/\/+$/, "");
 }
 
 /** The bridge's origin (`baseUrl` minus `/v1`), where `/health` lives. */
@@ -103,24 +184,31 @@ export interface ProviderEntryOptions {
   apiKey?: string;
   /** Override the URL (e.g. behind a reverse proxy); default from server.host/port. */
   baseUrl?: string;
+  /** Which door OpenClaw calls (default openai-completions). */
+  api?: OpenClawApiKind;
 }
 
 export function buildProviderEntry(config: Config, opts: ProviderEntryOptions = {}): OpenClawProviderEntry {
+  const api = opts.api ?? DEFAULT_API_KIND;
   return {
-    baseUrl: opts.baseUrl ?? bridgeBaseUrl(config),
+    baseUrl: opts.baseUrl ? baseUrlForKind(opts.baseUrl, api) : bridgeBaseUrl(config, api),
     apiKey: opts.apiKey ?? config.server.apiKeys[0] ?? PLACEHOLDER_API_KEY,
-    api: "openai-completions",
+    api,
     timeoutSeconds: providerTimeoutSeconds(config),
-    models: config.models.map((m) => ({
-      id: m.id,
-      name: m.name || m.id,
-      reasoning: false,
-      input: ["text"],
-      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-      contextWindow: m.contextWindow,
-      maxTokens: m.maxTokens,
-      compat: compatForBackendType(config.backends[m.backend]?.type ?? ""),
-    })),
+    models: config.models.map((m) => {
+      const type = config.backends[m.backend]?.type ?? "";
+      const compat = compatFor(api, type);
+      return {
+        id: m.id,
+        name: m.name || m.id,
+        reasoning: false,
+        input: inputFor(m, type),
+        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+        contextWindow: m.contextWindow,
+        maxTokens: m.maxTokens,
+        ...(compat ? { compat } : {}),
+      };
+    }),
   };
 }
 

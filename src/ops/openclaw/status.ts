@@ -9,7 +9,16 @@ import type { Finding } from "../../wire/admin.js";
 import { Json5Doc, Json5SyntaxError } from "./json5-doc.js";
 import { readMarker } from "./install-record.js";
 import { inspectAllModelsJson } from "./models-json.js";
-import { bridgeOrigin, buildProviderEntry, DEFAULT_PROVIDER_ID, type OpenClawPaths } from "./provider.js";
+import {
+  API_KIND_PATH,
+  bridgeOrigin,
+  buildProviderEntry,
+  DEFAULT_API_KIND,
+  DEFAULT_PROVIDER_ID,
+  isApiKind,
+  OPENCLAW_API_KINDS,
+  type OpenClawPaths,
+} from "./provider.js";
 
 export interface StatusOptions {
   paths: OpenClawPaths;
@@ -89,7 +98,7 @@ function describeFetchError(err: unknown): string {
   return code ? `${code}: ${e.cause?.message ?? ""}`.trim() : (e.message ?? String(err));
 }
 
-/** Probe a bridge: GET <origin>/health, then GET <baseUrl>/models with the key. */
+/** Probe a bridge: GET <origin>/health, then GET <origin>/v1/models with the key (any api kind's baseUrl). */
 export async function probeBridge(baseUrl: string, apiKey: string | undefined, timeoutMs = 3000): Promise<BridgeProbe> {
   const origin = bridgeOrigin(baseUrl);
   let health: { status: number; body: unknown };
@@ -109,17 +118,14 @@ export async function probeBridge(baseUrl: string, apiKey: string | undefined, t
     probe.error = `GET ${origin}/health answered HTTP ${health.status} but not as a clawbridge`;
     return probe;
   }
+  const modelsUrl = `${origin}/v1/models`;
   try {
-    const models = await getJson(
-      `${baseUrl.replace(/\/+$/, "")}/models`,
-      timeoutMs,
-      apiKey ? { authorization: `Bearer ${apiKey}` } : {},
-    );
+    const models = await getJson(modelsUrl, timeoutMs, apiKey ? { authorization: `Bearer ${apiKey}` } : {});
     probe.modelsStatus = models.status;
     const data = isObject(models.body) && Array.isArray(models.body.data) ? models.body.data : undefined;
     if (models.status === 200 && data) probe.models = data.map((m) => String((m as { id?: unknown }).id));
   } catch (err) {
-    probe.error = `GET ${baseUrl}/models failed: ${describeFetchError(err)}`;
+    probe.error = `GET ${modelsUrl} failed: ${describeFetchError(err)}`;
   }
   return probe;
 }
@@ -141,7 +147,9 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
     report.ok = !findings.some((f) => f.status === "fail");
     return report;
   };
-  const installFix = `clawbridge openclaw install${opts.config && opts.config.source !== "embedded defaults" ? ` --config ${opts.config.source}` : ""}${providerId !== DEFAULT_PROVIDER_ID ? ` --provider-id ${providerId}` : ""}`;
+  let apiFlag = "";
+  const installFix = () =>
+    `clawbridge openclaw install${opts.config && opts.config.source !== "embedded defaults" ? ` --config ${opts.config.source}` : ""}${providerId !== DEFAULT_PROVIDER_ID ? ` --provider-id ${providerId}` : ""}${apiFlag}`;
 
   let text: string;
   try {
@@ -152,7 +160,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
       status: opts.notSetUpIs ?? "fail",
       title: `OpenClaw config: not found at ${paths.configPath}`,
       detail: "looked at --openclaw-home, else $OPENCLAW_CONFIG_PATH / $OPENCLAW_STATE_DIR / ~/.openclaw",
-      fix: `${installFix} (creates it), or point --openclaw-home at OpenClaw's directory`,
+      fix: `${installFix()} (creates it), or point --openclaw-home at OpenClaw's directory`,
     });
     return done();
   }
@@ -178,7 +186,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
       status: opts.notSetUpIs ?? "fail",
       title: `OpenClaw provider "${providerId}": not configured`,
       detail: `${paths.configPath} has no models.providers.${providerId}${others.length ? ` (providers: ${others.join(", ")})` : ""}`,
-      fix: installFix,
+      fix: installFix(),
     });
     return done();
   }
@@ -186,34 +194,37 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
   report.baseUrl = baseUrl;
   const providerModels = Array.isArray(entry.models) ? entry.models.filter(isObject) : [];
   const providerModelIds = providerModels.map((m) => String(m.id));
+  // The door OpenClaw calls: one of the bridge's three kinds (unset means OpenClaw's default).
+  const api = isApiKind(entry.api) ? entry.api : DEFAULT_API_KIND;
+  if (api !== DEFAULT_API_KIND) apiFlag = ` --api ${api}`;
   findings.push({
     id: "openclaw:provider",
     status: baseUrl ? "ok" : "fail",
     title: `OpenClaw provider "${providerId}": ${baseUrl || "no baseUrl"}`,
     detail: `${paths.configPath}: ${providerModelIds.length} model${providerModelIds.length === 1 ? "" : "s"} (${providerModelIds.join(", ") || "none"}), api ${String(entry.api ?? "(unset)")}, timeoutSeconds ${String(entry.timeoutSeconds ?? "(unset)")}`,
-    ...(baseUrl ? {} : { fix: installFix }),
+    ...(baseUrl ? {} : { fix: installFix() }),
   });
-  if (entry.api !== undefined && entry.api !== "openai-completions") {
+  if (entry.api !== undefined && !isApiKind(entry.api)) {
     findings.push({
       id: "openclaw:api",
       status: "fail",
       title: `OpenClaw provider "${providerId}": api is "${String(entry.api)}"`,
-      detail: "the bridge speaks Chat Completions",
-      fix: `set api: "openai-completions" (or ${installFix})`,
+      detail: `the bridge answers ${OPENCLAW_API_KINDS.map((k) => `${k} (${API_KIND_PATH[k]})`).join(", ")}`,
+      fix: `set api: "openai-completions" (or ${installFix()})`,
     });
   }
   if (!baseUrl) return done();
 
   // Against the bridge configuration (doctor, or status with --config).
   if (opts.config) {
-    const expected = buildProviderEntry(opts.config);
+    const expected = buildProviderEntry(opts.config, { api });
     if (baseUrl.replace(/\/+$/, "") !== expected.baseUrl) {
       findings.push({
         id: "openclaw:base-url",
         status: "fail",
         title: `OpenClaw calls ${baseUrl}, but this bridge's config listens on ${expected.baseUrl}`,
         detail: `bridge config: ${opts.config.source}`,
-        fix: installFix,
+        fix: installFix(),
       });
     }
     if (opts.config.server.apiKeys.length) {
@@ -224,7 +235,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
           status: "fail",
           title: "OpenClaw's apiKey is not one of the bridge's server.apiKeys",
           detail: `key ${how}`,
-          fix: installFix,
+          fix: installFix(),
         });
       }
     }
@@ -242,21 +253,36 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
         ]
           .filter(Boolean)
           .join("\n"),
-        fix: installFix,
+        fix: installFix(),
       });
     }
     const compatIssues: string[] = [];
+    const inputIssues: string[] = [];
     for (const em of expected.models) {
       const pm = providerModels.find((m) => m.id === em.id);
       if (!pm) continue;
       const compat = isObject(pm.compat) ? pm.compat : {};
-      for (const [k, v] of Object.entries(em.compat)) {
+      for (const [k, v] of Object.entries(em.compat ?? {})) {
         if (compat[k] !== v)
           compatIssues.push(
             `${em.id}: compat.${k} is ${JSON.stringify(compat[k] ?? null)}, should be ${JSON.stringify(v)}`,
           );
       }
+      // Images: OpenClaw sends a person's photo only to a model whose input lists "image".
+      const seesImages = Array.isArray(pm.input) && pm.input.includes("image");
+      if (seesImages !== em.input.includes("image"))
+        inputIssues.push(
+          `${em.id}: input is ${JSON.stringify(pm.input ?? null)}, should be ${JSON.stringify(em.input)}${seesImages ? "" : " (OpenClaw does not send it images)"}`,
+        );
     }
+    if (inputIssues.length)
+      findings.push({
+        id: "openclaw:input",
+        status: "warn",
+        title: "OpenClaw's idea of which bridge models see images differs from the bridge config",
+        detail: inputIssues.slice(0, 8).join("\n"),
+        fix: installFix(),
+      });
     findings.push(
       compatIssues.length
         ? {
@@ -264,7 +290,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
             status: "warn",
             title: "OpenClaw's compat flags for the bridge models differ from what the bridge needs",
             detail: `${compatIssues.slice(0, 8).join("\n")}${compatIssues.length > 8 ? `\n(${compatIssues.length - 8} more)` : ""}\nOpenClaw then sends fields the bridge must rewrite or drop (store, developer role, max_completion_tokens, strict)`,
-            fix: installFix,
+            fix: installFix(),
           }
         : {
             id: "openclaw:compat",
@@ -293,7 +319,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
       status: "fail",
       title: `${origin} is not a clawbridge`,
       detail: probe.error,
-      fix: `stop the other program or change the port (then ${installFix})`,
+      fix: `stop the other program or change the port (then ${installFix()})`,
     });
   } else {
     findings.push({
@@ -307,7 +333,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
         status: "fail",
         title: "the bridge rejects OpenClaw's apiKey (HTTP 401)",
         detail: `key ${how}`,
-        fix: installFix,
+        fix: installFix(),
       });
     } else if (probe.models) {
       findings.push({ id: "bridge:api-key", status: "ok", title: `the bridge accepts OpenClaw's apiKey (${how})` });
@@ -325,7 +351,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
               ]
                 .filter(Boolean)
                 .join("\n"),
-              fix: `${installFix} (with the config the bridge runs), then restart the OpenClaw gateway`,
+              fix: `${installFix()} (with the config the bridge runs), then restart the OpenClaw gateway`,
             }
           : { id: "bridge:models", status: "ok", title: `models agree (${providerModelIds.join(", ")})` },
       );
@@ -333,7 +359,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
       findings.push({
         id: "bridge:api-key",
         status: "warn",
-        title: `GET ${baseUrl}/models answered HTTP ${probe.modelsStatus ?? "?"}`,
+        title: `GET ${origin}/v1/models answered HTTP ${probe.modelsStatus ?? "?"}`,
         detail: probe.error,
       });
     }
@@ -393,7 +419,7 @@ export async function openclawStatus(opts: StatusOptions): Promise<OpenClawStatu
         status: "fail",
         title: `stale ${f.file}`,
         detail: `${f.reason}; in merge mode OpenClaw keeps that over openclaw.json`,
-        fix: `${installFix} (removes the stale entry, keeps a backup), or delete the file (OpenClaw regenerates it)`,
+        fix: `${installFix()} (removes the stale entry, keeps a backup), or delete the file (OpenClaw regenerates it)`,
       });
     } else if (f.state === "unreadable") {
       findings.push({

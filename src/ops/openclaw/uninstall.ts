@@ -31,7 +31,8 @@ export interface UninstallOptions {
   validate?: Validator | null;
   now?: Date;
   /** Without an install record: the entry install would write; an equal entry is removed. */
-  expectedEntry?: OpenClawProviderEntry;
+  /** What install would write (one per api kind), to recognise an entry when there is no record. */
+  expectedEntry?: OpenClawProviderEntry | OpenClawProviderEntry[];
 }
 
 export interface UninstallResult {
@@ -82,7 +83,7 @@ export async function uninstallOpenClaw(opts: UninstallOptions): Promise<Uninsta
         notes.push(
           `${formatJsonPath(pPath)} was changed since clawbridge installed it; removing it anyway (only that key)`,
         );
-    } else if (opts.expectedEntry && deepEqual(existing, opts.expectedEntry)) {
+    } else if ([opts.expectedEntry ?? []].flat().some((e) => deepEqual(existing, e))) {
       notes.push(`no install record, but ${formatJsonPath(pPath)} is exactly what install writes; removing it`);
     } else if (opts.force) {
       notes.push(`no install record for "${providerId}"; removing ${formatJsonPath(pPath)} because of --force`);

@@ -3,6 +3,8 @@
  * Its schema is strict and changes between releases, so its own verdict beats any copy of it.
  */
 import { execFile } from "node:child_process";
+import { readFileSync, realpathSync } from "node:fs";
+import path from "node:path";
 import { findOnPath } from "../../core/util/process.js";
 import type { OpenClawPaths } from "./provider.js";
 
@@ -33,6 +35,32 @@ export async function findOpenClawBin(
 ): Promise<string | undefined> {
   if (explicit) return explicit;
   return findOnPath("openclaw", env.PATH ?? "");
+}
+
+/**
+ * The version of the OpenClaw package a CLI path belongs to, read from its package.json (no run):
+ * `openclaw` on PATH is a link to `<pkg>/openclaw.mjs`. Undefined when it cannot be told.
+ */
+export function openclawVersionOf(bin: string | undefined): string | undefined {
+  if (!bin) return undefined;
+  let dir: string;
+  try {
+    dir = path.dirname(realpathSync(bin));
+  } catch {
+    return undefined;
+  }
+  for (let i = 0; i < 3; i++, dir = path.dirname(dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8")) as {
+        name?: unknown;
+        version?: unknown;
+      };
+      if (pkg.name === "openclaw" && typeof pkg.version === "string") return pkg.version;
+    } catch {
+      /* not here */
+    }
+  }
+  return undefined;
 }
 
 function command(bin: string, env: NodeJS.ProcessEnv): { file: string; args: string[] } {
