@@ -38,6 +38,7 @@ import type { EventHub } from "../../ops/events/hub.js";
 import { registerEventsRoute } from "./events-route.js";
 import { registerDashboardRoute } from "./dashboard-route.js";
 import { registerAdminRoutes, type AdminDeps } from "./admin-routes.js";
+import { isCountTokensRoute, registerMessagesRoutes, sendMessagesError } from "./messages-routes.js";
 
 export interface AppDeps {
   config: Config;
@@ -129,7 +130,8 @@ export function buildApp(deps: AppDeps): BuiltApp {
           if (
             isSystemsRoute(req.method, req.url) ||
             isMcpRoute(req.method, req.url) ||
-            isClientToolsRoute(req.method, req.url)
+            isClientToolsRoute(req.method, req.url) ||
+            isCountTokensRoute(req.method, req.url)
           ) {
             if (expectsContinue) res.writeContinue();
           } else if (
@@ -168,6 +170,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
   registerDashboardRoute(app, { dir: deps.dashboardDir });
   registerAdminRoutes(app, deps);
   registerMetricsRoute(app, { metrics: deps.metrics, keys, requireKey: config.metrics.requireKey });
+  registerMessagesRoutes(app, { bodyLimitBytes: config.server.bodyLimitBytes, logger });
 
   const sendError = sendApiError;
 
@@ -199,6 +202,8 @@ export function buildApp(deps: AppDeps): BuiltApp {
     app.addHook("onRequest", async (req, reply) => {
       if (!req.url.startsWith("/v1/")) return;
       if (!keys.check(ApiKeys.presented(req.headers))) {
+        // An Anthropic client reads Anthropic's error shape.
+        if (isCountTokensRoute(req.method, req.url)) return sendMessagesError(reply, unauthorized());
         return sendError(reply, unauthorized());
       }
     });

@@ -22,6 +22,7 @@ import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
 import { buildApp } from "./app.js";
+import { messagesDoor } from "./messages-routes.js";
 import { Images } from "../images/resolve.js";
 import { EventBus } from "../../ops/events/bus.js";
 import { EventHub } from "../../ops/events/hub.js";
@@ -279,6 +280,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     clientTools,
     catalog,
     images,
+    doors: [messagesDoor],
   });
 
   try {
