@@ -138,6 +138,33 @@ describe("clawbridge openclaw (child process)", () => {
     assert.match(human.stdout, /✓ models agree \(claude-cli\)/);
   });
 
+  it("install --api anthropic-messages writes the origin as baseUrl; status finds the running bridge through it", async () => {
+    const other = path.join(root, "oc-anthropic");
+    mkdirSync(other, { recursive: true });
+    const inst = await run([
+      "openclaw",
+      "install",
+      "--config",
+      configPath,
+      "--openclaw-home",
+      other,
+      "--api",
+      "anthropic-messages",
+      "--no-validate",
+    ]);
+    assert.equal(inst.code, 0, inst.stderr);
+    assert.match(inst.stdout, /through anthropic-messages\./);
+    const p = JSON.parse(readFileSync(path.join(other, "openclaw.json"), "utf8")).models.providers.clawbridge;
+    assert.equal(p.api, "anthropic-messages");
+    assert.equal(p.baseUrl, `http://127.0.0.1:${bridge!.port}`);
+    assert.deepEqual(p.models[0].input, ["text", "image"], "a claude-code model sees images");
+    const r = await run(["openclaw", "status", "--config", configPath, "--openclaw-home", other, "--json"]);
+    assert.equal(r.code, 0, r.stdout);
+    const ids = JSON.parse(r.stdout).findings.map((f: { id: string; status: string }) => `${f.id}=${f.status}`);
+    for (const want of ["bridge:running=ok", "bridge:api-key=ok", "bridge:models=ok", "openclaw:compat=ok"])
+      assert.ok(ids.includes(want), `${want} in ${ids}`);
+  });
+
   it("status: a wrong API key is reported (exit 1)", async () => {
     const other = path.join(root, "oc-wrongkey");
     mkdirSync(other, { recursive: true });
@@ -211,6 +238,9 @@ describe("clawbridge openclaw (child process)", () => {
     const r2 = await run(["openclaw", "install", "--config", configPath, "--openclaw-home", bad, "--agent", "x"]);
     assert.equal(r2.code, 2);
     assert.match(r2.stderr, /--agent only makes sense with --set-default/);
+    const r3 = await run(["openclaw", "install", "--config", configPath, "--openclaw-home", bad, "--api", "openai"]);
+    assert.equal(r3.code, 2);
+    assert.match(r3.stderr, /--api openai: use one of openai-completions, openai-responses, anthropic-messages/);
   });
 });
 
