@@ -1,7 +1,9 @@
 /**
  * Claude Code backend: `claude -p --output-format stream-json --verbose --include-partial-messages`
  * with the prompt on stdin, `--resume <session id>` on later turns and the bootstrap through
- * `--append-system-prompt` (or `--system-prompt`) on every turn. Token deltas come from
+ * `--append-system-prompt` (or `--system-prompt`) on every turn. A turn with images sends one
+ * `--input-format stream-json` user message instead: the same text, then the images as Anthropic
+ * image blocks (the warm process always reads such messages). Token deltas come from
  * `stream_event` lines; the final `result` line decides success (exit codes are not trusted).
  * Observed formats: docs/CLI_FORMATS.md.
  */
@@ -9,6 +11,7 @@ import { childLogger } from "../../core/log/logger.js";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
 import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
+import { userMessage } from "../cli/stream-json.js";
 import {
   CliBackendBase,
   conversationCwd,
@@ -306,6 +309,8 @@ export const CLAUDE_MODELS: readonly DiscoveredModel[] = [
 
 export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
   readonly type = "claude-code";
+  /** The person's images reach the model as image blocks of the turn's user message, cold and warm. */
+  readonly imageInput = true;
 
   /** Claude Code's aliases (it has no command that lists models), when the CLI is installed. */
   models(): Promise<DiscoveredModel[]> {
@@ -383,15 +388,21 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
       this.opts.systemPromptFile && turn.prompt.system
         ? writeTurnFile(this.deps.dataDir, "claude-system-", "system.md", turn.prompt.system)
         : undefined;
+    const args = claudeArgs(this.opts, turn, systemFile?.file);
+    // Plain text on stdin, unless the turn has images: then one stream-json user message, its text
+    // (the same text) and its images as image blocks.
+    const images = turn.images ?? [];
+    if (images.length) args.splice(1, 0, "--input-format", "stream-json");
     try {
       yield* this.cliTurn(
         turn,
         {
           label: "claude",
           bin,
-          args: claudeArgs(this.opts, turn, systemFile?.file),
+          args,
           env: this.env(),
           cwd,
+          ...(images.length ? { stdin: `${JSON.stringify(userMessage(turn.prompt.text, images))}\n` } : {}),
         },
         new ClaudeStreamMapper("claude", resuming),
       );

@@ -4,7 +4,9 @@
  * `--input-format stream-json`. A conversation's process serves its next turn when nothing it was
  * started with has changed: the session it is on, the model, the bootstrap, the working directory.
  * Otherwise a new one replaces it, resuming the session — so the bootstrap reaches the CLI
- * whenever it changes, as the cold path gives it every turn.
+ * whenever it changes, as the cold path gives it every turn. The turn's images (`turn.images`) go
+ * as image blocks in its user message; a backend whose CLI reads them otherwise (Qwen Code) hands
+ * over a turn without them.
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
@@ -133,6 +135,7 @@ export class StreamJsonWarm {
           {
             label: lease.worker.spec.label,
             text,
+            ...(turn.images?.length ? { images: turn.images } : {}),
             mapper,
             ...(tools ? { tools } : {}),
             interruptGraceMs: this.warm.interruptGraceSeconds * 1000,

@@ -11,7 +11,7 @@
  * The CLI's events are mapped by the backend's own mapper (the same as the cold path's).
  */
 import { randomUUID } from "node:crypto";
-import type { BackendEvent } from "../contract/backend.js";
+import type { BackendEvent, TurnImage } from "../contract/backend.js";
 import type { ProcessEnd } from "../../core/util/process.js";
 import type { WarmLease } from "../warm/pool.js";
 import type { ClientToolCall, ToolSession } from "../client-tools/sessions.js";
@@ -45,6 +45,8 @@ export interface StreamJsonTurn {
   label: string;
   /** The user's turn as the CLI reads it. */
   text: string;
+  /** The images of the person's new message(s), sent as image blocks after the text. */
+  images?: readonly TurnImage[];
   mapper: StreamJsonMapper;
   /** The conversation's client tools, when the CLI was given them as an MCP server. */
   tools?: Pick<ToolSession, "listen" | "announce">;
@@ -95,11 +97,20 @@ function answerControl(worker: StreamJsonWorker, msg: Record<string, unknown>): 
   }
 }
 
-/** The stream-json user message of one turn. */
-export function userMessage(text: string): Record<string, unknown> {
+/** An image of the turn as an Anthropic image block (what Claude Code's stream-json input takes). */
+export function imageBlock(image: TurnImage): Record<string, unknown> {
+  return { type: "image", source: { type: "base64", media_type: image.mediaType, data: image.base64 } };
+}
+
+/**
+ * The stream-json user message of one turn: its text, then its images as image blocks, in one
+ * message (Claude Code hands the blocks to its model as they are). Qwen Code would turn an image
+ * block into JSON text, so its backend gives it none (it references image files in the text).
+ */
+export function userMessage(text: string, images: readonly TurnImage[] = []): Record<string, unknown> {
   return {
     type: "user",
-    message: { role: "user", content: [{ type: "text", text }] },
+    message: { role: "user", content: [{ type: "text", text }, ...images.map(imageBlock)] },
     parent_tool_use_id: null,
     session_id: "",
   };
@@ -148,7 +159,7 @@ export async function* streamJsonTurn(
   let finished = false;
   let sawMessage = false;
   try {
-    if (!worker.send(userMessage(t.text))) {
+    if (!worker.send(userMessage(t.text, t.images))) {
       finished = true;
       return yield* ended(lease, t, ctl, await untilEnd(inbox), false);
     }
