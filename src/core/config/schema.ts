@@ -77,6 +77,15 @@ export const serverSchema = z.strictObject({
   shutdownGraceSeconds: z.number().nonnegative().default(10),
   /** Allow listening on a non-loopback address without API keys (not recommended). */
   allowUnauthenticatedRemote: z.boolean().default(false),
+  /** The Responses API's stored responses (`previous_response_id`, `GET /v1/responses/:id`): `<dataDir>/responses.db`. */
+  responses: z
+    .strictObject({
+      /** Days a conversation's responses are kept after it was last continued. */
+      keepDays: z.number().positive("server.responses.keepDays must be a positive number of days").default(30),
+      /** Responses kept at most; past it the least recently used conversations go first. */
+      maxStored: positiveInt.default(10_000),
+    })
+    .default({ keepDays: 30, maxStored: 10_000 }),
 });
 
 export const loggingSchema = z.strictObject({

@@ -38,6 +38,8 @@ import type { EventHub } from "../../ops/events/hub.js";
 import { registerEventsRoute } from "./events-route.js";
 import { registerDashboardRoute } from "./dashboard-route.js";
 import { registerAdminRoutes, type AdminDeps } from "./admin-routes.js";
+import { registerResponsesRoutes } from "./responses-routes.js";
+import type { ResponseStore } from "../../core/store/responses.js";
 import { isCountTokensRoute, registerMessagesRoutes, sendMessagesError } from "./messages-routes.js";
 
 export interface AppDeps {
@@ -71,6 +73,8 @@ export interface AppDeps {
   doors?: Door[];
   /** Fetches and checks the requests' images (src/request/images). */
   images?: ImageResolver;
+  /** The Responses API's stored responses, served at `GET/DELETE /v1/responses/:id` (src/request/http/responses-routes.ts). */
+  responses?: ResponseStore;
 }
 
 const HEALTH_TTL_MS = 30_000;
@@ -170,6 +174,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
   registerDashboardRoute(app, { dir: deps.dashboardDir });
   registerAdminRoutes(app, deps);
   registerMetricsRoute(app, { metrics: deps.metrics, keys, requireKey: config.metrics.requireKey });
+  registerResponsesRoutes(app, { store: deps.responses });
   registerMessagesRoutes(app, { bodyLimitBytes: config.server.bodyLimitBytes, logger });
 
   const sendError = sendApiError;

@@ -23,6 +23,7 @@ import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
 import { buildApp } from "./app.js";
 import { messagesDoor } from "./messages-routes.js";
+import { responsesDoor } from "../responses-api/door.js";
 import { Images } from "../images/resolve.js";
 import { EventBus } from "../../ops/events/bus.js";
 import { EventHub } from "../../ops/events/hub.js";
@@ -261,6 +262,17 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     });
   // Images in requests: data URLs checked, image URLs fetched through the network guard.
   const images = new Images(config.images);
+  // The Responses API's stored responses (previous_response_id, GET /v1/responses/:id):
+  // <dataDir>/responses.db. One that cannot be opened is logged, and responses are kept in memory
+  // until the bridge stops.
+  const responses = await import("../../core/store/responses.js").then((r) => {
+    try {
+      return r.ResponseStore.open(r.defaultResponseStorePath(config.dataDir), config.server.responses);
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, "response store not opened; responses are kept in memory only");
+      return r.ResponseStore.open(":memory:", config.server.responses);
+    }
+  });
   const { app, front } = buildApp({
     config,
     pipeline,
@@ -280,7 +292,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     clientTools,
     catalog,
     images,
-    doors: [messagesDoor],
+    doors: [messagesDoor, responsesDoor({ store: responses, logger })],
+    responses,
   });
 
   try {
@@ -289,6 +302,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     catalog.close();
     metrics?.close();
     usage?.close();
+    responses.close();
     events.close();
     await watcher.stop();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
@@ -350,6 +364,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await debugLog.close();
         metrics?.close();
         usage?.close();
+        responses.close();
         catalog.close();
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));
