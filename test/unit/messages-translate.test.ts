@@ -260,21 +260,28 @@ describe("tools and options", () => {
     });
   });
 
-  test("the conversation: Claude Code's session_id, else the user_id as sent, else none", () => {
+  test("the conversation: whose (Claude Code's session_id, else the user_id) and which thread (its first user message)", () => {
     const cc = JSON.stringify({ device_id: "d".repeat(64), account_uuid: "", session_id: "5e1d-42" });
-    assert.deepEqual(parse({ messages: [{ role: "user", content: "x" }], metadata: { user_id: cc } }).conversation, {
-      key: "claude-code:5e1d-42",
-      source: "user",
-    });
-    assert.deepEqual(
-      parse({ messages: [{ role: "user", content: "x" }], metadata: { user_id: "user_abc_session_1" } }).conversation,
-      { key: "user:user_abc_session_1", source: "user" },
-    );
-    assert.equal(parse({ messages: [{ role: "user", content: "x" }] }).conversation, undefined);
-    assert.equal(
-      parse({ messages: [{ role: "user", content: "x" }], metadata: { user_id: null } }).conversation,
-      undefined,
-    );
+    const conv = (userId: string | null | undefined, ...texts: string[]) =>
+      parse({
+        messages: texts.map((t, i) => ({ role: i % 2 ? "assistant" : "user", content: t })),
+        ...(userId === undefined ? {} : { metadata: { user_id: userId } }),
+      }).conversation;
+    const main = conv(cc, "fix the bug");
+    assert.equal(main?.source, "user");
+    assert.match(main!.key, /^claude-code:5e1d-42:[0-9a-f]{16}$/);
+    // The same thread later: the same conversation.
+    assert.deepEqual(conv(cc, "fix the bug", "done", "thanks"), main);
+    // A side request or a subagent of the same session: another one.
+    assert.notEqual(conv(cc, "write a title for: fix the bug")!.key, main!.key);
+    // Another client's user id: the person's id as sent, per thread.
+    assert.match(conv("user_abc_session_1", "hi")!.key, /^user:user_abc_session_1:[0-9a-f]{16}$/);
+    assert.notEqual(conv("user_abc_session_1", "hi")!.key, conv("user_abc_session_1", "other")!.key);
+    assert.equal(conv(undefined, "x"), undefined);
+    assert.equal(conv(null, "x"), undefined);
+    // A very long id still leaves room for the thread's digest.
+    assert.match(conv("u".repeat(500), "x")!.key, /^user:u+:[0-9a-f]{16}$/);
+    assert.ok(conv("u".repeat(500), "x")!.key.length <= 200);
   });
 
   test("tool-use ids round-trip exactly: toolu_ + the backend's id, and back", () => {

@@ -24,6 +24,7 @@ import { anthropicUsage, stopReason } from "./usage.js";
 
 export const PING = 'event: ping\ndata: {"type":"ping"}\n\n';
 const MESSAGE_STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
+const NO_USAGE = JSON.stringify(anthropicUsage(undefined));
 /** What closes a delta frame after its serialised string. */
 const DELTA_TAIL = "}}\n\n";
 
@@ -43,20 +44,8 @@ export class MessagesDialect implements StreamDialect {
   constructor(private readonly model: string) {}
 
   open(): string {
-    const start = {
-      type: "message_start",
-      message: {
-        id: this.id,
-        type: "message",
-        role: "assistant",
-        model: this.model,
-        content: [],
-        stop_reason: null,
-        stop_sequence: null,
-        usage: anthropicUsage(undefined),
-      },
-    };
-    return `event: message_start\ndata: ${JSON.stringify(start)}\n\n${PING}`;
+    // As `JSON.stringify` of the message would write it (the id is letters and digits).
+    return `event: message_start\ndata: {"type":"message_start","message":{"id":"${this.id}","type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${NO_USAGE}}}\n\n${PING}`;
   }
 
   event(ev: FlowEvent): string {
@@ -121,12 +110,8 @@ export class MessagesDialect implements StreamDialect {
   }
 
   finish(reason: FinishReason, usage: Usage | undefined): string {
-    const delta = {
-      type: "message_delta",
-      delta: { stop_reason: stopReason(reason), stop_sequence: null },
-      usage: anthropicUsage(usage),
-    };
-    return `${this.stop()}event: message_delta\ndata: ${JSON.stringify(delta)}\n\n${MESSAGE_STOP}`;
+    const delta = `{"type":"message_delta","delta":{"stop_reason":"${stopReason(reason)}","stop_sequence":null},"usage":${JSON.stringify(anthropicUsage(usage))}}`;
+    return `${this.stop()}event: message_delta\ndata: ${delta}\n\n${MESSAGE_STOP}`;
   }
 
   fail(err: BackendError): string {

@@ -1,8 +1,8 @@
 /**
  * A Messages API body, checked and translated: the request the pipeline runs (a Chat Completions
  * request, src/request/messages-api/translate.ts), whether it streams, and the conversation
- * `metadata.user_id` names. Any problem is an `ApiError` 400 naming the field, which the door
- * answers in Anthropic's shape.
+ * `metadata.user_id` names (with the thread's first message). Any problem is an `ApiError` 400
+ * naming the field, which the door answers in Anthropic's shape.
  */
 import type { z } from "zod";
 import { badRequest } from "../chat-api/errors.js";
@@ -28,8 +28,9 @@ function validate<T>(schema: z.ZodType<T>, raw: unknown): T {
 /** `POST /v1/messages`. */
 export function parseMessagesRequest(raw: Record<string, unknown>): ParsedMessages {
   const req = validate(messagesRequestSchema, raw);
-  const conversation = conversationOf(req.metadata?.user_id);
-  return { chat: toChatRequest(req), stream: req.stream === true, ...(conversation ? { conversation } : {}) };
+  const chat = toChatRequest(req);
+  const conversation = conversationOf(req.metadata?.user_id, chat.messages);
+  return { chat, stream: req.stream === true, ...(conversation ? { conversation } : {}) };
 }
 
 /** `POST /v1/messages/count_tokens` (the same body; `max_tokens` not needed). */

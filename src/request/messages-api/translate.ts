@@ -15,14 +15,17 @@
  *   `tool_choice` auto/any/tool/none → auto/required/the function/none;
  *   `disable_parallel_tool_use` → `parallel_tool_calls: false`;
  * - `max_tokens`, `stop_sequences` → `stop`, `temperature`, `top_p`, `top_k`, `stream`;
- *   `metadata.user_id` → the conversation (src/request/identity); `thinking` is accepted and not passed.
+ *   `metadata.user_id` and the first user message → the conversation (src/request/identity,
+ *   `conversationOf`); `thinking` is accepted and not passed.
  * Tool-use ids: the bridge answers a backend's call id `X` as `toolu_X` and reads `toolu_X` back
  * as `X`, so the id a backend issued comes back to it exactly (a CLI's parked client tool call
  * waits for it).
  */
+import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { type ApiError, badRequest } from "../chat-api/errors.js";
 import {
+  contentText,
   formatPath,
   MAX_JSON_DEPTH,
   nestedDeeperThan,
@@ -315,20 +318,30 @@ export function toChatRequest(req: MessagesRequest): ChatRequest {
 }
 
 /**
- * The conversation `metadata.user_id` names: Claude Code 2.1 sends a JSON string with its
- * `session_id` (one per Claude Code session); other clients any string of their own.
+ * The conversation of a request with `metadata.user_id`: whose it is (Claude Code 2.1 sends a JSON
+ * string with its `session_id`, one per Claude Code session; other clients an id of the person)
+ * AND which thread of theirs, by a digest of its first user message (which stays the same for the
+ * whole conversation). A person's separate conversations, and Claude Code's side requests and
+ * subagents (the same session_id, their own first message), are then separate conversations: they
+ * neither wait for each other in the queue nor share a resumed CLI session.
  */
-export function conversationOf(userId: string | null | undefined): Conversation | undefined {
+export function conversationOf(userId: string | null | undefined, messages: ChatMessage[]): Conversation | undefined {
   const id = userId?.trim();
   if (!id) return undefined;
+  let owner = `user:${id}`;
   if (id.startsWith("{")) {
     try {
       const parsed = JSON.parse(id) as { session_id?: unknown };
-      if (typeof parsed.session_id === "string" && parsed.session_id)
-        return { key: `claude-code:${parsed.session_id}`, source: "user" };
+      if (typeof parsed.session_id === "string" && parsed.session_id) owner = `claude-code:${parsed.session_id}`;
     } catch {
       // Not JSON after all: the string itself.
     }
   }
-  return { key: `user:${id}`, source: "user" };
+  const first = messages.find((m) => m.role === "user");
+  const digest = createHash("sha256")
+    .update(first ? contentText(first.content) : "")
+    .digest("hex")
+    .slice(0, 16);
+  // The owner is cut so that the digest always fits in a key (src/request/identity keeps 200 characters).
+  return { key: `${owner.slice(0, 160)}:${digest}`, source: "user" };
 }
