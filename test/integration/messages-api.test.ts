@@ -306,6 +306,22 @@ describe("count_tokens", () => {
     });
     assert.equal(beta.status, 200);
     assert.deepEqual(await beta.json(), { input_tokens: small.input_tokens });
+    // Its errors are Anthropic-shaped too: bad JSON, no messages.
+    for (const [body, field] of [
+      ["{not json", /not valid JSON/],
+      [JSON.stringify({ model: MODEL }), /^messages: /],
+    ] as const) {
+      const res = await fetch(`${bridge.url}/v1/messages/count_tokens`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": KEY },
+        body,
+      });
+      assert.equal(res.status, 400);
+      const err = (await res.json()) as { type: string; error: { type: string; message: string } };
+      assert.equal(err.type, "error");
+      assert.equal(err.error.type, "invalid_request_error");
+      assert.match(err.error.message, field);
+    }
   });
 });
 
