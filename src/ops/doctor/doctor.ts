@@ -337,7 +337,9 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorReport>
       f.id === "bridge:running" &&
       portFinding &&
       config &&
-      oc.baseUrl?.replace(/\/+$/, "") === bridgeBaseUrl(config)
+      // Compared as origins: an anthropic-messages entry's baseUrl has no /v1.
+      oc.baseUrl !== undefined &&
+      bridgeOrigin(oc.baseUrl.replace(/\/+$/, "")) === bridgeOrigin(bridgeBaseUrl(config))
     ) {
       if (f.status === "fail")
         findings.push({ ...f, title: `OpenClaw points at the bridge, but it is not running`, detail: f.detail });

@@ -65,9 +65,13 @@ export class ModelRouter {
     return out;
   }
 
-  /** What a model takes in when neither its config nor its backend's listing says: images when its backend passes them on. */
+  /**
+   * What a model takes in when neither its config nor its backend's listing says: images when its
+   * backend passes them on, or hands turns to models that do (the router, the builder).
+   */
   private defaultInput(backend: string): string[] {
-    return this.backends.get(backend)?.imageInput ? ["text", "image"] : ["text"];
+    const b = this.backends.get(backend);
+    return b?.imageInput || b?.dispatch ? ["text", "image"] : ["text"];
   }
 
   /** `resolve`, after waiting (bounded) for the first listing of the backends it may need. */
