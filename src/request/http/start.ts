@@ -266,11 +266,15 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   // <dataDir>/responses.db. One that cannot be opened is logged, and responses are kept in memory
   // until the bridge stops.
   const responses = await import("../../core/store/responses.js").then((r) => {
+    const opts = {
+      ...config.server.responses,
+      onError: (err: Error, n: number) => logger.warn({ err: err.message, responses: n }, "responses not stored"),
+    };
     try {
-      return r.ResponseStore.open(r.defaultResponseStorePath(config.dataDir), config.server.responses);
+      return r.ResponseStore.open(r.defaultResponseStorePath(config.dataDir), opts);
     } catch (err) {
       logger.warn({ err: (err as Error).message }, "response store not opened; responses are kept in memory only");
-      return r.ResponseStore.open(":memory:", config.server.responses);
+      return r.ResponseStore.open(":memory:", opts);
     }
   });
   const { app, front } = buildApp({
