@@ -18,16 +18,17 @@
  *     `response.incomplete`, status "incomplete", `incomplete_details.reason` "max_output_tokens"
  *     (or "content_filter"), as the API ends such a response;
  *   a failure → `response.failed` (status "failed", `error: {code, message}`: `rate_limit_exceeded`
- *     for a limit, else `server_error`), the event both the SDK and Codex read (no separate `error`
- *     event: Codex ignores it, pi-ai throws on it before it could read `response.failed`).
+ *     for a limit, else `server_error`): the event the SDK, Codex and OpenClaw's pi-ai all read
+ *     (no separate `error` event before it).
  * Every frame is `event: <type>\ndata: <json>\n\n` with a `sequence_number` counted from 0.
  *
  * Heartbeat: an SSE comment, `: keep-alive`. The Chat Completions dialect never sends one (some
  * OpenAI-compatible clients choke on comments), but the Responses clients skip it safely: the
  * `openai` SDK's SSE decoder drops lines that start with ":" (openai/core/streaming), and Codex's
  * SSE parser follows the spec, for which such a line is a comment (tested with the real Codex,
- * test/integration/codex-client.test.ts). Any event would be worse: the SDK's accumulator throws
- * on an event it cannot place, and an empty text delta would open a message item of its own.
+ * test/integration/codex-client.test.ts). Any event would be worse: an invented one would reach
+ * every SDK user's loop as a type the SDK does not know, and an empty text delta would need a
+ * message item of its own.
  *
  * Cost: text and reasoning deltas are the per-token path; each is a prebuilt prefix (item id,
  * indexes) + the serialised delta + the sequence number, as src/request/encoder/chunks.ts does for
