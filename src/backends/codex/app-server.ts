@@ -11,7 +11,8 @@
  *   model request), as `model_instructions_file` does for `codex exec`; a process serves one
  *   bootstrap, a changed one gets a new process that resumes the thread with it.
  * - `turn/start` {threadId, input: [{type: "text", text}]} → {turn: {id}}; the turn streams as
- *   notifications (`app-server-events.ts`) and ends with `turn/completed`.
+ *   notifications (`app-server-events.ts`) and ends with `turn/completed`. The person's images go
+ *   before the text as `{type: "image", url: "data:…"}` items (`codexTurnInput`).
  * - `turn/interrupt` {threadId, turnId} → {} and `turn/completed` {status: "interrupted"} within
  *   ~30 ms. Approval requests are declined (the bridge's policy is `never`; nobody can answer) —
  *   except those for the client's tools (below).
@@ -28,7 +29,8 @@
  * per-tool `approval_mode`), an elicitation or `requestUserInput` for OUR server's call is accepted.
  */
 import type { ClientToolCall, ToolSession } from "../client-tools/sessions.js";
-import type { BackendEvent } from "../contract/backend.js";
+import type { BackendEvent, TurnImage } from "../contract/backend.js";
+import { imageDataUrl } from "../cli/images.js";
 import type { WarmLease, WarmPool, WarmWorker } from "../warm/pool.js";
 import { Inbox, WarmProcess, type WarmMessage, type WarmProcessSpec } from "../warm/warm-process.js";
 import {
@@ -267,6 +269,11 @@ export interface CodexWarmTurnSpec {
   /** The thread to resume (`turn.session.backendSessionId`). */
   resume: string | undefined;
   prompt: string;
+  /**
+   * The person's images of this turn: `image` input items with a data URL, before the text (as
+   * `codex exec --image` puts them); codex sends each as an `input_image` of the user message.
+   */
+  images?: readonly TurnImage[];
   settings: CodexThreadSettings;
   server: CodexAppServerSpec;
   interruptGraceMs: number;
@@ -307,6 +314,17 @@ export function runCodexWarmTurn(spec: CodexWarmTurnSpec): AsyncGenerator<Backen
     onWorker: spec.onWorker,
     ...(spec.onPark ? { onPark: spec.onPark } : {}),
   });
+}
+
+/**
+ * `turn/start`'s `input` (`UserInput[]` of the app-server protocol, codex 0.169: `codex app-server
+ * generate-ts`): the images as `{type: "image", url}` with a data URL (no file needed), then the text.
+ */
+export function codexTurnInput(prompt: string, images: readonly TurnImage[] = []): Record<string, unknown>[] {
+  return [
+    ...images.map((image) => ({ type: "image", url: imageDataUrl(image) })),
+    { type: "text", text: prompt, text_elements: [] },
+  ];
 }
 
 /** A call of the client's tools reaching the turn (from the MCP endpoint, through the conversation's `ToolSession`). */
@@ -423,7 +441,7 @@ export async function* driveCodexTurn(
     const started = await w.rpc
       .request<{ turn?: { id?: unknown } }>(
         "turn/start",
-        { threadId: w.threadId, input: [{ type: "text", text: spec.prompt, text_elements: [] }] },
+        { threadId: w.threadId, input: codexTurnInput(spec.prompt, spec.images) },
         { signal: ctl.signal },
       )
       .then((r) => {

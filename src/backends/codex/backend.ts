@@ -22,6 +22,10 @@
  *   when no thread has that name, codex silently starts a new thread: the backend never passes one.
  * - Warm (option `warm`, on by default): one `codex app-server` per conversation instead, giving
  *   token deltas (src/backends/codex/app-server.ts); the same threads, so warm and cold turns alternate.
+ * - The person's images (`imageInput`): cold, `--image=<file>` per image, written into the turn's
+ *   working directory for the turn (src/backends/cli/images.ts); warm, `image` input items with a
+ *   data URL. Either way codex sends them as `input_image` parts of the user message and keeps
+ *   them in the thread.
  * - The client's tools (`tools: { mode: "bridge" }`, warm only): the app-server is started with
  *   `-c mcp_servers.openclaw.url=<the bridge's endpoint>` and
  *   `bearer_token_env_var="CLAWBRIDGE_CLIENT_TOOLS_TOKEN"` (the conversation's token goes in the
@@ -37,6 +41,7 @@ import { childLogger } from "../../core/log/logger.js";
 import { homedir } from "node:os";
 import path from "node:path";
 import { CliBackendBase, conversationCwd, writeTurnFile } from "../cli/base.js";
+import { writeTurnImages } from "../cli/images.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
 import type { BackendEvent, DiscoveredModel, TurnInput } from "../contract/backend.js";
@@ -62,6 +67,8 @@ const MAX_REMEMBERED_THREADS = 2000;
 
 export class CodexBackend extends CliBackendBase<CodexOptions> {
   readonly type = "codex";
+  /** The person's images reach the model: `codex exec --image` files cold, `image` input items warm. */
+  readonly imageInput = true;
   private readonly totals = new Map<string, CodexTotals>();
   private pool: WarmPool<CodexAppServer> | undefined;
 
@@ -147,6 +154,7 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
         signal: turn.signal,
         resume,
         prompt,
+        ...(turn.images?.length ? { images: turn.images } : {}),
         settings,
         server: {
           label: "codex",
@@ -192,6 +200,13 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
       this.opts.systemPromptFile && turn.prompt.system
         ? writeTurnFile(this.deps.dataDir, "codex-system-", "instructions.md", turn.prompt.system)
         : undefined;
+    // The person's images as files for `--image` (codex copies them into the thread; removed after the turn).
+    const images = writeTurnImages(cwd, turn.images);
+    if (images && "error" in images) {
+      instructions?.remove();
+      yield { type: "error", error: { code: "backend_failed", message: `codex: ${images.error}`, status: 500 } };
+      return;
+    }
     const mapper = new CodexStreamMapper("codex", !!resume, baseline, env.TZ || undefined);
     const log = childLogger(this.deps.logger, { backend: this.name });
     try {
@@ -200,7 +215,7 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
         {
           label: "codex",
           bin,
-          args: codexArgs(this.opts, turn, instructions?.file),
+          args: codexArgs(this.opts, turn, instructions?.file, images?.relative),
           env,
           cwd,
           logger: log,
@@ -209,6 +224,7 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
       );
     } finally {
       instructions?.remove();
+      images?.remove();
       if (mapper.threadId && mapper.totals) this.remember(mapper.threadId, mapper.totals);
       if (resume && mapper.threadId && mapper.threadId !== resume)
         log.warn({ requested: resume, got: mapper.threadId }, "codex resumed a different thread than requested");

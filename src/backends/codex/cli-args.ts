@@ -14,14 +14,21 @@ export { codexOptionsSchema, type CodexOptions } from "./options.js";
 /** A TOML value for `-c key=value` (a JSON string literal is a valid TOML basic string). */
 const toml = (s: string) => JSON.stringify(s);
 
-/** Build the argv for one turn (exported for tests and docs). */
+/**
+ * Build the argv for one turn (exported for tests and docs). `images`: the turn's image files,
+ * relative to codex's working directory (src/backends/cli/images.ts), one `--image=<file>` each,
+ * before the other options: `codex exec --image` takes several values and would take the final
+ * `-` for one, and splits a value at commas (the paths are relative, of our own names: none).
+ */
 export function codexArgs(
   opts: CodexOptions,
   turn: Pick<TurnInput, "model" | "session">,
   instructionsFile?: string,
+  images: readonly string[] = [],
 ): string[] {
   const resume = turn.session.backendSessionId;
   const args = resume ? ["exec", "resume", "--json"] : ["exec", "--json"];
+  for (const file of images) args.push(`--image=${file}`);
   if (opts.skipGitRepoCheck) args.push("--skip-git-repo-check");
   if (turn.model && turn.model !== opts.defaultModelName) args.push("-m", turn.model);
   args.push("-c", `sandbox_mode=${toml(opts.sandbox)}`, "-c", `approval_policy=${toml(opts.approvalPolicy)}`);

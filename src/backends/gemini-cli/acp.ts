@@ -5,7 +5,8 @@
  *
  * One process serves one conversation: `initialize` once, then per turn the conversation's
  * session — `session/new` for a conversation without one, `session/load` for a session id the
- * process does not hold yet — and `session/prompt` with the turn's text. `session/update`
+ * process does not hold yet — and `session/prompt` with the turn's text (and the person's images as
+ * `image` blocks, `acpPrompt`). `session/update`
  * notifications become events (message chunks → text, thought chunks → reasoning, tool calls →
  * tool_activity); the prompt's answer (`stopReason`, `_meta.quota`) ends the turn. An abort sends
  * `session/cancel`; a CLI that does not answer the prompt within the grace period is killed.
@@ -23,7 +24,7 @@
  */
 import type * as acp from "@agentclientprotocol/sdk";
 import type { ClientToolCall, ToolSession } from "../client-tools/sessions.js";
-import type { BackendError, BackendEvent } from "../contract/backend.js";
+import type { BackendError, BackendEvent, TurnImage } from "../contract/backend.js";
 import type { WarmLease } from "../warm/pool.js";
 import { Inbox } from "../warm/warm-process.js";
 import { cancelledError, diedMidTurn, type WarmTurnControl, type WarmTurnEnd } from "../warm/warm-turn.js";
@@ -56,6 +57,8 @@ export interface AcpTurnSpec {
   /** Resume this session (the conversation's backend session id). */
   sessionId: string | undefined;
   text: string;
+  /** The person's images of this turn: `image` content blocks after the text (see `acpPrompt`). */
+  images?: readonly TurnImage[];
   interruptGraceMs: number;
   /** MCP servers for `session/new` and `session/load` (the client's tools; none by default). */
   mcpServers?: acp.McpServer[];
@@ -216,10 +219,7 @@ export async function* acpTurn(
     w.sink = (update) => push({ kind: "update", update });
     spec.tools?.listen((c) => push({ kind: "call", call: c }));
     prompting = true;
-    call(
-      "session/prompt",
-      w.conn.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: spec.text }] }),
-    );
+    call("session/prompt", w.conn.agent.request("session/prompt", { sessionId, prompt: acpPrompt(spec, w.agentInfo) }));
     const mapper = new AcpUpdateMapper(spec.toolName);
     /** Client tool calls announced in this response (their index restarts with each response). */
     let announced = 0;
@@ -314,6 +314,32 @@ export async function* acpTurn(
     }
     w.sink = undefined;
   }
+}
+
+/**
+ * `session/prompt`'s content: the text, then each image as an `image` block {data, mimeType} when
+ * the agent says it takes them (`promptCapabilities.image`; gemini 0.61 does and sends each as an
+ * `inlineData` part). An agent that does not is told in the text that images were not passed.
+ */
+export function acpPrompt(
+  spec: Pick<AcpTurnSpec, "label" | "text" | "images">,
+  agent: acp.InitializeResponse | undefined,
+): acp.ContentBlock[] {
+  const images = spec.images ?? [];
+  if (!images.length) return [{ type: "text", text: spec.text }];
+  if (!agent?.agentCapabilities?.promptCapabilities?.image) {
+    const n = images.length === 1 ? "an image" : `${images.length} images`;
+    return [
+      {
+        type: "text",
+        text: `${spec.text}\n\n[The person sent ${n} with this message, but ${spec.label} does not take images here, so ${images.length === 1 ? "it was" : "they were"} not passed on. Say so if it matters.]`,
+      },
+    ];
+  }
+  return [
+    { type: "text", text: spec.text },
+    ...images.map((i): acp.ContentBlock => ({ type: "image", data: i.base64, mimeType: i.mediaType })),
+  ];
 }
 
 /** `session/cancel`, then wait for the prompt's answer; not given in time → kill. True: the worker may stay. */

@@ -11,6 +11,11 @@
  *   content (`<session_context>...<project_context>`), next to its own system prompt.
  * Why `replace` is the default: docs/CLI_FORMATS.md.
  *
+ * The person's images (`imageInput`): cold, written into the working directory for the turn
+ * (src/backends/cli/images.ts) and named in the prompt as `@<path>` references, which gemini reads
+ * and sends as `inlineData` parts (also non-interactively); warm, ACP `image` content blocks, which
+ * gemini 0.61 (`promptCapabilities.image`) turns into `inlineData` parts itself.
+ *
  * Warm mode (`warm.enabled`, on by default): one `gemini --acp` per conversation, kept between its
  * turns (`warm.ts`, over `src/backends/gemini-cli/acp.ts`); `warm: {enabled: false}` is the path above.
  * The client's tools (`tools: bridge`) need it: they reach gemini as an MCP server of its ACP
@@ -33,6 +38,7 @@ import {
   type CliTurnMapper,
 } from "../cli/base.js";
 import type { GeminiWarm } from "./warm.js";
+import { writeTurnImages } from "../cli/images.js";
 import { limitErrorOf } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import { geminiCliDescriptor, type GeminiCliOptions } from "./options.js";
@@ -241,6 +247,17 @@ export const GEMINI_MODELS: readonly DiscoveredModel[] = [
   { id: "gemini-3.1-flash-lite", contextWindow: 1_048_576 },
 ].map((m) => ({ ...m, input: ["text", "image", "audio", "video", "pdf"], toolCalls: true }));
 
+/**
+ * The prompt with the turn's image files as `@<path>` references (paths relative to the working
+ * directory, which is gemini's workspace): gemini reads each with its read_many_files tool before
+ * the model call and sends it as an `inlineData` part after the text. Each reference on a line of its
+ * own (a path ends at whitespace and at `,;!?()[]{}`; ours have none).
+ */
+export function geminiPromptWithImages(text: string, files: readonly string[]): string {
+  if (!files.length) return text;
+  return `${text}\n\n${files.length === 1 ? "Attached image:" : "Attached images:"}\n${files.map((f) => `@${f}`).join("\n")}`;
+}
+
 export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
   /** What Gemini CLI accepts as `--model` (it has no command that lists them), when it is installed. */
   models(): Promise<DiscoveredModel[]> {
@@ -248,6 +265,8 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
   }
 
   readonly type = "gemini-cli";
+  /** The person's images reach the model as `inlineData`: `@<file>` references cold, ACP image blocks warm. */
+  readonly imageInput = true;
 
   constructor(name: string, opts: GeminiCliOptions, deps: BackendDeps) {
     super(name, opts, deps, { places: [], label: "Gemini CLI", npmPackage: "@google/gemini-cli" });
@@ -353,6 +372,14 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
         ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", system)
         : undefined;
     if (systemFile) env.GEMINI_SYSTEM_MD = systemFile.file;
+    // The person's images as files in the workspace for `@` references (gemini records their bytes
+    // in the session; removed after the turn).
+    const images = writeTurnImages(cwd, turn.images);
+    if (images && "error" in images) {
+      systemFile?.remove();
+      yield { type: "error", error: { code: "backend_failed", message: `gemini: ${images.error}`, status: 500 } };
+      return;
+    }
     try {
       yield* this.cliTurn(
         turn,
@@ -362,11 +389,13 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
           args: geminiArgs(this.opts, turn),
           env,
           cwd,
+          ...(images ? { stdin: geminiPromptWithImages(turn.prompt.text, images.relative) } : {}),
         },
         new GeminiStreamMapper("gemini", !!turn.session.backendSessionId),
       );
     } finally {
       systemFile?.remove();
+      images?.remove();
     }
   }
 }

@@ -166,6 +166,7 @@ export class GeminiWarm {
             cwd,
             sessionId,
             text,
+            ...(turn.images?.length ? { images: turn.images } : {}),
             interruptGraceMs: this.d.warm.interruptGraceSeconds * 1000,
             setupTimeoutMs: SETUP_TIMEOUT_MS,
             mcpServers,

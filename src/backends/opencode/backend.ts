@@ -10,7 +10,9 @@
  * bootstrap leads its prompt; a resume turn's goes to the system prompt as an instructions file
  * (OPENCODE_CONFIG_CONTENT `instructions`), so the session's history keeps only the person's words,
  * as on the warm path. A model id that is not `provider/model` (e.g. `default`) means OpenCode's
- * own default model, on both paths. A session OpenCode does not have (`Error: Session not found`
+ * own default model, on both paths. The person's images: `--file=<file>` per image cold (written
+ * into the working directory for the turn, src/backends/cli/images.ts), data URL file parts of the
+ * prompt warm (./serve-turn.ts). A session OpenCode does not have (`Error: Session not found`
  * from `run`, 404 from the server) is `session_not_found`, which the pipeline heals.
  */
 import { childLogger } from "../../core/log/logger.js";
@@ -22,6 +24,7 @@ import { opencodeModel } from "./serve-turn.js";
 import { OpencodeWarm } from "./warm.js";
 import { warmClientTools } from "../cli/stream-json-warm.js";
 import { CliBackendBase, joinSeparator, stderrTail, writeTurnFile } from "../cli/base.js";
+import { writeTurnImages } from "../cli/images.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import { opencodeDescriptor, type OpencodeOptions } from "./options.js";
 import type { BackendEvent, DiscoveredModel, TurnInput, Usage } from "../contract/backend.js";
@@ -140,6 +143,12 @@ export function newOpencodeState(): OpencodeTurnState {
 
 class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
   readonly type = "opencode";
+  /**
+   * The person's images reach OpenCode: `--file` cold, data URL file parts warm. Whether they reach
+   * the model is OpenCode's per model (`modalities.input`): one that takes no images is sent a line
+   * saying it cannot read the image.
+   */
+  readonly imageInput = true;
 
   constructor(name: string, opts: OpencodeOptions, deps: BackendDeps) {
     super(name, opts, deps, { places: ["~/.opencode/bin/opencode"], label: "opencode CLI", npmPackage: "opencode-ai" });
@@ -205,6 +214,14 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
     if (this.opts.agent) args.push("--agent", this.opts.agent);
     const resuming = turn.session.backendSessionId;
     if (resuming) args.push("--session", resuming);
+    // The person's images as files (relative to the working directory, which is opencode's $PWD):
+    // OpenCode reads each into its session as a data URL; removed after the turn.
+    const images = writeTurnImages(cwd, turn.images);
+    if (images && "error" in images) {
+      yield { type: "error", error: { code: "backend_failed", message: `opencode: ${images.error}`, status: 500 } };
+      return;
+    }
+    for (const file of images?.relative ?? []) args.push(`--file=${file}`);
     args.push(...this.opts.args);
     const system = turn.prompt.system;
     let env = this.env();
@@ -230,6 +247,7 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
       );
     } finally {
       systemFile?.remove();
+      images?.remove();
     }
   }
 }

@@ -2,14 +2,16 @@
  * One turn on an `opencode serve` (./server.ts) over its HTTP API — the warm OpenCode
  * backend's driver, used by ./warm.ts for the shared server and for a conversation's own:
  * the session (continued, made ahead, or created), the prompt (`POST /session/:id/prompt_async`
- * with a message id of the bridge's, the bootstrap as `system`, the model and the agent), the
+ * with a message id of the bridge's, the person's images as data URL file parts, the bootstrap as
+ * `system`, the model and the agent), the
  * answer from the server's event stream (./events.ts) until the session is idle, abort
  * (`POST /session/:id/abort`, then a bounded wait for idle), and the client's tools: a call is
  * announced as a `tool_call` and, once the reply's calls are in, the turn parks.
  */
 import type { Logger } from "pino";
 import type { ClientToolCall, ToolSession } from "../client-tools/sessions.js";
-import type { BackendEvent, TurnInput } from "../contract/backend.js";
+import type { BackendEvent, TurnImage, TurnInput } from "../contract/backend.js";
+import { imageDataUrl } from "../cli/images.js";
 import type { WarmOptions } from "../warm/options.js";
 import { ascendingMessageId, OpencodeTurnEvents } from "./events.js";
 import type { OpencodeServer } from "./server.js";
@@ -41,6 +43,20 @@ export function opencodeModel(model: string): { providerID: string; modelID: str
   const i = model.indexOf("/");
   if (i <= 0 || i === model.length - 1) return undefined;
   return { providerID: model.slice(0, i), modelID: model.slice(i + 1) };
+}
+
+/**
+ * The prompt's parts: the text, then each of the person's images as a file part with a data URL
+ * (`{type: "file", mime, url: "data:…", filename}`). OpenCode keeps a data URL part as it is (a
+ * `file://` one it would read from disk), stores it in the session, and sends it to a model that
+ * takes images (its `modalities.input` has `image`) as an image part — `image_url` on an
+ * OpenAI-compatible provider; to another model it sends a line saying it cannot read the image.
+ */
+export function opencodePromptParts(text: string, images: readonly TurnImage[] = []): Record<string, unknown>[] {
+  return [
+    { type: "text", text },
+    ...images.map((i) => ({ type: "file", mime: i.mediaType, url: imageDataUrl(i), filename: i.name })),
+  ];
 }
 
 function apiMessage(reply: { status: number; body: unknown; text: string }): string {
@@ -151,7 +167,7 @@ export async function* driveTurn(
     const model = opencodeModel(turn.model);
     const body = {
       messageID: ev.messageId,
-      parts: [{ type: "text", text: d.text }],
+      parts: opencodePromptParts(d.text, turn.images),
       ...(model ? { model } : {}),
       ...(o.agent ? { agent: o.agent } : {}),
       ...(turn.prompt.system ? { system: turn.prompt.system } : {}),
