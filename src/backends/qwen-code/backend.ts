@@ -13,6 +13,15 @@
  * - an unknown session prints `No saved session found with ID <id>. ...` on stderr, exit 1.
  * The bootstrap goes through env `QWEN_SYSTEM_MD=<per-turn file>` (replaces qwen's own system
  * prompt; mode `replace`, default) or `--append-system-prompt <text>` (mode `append`).
+ * Images: qwen turns an image block of its stream-json input into JSON TEXT (qwen 0.15
+ * `extractUserMessageText`), so a turn's images are written as files in the turn's working
+ * directory (src/backends/cli/images.ts) and referenced after the text as `@<path>`: qwen's own
+ * `@` reading (`handleAtCommand`, cold and warm alike) puts each into the user message as
+ * `inlineData`, which its OpenAI-compatible client sends as an `image_url` data-URL part — when
+ * qwen counts the model as taking images (its own table by model name, e.g. `coder-model`,
+ * `qwen3-vl-*`, `gpt-*`, or `modalities` in its settings); otherwise qwen itself tells the model
+ * in a line that it cannot see the file. The files are removed when the turn ends (qwen keeps the
+ * bytes in its session).
  * Observed formats: docs/CLI_FORMATS.md.
  */
 import { childLogger } from "../../core/log/logger.js";
@@ -21,6 +30,7 @@ import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js"
 import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
 import { ClaudeStreamMapper } from "../claude-code/backend.js";
 import { CliBackendBase, conversationCwd, stderrTail, writeTurnFile, type CliTurnMapper } from "../cli/base.js";
+import { writeTurnImages, type TurnImageFiles } from "../cli/images.js";
 import { limitErrorOf } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import { qwenCodeDescriptor, type QwenCodeOptions } from "./options.js";
@@ -48,6 +58,17 @@ export function qwenArgs(opts: QwenCodeOptions, turn: Pick<TurnInput, "model" | 
   if (opts.excludeTools.length) args.push("--exclude-tools", opts.excludeTools.join(","));
   args.push(...opts.args);
   return args;
+}
+
+/**
+ * The turn's text with its image files referenced after it, each on a line of its own, the way qwen
+ * reads a file into the message (`@<path>`, relative to the working directory; a path ends at
+ * whitespace and at `,;!?()[]{}`, ours have none). The same wording as Gemini CLI's.
+ */
+export function qwenImageText(text: string, relativePaths: readonly string[]): string {
+  if (!relativePaths.length) return text;
+  const label = relativePaths.length === 1 ? "Attached image:" : "Attached images:";
+  return `${text}\n\n${label}\n${relativePaths.map((p) => `@${p}`).join("\n")}`;
 }
 
 /** `[API Error: 400 fake says ...]` (+ qwen's rate-limit advice) → the message and the HTTP status when it names one. */
@@ -183,6 +204,9 @@ export const QWEN_MODELS: readonly DiscoveredModel[] = [
 ];
 
 export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
+  /** The person's images reach qwen as files it reads into the user message (`@<path>`), cold and warm. */
+  readonly imageInput = true;
+
   /** Qwen Code's documented model (it has no command that lists them), when it is installed. */
   models(): Promise<DiscoveredModel[]> {
     return this.documentedModels(QWEN_MODELS);
@@ -207,9 +231,33 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
   protected runTurn(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     // A warm process lives in one CLI session: a turn the pipeline does not resume runs cold.
     if (!this.warm || !turn.session.resume) return this.coldTurn(turn, bin);
+    return this.warmTurn(this.warm, turn, bin);
+  }
+
+  /** A warm turn; its images go as files referenced in the text (the process reads no image block). */
+  private async *warmTurn(warm: StreamJsonWarm, turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {
     const cwd = conversationCwd(turn, this.deps.dataDir, this.opts.cwd);
+    const images = qwenImageTurn(cwd, turn);
+    if ("error" in images) {
+      yield images.error;
+      return;
+    }
+    try {
+      yield* this.warmProcessTurn(warm, images.turn, turn, bin, cwd);
+    } finally {
+      images.files?.remove();
+    }
+  }
+
+  private warmProcessTurn(
+    warm: StreamJsonWarm,
+    turn: TurnInput,
+    original: TurnInput,
+    bin: string,
+    cwd: string,
+  ): AsyncGenerator<BackendEvent> {
     const ct = warmClientTools(turn, this.deps.clientTools);
-    return this.warm.run(
+    return warm.run(
       turn,
       // The MCP entry too (endpoint, the conversation's token, the call limit): a process keeps the one it was started with.
       [bin, turn.model, turn.prompt.system, cwd, toolsFingerprint(ct?.spec.tools), ct?.entry],
@@ -249,7 +297,7 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
         };
       },
       new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
-      () => this.coldTurn(turn, bin),
+      () => this.coldTurn(original, bin),
       ct?.session,
     );
   }
@@ -267,6 +315,12 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
         ? writeTurnFile(this.deps.dataDir, "qwen-system-", "system.md", turn.prompt.system)
         : undefined;
     if (systemFile) env.QWEN_SYSTEM_MD = systemFile.file;
+    const images = qwenImageTurn(cwd, turn);
+    if ("error" in images) {
+      systemFile?.remove();
+      yield images.error;
+      return;
+    }
     try {
       yield* this.cliTurn(
         turn,
@@ -276,13 +330,39 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
           args: qwenArgs(this.opts, turn),
           env,
           cwd,
+          stdin: images.turn.prompt.text,
         },
         new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
       );
     } finally {
       systemFile?.remove();
+      images.files?.remove();
     }
   }
+}
+
+/**
+ * The turn's images written under `cwd`, and the turn as qwen is given it: the text with the files
+ * referenced after it, no `images` (qwen reads the files itself). An error event when they could
+ * not be written (the turn is not run without them).
+ */
+export function qwenImageTurn(
+  cwd: string,
+  turn: TurnInput,
+): { turn: TurnInput; files?: TurnImageFiles } | { error: BackendEvent } {
+  const files = writeTurnImages(cwd, turn.images);
+  if (!files) return { turn };
+  if ("error" in files)
+    return {
+      error: { type: "error", error: { code: "backend_failed", message: `qwen: ${files.error}`, status: 500 } },
+    };
+  // The same turn with two fields shadowed: a spread would lose the getters of the pipeline's
+  // input class (`signal`).
+  const given: TurnInput = Object.create(turn, {
+    prompt: { value: { system: turn.prompt.system, text: qwenImageText(turn.prompt.text, files.relative) } },
+    images: { value: undefined },
+  });
+  return { turn: given, files };
 }
 
 export const qwenCodeBackend: BackendModule<QwenCodeOptions> = {
