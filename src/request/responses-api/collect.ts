@@ -1,7 +1,8 @@
 /**
  * The non-streamed Responses answer: the backend's events collected into one `response` object.
  * It runs the streaming dialect (src/request/responses-api/dialect.ts) and keeps its final object
- * instead of its frames, so a JSON answer, a stream and `GET /v1/responses/:id` can never disagree
+ * (parsed back from the JSON the stream would send; this path is not the per-token one) instead
+ * of its frames, so a JSON answer, a stream and `GET /v1/responses/:id` can never disagree
  * about the output items (ids, call ids, namespaces, freeform calls). A failure is returned, not
  * thrown: the door runner answers it as an HTTP error (OpenAI-shaped).
  */
@@ -29,7 +30,7 @@ export async function collectResponse(
         dialect.finish(reason, usage);
         const r = dialect.result;
         if (!r) break;
-        return { ok: true, body: r.body };
+        return { ok: true, body: JSON.parse(r.json) as object };
       }
       case "usage":
         usage = ev.usage;

@@ -55,7 +55,6 @@ export function usageJson(u: Usage) {
 
 /** A finished response: its object as JSON text, and what it added to the conversation (chat form). */
 export interface FinishedResponse {
-  body: object;
   json: string;
   /** The answer as one assistant message (text and tool calls), for the chain. */
   output: ChatMessage;
@@ -109,9 +108,11 @@ const HEARTBEAT = ": keep-alive\n\n";
 
 export class ResponsesDialect implements StreamDialect {
   private seq = 0;
-  /** The closed output items, in order; the open one (if any) has index `items.length`. */
-  private readonly items: Item[] = [];
+  /** The closed output items as JSON, in order; the open one (if any) has index `items.length`. */
+  private readonly items: string[] = [];
   private current: Open | undefined;
+  /** The echoed request fields as a JSON fragment (serialised once: they hold the request's tools). */
+  private echoJson: string | undefined;
   private text = "";
   private readonly calls: NonNullable<ChatMessage["tool_calls"]> = [];
   /** Set when the response has ended (finished or failed). */
@@ -119,26 +120,26 @@ export class ResponsesDialect implements StreamDialect {
 
   constructor(private readonly ctx: ResponseContext) {}
 
-  /** The response object in a state. */
-  response(
+  /**
+   * The response object in a state, as JSON text built from its parts: the closed items' JSON and
+   * the echoed fields' JSON are reused, never serialised again (the key order is the API's).
+   */
+  responseJson(
     status: "in_progress" | "completed" | "incomplete" | "failed",
     extra: { usage?: Usage; error?: { code: string; message: string }; incomplete?: string } = {},
-  ): Item {
+  ): string {
     const { ctx } = this;
+    this.echoJson ??= JSON.stringify(ctx.echo).slice(1, -1);
     const done = status !== "in_progress";
-    return {
-      id: ctx.id,
-      object: "response",
-      created_at: ctx.createdAt,
-      status,
-      ...(done ? { completed_at: Math.floor(Date.now() / 1000) } : {}),
-      model: ctx.model,
-      output: done ? this.items : [],
-      usage: extra.usage ? usageJson(extra.usage) : null,
-      error: extra.error ?? null,
-      incomplete_details: extra.incomplete ? { reason: extra.incomplete } : null,
-      ...ctx.echo,
-    };
+    return (
+      `{"id":"${ctx.id}","object":"response","created_at":${ctx.createdAt},"status":"${status}",` +
+      (done ? `"completed_at":${Math.floor(Date.now() / 1000)},` : "") +
+      `"model":${JSON.stringify(ctx.model)},"output":[${done ? this.items.join(",") : ""}],` +
+      `"usage":${extra.usage ? JSON.stringify(usageJson(extra.usage)) : "null"},` +
+      `"error":${extra.error ? JSON.stringify(extra.error) : "null"},` +
+      `"incomplete_details":${extra.incomplete ? `{"reason":"${extra.incomplete}"}` : "null"}` +
+      (this.echoJson ? `,${this.echoJson}}` : "}")
+    );
   }
 
   private frame(type: string, body: string): string {
@@ -146,7 +147,7 @@ export class ResponsesDialect implements StreamDialect {
   }
 
   open(): string {
-    const json = JSON.stringify(this.response("in_progress"));
+    const json = this.responseJson("in_progress");
     return (
       this.frame("response.created", `"response":${json}`) + this.frame("response.in_progress", `"response":${json}`)
     );
@@ -225,16 +226,15 @@ export class ResponsesDialect implements StreamDialect {
   finish(reason: FinishReason, usage: Usage | undefined): string {
     let out = this.close();
     const incomplete = reason === "length" ? "max_output_tokens" : reason === "content_filter" ? "content_filter" : "";
-    const body = incomplete
-      ? this.response("incomplete", { ...(usage ? { usage } : {}), incomplete })
-      : this.response("completed", usage ? { usage } : {});
-    const json = JSON.stringify(body);
+    const json = incomplete
+      ? this.responseJson("incomplete", { ...(usage ? { usage } : {}), incomplete })
+      : this.responseJson("completed", usage ? { usage } : {});
     const output: ChatMessage = {
       role: "assistant",
       content: this.text || (this.calls.length ? null : ""),
       ...(this.calls.length ? { tool_calls: this.calls } : {}),
     };
-    this.result = { body, json, output };
+    this.result = { json, output };
     this.ctx.onFinished?.(this.result);
     out += this.frame(incomplete ? "response.incomplete" : "response.completed", `"response":${json}`);
     return out;
@@ -243,7 +243,7 @@ export class ResponsesDialect implements StreamDialect {
   fail(err: BackendError): string {
     const out = this.close("incomplete");
     const error = responseError(err);
-    const json = JSON.stringify(this.response("failed", { error }));
+    const json = this.responseJson("failed", { error });
     return out + this.frame("response.failed", `"response":${json}`);
   }
 
@@ -299,7 +299,7 @@ export class ResponsesDialect implements StreamDialect {
     const index = this.items.length;
     const at = `"item_id":"${o.id}","output_index":${index}`;
     let out: string;
-    let item: Item;
+    let item: string;
     switch (o.kind) {
       case "message": {
         const text = JSON.stringify(o.text);
@@ -307,24 +307,16 @@ export class ResponsesDialect implements StreamDialect {
         out =
           this.frame("response.output_text.done", `${at},"content_index":0,"text":${text},"logprobs":[]`) +
           this.frame("response.content_part.done", `${at},"content_index":0,"part":${part}`);
-        item = {
-          id: o.id,
-          type: "message",
-          status,
-          role: "assistant",
-          content: [{ type: "output_text", text: o.text, annotations: [], logprobs: [] }],
-        };
+        item = `{"id":"${o.id}","type":"message","status":"${status}","role":"assistant","content":[${part}]}`;
         break;
       }
       case "reasoning": {
         const text = JSON.stringify(o.text);
+        const part = `{"type":"summary_text","text":${text}}`;
         out =
           this.frame("response.reasoning_summary_text.done", `${at},"summary_index":0,"text":${text}`) +
-          this.frame(
-            "response.reasoning_summary_part.done",
-            `${at},"summary_index":0,"part":{"type":"summary_text","text":${text}}`,
-          );
-        item = { id: o.id, type: "reasoning", summary: [{ type: "summary_text", text: o.text }] };
+          this.frame("response.reasoning_summary_part.done", `${at},"summary_index":0,"part":${part}`);
+        item = `{"id":"${o.id}","type":"reasoning","summary":[${part}]}`;
         break;
       }
       case "call": {
@@ -337,20 +329,28 @@ export class ResponsesDialect implements StreamDialect {
           out =
             (input ? this.frame("response.custom_tool_call_input.delta", `${at},"delta":${json}`) : "") +
             this.frame("response.custom_tool_call_input.done", `${at},"input":${json}`);
-          item = { id: o.id, type: "custom_tool_call", call_id: o.callId, name: t.name, ...ns, input };
+          item = JSON.stringify({ id: o.id, type: "custom_tool_call", call_id: o.callId, name: t.name, ...ns, input });
         } else {
           const name = t?.name ?? o.chatName;
           out = this.frame(
             "response.function_call_arguments.done",
             `${at},"name":${JSON.stringify(name)},"arguments":${JSON.stringify(o.args)}`,
           );
-          item = { id: o.id, type: "function_call", status, call_id: o.callId, name, ...ns, arguments: o.args };
+          item = JSON.stringify({
+            id: o.id,
+            type: "function_call",
+            status,
+            call_id: o.callId,
+            name,
+            ...ns,
+            arguments: o.args,
+          });
         }
         break;
       }
     }
     this.items.push(item);
-    return out + this.frame("response.output_item.done", `"output_index":${index},"item":${JSON.stringify(item)}`);
+    return out + this.frame("response.output_item.done", `"output_index":${index},"item":${item}`);
   }
 }
 
