@@ -81,7 +81,7 @@ export const serverSchema = z.strictObject({
   responses: z
     .strictObject({
       /** Days a conversation's responses are kept after it was last continued. */
-      keepDays: z.number().positive("server.responses.keepDays must be a positive number of days").default(30),
+      keepDays: z.number().positive("must be a positive number of days").default(30),
       /** Responses kept at most; past it the least recently used conversations go first. */
       maxStored: positiveInt.default(10_000),
     })
