@@ -158,8 +158,14 @@ describe("three doors, one pipeline", () => {
         model: "local",
         input: [{ role: "user", content: [{ type: "input_image", image_url: PRIVATE_IMAGE, detail: "auto" }] }],
       }),
-      (err: unknown) =>
-        err instanceof OpenAI.BadRequestError && err.code === "image_url_blocked" && /data URL/.test(err.message),
+      (err: unknown) => {
+        assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+        assert.equal(err.code, "image_url_blocked");
+        // Named as this API's client counts it, not by the pipeline's message positions.
+        assert.match(err.message, /^400 image 1 of the request: the bridge does not fetch .*data URL/);
+        assert.equal(err.param, null);
+        return true;
+      },
     );
     await assert.rejects(
       anthropic.messages.create({
@@ -172,7 +178,7 @@ describe("three doors, one pipeline", () => {
         const body = err.error as { type: string; error: { type: string; message: string } };
         assert.equal(body.type, "error");
         assert.equal(body.error.type, "invalid_request_error");
-        assert.match(body.error.message, /loopback address 127\.0\.0\.1 is not allowed.*data URL/);
+        assert.match(body.error.message, /^image 1 of the request: .*loopback address 127\.0\.0\.1 is not allowed.*data URL/);
         return true;
       },
     );

@@ -20,6 +20,7 @@ export function isChatRoute(method: string | undefined, url: string | undefined)
 
 export const chatDoor: Door = {
   name: "chat",
+  native: true,
   bodyHint: "with `model` and `messages`",
   matches: isChatRoute,
   errorBody: (err: ApiError) => err.body(),

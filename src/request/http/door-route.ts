@@ -36,7 +36,7 @@ import type { ModelRouter } from "../models/routes.js";
 import { Cancellation, TurnDeadline } from "../../core/util/cancel.js";
 import { readLimited } from "../../core/util/read-limited.js";
 import { streamEvents } from "../encoder/stream.js";
-import type { ImageResolver } from "../images/resolve.js";
+import { ImageRefused, type ImageResolver } from "../images/resolve.js";
 import { ApiKeys } from "./auth.js";
 import { lingerAfterAnswer, shuttingDown, UNAUTHENTICATED_LINGER_BYTES } from "./http-front.js";
 import { apiErrorOf, retryAfter } from "../encoder/backend-errors.js";
@@ -172,8 +172,13 @@ export function doorRoute(
 
     // Image URLs become data (fetched through the network guard, size-capped) before the turn
     // waits for its slot: a refused image is the client's error, answered before anything streams.
+    // Another API's client is told which image ("image 2 of the request"), not the pipeline's position.
     const body =
-      deps.images && hasImageParts(parsed.chat) ? await deps.images.resolve(parsed.chat, cancel.signal) : parsed.chat;
+      deps.images && hasImageParts(parsed.chat)
+        ? await deps.images.resolve(parsed.chat, cancel.signal).catch((err: unknown) => {
+            throw err instanceof ImageRefused && !door.native ? err.counted() : err;
+          })
+        : parsed.chat;
     const conversation = resolveConversation(body, req.headers, {
       sessionHeader: config.server.sessionHeader,
       scope: route.model.id,

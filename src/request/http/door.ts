@@ -44,6 +44,8 @@ export interface DoorRequest {
 export interface Door {
   /** `chat`, `responses`, `messages`: in logs and metrics. */
   readonly name: string;
+  /** Its requests are the pipeline's own (Chat Completions): an error may name their fields as the pipeline sees them. */
+  readonly native?: boolean;
   /** What the body must hold, for the error about a body that is no JSON object: "with `model` and `messages`". */
   readonly bodyHint: string;
   /** Whether the request line is this door's (POST and its path, with or without a query string). */

@@ -117,11 +117,16 @@ export class Images implements ImageResolver {
             where,
           );
         const url = urlOf(part);
-        if (!url)
-          throw refused(`${where}.url: an image part needs a URL (a data URL or http(s))`, "invalid_image", where);
-        const dataUrl = url.startsWith("data:")
-          ? this.checked(url, where, maxBytes)
-          : await this.fetched(url, where, signal);
+        let dataUrl: string;
+        try {
+          if (!url)
+            throw refused(`${where}.url: an image part needs a URL (a data URL or http(s))`, "invalid_image", where);
+          dataUrl = url.startsWith("data:")
+            ? this.checked(url, where, maxBytes)
+            : await this.fetched(url, where, signal);
+        } catch (err) {
+          throw err instanceof ApiError ? new ImageRefused(err, count, where) : err;
+        }
         if (dataUrl === url) continue;
         parts ??= message.content.slice();
         const detail = typeof part.image_url === "object" ? (part.image_url as Record<string, unknown>) : {};
@@ -209,3 +214,33 @@ export class Images implements ImageResolver {
 
 const refused = (message: string, code: string, param: string) =>
   new ApiError(400, "invalid_request_error", code, message, param);
+
+/**
+ * A refused image, which also knows its place as "image N of the request": a door whose API is not
+ * Chat Completions names it that way (`counted()`), since the pipeline's message positions are not
+ * its client's.
+ */
+export class ImageRefused extends ApiError {
+  constructor(
+    err: ApiError,
+    /** 1-based, counting every image of the request in order. */
+    readonly ordinal: number,
+    private readonly where: string,
+  ) {
+    super(err.status, err.type, err.code, err.message, err.param, err.headers);
+  }
+
+  counted(): ApiError {
+    const rest = this.message.startsWith(this.where)
+      ? this.message.slice(this.where.length).replace(/^\.url/, "")
+      : `: ${this.message}`;
+    return new ApiError(
+      this.status,
+      this.type,
+      this.code,
+      `image ${this.ordinal} of the request${rest}`,
+      null,
+      this.headers,
+    );
+  }
+}
