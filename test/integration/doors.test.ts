@@ -178,7 +178,10 @@ describe("three doors, one pipeline", () => {
         const body = err.error as { type: string; error: { type: string; message: string } };
         assert.equal(body.type, "error");
         assert.equal(body.error.type, "invalid_request_error");
-        assert.match(body.error.message, /^image 1 of the request: .*loopback address 127\.0\.0\.1 is not allowed.*data URL/);
+        assert.match(
+          body.error.message,
+          /^image 1 of the request: .*loopback address 127\.0\.0\.1 is not allowed.*data URL/,
+        );
         return true;
       },
     );
