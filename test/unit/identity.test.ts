@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { resolveConversation } from "../../src/request/identity/conversation.js";
+import { resolveConversation, threadOf } from "../../src/request/identity/conversation.js";
 import { chatRequestSchema, type ChatMessage, type ChatRequest } from "../../src/request/chat-api/schema.js";
 import {
   openclawRequest,
@@ -232,5 +232,32 @@ describe("derived keys", () => {
       {},
     );
     assert.equal(a.key, b.key);
+  });
+});
+
+describe("a client's own id with its thread (threadOf)", () => {
+  test("one key per thread of one id, stable when OpenClaw replays the first message without its timestamp", () => {
+    const turn1 = req([{ role: "user", content: "[Sat 2026-11-21 09:13 UTC] plan my trip" }]);
+    const turn2 = req([
+      { role: "user", content: "plan my trip" },
+      { role: "assistant", content: "Sure." },
+      { role: "user", content: "[Sat 2026-11-21 09:15 UTC] by train" },
+    ]);
+    const other = req([{ role: "user", content: "fix my bash script" }]);
+    const a = threadOf("cache:session-1", turn1.messages);
+    assert.equal(a.key, threadOf("cache:session-1", turn2.messages).key);
+    assert.match(a.key, /^cache:session-1:[0-9a-f]{16}$/);
+    assert.equal(a.source, "user");
+    // Another thread of the same id, and the same thread of another id, are other conversations.
+    assert.notEqual(a.key, threadOf("cache:session-1", other.messages).key);
+    assert.notEqual(a.key, threadOf("cache:session-2", turn1.messages).key);
+  });
+
+  test("the door's own identity comes after a session header and before `user`", () => {
+    const own = threadOf("cache:s", req([{ role: "user", content: "hi" }]).messages);
+    const r = chatRequestSchema.parse({ model: "m", user: "u1", messages: [{ role: "user", content: "hi" }] });
+    assert.equal(resolveConversation(r, { "x-session-id": "h1" }, { own }).key, "h1");
+    assert.equal(resolveConversation(r, {}, { own }).key, own.key);
+    assert.equal(resolveConversation(r, {}).key, "user:u1");
   });
 });

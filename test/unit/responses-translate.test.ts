@@ -274,7 +274,9 @@ test("door: the chat request (instructions first, limits, sampling, reasoning ef
     stream: true,
   });
   assert.equal(r.stream, true);
-  assert.equal(r.conversation, undefined);
+  // Codex's session id (its prompt_cache_key) names the conversation, with its thread.
+  assert.equal(r.conversation?.source, "user");
+  assert.match(r.conversation?.key ?? "", /^cache:k:[0-9a-f]{16}$/);
   assert.deepEqual(r.chat, {
     model: "m",
     messages: [

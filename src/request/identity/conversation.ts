@@ -70,3 +70,23 @@ export function resolveConversation(
     .slice(0, 24);
   return { key: `derived:${digest}`, source: "derived" };
 }
+
+/**
+ * A conversation named by its client's own id (Claude Code's session, Codex's `prompt_cache_key`,
+ * a person's id) AND its thread: a digest of its first user message, which stays the same for the
+ * whole conversation. A client that sends one id for everything (an app-wide cache key, one user id
+ * for all of a person's chats) then still gets one conversation per thread, and two sessions of one
+ * client that begin alike (Codex: the same folder on the same day) one each.
+ */
+export function threadOf(owner: string, messages: ChatRequest["messages"]): Conversation {
+  // As for a derived key: the first message the person typed something in, less what OpenClaw
+  // changes on replay (the timestamp prefix it puts on the newest message only).
+  const first =
+    messages
+      .filter((m) => m.role === "user")
+      .map((m) => contentText(m.content))
+      .find((t) => stripMetadata(t).length > 0) ?? "";
+  const digest = createHash("sha256").update(stripReplayVariance(first)).digest("hex").slice(0, 16);
+  // The owner is cut so that the digest always fits in a key (keys keep 200 characters).
+  return { key: `${clean(owner).slice(0, 160)}:${digest}`, source: "user" };
+}

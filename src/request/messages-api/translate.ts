@@ -21,18 +21,16 @@
  * as `X`, so the id a backend issued comes back to it exactly (a CLI's parked client tool call
  * waits for it).
  */
-import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { type ApiError, badRequest } from "../chat-api/errors.js";
 import {
-  contentText,
   formatPath,
   MAX_JSON_DEPTH,
   nestedDeeperThan,
   type ChatMessage,
   type ChatRequest,
 } from "../chat-api/schema.js";
-import type { Conversation } from "../identity/conversation.js";
+import { threadOf, type Conversation } from "../identity/conversation.js";
 import {
   documentBlockSchema,
   imageBlockSchema,
@@ -337,11 +335,5 @@ export function conversationOf(userId: string | null | undefined, messages: Chat
       // Not JSON after all: the string itself.
     }
   }
-  const first = messages.find((m) => m.role === "user");
-  const digest = createHash("sha256")
-    .update(first ? contentText(first.content) : "")
-    .digest("hex")
-    .slice(0, 16);
-  // The owner is cut so that the digest always fits in a key (src/request/identity keeps 200 characters).
-  return { key: `${owner.slice(0, 160)}:${digest}`, source: "user" };
+  return threadOf(owner, messages);
 }

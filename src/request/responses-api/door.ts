@@ -26,7 +26,7 @@ import {
   type ChatRequest,
 } from "../chat-api/schema.js";
 import type { StreamDialect } from "../encoder/stream.js";
-import type { Conversation } from "../identity/conversation.js";
+import { threadOf, type Conversation } from "../identity/conversation.js";
 import type { BackendEvent } from "../../backends/contract/backend.js";
 import { collectResponse, type CollectedResponse } from "./collect.js";
 import { ResponsesDialect, type FinishedResponse, type ResponseContext } from "./dialect.js";
@@ -163,7 +163,13 @@ export function responsesDoor(deps: ResponsesDoorDeps = {}) {
       return {
         chat,
         stream,
-        ...(chain?.ok ? { conversation: { key: chain.conversation, source: "chain" as const } } : {}),
+        // A chain's conversation is its first response's; else Codex's session id (its
+        // `prompt_cache_key`) with the thread, so two Codex sessions that begin alike stay apart.
+        ...(chain?.ok
+          ? { conversation: { key: chain.conversation, source: "chain" as const } }
+          : typeof raw.prompt_cache_key === "string" && raw.prompt_cache_key.trim()
+            ? { conversation: threadOf(`cache:${raw.prompt_cache_key.trim()}`, chat.messages) }
+            : {}),
         dialect: (turn) => new ResponsesDialect(context(turn)),
         collect: (events, turn) => collectResponse(events, new ResponsesDialect(context(turn))),
       };
