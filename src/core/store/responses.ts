@@ -24,9 +24,9 @@
  * The price: a crash of the process may lose the responses of its last 50 ms, a crash of the
  * machine (`synchronous=NORMAL`) its last commits; never the file.
  */
-import { closeSync, mkdirSync, openSync } from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openSqliteFile } from "./sqlite-file.js";
 
 export const RESPONSES_DB_FILENAME = "responses.db";
 const SCHEMA_VERSION = 1;
@@ -159,23 +159,8 @@ export class ResponseStore {
 
   /** Opens (creating the directory 0700 and the file 0600 when missing), migrates and prunes. `:memory:` keeps nothing on disk. */
   static open(file: string, opts: ResponseStoreOptions): ResponseStore {
-    const memory = file === ":memory:";
-    const target = memory ? file : path.resolve(file);
-    if (!memory) {
-      mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
-      closeSync(openSync(target, "a", 0o600));
-    }
-    const db = new Database(target, { timeout: 5000 });
+    const { db, target, version } = openSqliteFile(file, "responses", SCHEMA_VERSION);
     try {
-      db.pragma("busy_timeout = 5000");
-      if (!memory) db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = NORMAL");
-      db.pragma("trusted_schema = OFF");
-      const version = Number(db.pragma("user_version", { simple: true }));
-      if (version > SCHEMA_VERSION)
-        throw new Error(
-          `${target} has responses schema version ${version}, newer than this clawbridge understands (${SCHEMA_VERSION})`,
-        );
       if (version < 1) {
         db.transaction(() => {
           db.exec(`

@@ -11,9 +11,9 @@
  * so the request path never waits for the disk. `synchronous=NORMAL`: a crash of the machine may
  * lose the last second of counts, never the file.
  */
-import { closeSync, mkdirSync, openSync } from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openSqliteFile } from "./sqlite-file.js";
 
 export const USAGE_DB_FILENAME = "usage.db";
 /** Days of rows kept, today included. */
@@ -197,23 +197,8 @@ export class UsageLedger {
 
   /** Opens (creating the directory 0700 and the file 0600 when missing), migrates and prunes. */
   static open(file: string, opts: UsageLedgerOptions = {}): UsageLedger {
-    const memory = file === ":memory:";
-    const target = memory ? file : path.resolve(file);
-    if (!memory) {
-      mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
-      closeSync(openSync(target, "a", 0o600));
-    }
-    const db = new Database(target, { timeout: 5000 });
+    const { db, target, version } = openSqliteFile(file, "usage", SCHEMA_VERSION);
     try {
-      db.pragma("busy_timeout = 5000");
-      if (!memory) db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = NORMAL");
-      db.pragma("trusted_schema = OFF");
-      const version = Number(db.pragma("user_version", { simple: true }));
-      if (version > SCHEMA_VERSION)
-        throw new Error(
-          `${target} has usage schema version ${version}, newer than this clawbridge understands (${SCHEMA_VERSION})`,
-        );
       if (version < 1) {
         db.transaction(() => {
           db.exec(`
