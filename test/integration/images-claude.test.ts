@@ -12,32 +12,18 @@ import {
   claudeCodeOptionsSchema,
   type ClaudeCodeBackend,
 } from "../../src/backends/claude-code/backend.js";
-import type { TurnImage, TurnInput } from "../../src/backends/contract/backend.js";
+import type { TurnImage } from "../../src/backends/contract/backend.js";
 import { createLogger } from "../../src/core/log/logger.js";
 import { startFakeAnthropic, type RecordedRequest } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { backendFixture } from "../helpers/backend-fixture.js";
+import { GIF_1x1, PNG_1x1, turnImage, withImages } from "../helpers/images.js";
 import { assertEndsOnce, collect, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 
-/** Real, tiny images (a 1x1 PNG and a 1x1 GIF). */
-const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
-const GIF = "R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7";
-
-const image = (mediaType: string, base64: string, name: string): TurnImage => ({
-  mediaType,
-  base64,
-  bytes: Buffer.from(base64, "base64").length,
-  name,
-});
-const png = image("image/png", PNG, "image-1.png");
-const gif = image("image/gif", GIF, "image-2.gif");
-
-const withImages = (turn: TurnInput, images: TurnImage[]): TurnInput => {
-  turn.images = images;
-  return turn;
-};
+const png = turnImage("image/png", PNG_1x1, "image-1.png");
+const gif = turnImage("image/gif", GIF_1x1, "image-2.gif");
 
 /** The model request whose last user message holds `marker`, and that message's content blocks. */
 function lastUserBlocks(requests: RecordedRequest[], marker: string): any[] {
