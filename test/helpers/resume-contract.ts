@@ -423,7 +423,11 @@ export function resumeContract<Req extends { body: any }, Reply>(
       // Warm: count this conversation's processes only (others keep theirs), and its one may stay.
       const cwd = cli.warm ? (await bindingOf(runtimeKey(conv.extra.sessionId!))).cwd : undefined;
       const between = cli.warm ? 1 : 0;
-      assert.ok(cliGroups(home, cwd).size <= between, "nothing running between turns (warm: its one process)");
+      // A cold turn ends on the CLI's end-of-turn event; its process is reaped right after (bounded).
+      assert.ok(
+        await eventually(() => cliGroups(home, cwd).size <= between, 6000),
+        "nothing running between turns (warm: its one process)",
+      );
 
       let hung = 0;
       fake.setScript((req) => {

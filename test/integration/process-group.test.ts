@@ -38,6 +38,7 @@ let dir: string;
 let leaves: string; // the issue's repro: the leader exits, `sleep` keeps stdout
 let stubborn: string; // same, and the child ignores SIGTERM
 let escaper: string; // a child leaves the group and the session (setsid) holding stdout; the leader hangs
+let unfinished: string; // as `leaves`, but its turn never ends (no last step_finish): only the deadline stops it
 
 const TEXT = '{"type":"text","part":{"type":"text","text":"hello"}}';
 const STEP = '{"type":"step_finish","part":{"type":"step-finish","reason":"stop"}}';
@@ -128,6 +129,7 @@ before(() => {
     path.join(dir, "stubborn.sh"),
     `cat >/dev/null\n(trap '' TERM; exec sleep 30) &\necho '${TEXT}'\necho '${STEP}'`,
   );
+  unfinished = script(path.join(dir, "unfinished.sh"), `cat >/dev/null\nsleep 30 &\necho '${TEXT}'`);
   escaper = script(
     path.join(dir, "escaper.sh"),
     `cat >/dev/null\nsetsid sleep 30 &\necho '${TEXT}'\necho '${STEP}'\nexec sleep 31`,
@@ -242,9 +244,10 @@ describe("a bridge over HTTP with that CLI as an opencode backend", () => {
     bridge = await startTestBridge({
       server: { heartbeatSeconds: 0.5 },
       backends: {
+        // A turn the CLI never ends (a finished one ends on its last step_finish, before any deadline).
         short: {
           type: "opencode",
-          command: leaves,
+          command: unfinished,
           env: { CB_PG_MARKER: marker },
           timeoutSeconds: 1,
           killGraceSeconds: 1,

@@ -9,14 +9,15 @@
 #   FAULTS_MARK   marker the harness finds every process of a run by (/proc/<pid>/environ)
 #
 # Directives in the prompt (stdin): FAULTKEY-<key>, FAULTN-<n> text deltas (default 3),
-# FAULTMS-<ms> between them (default 0), FAULTMODE-<mode>:
+# FAULTMS-<ms> between them (default 0), FAULTLINGER-<ms> after the result line before exiting
+# (default 0: a CLI that takes its time to exit after its turn; stdout stays open), FAULTMODE-<mode>:
 #   stream (default)  dies of SIGPIPE at its next write once the bridge is gone (like a real CLI)
 #   helper            also starts a helper (`sleep FAULTHELPER`, default 30 s, stdio on /dev/null)
 #                     that stays in the process group when the leader dies
 #   stubborn          helper + ignores SIGTERM and SIGPIPE: only SIGKILL of the group ends it
 #   slowterm          helper + ignores SIGPIPE (outlives the bridge) and takes 0.5 s to exit on
 #                     SIGTERM, as a CLI that cleans up does
-# Every pause is bounded: a fake lives at most N*MS ms, its helper FAULTHELPER s.
+# Every pause is bounded: a fake lives at most N*MS + LINGER ms, its helper FAULTHELPER s.
 if [ "${1:-}" = "--version" ]; then echo "2.1.197 (Claude Code, faults fake)"; exit 0; fi
 
 resume=
@@ -35,6 +36,7 @@ directive FAULTMODE stream; mode=$REPLY
 directive FAULTN 3; n=$REPLY
 directive FAULTMS 0; ms=$REPLY
 directive FAULTHELPER 30; helper=$REPLY
+directive FAULTLINGER 0; linger=$REPLY
 
 dir=${FAULTS_DIR:-/tmp}
 log=$dir/cli.log
@@ -86,4 +88,8 @@ ev '{"type":"stream_event","event":{"type":"content_block_stop","index":0}'"$tai
 ev '{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":'$n'}}'"$tail"
 ev '{"type":"stream_event","event":{"type":"message_stop"}'"$tail"
 ev '{"type":"result","subtype":"success","is_error":false,"api_error_status":null,"num_turns":1,"result":"","stop_reason":"end_turn","session_id":"'$sid'","usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":'$n'}}'
+if [ "$linger" -gt 0 ]; then
+  printf -v pause '%d.%03d' $((linger / 1000)) $((linger % 1000))
+  sleep "$pause"
+fi
 exit 0

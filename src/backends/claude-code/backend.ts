@@ -220,6 +220,12 @@ export class ClaudeStreamMapper implements CliTurnMapper {
     return [{ type: "text", text: sep + t }];
   }
 
+  /** The `result` line said the turn succeeded (a cold turn ends there, src/backends/cli/base.ts). */
+  settled(): boolean {
+    const r = this.result;
+    return !!r && !r.is_error && (!r.subtype || r.subtype === "success");
+  }
+
   finish(end: ProcessEnd): BackendEvent[] {
     const r = this.result;
     const stderr = stderrTail(end.stderr);

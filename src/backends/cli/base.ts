@@ -4,6 +4,18 @@
  * the process ended (timeout, abort, spawn failure) into bridge errors. The common option keys are
  * in ./options.ts.
  * The CLI-specific mapping of events lives in each backend.
+ *
+ * A cold turn ends on the CLI's own end-of-turn event, not on the process's exit (issue 34): a CLI
+ * takes ~40 ms after its `result` line (Claude Code, Qwen Code), `result` (Gemini CLI),
+ * `turn.completed` (Codex) or last `step_finish` (OpenCode) to exit, and the person would wait for
+ * that. When the mapper says the event settled the turn with an answer (`settled()`), `done` goes
+ * out at once; the process is still reaped — stdout read to its end, the exit waited for (bounded,
+ * then the group ended), the exit code logged — before the generator returns, so the conversation's
+ * next turn (its queue slot is released only then) never meets the previous process. Only a
+ * SUCCESSFUL end settles a turn: every error (an error result, no result, a lost session, a limit
+ * printed on stderr) still waits for the exit, since its wording and class come from the exit code
+ * and the whole stderr (Gemini's exit 144 after a stream-json error, a limit only on stderr + exit 1).
+ * No success today depends on the exit code: the end-of-turn event decides (docs/CLI_FORMATS.md).
  */
 import { childLogger } from "../../core/log/logger.js";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -61,6 +73,13 @@ export interface CliTurnMapper {
   onEvent(ev: Record<string, unknown>): BackendEvent[];
   /** The process ended on its own (reason "exit"): decide the final events, ending with done or error. */
   finish(end: ProcessEnd): BackendEvent[];
+  /**
+   * Whether the line just mapped was the CLI's own end of a turn that SUCCEEDED, after which
+   * nothing it prints or its exit can change the answer: the driver then ends the turn with
+   * `finish` at once (exit code 0, the stderr so far) and reaps the process afterwards. Say no for
+   * every error (they wait for the exit and the whole stderr). Without it, the turn ends on exit.
+   */
+  settled?(): boolean;
 }
 
 export interface CliTurnSpec {
@@ -99,27 +118,38 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
   // Long values (the bootstrap) are not logged: they can hold a user's personal context.
   const shownArgs = spec.args.map((a) => (a.length > 120 ? `<${a.length} chars>` : a));
   log.debug({ args: shownArgs, cwd: spec.cwd, promptChars: spec.stdin.length }, "cli started");
+  const lines = proc.lines();
   let stdoutClosed = false;
+  /** The CLI's end-of-turn event settled the turn: its answer has ended; the process is reaped after. */
+  let answered = false;
   try {
-    for await (const line of proc.lines()) {
-      const trimmed = line.trim();
-      if (!trimmed) continue;
-      let ev: unknown;
-      try {
-        ev = JSON.parse(trimmed);
-      } catch {
-        log.debug({ line: trimmed.slice(0, 200) }, "cli printed a non-JSON line");
-        continue;
-      }
-      if (!ev || typeof ev !== "object" || Array.isArray(ev)) continue;
+    for (;;) {
+      const next = await lines.next();
+      if (next.done) break;
+      const ev = jsonLine(next.value, log);
+      if (!ev) continue;
       if (spec.signal.aborted) break;
-      for (const out of mapper.onEvent(ev as Record<string, unknown>)) yield out;
+      for (const out of mapper.onEvent(ev)) yield out;
+      if (mapper.settled?.()) {
+        const final = mapper.finish({ code: 0, signal: null, reason: "exit", stderr: proc.stderrSince(0) });
+        if (final.at(-1)?.type === "done") {
+          answered = true;
+          log.debug("cli ended its turn; the process is reaped after the answer");
+          for (const out of final) yield out;
+          return;
+        }
+      }
     }
     stdoutClosed = !spec.signal.aborted;
   } finally {
-    // The consumer stopped early, or the turn was aborted: never leave the process group behind,
-    // also when its leader has exited and a child of it still holds stdout.
-    if (!stdoutClosed) await proc.terminate("aborted");
+    // Answered: the rest of the process's life, bounded, also when the consumer stopped at `done`.
+    if (answered) await reapAnswered(proc, lines, mapper, log);
+    else {
+      await lines.return(undefined);
+      // The consumer stopped early, or the turn was aborted: never leave the process group behind,
+      // also when its leader has exited and a child of it still holds stdout.
+      if (!stdoutClosed) await proc.terminate("aborted");
+    }
   }
   // stdout is closed: the CLI is finishing. Give it a moment to exit on its own, then end it.
   let lingered = false;
@@ -171,6 +201,65 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
   }
   const final = mapper.finish(end);
   for (const ev of final) yield ev;
+}
+
+/** One stdout line as a JSON object, or undefined (blank, not JSON, not an object). */
+function jsonLine(line: string, log: Logger): Record<string, unknown> | undefined {
+  const trimmed = line.trim();
+  if (!trimmed) return undefined;
+  let ev: unknown;
+  try {
+    ev = JSON.parse(trimmed);
+  } catch {
+    log.debug({ line: trimmed.slice(0, 200) }, "cli printed a non-JSON line");
+    return undefined;
+  }
+  return ev && typeof ev === "object" && !Array.isArray(ev) ? (ev as Record<string, unknown>) : undefined;
+}
+
+/**
+ * A CLI that has answered (its end-of-turn event settled the turn): read the rest of stdout (a CLI
+ * blocked on a full pipe would never exit; what it maps to is logged, the answer has ended), give
+ * it `LINGER_MS` to exit, then end its group, and log how it ended. A non-zero exit after a
+ * successful end changes nothing the person got: it is logged for whoever looks.
+ */
+async function reapAnswered(
+  proc: CliProcess,
+  rest: AsyncGenerator<string>,
+  mapper: CliTurnMapper,
+  log: Logger,
+): Promise<void> {
+  const drained = (async () => {
+    for await (const line of rest) {
+      const ev = jsonLine(line, log);
+      const late = ev ? mapper.onEvent(ev) : [];
+      if (late.length)
+        log.debug(
+          { events: late.map((e) => e.type) },
+          "cli printed events after its end of turn; not part of the answer",
+        );
+    }
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  const exited = await Promise.race([
+    proc.wait().then(() => true),
+    new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), LINGER_MS);
+    }),
+  ]);
+  if (timer) clearTimeout(timer);
+  if (!exited) {
+    log.debug("cli answered but did not exit; terminating it");
+    await proc.terminate("aborted");
+  }
+  await drained;
+  const end = await proc.wait();
+  if (end.reason === "exit" && end.code !== 0)
+    log.warn(
+      { code: end.code, signal: end.signal, stderr: stderrTail(end.stderr) },
+      "cli exited non-zero after answering (the answer stands: its end-of-turn event said it succeeded)",
+    );
+  else log.debug({ code: end.code, signal: end.signal, reason: end.reason }, "cli ended");
 }
 
 /** A short description of a tool's input for `tool_activity.detail` (a path, a pattern, a URL...). */

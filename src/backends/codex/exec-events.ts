@@ -179,6 +179,11 @@ export class CodexStreamMapper implements CliTurnMapper {
     return out;
   }
 
+  /** `turn.completed` came and no `turn.failed` (a cold turn ends there, src/backends/cli/base.ts). */
+  settled(): boolean {
+    return this.completed && this.failed === undefined;
+  }
+
   finish(end: ProcessEnd): BackendEvent[] {
     if (this.failed !== undefined) {
       if (this.resuming && CODEX_SESSION_NOT_FOUND.test(this.failed)) {

@@ -146,6 +146,11 @@ export class GeminiStreamMapper implements CliTurnMapper {
     return out;
   }
 
+  /** The `result` line said `success` (a cold turn ends there, src/backends/cli/base.ts; an error waits for the exit). */
+  settled(): boolean {
+    return this.result?.status === "success";
+  }
+
   finish(end: ProcessEnd): BackendEvent[] {
     const r = this.result;
     if (!r) {

@@ -236,13 +236,21 @@ class OpencodeBackend extends CliBackendBase<OpencodeOptions> {
     // Otherwise (`run` has no system-prompt flag) the instructions lead the prompt.
     const prompt = system && !withFile ? `${system}\n\n${turn.prompt.text}` : turn.prompt.text;
     const state = newOpencodeState();
+    /** The last line was a step's end that ends OpenCode's loop (`stop`, `length`: no tool call follows). */
+    let lastStep = false;
     try {
       yield* this.cliTurn(
         turn,
         { label: "opencode", bin, args, env, cwd, stdin: prompt },
         {
-          onEvent: (ev) => mapOpencodeEvent(ev as OpencodeEvent, state),
+          onEvent: (ev) => {
+            const e = ev as OpencodeEvent;
+            lastStep = e.type === "step_finish" && (e.part?.reason === "stop" || e.part?.reason === "length");
+            return mapOpencodeEvent(e, state);
+          },
           finish: (end) => finishOpencodeTurn(state, end, !!resuming),
+          // The turn's last step ended without an error: a cold turn ends there (src/backends/cli/base.ts).
+          settled: () => lastStep && !state.error,
         },
       );
     } finally {

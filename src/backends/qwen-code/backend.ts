@@ -184,6 +184,11 @@ export class QwenStreamMapper implements CliTurnMapper {
     }
   }
 
+  /** A `result` that is a success and no `[API Error: …]` answer text (a cold turn ends there, src/backends/cli/base.ts). */
+  settled(): boolean {
+    return this.sawResult && this.apiError === undefined && this.inner.settled();
+  }
+
   finish(end: ProcessEnd): BackendEvent[] {
     if (this.apiError !== undefined) return [{ type: "error", error: qwenUpstreamError(this.label, this.apiError) }];
     if (!this.sawResult && this.resuming && QWEN_SESSION_NOT_FOUND.test(end.stderr)) {
