@@ -27,6 +27,9 @@ export async function startTestBridge(raw: Record<string, any>, opts: StartOptio
     ]),
   );
   raw = raw.backends ? { ...raw, backends } : raw;
+  // Standby CLI processes (src/backends/warm/pool.ts) would start one more CLI after every
+  // backend's first warm turn: none unless a test asks (test/integration/warm-standby.test.ts).
+  raw = { ...raw, warm: { standby: 0, ...(raw.warm ?? {}) } };
   // Tool pre-execution would reach the internet: off unless a test configures it (with local fakes).
   const cfg = resolveConfig(
     { intents: { enabled: false }, ...raw, dataDir, server: { port: 0, ...(raw.server ?? {}) } },

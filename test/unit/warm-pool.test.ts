@@ -87,7 +87,19 @@ test("a process serves its key's turns while it fits; a misfit is ended before i
     assert.equal(oldGoneAtStart, true, "the misfit was reaped before the new process was started");
     assert.equal(l3.worker.tag, "three");
     l3.release(true);
-    assert.deepEqual(pool.stats, { started: 2, reused: 1, overflow: 0, reaped: 0, evicted: 0, closed: 0, died: 0 });
+    assert.deepEqual(pool.stats, {
+      started: 2,
+      reused: 1,
+      overflow: 0,
+      reaped: 0,
+      evicted: 0,
+      closed: 0,
+      died: 0,
+      standbyStarted: 0,
+      standbyTaken: 0,
+      memoryEvicted: 0,
+      memoryOverflow: 0,
+    });
     await pool.close();
     assert.equal(pool.stats.closed, 1, "the shutdown's end is counted as closed");
     assert.equal(pool.stats.died, 0, "and not as died");

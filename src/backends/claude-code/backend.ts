@@ -7,10 +7,11 @@
  * `stream_event` lines; the final `result` line decides success (exit codes are not trusted).
  * Observed formats: docs/CLI_FORMATS.md.
  */
+import { randomUUID } from "node:crypto";
 import { childLogger } from "../../core/log/logger.js";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
-import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
+import { StreamJsonWarm, warmClientTools, type StreamJsonStandby } from "../cli/stream-json-warm.js";
 import { userMessage } from "../cli/stream-json.js";
 import {
   CliBackendBase,
@@ -44,6 +45,23 @@ export {
 /** What claude prints when `--resume` names a session it cannot load (unknown id, deleted transcript, other cwd). */
 export const CLAUDE_SESSION_NOT_FOUND =
   /No conversation found with session ID|--resume requires a valid session ID|is not a UUID and does not match any session title|session .{0,80}not found/i;
+
+/**
+ * The control request that gives a started claude (a standby) its bootstrap: `initialize` with
+ * `appendSystemPrompt` (or `systemPrompt` in `replace` mode), which claude 2.1.197 keeps for the
+ * process's life, exactly as the flags (checked: the same system prompt). Only the first
+ * `initialize` of a process is applied.
+ */
+export function claudeInitialize(system: string, mode: ClaudeCodeOptions["systemPromptMode"]): Record<string, unknown> {
+  return {
+    type: "control_request",
+    request_id: `clawbridge-init-${randomUUID()}`,
+    request: {
+      subtype: "initialize",
+      ...(mode === "replace" ? { systemPrompt: system } : { appendSystemPrompt: system }),
+    },
+  };
+}
 
 /** Build the argv for one turn (exported for tests and docs). `mcpConfig`: the client's tools as an MCP server (a private file). */
 export function claudeArgs(
@@ -380,7 +398,32 @@ export class ClaudeCodeBackend extends CliBackendBase<ClaudeCodeOptions> {
       new ClaudeStreamMapper("claude", !!turn.session.backendSessionId),
       () => this.coldTurn(turn, bin),
       ct?.session,
+      this.standby(turn, bin, cwd),
     );
+  }
+
+  /**
+   * The standbys a new conversation's first turn may start on (src/backends/cli/stream-json-warm.ts):
+   * claude with this backend's options and the turn's model, no session, no bootstrap. The
+   * conversation's bootstrap reaches the taken standby in the `initialize` control request, which
+   * claude applies like `--append-system-prompt` / `--system-prompt` (the same system prompt).
+   */
+  private standby(turn: TurnInput, bin: string, cwd: string): StreamJsonStandby {
+    const model = turn.model;
+    const system = turn.prompt.system;
+    return {
+      kind: ["claude", bin, model ?? null, this.opts.cwd ?? null],
+      dataDir: this.deps.dataDir,
+      ...(this.opts.cwd !== undefined ? { fixedCwd: this.opts.cwd } : {}),
+      cwd,
+      start: (dir) => {
+        const args = claudeArgs(this.opts, { model, prompt: { system: "", text: "" }, session: { key: "", turn: 0 } });
+        args.splice(1, 0, "--input-format", "stream-json");
+        return { label: "claude", bin, args, env: this.env(), cwd: dir };
+      },
+      preamble: () =>
+        system ? { messages: [claudeInitialize(system, this.opts.systemPromptMode)], skipTurns: 0 } : undefined,
+    };
   }
 
   async close(): Promise<void> {

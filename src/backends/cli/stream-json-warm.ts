@@ -7,6 +7,26 @@
  * whenever it changes, as the cold path gives it every turn. The turn's images (`turn.images`) go
  * as image blocks in its user message; a backend whose CLI reads them otherwise (Qwen Code) hands
  * over a turn without them.
+ *
+ * Standbys (`StreamJsonStandby`, the pool's `warm.standby`): processes started with the backend's
+ * options and model but NO session, bootstrap or conversation directory, taken by a new
+ * conversation (no session to resume, no client tools: those are start-up flags with the
+ * conversation's own token) for its first turn. What cannot be given after start is handled so:
+ * - the bootstrap: the system prompt is per conversation (it names the conversation), so no
+ *   standby can be started with it; each CLI is given it at its first turn instead, the way it
+ *   reads it then (`StreamJsonStandby.preamble`): Claude Code takes `appendSystemPrompt` /
+ *   `systemPrompt` in its `initialize` control request, which it applies to every later request of
+ *   the process exactly like the flags (claude 2.1.197: read when the first `initialize` comes, so
+ *   a standby is never initialized before it is taken); Qwen Code reads its system prompt file
+ *   (QWEN_SYSTEM_MD) when its chat starts, so the standby's own private file gets the bootstrap and
+ *   `/clear` restarts the chat (a new session) before the turn's message — see the backends.
+ * - the working directory: the standby runs in a fresh directory of its own, which becomes the
+ *   conversation's (src/backends/warm/standby-dir.ts); with a fixed `cwd` option, that one.
+ * - the session: a new conversation has none yet; the standby's first turn reports the one it
+ *   starts, as a new process would.
+ * A taken standby is stamped with the conversation's fingerprint: the conversation's next turns
+ * find it fit, exactly as if it had been started for it. A standby is never shared: once taken it
+ * is the conversation's alone, and one that was not given its bootstrap serves nobody.
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
@@ -15,7 +35,15 @@ import { cliCallTimeoutMs, mcpServerEntry, type ClientToolsTurn } from "../clien
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import type { WarmOptions } from "../warm/options.js";
 import { WarmPool } from "../warm/pool.js";
-import { controlInitialize, streamJsonTurn, StreamJsonWorker, type StreamJsonMapper } from "./stream-json.js";
+import {
+  controlInitialize,
+  streamJsonTurn,
+  StreamJsonWorker,
+  type FirstTurnPreamble,
+  type StreamJsonMapper,
+} from "./stream-json.js";
+import { standbyDir, type StandbyDir } from "../warm/standby-dir.js";
+import type { StandbyKind } from "../warm/pool.js";
 import { runWarmTurn } from "../warm/warm-turn.js";
 import type { BackendEvent, TurnInput } from "../contract/backend.js";
 
@@ -30,7 +58,33 @@ export interface StreamJsonStart {
   file?: { remove(): void };
   /** Send the control channel's `initialize` first (Qwen Code: else interrupts are ignored). */
   controlInit?: boolean;
+  /** A standby's warm-up before it counts as ready: messages, and the turns (results) they cause. */
+  warmUp?: { messages: Record<string, unknown>[]; turns: number };
+  /** A file the standby reads its bootstrap from when its chat (re)starts (Qwen Code's QWEN_SYSTEM_MD), written when it is taken. */
+  bootstrapFile?: string;
 }
+
+/**
+ * How a backend's standbys are made and given a conversation (see the top of this file). Passed
+ * with a turn that could start on one: a new session, no client tools.
+ */
+export interface StreamJsonStandby {
+  /** What the standbys share (the CLI, its model and options, a fixed cwd): hashed into the pool's kind. */
+  kind: unknown[];
+  /** The bridge's data directory (the standbys' directories live in `<dataDir>/work`). */
+  dataDir: string;
+  /** The backend's fixed working directory (`cwd` option); undefined: every conversation has its own. */
+  fixedCwd?: string;
+  /** The conversation's working directory (the standby's becomes it). */
+  cwd: string;
+  /** The arguments, env and files of a standby (no session, no bootstrap), started in `cwd`. */
+  start(cwd: string): StreamJsonStart;
+  /** What the taken standby reads before the turn's message (its bootstrap); undefined: nothing. */
+  preamble(worker: StreamJsonWorker): FirstTurnPreamble | undefined;
+}
+
+/** How long a standby's warm-up may take. */
+const WARM_UP_TIMEOUT_MS = 60_000;
 
 /** The client's tools of a warm turn, when its CLI is to be given them: the conversation's session and the MCP entry it connects with. */
 export interface WarmClientTools {
@@ -78,9 +132,11 @@ export class StreamJsonWarm {
     mapper: StreamJsonMapper,
     cold: () => AsyncGenerator<BackendEvent>,
     tools?: ToolSession,
+    standby?: StreamJsonStandby,
   ): AsyncGenerator<BackendEvent> {
     const spec = turn.clientTools;
-    if (!tools || !spec) return this.turn(turn, fingerprintOf, start, mapper, cold, undefined, turn.prompt.text);
+    if (!tools || !spec)
+      return this.turn(turn, fingerprintOf, start, mapper, cold, undefined, turn.prompt.text, standby);
     return warmTurnWithClientTools({
       session: tools,
       spec,
@@ -100,6 +156,7 @@ export class StreamJsonWarm {
     cold: () => AsyncGenerator<BackendEvent>,
     tools: ToolSession | undefined,
     text: string,
+    standby?: StreamJsonStandby,
   ): AsyncGenerator<BackendEvent> {
     const fingerprint = createHash("sha256").update(JSON.stringify(fingerprintOf)).digest("hex");
     const sessionId = turn.session.backendSessionId;
@@ -108,6 +165,7 @@ export class StreamJsonWarm {
       pool: this.pool,
       key: turn.session.key,
       signal: turn.signal,
+      ...(standby && !sessionId && !tools ? { standby: this.standbyKind(standby, fingerprint) } : {}),
       fits: (w) => w.fingerprint === fingerprint && w.sessionId === sessionId,
       start: async () => {
         const s = start();
@@ -155,7 +213,68 @@ export class StreamJsonWarm {
     });
   }
 
+  /** The pool's view of this turn's standbys: their kind, how one starts, how the conversation takes one. */
+  private standbyKind(sb: StreamJsonStandby, fingerprint: string): StandbyKind<StreamJsonWorker> {
+    return {
+      kind: createHash("sha256").update(JSON.stringify(sb.kind)).digest("hex"),
+      start: async () => {
+        const dir: StandbyDir | undefined = sb.fixedCwd === undefined ? standbyDir(sb.dataDir) : undefined;
+        let s: StreamJsonStart;
+        try {
+          s = sb.start(dir?.dir ?? sb.fixedCwd!);
+        } catch (err) {
+          dir?.remove();
+          throw err;
+        }
+        const worker = new StreamJsonWorker(
+          {
+            label: s.label,
+            command: s.bin,
+            args: s.args,
+            env: s.env,
+            cwd: s.cwd,
+            killGraceMs: this.killGraceSeconds * 1000,
+            logger: this.logger,
+            onEnd: () => {
+              s.file?.remove();
+              dir?.remove();
+            },
+          },
+          "standby",
+          undefined,
+        );
+        standbyState.set(worker, { dir, bootstrapFile: s.bootstrapFile });
+        if (s.controlInit) worker.send(controlInitialize());
+        if (s.warmUp && !(await worker.warmUp(s.warmUp.messages, s.warmUp.turns, WARM_UP_TIMEOUT_MS))) {
+          const why = worker.stderrOfTurn().trim().split("\n").slice(-2).join(" | ");
+          await worker.kill();
+          throw new Error(`the ${s.label} standby did not warm up${why ? `: ${why}` : ""}`);
+        }
+        return worker;
+      },
+      adopt: (w) => {
+        const state = standbyState.get(w);
+        if (state?.dir && !state.dir.adoptAs(sb.cwd)) return false;
+        w.fingerprint = fingerprint;
+        w.sessionId = undefined;
+        w.preamble = sb.preamble(w);
+        return true;
+      },
+    };
+  }
+
   close(): Promise<void> {
     return this.pool.close();
   }
+}
+
+/** What a standby was started with that its adoption needs (its own directory, its bootstrap file). */
+const standbyState = new WeakMap<
+  StreamJsonWorker,
+  { dir: StandbyDir | undefined; bootstrapFile: string | undefined }
+>();
+
+/** The bootstrap file a standby was started with (Qwen Code's QWEN_SYSTEM_MD), for its backend's preamble. */
+export function standbyBootstrapFile(w: StreamJsonWorker): string | undefined {
+  return standbyState.get(w)?.bootstrapFile;
 }

@@ -25,19 +25,59 @@ export interface StreamJsonMapper {
   finish(end: ProcessEnd): BackendEvent[];
 }
 
-/** A stream-json CLI process serving one conversation. */
+/**
+ * What a standby taken by a conversation reads before the turn's own message: the conversation's
+ * bootstrap, given the CLI's way (see stream-json-warm.ts).
+ */
+export interface FirstTurnPreamble {
+  /** Written before the user message (e.g. Claude Code's `initialize` with the bootstrap, Qwen Code's `/clear`). */
+  messages: Record<string, unknown>[];
+  /** Turns of output these messages cause (each ends with a `result`), read and dropped before the user message is sent. */
+  skipTurns: number;
+  /** What each skipped turn's `result` text must match; otherwise the standby cannot serve (the turn runs cold). */
+  expect?: RegExp;
+}
+
+/** A stream-json CLI process serving one conversation (or, as a standby, none yet). */
 export class StreamJsonWorker extends WarmProcess {
   /** The CLI session the process is on (the resumed one, or the one its first turn reported). */
   sessionId: string | undefined;
+  /** Set when a conversation takes it as a standby: read before its first turn's message. */
+  preamble: FirstTurnPreamble | undefined;
 
   constructor(
     spec: WarmProcessSpec,
-    /** What the process was started with besides the session (bootstrap, model, options): `fits` compares it. */
-    readonly fingerprint: string,
+    /**
+     * What the process was started with besides the session (bootstrap, model, options): `fits`
+     * compares it. A standby gets the fingerprint of the conversation that takes it.
+     */
+    public fingerprint: string,
     sessionId: string | undefined,
   ) {
     super(spec);
     this.sessionId = sessionId;
+  }
+
+  /**
+   * Send `messages` and wait for the `turns` results they cause (their output is dropped): a
+   * standby warming up before any conversation is given it. False when the process ended or did
+   * not answer within `timeoutMs`.
+   */
+  async warmUp(messages: Record<string, unknown>[], turns: number, timeoutMs: number): Promise<boolean> {
+    const inbox = new Inbox();
+    this.listen(inbox.push);
+    try {
+      for (const m of messages) if (!this.send(m)) return false;
+      const deadline = Date.now() + timeoutMs;
+      for (let seen = 0, i = 0; seen < turns && i < 100_000; i++) {
+        const item = await inbox.next(undefined, Math.max(1, deadline - Date.now()));
+        if (item === "timeout" || item === "aborted" || item.kind === "end") return false;
+        if (item.message.type === "result") seen++;
+      }
+      return true;
+    } finally {
+      this.listen(undefined);
+    }
   }
 }
 
@@ -54,6 +94,8 @@ export interface StreamJsonTurn {
   interruptGraceMs: number;
   /** Called with the turn's first line that is not a control message: the CLI has started the turn (and read its start-up files). */
   onFirstMessage?: () => void;
+  /** Limit for a taken standby's preamble (default 30 s). */
+  setupTimeoutMs?: number;
 }
 
 /**
@@ -159,6 +201,19 @@ export async function* streamJsonTurn(
   let finished = false;
   let sawMessage = false;
   try {
+    const preamble = worker.preamble;
+    worker.preamble = undefined;
+    if (preamble && !(await sendPreamble(worker, inbox, preamble, ctl, t.setupTimeoutMs ?? PREAMBLE_TIMEOUT_MS))) {
+      // The standby did not take its conversation's bootstrap: it serves nobody, the turn runs cold.
+      finished = true;
+      worker.log.warn("a standby did not take its conversation's bootstrap; ending it, the turn runs cold");
+      await worker.kill();
+      if (ctl.signal.aborted) {
+        yield cancelledError(ctl.signal, t.label);
+        return { keep: false };
+      }
+      return { keep: false, lost: true };
+    }
     if (!worker.send(userMessage(t.text, t.images))) {
       finished = true;
       return yield* ended(lease, t, ctl, await untilEnd(inbox), false);
@@ -237,6 +292,35 @@ export async function* streamJsonTurn(
     worker.listen(undefined);
     t.tools?.listen(undefined);
   }
+}
+
+/** How long a standby's preamble (e.g. Qwen Code's `/clear`) may take. */
+const PREAMBLE_TIMEOUT_MS = 30_000;
+
+/**
+ * Write a taken standby's preamble and read the turns it causes (dropped). True when every skipped
+ * turn ended with a `result` matching `expect`.
+ */
+async function sendPreamble(
+  worker: StreamJsonWorker,
+  inbox: Inbox<TurnItem>,
+  p: FirstTurnPreamble,
+  ctl: WarmTurnControl,
+  timeoutMs: number,
+): Promise<boolean> {
+  for (const m of p.messages) if (!worker.send(m)) return false;
+  const deadline = Date.now() + timeoutMs;
+  for (let seen = 0, i = 0; seen < p.skipTurns && i < 100_000; i++) {
+    const item = await inbox.next(ctl.signal, Math.max(1, deadline - Date.now()));
+    if (item === "timeout" || item === "aborted" || item.kind === "end") return false;
+    if (item.kind !== "message") continue;
+    const msg = item.message;
+    if (msg.type === "control_request") answerControl(worker, msg);
+    if (msg.type !== "result") continue;
+    if (msg.is_error || (p.expect && !p.expect.test(String(msg.result ?? "")))) return false;
+    seen++;
+  }
+  return true;
 }
 
 /** The process ended during the turn: the CLI's own answer (fresh), a cold retry, or an error. */

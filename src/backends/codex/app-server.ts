@@ -18,6 +18,13 @@
  *   except those for the client's tools (below).
  * - Closing stdin ends the server (~40 ms).
  *
+ * Standbys (the pool's `warm.standby`): app-servers started and `initialize`d with the backend's
+ * options but for no thread, in a folder of their own (`<dataDir>/work/standby`, or the fixed
+ * `cwd`), taken by a turn without client tools (whose token is in the process's environment).
+ * Everything that differs per conversation is a parameter of `thread/start` / `thread/resume`
+ * (cwd, model, base instructions), given at the first turn: a standby serves new and resumed
+ * conversations alike, and gets the conversation's settings when taken.
+ *
  * The client's tools (issue 17): the app-server is started with the bridge's MCP endpoint as
  * `mcp_servers.openclaw` (src/backends/codex/backend.ts). The model sees them inside a `namespace` tool
  * `mcp__openclaw`; a call is an `mcpToolCall` item, and codex's `tools/call` reaches the bridge,
@@ -28,6 +35,7 @@
  * need no approval (read-only tools, policy `never`); should codex ask anyway (another policy, a
  * per-tool `approval_mode`), an elicitation or `requestUserInput` for OUR server's call is accepted.
  */
+import { createHash } from "node:crypto";
 import type { ClientToolCall, ToolSession } from "../client-tools/sessions.js";
 import type { BackendEvent, TurnImage } from "../contract/backend.js";
 import { imageDataUrl } from "../cli/images.js";
@@ -103,8 +111,8 @@ export class CodexAppServer implements WarmWorker {
 
   private constructor(
     readonly spec: CodexAppServerSpec,
-    /** What it was started for (compared by `fits`). */
-    readonly settings: CodexThreadSettings,
+    /** What it was started for (compared by `fits`); a standby gets the settings of the conversation that takes it. */
+    public settings: CodexThreadSettings,
   ) {
     this.proc = new WarmProcess(spec);
     this.rpc = new JsonRpcClient((m) => this.proc.send(m), spec.requestTimeoutMs);
@@ -291,6 +299,11 @@ export interface CodexWarmTurnSpec {
   tools?: Pick<ToolSession, "listen" | "announce">;
   /** The turn parked on a client tool call: keep it (`parkIn`). */
   onPark?(turn: ParkedWarmTurn<CodexAppServer>): void;
+  /**
+   * The standbys this turn may start on (no client tools): what they share (hashed into the pool's
+   * kind) and how one is started (in its own folder; the thread's cwd comes with `thread/start`).
+   */
+  standby?: { kind: unknown[]; server: CodexAppServerSpec };
 }
 
 const same = (a: CodexThreadSettings, b: CodexThreadSettings) =>
@@ -309,6 +322,19 @@ export function runCodexWarmTurn(spec: CodexWarmTurnSpec): AsyncGenerator<Backen
     signal: spec.signal,
     fits: (w) => w.threadId !== undefined && w.threadId === spec.resume && same(w.settings, spec.settings),
     start: () => CodexAppServer.start(spec.server, spec.settings),
+    ...(spec.standby && !spec.tools
+      ? {
+          standby: {
+            kind: createHash("sha256").update(JSON.stringify(spec.standby.kind)).digest("hex"),
+            start: () => CodexAppServer.start(spec.standby!.server, spec.settings),
+            adopt: (w: CodexAppServer) => {
+              if (w.threadId !== undefined) return false;
+              w.settings = spec.settings;
+              return true;
+            },
+          },
+        }
+      : {}),
     drive: (lease, ctl) => driveCodexTurn(lease, spec, ctl),
     cold: () => spec.cold(),
     onWorker: spec.onWorker,

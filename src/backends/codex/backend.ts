@@ -38,6 +38,7 @@
  * cli-args.ts, the `codex exec --json` lines become events in exec-events.ts.
  */
 import { childLogger } from "../../core/log/logger.js";
+import { mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { CliBackendBase, conversationCwd, writeTurnFile } from "../cli/base.js";
@@ -49,7 +50,12 @@ import { parseCodexModels } from "./models.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import { WarmPool } from "../warm/pool.js";
-import { type CodexAppServer, type CodexThreadSettings, runCodexWarmTurn } from "./app-server.js";
+import {
+  type CodexAppServer,
+  type CodexAppServerSpec,
+  type CodexThreadSettings,
+  runCodexWarmTurn,
+} from "./app-server.js";
 import { CODEX_CLIENT_TOOLS_TOKEN_ENV, codexAppServerArgs, codexArgs } from "./cli-args.js";
 import { codexDescriptor, type CodexOptions } from "./options.js";
 import { CODEX_SESSION_NOT_FOUND, CodexStreamMapper, codexError } from "./exec-events.js";
@@ -173,6 +179,8 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
         sessionNotFound: CODEX_SESSION_NOT_FOUND,
         cold: () => this.runCold(turn, bin),
         onWorker: (w) => (this.lastPid = w.pid),
+        // Standbys: the same app-server for no thread yet, in a folder of its own (src/backends/codex/app-server.ts).
+        ...(ct ? {} : { standby: this.standby(bin) }),
         ...(ct
           ? { tools: ct.session, onPark: parkIn<CodexAppServer>(ct.session, this.name, ct.spec.pendingTimeoutSeconds) }
           : {}),
@@ -188,6 +196,29 @@ export class CodexBackend extends CliBackendBase<CodexOptions> {
       fresh: (text) => run(text ?? turn.prompt.text),
     });
   }
+
+  /** The app-servers kept ready for turns without client tools (src/backends/codex/app-server.ts). */
+  private standby(bin: string): { kind: unknown[]; server: CodexAppServerSpec } {
+    if (this.standbySpec?.server.command === bin) return this.standbySpec;
+    const args = codexAppServerArgs(this.opts, undefined);
+    const cwd = this.opts.cwd ?? path.join(this.deps.dataDir, "work", "standby");
+    mkdirSync(cwd, { recursive: true, mode: 0o700 });
+    return (this.standbySpec = {
+      kind: ["codex", bin, args, cwd],
+      server: {
+        label: "codex",
+        command: bin,
+        args,
+        env: this.env(),
+        cwd,
+        killGraceMs: this.opts.killGraceSeconds * 1000,
+        logger: childLogger(this.deps.logger, { backend: this.name }),
+        clientInfo: CODEX_CLIENT_INFO,
+        requestTimeoutMs: CODEX_REQUEST_TIMEOUT_MS,
+      },
+    });
+  }
+  private standbySpec: { kind: unknown[]; server: CodexAppServerSpec } | undefined;
 
   /** The turn with `codex exec` (a process of its own). */
   private async *runCold(turn: TurnInput, bin: string): AsyncGenerator<BackendEvent> {

@@ -56,8 +56,14 @@ export class AcpWorker implements WarmWorker {
   sink: ((u: acp.SessionUpdate) => void) | undefined;
   /** Updates seen for the session since the last `quiet()` check (history replay after a load). */
   lastUpdateAt = 0;
+  /**
+   * What the process was started with besides the session (`spec.fingerprint`); a standby gets the
+   * fingerprint of the conversation that takes it.
+   */
+  fingerprint: string;
 
   constructor(readonly spec: AcpWorkerSpec) {
+    this.fingerprint = spec.fingerprint;
     this.proc = new WarmProcess(spec);
     const proc = this.proc;
     const readable = new ReadableStream<acp.AnyMessage>({
@@ -108,9 +114,6 @@ export class AcpWorker implements WarmWorker {
   }
   get ended(): Promise<void> {
     return this.proc.ended;
-  }
-  get fingerprint(): string {
-    return this.spec.fingerprint;
   }
   async close(): Promise<void> {
     this.conn.close();

@@ -22,7 +22,7 @@
  * sessions, and a turn waits for a call's result in the process kept between requests.
  */
 import { childLogger } from "../../core/log/logger.js";
-import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { toolsFingerprint } from "../client-tools/types.js";
@@ -37,7 +37,7 @@ import {
   writeTurnFile,
   type CliTurnMapper,
 } from "../cli/base.js";
-import type { GeminiWarm } from "./warm.js";
+import type { GeminiStandby, GeminiWarm } from "./warm.js";
 import { writeTurnImages } from "../cli/images.js";
 import { limitErrorOf } from "../cli/limits.js";
 import type { BackendDeps, BackendModule } from "../module.js";
@@ -311,6 +311,7 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
     const ct = warmClientTools(turn, this.deps.clientTools);
     yield* warm.run(
       turn,
+      cwd,
       // A new tool set starts a new process (its sessions list the tools once).
       [
         bin,
@@ -335,7 +336,44 @@ export class GeminiCliBackend extends CliBackendBase<GeminiCliOptions> {
       },
       () => this.coldTurn(turn, bin),
       ct,
+      this.standby(turn, bin, cwd),
     );
+  }
+
+  /**
+   * The standbys a turn may start on (src/backends/gemini-cli/warm.ts): `gemini --acp` with this
+   * backend's options and the turn's model, in `<dataDir>/work/standby` (or the fixed `cwd`), with a
+   * private GEMINI_SYSTEM_MD that the conversation taking it fills (`replace` mode), or none.
+   */
+  private standby(turn: TurnInput, bin: string, cwd: string): GeminiStandby {
+    const system = turn.prompt.system;
+    const withFile = this.opts.systemPromptMode === "replace" && !!system;
+    const model = turn.model;
+    return {
+      kind: ["gemini", bin, model ?? null, withFile, this.opts.cwd ?? null],
+      start: () => {
+        const env = this.env();
+        const dir = this.opts.cwd ?? path.join(this.deps.dataDir, "work", "standby");
+        mkdirSync(dir, { recursive: true, mode: 0o700 });
+        const file = withFile ? writeTurnFile(this.deps.dataDir, "gemini-system-", "system.md", "") : undefined;
+        if (file) env.GEMINI_SYSTEM_MD = file.file;
+        return {
+          bin,
+          args: geminiArgs(this.opts, { model, session: { key: "", turn: 0 } }, true),
+          env,
+          cwd: dir,
+          file,
+          ...(file ? { bootstrapFile: file.file } : {}),
+        };
+      },
+      adopt: (bootstrapFile) => {
+        // Where the bootstrap goes now (`context` turns to `replace` beside a GEMINI.md of the user's own).
+        const mode = this.bootstrapMode(cwd, system);
+        if ((mode === "replace" && !!system) !== withFile) return false;
+        if (bootstrapFile) writeFileSync(bootstrapFile, system, { mode: 0o600 });
+        return true;
+      },
+    };
   }
 
   /**

@@ -26,6 +26,16 @@
  *   call (an ACP entry cannot say `trust`): only calls of those names are allowed, everything else
  *   keeps the approval mode's policy. gemini gives an MCP call 10 minutes (its default; an ACP
  *   entry cannot set `timeout`), so the bridge gives a pending call up before that.
+ * - Standbys (`GeminiStandby`, the pool's `warm.standby`): `gemini --acp` processes started and
+ *   `initialize`d with the backend's options and model but for no conversation — in a folder of
+ *   their own (`<dataDir>/work/standby`, or the fixed `cwd`), with a private, empty
+ *   GEMINI_SYSTEM_MD in `replace` mode — taken by a conversation's turn without client tools. What
+ *   differs per conversation reaches them when taken, because gemini reads it per ACP session, not
+ *   per process: the working directory is `session/new`'s (or `session/load`'s) `cwd` (gemini
+ *   builds each session's config, project and recordings from it), and the bootstrap is read when
+ *   the session's chat starts (GEMINI_SYSTEM_MD, written into the standby's own file just before;
+ *   GEMINI.md in the conversation's folder in `context` mode). So a standby also serves a
+ *   conversation whose session is to be loaded, not only new ones.
  */
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, renameSync, unlinkSync } from "node:fs";
@@ -38,7 +48,7 @@ import { acpTurn } from "./acp.js";
 import { acpPermissionPolicy, AcpWorker, type AcpFailure, type AcpPermissionPolicy } from "./acp-worker.js";
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import type { WarmOptions } from "../warm/options.js";
-import { WarmPool } from "../warm/pool.js";
+import { WarmPool, type StandbyKind } from "../warm/pool.js";
 import { runWarmTurn } from "../warm/warm-turn.js";
 import type { WarmClientTools } from "../cli/stream-json-warm.js";
 import type { BackendError, BackendEvent, TurnInput } from "../contract/backend.js";
@@ -50,6 +60,22 @@ export interface GeminiWarmStart {
   cwd: string;
   /** A private file the process reads for its whole life (GEMINI_SYSTEM_MD), removed when it ends. */
   file?: { remove(): void };
+}
+
+/**
+ * How the backend's standbys are made and given a conversation (see the top of this file). Passed
+ * with a turn that could start on one (no client tools).
+ */
+export interface GeminiStandby {
+  /** What the standbys share (the CLI, model, options, whether a system prompt file is read): hashed into the pool's kind. */
+  kind: unknown[];
+  /** A standby's start: arguments, env (with its own GEMINI_SYSTEM_MD file when `bootstrapFile` is set), files. */
+  start(): GeminiWarmStart & { bootstrapFile?: string };
+  /**
+   * Give a taken standby the conversation: its bootstrap where gemini reads it when the session
+   * opens (`bootstrapFile`: the standby's own GEMINI_SYSTEM_MD). False: this standby cannot serve it.
+   */
+  adopt(bootstrapFile: string | undefined): boolean;
 }
 
 export interface GeminiWarmDeps {
@@ -95,16 +121,18 @@ export class GeminiWarm {
    */
   run(
     turn: TurnInput,
+    cwd: string,
     fingerprintOf: unknown[],
     start: () => GeminiWarmStart,
     cold: () => AsyncGenerator<BackendEvent>,
     ct?: WarmClientTools,
+    standby?: GeminiStandby,
   ): AsyncGenerator<BackendEvent> {
     // The MCP entry (endpoint and the conversation's token) is in the sessions the process opens.
     const fingerprint = createHash("sha256")
       .update(JSON.stringify([...fingerprintOf, ct ? [ct.entry.url, ct.session.token] : null]))
       .digest("hex");
-    if (!ct) return this.turn(turn, fingerprint, start, cold, undefined, turn.prompt.text);
+    if (!ct) return this.turn(turn, cwd, fingerprint, start, cold, undefined, turn.prompt.text, standby);
     return warmTurnWithClientTools({
       session: ct.session,
       spec: ct.spec,
@@ -112,21 +140,22 @@ export class GeminiWarm {
       signal: turn.signal,
       continuing: !!turn.session.backendSessionId,
       text: turn.prompt.text,
-      fresh: (text) => this.turn(turn, fingerprint, start, cold, ct, text ?? turn.prompt.text),
+      fresh: (text) => this.turn(turn, cwd, fingerprint, start, cold, ct, text ?? turn.prompt.text),
     });
   }
 
   private turn(
     turn: TurnInput,
+    cwd: string,
     fingerprint: string,
     start: () => GeminiWarmStart,
     cold: () => AsyncGenerator<BackendEvent>,
     ct: WarmClientTools | undefined,
     text: string,
+    standby?: GeminiStandby,
   ): AsyncGenerator<BackendEvent> {
     const sessionId = turn.session.backendSessionId;
     let home: string | undefined;
-    let cwd = "";
     const base = acpPermissionPolicy(
       this.d.approvalMode === "yolo" ? "all" : this.d.approvalMode === "auto_edit" ? "edits" : "read-only",
     );
@@ -138,6 +167,7 @@ export class GeminiWarm {
       signal: turn.signal,
       // A process holding another session of the conversation can open this one (ACP sessions are per process).
       fits: (w) => w.fingerprint === fingerprint,
+      ...(standby && !ct ? { standby: this.standbyKind(standby, fingerprint, cwd) } : {}),
       start: async () => {
         const s = start();
         // Before gemini's own start-up cleanup runs in the new process.
@@ -158,7 +188,6 @@ export class GeminiWarm {
       drive: (lease, ctl) => {
         const env = lease.worker.spec.env;
         home = env.GEMINI_CLI_HOME || env.HOME || os.homedir();
-        cwd = lease.worker.spec.cwd;
         return acpTurn(
           lease,
           {
@@ -201,10 +230,55 @@ export class GeminiWarm {
     });
   }
 
+  /** The pool's view of this turn's standbys: their kind, how one starts, how the conversation takes one. */
+  private standbyKind(sb: GeminiStandby, fingerprint: string, cwd: string): StandbyKind<AcpWorker> {
+    const base = acpPermissionPolicy(
+      this.d.approvalMode === "yolo" ? "all" : this.d.approvalMode === "auto_edit" ? "edits" : "read-only",
+    );
+    return {
+      kind: createHash("sha256").update(JSON.stringify(sb.kind)).digest("hex"),
+      start: async () => {
+        const s = sb.start();
+        const w = new AcpWorker({
+          label: "gemini",
+          command: s.bin,
+          args: s.args,
+          env: s.env,
+          cwd: s.cwd,
+          killGraceMs: this.d.killGraceSeconds * 1000,
+          logger: this.d.logger,
+          onEnd: () => s.file?.remove(),
+          fingerprint: "standby",
+          permission: base,
+        });
+        standbyFiles.set(w, s.bootstrapFile);
+        try {
+          await w.initialize();
+        } catch (err) {
+          const why = w.proc.stderrOfTurn().trim().split("\n").slice(-2).join(" | ");
+          await w.kill();
+          throw new Error(`the gemini standby did not initialize: ${(err as Error).message}${why ? `: ${why}` : ""}`);
+        }
+        return w;
+      },
+      adopt: (w) => {
+        if (!sb.adopt(standbyFiles.get(w))) return false;
+        const env = w.spec.env;
+        // As before a new process starts in the folder (gemini's start-up cleanup, see the top of this file).
+        removeLoadLeftovers(env.GEMINI_CLI_HOME || env.HOME || os.homedir(), cwd, this.d.logger);
+        w.fingerprint = fingerprint;
+        return true;
+      },
+    };
+  }
+
   close(): Promise<void> {
     return this.pool.close();
   }
 }
+
+/** The GEMINI_SYSTEM_MD file each standby was started with (written when a conversation takes it). */
+const standbyFiles = new WeakMap<AcpWorker, string | undefined>();
 
 /**
  * gemini's tool call ids: `<tool name>__<call id>` for the model's calls in 0.61

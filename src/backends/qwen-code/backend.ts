@@ -24,10 +24,17 @@
  * bytes in its session).
  * Observed formats: docs/CLI_FORMATS.md.
  */
+import { writeFileSync } from "node:fs";
 import { childLogger } from "../../core/log/logger.js";
 import type { ProcessEnd } from "../../core/util/process.js";
 import { CLIENT_TOOLS_SERVER, toolsFingerprint } from "../client-tools/types.js";
-import { StreamJsonWarm, warmClientTools } from "../cli/stream-json-warm.js";
+import {
+  standbyBootstrapFile,
+  StreamJsonWarm,
+  warmClientTools,
+  type StreamJsonStandby,
+} from "../cli/stream-json-warm.js";
+import { userMessage } from "../cli/stream-json.js";
 import { ClaudeStreamMapper } from "../claude-code/backend.js";
 import { CliBackendBase, conversationCwd, stderrTail, writeTurnFile, type CliTurnMapper } from "../cli/base.js";
 import { writeTurnImages, type TurnImageFiles } from "../cli/images.js";
@@ -304,7 +311,54 @@ export class QwenCodeBackend extends CliBackendBase<QwenCodeOptions> {
       new QwenStreamMapper("qwen", !!turn.session.backendSessionId),
       () => this.coldTurn(original, bin),
       ct?.session,
+      this.standby(turn, bin, cwd),
     );
+  }
+
+  /**
+   * The standbys a new conversation's first turn may start on (src/backends/cli/stream-json-warm.ts),
+   * in `replace` mode with a bootstrap. qwen reads its system prompt (QWEN_SYSTEM_MD) when its chat
+   * starts — at start-up, and again on `/clear` (qwen 0.15: `resetChat`, which also starts a new
+   * session) — and has no other way to take one later (`--append-system-prompt` is read once too),
+   * so a standby is started with a private, empty system prompt file and warmed up with one `/clear`
+   * (its first slash command costs ~200 ms); the conversation that takes it writes its bootstrap
+   * into that file and sends `/clear` before its message (~20-50 ms more on its first turn).
+   */
+  private standby(turn: TurnInput, bin: string, cwd: string): StreamJsonStandby | undefined {
+    if (this.opts.systemPromptMode !== "replace" || !turn.prompt.system) return undefined;
+    const model = turn.model;
+    const system = turn.prompt.system;
+    const clear = () => userMessage("/clear");
+    return {
+      kind: ["qwen", bin, model ?? null, this.opts.cwd ?? null],
+      dataDir: this.deps.dataDir,
+      ...(this.opts.cwd !== undefined ? { fixedCwd: this.opts.cwd } : {}),
+      cwd,
+      start: (dir) => {
+        const env = this.env();
+        const file = writeTurnFile(this.deps.dataDir, "qwen-system-", "system.md", "");
+        env.QWEN_SYSTEM_MD = file.file;
+        const args = qwenArgs(this.opts, { model, prompt: { system: "", text: "" }, session: { key: "", turn: 0 } });
+        args.unshift("--input-format", "stream-json");
+        return {
+          label: "qwen",
+          bin,
+          args,
+          env,
+          cwd: dir,
+          file,
+          controlInit: true,
+          warmUp: { messages: [clear()], turns: 1 },
+          bootstrapFile: file.file,
+        };
+      },
+      preamble: (w) => {
+        const file = standbyBootstrapFile(w);
+        if (!file) return undefined;
+        writeFileSync(file, system, { mode: 0o600 });
+        return { messages: [clear()], skipTurns: 1 };
+      },
+    };
   }
 
   async close(): Promise<void> {

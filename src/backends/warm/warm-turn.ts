@@ -1,6 +1,6 @@
 /**
  * One turn on a warm worker, the same for every CLI: lease the conversation's worker from the pool
- * (or start one), let the CLI's driver run the turn on it, and hand the worker back — kept when
+ * (or take a standby, or start one), let the CLI's driver run the turn on it, and hand the worker back — kept when
  * the driver says it is fit for another turn, ended otherwise. A reused worker that died before the
  * turn produced anything is replaced by a cold run of the same turn; no lease (pool closed or full
  * of busy workers) means a cold run too. The backend contract holds: exactly one done or error.
@@ -8,7 +8,7 @@
 import type { SuspendedTurn } from "../client-tools/types.js";
 import type { BackendEvent } from "../contract/backend.js";
 import { TurnDeadline } from "../../core/util/cancel.js";
-import type { WarmLease, WarmPool, WarmWorker } from "./pool.js";
+import type { StandbyKind, WarmLease, WarmPool, WarmWorker } from "./pool.js";
 
 /**
  * What a driver reads while it runs a turn, and what it sets to suspend it. A turn suspended on a
@@ -40,6 +40,11 @@ export interface WarmTurnSpec<W extends WarmWorker> {
   fits(worker: W): boolean;
   /** Start a new worker for this turn. */
   start(): Promise<W>;
+  /**
+   * The standbys that could serve this turn instead of a new worker (a new session without
+   * per-conversation start-up parts); absent: none could.
+   */
+  standby?: StandbyKind<W>;
   /** Run the turn on the worker: events ending with done/error, then whether to keep it. */
   drive(lease: WarmLease<W>, ctl: WarmTurnControl): AsyncGenerator<BackendEvent, WarmTurnEnd>;
   /** The same turn with a new process of its own (the cold path). */
@@ -61,6 +66,7 @@ export async function* runWarmTurn<W extends WarmWorker>(spec: WarmTurnSpec<W>):
       (w) => spec.fits(w),
       () => spec.start(),
       spec.signal,
+      spec.standby,
     );
   } catch (err) {
     yield {

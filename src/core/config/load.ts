@@ -12,6 +12,7 @@ import type { z } from "zod";
 // reads only the types' light descriptors: no backend implementation is loaded here.
 import { backendDescriptor, backendTypes, bridgeTypes } from "../../backends/registry.js";
 import { CLIENT_TOOLS_OFF, type ClientToolsOptions } from "../../backends/client-tools/options.js";
+import { warmConfigSchema } from "../../backends/warm/options.js";
 import {
   backendBaseSchema,
   backendModelsSchema,
@@ -145,6 +146,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   const systems = section("systems") ?? [];
   const events = section("events");
   const images = section("images");
+  const warm = section("warm");
   section("intents");
 
   const rawBackends = obj.backends;
@@ -330,6 +332,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     systems,
     events: events ?? eventsSchema.parse({}),
     images: images ?? imagesSchema.parse({}),
+    warm: warm ?? warmConfigSchema.parse({}),
     source,
   };
 }

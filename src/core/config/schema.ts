@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { clientToolsOptionsSchema, type ClientToolsOptions } from "../../backends/client-tools/options.js";
 import { intentsConfigSchema, type IntentsConfigInput } from "../../request/intents/schema.js";
+import { warmConfigSchema, type WarmConfig } from "../../backends/warm/options.js";
 
 export const SESSION_MODES = ["stateless", "resume", "passthrough"] as const;
 export type SessionMode = (typeof SESSION_MODES)[number];
@@ -235,6 +236,8 @@ export const configFileSchema = z.strictObject({
   systems: z.array(z.unknown()).default([]),
   events: eventsSchema.default(eventsSchema.parse({})),
   images: imagesSchema.default(imagesSchema.parse({})),
+  /** Every backend's warm CLI processes together: their memory budget, the default number of standbys (src/backends/warm). */
+  warm: warmConfigSchema.default(warmConfigSchema.parse({})),
 });
 export type ConfigFile = z.infer<typeof configFileSchema>;
 export type ServerConfig = z.infer<typeof serverSchema>;
@@ -285,6 +288,8 @@ export interface Config {
   events: EventsConfig;
   /** Images in requests (src/request/images). */
   images: ImagesConfig;
+  /** The warm CLI processes of every backend: memory budget, default standbys (src/backends/warm). */
+  warm: WarmConfig;
   /** Where the configuration came from (file path or "embedded defaults"). */
   source: string;
 }

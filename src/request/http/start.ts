@@ -15,7 +15,7 @@ import { TurnScheduler } from "../queue/scheduler.js";
 import { ModelCatalog } from "../../backends/catalog/catalog.js";
 import { ModelRouter } from "../models/routes.js";
 import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js";
-import { sumWarmStats, warmEventSources } from "../../backends/warm/pool.js";
+import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/pool.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
 import type { SessionStore } from "../../core/store/types.js";
@@ -208,6 +208,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const clientTools = config.models.some((m) => m.tools.mode === "bridge")
     ? new ClientToolHub(childLogger(logger, { room: "clienttools" }))
     : undefined;
+  // The warm processes' memory budget and default standbys, for every backend (src/backends/warm).
+  configureWarm(config.warm, childLogger(logger, { room: "warm" }));
   const backends = await createBackends(config, logger, {
     ...(systems ? { router: { ...systems, builderBusy } } : {}),
     ...(builder ? { builder } : {}),

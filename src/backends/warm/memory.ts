@@ -1,0 +1,219 @@
+/**
+ * The memory budget of the warm processes of every backend together (`warm.maxMemoryMB`, the
+ * top-level `warm:` section): what a warm CLI holds between turns is counted, and kept under it.
+ *
+ * - Measured, not guessed: the resident set of each warm process's whole process group
+ *   (`groupRss`, one /proc scan for all), read when a process is to start, every
+ *   `ENFORCE_EVERY_MS`, and for `/health`. Never on a warm turn's path: a scan costs 2-9 ms of CPU
+ *   on a loaded machine. A process still starting (or just taken) is charged at least what a
+ *   process of its backend was seen to hold (`expected`), since its memory grows over its first
+ *   seconds; a process not started yet (its reservation) is charged that too.
+ * - Before a warm process starts (`admit`): if it does not fit, idle processes are ended to make
+ *   room — standbys first, then the least recently used — across every backend, and only when
+ *   that is enough. Otherwise nothing is ended and the caller runs its turn cold (a turn never waits
+ *   for memory). A standby is only started when it fits without ending anything.
+ * - Every `ENFORCE_EVERY_MS` (processes grow with their turns): past the budget, idle processes
+ *   are ended in the same order until it holds again. Busy ones are never ended: a turn is never
+ *   cut for memory.
+ * RSS counts the pages a process shares with others once per process, so the sum is an upper
+ * bound of what the processes really hold together: the budget errs on the safe side.
+ */
+import os from "node:os";
+import type { Logger } from "pino";
+import { groupRss } from "./rss.js";
+
+/** One warm process as the budget sees it. */
+export interface MemoryItem {
+  backend: string;
+  pid: number | undefined;
+  busy: boolean;
+  /** A standby: started for no conversation yet (the first to go). */
+  standby: boolean;
+  startedAt: number;
+  lastUsedAt: number;
+  /** End it to free its memory (an idle process of a pool; absent: the budget cannot end it). */
+  end?(): Promise<void>;
+}
+
+/** Where the items come from (every registered warm source, see pool.ts). */
+export type MemoryItems = () => MemoryItem[];
+
+/** Resident bytes per process-group leader (replaceable in tests). */
+export type RssReader = (pids: number[]) => Map<number, number>;
+
+/** What a process of a backend holds before any was measured (Claude Code ~200 MB, Gemini CLI and Qwen Code 320-480 MB). */
+export const DEFAULT_EXPECTED_BYTES = 256 * 1024 * 1024;
+/** A process younger than this is charged at least `expected` (it is still loading). */
+const WARMUP_MS = 15_000;
+/** How often the budget is checked while warm processes exist. */
+export const ENFORCE_EVERY_MS = 5_000;
+/** The default budget's share of the machine's memory (see `defaultWarmMemoryBytes`). */
+export const DEFAULT_MEMORY_SHARE = 0.4;
+
+/**
+ * The default budget: 40% of the machine's memory, or of the container's limit when it has a
+ * smaller one. On a 2 GB VPS that is ~800 MB — four idle Claude Code processes, or two of Qwen
+ * Code — which leaves the rest for the system (~200 MB), OpenClaw's gateway (~300-400 MB), the
+ * bridge (~100 MB) and the cold turns that run when the budget is full (~200 MB each); on 4 GB,
+ * ~1.6 GB.
+ */
+export function defaultWarmMemoryBytes(): number {
+  const total = os.totalmem();
+  const limit = (process as { constrainedMemory?: () => number | undefined }).constrainedMemory?.() ?? 0;
+  const mem = limit > 0 && limit < total ? limit : total;
+  return Math.floor(mem * DEFAULT_MEMORY_SHARE);
+}
+
+/** What `/health`, the dashboard and `/metrics` show of the budget. */
+export interface WarmMemoryState {
+  maxBytes: number;
+  /** Resident memory of every warm process now (their process groups). */
+  usedBytes: number;
+  /** Whether the budget was configured (`warm.maxMemoryMB`) or is the default share of the machine's memory. */
+  configured: boolean;
+}
+
+export class WarmMemory {
+  maxBytes: number;
+  configured = false;
+  /** The largest resident size seen of one process, per backend (what a new one is expected to reach). */
+  private readonly peak = new Map<string, number>();
+  /** Processes admitted but not started yet: their expected bytes. */
+  private readonly reserved = new Map<symbol, { backend: string; bytes: number }>();
+  /** Admissions one at a time (two at once could both fit alone and not together). */
+  private queue: Promise<unknown> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private enforcing = false;
+  log: Logger | undefined;
+
+  constructor(
+    private readonly items: MemoryItems,
+    private readonly rss: RssReader = groupRss,
+    maxBytes = defaultWarmMemoryBytes(),
+  ) {
+    this.maxBytes = maxBytes;
+  }
+
+  /** Set the budget (`warm.maxMemoryMB`; undefined: the default share of the machine's memory). */
+  configure(maxMemoryMB: number | undefined): void {
+    this.configured = maxMemoryMB !== undefined;
+    this.maxBytes = maxMemoryMB !== undefined ? maxMemoryMB * 1024 * 1024 : defaultWarmMemoryBytes();
+  }
+
+  /** What a new process of `backend` is expected to hold. */
+  expected(backend: string): number {
+    return this.peak.get(backend) ?? DEFAULT_EXPECTED_BYTES;
+  }
+
+  /** Every warm process with its resident memory now, and what each is charged. */
+  measure(): Array<MemoryItem & { rssBytes: number | undefined; charge: number }> {
+    const list = this.items();
+    const mem = this.rss(list.map((i) => i.pid).filter((p): p is number => p !== undefined));
+    const now = Date.now();
+    return list.map((i) => {
+      const rssBytes = i.pid !== undefined ? mem.get(i.pid) : undefined;
+      if (rssBytes !== undefined && rssBytes > (this.peak.get(i.backend) ?? 0)) this.peak.set(i.backend, rssBytes);
+      const floor = now - i.startedAt < WARMUP_MS || rssBytes === undefined ? this.expected(i.backend) : 0;
+      return { ...i, rssBytes, charge: Math.max(rssBytes ?? 0, floor) };
+    });
+  }
+
+  /** The budget and its use now (one /proc scan). */
+  state(): WarmMemoryState {
+    const used = this.measure().reduce((n, i) => n + (i.rssBytes ?? 0), 0);
+    return { maxBytes: this.maxBytes, usedBytes: used, configured: this.configured };
+  }
+
+  /**
+   * Room for one more process of `backend`: true (room was there or was made by ending idle
+   * processes, standbys first) with a reservation to `settle()` once the process has started (or
+   * failed to); false when it does not fit even without every idle process (run cold). `mayEnd`
+   * false: only if it fits as things are (a standby ends nothing).
+   */
+  admit(backend: string, mayEnd = true): Promise<{ settle(): void } | undefined> {
+    const run = this.queue.then(() => this.tryAdmit(backend, mayEnd));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async tryAdmit(backend: string, mayEnd: boolean): Promise<{ settle(): void } | undefined> {
+    const items = this.measure();
+    const need = this.expected(backend);
+    const reserved = [...this.reserved.values()].reduce((n, r) => n + r.bytes, 0);
+    let used = items.reduce((n, i) => n + i.charge, 0) + reserved;
+    if (used + need > this.maxBytes) {
+      if (!mayEnd) return undefined;
+      const idle = endOrder(items);
+      const freeable = idle.reduce((n, i) => n + i.charge, 0);
+      if (used - freeable + need > this.maxBytes) {
+        this.log?.debug(
+          { backend, usedMB: mb(used), needMB: mb(need), maxMB: mb(this.maxBytes) },
+          "warm memory budget full of busy processes: the turn runs cold",
+        );
+        return undefined;
+      }
+      const ending: Promise<void>[] = [];
+      for (const i of idle) {
+        if (used + need <= this.maxBytes) break;
+        used -= i.charge;
+        this.log?.info(
+          { backend: i.backend, pid: i.pid, standby: i.standby, rssMB: mb(i.charge), maxMB: mb(this.maxBytes) },
+          "ending an idle warm process to make room in the memory budget",
+        );
+        ending.push(i.end!());
+      }
+      // The memory is free once they are reaped (a polite close takes ~50-500 ms).
+      await Promise.all(ending);
+    }
+    const token = Symbol(backend);
+    this.reserved.set(token, { backend, bytes: need });
+    return { settle: () => this.reserved.delete(token) };
+  }
+
+  /** Past the budget: end idle processes (standbys first, then least recently used) until it holds. */
+  async enforce(): Promise<void> {
+    if (this.enforcing) return;
+    this.enforcing = true;
+    try {
+      const items = this.measure();
+      let used = items.reduce((n, i) => n + (i.rssBytes ?? 0), 0);
+      if (used <= this.maxBytes) return;
+      const ending: Promise<void>[] = [];
+      for (const i of endOrder(items)) {
+        if (used <= this.maxBytes) break;
+        used -= i.rssBytes ?? 0;
+        this.log?.info(
+          { backend: i.backend, pid: i.pid, standby: i.standby, rssMB: mb(i.rssBytes ?? 0), maxMB: mb(this.maxBytes) },
+          "warm processes past their memory budget: ending an idle one",
+        );
+        ending.push(i.end!());
+      }
+      if (used > this.maxBytes)
+        this.log?.warn(
+          { usedMB: mb(used), maxMB: mb(this.maxBytes) },
+          "warm processes past their memory budget while busy; idle ones go once their turns end",
+        );
+      await Promise.all(ending);
+    } finally {
+      this.enforcing = false;
+    }
+  }
+
+  /** Check every `ENFORCE_EVERY_MS` while `active()` (warm processes exist); idempotent. */
+  watch(active: () => boolean): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      if (active()) void this.enforce().catch((err) => this.log?.debug({ err }, "warm memory check failed"));
+    }, ENFORCE_EVERY_MS);
+    this.timer.unref();
+  }
+}
+
+/** Idle processes the budget may end, in the order it ends them: standbys, then least recently used. */
+function endOrder<T extends MemoryItem>(items: T[]): T[] {
+  return items
+    .filter((i) => !i.busy && i.end)
+    .sort((a, b) => Number(b.standby) - Number(a.standby) || a.lastUsedAt - b.lastUsedAt);
+}
+
+const mb = (b: number) => Math.round(b / 1048576);
