@@ -608,8 +608,10 @@ describe("models and health", () => {
       [MODEL, "fake/other"],
     );
     for (const m of body.data) {
-      assert.deepEqual(Object.keys(m).sort(), ["created", "id", "object", "owned_by"]);
+      assert.deepEqual(Object.keys(m).sort(), ["created", "id", "input", "input_modalities", "object", "owned_by"]);
       assert.equal(m.object, "model");
+      // An OpenCode model takes images (its backend passes them on: docs/IMAGES.md).
+      assert.deepEqual(m.input, ["text", "image"]);
       assert.equal(m.owned_by, "oc");
       assert.ok(Number.isInteger(m.created) && m.created > 1_700_000_000);
     }

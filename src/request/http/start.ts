@@ -266,19 +266,25 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const images = new Images(config.images);
   // The Responses API's stored responses (previous_response_id, GET /v1/responses/:id):
   // <dataDir>/responses.db. One that cannot be opened is logged, and responses are kept in memory
-  // until the bridge stops.
-  const responses = await import("../../core/store/responses.js").then((r) => {
-    const opts = {
-      ...config.server.responses,
-      onError: (err: Error, n: number) => logger.warn({ err: err.message, responses: n }, "responses not stored"),
-    };
-    try {
-      return r.ResponseStore.open(r.defaultResponseStorePath(config.dataDir), opts);
-    } catch (err) {
-      logger.warn({ err: (err as Error).message }, "response store not opened; responses are kept in memory only");
-      return r.ResponseStore.open(":memory:", opts);
-    }
-  });
+  // until the bridge stops; when SQLite itself cannot load (a host process on another Node.js, as
+  // the OpenClaw gateway may be), none are kept and the door still answers.
+  const responses = await import("../../core/store/responses.js")
+    .then((r) => {
+      const opts = {
+        ...config.server.responses,
+        onError: (err: Error, n: number) => logger.warn({ err: err.message, responses: n }, "responses not stored"),
+      };
+      try {
+        return r.ResponseStore.open(r.defaultResponseStorePath(config.dataDir), opts);
+      } catch (err) {
+        logger.warn({ err: (err as Error).message }, "response store not opened; responses are kept in memory only");
+        return r.ResponseStore.open(":memory:", opts);
+      }
+    })
+    .catch((err: Error) => {
+      logger.warn({ err: err.message }, "responses cannot be kept here; previous_response_id is not served");
+      return undefined;
+    });
   const { app, front } = buildApp({
     config,
     pipeline,
@@ -299,7 +305,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     catalog,
     images,
     doors: [messagesDoor, responsesDoor({ store: responses, logger })],
-    responses,
+    ...(responses ? { responses } : {}),
   });
 
   try {
@@ -308,7 +314,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     catalog.close();
     metrics?.close();
     usage?.close();
-    responses.close();
+    responses?.close();
     events.close();
     await watcher.stop();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
@@ -370,7 +376,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await debugLog.close();
         metrics?.close();
         usage?.close();
-        responses.close();
+        responses?.close();
         catalog.close();
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));
