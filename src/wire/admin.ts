@@ -67,8 +67,21 @@ export interface ProcessRow {
   warm: boolean;
   backend?: string;
   busy?: boolean;
+  /** A standby: a warm process started for no conversation yet (a new conversation's first turn starts on it). */
+  standby?: boolean;
   turns?: number;
   rss_bytes?: number | null;
+}
+
+/** `GET /v1/admin/processes`: the processes, and the memory budget of the warm ones (`warm.maxMemoryMB`). */
+export interface Processes extends List<ProcessRow> {
+  warm_memory: {
+    /** Resident memory of every warm process now (their process groups). */
+    used_bytes: number;
+    max_bytes: number;
+    /** Set in the configuration (else the default: 40% of the machine's memory). */
+    configured: boolean;
+  };
 }
 
 /** A resume-mode binding: conversation → backend session, with its recent history. */

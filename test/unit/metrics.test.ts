@@ -20,6 +20,7 @@ const FAMILIES: Record<string, "COUNTER" | "GAUGE" | "HISTOGRAM"> = {
   clawbridge_cli_processes: "GAUGE",
   clawbridge_warm_processes: "GAUGE",
   clawbridge_warm_memory_bytes: "GAUGE",
+  clawbridge_warm_memory_budget_bytes: "GAUGE",
   clawbridge_warm_events_total: "COUNTER",
   clawbridge_turns_total: "COUNTER",
   clawbridge_turn_errors_total: "COUNTER",

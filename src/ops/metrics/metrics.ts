@@ -22,7 +22,7 @@ import type { EventBus } from "../events/bus.js";
 import type { BridgeEvent, DecisionAction, EventOf } from "../../wire/events.js";
 import type { TurnScheduler } from "../../request/queue/scheduler.js";
 import { liveProcessCount } from "../../core/util/process.js";
-import { warmEventTotals, warmSummary } from "../../backends/warm/pool.js";
+import { warmEventTotals, warmMemory, warmSummary } from "../../backends/warm/pool.js";
 import { VERSION } from "../../core/version.js";
 
 /** What the labels may name: configured ids only. */
@@ -199,14 +199,15 @@ export class BridgeMetrics {
     // their memory (resident set of each process group).
     new Gauge({
       name: "clawbridge_warm_processes",
-      help: "Warm CLI processes kept between turns, by backend and state (busy, idle).",
+      help: "Warm CLI processes kept between turns, by backend and state (busy, idle, standby: started for no conversation yet).",
       labelNames: ["backend", "state"],
       registers,
       collect() {
         this.reset();
         for (const [backend, b] of Object.entries(warmSummary().byBackend)) {
           this.set({ backend, state: "busy" }, b.busy);
-          this.set({ backend, state: "idle" }, b.processes - b.busy);
+          this.set({ backend, state: "idle" }, b.processes - b.busy - b.standby);
+          this.set({ backend, state: "standby" }, b.standby);
         }
       },
     });
@@ -215,7 +216,7 @@ export class BridgeMetrics {
     const seen = new Map<string, number>();
     new Counter({
       name: "clawbridge_warm_events_total",
-      help: "What happened to warm CLI processes, by backend and event: started, reused, overflow (a turn ran cold: all busy), reaped (idle), evicted (room for another conversation), closed (the bridge's shutdown), died (crash or kill).",
+      help: "What happened to warm CLI processes, by backend and event: started, reused, overflow (a turn ran cold: all busy), reaped (idle), evicted (room for another conversation), closed (the bridge's shutdown), died (crash or kill), standbyStarted, standbyTaken (a new conversation started on a standby), memoryEvicted (ended for the memory budget), memoryOverflow (a turn ran cold: the memory budget had no room).",
       labelNames: ["backend", "event"],
       registers,
       collect() {
@@ -238,6 +239,14 @@ export class BridgeMetrics {
       collect() {
         this.reset();
         for (const [backend, b] of Object.entries(warmSummary().byBackend)) this.set({ backend }, b.rssBytes);
+      },
+    });
+    new Gauge({
+      name: "clawbridge_warm_memory_budget_bytes",
+      help: "The memory budget of all warm CLI processes together (warm.maxMemoryMB, default 40% of the machine's memory); past it idle ones are ended, standbys first, and new turns run cold.",
+      registers,
+      collect() {
+        this.set(warmMemory.maxBytes);
       },
     });
 

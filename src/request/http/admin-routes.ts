@@ -30,9 +30,9 @@ import type {
   DecisionRow,
   Doctor,
   Finding,
-  List,
   PendingRow,
   ProcessRow,
+  Processes,
   QueueStats,
   RouterInfo,
   SessionRow,
@@ -46,7 +46,7 @@ import type { UsageSource } from "../../ops/usage/usage.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { liveProcesses } from "../../core/util/process.js";
-import { warmProcesses } from "../../backends/warm/pool.js";
+import { warmSummary } from "../../backends/warm/pool.js";
 import { sendApiError } from "./reply.js";
 
 /** `clawbridge doctor` as the running bridge can call it (given by `clawbridge serve`: the doctor sits above the server). */
@@ -249,8 +249,9 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
     return { object: "list", ...turns.snapshot(limit), queue: queue(), live: !!bus } satisfies Turns;
   });
 
-  app.get("/v1/admin/processes", async (): Promise<List<ProcessRow>> => {
-    const warm = new Map(warmProcesses().map((w) => [w.pid, w]));
+  app.get("/v1/admin/processes", async (): Promise<Processes> => {
+    const summary = warmSummary();
+    const warm = new Map(summary.list.map((w) => [w.pid, w]));
     const data = liveProcesses().map((p): ProcessRow => {
       const w = p.pid !== undefined ? warm.get(p.pid) : undefined;
       return {
@@ -260,10 +261,23 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
         cwd: p.cwd ?? null,
         started_at: p.startedAt,
         warm: !!p.warm,
-        ...(w ? { backend: w.backend, busy: w.busy, turns: w.turns, rss_bytes: w.rssBytes ?? null } : {}),
+        ...(w
+          ? {
+              backend: w.backend,
+              busy: w.busy,
+              ...(w.standby ? { standby: true } : {}),
+              turns: w.turns,
+              rss_bytes: w.rssBytes ?? null,
+            }
+          : {}),
       };
     });
-    return { object: "list", data };
+    const m = summary.memory;
+    return {
+      object: "list",
+      data,
+      warm_memory: { used_bytes: m.usedBytes, max_bytes: m.maxBytes, configured: m.configured },
+    };
   });
 
   app.get("/v1/admin/queue", async () => queue());

@@ -1,5 +1,5 @@
 /** Turns as they happen, limits and fallbacks, the CLI processes running now, and the queue. */
-import type { List, ProcessRow, TurnRow, Turns, Usage, UsageEventRow } from "@wire/admin";
+import type { Processes, TurnRow, Turns, Usage, UsageEventRow } from "@wire/admin";
 import { ago, ms, num, short, time } from "../format";
 import { useApi } from "../hooks";
 import { Badge, Empty, Failure, Section } from "../ui";
@@ -103,7 +103,8 @@ function TurnTable({ rows, testid }: { rows: TurnRow[]; testid: string }) {
 
 export function Live() {
   const turns = useApi<Turns>("/v1/admin/turns", { everyMs: 5000, refreshOn: isTurnEvent });
-  const procs = useApi<List<ProcessRow>>("/v1/admin/processes", { everyMs: 2000, refreshOn: isTurnEvent });
+  const procs = useApi<Processes>("/v1/admin/processes", { everyMs: 2000, refreshOn: isTurnEvent });
+  const mem = procs.data?.warm_memory;
   const q = turns.data?.queue;
   return (
     <div className="view" data-testid="view-live">
@@ -129,6 +130,12 @@ export function Live() {
           <div className="label">CLI processes</div>
           <div className="value" data-testid="process-count">
             {procs.data ? procs.data.data.length : "–"}
+          </div>
+        </div>
+        <div className="card" title="Resident memory of the warm CLI processes, and their budget (warm.maxMemoryMB)">
+          <div className="label">warm memory</div>
+          <div className="value" data-testid="warm-memory">
+            {mem ? `${Math.round(mem.used_bytes / 1048576)} / ${Math.round(mem.max_bytes / 1048576)} MB` : "–"}
           </div>
         </div>
       </div>
@@ -178,7 +185,7 @@ export function Live() {
                   <td>{ago(p.started_at)}</td>
                   <td data-testid="process-warm">
                     {p.warm
-                      ? `${p.busy ? "busy" : "idle"} · ${p.turns ?? 0} turns${p.rss_bytes ? ` · ${Math.round(p.rss_bytes / 1048576)} MB` : ""}`
+                      ? `${p.standby ? "standby" : p.busy ? "busy" : "idle"} · ${p.turns ?? 0} turns${p.rss_bytes ? ` · ${Math.round(p.rss_bytes / 1048576)} MB` : ""}`
                       : "–"}
                   </td>
                 </tr>
