@@ -340,8 +340,10 @@ export function resumeContract<Req extends { body: any }, Reply>(
       assert.equal(bound.turns, 2);
       const dead = bound.backendSessionId;
       // Every file of the session (Gemini CLI may write a stub file per minute a resume started in).
-      // A warm CLI may write it a moment after the turn.
+      // A warm CLI may write it a moment after the turn; a cold one until it has exited, just after
+      // its answer (the answer ends on its result line).
       if (cli.warm) await eventually(() => cli.sessionFiles(home, dead).length >= 1, 5000);
+      else assert.ok(await eventually(() => cliGroups(home, bound.cwd).size === 0, 10_000), "the CLI has exited");
       const files = cli.sessionFiles(home, dead);
       assert.ok(files.length >= 1, "the session's files are where docs/CLI_FORMATS.md says");
       for (const f of files) unlinkSync(f);

@@ -204,6 +204,39 @@ describe("sqlite session store", () => {
     }
   });
 
+  test("beginTurn: sets the marker and updatedAt, nothing else; no-op for unknown keys; the store stays FULL", async () => {
+    const c = clock(10_000);
+    const file = fresh();
+    const store = await openSessionStore({ kind: "sqlite", path: file, now: c.now });
+    try {
+      await store.put(binding("k", { turns: 2, createdAt: 1, updatedAt: 2 }));
+      c.set(20_000);
+      await store.beginTurn("k", "in-progress abc");
+      const got = await store.get("k");
+      assert.deepEqual(got, binding("k", { turns: 2, createdAt: 1, updatedAt: 20_000, lastError: "in-progress abc" }));
+      assert.deepEqual(
+        (await store.listEvents("k")).map((e) => e.kind),
+        ["bound"],
+        "turn bookkeeping records no events",
+      );
+      await store.recordTurn("k", "sid-k");
+      assert.equal((await store.get("k"))?.lastError, null);
+      await store.beginTurn("missing", "in-progress x");
+      assert.equal(await store.get("missing"), undefined, "beginTurn must not create bindings");
+      // Bookkeeping commits without its own fsync; every other write is FULL as configured.
+      assert.equal((await (store as SqliteSessionStore).info()).synchronous, "FULL");
+    } finally {
+      await store.close();
+    }
+    // What a bookkeeping commit wrote is there for the next process.
+    const again = SqliteSessionStore.open(file);
+    try {
+      assert.equal((await again.get("k"))?.turns, 3);
+    } finally {
+      await again.close();
+    }
+  });
+
   test("recordError: sets lastError and updatedAt, keeps turns, is clipped, records an event; no-op for unknown keys", async () => {
     const c = clock(10_000);
     const store = await openSessionStore({ kind: "sqlite", path: fresh(), now: c.now });

@@ -8,8 +8,16 @@
  *   so a put() that resolved survives `kill -9` AND power loss / OS crash. NORMAL also survives
  *   `kill -9` (the commit has been written to the OS before put() returns; only the fsync is
  *   deferred to checkpoints) but may lose the last commits on power loss. A lost binding means a
- *   conversation silently cold-starts, and writes happen about once per turn (turns take seconds),
- *   so the fsync per commit costs nothing that matters: FULL is the default.
+ *   conversation silently cold-starts: every write of a binding, an error or an event is FULL.
+ * - Turn bookkeeping is the exception (`beginTurn`, and `recordTurn` when the session stays the
+ *   same): two writes per turn, and a warm turn takes ~60 ms, of which an fsync each took ~5 ms of
+ *   the event loop (measured: 10.7 ms wall for the pair, bench/results/*-warm-turn-cpu.md). They
+ *   commit with `synchronous=NORMAL` (switched for that commit only): still on disk as far as a
+ *   crash of the bridge is concerned (`kill -9`: the OS has the WAL pages), and made durable by the
+ *   next FULL commit or checkpoint, since the WAL is fsynced as a whole and in order. What a power
+ *   loss can take back is only that bookkeeping of the last turns — a turn count one short, or a
+ *   finished turn still marked in progress (then an identical next message starts a new session
+ *   seeded from the conversation, as a retry would) — never a binding.
  * - `busy_timeout` (default 5000 ms): a writer that finds another process holding the write lock
  *   waits instead of failing with SQLITE_BUSY. Every read-modify-write runs in `BEGIN IMMEDIATE`,
  *   which takes the write lock up front, so a WAL snapshot can never go stale mid-transaction
@@ -221,6 +229,8 @@ export class SqliteSessionStore implements SessionStore {
   private readonly now: () => number;
   private readonly stmt;
   private readonly tx;
+  /** `synchronous` switched for one bookkeeping commit (when the store runs FULL), then back. */
+  private readonly light: { on: Database.Statement; off: Database.Statement } | undefined;
 
   private constructor(
     private readonly db: DB,
@@ -243,6 +253,7 @@ export class SqliteSessionStore implements SessionStore {
       turn: db.prepare<[string, number, string]>(
         "UPDATE sessions SET turns = turns + 1, backend_session_id = ?, updated_at = ?, last_error = NULL WHERE key = ?",
       ),
+      begin: db.prepare<[string, number, string]>("UPDATE sessions SET last_error = ?, updated_at = ? WHERE key = ?"),
       error: db.prepare<[string, number, string]>("UPDATE sessions SET last_error = ?, updated_at = ? WHERE key = ?"),
       delete: db.prepare<[string]>("DELETE FROM sessions WHERE key = ?"),
       listAll: db.prepare<[number], SessionRow>("SELECT * FROM sessions ORDER BY updated_at DESC, key LIMIT ?"),
@@ -260,6 +271,10 @@ export class SqliteSessionStore implements SessionStore {
       ),
     };
     this.stmt = s;
+    this.light =
+      Number(db.pragma("synchronous", { simple: true })) === 2
+        ? { on: db.prepare("PRAGMA synchronous = NORMAL"), off: db.prepare("PRAGMA synchronous = FULL") }
+        : undefined;
 
     const event = (key: string, kind: string, reason: string | null): void => {
       s.addEvent.run(key, this.now(), kind, reason === null ? null : clip(reason));
@@ -354,9 +369,34 @@ export class SqliteSessionStore implements SessionStore {
     this.tx.put.immediate(validateBinding(binding));
   }
 
+  async beginTurn(key: string, marker: string): Promise<void> {
+    this.live();
+    const k = requireText(key, "key");
+    if (typeof marker !== "string") throw new SessionStoreError("marker must be a string");
+    this.bookkeeping(() => this.stmt.begin.run(clip(marker), this.now(), k));
+  }
+
   async recordTurn(key: string, backendSessionId: string): Promise<void> {
     this.live();
-    this.tx.turn.immediate(requireText(key, "key"), requireText(backendSessionId, "backendSessionId"));
+    const k = requireText(key, "key");
+    const id = requireText(backendSessionId, "backendSessionId");
+    // The same session: bookkeeping. Another one (a rebinding): as durable as every binding.
+    if (this.stmt.sessionId.get(k)?.backend_session_id === id) this.bookkeeping(() => this.tx.turn.immediate(k, id));
+    else this.tx.turn.immediate(k, id);
+  }
+
+  /** One commit of turn bookkeeping, without waiting for the disk (see the top of this file). */
+  private bookkeeping(write: () => unknown): void {
+    if (!this.light) {
+      write();
+      return;
+    }
+    this.light.on.run();
+    try {
+      write();
+    } finally {
+      this.light.off.run();
+    }
   }
 
   async recordError(key: string, message: string): Promise<void> {

@@ -63,6 +63,14 @@ export interface SessionStore {
   /** Write/replace a binding; only called after the backend confirmed the session id. */
   put(binding: SessionBinding): Promise<void>;
   /**
+   * A turn of the bound conversation starts: lastError = `marker` (the pipeline's `in-progress
+   * <hash of the message>`), updatedAt = now. No-op when the key is not bound. Turn bookkeeping
+   * (with `recordTurn`): it must be on disk before the backend is given the message, but it holds
+   * nothing the person made, so an implementation may make it survive a crash of the bridge only
+   * (not of the machine) — see sqlite.ts.
+   */
+  beginTurn(key: string, marker: string): Promise<void>;
+  /**
    * Record a finished turn: turns+1, updatedAt=now, lastError cleared, backendSessionId set to the
    * one given (a "rebound" event is recorded when it changed). No-op when the key is not bound.
    */

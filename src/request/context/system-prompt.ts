@@ -3,6 +3,10 @@
  * preamble, then the identity, user profile and behaviour files OpenClaw loaded (IDENTITY.md,
  * USER.md, SOUL.md, AGENTS.md), shared fairly within `maxSystemChars`. No persona is built in:
  * everything personal comes from the request.
+ *
+ * OpenClaw sends the same system prompt on every turn of an agent, so what is read out of it (the
+ * brief, the workspace line) is kept for the last few prompts seen and made again only when the
+ * prompt changes (a string compare instead of splitting and searching 30-50k characters per turn).
  */
 import { fairShares, truncateAtWord } from "./text.js";
 
@@ -57,13 +61,54 @@ const SECTIONS: Array<{ file: string; label: string }> = [
   { file: "AGENTS.MD", label: "Operating rules" },
 ];
 
-/** Working directory line of OpenClaw's `## Workspace` section, if present. */
-export function workspacePath(system: string): string | undefined {
-  const m = /Your working directory is:?\s*`?([^\s`]+)`?/i.exec(system);
-  return m?.[1];
+/** What was read out of one system prompt: its workspace line, and its briefs by size and preamble. */
+interface Known {
+  workspace?: { path: string | undefined };
+  briefs: Array<{ maxChars: number; preamble: string; brief: string }>;
 }
 
+/** The last system prompts seen, least recently used first (a Map keeps insertion order). */
+const known = new Map<string, Known>();
+/** Prompts kept (an agent's prompt is 30-50k characters: at most ~1 MB held). */
+const KNOWN_PROMPTS = 16;
+/** Briefs kept per prompt (one per budget and preamble in use). */
+const BRIEFS_PER_PROMPT = 4;
+
+function knownOf(system: string): Known {
+  let k = known.get(system);
+  if (k) {
+    if (known.size > 1) {
+      // Most recently used last.
+      known.delete(system);
+      known.set(system, k);
+    }
+    return k;
+  }
+  k = { briefs: [] };
+  known.set(system, k);
+  if (known.size > KNOWN_PROMPTS) known.delete(known.keys().next().value!);
+  return k;
+}
+
+/** Working directory line of OpenClaw's `## Workspace` section, if present. */
+export function workspacePath(system: string): string | undefined {
+  const k = knownOf(system);
+  k.workspace ??= { path: /Your working directory is:?\s*`?([^\s`]+)`?/i.exec(system)?.[1] };
+  return k.workspace.path;
+}
+
+/** The brief of `system` within `maxChars`, after `preamble` (made once per prompt, size and preamble). */
 export function compressSystemPrompt(system: string, maxChars: number, preamble: string): string {
+  const k = knownOf(system);
+  const hit = k.briefs.find((b) => b.maxChars === maxChars && b.preamble === preamble);
+  if (hit) return hit.brief;
+  const brief = compress(system, maxChars, preamble);
+  k.briefs.push({ maxChars, preamble, brief });
+  if (k.briefs.length > BRIEFS_PER_PROMPT) k.briefs.shift();
+  return brief;
+}
+
+function compress(system: string, maxChars: number, preamble: string): string {
   const head = preamble.trim();
   if (maxChars <= 0) return "";
   if (!system.trim()) return truncateAtWord(head, maxChars);

@@ -13,8 +13,16 @@ import type { Route } from "../models/routes.js";
 import type { IntentReport } from "./chat.js";
 import type { ToolRunner } from "../web-tools/preexec.js";
 
+/** The key of a model without intents settings of its own. */
+const NO_SETTINGS = {};
+
 export class PreExecutor {
   private readonly runners = new Map<string, ToolRunner | null>();
+  /**
+   * The runner of a model's settings once found, by its `intents` object and its tool-result budget
+   * (a route may copy the model, never these): the settings are not parsed again every turn.
+   */
+  private readonly found = new WeakMap<object, Map<number, ToolRunner | null>>();
 
   constructor(
     private readonly logger: Logger,
@@ -27,6 +35,21 @@ export class PreExecutor {
    * never loads them.
    */
   private async runnerFor(model: ResolvedModel): Promise<ToolRunner | null> {
+    const mine = this.known(model);
+    if (mine !== undefined) return mine;
+    const runner = await this.findRunner(model);
+    const key = model.intents ?? NO_SETTINGS;
+    let byBudget = this.found.get(key);
+    if (!byBudget) this.found.set(key, (byBudget = new Map()));
+    byBudget.set(model.context.maxToolResultChars, runner);
+    return runner;
+  }
+
+  private known(model: ResolvedModel): ToolRunner | null | undefined {
+    return this.found.get(model.intents ?? NO_SETTINGS)?.get(model.context.maxToolResultChars);
+  }
+
+  private async findRunner(model: ResolvedModel): Promise<ToolRunner | null> {
     const cfg = parseIntentsConfig(model.intents ?? {});
     const id = JSON.stringify([cfg, model.context.maxToolResultChars]);
     const known = this.runners.get(id);
@@ -54,7 +77,8 @@ export class PreExecutor {
     report?: (r: IntentReport) => void,
   ): Promise<LiveData[]> {
     if (!userText || route.model.sessionMode === "passthrough") return [];
-    const runner = await this.runnerFor(route.model);
+    const found = this.known(route.model);
+    const runner = found !== undefined ? found : await this.runnerFor(route.model);
     if (!runner) return [];
     const res = await runner.preExecute(userText, signal);
     if (res.intent) {

@@ -10,6 +10,13 @@
  *   retry of the SAME message starts a new session seeded from the conversation (event `reset`)
  *   instead of asking the CLI twice; a different next message continues the session. A resent
  *   tool-result request is left to the client tools (src/backends/client-tools/replay.ts).
+ * - The store costs the turn little (issue 34): the in-progress marker is one small write before
+ *   the backend is given the message (`beginTurn`); a new binding is written (durably, with its
+ *   fsync) once the first output has gone out, not before the first token, and at the latest before
+ *   the turn's end is yielded; the finished turn is recorded AFTER `done` has gone to the client —
+ *   still before this generator returns, so before the conversation's queue slot is released and
+ *   its next turn reads the binding. The marker and the record commit without an fsync of their own
+ *   (src/core/store/sqlite.ts says why that keeps what the person made).
  */
 import { createHash } from "node:crypto";
 import type { BackendEvent } from "../../backends/contract/backend.js";
@@ -97,56 +104,95 @@ export async function* runResume(turn: Turn, deps: ResumeDeps): AsyncGenerator<B
       clientTools,
     );
     if (binding) {
-      binding = { ...binding, lastError: inProgress, updatedAt: Date.now() };
-      await store.put(binding);
+      await store.beginTurn(key, inProgress);
+      binding = { ...binding, lastError: inProgress };
     }
     let answered = false;
     let heal = false;
-    for await (const ev of contract(route.backend, input, () => `${built.prompt.system}\n${built.prompt.text}`)) {
-      if (ev.type === "session") {
-        if (ev.id !== binding?.backendSessionId) {
-          // The backend confirmed a session id: only now is the binding written.
-          const now = Date.now();
-          binding = {
-            key,
+    /** A session the backend confirmed, not written yet (see `save`). */
+    let unsaved: SessionBinding | undefined;
+    /** Write the confirmed session (at once, durably): after the first output, or before the turn ends. */
+    const save = async (): Promise<void> => {
+      const b = unsaved;
+      unsaved = undefined;
+      if (b) await store.put(b);
+    };
+    try {
+      for await (const ev of contract(route.backend, input, () => `${built.prompt.system}\n${built.prompt.text}`)) {
+        if (ev.type === "session") {
+          if (ev.id !== binding?.backendSessionId) {
+            // The backend confirmed a session id: only now is the binding made.
+            const now = Date.now();
+            binding = {
+              key,
+              backend: backendName,
+              backendSessionId: ev.id,
+              cwd,
+              turns: binding?.turns ?? 0,
+              createdAt: binding?.createdAt ?? now,
+              updatedAt: now,
+              model: route.model.id,
+              lastError: inProgress,
+            };
+            unsaved = binding;
+          }
+        } else if (ev.type === "text" || ev.type === "tool_call" || ev.type === "reasoning") {
+          answered = true;
+          if (unsaved) {
+            // The first output goes out first (its frame is flushed at the end of this tick); then
+            // the binding is written, while the rest of the answer is on its way.
+            yield ev;
+            await new Promise<void>((r) => setImmediate(r));
+            await save();
+            continue;
+          }
+        } else if (
+          ev.type === "error" &&
+          ev.error.code === "session_not_found" &&
+          continuing &&
+          !answered &&
+          attempt === 0
+        ) {
+          log.warn(
+            { backendSessionId: binding?.backendSessionId, reason: ev.error.message },
+            "resume failed: dropping the dead session and starting a new one seeded from the conversation",
+          );
+          debugLog.line(`Session healed for ${key}: ${ev.error.message}`);
+          unsaved = undefined;
+          await store.delete(key);
+          await store.appendEvent(key, "healed", ev.error.message);
+          deps.bus?.emit({
+            type: "session.healed",
+            conversation: key,
             backend: backendName,
-            backendSessionId: ev.id,
-            cwd,
-            turns: binding?.turns ?? 0,
-            createdAt: binding?.createdAt ?? now,
-            updatedAt: now,
-            model: route.model.id,
-            lastError: inProgress,
-          };
-          await store.put(binding);
+            reason: ev.error.message,
+          });
+          binding = undefined;
+          heal = true;
+          break;
+        } else if (ev.type === "done" && binding) {
+          await save();
+          // The answer first; the record before the generator returns (also when the consumer
+          // stops at `done`), so before the conversation's next turn reads the binding.
+          const sessionId = binding.backendSessionId;
+          try {
+            yield ev;
+          } finally {
+            await store
+              .recordTurn(key, sessionId)
+              .catch((err: Error) => log.warn({ err: err.message }, "cannot record the finished turn"));
+          }
+          return;
+        } else if (ev.type === "error" && binding && ev.error.code !== "aborted") {
+          // The CLI finished with an error: the session is consistent; record why.
+          await save();
+          await store.recordError(key, ev.error.message);
         }
-      } else if (ev.type === "text" || ev.type === "tool_call" || ev.type === "reasoning") {
-        answered = true;
-      } else if (
-        ev.type === "error" &&
-        ev.error.code === "session_not_found" &&
-        continuing &&
-        !answered &&
-        attempt === 0
-      ) {
-        log.warn(
-          { backendSessionId: binding?.backendSessionId, reason: ev.error.message },
-          "resume failed: dropping the dead session and starting a new one seeded from the conversation",
-        );
-        debugLog.line(`Session healed for ${key}: ${ev.error.message}`);
-        await store.delete(key);
-        await store.appendEvent(key, "healed", ev.error.message);
-        deps.bus?.emit({ type: "session.healed", conversation: key, backend: backendName, reason: ev.error.message });
-        binding = undefined;
-        heal = true;
-        break;
-      } else if (ev.type === "done" && binding) {
-        await store.recordTurn(key, binding.backendSessionId);
-      } else if (ev.type === "error" && binding && ev.error.code !== "aborted") {
-        // The CLI finished with an error: the session is consistent; record why.
-        await store.recordError(key, ev.error.message);
+        yield ev;
       }
-      yield ev;
+    } finally {
+      // The turn ended before any output (or its consumer stopped early): the session is kept.
+      if (unsaved) await save().catch((err: Error) => log.warn({ err: err.message }, "cannot write the session"));
     }
     if (!heal) return;
   }

@@ -81,10 +81,11 @@ export class Turn implements TurnRequest {
     return t;
   }
 
-  /** What the person typed this turn. */
+  /** What the person typed this turn (found once: tool pre-execution, the resume marker and usage read it). */
   userText(): string {
-    return findCurrentUserTurn(this.request.messages).text;
+    return (this.said ??= findCurrentUserTurn(this.request.messages).text);
   }
+  private said?: string;
 
   /** The backend's input for this turn. */
   input(prompt: PromptParts, session: SessionInfo, clientTools?: ClientToolsTurn): TurnInput {
