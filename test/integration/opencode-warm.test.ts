@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
+import Database from "better-sqlite3";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../../testkit/fakes/openai-api.js";
 import { openclawRequest } from "../../testkit/openclaw-request.js";
@@ -150,6 +151,45 @@ describe("opencode warm mode (opencode serve) through the bridge", () => {
     );
     const body = fake.mainRequests().at(-1)!.body;
     assert.equal(body.model, "m1", "the model reached OpenCode as providerID/modelID");
+  });
+
+  test("a stateless turn starts on a session made ahead at the end of the turn before", async () => {
+    // OpenCode's own database (XDG_DATA_HOME of the test's home): the shared directory's empty
+    // sessions are the ones made ahead; the turn's text shows which session it went to.
+    const db = new Database(path.join(home, ".local", "share", "opencode", "opencode.db"), {
+      readonly: true,
+      fileMustExist: true,
+    });
+    try {
+      const ahead = () =>
+        db
+          .prepare(
+            "SELECT id FROM session s WHERE title = 'clawbridge' AND NOT EXISTS (SELECT 1 FROM message m WHERE m.session_id = s.id)",
+          )
+          .all() as Array<{ id: string }>;
+      assert.ok(
+        await eventually(() => ahead().length === 1, 10_000),
+        `the turn before left one session made ahead (${JSON.stringify(ahead())})`,
+      );
+      const spare = ahead()[0]!.id;
+      fake.setScript(() => ({ kind: "text", chunks: ["ahead"] }));
+      const r = await streamTurn(client, { messages: [{ role: "user", content: "marker-made-ahead-7731" }] });
+      assert.equal(r.text, "ahead");
+      const used = db
+        .prepare("SELECT DISTINCT session_id AS id FROM part WHERE data LIKE '%marker-made-ahead-7731%'")
+        .all() as Array<{ id: string }>;
+      assert.deepEqual(
+        used.map((u) => u.id),
+        [spare],
+        "the prompt went to the session made ahead (no POST /session on the turn's path)",
+      );
+      assert.ok(
+        await eventually(() => ahead().length === 1 && ahead()[0]!.id !== spare, 10_000),
+        `and this turn's end made the next one (${JSON.stringify(ahead())})`,
+      );
+    } finally {
+      db.close();
+    }
   });
 
   test("a client abort mid-turn aborts the session; the server keeps serving", async () => {

@@ -78,6 +78,13 @@ export interface DriveOptions {
   tools?: Pick<ToolSession, "listen" | "announce">;
   /** OpenCode's names of those tools (their tool parts are counted, not mapped). */
   bridged?: ReadonlySet<string>;
+  /**
+   * Called once when the session has gone idle, before the turn's last events are yielded: the
+   * server is free, and what the caller asks of it now (the next turn's session) overlaps the
+   * answer's end reaching the client. (Code after `yield*` of this generator does not run when
+   * the consumer stops at the turn's terminal event, as the pipeline does.)
+   */
+  onIdle?: () => void;
 }
 
 /** A server event, the end of the process, or a call of the client's tools reaching the turn. */
@@ -270,6 +277,7 @@ export async function* driveTurn(
         for (const out of ev.map(m.message)) yield out;
         if (ev.idle) {
           finished = true;
+          d.onIdle?.();
           if (ev.error?.code === "aborted" && !ctl.signal.aborted) {
             yield { type: "error", error: ev.error };
             return { lost: false };

@@ -132,8 +132,10 @@ export class OpencodeWarm implements WarmSource {
   /** After a failed start, turns run cold until then (epoch ms). */
   private coldUntil = 0;
   /**
-   * A session made ahead for the next turn without one (a stateless turn, a new conversation), per
-   * server and project directory: that turn skips the `POST /session` round trip (~20 ms).
+   * A session made ahead for the next turn without one (a stateless turn, a side call) in the shared
+   * directory, per server: made when a turn's session goes idle (while its answer's end reaches the
+   * client), so the next turn skips the `POST /session` round trip on its path (~10-15 ms of a
+   * later turn's first token, bench/suites/opencode-turn.ts).
    */
   private readonly spares = new WeakMap<OpencodeServer, Map<string, Promise<string | undefined>>>();
   private readonly unregister: () => void;
@@ -273,14 +275,19 @@ export class OpencodeWarm implements WarmSource {
           return;
         }
         t.onPid?.(got.server.pid);
-        const spare = turn.session.backendSessionId ? undefined : await this.takeSpare(got.server, t.cwd);
+        const server = got.server;
+        // Sessions are made ahead only in the shared directory: a turn given a directory of its own
+        // (a system step's sandbox) is a one-off there, and a spare would be left behind.
+        const ahead = !turn.session.backendSessionId && t.cwd === t.serverCwd;
+        const spare = ahead ? await this.takeSpare(server, t.cwd) : undefined;
         const ctl: WarmTurnControl = { signal: turn.signal, parked: false };
-        const end = yield* driveTurn(got.server, turn, t.cwd, this.o, {
+        const end = yield* driveTurn(server, turn, t.cwd, this.o, {
           text: turn.prompt.text,
           ctl,
           ...(spare ? { spare } : {}),
+          // The next turn's session, made while this answer's end reaches the client.
+          ...(ahead ? { onIdle: () => this.makeSpare(server, t.cwd) } : {}),
         });
-        if (!turn.session.backendSessionId && !end.lost) this.makeSpare(got.server, t.cwd);
         if (end.lost) {
           if (got.fresh) yield diedMidTurn(LABEL, describeEnd(got.server));
           else lost = true;
