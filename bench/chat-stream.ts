@@ -6,6 +6,10 @@ export interface StreamedAnswer {
   chunks: number;
   /** `clock()` when the first content chunk arrived. */
   firstAt: number;
+  /** `clock()` when the last content chunk arrived. */
+  lastAt: number;
+  /** `clock()` when `data: [DONE]` arrived (undefined: the stream ended without it). */
+  doneAt?: number;
 }
 
 /**
@@ -21,6 +25,8 @@ export async function readChatStream(res: Response, what: string, clock: () => n
   let text = "";
   let chunks = 0;
   let first: number | undefined;
+  let last = 0;
+  let doneAt: number | undefined;
   for (let i = 0; i < 100_000; i++) {
     const { done, value } = await reader.read();
     if (done) break;
@@ -30,6 +36,7 @@ export async function readChatStream(res: Response, what: string, clock: () => n
       const block = buf.slice(0, cut);
       buf = buf.slice(cut + 2);
       const data = block.startsWith("data: ") ? block.slice(6) : "";
+      if (data === "[DONE]") doneAt ??= clock();
       if (!data || data === "[DONE]") continue;
       const obj = JSON.parse(data) as {
         choices?: Array<{ delta?: { content?: string } }>;
@@ -38,12 +45,13 @@ export async function readChatStream(res: Response, what: string, clock: () => n
       if (obj.error) throw new Error(`${what}: stream error: ${obj.error.message}`);
       const c = obj.choices?.[0]?.delta?.content;
       if (c) {
-        first ??= clock();
+        last = clock();
+        first ??= last;
         chunks++;
         text += c;
       }
     }
   }
   if (first === undefined) throw new Error(`${what}: no content streamed`);
-  return { text, chunks, firstAt: first };
+  return { text, chunks, firstAt: first, lastAt: last, ...(doneAt !== undefined ? { doneAt } : {}) };
 }

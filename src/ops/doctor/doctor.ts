@@ -120,15 +120,18 @@ function warmLine(warm: unknown): string {
     | {
         processes?: number;
         rssBytes?: number;
-        byBackend?: Record<string, { processes: number; busy: number; rssBytes: number }>;
+        byBackend?: Record<string, { processes: number; busy: number; standby?: number; rssBytes: number }>;
+        memory?: { maxBytes: number };
       }
     | undefined;
   if (!w?.processes) return "";
   const mb = (n: number) => `${Math.round(n / 1048576)} MB`;
   const parts = Object.entries(w.byBackend ?? {}).map(
-    ([name, b]) => `${name} ${b.processes} (${b.busy} busy, ${mb(b.rssBytes)})`,
+    ([name, b]) =>
+      `${name} ${b.processes} (${b.busy} busy, ${b.standby ? `${b.standby} standby, ` : ""}${mb(b.rssBytes)})`,
   );
-  return `\nwarm CLI processes: ${w.processes}, ${mb(w.rssBytes ?? 0)} in all — ${parts.join(", ")}`;
+  const budget = w.memory ? `; budget ${mb(w.memory.maxBytes)} (warm.maxMemoryMB)` : "";
+  return `\nwarm CLI processes: ${w.processes}, ${mb(w.rssBytes ?? 0)} in all — ${parts.join(", ")}${budget}`;
 }
 
 async function checkPort(config: Config, findings: Finding[], timeoutMs: number): Promise<void> {
