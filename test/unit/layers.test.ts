@@ -54,6 +54,7 @@ const LAYERS = [
   "workflows/systems",
   "backends/warm",
   "core/config",
+  "backends/warm/options.ts",
   "backends/client-tools",
   "request/intents",
   "backends/contract",
