@@ -319,3 +319,18 @@ test("warm: settings are checked with messages that name the key; the default bu
   const share = defaultWarmMemoryBytes() / os.totalmem();
   assert.ok(share > 0.39 && share <= 0.4, String(share));
 });
+
+test("a standby starts only when it fits the budget as things are", async () => {
+  // 300 MB: one process of 200 MB fits, a standby beside it does not.
+  const { pool } = poolWith(300);
+  const standbys: Cat[] = [];
+  try {
+    const a = (await pool.acquire("a", () => true, fresh("a"), undefined, kindOf("k1", "a", standbys)))!;
+    a.release(true);
+    await pool.settled();
+    assert.equal(standbys.length, 0, "no standby: it would need a's memory");
+    assert.ok(!gone(a.worker.pid));
+  } finally {
+    await pool.close();
+  }
+});

@@ -9,6 +9,9 @@
  *   process is fit for the next turn;
  * - `--resume <id>` of an unknown session: the process prints the reason on stderr and exits.
  * The CLI's events are mapped by the backend's own mapper (the same as the cold path's).
+ * A standby taken by a conversation first reads its `preamble` (the conversation's bootstrap, given
+ * the CLI's way: see stream-json-warm.ts); the turns it causes are read and dropped before the
+ * turn's own message is sent, and a standby that did not take it is ended (the turn runs cold).
  */
 import { randomUUID } from "node:crypto";
 import type { BackendEvent, TurnImage } from "../contract/backend.js";

@@ -262,7 +262,10 @@ export function warmSummary(): {
 export const MAX_KINDS = 3;
 /** A taken standby's replacement starts at the latest this long after it was taken (sooner if its turn ends). */
 export const REFILL_AFTER_MS = 1500;
-/** After a standby failed to start, its kind gets none for this long (no spawn loop on a broken CLI). */
+/**
+ * After a standby failed to start (or was ended for the memory budget), its kind gets none for this
+ * long: no spawn loop on a broken CLI, no start-and-end loop at the edge of the budget.
+ */
 const START_FAILED_BACKOFF_MS = 60_000;
 
 export interface WarmPoolOptions {
@@ -278,7 +281,15 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
   private readonly closing = new Map<string, Promise<void>>();
   private readonly standbys: Standby<W>[] = [];
   /** The kinds of standby wanted, least recently used first, with when a turn of that kind last came. */
-  private readonly kinds = new Map<string, { spec: StandbyKind<W>; usedAt: number; failedAt?: number }>();
+  private readonly kinds = new Map<
+    string,
+    {
+      spec: StandbyKind<W>;
+      usedAt: number;
+      /** Its standby failed to start, or was ended for the memory budget: none for a while (no start-and-end loop). */
+      failedAt?: number;
+    }
+  >();
   private fillTimer: NodeJS.Timeout | undefined;
   private filling: Promise<void> | undefined;
   private fillAgain = false;
@@ -715,6 +726,8 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
         end: () => {
           if (s.taken || s.ending) return Promise.resolve();
           this.stats.memoryEvicted++;
+          const k = this.kinds.get(s.kind);
+          if (k) k.failedAt = Date.now();
           return this.endStandby(s, "memory");
         },
       });
