@@ -31,13 +31,21 @@ import { ms, percentile, table } from "../stats.js";
 import type { BenchContext, BenchSuite, SuiteResult, TargetCheck } from "../suite.js";
 import { buildState } from "../../scripts/build-state.mjs";
 
-const CONVERSATIONS = 6;
-const TURNS = 5;
+/** Conversations and turns per conversation (env OPENCODE_TURN_CONVERSATIONS / OPENCODE_TURN_TURNS). */
+const CONVERSATIONS = envCount("OPENCODE_TURN_CONVERSATIONS", 8);
+const TURNS = envCount("OPENCODE_TURN_TURNS", 6);
 const TARGET_MS = 100;
+/** Pause before each measured turn. */
+const PAUSE_MS = 250;
 const MODES = ["stateless", "resume"] as const;
 type Mode = (typeof MODES)[number];
 /** The reply the fake streams at once: several chunks. */
 const CHUNKS = ["The ", "warm ", "answer ", "comes ", "in ", "pieces."];
+
+function envCount(name: string, fallback: number): number {
+  const n = Number(process.env[name]);
+  return Number.isInteger(n) && n > 0 ? n : fallback;
+}
 
 interface Side {
   name: string;
@@ -173,6 +181,7 @@ const p50 = (xs: number[]) => (xs.length ? ms(percentile(xs, 50)) : "–");
 
 const suite: BenchSuite = {
   name: "opencode-turn",
+  resultSlug: "opencode-warm-turn",
   description:
     "A warm OpenCode turn's first token (stateless on the shared opencode serve, resume on the conversation's own), later turns p50, optionally against a baseline git ref in the same run",
   async run(ctx: BenchContext): Promise<SuiteResult> {
@@ -231,6 +240,9 @@ const suite: BenchSuite = {
               const key = `bench-${mode}-${c}`;
               const h = history.get(`${side.name}\0${key}`) ?? [];
               h.push({ role: "user", content: `question ${t + 1} of conversation ${c + 1}: tell me something short` });
+              // What a server does after a turn (OpenCode's own summary and pruning, the next
+              // session made ahead) settles before the next measured turn, whichever side it is on.
+              await new Promise((r) => setTimeout(r, PAUSE_MS));
               const { sample, text } = await turn(side, mode, key, h, () => stamp);
               h.push({ role: "assistant", content: text });
               history.set(`${side.name}\0${key}`, h);
@@ -265,6 +277,36 @@ const suite: BenchSuite = {
         ]);
       }
     }
+    // Paired: the two sides' turns of the same round (same conversation and turn, moments apart),
+    // after minus before; the median of those differences is steadier than a difference of p50s
+    // when other processes load the machine unevenly over the run.
+    const paired: string[][] = [];
+    if (sides.length === 2) {
+      for (const mode of MODES) {
+        const [b, a] = sides.map((side) => samples.get(`${side.name}\0${mode}`)!.later);
+        const diff = (f: (x: Sample) => number) => a!.map((x, i) => f(x) - f(b![i]!));
+        const signed = (v: number) => `${v > 0 ? "+" : ""}${ms(v)}`;
+        const first = diff((x) => x.first);
+        paired.push([
+          mode,
+          signed(percentile(first, 50)),
+          `${signed(percentile(first, 25))} / ${signed(percentile(first, 75))}`,
+          signed(
+            percentile(
+              diff((x) => x.model),
+              50,
+            ),
+          ),
+          signed(
+            percentile(
+              diff((x) => x.first - x.model),
+              50,
+            ),
+          ),
+          `${first.filter((d) => d < 0).length} of ${first.length}`,
+        ]);
+      }
+    }
     const current = sides[sides.length - 1]!;
     for (const mode of MODES) {
       const later = samples.get(`${current.name}\0${mode}`)!.later.map((x) => x.first);
@@ -277,7 +319,7 @@ const suite: BenchSuite = {
       });
     }
     const markdown = [
-      `The bridge as its own process${sides.length > 1 ? " per side (the baseline's sources and this tree's, turns alternating, the first side rotating every round)" : ""}, two warm OpenCode backends on one instant fake OpenAI API (${CHUNKS.length} chunks at once): \`stateless\` (the shared \`opencode serve\`, a new OpenCode session per turn, the whole history in the prompt) and \`resume\` (the conversation's own \`opencode serve\`, its session going on). ${CONVERSATIONS} conversations × ${TURNS} turns per side and mode after a warm-up and after OpenCode's one-time background plugin install has finished. Times in ms, request → first content chunk at the client.`,
+      `The bridge as its own process${sides.length > 1 ? " per side (the baseline's sources and this tree's, turns alternating, the first side rotating every round)" : ""}, two warm OpenCode backends on one instant fake OpenAI API (${CHUNKS.length} chunks at once): \`stateless\` (the shared \`opencode serve\`, a new OpenCode session per turn, the whole history in the prompt) and \`resume\` (the conversation's own \`opencode serve\`, its session going on). ${CONVERSATIONS} conversations × ${TURNS} turns per side and mode after a warm-up and after OpenCode's one-time background plugin install has finished, ${PAUSE_MS} ms between turns. Times in ms, request → first content chunk at the client.`,
       "",
       table(
         [
@@ -294,6 +336,24 @@ const suite: BenchSuite = {
         rows,
       ),
       "",
+      ...(paired.length
+        ? [
+            "After minus before, turn by turn (each later turn paired with the other side's same turn of the same round):",
+            "",
+            table(
+              [
+                "mode",
+                "first token (median difference)",
+                "first token (p25 / p75 difference)",
+                "request → model request (median difference)",
+                "model request → first token (median difference)",
+                "turns faster after",
+              ],
+              paired,
+            ),
+            "",
+          ]
+        : []),
       "CPU from /proc (10 ms ticks, so per-turn values are coarse): the bridge process, and the `opencode serve` processes the bridge lists as warm.",
     ].join("\n");
     return { markdown, targets };
