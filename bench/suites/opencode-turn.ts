@@ -319,6 +319,12 @@ const suite: BenchSuite = {
       });
     }
     const markdown = [
+      ...(ref
+        ? [
+            `Baseline: \`OPENCODE_TURN_BASELINE=${ref}\` — ${sides[0]!.name}; after: ${current.name}. To repeat: \`OPENCODE_TURN_BASELINE=${ref} npm run bench -- --suite opencode-turn\`.`,
+            "",
+          ]
+        : []),
       `The bridge as its own process${sides.length > 1 ? " per side (the baseline's sources and this tree's, turns alternating, the first side rotating every round)" : ""}, two warm OpenCode backends on one instant fake OpenAI API (${CHUNKS.length} chunks at once): \`stateless\` (the shared \`opencode serve\`, a new OpenCode session per turn, the whole history in the prompt) and \`resume\` (the conversation's own \`opencode serve\`, its session going on). ${CONVERSATIONS} conversations × ${TURNS} turns per side and mode after a warm-up and after OpenCode's one-time background plugin install has finished, ${PAUSE_MS} ms between turns. Times in ms, request → first content chunk at the client.`,
       "",
       table(

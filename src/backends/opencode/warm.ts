@@ -5,9 +5,11 @@
  * token by token from the server's event stream (one turn on a server: ./serve-turn.ts).
  *
  * - A turn without a session creates one (`POST /session`, emitting `session`); one with a
- *   session continues it. The prompt goes with `POST /session/:id/prompt_async` and a message id
- *   the bridge chose, with the bootstrap as `system` (OpenCode appends it to its system prompt), the
- *   model as providerID/modelID and the configured agent. The turn ends when the session is idle.
+ *   session continues it. In the shared directory the next such turn's session is made ahead, when
+ *   a turn's session goes idle: a later stateless turn asks the server one thing, its prompt. The
+ *   prompt goes with `POST /session/:id/prompt_async` and a message id the bridge chose, with the
+ *   bootstrap as `system` (OpenCode appends it to its system prompt), the model as
+ *   providerID/modelID and the configured agent. The turn ends when the session is idle.
  * - Abort (the turn's signal, or the consumer stopping): `POST /session/:id/abort`, then a short
  *   wait for the session to go idle; the turn ends with `aborted` / `backend_timeout`.
  * - The server ended after `idleSeconds` without a turn; if it dies, the turn it was serving gets
