@@ -79,6 +79,8 @@ interface CliResult {
   /** New conversations on a ready standby: first and second turn; standbys taken; conversations whose standby was not ready in time. */
   standby?: {
     first: number[];
+    /** Their first turns: request → the CLI's model request at the fake. */
+    firstModel: number[];
     second: number[];
     taken: number;
     notReady: number;
@@ -95,6 +97,10 @@ interface MemoryResult {
   budgetMB: number;
   perClaudeMB: number;
   maxWarm: number;
+  /** The plain RSS sum, forks before their exec counted twice. */
+  maxWarmRaw: number;
+  /** The warm groups' sizes at the highest sample. */
+  atMaxWarm: string;
   maxAll: number;
   samples: number;
   answered: number;
@@ -221,6 +227,7 @@ async function runCli(ctx: BenchContext, cli: WarmCli, base: string): Promise<Cl
     if (withStandby) {
       const sb = {
         first: [] as number[],
+        firstModel: [] as number[],
         second: [] as number[],
         taken: 0,
         notReady: 0,
@@ -240,6 +247,7 @@ async function runCli(ctx: BenchContext, cli: WarmCli, base: string): Promise<Cl
         const history = [user(`new ${c + 1}`, 0)];
         const r1 = await turn("standby", key, history);
         sb.first.push(r1.firstMs);
+        if (r1.modelMs !== undefined) sb.firstModel.push(r1.modelMs);
         history.push({ role: "assistant", content: r1.text }, user(`new ${c + 1}`, 1));
         sb.second.push((await turn("standby", key, history)).firstMs);
       }
@@ -268,6 +276,8 @@ async function runMemory(ctx: BenchContext, cli: WarmCli, base: string, perClaud
     budgetMB,
     perClaudeMB: Math.round(perClaude / 1048576),
     maxWarm: 0,
+    maxWarmRaw: 0,
+    atMaxWarm: "",
     maxAll: 0,
     samples: 0,
     answered: 0,
@@ -314,7 +324,14 @@ async function runMemory(ctx: BenchContext, cli: WarmCli, base: string, perClaud
     ctx.log(`memory budget: ${r.error}`);
   } finally {
     sampler?.stop();
-    if (sampler) Object.assign(r, { maxWarm: sampler.maxWarm, maxAll: sampler.maxAll, samples: sampler.samples });
+    if (sampler)
+      Object.assign(r, {
+        maxWarm: sampler.maxWarm,
+        maxWarmRaw: sampler.maxWarmRaw,
+        atMaxWarm: sampler.atMaxWarm,
+        maxAll: sampler.maxAll,
+        samples: sampler.samples,
+      });
     await bridge?.stop(5000);
     await fake.close();
   }
@@ -416,7 +433,9 @@ function report(results: CliResult[], memory: MemoryResult | undefined): string 
     r.cli.name,
     p50(r.cold.first),
     p50(r.warm.first),
-    r.standby ? `${p50(r.standby.first)} (max ${max(r.standby.first)})` : "– (no standby: one shared `opencode serve`)",
+    r.standby
+      ? `${p50(r.standby.first)} (max ${max(r.standby.first)}; model request at ${p50(r.standby.firstModel)})`
+      : "– (no standby: one shared `opencode serve`)",
     r.standby ? p50(r.standby.second) : "–",
     r.standby?.startCpuMs.length
       ? `${ms(percentile(r.standby.startCpuMs, 50))} CPU, ${mbOf(percentile(r.standby.readyRss, 50))}`
@@ -481,12 +500,13 @@ function report(results: CliResult[], memory: MemoryResult | undefined): string 
     out.push(
       "### Memory budget: conversations opened one after another",
       "",
-      `Claude Code, one backend with \`warm.standby: 1\` and \`warm.maxMemoryMB: ${memory.budgetMB}\` (3 × ${memory.perClaudeMB} MB, the largest warm Claude process of this run); ${MEMORY_CONVERSATIONS} new conversations one after another, ${MEMORY_TURNS} turns each. This process read the resident memory of every process group the bridge started from /proc every 100 ms (${memory.samples} samples): "warm" are the groups the bridge's /health lists (polled every 300 ms), "all" includes the cold turns' processes, which the budget does not cover.`,
+      `Claude Code, one backend with \`warm.standby: 1\` and \`warm.maxMemoryMB: ${memory.budgetMB}\` (3 × ${memory.perClaudeMB} MB, the largest warm Claude process of this run); ${MEMORY_CONVERSATIONS} new conversations one after another, ${MEMORY_TURNS} turns each. This process read the resident memory of every process group the bridge started from /proc every 100 ms (${memory.samples} samples): "warm" are the groups the bridge's /health lists (polled every 300 ms), "all" includes the cold turns' processes, which the budget does not cover. A child that is a fork of its parent which has not run another program yet (same name, executable and command line: Claude Code starts its helpers so, and on a loaded machine such a fork of a ~290 MB claude stays visible for a few hundred ms) holds its parent's pages copy-on-write: it is counted once, as the bridge counts it (src/backends/warm/rss.ts); the plain sum is shown beside it.`,
       "",
       table(
         [
           "budget",
-          "max RSS, warm processes",
+          "max RSS, warm processes (what it was made of)",
+          "the same, a fork before its exec counted twice",
           "max RSS, all CLI processes",
           "turns answered",
           "first token of each first turn (p50, max)",
@@ -495,7 +515,8 @@ function report(results: CliResult[], memory: MemoryResult | undefined): string 
         [
           [
             `${memory.budgetMB} MB`,
-            mbOf(memory.maxWarm),
+            `${mbOf(memory.maxWarm)} (${memory.atMaxWarm})`,
+            mbOf(memory.maxWarmRaw),
             mbOf(memory.maxAll),
             `${memory.answered} of ${memory.turns}`,
             `${p50(memory.first)}, ${max(memory.first)}`,

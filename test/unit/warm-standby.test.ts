@@ -6,14 +6,18 @@
  * took), the standby is replaced once the turn ends; a kind gets standbys only after a turn of it
  * came; past the budget standbys go first, then the least recently used idle worker; a standby
  * never ends a conversation's worker to fit; a new worker that cannot fit (everything busy) gives
- * no lease (the turn runs cold).
+ * no lease (the turn runs cold). And the pieces: a standby's folder becoming a conversation's, the
+ * `warm:` settings' checks, and a process group's memory counting a fork before its exec once.
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import {
   existsSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
+  readFileSync,
   readlinkSync,
   realpathSync,
   rmSync,
@@ -25,6 +29,7 @@ import { test } from "node:test";
 import { resolveConfig } from "../../src/core/config/load.js";
 import { createLogger } from "../../src/core/log/logger.js";
 import { defaultWarmMemoryBytes, WarmMemory, type MemoryItem } from "../../src/backends/warm/memory.js";
+import { groupRss, pidRss, treeRss } from "../../src/backends/warm/rss.js";
 import { standbyDir } from "../../src/backends/warm/standby-dir.js";
 import { WarmPool, type StandbyKind } from "../../src/backends/warm/pool.js";
 import { WarmProcess } from "../../src/backends/warm/warm-process.js";
@@ -66,13 +71,18 @@ async function until(check: () => boolean, ms = 5000): Promise<boolean> {
   return check();
 }
 
-/** A pool whose budget counts every process as 200 MB, `budgetMB` in all. */
-function poolWith(budgetMB: number, opts: { standby?: number; maxProcesses?: number } = {}) {
+/**
+ * A pool whose budget counts every process as `eachMB` (200) MB, starting or started, `budgetMB`
+ * in all (a first start, before any was measured, needs room for 384 MB).
+ */
+function poolWith(budgetMB: number, opts: { standby?: number; maxProcesses?: number; eachMB?: number } = {}) {
+  const each = (opts.eachMB ?? 200) * MB;
   const pools: Array<WarmPool<Cat>> = [];
   const memory = new WarmMemory(
     () => pools.flatMap((p): MemoryItem[] => p.memoryItems()),
-    (pids) => new Map(pids.map((p) => [p, 200 * MB])),
+    (pids) => new Map(pids.map((p) => [p, each])),
     budgetMB * MB,
+    () => each,
   );
   const pool = new WarmPool<Cat>(
     "b",
@@ -321,8 +331,8 @@ test("warm: settings are checked with messages that name the key; the default bu
 });
 
 test("a standby starts only when it fits the budget as things are", async () => {
-  // 300 MB: one process of 200 MB fits, a standby beside it does not.
-  const { pool } = poolWith(300);
+  // 450 MB: one process of 300 MB fits, a standby beside it does not.
+  const { pool } = poolWith(450, { eachMB: 300 });
   const standbys: Cat[] = [];
   try {
     const a = (await pool.acquire("a", () => true, fresh("a"), undefined, kindOf("k1", "a", standbys)))!;
@@ -332,5 +342,53 @@ test("a standby starts only when it fits the budget as things are", async () => 
     assert.ok(!gone(a.worker.pid));
   } finally {
     await pool.close();
+  }
+});
+
+test("a process group's memory counts a fork before its exec once (its pages are its parent's), a program it runs anew fully", async () => {
+  // sh forks a subshell for `( … )` that never runs another program (a fork of sh: same name,
+  // executable and command line), and runs sleep and another sh in it as new programs.
+  const child = spawn("/bin/sh", ["-c", '(sleep 30; true) & /bin/sh -c "sleep 30; true" & wait'], {
+    detached: true,
+    stdio: "ignore",
+  });
+  const leader = child.pid!;
+  try {
+    const members = () =>
+      readdirSync("/proc")
+        .filter((n) => /^\d+$/.test(n))
+        .flatMap((n) => {
+          try {
+            const stat = readFileSync(`/proc/${n}/stat`, "utf8");
+            const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+            if (Number(f[2]) !== leader) return [];
+            const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+            return [{ pid: Number(n), parent: Number(f[1]), name, rss: pidRss(Number(n)) ?? 0 }];
+          } catch {
+            return [];
+          }
+        });
+    // The leader, its subshell, the inner sh and two sleeps.
+    assert.ok(await until(() => members().length === 5), JSON.stringify(members()));
+    const all = members();
+    const subshell = all.find(
+      (p) =>
+        p.parent === leader &&
+        p.name === "sh" &&
+        readFileSync(`/proc/${p.pid}/cmdline`, "latin1") === readFileSync(`/proc/${leader}/cmdline`, "latin1"),
+    );
+    assert.ok(subshell, JSON.stringify(all));
+    const sum = all.reduce((n, p) => n + p.rss, 0);
+    const counted = groupRss([leader]).get(leader)!;
+    // Sizes move a little between readings: the fork is left out, everything else is in.
+    assert.ok(Math.abs(counted - (sum - subshell.rss)) < 64 * 1024, `${counted} vs ${sum} - ${subshell.rss}`);
+    assert.ok(counted < sum, "the fork is not counted");
+    assert.ok(treeRss(leader)! <= counted + 64 * 1024, "the tree walk leaves it out too");
+  } finally {
+    try {
+      process.kill(-leader, "SIGKILL");
+    } catch {
+      /* gone */
+    }
   }
 });

@@ -4,7 +4,7 @@
  * sampler of the memory the bridge's CLI processes hold (read from /proc by this process, not
  * taken from the bridge's own account).
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { readChatStream } from "../../chat-stream.js";
 
 export interface TurnTimes {
@@ -126,6 +126,7 @@ interface ProcStat {
   ppid: number;
   pgid: number;
   rss: number;
+  comm: string;
 }
 
 function procStats(): ProcStat[] {
@@ -136,7 +137,8 @@ function procStats(): ProcStat[] {
       const stat = readFileSync(`/proc/${name}/stat`, "utf8");
       const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       const statm = readFileSync(`/proc/${name}/statm`, "utf8").split(" ");
-      out.push({ pid: Number(name), ppid: Number(f[1]), pgid: Number(f[2]), rss: Number(statm[1]) * 4096 });
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      out.push({ pid: Number(name), ppid: Number(f[1]), pgid: Number(f[2]), rss: Number(statm[1]) * 4096, comm });
     } catch {
       /* gone */
     }
@@ -144,13 +146,28 @@ function procStats(): ProcStat[] {
   return out;
 }
 
+/** The executable and command line of a pid (a fork before its `exec` has its parent's). */
+function programOf(pid: number): string | undefined {
+  try {
+    return `${readlinkSync(`/proc/${pid}/exe`)}\0${readFileSync(`/proc/${pid}/cmdline`, "latin1")}`;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Samples, every `everyMs`, the resident memory of the process groups the bridge started (its
  * CLIs, each in a group of its own), in all and of the warm ones only (the groups led by a pid the
- * bridge's `/health` lists, polled every `healthEveryMs`).
+ * bridge's `/health` lists, polled every `healthEveryMs`). A child that is a fork of its parent
+ * not yet running another program (same name, executable and command line) holds its parent's
+ * pages copy-on-write: it is counted once (`maxWarm`) — and also as the plain sum (`maxWarmRaw`).
  */
 export class MemorySampler {
   maxWarm = 0;
+  /** The plain sum of every warm process's RSS, forks before their exec included. */
+  maxWarmRaw = 0;
+  /** The warm groups' sizes at the highest sample. */
+  atMaxWarm = "";
   maxAll = 0;
   samples = 0;
   private warmLeaders = new Set<number>();
@@ -193,12 +210,35 @@ export class MemorySampler {
     const groups = new Set(all.filter((p) => mine.has(p.pid)).map((p) => p.pgid));
     groups.delete(this.bridgePid);
     let warm = 0;
+    let warmRaw = 0;
     let total = 0;
+    const byGroup = new Map<number, ProcStat[]>();
+    const byPid = new Map(all.map((p) => [p.pid, p]));
     for (const p of all) {
       if (!groups.has(p.pgid)) continue;
-      total += p.rss;
-      if (this.warmLeaders.has(p.pgid)) warm += p.rss;
+      const parent = byPid.get(p.ppid);
+      const fork =
+        p.pid !== p.pgid &&
+        parent?.comm === p.comm &&
+        programOf(p.pid) !== undefined &&
+        programOf(p.pid) === programOf(p.ppid);
+      total += fork ? 0 : p.rss;
+      if (this.warmLeaders.has(p.pgid)) {
+        warmRaw += p.rss;
+        if (fork) continue;
+        warm += p.rss;
+        byGroup.set(p.pgid, [...(byGroup.get(p.pgid) ?? []), p]);
+      }
     }
+    this.maxWarmRaw = Math.max(this.maxWarmRaw, warmRaw);
+    if (warm > this.maxWarm)
+      this.atMaxWarm = [...byGroup.values()]
+        .map((ps) => {
+          const mb = (n: number) => Math.round(n / 1048576);
+          const parts = ps.map((p) => `${p.comm} ${mb(p.rss)}`).join(", ");
+          return `${mb(ps.reduce((n, p) => n + p.rss, 0))} MB${ps.length > 1 ? ` (${parts})` : ""}`;
+        })
+        .join(" + ");
     this.maxWarm = Math.max(this.maxWarm, warm);
     this.maxAll = Math.max(this.maxAll, total);
     this.samples++;

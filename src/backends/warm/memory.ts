@@ -5,9 +5,15 @@
  * - Measured, not guessed: the resident set of each warm process's whole process group
  *   (`groupRss`, one /proc scan for all), read when a process is to start, every
  *   `ENFORCE_EVERY_MS`, and for `/health`. Never on a warm turn's path: a scan costs 2-9 ms of CPU
- *   on a loaded machine. A process still starting (or just taken) is charged at least what a
- *   process of its backend was seen to hold (`expected`), since its memory grows over its first
- *   seconds; a process not started yet (its reservation) is charged that too.
+ *   on a loaded machine.
+ * - A CLI holds most while it starts: Claude Code 2.1.197 climbs to ~280 MB in its first ~2 s (with
+ *   its bundled ripgrep, a second copy of itself, beside it for a moment), then settles at ~150 MB
+ *   idle, ~190-205 MB after a turn. So every start is watched (`treeRss` of the new process every
+ *   `START_SAMPLE_MS` for `WARMUP_MS`, ~0.2 ms each) and each backend's start-up peak is kept; a new
+ *   process needs room for that peak, a process still in its first `WARMUP_MS` is counted at it,
+ *   and any other at least at the largest size one of its backend settled at (a standby grows
+ *   when it is taken; a process grows with its turns). Before a backend's first start was watched:
+ *   `DEFAULT_START_BYTES`. The budget errs on the safe side: it is never passed by what it admitted.
  * - Before a warm process starts (`admit`): if it does not fit, idle processes are ended to make
  *   room — standbys first, then the least recently used — across every backend, and only when
  *   that is enough. Otherwise nothing is ended and the caller runs its turn cold (a turn never waits
@@ -20,7 +26,7 @@
  */
 import os from "node:os";
 import type { Logger } from "pino";
-import { groupRss } from "./rss.js";
+import { groupRss, treeRss } from "./rss.js";
 
 /** One warm process as the budget sees it. */
 export interface MemoryItem {
@@ -41,10 +47,12 @@ export type MemoryItems = () => MemoryItem[];
 /** Resident bytes per process-group leader (replaceable in tests). */
 export type RssReader = (pids: number[]) => Map<number, number>;
 
-/** What a process of a backend holds before any was measured (Claude Code ~200 MB, Gemini CLI and Qwen Code 320-480 MB). */
-export const DEFAULT_EXPECTED_BYTES = 256 * 1024 * 1024;
-/** A process younger than this is charged at least `expected` (it is still loading). */
-const WARMUP_MS = 15_000;
+/** What a starting process of a backend is counted at before one was watched (Claude Code peaks at ~280 MB, Gemini CLI and Qwen Code settle at 320-480 MB). */
+export const DEFAULT_START_BYTES = 384 * 1024 * 1024;
+/** A process younger than this is still starting: counted at its backend's start-up peak, and watched. */
+const WARMUP_MS = 10_000;
+/** How often a starting process's memory is read. */
+const START_SAMPLE_MS = 100;
 /** How often the budget is checked while warm processes exist. */
 export const ENFORCE_EVERY_MS = 5_000;
 /** The default budget's share of the machine's memory (see `defaultWarmMemoryBytes`). */
@@ -76,8 +84,13 @@ export interface WarmMemoryState {
 export class WarmMemory {
   maxBytes: number;
   configured = false;
-  /** The largest resident size seen of one process, per backend (what a new one is expected to reach). */
-  private readonly peak = new Map<string, number>();
+  /** The most one process of a backend held while starting (its first `WARMUP_MS`). */
+  private readonly startPeak = new Map<string, number>();
+  /** The most one process of a backend held after it started. */
+  private readonly settled = new Map<string, number>();
+  /** Starting processes being watched: backend and when each started. */
+  private readonly starting = new Map<number, { backend: string; until: number }>();
+  private startTimer: NodeJS.Timeout | undefined;
   /** Processes admitted but not started yet: their expected bytes. */
   private readonly reserved = new Map<symbol, { backend: string; bytes: number }>();
   /** Admissions one at a time (two at once could both fit alone and not together). */
@@ -90,6 +103,8 @@ export class WarmMemory {
     private readonly items: MemoryItems,
     private readonly rss: RssReader = groupRss,
     maxBytes = defaultWarmMemoryBytes(),
+    /** One process tree's resident bytes (the start watch; replaceable in tests). */
+    private readonly tree: (pid: number) => number | undefined = treeRss,
   ) {
     this.maxBytes = maxBytes;
   }
@@ -100,9 +115,36 @@ export class WarmMemory {
     this.maxBytes = maxMemoryMB !== undefined ? maxMemoryMB * 1024 * 1024 : defaultWarmMemoryBytes();
   }
 
-  /** What a new process of `backend` is expected to hold. */
+  /** What a new process of `backend` needs room for: its start-up peak. */
   expected(backend: string): number {
-    return this.peak.get(backend) ?? DEFAULT_EXPECTED_BYTES;
+    return this.startPeak.get(backend) ?? Math.max(DEFAULT_START_BYTES, this.settled.get(backend) ?? 0);
+  }
+
+  /** What a started process of `backend` is counted at least. */
+  private settledOf(backend: string): number {
+    return this.settled.get(backend) ?? 0;
+  }
+
+  /**
+   * Watch a process that just started (its tree every `START_SAMPLE_MS` for `WARMUP_MS`), to learn
+   * its backend's start-up peak. One timer for all of them; ~0.2 ms per reading.
+   */
+  watchStart(backend: string, pid: number | undefined): void {
+    if (pid === undefined) return;
+    this.starting.set(pid, { backend, until: Date.now() + WARMUP_MS });
+    this.startTimer ??= setInterval(() => {
+      const now = Date.now();
+      for (const [p, w] of this.starting) {
+        const rss = this.tree(p);
+        if (rss === undefined || now > w.until) this.starting.delete(p);
+        if (rss !== undefined && rss > (this.startPeak.get(w.backend) ?? 0)) this.startPeak.set(w.backend, rss);
+      }
+      if (this.starting.size === 0) {
+        clearInterval(this.startTimer);
+        this.startTimer = undefined;
+      }
+    }, START_SAMPLE_MS);
+    this.startTimer.unref();
   }
 
   /** Every warm process with its resident memory now, and what each is charged. */
@@ -112,8 +154,10 @@ export class WarmMemory {
     const now = Date.now();
     return list.map((i) => {
       const rssBytes = i.pid !== undefined ? mem.get(i.pid) : undefined;
-      if (rssBytes !== undefined && rssBytes > (this.peak.get(i.backend) ?? 0)) this.peak.set(i.backend, rssBytes);
-      const floor = now - i.startedAt < WARMUP_MS || rssBytes === undefined ? this.expected(i.backend) : 0;
+      const warming = now - i.startedAt < WARMUP_MS;
+      const peaks = warming ? this.startPeak : this.settled;
+      if (rssBytes !== undefined && rssBytes > (peaks.get(i.backend) ?? 0)) peaks.set(i.backend, rssBytes);
+      const floor = warming || rssBytes === undefined ? this.expected(i.backend) : this.settledOf(i.backend);
       return { ...i, rssBytes, charge: Math.max(rssBytes ?? 0, floor) };
     });
   }

@@ -405,6 +405,7 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
         }
         try {
           worker = await start();
+          this.memory.watchStart(this.backend, worker.pid);
         } catch (err) {
           giveUp();
           throw err;
@@ -623,6 +624,7 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
       .then(
         (w) => {
           s.worker = w;
+          this.memory.watchStart(this.backend, w.pid);
           this.stats.standbyStarted++;
           void w.ended.then(() => this.onStandbyEnded(s));
           this.log.debug({ pid: w.pid, kind: spec.kind.slice(0, 12) }, "standby started");
