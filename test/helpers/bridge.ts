@@ -29,7 +29,10 @@ export async function startTestBridge(raw: Record<string, any>, opts: StartOptio
   raw = raw.backends ? { ...raw, backends } : raw;
   // Standby CLI processes (src/backends/warm/pool.ts) would start one more CLI after every
   // backend's first warm turn: none unless a test asks (test/integration/warm-standby.test.ts).
-  raw = { ...raw, warm: { standby: 0, ...(raw.warm ?? {}) } };
+  // The memory budget (default: 40% of the machine's memory) would make a test's outcome depend on
+  // the machine it runs on (a third warm CLI running cold on a small CI runner): a budget no test
+  // reaches unless it sets its own (test/integration/warm-standby.test.ts).
+  raw = { ...raw, warm: { standby: 0, maxMemoryMB: 1_000_000, ...(raw.warm ?? {}) } };
   // Tool pre-execution would reach the internet: off unless a test configures it (with local fakes).
   const cfg = resolveConfig(
     { intents: { enabled: false }, ...raw, dataDir, server: { port: 0, ...(raw.server ?? {}) } },
