@@ -146,6 +146,14 @@ function procStats(): ProcStat[] {
   return out;
 }
 
+function rssOf(pid: number): number | undefined {
+  try {
+    return Number(readFileSync(`/proc/${pid}/statm`, "utf8").split(" ")[1]) * 4096;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The executable and command line of a pid (a fork before its `exec` has its parent's). */
 function programOf(pid: number): string | undefined {
   try {
@@ -216,12 +224,14 @@ export class MemorySampler {
     const byPid = new Map(all.map((p) => [p.pid, p]));
     for (const p of all) {
       if (!groups.has(p.pgid)) continue;
-      const parent = byPid.get(p.ppid);
-      const fork =
-        p.pid !== p.pgid &&
-        parent?.comm === p.comm &&
-        programOf(p.pid) !== undefined &&
-        programOf(p.pid) === programOf(p.ppid);
+      let fork = false;
+      if (p.pid !== p.pgid && byPid.get(p.ppid)?.comm === p.comm) {
+        // Looked at again now: a fork may have run its program since its first reading (then its
+        // memory is read anew, as the bridge reads it: after this check).
+        const program = programOf(p.pid);
+        fork = program !== undefined && program === programOf(p.ppid);
+        if (!fork) p.rss = rssOf(p.pid) ?? 0;
+      }
       total += fork ? 0 : p.rss;
       if (this.warmLeaders.has(p.pgid)) {
         warmRaw += p.rss;
