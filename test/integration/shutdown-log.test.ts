@@ -36,6 +36,8 @@ test("SIGTERM with a warm process idle: every log line has each key once, none s
       logging: { level: "debug" },
       dataDir,
       intents: { enabled: false },
+      // One warm process and no standby: the log is about that one process.
+      warm: { standby: 0 },
       backends: {
         cc: {
           type: "claude-code",
