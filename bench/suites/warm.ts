@@ -107,6 +107,8 @@ interface MemoryResult {
   turns: number;
   first: number[];
   events: Record<string, number>;
+  /** What the bridge learned of a Claude process: the start-up peak a new one needs room for, the most a started one held. */
+  learned: string;
   error?: string;
 }
 
@@ -284,6 +286,7 @@ async function runMemory(ctx: BenchContext, cli: WarmCli, base: string, perClaud
     turns: 0,
     first: [],
     events: {},
+    learned: "",
   };
   let bridge: Service | undefined;
   let sampler: MemorySampler | undefined;
@@ -319,6 +322,8 @@ async function runMemory(ctx: BenchContext, cli: WarmCli, base: string, perClaud
     // The replacement standby of the last conversation, if any fits, starts after its turn.
     await new Promise((res) => setTimeout(res, 3000));
     r.events = await warmEvents(bridge.ready, "cc");
+    const peaks = (await warmHealth(bridge.ready)).memory.backends?.cc;
+    if (peaks) r.learned = `start-up peak ${mbOf(peaks.startBytes)}, started ${mbOf(peaks.settledBytes)}`;
   } catch (err) {
     r.error = (err as Error).message.slice(0, 400);
     ctx.log(`memory budget: ${r.error}`);
@@ -511,6 +516,7 @@ function report(results: CliResult[], memory: MemoryResult | undefined): string 
           "turns answered",
           "first token of each first turn (p50, max)",
           "warm events",
+          "what the bridge counts a Claude process at",
         ],
         [
           [
@@ -524,6 +530,7 @@ function report(results: CliResult[], memory: MemoryResult | undefined): string 
               .filter(([, n]) => n > 0)
               .map(([k, n]) => `${k} ${n}`)
               .join(", ") || "–",
+            memory.learned || "–",
           ],
         ],
       ),

@@ -46,7 +46,11 @@ export async function streamedTurn(
 export interface HealthWarm {
   processes: number;
   standby: number;
-  memory: { maxBytes: number; usedBytes: number };
+  memory: {
+    maxBytes: number;
+    usedBytes: number;
+    backends?: Record<string, { startBytes: number; settledBytes: number }>;
+  };
   list: Array<{
     backend: string;
     pid?: number;

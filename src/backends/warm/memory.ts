@@ -10,7 +10,8 @@
  *   its bundled ripgrep, a second copy of itself, beside it for a moment), then settles at ~150 MB
  *   idle, ~190-205 MB after a turn. So every start is watched (`treeRss` of the new process every
  *   `START_SAMPLE_MS` for `WARMUP_MS`, ~0.2 ms each) and each backend's start-up peak is kept; a new
- *   process needs room for that peak, a process still in its first `WARMUP_MS` is counted at it,
+ *   process needs room for that peak, a process still starting (in its first `WARMUP_MS` and no turn
+ *   finished yet) is counted at it,
  *   and any other at least at the largest size one of its backend settled at (a standby grows
  *   when it is taken; a process grows with its turns). Before a backend's first start was watched:
  *   `DEFAULT_START_BYTES`. The budget errs on the safe side: it is never passed by what it admitted.
@@ -37,6 +38,8 @@ export interface MemoryItem {
   standby: boolean;
   startedAt: number;
   lastUsedAt: number;
+  /** Turns it has finished (one that has finished a turn is past its start-up). */
+  turns?: number;
   /** End it to free its memory (an idle process of a pool; absent: the budget cannot end it). */
   end?(): Promise<void>;
 }
@@ -79,6 +82,8 @@ export interface WarmMemoryState {
   usedBytes: number;
   /** Whether the budget was configured (`warm.maxMemoryMB`) or is the default share of the machine's memory. */
   configured: boolean;
+  /** Per backend seen so far: what a new process needs room for (its start-up peak) and the most a started one held. */
+  backends?: Record<string, { startBytes: number; settledBytes: number }>;
 }
 
 export class WarmMemory {
@@ -131,14 +136,17 @@ export class WarmMemory {
    */
   watchStart(backend: string, pid: number | undefined): void {
     if (pid === undefined) return;
-    this.starting.set(pid, { backend, until: Date.now() + WARMUP_MS });
+    const sample = (p: number, w: { backend: string; until: number }, now: number) => {
+      const rss = this.tree(p);
+      if (rss === undefined || now > w.until) this.starting.delete(p);
+      if (rss !== undefined && rss > (this.startPeak.get(w.backend) ?? 0)) this.startPeak.set(w.backend, rss);
+    };
+    const watch = { backend, until: Date.now() + WARMUP_MS };
+    this.starting.set(pid, watch);
+    sample(pid, watch, Date.now());
     this.startTimer ??= setInterval(() => {
       const now = Date.now();
-      for (const [p, w] of this.starting) {
-        const rss = this.tree(p);
-        if (rss === undefined || now > w.until) this.starting.delete(p);
-        if (rss !== undefined && rss > (this.startPeak.get(w.backend) ?? 0)) this.startPeak.set(w.backend, rss);
-      }
+      for (const [p, w] of this.starting) sample(p, w, now);
       if (this.starting.size === 0) {
         clearInterval(this.startTimer);
         this.startTimer = undefined;
@@ -154,12 +162,20 @@ export class WarmMemory {
     const now = Date.now();
     return list.map((i) => {
       const rssBytes = i.pid !== undefined ? mem.get(i.pid) : undefined;
-      const warming = now - i.startedAt < WARMUP_MS;
+      const warming = now - i.startedAt < WARMUP_MS && !i.turns;
       const peaks = warming ? this.startPeak : this.settled;
       if (rssBytes !== undefined && rssBytes > (peaks.get(i.backend) ?? 0)) peaks.set(i.backend, rssBytes);
       const floor = warming || rssBytes === undefined ? this.expected(i.backend) : this.settledOf(i.backend);
       return { ...i, rssBytes, charge: Math.max(rssBytes ?? 0, floor) };
     });
+  }
+
+  /** Per backend seen so far: the start-up peak a new process needs room for, and the most a started one held. */
+  peaks(): Record<string, { startBytes: number; settledBytes: number }> {
+    const out: Record<string, { startBytes: number; settledBytes: number }> = {};
+    for (const b of new Set([...this.startPeak.keys(), ...this.settled.keys()]))
+      out[b] = { startBytes: this.expected(b), settledBytes: this.settledOf(b) };
+    return out;
   }
 
   /** The budget and its use now (one /proc scan). */

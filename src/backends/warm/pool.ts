@@ -252,7 +252,12 @@ export function warmSummary(): {
     processes: list.length,
     standby: list.filter((w) => w.standby).length,
     rssBytes,
-    memory: { maxBytes: warmMemory.maxBytes, usedBytes: rssBytes, configured: warmMemory.configured },
+    memory: {
+      maxBytes: warmMemory.maxBytes,
+      usedBytes: rssBytes,
+      configured: warmMemory.configured,
+      backends: warmMemory.peaks(),
+    },
     byBackend,
     list,
   };
@@ -709,6 +714,7 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
         standby: false,
         startedAt: e.startedAt,
         lastUsedAt: e.lastUsedAt,
+        turns: e.turns,
         end: () => {
           if (e.busy || this.entries.get(e.key) !== e) return Promise.resolve();
           this.stats.memoryEvicted++;
