@@ -389,7 +389,7 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
       };
       let worker: W | undefined;
       if (ready) {
-        worker = await this.take(ready, standby!);
+        worker = await this.take(ready, standby!, entry);
         if (worker) {
           entry.fromStandby = true;
           entry.startedAt = ready.startedAt;
@@ -521,8 +521,12 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
     return mine.find((s) => s.worker?.usable) ?? mine.find((s) => !s.worker);
   }
 
-  /** Take a standby for a conversation (waiting for its start if needed): its worker, adopted; undefined if it cannot serve. */
-  private async take(s: Standby<W>, spec: StandbyKind<W>): Promise<W | undefined> {
+  /**
+   * Take a standby for a conversation's `entry` (waiting for its start if needed): its worker,
+   * adopted and set on the entry (in the same step as it leaves the standbys, so the memory budget
+   * never misses it); undefined if it cannot serve.
+   */
+  private async take(s: Standby<W>, spec: StandbyKind<W>, entry: Entry<W>): Promise<W | undefined> {
     s.taken = true;
     const w = s.worker ?? (await s.starting);
     if (!w?.usable || s.ending || this.closed) {
@@ -541,6 +545,7 @@ export class WarmPool<W extends WarmWorker> implements WarmSource {
       s.taken = false;
       return undefined;
     }
+    entry.worker = w;
     this.dropStandby(s);
     this.log.debug({ pid: w.pid, kind: s.kind.slice(0, 12) }, "standby taken by a new conversation");
     return w;
