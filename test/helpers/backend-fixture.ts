@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before } from "node:test";
 import type { Backend } from "../../src/backends/contract/backend.js";
-import { warmProcesses } from "../../src/backends/warm/pool.js";
+import { warmProcesses } from "../../src/backends/warm/registry.js";
 import { pidGone } from "./backend-turn.js";
 import { eventually } from "./bridge.js";
 

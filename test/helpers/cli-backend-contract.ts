@@ -20,7 +20,7 @@ import { test } from "node:test";
 import type { Backend, BackendEvent } from "../../src/backends/contract/backend.js";
 import { assertEndsOnce, collect, errorOf, guardedRun, pidGone, sessionOf, textOf, turnInput } from "./backend-turn.js";
 import { eventually } from "./bridge.js";
-import { warmProcesses } from "../../src/backends/warm/pool.js";
+import { warmProcesses } from "../../src/backends/warm/registry.js";
 
 /** Replies every fake model API understands alike. */
 export type CommonReply =

@@ -344,14 +344,15 @@ export function resumeContract<Req extends { body: any }, Reply>(
       // its answer (the answer ends on its result line).
       if (cli.warm) await eventually(() => cli.sessionFiles(home, dead).length >= 1, 5000);
       else assert.ok(await eventually(() => cliGroups(home, bound.cwd).size === 0, 10_000), "the CLI has exited");
-      const files = cli.sessionFiles(home, dead);
-      assert.ok(files.length >= 1, "the session's files are where docs/CLI_FORMATS.md says");
-      for (const f of files) unlinkSync(f);
       if (cli.warm) {
-        // The warm process holds the session itself: the loss shows once it has gone (a crash).
+        // The warm process holds the session itself: the loss shows once it has gone (a crash). It
+        // goes first: a live process may still append to the session's file and so write it anew.
         for (const g of cliGroups(home, bound.cwd)) process.kill(-g, "SIGKILL");
         assert.ok(await eventually(() => cliGroups(home, bound.cwd).size === 0, 10_000), "the warm process is gone");
       }
+      const files = cli.sessionFiles(home, dead);
+      assert.ok(files.length >= 1, "the session's files are where docs/CLI_FORMATS.md says");
+      for (const f of files) unlinkSync(f);
 
       const before = cli.turns().length;
       const r3 = await chat(bridge.baseURL, conv.ask("what is my cat's name?"));

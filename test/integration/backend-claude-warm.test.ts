@@ -24,7 +24,7 @@ import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { assertEndsOnce, collect, findFiles, pidGone, sessionOf, textOf, turnInput } from "../helpers/backend-turn.js";
 import { backendFixture } from "../helpers/backend-fixture.js";
 import { cliBackendContract } from "../helpers/cli-backend-contract.js";
-import { warmProcesses } from "../../src/backends/warm/pool.js";
+import { warmProcesses } from "../../src/backends/warm/registry.js";
 
 const logger = createLogger(process.env.CB_TEST_LOG ?? "silent");
 

@@ -11,7 +11,7 @@ import Database from "better-sqlite3";
 import OpenAI from "openai";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "../../testkit/fakes/openai-api.js";
 import { openclawRequest } from "../../testkit/openclaw-request.js";
-import { warmProcesses } from "../../src/backends/warm/pool.js";
+import { warmProcesses } from "../../src/backends/warm/registry.js";
 import type { Backend } from "../../src/backends/contract/backend.js";
 import { OPENCODE_BIN, opencodeEnv } from "../../testkit/fakes/opencode-env.js";
 import { pidGone } from "../helpers/backend-turn.js";

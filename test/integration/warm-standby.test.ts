@@ -12,7 +12,7 @@ import { readdirSync, readlinkSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ClaudeCodeBackend } from "../../src/backends/claude-code/backend.js";
-import { warmMemory } from "../../src/backends/warm/pool.js";
+import { warmMemory } from "../../src/backends/warm/registry.js";
 import { anthropicText, startFakeAnthropic, type FakeAnthropic } from "../../testkit/fakes/anthropic-api.js";
 import { CLAUDE_BIN, claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { pidGone } from "../helpers/backend-turn.js";

@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { createLogger } from "../../src/core/log/logger.js";
-import { WarmPool, warmProcesses, warmSummary } from "../../src/backends/warm/pool.js";
+import { WarmPool } from "../../src/backends/warm/pool.js";
+import { warmProcesses, warmSummary } from "../../src/backends/warm/registry.js";
 import { Inbox, WarmProcess } from "../../src/backends/warm/warm-process.js";
 
 const logger = createLogger("silent");

@@ -46,14 +46,8 @@ import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import type { WarmOptions } from "../warm/options.js";
 import { OpencodeServer } from "./server.js";
 import { driveTurn, LABEL } from "./serve-turn.js";
-import {
-  registerWarmSource,
-  WarmPool,
-  type WarmLease,
-  type WarmProcessInfo,
-  type WarmSource,
-  type WarmWorker,
-} from "../warm/pool.js";
+import { WarmPool, type WarmLease, type WarmWorker } from "../warm/pool.js";
+import { registerWarmSource, type WarmProcessInfo, type WarmSource } from "../warm/registry.js";
 import { cancelledError, diedMidTurn, runWarmTurn, type WarmTurnControl, type WarmTurnEnd } from "../warm/warm-turn.js";
 
 /** How long turns run cold after `opencode serve` failed to start. */

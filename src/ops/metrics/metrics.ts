@@ -22,7 +22,7 @@ import type { EventBus } from "../events/bus.js";
 import type { BridgeEvent, DecisionAction, EventOf } from "../../wire/events.js";
 import type { TurnScheduler } from "../../request/queue/scheduler.js";
 import { liveProcessCount } from "../../core/util/process.js";
-import { warmEventTotals, warmMemory, warmSummary } from "../../backends/warm/pool.js";
+import { warmEventTotals, warmMemory, warmSummary } from "../../backends/warm/registry.js";
 import { VERSION } from "../../core/version.js";
 
 /** What the labels may name: configured ids only. */

@@ -46,7 +46,7 @@ import type { UsageSource } from "../../ops/usage/usage.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { liveProcesses } from "../../core/util/process.js";
-import { warmSummary } from "../../backends/warm/pool.js";
+import { warmSummary } from "../../backends/warm/registry.js";
 import { sendApiError } from "./reply.js";
 
 /** `clawbridge doctor` as the running bridge can call it (given by `clawbridge serve`: the doctor sits above the server). */

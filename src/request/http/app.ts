@@ -13,7 +13,7 @@ import type { TurnScheduler } from "../queue/scheduler.js";
 import type { ListedModel, ModelRouter } from "../models/routes.js";
 import type { ModelCatalog } from "../../backends/catalog/catalog.js";
 import { liveProcesses } from "../../core/util/process.js";
-import { warmSummary } from "../../backends/warm/pool.js";
+import { warmSummary } from "../../backends/warm/registry.js";
 import { VERSION } from "../../core/version.js";
 import { ApiKeys } from "./auth.js";
 import { chatDoor } from "./chat-route.js";

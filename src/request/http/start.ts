@@ -15,7 +15,7 @@ import { TurnScheduler } from "../queue/scheduler.js";
 import { ModelCatalog } from "../../backends/catalog/catalog.js";
 import { ModelRouter } from "../models/routes.js";
 import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js";
-import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/pool.js";
+import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/registry.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
 import type { SessionStore } from "../../core/store/types.js";
