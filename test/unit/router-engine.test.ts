@@ -552,7 +552,12 @@ describe("router engine", () => {
     const calls = w.asked();
     assert.deepEqual(await w.say("yes"), { kind: "handover", model: "bld" });
     assert.equal(w.asked(), calls, "the builder's conversation: no classifier call");
-    assert.deepEqual(w.decisions(), ["answer", "run", "status", "build", "build", "build"]);
+    // "resume chain" is the builder's command for its paused build (no run of the router is named).
+    assert.deepEqual(await w.say("resume chain"), { kind: "handover", model: "bld" });
+    // A run of the router named while the builder is busy is still the router's.
+    const run = runOf(w)[0]!;
+    assert.match(textOf(await w.say(`resume run ${run.id}`)), /is completed|finished/);
+    assert.deepEqual(w.decisions(), ["answer", "run", "status", "build", "build", "build", "build"]);
   });
 
   test("slash commands: /systems, /run, /status, /runs, /cancel — none asks the classifier", async () => {
