@@ -600,6 +600,23 @@ describe("builder engine", () => {
     );
     assert.match(textOf(await w.say("rename the writer's prompt")), /The deployed system was updated\.$/);
 
+    // Deploying together with another setting: both happen after the one yes.
+    w.intent(/tiny one/, "BUILD");
+    w.model.queue(
+      ARCH,
+      plan("tiny", [node("a", "input"), node("b", "agent", { model: "writer", prompt: "{{a}}" }), edge("a", "b")]),
+    );
+    textOf(await w.say("build a tiny one", { conv: "second" }));
+    w.intent(/always ask/, "CONFIGURE");
+    const both = textOf(await w.say("deploy tiny and always ask before running it", { conv: "second" }));
+    assert.match(both, /^These changes to \*\*tiny\*\*:/);
+    assert.match(
+      textOf(await w.say("yes", { conv: "second" })),
+      /^Applied to \*\*tiny\*\* \(version 2\)\. The deployed system was updated\.$/,
+    );
+    assert.equal(w.host.library.get("tiny")?.confirm, "always");
+    assert.equal(w.room.canvases.get("tiny")?.status, "deployed");
+
     // CONFIGURE's "undeploy" words go the same way.
     w.intent(/undeploy/, "CONFIGURE");
     assert.equal(
