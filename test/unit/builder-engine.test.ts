@@ -516,7 +516,13 @@ describe("builder engine", () => {
     w.intent(/what is/, "I would say it is a question");
     w.model.queue(ANS, "It has one node.");
     assert.equal(textOf(await w.say("what is in counter?")), "It has one node.");
-    assert.deepEqual(w.engine.modelCalls, { supervisor: 2, architect: 1 });
+    // By keywords, "add … to <an existing canvas>" is an edit of it.
+    w.intent(/add a summary/, { error: "supervisor down" });
+    w.model.queue(ARCH, plan("counter", [node("summary", "output")]));
+    assert.match(textOf(await w.say("add a summary output to counter")), /^Changing \*\*counter\*\*/);
+    assert.match(w.model.to(ARCH).at(-1)!.prompt, /^Edit the system "counter"/);
+    assert.deepEqual(nodesOf(w, "counter"), ["summary", "text"]);
+    assert.deepEqual(w.engine.modelCalls, { supervisor: 3, architect: 2 });
     const calls = w.model.calls.length;
     assert.match(textOf(await w.say("", { notFromPerson: "tool_result" })), /^I build systems from plain words/);
     assert.equal(w.model.calls.length, calls);

@@ -326,6 +326,14 @@ describe("router engine", () => {
       gathering.map((e) => (e as { missing: string[]; round: number }).round),
       [1, 2],
     );
+    // While gathering, a confident match of another system starts over with that one.
+    textOf(await w.say("write a blog post about dogs"));
+    w.classify(/ping the team/, { action: "run", system: "notify", confidence: 0.95, inputs: { message: "hello" } });
+    assert.match(
+      textOf(await w.say("actually, ping the team: hello")),
+      /^Ready to run \*\*Notify\*\* with:\n\n- \*\*message\*\*: hello/,
+    );
+    assert.deepEqual(w.decisions().slice(-2), ["clarify", "confirm"]);
   });
 
   test("clarify: an unrelated question drops the gathering; it gives up after maxRounds and when its time ran out", async () => {
@@ -572,6 +580,11 @@ describe("router engine", () => {
     assert.equal(textOf(await w.say("/status")), "Nothing has run in this conversation yet.");
     assert.equal(textOf(await w.say("/runs")), "No runs in this conversation yet.");
     assert.match(textOf(await w.say("/run nope")), /^There is no system `nope`\.\n\nSystems you can run:/);
+    assert.match(
+      textOf(await w.say("/run hidden")),
+      /^There is no system `hidden`\./,
+      "a disabled system is not run from chat",
+    );
     assert.match(
       textOf(await w.say('/run content-pipeline topic="two words')),
       /unclosed quote " .*usage: \/run <system>/,
