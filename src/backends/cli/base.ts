@@ -154,15 +154,7 @@ export async function* runCliTurn(spec: CliTurnSpec, mapper: CliTurnMapper): Asy
   // stdout is closed: the CLI is finishing. Give it a moment to exit on its own, then end it.
   let lingered = false;
   if (running(proc)) {
-    let timer: NodeJS.Timeout | undefined;
-    const exited = await Promise.race([
-      proc.wait().then(() => true),
-      new Promise<false>((r) => {
-        timer = setTimeout(() => r(false), LINGER_MS);
-      }),
-    ]);
-    if (timer) clearTimeout(timer);
-    if (!exited) {
+    if (!(await exitsWithin(proc, LINGER_MS))) {
       lingered = true;
       log.debug("cli closed stdout but did not exit; terminating it");
       await proc.terminate("aborted");
@@ -240,15 +232,7 @@ async function reapAnswered(
         );
     }
   })();
-  let timer: NodeJS.Timeout | undefined;
-  const exited = await Promise.race([
-    proc.wait().then(() => true),
-    new Promise<false>((r) => {
-      timer = setTimeout(() => r(false), LINGER_MS);
-    }),
-  ]);
-  if (timer) clearTimeout(timer);
-  if (!exited) {
+  if (!(await exitsWithin(proc, LINGER_MS))) {
     log.debug("cli answered but did not exit; terminating it");
     await proc.terminate("aborted");
   }
@@ -260,6 +244,19 @@ async function reapAnswered(
       "cli exited non-zero after answering (the answer stands: its end-of-turn event said it succeeded)",
     );
   else log.debug({ code: end.code, signal: end.signal, reason: end.reason }, "cli ended");
+}
+
+/** Whether the process exits within `ms` (it is left running either way). */
+async function exitsWithin(proc: CliProcess, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const exited = await Promise.race([
+    proc.wait().then(() => true),
+    new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  return exited;
 }
 
 /** A short description of a tool's input for `tool_activity.detail` (a path, a pattern, a URL...). */

@@ -170,22 +170,7 @@ export class StreamJsonWarm {
       start: async () => {
         const s = start();
         file = s.file;
-        const worker = new StreamJsonWorker(
-          {
-            label: s.label,
-            command: s.bin,
-            args: s.args,
-            env: s.env,
-            cwd: s.cwd,
-            killGraceMs: this.killGraceSeconds * 1000,
-            logger: this.logger,
-            onEnd: () => s.file?.remove(),
-          },
-          fingerprint,
-          sessionId,
-        );
-        if (s.controlInit) worker.send(controlInitialize());
-        return worker;
+        return this.worker(s, () => s.file?.remove(), fingerprint, sessionId);
       },
       drive: (lease, ctl) =>
         streamJsonTurn(
@@ -213,6 +198,31 @@ export class StreamJsonWarm {
     });
   }
 
+  /** A started CLI process of this backend (sent its control handshake when it wants one). */
+  private worker(
+    s: StreamJsonStart,
+    onEnd: () => void,
+    fingerprint: string,
+    sessionId: string | undefined,
+  ): StreamJsonWorker {
+    const worker = new StreamJsonWorker(
+      {
+        label: s.label,
+        command: s.bin,
+        args: s.args,
+        env: s.env,
+        cwd: s.cwd,
+        killGraceMs: this.killGraceSeconds * 1000,
+        logger: this.logger,
+        onEnd,
+      },
+      fingerprint,
+      sessionId,
+    );
+    if (s.controlInit) worker.send(controlInitialize());
+    return worker;
+  }
+
   /** The pool's view of this turn's standbys: their kind, how one starts, how the conversation takes one. */
   private standbyKind(sb: StreamJsonStandby, fingerprint: string): StandbyKind<StreamJsonWorker> {
     return {
@@ -226,25 +236,16 @@ export class StreamJsonWarm {
           dir?.remove();
           throw err;
         }
-        const worker = new StreamJsonWorker(
-          {
-            label: s.label,
-            command: s.bin,
-            args: s.args,
-            env: s.env,
-            cwd: s.cwd,
-            killGraceMs: this.killGraceSeconds * 1000,
-            logger: this.logger,
-            onEnd: () => {
-              s.file?.remove();
-              dir?.remove();
-            },
+        const worker = this.worker(
+          s,
+          () => {
+            s.file?.remove();
+            dir?.remove();
           },
           "standby",
           undefined,
         );
         standbyState.set(worker, { dir, bootstrapFile: s.bootstrapFile });
-        if (s.controlInit) worker.send(controlInitialize());
         if (s.warmUp && !(await worker.warmUp(s.warmUp.messages, s.warmUp.turns, WARM_UP_TIMEOUT_MS))) {
           const why = worker.stderrOfTurn().trim().split("\n").slice(-2).join(" | ");
           await worker.kill();
