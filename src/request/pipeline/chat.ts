@@ -460,10 +460,8 @@ export class ChatPipeline {
       : declared && !declared.includes("image")
         ? `models[${route.model.id}].input does not list image`
         : undefined;
-    const next = reason
-      ? turn.withRequest(withoutImages(turn.request, route.model.name || route.model.id).request)
-      : turn;
-    const images = reason ? 0 : turnImages(turn.request.messages).length;
+    const replaced = reason ? withoutImages(turn.request, route.model.name || route.model.id) : undefined;
+    const next = replaced ? turn.withRequest(replaced.request) : turn;
     if (reason) turn.log.info({ reason }, "images replaced by a line: the model cannot see them");
     const bus = this.deps.bus;
     if (bus?.listenerCount)
@@ -473,7 +471,7 @@ export class ChatPipeline {
         conversation: turn.conversation.key,
         model: route.model.id,
         backend: route.backend.name,
-        images: reason ? countImages(turn.request.messages) : images,
+        images: replaced ? replaced.dropped : turnImages(turn.request.messages).length,
         passed: !reason,
         ...(reason ? { reason } : {}),
       });
@@ -543,15 +541,6 @@ export class ChatPipeline {
 /** Session events of a conversation with a fallback chain: a turn a fallback model answered, and the primary given them. */
 const MISSED = "missed";
 const CAUGHT_UP = "caught-up";
-
-/** Image parts in the whole request. */
-function countImages(messages: ReadonlyArray<{ content?: unknown }>): number {
-  let n = 0;
-  for (const m of messages)
-    if (Array.isArray(m.content))
-      for (const p of m.content as Array<{ type?: unknown }>) if (p.type === "image_url") n++;
-  return n;
-}
 
 /** A turn that fails before any backend answered. */
 async function* failed(message: string): AsyncGenerator<BackendEvent> {

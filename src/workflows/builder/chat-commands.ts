@@ -137,7 +137,14 @@ export async function confirmed(
       }
       chat.d.canvases.commitVersion(p.system, `configure: ${p.changes.map((c) => c.path).join(", ")}`);
       const after = chat.d.canvases.get(p.system)!;
-      const tail = after.status === "deployed" ? ` ${await chat.redeploy(p.system)}` : "";
+      // "deploy it and …", "undeploy it and …": the deploy is part of the same yes.
+      const deployed = p.changes.find((c) => c.path === "deployed")?.value;
+      const tail =
+        deployed === false
+          ? ` ${(await undeployCanvas({ store: chat.d.canvases, host: chat.d.host, dataDir: chat.d.dataDir, system: p.system })).message}`
+          : deployed === true || after.status === "deployed"
+            ? ` ${await chat.redeploy(p.system)}`
+            : "";
       return chat.say(conv, `Applied to **${p.system}** (version ${after.version}).${tail}`, "completed");
     }
   }

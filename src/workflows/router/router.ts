@@ -275,6 +275,9 @@ export class RouterEngine extends RouterOutcomes {
 
   private askResume(conv: string, runId: string, preface: string): Dispatch {
     const rec = this.rt.runs.get(runId);
+    // No run of this conversation: while the builder is busy here, it is the builder's "resume <system>".
+    if ((!rec || rec.conversation !== conv) && this.opts.builder && this.rt.builderBusy?.(conv))
+      return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
     if (!rec || rec.conversation !== conv)
       return this.say(conv, preface, `I know of no run \`${runId}\` in this conversation.`, "idle");
     if (!["paused", "interrupted", "failed"].includes(rec.status))
