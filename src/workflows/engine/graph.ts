@@ -31,8 +31,6 @@ export interface Graph {
   order: string[] | undefined;
 }
 
-const ids = (g: Graph): string => [...g.ancestors.keys()].join(", ");
-
 export function checkGraph(steps: readonly GraphStep[]): Graph {
   const deps = new Map<string, string[]>();
   const count = new Map<string, number>();
@@ -143,7 +141,7 @@ export function checkGraph(steps: readonly GraphStep[]): Graph {
 
 /** Why step `from` may not use the output of step `to`; undefined when it may. */
 export function useProblem(g: Graph, from: string, to: string): string | undefined {
-  if (!g.ancestors.has(to)) return `there is no step "${to}" (steps: ${ids(g)})`;
+  if (!g.ancestors.has(to)) return `there is no step "${to}" (steps: ${[...g.ancestors.keys()].join(", ")})`;
   if (from === to) return "a step cannot use its own output";
   if (!g.ancestors.get(from)?.has(to)) return `this step does not depend on step "${to}" (add it to dependsOn)`;
   return undefined;
