@@ -56,7 +56,6 @@ export function haikuWriterPlan(signature: string = HAIKU_SIGNATURE) {
         name: "topic input",
         action: "CREATE_NODE",
         params: { id: "topic", type: "input", label: "Topic", properties: { description: "What the haiku is about" } },
-        output: "topic",
       },
       {
         id: "poet",
@@ -68,27 +67,25 @@ export function haikuWriterPlan(signature: string = HAIKU_SIGNATURE) {
           label: "Poet",
           properties: { model: "writer", prompt: "Write a haiku about {{topic}}." },
         },
-        output: "poet",
       },
       {
         id: "out",
         name: "output",
         action: "CREATE_NODE",
         params: { id: "result", type: "output", label: "Haiku" },
-        output: "result",
       },
       {
         id: "e1",
         name: "topic to poet",
         action: "CONNECT_NODES",
-        params: { from: "${topic}", to: "${poet}" },
+        params: { from: "${steps.in.output}", to: "${steps.poet.output}" },
         dependsOn: ["in", "poet"],
       },
       {
         id: "e2",
         name: "poet to output",
         action: "CONNECT_NODES",
-        params: { from: "${poet}", to: "${result}" },
+        params: { from: "${steps.poet.output}", to: "${steps.out.output}" },
         dependsOn: ["poet", "out"],
       },
       {

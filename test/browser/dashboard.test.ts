@@ -80,20 +80,18 @@ type Step = {
   action: string;
   params: Record<string, unknown>;
   dependsOn?: string[];
-  output?: string;
 };
 const node = (id: string, type: string, label: string, properties: Record<string, unknown> = {}): Step => ({
   id: `n-${id}`,
   name: `${label} node`,
   action: "CREATE_NODE",
   params: { id, type, label, properties },
-  output: id,
 });
 const edge = (from: string, to: string): Step => ({
   id: `e-${from}-${to}`,
   name: `${from} to ${to}`,
   action: "CONNECT_NODES",
-  params: { from: `\${${from}}`, to: `\${${to}}` },
+  params: { from: `\${steps.n-${from}.output}`, to: `\${steps.n-${to}.output}` },
   dependsOn: [`n-${from}`, `n-${to}`],
 });
 

@@ -3,8 +3,9 @@
  * sandbox tools called through MCP (in process, and over Streamable HTTP through a flaky proxy in
  * front of the bridge's own `/mcp`), and a fake OpenAI upstream (the only faked part) that scripts
  * the Supervisor, the Architect and the answer model. Covered: a plan listed out of order, a
- * diamond (parallel middle steps), a step that fails twice and then passes, a cycle and an
- * undefined variable (sent back once, then reported), `$${HOME}` in a file, `../` and symlink
+ * diamond (parallel middle steps), a step that fails twice and then passes, a cycle and a step's
+ * result used by a step that does not depend on it (sent back once, then reported), `$${HOME}` and
+ * the system's own templates in a file, `../` and symlink
  * escapes, an EDIT that deletes (asks first), undo, pause and resume (persisted), QUERY with the
  * state as context, CONFIGURE with a diff, EXPORT, deploy, the keyword fallback and UNKNOWN.
  */
@@ -37,7 +38,6 @@ type Step = {
   action: string;
   params: Record<string, unknown>;
   dependsOn?: string[];
-  output?: string;
   retryCount?: number;
   retryDelayMs?: number;
 };
@@ -48,12 +48,11 @@ const node = (id: string, type: string, extra: Record<string, unknown> = {}, dep
   action: "CREATE_NODE",
   params: { id, type, label: id, ...extra },
   dependsOn,
-  output: id.replace(/-/g, "_"),
 });
 const edge = (from: string, to: string, dependsOn: string[]): Step => ({
   id: `e-${from}-${to}`,
   action: "CONNECT_NODES",
-  params: { from: `\${${from.replace(/-/g, "_")}}`, to: `\${${to.replace(/-/g, "_")}}` },
+  params: { from: `\${steps.n-${from}.output}`, to: `\${steps.n-${to}.output}` },
   dependsOn,
 });
 
@@ -329,13 +328,12 @@ describe("builder", () => {
               name: "notes",
               action: "CREATE_FILE",
               params: { path: "link/evil.txt", content: "pwned" },
-              output: "notes",
             },
             {
               id: "f2",
               name: "readme",
               action: "CREATE_FILE",
-              params: { path: "README.md", content: "see ${notes}" },
+              params: { path: "README.md", content: "see ${steps.f1.output}" },
               dependsOn: ["f1"],
             },
             { id: "f3", name: "other", action: "CREATE_FILE", params: { path: "other.md", content: "independent" } },
@@ -377,31 +375,31 @@ describe("builder", () => {
     assert.match(second.lastUser, /cycle/i, "the errors went back to the Architect");
   });
 
-  test("an undefined variable is sent back; the repaired plan builds; $${HOME} is written as ${HOME}; a ../ path never leaves the sandbox", async () => {
+  test("a step's result used without depending on it is sent back; the repaired plan builds; $${HOME} is written as ${HOME}, other templates as written; a ../ path never leaves the sandbox", async () => {
     supRules.push([/scripted files/, "BUILD"]);
-    const bad = plan("files", [
-      { id: "w", action: "CREATE_FILE", params: { path: "run.sh", content: "echo ${HOME} > ${missing}" } },
-    ]);
-    const good = plan("files", [
-      {
-        id: "w",
-        action: "CREATE_FILE",
-        params: { path: "run.sh", content: "echo $${HOME} and ${inputs.topic}" },
-        output: "script",
-      },
-      {
-        id: "cap",
-        action: "REGISTER_CAPABILITY",
-        params: { kind: "skill", name: "Research", description: "How to research", content: "Use ${script}" },
-        dependsOn: ["w"],
-      },
-    ]);
+    const cap = {
+      id: "cap",
+      action: "REGISTER_CAPABILITY",
+      params: { kind: "skill", name: "Research", description: "How to research", content: "Use ${steps.w.output}" },
+    };
+    const script = {
+      id: "w",
+      action: "CREATE_FILE",
+      params: { path: "run.sh", content: "echo $${HOME} ${USER} and ${inputs.topic}" },
+    };
+    const bad = plan("files", [script, cap]);
+    const good = plan("files", [script, { ...cap, dependsOn: ["w"] }]);
     archRules.push(["scripted files", [bad, good]]);
     const res = await chat("conv-files").say("build a system with scripted files");
     assert.equal(archCalls.get("scripted files"), 2);
     assert.match(res.text, /Done/);
     const sandbox = path.join(b.dataDir, "sandboxes", "files");
-    assert.equal(readFileSync(path.join(sandbox, "run.sh"), "utf8"), "echo ${HOME} and ${inputs.topic}");
+    assert.equal(readFileSync(path.join(sandbox, "run.sh"), "utf8"), "echo ${HOME} ${USER} and ${inputs.topic}");
+    const sentBack = up.requests.filter(isArchitect).filter((r) => r.lastUser.includes("scripted files"));
+    assert.match(
+      sentBack.at(-1)!.lastUser,
+      /step "cap": \$\{steps\.w\.output\}: this step does not depend on step "w"/,
+    );
     const skill = readFileSync(path.join(sandbox, ".claude/skills/research/SKILL.md"), "utf8");
     assert.match(skill, /^---\nname: Research\ndescription: How to research\n---/);
     assert.match(skill, /Use run\.sh/);

@@ -1,7 +1,8 @@
 /**
- * The builder's Architect (src/workflows/builder/architect.ts) and plan variables (src/workflows/builder/plan-vars.ts):
- * reading a plan from a model's reply, its defaults, validation (order, cycles, variables,
- * params, hooks, node ids on an edited canvas), the repair message, the wave order.
+ * The builder's Architect (src/workflows/builder/architect.ts) and plan check (src/workflows/builder/plan-check.ts):
+ * reading a plan from a model's reply, its defaults, validation (order, cycles, references to the
+ * plan's steps, params, hooks, node ids on an edited canvas), the repair message, the wave order.
+ * How a build resolves its templates: test/unit/builder-templates.test.ts.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -13,7 +14,6 @@ import {
   type ArchitectContext,
 } from "../../src/workflows/builder/architect.js";
 import { validatePlan } from "../../src/workflows/builder/plan-check.js";
-import { substitute, UndefinedVariableError, variablesIn } from "../../src/workflows/builder/plan-vars.js";
 import type { BuildStep, ExecutionPlan } from "../../src/workflows/builder/types.js";
 import type { Canvas } from "../../src/wire/canvas.js";
 
@@ -27,11 +27,10 @@ function plan(steps: StepIn[], system = "demo"): ExecutionPlan {
   return { metadata: { system, name: "", description: "", summary: "" }, steps: steps.map(step) };
 }
 
-const node = (id: string, output?: string, extra: Record<string, unknown> = {}): StepIn => ({
+const node = (id: string, extra: Record<string, unknown> = {}): StepIn => ({
   id,
   action: "CREATE_NODE",
   params: { type: "agent", label: id, ...extra },
-  ...(output ? { output } : {}),
 });
 
 const connect = (id: string, from: string, to: string, dependsOn: string[]): StepIn => ({
@@ -64,59 +63,6 @@ function hasProblem(problems: string[], ...patterns: RegExp[]): void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// plan-vars
-
-test("variablesIn: deep, unique, in order; keys not scanned; dotted and escaped forms are no references", () => {
-  const value = {
-    a: "${first} and ${second} and ${first}",
-    "${key_is_not}": ["x ${third}", { deep: ["${second}", "${_4th}"] }],
-    n: 42,
-    b: true,
-    z: null,
-    templates: "${inputs.topic} ${steps.a.output} ${run.id}",
-    escaped: "$${HOME} and $${inputs.x}",
-    shell: "${1:-default} ${not-a-name} ${ spaced } ${unclosed",
-  };
-  assert.deepEqual(variablesIn(value), ["first", "second", "third", "_4th"]);
-  assert.deepEqual(variablesIn("plain"), []);
-  assert.deepEqual(variablesIn(7), []);
-});
-
-test("substitute: deep copy, references replaced, $${ → ${, dotted templates kept", () => {
-  const input = {
-    from: "${writer}",
-    list: ["${writer}-${edge}", 3, false, null],
-    content: "echo $${HOME} > ${inputs.topic} ${steps.a.output}",
-    "${writer}": "key stays",
-  };
-  const out = substitute(input, { writer: "node-1", edge: "e-9" });
-  assert.deepEqual(out, {
-    from: "node-1",
-    list: ["node-1-e-9", 3, false, null],
-    content: "echo ${HOME} > ${inputs.topic} ${steps.a.output}",
-    "${writer}": "key stays",
-  });
-  assert.equal(input.from, "${writer}"); // the original is untouched
-  assert.notEqual(out.list, input.list);
-  // $${HOME} is never looked up, even with no variables at all
-  assert.equal(substitute("$${HOME}/x", {}), "${HOME}/x");
-  // an own "__proto__" key (as JSON.parse makes) stays a key
-  const proto = substitute(JSON.parse('{"__proto__": {"x": "${v}"}}') as Record<string, unknown>, { v: "1" });
-  assert.deepEqual(Object.keys(proto), ["__proto__"]);
-  assert.equal(Object.getPrototypeOf(proto), Object.prototype);
-});
-
-test("substitute: an unknown name throws UndefinedVariableError naming it", () => {
-  assert.throws(
-    () => substitute({ a: ["ok ${known}", "${missing}"] }, { known: "1" }),
-    (err: unknown) =>
-      err instanceof UndefinedVariableError && err.variable === "missing" && /\$\{missing\}/.test(err.message),
-  );
-  // inherited names are not variables
-  assert.throws(() => substitute("${toString}", {}), UndefinedVariableError);
-});
-
-// ---------------------------------------------------------------------------------------------
 // parsePlan
 
 const PLAN_JSON = JSON.stringify({
@@ -141,7 +87,7 @@ const PLAN_JSON = JSON.stringify({
     {
       id: "c",
       action: "connect_nodes",
-      params: { from: "${a_node}", to: "${b_node}" },
+      params: { from: "${steps.a.output}", to: "${steps.b.output}" },
       dependsOn: ["a", "b", "a"],
       retryCount: -2,
       retryDelayMs: -5,
@@ -174,7 +120,6 @@ test("parsePlan: defaults and clamping", () => {
     action: "CREATE_NODE",
     params: { type: "agent", label: "Researcher {x}", properties: { prompt: "Use {{topic}} } and {" } },
     dependsOn: [],
-    output: "a_node",
     retryCount: 3,
     retryDelayMs: 1000,
   });
@@ -186,7 +131,7 @@ test("parsePlan: defaults and clamping", () => {
   assert.deepEqual(c!.dependsOn, ["a", "b"]);
   assert.equal(c!.retryCount, 0);
   assert.equal(c!.retryDelayMs, 0);
-  assert.equal("output" in c!, false);
+  assert.equal("output" in a!, false, "an old-style output name is not kept");
 
   const bare = parsed(
     '{"steps":[{"id":"x","action":"DELETE_NODE","params":{"node":"w"},"dependsOn":"y"},{"id":"y","action":"DELETE_NODE"}]}',
@@ -229,36 +174,24 @@ test("parsePlan: no JSON, no steps, broken JSON", () => {
 
 test("validatePlan: a plan listed out of order is valid", () => {
   const p = plan([
-    connect("link", "${a_node}", "${b_node}", ["make_a", "make_b"]),
-    node("make_b", "b_node"),
-    node("make_a", "a_node"),
+    connect("link", "${steps.make_a.output}", "${steps.make_b.output}", ["make_a", "make_b"]),
+    node("make_b"),
+    node("make_a"),
   ]);
   assert.deepEqual(validatePlan(p), []);
 });
 
 test("validatePlan: a diamond is valid", () => {
   const p = plan([
-    node("top", "top_node"),
-    node("left", "left_node"),
-    node("right", "right_node"),
-    {
-      id: "l",
-      action: "CONNECT_NODES",
-      params: { from: "${top_node}", to: "${left_node}" },
-      dependsOn: ["top", "left"],
-      output: "l_edge",
-    },
-    {
-      id: "r",
-      action: "CONNECT_NODES",
-      params: { from: "${top_node}", to: "${right_node}" },
-      dependsOn: ["top", "right"],
-      output: "r_edge",
-    },
+    node("top"),
+    node("left"),
+    node("right"),
+    connect("l", "${steps.top.output}", "${steps.left.output}", ["top", "left"]),
+    connect("r", "${steps.top.output}", "${steps.right.output}", ["top", "right"]),
     {
       id: "bottom",
       action: "CREATE_FILE",
-      params: { path: "edges.txt", content: "${l_edge} ${r_edge}" },
+      params: { path: "edges.txt", content: "${steps.l.output} ${steps.r.output}" },
       dependsOn: ["l", "r"],
     },
   ]);
@@ -274,68 +207,46 @@ test("validatePlan: a cycle names its steps", () => {
     node("free"),
   ]);
   const problems = validatePlan(p);
-  hasProblem(problems, /dependency cycle/, /"a"/, /"b"/, /"c"/);
-  hasProblem(problems, /step "solo" depends on itself/);
+  hasProblem(problems, /depend on each other in a cycle: a → c → b → a/);
+  hasProblem(problems, /step "solo": a step cannot depend on itself/);
   assert.equal(problems.length, 2);
 });
 
-test("validatePlan: an undefined variable; a variable used without depending on its producer", () => {
-  const undef = validatePlan(plan([node("a", "a_node"), connect("link", "${a_node}", "${ghost}", ["a"])]));
-  hasProblem(undef, /step "link"/, /\$\{ghost\} is not defined/);
-  assert.equal(undef.length, 1);
-
+test("validatePlan: a plan step's result used without depending on it, or by itself", () => {
   const noDep = validatePlan(
-    plan([node("a", "a_node"), node("b", "b_node"), connect("link", "${a_node}", "${b_node}", ["a"])]),
+    plan([node("a"), node("b"), connect("link", "${steps.a.output}", "${steps.b.output}", ["a"])]),
   );
-  hasProblem(noDep, /step "link"/, /\$\{b_node\}/, /add "b" to its dependsOn/);
+  hasProblem(noDep, /step "link"/, /\$\{steps\.b\.output\}/, /does not depend on step "b" \(add it to dependsOn\)/);
   assert.equal(noDep.length, 1);
 
   const own = validatePlan(
-    plan([{ id: "self", action: "CREATE_FILE", params: { path: "x", content: "${me}" }, output: "me" }]),
+    plan([{ id: "self", action: "CREATE_FILE", params: { path: "x", content: "${steps.self.output}" } }]),
   );
   hasProblem(own, /its own output/);
 });
 
 test("validatePlan: a transitive dependency is enough", () => {
   const p = plan([
-    node("a", "a_node"),
-    { id: "b", action: "UPDATE_NODE", params: { node: "${a_node}", properties: { prompt: "x" } }, dependsOn: ["a"] },
-    { id: "c", action: "DELETE_NODE", params: { node: "${a_node}" }, dependsOn: ["b"] },
+    node("a"),
+    {
+      id: "b",
+      action: "UPDATE_NODE",
+      params: { node: "${steps.a.output}", properties: { prompt: "x" } },
+      dependsOn: ["a"],
+    },
+    { id: "c", action: "DELETE_NODE", params: { node: "${steps.a.output}" }, dependsOn: ["b"] },
   ]);
   assert.deepEqual(validatePlan(p), []);
 });
 
-test("validatePlan: unknown action, unknown dependsOn, duplicate ids, duplicate outputs", () => {
+test("validatePlan: unknown action, unknown dependsOn, duplicate ids", () => {
   const problems = validatePlan(
-    plan([
-      { id: "a", action: "LAUNCH_ROCKET", params: {} },
-      { ...node("b", "same"), dependsOn: ["nowhere"] },
-      node("b", "same"),
-    ]),
+    plan([{ id: "a", action: "LAUNCH_ROCKET", params: {} }, { ...node("b"), dependsOn: ["nowhere"] }, node("b")]),
   );
   hasProblem(problems, /step "a": unknown action "LAUNCH_ROCKET"/, /CREATE_NODE/);
-  hasProblem(problems, /step "b": dependsOn names "nowhere"/);
-  hasProblem(problems, /step "b": 2 steps have this id/);
-  hasProblem(problems, /store their output as "same"/);
-  assert.equal(problems.length, 4);
-});
-
-test("validatePlan: $${HOME} in CREATE_FILE content is not an undefined variable; dotted templates are fine", () => {
-  const p = plan([
-    {
-      id: "script",
-      action: "CREATE_FILE",
-      params: {
-        path: "scripts/run.sh",
-        content: "#!/bin/sh\ncd $${HOME}\necho ${inputs.topic} ${steps.a.output} $${1:-x}\n",
-      },
-    },
-  ]);
-  assert.deepEqual(validatePlan(p), []);
-  const bare = validatePlan(
-    plan([{ id: "script", action: "CREATE_FILE", params: { path: "run.sh", content: "cd ${HOME}" } }]),
-  );
-  hasProblem(bare, /\$\{HOME\} is not defined/, /\$\$\{HOME\}/);
+  hasProblem(problems, /step "b": unknown step "nowhere" \(steps: a, b\): use a step's id or drop it from dependsOn/);
+  hasProblem(problems, /step "b": step id "b" is used twice/);
+  assert.equal(problems.length, 3);
 });
 
 test("validatePlan: params each action needs", () => {
@@ -416,14 +327,9 @@ test("validatePlan (EDIT): literal node ids must be on the canvas or created by 
   const ok = plan(
     [
       { id: "retone", action: "UPDATE_NODE", params: { node: "writer", properties: { prompt: "Write casually" } } },
-      {
-        id: "add",
-        action: "CREATE_NODE",
-        params: { type: "agent", id: "reviewer", label: "Reviewer" },
-        output: "reviewer_node",
-      },
+      { id: "add", action: "CREATE_NODE", params: { type: "agent", id: "reviewer", label: "Reviewer" } },
       connect("in", "writer", "reviewer", ["add"]),
-      connect("out", "${reviewer_node}", "result", ["add"]),
+      connect("out", "${steps.add.output}", "result", ["add"]),
     ],
     "blog",
   );
@@ -472,10 +378,10 @@ test("validatePlan: an empty plan", () => {
 test("repairRequest: carries every error and asks for JSON only", () => {
   const msg = repairRequest('{"steps": [ ... long plan ...', [
     'step "a": unknown action "X"',
-    'step "b": ${y} is not defined',
+    'step "b": ${steps.y.output}: there is no step "y"',
   ]);
   assert.match(msg, /- step "a": unknown action "X"/);
-  assert.match(msg, /- step "b": \$\{y\} is not defined/);
+  assert.match(msg, /- step "b": \$\{steps\.y\.output\}: there is no step "y"/);
   assert.match(msg, /ONLY one JSON object/);
   assert.match(msg, /it began: /);
   assert.match(repairRequest("", ["x"]), /Your reply was empty/);
@@ -504,7 +410,8 @@ test("architectPrompt (BUILD): schema, actions, variable rule, what is available
     assert.match(p.system, new RegExp(`^- ${t}: `, "m"));
   for (const a of ["CREATE_NODE", "CONNECT_NODES", "UPDATE_NODE", "DELETE_NODE", "CREATE_FILE", "REGISTER_CAPABILITY"])
     assert.match(p.system, new RegExp(`^- ${a} \\{`, "m"));
-  assert.match(p.system, /only if it depends, directly or through other steps, on the step whose output is x/);
+  assert.match(p.system, /\$\{steps\.<step id>\.output\} in params is the result of that step of this plan/);
+  assert.match(p.system, /only if it depends, directly or through other steps, on that step/);
   assert.match(p.system, /\$\$\{ is a literal \$\{/);
   assert.match(p.system, /No hooks/);
   assert.match(p.system, /- fast \(openai\)\n- coder \(claude-code\)/);

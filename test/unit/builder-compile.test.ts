@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { compileCanvas, topo, type CompileProblem } from "../../src/workflows/builder/compile.js";
+import { compileCanvas, type CompileProblem } from "../../src/workflows/builder/compile.js";
 import { changesFromWords, parseChanges, systemDiff, withChanges } from "../../src/workflows/builder/configure.js";
 import { policyProblems, type DeployPolicy } from "../../src/workflows/builder/policy.js";
 import type { Canvas, CanvasNode, NodeType } from "../../src/wire/canvas.js";
@@ -259,21 +259,6 @@ describe("compileCanvas", () => {
     assert.equal(by.join!.with.prompt, "${steps.left.output} + ${steps.right.output} (from ${steps.start.output})");
     assert.equal(by.left!.uses, "command");
     assert.deepEqual(by.left!.with, { argv: ["echo", "${steps.start.output}", "${inputs.q}"] });
-  });
-
-  test("topo: dependency order, stable, undefined on a cycle", () => {
-    assert.deepEqual(
-      topo(["c", "b", "a"], (id) => ({ c: ["b"], b: ["a"], a: [] })[id]!),
-      ["a", "b", "c"],
-    );
-    assert.deepEqual(
-      topo(["x", "y", "z"], () => []),
-      ["x", "y", "z"],
-    );
-    assert.equal(
-      topo(["a", "b"], (id) => (id === "a" ? ["b"] : ["a"])),
-      undefined,
-    );
   });
 
   test("problems: no steps", () => {

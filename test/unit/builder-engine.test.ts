@@ -43,7 +43,6 @@ type Step = {
   action: string;
   params: Record<string, unknown>;
   dependsOn?: string[];
-  output?: string;
 };
 const plan = (system: string, steps: Step[]) =>
   JSON.stringify({
@@ -55,12 +54,11 @@ const node = (id: string, type: string, properties: Record<string, unknown> = {}
   action: "CREATE_NODE",
   params: { id, type, label: id, properties },
   dependsOn,
-  output: id,
 });
 const edge = (from: string, to: string): Step => ({
   id: `e-${from}-${to}`,
   action: "CONNECT_NODES",
-  params: { from: `\${${from}}`, to: `\${${to}}` },
+  params: { from: `\${steps.n-${from}.output}`, to: `\${steps.n-${to}.output}` },
   dependsOn: [`n-${from}`, `n-${to}`],
 });
 /** topic → research → writer → out, listed out of order (edges first). */
@@ -315,7 +313,7 @@ describe("builder engine", () => {
           {
             id: "wire",
             action: "CONNECT_NODES",
-            params: { from: "writer", to: "${reviewer}" },
+            params: { from: "writer", to: "${steps.n-reviewer.output}" },
             dependsOn: ["n-reviewer"],
           },
         ],
@@ -448,8 +446,13 @@ describe("builder engine", () => {
     w.model.queue(
       ARCH,
       plan("notes", [
-        { id: "f1", name: "notes", action: "CREATE_FILE", params: { path: "notes.md", content: "x" }, output: "notes" },
-        { id: "f2", action: "CREATE_FILE", params: { path: "README.md", content: "see ${notes}" }, dependsOn: ["f1"] },
+        { id: "f1", name: "notes", action: "CREATE_FILE", params: { path: "notes.md", content: "x" } },
+        {
+          id: "f2",
+          action: "CREATE_FILE",
+          params: { path: "README.md", content: "see ${steps.f1.output}" },
+          dependsOn: ["f1"],
+        },
         { id: "f3", action: "CREATE_FILE", params: { path: "other.md", content: "independent" } },
       ]),
     );

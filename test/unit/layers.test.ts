@@ -52,6 +52,7 @@ const LAYERS = [
   "request/web-tools",
   "workflows/router",
   "workflows/systems",
+  "workflows/engine",
   "backends/warm",
   "core/config",
   "backends/warm/options.ts",

@@ -5,11 +5,12 @@
  * caller makes the model calls.
  *
  * Differences from the original (docs SEED003 "Architect"/"Builder"): problems are errors, not
- * warnings, and say what to fix; cycles are found; a variable must come from a step the user
- * depends on (directly or through others) — not from one that merely sits earlier in the list;
- * `$${` escapes a literal `${` (so a shell script's `$${HOME}` is no undefined variable) and dotted
- * system templates (`${inputs.x}`) are left alone; hooks are refused; the Builder runs steps in
- * dependency order, not array order (src/workflows/builder/plan-executor.ts).
+ * warnings, and say what to fix; cycles are found; a step's result is used as `${steps.ID.output}`
+ * (the one template language, src/workflows/engine/template.ts; no `output` variable names) only by
+ * a step that depends on it (directly or through others) — not by one that merely sits later in the
+ * list; the templates of the system being built (`${inputs.x}`) are left as written; hooks are
+ * refused; the Builder runs steps in dependency order, not array order
+ * (src/workflows/builder/plan-executor.ts).
  */
 import type { BuildStep, ExecutionPlan, PlanAction } from "./types.js";
 import type { Canvas } from "../../wire/canvas.js";
@@ -61,19 +62,12 @@ function listed(items: string[], none: string): string[] {
 
 /** The one example plan shown in the prompt (input → agent → output). Valid by `validatePlan`. */
 export function examplePlan(system: string, model: string): ExecutionPlan {
-  const step = (
-    id: string,
-    action: PlanAction,
-    params: Record<string, unknown>,
-    dependsOn: string[],
-    output?: string,
-  ): BuildStep => ({
+  const step = (id: string, action: PlanAction, params: Record<string, unknown>, dependsOn: string[]): BuildStep => ({
     id,
     name: id.replace(/_/g, " "),
     action,
     params,
     dependsOn,
-    ...(output ? { output } : {}),
     retryCount: 3,
     retryDelayMs: 1000,
   });
@@ -95,7 +89,6 @@ export function examplePlan(system: string, model: string): ExecutionPlan {
           properties: { type: "string", required: true, description: "What to summarise" },
         },
         [],
-        "topic_node",
       ),
       step(
         "add_summarizer",
@@ -107,17 +100,18 @@ export function examplePlan(system: string, model: string): ExecutionPlan {
           properties: { model, prompt: "Summarise {{topic}} in five bullet points." },
         },
         [],
-        "summarizer_node",
       ),
-      step("add_result", "CREATE_NODE", { type: "output", id: "result", label: "Result" }, [], "result_node"),
-      step("link_topic", "CONNECT_NODES", { from: "${topic_node}", to: "${summarizer_node}" }, [
+      step("add_result", "CREATE_NODE", { type: "output", id: "result", label: "Result" }, []),
+      step("link_topic", "CONNECT_NODES", { from: "${steps.add_topic.output}", to: "${steps.add_summarizer.output}" }, [
         "add_topic",
         "add_summarizer",
       ]),
-      step("link_result", "CONNECT_NODES", { from: "${summarizer_node}", to: "${result_node}" }, [
-        "add_summarizer",
-        "add_result",
-      ]),
+      step(
+        "link_result",
+        "CONNECT_NODES",
+        { from: "${steps.add_summarizer.output}", to: "${steps.add_result.output}" },
+        ["add_summarizer", "add_result"],
+      ),
     ],
   };
 }
@@ -169,7 +163,7 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
     "A node has an id (lower-case letters, digits, - and _; also its step name in runs), a type, a label and properties. Types and their properties:",
     '- input: a value the system is run with. {name?, type?: "string"|"number"|"integer"|"boolean", description?, required?: boolean, enum?: [..], default?}; name defaults to the node id.',
     "- output: no properties. Its one incoming edge names the node whose result is the system's output.",
-    "- agent: asks a model. {model, prompt?, system?, timeoutSeconds?}: model is one of the model ids below; in prompt, {{name}} is an input (by its name) or an upstream node (by its id); ${inputs.x} and ${steps.a.output} work too.",
+    "- agent: asks a model. {model, prompt?, system?, timeoutSeconds?}: model is one of the model ids below; in prompt, {{name}} is an input (by its name) or an upstream node (by its id); ${inputs.x} and ${steps.<node id>.output} work too.",
     '- webhook: sends the run to a URL. {url, method?: "POST"|"PUT"|"PATCH", headers?, body?, secretEnv?, timeoutSeconds?}',
     '- command: runs a program directly, never through a shell. {argv: ["program", "arg", ..], env?: [variable names], setEnv?, cwd?, timeoutSeconds?, retryExitCodes?, stdin?}',
     '- mcp: calls one tool of an MCP server. {server: {transport: "stdio", command, args?, env?} | {transport: "http", url, headers?}, tool, arguments?, timeoutSeconds?}',
@@ -178,10 +172,10 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
     "",
     "# ExecutionPlan",
     '{"metadata": {"system": "<id>", "name": "..", "description": "..", "summary": "one or two sentences for the person"},',
-    ' "steps": [{"id": "..", "name": "..", "action": "..", "params": {..}, "dependsOn": ["<step id>", ..], "output": "<variable>", "retryCount": 3, "retryDelayMs": 1000}]}',
-    "Step ids are unique. dependsOn: the steps that must finish first (steps with no path between them run in parallel; no cycles). retryCount 0..3 (default 3), retryDelayMs default 1000.",
+    ' "steps": [{"id": "..", "name": "..", "action": "..", "params": {..}, "dependsOn": ["<step id>", ..], "retryCount": 3, "retryDelayMs": 1000}]}',
+    "Step ids are unique and are not node ids (add_writer, link_writer). dependsOn: the steps that must finish first (steps with no path between them run in parallel; no cycles). retryCount 0..3 (default 3), retryDelayMs default 1000.",
     "",
-    "# Actions (params → what `output` stores)",
+    "# Actions (params → the step's result)",
     '- CREATE_NODE {type, label, id?, properties?, parent?, position?: {x, y}} → the node id. Give an explicit short id ("researcher").',
     "- CONNECT_NODES {from, to} (node ids) → the edge id.",
     "- UPDATE_NODE {node, properties: {key: value}} → the node id. Sets the given property keys.",
@@ -190,10 +184,9 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
     '- REGISTER_CAPABILITY {kind: "skill"|"command"|"instructions", name, description?, content} → the file\'s path (a Claude Code skill .claude/skills/<name>/SKILL.md, a slash command .claude/commands/<name>.md, or AGENTS.md).',
     "  No hooks: hooks run shell commands. To run a program, use a command node with explicit argv.",
     "",
-    "# Variables",
-    '- "output": "x" stores a step\'s result under x (letters, digits and _; each name once). Another step writes ${x} in its params to use it.',
-    "- A step may use ${x} only if it depends, directly or through other steps, on the step whose output is x.",
-    "- $${ is a literal ${ (a file's content writes $${HOME}). Dotted forms such as ${inputs.topic} and ${steps.a.output} are the system's own templates and are kept as written.",
+    "# Using a step's result",
+    '- ${steps.<step id>.output} in params is the result of that step of this plan (a node id, an edge id, a path), e.g. CONNECT_NODES {from: "${steps.add_writer.output}"}. A step may use it only if it depends, directly or through other steps, on that step.',
+    "- Everything else is kept as written: the system's own templates in node properties (${inputs.topic}, ${steps.<node id>.output}) and a file's ${HOME}. $${ is a literal ${.",
     "",
     "# Available",
     "Models (an agent's model must be one of these ids):",
@@ -330,10 +323,6 @@ export function parsePlan(text: string, defaults: { system: string }): { plan: E
     ) {
       dependsOn = [...new Set(deps.map((d) => String(d).trim()).filter((d) => d !== ""))];
     } else errors.push(`${named}.dependsOn: expected a list of step ids`);
-    let output: string | undefined;
-    if (typeof raw.output === "string") output = raw.output.trim() || undefined;
-    else if (raw.output !== undefined && raw.output !== null)
-      errors.push(`${named}.output: expected a variable name (a string)`);
     const name = str(raw.name).trim() || id;
     steps.push({
       id,
@@ -341,7 +330,6 @@ export function parsePlan(text: string, defaults: { system: string }): { plan: E
       action: action as PlanAction,
       params,
       dependsOn,
-      ...(output !== undefined ? { output } : {}),
       retryCount: clampInt(raw.retryCount, 0, MAX_RETRY_COUNT, DEFAULT_RETRY_COUNT),
       retryDelayMs: clampInt(raw.retryDelayMs, 0, MAX_RETRY_DELAY_MS, DEFAULT_RETRY_DELAY_MS),
     });

@@ -1,6 +1,6 @@
 /**
  * The builder's records, in the systems database next to runs and canvases: every build (its plan,
- * each step's status, attempts and result, the variables it produced) and each conversation's
+ * each step's status, attempts and result, the results later steps use) and each conversation's
  * builder state (where it is — planning, executing, paused, completed, error —, the canvas it is
  * working on, and a question waiting for "yes"). Written as they change, so a paused build resumes
  * and a pending question is still there after a restart.
@@ -25,7 +25,7 @@ export interface BuildRecord {
   status: BuildStatus;
   plan: ExecutionPlan;
   steps: Record<string, BuildStepRecord>;
-  /** `output` variable → value (node ids, edge ids, paths). */
+  /** Step id → its result, for `${steps.ID.output}` of later steps (node ids, edge ids, paths). */
   vars: Record<string, string>;
   failedStep?: string;
   error?: string;

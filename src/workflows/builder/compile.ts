@@ -16,6 +16,7 @@
  */
 import type { Canvas, CanvasNode } from "../../wire/canvas.js";
 import { STEP_NODE_TYPES } from "./types.js";
+import { checkGraph } from "../engine/graph.js";
 
 export interface CompileProblem {
   /** The node (or `canvas`). */
@@ -80,23 +81,13 @@ export function compileCanvas(canvas: Canvas): CompileResult {
     }
     incoming.set(e.to, [...(incoming.get(e.to) ?? []), e.from]);
   }
-  const upstream = (id: string): Set<string> => {
-    const seen = new Set<string>();
-    const stack = [...(incoming.get(id) ?? [])];
-    for (let guard = 0; stack.length && guard < 10_000; guard++) {
-      const x = stack.pop()!;
-      if (seen.has(x)) continue;
-      seen.add(x);
-      stack.push(...(incoming.get(x) ?? []));
-    }
-    return seen;
-  };
+  const upstream = checkGraph(canvas.nodes.map((n) => ({ id: n.id, dependsOn: incoming.get(n.id) ?? [] }))).ancestors;
   const isStep = (id: string) => STEP_NODE_TYPES.includes(byId.get(id)!.type);
 
   /** `{{name}}` → a system template reference, for the node `at`. */
   const convert = (value: unknown, at: CanvasNode, where: string): unknown => {
     if (typeof value === "string") {
-      const up = upstream(at.id);
+      const up = upstream.get(at.id)!;
       return value.replace(MUSTACHE, (whole, name: string) => {
         const inputNode = inputs.find((n) => inputName.get(n.id) === name || n.id === name);
         if (inputNode) return `\${inputs.${inputName.get(inputNode.id)}}`;
@@ -122,10 +113,9 @@ export function compileCanvas(canvas: Canvas): CompileResult {
   };
 
   // Steps, in dependency order (a canvas's edges have no cycle; checked again here).
-  const order = topo(
-    steps.map((s) => s.id),
-    (id) => (incoming.get(id) ?? []).filter((x) => byId.has(x) && isStep(x)),
-  );
+  const order = checkGraph(
+    steps.map((s) => ({ id: s.id, dependsOn: (incoming.get(s.id) ?? []).filter(isStep) })),
+  ).order;
   if (!order) problems.push({ node: "canvas", message: "the steps' connections form a cycle; remove one edge of it" });
   const planSteps: Array<Record<string, unknown>> = [];
   for (const id of order ?? []) {
@@ -212,21 +202,4 @@ function defaultPrompt(
     lines.push(`\n${src.label || name}:\n{{${name}}}`);
   }
   return lines.join("\n");
-}
-
-/** Topological order (Kahn, stable by the given order), or undefined on a cycle. */
-export function topo(ids: string[], deps: (id: string) => string[]): string[] | undefined {
-  const out: string[] = [];
-  const done = new Set<string>();
-  const set = new Set(ids);
-  for (let pass = 0; out.length < ids.length && pass <= ids.length; pass++) {
-    for (const id of ids) {
-      if (done.has(id)) continue;
-      if (deps(id).every((d) => done.has(d) || !set.has(d))) {
-        done.add(id);
-        out.push(id);
-      }
-    }
-  }
-  return out.length === ids.length ? out : undefined;
 }

@@ -1,17 +1,20 @@
 /**
  * The checks an ExecutionPlan must pass before the Builder runs it: known actions and node types,
- * unique step ids, known `dependsOn`, no cycle, every `${var}` produced by a step it depends on
- * (directly or through others), the params each action needs, literal node ids that exist on the
- * edited canvas or are created by a step it depends on, safe file paths and capability names, known
- * models and systems when given. Every problem names its step and says what to fix.
+ * unique step ids, known `dependsOn`, no cycle (src/workflows/engine/graph.ts), every
+ * `${steps.ID.output}` of a plan step used only by a step that depends on it (directly or through
+ * others), no such reference that could also mean the system's step of that id (in a node's
+ * properties), node id params that are node ids or such references, the params each action needs,
+ * literal node ids that exist on the edited canvas or are created by a step it depends on, safe file
+ * paths and capability names, known models and systems when given. Every problem names its step and
+ * says what to fix.
  */
 import type { BuildStep, ExecutionPlan } from "./types.js";
 import type { Canvas } from "../../wire/canvas.js";
 import { NODE_TYPES, PLAN_ACTIONS } from "./types.js";
-import { variablesIn } from "./plan-vars.js";
 import { isObject } from "../../core/util/model-reply.js";
+import { checkGraph, useProblem } from "../engine/graph.js";
+import { parseTemplate, refsIn } from "../engine/template.js";
 
-const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Node ids are compiled step ids (src/workflows/systems/schema.ts `id`). */
 const NODE_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const CAPABILITY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -28,94 +31,51 @@ export interface ValidateContext {
   systems?: readonly string[];
 }
 
-/** Steps each step depends on, directly or through others (unknown ids ignored; safe with cycles). */
-function ancestorsOf(steps: readonly BuildStep[]): Map<string, Set<string>> {
-  const deps = new Map<string, string[]>();
-  for (const s of steps) deps.set(s.id, [...(deps.get(s.id) ?? []), ...s.dependsOn]);
-  const out = new Map<string, Set<string>>();
-  for (const id of deps.keys()) {
-    const seen = new Set<string>();
-    const stack = [...(deps.get(id) ?? [])];
-    while (stack.length > 0) {
-      const d = stack.pop()!;
-      if (seen.has(d) || !deps.has(d)) continue;
-      seen.add(d);
-      stack.push(...(deps.get(d) ?? []));
-    }
-    out.set(id, seen);
-  }
-  return out;
+/** The plan's own steps a value refers to (`${steps.ID.output…}`, ID a step of `own`), each once. */
+function ownRefs(v: unknown, own: ReadonlySet<string>): string[] {
+  return [...new Set(refsIn(v, true).flatMap((r) => (r.kind === "step" && own.has(r.step) ? [r.step] : [])))];
 }
 
-/** Each dependency cycle once, as the step ids along it (first id not repeated). */
-function cyclesOf(steps: readonly BuildStep[]): string[][] {
-  const deps = new Map<string, string[]>();
-  for (const s of steps)
-    if (!deps.has(s.id))
-      deps.set(
-        s.id,
-        s.dependsOn.filter((d, i, a) => a.indexOf(d) === i),
-      );
-  const state = new Map<string, 1 | 2>(); // 1 on the stack, 2 done
-  const path: string[] = [];
-  const cycles: string[][] = [];
-  const seenKeys = new Set<string>();
-  const visit = (root: string): void => {
-    // Iterative DFS: a plan from a model may be long.
-    const frames: Array<{ id: string; next: number }> = [{ id: root, next: 0 }];
-    state.set(root, 1);
-    path.push(root);
-    while (frames.length > 0) {
-      const f = frames[frames.length - 1]!;
-      const ds = deps.get(f.id) ?? [];
-      if (f.next < ds.length) {
-        const d = ds[f.next++]!;
-        if (!deps.has(d)) continue;
-        const st = state.get(d);
-        if (st === 1) {
-          const cycle = path.slice(path.indexOf(d));
-          const key = [...cycle].sort().join("\u0000");
-          if (!seenKeys.has(key)) {
-            seenKeys.add(key);
-            cycles.push(cycle);
-          }
-        } else if (st === undefined) {
-          state.set(d, 1);
-          path.push(d);
-          frames.push({ id: d, next: 0 });
-        }
-      } else {
-        state.set(f.id, 2);
-        path.pop();
-        frames.pop();
-      }
-    }
-  };
-  for (const id of deps.keys()) if (!state.has(id)) visit(id);
-  return cycles;
+/** A literal string (no reference to a plan step), or undefined when it holds one or is not a string. */
+function literal(v: unknown, own: ReadonlySet<string>): string | undefined {
+  return typeof v === "string" && ownRefs(v, own).length === 0 ? v : undefined;
 }
 
-/** A literal string (no `${var}`), or undefined when it holds a variable or is not a string. */
-function literal(v: unknown): string | undefined {
-  return typeof v === "string" && variablesIn(v).length === 0 ? v : undefined;
+/** A string left with a `${` after the build resolves its own steps (a system's template, an old `${name}`). */
+const leftTemplate = (v: unknown, own: ReadonlySet<string>): boolean =>
+  typeof v === "string" &&
+  parseTemplate(v, true).some((p) =>
+    "ref" in p ? !(p.ref.kind === "step" && own.has(p.ref.step)) : p.text.includes("${"),
+  );
+
+/** The params of a step that name a node (they must be node ids, or a plan step's result). */
+function nodeParams(s: BuildStep): Array<[string, unknown]> {
+  const p = s.params;
+  if (s.action === "UPDATE_NODE" || s.action === "DELETE_NODE") return [["node", p.node]];
+  if (s.action === "CONNECT_NODES")
+    return [
+      ["from", p.from],
+      ["to", p.to],
+    ];
+  return s.action === "CREATE_NODE" && p.parent !== undefined ? [["parent", p.parent]] : [];
 }
 
 const nonEmpty = (v: unknown): boolean => typeof v === "string" && v.trim() !== "";
 
 /** Problems with one step's params for its action (the action is known). */
-function paramProblems(s: BuildStep, ctx: ValidateContext): string[] {
+function paramProblems(s: BuildStep, ctx: ValidateContext, own: ReadonlySet<string>): string[] {
   const p = s.params;
   const at = `step ${q(s.id)} (${s.action})`;
   const out: string[] = [];
   const checkNodeProps = (type: unknown, props: unknown): void => {
     if (!isObject(props)) return;
     if (type === "agent" && ctx.models && "model" in props) {
-      const m = literal(props.model);
+      const m = literal(props.model, own);
       if (m !== undefined && !ctx.models.includes(m))
         out.push(`${at}: model ${q(m)} is not a configured model; use one of ${ctx.models.join(", ") || "(none)"}`);
     }
     if (type === "system" && ctx.systems && "system" in props) {
-      const sys = literal(props.system);
+      const sys = literal(props.system, own);
       if (sys !== undefined && !ctx.systems.includes(sys))
         out.push(`${at}: system ${q(sys)} is not a deployed system; use one of ${ctx.systems.join(", ") || "(none)"}`);
     }
@@ -129,7 +89,7 @@ function paramProblems(s: BuildStep, ctx: ValidateContext): string[] {
       }
       if (!nonEmpty(p.label)) out.push(`${at}: params.label is missing; give the node a short label`);
       if (p.id !== undefined) {
-        const id = literal(p.id);
+        const id = literal(p.id, own);
         if (typeof p.id !== "string") out.push(`${at}: params.id must be a string`);
         else if (id !== undefined && !NODE_ID.test(id))
           out.push(
@@ -158,7 +118,7 @@ function paramProblems(s: BuildStep, ctx: ValidateContext): string[] {
       if (!nonEmpty(p.node)) out.push(`${at}: params.node is missing; name the node to change`);
       if (!isObject(p.properties)) out.push(`${at}: params.properties must be an object of the property keys to set`);
       // An agent's model can be checked only when the node's type is known (on the canvas).
-      const node = literal(p.node);
+      const node = literal(p.node, own);
       const onCanvas = node !== undefined ? ctx.canvas?.nodes.find((n) => n.id === node) : undefined;
       if (onCanvas) checkNodeProps(onCanvas.type, p.properties);
       break;
@@ -203,10 +163,10 @@ function paramProblems(s: BuildStep, ctx: ValidateContext): string[] {
 /**
  * Every problem of a plan, each naming the step and saying what to fix; [] when it can run.
  * Checked: no steps; metadata.system against the canvas being edited; unknown actions; duplicate
- * step ids; dependsOn naming no step; cycles (the steps on each); output names (duplicates, names
- * that cannot be a `${…}`); variables no step outputs, a step's own output, or one whose producer
- * the step does not depend on (directly or through others); params each action needs; hooks;
- * node ids for CREATE_NODE. With `ctx.canvas` (EDIT), a literal node id in UPDATE_NODE /
+ * step ids; dependsOn naming no step; cycles (the steps on each); `${steps.ID.output}` of a plan
+ * step that is the step itself or one it does not depend on (directly or through others), or, in a
+ * node's properties, whose ID is also a node's (ambiguous); a node param (from, to, node, parent)
+ * left with a `${`; params each action needs; hooks; node ids for CREATE_NODE. With `ctx.canvas` (EDIT), a literal node id in UPDATE_NODE /
  * DELETE_NODE / CONNECT_NODES / CREATE_NODE.parent must be on the canvas or be the explicit
  * `params.id` of a CREATE_NODE the step depends on (directly or not — steps without a dependency
  * may run in parallel); a CREATE_NODE must not reuse an id on the canvas unless a step it depends
@@ -223,90 +183,49 @@ export function validatePlan(plan: ExecutionPlan, ctx: ValidateContext = {}): st
     );
   }
 
-  const ids = new Map<string, number>();
-  for (const s of steps) ids.set(s.id, (ids.get(s.id) ?? 0) + 1);
-  for (const [id, n] of ids)
-    if (n > 1) problems.push(`step ${q(id)}: ${n} steps have this id; give each step its own id`);
-
+  const own = new Set(steps.map((s) => s.id));
+  const graph = checkGraph(steps);
+  const ancestors = graph.ancestors;
+  for (const p of graph.problems)
+    problems.push(p.index === undefined ? p.message : `step ${q(steps[p.index]!.id)}: ${p.message}`);
   for (const s of steps) {
     if (!(PLAN_ACTIONS as readonly string[]).includes(s.action)) {
       problems.push(`step ${q(s.id)}: unknown action ${q(String(s.action))}; use one of ${PLAN_ACTIONS.join(", ")}`);
-    }
-    for (const d of s.dependsOn) {
-      if (!ids.has(d))
-        problems.push(
-          `step ${q(s.id)}: dependsOn names ${q(d)}, which is not a step of this plan; use the id of a step or drop it`,
-        );
-    }
+    } else problems.push(...paramProblems(s, ctx, own));
   }
-
-  for (const cycle of cyclesOf(steps)) {
-    problems.push(
-      cycle.length === 1
-        ? `step ${q(cycle[0]!)} depends on itself: remove it from its own dependsOn`
-        : `steps ${cycle.map(q).join(", ")} form a dependency cycle (${cycle.map((id, i) => `${q(id)} depends on ${q(cycle[(i + 1) % cycle.length]!)}`).join(", ")}): remove one of these dependencies`,
-    );
-  }
-
-  // outputs
-  const producers = new Map<string, string[]>();
-  for (const s of steps) {
-    if (s.output === undefined) continue;
-    producers.set(s.output, [...(producers.get(s.output) ?? []), s.id]);
-    if (!VAR_NAME.test(s.output)) {
-      problems.push(
-        `step ${q(s.id)}: output ${q(s.output)} cannot be used as \${…}; use letters, digits and _ (not starting with a digit)`,
-      );
-    }
-  }
-  for (const [name, by] of producers) {
-    if (by.length > 1)
-      problems.push(
-        `steps ${by.map(q).join(", ")} all store their output as ${q(name)}; give each output its own name`,
-      );
-  }
-
-  const ancestors = ancestorsOf(steps);
-
-  // variables
-  for (const s of steps) {
-    const mine = ancestors.get(s.id) ?? new Set<string>();
-    for (const name of variablesIn(s.params)) {
-      const by = producers.get(name);
-      if (!by) {
-        problems.push(
-          `step ${q(s.id)}: \${${name}} is not defined: no step has output ${q(name)}. Add "output": ${q(name)} to the step that makes it, or write $\${${name}} for a literal \${${name}}`,
-        );
-        continue;
-      }
-      if (by.includes(s.id)) {
-        problems.push(
-          `step ${q(s.id)}: uses \${${name}}, which is its own output; a step can only use the outputs of steps it depends on`,
-        );
-        continue;
-      }
-      if (!by.some((p) => mine.has(p))) {
-        problems.push(
-          `step ${q(s.id)}: uses \${${name}} (the output of step ${q(by[0]!)}) but does not depend on ${q(by[0]!)}; add ${q(by[0]!)} to its dependsOn`,
-        );
-      }
-    }
-  }
-
-  // params
-  for (const s of steps)
-    if ((PLAN_ACTIONS as readonly string[]).includes(s.action)) problems.push(...paramProblems(s, ctx));
 
   // explicit node ids created by the plan
   const creators = new Map<string, string[]>();
   for (const s of steps) {
     if (s.action !== "CREATE_NODE") continue;
-    const id = literal(s.params.id);
+    const id = literal(s.params.id, own);
     if (id !== undefined) creators.set(id, [...(creators.get(id) ?? []), s.id]);
   }
   for (const [id, by] of creators) {
     if (by.length > 1)
       problems.push(`steps ${by.map(q).join(", ")} all create a node with id ${q(id)}; node ids must be unique`);
+  }
+
+  // results of the plan's own steps
+  const nodeIds = new Set([...(ctx.canvas?.nodes.map((n) => n.id) ?? []), ...creators.keys()]);
+  for (const s of steps) {
+    const at = `step ${q(s.id)}`;
+    for (const step of ownRefs(s.params, own)) {
+      const why = useProblem(graph, s.id, step);
+      if (why) problems.push(`${at}: \${steps.${step}.output}: ${why}`);
+    }
+    const props = s.action === "CREATE_NODE" || s.action === "UPDATE_NODE" ? s.params.properties : undefined;
+    for (const step of ownRefs(props, own).filter((id) => nodeIds.has(id))) {
+      problems.push(
+        `${at}: \${steps.${step}.output} in params.properties is ambiguous: "${step}" is a step of this plan and a node of the system. To use the plan step's result, give the plan step another id (e.g. "add_${step}"); to leave it to the system, write $\${steps.${step}.output}`,
+      );
+    }
+    for (const [field, value] of nodeParams(s)) {
+      if (leftTemplate(value, own))
+        problems.push(
+          `${at}: params.${field} ${q(String(value))} is not a node id: write the node's id, or \${steps.<step id>.output} for the node a step of this plan creates (steps: ${[...own].join(", ")})`,
+        );
+    }
   }
 
   if (ctx.canvas) {
@@ -318,24 +237,15 @@ export function validatePlan(plan: ExecutionPlan, ctx: ValidateContext = {}): st
         : "the canvas has no nodes";
     const deletedBefore = (s: BuildStep, id: string): boolean =>
       steps.some(
-        (d) => d.action === "DELETE_NODE" && literal(d.params.node) === id && (ancestors.get(s.id)?.has(d.id) ?? false),
+        (d) =>
+          d.action === "DELETE_NODE" && literal(d.params.node, own) === id && (ancestors.get(s.id)?.has(d.id) ?? false),
       );
     for (const s of steps) {
       const mine = ancestors.get(s.id) ?? new Set<string>();
-      const refs: Array<[string, unknown]> =
-        s.action === "UPDATE_NODE" || s.action === "DELETE_NODE"
-          ? [["node", s.params.node]]
-          : s.action === "CONNECT_NODES"
-            ? [
-                ["from", s.params.from],
-                ["to", s.params.to],
-              ]
-            : s.action === "CREATE_NODE" && s.params.parent !== undefined
-              ? [["parent", s.params.parent]]
-              : [];
-      for (const [field, value] of refs) {
-        const id = literal(value);
-        if (id === undefined || id.trim() === "") continue; // a variable, or missing (reported above)
+      for (const [field, value] of nodeParams(s)) {
+        const id = literal(value, own);
+        // A plan step's result, missing, or not a node id: checked above.
+        if (id === undefined || id.trim() === "" || leftTemplate(id, own)) continue;
         if (onCanvas.has(id)) continue;
         const by = creators.get(id);
         if (by?.some((c) => mine.has(c))) continue;
@@ -345,12 +255,12 @@ export function validatePlan(plan: ExecutionPlan, ctx: ValidateContext = {}): st
           );
         } else {
           problems.push(
-            `step ${q(s.id)}: params.${field} ${q(id)} is not a node on the canvas and no step creates it; use an existing node id or the \${output} of the CREATE_NODE step (${known})`,
+            `step ${q(s.id)}: params.${field} ${q(id)} is not a node on the canvas and no step creates it; use an existing node id or \${steps.<step id>.output} of the CREATE_NODE step (${known})`,
           );
         }
       }
       if (s.action === "CREATE_NODE") {
-        const id = literal(s.params.id);
+        const id = literal(s.params.id, own);
         if (id !== undefined && onCanvas.has(id) && !deletedBefore(s, id)) {
           problems.push(
             `step ${q(s.id)}: a node with id ${q(id)} is already on the canvas; change it with UPDATE_NODE or choose another id`,

@@ -1,8 +1,8 @@
 /**
  * The Builder: carries out an ExecutionPlan by calling the canvas and sandbox MCP tools.
  * - Steps run in dependency order, not list order; independent steps run in parallel.
- * - `${var}` in a step's params is the `output` of an earlier step (substituted just before the
- *   call; `$${` is a literal `${`).
+ * - `${steps.ID.output}` in a step's params is the result of step ID (substituted just before the
+ *   call; `$${` is a literal `${`; the system's own templates are left as written).
  * - Each step gets up to `retryCount` (≤ 3) more attempts, `retryDelayMs` (1 s) apart, for errors
  *   that can pass (the transport failed, the store was busy); a refusal is final at once.
  * - A failed step stops its dependants (skipped, with the reason); independent branches finish;
@@ -16,7 +16,7 @@ import type { EventBus } from "../../ops/events/bus.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import type { BuildRecord, BuildStore } from "./build-store.js";
 import type { ToolCaller, ToolOutcome } from "./mcp-client.js";
-import { substitute, UndefinedVariableError } from "./plan-vars.js";
+import { renderOwnSteps, TemplateError } from "../engine/template.js";
 import type { BuildStep } from "./types.js";
 
 export interface ExecuteDeps {
@@ -148,9 +148,9 @@ export async function executeBuild(
     const maxAttempts = 1 + Math.min(3, Math.max(0, s.retryCount));
     let params: Record<string, unknown>;
     try {
-      params = substitute(s.params, build.vars);
+      params = renderOwnSteps(s.params, Object.keys(build.steps), build.vars);
     } catch (err) {
-      const msg = err instanceof UndefinedVariableError ? err.message : String(err);
+      const msg = err instanceof TemplateError ? err.message : String(err);
       finish(s, "failed", Date.now() - t0, undefined, msg);
       return;
     }
@@ -170,7 +170,7 @@ export async function executeBuild(
       if (out.ok) {
         const value = out.result[RESULT_KEY[s.action]];
         const text = typeof value === "string" ? value : typeof value === "number" ? String(value) : undefined;
-        if (s.output && text !== undefined) build.vars[s.output] = text;
+        if (text !== undefined) build.vars[s.id] = text;
         finish(s, "completed", Date.now() - t0, text);
         return;
       }

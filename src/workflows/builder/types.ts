@@ -31,8 +31,8 @@ export const PLAN_ACTIONS: readonly PlanAction[] = [
 ];
 
 /**
- * One step of an ExecutionPlan. `params` by action:
- * - CREATE_NODE `{type, label, id?, properties?, parent?, position?}` → output: the node id;
+ * One step of an ExecutionPlan. `params` by action, and the step's result (its output):
+ * - CREATE_NODE `{type, label, id?, properties?, parent?, position?}` → the node id;
  * - CONNECT_NODES `{from, to}` → the edge id;
  * - UPDATE_NODE `{node, properties: {key: value}}` → the node id;
  * - DELETE_NODE `{node}` → the node id;
@@ -40,9 +40,9 @@ export const PLAN_ACTIONS: readonly PlanAction[] = [
  * - REGISTER_CAPABILITY `{kind: "skill"|"command"|"instructions", name, description?, content}` → the file's path
  *   (a Claude Code skill `.claude/skills/<name>/SKILL.md`, a slash command `.claude/commands/<name>.md`,
  *   or `AGENTS.md`; hooks are refused: they run shell commands).
- * Strings in `params` may hold `${name}`: the `output` of an earlier step this step depends on
- * (directly or not). `$${` is a literal `${`. Dotted references (`${inputs.x}`,
- * `${steps.a.output}`) are system templates and are left as they are.
+ * Strings in `params` may hold `${steps.ID.output}`: the result of step ID of this plan, which this
+ * step depends on (directly or not). `$${` is a literal `${`; every other `${…}` (the templates of
+ * the system being built) is left as written (src/workflows/engine/template.ts).
  */
 export interface BuildStep {
   id: string;
@@ -50,8 +50,6 @@ export interface BuildStep {
   action: PlanAction;
   params: Record<string, unknown>;
   dependsOn: string[];
-  /** Variable name this step's result is stored under. */
-  output?: string;
   /** Retries after the first attempt, for errors that can pass (at most 3; default 3). */
   retryCount: number;
   /** Between attempts (default 1000). */

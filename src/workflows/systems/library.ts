@@ -7,8 +7,8 @@
  * - `inputs` is a JSON Schema of an object that compiles; `fromTool` only on an mcp system;
  * - every `${inputs.x}` names a declared input, every `${steps.a.output}` a step the step depends
  *   on (directly or not), and templates are well formed;
- * - plan steps: unique ids, known `dependsOn`, no cycle, `uses` a kind (its settings valid) or a
- *   known system (no system that ends up using itself);
+ * - plan steps: unique ids, known `dependsOn`, no cycle (src/workflows/engine/graph.ts), `uses` a
+ *   kind (its settings valid) or a known system (no system that ends up using itself);
  * - webhook URLs keep inputs out of the host; a command's program is fixed;
  * - `model` names a configured model that is not a router.
  * Side effects are inferred when not set: an MCP tool's `destructiveHint` (read-only tools have
@@ -29,7 +29,8 @@ import {
   type McpServer,
   type SystemFile,
 } from "./schema.js";
-import { refsIn, TemplateError } from "./template.js";
+import { refsIn, TemplateError } from "../engine/template.js";
+import { checkGraph, type Graph, useProblem } from "../engine/graph.js";
 import type { LoadedSystem } from "./types.js";
 import type { InputSchema } from "../../wire/runs.js";
 import { type LeftOutFile, type LibraryProblem, type Raw, readDir } from "./system-files.js";
@@ -239,10 +240,11 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
 
     // Templates and kind-specific checks.
     // Each string is checked on its own, so a problem names the exact key (`run.argv[1]`, `….with.body.text`).
-    const checkRefs = (value: unknown, key: string, stepDeps?: Set<string>): void => {
-      if (Array.isArray(value)) return value.forEach((v, i) => checkRefs(v, `${key}[${i}]`, stepDeps));
+    // `step`: the plan step whose settings these are, and its plan's graph.
+    const checkRefs = (value: unknown, key: string, step?: { id: string; graph: Graph }): void => {
+      if (Array.isArray(value)) return value.forEach((v, i) => checkRefs(v, `${key}[${i}]`, step));
       if (value && typeof value === "object") {
-        for (const [k, v] of Object.entries(value)) checkRefs(v, `${key}.${k}`, stepDeps);
+        for (const [k, v] of Object.entries(value)) checkRefs(v, `${key}.${k}`, step);
         return;
       }
       if (typeof value !== "string") return;
@@ -259,17 +261,14 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
             key,
             `\${inputs.${r.name}}: "${r.name}" is not a declared input (declared: ${[...declared].join(", ") || "none"})`,
           );
-        if (r.kind === "step" && !stepDeps) report(key, `\${steps.${r.step}.output} is only for plan steps`);
-        if (r.kind === "step" && stepDeps && !stepDeps.has(r.step))
-          report(
-            key,
-            `\${steps.${r.step}.output}: this step does not depend on step "${r.step}" (add it to dependsOn)`,
-          );
+        if (r.kind !== "step") continue;
+        const why = step ? useProblem(step.graph, step.id, r.step) : "is only for plan steps";
+        if (why) report(key, `\${steps.${r.step}.output}${step ? ":" : ""} ${why}`);
       }
     };
-    const checkLeaf = (spec: LeafSpec, key: (...p: PropertyKey[]) => string, deps?: Set<string>) => {
+    const checkLeaf = (spec: LeafSpec, key: (...p: PropertyKey[]) => string, step?: { id: string; graph: Graph }) => {
       const { kind: _kind, ...settings } = spec;
-      checkRefs(settings, key(), deps);
+      checkRefs(settings, key(), step);
       if (spec.kind === "webhook") {
         const p = checkWebhookUrl(spec.url);
         if (p) report(key("url"), p);
@@ -289,30 +288,15 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
 
     if (sys.run.kind === "plan") {
       const steps = sys.run.steps;
-      const stepIds = new Map<string, number>();
+      const graph = checkGraph(steps);
+      for (const p of graph.problems)
+        report(p.index === undefined ? at("run", "steps") : at("run", "steps", p.index, p.key), p.message);
+      if (sys.run.output && !graph.ancestors.has(sys.run.output))
+        report(at("run", "output"), `unknown step "${sys.run.output}" (steps: ${steps.map((s) => s.id).join(", ")})`);
       steps.forEach((s, i) => {
-        if (stepIds.has(s.id)) report(at("run", "steps", i, "id"), `step id "${s.id}" is used twice`);
-        stepIds.set(s.id, i);
-      });
-      steps.forEach((s, i) => {
-        for (const d of s.dependsOn)
-          if (!stepIds.has(d))
-            report(
-              at("run", "steps", i, "dependsOn"),
-              `unknown step "${d}" (steps: ${[...stepIds.keys()].join(", ")})`,
-            );
-        if (s.dependsOn.includes(s.id)) report(at("run", "steps", i, "dependsOn"), "a step cannot depend on itself");
-      });
-      const cycle = findCycle(steps.map((s) => ({ id: s.id, deps: s.dependsOn.filter((d) => stepIds.has(d)) })));
-      if (cycle) report(at("run", "steps"), `steps depend on each other in a cycle: ${cycle.join(" → ")}`);
-      if (sys.run.output && !stepIds.has(sys.run.output))
-        report(at("run", "output"), `unknown step "${sys.run.output}"`);
-      const ancestors = cycle ? undefined : ancestorsOf(steps);
-      steps.forEach((s, i) => {
-        const deps = ancestors?.get(s.id) ?? new Set<string>();
         const key = (...p: PropertyKey[]) => at("run", "steps", i, "with", ...p);
         if ((LEAF_KINDS as readonly string[]).includes(s.uses)) {
-          if (!badSteps.has(i)) checkLeaf({ ...s.with, kind: s.uses } as LeafSpec, key, deps);
+          if (!badSteps.has(i)) checkLeaf({ ...s.with, kind: s.uses } as LeafSpec, key, { id: s.id, graph });
         } else if (!ids.has(s.uses)) {
           if (misshapen.has(s.uses))
             report(at("run", "steps", i, "uses"), `system "${s.uses}" has problems of its own (see above)`);
@@ -322,7 +306,7 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
               `"${s.uses}" is neither a kind (${LEAF_KINDS.join(", ")}) nor a known system`,
             );
         } else {
-          checkRefs(s.with, key(), deps);
+          checkRefs(s.with, key(), { id: s.id, graph });
         }
       });
     } else {
@@ -355,7 +339,9 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       ? s.run.steps.map((st) => st.uses).filter((u) => !(LEAF_KINDS as readonly string[]).includes(u))
       : [];
   for (let n = 0; n <= loaded.length; n++) {
-    const loop = findCycle([...byId.values()].map((s) => ({ id: s.id, deps: usedBy(s).filter((u) => byId.has(u)) })));
+    const loop = checkGraph(
+      [...byId.values()].map((s) => ({ id: s.id, dependsOn: usedBy(s).filter((u) => byId.has(u)) })),
+    ).cycles[0];
     if (!loop) break;
     const first = byId.get(loop[0]!)!;
     problems.push({
@@ -452,51 +438,4 @@ function normaliseSchema(schema: Record<string, unknown>): InputSchema {
     schema.properties && typeof schema.properties === "object" ? schema.properties : {}
   ) as InputSchema["properties"];
   return { ...schema, type: "object", properties };
-}
-
-/** A cycle among the nodes (ids in order, first repeated at the end), or undefined. */
-export function findCycle(nodes: Array<{ id: string; deps: string[] }>): string[] | undefined {
-  const deps = new Map(nodes.map((n) => [n.id, n.deps]));
-  const colour = new Map<string, 1 | 2>();
-  const stack: string[] = [];
-  const visit = (id: string): string[] | undefined => {
-    colour.set(id, 1);
-    stack.push(id);
-    for (const d of deps.get(id) ?? []) {
-      if (colour.get(d) === 1) return [...stack.slice(stack.indexOf(d)), d];
-      if (!colour.has(d)) {
-        const c = visit(d);
-        if (c) return c;
-      }
-    }
-    stack.pop();
-    colour.set(id, 2);
-    return undefined;
-  };
-  for (const n of nodes) {
-    if (!colour.has(n.id)) {
-      const c = visit(n.id);
-      if (c) return c;
-    }
-  }
-  return undefined;
-}
-
-/** Every step's transitive dependencies (no cycles). */
-function ancestorsOf(steps: Array<{ id: string; dependsOn: string[] }>): Map<string, Set<string>> {
-  const direct = new Map(steps.map((s) => [s.id, s.dependsOn]));
-  const memo = new Map<string, Set<string>>();
-  const get = (id: string): Set<string> => {
-    let set = memo.get(id);
-    if (set) return set;
-    set = new Set();
-    memo.set(id, set);
-    for (const d of direct.get(id) ?? []) {
-      set.add(d);
-      for (const a of get(d)) set.add(a);
-    }
-    return set;
-  };
-  for (const s of steps) get(s.id);
-  return memo;
 }

@@ -22,7 +22,7 @@ import { executeLeaf } from "./executors/index.js";
 import { existingDir, sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
 import { runPlan, type CompiledStep, type StepHooks } from "./plan.js";
-import { renderValue, type Scope } from "./template.js";
+import { renderValue, type Scope } from "../engine/template.js";
 
 export interface RunManagerDeps {
   store: RunStore;

@@ -8,7 +8,7 @@
 import type { Logger } from "pino";
 import type { BackendEvent } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
-import type { Scope } from "./template.js";
+import type { Scope } from "../engine/template.js";
 
 export type ExecErrorCode =
   | "timeout"

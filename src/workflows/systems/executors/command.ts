@@ -14,7 +14,7 @@
 import { statSync } from "node:fs";
 import { ExecError, type Executor } from "../step-executor.js";
 import type { CommandRun } from "../schema.js";
-import { parseTemplate, renderString } from "../template.js";
+import { parseTemplate, renderString } from "../../engine/template.js";
 import { CliProcess } from "../../../core/util/process.js";
 
 /** stdout kept (and streamed) per run; the rest is read and dropped. */

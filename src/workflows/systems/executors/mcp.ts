@@ -27,7 +27,7 @@ import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { childLogger } from "../../../core/log/logger.js";
 import type { McpRun, McpServer } from "../schema.js";
 import { ExecError, type Executor } from "../step-executor.js";
-import { renderValue } from "../template.js";
+import { renderValue } from "../../engine/template.js";
 import { type Connection, connect, Deadline, listAllTools, noSuchTool } from "./mcp-connect.js";
 import { classify, describeServer } from "./mcp-errors.js";
 import { CallJournal } from "./mcp-journal.js";

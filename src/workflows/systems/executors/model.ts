@@ -5,7 +5,7 @@
  */
 import { ExecError, type Executor } from "../step-executor.js";
 import type { ModelRun } from "../schema.js";
-import { renderString } from "../template.js";
+import { renderString } from "../../engine/template.js";
 
 export const runModel: Executor<ModelRun> = async (spec, ctx) => {
   const prompt = renderString(spec.prompt, ctx.scope);

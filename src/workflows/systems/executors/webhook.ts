@@ -21,7 +21,7 @@ import { createParser } from "eventsource-parser";
 import { request, type Dispatcher } from "undici";
 import { ExecError, type ExecContext, type Executor } from "../step-executor.js";
 import type { WebhookRun } from "../schema.js";
-import { parseTemplate, renderString, renderValue, type Part } from "../template.js";
+import { parseTemplate, renderString, renderValue, type Part } from "../../engine/template.js";
 
 /** The start of a URL up to where its path (or query, or fragment) begins: scheme, `//`, a non-empty authority. */
 const URL_HEAD = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#\\]+[/?#]/;

@@ -1,5 +1,5 @@
 /**
- * `${…}` substitution (src/workflows/systems/template.ts): parsing references and `$${` literals, listing
+ * `${…}` substitution (src/workflows/engine/template.ts): parsing references and `$${` literals, listing
  * every reference inside a value, `renderString` (text, with an optional encoder applied to the
  * substituted values only) and `renderValue` (a whole-string reference keeps the value's type),
  * field access into a step's JSON output, and the errors for what cannot be resolved.
@@ -14,7 +14,7 @@ import {
   renderValue,
   TemplateError,
   type Scope,
-} from "../../src/workflows/systems/template.js";
+} from "../../src/workflows/engine/template.js";
 
 const scope: Scope = {
   inputs: { name: "Ada", count: 3, flag: false, tags: ["a", "b"], obj: { k: 1 }, nothing: null, spaced: "a b/c?d=e&f" },
