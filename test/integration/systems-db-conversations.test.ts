@@ -4,7 +4,9 @@
  * Its two conversation tables (`router_state`, `builder_conversations`) are moved into
  * `conversation_state` and dropped, and the questions they held are answered as they were asked:
  * the builder's deploy question and the router's confirmation are taken by "yes" without a model
- * call, and the router's gathering goes on with the inputs given before the upgrade.
+ * call, and the router's gathering goes on with the inputs given before the upgrade. On the same
+ * bridge: "cancel", "never mind", "stop" end whichever question is open — the router's or the
+ * builder's — without a model request.
  */
 import assert from "node:assert/strict";
 import { copyFileSync } from "node:fs";
@@ -13,6 +15,7 @@ import { after, before, describe, test } from "node:test";
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { Chat } from "../helpers/chat.js";
+import type { Question } from "../../src/workflows/conversation/machine.js";
 
 const FIXTURE = path.resolve(import.meta.dirname, "../fixtures/systems-db/release-0.1.0.db");
 
@@ -125,5 +128,27 @@ describe("a systems.db of release 0.1.0: its conversations", () => {
     assert.equal(runs.length, 1);
     assert.deepEqual(runs[0]!.inputs, { url: "https://example.com", length: "short" });
     assert.ok(await eventually(() => b.systems!.runs.store.get(runs[0]!.id)?.status === "completed", 10_000));
+  });
+
+  test("cancel words end whichever question is open, the router's or the builder's, without a model request", async () => {
+    const conv = b.systems!.conversations;
+    const since = Date.now();
+    const questions = [
+      { kind: "gathering", system: "summarizer", values: {}, rounds: 1, since },
+      { kind: "confirm", system: "greeter", values: { name: "Ada" }, hash: "h", since },
+      { kind: "deploy", system: "greeter", since },
+      { kind: "plan", system: "greeter", plan: { steps: [] }, intent: "EDIT", since },
+      { kind: "configure", system: "greeter", changes: [{ path: "enabled", value: false }], since },
+    ] satisfies Question[];
+    const before = up.requests.length;
+    for (const [i, q] of questions.entries()) {
+      const word = ["cancel", "never mind", "stop"][i % 3]!;
+      const key = `cancel-${q.kind}`;
+      conv.ask(key, q);
+      const res = await new Chat(b.baseURL, key, "router").say(word);
+      assert.match(res.text, /cancel|won't run|nothing was changed/i, `${q.kind}: ${word}: ${res.text}`);
+      assert.equal(conv.get(key).question, undefined, `${q.kind}: ${word}`);
+    }
+    assert.equal(up.requests.length, before, "no model request");
   });
 });
