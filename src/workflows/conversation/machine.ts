@@ -1,18 +1,13 @@
 /**
- * One conversation machine for the router and the builder: where each conversation is, in one
- * table of the systems database (`conversation_state`), so a restart between a question and its
- * answer loses nothing. A conversation's row holds
- *   - its state (idle, planning, executing, paused, completed, error; the passing `routing` is
- *     published, never written) and the engine that set it: a build's planning, executing or
- *     paused is the builder's and keeps the conversation's messages with the builder;
- *   - the one question it waits on, if any: a system's missing inputs (gathering), a yes for a run
- *     (confirm), a yes for an edit that deletes nodes (plan), for settings changes (configure), a
- *     deploy or an undeploy — asking a new one replaces it;
- *   - the canvas the builder works on.
- * One TTL: a question, and a build state that stopped moving, lapse after it. One cancel path:
- * `reply` reads an answer without a model, and "no", "cancel", "never mind", "stop" (replies.ts)
- * end whichever question is open. Opening it moves the rows of the two tables it replaces
- * (`router_state`, `builder_conversations`) into it in one transaction and drops them.
+ * One conversation machine for the router and the builder, in one table of the systems database
+ * (`conversation_state`), so a restart between a question and its answer loses nothing. Per
+ * conversation: its state and the engine that set it (a build's planning, executing or paused is
+ * the builder's and keeps the conversation with it; `routing` is published, never written), the one
+ * question it waits on (missing inputs, a yes for a run, an edit that deletes nodes, settings
+ * changes, a deploy or an undeploy; a new one replaces it), and the builder's canvas. One TTL: a
+ * question, and a build state that stopped moving, lapse after it. One cancel path: `reply` reads
+ * the answer without a model; "no", "cancel", "never mind", "stop" (replies.ts) end any question.
+ * Opening it moves release 0.1.0's `router_state` and `builder_conversations` into it.
  */
 import type Database from "better-sqlite3";
 import type { EventBus } from "../../ops/events/bus.js";
@@ -29,25 +24,18 @@ export interface ConfigChange {
   value: unknown;
 }
 
-/** What a conversation waits on; `since` is when it was asked. */
+/** What a conversation waits on (`since`: when it was asked). */
+type Asked<K extends string, T = unknown> = { kind: K; system: string; since: number } & T;
 export type Question =
   /** The router: a system's missing inputs, collected over the turns. */
-  | { kind: "gathering"; system: string; values: Record<string, unknown>; rounds: number; since: number }
+  | Asked<"gathering", { values: Record<string, unknown>; rounds: number }>
   /** The router: "yes" runs exactly the inputs shown (checked by `hash`), or resumes `resumeRun`. */
-  | {
-      kind: "confirm";
-      system: string;
-      values: Record<string, unknown>;
-      hash: string;
-      since: number;
-      resumeRun?: string;
-    }
-  /** The builder: a plan (its ExecutionPlan) that deletes nodes, shown first. */
-  | { kind: "plan"; system: string; plan: unknown; intent: "EDIT" | "BUILD"; since: number }
-  /** The builder: settings changes, shown as a diff. */
-  | { kind: "configure"; system: string; changes: ConfigChange[]; since: number }
-  | { kind: "deploy"; system: string; since: number }
-  | { kind: "undeploy"; system: string; since: number };
+  | Asked<"confirm", { values: Record<string, unknown>; hash: string; resumeRun?: string }>
+  /** The builder: a plan (its ExecutionPlan) that deletes nodes, shown first; settings changes, as a diff. */
+  | Asked<"plan", { plan: unknown; intent: "EDIT" | "BUILD" }>
+  | Asked<"configure", { changes: ConfigChange[] }>
+  | Asked<"deploy">
+  | Asked<"undeploy">;
 
 export type RouterQuestion = Extract<Question, { kind: "gathering" | "confirm" }>;
 export type BuilderQuestion = Exclude<Question, RouterQuestion>;
@@ -63,65 +51,48 @@ export interface Conversation {
   updatedAt: number;
 }
 
-/** A message read as the answer to the open question. */
-export type Reply =
-  | { kind: "none" }
-  /** The question had lapsed (TTL): it is gone, and the message is an ordinary one. */
-  | { kind: "expired"; question: Question }
-  /** "no", "cancel", "never mind", "stop"…: the question is gone. */
-  | { kind: "ended"; question: Question }
-  /** "yes" (not taken yet: `take` it), or anything else (the question is still open). */
-  | { kind: "yes" | "other"; question: Question };
+/** A conversation with a question open (the dashboard's Router view lists them). */
+export type OpenQuestion = Conversation & { conversation: string; question: Question };
 
-/** Minutes a question waits when neither key sets them. */
-const DEFAULT_TTL_MINUTES = 60;
+/**
+ * A message read as the answer to the open question: `expired` (it lapsed) and `ended` ("no",
+ * "cancel"…) closed it; `yes` (to be taken) and `other` leave it open.
+ */
+export type Reply = { kind: "none" } | { kind: "expired" | "ended" | "yes" | "other"; question: Question };
 
-/** A build's states: with the builder while they last. */
+/** A build's states: the conversation is with the builder while they last. */
 const BUILDING = new Set<ConversationState>(["planning", "executing", "paused"]);
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS conversation_state (
-  conversation TEXT PRIMARY KEY,
-  state TEXT NOT NULL,
-  engine TEXT NOT NULL,
-  question TEXT,
-  canvas TEXT,
-  updated_at INTEGER NOT NULL
-);
-`;
+type Row = Record<"conversation" | "state" | "engine", string> &
+  Record<"question" | "canvas", string | null> & { updated_at: number };
 
-interface Row {
-  conversation: string;
-  state: string;
-  engine: string;
-  question: string | null;
-  canvas: string | null;
-  updated_at: number;
-}
+const fromRow = (r: Row): Conversation => ({
+  state: r.state as ConversationState,
+  engine: r.engine as Engine,
+  ...(r.question ? { question: JSON.parse(r.question) as Question } : {}),
+  ...(r.canvas ? { canvas: r.canvas } : {}),
+  updatedAt: r.updated_at,
+});
 
 export class ConversationMachine {
   private readonly stmts;
   /** Conversations in the passing `routing` state (published, not written). */
   private readonly transient = new Map<string, ConversationState>();
 
-  /** Opens the table (and moves the two old ones into it); `ttlMs` is how long a question waits. */
+  /** Opens the table (moving the two old ones into it); a question waits `ttlMs`. */
   constructor(
     db: Database.Database,
     readonly ttlMs: number,
     private readonly bus?: EventBus,
   ) {
-    db.exec(SCHEMA);
+    db.exec(`CREATE TABLE IF NOT EXISTS conversation_state (conversation TEXT PRIMARY KEY, state TEXT NOT NULL,
+      engine TEXT NOT NULL, question TEXT, canvas TEXT, updated_at INTEGER NOT NULL)`);
     migrate(db);
     this.stmts = {
       get: db.prepare(`SELECT * FROM conversation_state WHERE conversation = ?`),
-      put: db.prepare(
-        `INSERT INTO conversation_state (conversation, state, engine, question, canvas, updated_at)
-         VALUES (@conversation, @state, @engine, @question, @canvas, @updated_at)
-         ON CONFLICT(conversation) DO UPDATE SET state = @state, engine = @engine, question = @question,
-           canvas = @canvas, updated_at = @updated_at`,
-      ),
+      put: db.prepare(`INSERT OR REPLACE INTO conversation_state VALUES (?, ?, ?, ?, ?, ?)`),
       take: db.prepare(
-        `UPDATE conversation_state SET question = NULL, updated_at = @t WHERE conversation = @c AND question = @q`,
+        `UPDATE conversation_state SET question = NULL, updated_at = ? WHERE conversation = ? AND question = ?`,
       ),
       open: db.prepare(`SELECT * FROM conversation_state WHERE question IS NOT NULL ORDER BY updated_at DESC LIMIT ?`),
     };
@@ -133,13 +104,11 @@ export class ConversationMachine {
   }
 
   private put(conversation: string, c: Omit<Conversation, "updatedAt">): void {
-    this.stmts.put.run(toRow(conversation, { ...c, updatedAt: Date.now() }));
+    const question = c.question ? JSON.stringify(c.question) : null;
+    this.stmts.put.run(conversation, c.state, c.engine, question, c.canvas ?? null, Date.now());
   }
 
-  /**
-   * The conversation's state, by `engine`: published on every change, written when it is not the
-   * passing `routing` and differs from what is stored.
-   */
+  /** The state, set by `engine`: published on every change, written unless it is the passing `routing`. */
   setState(conversation: string, state: ConversationState, engine: Engine): void {
     const stored = this.get(conversation);
     if ((this.transient.get(conversation) ?? stored.state) === state) return;
@@ -151,7 +120,7 @@ export class ConversationMachine {
     this.bus?.emit({ type: "state", conversation, state });
   }
 
-  /** Open a question (it replaces any other); `canvas` also becomes the builder's canvas. */
+  /** Open a question (it replaces any other); `canvas` becomes the builder's canvas. */
   ask(conversation: string, question: Question, canvas?: string): void {
     const c = this.get(conversation);
     this.put(conversation, { ...c, question, canvas: canvas ?? c.canvas });
@@ -159,40 +128,31 @@ export class ConversationMachine {
 
   /** End the open question, whatever it is; returns it. */
   close(conversation: string): Question | undefined {
-    const c = this.get(conversation);
-    if (c.question) this.put(conversation, { ...c, question: undefined });
-    return c.question;
+    const { question, ...c } = this.get(conversation);
+    if (question) this.put(conversation, c);
+    return question;
   }
 
   setCanvas(conversation: string, canvas: string): void {
     this.put(conversation, { ...this.get(conversation), canvas });
   }
 
-  /**
-   * Take the question if it is still exactly `question` (one writer wins): a second "yes", or a
-   * client's retry racing the first, finds nothing to take.
-   */
+  /** Take the question if it is still exactly `question`: a second "yes", or a client's retry racing the first, finds nothing. */
   take(conversation: string, question: Question): boolean {
-    return this.stmts.take.run({ c: conversation, q: JSON.stringify(question), t: Date.now() }).changes === 1;
+    return this.stmts.take.run(Date.now(), conversation, JSON.stringify(question)).changes === 1;
   }
 
-  /** Read a message as the answer to the open question: lapsed ones and "no" / "cancel" end it here. */
+  /** Read a message as the answer to the open question: a lapsed one, and "no" or "cancel", end it here. */
   reply(conversation: string, text: string): Reply {
     const question = this.get(conversation).question;
     if (!question) return { kind: "none" };
-    if (this.lapsed(question.since)) {
-      this.close(conversation);
-      return { kind: "expired", question };
-    }
     const word = replyKind(text);
-    if (word === "no" || word === "cancel") {
-      this.close(conversation);
-      return { kind: "ended", question };
-    }
-    return { kind: word === "yes" ? "yes" : "other", question };
+    const kind = this.lapsed(question.since) ? "expired" : word === "no" || word === "cancel" ? "ended" : undefined;
+    if (kind) this.close(conversation);
+    return { kind: kind ?? (word === "yes" ? "yes" : "other"), question };
   }
 
-  /** Whether the builder is in the middle of something: its question waits, or a build of it moved within the TTL. */
+  /** Whether the builder is in the middle of something: its question waits, or its build moved within the TTL. */
   withBuilder(conversation: string): boolean {
     const c = this.get(conversation);
     if (c.question) return !isRouterQuestion(c.question) && !this.lapsed(c.question.since);
@@ -200,11 +160,10 @@ export class ConversationMachine {
   }
 
   /** Conversations waiting for an answer, most recent first (the dashboard's Router view). */
-  questions(limit = 100): Array<Conversation & { conversation: string; question: Question }> {
-    return (this.stmts.open.all(limit) as Row[]).map((r) => ({
-      conversation: r.conversation,
-      ...(fromRow(r) as Conversation & { question: Question }),
-    }));
+  questions(limit = 100): OpenQuestion[] {
+    return (this.stmts.open.all(limit) as Row[]).map(
+      (r) => ({ conversation: r.conversation, ...fromRow(r) }) as OpenQuestion,
+    );
   }
 
   private lapsed(since: number): boolean {
@@ -212,94 +171,46 @@ export class ConversationMachine {
   }
 }
 
+type TtlOrProblem = { minutes: number } | { problem: string };
+
 /**
- * The machine's one TTL in minutes: a router's `gathering.ttlMinutes` or a builder's
- * `confirmMinutes` (the keys of the two tables it replaced, one setting now), else 60. Two of them
- * set differently is a problem naming both.
+ * The one TTL in minutes: a router's `gathering.ttlMinutes` or a builder's `confirmMinutes` (the
+ * keys of the two tables it replaced), else 60. Set differently, a problem naming both.
  */
-export function conversationTtl(
-  backends: Record<string, { type: string; options: unknown }>,
-): { minutes: number } | { problem: string } {
+export function conversationTtl(backends: Record<string, { type: string; options: unknown }>): TtlOrProblem {
   const set: Array<[key: string, minutes: number]> = [];
-  for (const [name, b] of Object.entries(backends)) {
-    const o = (b.options ?? {}) as { gathering?: { ttlMinutes?: number }; confirmMinutes?: number };
-    if (b.type === "router" && o.gathering?.ttlMinutes !== undefined)
+  for (const [name, { type, options }] of Object.entries(backends)) {
+    const o = (options ?? {}) as { gathering?: { ttlMinutes?: number }; confirmMinutes?: number };
+    if (type === "router" && o.gathering?.ttlMinutes)
       set.push([`backends.${name}.gathering.ttlMinutes`, o.gathering.ttlMinutes]);
-    if (b.type === "builder" && o.confirmMinutes !== undefined)
-      set.push([`backends.${name}.confirmMinutes`, o.confirmMinutes]);
+    if (type === "builder" && o.confirmMinutes) set.push([`backends.${name}.confirmMinutes`, o.confirmMinutes]);
   }
-  const other = set.find(([, m]) => m !== set[0]![1]);
-  if (other)
-    return {
-      problem: `${set[0]![0]} (${set[0]![1]}) and ${other[0]} (${other[1]}) differ: they are one setting, the minutes a conversation's question waits for its answer; set them equal, or keep one`,
-    };
-  return { minutes: set[0]?.[1] ?? DEFAULT_TTL_MINUTES };
+  const [first, other] = [set[0], set.find(([, m]) => m !== set[0]![1])];
+  return first && other
+    ? {
+        problem: `${first[0]} (${first[1]}) and ${other[0]} (${other[1]}) differ: they are one setting, the minutes a conversation's question waits for its answer; set them equal, or keep one`,
+      }
+    : { minutes: first?.[1] ?? 60 };
 }
-
-function fromRow(r: Row): Conversation {
-  return {
-    state: r.state as ConversationState,
-    engine: r.engine as Engine,
-    ...(r.question ? { question: JSON.parse(r.question) as Question } : {}),
-    ...(r.canvas ? { canvas: r.canvas } : {}),
-    updatedAt: r.updated_at,
-  };
-}
-
-function toRow(conversation: string, c: Conversation): Row {
-  return {
-    conversation,
-    state: c.state,
-    engine: c.engine,
-    question: c.question ? JSON.stringify(c.question) : null,
-    canvas: c.canvas ?? null,
-    updated_at: c.updatedAt,
-  };
-}
-
-const hasTable = (db: Database.Database, name: string) =>
-  db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
 
 /**
- * A systems.db of release 0.1.0 kept the router's and the builder's conversations apart. Both are
- * moved here, in one transaction, and dropped; a conversation in both keeps the state written last,
- * the question asked last, and the builder's canvas.
+ * Release 0.1.0 kept the router's and the builder's conversations in two tables: moved here in one
+ * transaction and dropped. A conversation in both keeps the state written last, its question (else
+ * the other's), and the builder's canvas.
  */
 function migrate(db: Database.Database): void {
-  const router = hasTable(db, "router_state");
-  const builder = hasTable(db, "builder_conversations");
-  if (!router && !builder) return;
+  const has = (t: string) => db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(t);
   db.transaction(() => {
-    const rows = new Map<string, Conversation>();
-    const keep = (conversation: string, c: Conversation) => {
-      const had = rows.get(conversation);
-      const [older, newer] = had && had.updatedAt > c.updatedAt ? [c, had] : [had, c];
-      const question = newer.question ?? older?.question;
-      const canvas = c.canvas ?? had?.canvas;
-      rows.set(conversation, { ...newer, ...(question ? { question } : {}), ...(canvas ? { canvas } : {}) });
-    };
-    if (router)
-      for (const r of db.prepare(`SELECT * FROM router_state`).all() as Array<Record<string, unknown>>)
-        keep(String(r.conversation), {
-          state: r.state as ConversationState,
-          engine: "router",
-          ...(typeof r.data === "string" ? { question: JSON.parse(r.data) as Question } : {}),
-          updatedAt: Number(r.updated_at),
-        });
-    if (builder)
-      for (const r of db.prepare(`SELECT * FROM builder_conversations`).all() as Array<Record<string, unknown>>)
-        keep(String(r.conversation), {
-          state: r.state as ConversationState,
-          engine: "builder",
-          ...(typeof r.pending === "string" ? { question: JSON.parse(r.pending) as Question } : {}),
-          ...(typeof r.focus === "string" ? { canvas: r.focus } : {}),
-          updatedAt: Number(r.updated_at),
-        });
-    const put = db.prepare(
-      `INSERT OR REPLACE INTO conversation_state (conversation, state, engine, question, canvas, updated_at)
-       VALUES (@conversation, @state, @engine, @question, @canvas, @updated_at)`,
-    );
-    for (const [conversation, c] of rows) put.run(toRow(conversation, c));
-    db.exec(`DROP TABLE IF EXISTS router_state; DROP TABLE IF EXISTS builder_conversations;`);
+    if (has("router_state"))
+      db.exec(`INSERT OR REPLACE INTO conversation_state SELECT conversation, state, 'router', data, NULL, updated_at
+        FROM router_state; DROP TABLE router_state`);
+    if (has("builder_conversations"))
+      db.exec(`INSERT INTO conversation_state SELECT conversation, state, 'builder', pending, focus, updated_at
+        FROM builder_conversations WHERE true ON CONFLICT(conversation) DO UPDATE SET
+          state = iif(excluded.updated_at >= updated_at, excluded.state, state),
+          engine = iif(excluded.updated_at >= updated_at, 'builder', engine),
+          question = iif(excluded.updated_at >= updated_at, coalesce(excluded.question, question), coalesce(question, excluded.question)),
+          canvas = excluded.canvas, updated_at = max(updated_at, excluded.updated_at);
+        DROP TABLE builder_conversations`);
   })();
 }

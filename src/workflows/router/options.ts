@@ -19,10 +19,7 @@ export const routerOptionsSchema = z
       .strictObject({
         /** Questions asked for missing inputs before the router gives up. */
         maxRounds: z.number().int().positive().default(4),
-        /**
-         * Minutes a conversation's question (missing inputs, a yes for a run, the builder's) waits
-         * for its answer; default 60. One setting with a builder's `confirmMinutes`.
-         */
+        /** Minutes any question of a conversation waits (default 60); one setting with a builder's `confirmMinutes`. */
         ttlMinutes: z.number().positive().optional(),
       })
       .default({ maxRounds: 4 }),
