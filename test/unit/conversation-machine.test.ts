@@ -110,6 +110,18 @@ test("the TTL: a lapsed question is dropped by the reply that finds it; a build 
   assert.equal(short.withBuilder("b"), false, "a build that stopped moving lapses");
 });
 
+test("the router's states never overwrite a build's while the builder is in the middle of it", () => {
+  const { m, states } = machine();
+  m.setState("c1", "executing", "builder");
+  m.setState("c1", "idle", "router");
+  assert.deepEqual([m.get("c1").state, m.get("c1").engine], ["executing", "builder"]);
+  assert.equal(m.withBuilder("c1"), true);
+  assert.deepEqual(states, ["c1:executing", "c1:idle"], "published all the same");
+  m.setState("c1", "completed", "builder");
+  m.setState("c1", "idle", "router");
+  assert.deepEqual([m.get("c1").state, m.get("c1").engine], ["idle", "router"]);
+});
+
 test("the router's questions never keep a conversation with the builder", () => {
   const { m } = machine();
   m.setState("c1", "executing", "builder");

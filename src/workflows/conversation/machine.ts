@@ -108,14 +108,20 @@ export class ConversationMachine {
     this.stmts.put.run(conversation, c.state, c.engine, question, c.canvas ?? null, Date.now());
   }
 
-  /** The state, set by `engine`: published on every change, written unless it is the passing `routing`. */
+  /**
+   * The state, set by `engine`: published on every change, written unless it is the passing
+   * `routing` — or the router's while the builder is in the middle of something (a slash command
+   * or a heartbeat during a build leaves the build's state).
+   */
   setState(conversation: string, state: ConversationState, engine: Engine): void {
     const stored = this.get(conversation);
     if ((this.transient.get(conversation) ?? stored.state) === state) return;
     if (state === "routing") this.transient.set(conversation, state);
     else {
       this.transient.delete(conversation);
-      if (stored.state !== state || stored.engine !== engine) this.put(conversation, { ...stored, state, engine });
+      const keep = engine === "router" && this.withBuilder(conversation);
+      if (!keep && (stored.state !== state || stored.engine !== engine))
+        this.put(conversation, { ...stored, state, engine });
     }
     this.bus?.emit({ type: "state", conversation, state });
   }
