@@ -1,9 +1,8 @@
 /**
  * What every part of a builder chat shares (builder.ts routes the messages; chat-build.ts,
  * chat-answers.ts and chat-commands.ts handle them): the engine's dependencies, the builds running
- * in this process, the conversation's state and question (src/workflows/conversation/, with the
- * router's), the replies, the calls to a model for plain text, the canvas a message
- * names, and the short texts that say what there is.
+ * in this process, the conversation's state and question (src/workflows/conversation/), the replies,
+ * the calls to a model for plain text, the canvas a message names, and the short texts that say what there is.
  */
 import type { Logger } from "pino";
 import type { BackendEvent, Dispatch } from "../../backends/contract/backend.js";

@@ -14,7 +14,6 @@ import type { EventBus } from "../../ops/events/bus.js";
 import type { ConversationState } from "../../wire/events.js";
 import { replyKind } from "./replies.js";
 
-/** Who set a conversation's state. */
 export type Engine = "router" | "builder";
 
 /** One settings change of the builder's CONFIGURE (src/workflows/builder/configure.ts). */
@@ -108,11 +107,7 @@ export class ConversationMachine {
     this.stmts.put.run(conversation, c.state, c.engine, question, c.canvas ?? null, Date.now());
   }
 
-  /**
-   * The state, set by `engine`: published on every change, written unless it is the passing
-   * `routing` — or the router's while the builder is in the middle of something (a slash command
-   * or a heartbeat during a build leaves the build's state).
-   */
+  /** The state, set by `engine`: published on every change; not written when `routing`, nor the router's during a build. */
   setState(conversation: string, state: ConversationState, engine: Engine): void {
     const stored = this.get(conversation);
     if ((this.transient.get(conversation) ?? stored.state) === state) return;
@@ -200,9 +195,8 @@ export function conversationTtl(backends: Record<string, { type: string; options
 }
 
 /**
- * Release 0.1.0 kept the router's and the builder's conversations in two tables: moved here in one
- * transaction and dropped. A conversation in both keeps the state written last, its question (else
- * the other's), and the builder's canvas.
+ * Release 0.1.0's two tables, moved here in one transaction and dropped; a conversation in both
+ * keeps the state written last, its question (else the other's) and the builder's canvas.
  */
 function migrate(db: Database.Database): void {
   const has = (t: string) => db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(t);

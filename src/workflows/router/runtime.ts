@@ -1,10 +1,9 @@
 /**
  * Everything systems and routers need, opened once at start-up (and only when the config has
  * systems, a `<dataDir>/systems/` folder, or a router backend): the checked systems library, the
- * systems database (runs; every conversation's state, src/workflows/conversation/), the run
- * manager, and runs left `running` by a bridge that stopped marked `interrupted`. Also the start-up
- * checks that span the config: a router's `classifier` and `answer` name configured models that are
- * not routers, and the one conversation TTL is set one way.
+ * systems database (runs, every conversation's state), the run manager, and runs left `running` by
+ * a bridge that stopped marked `interrupted`. Also the start-up checks that span the config: a
+ * router's `classifier` and `answer` name models that are not routers; one conversation TTL.
  */
 import { childLogger } from "../../core/log/logger.js";
 import type Database from "better-sqlite3";
