@@ -6,7 +6,7 @@
  * the builder's deploy question and the router's confirmation are taken by "yes" without a model
  * call, and the router's gathering goes on with the inputs given before the upgrade. On the same
  * bridge: "cancel", "never mind", "stop" end whichever question is open — the router's or the
- * builder's — without a model request.
+ * builder's — without a model request. And the one TTL's two keys set differently stop the start.
  */
 import assert from "node:assert/strict";
 import { copyFileSync } from "node:fs";
@@ -151,4 +151,32 @@ describe("a systems.db of release 0.1.0: its conversations", () => {
     }
     assert.equal(up.requests.length, before, "no model request");
   });
+});
+
+test("the two keys of the one conversation TTL set differently stop the start, naming both", async () => {
+  const dataDir = tempDir("cb-ttl-");
+  try {
+    await assert.rejects(
+      startTestBridge({
+        dataDir,
+        backends: {
+          up: { type: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKey: "x" },
+          router: { type: "router", classifier: "m", answer: "m", builder: "b", gathering: { ttlMinutes: 30 } },
+          builder: { type: "builder", supervisor: "m", architect: "m", confirmMinutes: 60 },
+        },
+        models: [
+          { id: "m", backend: "up" },
+          { id: "r", backend: "router" },
+          { id: "b", backend: "builder" },
+        ],
+      }),
+      (err: Error) =>
+        err.name === "SystemsConfigError" &&
+        /backends\.router\.gathering\.ttlMinutes \(30\) and backends\.builder\.confirmMinutes \(60\) differ/.test(
+          err.message,
+        ),
+    );
+  } finally {
+    cleanup(dataDir);
+  }
 });
