@@ -32,6 +32,7 @@ export const builderBackend: BackendModule<BuilderOptions> = {
         const e = new m.BuilderEngine(name, options, {
           canvases: base.room.canvases,
           builds: base.room.builds,
+          conversations: base.conversations,
           connect: options.mcp ? () => c.connectHttpTools(options.mcp!) : () => base.room.connectInternal(),
           bus: base.bus,
           callModel: base.callModel,

@@ -27,6 +27,7 @@ import { writeExport } from "../../src/workflows/builder/export-file.js";
 import type { ToolCaller, ToolOutcome } from "../../src/workflows/builder/mcp-client.js";
 import { builderOptionsSchema } from "../../src/workflows/builder/options.js";
 import { openBuilderRoom, type BuilderRoom } from "../../src/workflows/builder/service.js";
+import { ConversationMachine } from "../../src/workflows/conversation/machine.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { systemsDir } from "../../src/workflows/systems/paths.js";
@@ -182,6 +183,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
     {
       canvases: room.canvases,
       builds: room.builds,
+      conversations: new ConversationMachine(db, 60 * 60_000, bus),
       async connect(): Promise<ToolCaller> {
         const inner = await room.connectInternal();
         return {

@@ -51,6 +51,7 @@ const LAYERS = [
   "workflows/builder",
   "request/web-tools",
   "workflows/router",
+  "workflows/conversation",
   "workflows/systems",
   "workflows/engine",
   "backends/warm",

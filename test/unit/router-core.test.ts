@@ -23,7 +23,7 @@ import {
   stepLine,
   systemsListText,
 } from "../../src/workflows/router/messages.js";
-import { replyKind } from "../../src/workflows/router/replies.js";
+import { replyKind } from "../../src/workflows/conversation/replies.js";
 import type { LoadedSystem } from "../../src/workflows/systems/types.js";
 import type { InputSchema } from "../../src/wire/runs.js";
 

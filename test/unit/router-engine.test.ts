@@ -22,9 +22,9 @@ import type { DispatchInput, TurnInput } from "../../src/backends/contract/backe
 import { Cancellation } from "../../src/core/util/cancel.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
+import { ConversationMachine } from "../../src/workflows/conversation/machine.js";
 import { routerOptionsSchema } from "../../src/workflows/router/options.js";
 import { RouterEngine } from "../../src/workflows/router/router.js";
-import { RouterStateStore } from "../../src/workflows/router/state.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { RunManager } from "../../src/workflows/systems/runner.js";
@@ -88,6 +88,7 @@ type Reply = { kind: "answer"; text: string } | { kind: "handover"; model: strin
 
 interface World {
   router: RouterEngine;
+  conversations: ConversationMachine;
   model: ScriptedModel;
   runs: RunManager;
   events: BridgeEvent[];
@@ -138,10 +139,7 @@ after(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-async function world(
-  options: Record<string, unknown> = {},
-  extra: { builderBusy?: (conv: string) => boolean } = {},
-): Promise<World> {
+async function world(options: Record<string, unknown> = {}): Promise<World> {
   const { library, problems } = await loadSystems({
     configSystems: systems(hookUrl),
     models: new Map([
@@ -174,22 +172,20 @@ async function world(
     log,
     retryBaseMs: 1,
   });
-  const router = new RouterEngine(
-    "router",
-    routerOptionsSchema.parse({ classifier: CLS, answer: ANSWER, ...options }),
-    {
-      library,
-      runs,
-      bus,
-      state: new RouterStateStore(db),
-      callModel: model.caller,
-      log,
-      ...extra,
-    },
-  );
+  const opts = routerOptionsSchema.parse({ classifier: CLS, answer: ANSWER, ...options });
+  const conversations = new ConversationMachine(db, (opts.gathering.ttlMinutes ?? 60) * 60_000, bus);
+  const router = new RouterEngine("router", opts, {
+    library,
+    runs,
+    bus,
+    conversations,
+    callModel: model.caller,
+    log,
+  });
   let n = 0;
   const w: World = {
     router,
+    conversations,
     model,
     runs,
     events,
@@ -545,8 +541,7 @@ describe("router engine", () => {
   });
 
   test("status, and the hand-over to a builder (by the classifier, by build words, while the builder is busy)", async () => {
-    let busy = false;
-    const w = await world({ builder: "bld" }, { builderBusy: () => busy });
+    const w = await world({ builder: "bld" });
     w.classify(/how is it going/, { action: "status", confidence: 0.9, inputs: {} });
     assert.deepEqual(await w.say("how is it going?"), { kind: "handover", model: ANSWER }, "no run to report");
     w.classify(/daily report/, { action: "run", system: "daily-report", confidence: 0.9, inputs: {} });
@@ -556,7 +551,7 @@ describe("router engine", () => {
     assert.deepEqual(await w.say("change my report system"), { kind: "handover", model: "bld" });
     w.classify(/./, { error: "down" });
     assert.deepEqual(await w.say("build a system that sends invoices"), { kind: "handover", model: "bld" });
-    busy = true;
+    w.conversations.setState("conv", "paused", "builder"); // the builder paused a build here
     const calls = w.asked();
     assert.deepEqual(await w.say("yes"), { kind: "handover", model: "bld" });
     assert.equal(w.asked(), calls, "the builder's conversation: no classifier call");

@@ -394,7 +394,10 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
   });
 
   app.get("/v1/admin/router", async () => {
-    const pending = (systems?.state.pendingList() ?? []).map((p): PendingRow => {
+    const open = (systems?.conversations.questions() ?? []).flatMap((c) =>
+      c.question.kind === "gathering" || c.question.kind === "confirm" ? [{ ...c, pending: c.question }] : [],
+    );
+    const pending = open.map((p): PendingRow => {
       const inputs = systems?.library.get(p.pending.system)?.inputs;
       const collected = Object.keys(p.pending.values);
       return {

@@ -198,12 +198,12 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       callModel,
       host: systems,
       runs: systems.runs.store,
+      conversations: systems.conversations,
       dataDir: config.dataDir,
       models: config.models.map((m) => ({ id: m.id, kind: config.backends[m.backend]?.type ?? "unknown" })),
       engines: new Map(),
     };
   }
-  const builderBusy = builder ? busyWith(builder) : undefined;
   // Pending client tool calls and the MCP endpoint CLI agents reach them through (models in tools.mode: bridge).
   const clientTools = config.models.some((m) => m.tools.mode === "bridge")
     ? new ClientToolHub(childLogger(logger, { room: "clienttools" }))
@@ -211,7 +211,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   // The warm processes' memory budget and default standbys, for every backend (src/backends/warm).
   configureWarm(config.warm, childLogger(logger, { room: "warm" }));
   const backends = await createBackends(config, logger, {
-    ...(systems ? { router: { ...systems, builderBusy } } : {}),
+    ...(systems ? { router: systems } : {}),
     ...(builder ? { builder } : {}),
     ...(clientTools ? { clientTools } : {}),
   });
@@ -384,19 +384,5 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       })();
       return closing;
     },
-  };
-}
-
-/**
- * Whether the builder is in the middle of something with a conversation: a question waiting for
- * its yes (an hour), or a build planning, running or paused (half an hour since it last moved).
- * The router then hands that conversation's messages to the builder.
- */
-function busyWith(builder: BuilderBase): (conversation: string) => boolean {
-  return (conversation) => {
-    const c = builder.room.builds.conversation(conversation);
-    const age = Date.now() - c.updatedAt;
-    if (c.pending) return Date.now() - c.pending.since < 60 * 60_000;
-    return (c.state === "planning" || c.state === "executing" || c.state === "paused") && age < 30 * 60_000;
   };
 }

@@ -1,5 +1,6 @@
 /** What a `type: builder` backend is built with (src/backends/builder-backend.ts); the bridge assembles it at start-up. */
 import type { EventBus } from "../../ops/events/bus.js";
+import type { ConversationMachine } from "../conversation/machine.js";
 import type { RunStore } from "../systems/db.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { SystemsHost } from "./deploy.js";
@@ -11,6 +12,8 @@ export interface BuilderBase {
   callModel: ModelCaller;
   host: SystemsHost;
   runs?: RunStore;
+  /** Every conversation's state and open question (shared with the router). */
+  conversations: ConversationMachine;
   dataDir: string;
   /** Every configured model with its backend type (the builder offers those that do work to agent nodes). */
   models: Array<{ id: string; kind: string }>;

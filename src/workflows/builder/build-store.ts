@@ -1,12 +1,9 @@
 /**
  * The builder's records, in the systems database next to runs and canvases: every build (its plan,
- * each step's status, attempts and result, the results later steps use) and each conversation's
- * builder state (where it is — planning, executing, paused, completed, error —, the canvas it is
- * working on, and a question waiting for "yes"). Written as they change, so a paused build resumes
- * and a pending question is still there after a restart.
+ * each step's status, attempts and result, the results later steps use). Written as they change,
+ * so a paused build resumes after a restart. (Each conversation's state is src/workflows/conversation/.)
  */
 import type Database from "better-sqlite3";
-import type { ConversationState } from "../../wire/events.js";
 import type { BuildStatus, BuildStepStatus, ExecutionPlan, Intent } from "./types.js";
 
 export interface BuildStepRecord {
@@ -33,30 +30,6 @@ export interface BuildRecord {
   updatedAt: number;
 }
 
-/** A question waiting for the person's "yes". */
-export type BuilderPending =
-  /** An EDIT plan that deletes nodes: shown first. */
-  | { kind: "plan"; system: string; plan: ExecutionPlan; intent: "EDIT" | "BUILD"; since: number }
-  /** Settings changes, shown as a diff. */
-  | { kind: "configure"; system: string; changes: ConfigChange[]; since: number }
-  | { kind: "deploy"; system: string; since: number }
-  | { kind: "undeploy"; system: string; since: number };
-
-/** One settings change of CONFIGURE (src/workflows/builder/configure.ts). */
-export interface ConfigChange {
-  /** `confirm`, `enabled`, `deployed`, `defaults.<input>`, `model.<node>`, `examples`. */
-  path: string;
-  value: unknown;
-}
-
-export interface BuilderConversation {
-  state: ConversationState;
-  /** The canvas it works on (the last one built, edited or named). */
-  focus?: string;
-  pending?: BuilderPending;
-  updatedAt: number;
-}
-
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS builds (
   id TEXT PRIMARY KEY,
@@ -73,13 +46,6 @@ CREATE TABLE IF NOT EXISTS builds (
   updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS builds_conversation ON builds(conversation, created_at);
-CREATE TABLE IF NOT EXISTS builder_conversations (
-  conversation TEXT PRIMARY KEY,
-  state TEXT NOT NULL,
-  focus TEXT,
-  pending TEXT,
-  updated_at INTEGER NOT NULL
-);
 `;
 
 interface BuildRow {
@@ -115,8 +81,6 @@ const fromRow = (r: BuildRow): BuildRecord => ({
 export class BuildStore {
   private readonly put: Database.Statement;
   private readonly one: Database.Statement;
-  private readonly conv: Database.Statement;
-  private readonly putConv: Database.Statement;
 
   constructor(private readonly db: Database.Database) {
     db.exec(SCHEMA);
@@ -127,11 +91,6 @@ export class BuildStore {
          failed_step = excluded.failed_step, error = excluded.error, updated_at = excluded.updated_at`,
     );
     this.one = db.prepare("SELECT * FROM builds WHERE id = ?");
-    this.conv = db.prepare("SELECT * FROM builder_conversations WHERE conversation = ?");
-    this.putConv = db.prepare(
-      `INSERT INTO builder_conversations (conversation, state, focus, pending, updated_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT(conversation) DO UPDATE SET state = excluded.state, focus = excluded.focus, pending = excluded.pending, updated_at = excluded.updated_at`,
-    );
   }
 
   save(b: BuildRecord): void {
@@ -180,22 +139,5 @@ export class BuildStore {
     return this.db
       .prepare("UPDATE builds SET status = 'paused', updated_at = ? WHERE status = 'running'")
       .run(Date.now()).changes;
-  }
-
-  conversation(conversation: string): BuilderConversation {
-    const r = this.conv.get(conversation) as
-      | { state: string; focus: string | null; pending: string | null; updated_at: number }
-      | undefined;
-    if (!r) return { state: "idle", updatedAt: 0 };
-    return {
-      state: r.state as ConversationState,
-      ...(r.focus ? { focus: r.focus } : {}),
-      ...(r.pending ? { pending: JSON.parse(r.pending) as BuilderPending } : {}),
-      updatedAt: r.updated_at,
-    };
-  }
-
-  setConversation(conversation: string, c: Omit<BuilderConversation, "updatedAt">): void {
-    this.putConv.run(conversation, c.state, c.focus ?? null, c.pending ? JSON.stringify(c.pending) : null, Date.now());
   }
 }

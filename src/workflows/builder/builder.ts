@@ -14,7 +14,7 @@
  *                  shown as a diff of the system, applied after "yes";
  *   UNKNOWN      → handed over to the answer model.
  * The conversation's state (routing → planning → executing → paused → completed | error) and any
- * question waiting for a yes are kept in SQLite (src/workflows/builder/build-store.ts) and published.
+ * question waiting for a yes are kept in SQLite (src/workflows/conversation/) and published.
  *
  * This file routes a message and holds the builds' controls from outside the chat; the handlers are
  * beside it: chat-build.ts (BUILD, EDIT), chat-answers.ts (QUERY, EXPORT, CONFIGURE),
@@ -22,7 +22,7 @@
  * chat-words.ts (the words read without a model).
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
-import { replyKind } from "../router/replies.js";
+import { isRouterQuestion } from "../conversation/machine.js";
 import type { BuildRecord } from "./build-store.js";
 import { answerQuery, configureSystem, exportSystem } from "./chat-answers.js";
 import { planChange } from "./chat-build.js";
@@ -62,17 +62,15 @@ export class BuilderEngine {
         undefined,
       );
     chat.setState(conv, "routing");
-    const c = this.d.builds.conversation(conv);
+    // A question waiting for its answer: "yes" does what it asked; "no", "cancel" end it; anything else lapses it.
+    const reply = this.d.conversations.reply(conv, text);
+    if (reply.kind === "ended") return chat.say(conv, "Fine, nothing was changed.", "idle");
+    if ("question" in reply && !isRouterQuestion(reply.question)) {
+      if (reply.kind === "yes") return confirmed(chat, conv, reply.question, input);
+      this.d.conversations.close(conv);
+    }
 
-    // A question waiting for its answer.
-    if (c.pending && Date.now() - c.pending.since <= this.opts.confirmMinutes * 60_000) {
-      const reply = replyKind(text);
-      if (reply === "yes") return confirmed(chat, conv, c.pending, input);
-      chat.setPending(conv, undefined);
-      if (reply) return chat.say(conv, "Fine, nothing was changed.", "idle");
-    } else if (c.pending) chat.setPending(conv, undefined);
-
-    const focus = chat.focusFor(text, c.focus);
+    const focus = chat.focusFor(text, this.d.conversations.get(conv).canvas);
     const cmd = COMMAND.exec(text);
     if (cmd) return runCommand(chat, conv, cmd[1]!.toLowerCase(), cmd[2] ?? focus, input);
 

@@ -5,11 +5,12 @@
  * settings changes (CONFIGURE). A deployed canvas that changes is deployed again.
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
-import type { BuilderPending } from "./build-store.js";
+import type { BuilderQuestion } from "../conversation/machine.js";
 import { applyChanges } from "./configure.js";
 import { compiledSystem, deployCanvas, undeployCanvas } from "./deploy.js";
 import { buildEndText, followBuild, startBuild } from "./chat-build.js";
 import type { BuilderChat } from "./chat-kit.js";
+import type { ExecutionPlan } from "./types.js";
 
 /** Carry out a plain command; `id` is the system it names, else the conversation's. */
 export async function runCommand(
@@ -91,13 +92,15 @@ export async function runCommand(
 export async function confirmed(
   chat: BuilderChat,
   conv: string,
-  p: BuilderPending,
+  p: BuilderQuestion,
   input: DispatchInput,
 ): Promise<Dispatch> {
-  chat.setPending(conv, undefined, p.system);
+  if (!chat.d.conversations.take(conv, p)) return chat.say(conv, "That was already answered.", "idle");
+  chat.setFocus(conv, p.system);
   switch (p.kind) {
     case "plan":
-      return startBuild(chat, conv, p.intent, p.plan, input);
+      // The builder wrote this plan when it asked.
+      return startBuild(chat, conv, p.intent, p.plan as ExecutionPlan, input);
     case "deploy": {
       const res = await deployCanvas({
         store: chat.d.canvases,

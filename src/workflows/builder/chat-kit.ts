@@ -1,9 +1,8 @@
 /**
  * What every part of a builder chat shares (builder.ts routes the messages; chat-build.ts,
  * chat-answers.ts and chat-commands.ts handle them): the engine's dependencies, the builds running
- * in this process, the conversation's state kept in SQLite (src/workflows/builder/build-store.ts) and
- * published on the bus, the replies, the calls to a model for plain text, the canvas a message
- * names, and the short texts that say what there is.
+ * in this process, the conversation's state and question (src/workflows/conversation/), the replies,
+ * the calls to a model for plain text, the canvas a message names, and the short texts that say what there is.
  */
 import type { Logger } from "pino";
 import type { BackendEvent, Dispatch } from "../../backends/contract/backend.js";
@@ -11,7 +10,9 @@ import type { EventBus } from "../../ops/events/bus.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { RunStore } from "../systems/db.js";
 import type { Cancellation } from "../../core/util/cancel.js";
-import type { BuilderConversation, BuilderPending, BuildStore } from "./build-store.js";
+import type { ConversationState } from "../../wire/events.js";
+import type { BuilderQuestion, ConversationMachine } from "../conversation/machine.js";
+import type { BuildStore } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { deployCanvas, type SystemsHost } from "./deploy.js";
 import { BuildRunner } from "./build-runner.js";
@@ -20,12 +21,11 @@ import type { BuilderOptions } from "./options.js";
 import type { DeployPolicy } from "./policy.js";
 import { freshSystemId, wordIn } from "./chat-words.js";
 
-/** Where a conversation is (routing → planning → executing → paused → completed | error), as the build store keeps it. */
-type ConversationState = BuilderConversation["state"];
-
 export interface BuilderEngineDeps {
   canvases: CanvasStore;
   builds: BuildStore;
+  /** Every conversation's state, open question and canvas (shared with the router). */
+  conversations: ConversationMachine;
   /** A fresh MCP connection to the canvas and sandbox tools (closed after each build). */
   connect(): Promise<ToolCaller>;
   bus: EventBus;
@@ -160,20 +160,15 @@ export class BuilderChat {
   // ---- the conversation ------------------------------------------------------------------------
 
   setState(conv: string, state: ConversationState): void {
-    const c = this.d.builds.conversation(conv);
-    if (c.state === state) return;
-    if (state !== "routing") this.d.builds.setConversation(conv, { ...c, state });
-    this.d.bus.emit({ type: "state", conversation: conv, state });
+    this.d.conversations.setState(conv, state, "builder");
   }
 
-  setPending(conv: string, pending: BuilderPending | undefined, focus?: string): void {
-    const c = this.d.builds.conversation(conv);
-    this.d.builds.setConversation(conv, { ...c, pending, focus: focus ?? c.focus });
+  setPending(conv: string, question: BuilderQuestion, canvas: string): void {
+    this.d.conversations.ask(conv, question, canvas);
   }
 
-  setFocus(conv: string, focus: string): void {
-    const c = this.d.builds.conversation(conv);
-    this.d.builds.setConversation(conv, { ...c, focus });
+  setFocus(conv: string, canvas: string): void {
+    this.d.conversations.setCanvas(conv, canvas);
   }
 
   say(conv: string, text: string, state: ConversationState | undefined): Dispatch {

@@ -14,7 +14,7 @@
  */
 import { createTwoFilesPatch } from "diff";
 import { stringify } from "yaml";
-import type { ConfigChange } from "./build-store.js";
+import type { ConfigChange } from "../conversation/machine.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
 import type { ToolCaller } from "./mcp-client.js";

@@ -22,8 +22,8 @@ export const builderOptionsSchema = z.strictObject({
   mcp: z.strictObject({ url: z.string().url(), headers: z.record(z.string(), z.string()).default({}) }).optional(),
   /** After this long, the chat turn ends with the build id and the build goes on in the background. */
   detachAfterSeconds: z.number().positive().default(120),
-  /** Minutes a question ("Deploy it?", "Delete these nodes?") waits for its yes. */
-  confirmMinutes: z.number().positive().default(60),
+  /** Minutes a question ("Deploy it?", "Delete these nodes?") waits for its yes; default 60. One setting with a router's `gathering.ttlMinutes`. */
+  confirmMinutes: z.number().positive().optional(),
   /** Limit for one Supervisor or Architect call. */
   modelTimeoutSeconds: z.number().positive().default(180),
   /** Steps of a plan at once. */

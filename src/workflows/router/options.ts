@@ -19,10 +19,10 @@ export const routerOptionsSchema = z
       .strictObject({
         /** Questions asked for missing inputs before the router gives up. */
         maxRounds: z.number().int().positive().default(4),
-        /** Minutes a half-gathered request (or an unanswered confirmation) is kept. */
-        ttlMinutes: z.number().positive().default(60),
+        /** Minutes any question of a conversation waits (default 60); one setting with a builder's `confirmMinutes`. */
+        ttlMinutes: z.number().positive().optional(),
       })
-      .default({ maxRounds: 4, ttlMinutes: 60 }),
+      .default({ maxRounds: 4 }),
     /** After this long, the turn ends with the run id and the run goes on in the background. */
     detachAfterSeconds: z.number().positive().default(240),
     /** Limit for one classifier call. */

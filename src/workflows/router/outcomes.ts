@@ -5,6 +5,7 @@
  * published on the event bus. Also what a router needs at run time (`RouterRuntime`).
  */
 import type { Logger } from "pino";
+import type { ConversationMachine } from "../conversation/machine.js";
 import type { BackendEvent, Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { ConversationState, DecisionAction } from "../../wire/events.js";
@@ -17,28 +18,19 @@ import type { Decision } from "./decide.js";
 import { follow, runStatusText } from "./follow.js";
 import { runningLine, stepLine } from "./messages.js";
 import type { RouterOptions } from "./options.js";
-import type { RouterStateStore } from "./state.js";
 
 export interface RouterRuntime {
   library: SystemsLibrary;
   runs: RunManager;
   bus: EventBus;
-  state: RouterStateStore;
+  /** Every conversation's state and open question, the builder's too (src/workflows/conversation/). */
+  conversations: ConversationMachine;
   callModel: ModelCaller;
   log: Logger;
-  /**
-   * Whether the builder is in the middle of something with this conversation (a question waiting
-   * for its yes, a build running or paused): then its messages go to the builder. Wired by the
-   * bridge when a builder is configured (the router knows it only as a model id).
-   */
-  builderBusy?: (conversation: string) => boolean;
 }
 
 /** The router engine's ways to end a turn and to publish what it decided (see router.ts). */
 export abstract class RouterOutcomes {
-  /** Conversations in the passing `routing` state (not written to the database). */
-  private readonly transient = new Map<string, ConversationState>();
-
   constructor(
     readonly name: string,
     protected readonly opts: RouterOptions,
@@ -120,10 +112,9 @@ export abstract class RouterOutcomes {
     return { kind: "handover", model: this.opts.answer, ...(preface ? { preface: `${preface}\n\n` } : {}) };
   }
 
-  /** Hand the message to the builder model (a transparent hand-over, like an ordinary answer). */
+  /** Hand the message to the builder model (a transparent hand-over); the builder sets the state next. */
   protected toBuilder(conv: string, preface: string, source: Decision["source"] | "state", reason: string): Dispatch {
     this.decision(conv, "build", source, { reason });
-    this.setState(conv, "idle");
     return { kind: "handover", model: this.opts.builder!, ...(preface ? { preface: `${preface}\n\n` } : {}) };
   }
 
@@ -142,20 +133,8 @@ export abstract class RouterOutcomes {
     this.rt.log.debug({ router: this.name, conversation: conv, action, source, ...extra }, "router decision");
   }
 
-  /**
-   * A conversation's state: published on every change; written to the database only when it is
-   * not the passing `routing` state and differs from what is stored (an ordinary message, routing
-   * → idle, writes nothing).
-   */
   protected setState(conv: string, state: ConversationState): void {
-    const current = this.transient.get(conv) ?? this.rt.state.get(conv).state;
-    if (current === state) return;
-    if (state === "routing") this.transient.set(conv, state);
-    else {
-      this.transient.delete(conv);
-      if (this.rt.state.get(conv).state !== state) this.rt.state.setState(conv, state);
-    }
-    this.rt.bus.emit({ type: "state", conversation: conv, state });
+    this.rt.conversations.setState(conv, state, "router");
   }
 
   protected endState(rec: RunRecord): ConversationState {

@@ -16,14 +16,13 @@
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import { checkInputs, inputsHash, mergeInputs } from "../systems/inputs.js";
+import { isRouterQuestion, type RouterQuestion } from "../conversation/machine.js";
 import type { LoadedSystem } from "../systems/types.js";
 import { type Decision, decide } from "./decide.js";
 import { runStatusText, runsListText } from "./follow.js";
 import { parseSlash } from "./keyword-fallback.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, systemsListText } from "./messages.js";
 import { join, RouterOutcomes } from "./outcomes.js";
-import { replyKind } from "./replies.js";
-import type { Pending } from "./state.js";
 
 const RESUME = /^\/?resume\s+(?:run\s+)?`?([A-Za-z0-9_-]{4,64})`?\s*[.!]?$/i;
 
@@ -60,43 +59,30 @@ export class RouterEngine extends RouterOutcomes {
     if (slash) return this.slash(conv, slash, input, preface);
 
     // The builder is waiting for this conversation's answer, or building: its message.
-    if (this.opts.builder && this.rt.builderBusy?.(conv))
+    if (this.opts.builder && this.rt.conversations.withBuilder(conv))
       return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
 
-    let rec = this.rt.state.get(conv);
-    if (rec.pending && Date.now() - rec.pending.since > this.opts.gathering.ttlMinutes * 60_000) {
-      const sys = this.system(rec.pending.system);
-      this.rt.state.setPending(conv, undefined);
-      this.decision(conv, "give_up", "state", { system: rec.pending.system, reason: "expired" });
-      if (rec.pending.kind === "gathering" && sys) preface = join(preface, giveUpText(sys.name, "expired"));
-      rec = { ...rec, pending: undefined };
+    // The open question: "yes" to a run shown; "no", "cancel" end it; a lapsed one is dropped.
+    const reply = this.rt.conversations.reply(conv, text);
+    const asked = "question" in reply && isRouterQuestion(reply.question) ? reply.question : undefined;
+    if (reply.kind === "expired" && asked) {
+      this.decision(conv, "give_up", "state", { system: asked.system, reason: "expired" });
+      const sys = this.system(asked.system);
+      if (asked.kind === "gathering" && sys) preface = join(preface, giveUpText(sys.name, "expired"));
     }
-    const pending = rec.pending;
-
-    if (pending?.kind === "confirm") {
-      const reply = replyKind(text);
-      if (reply === "yes") return this.confirmed(conv, pending, input, preface);
-      if (reply === "no" || reply === "cancel") {
-        this.rt.state.setPending(conv, undefined);
-        this.decision(conv, "decline", "reply", { system: pending.system });
-        return this.say(conv, preface, declinedText(this.nameOf(pending.system)), "idle");
-      }
-      // Anything else: the question lapses and the message is routed afresh.
-      this.rt.state.setPending(conv, undefined);
+    if (reply.kind === "ended") {
+      const confirm = reply.question.kind === "confirm";
+      this.decision(conv, confirm ? "decline" : "cancel", "reply", { system: reply.question.system });
+      const name = this.nameOf(reply.question.system);
+      return this.say(conv, preface, confirm ? declinedText(name) : cancelledText(name), "idle");
     }
-
-    if (pending?.kind === "gathering") {
-      const reply = replyKind(text);
-      if (reply === "cancel" || reply === "no") {
-        this.rt.state.setPending(conv, undefined);
-        this.decision(conv, "cancel", "reply", { system: pending.system });
-        return this.say(conv, preface, cancelledText(this.nameOf(pending.system)), "idle");
-      }
-    }
+    if (asked?.kind === "confirm" && reply.kind === "yes") return this.confirmed(conv, asked, input, preface);
+    // Anything else: a confirmation lapses and the message is routed afresh.
+    if (asked?.kind === "confirm") this.rt.conversations.close(conv);
 
     const systems = this.systems();
     if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
-    const gathering = pending?.kind === "gathering" ? pending : undefined;
+    const gathering = asked?.kind === "gathering" && reply.kind !== "expired" ? asked : undefined;
     const gatheringSystem = gathering ? this.system(gathering.system) : undefined;
     const d = await decide(
       { name: this.name, opts: this.opts, rt: this.rt, counted: () => this.classifierCalls++ },
@@ -108,7 +94,7 @@ export class RouterEngine extends RouterOutcomes {
 
     if (d.action === "cancel") {
       if (gathering) {
-        this.rt.state.setPending(conv, undefined);
+        this.rt.conversations.close(conv);
         this.decision(conv, "cancel", d.source, { system: gathering.system });
         return this.say(conv, preface, cancelledText(this.nameOf(gathering.system)), "idle");
       }
@@ -121,7 +107,7 @@ export class RouterEngine extends RouterOutcomes {
       return this.handover(conv, preface, d.source, "nothing to cancel");
     }
     if (d.action === "build" && this.opts.builder) {
-      if (gathering) this.rt.state.setPending(conv, undefined);
+      if (gathering) this.rt.conversations.close(conv);
       return this.toBuilder(conv, preface, d.source, "build");
     }
     if (d.action === "status") {
@@ -143,7 +129,7 @@ export class RouterEngine extends RouterOutcomes {
         d.confidence >= this.opts.thresholds.match;
       if (!other) {
         if (d.action === "answer" && !Object.keys(d.inputs).length) {
-          this.rt.state.setPending(conv, undefined);
+          this.rt.conversations.close(conv);
           return this.handover(conv, preface, d.source, `unrelated to ${gatheringSystem.id}; gathering dropped`);
         }
         const values = mergeInputs(gathering.values, d.inputs);
@@ -161,7 +147,7 @@ export class RouterEngine extends RouterOutcomes {
     }
 
     if (d.action !== "run" || !d.system || d.confidence < this.opts.thresholds.match) {
-      if (gathering) this.rt.state.setPending(conv, undefined);
+      if (gathering) this.rt.conversations.close(conv);
       return this.handover(
         conv,
         preface,
@@ -186,7 +172,7 @@ export class RouterEngine extends RouterOutcomes {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
       if (rounds >= this.opts.gathering.maxRounds) {
-        this.rt.state.setPending(conv, undefined);
+        this.rt.conversations.close(conv);
         this.decision(conv, "give_up", source, {
           system: system.id,
           confidence,
@@ -194,14 +180,14 @@ export class RouterEngine extends RouterOutcomes {
         });
         return this.say(conv, preface, giveUpText(system.name, "rounds"), "idle");
       }
-      const next: Pending = {
+      const next: RouterQuestion = {
         kind: "gathering",
         system: system.id,
         values: check.values,
         rounds: rounds + 1,
         since: Date.now(),
       };
-      this.rt.state.setPending(conv, next);
+      this.rt.conversations.ask(conv, next);
       this.decision(conv, "clarify", source, { system: system.id, confidence });
       this.rt.bus.emit({
         type: "gathering",
@@ -224,7 +210,7 @@ export class RouterEngine extends RouterOutcomes {
             : undefined;
     if (why) {
       const hash = inputsHash(system.id, check.values);
-      this.rt.state.setPending(conv, {
+      this.rt.conversations.ask(conv, {
         kind: "confirm",
         system: system.id,
         values: check.values,
@@ -235,7 +221,7 @@ export class RouterEngine extends RouterOutcomes {
       this.rt.bus.emit({ type: "confirm", conversation: conv, system: system.id, inputsHash: hash });
       return this.say(conv, preface, confirmText(system.name, check.values, why), "idle");
     }
-    this.rt.state.setPending(conv, undefined);
+    this.rt.conversations.close(conv);
     this.decision(conv, "run", source, { system: system.id, confidence });
     return this.start(conv, system, check.values, input, preface);
   }
@@ -243,11 +229,12 @@ export class RouterEngine extends RouterOutcomes {
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
   private confirmed(
     conv: string,
-    pending: Extract<Pending, { kind: "confirm" }>,
+    pending: Extract<RouterQuestion, { kind: "confirm" }>,
     input: DispatchInput,
     preface: string,
   ): Dispatch {
-    if (!this.rt.state.consume(conv, pending)) return this.say(conv, preface, "That was already answered.", "idle");
+    if (!this.rt.conversations.take(conv, pending))
+      return this.say(conv, preface, "That was already answered.", "idle");
     if (pending.resumeRun) {
       this.decision(conv, "resume", "reply", { system: pending.system });
       try {
@@ -276,14 +263,14 @@ export class RouterEngine extends RouterOutcomes {
   private askResume(conv: string, runId: string, preface: string): Dispatch {
     const rec = this.rt.runs.get(runId);
     // No run of this conversation: while the builder is busy here, it is the builder's "resume <system>".
-    if ((!rec || rec.conversation !== conv) && this.opts.builder && this.rt.builderBusy?.(conv))
+    if ((!rec || rec.conversation !== conv) && this.opts.builder && this.rt.conversations.withBuilder(conv))
       return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
     if (!rec || rec.conversation !== conv)
       return this.say(conv, preface, `I know of no run \`${runId}\` in this conversation.`, "idle");
     if (!["paused", "interrupted", "failed"].includes(rec.status))
       return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), this.endState(rec));
     const hash = inputsHash(rec.system, rec.inputs);
-    this.rt.state.setPending(conv, {
+    this.rt.conversations.ask(conv, {
       kind: "confirm",
       system: rec.system,
       values: rec.inputs,
@@ -335,8 +322,7 @@ export class RouterEngine extends RouterOutcomes {
         return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), this.endState(rec));
       }
       case "cancel": {
-        const pending = this.rt.state.get(conv).pending;
-        this.rt.state.setPending(conv, undefined);
+        const pending = this.rt.conversations.close(conv);
         const active = this.rt.runs.store.active(conv)[0];
         this.decision(conv, "cancel", "slash", { system: active?.system ?? pending?.system });
         if (active) {

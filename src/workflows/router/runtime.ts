@@ -1,9 +1,9 @@
 /**
  * Everything systems and routers need, opened once at start-up (and only when the config has
  * systems, a `<dataDir>/systems/` folder, or a router backend): the checked systems library, the
- * systems database (runs and the router's per-conversation state), the run manager, and runs left
- * `running` by a bridge that stopped marked `interrupted`. Also the start-up checks that span the
- * config: a router's `classifier` and `answer` name configured models that are not routers.
+ * systems database (runs, every conversation's state), the run manager, and runs left `running` by
+ * a bridge that stopped marked `interrupted`. Also the start-up checks that span the config: a
+ * router's `classifier` and `answer` name models that are not routers; one conversation TTL.
  */
 import { childLogger } from "../../core/log/logger.js";
 import type Database from "better-sqlite3";
@@ -16,8 +16,8 @@ import { loadSystems, type LibraryProblem, type SystemsLibrary, type ToolFacts }
 import { systemsDir } from "../systems/paths.js";
 import { RunManager } from "../systems/runner.js";
 import type { McpServer } from "../systems/schema.js";
+import { ConversationMachine, conversationTtl } from "../conversation/machine.js";
 import { routerOptionsSchema } from "./options.js";
-import { RouterStateStore } from "./state.js";
 
 export { systemsDir, wantsSystems } from "../systems/paths.js";
 
@@ -84,7 +84,8 @@ export async function loadLibrary(
 export interface RouterRuntimeHandle {
   library: SystemsLibrary;
   runs: RunManager;
-  state: RouterStateStore;
+  /** Every conversation's state and open question, the router's and the builder's. */
+  conversations: ConversationMachine;
   bus: EventBus;
   callModel: ModelCaller;
   db: Database.Database;
@@ -123,7 +124,9 @@ export async function openRouterRuntime(args: {
   const problems = routerProblems(config);
   const { library, problems: libProblems } = await loadLibrary(config);
   problems.push(...libProblems.map(formatProblem));
-  if (problems.length) throw new SystemsConfigError(problems);
+  const ttl = conversationTtl(config.backends);
+  if ("problem" in ttl) problems.push(ttl.problem);
+  if (problems.length || "problem" in ttl) throw new SystemsConfigError(problems);
   const db = openSystemsDb(args.dbFile ?? systemsDbPath(config.dataDir));
   const store = new RunStore(db);
   const runs = new RunManager({
@@ -140,7 +143,7 @@ export async function openRouterRuntime(args: {
   return {
     library,
     runs,
-    state: new RouterStateStore(db),
+    conversations: new ConversationMachine(db, ttl.minutes * 60_000, bus),
     bus,
     callModel,
     db,

@@ -1,5 +1,5 @@
 /**
- * Where runs and the router's per-conversation state are kept: one SQLite file,
+ * Where runs are kept (and each conversation's state, src/workflows/conversation/): one SQLite file,
  * `<dataDir>/systems.db` (WAL, FULL sync, like the session store), so a run and a half-gathered
  * request survive a restart. `:memory:` for tests. The runs table is written before a run starts;
  * every step's status, output and timings are written as they change.
@@ -77,12 +77,6 @@ CREATE TABLE IF NOT EXISTS run_steps (
   output TEXT,
   error TEXT,
   PRIMARY KEY (run_id, step_id)
-);
-CREATE TABLE IF NOT EXISTS router_state (
-  conversation TEXT PRIMARY KEY,
-  state TEXT NOT NULL,
-  data TEXT,
-  updated_at INTEGER NOT NULL
 );
 `;
 

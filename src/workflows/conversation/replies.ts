@@ -1,6 +1,6 @@
 /**
- * Short replies to the router's own questions ("Run it? (yes / no)"): is the whole message a plain
- * yes, a no, or a wish to cancel? Only whole-message replies count — "no, make it casual" or
+ * Short replies to a conversation's question ("Run it? (yes / no)", "Deploy it?"): is the whole
+ * message a plain yes, a no, or a wish to cancel? Only whole-message replies count — "no, make it casual" or
  * "yes but change the tone" carry new information and are not a bare yes or no (null), so the
  * engine reads them as inputs instead.
  *
@@ -12,54 +12,24 @@
 
 export type ReplyKind = "yes" | "no" | "cancel";
 
+/** Phrases written `a | b | c`. */
+const list = (s: string) => s.split("|").map((p) => p.trim());
+
 const PHRASES: Record<ReplyKind, string[]> = {
-  yes: [
-    "yes",
-    "y",
-    "yeah",
-    "yep",
-    "yup",
-    "yes sir",
-    "sure",
-    "sure thing",
-    "ok",
-    "okay",
-    "k",
-    "go",
-    "go ahead",
-    "go for it",
-    "do it",
-    "run it",
-    "confirm",
-    "confirmed",
-    "please do",
-    "sounds good",
-    "absolutely",
-    "of course",
-  ],
-  no: ["no", "n", "nope", "nah", "don't", "dont", "do not", "not now", "no thanks", "not yet"],
-  cancel: [
-    "cancel",
-    "cancel it",
-    "cancel that",
-    "never mind",
-    "nevermind",
-    "nvm",
-    "stop",
-    "forget it",
-    "abort",
-    "quit",
-  ],
+  yes: list(`yes | y | yeah | yep | yup | yes sir | sure | sure thing | ok | okay | k | go | go ahead | go for it
+    | do it | run it | confirm | confirmed | please do | sounds good | absolutely | of course`),
+  no: list(`no | n | nope | nah | don't | dont | do not | not now | no thanks | not yet`),
+  cancel: list(`cancel | cancel it | cancel that | never mind | nevermind | nvm | stop | forget it | abort | quit`),
 };
 
 /** Words allowed around a reply that do not change it. */
-const POLITE = ["please", "pls", "plz", "thanks", "thank you", "thx", "ty", "thank u"];
+const POLITE = list(`please | pls | plz | thanks | thank you | thx | ty | thank u`);
 
 type Entry = { words: string[]; kind: ReplyKind | "polite" };
 
 const ENTRIES: Entry[] = [
-  ...(Object.entries(PHRASES) as Array<[ReplyKind, string[]]>).flatMap(([kind, list]) =>
-    list.map((p) => ({ words: p.split(" "), kind })),
+  ...(Object.entries(PHRASES) as Array<[ReplyKind, string[]]>).flatMap(([kind, phrases]) =>
+    phrases.map((p) => ({ words: p.split(" "), kind })),
   ),
   ...POLITE.map((p) => ({ words: p.split(" "), kind: "polite" as const })),
 ].sort((a, b) => b.words.length - a.words.length); // longest first: "do not" before "do"

@@ -1,0 +1,216 @@
+/**
+ * One conversation machine for the router and the builder, in one table of the systems database
+ * (`conversation_state`), so a restart between a question and its answer loses nothing. Per
+ * conversation: its state and the engine that set it (a build's planning, executing or paused is
+ * the builder's and keeps the conversation with it; `routing` is published, never written), the one
+ * question it waits on (missing inputs, a yes for a run, an edit that deletes nodes, settings
+ * changes, a deploy or an undeploy; a new one replaces it), and the builder's canvas. One TTL: a
+ * question, and a build state that stopped moving, lapse after it. One cancel path: `reply` reads
+ * the answer without a model; "no", "cancel", "never mind", "stop" (replies.ts) end any question.
+ * Opening it moves release 0.1.0's `router_state` and `builder_conversations` into it.
+ */
+import type Database from "better-sqlite3";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { ConversationState } from "../../wire/events.js";
+import { replyKind } from "./replies.js";
+
+export type Engine = "router" | "builder";
+
+/** One settings change of the builder's CONFIGURE (src/workflows/builder/configure.ts). */
+export interface ConfigChange {
+  /** `confirm`, `enabled`, `deployed`, `defaults.<input>`, `model.<node>`, `examples`. */
+  path: string;
+  value: unknown;
+}
+
+/** What a conversation waits on (`since`: when it was asked). */
+type Asked<K extends string, T = unknown> = { kind: K; system: string; since: number } & T;
+export type Question =
+  /** The router: a system's missing inputs, collected over the turns. */
+  | Asked<"gathering", { values: Record<string, unknown>; rounds: number }>
+  /** The router: "yes" runs exactly the inputs shown (checked by `hash`), or resumes `resumeRun`. */
+  | Asked<"confirm", { values: Record<string, unknown>; hash: string; resumeRun?: string }>
+  /** The builder: a plan (its ExecutionPlan) that deletes nodes, shown first; settings changes, as a diff. */
+  | Asked<"plan", { plan: unknown; intent: "EDIT" | "BUILD" }>
+  | Asked<"configure", { changes: ConfigChange[] }>
+  | Asked<"deploy">
+  | Asked<"undeploy">;
+
+export type RouterQuestion = Extract<Question, { kind: "gathering" | "confirm" }>;
+export type BuilderQuestion = Exclude<Question, RouterQuestion>;
+
+export const isRouterQuestion = (q: Question): q is RouterQuestion => q.kind === "gathering" || q.kind === "confirm";
+
+export interface Conversation {
+  state: ConversationState;
+  engine: Engine;
+  question?: Question;
+  /** The canvas the builder works on (the last one built, edited or named). */
+  canvas?: string;
+  updatedAt: number;
+}
+
+/** A conversation with a question open (the dashboard's Router view lists them). */
+export type OpenQuestion = Conversation & { conversation: string; question: Question };
+
+/**
+ * A message read as the answer to the open question: `expired` (it lapsed) and `ended` ("no",
+ * "cancel"…) closed it; `yes` (to be taken) and `other` leave it open.
+ */
+export type Reply = { kind: "none" } | { kind: "expired" | "ended" | "yes" | "other"; question: Question };
+
+/** A build's states: the conversation is with the builder while they last. */
+const BUILDING = new Set<ConversationState>(["planning", "executing", "paused"]);
+
+type Row = Record<"conversation" | "state" | "engine", string> &
+  Record<"question" | "canvas", string | null> & { updated_at: number };
+
+const fromRow = (r: Row): Conversation => ({
+  state: r.state as ConversationState,
+  engine: r.engine as Engine,
+  ...(r.question ? { question: JSON.parse(r.question) as Question } : {}),
+  ...(r.canvas ? { canvas: r.canvas } : {}),
+  updatedAt: r.updated_at,
+});
+
+export class ConversationMachine {
+  private readonly stmts;
+  /** Conversations in the passing `routing` state (published, not written). */
+  private readonly transient = new Map<string, ConversationState>();
+
+  /** Opens the table (moving the two old ones into it); a question waits `ttlMs`. */
+  constructor(
+    db: Database.Database,
+    readonly ttlMs: number,
+    private readonly bus?: EventBus,
+  ) {
+    db.exec(`CREATE TABLE IF NOT EXISTS conversation_state (conversation TEXT PRIMARY KEY, state TEXT NOT NULL,
+      engine TEXT NOT NULL, question TEXT, canvas TEXT, updated_at INTEGER NOT NULL)`);
+    migrate(db);
+    this.stmts = {
+      get: db.prepare(`SELECT * FROM conversation_state WHERE conversation = ?`),
+      put: db.prepare(`INSERT OR REPLACE INTO conversation_state VALUES (?, ?, ?, ?, ?, ?)`),
+      take: db.prepare(
+        `UPDATE conversation_state SET question = NULL, updated_at = ? WHERE conversation = ? AND question = ?`,
+      ),
+      open: db.prepare(`SELECT * FROM conversation_state WHERE question IS NOT NULL ORDER BY updated_at DESC LIMIT ?`),
+    };
+  }
+
+  get(conversation: string): Conversation {
+    const r = this.stmts.get.get(conversation) as Row | undefined;
+    return r ? fromRow(r) : { state: "idle", engine: "router", updatedAt: 0 };
+  }
+
+  private put(conversation: string, c: Omit<Conversation, "updatedAt">): void {
+    const question = c.question ? JSON.stringify(c.question) : null;
+    this.stmts.put.run(conversation, c.state, c.engine, question, c.canvas ?? null, Date.now());
+  }
+
+  /** The state, set by `engine`: published on every change; not written when `routing`, nor the router's during a build. */
+  setState(conversation: string, state: ConversationState, engine: Engine): void {
+    const stored = this.get(conversation);
+    if ((this.transient.get(conversation) ?? stored.state) === state) return;
+    if (state === "routing") this.transient.set(conversation, state);
+    else {
+      this.transient.delete(conversation);
+      const keep = engine === "router" && this.withBuilder(conversation);
+      if (!keep && (stored.state !== state || stored.engine !== engine))
+        this.put(conversation, { ...stored, state, engine });
+    }
+    this.bus?.emit({ type: "state", conversation, state });
+  }
+
+  /** Open a question (it replaces any other); `canvas` becomes the builder's canvas. */
+  ask(conversation: string, question: Question, canvas?: string): void {
+    const c = this.get(conversation);
+    this.put(conversation, { ...c, question, canvas: canvas ?? c.canvas });
+  }
+
+  /** End the open question, whatever it is; returns it. */
+  close(conversation: string): Question | undefined {
+    const { question, ...c } = this.get(conversation);
+    if (question) this.put(conversation, c);
+    return question;
+  }
+
+  setCanvas(conversation: string, canvas: string): void {
+    this.put(conversation, { ...this.get(conversation), canvas });
+  }
+
+  /** Take the question if it is still exactly `question`: a second "yes", or a client's retry racing the first, finds nothing. */
+  take(conversation: string, question: Question): boolean {
+    return this.stmts.take.run(Date.now(), conversation, JSON.stringify(question)).changes === 1;
+  }
+
+  /** Read a message as the answer to the open question: a lapsed one, and "no" or "cancel", end it here. */
+  reply(conversation: string, text: string): Reply {
+    const question = this.get(conversation).question;
+    if (!question) return { kind: "none" };
+    const word = replyKind(text);
+    const kind = this.lapsed(question.since) ? "expired" : word === "no" || word === "cancel" ? "ended" : undefined;
+    if (kind) this.close(conversation);
+    return { kind: kind ?? (word === "yes" ? "yes" : "other"), question };
+  }
+
+  /** Whether the builder is in the middle of something: its question waits, or its build moved within the TTL. */
+  withBuilder(conversation: string): boolean {
+    const c = this.get(conversation);
+    if (c.question) return !isRouterQuestion(c.question) && !this.lapsed(c.question.since);
+    return c.engine === "builder" && BUILDING.has(c.state) && !this.lapsed(c.updatedAt);
+  }
+
+  /** Conversations waiting for an answer, most recent first (the dashboard's Router view). */
+  questions(limit = 100): OpenQuestion[] {
+    return (this.stmts.open.all(limit) as Row[]).map(
+      (r) => ({ conversation: r.conversation, ...fromRow(r) }) as OpenQuestion,
+    );
+  }
+
+  private lapsed(since: number): boolean {
+    return Date.now() - since > this.ttlMs;
+  }
+}
+
+type TtlOrProblem = { minutes: number } | { problem: string };
+
+/**
+ * The one TTL in minutes: a router's `gathering.ttlMinutes` or a builder's `confirmMinutes` (the
+ * keys of the two tables it replaced), else 60. Set differently, a problem naming both.
+ */
+export function conversationTtl(backends: Record<string, { type: string; options: unknown }>): TtlOrProblem {
+  const set: Array<[key: string, minutes: number]> = [];
+  for (const [name, { type, options }] of Object.entries(backends)) {
+    const o = (options ?? {}) as { gathering?: { ttlMinutes?: number }; confirmMinutes?: number };
+    if (type === "router" && o.gathering?.ttlMinutes)
+      set.push([`backends.${name}.gathering.ttlMinutes`, o.gathering.ttlMinutes]);
+    if (type === "builder" && o.confirmMinutes) set.push([`backends.${name}.confirmMinutes`, o.confirmMinutes]);
+  }
+  const [first, other] = [set[0], set.find(([, m]) => m !== set[0]![1])];
+  return first && other
+    ? {
+        problem: `${first[0]} (${first[1]}) and ${other[0]} (${other[1]}) differ: they are one setting, the minutes a conversation's question waits for its answer; set them equal, or keep one`,
+      }
+    : { minutes: first?.[1] ?? 60 };
+}
+
+/**
+ * Release 0.1.0's two tables, moved here in one transaction and dropped; a conversation in both
+ * keeps the state written last, its question (else the other's) and the builder's canvas.
+ */
+function migrate(db: Database.Database): void {
+  const has = (t: string) => db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(t);
+  db.transaction(() => {
+    if (has("router_state"))
+      db.exec(`INSERT OR REPLACE INTO conversation_state SELECT conversation, state, 'router', data, NULL, updated_at
+        FROM router_state; DROP TABLE router_state`);
+    if (has("builder_conversations"))
+      db.exec(`INSERT INTO conversation_state SELECT conversation, state, 'builder', pending, focus, updated_at
+        FROM builder_conversations WHERE true ON CONFLICT(conversation) DO UPDATE SET
+          state = iif(excluded.updated_at >= updated_at, excluded.state, state),
+          engine = iif(excluded.updated_at >= updated_at, 'builder', engine),
+          question = iif(excluded.updated_at >= updated_at, coalesce(excluded.question, question), coalesce(question, excluded.question)),
+          canvas = excluded.canvas, updated_at = max(updated_at, excluded.updated_at);
+        DROP TABLE builder_conversations`);
+  })();
+}
