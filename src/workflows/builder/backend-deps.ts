@@ -1,6 +1,7 @@
 /** What a `type: builder` backend is built with (src/backends/builder-backend.ts); the bridge assembles it at start-up. */
 import type { EventBus } from "../../ops/events/bus.js";
 import type { RunStore } from "../systems/db.js";
+import type { RunManager } from "../systems/runner.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { SystemsHost } from "./deploy.js";
 import type { BuilderRoom } from "./service.js";
@@ -11,9 +12,11 @@ export interface BuilderBase {
   callModel: ModelCaller;
   host: SystemsHost;
   runs?: RunStore;
+  /** Runs builds like every run (pause, resume, cancel, restart recovery). */
+  manager: RunManager;
   dataDir: string;
   /** Every configured model with its backend type (the builder offers those that do work to agent nodes). */
   models: Array<{ id: string; kind: string }>;
-  /** Each builder backend's engine, by backend name, loaded on first use (the HTTP routes pause and resume builds through them). */
+  /** Each builder backend's engine, by backend name, loaded on first use (a build resumed from outside a chat runs with the first one's tools). */
   engines: Map<string, () => Promise<import("./builder.js").BuilderEngine>>;
 }

@@ -1,0 +1,158 @@
+/**
+ * Data kept across the upgrade: the bridge started on a systems.db written by release 0.1.0
+ * (test/fixtures/systems-db/release-0.1.0.db, made by that release's stores with make.ts beside it)
+ * moves its `builds` into runs (origin `builder`) in one transaction and drops the table. The old
+ * builds are listed by GET /v1/runs with their steps; the paused one resumes through
+ * /v1/runs/:id/resume from its first unfinished step, with the variables it had; /v1/builds/:id
+ * still answers (an alias); the old runs, canvases with their versions and conversation states are
+ * as they were.
+ */
+import assert from "node:assert/strict";
+import { copyFileSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
+import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+
+const FIXTURE = fileURLToPath(new URL("../fixtures/systems-db/release-0.1.0.db", import.meta.url));
+const KEY = "sk-migrate";
+
+interface RunRow {
+  id: string;
+  origin: string;
+  status: string;
+  system: string;
+  steps: Array<{ id: string; status: string; output?: unknown }>;
+}
+
+describe("a systems.db of release 0.1.0", () => {
+  let up: FakeOpenAI;
+  let b: TestBridge;
+  let dataDir: string;
+  const api = async (p: string, init: RequestInit = {}) =>
+    fetch(`${b.url}${p}`, { ...init, headers: { authorization: `Bearer ${KEY}`, ...(init.headers ?? {}) } });
+
+  before(async () => {
+    up = await startFakeOpenAI();
+    dataDir = tempDir("cb-migrate-");
+    mkdirSync(dataDir, { recursive: true });
+    copyFileSync(FIXTURE, path.join(dataDir, "systems.db"));
+    b = await startTestBridge({
+      dataDir,
+      server: { apiKeys: [KEY] },
+      backends: {
+        up: { type: "openai", baseUrl: up.url, apiKey: "x" },
+        builder: { type: "builder", supervisor: "m", architect: "m", answer: "m", retryDelayScale: 0.05 },
+      },
+      models: [
+        { id: "m", backend: "up" },
+        { id: "builder", backend: "builder" },
+      ],
+    });
+  });
+  after(async () => {
+    await b?.close();
+    await up?.close();
+    cleanup(dataDir);
+  });
+
+  test("builds become runs with their steps; the paused one resumes; runs, canvases and conversation states are kept", async () => {
+    const list = (await (await api("/v1/runs?limit=100")).json()) as { data: RunRow[] };
+    const byId = new Map(list.data.map((r) => [r.id, r]));
+    // The old runs, as they were.
+    assert.equal(byId.get("run-done")?.status, "completed");
+    assert.deepEqual(
+      byId.get("run-done")?.steps.map((s) => `${s.id}:${s.status}`),
+      ["hello:completed", "shout:completed"],
+    );
+    assert.equal(byId.get("run-cut")?.status, "interrupted");
+    assert.deepEqual(
+      byId.get("run-cut")?.steps.map((s) => `${s.id}:${s.status}`),
+      ["fetch:completed", "summarize:pending"],
+    );
+    // The builds, as runs of origin builder with their steps.
+    const done = byId.get("build-done");
+    assert.equal(done?.origin, "builder");
+    assert.equal(done?.status, "completed");
+    assert.deepEqual(
+      done?.steps.map((s) => `${s.id}:${s.status}:${String(s.output)}`),
+      ["s1:completed:in", "s2:completed:hello", "s3:completed:e1"],
+    );
+    const paused = byId.get("build-paused");
+    assert.equal(paused?.origin, "builder");
+    assert.equal(paused?.status, "paused");
+    assert.deepEqual(
+      paused?.steps.map((s) => `${s.id}:${s.status}`),
+      ["fetch:completed", "sum:pending", "wire:pending"],
+    );
+    // The alias reads a build as before: its variables come from its steps.
+    const alias = (await (await api("/v1/builds/build-done")).json()) as { vars: Record<string, string> };
+    assert.deepEqual(alias.vars, { inNode: "in", helloNode: "hello", edge1: "e1" });
+
+    // Resumed like any run: only its unfinished steps run, with the variables it had.
+    const res = await api("/v1/runs/build-paused/resume", { method: "POST" });
+    assert.equal(res.status, 200);
+    let ended: RunRow | undefined;
+    await eventually(async () => {
+      ended = (await (await api("/v1/runs/build-paused")).json()) as RunRow;
+      return ended.status === "completed" || ended.status === "failed";
+    });
+    assert.equal(ended?.status, "completed", JSON.stringify(ended));
+    const build = (await (await api("/v1/builds/build-paused")).json()) as {
+      status: string;
+      vars: Record<string, string>;
+    };
+    assert.equal(build.status, "completed");
+    assert.equal(build.vars.fetchNode, "fetch");
+    assert.equal(build.vars.sumNode, "sum");
+    const canvas = (await (await api("/v1/canvases/summarizer")).json()) as {
+      nodes: Array<{ id: string }>;
+      edges: Array<{ from: string; to: string }>;
+      versions: Array<{ version: number }>;
+    };
+    assert.deepEqual(canvas.nodes.map((n) => n.id).sort(), ["fetch", "sum"]);
+    assert.deepEqual(
+      canvas.edges.map((e) => `${e.from}>${e.to}`),
+      ["fetch>sum"],
+    );
+    assert.deepEqual(
+      canvas.versions.map((v) => v.version),
+      [0, 1, 2],
+    );
+
+    // The other canvas and its versions are as they were.
+    const greeter = (await (await api("/v1/canvases/greeter")).json()) as {
+      nodes: Array<{ id: string }>;
+      versions: Array<{ version: number; reason: string }>;
+    };
+    assert.deepEqual(greeter.nodes.map((n) => n.id).sort(), ["hello", "in", "out"]);
+    assert.deepEqual(
+      greeter.versions.map((v) => v.version),
+      [0, 1, 2],
+    );
+
+    // The builds table is gone; the conversation states are untouched.
+    const db = new Database(path.join(dataDir, "systems.db"), { readonly: true });
+    try {
+      assert.equal(db.prepare("SELECT name FROM sqlite_master WHERE name = 'builds'").get(), undefined);
+      assert.deepEqual(
+        (
+          db.prepare("SELECT conversation FROM router_state ORDER BY conversation").all() as Array<{
+            conversation: string;
+          }>
+        ).map((r) => r.conversation),
+        ["conv-confirm", "conv-gather"],
+      );
+      const conv = db
+        .prepare("SELECT pending FROM builder_conversations WHERE conversation = 'conv-builder'")
+        .get() as {
+        pending: string;
+      };
+      assert.equal((JSON.parse(conv.pending) as { kind: string }).kind, "deploy");
+    } finally {
+      db.close();
+    }
+  });
+});
