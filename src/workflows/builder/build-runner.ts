@@ -31,14 +31,6 @@ export interface BuildRunnerDeps {
   ended(rec: BuildRecord): void;
 }
 
-/** What a chat line says about a step. */
-interface StepLine {
-  step: string;
-  status: "retry" | "completed" | "failed" | "skipped";
-  attempt?: number;
-  detail?: string;
-}
-
 export class BuildRunner {
   constructor(private readonly d: BuildRunnerDeps) {}
 
@@ -117,15 +109,19 @@ export class BuildRunner {
       w?.();
     };
     let plan: ExecutionPlan | undefined;
-    const say = (l: StepLine) => push(stepLine(plan, l));
+    /** One chat line for a step: `- ✓ \`id\` Name → \`node\``. */
+    const say = (step: string, mark: string, text: string) => {
+      const name = plan?.steps.find((s) => s.id === step)?.name;
+      push(`- ${mark} \`${step}\` ${name && name !== step ? `${name} ` : ""}${text}`);
+    };
     const rec = launch((hooks) =>
       hooks
-        .addHandler("stepRetry", (step, attempt, e) => say({ step, status: "retry", attempt, detail: e.message }))
+        .addHandler("stepRetry", (step, attempt, e) => say(step, "↻", `attempt ${attempt}: ${e.message}`))
         .addHandler("stepAfter", (step, e) => {
           if (e.status === "completed")
-            say({ step, status: "completed", detail: typeof e.output === "string" ? e.output : undefined });
-          else if (e.status === "failed") say({ step, status: "failed", detail: e.error.message });
-          else if (e.status === "skipped") say({ step, status: "skipped", detail: `not run: ${e.reason}` });
+            say(step, "✓", typeof e.output === "string" && e.output ? `→ \`${e.output}\`` : "");
+          else if (e.status === "failed") say(step, "✗", `failed: ${e.error.message}`);
+          else if (e.status === "skipped") say(step, "–", `not run: ${e.reason}`);
         }),
     );
     plan = rec.plan;
@@ -167,20 +163,5 @@ export class BuildRunner {
     }
     yield { type: "text", text: `\n${await endText(ended)}` };
     yield { type: "done", finishReason: "stop" };
-  }
-}
-
-function stepLine(plan: ExecutionPlan | undefined, r: StepLine): string {
-  const name = plan?.steps.find((s) => s.id === r.step)?.name;
-  const what = `\`${r.step}\` ${name && name !== r.step ? `${name} ` : ""}`;
-  switch (r.status) {
-    case "completed":
-      return `- ✓ ${what}${r.detail ? `→ \`${r.detail}\`` : ""}`;
-    case "failed":
-      return `- ✗ ${what}failed: ${r.detail ?? ""}`;
-    case "skipped":
-      return `- – ${what}${r.detail ?? "skipped"}`;
-    case "retry":
-      return `- ↻ ${what}attempt ${r.attempt}: ${r.detail ?? ""}`;
   }
 }

@@ -11,6 +11,7 @@
  * - Pause stops starting new steps; a tool call under way finishes and is kept.
  */
 import type { EngineStep } from "../engine/scheduler.js";
+import { ExecError } from "../systems/step-executor.js";
 import type { ToolCaller, ToolOutcome } from "./mcp-client.js";
 import { substitute } from "./plan-vars.js";
 import type { BuildStep, ExecutionPlan } from "./types.js";
@@ -24,17 +25,6 @@ export function compileBuild(plan: ExecutionPlan, delayScale: number): BuildEngi
     retry: Math.min(3, Math.max(0, s.retryCount)),
     retryDelayMs: Math.round(s.retryDelayMs * delayScale),
   }));
-}
-
-/** A tool call that failed; `retryable` when it may pass later. */
-export class ToolStepError extends Error {
-  constructor(
-    message: string,
-    readonly retryable: boolean,
-  ) {
-    super(message);
-    this.name = "ToolStepError";
-  }
 }
 
 /** Where each action's result is found in the tool's structured result. */
@@ -111,7 +101,7 @@ export async function attemptBuildStep(
   step: BuildEngineStep,
   outputs: Record<string, unknown>,
 ): Promise<{ output: unknown }> {
-  if (!tools) throw new ToolStepError("the canvas and sandbox tools could not be reached", false);
+  if (!tools) throw new ExecError("invalid", "the canvas and sandbox tools could not be reached");
   const vars: Record<string, string> = {};
   for (const s of plan.steps)
     if (s.output && typeof outputs[s.id] === "string") vars[s.output] = outputs[s.id] as string;
@@ -119,10 +109,10 @@ export async function attemptBuildStep(
   try {
     params = substitute(step.params, vars);
   } catch (err) {
-    throw new ToolStepError((err as Error).message, false);
+    throw new ExecError("invalid", (err as Error).message);
   }
   const out = await callStep(tools, plan.metadata.system, step.action, params);
-  if (!out.ok) throw new ToolStepError(out.error, out.retryable);
+  if (!out.ok) throw new ExecError("tool_error", out.error, out.retryable);
   const value = out.result[RESULT_KEY[step.action]];
   return { output: typeof value === "string" ? value : typeof value === "number" ? String(value) : undefined };
 }

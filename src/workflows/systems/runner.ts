@@ -71,8 +71,6 @@ export interface RunProgram {
   maxParallel: number;
   attempt(step: EngineStep, outputs: Record<string, unknown>, cancel: Cancellation): Promise<{ output: unknown }>;
   output(outputs: Record<string, unknown>): unknown;
-  /** The program's own hook handlers, run after the manager's (which persist and publish). */
-  observe?(hooks: RunHooks): void;
   /** Let go of what the program holds (a tool connection), whatever the end. */
   close?(): Promise<void>;
 }
@@ -312,7 +310,6 @@ export class RunManager {
         end = this.endOf(res, cancel, program);
         this.persistEnd(rec, end, Date.now() - started);
       });
-    program.observe?.(hooks);
     opts.observe?.(hooks);
     try {
       await runSteps({
