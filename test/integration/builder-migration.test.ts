@@ -5,7 +5,9 @@
  * builds are listed by GET /v1/runs with their steps; the paused one resumes through
  * /v1/runs/:id/resume from its first unfinished step, with the variables it had; /v1/builds/:id
  * still answers (an alias); the old runs, canvases with their versions and conversation states are
- * as they were.
+ * as they were. And a build going when the bridge stops is `interrupted`, then resumed after the
+ * restart from its first unfinished step (the run manager and builder room reopened on the same
+ * file, the tools in process).
  */
 import assert from "node:assert/strict";
 import { copyFileSync, mkdirSync } from "node:fs";
@@ -13,6 +15,14 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
+import pino from "pino";
+import { EventBus } from "../../src/ops/events/bus.js";
+import { BuildRunner } from "../../src/workflows/builder/build-runner.js";
+import { openBuilderRoom } from "../../src/workflows/builder/service.js";
+import type { BuildStep } from "../../src/workflows/builder/types.js";
+import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
+import { loadSystems } from "../../src/workflows/systems/library.js";
+import { RunManager } from "../../src/workflows/systems/runner.js";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 
@@ -153,6 +163,89 @@ describe("a systems.db of release 0.1.0", () => {
       assert.equal((JSON.parse(conv.pending) as { kind: string }).kind, "deploy");
     } finally {
       db.close();
+    }
+  });
+});
+
+describe("a build across a restart", () => {
+  /** The bridge's parts over one systems.db: the run manager and the builder room with its in-process tools. */
+  async function open(file: string, dataDir: string) {
+    const db = openSystemsDb(file);
+    const { library } = await loadSystems({ configSystems: [], models: new Map() });
+    const manager = new RunManager({
+      store: new RunStore(db),
+      library,
+      bus: new EventBus(),
+      // Builds call no model.
+      callModel: async function* () {},
+      dataDir,
+      log: pino({ level: "silent" }),
+    });
+    const room = openBuilderRoom({ db, dataDir });
+    const runner = new BuildRunner({
+      canvases: room.canvases,
+      manager,
+      connect: () => room.connectInternal(),
+      maxParallel: 1,
+      retryDelayScale: 0.01,
+      ended: () => {},
+    });
+    return { db, manager, room, runner };
+  }
+  const node = (id: string, dependsOn: string[] = []): BuildStep => ({
+    id: `n-${id}`,
+    name: id,
+    action: "CREATE_NODE",
+    params: { type: "agent", label: id, id },
+    dependsOn,
+    output: id,
+    retryCount: 0,
+    retryDelayMs: 10,
+  });
+
+  test("a build going when the bridge stops is interrupted; after the restart it resumes from its first unfinished step", async () => {
+    const dataDir = tempDir("cb-restart-");
+    const file = path.join(dataDir, "systems.db");
+    try {
+      const first = await open(file, dataDir);
+      first.room.canvases.create({ system: "chain" });
+      const plan = {
+        metadata: { system: "chain", name: "Chain", description: "", summary: "" },
+        steps: [node("a"), node("b", ["n-a"]), node("c", ["n-b"])],
+      };
+      // The bridge stops right after the first step.
+      const b = first.runner.begin({ conversation: "conv-r", intent: "EDIT", plan }, (hooks) =>
+        hooks.addHandler("stepAfter", (step) => {
+          if (step === "n-a") void first.manager.close();
+        }),
+      );
+      const stopped = await first.manager.wait(b.id);
+      assert.equal(stopped.status, "interrupted");
+      assert.deepEqual(
+        stopped.steps.map((st) => `${st.id}:${st.status}`),
+        ["n-a:completed", "n-b:pending", "n-c:pending"],
+      );
+      first.db.close();
+
+      const second = await open(file, dataDir);
+      assert.deepEqual(second.manager.recover(), []);
+      assert.equal(second.room.builds.get(b.id)?.status, "interrupted");
+      const made: string[] = [];
+      second.runner.resume(b.id, (hooks) => hooks.addHandler("stepBefore", (step) => made.push(step)));
+      const done = await second.manager.wait(b.id);
+      assert.equal(done.status, "completed");
+      assert.deepEqual(made, ["n-b", "n-c"]);
+      assert.deepEqual(second.room.builds.get(b.id)?.vars, { a: "a", b: "b", c: "c" });
+      assert.deepEqual(
+        second.room.canvases
+          .get("chain")
+          ?.nodes.map((n) => n.id)
+          .sort(),
+        ["a", "b", "c"],
+      );
+      second.db.close();
+    } finally {
+      cleanup(dataDir);
     }
   });
 });
