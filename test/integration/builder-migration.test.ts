@@ -101,6 +101,13 @@ describe("a systems.db of release 0.1.0", () => {
     const alias = (await (await api("/v1/builds/build-done")).json()) as { vars: Record<string, string> };
     assert.deepEqual(alias.vars, { inNode: "in", helloNode: "hello", edge1: "e1" });
 
+    // The aliases answer as before: a build that is not running is not paused, a completed one not resumed.
+    const notRunning = await api("/v1/builds/build-done/pause", { method: "POST" });
+    assert.equal(notRunning.status, 409);
+    assert.equal(((await notRunning.json()) as { error: { code: string } }).error.code, "build_not_running");
+    assert.equal((await api("/v1/builds/build-done/resume", { method: "POST" })).status, 409);
+    assert.equal((await api("/v1/builds/nope")).status, 404);
+
     // Resumed like any run: only its unfinished steps run, with the variables it had.
     const res = await api("/v1/runs/build-paused/resume", { method: "POST" });
     assert.equal(res.status, 200);
