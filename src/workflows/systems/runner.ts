@@ -166,8 +166,13 @@ export class RunManager {
         "conflict",
         `run ${id} is ${rec.status}; only a paused, interrupted or failed run can be resumed`,
       );
-    if (!opts.program && !this.sources.has(rec.origin) && !this.deps.library.get(rec.system))
-      throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
+    if (!opts.program && !this.sources.has(rec.origin)) {
+      // A build is never re-run as the system deployed from its canvas.
+      if (rec.origin === "builder")
+        throw new RunError("conflict", `run ${id} is a build; no builder backend is configured to carry it out`);
+      if (!this.deps.library.get(rec.system))
+        throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
+    }
     this.deps.store.resetUnfinished(id);
     this.launch(id, opts);
     return this.deps.store.get(id)!;
