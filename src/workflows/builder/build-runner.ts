@@ -62,7 +62,7 @@ export class BuildRunner {
   async program(run: RunRecord): Promise<RunProgram> {
     const { plan } = buildOf(run);
     // Unreachable tools fail the build at its first steps (said in their error), and end it as any build.
-    const tools = await this.d.connect().catch(() => undefined);
+    const tools = await this.d.connect().catch((err: Error) => err);
     return {
       steps: compileBuild(plan, this.d.retryDelayScale),
       maxParallel: this.d.maxParallel,
@@ -71,7 +71,7 @@ export class BuildRunner {
       close: async () => {
         const out = buildOf(this.d.manager.store.get(run.id)!);
         try {
-          if (tools && (out.status === "completed" || out.status === "failed")) {
+          if (!(tools instanceof Error) && (out.status === "completed" || out.status === "failed")) {
             // Laid out for the eye, then a version: undo goes back to before this plan.
             if (out.status === "completed" && out.intent === "BUILD")
               await tools.call("canvas_apply_layout", { system: out.system, layout: "layered" });
@@ -82,7 +82,7 @@ export class BuildRunner {
               );
           }
         } finally {
-          await tools?.close().catch(() => {});
+          if (!(tools instanceof Error)) await tools.close().catch(() => {});
           this.d.ended(out);
         }
       },

@@ -96,22 +96,18 @@ async function callStep(
  * tool calls. The output is the text the action made (a node id, an edge id, a path).
  */
 export async function attemptBuildStep(
-  tools: ToolCaller | undefined,
+  tools: ToolCaller | Error,
   plan: ExecutionPlan,
   step: BuildEngineStep,
   outputs: Record<string, unknown>,
 ): Promise<{ output: unknown }> {
-  if (!tools) throw new ExecError("invalid", "the canvas and sandbox tools could not be reached");
+  if (tools instanceof Error)
+    throw new ExecError("invalid", `the canvas and sandbox tools could not be reached: ${tools.message}`);
   const vars: Record<string, string> = {};
   for (const s of plan.steps)
     if (s.output && typeof outputs[s.id] === "string") vars[s.output] = outputs[s.id] as string;
-  let params: Record<string, unknown>;
-  try {
-    params = substitute(step.params, vars);
-  } catch (err) {
-    throw new ExecError("invalid", (err as Error).message);
-  }
-  const out = await callStep(tools, plan.metadata.system, step.action, params);
+  // An undefined variable throws: the step fails at once, saying which.
+  const out = await callStep(tools, plan.metadata.system, step.action, substitute(step.params, vars));
   if (!out.ok) throw new ExecError("tool_error", out.error, out.retryable);
   const value = out.result[RESULT_KEY[step.action]];
   return { output: typeof value === "string" ? value : typeof value === "number" ? String(value) : undefined };
