@@ -38,6 +38,7 @@ export const builderBackend: BackendModule<BuilderOptions> = {
           callModel: base.callModel,
           host: base.host,
           runs: base.runs,
+          manager: base.manager,
           dataDir: base.dataDir,
           models: agentModels,
           exportBundle: async (system) => {
@@ -71,9 +72,6 @@ export const builderBackend: BackendModule<BuilderOptions> = {
           usable: true,
           detail: `${n} canvas${n === 1 ? "" : "es"}; supervisor ${options.supervisor}, architect ${options.architect}`,
         };
-      },
-      async close() {
-        if (engine) await (await engine).close();
       },
     };
   },

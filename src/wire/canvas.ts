@@ -1,6 +1,6 @@
 /**
  * A system built by chat, as the bridge keeps it and sends it: a **canvas** of nodes and edges
- * (src/workflows/builder), in `GET /v1/canvases[/:id]` and in the `node:*` / `edge:*` events.
+ * (src/workflows/builder), in `GET /v1/canvases[/:id]` and in the `node.*` / `edge.*` events.
  * Plain types only, and no imports from outside src/wire: the dashboard (packages/dashboard)
  * type-checks against these same declarations.
  */

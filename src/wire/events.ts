@@ -7,6 +7,7 @@
  * the dashboard (packages/dashboard) type-checks against these same declarations.
  */
 import type { CanvasEdge, CanvasNode } from "./canvas.js";
+import type { RunOrigin } from "./runs.js";
 
 /** Where a conversation is, as the router sees it. */
 export type ConversationState = "idle" | "routing" | "planning" | "executing" | "paused" | "completed" | "error";
@@ -47,18 +48,45 @@ export type BridgeEvent = Base &
     | { type: "gathering"; conversation: string; system: string; collected: string[]; missing: string[]; round: number }
     | { type: "confirm"; conversation: string; system: string; inputsHash: string }
     | { type: "state"; conversation: string; state: ConversationState }
-    | { type: "run.started"; runId: string; system: string; conversation?: string }
+    // Runs of steps (src/workflows/systems/runner.ts): a system's, or a build (origin `builder`).
+    // A step of a system used by a step is `<step>/<its step>` and has no `system`.
+    | { type: "run.started"; runId: string; system: string; origin?: RunOrigin; conversation?: string }
     | { type: "run.output"; runId: string; step?: string; text: string }
-    | { type: "step.started"; runId: string; step: string; attempt: number }
-    | { type: "step.retry"; runId: string; step: string; attempt: number; error: string; delayMs: number }
-    | { type: "step.completed"; runId: string; step: string; ms: number }
-    | { type: "step.failed"; runId: string; step: string; error: string; ms: number }
-    | { type: "step.skipped"; runId: string; step: string; reason: string }
-    | { type: "run.completed"; runId: string; system: string; ms: number }
-    | { type: "run.failed"; runId: string; system: string; step?: string; error: string; ms: number }
-    | { type: "run.paused"; runId: string; system: string }
-    | { type: "run.cancelled"; runId: string; system: string }
-    | { type: "run.interrupted"; runId: string; system: string }
+    | { type: "step.started"; runId: string; system?: string; origin?: RunOrigin; step: string; attempt: number }
+    | {
+        type: "step.retry";
+        runId: string;
+        system?: string;
+        origin?: RunOrigin;
+        step: string;
+        attempt: number;
+        error: string;
+        delayMs: number;
+      }
+    | { type: "step.completed"; runId: string; system?: string; origin?: RunOrigin; step: string; ms: number }
+    | {
+        type: "step.failed";
+        runId: string;
+        system?: string;
+        origin?: RunOrigin;
+        step: string;
+        error: string;
+        ms: number;
+      }
+    | { type: "step.skipped"; runId: string; system?: string; origin?: RunOrigin; step: string; reason: string }
+    | { type: "run.completed"; runId: string; system: string; origin?: RunOrigin; ms: number }
+    | {
+        type: "run.failed";
+        runId: string;
+        system: string;
+        origin?: RunOrigin;
+        step?: string;
+        error: string;
+        ms: number;
+      }
+    | { type: "run.paused"; runId: string; system: string; origin?: RunOrigin }
+    | { type: "run.cancelled"; runId: string; system: string; origin?: RunOrigin }
+    | { type: "run.interrupted"; runId: string; system: string; origin?: RunOrigin }
     // Turns (src/request/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
     // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
     | {
@@ -158,49 +186,12 @@ export type BridgeEvent = Base &
     | { type: "toolcalls.extracted"; conversation: string; model: string; backend: string; count: number }
     /** A backend's health as last checked, published when it changes. */
     | { type: "backend.health"; backend: string; usable: boolean; detail: string }
-    // The builder (src/workflows/builder): a plan's steps as they run, and every change to a canvas.
-    | {
-        type: "execution:stepStart";
-        buildId: string;
-        system: string;
-        step: string;
-        name: string;
-        action: string;
-        attempt: number;
-      }
-    | {
-        type: "execution:stepRetry";
-        buildId: string;
-        system: string;
-        step: string;
-        attempt: number;
-        error: string;
-        delayMs: number;
-      }
-    | {
-        type: "execution:stepComplete";
-        buildId: string;
-        system: string;
-        step: string;
-        status: "completed" | "failed" | "skipped";
-        output?: unknown;
-        error?: string;
-        ms: number;
-      }
-    | {
-        type: "execution:planComplete";
-        buildId: string;
-        system: string;
-        status: "completed" | "failed" | "paused";
-        failedStep?: string;
-        error?: string;
-        ms: number;
-      }
-    | { type: "node:created"; system: string; node: CanvasNode }
-    | { type: "node:updated"; system: string; node: CanvasNode; key?: string }
-    | { type: "node:deleted"; system: string; nodeId: string }
-    | { type: "edge:created"; system: string; edge: CanvasEdge }
-    | { type: "edge:deleted"; system: string; edgeId: string }
+    // Canvas changes (src/workflows/builder/canvas-tools.ts).
+    | { type: "node.created"; system: string; node: CanvasNode }
+    | { type: "node.updated"; system: string; node: CanvasNode; key?: string }
+    | { type: "node.deleted"; system: string; nodeId: string }
+    | { type: "edge.created"; system: string; edge: CanvasEdge }
+    | { type: "edge.deleted"; system: string; edgeId: string }
   );
 
 export type BridgeEventType = BridgeEvent["type"];
@@ -243,15 +234,11 @@ const EVENT_TYPE_SET = {
   "turn.fallback": true,
   "turn.images": true,
   "backend.limited": true,
-  "execution:stepStart": true,
-  "execution:stepRetry": true,
-  "execution:stepComplete": true,
-  "execution:planComplete": true,
-  "node:created": true,
-  "node:updated": true,
-  "node:deleted": true,
-  "edge:created": true,
-  "edge:deleted": true,
+  "node.created": true,
+  "node.updated": true,
+  "node.deleted": true,
+  "edge.created": true,
+  "edge.deleted": true,
 } satisfies Record<BridgeEventType, true>;
 
 /** Every event type (for checking `?types=` of `GET /v1/events`), in the order of the union. */

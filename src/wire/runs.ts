@@ -11,8 +11,8 @@ export type RunStatus = "pending" | "running" | "paused" | "completed" | "failed
 /** A step's life within a run. */
 export type StepStatus = "pending" | "running" | "completed" | "failed" | "skipped" | "cancelled";
 
-/** Where a run was started: a chat turn, the HTTP API or the command line. */
-export type RunOrigin = "chat" | "http" | "cli";
+/** Where a run was started: a chat turn, the HTTP API, the command line, or the builder (a build: its steps call the canvas and sandbox tools). */
+export type RunOrigin = "chat" | "http" | "cli" | "builder";
 
 /** JSON Schema of a system's inputs: always an object schema (`{type:"object", properties:{}}` when it takes none). */
 export interface InputSchema {

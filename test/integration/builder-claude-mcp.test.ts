@@ -9,8 +9,8 @@
  * already holds), not from a call counter, and answers any other request (one without the prompt's
  * marker) with plain text.
  * Checked: claude exits 0 with a successful `result`; the fake got 3 tool_results, none an error;
- * `GET /v1/canvases/cc-demo` shows both nodes and the edge; the bus told node:created twice and
- * edge:created once. With a WRONG key in the MCP config, `/mcp` answers 401, claude reports the
+ * `GET /v1/canvases/cc-demo` shows both nodes and the edge; the bus told node.created twice and
+ * edge.created once. With a WRONG key in the MCP config, `/mcp` answers 401, claude reports the
  * server `failed`, the scripted tool_use finds no such tool, and the canvas is unchanged.
  * Everything is on 127.0.0.1; claude runs with a private HOME, in its own process group, is killed
  * after 90 s at the latest and reaped in `finally`.
@@ -141,7 +141,7 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
     return { status: res.status, body: (await res.json()) as any };
   };
   const canvasEvents = () =>
-    bus.filter((e) => (e.type === "node:created" || e.type === "edge:created") && e.system === SYSTEM);
+    bus.filter((e) => (e.type === "node.created" || e.type === "edge.created") && e.system === SYSTEM);
 
   /** Run `claude -p` once with an MCP config naming the bridge with `key`; always reaped. */
   async function runClaude(name: string, key: string): Promise<ClaudeRun> {
@@ -290,13 +290,13 @@ describe("the real Claude Code CLI builds a canvas through the bridge's /mcp", {
     const evs = canvasEvents();
     assert.deepEqual(
       evs.map((e) =>
-        e.type === "node:created"
+        e.type === "node.created"
           ? `${e.type}:${e.node.id}`
-          : e.type === "edge:created"
+          : e.type === "edge.created"
             ? `${e.type}:${e.edge.from}->${e.edge.to}`
             : e.type,
       ),
-      ["node:created:topic", "node:created:writer", "edge:created:topic->writer"],
+      ["node.created:topic", "node.created:writer", "edge.created:topic->writer"],
     );
     assert.equal(fake.unknown.length, 0, `unknown paths: ${fake.unknown.map((u) => u.path).join(", ")}`);
   });

@@ -285,25 +285,25 @@ describe("builder MCP tools", () => {
 
     const kinds = (t: string) => events.filter((e) => e.type === t);
     assert.deepEqual(
-      kinds("node:created").map((e) => (e as { node: { id: string } }).node.id),
+      kinds("node.created").map((e) => (e as { node: { id: string } }).node.id),
       ["topic", "research", "research-2", "notes", "result"],
     );
-    assert.ok(kinds("node:created").every((e) => (e as { system: string }).system === "digest"));
+    assert.ok(kinds("node.created").every((e) => (e as { system: string }).system === "digest"));
     assert.deepEqual(
-      kinds("edge:created").map((e) => (e as { edge: { id: string } }).edge.id),
+      kinds("edge.created").map((e) => (e as { edge: { id: string } }).edge.id),
       ["e-topic-research", "e-research-result", "e-notes-research-2"],
     );
     assert.deepEqual(
-      kinds("node:deleted").map((e) => (e as { nodeId: string }).nodeId),
+      kinds("node.deleted").map((e) => (e as { nodeId: string }).nodeId),
       ["research", "notes"],
     );
     assert.deepEqual(
-      kinds("edge:deleted")
+      kinds("edge.deleted")
         .map((e) => (e as { edgeId: string }).edgeId)
         .sort(),
       ["e-notes-research-2", "e-research-result", "e-topic-research"],
     );
-    const updates = kinds("node:updated") as Array<{ key?: string }>;
+    const updates = kinds("node.updated") as Array<{ key?: string }>;
     assert.deepEqual(
       updates.slice(0, 2).map((e) => e.key),
       ["prompt", "properties.model"],

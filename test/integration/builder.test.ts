@@ -233,8 +233,8 @@ describe("builder", () => {
     ]);
     assert.equal(cv.status, "draft");
     // Every edge was created after both of its nodes.
-    const started = of("execution:stepStart", "blog-writer").map((e) => e.step);
-    const completed = of("execution:stepComplete", "blog-writer").map((e) => e.step);
+    const started = of("step.started", "blog-writer").map((e) => e.step);
+    const completed = of("step.completed", "blog-writer").map((e) => e.step);
     for (const e of ["e-topic-research", "e-research-writer", "e-writer-out"]) {
       const [, from, to] = e.split("-");
       assert.ok(
@@ -242,9 +242,9 @@ describe("builder", () => {
         `${e} started after its nodes`,
       );
     }
-    assert.equal(of("execution:planComplete", "blog-writer").at(-1)?.status, "completed");
-    assert.equal(of("node:created", "blog-writer").length, 4);
-    assert.equal(of("edge:created", "blog-writer").length, 3);
+    assert.equal(of("run.completed", "blog-writer").at(-1)?.origin, "builder");
+    assert.equal(of("node.created", "blog-writer").length, 4);
+    assert.equal(of("edge.created", "blog-writer").length, 3);
     const states = events
       .filter((e) => e.type === "state" && e.conversation === c.key)
       .map((e) => (e as { state: string }).state);
@@ -275,10 +275,8 @@ describe("builder", () => {
     const res = await chat("conv-diamond").say("build a diamond system");
     assert.match(res.text, /Done: \*\*diamond\*\*/);
     const seq = events
-      .filter(
-        (e) => (e.type === "execution:stepStart" || e.type === "execution:stepComplete") && e.system === "diamond",
-      )
-      .map((e) => `${e.type === "execution:stepStart" ? "start" : "done"}:${(e as { step: string }).step}`);
+      .filter((e) => (e.type === "step.started" || e.type === "step.completed") && e.system === "diamond")
+      .map((e) => `${e.type === "step.started" ? "start" : "done"}:${(e as { step: string }).step}`);
     const at = (x: string) => seq.indexOf(x);
     assert.ok(
       at("start:n-b") < at("done:n-c") && at("start:n-c") < at("done:n-b"),
@@ -304,7 +302,7 @@ describe("builder", () => {
     assert.match(res.text, /↻ `e-x-y` attempt 2/);
     assert.match(res.text, /↻ `e-x-y` attempt 3/);
     assert.match(res.text, /Done: \*\*flaky\*\*/);
-    assert.equal(of("execution:stepRetry", "flaky").length, 2);
+    assert.equal(of("step.retry", "flaky").length, 2);
     assert.equal(proxy.calls.filter((t) => t === "canvas_connect_nodes").length, 3);
     assert.deepEqual(
       (await canvas("flaky")).edges.map((e) => `${e.from}>${e.to}`),
@@ -471,8 +469,8 @@ describe("builder", () => {
     ]);
     proxy.delayMs = 300;
     const off = b.bus.on((e) => {
-      if (e.type === "execution:stepComplete" && e.system === "chain" && e.step === "n-c1")
-        void api(`/v1/builds/${e.buildId}/pause`, { method: "POST" });
+      if (e.type === "step.completed" && e.system === "chain" && e.step === "n-c1")
+        void api(`/v1/runs/${e.runId}/pause`, { method: "POST" });
     });
     const c = chat("conv-chain", "builder-net");
     const res = await c.say("build a slow chain");
@@ -486,7 +484,19 @@ describe("builder", () => {
     };
     assert.equal(rec.status, "paused");
     assert.equal(rec.steps["n-c4"]!.status, "pending");
-    assert.equal(of("execution:planComplete", "chain").at(-1)?.status, "paused");
+    assert.equal(of("run.paused", "chain").at(-1)?.origin, "builder");
+    // A build is a run: listed by /v1/runs with its origin and steps.
+    const runs = (await (await api("/v1/runs?system=chain")).json()) as {
+      data: Array<{ id: string; origin: string; status: string; steps: Array<{ id: string; status: string }> }>;
+    };
+    const run = runs.data.find((r) => r.id === buildId);
+    assert.equal(run?.origin, "builder");
+    assert.equal(run?.status, "paused");
+    assert.deepEqual(
+      run?.steps.map((st) => st.id),
+      ["n-c1", "n-c2", "n-c3", "n-c4"],
+    );
+    assert.equal(run?.steps[0]?.status, "completed");
     const calls = proxy.calls.filter((t) => t === "canvas_create_node").length;
     const res2 = await c.say("resume");
     assert.match(res2.text, /Resuming build/);

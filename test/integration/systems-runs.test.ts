@@ -327,7 +327,7 @@ describe("a run's record and events", T, () => {
     const first = eventsOf(h, rec.id)[0]!;
     assert.deepEqual(
       { ...first, at: 0 },
-      { type: "run.started", runId: rec.id, system: "hello", conversation: "conv-1", at: 0 },
+      { type: "run.started", runId: rec.id, system: "hello", origin: "chat", conversation: "conv-1", at: 0 },
     );
   });
 

@@ -512,13 +512,13 @@ describe("canvas tools", () => {
       assert.deepEqual(
         events.map((e) => e.type),
         [
-          "node:created",
-          "node:created",
-          "edge:created",
-          "node:updated",
-          "edge:deleted",
-          "node:deleted",
-          "node:deleted",
+          "node.created",
+          "node.created",
+          "edge.created",
+          "node.updated",
+          "edge.deleted",
+          "node.deleted",
+          "node.deleted",
         ],
       );
       assert.deepEqual(tools.getState(), {

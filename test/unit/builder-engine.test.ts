@@ -30,6 +30,7 @@ import { openBuilderRoom, type BuilderRoom } from "../../src/workflows/builder/s
 import { ConversationMachine } from "../../src/workflows/conversation/machine.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
+import { RunError, RunManager } from "../../src/workflows/systems/runner.js";
 import { systemsDir } from "../../src/workflows/systems/paths.js";
 import { ScriptedModel, type ScriptedReply } from "../helpers/scripted-model.js";
 
@@ -79,6 +80,8 @@ type Intercept = (name: string, args: Record<string, unknown>) => ToolOutcome | 
 
 interface World {
   engine: BuilderEngine;
+  /** Runs the builds (and any run): pause, resume, cancel. */
+  manager: RunManager;
   room: BuilderRoom;
   host: SystemsHost;
   model: ScriptedModel;
@@ -143,8 +146,17 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
   });
   model.on(ANS, (call) => `ANSWER: ${call.prompt}`);
   const tools: string[] = [];
+  const manager = new RunManager({
+    store: new RunStore(db),
+    library,
+    bus,
+    callModel: model.caller,
+    dataDir,
+    log,
+  });
   const w: World = {
     engine: undefined as unknown as BuilderEngine,
+    manager,
     room,
     host,
     model,
@@ -172,7 +184,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
       return textOf(await w.say("build a system that can research a topic and write a post about it", { conv }));
     },
     async close() {
-      await w.engine.close();
+      await w.manager.close();
       db.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
@@ -201,6 +213,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
       callModel: model.caller,
       host,
       runs: new RunStore(db),
+      manager,
       dataDir,
       models: [
         { id: "writer", kind: "openai" },
@@ -410,7 +423,7 @@ describe("builder engine", () => {
     assert.deepEqual(nodesOf(w, "chain"), ["c1", "c2"]);
     const id = /build `(build_[A-Za-z0-9]+)`/.exec(built)![1]!;
     assert.equal(textOf(await w.say("status")), `Build \`${id}\` of **chain** is paused: 2 of 4 steps done.`);
-    assert.equal(w.engine.pause(id), false, "not running: nothing to pause");
+    await assert.rejects(w.manager.pause(id), RunError, "not running: nothing to pause");
 
     const resumed = textOf(await w.say("resume"));
     assert.match(resumed, new RegExp(`^Resuming build \`${id}\` of \\*\\*chain\\*\\*`));
@@ -420,7 +433,7 @@ describe("builder engine", () => {
       ["canvas_create_node:c1", "canvas_create_node:c2", "canvas_create_node:c3", "canvas_create_node:c4"],
       "nothing made twice",
     );
-    assert.equal(w.engine.resume(id), undefined, "a completed build is not resumed");
+    assert.throws(() => w.manager.resume(id), RunError, "a completed build is not resumed");
     assert.equal(w.model.to(SUP).length, 1, "pause, resume and status ask no model");
   });
 

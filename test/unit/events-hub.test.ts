@@ -191,7 +191,7 @@ describe("filters", () => {
     bus.emit({ type: "run.started", runId: "r2", system: "news", conversation: "c2" });
     bus.emit({ type: "step.completed", runId: "r2", step: "fetch", ms: 3 });
     bus.emit({
-      type: "node:created",
+      type: "node.created",
       system: "blog",
       node: { id: "n1", type: "agent", label: "Writer", properties: {}, position: { x: 0, y: 0 } },
     });
@@ -222,15 +222,15 @@ describe("filters", () => {
     assert.deepEqual(await seen(parseFilter({ system: "blog" })), [
       "run.started:r1",
       "step.started:r1",
-      "node:created:blog",
+      "node.created:blog",
       "run.completed:r1",
     ]);
   });
-  test("?types= exact types and prefixes (turn.*,node:*), comma lists and repeats", async () => {
-    assert.deepEqual(await seen(parseFilter({ types: "turn.*,node:*" })), [
+  test("?types= exact types and prefixes (turn.*,node.*), comma lists and repeats", async () => {
+    assert.deepEqual(await seen(parseFilter({ types: "turn.*,node.*" })), [
       "turn.started:t1",
       "turn.started:t2",
-      "node:created:blog",
+      "node.created:blog",
     ]);
     assert.deepEqual(await seen(parseFilter({ types: ["backend.health", "run.completed"] })), [
       "backend.health:b",
@@ -245,6 +245,12 @@ describe("filters", () => {
       () => parseFilter({ types: "turn.begun" }),
       (e: unknown) => e instanceof FilterError && e.param === "types",
     );
+    // Release 0.1.0's names are refused with what they are called now.
+    for (const old of ["execution:stepComplete", "node:*"])
+      assert.throws(
+        () => parseFilter({ types: old }),
+        (e: unknown) => e instanceof FilterError && /execution:\* events are now run\.\* and step\.\*/.test(e.message),
+      );
     assert.throws(
       () => parseFilter({ types: "nothing.*" }),
       (e: unknown) => e instanceof FilterError && e.param === "types",
@@ -391,20 +397,21 @@ describe("redaction", () => {
     );
   });
 
-  test("step outputs are replaced whole; node properties keep their names, numbers and booleans", () => {
+  test("step errors are replaced whole; node properties keep their names, numbers and booleans", () => {
     const out = redact({
-      type: "execution:stepComplete",
+      type: "step.failed",
       at: 1,
-      buildId: "b1",
+      runId: "b1",
       system: "s",
+      origin: "builder",
       step: "st",
-      status: "completed",
-      output: { text: "abc" },
+      error: "abc",
       ms: 2,
     });
-    assert.equal(out.output, R(14));
+    assert.equal(out.error, R(3));
+    assert.equal(out.origin, "builder");
     const node = redact({
-      type: "node:updated",
+      type: "node.updated",
       at: 1,
       system: "s",
       key: "prompt",

@@ -3,7 +3,7 @@
  * the top to the small shared rooms at the bottom. A room may import any room below it, never one
  * above. `src/` has six areas — ops (commands, doctor, OpenClaw set-up, service, metrics, events),
  * request (the HTTP doors and everything a request passes), backends (one folder per CLI, the warm
- * room, the backend contract), workflows (systems, router, builder), core (config, store, util,
+ * room, the backend contract), workflows (engine, systems, router, builder), core (config, store, util,
  * log, net) and wire (the shapes the bridge sends, which the dashboard type-checks against too: it
  * imports nothing) — and a room is a folder inside an area (`backends/codex`), or a single file named here
  * (`backends/registry.ts`), or an area's own files (`backends`). The one deliberate climb is

@@ -105,17 +105,10 @@ const EVERY_EVENT: NewEvent[] = [
   { type: "run.cancelled", runId: "r3", system: "s" },
   { type: "run.paused", runId: "r4", system: "s" },
   { type: "run.interrupted", runId: "r5", system: "s" },
-  { type: "execution:stepComplete", buildId: "b1", system: "s", step: "x", status: "completed", ms: 5 },
-  { type: "execution:stepComplete", buildId: "b1", system: "s", step: "y", status: "failed", error: "no", ms: 5 },
-  {
-    type: "execution:planComplete",
-    buildId: "b1",
-    system: "s",
-    status: "failed",
-    failedStep: "y",
-    error: "no",
-    ms: 10,
-  },
+  // A build is a run of origin builder: counted in runs and steps, and in builds and build steps.
+  { type: "step.completed", runId: "b1", system: "s", origin: "builder", step: "x", ms: 5 },
+  { type: "step.failed", runId: "b1", system: "s", origin: "builder", step: "y", error: "no", ms: 5 },
+  { type: "run.failed", runId: "b1", system: "s", origin: "builder", step: "y", error: "no", ms: 10 },
   { type: "backend.health", backend: "up", usable: true, detail: "ok" },
   { type: "backend.health", backend: "cli", usable: false, detail: "not installed" },
 ];
@@ -204,11 +197,19 @@ test("each event moves its family, with the right labels", async () => {
     assert.equal(value(after, "clawbridge_router_decisions_total", { action: "answer", source: "fallback" }), 1);
 
     assert.equal(value(after, "clawbridge_runs_started_total"), 1);
-    for (const outcome of ["completed", "failed", "cancelled", "paused", "interrupted"])
+    for (const outcome of ["completed", "cancelled", "paused", "interrupted"])
       assert.equal(value(after, "clawbridge_runs_total", { outcome }), 1, outcome);
-    assert.deepEqual(histogram(after, "clawbridge_run_duration_seconds", { outcome: "failed" }), { count: 1, sum: 3 });
-    for (const outcome of ["completed", "failed", "skipped"])
-      assert.equal(value(after, "clawbridge_steps_total", { outcome }), 1, outcome);
+    assert.equal(value(after, "clawbridge_runs_total", { outcome: "failed" }), 2);
+    assert.deepEqual(histogram(after, "clawbridge_run_duration_seconds", { outcome: "failed" }), {
+      count: 2,
+      sum: 3.01,
+    });
+    for (const [outcome, n] of [
+      ["completed", 2],
+      ["failed", 2],
+      ["skipped", 1],
+    ] as const)
+      assert.equal(value(after, "clawbridge_steps_total", { outcome }), n, outcome);
     assert.equal(value(after, "clawbridge_step_retries_total"), 1);
     assert.equal(value(after, "clawbridge_builds_total", { outcome: "failed" }), 1);
     assert.equal(value(after, "clawbridge_build_steps_total", { outcome: "completed" }), 1);

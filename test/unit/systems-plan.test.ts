@@ -1,5 +1,6 @@
 /**
- * The plan runner (src/workflows/systems/plan.ts) with fake attempts: the order steps start in (a step waits
+ * A system's plan (src/workflows/systems/plan.ts) on the engine's scheduler
+ * (src/workflows/engine/scheduler.ts) with fake attempts: the order steps start in (a step waits
  * for everything it depends on, independent ones run together up to `maxParallel`), retries only
  * for retryable failures with 1 s, 2 s, 4 s between them by default (checked under mock timers),
  * a failure skipping its dependants while an independent branch finishes, resumed plans not
@@ -9,14 +10,8 @@
 import assert from "node:assert/strict";
 import { describe, mock, test } from "node:test";
 import { ExecError, type ExecResult } from "../../src/workflows/systems/step-executor.js";
-import {
-  compileRun,
-  runPlan,
-  SINGLE_STEP,
-  type CompiledPlan,
-  type CompiledStep,
-  type StepHooks,
-} from "../../src/workflows/systems/plan.js";
+import { compileRun, SINGLE_STEP, type CompiledPlan, type CompiledStep } from "../../src/workflows/systems/plan.js";
+import { RunHooks, runSteps, type RunStepsArgs } from "../../src/workflows/engine/scheduler.js";
 import { commandRunSchema } from "../../src/workflows/systems/schema.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 
@@ -35,19 +30,31 @@ function plan(
 }
 
 /** Hooks that record every call as a line, e.g. `started a 1`, `retry a 2 1000`. */
-function recorder(): { hooks: StepHooks; log: string[] } {
+function recorder(): { hooks: RunHooks; log: string[] } {
   const log: string[] = [];
-  return {
-    log,
-    hooks: {
-      started: (s, a) => log.push(`started ${s} ${a}`),
-      retry: (s, a, e, d) => log.push(`retry ${s} ${a} ${d} ${e.code}`),
-      completed: (s) => log.push(`completed ${s}`),
-      failed: (s, e) => log.push(`failed ${s} ${e.message}`),
-      skipped: (s, r) => log.push(`skipped ${s} (${r})`),
-      stopped: (s) => log.push(`stopped ${s}`),
-    },
-  };
+  const hooks = new RunHooks()
+    .addHandler("stepBefore", (s, a) => log.push(`started ${s} ${a}`))
+    .addHandler("stepRetry", (s, a, e, d) => log.push(`retry ${s} ${a} ${d} ${(e as ExecError).code}`))
+    .addHandler("stepAfter", (s, e) =>
+      log.push(
+        e.status === "completed"
+          ? `completed ${s}`
+          : e.status === "failed"
+            ? `failed ${s} ${e.error.message}`
+            : e.status === "skipped"
+              ? `skipped ${s} (${e.reason})`
+              : `stopped ${s}`,
+      ),
+    );
+  return { log, hooks };
+}
+
+/** A compiled plan on the scheduler. */
+function runPlan(
+  args: { plan: CompiledPlan } & Omit<RunStepsArgs<CompiledStep>, "steps" | "maxParallel">,
+): ReturnType<typeof runSteps> {
+  const { plan: p, ...rest } = args;
+  return runSteps({ steps: p.steps, maxParallel: p.maxParallel, ...rest });
 }
 
 /** A promise the test settles by hand. */
@@ -75,7 +82,7 @@ describe("compileRun", () => {
   });
 });
 
-describe("runPlan", () => {
+describe("a plan on the scheduler", () => {
   test("a diamond: each step starts once what it depends on completed, and sees their outputs", async () => {
     const { hooks, log } = recorder();
     const seen: Record<string, string[]> = {};
@@ -143,15 +150,11 @@ describe("runPlan", () => {
         plan: plan([["flaky"]]),
         done: {},
         cancel: new Cancellation(),
-        hooks: {
-          ...hooks,
-          retry: (s, a, e, d) => {
-            hooks.retry(s, a, e, d);
-            delays.push(d);
-            // The runner waits right after this hook: let the mocked clock pass that wait.
-            setImmediate(() => mock.timers.tick(d));
-          },
-        },
+        hooks: hooks.addHandler("stepRetry", (_s, _a, _e, d) => {
+          delays.push(d);
+          // The runner waits right after this hook: let the mocked clock pass that wait.
+          setImmediate(() => mock.timers.tick(d));
+        }),
         attempt: async () => {
           throw new ExecError("timeout", "too slow", true);
         },

@@ -4,7 +4,7 @@
  * applies it, live and on replay).
  *
  * `conversation`, `run` and `system` are comma-separated lists of values; `types` lists exact
- * types or prefixes written `run.*`, `turn.*`, `node:*` (`*` alone: every type), checked against
+ * types or prefixes written `run.*`, `turn.*`, `node.*` (`*` alone: every type), checked against
  * the bus's types (`EVENT_TYPES`, src/wire/events.ts). Filters are ANDed, and an event without the
  * field filtered on is not shown (the hub gives a run's step and output events the conversation and
  * system of its `run.started`).
@@ -63,17 +63,24 @@ export function parseFilter(query: Record<string, unknown>): EventFilter {
     const prefixes: string[] = [];
     const known: readonly string[] = EVENT_TYPES;
     for (const t of types) {
+      // Release 0.1.0's names (docs/EVENTS.md): said, so a watcher written for them is told what to ask for.
+      const renamed = t.includes(":")
+        ? " Release 0.1.0's names with a colon are gone: a build's execution:* events are now run.* and step.* (origin builder); node:* and edge:* are node.* and edge.*."
+        : "";
       if (t === "*") prefixes.push("");
       else if (t.endsWith("*")) {
         const prefix = t.slice(0, -1);
         if (!known.some((k) => k.startsWith(prefix)))
-          throw new FilterError("types", `No event type starts with "${prefix}" (known: ${EVENT_TYPES.join(", ")}).`);
+          throw new FilterError(
+            "types",
+            `No event type starts with "${prefix}" (known: ${EVENT_TYPES.join(", ")}).${renamed}`,
+          );
         prefixes.push(prefix);
       } else if (known.includes(t)) exact.add(t);
       else
         throw new FilterError(
           "types",
-          `Unknown event type "${t}" (known: ${EVENT_TYPES.join(", ")}; a prefix is written like run.*).`,
+          `Unknown event type "${t}" (known: ${EVENT_TYPES.join(", ")}; a prefix is written like run.*).${renamed}`,
         );
     }
     filter.types = { exact, prefixes };

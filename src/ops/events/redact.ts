@@ -4,7 +4,7 @@
  *
  * Redaction (unless `includeText`): what a watcher sees is WHO and WHAT, never the words.
  * 1. Kept: `type`, `at`, every number and boolean, and the identifying fields (KEEP: ids, names,
- *    statuses and codes — `turnId`, `runId`, `buildId`, `conversation`, `model`, `backend`,
+ *    statuses and codes — `turnId`, `runId`, `origin`, `conversation`, `model`, `backend`,
  *    `system`, `step`, `tools`, `collected`, `missing`, `action`, `status`, `code`,
  *    `finishReason`…), plus `turn.aborted.reason`, `backend.health.detail` (the bridge's own
  *    words) and `turn.fallback`'s models, backends and reason (an error code).
@@ -28,7 +28,7 @@ const KEEP = new Set([
   "at",
   "turnId",
   "runId",
-  "buildId",
+  "origin",
   "conversation",
   "model",
   "backend",

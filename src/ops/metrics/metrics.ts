@@ -365,13 +365,13 @@ export class BridgeMetrics {
     });
     this.builds = new Counter({
       name: "clawbridge_builds_total",
-      help: "The builder's plans that ended, by outcome (completed, failed, paused).",
+      help: "The builder's builds (runs of origin builder) that stopped, by outcome (completed, failed, paused, cancelled, interrupted); also counted in runs_total.",
       labelNames: ["outcome"],
       registers,
     });
     this.buildSteps = new Counter({
       name: "clawbridge_build_steps_total",
-      help: "The builder's plan steps, by outcome (completed, failed, skipped).",
+      help: "The steps of builds, by outcome (completed, failed, skipped); also counted in steps_total.",
       labelNames: ["outcome"],
       registers,
     });
@@ -505,34 +505,27 @@ export class BridgeMetrics {
         const outcome = e.type === "run.completed" ? "completed" : "failed";
         this.runs.inc({ outcome });
         this.runDuration.observe({ outcome }, seconds(e.ms));
+        if (e.origin === "builder") this.builds.inc({ outcome });
         return;
       }
       case "run.cancelled":
-        this.runs.inc({ outcome: "cancelled" });
-        return;
       case "run.paused":
-        this.runs.inc({ outcome: "paused" });
+      case "run.interrupted": {
+        const outcome = e.type.slice("run.".length);
+        this.runs.inc({ outcome });
+        if (e.origin === "builder") this.builds.inc({ outcome });
         return;
-      case "run.interrupted":
-        this.runs.inc({ outcome: "interrupted" });
-        return;
+      }
       case "step.completed":
-        this.steps.inc({ outcome: "completed" });
-        return;
       case "step.failed":
-        this.steps.inc({ outcome: "failed" });
+      case "step.skipped": {
+        const outcome = e.type.slice("step.".length);
+        this.steps.inc({ outcome });
+        if (e.origin === "builder") this.buildSteps.inc({ outcome });
         return;
-      case "step.skipped":
-        this.steps.inc({ outcome: "skipped" });
-        return;
+      }
       case "step.retry":
         this.stepRetries.inc();
-        return;
-      case "execution:planComplete":
-        this.builds.inc({ outcome: e.status });
-        return;
-      case "execution:stepComplete":
-        this.buildSteps.inc({ outcome: e.status });
         return;
       case "turn.fallback":
         this.fallbacks.inc({

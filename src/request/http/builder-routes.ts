@@ -5,6 +5,9 @@
  *   GET  /v1/builds/:id              a build: its plan, each step's status, the variables it made
  *   POST /v1/builds/:id/pause        stop a running build between steps (202; it ends `paused`)
  *   POST /v1/builds/:id/resume       go on from its first unfinished step (202)
+ * A build is a run of origin `builder`: it is also listed by GET /v1/runs, and /v1/runs/:id/pause|
+ * resume|cancel act on it; the /v1/builds/:id/pause|resume routes are aliases of those, kept for
+ * clients of release 0.1.0.
  *   GET  /v1/systems/:id/export      the system as a bundle (`.tar.gz`: system.yaml, canvas.json, sandbox files)
  * Canvases are sent as src/wire/canvas.ts declares them (the dashboard reads the same declarations).
  * Errors are OpenAI-shaped.
@@ -64,8 +67,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
     return { object: "build", ...b };
   });
 
-  const engines = async () => Promise.all([...(builder?.engines.values() ?? [])].map((load) => load()));
-
+  // Aliases of /v1/runs/:id/pause|resume (a build is a run of origin `builder`), kept for clients of release 0.1.0.
   app.post<{ Params: { id: string } }>("/v1/builds/:id/pause", async (req, reply) => {
     const b = room?.builds.get(req.params.id);
     if (!b)
@@ -73,8 +75,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
         reply,
         room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none(),
       );
-    const paused = (await engines()).some((e) => e.pause(b.id));
-    if (!paused)
+    if (!builder!.manager.isLive(b.id))
       return sendApiError(
         reply,
         new ApiError(
@@ -84,6 +85,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
           `Build ${b.id} is ${b.status}, not running here.`,
         ),
       );
+    void builder!.manager.pause(b.id).catch(() => undefined);
     return reply.code(202).send({ object: "build", id: b.id, status: "pausing" });
   });
 
@@ -94,28 +96,14 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
         reply,
         room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none(),
       );
-    if (b.status !== "paused")
+    try {
+      builder!.manager.resume(b.id);
+    } catch (err) {
       return sendApiError(
         reply,
-        new ApiError(
-          409,
-          "invalid_request_error",
-          "build_not_paused",
-          `Build ${b.id} is ${b.status}; only a paused build resumes.`,
-        ),
+        new ApiError(409, "invalid_request_error", "build_not_paused", `Build ${b.id}: ${(err as Error).message}.`),
       );
-    const [engine] = await engines();
-    if (!engine)
-      return sendApiError(
-        reply,
-        new ApiError(
-          409,
-          "invalid_request_error",
-          "no_builder_backend",
-          "No builder backend is configured to carry the build out.",
-        ),
-      );
-    engine.resume(b.id);
+    }
     return reply.code(202).send({ object: "build", id: b.id, status: "running" });
   });
 

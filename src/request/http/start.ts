@@ -191,7 +191,14 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       await watcher.stop();
       throw new SystemsConfigError(problems);
     }
-    const room = openBuilderRoom({ db: systems.db, dataDir: config.dataDir, bus, host: systems, recover: true });
+    const room = openBuilderRoom({ db: systems.db, dataDir: config.dataDir, bus, host: systems });
+    const engines = new Map<string, () => Promise<import("../../workflows/builder/builder.js").BuilderEngine>>();
+    // A build resumed outside a chat (/v1/runs/:id/resume, after a restart) runs with the first builder backend's tools.
+    systems.runs.register("builder", async (rec) => {
+      const [load] = engines.values();
+      if (!load) throw new Error("no builder backend is configured to carry the build out");
+      return (await load()).program(rec);
+    });
     builder = {
       room,
       bus,
@@ -199,9 +206,10 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       host: systems,
       runs: systems.runs.store,
       conversations: systems.conversations,
+      manager: systems.runs,
       dataDir: config.dataDir,
       models: config.models.map((m) => ({ id: m.id, kind: config.backends[m.backend]?.type ?? "unknown" })),
-      engines: new Map(),
+      engines,
     };
   }
   // Pending client tool calls and the MCP endpoint CLI agents reach them through (models in tools.mode: bridge).

@@ -1,39 +1,101 @@
 /**
- * Builds running in this process: each runs in the background (`start`) through a fresh MCP
- * connection, and a chat turn follows it (`follow`): one line per step as it completes, retries,
- * fails or is skipped, then what comes next — or, after `detachAfterMs`, the build goes on alone and
- * the turn ends with its id. A build's end lays a new canvas out and commits a canvas version (undo
- * goes back to before the plan). Pause stops it between steps; shutdown pauses every live build.
+ * Builds as runs: a build is written as a run of origin `builder` (the intent and plan as its
+ * inputs, one run step per plan step) and carried out by the run manager (src/workflows/systems/
+ * runner.ts) on the engine, like any run: paused, resumed and cancelled through it, `interrupted`
+ * by a restart and resumable. Its program (`program`) opens a fresh MCP connection to the canvas
+ * and sandbox tools; its end lays a new canvas out and commits a canvas version (undo goes back to
+ * before the plan). A chat turn follows a build (`follow`): one line per step as it completes,
+ * retries, fails or is skipped, then what comes next — or, after `detachAfterMs`, the build goes on
+ * alone and the turn ends with its id.
  */
 import type { BackendEvent } from "../../backends/contract/backend.js";
-import type { EventBus } from "../../ops/events/bus.js";
-import { Cancellation } from "../../core/util/cancel.js";
-import type { BuildRecord, BuildStore } from "./build-store.js";
+import type { Cancellation } from "../../core/util/cancel.js";
+import { alnumId } from "../../core/util/ids.js";
+import type { RunHooks } from "../engine/scheduler.js";
+import type { RunRecord } from "../systems/db.js";
+import type { RunManager, RunProgram } from "../systems/runner.js";
+import { type BuildInputs, type BuildIntent, type BuildRecord, buildOf } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { executeBuild, type StepReport } from "./plan-executor.js";
 import type { ToolCaller } from "./mcp-client.js";
+import { attemptBuildStep, type BuildEngineStep, compileBuild } from "./plan-executor.js";
+import type { ExecutionPlan } from "./types.js";
 
 export interface BuildRunnerDeps {
   canvases: CanvasStore;
-  builds: BuildStore;
+  manager: RunManager;
   /** A fresh MCP connection to the canvas and sandbox tools (closed after each build). */
   connect(): Promise<ToolCaller>;
-  bus: EventBus;
   maxParallel: number;
   retryDelayScale: number;
-  /** A build stopped (completed, failed or paused). */
+  /** A build stopped (completed, failed, paused, cancelled, interrupted). */
   ended(rec: BuildRecord): void;
 }
 
 export class BuildRunner {
-  private readonly live = new Map<string, { pause: Cancellation; done: Promise<BuildRecord> }>();
-
   constructor(private readonly d: BuildRunnerDeps) {}
 
-  /** Start (or resume) a build in the background and stream its lines to this turn until it ends or detaches. */
+  /** Write a new build (a run of origin `builder`) and start it; `observe` hears its steps. */
+  begin(
+    b: { conversation: string; intent: BuildIntent; plan: ExecutionPlan },
+    observe?: (hooks: RunHooks) => void,
+  ): BuildRecord {
+    const run = this.d.manager.create(
+      {
+        id: alnumId("build_", 16),
+        system: b.plan.metadata.system,
+        conversation: b.conversation,
+        inputs: { intent: b.intent, plan: b.plan } satisfies BuildInputs as unknown as Record<string, unknown>,
+        origin: "builder",
+        steps: b.plan.steps.map((s) => s.id),
+      },
+      { observe, program: (rec) => this.program(rec) },
+    );
+    return buildOf(run);
+  }
+
+  /** Go on with a paused or interrupted build from its first unfinished step. */
+  resume(id: string, observe?: (hooks: RunHooks) => void): BuildRecord {
+    return buildOf(this.d.manager.resume(id, { observe, program: (rec) => this.program(rec) }));
+  }
+
+  /** A build's steps on the engine, through a fresh tool connection; its end commits a canvas version. */
+  async program(run: RunRecord): Promise<RunProgram> {
+    const { plan } = buildOf(run);
+    // Unreachable tools fail the build at its first steps (said in their error), and end it as any build.
+    const tools = await this.d.connect().catch((err: Error) => err);
+    return {
+      steps: compileBuild(plan, this.d.retryDelayScale),
+      maxParallel: this.d.maxParallel,
+      attempt: (step, outputs) => attemptBuildStep(tools, plan, step as BuildEngineStep, outputs),
+      output: () => undefined,
+      close: async () => {
+        const out = buildOf(this.d.manager.store.get(run.id)!);
+        try {
+          if (!(tools instanceof Error) && (out.status === "completed" || out.status === "failed")) {
+            // Laid out for the eye, then a version: undo goes back to before this plan.
+            if (out.status === "completed" && out.intent === "BUILD")
+              await tools.call("canvas_apply_layout", { system: out.system, layout: "layered" });
+            if (this.d.canvases.get(out.system))
+              this.d.canvases.commitVersion(
+                out.system,
+                `${out.intent.toLowerCase()} ${out.id}: ${out.plan.metadata.summary || out.status}`.slice(0, 200),
+              );
+          }
+        } finally {
+          if (!(tools instanceof Error)) await tools.close().catch(() => {});
+          this.d.ended(out);
+        }
+      },
+    };
+  }
+
+  /**
+   * Start (or resume) a build with `launch` and stream its lines to this turn until it ends or
+   * detaches; `endText` says what comes next.
+   */
   async *follow(
-    rec: BuildRecord,
-    head: string,
+    launch: (observe: (hooks: RunHooks) => void) => BuildRecord,
+    head: (id: string) => string,
     turnCancel: Cancellation,
     detachAfterMs: number,
     endText: (b: BuildRecord) => Promise<string>,
@@ -46,16 +108,30 @@ export class BuildRunner {
       wake = undefined;
       w?.();
     };
-    const done = this.start(rec, (r) => {
-      const line = stepLine(r);
-      if (line) push(line);
-    });
+    let plan: ExecutionPlan | undefined;
+    /** One chat line for a step: `- ✓ \`id\` Name → \`node\``. */
+    const say = (step: string, mark: string, text: string) => {
+      const name = plan?.steps.find((s) => s.id === step)?.name;
+      push(`- ${mark} \`${step}\` ${name && name !== step ? `${name} ` : ""}${text}`);
+    };
+    const rec = launch((hooks) =>
+      hooks
+        .addHandler("stepRetry", (step, attempt, e) => say(step, "↻", `attempt ${attempt}: ${e.message}`))
+        .addHandler("stepAfter", (step, e) => {
+          if (e.status === "completed")
+            say(step, "✓", typeof e.output === "string" && e.output ? `→ \`${e.output}\`` : "");
+          else if (e.status === "failed") say(step, "✗", `failed: ${e.error.message}`);
+          else if (e.status === "skipped") say(step, "–", `not run: ${e.reason}`);
+        }),
+    );
+    plan = rec.plan;
     let ended: BuildRecord | undefined;
-    void done.then((b) => {
-      ended = b;
+    // The build's end: the run's end, then its program's (canvas version, conversation state).
+    void this.d.manager.wait(rec.id).then((r) => {
+      ended = buildOf(r);
       push("");
     });
-    yield { type: "text", text: head };
+    yield { type: "text", text: head(rec.id) };
     const detachAt = Date.now() + detachAfterMs;
     // Bounded by the detach time; each wait ends on a line, the end, the client leaving, or the deadline.
     while (!ended && !turnCancel.aborted && Date.now() < detachAt) {
@@ -87,105 +163,5 @@ export class BuildRunner {
     }
     yield { type: "text", text: `\n${await endText(ended)}` };
     yield { type: "done", finishReason: "stop" };
-  }
-
-  /** Run a build (fresh or resumed) in the background; its end commits a canvas version and sets the state. */
-  start(rec: BuildRecord, report: (r: StepReport) => void): Promise<BuildRecord> {
-    const pause = new Cancellation();
-    const done = (async () => {
-      let tools: ToolCaller | undefined;
-      try {
-        tools = await this.d.connect();
-        const out = await executeBuild(
-          {
-            tools,
-            store: this.d.builds,
-            bus: this.d.bus,
-            maxParallel: this.d.maxParallel,
-            delayScale: this.d.retryDelayScale,
-          },
-          rec,
-          pause,
-          report,
-        );
-        if (out.status !== "paused") {
-          // Laid out for the eye, then a version: undo goes back to before this plan.
-          if (out.status === "completed" && out.intent === "BUILD")
-            await tools.call("canvas_apply_layout", { system: out.system, layout: "layered" });
-          if (this.d.canvases.get(out.system))
-            this.d.canvases.commitVersion(
-              out.system,
-              `${out.intent.toLowerCase()} ${out.id}: ${out.plan.metadata.summary || out.status}`.slice(0, 200),
-            );
-        }
-        return out;
-      } catch (err) {
-        rec.status = "failed";
-        rec.error = `the tools could not be reached: ${(err as Error).message}`;
-        this.d.builds.save(rec);
-        this.d.bus.emit({
-          type: "execution:planComplete",
-          buildId: rec.id,
-          system: rec.system,
-          status: "failed",
-          error: rec.error,
-          ms: 0,
-        });
-        return rec;
-      } finally {
-        await tools?.close().catch(() => {});
-        this.live.delete(rec.id);
-        this.d.ended(rec);
-      }
-    })();
-    this.live.set(rec.id, { pause, done });
-    return done;
-  }
-
-  isLive(buildId: string): boolean {
-    return this.live.has(buildId);
-  }
-
-  /** Ask a running build to stop between steps. False when it is not running here. */
-  pause(buildId: string): boolean {
-    const live = this.live.get(buildId);
-    if (!live) return false;
-    live.pause.abort(new Error("paused"));
-    return true;
-  }
-
-  /** Resume a paused build in the background. */
-  resume(buildId: string): BuildRecord | undefined {
-    const b = this.d.builds.get(buildId);
-    if (b?.status !== "paused" || this.live.has(buildId)) return undefined;
-    void this.start(b, () => {});
-    return b;
-  }
-
-  /** Its end when it is live, else its record. */
-  async settled(buildId: string): Promise<BuildRecord | undefined> {
-    return (await this.live.get(buildId)?.done) ?? this.d.builds.get(buildId);
-  }
-
-  /** Pause every live build (shutdown): they resume from their unfinished steps. */
-  async close(): Promise<void> {
-    for (const id of [...this.live.keys()]) this.pause(id);
-    await Promise.all([...this.live.values()].map((l) => l.done.catch(() => undefined)));
-  }
-}
-
-function stepLine(r: StepReport): string | undefined {
-  const what = `\`${r.step.id}\` ${r.step.name && r.step.name !== r.step.id ? `${r.step.name} ` : ""}`;
-  switch (r.status) {
-    case "completed":
-      return `- ✓ ${what}${r.detail ? `→ \`${r.detail}\`` : ""}`;
-    case "failed":
-      return `- ✗ ${what}failed: ${r.detail ?? ""}`;
-    case "skipped":
-      return `- – ${what}${r.detail ?? "skipped"}`;
-    case "retry":
-      return `- ↻ ${what}attempt ${r.attempt}: ${r.detail ?? ""}`;
-    default:
-      return undefined;
   }
 }

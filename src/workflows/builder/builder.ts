@@ -23,7 +23,8 @@
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import { isRouterQuestion } from "../conversation/machine.js";
-import type { BuildRecord } from "./build-store.js";
+import type { RunRecord } from "../systems/db.js";
+import type { RunProgram } from "../systems/runner.js";
 import { answerQuery, configureSystem, exportSystem } from "./chat-answers.js";
 import { planChange } from "./chat-build.js";
 import { confirmed, runCommand } from "./chat-commands.js";
@@ -114,25 +115,10 @@ export class BuilderEngine {
     return keywordIntent(text);
   }
 
-  // ---- builds from outside the chat (HTTP, CLI) ---------------------------------------------
+  // ---- builds from outside the chat (HTTP, after a restart) ---------------------------------
 
-  /** Ask a running build to stop between steps. False when it is not running here. */
-  pause(buildId: string): boolean {
-    return this.chat.runner.pause(buildId);
-  }
-
-  /** Resume a paused build in the background. */
-  resume(buildId: string): BuildRecord | undefined {
-    return this.chat.runner.resume(buildId);
-  }
-
-  /** Wait for a live build (tests, shutdown). */
-  settled(buildId: string): Promise<BuildRecord | undefined> {
-    return this.chat.runner.settled(buildId);
-  }
-
-  /** Pause every live build (shutdown): they resume from their unfinished steps. */
-  close(): Promise<void> {
-    return this.chat.runner.close();
+  /** The program of a build resumed through the run manager: this engine's tools and settings. */
+  program(run: RunRecord): Promise<RunProgram> {
+    return this.chat.runner.program(run);
   }
 }

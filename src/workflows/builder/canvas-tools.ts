@@ -1,9 +1,9 @@
 /**
  * The canvas and sandbox operations the MCP tools expose (src/workflows/builder/mcp-server.ts), callable
  * directly too (the Builder's plan executor). Each node/edge change runs in one store transaction
- * (CanvasStore.mutate) and is then told on the bus: `node:created`, `node:updated` (with the key),
- * `node:deleted` per removed node, `edge:created`, `edge:deleted` per removed edge; a layout sends
- * `node:updated` (key `position`) for each node it moved.
+ * (CanvasStore.mutate) and is then told on the bus: `node.created`, `node.updated` (with the key),
+ * `node.deleted` per removed node, `edge.created`, `edge.deleted` per removed edge; a layout sends
+ * `node.updated` (key `position`) for each node it moved.
  *
  * `createNode` on a system id that has no canvas yet creates it (a draft at version 0, named after
  * the id) in the same transaction: a host can start a system by creating its first node. The
@@ -136,7 +136,7 @@ export class CanvasTools {
         },
         { create: {} },
       );
-      this.bus?.emit({ type: "node:created", system, node: structuredClone(node) });
+      this.bus?.emit({ type: "node.created", system, node: structuredClone(node) });
       return { system, nodeId: node.id, node, canvasCreated };
     });
   }
@@ -153,7 +153,7 @@ export class CanvasTools {
         edge = r.edge;
         return r.canvas;
       });
-      this.bus?.emit({ type: "edge:created", system, edge: { ...edge } });
+      this.bus?.emit({ type: "edge.created", system, edge: { ...edge } });
       return { system, edgeId: edge.id, edge };
     });
   }
@@ -172,7 +172,7 @@ export class CanvasTools {
         return r.canvas;
       });
       const key = typeof args.key === "string" ? args.key.trim() : String(args.key);
-      this.bus?.emit({ type: "node:updated", system, node: structuredClone(node), key });
+      this.bus?.emit({ type: "node.updated", system, node: structuredClone(node), key });
       return { system, nodeId: node.id, key, node };
     });
   }
@@ -192,8 +192,8 @@ export class CanvasTools {
         removedEdges = r.removedEdges;
         return r.canvas;
       });
-      for (const edgeId of removedEdges) this.bus?.emit({ type: "edge:deleted", system, edgeId });
-      for (const nodeId of removedNodes) this.bus?.emit({ type: "node:deleted", system, nodeId });
+      for (const edgeId of removedEdges) this.bus?.emit({ type: "edge.deleted", system, edgeId });
+      for (const nodeId of removedNodes) this.bus?.emit({ type: "node.deleted", system, nodeId });
       return { system, nodeId: removedNodes[0]!, removedNodes, removedEdges };
     });
   }
@@ -251,7 +251,7 @@ export class CanvasTools {
       for (const n of saved.nodes) {
         const p = old.get(n.id);
         if (!p || p.x !== n.position.x || p.y !== n.position.y)
-          this.bus?.emit({ type: "node:updated", system, node: structuredClone(n), key: "position" });
+          this.bus?.emit({ type: "node.updated", system, node: structuredClone(n), key: "position" });
       }
       return { system, layout, positions: saved.nodes.map((n) => ({ id: n.id, position: { ...n.position } })) };
     });

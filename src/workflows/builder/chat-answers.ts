@@ -118,14 +118,18 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
   }));
   const current = focus ? chat.d.canvases.get(focus) : undefined;
   const runs =
-    chat.d.runs?.list({ limit: 10 }).map((r) => ({
-      id: r.id,
-      system: r.system,
-      status: r.status,
-      failedStep: r.failedStep,
-      error: r.error,
-      createdAt: new Date(r.createdAt).toISOString(),
-    })) ?? [];
+    chat.d.runs
+      ?.list({ limit: 20 })
+      .filter((r) => r.origin !== "builder") // the systems' runs; builds are the builder's own
+      .slice(0, 10)
+      .map((r) => ({
+        id: r.id,
+        system: r.system,
+        status: r.status,
+        failedStep: r.failedStep,
+        error: r.error,
+        createdAt: new Date(r.createdAt).toISOString(),
+      })) ?? [];
   return {
     canvases,
     current: current

@@ -7,9 +7,9 @@
  */
 import type { BackendEvent, Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
-import { alnumId } from "../../core/util/ids.js";
 import { architectPrompt, parsePlan, repairRequest, type ArchitectContext } from "./architect.js";
 import { validatePlan } from "./plan-check.js";
+import type { RunHooks } from "../engine/scheduler.js";
 import type { BuildRecord } from "./build-store.js";
 import type { BuilderChat } from "./chat-kit.js";
 import { SYSTEM_ID } from "./chat-words.js";
@@ -122,43 +122,43 @@ export function startBuild(
       description: plan.metadata.description || c.description,
     }));
   }
-  const rec: BuildRecord = {
-    id: alnumId("build_", 16),
-    conversation: conv,
-    system,
-    intent,
-    status: "running",
-    plan,
-    steps: {},
-    vars: {},
-    createdAt: Date.now(),
-    updatedAt: Date.now(),
-  };
-  chat.d.builds.save(rec);
   chat.setFocus(conv, system);
-  const head = `${intent === "BUILD" ? "Building" : "Changing"} **${plan.metadata.name || system}** (build \`${rec.id}\`)${plan.metadata.summary ? `: ${plan.metadata.summary}` : ""}\n\n`;
-  return { kind: "answer", events: followBuild(chat, conv, rec, head, input.turn.cancel) };
+  const head = (id: string) =>
+    `${intent === "BUILD" ? "Building" : "Changing"} **${plan.metadata.name || system}** (build \`${id}\`)${plan.metadata.summary ? `: ${plan.metadata.summary}` : ""}\n\n`;
+  return {
+    kind: "answer",
+    events: followBuild(
+      chat,
+      conv,
+      (observe) => chat.runner.begin({ conversation: conv, intent, plan }, observe),
+      head,
+      input.turn.cancel,
+    ),
+  };
 }
 
-/** Stream a build (fresh or resumed) to this turn until it ends or detaches; its end text names what comes next. */
+/** Start (or resume) a build with `launch` and stream it to this turn until it ends or detaches; its end text names what comes next. */
 export function followBuild(
   chat: BuilderChat,
   conv: string,
-  rec: BuildRecord,
-  head: string,
+  launch: (observe: (hooks: RunHooks) => void) => BuildRecord,
+  head: (id: string) => string,
   turnCancel: Cancellation,
 ): AsyncGenerator<BackendEvent> {
   chat.setState(conv, "executing");
-  return chat.runner.follow(rec, head, turnCancel, chat.opts.detachAfterSeconds * 1000, (b) => buildEndText(chat, b));
+  return chat.runner.follow(launch, head, turnCancel, chat.opts.detachAfterSeconds * 1000, (b) =>
+    buildEndText(chat, b),
+  );
 }
 
 /** What a build that stopped (completed, failed or paused) tells the person, and what they can say next. */
 export async function buildEndText(chat: BuilderChat, b: BuildRecord): Promise<string> {
   const name = b.plan.metadata.name || b.system;
-  if (b.status === "paused") {
+  if (b.status === "paused" || b.status === "interrupted") {
     const left = Object.values(b.steps).filter((s) => s.status !== "completed" && s.status !== "skipped").length;
     return `Paused with ${left} step${left === 1 ? "" : "s"} to go. Say **resume** to go on.`;
   }
+  if (b.status === "cancelled") return "The build was cancelled. Say **undo** to go back to the canvas as it was.";
   if (b.status === "failed") {
     const step = b.plan.steps.find((s) => s.id === b.failedStep);
     return `The build stopped: step \`${b.failedStep ?? "?"}\`${step ? ` (${step.name})` : ""} failed: ${b.error ?? "unknown error"}. Steps that needed it were not run. Say **undo** to go back to the canvas as it was.`;

@@ -6,6 +6,7 @@
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import type { BuilderQuestion } from "../conversation/machine.js";
+import { buildOf } from "./build-store.js";
 import { applyChanges } from "./configure.js";
 import { compiledSystem, deployCanvas, undeployCanvas } from "./deploy.js";
 import { buildEndText, followBuild, startBuild } from "./chat-build.js";
@@ -22,21 +23,20 @@ export async function runCommand(
 ): Promise<Dispatch> {
   if (cmd === "pause") {
     const b = chat.d.builds.latest(conv, ["running"]);
-    if (!b || !chat.runner.isLive(b.id)) return chat.say(conv, "No build is running in this conversation.", "idle");
-    chat.runner.pause(b.id);
-    const out = await chat.runner.settled(b.id);
-    return chat.say(conv, out ? await buildEndText(chat, out) : "Paused.", "paused");
+    if (!b || !chat.d.manager.isLive(b.id)) return chat.say(conv, "No build is running in this conversation.", "idle");
+    const out = buildOf(await chat.d.manager.pause(b.id));
+    return chat.say(conv, await buildEndText(chat, out), "paused");
   }
   if (cmd === "resume") {
-    const b = chat.d.builds.latest(conv, ["paused"]);
+    const b = chat.d.builds.latest(conv, ["paused", "interrupted"]);
     if (!b) return chat.say(conv, "No build is paused in this conversation.", "idle");
     return {
       kind: "answer",
       events: followBuild(
         chat,
         conv,
-        b,
-        `Resuming build \`${b.id}\` of **${b.plan.metadata.name || b.system}**\n\n`,
+        (observe) => chat.runner.resume(b.id, observe),
+        (id) => `Resuming build \`${id}\` of **${b.plan.metadata.name || b.system}**\n\n`,
         input.turn.cancel,
       ),
     };

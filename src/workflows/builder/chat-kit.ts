@@ -9,6 +9,7 @@ import type { BackendEvent, Dispatch } from "../../backends/contract/backend.js"
 import type { EventBus } from "../../ops/events/bus.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { RunStore } from "../systems/db.js";
+import type { RunManager } from "../systems/runner.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import type { ConversationState } from "../../wire/events.js";
 import type { BuilderQuestion, ConversationMachine } from "../conversation/machine.js";
@@ -32,6 +33,8 @@ export interface BuilderEngineDeps {
   callModel: ModelCaller;
   host: SystemsHost;
   runs?: RunStore;
+  /** Runs every build (and system run): pause, resume, cancel, restart recovery. */
+  manager: RunManager;
   dataDir: string;
   /** Models an agent node may use, with their backend type. */
   models: Array<{ id: string; kind: string }>;
@@ -53,16 +56,19 @@ export class BuilderChat {
   ) {
     this.runner = new BuildRunner({
       canvases: d.canvases,
-      builds: d.builds,
+      manager: d.manager,
       connect: d.connect,
-      bus: d.bus,
       maxParallel: opts.maxParallel,
       retryDelayScale: opts.retryDelayScale,
       ended: (rec) => {
         if (rec.conversation)
           this.setState(
             rec.conversation,
-            rec.status === "completed" ? "completed" : rec.status === "paused" ? "paused" : "error",
+            rec.status === "completed"
+              ? "completed"
+              : rec.status === "paused" || rec.status === "interrupted"
+                ? "paused"
+                : "error",
           );
       },
     });

@@ -1,7 +1,8 @@
 /**
  * The builder room, opened once over the systems database: the canvas store and tools (served at
- * `/mcp` and by `clawbridge mcp`), the build records, an in-process MCP connection for the Builder,
- * and export / import of a system as a bundle. The bridge (src/request/http/start.ts), the CLI and the
+ * `/mcp` and by `clawbridge mcp`), the build records (runs of origin `builder`; release
+ * 0.1.0's `builds` table is moved into runs when the room first opens), an in-process MCP
+ * connection for the Builder, and export / import of a system as a bundle. The bridge (src/request/http/start.ts), the CLI and the
  * HTTP routes all use this one composition.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -51,13 +52,10 @@ export function openBuilderRoom(args: {
   dataDir: string;
   bus?: EventBus;
   host?: SystemsHost;
-  /** The bridge starting: builds a stopped bridge left running become paused (never by a CLI command beside a running bridge). */
-  recover?: boolean;
 }): BuilderRoom {
   const tools = openBuilderTools({ db: args.db, dataDir: args.dataDir, bus: args.bus });
   const canvases = tools.store;
   const builds = new BuildStore(args.db);
-  if (args.recover) builds.pauseInterrupted();
   const dataDir = args.dataDir;
 
   return {

@@ -82,4 +82,3 @@ export interface IntentVerdict {
 
 /** A step's status in a build. */
 export type BuildStepStatus = "pending" | "running" | "completed" | "failed" | "skipped";
-export type BuildStatus = "running" | "paused" | "completed" | "failed";

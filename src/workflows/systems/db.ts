@@ -117,15 +117,17 @@ export class RunStore {
       run: db.prepare(`SELECT * FROM runs WHERE id = ?`),
       steps: db.prepare(`SELECT * FROM run_steps WHERE run_id = ? ORDER BY position`),
       byMessage: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND message_key = ? ORDER BY created_at DESC LIMIT 1`,
+        `SELECT id FROM runs WHERE conversation = ? AND message_key = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
       ),
       unreported: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND detached = 1 AND reported = 0 AND status IN ('completed','failed','cancelled','interrupted') ORDER BY ended_at`,
+        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND detached = 1 AND reported = 0 AND status IN ('completed','failed','cancelled','interrupted') ORDER BY ended_at`,
       ),
       active: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND status IN ('pending','running','paused') ORDER BY created_at DESC`,
+        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND status IN ('pending','running','paused') ORDER BY created_at DESC`,
       ),
-      latest: db.prepare(`SELECT id FROM runs WHERE conversation = ? ORDER BY created_at DESC LIMIT 1`),
+      latest: db.prepare(
+        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
+      ),
       setStatus: db.prepare(`UPDATE runs SET status = ?, updated_at = ? WHERE id = ?`),
       start: db.prepare(
         `UPDATE runs SET status = 'running', started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL, failed_step = NULL, updated_at = @now WHERE id = @id`,
@@ -210,12 +212,15 @@ export class RunStore {
     };
   }
 
-  list(filter: { conversation?: string; status?: RunStatus; system?: string; limit?: number } = {}): RunRecord[] {
+  list(
+    filter: { conversation?: string; status?: RunStatus; system?: string; origin?: RunOrigin; limit?: number } = {},
+  ): RunRecord[] {
     const where: string[] = [];
     const args: unknown[] = [];
     if (filter.conversation) where.push("conversation = ?"), args.push(filter.conversation);
     if (filter.status) where.push("status = ?"), args.push(filter.status);
     if (filter.system) where.push("system = ?"), args.push(filter.system);
+    if (filter.origin) where.push("origin = ?"), args.push(filter.origin);
     const limit = Math.min(Math.max(filter.limit ?? 50, 1), 1000);
     const rows = this.db
       .prepare(
@@ -231,7 +236,7 @@ export class RunStore {
     return row ? this.get(row.id) : undefined;
   }
 
-  /** Runs of a conversation that ended in the background and were not told yet. */
+  /** Runs of a conversation that ended in the background and were not told yet (builds are told by the builder). */
   unreported(conversation: string): RunRecord[] {
     return (this.stmts.unreported.all(conversation) as Array<{ id: string }>).map((r) => this.get(r.id)!);
   }

@@ -1,8 +1,10 @@
 /**
- * Runs systems and keeps their records: start (written `pending` before anything runs), pause,
- * resume (from the first unfinished step), cancel, and shutdown. Every change is written to the
- * run store and published on the event bus (`run.*`, `step.*`, and `run.output` for the text a
- * step streams). A run belongs to the manager, not to the chat turn that started it: the turn may
+ * Every run of steps — a system's, and a build (origin `builder`, whose program the builder
+ * registers) — with its record: start (written `pending` before anything runs), pause, resume (from
+ * the first unfinished step), cancel, and shutdown. The steps are scheduled by the engine
+ * (src/workflows/engine/scheduler.ts); the manager's hook handlers write every change to the run
+ * store and publish it on the event bus (`run.*`, `step.*` with the run's origin, and `run.output`
+ * for the text a step streams). A run belongs to the manager, not to the chat turn that started it: the turn may
  * detach and the run goes on; cancelling it is an explicit act (`cancel`, or the router when the
  * client of an attached turn goes away).
  *
@@ -13,7 +15,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
 import type { EventBus } from "../../ops/events/bus.js";
-import type { RunStatus } from "../../wire/runs.js";
+import type { RunOrigin, RunStatus } from "../../wire/runs.js";
 import { Cancellation } from "../../core/util/cancel.js";
 import { alnumId } from "../../core/util/ids.js";
 import type { RunRecord, RunStore } from "./db.js";
@@ -21,7 +23,8 @@ import { ExecError, type ExecContext, type ExecResult, type ModelCaller } from "
 import { executeLeaf } from "./executors/index.js";
 import { existingDir, sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
-import { runPlan, type CompiledStep, type StepHooks } from "./plan.js";
+import { RunHooks, runSteps, type EngineStep, type RunOutcome, type StepEnd } from "../engine/scheduler.js";
+import type { CompiledStep } from "./plan.js";
 import { renderValue, type Scope } from "../engine/template.js";
 
 export interface RunManagerDeps {
@@ -62,6 +65,27 @@ export interface StartRequest {
   messageKey?: string;
 }
 
+/** What a run executes: its steps, one attempt of a step, and the run's output. */
+export interface RunProgram {
+  steps: readonly EngineStep[];
+  maxParallel: number;
+  attempt(step: EngineStep, outputs: Record<string, unknown>, cancel: Cancellation): Promise<{ output: unknown }>;
+  output(outputs: Record<string, unknown>): unknown;
+  /** Let go of what the program holds (a tool connection), whatever the end. */
+  close?(): Promise<void>;
+}
+
+/** Makes the program of a run of a registered origin (the builder's builds), also when it is resumed. */
+export type ProgramSource = (rec: RunRecord) => Promise<RunProgram>;
+
+/** A launch's own program (else its origin's, or its system's) and hook handlers (a chat turn following it). */
+export interface LaunchOptions {
+  program?: ProgramSource;
+  observe?: (hooks: RunHooks) => void;
+}
+
+type RunEnd = { status: RunStatus; output?: unknown; error?: string; failedStep?: string };
+
 interface LiveRun {
   cancel: Cancellation;
   done: Promise<RunRecord>;
@@ -72,6 +96,7 @@ const RESUMABLE: ReadonlySet<RunStatus> = new Set(["paused", "interrupted", "fai
 
 export class RunManager {
   private readonly live = new Map<string, LiveRun>();
+  private readonly sources = new Map<RunOrigin, ProgramSource>();
   private closed = false;
 
   constructor(private readonly deps: RunManagerDeps) {}
@@ -85,7 +110,7 @@ export class RunManager {
     const ids = this.deps.store.interruptLeftovers();
     for (const id of ids) {
       const rec = this.deps.store.get(id)!;
-      this.deps.bus.emit({ type: "run.interrupted", runId: id, system: rec.system });
+      this.deps.bus.emit({ type: "run.interrupted", runId: id, system: rec.system, origin: rec.origin });
       this.deps.log.warn(
         { runId: id, system: rec.system },
         "run interrupted by a bridge stop; it will not be re-run unless resumed",
@@ -132,7 +157,7 @@ export class RunManager {
   }
 
   /** Resume a paused, interrupted or failed run from its first unfinished step. */
-  resume(id: string): RunRecord {
+  resume(id: string, opts: LaunchOptions = {}): RunRecord {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const rec = this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
@@ -141,10 +166,15 @@ export class RunManager {
         "conflict",
         `run ${id} is ${rec.status}; only a paused, interrupted or failed run can be resumed`,
       );
-    if (!this.deps.library.get(rec.system))
-      throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
+    if (!opts.program && !this.sources.has(rec.origin)) {
+      // A build is never re-run as the system deployed from its canvas.
+      if (rec.origin === "builder")
+        throw new RunError("conflict", `run ${id} is a build; no builder backend is configured to carry it out`);
+      if (!this.deps.library.get(rec.system))
+        throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
+    }
     this.deps.store.resetUnfinished(id);
-    this.launch(id);
+    this.launch(id, opts);
     return this.deps.store.get(id)!;
   }
 
@@ -169,7 +199,7 @@ export class RunManager {
       throw new RunError("conflict", `run ${id} already ended (${rec.status})`);
     this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
     this.deps.store.resetUnfinished(id);
-    this.deps.bus.emit({ type: "run.cancelled", runId: id, system: rec.system });
+    this.deps.bus.emit({ type: "run.cancelled", runId: id, system: rec.system, origin: rec.origin });
     return this.deps.store.get(id)!;
   }
 
@@ -191,16 +221,39 @@ export class RunManager {
     await Promise.allSettled(all.map((l) => l.done));
   }
 
-  private launch(id: string): void {
+  /** Write a run of another origin (a build) and start it with its program. */
+  create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions): RunRecord {
+    if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
+    this.deps.store.create(run);
+    this.launch(run.id, opts);
+    return this.deps.store.get(run.id)!;
+  }
+
+  /** Where the programs of runs of `origin` come from (the builder registers its builds). */
+  register(origin: RunOrigin, source: ProgramSource): void {
+    this.sources.set(origin, source);
+  }
+
+  private launch(id: string, opts: LaunchOptions = {}): void {
     const cancel = new Cancellation();
     // Started on the next microtask: the caller subscribes to the run's events first.
     const done = Promise.resolve()
-      .then(() => this.execute(id, cancel))
+      .then(() => this.execute(id, cancel, opts))
       .catch((err: unknown) => {
-        // Only the store itself failing gets here; the run is reported failed if it can be.
+        // Only the store itself (or a program's set-up) failing gets here; the run is reported failed if it can be.
         this.deps.log.error({ err, runId: id }, "run could not be executed");
         try {
           this.deps.store.finish(id, { status: "failed", error: (err as Error).message });
+          const rec = this.deps.store.get(id);
+          if (rec)
+            this.deps.bus.emit({
+              type: "run.failed",
+              runId: id,
+              system: rec.system,
+              origin: rec.origin,
+              error: (err as Error).message,
+              ms: 0,
+            });
         } catch {
           /* the store is gone */
         }
@@ -210,94 +263,105 @@ export class RunManager {
     this.live.set(id, { cancel, done });
   }
 
-  private async execute(id: string, cancel: Cancellation): Promise<RunRecord> {
+  /** The steps a run executes: a system's plan, or what the source of its origin makes. */
+  private program(rec: RunRecord, given?: ProgramSource): Promise<RunProgram> {
+    const source = given ?? this.sources.get(rec.origin);
+    if (source) return source(rec);
+    const plan = this.deps.library.plan(rec.system);
+    return Promise.resolve({
+      steps: plan.steps,
+      maxParallel: plan.maxParallel,
+      attempt: (step, outputs, attemptCancel) =>
+        this.attempt(
+          rec.id,
+          rec,
+          step as CompiledStep,
+          { inputs: rec.inputs, steps: wrap(outputs), runId: rec.id },
+          attemptCancel,
+          0,
+        ),
+      output: (outputs) => outputs[plan.output],
+    });
+  }
+
+  private async execute(id: string, cancel: Cancellation, opts: LaunchOptions): Promise<RunRecord> {
     const { store, bus, log } = this.deps;
     const rec = store.get(id)!;
-    const system = this.deps.library.get(rec.system)!;
+    const program = await this.program(rec, opts.program);
+    const ev = { runId: id, system: rec.system, origin: rec.origin };
     const started = Date.now();
     store.markStarted(id);
-    bus.emit({ type: "run.started", runId: id, system: system.id, conversation: rec.conversation });
     const done: Record<string, unknown> = {};
     for (const s of rec.steps) if (s.status === "completed") done[s.id] = s.output;
-    const hooks: StepHooks = {
-      started: (step, attempt) => {
+    let end: RunEnd = { status: "failed", error: "the run did not end" };
+    const hooks = new RunHooks()
+      .addHandler("runBefore", () => bus.emit({ type: "run.started", ...ev, conversation: rec.conversation }))
+      .addHandler("stepBefore", (step, attempt) => {
         store.stepStarted(id, step, attempt);
-        bus.emit({ type: "step.started", runId: id, step, attempt });
-      },
-      retry: (step, attempt, error, delayMs) =>
-        bus.emit({ type: "step.retry", runId: id, step, attempt, error: error.message, delayMs }),
-      completed: (step, output, ms) => {
-        store.stepEnded(id, step, "completed", { output });
-        bus.emit({ type: "step.completed", runId: id, step, ms });
-      },
-      failed: (step, error, ms) => {
-        store.stepEnded(id, step, "failed", { error: error.message });
-        bus.emit({ type: "step.failed", runId: id, step, error: error.message, ms });
-      },
-      skipped: (step, reason) => {
-        store.stepEnded(id, step, "skipped", { error: reason });
-        bus.emit({ type: "step.skipped", runId: id, step, reason });
-      },
-      stopped: (step) => store.stepEnded(id, step, "pending"),
-    };
-    let end: { status: RunStatus; output?: unknown; error?: string; failedStep?: string };
+        bus.emit({ type: "step.started", ...ev, step, attempt });
+      })
+      .addHandler("stepRetry", (step, attempt, error, delayMs) =>
+        bus.emit({ type: "step.retry", ...ev, step, attempt, error: error.message, delayMs }),
+      )
+      .addHandler("stepAfter", (step, e) => {
+        if (e.status === "stopped") return store.stepEnded(id, step, "pending");
+        store.stepEnded(id, step, e.status, {
+          output: e.status === "completed" ? e.output : undefined,
+          error: e.status === "failed" ? e.error.message : e.status === "skipped" ? e.reason : undefined,
+        });
+        publishStepEnd(bus, ev, step, e);
+      })
+      .addHandler("runAfter", (res) => {
+        end = this.endOf(res, cancel, program);
+        this.persistEnd(rec, end, Date.now() - started);
+      });
+    opts.observe?.(hooks);
     try {
-      const plan = this.deps.library.plan(system.id);
-      const res = await runPlan({
-        plan,
+      await runSteps({
+        steps: program.steps,
+        maxParallel: program.maxParallel,
         done,
         cancel,
         hooks,
         retryBaseMs: this.deps.retryBaseMs,
-        attempt: (step, outputs, attemptCancel) =>
-          this.attempt(id, rec, step, { inputs: rec.inputs, steps: wrap(outputs), runId: id }, attemptCancel, 0),
+        attempt: program.attempt,
       });
-      if (res.outcome === "completed") end = { status: "completed", output: res.outputs[plan.output] };
-      else if (res.outcome === "failed") end = { status: "failed", error: res.error, failedStep: res.failedStep };
-      else {
-        const stop = cancel.reason instanceof RunStop ? cancel.reason.kind : "cancelled";
-        end =
-          stop === "paused"
-            ? { status: "paused" }
-            : stop === "shutdown"
-              ? { status: "interrupted", error: "the bridge stopped while this run was going" }
-              : { status: "cancelled", error: "cancelled" };
-      }
     } catch (err) {
       log.error({ err, runId: id }, "run crashed");
       end = { status: "failed", error: (err as Error).message };
+      this.persistEnd(rec, end, Date.now() - started);
+    } finally {
+      await program.close?.().catch(() => {});
     }
-    if (end.status === "paused") store.setStatus(id, "paused");
-    else store.finish(id, end);
-    if (end.status === "cancelled") store.resetUnfinished(id);
-    const ms = Date.now() - started;
-    switch (end.status) {
-      case "completed":
-        bus.emit({ type: "run.completed", runId: id, system: system.id, ms });
-        break;
-      case "failed":
-        bus.emit({
-          type: "run.failed",
-          runId: id,
-          system: system.id,
-          step: end.failedStep,
-          error: end.error ?? "failed",
-          ms,
-        });
-        break;
-      case "paused":
-        bus.emit({ type: "run.paused", runId: id, system: system.id });
-        break;
-      case "cancelled":
-        bus.emit({ type: "run.cancelled", runId: id, system: system.id });
-        break;
-      case "interrupted":
-        store.markDetached(id);
-        bus.emit({ type: "run.interrupted", runId: id, system: system.id });
-        break;
-    }
-    log.info({ runId: id, system: system.id, status: end.status, ms, failedStep: end.failedStep }, "run ended");
+    log.info(
+      { runId: id, system: rec.system, origin: rec.origin, status: end.status, failedStep: end.failedStep },
+      "run ended",
+    );
     return store.get(id)!;
+  }
+
+  private endOf(res: RunOutcome, cancel: Cancellation, program: RunProgram): RunEnd {
+    if (res.outcome === "completed") return { status: "completed", output: program.output(res.outputs) };
+    if (res.outcome === "failed") return { status: "failed", error: res.error, failedStep: res.failedStep };
+    const stop = cancel.reason instanceof RunStop ? cancel.reason.kind : "cancelled";
+    if (stop === "paused") return { status: "paused" };
+    if (stop === "shutdown") return { status: "interrupted", error: "the bridge stopped while this run was going" };
+    return { status: "cancelled", error: "cancelled" };
+  }
+
+  /** The run's end written and published (`run.completed|failed|paused|cancelled|interrupted`). */
+  private persistEnd(rec: RunRecord, end: RunEnd, ms: number): void {
+    const { store, bus } = this.deps;
+    const ev = { runId: rec.id, system: rec.system, origin: rec.origin };
+    if (end.status === "paused") store.setStatus(rec.id, "paused");
+    else store.finish(rec.id, end);
+    if (end.status === "cancelled") store.resetUnfinished(rec.id);
+    if (end.status === "interrupted") store.markDetached(rec.id);
+    if (end.status === "completed") bus.emit({ type: "run.completed", ...ev, ms });
+    else if (end.status === "failed")
+      bus.emit({ type: "run.failed", ...ev, step: end.failedStep, error: end.error ?? "failed", ms });
+    else if (end.status === "paused" || end.status === "cancelled" || end.status === "interrupted")
+      bus.emit({ type: `run.${end.status}`, ...ev });
   }
 
   /** One attempt of one step: a leaf kind, or another system run inline as a nested plan. */
@@ -345,20 +409,21 @@ export class RunManager {
     const plan = this.deps.library.plan(sub.id);
     const subPrefix = `${stepName}/`;
     const bus = this.deps.bus;
-    const res = await runPlan({
-      plan,
+    // Its steps are published under `<step>/<sub-step>`; only the top run's steps are stored.
+    const ev = { runId, origin: rec.origin };
+    const hooks = new RunHooks()
+      .addHandler("stepBefore", (s, attempt) => bus.emit({ type: "step.started", ...ev, step: subPrefix + s, attempt }))
+      .addHandler("stepRetry", (s, attempt, e, delayMs) =>
+        bus.emit({ type: "step.retry", ...ev, step: subPrefix + s, attempt, error: e.message, delayMs }),
+      )
+      .addHandler("stepAfter", (s, e) => publishStepEnd(bus, ev, subPrefix + s, e));
+    const res = await runSteps({
+      steps: plan.steps,
+      maxParallel: plan.maxParallel,
       done: {},
       cancel,
       retryBaseMs: this.deps.retryBaseMs,
-      hooks: {
-        started: (s, attempt) => bus.emit({ type: "step.started", runId, step: subPrefix + s, attempt }),
-        retry: (s, attempt, e, delayMs) =>
-          bus.emit({ type: "step.retry", runId, step: subPrefix + s, attempt, error: e.message, delayMs }),
-        completed: (s, _o, ms) => bus.emit({ type: "step.completed", runId, step: subPrefix + s, ms }),
-        failed: (s, e, ms) => bus.emit({ type: "step.failed", runId, step: subPrefix + s, error: e.message, ms }),
-        skipped: (s, reason) => bus.emit({ type: "step.skipped", runId, step: subPrefix + s, reason }),
-        stopped: () => {},
-      },
+      hooks,
       attempt: (s, outputs, c) =>
         this.attempt(
           runId,
@@ -375,6 +440,15 @@ export class RunManager {
     // The nested run already retried its own steps: not retryable as a whole.
     throw new ExecError("invalid", `system ${sub.id} failed at step ${res.failedStep}: ${res.error}`, false);
   }
+}
+
+type StepEvent = { runId: string; system?: string; origin: RunOrigin };
+
+/** `step.completed|failed|skipped` for a step's end (a stopped step publishes nothing: it is pending again). */
+function publishStepEnd(bus: EventBus, ev: StepEvent, step: string, e: StepEnd): void {
+  if (e.status === "completed") bus.emit({ type: "step.completed", ...ev, step, ms: e.ms });
+  else if (e.status === "failed") bus.emit({ type: "step.failed", ...ev, step, error: e.error.message, ms: e.ms });
+  else if (e.status === "skipped") bus.emit({ type: "step.skipped", ...ev, step, reason: e.reason });
 }
 
 const wrap = (outputs: Record<string, unknown>) =>

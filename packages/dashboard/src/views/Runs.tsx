@@ -1,4 +1,4 @@
-/** Runs: each run's steps with status and times, its output, pause/resume/cancel, and a live log. */
+/** Runs (a system's, and builds: origin builder): each run's steps with status and times, its output, pause/resume/cancel, and a live log. */
 import { useEffect, useRef, useState } from "react";
 import type { List } from "@wire/admin";
 import type { BridgeEvent } from "@wire/events";
@@ -293,7 +293,8 @@ export function Runs({ selected }: { selected?: string }) {
                   {r.system} <Badge status={r.status} />
                 </span>
                 <span className="muted small">
-                  {r.id} · {ago(r.created_at)}
+                  {r.id} · {r.origin === "builder" ? "build · " : ""}
+                  {ago(r.created_at)}
                 </span>
               </a>
             </li>

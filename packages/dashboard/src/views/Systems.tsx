@@ -21,13 +21,16 @@ interface Entry {
   source?: string;
 }
 
-const listRefresh = (e: BridgeEvent) => e.type === "execution:planComplete" || e.type === "node:created";
+/** A build that stopped (a run of origin builder), or a new node: the lists may have changed. */
+const buildEnded = (e: BridgeEvent) =>
+  "origin" in e && e.origin === "builder" && e.type.startsWith("run.") && e.type !== "run.started";
+const listRefresh = (e: BridgeEvent) => buildEnded(e) || e.type === "node.created";
 
 /** The canvas and library lists (a canvas 404s when the builder is off: then there are none). */
 function useEntries() {
   const systems = useApi<SystemList>("/v1/systems", {
     everyMs: 30_000,
-    refreshOn: (e) => e.type === "execution:planComplete",
+    refreshOn: buildEnded,
   });
   const [canvases, setCanvases] = useState<CanvasSummary[] | undefined>(undefined);
   const [canvasError, setCanvasError] = useState<string | undefined>(undefined);
@@ -51,8 +54,8 @@ function useEntries() {
   const known = useRef(new Set<string>());
   useEvents((e) => {
     if (!listRefresh(e)) return;
-    const sys = typeof e.system === "string" ? e.system : undefined;
-    if (e.type === "node:created" && sys && known.current.has(sys)) return;
+    const sys = "system" in e && typeof e.system === "string" ? e.system : undefined;
+    if (e.type === "node.created" && sys && known.current.has(sys)) return;
     load.current();
   });
   const entries = useMemo<Entry[]>(() => {
@@ -169,15 +172,15 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
     if (!("system" in e) || e.system !== id) return;
     const apply = (fn: (c: CanvasDetail) => CanvasDetail) => setCanvas((c) => (c ? fn(c) : c));
     switch (e.type) {
-      case "node:created":
-      case "node:updated": {
+      case "node.created":
+      case "node.updated": {
         const node = e.node;
         setCanvas((c) => (c ? { ...c, nodes: [...c.nodes.filter((n) => n.id !== node.id), node] } : c));
         if (!canvas) load.current();
         mark(node.id);
         break;
       }
-      case "node:deleted": {
+      case "node.deleted": {
         const gone = e.nodeId;
         apply((c) => ({
           ...c,
@@ -186,34 +189,41 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
         }));
         break;
       }
-      case "edge:created": {
+      case "edge.created": {
         const edge = e.edge;
         apply((c) => ({ ...c, edges: [...c.edges.filter((x) => x.id !== edge.id), edge] }));
         mark(edge.id);
         break;
       }
-      case "edge:deleted":
+      case "edge.deleted":
         apply((c) => ({ ...c, edges: c.edges.filter((x) => x.id !== e.edgeId) }));
         break;
-      case "execution:stepStart":
-        note(
-          `step ${String(e.step)} ${String(e.name ?? "")} (${String(e.action)})${Number(e.attempt) > 1 ? `, attempt ${String(e.attempt)}` : ""}`,
-          "running",
-        );
+      // A build's steps (a run of origin builder) as they go.
+      case "step.started":
+        if (e.origin === "builder")
+          note(`step ${e.step} started${e.attempt > 1 ? `, attempt ${String(e.attempt)}` : ""}`, "running");
         break;
-      case "execution:stepRetry":
-        note(`step ${String(e.step)} failed, retrying: ${String(e.error)}`, "warn");
+      case "step.retry":
+        if (e.origin === "builder") note(`step ${e.step} failed, retrying: ${e.error}`, "warn");
         break;
-      case "execution:stepComplete":
-        note(
-          `step ${String(e.step)} ${String(e.status)} in ${ms(Number(e.ms))}${e.error ? `: ${String(e.error)}` : ""}`,
-          String(e.status),
-        );
+      case "step.completed":
+      case "step.failed":
+      case "step.skipped":
+        if (e.origin === "builder")
+          note(
+            `step ${e.step} ${e.type.slice(5)}${"ms" in e ? ` in ${ms(e.ms)}` : ""}${"error" in e ? `: ${e.error}` : "reason" in e ? `: ${e.reason}` : ""}`,
+            e.type.slice(5),
+          );
         break;
-      case "execution:planComplete":
+      case "run.completed":
+      case "run.failed":
+      case "run.paused":
+      case "run.cancelled":
+      case "run.interrupted":
+        if (e.origin !== "builder") break;
         note(
-          `build ${String(e.status)} in ${ms(Number(e.ms))}${e.error ? `: ${String(e.error)}` : ""}`,
-          String(e.status),
+          `build ${e.type.slice(4)}${"ms" in e ? ` in ${ms(e.ms)}` : ""}${"error" in e ? `: ${e.error}` : ""}`,
+          e.type.slice(4),
         );
         load.current();
         break;
