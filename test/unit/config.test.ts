@@ -317,6 +317,21 @@ describe("every bad key is named", () => {
   });
 });
 
+test("server.backendProbeSeconds: 60 by default; below 5 s or above a day is refused, saying why", () => {
+  assert.equal(resolveConfig(minimal({}), "test").server.backendProbeSeconds, 60);
+  assert.equal(resolveConfig(minimal({ server: { backendProbeSeconds: 5 } }), "test").server.backendProbeSeconds, 5);
+  for (const [v, why] of [
+    [1, /at least 5 seconds/],
+    [100_000, /at most 86400/],
+  ] as const) {
+    const ps = problems(() => resolveConfig(minimal({ server: { backendProbeSeconds: v } }), "test"));
+    assert.ok(
+      ps.some((p) => p.startsWith("server.backendProbeSeconds:") && why.test(p)),
+      JSON.stringify(ps),
+    );
+  }
+});
+
 describe("listening beyond loopback needs API keys", () => {
   test("a non-loopback host without apiKeys is refused", () => {
     for (const host of ["0.0.0.0", "192.168.1.20", "::", "example.com"]) {
