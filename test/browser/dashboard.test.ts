@@ -235,7 +235,8 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/v1`;
     const raw = {
       dataDir: path.join(dir, "data"),
-      server: { host: "127.0.0.1", apiKeys: [KEY] },
+      // Backends probed in the background (test/helpers/bridge.ts turns it off for other tests).
+      server: { host: "127.0.0.1", apiKeys: [KEY], backendProbes: { enabled: true } },
       backends: {
         up: { type: "openai", baseUrl: up.url, apiKey: "x" },
         // Nothing listens on port 9: a backend the Backends view and the doctor show as not usable.

@@ -3,7 +3,8 @@
  * `GET /v1/admin/backends` serves it (src/request/http/admin-routes.ts), on a real Fastify app with
  * a probe the test holds open: the route answers at once from the last probe with its age while a
  * new one runs; `?refresh=1` starts a new probe and waits for it; one probe runs at a time however
- * often it is asked; the timer probes again and stops on close.
+ * often it is asked; the timer probes again and stops on close; with background probes off, each
+ * request waits for a probe.
  */
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
@@ -114,5 +115,18 @@ test("the timer probes again, never two at once, and stops on close", async () =
   await new Promise((r) => setTimeout(r, 100));
   h.release();
   assert.equal(h.s.started, n, "no probe after close");
+  assert.equal(h.s.most, 1);
+});
+
+test("with background probes off (server.backendProbes.enabled: false), each request waits for a probe", async () => {
+  const h = heldProbe();
+  const probes = new BackendProbes({ probe: h.probe, everyMs: 20, logger: pino({ level: "silent" }) });
+  const get = await serve(probes);
+  for (const n of [1, 2]) {
+    const r = get();
+    await until(`probe ${n} started by the request`, () => h.s.started === n);
+    h.release();
+    assert.deepEqual([(await r).data[0]!.detail, (await r).probing], [`probe ${n}`, false]);
+  }
   assert.equal(h.s.most, 1);
 });

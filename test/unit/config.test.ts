@@ -317,16 +317,17 @@ describe("every bad key is named", () => {
   });
 });
 
-test("server.backendProbeSeconds: 60 by default; below 5 s or above a day is refused, saying why", () => {
-  assert.equal(resolveConfig(minimal({}), "test").server.backendProbeSeconds, 60);
-  assert.equal(resolveConfig(minimal({ server: { backendProbeSeconds: 5 } }), "test").server.backendProbeSeconds, 5);
+test("server.backendProbes: on, every 60 s by default; below 5 s or above a day is refused, saying why", () => {
+  assert.deepEqual(resolveConfig(minimal({}), "test").server.backendProbes, { enabled: true, everySeconds: 60 });
+  const five = resolveConfig(minimal({ server: { backendProbes: { everySeconds: 5 } } }), "test");
+  assert.deepEqual(five.server.backendProbes, { enabled: true, everySeconds: 5 });
   for (const [v, why] of [
     [1, /at least 5 seconds/],
     [100_000, /at most 86400/],
   ] as const) {
-    const ps = problems(() => resolveConfig(minimal({ server: { backendProbeSeconds: v } }), "test"));
+    const ps = problems(() => resolveConfig(minimal({ server: { backendProbes: { everySeconds: v } } }), "test"));
     assert.ok(
-      ps.some((p) => p.startsWith("server.backendProbeSeconds:") && why.test(p)),
+      ps.some((p) => p.startsWith("server.backendProbes.everySeconds:") && why.test(p)),
       JSON.stringify(ps),
     );
   }

@@ -1,6 +1,6 @@
 /**
  * Each backend's health and which coding-agent CLIs are installed, probed in the background: at
- * start-up, every `server.backendProbeSeconds`, and when asked (`refresh`). A probe asks every
+ * start-up, every `server.backendProbes.everySeconds`, and when asked (`refresh`). A probe asks every
  * backend (`Backend.health`) and looks for every known CLI with its `--version`; together that takes
  * seconds, so readers (`GET /v1/admin/backends`) take the last result with its time instead of
  * waiting. One probe runs at a time: a refresh asked while one is running gets that one.
@@ -35,12 +35,12 @@ export class BackendProbes {
   /** The first probe now, then one every `everyMs` (the timer does not keep the process up). */
   start(): void {
     if (this.timer) return;
-    this.background();
-    this.timer = setInterval(() => this.background(), this.deps.everyMs);
+    this.probeInBackground();
+    this.timer = setInterval(() => this.probeInBackground(), this.deps.everyMs);
     this.timer.unref();
   }
 
-  private background(): void {
+  private probeInBackground(): void {
     this.refresh().catch((err: Error) => this.deps.logger.warn({ err: err.message }, "backends not probed"));
   }
 
@@ -53,6 +53,11 @@ export class BackendProbes {
   /** The last probe's result; undefined until the first one ends. */
   get latest(): BackendProbe | undefined {
     return this.last;
+  }
+
+  /** Whether probes run in the background (started, not closed). */
+  get background(): boolean {
+    return this.timer !== undefined;
   }
 
   /** Whether a probe is running now. */

@@ -331,8 +331,10 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
         reply,
         new ApiError(404, "not_found_error", "no_probes", "Backends are not probed in this process."),
       );
-    // The last background probe at once; a refresh (or the first request, before any probe ended) waits for one.
-    const p = wantsRefresh(req) || !probes.latest ? await probes.refresh() : probes.latest;
+    // The last background probe at once; a refresh, the first request (before any probe ended) and
+    // every request when nothing probes in the background (server.backendProbes.enabled: false) wait for one.
+    const fresh = wantsRefresh(req) || !probes.latest || !probes.background;
+    const p = fresh ? await probes.refresh() : probes.latest!;
     return {
       object: "list",
       data: p.backends,

@@ -228,10 +228,10 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const probes = new BackendProbes({
     probe: () =>
       probeBackends([...backends.values()], (name) => config.models.filter((m) => m.backend === name).map((m) => m.id)),
-    everyMs: config.server.backendProbeSeconds * 1000,
+    everyMs: config.server.backendProbes.everySeconds * 1000,
     logger: childLogger(logger, { room: "probes" }),
   });
-  probes.start();
+  if (config.server.backendProbes.enabled) probes.start();
   router = new ModelRouter(config, backends, catalog);
   const scheduler = new TurnScheduler({
     maxConcurrent: config.server.maxConcurrent,
