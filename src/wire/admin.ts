@@ -132,12 +132,20 @@ export interface CliRow {
   used_by: string[];
 }
 
-/** `GET /v1/admin/backends`. */
+/**
+ * `GET /v1/admin/backends`: the last background probe (src/backends/health), answered at once;
+ * `?refresh=1` waits for a new one.
+ */
 export interface BackendsInfo {
   object: "list";
   data: BackendRow[];
   clis: CliRow[];
+  /** When the probe ended (ms since the epoch). */
   checked_at: number;
+  /** Milliseconds since then, as the bridge answered. */
+  age_ms: number;
+  /** Whether a new probe is running now. */
+  probing: boolean;
 }
 
 /** Findings of `clawbridge doctor` and `clawbridge openclaw status`: what was checked, the verdict, the fix. */
@@ -195,7 +203,8 @@ export interface DecisionRow {
   conversation: string;
   action: DecisionAction;
   system: string | null;
-  confidence: number | null;
+  /** The classifier's or the keyword fallback's; 1 for the code's own decisions (slash, reply, state). */
+  confidence: number;
   source: DecisionSource;
   reason: string | null;
 }

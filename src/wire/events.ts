@@ -41,7 +41,8 @@ export type BridgeEvent = Base &
         conversation: string;
         action: DecisionAction;
         system?: string;
-        confidence?: number;
+        /** The classifier's or the keyword fallback's; 1 for the code's own (slash, reply, state). */
+        confidence: number;
         source: DecisionSource;
         reason?: string;
       }

@@ -7,9 +7,11 @@
  *
  * What a person sees: the page asks for a key and refuses a wrong one; a chat turn appears running
  * in Live and completes, with its CLI process listed; the resume-mode binding in Conversations and
- * Forget; backends, CLIs and the doctor's findings; a system built by chatting with the builder grows
- * on the canvas of the Systems view; a run paused, resumed and cancelled from the Runs view; the
- * router's open question and decisions with their confidence. No Chromium process outlives the test.
+ * Forget; backends (shown within a second of opening, though one backend's probe takes 3 s: the
+ * bridge probes in the background), CLIs and the doctor's findings; a system built by chatting with
+ * the builder grows on the canvas of the Systems view; a run paused, resumed and cancelled from the
+ * Runs view; the router's open question and every decision with its confidence and source. No
+ * Chromium process outlives the test.
  *
  * `CLAWBRIDGE_SCREENSHOTS=1` also writes a screenshot of each view to docs/images/ (shown in the
  * README); without it nothing in the repository is written.
@@ -18,6 +20,8 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -36,6 +40,8 @@ const DIST = path.join(ROOT, "packages", "dashboard", "dist");
 const SHOTS = process.env.CLAWBRIDGE_SCREENSHOTS === "1" ? path.join(ROOT, "docs", "images") : undefined;
 const NODE = process.execPath;
 const KEY = "browser-test-key-0123";
+/** How long the `slow` backend takes to answer its health probe (`GET /v1/models`). */
+const SLOW_PROBE_MS = 3000;
 /** Every Playwright wait is bounded by this (a hang fails the step, not the whole run). */
 const STEP_MS = 15_000;
 
@@ -161,6 +167,7 @@ const sel = (testid: string, attrs: Record<string, string> = {}) =>
 describe("dashboard in a real browser (Chromium via playwright-core)", () => {
   let dir: string;
   let up: FakeOpenAI;
+  let slow: http.Server | undefined;
   let b: TestBridge;
   let browser: Browser | undefined;
   let page: Page;
@@ -216,13 +223,25 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     const home = path.join(dir, "home");
     mkdirSync(home);
     up = await startFakeOpenAI(script);
+    // A model server whose health probe takes seconds: the Backends view must not wait for it.
+    slow = http.createServer((_req, res) => {
+      const t = setTimeout(
+        () => res.writeHead(200, { "content-type": "application/json" }).end('{"data":[]}'),
+        SLOW_PROBE_MS,
+      );
+      res.on("close", () => clearTimeout(t));
+    });
+    await new Promise<void>((resolve) => slow!.listen(0, "127.0.0.1", resolve));
+    const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/v1`;
     const raw = {
       dataDir: path.join(dir, "data"),
-      server: { host: "127.0.0.1", apiKeys: [KEY] },
+      // Backends probed in the background (test/helpers/bridge.ts turns it off for other tests).
+      server: { host: "127.0.0.1", apiKeys: [KEY], backendProbes: { enabled: true } },
       backends: {
         up: { type: "openai", baseUrl: up.url, apiKey: "x" },
         // Nothing listens on port 9: a backend the Backends view and the doctor show as not usable.
         offline: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" },
+        slow: { type: "openai", baseUrl: slowUrl, healthTimeoutSeconds: 10 },
         cc: {
           type: "claude-code",
           command: path.join(ROOT, "testkit", "fakes", "fake-claude-cli.sh"),
@@ -241,6 +260,7 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
         { id: "ans", backend: "up" },
         { id: "cls", backend: "up" },
         { id: "local", backend: "offline" },
+        { id: "slowpoke", backend: "slow" },
         { id: "claude", backend: "cc", session: { mode: "resume" } },
         { id: "builder", backend: "builder" },
         { id: "router", backend: "router" },
@@ -334,6 +354,8 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     await browser?.close().catch(() => {});
     await b?.close(1000);
     await up?.close();
+    slow?.closeAllConnections();
+    await new Promise((resolve) => (slow ? slow.close(resolve) : resolve(undefined)));
     if (dir) cleanup(dir);
     console.log(`# timings: ${timings.join(", ")}`);
   });
@@ -416,8 +438,8 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
 
     await wait(`${sel("turns-running-table")} ${sel("turn-row", { "turn-id": turnId, status: "running" })}`);
     await wait(`${sel("turns-running-table")} ${sel("turn-row")}:has-text("claude")`);
-    await wait(sel("process-row"));
-    assert.match((await page.locator(sel("process-row")).first().textContent()) ?? "", /fake-claude-cli|claude/);
+    // The turn's CLI process (the background probe's `--version` processes may be listed beside it).
+    await wait(`${sel("process-row")} td[title*="fake-claude-cli"]`);
     assert.match((await page.getByTestId("queue-running").textContent()) ?? "", /^[12] \/ \d+$/);
     await shot("live");
 
@@ -495,7 +517,19 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
   });
 
   test("Backends: health of each backend, the CLIs, and the doctor's findings with fixes", async () => {
+    // The probes ran in the background since the bridge started (the slow backend's takes 3 s): the
+    // view shows the last result, with its age, within a second of opening.
+    const opened = Date.now();
     await go("backends");
+    await wait(sel("backend-row", { backend: "slow" }));
+    const ms = Date.now() - opened;
+    timings.push(`backends rows ${ms} ms after opening`);
+    assert.ok(
+      ms < 1000,
+      `the Backends view showed its rows ${ms} ms after opening (a probe takes ${SLOW_PROBE_MS} ms)`,
+    );
+    assert.match((await page.getByTestId("backends-age").textContent()) ?? "", /checked \d+ s ago/);
+    assert.match((await page.locator(sel("backend-row", { backend: "slow" })).textContent()) ?? "", /reachable/);
     for (const name of ["up", "offline", "cc", "builder", "router"]) await wait(sel("backend-row", { backend: name }));
     assert.match((await page.locator(sel("backend-row", { backend: "offline" })).textContent()) ?? "", /local/);
     await wait(sel("cli-row"));
@@ -664,8 +698,14 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     assert.match((await gathering.textContent()) ?? "", /content-pipeline.*topic=.*tone/s);
     await wait(sel("decision-row"));
     await wait(`${sel("decision-row")} ${sel("confidence", { value: "0.88" })}`);
-    await wait(sel("decision-row", { action: "answer" }));
-    assert.ok((await page.locator(sel("decision-row")).count()) >= 2);
+    // A hand-over to the answer model shows the classifier's confidence too, and every decision its confidence and source.
+    await wait(
+      `${sel("decision-row", { action: "answer", source: "classifier" })} ${sel("confidence", { value: "0.07" })}`,
+    );
+    const rows = await page.locator(sel("decision-row")).count();
+    assert.ok(rows >= 2);
+    assert.equal(await page.locator(`${sel("decision-row")} ${sel("confidence")}`).count(), rows);
+    assert.equal(await page.locator(`${sel("decision-row")} ${sel("decision-source")}`).count(), rows);
     await shot("router");
     lap("router");
   });

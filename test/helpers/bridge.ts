@@ -33,9 +33,16 @@ export async function startTestBridge(raw: Record<string, any>, opts: StartOptio
   // the machine it runs on (a third warm CLI running cold on a small CI runner): a budget no test
   // reaches unless it sets its own (test/integration/warm-standby.test.ts).
   raw = { ...raw, warm: { standby: 0, maxMemoryMB: 1_000_000, ...(raw.warm ?? {}) } };
+  // Probing the backends in the background runs every CLI's `--version` at start-up (processes a
+  // test would see, a hanging fake CLI hangs on it): off unless a test configures it (the dashboard's tests).
   // Tool pre-execution would reach the internet: off unless a test configures it (with local fakes).
   const cfg = resolveConfig(
-    { intents: { enabled: false }, ...raw, dataDir, server: { port: 0, ...(raw.server ?? {}) } },
+    {
+      intents: { enabled: false },
+      ...raw,
+      dataDir,
+      server: { port: 0, backendProbes: { enabled: false }, ...(raw.server ?? {}) },
+    },
     "test",
   );
   const logger = opts.logger ?? createLogger(process.env.CB_TEST_LOG ?? "silent");

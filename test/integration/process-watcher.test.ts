@@ -52,7 +52,14 @@ before(() => {
   writeFileSync(
     configFile,
     JSON.stringify({
-      server: { host: "127.0.0.1", port: 0, heartbeatSeconds: 0.5, shutdownGraceSeconds: 1 },
+      server: {
+        host: "127.0.0.1",
+        port: 0,
+        heartbeatSeconds: 0.5,
+        shutdownGraceSeconds: 1,
+        // No background probe: it would run the stand-in's `--version` (which hangs) and every CLI's beside the turn's.
+        backendProbes: { enabled: false },
+      },
       logging: { level: "warn" },
       dataDir,
       intents: { enabled: false },

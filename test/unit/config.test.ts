@@ -317,6 +317,22 @@ describe("every bad key is named", () => {
   });
 });
 
+test("server.backendProbes: on, every 60 s by default; below 5 s or above a day is refused, saying why", () => {
+  assert.deepEqual(resolveConfig(minimal({}), "test").server.backendProbes, { enabled: true, everySeconds: 60 });
+  const five = resolveConfig(minimal({ server: { backendProbes: { everySeconds: 5 } } }), "test");
+  assert.deepEqual(five.server.backendProbes, { enabled: true, everySeconds: 5 });
+  for (const [v, why] of [
+    [1, /at least 5 seconds/],
+    [100_000, /at most 86400/],
+  ] as const) {
+    const ps = problems(() => resolveConfig(minimal({ server: { backendProbes: { everySeconds: v } } }), "test"));
+    assert.ok(
+      ps.some((p) => p.startsWith("server.backendProbes.everySeconds:") && why.test(p)),
+      JSON.stringify(ps),
+    );
+  }
+});
+
 describe("listening beyond loopback needs API keys", () => {
   test("a non-loopback host without apiKeys is refused", () => {
     for (const host of ["0.0.0.0", "192.168.1.20", "::", "example.com"]) {

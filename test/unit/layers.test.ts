@@ -39,6 +39,7 @@ const LAYERS = [
   "core/store",
   "request/encoder",
   "backends/catalog",
+  "backends/health",
   "backends/registry.ts",
   "backends/qwen-code",
   "backends/claude-code",

@@ -93,7 +93,7 @@ const EVERY_EVENT: NewEvent[] = [
     error: "blocked",
   },
   { type: "decision", conversation: "c1", action: "run", system: "s", confidence: 0.9, source: "classifier" },
-  { type: "decision", conversation: "c1", action: "answer", source: "fallback" },
+  { type: "decision", conversation: "c1", action: "answer", confidence: 0, source: "fallback" },
   { type: "run.started", runId: "r1", system: "s", conversation: "c1" },
   { type: "step.started", runId: "r1", step: "a", attempt: 1 },
   { type: "step.retry", runId: "r1", step: "a", attempt: 1, error: "503", delayMs: 1000 },
@@ -283,7 +283,13 @@ test("labels stay bounded: ids not in the config are `other`, error codes are ca
       code: "not a {code}",
       message: "x",
     });
-    bus.emit({ type: "decision", conversation: "c", action: "toString" as never, source: "constructor" as never });
+    bus.emit({
+      type: "decision",
+      conversation: "c",
+      action: "toString" as never,
+      confidence: 1,
+      source: "constructor" as never,
+    });
     const f = await scrape();
     const turns = samples(f, "clawbridge_turns_total");
     assert.deepEqual(

@@ -8,7 +8,8 @@
  * published: answer, clarify (gathering over turns with coercion and validation, giving up, expiry),
  * confirm (yes runs exactly what was shown, once; no declines), run, cancel, fallback (classifier
  * down, throwing or garbled → keywords on word boundaries), status, the hand-over to a builder, and
- * the slash commands (/systems, /runs, /status, /cancel, /run, resume run).
+ * the slash commands (/systems, /runs, /status, /cancel, /run, resume run); every decision with its
+ * confidence and source.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,6 +22,7 @@ import pino from "pino";
 import type { DispatchInput, TurnInput } from "../../src/backends/contract/backend.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 import { EventBus } from "../../src/ops/events/bus.js";
+import { DecisionLog } from "../../src/request/http/admin-routes.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import { ConversationMachine } from "../../src/workflows/conversation/machine.js";
 import { routerOptionsSchema } from "../../src/workflows/router/options.js";
@@ -561,6 +563,24 @@ describe("router engine", () => {
     const run = runOf(w)[0]!;
     assert.match(textOf(await w.say(`resume run ${run.id}`)), /is completed|finished/);
     assert.deepEqual(w.decisions(), ["answer", "run", "status", "build", "build", "build", "build"]);
+    // Each with its confidence and source, as the Router view reads them (GET /v1/admin/router).
+    const decisionLog = new DecisionLog();
+    for (const e of w.events) decisionLog.onEvent(e);
+    assert.deepEqual(
+      decisionLog
+        .snapshot()
+        .reverse()
+        .map((d) => [d.action, d.confidence, d.source]),
+      [
+        ["answer", 0.9, "classifier"],
+        ["run", 0.9, "classifier"],
+        ["status", 0.9, "classifier"],
+        ["build", 0.9, "classifier"],
+        ["build", 0.7, "fallback"],
+        ["build", 1, "state"],
+        ["build", 1, "state"],
+      ],
+    );
   });
 
   test("slash commands: /systems, /run, /status, /runs, /cancel — none asks the classifier", async () => {

@@ -76,6 +76,18 @@ export const serverSchema = z.strictObject({
   sessionHeader: z.string().min(1).optional(),
   /** Seconds to let in-flight turns finish on SIGTERM before they are aborted. */
   shutdownGraceSeconds: z.number().nonnegative().default(10),
+  /** Each backend's health and the CLIs installed, probed in the background for `GET /v1/admin/backends` (src/backends/health). */
+  backendProbes: z
+    .strictObject({
+      /** Probe at start-up and every `everySeconds`; `false`: each request to the route waits for a probe. */
+      enabled: z.boolean().default(true),
+      everySeconds: z
+        .number()
+        .min(5, "must be at least 5 seconds (a probe starts every CLI's --version)")
+        .max(86_400, "must be at most 86400 seconds (a day)")
+        .default(60),
+    })
+    .default({ enabled: true, everySeconds: 60 }),
   /** Allow listening on a non-loopback address without API keys (not recommended). */
   allowUnauthenticatedRemote: z.boolean().default(false),
   /** The Responses API's stored responses (`previous_response_id`, `GET /v1/responses/:id`): `<dataDir>/responses.db`. */

@@ -6,7 +6,8 @@
  *   GET    /v1/admin/queue           the turn scheduler: running, waiting, limits
  *   GET    /v1/admin/sessions        resume-mode bindings (conversation → backend session) with their heal/reset/error history
  *   DELETE /v1/admin/sessions/:key   forget one binding (the next turn starts a new backend session)
- *   GET    /v1/admin/backends        each backend's health and version, and which coding-agent CLIs are installed (`?refresh=1`)
+ *   GET    /v1/admin/backends        each backend's health and version, and which coding-agent CLIs are installed: the last
+ *                                     background probe (src/backends/health) with its age, at once (`?refresh=1` waits for a new one)
  *   GET    /v1/admin/doctor          `clawbridge doctor`'s findings with their fixes (`?refresh=1`)
  *   GET    /v1/admin/router          open gatherings and confirmations, and the router's recent decisions
  *   GET    /v1/admin/usage           per backend per day (`?days=`, 1..30, default 7): turns, tokens, limit hits,
@@ -16,17 +17,13 @@
  * the same declarations). Errors are OpenAI-shaped.
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { cliVersionHealth, KNOWN_CLIS, resolveCli } from "../../backends/cli/resolve.js";
-import type { Backend, BackendHealth } from "../../backends/contract/backend.js";
-import type { Config } from "../../core/config/schema.js";
+import type { BackendProbes } from "../../backends/health/probes.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { BridgeEvent, EventOf } from "../../wire/events.js";
 import { ApiError } from "../chat-api/errors.js";
 import type { TurnScheduler } from "../queue/scheduler.js";
 import type {
-  BackendRow,
   BackendsInfo,
-  CliRow,
   DecisionRow,
   Doctor,
   Finding,
@@ -59,12 +56,12 @@ export interface AdminDeps {
   doctor?: AdminDoctor;
   /** Usage per backend per day (src/ops/usage), when its ledger opened. */
   usage?: UsageSource;
+  /** The backends' health and the CLIs found, probed in the background (src/backends/health). */
+  probes?: BackendProbes;
 }
 
 export interface AdminRouteDeps {
-  config: Config;
   scheduler: TurnScheduler;
-  backends: ReadonlyMap<string, Backend>;
   systems?: RouterRuntimeHandle;
   admin?: AdminDeps;
 }
@@ -74,8 +71,6 @@ const KEEP_TURNS = 200;
 const KEEP_DECISIONS = 100;
 /** A turn that never reported its end is dropped from "running" after this many. */
 const MAX_RUNNING = 1000;
-const HEALTH_TTL_MS = 30_000;
-const CLI_TTL_MS = 5 * 60_000;
 const DOCTOR_TTL_MS = 30_000;
 
 type TurnEvent = EventOf<"turn.started" | "turn.firstByte" | "turn.completed" | "turn.failed" | "turn.aborted">;
@@ -179,7 +174,7 @@ export class DecisionLog {
       conversation: d.conversation,
       action: d.action,
       system: d.system ?? null,
-      confidence: d.confidence ?? null,
+      confidence: d.confidence,
       source: d.source,
       reason: d.reason ?? null,
     }));
@@ -225,7 +220,7 @@ const badLimit = (max: number) =>
   new ApiError(400, "invalid_request_error", "invalid_limit", `limit must be an integer from 1 to ${max}.`, "limit");
 
 export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
-  const { config, scheduler, backends, systems } = deps;
+  const { scheduler, systems } = deps;
   const store = deps.admin?.store;
   const turns = new TurnLog();
   const decisions = new DecisionLog();
@@ -329,45 +324,25 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
     return { id: key, object: "session", deleted: true };
   });
 
-  const health = cached(HEALTH_TTL_MS, () =>
-    Promise.all(
-      [...backends.values()].map(async (b): Promise<BackendRow> => {
-        const h: BackendHealth = await b.health().catch((e: Error) => ({ usable: false, detail: e.message }));
-        return {
-          name: b.name,
-          type: b.type,
-          usable: h.usable,
-          detail: h.detail,
-          version: h.version ?? null,
-          models: config.models.filter((m) => m.backend === b.name).map((m) => m.id),
-        };
-      }),
-    ),
-  );
-  const clis = cached(CLI_TTL_MS, () =>
-    Promise.all(
-      KNOWN_CLIS.map(async (c): Promise<CliRow> => {
-        const { path: bin, tried } = await resolveCli(c.name, c.extraPlaces ?? []);
-        const h = bin ? await cliVersionHealth(bin, tried, process.env) : undefined;
-        return {
-          name: c.name,
-          backend_type: c.backendType,
-          package: c.pkg,
-          installed: !!bin,
-          path: bin ?? null,
-          usable: h?.usable ?? false,
-          version: h?.version ?? null,
-          detail: bin ? (h?.usable ? null : (h?.detail ?? null)) : `not found (npm i -g ${c.pkg})`,
-          used_by: [...backends.values()].filter((b) => b.type === c.backendType).map((b) => b.name),
-        };
-      }),
-    ),
-  );
-
-  app.get("/v1/admin/backends", async (req) => {
-    const refresh = wantsRefresh(req);
-    const [h, c] = await Promise.all([health(refresh), clis(refresh)]);
-    return { object: "list", data: h.value, clis: c.value, checked_at: Math.min(h.at, c.at) } satisfies BackendsInfo;
+  const probes = deps.admin?.probes;
+  app.get("/v1/admin/backends", async (req, reply) => {
+    if (!probes)
+      return sendApiError(
+        reply,
+        new ApiError(404, "not_found_error", "no_probes", "Backends are not probed in this process."),
+      );
+    // The last background probe at once; a refresh, the first request (before any probe ended) and
+    // every request when nothing probes in the background (server.backendProbes.enabled: false) wait for one.
+    const fresh = wantsRefresh(req) || !probes.latest || !probes.background;
+    const p = fresh ? await probes.refresh() : probes.latest!;
+    return {
+      object: "list",
+      data: p.backends,
+      clis: p.clis,
+      checked_at: p.checkedAt,
+      age_ms: Math.max(0, Date.now() - p.checkedAt),
+      probing: probes.probing,
+    } satisfies BackendsInfo;
   });
 
   const doctorFn = deps.admin?.doctor;

@@ -13,6 +13,7 @@ import { createLogger } from "../../core/log/logger.js";
 import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
 import { ModelCatalog } from "../../backends/catalog/catalog.js";
+import { BackendProbes, probeBackends } from "../../backends/health/probes.js";
 import { ModelRouter } from "../models/routes.js";
 import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js";
 import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/registry.js";
@@ -231,6 +232,14 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     logger: childLogger(logger, { room: "catalog" }),
   });
   catalog.start();
+  // Each backend's health and the CLIs installed, probed in the background (src/backends/health).
+  const probes = new BackendProbes({
+    probe: () =>
+      probeBackends([...backends.values()], (name) => config.models.filter((m) => m.backend === name).map((m) => m.id)),
+    everyMs: config.server.backendProbes.everySeconds * 1000,
+    logger: childLogger(logger, { room: "probes" }),
+  });
+  if (config.server.backendProbes.enabled) probes.start();
   router = new ModelRouter(config, backends, catalog);
   const scheduler = new TurnScheduler({
     maxConcurrent: config.server.maxConcurrent,
@@ -307,7 +316,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     bus,
     events,
     metrics,
-    admin: { bus, store, doctor: opts.doctor, usage },
+    admin: { bus, store, doctor: opts.doctor, usage, probes },
     dashboardDir: opts.dashboardDir,
     clientTools,
     catalog,
@@ -320,6 +329,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {
     catalog.close();
+    probes.close();
     metrics?.close();
     usage?.close();
     responses?.close();
@@ -361,6 +371,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       closing ??= (async () => {
         // New requests get 503 (the port stays open while turns drain, so clients get an answer).
         front.shutdown();
+        // No background probe of backends that are about to close.
+        probes.close();
         // Runs attached to a draining turn are not cancelled by it: they end `interrupted` below.
         systems?.runs.beginClose();
         await pipeline.drain(graceMs);

@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import type { ConversationMachine } from "../conversation/machine.js";
 import type { BackendEvent, Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import type { EventBus } from "../../ops/events/bus.js";
-import type { ConversationState, DecisionAction } from "../../wire/events.js";
+import type { ConversationState, DecisionAction, DecisionSource, EventOf } from "../../wire/events.js";
 import type { RunRecord } from "../systems/db.js";
 import type { SystemsLibrary } from "../systems/library.js";
 import { RunError, type RunManager } from "../systems/runner.js";
@@ -28,6 +28,10 @@ export interface RouterRuntime {
   callModel: ModelCaller;
   log: Logger;
 }
+
+/** What a hand-over rests on: the classifier's or the fallback's decision, or the conversation's state. */
+type DecidedBy = Pick<Decision, "source" | "confidence"> | "state";
+type DecisionFields = Omit<EventOf<"decision">, "type" | "conversation" | "at">;
 
 /** The router engine's ways to end a turn and to publish what it decided (see router.ts). */
 export abstract class RouterOutcomes {
@@ -106,15 +110,16 @@ export abstract class RouterOutcomes {
     return parts.join("\n\n");
   }
 
-  protected handover(conv: string, preface: string, source: Decision["source"] | "state", reason: string): Dispatch {
-    this.decision(conv, "answer", source, { reason });
+  /** Hand the message to the `answer` model; `by`: the classifier's or fallback's decision, or the conversation's state. */
+  protected handover(conv: string, preface: string, by: DecidedBy, reason: string): Dispatch {
+    this.handedOver(conv, "answer", by, reason);
     this.setState(conv, "idle");
     return { kind: "handover", model: this.opts.answer, ...(preface ? { preface: `${preface}\n\n` } : {}) };
   }
 
   /** Hand the message to the builder model (a transparent hand-over); the builder sets the state next. */
-  protected toBuilder(conv: string, preface: string, source: Decision["source"] | "state", reason: string): Dispatch {
-    this.decision(conv, "build", source, { reason });
+  protected toBuilder(conv: string, preface: string, by: DecidedBy, reason: string): Dispatch {
+    this.handedOver(conv, "build", by, reason);
     return { kind: "handover", model: this.opts.builder!, ...(preface ? { preface: `${preface}\n\n` } : {}) };
   }
 
@@ -123,14 +128,26 @@ export abstract class RouterOutcomes {
     return { kind: "answer", events: textEvents(join(preface, text)) };
   }
 
-  protected decision(
+  /**
+   * Published with its confidence: the classifier's or the fallback's must be given; the code's own
+   * decisions (a slash command, a reply to a question, the conversation's state) are sure (1).
+   */
+  protected decision<S extends DecisionSource>(
     conv: string,
     action: DecisionAction,
-    source: Decision["source"] | "slash" | "reply" | "state",
-    extra: { system?: string; confidence?: number; reason?: string },
+    source: S,
+    extra: { system?: string; reason?: string } & (S extends Decision["source"]
+      ? { confidence: number }
+      : { confidence?: number }),
   ): void {
-    this.rt.bus.emit({ type: "decision", conversation: conv, action, source, ...extra });
-    this.rt.log.debug({ router: this.name, conversation: conv, action, source, ...extra }, "router decision");
+    const d: DecisionFields = { action, source, ...extra, confidence: extra.confidence ?? 1 };
+    this.rt.bus.emit({ type: "decision", conversation: conv, ...d });
+    this.rt.log.debug({ router: this.name, conversation: conv, ...d }, "router decision");
+  }
+
+  private handedOver(conv: string, action: "answer" | "build", by: DecidedBy, reason: string): void {
+    if (by === "state") this.decision(conv, action, "state", { reason });
+    else this.decision(conv, action, by.source, { confidence: by.confidence, reason });
   }
 
   protected setState(conv: string, state: ConversationState): void {

@@ -95,28 +95,28 @@ export class RouterEngine extends RouterOutcomes {
     if (d.action === "cancel") {
       if (gathering) {
         this.rt.conversations.close(conv);
-        this.decision(conv, "cancel", d.source, { system: gathering.system });
+        this.decision(conv, "cancel", d.source, { system: gathering.system, confidence: d.confidence });
         return this.say(conv, preface, cancelledText(this.nameOf(gathering.system)), "idle");
       }
       const active = this.rt.runs.store.active(conv)[0];
       if (active) {
-        this.decision(conv, "cancel", d.source, { system: active.system });
+        this.decision(conv, "cancel", d.source, { system: active.system, confidence: d.confidence });
         const ended = await this.rt.runs.cancel(active.id).catch(() => this.rt.runs.get(active.id)!);
         return this.say(conv, preface, runStatusText(ended, this.nameOf(ended.system)), "idle");
       }
-      return this.handover(conv, preface, d.source, "nothing to cancel");
+      return this.handover(conv, preface, d, "nothing to cancel");
     }
     if (d.action === "build" && this.opts.builder) {
       if (gathering) this.rt.conversations.close(conv);
-      return this.toBuilder(conv, preface, d.source, "build");
+      return this.toBuilder(conv, preface, d, "build");
     }
     if (d.action === "status") {
       const latest = this.rt.runs.store.latest(conv);
       if (latest) {
-        this.decision(conv, "status", d.source, { system: latest.system });
+        this.decision(conv, "status", d.source, { system: latest.system, confidence: d.confidence });
         return this.say(conv, preface, runStatusText(latest, this.nameOf(latest.system)), this.endState(latest));
       }
-      return this.handover(conv, preface, d.source, "no run to report");
+      return this.handover(conv, preface, d, "no run to report");
     }
 
     // While gathering, a message about the same system (or none in particular) supplies inputs;
@@ -130,7 +130,7 @@ export class RouterEngine extends RouterOutcomes {
       if (!other) {
         if (d.action === "answer" && !Object.keys(d.inputs).length) {
           this.rt.conversations.close(conv);
-          return this.handover(conv, preface, d.source, `unrelated to ${gatheringSystem.id}; gathering dropped`);
+          return this.handover(conv, preface, d, `unrelated to ${gatheringSystem.id}; gathering dropped`);
         }
         const values = mergeInputs(gathering.values, d.inputs);
         return this.proceed(
@@ -151,7 +151,7 @@ export class RouterEngine extends RouterOutcomes {
       return this.handover(
         conv,
         preface,
-        d.source,
+        d,
         d.system ? `confidence ${d.confidence.toFixed(2)} below ${this.opts.thresholds.match}` : "no system",
       );
     }

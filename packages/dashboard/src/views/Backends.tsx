@@ -1,7 +1,7 @@
 /**
- * Each backend's health and version, its usage today and over 7 days (turns, tokens, limit hits, the
- * next reset, the last limit message), which coding-agent CLIs are installed, and the doctor's
- * findings with their fixes.
+ * Each backend's health and version (the bridge's last background probe, with its age), its usage
+ * today and over 7 days (turns, tokens, limit hits, the next reset, the last limit message), which
+ * coding-agent CLIs are installed, and the doctor's findings with their fixes.
  */
 import { useState } from "react";
 import type { BackendsInfo, Doctor, Usage, UsageTotals } from "@wire/admin";
@@ -107,7 +107,11 @@ export function UsageSection() {
 
 export function Backends() {
   const [refreshing, setRefreshing] = useState(false);
-  const backends = useApi<BackendsInfo>("/v1/admin/backends", { refreshOn: (e) => e.type === "backend.health" });
+  // The bridge answers from its last background probe at once; read again to keep it and its age current.
+  const backends = useApi<BackendsInfo>("/v1/admin/backends", {
+    everyMs: 15_000,
+    refreshOn: (e) => e.type === "backend.health",
+  });
   const [doctor, setDoctor] = useState<Doctor | undefined>(undefined);
   const [doctorError, setDoctorError] = useState<string | undefined>(undefined);
   const [doctorBusy, setDoctorBusy] = useState(false);
@@ -142,7 +146,12 @@ export function Backends() {
         testid="backends"
         actions={
           <>
-            {backends.data && <span className="muted small">checked {ago(backends.data.checked_at)}</span>}
+            {backends.data && (
+              <span className="muted small" data-testid="backends-age" data-age-ms={backends.data.age_ms}>
+                checked {ago(Date.now() - backends.data.age_ms)}
+                {backends.data.probing ? " · checking again now" : ""}
+              </span>
+            )}
             <button onClick={() => void refresh()} disabled={refreshing} data-testid="backends-refresh">
               {refreshing ? "checking…" : "Check again"}
             </button>

@@ -1,4 +1,4 @@
-/** What the router is waiting for (missing inputs, a yes/no) and its recent decisions with their confidence. */
+/** What the router is waiting for (missing inputs, a yes/no) and its recent decisions with their confidence and source. */
 import type { RouterInfo } from "@wire/admin";
 import { ago, json, short, time } from "../format";
 import { navigate, useApi } from "../hooks";
@@ -7,8 +7,7 @@ import { Badge, Empty, Failure, Section } from "../ui";
 const refreshOn = (e: { type: string }) =>
   e.type === "decision" || e.type === "gathering" || e.type === "confirm" || e.type === "state";
 
-function Confidence({ value }: { value: number | null }) {
-  if (value === null) return <span className="muted">–</span>;
+function Confidence({ value }: { value: number }) {
   const pct = Math.round(Math.max(0, Math.min(1, value)) * 100);
   return (
     <span className="confidence" title={`${pct}%`} data-testid="confidence" data-value={value}>
@@ -116,7 +115,7 @@ export function Router() {
             </thead>
             <tbody>
               {(d?.decisions ?? []).map((x, i) => (
-                <tr key={`${x.at}-${i}`} data-testid="decision-row" data-action={x.action}>
+                <tr key={`${x.at}-${i}`} data-testid="decision-row" data-action={x.action} data-source={x.source}>
                   <td>{time(x.at)}</td>
                   <td className="mono" title={x.conversation}>
                     {short(x.conversation, 24)}
@@ -128,7 +127,7 @@ export function Router() {
                   <td>
                     <Confidence value={x.confidence} />
                   </td>
-                  <td>{x.source}</td>
+                  <td data-testid="decision-source">{x.source}</td>
                   <td className="small" title={x.reason ?? ""}>
                     {x.reason ? short(x.reason, 80) : "–"}
                   </td>
