@@ -11,6 +11,7 @@
  *   The confidence it gives stays between 0.4 and 0.7, so the engine always asks before running a
  *   fallback match; two systems scoring the same give no match rather than a guess.
  */
+import { put } from "../systems/inputs.js";
 import type { LoadedSystem } from "../systems/types.js";
 
 export type SlashCommand =
@@ -101,12 +102,7 @@ export function parseSlash(text: string): SlashCommand | { error: string } | nul
     const name = eq === -1 ? "" : pair.slice(0, eq);
     if (eq === -1 || !INPUT_NAME.test(name))
       return { error: `expected name=value, got ${JSON.stringify(pair)}; ${RUN_USAGE}` };
-    Object.defineProperty(inputs, name, {
-      value: pair.slice(eq + 1),
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    put(inputs, name, pair.slice(eq + 1));
   }
   return { cmd: "run", system: system.toLowerCase(), inputs };
 }

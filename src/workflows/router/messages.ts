@@ -127,7 +127,7 @@ export interface StepLineEvent {
   delayMs?: number;
 }
 
-const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
+export const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
 
 /** "fetch failed" / "fetch was skipped" (the plan runner's reasons) with the step id in code. */
 function skipReason(reason: string): string {

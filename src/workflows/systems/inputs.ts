@@ -67,7 +67,7 @@ type Schema = Record<string, unknown>;
 const isObject = (v: unknown): v is Schema => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** `obj[key] = value` that stays a plain own property even for keys such as `__proto__`. */
-function put(obj: Record<string, unknown>, key: string, value: unknown): void {
+export function put(obj: Record<string, unknown>, key: string, value: unknown): void {
   Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
