@@ -15,6 +15,7 @@
  * none), webhooks and commands have them, models do not, a plan has them when a step has.
  */
 import type { z } from "zod";
+import type { McpToolInfo as ToolFacts } from "./executors/mcp.js";
 import { checkCommand } from "./executors/command.js";
 import { checkWebhookUrl } from "./executors/webhook.js";
 import { schemaProblem } from "./inputs.js";
@@ -29,11 +30,8 @@ import { type LeftOutFile, type LibraryProblem, type Raw, readDir } from "./syst
 // The library's problems, as its callers name them.
 export type { LibraryProblem } from "./system-files.js";
 
-export interface ToolFacts {
-  inputSchema: Record<string, unknown>;
-  destructive?: boolean;
-  readOnly?: boolean;
-}
+/** What start-up reads of an MCP tool (executors/mcp.ts `describeMcpTool`). */
+export type { ToolFacts };
 
 export interface LoadOptions {
   /** The config file's raw `systems:` entries. */

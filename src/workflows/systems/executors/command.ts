@@ -48,15 +48,14 @@ export function checkCommand(spec: CommandRun): string[] {
   return [];
 }
 
-/** PATH and HOME, the allowed names that are set, then the fixed variables. */
-function commandEnv(spec: CommandRun, render: (s: string) => string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const name of ["PATH", "HOME", ...spec.env]) {
+/** The environment of a command or a stdio MCP server: PATH and HOME, the listed names that are set, then `setEnv`. */
+export function childEnv(names: readonly string[], setEnv: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", ...names]) {
     const v = process.env[name];
     if (v !== undefined) env[name] = v;
   }
-  for (const [name, value] of Object.entries(spec.setEnv)) env[name] = render(value);
-  return env;
+  return { ...env, ...setEnv };
 }
 
 export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
@@ -72,7 +71,7 @@ export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
   try {
     const render = (s: string) => renderString(s, ctx.scope);
     [program, ...args] = spec.argv.map(render) as [string, ...string[]];
-    env = commandEnv(spec, render);
+    env = childEnv(spec.env, Object.fromEntries(Object.entries(spec.setEnv).map(([n, v]) => [n, render(v)])));
     cwd = spec.cwd !== undefined ? render(spec.cwd) : ctx.workDir();
     stdin = spec.stdin !== undefined ? render(spec.stdin) : undefined;
   } catch (err) {
