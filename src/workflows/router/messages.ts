@@ -5,6 +5,7 @@
  */
 import type { LoadedSystem } from "../systems/types.js";
 import { fieldsOf, type FieldInfo, type InputCheck } from "../systems/inputs.js";
+import { clip, oneLine } from "../../core/util/model-reply.js";
 
 /** Longest value shown in a confirmation, and in a "you gave …" note. */
 export const CONFIRM_VALUE_CHARS = 200;
@@ -13,14 +14,7 @@ const ENUM_SHOWN = 20;
 const ERROR_CHARS = 200;
 const DESCRIPTION_CHARS = 160;
 
-const oneLine = (s: string): string => s.replace(/\s+/g, " ").trim();
-
-function clip(s: string, max: number): string {
-  const t = oneLine(s);
-  return t.length <= max ? t : `${t.slice(0, max - 1).trimEnd()}…`;
-}
-
-const plain = (v: unknown): string =>
+export const plain = (v: unknown): string =>
   typeof v === "string"
     ? v
     : typeof v === "number" || typeof v === "boolean"
