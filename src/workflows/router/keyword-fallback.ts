@@ -84,9 +84,7 @@ export function parseSlash(text: string): SlashCommand | { error: string } | nul
   if (!m) return null;
   const cmd = m[1]!.toLowerCase();
   const rest = t.slice(m[0].length).trim();
-  if (cmd === "cancel") return { cmd: "cancel" };
-  if (cmd === "systems") return { cmd: "systems" };
-  if (cmd === "runs") return { cmd: "runs" };
+  if (cmd === "cancel" || cmd === "systems" || cmd === "runs") return { cmd };
   if (cmd === "status") {
     const runId = rest.split(/\s+/)[0];
     return runId ? { cmd: "status", runId } : { cmd: "status" };

@@ -60,15 +60,10 @@ export function clarifyText(
   };
   const listed = new Set<string>();
   const lines: string[] = [];
-  for (const f of missing) {
+  for (const f of [...missing, ...invalid.map((i) => i.field)]) {
     if (listed.has(f.name)) continue;
     listed.add(f.name);
     lines.push(fieldLine(f, note(f.name)));
-  }
-  for (const i of invalid) {
-    if (listed.has(i.field.name)) continue;
-    listed.add(i.field.name);
-    lines.push(fieldLine(i.field, note(i.field.name)));
   }
   for (const p of problems) lines.push(`- ${capitalise(p)}`);
   return `I can run **${systemName}** for you, but I need a bit more info:\n\n${lines.join("\n")}\n\nPlease provide the missing details.`;

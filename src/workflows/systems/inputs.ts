@@ -165,13 +165,8 @@ function fieldInfo(name: string, p: Schema, required: boolean, root: Schema): Fi
   const info: FieldInfo = { name, type: types.length > 0 ? types.join("|") : "string", required };
   const allowed = allowedOf(p, root);
   if (allowed) info.enum = allowed;
-  const description =
-    typeof p.description === "string" && p.description.trim()
-      ? p.description.trim()
-      : typeof p.title === "string" && p.title.trim()
-        ? p.title.trim()
-        : undefined;
-  if (description !== undefined) info.description = description;
+  const description = [p.description, p.title].find((d): d is string => typeof d === "string" && d.trim() !== "");
+  if (description !== undefined) info.description = description.trim();
   return info;
 }
 

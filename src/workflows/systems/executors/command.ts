@@ -29,6 +29,7 @@ const KILL_GRACE_MS = 2000;
 export function checkCommand(spec: CommandRun): string[] {
   const program = spec.argv[0];
   if (program === undefined) return ["argv needs at least the program"];
+  // Without references, the program is its text (`$${` is `${`): empty exactly when the template is.
   let parts;
   try {
     parts = parseTemplate(program);
@@ -38,13 +39,7 @@ export function checkCommand(spec: CommandRun): string[] {
   const ref = parts.find((p) => "ref" in p);
   if (ref && "source" in ref)
     return [`argv[0] is the program and cannot contain a reference (${ref.source}): name the program itself`];
-  if (
-    parts
-      .map((p) => ("text" in p ? p.text : ""))
-      .join("")
-      .trim() === ""
-  )
-    return ["argv[0], the program, is empty"];
+  if (program.trim() === "") return ["argv[0], the program, is empty"];
   return [];
 }
 
