@@ -73,9 +73,7 @@ export function put(obj: Record<string, unknown>, key: string, value: unknown): 
 
 /** "", whitespace-only text, null and undefined: not given. */
 export function isGiven(v: unknown): boolean {
-  if (v === undefined || v === null) return false;
-  if (typeof v === "string" && v.trim() === "") return false;
-  return true;
+  return v !== undefined && v !== null && !(typeof v === "string" && v.trim() === "");
 }
 
 function propertiesOf(schema: InputSchema | Schema): Record<string, Schema> {
@@ -124,13 +122,7 @@ function unionMembers(p: Schema, root: Schema): Schema[] {
 function typesOf(p: Schema, root: Schema): string[] {
   if (typeof p.type === "string") return [p.type];
   if (Array.isArray(p.type)) return p.type.filter((t): t is string => typeof t === "string");
-  const members = unionMembers(p, root);
-  if (members.length > 0) {
-    const out: string[] = [];
-    for (const m of members) for (const t of typesOf(m, root)) if (!out.includes(t)) out.push(t);
-    return out;
-  }
-  return [];
+  return [...new Set(unionMembers(p, root).flatMap((m) => typesOf(m, root)))];
 }
 
 /** The fixed set of allowed values of a property (its enum, its const, a union of consts, or its items' enum). */
@@ -200,12 +192,8 @@ function newAjv(dialect: Dialect): AjvLike {
 // `$id` anywhere gets an instance of its own, so two schemas with the same `$id` cannot collide.
 const shared = new Map<Dialect, AjvLike>();
 function sharedAjv(dialect: Dialect): AjvLike {
-  let a = shared.get(dialect);
-  if (!a) {
-    a = newAjv(dialect);
-    shared.set(dialect, a);
-  }
-  return a;
+  if (!shared.has(dialect)) shared.set(dialect, newAjv(dialect));
+  return shared.get(dialect)!;
 }
 
 function hasId(v: unknown, depth = 0): boolean {

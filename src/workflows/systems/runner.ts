@@ -141,19 +141,8 @@ export class RunManager {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const system = this.deps.library.get(req.system);
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
-    const id = alnumId("run", 16);
-    const plan = this.deps.library.plan(system.id);
-    this.deps.store.create({
-      id,
-      system: system.id,
-      conversation: req.conversation,
-      inputs: req.inputs,
-      origin: req.origin,
-      messageKey: req.messageKey,
-      steps: plan.steps.map((s) => s.id),
-    });
-    this.launch(id);
-    return this.deps.store.get(id)!;
+    const steps = this.deps.library.plan(system.id).steps.map((s) => s.id);
+    return this.create({ ...req, id: alnumId("run", 16), system: system.id, steps });
   }
 
   /** Resume a paused, interrupted or failed run from its first unfinished step. */
@@ -221,8 +210,8 @@ export class RunManager {
     await Promise.allSettled(all.map((l) => l.done));
   }
 
-  /** Write a run of another origin (a build) and start it with its program. */
-  create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions): RunRecord {
+  /** Write a run and start it: a system's (`start`), or one of another origin (a build) with its program. */
+  create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions = {}): RunRecord {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     this.deps.store.create(run);
     this.launch(run.id, opts);
