@@ -77,22 +77,18 @@ export abstract class RouterOutcomes {
   /** Stream a live run to this turn (until it ends, or detach). */
   protected attach(rec: RunRecord, input: DispatchInput, preface: string, fresh: boolean): Dispatch {
     const system = this.rt.library.get(rec.system);
+    const name = system?.name ?? rec.system;
     const conv = input.turn.session.key;
     this.setState(conv, "executing");
     const events = follow({
       run: rec,
-      name: system?.name ?? rec.system,
+      name,
       single: system ? this.rt.library.plan(system.id).steps.length === 1 : false,
       runs: this.rt.runs,
       bus: this.rt.bus,
       cancel: input.turn.cancel,
       detachAfterMs: this.opts.detachAfterSeconds * 1000,
-      head: join(
-        preface,
-        fresh
-          ? runningLine(system?.name ?? rec.system)
-          : `Still running **${system?.name ?? rec.system}** (run \`${rec.id}\`)…`,
-      ),
+      head: join(preface, fresh ? runningLine(name) : `Still running **${name}** (run \`${rec.id}\`)…`),
       onEnd: (end) => this.setState(conv, end),
     });
     return { kind: "answer", events };

@@ -11,7 +11,7 @@
  * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
  * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
  */
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
 import type { EventBus } from "../../ops/events/bus.js";
@@ -21,7 +21,7 @@ import { alnumId } from "../../core/util/ids.js";
 import type { RunRecord, RunStore } from "./db.js";
 import { ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
 import { executeLeaf } from "./executors/index.js";
-import { existingDir, sandboxDir } from "./paths.js";
+import { sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
 import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/scheduler.js";
 import type { CompiledStep } from "./plan.js";
@@ -345,6 +345,7 @@ export class RunManager {
     const steps = Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, { output: v }]));
     const scope: Scope = { inputs, steps, runId };
     if (step.target.kind === "leaf") {
+      const sandbox = sandboxDir(this.deps.dataDir, rec.system);
       const ctx: ExecContext = {
         step: stepName,
         runId,
@@ -360,7 +361,7 @@ export class RunManager {
           return dir;
         },
         callModel: this.deps.callModel,
-        sandbox: existingDir(sandboxDir(this.deps.dataDir, rec.system)),
+        sandbox: existsSync(sandbox) ? sandbox : undefined,
       };
       try {
         return await executeLeaf(step.target.spec, ctx);
