@@ -208,7 +208,6 @@ export function fallbackMatch(
   if (msg.length === 0) return null;
   const msgSet = new Set(msg);
   const scores = systems.map((s) => score(msg, msgSet, s)).filter((s) => s.points >= 1);
-  if (scores.length === 0) return null;
   scores.sort((a, b) => b.points - a.points);
   const [top, second] = scores;
   if (!top || (second && second.points === top.points)) return null;

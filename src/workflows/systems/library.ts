@@ -145,21 +145,14 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       continue;
     }
     const sys = res.data;
+    const idProblem = (message: string) => problems.push({ where: raw.where, key: keyOf(raw.prefix, ["id"]), message });
     if (isLeafKind(sys.id)) {
-      problems.push({
-        where: raw.where,
-        key: keyOf(raw.prefix, ["id"]),
-        message: `"${sys.id}" is the name of a run kind; a plan step could never use this system. Choose another id`,
-      });
+      idProblem(`"${sys.id}" is the name of a run kind; a plan step could never use this system. Choose another id`);
       continue;
     }
     const other = seen.get(sys.id);
     if (other) {
-      problems.push({
-        where: raw.where,
-        key: keyOf(raw.prefix, ["id"]),
-        message: `system id "${sys.id}" is already used (${other})`,
-      });
+      idProblem(`system id "${sys.id}" is already used (${other})`);
       continue;
     }
     seen.set(sys.id, raw.where);
