@@ -198,11 +198,10 @@ export class RouterEngine extends RouterOutcomes {
       });
       return this.say(conv, preface, clarifyText(system.name, check.missing, check.invalid, check.problems), "idle");
     }
-    const unsure = confidence < this.opts.thresholds.trigger;
     const why =
       system.confirm === "always"
         ? "always"
-        : unsure
+        : confidence < this.opts.thresholds.trigger
           ? "unsure"
           : system.sideEffects && system.confirm === "auto"
             ? "side_effects"
