@@ -45,19 +45,16 @@ export function checkGraph(steps: readonly GraphStep[]): Graph {
     );
   const known = [...deps.keys()].join(", ");
   const problems: GraphProblem[] = [];
-  const seenIds = new Set<string>();
-  const twice = new Set<string>();
+  const seenIds = new Map<string, number>();
   steps.forEach((s, index) => {
     const n = count.get(s.id)!;
-    if (seenIds.has(s.id) && !twice.has(s.id)) {
-      twice.add(s.id);
+    seenIds.set(s.id, (seenIds.get(s.id) ?? 0) + 1);
+    if (seenIds.get(s.id) === 2)
       problems.push({
         index,
         key: "id",
         message: `step id "${s.id}" is used ${n === 2 ? "twice" : `${n} times`}: give each step its own id`,
       });
-    }
-    seenIds.add(s.id);
     for (const d of s.dependsOn) {
       if (!deps.has(d))
         problems.push({

@@ -14,10 +14,11 @@
  *
  * The reply reader never trusts the model beyond its JSON: the action is checked, the confidence
  * clamped, the system looked up among the known ids (an invented id becomes an ordinary answer),
- * and the inputs it claims are only candidates — src/workflows/router/inputs.ts `checkInputs` decides.
+ * and the inputs it claims are only candidates — src/workflows/systems/inputs.ts `checkInputs` decides.
  */
 import type { LoadedSystem } from "../systems/types.js";
 import { fieldsOf } from "../systems/inputs.js";
+import { plain } from "./messages.js";
 import {
   cleanReply,
   clip,
@@ -68,8 +69,6 @@ const INPUT_DESCRIPTION_CHARS = 100;
 const ALLOWED_VALUES = 12;
 const COLLECTED_CHARS = 600;
 
-const showValue = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v));
-
 function systemBlock(s: LoadedSystem): string {
   const head = s.name && s.name !== s.id ? `- ${s.id} "${oneLine(s.name)}"` : `- ${s.id}`;
   const lines = [s.description ? `${head}: ${clip(s.description, DESCRIPTION_CHARS)}` : head];
@@ -77,7 +76,7 @@ function systemBlock(s: LoadedSystem): string {
   if (examples.length > 0) lines.push(`  e.g. ${examples.join("; ")}`);
   const fields = fieldsOf(s.inputs).map((f) => {
     const allowed = f.enum
-      ? `: ${f.enum.slice(0, ALLOWED_VALUES).map(showValue).join("|")}${f.enum.length > ALLOWED_VALUES ? "|…" : ""}`
+      ? `: ${f.enum.slice(0, ALLOWED_VALUES).map(plain).join("|")}${f.enum.length > ALLOWED_VALUES ? "|…" : ""}`
       : "";
     const desc = f.description ? ` ${clip(f.description, INPUT_DESCRIPTION_CHARS)}` : "";
     return `${f.name} (${f.type}${allowed}${f.required ? ", required" : ""})${desc}`;

@@ -57,17 +57,9 @@ export async function decide(
     // Without the classifier, `k=v` pairs still supply inputs, and a lone missing input takes the message.
     const pairs = parseSlash(`/run ${gathering.system.id} ${text}`);
     const given = pairs && !("error" in pairs) && pairs.cmd === "run" ? pairs.inputs : {};
-    if (Object.keys(given).length)
-      return { action: "run", system: gathering.system, confidence: 1, inputs: given, source: "fallback" };
     const missing = checkInputs(gathering.system.inputs, gathering.values).missing;
-    if (missing.length === 1)
-      return {
-        action: "run",
-        system: gathering.system,
-        confidence: 1,
-        inputs: { [missing[0]!.name]: text },
-        source: "fallback",
-      };
+    const inputs = Object.keys(given).length ? given : missing.length === 1 ? { [missing[0]!.name]: text } : undefined;
+    if (inputs) return { action: "run", system: gathering.system, confidence: 1, inputs, source: "fallback" };
   }
   if (ctx.opts.builder && BUILD_WORDS.test(text))
     return { action: "build", confidence: 0.7, inputs: {}, source: "fallback" };

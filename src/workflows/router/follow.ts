@@ -11,7 +11,7 @@ import type { BridgeEvent, ConversationState } from "../../wire/events.js";
 import type { RunRecord } from "../systems/db.js";
 import type { RunManager } from "../systems/runner.js";
 import type { Cancellation } from "../../core/util/cancel.js";
-import type { stepLine as StepLine } from "./messages.js";
+import { seconds, stepLine } from "./messages.js";
 
 export interface FollowArgs {
   run: RunRecord;
@@ -23,7 +23,6 @@ export interface FollowArgs {
   cancel: Cancellation;
   detachAfterMs: number;
   head: string;
-  stepLine: typeof StepLine;
   onEnd(state: ConversationState): void;
 }
 
@@ -38,12 +37,10 @@ export function formatOutput(output: unknown): string {
     : text;
 }
 
-const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-
 /** One run's state, in words. */
 export function runStatusText(r: RunRecord, name: string): string {
   const head = `**${name}** (run \`${r.id}\`)`;
-  const took = r.startedAt && r.endedAt ? ` in ${secs(r.endedAt - r.startedAt)}` : "";
+  const took = r.startedAt && r.endedAt ? ` in ${seconds(r.endedAt - r.startedAt)}` : "";
   const doneSteps = r.steps.filter((s) => s.status === "completed").length;
   switch (r.status) {
     case "completed": {
@@ -62,6 +59,23 @@ export function runStatusText(r: RunRecord, name: string): string {
       const running = r.steps.filter((s) => s.status === "running").map((s) => `\`${s.id}\``);
       return `${head} is ${r.status}: ${doneSteps} of ${r.steps.length} steps done${running.length ? `, now ${running.join(", ")}` : ""}.`;
     }
+  }
+}
+
+/** The conversation's state once the run is where it is now. */
+export function endState(rec: RunRecord): ConversationState {
+  switch (rec.status) {
+    case "completed":
+      return "completed";
+    case "paused":
+      return "paused";
+    case "cancelled":
+      return "idle";
+    case "pending":
+    case "running":
+      return "executing";
+    default:
+      return "error";
   }
 }
 
@@ -114,7 +128,7 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
     for (;;) {
       while (queue.length) {
         const e = queue.shift()!;
-        const line = lineOf(e, a.stepLine, a.single);
+        const line = lineOf(e, a.single);
         if (line !== undefined) {
           yield { type: "text", text: line };
           continue;
@@ -127,18 +141,10 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
         if (TERMINAL.has(e.type)) {
           ended = true;
           const rec = a.runs.get(id)!;
-          a.onEnd(
-            rec.status === "completed"
-              ? "completed"
-              : rec.status === "paused"
-                ? "paused"
-                : rec.status === "cancelled"
-                  ? "idle"
-                  : "error",
-          );
+          a.onEnd(endState(rec));
           let text: string;
           if (rec.status === "completed" && streamed)
-            text = `\n\n✓ **${a.name}** finished${rec.startedAt && rec.endedAt ? ` in ${secs(rec.endedAt - rec.startedAt)}` : ""}.`;
+            text = `\n\n✓ **${a.name}** finished${rec.startedAt && rec.endedAt ? ` in ${seconds(rec.endedAt - rec.startedAt)}` : ""}.`;
           else text = `${streamed ? "\n\n" : "\n"}${runStatusText(rec, a.name)}`;
           yield { type: "text", text };
           yield { type: "done", finishReason: "stop" };
@@ -168,7 +174,7 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
   }
 }
 
-function lineOf(e: BridgeEvent, stepLine: typeof StepLine, single: boolean): string | undefined {
+function lineOf(e: BridgeEvent, single: boolean): string | undefined {
   switch (e.type) {
     case "step.completed":
       return single ? undefined : `${stepLine({ kind: "completed", step: e.step, ms: e.ms })}\n`;

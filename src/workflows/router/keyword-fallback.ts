@@ -11,6 +11,7 @@
  *   The confidence it gives stays between 0.4 and 0.7, so the engine always asks before running a
  *   fallback match; two systems scoring the same give no match rather than a guess.
  */
+import { put } from "../systems/inputs.js";
 import type { LoadedSystem } from "../systems/types.js";
 
 export type SlashCommand =
@@ -83,9 +84,7 @@ export function parseSlash(text: string): SlashCommand | { error: string } | nul
   if (!m) return null;
   const cmd = m[1]!.toLowerCase();
   const rest = t.slice(m[0].length).trim();
-  if (cmd === "cancel") return { cmd: "cancel" };
-  if (cmd === "systems") return { cmd: "systems" };
-  if (cmd === "runs") return { cmd: "runs" };
+  if (cmd === "cancel" || cmd === "systems" || cmd === "runs") return { cmd };
   if (cmd === "status") {
     const runId = rest.split(/\s+/)[0];
     return runId ? { cmd: "status", runId } : { cmd: "status" };
@@ -101,12 +100,7 @@ export function parseSlash(text: string): SlashCommand | { error: string } | nul
     const name = eq === -1 ? "" : pair.slice(0, eq);
     if (eq === -1 || !INPUT_NAME.test(name))
       return { error: `expected name=value, got ${JSON.stringify(pair)}; ${RUN_USAGE}` };
-    Object.defineProperty(inputs, name, {
-      value: pair.slice(eq + 1),
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    put(inputs, name, pair.slice(eq + 1));
   }
   return { cmd: "run", system: system.toLowerCase(), inputs };
 }
@@ -214,7 +208,6 @@ export function fallbackMatch(
   if (msg.length === 0) return null;
   const msgSet = new Set(msg);
   const scores = systems.map((s) => score(msg, msgSet, s)).filter((s) => s.points >= 1);
-  if (scores.length === 0) return null;
   scores.sort((a, b) => b.points - a.points);
   const [top, second] = scores;
   if (!top || (second && second.points === top.points)) return null;

@@ -5,6 +5,7 @@
  */
 import type { LoadedSystem } from "../systems/types.js";
 import { fieldsOf, type FieldInfo, type InputCheck } from "../systems/inputs.js";
+import { clip, oneLine } from "../../core/util/model-reply.js";
 
 /** Longest value shown in a confirmation, and in a "you gave …" note. */
 export const CONFIRM_VALUE_CHARS = 200;
@@ -13,14 +14,7 @@ const ENUM_SHOWN = 20;
 const ERROR_CHARS = 200;
 const DESCRIPTION_CHARS = 160;
 
-const oneLine = (s: string): string => s.replace(/\s+/g, " ").trim();
-
-function clip(s: string, max: number): string {
-  const t = oneLine(s);
-  return t.length <= max ? t : `${t.slice(0, max - 1).trimEnd()}…`;
-}
-
-const plain = (v: unknown): string =>
+export const plain = (v: unknown): string =>
   typeof v === "string"
     ? v
     : typeof v === "number" || typeof v === "boolean"
@@ -66,15 +60,10 @@ export function clarifyText(
   };
   const listed = new Set<string>();
   const lines: string[] = [];
-  for (const f of missing) {
+  for (const f of [...missing, ...invalid.map((i) => i.field)]) {
     if (listed.has(f.name)) continue;
     listed.add(f.name);
     lines.push(fieldLine(f, note(f.name)));
-  }
-  for (const i of invalid) {
-    if (listed.has(i.field.name)) continue;
-    listed.add(i.field.name);
-    lines.push(fieldLine(i.field, note(i.field.name)));
   }
   for (const p of problems) lines.push(`- ${capitalise(p)}`);
   return `I can run **${systemName}** for you, but I need a bit more info:\n\n${lines.join("\n")}\n\nPlease provide the missing details.`;
@@ -127,7 +116,7 @@ export interface StepLineEvent {
   delayMs?: number;
 }
 
-const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
+export const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
 
 /** "fetch failed" / "fetch was skipped" (the plan runner's reasons) with the step id in code. */
 function skipReason(reason: string): string {

@@ -15,8 +15,8 @@ import { RunError, type RunManager } from "../systems/runner.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { LoadedSystem } from "../systems/types.js";
 import type { Decision } from "./decide.js";
-import { follow, runStatusText } from "./follow.js";
-import { runningLine, stepLine } from "./messages.js";
+import { endState, follow, runStatusText } from "./follow.js";
+import { runningLine } from "./messages.js";
 import type { RouterOptions } from "./options.js";
 
 export interface RouterRuntime {
@@ -77,23 +77,18 @@ export abstract class RouterOutcomes {
   /** Stream a live run to this turn (until it ends, or detach). */
   protected attach(rec: RunRecord, input: DispatchInput, preface: string, fresh: boolean): Dispatch {
     const system = this.rt.library.get(rec.system);
+    const name = system?.name ?? rec.system;
     const conv = input.turn.session.key;
     this.setState(conv, "executing");
     const events = follow({
       run: rec,
-      name: system?.name ?? rec.system,
+      name,
       single: system ? this.rt.library.plan(system.id).steps.length === 1 : false,
       runs: this.rt.runs,
       bus: this.rt.bus,
       cancel: input.turn.cancel,
       detachAfterMs: this.opts.detachAfterSeconds * 1000,
-      head: join(
-        preface,
-        fresh
-          ? runningLine(system?.name ?? rec.system)
-          : `Still running **${system?.name ?? rec.system}** (run \`${rec.id}\`)…`,
-      ),
-      stepLine,
+      head: join(preface, fresh ? runningLine(name) : `Still running **${name}** (run \`${rec.id}\`)…`),
       onEnd: (end) => this.setState(conv, end),
     });
     return { kind: "answer", events };
@@ -121,6 +116,16 @@ export abstract class RouterOutcomes {
   protected toBuilder(conv: string, preface: string, by: DecidedBy, reason: string): Dispatch {
     this.handedOver(conv, "build", by, reason);
     return { kind: "handover", model: this.opts.builder!, ...(preface ? { preface: `${preface}\n\n` } : {}) };
+  }
+
+  /** A run's state in words; the conversation's state follows the run's unless given. */
+  protected sayRun(conv: string, preface: string, rec: RunRecord, state = endState(rec)): Dispatch {
+    return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), state);
+  }
+
+  /** Cancel a run of this conversation and say where it ended. */
+  protected async cancelRun(conv: string, preface: string, id: string): Promise<Dispatch> {
+    return this.sayRun(conv, preface, await this.rt.runs.cancel(id).catch(() => this.rt.runs.get(id)!), "idle");
   }
 
   protected say(conv: string, preface: string, text: string, state: ConversationState): Dispatch {
@@ -152,22 +157,6 @@ export abstract class RouterOutcomes {
 
   protected setState(conv: string, state: ConversationState): void {
     this.rt.conversations.setState(conv, state, "router");
-  }
-
-  protected endState(rec: RunRecord): ConversationState {
-    switch (rec.status) {
-      case "completed":
-        return "completed";
-      case "failed":
-      case "interrupted":
-        return "error";
-      case "paused":
-        return "paused";
-      case "cancelled":
-        return "idle";
-      default:
-        return "executing";
-    }
   }
 
   protected nameOf(id: string): string {

@@ -19,7 +19,7 @@ import { checkInputs, inputsHash, mergeInputs } from "../systems/inputs.js";
 import { isRouterQuestion, type RouterQuestion } from "../conversation/machine.js";
 import type { LoadedSystem } from "../systems/types.js";
 import { type Decision, decide } from "./decide.js";
-import { runStatusText, runsListText } from "./follow.js";
+import { runsListText } from "./follow.js";
 import { parseSlash } from "./keyword-fallback.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, systemsListText } from "./messages.js";
 import { join, RouterOutcomes } from "./outcomes.js";
@@ -49,7 +49,7 @@ export class RouterEngine extends RouterOutcomes {
       });
       return this.rt.runs.isLive(prior.id)
         ? this.attach(prior, input, preface, false)
-        : this.say(conv, preface, runStatusText(prior, this.nameOf(prior.system)), this.endState(prior));
+        : this.sayRun(conv, preface, prior);
     }
 
     const resume = RESUME.exec(text);
@@ -101,8 +101,7 @@ export class RouterEngine extends RouterOutcomes {
       const active = this.rt.runs.store.active(conv)[0];
       if (active) {
         this.decision(conv, "cancel", d.source, { system: active.system, confidence: d.confidence });
-        const ended = await this.rt.runs.cancel(active.id).catch(() => this.rt.runs.get(active.id)!);
-        return this.say(conv, preface, runStatusText(ended, this.nameOf(ended.system)), "idle");
+        return this.cancelRun(conv, preface, active.id);
       }
       return this.handover(conv, preface, d, "nothing to cancel");
     }
@@ -114,7 +113,7 @@ export class RouterEngine extends RouterOutcomes {
       const latest = this.rt.runs.store.latest(conv);
       if (latest) {
         this.decision(conv, "status", d.source, { system: latest.system, confidence: d.confidence });
-        return this.say(conv, preface, runStatusText(latest, this.nameOf(latest.system)), this.endState(latest));
+        return this.sayRun(conv, preface, latest);
       }
       return this.handover(conv, preface, d, "no run to report");
     }
@@ -199,11 +198,10 @@ export class RouterEngine extends RouterOutcomes {
       });
       return this.say(conv, preface, clarifyText(system.name, check.missing, check.invalid, check.problems), "idle");
     }
-    const unsure = confidence < this.opts.thresholds.trigger;
     const why =
       system.confirm === "always"
         ? "always"
-        : unsure
+        : confidence < this.opts.thresholds.trigger
           ? "unsure"
           : system.sideEffects && system.confirm === "auto"
             ? "side_effects"
@@ -267,8 +265,7 @@ export class RouterEngine extends RouterOutcomes {
       return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
     if (!rec || rec.conversation !== conv)
       return this.say(conv, preface, `I know of no run \`${runId}\` in this conversation.`, "idle");
-    if (!["paused", "interrupted", "failed"].includes(rec.status))
-      return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), this.endState(rec));
+    if (!["paused", "interrupted", "failed"].includes(rec.status)) return this.sayRun(conv, preface, rec);
     const hash = inputsHash(rec.system, rec.inputs);
     this.rt.conversations.ask(conv, {
       kind: "confirm",
@@ -319,16 +316,13 @@ export class RouterEngine extends RouterOutcomes {
               : "Nothing has run in this conversation yet.",
             "idle",
           );
-        return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), this.endState(rec));
+        return this.sayRun(conv, preface, rec);
       }
       case "cancel": {
         const pending = this.rt.conversations.close(conv);
         const active = this.rt.runs.store.active(conv)[0];
         this.decision(conv, "cancel", "slash", { system: active?.system ?? pending?.system });
-        if (active) {
-          const ended = await this.rt.runs.cancel(active.id).catch(() => this.rt.runs.get(active.id)!);
-          return this.say(conv, preface, runStatusText(ended, this.nameOf(ended.system)), "idle");
-        }
+        if (active) return this.cancelRun(conv, preface, active.id);
         return this.say(
           conv,
           preface,

@@ -128,9 +128,8 @@ export async function openRouterRuntime(args: {
   if ("problem" in ttl) problems.push(ttl.problem);
   if (problems.length || "problem" in ttl) throw new SystemsConfigError(problems);
   const db = openSystemsDb(args.dbFile ?? systemsDbPath(config.dataDir));
-  const store = new RunStore(db);
   const runs = new RunManager({
-    store,
+    store: new RunStore(db),
     library,
     bus,
     callModel,

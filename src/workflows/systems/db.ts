@@ -226,29 +226,32 @@ export class RunStore {
       .prepare(
         `SELECT id FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ${limit}`,
       )
-      .all(...args) as Array<{ id: string }>;
-    return rows.map((r) => this.get(r.id)!).filter(Boolean);
+      .all(...args);
+    return this.runs(rows);
+  }
+
+  /** The runs of rows of ids (a query's answer), in their order. */
+  private runs(rows: unknown[]): RunRecord[] {
+    return (rows as Array<{ id: string }>).map((r) => this.get(r.id)!);
   }
 
   /** The run a chat message started, if any (a client's retry of the message finds it). */
   byMessage(conversation: string, messageKey: string): RunRecord | undefined {
-    const row = this.stmts.byMessage.get(conversation, messageKey) as { id: string } | undefined;
-    return row ? this.get(row.id) : undefined;
+    return this.runs(this.stmts.byMessage.all(conversation, messageKey))[0];
   }
 
   /** Runs of a conversation that ended in the background and were not told yet (builds are told by the builder). */
   unreported(conversation: string): RunRecord[] {
-    return (this.stmts.unreported.all(conversation) as Array<{ id: string }>).map((r) => this.get(r.id)!);
+    return this.runs(this.stmts.unreported.all(conversation));
   }
 
   /** Runs of a conversation that have not ended (newest first). */
   active(conversation: string): RunRecord[] {
-    return (this.stmts.active.all(conversation) as Array<{ id: string }>).map((r) => this.get(r.id)!);
+    return this.runs(this.stmts.active.all(conversation));
   }
 
   latest(conversation: string): RunRecord | undefined {
-    const row = this.stmts.latest.get(conversation) as { id: string } | undefined;
-    return row ? this.get(row.id) : undefined;
+    return this.runs(this.stmts.latest.all(conversation))[0];
   }
 
   setStatus(id: string, status: RunStatus): void {

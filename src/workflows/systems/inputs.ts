@@ -67,15 +67,13 @@ type Schema = Record<string, unknown>;
 const isObject = (v: unknown): v is Schema => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** `obj[key] = value` that stays a plain own property even for keys such as `__proto__`. */
-function put(obj: Record<string, unknown>, key: string, value: unknown): void {
+export function put(obj: Record<string, unknown>, key: string, value: unknown): void {
   Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
 /** "", whitespace-only text, null and undefined: not given. */
 export function isGiven(v: unknown): boolean {
-  if (v === undefined || v === null) return false;
-  if (typeof v === "string" && v.trim() === "") return false;
-  return true;
+  return v !== undefined && v !== null && !(typeof v === "string" && v.trim() === "");
 }
 
 function propertiesOf(schema: InputSchema | Schema): Record<string, Schema> {
@@ -124,13 +122,7 @@ function unionMembers(p: Schema, root: Schema): Schema[] {
 function typesOf(p: Schema, root: Schema): string[] {
   if (typeof p.type === "string") return [p.type];
   if (Array.isArray(p.type)) return p.type.filter((t): t is string => typeof t === "string");
-  const members = unionMembers(p, root);
-  if (members.length > 0) {
-    const out: string[] = [];
-    for (const m of members) for (const t of typesOf(m, root)) if (!out.includes(t)) out.push(t);
-    return out;
-  }
-  return [];
+  return [...new Set(unionMembers(p, root).flatMap((m) => typesOf(m, root)))];
 }
 
 /** The fixed set of allowed values of a property (its enum, its const, a union of consts, or its items' enum). */
@@ -165,13 +157,8 @@ function fieldInfo(name: string, p: Schema, required: boolean, root: Schema): Fi
   const info: FieldInfo = { name, type: types.length > 0 ? types.join("|") : "string", required };
   const allowed = allowedOf(p, root);
   if (allowed) info.enum = allowed;
-  const description =
-    typeof p.description === "string" && p.description.trim()
-      ? p.description.trim()
-      : typeof p.title === "string" && p.title.trim()
-        ? p.title.trim()
-        : undefined;
-  if (description !== undefined) info.description = description;
+  const description = [p.description, p.title].find((d): d is string => typeof d === "string" && d.trim() !== "");
+  if (description !== undefined) info.description = description.trim();
   return info;
 }
 
@@ -205,12 +192,8 @@ function newAjv(dialect: Dialect): AjvLike {
 // `$id` anywhere gets an instance of its own, so two schemas with the same `$id` cannot collide.
 const shared = new Map<Dialect, AjvLike>();
 function sharedAjv(dialect: Dialect): AjvLike {
-  let a = shared.get(dialect);
-  if (!a) {
-    a = newAjv(dialect);
-    shared.set(dialect, a);
-  }
-  return a;
+  if (!shared.has(dialect)) shared.set(dialect, newAjv(dialect));
+  return shared.get(dialect)!;
 }
 
 function hasId(v: unknown, depth = 0): boolean {

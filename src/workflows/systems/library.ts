@@ -15,20 +15,12 @@
  * none), webhooks and commands have them, models do not, a plan has them when a step has.
  */
 import type { z } from "zod";
+import type { McpToolInfo as ToolFacts } from "./executors/mcp.js";
 import { checkCommand } from "./executors/command.js";
 import { checkWebhookUrl } from "./executors/webhook.js";
 import { schemaProblem } from "./inputs.js";
 import { compileRun, type CompiledPlan, type LeafSpec } from "./plan.js";
-import {
-  commandRunSchema,
-  LEAF_KINDS,
-  mcpRunSchema,
-  modelRunSchema,
-  systemSchema,
-  webhookRunSchema,
-  type McpServer,
-  type SystemFile,
-} from "./schema.js";
+import { isLeafKind, LEAF_KINDS, runSpecSchema, systemSchema, type McpServer, type SystemFile } from "./schema.js";
 import { refsIn, TemplateError } from "../engine/template.js";
 import { checkGraph, type Graph, useProblem } from "../engine/graph.js";
 import type { LoadedSystem } from "./types.js";
@@ -38,11 +30,8 @@ import { type LeftOutFile, type LibraryProblem, type Raw, readDir } from "./syst
 // The library's problems, as its callers name them.
 export type { LibraryProblem } from "./system-files.js";
 
-export interface ToolFacts {
-  inputSchema: Record<string, unknown>;
-  destructive?: boolean;
-  readOnly?: boolean;
-}
+/** What start-up reads of an MCP tool (executors/mcp.ts `describeMcpTool`). */
+export type { ToolFacts };
 
 export interface LoadOptions {
   /** The config file's raw `systems:` entries. */
@@ -121,13 +110,6 @@ function zodProblems(where: string, prefix: string, error: z.ZodError): LibraryP
   return error.issues.map((i) => ({ where, key: keyOf(prefix, i.path), message: i.message }));
 }
 
-const leafSchemas = {
-  webhook: webhookRunSchema,
-  command: commandRunSchema,
-  mcp: mcpRunSchema,
-  model: modelRunSchema,
-} as const;
-
 /**
  * Load and check every system; a system with a problem is left out, nothing is thrown. `problems`
  * are those of the config's own systems and of the candidates (they stop a start, or a deploy);
@@ -163,21 +145,14 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       continue;
     }
     const sys = res.data;
-    if ((LEAF_KINDS as readonly string[]).includes(sys.id)) {
-      problems.push({
-        where: raw.where,
-        key: keyOf(raw.prefix, ["id"]),
-        message: `"${sys.id}" is the name of a run kind; a plan step could never use this system. Choose another id`,
-      });
+    const idProblem = (message: string) => problems.push({ where: raw.where, key: keyOf(raw.prefix, ["id"]), message });
+    if (isLeafKind(sys.id)) {
+      idProblem(`"${sys.id}" is the name of a run kind; a plan step could never use this system. Choose another id`);
       continue;
     }
     const other = seen.get(sys.id);
     if (other) {
-      problems.push({
-        where: raw.where,
-        key: keyOf(raw.prefix, ["id"]),
-        message: `system id "${sys.id}" is already used (${other})`,
-      });
+      idProblem(`system id "${sys.id}" is already used (${other})`);
       continue;
     }
     seen.set(sys.id, raw.where);
@@ -185,9 +160,8 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     const badSteps = new Set<number>();
     if (sys.run.kind === "plan") {
       sys.run.steps.forEach((step, i) => {
-        if (!(LEAF_KINDS as readonly string[]).includes(step.uses)) return;
-        const schema = leafSchemas[step.uses as keyof typeof leafSchemas];
-        const r = (schema as z.ZodType).safeParse({ ...step.with, kind: step.uses });
+        if (!isLeafKind(step.uses)) return;
+        const r = runSpecSchema.safeParse({ ...step.with, kind: step.uses });
         if (!r.success) {
           problems.push(...zodProblems(raw.where, keyOf(raw.prefix, ["run", "steps", i, "with"]), r.error));
           badSteps.add(i);
@@ -295,7 +269,7 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
         report(at("run", "output"), `unknown step "${sys.run.output}" (steps: ${steps.map((s) => s.id).join(", ")})`);
       steps.forEach((s, i) => {
         const key = (...p: PropertyKey[]) => at("run", "steps", i, "with", ...p);
-        if ((LEAF_KINDS as readonly string[]).includes(s.uses)) {
+        if (isLeafKind(s.uses)) {
           if (!badSteps.has(i)) checkLeaf({ ...s.with, kind: s.uses } as LeafSpec, key, { id: s.id, graph });
         } else if (!ids.has(s.uses)) {
           if (misshapen.has(s.uses))
@@ -335,24 +309,16 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
   // left out, directly or through others.
   const byId = new Map(loaded.map((s) => [s.id, s]));
   const usedBy = (s: LoadedSystem) =>
-    s.run.kind === "plan"
-      ? s.run.steps.map((st) => st.uses).filter((u) => !(LEAF_KINDS as readonly string[]).includes(u))
-      : [];
+    s.run.kind === "plan" ? s.run.steps.map((st) => st.uses).filter((u) => !isLeafKind(u)) : [];
   for (let n = 0; n <= loaded.length; n++) {
     const loop = checkGraph(
       [...byId.values()].map((s) => ({ id: s.id, dependsOn: usedBy(s).filter((u) => byId.has(u)) })),
     ).cycles[0];
     if (!loop) break;
-    const first = byId.get(loop[0]!)!;
-    problems.push({
-      where: first.source,
-      key: keyOf(prefixes.get(first.id) ?? "", ["run", "steps"]),
-      message: `systems use each other in a loop: ${loop.join(" → ")}`,
-    });
-    // The other members that are files are named too: each file left out says why.
-    for (const id of new Set(loop.slice(1))) {
+    // Named at its first member, and at each other member that is a file: each file left out says why.
+    for (const [i, id] of [...new Set(loop)].entries()) {
       const s = byId.get(id)!;
-      if (s !== first && files.has(s.source))
+      if (i === 0 || files.has(s.source))
         problems.push({
           where: s.source,
           key: keyOf(prefixes.get(id) ?? "", ["run", "steps"]),
@@ -368,7 +334,7 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       if (s.run.kind !== "plan") continue;
       s.run.steps.forEach((st, i) => {
         if (!byId.has(s.id)) return;
-        if (!(LEAF_KINDS as readonly string[]).includes(st.uses) && !byId.has(st.uses) && ids.has(st.uses)) {
+        if (!isLeafKind(st.uses) && !byId.has(st.uses) && ids.has(st.uses)) {
           problems.push({
             where: s.source,
             key: keyOf(prefixes.get(s.id) ?? "", ["run", "steps", i, "uses"]),
@@ -385,7 +351,7 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     if (!inferred.has(s.id) || s.run.kind !== "plan") return s.sideEffects;
     inferred.delete(s.id);
     s.sideEffects = s.run.steps.some((st) => {
-      if ((LEAF_KINDS as readonly string[]).includes(st.uses)) return st.uses !== "model";
+      if (isLeafKind(st.uses)) return st.uses !== "model";
       const sub = byId.get(st.uses);
       return sub ? effects(sub) : true;
     });
@@ -395,11 +361,13 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
 
   // The files' problems leave those files out; the rest are the caller's (the config, candidates).
   const leftOut = new Map<string, LeftOutFile>();
-  const ofFiles: LibraryProblem[] = [];
   const others: LibraryProblem[] = [];
-  for (const p of problems) (files.has(p.where) ? ofFiles : others).push(p);
   const idOf = new Map(raws.map((r) => [r.where, (r.value as { id?: unknown } | null)?.id]));
-  for (const p of ofFiles) {
+  for (const p of problems) {
+    if (!files.has(p.where)) {
+      others.push(p);
+      continue;
+    }
     let entry = leftOut.get(p.where);
     if (!entry) {
       const id = idOf.get(p.where);
@@ -426,9 +394,8 @@ function inferSideEffects(sys: SystemFile, tool: ToolFacts | undefined): boolean
       if (!tool) return true;
       if (tool.readOnly) return false;
       return tool.destructive ?? true;
-    case "plan":
-      return sys.run.steps.some((s) => s.uses !== "model");
     default:
+      // A plan's are worked out once the systems its steps use are known (loadSystems).
       return true;
   }
 }

@@ -17,11 +17,6 @@ export function sandboxDir(dataDir: string, systemId: string): string {
   return path.join(dataDir, "sandboxes", systemId);
 }
 
-/** The directory when it exists, else undefined. */
-export function existingDir(dir: string): string | undefined {
-  return existsSync(dir) ? dir : undefined;
-}
-
 /** Whether systems are configured (the config's list or files) or a router or builder backend exists. */
 export function wantsSystems(config: {
   systems: unknown[];

@@ -6,7 +6,7 @@
  */
 import type { EngineStep } from "../engine/scheduler.js";
 import type { PlanStep, RunSpec } from "./schema.js";
-import { LEAF_KINDS, type LeafKind } from "./schema.js";
+import { isLeafKind } from "./schema.js";
 
 export type LeafSpec = Exclude<RunSpec, { kind: "plan" }>;
 
@@ -41,9 +41,9 @@ export function compileRun(run: RunSpec): CompiledPlan {
 
 function compileStep(s: PlanStep): CompiledStep {
   const base = { id: s.id, dependsOn: s.dependsOn, retry: s.retry };
-  if ((LEAF_KINDS as readonly string[]).includes(s.uses)) {
+  if (isLeafKind(s.uses)) {
     // Validated and defaulted at load (src/workflows/systems/library.ts keeps the parsed settings in `with`).
-    return { ...base, target: { kind: "leaf", spec: { ...s.with, kind: s.uses as LeafKind } as LeafSpec } };
+    return { ...base, target: { kind: "leaf", spec: { ...s.with, kind: s.uses } as LeafSpec } };
   }
   return { ...base, target: { kind: "system", system: s.uses, with: s.with } };
 }

@@ -11,7 +11,7 @@
  * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
  * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
  */
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
 import type { EventBus } from "../../ops/events/bus.js";
@@ -21,9 +21,9 @@ import { alnumId } from "../../core/util/ids.js";
 import type { RunRecord, RunStore } from "./db.js";
 import { ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
 import { executeLeaf } from "./executors/index.js";
-import { existingDir, sandboxDir } from "./paths.js";
+import { sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
-import { RunHooks, runSteps, type EngineStep, type RunOutcome, type StepEnd } from "../engine/scheduler.js";
+import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/scheduler.js";
 import type { CompiledStep } from "./plan.js";
 import { renderValue, type Scope } from "../engine/template.js";
 
@@ -141,19 +141,8 @@ export class RunManager {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const system = this.deps.library.get(req.system);
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
-    const id = alnumId("run", 16);
-    const plan = this.deps.library.plan(system.id);
-    this.deps.store.create({
-      id,
-      system: system.id,
-      conversation: req.conversation,
-      inputs: req.inputs,
-      origin: req.origin,
-      messageKey: req.messageKey,
-      steps: plan.steps.map((s) => s.id),
-    });
-    this.launch(id);
-    return this.deps.store.get(id)!;
+    const steps = this.deps.library.plan(system.id).steps.map((s) => s.id);
+    return this.create({ ...req, id: alnumId("run", 16), system: system.id, steps });
   }
 
   /** Resume a paused, interrupted or failed run from its first unfinished step. */
@@ -221,8 +210,8 @@ export class RunManager {
     await Promise.allSettled(all.map((l) => l.done));
   }
 
-  /** Write a run of another origin (a build) and start it with its program. */
-  create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions): RunRecord {
+  /** Write a run and start it: a system's (`start`), or one of another origin (a build) with its program. */
+  create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions = {}): RunRecord {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     this.deps.store.create(run);
     this.launch(run.id, opts);
@@ -243,17 +232,8 @@ export class RunManager {
         // Only the store itself (or a program's set-up) failing gets here; the run is reported failed if it can be.
         this.deps.log.error({ err, runId: id }, "run could not be executed");
         try {
-          this.deps.store.finish(id, { status: "failed", error: (err as Error).message });
           const rec = this.deps.store.get(id);
-          if (rec)
-            this.deps.bus.emit({
-              type: "run.failed",
-              runId: id,
-              system: rec.system,
-              origin: rec.origin,
-              error: (err as Error).message,
-              ms: 0,
-            });
+          if (rec) this.persistEnd(rec, { status: "failed", error: (err as Error).message }, 0);
         } catch {
           /* the store is gone */
         }
@@ -272,14 +252,7 @@ export class RunManager {
       steps: plan.steps,
       maxParallel: plan.maxParallel,
       attempt: (step, outputs, attemptCancel) =>
-        this.attempt(
-          rec.id,
-          rec,
-          step as CompiledStep,
-          { inputs: rec.inputs, steps: wrap(outputs), runId: rec.id },
-          attemptCancel,
-          0,
-        ),
+        this.attempt(rec, step as CompiledStep, rec.inputs, outputs, attemptCancel, 0),
       output: (outputs) => outputs[plan.output],
     });
   }
@@ -296,25 +269,18 @@ export class RunManager {
     let end: RunEnd = { status: "failed", error: "the run did not end" };
     const hooks = new RunHooks()
       .addHandler("runBefore", () => bus.emit({ type: "run.started", ...ev, conversation: rec.conversation }))
-      .addHandler("stepBefore", (step, attempt) => {
-        store.stepStarted(id, step, attempt);
-        bus.emit({ type: "step.started", ...ev, step, attempt });
-      })
-      .addHandler("stepRetry", (step, attempt, error, delayMs) =>
-        bus.emit({ type: "step.retry", ...ev, step, attempt, error: error.message, delayMs }),
-      )
-      .addHandler("stepAfter", (step, e) => {
-        if (e.status === "stopped") return store.stepEnded(id, step, "pending");
-        store.stepEnded(id, step, e.status, {
+      .addHandler("stepBefore", (step, attempt) => store.stepStarted(id, step, attempt))
+      .addHandler("stepAfter", (step, e) =>
+        store.stepEnded(id, step, e.status === "stopped" ? "pending" : e.status, {
           output: e.status === "completed" ? e.output : undefined,
           error: e.status === "failed" ? e.error.message : e.status === "skipped" ? e.reason : undefined,
-        });
-        publishStepEnd(bus, ev, step, e);
-      })
+        }),
+      )
       .addHandler("runAfter", (res) => {
         end = this.endOf(res, cancel, program);
         this.persistEnd(rec, end, Date.now() - started);
       });
+    publishSteps(hooks, bus, ev);
     opts.observe?.(hooks);
     try {
       await runSteps({
@@ -364,18 +330,22 @@ export class RunManager {
       bus.emit({ type: `run.${end.status}`, ...ev });
   }
 
-  /** One attempt of one step: a leaf kind, or another system run inline as a nested plan. */
+  /** One attempt of one step (`outputs`: its plan's steps' so far): a leaf kind, or another system run inline as a nested plan. */
   private async attempt(
-    runId: string,
     rec: RunRecord,
     step: CompiledStep,
-    scope: Scope,
+    inputs: Record<string, unknown>,
+    outputs: Record<string, unknown>,
     cancel: Cancellation,
     depth: number,
     prefix = "",
   ): Promise<ExecResult> {
+    const runId = rec.id;
     const stepName = prefix + step.id;
+    const steps = Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, { output: v }]));
+    const scope: Scope = { inputs, steps, runId };
     if (step.target.kind === "leaf") {
+      const sandbox = sandboxDir(this.deps.dataDir, rec.system);
       const ctx: ExecContext = {
         step: stepName,
         runId,
@@ -391,7 +361,7 @@ export class RunManager {
           return dir;
         },
         callModel: this.deps.callModel,
-        sandbox: existingDir(sandboxDir(this.deps.dataDir, rec.system)),
+        sandbox: existsSync(sandbox) ? sandbox : undefined,
       };
       try {
         return await executeLeaf(step.target.spec, ctx);
@@ -408,15 +378,8 @@ export class RunManager {
     const subInputs = renderValue(step.target.with, scope) as Record<string, unknown>;
     const plan = this.deps.library.plan(sub.id);
     const subPrefix = `${stepName}/`;
-    const bus = this.deps.bus;
     // Its steps are published under `<step>/<sub-step>`; only the top run's steps are stored.
-    const ev = { runId, origin: rec.origin };
-    const hooks = new RunHooks()
-      .addHandler("stepBefore", (s, attempt) => bus.emit({ type: "step.started", ...ev, step: subPrefix + s, attempt }))
-      .addHandler("stepRetry", (s, attempt, e, delayMs) =>
-        bus.emit({ type: "step.retry", ...ev, step: subPrefix + s, attempt, error: e.message, delayMs }),
-      )
-      .addHandler("stepAfter", (s, e) => publishStepEnd(bus, ev, subPrefix + s, e));
+    const hooks = publishSteps(new RunHooks(), this.deps.bus, { runId, origin: rec.origin }, subPrefix);
     const res = await runSteps({
       steps: plan.steps,
       maxParallel: plan.maxParallel,
@@ -424,16 +387,8 @@ export class RunManager {
       cancel,
       retryBaseMs: this.deps.retryBaseMs,
       hooks,
-      attempt: (s, outputs, c) =>
-        this.attempt(
-          runId,
-          { ...rec, system: sub.id },
-          s,
-          { inputs: subInputs, steps: wrap(outputs), runId },
-          c,
-          depth + 1,
-          subPrefix,
-        ),
+      attempt: (s, subOutputs, c) =>
+        this.attempt({ ...rec, system: sub.id }, s, subInputs, subOutputs, c, depth + 1, subPrefix),
     });
     if (res.outcome === "completed") return { output: res.outputs[plan.output] };
     if (res.outcome === "stopped") throw new ExecError("cancelled", "stopped");
@@ -444,12 +399,20 @@ export class RunManager {
 
 type StepEvent = { runId: string; system?: string; origin: RunOrigin };
 
-/** `step.completed|failed|skipped` for a step's end (a stopped step publishes nothing: it is pending again). */
-function publishStepEnd(bus: EventBus, ev: StepEvent, step: string, e: StepEnd): void {
-  if (e.status === "completed") bus.emit({ type: "step.completed", ...ev, step, ms: e.ms });
-  else if (e.status === "failed") bus.emit({ type: "step.failed", ...ev, step, error: e.error.message, ms: e.ms });
-  else if (e.status === "skipped") bus.emit({ type: "step.skipped", ...ev, step, reason: e.reason });
+/**
+ * `step.started|retry|completed|failed|skipped` for the steps of `hooks`, named `<prefix><step>`
+ * (a stopped step publishes nothing: it is pending again).
+ */
+function publishSteps(hooks: RunHooks, bus: EventBus, ev: StepEvent, prefix = ""): RunHooks {
+  return hooks
+    .addHandler("stepBefore", (s, attempt) => bus.emit({ type: "step.started", ...ev, step: prefix + s, attempt }))
+    .addHandler("stepRetry", (s, attempt, e, delayMs) =>
+      bus.emit({ type: "step.retry", ...ev, step: prefix + s, attempt, error: e.message, delayMs }),
+    )
+    .addHandler("stepAfter", (s, e) => {
+      const step = prefix + s;
+      if (e.status === "completed") bus.emit({ type: "step.completed", ...ev, step, ms: e.ms });
+      else if (e.status === "failed") bus.emit({ type: "step.failed", ...ev, step, error: e.error.message, ms: e.ms });
+      else if (e.status === "skipped") bus.emit({ type: "step.skipped", ...ev, step, reason: e.reason });
+    });
 }
-
-const wrap = (outputs: Record<string, unknown>) =>
-  Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, { output: v }]));

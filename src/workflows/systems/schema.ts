@@ -151,3 +151,5 @@ export type SystemInput = z.input<typeof systemSchema>;
 export type SystemFile = z.infer<typeof systemSchema>;
 export type LeafKind = "webhook" | "command" | "mcp" | "model";
 export const LEAF_KINDS: readonly LeafKind[] = ["webhook", "command", "mcp", "model"];
+/** Whether a plan step's `uses` is a kind (else it names a system). */
+export const isLeafKind = (uses: string): uses is LeafKind => (LEAF_KINDS as readonly string[]).includes(uses);

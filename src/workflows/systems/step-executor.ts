@@ -1,6 +1,6 @@
 /**
- * The contract every kind of run (webhook, command, mcp, model) keeps. The plan runner
- * (src/workflows/systems/plan.ts) calls an executor once per attempt of a step; a single-kind system is a
+ * The contract every kind of run (webhook, command, mcp, model) keeps. The run manager
+ * (src/workflows/systems/runner.ts) calls an executor once per attempt of a step; a single-kind system is a
  * plan of one step. An executor substitutes its own templates (it knows where values must be
  * URL-encoded or kept typed), streams what it produces through `ctx.output`, and either returns the
  * step's output or throws an `ExecError` that says whether another attempt may succeed.

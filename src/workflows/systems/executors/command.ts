@@ -29,6 +29,7 @@ const KILL_GRACE_MS = 2000;
 export function checkCommand(spec: CommandRun): string[] {
   const program = spec.argv[0];
   if (program === undefined) return ["argv needs at least the program"];
+  // Without references, the program is its text (`$${` is `${`): empty exactly when the template is.
   let parts;
   try {
     parts = parseTemplate(program);
@@ -38,25 +39,18 @@ export function checkCommand(spec: CommandRun): string[] {
   const ref = parts.find((p) => "ref" in p);
   if (ref && "source" in ref)
     return [`argv[0] is the program and cannot contain a reference (${ref.source}): name the program itself`];
-  if (
-    parts
-      .map((p) => ("text" in p ? p.text : ""))
-      .join("")
-      .trim() === ""
-  )
-    return ["argv[0], the program, is empty"];
+  if (program.trim() === "") return ["argv[0], the program, is empty"];
   return [];
 }
 
-/** PATH and HOME, the allowed names that are set, then the fixed variables. */
-function commandEnv(spec: CommandRun, render: (s: string) => string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const name of ["PATH", "HOME", ...spec.env]) {
+/** The environment of a command or a stdio MCP server: PATH and HOME, the listed names that are set, then `setEnv`. */
+export function childEnv(names: readonly string[], setEnv: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", ...names]) {
     const v = process.env[name];
     if (v !== undefined) env[name] = v;
   }
-  for (const [name, value] of Object.entries(spec.setEnv)) env[name] = render(value);
-  return env;
+  return { ...env, ...setEnv };
 }
 
 export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
@@ -72,7 +66,7 @@ export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
   try {
     const render = (s: string) => renderString(s, ctx.scope);
     [program, ...args] = spec.argv.map(render) as [string, ...string[]];
-    env = commandEnv(spec, render);
+    env = childEnv(spec.env, Object.fromEntries(Object.entries(spec.setEnv).map(([n, v]) => [n, render(v)])));
     cwd = spec.cwd !== undefined ? render(spec.cwd) : ctx.workDir();
     stdin = spec.stdin !== undefined ? render(spec.stdin) : undefined;
   } catch (err) {

@@ -12,7 +12,8 @@ import { VERSION } from "../../../core/version.js";
 import type { McpServer } from "../schema.js";
 import { ExecError } from "../step-executor.js";
 import { classify, describeServer } from "./mcp-errors.js";
-import { ChildStdioTransport, serverEnv, settles } from "./mcp-stdio.js";
+import { childEnv } from "./command.js";
+import { ChildStdioTransport, settles } from "./mcp-stdio.js";
 
 /** `tools/list` pages read at most (a server that keeps handing out cursors is cut off). */
 const MAX_TOOL_PAGES = 50;
@@ -85,7 +86,7 @@ export async function connect(
     transport = new ChildStdioTransport({
       command: server.command,
       args: server.args,
-      env: serverEnv(server),
+      env: childEnv(server.env, server.setEnv),
       ...(server.cwd ? { cwd: server.cwd } : {}),
     });
   } else {

@@ -7,7 +7,7 @@
  * server that ignores SIGTERM and a closed stdin). On top: the SDK's framing (`ReadBuffer`,
  * `serializeMessage`), the last part of its stderr kept, and a close that always ends and reaps it
  * (stdin closed, then SIGTERM and SIGKILL to the group). Also the exact environment a stdio server
- * gets (`serverEnv`): PATH, HOME, the names its `env` lists that are set, and its `setEnv` (no PWD
+ * gets (`childEnv`, command.ts): PATH, HOME, the names its `env` lists that are set, and its `setEnv` (no PWD
  * added). The SDK's own StdioClientTransport always adds HOME, LOGNAME, PATH, SHELL, TERM and USER
  * and does not start the server in its own process group, hence this one.
  */
@@ -17,7 +17,6 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { CliProcess } from "../../../core/util/process.js";
 import { startTime } from "../../../core/util/run-records.js";
-import type { McpServer } from "../schema.js";
 
 /** How much of a stdio server's stderr is kept for error messages. */
 const STDERR_KEEP = 2048;
@@ -28,19 +27,6 @@ const STDIN_GRACE_ABORTED_MS = 100;
 const TERM_GRACE_MS = 2000;
 /** Once the server's leader exited, how long something it started may keep its stdout open. */
 const EXIT_LINGER_MS = 2000;
-
-/** The environment a stdio server gets: PATH, HOME, the listed names that are set, `setEnv`. */
-export function serverEnv(
-  server: Extract<McpServer, { transport: "stdio" }>,
-  from: NodeJS.ProcessEnv = process.env,
-): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const name of ["PATH", "HOME", ...server.env]) {
-    const v = from[name];
-    if (v !== undefined) env[name] = v;
-  }
-  return { ...env, ...server.setEnv };
-}
 
 /** Which server process a call went to: its pid (= its process group) and kernel start time. */
 export interface ServerIdentity {

@@ -79,11 +79,6 @@ export function signWebhook(secret: string, timestamp: number | string, body: st
   return `sha256=${createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex")}`;
 }
 
-function header(res: Dispatcher.ResponseData, name: string): string {
-  const v = res.headers[name];
-  return (Array.isArray(v) ? v[0] : v) ?? "";
-}
-
 function decoderFor(contentType: string): TextDecoder {
   const m = /charset\s*=\s*"?([\w.:-]+)/i.exec(contentType);
   if (m) {
@@ -188,7 +183,8 @@ export const runWebhook: Executor<WebhookRun> = async (spec, ctx) => {
       const retryable = status >= 500 || status === 429;
       throw new ExecError("http_status", `webhook answered ${status}: ${quote(snippet, ERROR_BODY_QUOTE)}`, retryable);
     }
-    const contentType = header(res, "content-type");
+    const typeHeader = res.headers["content-type"];
+    const contentType = (Array.isArray(typeHeader) ? typeHeader[0] : typeHeader) ?? "";
     const media = contentType.split(";")[0]!.trim().toLowerCase();
     const decoder = decoderFor(contentType);
     const limit = spec.maxResponseBytes;
