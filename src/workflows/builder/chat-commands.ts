@@ -8,7 +8,7 @@ import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js
 import type { BuilderQuestion } from "../conversation/machine.js";
 import { buildOf } from "./build-store.js";
 import { applyChanges } from "./configure.js";
-import { compiledSystem, deployCanvas, undeployCanvas } from "./deploy.js";
+import { compiledSystem } from "./deploy.js";
 import { buildEndText, followBuild, startBuild } from "./chat-build.js";
 import type { BuilderChat } from "./chat-kit.js";
 import type { ExecutionPlan } from "./types.js";
@@ -102,13 +102,7 @@ export async function confirmed(
       // The builder wrote this plan when it asked.
       return startBuild(chat, conv, p.intent, p.plan as ExecutionPlan, input);
     case "deploy": {
-      const res = await deployCanvas({
-        store: chat.d.canvases,
-        host: chat.d.host,
-        dataDir: chat.d.dataDir,
-        policy: chat.policy(),
-        system: p.system,
-      });
+      const res = await chat.deploy(p.system);
       if (!res.ok)
         return chat.say(
           conv,
@@ -122,12 +116,7 @@ export async function confirmed(
       );
     }
     case "undeploy": {
-      const res = await undeployCanvas({
-        store: chat.d.canvases,
-        host: chat.d.host,
-        dataDir: chat.d.dataDir,
-        system: p.system,
-      });
+      const res = await chat.undeploy(p.system);
       return chat.say(conv, res.message, res.ok ? "idle" : "error");
     }
     case "configure": {
@@ -144,7 +133,7 @@ export async function confirmed(
       const deployed = p.changes.find((c) => c.path === "deployed")?.value;
       const tail =
         deployed === false
-          ? ` ${(await undeployCanvas({ store: chat.d.canvases, host: chat.d.host, dataDir: chat.d.dataDir, system: p.system })).message}`
+          ? ` ${(await chat.undeploy(p.system)).message}`
           : deployed === true || after.status === "deployed"
             ? ` ${await chat.redeploy(p.system)}`
             : "";

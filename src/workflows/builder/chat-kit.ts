@@ -15,7 +15,7 @@ import type { ConversationState } from "../../wire/events.js";
 import type { BuilderQuestion, ConversationMachine } from "../conversation/machine.js";
 import type { BuildStore } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { deployCanvas, type SystemsHost } from "./deploy.js";
+import { type DeployResult, deployCanvas, type SystemsHost, undeployCanvas } from "./deploy.js";
 import { BuildRunner } from "./build-runner.js";
 import type { ToolCaller } from "./mcp-client.js";
 import type { BuilderOptions } from "./options.js";
@@ -78,15 +78,18 @@ export class BuilderChat {
     return { allowCommands: this.opts.allowCommands, allowHosts: this.opts.allowHosts };
   }
 
+  deploy(system: string): Promise<DeployResult> {
+    const { canvases: store, host, dataDir } = this.d;
+    return deployCanvas({ store, host, dataDir, policy: this.policy(), system });
+  }
+
+  undeploy(system: string): Promise<{ ok: boolean; message: string }> {
+    return undeployCanvas({ store: this.d.canvases, host: this.d.host, dataDir: this.d.dataDir, system });
+  }
+
   /** An edited canvas that was deployed is deployed again (the router runs what the canvas shows). */
   async redeploy(system: string): Promise<string> {
-    const res = await deployCanvas({
-      store: this.d.canvases,
-      host: this.d.host,
-      dataDir: this.d.dataDir,
-      policy: this.policy(),
-      system,
-    });
+    const res = await this.deploy(system);
     return res.ok
       ? "The deployed system was updated."
       : `The deployed system was NOT updated: ${res.problems.join("; ")}`;
