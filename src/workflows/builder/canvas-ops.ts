@@ -11,6 +11,7 @@
  * - deleting a node deletes its edges and its children (nodes whose `parent` is it), recursively.
  * Every refusal is a `CanvasOpError` whose message says what to do instead.
  */
+import { isObject } from "../../core/util/model-reply.js";
 import { NODE_TYPES } from "./types.js";
 import type { Canvas, CanvasEdge, CanvasNode, NodeType, Position } from "../../wire/canvas.js";
 
@@ -63,12 +64,18 @@ export function isValidId(id: unknown): id is string {
   return typeof id === "string" && ID_PATTERN.test(id);
 }
 
-export function emptyCanvas(system: string, name?: string, description?: string): Canvas {
+/** A system id, or a refusal that says what one looks like. */
+export function checkSystemId(system: unknown): string {
   if (!isValidId(system))
     throw new CanvasOpError(
       "invalid_system",
       `"${String(system)}" is not a valid system id: use ${ID_RULE} (e.g. "news-digest").`,
     );
+  return system;
+}
+
+export function emptyCanvas(system: string, name?: string, description?: string): Canvas {
+  checkSystemId(system);
   return {
     system,
     name: name?.trim() || system,
@@ -84,10 +91,6 @@ export function emptyCanvas(system: string, name?: string, description?: string)
 
 const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 function findNode(c: Canvas, id: unknown, role = "node"): CanvasNode {
   const n = typeof id === "string" ? c.nodes.find((x) => x.id === id) : undefined;
   if (!n) {
@@ -102,7 +105,7 @@ function findNode(c: Canvas, id: unknown, role = "node"): CanvasNode {
 
 function checkPosition(p: unknown, what = "position"): Position {
   if (
-    !isPlainObject(p) ||
+    !isObject(p) ||
     typeof p.x !== "number" ||
     typeof p.y !== "number" ||
     !Number.isFinite(p.x) ||
@@ -124,7 +127,7 @@ function checkLabel(label: unknown): string {
 
 function checkProperties(p: unknown): Record<string, unknown> {
   if (p === undefined || p === null) return {};
-  if (!isPlainObject(p))
+  if (!isObject(p))
     throw new CanvasOpError(
       "invalid_properties",
       'properties must be an object, e.g. {"model": "m", "prompt": "..."}.',
@@ -136,7 +139,7 @@ function checkProperties(p: unknown): Record<string, unknown> {
 /** No `__proto__`-like keys anywhere in a value that will be merged into properties. */
 function checkKeys(v: unknown, at: string): void {
   if (Array.isArray(v)) return v.forEach((x, i) => checkKeys(x, `${at}[${i}]`));
-  if (!isPlainObject(v)) return;
+  if (!isObject(v)) return;
   for (const [k, x] of Object.entries(v)) {
     if (FORBIDDEN_SEGMENTS.has(k))
       throw new CanvasOpError("invalid_key", `"${k}" (in ${at}) is not allowed as a property name.`);
@@ -302,7 +305,7 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
     if (cur === undefined) {
       if (value === null) return; // removing under something absent: nothing to do
       obj[seg] = {};
-    } else if (!isPlainObject(cur)) {
+    } else if (!isObject(cur)) {
       throw new CanvasOpError(
         "invalid_key",
         `Cannot set "${key}": properties.${path.slice(0, i + 1).join(".")} is ${Array.isArray(cur) ? "a list" : `a ${typeof cur}`}, not an object. Set properties.${path.slice(0, i + 1).join(".")} as a whole instead.`,
