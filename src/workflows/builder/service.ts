@@ -12,7 +12,6 @@ import type Database from "better-sqlite3";
 import { parse as parseYaml, stringify } from "yaml";
 import type { EventBus } from "../../ops/events/bus.js";
 import { systemsDir } from "../systems/paths.js";
-import type { LoadedSystem } from "../systems/types.js";
 import { BuildStore } from "./build-store.js";
 import { readBundle, writeBundle, BundleError } from "./bundle.js";
 import type { CanvasStore } from "./canvas-store.js";
@@ -96,7 +95,9 @@ export function openBuilderRoom(args: {
       } else {
         const loaded = args.host?.library.get(system);
         if (!loaded) throw new BundleError(`there is no system or canvas "${system}"`);
-        yaml = stringify(systemFileOf(loaded));
+        // The file that would declare it: every field but where it was declared.
+        const { source: _source, ...file } = loaded;
+        yaml = stringify(file);
       }
       const sandbox = Sandbox.forSystem(dataDir, system);
       const files = sandbox.files().map((f) => ({ path: f.path, content: sandbox.readBytes(f.path) }));
@@ -153,22 +154,6 @@ export function openBuilderRoom(args: {
       for (const f of b.files) sandbox.write(f.path, f.content);
       return { system: b.system, canvas: Boolean(b.canvas), files: b.files.length };
     },
-  };
-}
-
-/** A loaded system as the file that would declare it. */
-function systemFileOf(s: LoadedSystem): Record<string, unknown> {
-  return {
-    id: s.id,
-    name: s.name,
-    description: s.description,
-    examples: s.examples,
-    keywords: s.keywords,
-    inputs: s.inputs,
-    sideEffects: s.sideEffects,
-    confirm: s.confirm,
-    enabled: s.enabled,
-    run: s.run,
   };
 }
 
