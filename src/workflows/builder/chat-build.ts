@@ -83,11 +83,7 @@ export async function planChange(
 
   const deletes = plan.steps.filter((s) => s.action === "DELETE_NODE");
   if (deletes.length) {
-    chat.setPending(
-      conv,
-      { kind: "plan", system: plan.metadata.system, plan, intent, since: Date.now() },
-      plan.metadata.system,
-    );
+    chat.ask(conv, { kind: "plan", system: plan.metadata.system, plan, intent, since: Date.now() });
     return chat.say(
       conv,
       [
@@ -122,7 +118,7 @@ export function startBuild(
       description: plan.metadata.description || c.description,
     }));
   }
-  chat.setFocus(conv, system);
+  chat.d.conversations.setCanvas(conv, system);
   const head = (id: string) =>
     `${intent === "BUILD" ? "Building" : "Changing"} **${plan.metadata.name || system}** (build \`${id}\`)${plan.metadata.summary ? `: ${plan.metadata.summary}` : ""}\n\n`;
   return {
