@@ -49,8 +49,7 @@ const TRANSIENT_ERRNO = new Set(["EAGAIN", "EBUSY", "EMFILE", "ENFILE", "EWOULDB
 /** Any thrown value as a ToolError (see the header for what is retryable). */
 export function toToolError(err: unknown): ToolError {
   if (err instanceof ToolError) return err;
-  if (err instanceof CanvasOpError) return new ToolError(err.code, err.message, false);
-  if (err instanceof SandboxError) return new ToolError(err.code, err.message, false);
+  if (err instanceof CanvasOpError || err instanceof SandboxError) return new ToolError(err.code, err.message, false);
   const code =
     typeof (err as { code?: unknown } | null)?.code === "string" ? (err as { code: string }).code : undefined;
   const message = err instanceof Error ? err.message : String(err);
