@@ -12,6 +12,7 @@
  * Every refusal is a `CanvasOpError` whose message says what to do instead.
  */
 import { isObject } from "../../core/util/model-reply.js";
+import { checkGraph } from "../engine/graph.js";
 import { NODE_TYPES } from "./types.js";
 import type { Canvas, CanvasEdge, CanvasNode, NodeType, Position } from "../../wire/canvas.js";
 
@@ -233,22 +234,6 @@ export function createNode(c: Canvas, args: CreateNodeArgs): { canvas: Canvas; n
   return { canvas: { ...c, nodes: [...c.nodes, node] }, node: clone(node) };
 }
 
-/** Whether `to` can be reached from `from` along edges. */
-function reaches(edges: readonly CanvasEdge[], from: string, to: string): boolean {
-  const next = new Map<string, string[]>();
-  for (const e of edges) next.set(e.from, [...(next.get(e.from) ?? []), e.to]);
-  const seen = new Set<string>();
-  const stack = [from];
-  while (stack.length) {
-    const n = stack.pop()!;
-    if (n === to) return true;
-    if (seen.has(n)) continue;
-    seen.add(n);
-    stack.push(...(next.get(n) ?? []));
-  }
-  return false;
-}
-
 export function connectNodes(c: Canvas, args: { from: string; to: string }): { canvas: Canvas; edge: CanvasEdge } {
   const from = findNode(c, args.from, "source node");
   const to = findNode(c, args.to, "target node");
@@ -269,7 +254,10 @@ export function connectNodes(c: Canvas, args: { from: string; to: string }): { c
       "edge_from_output",
       `"${from.id}" is an output node: it is where the system's result leaves, nothing flows out of it. Connect into it instead.`,
     );
-  if (reaches(c.edges, to.id, from.id)) {
+  // The engine's graph checker: `to` already leads to `from` when it is one of `from`'s ancestors.
+  const sources = (id: string) => c.edges.filter((e) => e.to === id).map((e) => e.from);
+  const graph = checkGraph(c.nodes.map((n) => ({ id: n.id, dependsOn: sources(n.id) })));
+  if (graph.ancestors.get(from.id)?.has(to.id)) {
     throw new CanvasOpError(
       "cycle",
       `Connecting "${from.id}" → "${to.id}" would make a cycle ("${to.id}" already leads to "${from.id}"); edges are data flow, so they must not loop. Remove an edge first or connect differently.`,
