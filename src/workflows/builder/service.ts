@@ -5,11 +5,12 @@
  * connection for the Builder, and export / import of a system as a bundle. The bridge (src/request/http/start.ts), the CLI and the
  * HTTP routes all use this one composition.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type Database from "better-sqlite3";
 import { parse as parseYaml, stringify } from "yaml";
+import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import { systemsDir } from "../systems/paths.js";
 import { BuildStore } from "./build-store.js";
@@ -72,7 +73,7 @@ export function openBuilderRoom(args: {
       await server.connect(serverSide);
       const caller = await connectTools(clientSide);
       return {
-        call: (name, a) => caller.call(name, a),
+        ...caller,
         async close() {
           await caller.close();
           await server.close();
@@ -144,11 +145,8 @@ export function openBuilderRoom(args: {
         }));
         canvases.commitVersion(b.system, "imported");
       } else {
-        mkdirSync(systemsDir(dataDir), { recursive: true, mode: 0o700 });
         // Imported by the operator's command: their file from now on (no builder mark).
-        writeFileSync(file, b.yaml.startsWith(BUILDER_MARK) ? b.yaml.slice(b.yaml.indexOf("\n") + 1) : b.yaml, {
-          mode: 0o600,
-        });
+        writeFileAtomic(file, b.yaml.startsWith(BUILDER_MARK) ? b.yaml.slice(b.yaml.indexOf("\n") + 1) : b.yaml);
       }
       sandbox.ensure();
       for (const f of b.files) sandbox.write(f.path, f.content);
