@@ -23,7 +23,6 @@ import {
   connectNodes as connect,
   createNode as addNode,
   deleteNode as removeNode,
-  LAYOUTS,
   updateProperty as setProperty,
   type CreateNodeArgs,
   type LayoutKind,
@@ -203,25 +202,15 @@ export class CanvasTools {
     layout: LayoutKind = "layered",
   ): { system: string; layout: LayoutKind; positions: Array<{ id: string; position: { x: number; y: number } }> } {
     return this.run(() => {
-      checkSystemId(system);
-      if (!LAYOUTS.includes(layout))
-        throw new ToolError(
-          "invalid_layout",
-          `Unknown layout "${String(layout)}". Use one of: ${LAYOUTS.join(", ")}.`,
-          false,
-        );
-      let before: CanvasNode[] = [];
-      const saved = this.store.mutate(system, (c) => {
-        before = c.nodes;
-        return layoutCanvas(c, layout);
-      });
+      // An unknown layout is refused by layoutCanvas, inside the transaction (nothing written).
+      const { canvas, before } = this.edit(system, (c) => ({ canvas: layoutCanvas(c, layout), before: c.nodes }));
       const old = new Map(before.map((n) => [n.id, n.position]));
-      for (const n of saved.nodes) {
+      for (const n of canvas.nodes) {
         const p = old.get(n.id);
         if (!p || p.x !== n.position.x || p.y !== n.position.y)
           this.opts.bus?.emit({ type: "node.updated", system, node: structuredClone(n), key: "position" });
       }
-      return { system, layout, positions: saved.nodes.map((n) => ({ id: n.id, position: { ...n.position } })) };
+      return { system, layout, positions: canvas.nodes.map((n) => ({ id: n.id, position: { ...n.position } })) };
     });
   }
 
