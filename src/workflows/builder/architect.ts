@@ -306,23 +306,20 @@ export function parsePlan(text: string, defaults: { system: string }): { plan: E
     if (!id) errors.push(`${at}.id: missing; give every step a unique id`);
     const action = str(raw.action).trim() ? normalizeAction(str(raw.action)) : "";
     if (!action) errors.push(`${named}.action: missing; use one of ${PLAN_ACTIONS.join(", ")}`);
-    let params: Record<string, unknown> = {};
-    if (raw.params === undefined || raw.params === null) params = {};
-    else if (isObject(raw.params)) params = raw.params;
-    else
+    const params = isObject(raw.params) ? raw.params : {};
+    if (raw.params != null && !isObject(raw.params))
       errors.push(
         `${named}.params: expected an object, got ${Array.isArray(raw.params) ? "an array" : typeof raw.params}`,
       );
     let dependsOn: string[] = [];
     const deps = raw.dependsOn;
-    if (deps === undefined || deps === null) dependsOn = [];
-    else if (typeof deps === "string") dependsOn = deps.trim() ? [deps.trim()] : [];
+    if (typeof deps === "string") dependsOn = deps.trim() ? [deps.trim()] : [];
     else if (
       Array.isArray(deps) &&
       deps.every((d) => typeof d === "string" || (typeof d === "number" && Number.isFinite(d)))
     ) {
       dependsOn = [...new Set(deps.map((d) => String(d).trim()).filter((d) => d !== ""))];
-    } else errors.push(`${named}.dependsOn: expected a list of step ids`);
+    } else if (deps != null) errors.push(`${named}.dependsOn: expected a list of step ids`);
     const name = str(raw.name).trim() || id;
     steps.push({
       id,

@@ -132,27 +132,25 @@ export class BuildRunner {
       push("");
     });
     yield { type: "text", text: head(rec.id) };
-    const detachAt = Date.now() + detachAfterMs;
-    // Bounded by the detach time; each wait ends on a line, the end, the client leaving, or the deadline.
-    while (!ended && !turnCancel.aborted && Date.now() < detachAt) {
-      if (!lines.length) {
-        await new Promise<void>((resolve) => {
-          const finish = () => {
-            clearTimeout(t);
-            off();
-            wake = undefined;
-            resolve();
-          };
-          const t = setTimeout(finish, Math.max(1, detachAt - Date.now()));
-          const off = turnCancel.onAbort(finish);
-          wake = finish;
-        });
+    let detached = false;
+    const timer = setTimeout(() => {
+      detached = true;
+      push("");
+    }, detachAfterMs);
+    const offCancel = turnCancel.onAbort(() => push(""));
+    try {
+      // Bounded by the detach time; each wait ends on a line, the end, the client leaving, or the deadline.
+      for (;;) {
+        const stop = ended || turnCancel.aborted || detached;
+        const out = lines.splice(0).filter(Boolean);
+        if (out.length) yield { type: "text", text: `${out.join("\n")}\n` };
+        if (stop) break;
+        if (!lines.length) await new Promise<void>((resolve) => (wake = resolve));
       }
-      const out = lines.splice(0).filter(Boolean);
-      if (out.length) yield { type: "text", text: `${out.join("\n")}\n` };
+    } finally {
+      clearTimeout(timer);
+      offCancel();
     }
-    const rest = lines.splice(0).filter(Boolean);
-    if (rest.length) yield { type: "text", text: `${rest.join("\n")}\n` };
     if (!ended) {
       yield {
         type: "text",

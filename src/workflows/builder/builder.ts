@@ -28,52 +28,37 @@ import type { RunProgram } from "../systems/runner.js";
 import { answerQuery, configureSystem, exportSystem } from "./chat-answers.js";
 import { planChange } from "./chat-build.js";
 import { confirmed, runCommand } from "./chat-commands.js";
-import { BuilderChat, type BuilderEngineDeps } from "./chat-kit.js";
+import { BuilderChat } from "./chat-kit.js";
 import { COMMAND } from "./chat-words.js";
-import type { BuilderOptions } from "./options.js";
 import { keywordIntent, parseSupervisorReply, supervisorPrompt } from "./supervisor.js";
 import type { IntentVerdict } from "./types.js";
 
 export type { BuilderEngineDeps } from "./chat-kit.js";
 export { planSummary } from "./chat-build.js";
 
-export class BuilderEngine {
-  /** Supervisor and Architect calls made (tests and the bench read it). */
-  modelCalls: BuilderChat["modelCalls"];
-  /** What this engine's handlers share: the deps, the builds running in this process, the conversation state. */
-  private readonly chat: BuilderChat;
-
-  constructor(
-    readonly name: string,
-    private readonly opts: BuilderOptions,
-    private readonly d: BuilderEngineDeps,
-  ) {
-    this.chat = new BuilderChat(name, opts, d);
-    this.modelCalls = this.chat.modelCalls;
-  }
-
+/** The chat's shared parts (chat-kit.ts) with the routing of a message on top. */
+export class BuilderEngine extends BuilderChat {
   async dispatch(input: DispatchInput): Promise<Dispatch> {
-    const chat = this.chat;
     const conv = input.turn.session.key;
     const text = input.userText.trim();
     if (input.notFromPerson || !text)
-      return chat.say(
+      return this.say(
         conv,
         "I build systems from plain words. Say what the system should do, for example: *build a system that researches a topic and writes a blog post about it*.",
         undefined,
       );
-    chat.setState(conv, "routing");
+    this.setState(conv, "routing");
     // A question waiting for its answer: "yes" does what it asked; "no", "cancel" end it; anything else lapses it.
     const reply = this.d.conversations.reply(conv, text);
-    if (reply.kind === "ended") return chat.say(conv, "Fine, nothing was changed.", "idle");
+    if (reply.kind === "ended") return this.say(conv, "Fine, nothing was changed.", "idle");
     if ("question" in reply && !isRouterQuestion(reply.question)) {
-      if (reply.kind === "yes") return confirmed(chat, conv, reply.question, input);
+      if (reply.kind === "yes") return confirmed(this, conv, reply.question, input);
       this.d.conversations.close(conv);
     }
 
-    const focus = chat.focusFor(text, this.d.conversations.get(conv).canvas);
+    const focus = this.focusFor(text, this.d.conversations.get(conv).canvas);
     const cmd = COMMAND.exec(text);
-    if (cmd) return runCommand(chat, conv, cmd[1]!.toLowerCase(), cmd[2] ?? focus, input);
+    if (cmd) return runCommand(this, conv, cmd[1]!.toLowerCase(), cmd[2] ?? focus, input);
 
     const verdict = await this.classify(text, input);
     this.d.log.debug({ builder: this.name, conversation: conv, ...verdict }, "builder intent");
@@ -81,21 +66,21 @@ export class BuilderEngine {
       case "BUILD":
         // Keywords hear "add a step to X" as BUILD; naming an existing canvas makes it an edit of
         // it (the Supervisor model is told so itself).
-        if (verdict.source === "keywords" && focus && chat.mentions(text, focus) && /\badd\b/i.test(text))
-          return planChange(chat, conv, "EDIT", focus, text, input);
-        return planChange(chat, conv, "BUILD", undefined, text, input);
+        if (verdict.source === "keywords" && focus && this.mentions(text, focus) && /\badd\b/i.test(text))
+          return planChange(this, conv, "EDIT", focus, text, input);
+        return planChange(this, conv, "BUILD", undefined, text, input);
       case "EDIT":
-        if (!focus) return chat.say(conv, chat.noCanvasText(), "idle");
-        return planChange(chat, conv, "EDIT", focus, text, input);
+        if (!focus) return this.say(conv, this.noCanvasText(), "idle");
+        return planChange(this, conv, "EDIT", focus, text, input);
       case "QUERY":
-        return answerQuery(chat, conv, text, focus, input);
+        return answerQuery(this, conv, text, focus, input);
       case "EXPORT":
-        return exportSystem(chat, conv, focus, text);
+        return exportSystem(this, conv, focus, text);
       case "CONFIGURE":
-        return configureSystem(chat, conv, focus, text, input);
+        return configureSystem(this, conv, focus, text, input);
       default:
         if (this.opts.answer) return { kind: "handover", model: this.opts.answer };
-        return chat.say(conv, chat.helpText(), "idle");
+        return this.say(conv, this.helpText(), "idle");
     }
   }
 
@@ -106,7 +91,7 @@ export class BuilderEngine {
       canvases: this.d.canvases.list().map((c) => ({ system: c.system, name: c.name, status: c.status })),
     });
     this.modelCalls.supervisor++;
-    const out = await this.chat.callText(this.opts.supervisor, prompt.system, prompt.user, input.turn.cancel);
+    const out = await this.callText(this.opts.supervisor, prompt.system, prompt.user, input.turn.cancel);
     if (out !== undefined) {
       const v = parseSupervisorReply(out);
       if (!("error" in v)) return v;
@@ -119,6 +104,6 @@ export class BuilderEngine {
 
   /** The program of a build resumed through the run manager: this engine's tools and settings. */
   program(run: RunRecord): Promise<RunProgram> {
-    return this.chat.runner.program(run);
+    return this.runner.program(run);
   }
 }

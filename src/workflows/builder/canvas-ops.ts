@@ -11,6 +11,8 @@
  * - deleting a node deletes its edges and its children (nodes whose `parent` is it), recursively.
  * Every refusal is a `CanvasOpError` whose message says what to do instead.
  */
+import { isObject } from "../../core/util/model-reply.js";
+import { checkGraph } from "../engine/graph.js";
 import { NODE_TYPES } from "./types.js";
 import type { Canvas, CanvasEdge, CanvasNode, NodeType, Position } from "../../wire/canvas.js";
 
@@ -63,12 +65,18 @@ export function isValidId(id: unknown): id is string {
   return typeof id === "string" && ID_PATTERN.test(id);
 }
 
-export function emptyCanvas(system: string, name?: string, description?: string): Canvas {
+/** A system id, or a refusal that says what one looks like. */
+export function checkSystemId(system: unknown): string {
   if (!isValidId(system))
     throw new CanvasOpError(
       "invalid_system",
       `"${String(system)}" is not a valid system id: use ${ID_RULE} (e.g. "news-digest").`,
     );
+  return system;
+}
+
+export function emptyCanvas(system: string, name?: string, description?: string): Canvas {
+  checkSystemId(system);
   return {
     system,
     name: name?.trim() || system,
@@ -84,10 +92,6 @@ export function emptyCanvas(system: string, name?: string, description?: string)
 
 const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 function findNode(c: Canvas, id: unknown, role = "node"): CanvasNode {
   const n = typeof id === "string" ? c.nodes.find((x) => x.id === id) : undefined;
   if (!n) {
@@ -102,7 +106,7 @@ function findNode(c: Canvas, id: unknown, role = "node"): CanvasNode {
 
 function checkPosition(p: unknown, what = "position"): Position {
   if (
-    !isPlainObject(p) ||
+    !isObject(p) ||
     typeof p.x !== "number" ||
     typeof p.y !== "number" ||
     !Number.isFinite(p.x) ||
@@ -124,7 +128,7 @@ function checkLabel(label: unknown): string {
 
 function checkProperties(p: unknown): Record<string, unknown> {
   if (p === undefined || p === null) return {};
-  if (!isPlainObject(p))
+  if (!isObject(p))
     throw new CanvasOpError(
       "invalid_properties",
       'properties must be an object, e.g. {"model": "m", "prompt": "..."}.',
@@ -136,7 +140,7 @@ function checkProperties(p: unknown): Record<string, unknown> {
 /** No `__proto__`-like keys anywhere in a value that will be merged into properties. */
 function checkKeys(v: unknown, at: string): void {
   if (Array.isArray(v)) return v.forEach((x, i) => checkKeys(x, `${at}[${i}]`));
-  if (!isPlainObject(v)) return;
+  if (!isObject(v)) return;
   for (const [k, x] of Object.entries(v)) {
     if (FORBIDDEN_SEGMENTS.has(k))
       throw new CanvasOpError("invalid_key", `"${k}" (in ${at}) is not allowed as a property name.`);
@@ -230,22 +234,6 @@ export function createNode(c: Canvas, args: CreateNodeArgs): { canvas: Canvas; n
   return { canvas: { ...c, nodes: [...c.nodes, node] }, node: clone(node) };
 }
 
-/** Whether `to` can be reached from `from` along edges. */
-function reaches(edges: readonly CanvasEdge[], from: string, to: string): boolean {
-  const next = new Map<string, string[]>();
-  for (const e of edges) next.set(e.from, [...(next.get(e.from) ?? []), e.to]);
-  const seen = new Set<string>();
-  const stack = [from];
-  while (stack.length) {
-    const n = stack.pop()!;
-    if (n === to) return true;
-    if (seen.has(n)) continue;
-    seen.add(n);
-    stack.push(...(next.get(n) ?? []));
-  }
-  return false;
-}
-
 export function connectNodes(c: Canvas, args: { from: string; to: string }): { canvas: Canvas; edge: CanvasEdge } {
   const from = findNode(c, args.from, "source node");
   const to = findNode(c, args.to, "target node");
@@ -266,7 +254,10 @@ export function connectNodes(c: Canvas, args: { from: string; to: string }): { c
       "edge_from_output",
       `"${from.id}" is an output node: it is where the system's result leaves, nothing flows out of it. Connect into it instead.`,
     );
-  if (reaches(c.edges, to.id, from.id)) {
+  // The engine's graph checker: `to` already leads to `from` when it is one of `from`'s ancestors.
+  const sources = (id: string) => c.edges.filter((e) => e.to === id).map((e) => e.from);
+  const graph = checkGraph(c.nodes.map((n) => ({ id: n.id, dependsOn: sources(n.id) })));
+  if (graph.ancestors.get(from.id)?.has(to.id)) {
     throw new CanvasOpError(
       "cycle",
       `Connecting "${from.id}" → "${to.id}" would make a cycle ("${to.id}" already leads to "${from.id}"); edges are data flow, so they must not loop. Remove an edge first or connect differently.`,
@@ -302,7 +293,7 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
     if (cur === undefined) {
       if (value === null) return; // removing under something absent: nothing to do
       obj[seg] = {};
-    } else if (!isPlainObject(cur)) {
+    } else if (!isObject(cur)) {
       throw new CanvasOpError(
         "invalid_key",
         `Cannot set "${key}": properties.${path.slice(0, i + 1).join(".")} is ${Array.isArray(cur) ? "a list" : `a ${typeof cur}`}, not an object. Set properties.${path.slice(0, i + 1).join(".")} as a whole instead.`,

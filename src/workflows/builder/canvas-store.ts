@@ -46,6 +46,15 @@ interface Row {
   updated_at: number;
 }
 
+/** A canvas as the named parameters of the insert and the update. */
+const rowOf = (c: Canvas) => ({
+  system: c.system,
+  state: JSON.stringify(c),
+  status: c.status,
+  version: c.version,
+  updatedAt: c.updatedAt,
+});
+
 export class CanvasStore {
   private readonly stmts;
 
@@ -83,13 +92,8 @@ export class CanvasStore {
     };
   }
 
-  private read(system: string): Canvas | undefined {
-    const row = this.stmts.get.get(system) as Row | undefined;
-    return row ? this.fromRow(row) : undefined;
-  }
-
   private mustRead(system: string): Canvas {
-    const c = this.read(system);
+    const c = this.get(system);
     if (!c)
       throw new CanvasOpError(
         "canvas_not_found",
@@ -106,13 +110,7 @@ export class CanvasStore {
 
   private write(c: Canvas, prevUpdatedAt: number): Canvas {
     const saved: Canvas = { ...c, updatedAt: this.stamp(prevUpdatedAt) };
-    this.stmts.update.run({
-      system: saved.system,
-      state: JSON.stringify(saved),
-      status: saved.status,
-      version: saved.version,
-      updatedAt: saved.updatedAt,
-    });
+    this.stmts.update.run(rowOf(saved));
     return saved;
   }
 
@@ -123,13 +121,7 @@ export class CanvasStore {
         "canvas_exists",
         `A canvas "${c.system}" exists already. Edit it, or pick another system id.`,
       );
-    this.stmts.insert.run({
-      system: c.system,
-      state: JSON.stringify(c),
-      status: c.status,
-      version: c.version,
-      updatedAt: c.updatedAt,
-    });
+    this.stmts.insert.run(rowOf(c));
     this.stmts.dropSnapshotsFrom.run(c.system, 0); // leftovers of an earlier canvas of that id
     this.stmts.snapshot.run(c.system, 0, JSON.stringify(c), "created", c.updatedAt);
     return c;
@@ -140,7 +132,8 @@ export class CanvasStore {
   }
 
   get(system: string): Canvas | undefined {
-    return this.read(system);
+    const row = this.stmts.get.get(system) as Row | undefined;
+    return row ? this.fromRow(row) : undefined;
   }
 
   /** A new draft canvas at version 0 (snapshotted as version 0). An existing id is refused. */
@@ -171,7 +164,7 @@ export class CanvasStore {
   ): Canvas {
     return this.db
       .transaction(() => {
-        let cur = this.read(system);
+        let cur = this.get(system);
         let created = false;
         if (!cur && opts.create) {
           cur = this.insertNew({ system, ...opts.create });

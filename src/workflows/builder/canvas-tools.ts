@@ -19,11 +19,10 @@ import type { EventBus } from "../../ops/events/bus.js";
 import {
   applyLayout as layoutCanvas,
   CanvasOpError,
+  checkSystemId,
   connectNodes as connect,
   createNode as addNode,
   deleteNode as removeNode,
-  isValidId,
-  LAYOUTS,
   updateProperty as setProperty,
   type CreateNodeArgs,
   type LayoutKind,
@@ -49,8 +48,7 @@ const TRANSIENT_ERRNO = new Set(["EAGAIN", "EBUSY", "EMFILE", "ENFILE", "EWOULDB
 /** Any thrown value as a ToolError (see the header for what is retryable). */
 export function toToolError(err: unknown): ToolError {
   if (err instanceof ToolError) return err;
-  if (err instanceof CanvasOpError) return new ToolError(err.code, err.message, false);
-  if (err instanceof SandboxError) return new ToolError(err.code, err.message, false);
+  if (err instanceof CanvasOpError || err instanceof SandboxError) return new ToolError(err.code, err.message, false);
   const code =
     typeof (err as { code?: unknown } | null)?.code === "string" ? (err as { code: string }).code : undefined;
   const message = err instanceof Error ? err.message : String(err);
@@ -79,19 +77,11 @@ export interface CanvasSummary {
   updatedAt: number;
 }
 
-const SYSTEM_RULE = "lower-case letters, digits, - and _, at most 64, starting with a letter or digit";
-
 export class CanvasTools {
   readonly store: CanvasStore;
-  readonly dataDir: string;
-  private readonly bus?: EventBus;
-  private readonly sandboxLimits?: Partial<SandboxLimits>;
 
-  constructor(opts: CanvasToolsOptions) {
+  constructor(private readonly opts: CanvasToolsOptions) {
     this.store = opts.store;
-    this.dataDir = opts.dataDir;
-    this.bus = opts.bus;
-    this.sandboxLimits = opts.sandboxLimits;
   }
 
   /** Run `fn`, turning whatever it throws into a ToolError. */
@@ -103,18 +93,27 @@ export class CanvasTools {
     }
   }
 
-  private checkSystem(system: unknown): string {
-    if (!isValidId(system))
-      throw new ToolError(
-        "invalid_system",
-        `"${String(system)}" is not a valid system id: use ${SYSTEM_RULE} (e.g. "news-digest").`,
-        false,
-      );
-    return system;
+  /** One edit of a canvas in one store transaction; what the edit made besides the canvas. */
+  private edit<R extends { canvas: Canvas }>(
+    system: string,
+    fn: (c: Canvas, created: boolean) => R,
+    opts?: { create: object },
+  ): R & { created: boolean } {
+    checkSystemId(system);
+    let out!: R & { created: boolean };
+    this.store.mutate(
+      system,
+      (c, created) => {
+        out = { ...fn(c, created), created };
+        return out.canvas;
+      },
+      opts,
+    );
+    return out;
   }
 
   private sandbox(system: unknown): Sandbox {
-    return Sandbox.forSystem(this.dataDir, this.checkSystem(system), this.sandboxLimits);
+    return Sandbox.forSystem(this.opts.dataDir, checkSystemId(system), this.opts.sandboxLimits);
   }
 
   /** Create a node. A system with no canvas yet gets one (draft, version 0) in the same transaction. */
@@ -123,21 +122,9 @@ export class CanvasTools {
     args: CreateNodeArgs,
   ): { system: string; nodeId: string; node: CanvasNode; canvasCreated: boolean } {
     return this.run(() => {
-      this.checkSystem(system);
-      let node!: CanvasNode;
-      let canvasCreated = false;
-      this.store.mutate(
-        system,
-        (c, created) => {
-          const r = addNode(c, args);
-          node = r.node;
-          canvasCreated = created;
-          return r.canvas;
-        },
-        { create: {} },
-      );
-      this.bus?.emit({ type: "node.created", system, node: structuredClone(node) });
-      return { system, nodeId: node.id, node, canvasCreated };
+      const { node, created } = this.edit(system, (c) => addNode(c, args), { create: {} });
+      this.opts.bus?.emit({ type: "node.created", system, node: structuredClone(node) });
+      return { system, nodeId: node.id, node, canvasCreated: created };
     });
   }
 
@@ -146,14 +133,8 @@ export class CanvasTools {
     args: { from: string; to: string },
   ): { system: string; edgeId: string; edge: CanvasEdge } {
     return this.run(() => {
-      this.checkSystem(system);
-      let edge!: CanvasEdge;
-      this.store.mutate(system, (c) => {
-        const r = connect(c, args);
-        edge = r.edge;
-        return r.canvas;
-      });
-      this.bus?.emit({ type: "edge.created", system, edge: { ...edge } });
+      const { edge } = this.edit(system, (c) => connect(c, args));
+      this.opts.bus?.emit({ type: "edge.created", system, edge: { ...edge } });
       return { system, edgeId: edge.id, edge };
     });
   }
@@ -164,15 +145,9 @@ export class CanvasTools {
     args: { node: string; key: string; value: unknown },
   ): { system: string; nodeId: string; key: string; node: CanvasNode } {
     return this.run(() => {
-      this.checkSystem(system);
-      let node!: CanvasNode;
-      this.store.mutate(system, (c) => {
-        const r = setProperty(c, args.node, args.key, args.value);
-        node = r.node;
-        return r.canvas;
-      });
+      const { node } = this.edit(system, (c) => setProperty(c, args.node, args.key, args.value));
       const key = typeof args.key === "string" ? args.key.trim() : String(args.key);
-      this.bus?.emit({ type: "node.updated", system, node: structuredClone(node), key });
+      this.opts.bus?.emit({ type: "node.updated", system, node: structuredClone(node), key });
       return { system, nodeId: node.id, key, node };
     });
   }
@@ -183,17 +158,9 @@ export class CanvasTools {
     args: { node: string },
   ): { system: string; nodeId: string; removedNodes: string[]; removedEdges: string[] } {
     return this.run(() => {
-      this.checkSystem(system);
-      let removedNodes: string[] = [];
-      let removedEdges: string[] = [];
-      this.store.mutate(system, (c) => {
-        const r = removeNode(c, args.node);
-        removedNodes = r.removedNodes;
-        removedEdges = r.removedEdges;
-        return r.canvas;
-      });
-      for (const edgeId of removedEdges) this.bus?.emit({ type: "edge.deleted", system, edgeId });
-      for (const nodeId of removedNodes) this.bus?.emit({ type: "node.deleted", system, nodeId });
+      const { removedNodes, removedEdges } = this.edit(system, (c) => removeNode(c, args.node));
+      for (const edgeId of removedEdges) this.opts.bus?.emit({ type: "edge.deleted", system, edgeId });
+      for (const nodeId of removedNodes) this.opts.bus?.emit({ type: "node.deleted", system, nodeId });
       return { system, nodeId: removedNodes[0]!, removedNodes, removedEdges };
     });
   }
@@ -215,7 +182,7 @@ export class CanvasTools {
           })),
         };
       }
-      this.checkSystem(system);
+      checkSystemId(system);
       const canvas = this.store.get(system);
       if (!canvas) {
         const known = this.store.list().map((c) => c.system);
@@ -235,25 +202,15 @@ export class CanvasTools {
     layout: LayoutKind = "layered",
   ): { system: string; layout: LayoutKind; positions: Array<{ id: string; position: { x: number; y: number } }> } {
     return this.run(() => {
-      this.checkSystem(system);
-      if (!LAYOUTS.includes(layout))
-        throw new ToolError(
-          "invalid_layout",
-          `Unknown layout "${String(layout)}". Use one of: ${LAYOUTS.join(", ")}.`,
-          false,
-        );
-      let before: CanvasNode[] = [];
-      const saved = this.store.mutate(system, (c) => {
-        before = c.nodes;
-        return layoutCanvas(c, layout);
-      });
+      // An unknown layout is refused by layoutCanvas, inside the transaction (nothing written).
+      const { canvas, before } = this.edit(system, (c) => ({ canvas: layoutCanvas(c, layout), before: c.nodes }));
       const old = new Map(before.map((n) => [n.id, n.position]));
-      for (const n of saved.nodes) {
+      for (const n of canvas.nodes) {
         const p = old.get(n.id);
         if (!p || p.x !== n.position.x || p.y !== n.position.y)
-          this.bus?.emit({ type: "node.updated", system, node: structuredClone(n), key: "position" });
+          this.opts.bus?.emit({ type: "node.updated", system, node: structuredClone(n), key: "position" });
       }
-      return { system, layout, positions: saved.nodes.map((n) => ({ id: n.id, position: { ...n.position } })) };
+      return { system, layout, positions: canvas.nodes.map((n) => ({ id: n.id, position: { ...n.position } })) };
     });
   }
 

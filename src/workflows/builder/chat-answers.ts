@@ -98,7 +98,7 @@ export async function configureSystem(
   if (changes.length === 1 && changes[0]!.path === "deployed")
     return runCommand(chat, conv, changes[0]!.value ? "deploy" : "undeploy", canvas.system, input);
   const diff = systemDiff(canvas, changes);
-  chat.setPending(conv, { kind: "configure", system: canvas.system, changes, since: Date.now() }, canvas.system);
+  chat.ask(conv, { kind: "configure", system: canvas.system, changes, since: Date.now() });
   return chat.say(
     conv,
     [`These changes to **${canvas.system}**:`, "", diff, "", "Apply them? (yes / no)"].join("\n"),

@@ -12,7 +12,7 @@ import { validatePlan } from "./plan-check.js";
 import type { RunHooks } from "../engine/scheduler.js";
 import type { BuildRecord } from "./build-store.js";
 import type { BuilderChat } from "./chat-kit.js";
-import { SYSTEM_ID } from "./chat-words.js";
+import { isValidId } from "./canvas-ops.js";
 import type { ExecutionPlan } from "./types.js";
 
 /** BUILD or EDIT: plan, check (once more with the errors), then build — or ask first when it deletes. */
@@ -78,16 +78,12 @@ export async function planChange(
   // BUILD: the Architect may name the system; an id already in use keeps the one chosen here.
   if (intent === "BUILD") {
     const wanted = plan.metadata.system;
-    plan.metadata.system = wanted && SYSTEM_ID.test(wanted) && !chat.taken(wanted) ? wanted : system;
+    plan.metadata.system = isValidId(wanted) && !chat.taken(wanted) ? wanted : system;
   } else plan.metadata.system = system;
 
   const deletes = plan.steps.filter((s) => s.action === "DELETE_NODE");
   if (deletes.length) {
-    chat.setPending(
-      conv,
-      { kind: "plan", system: plan.metadata.system, plan, intent, since: Date.now() },
-      plan.metadata.system,
-    );
+    chat.ask(conv, { kind: "plan", system: plan.metadata.system, plan, intent, since: Date.now() });
     return chat.say(
       conv,
       [
@@ -122,7 +118,7 @@ export function startBuild(
       description: plan.metadata.description || c.description,
     }));
   }
-  chat.setFocus(conv, system);
+  chat.d.conversations.setCanvas(conv, system);
   const head = (id: string) =>
     `${intent === "BUILD" ? "Building" : "Changing"} **${plan.metadata.name || system}** (build \`${id}\`)${plan.metadata.summary ? `: ${plan.metadata.summary}` : ""}\n\n`;
   return {

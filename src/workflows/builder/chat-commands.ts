@@ -8,7 +8,7 @@ import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js
 import type { BuilderQuestion } from "../conversation/machine.js";
 import { buildOf } from "./build-store.js";
 import { applyChanges } from "./configure.js";
-import { compiledSystem, deployCanvas, undeployCanvas } from "./deploy.js";
+import { compiledSystem } from "./deploy.js";
 import { buildEndText, followBuild, startBuild } from "./chat-build.js";
 import type { BuilderChat } from "./chat-kit.js";
 import type { ExecutionPlan } from "./types.js";
@@ -54,7 +54,7 @@ export async function runCommand(
   if (!id) return chat.say(conv, chat.noCanvasText(), "idle");
   const canvas = chat.d.canvases.get(id);
   if (!canvas) return chat.say(conv, `There is no canvas **${id}**. ${chat.knownText()}`, "idle");
-  chat.setFocus(conv, id);
+  chat.d.conversations.setCanvas(conv, id);
   if (cmd === "undo") {
     if (canvas.version === 0)
       return chat.say(conv, `**${id}** is at its first version; there is nothing to undo.`, "idle");
@@ -75,7 +75,7 @@ export async function runCommand(
         "idle",
       );
     const inputs = Object.keys(((res.system.inputs as { properties?: object }).properties ?? {}) as object);
-    chat.setPending(conv, { kind: "deploy", system: id, since: Date.now() }, id);
+    chat.ask(conv, { kind: "deploy", system: id, since: Date.now() });
     return chat.say(
       conv,
       `Deploy **${canvas.name || id}**? The router will offer it in every chat${inputs.length ? ` and ask for ${inputs.map((i) => `\`${i}\``).join(", ")}` : ""}. (yes / no)`,
@@ -84,7 +84,7 @@ export async function runCommand(
   }
   // undeploy
   if (canvas.status !== "deployed") return chat.say(conv, `**${id}** is not deployed.`, "idle");
-  chat.setPending(conv, { kind: "undeploy", system: id, since: Date.now() }, id);
+  chat.ask(conv, { kind: "undeploy", system: id, since: Date.now() });
   return chat.say(conv, `Stop offering **${id}**? Its canvas stays, as a draft. (yes / no)`, "idle");
 }
 
@@ -96,19 +96,13 @@ export async function confirmed(
   input: DispatchInput,
 ): Promise<Dispatch> {
   if (!chat.d.conversations.take(conv, p)) return chat.say(conv, "That was already answered.", "idle");
-  chat.setFocus(conv, p.system);
+  chat.d.conversations.setCanvas(conv, p.system);
   switch (p.kind) {
     case "plan":
       // The builder wrote this plan when it asked.
       return startBuild(chat, conv, p.intent, p.plan as ExecutionPlan, input);
     case "deploy": {
-      const res = await deployCanvas({
-        store: chat.d.canvases,
-        host: chat.d.host,
-        dataDir: chat.d.dataDir,
-        policy: chat.policy(),
-        system: p.system,
-      });
+      const res = await chat.deploy(p.system);
       if (!res.ok)
         return chat.say(
           conv,
@@ -122,12 +116,7 @@ export async function confirmed(
       );
     }
     case "undeploy": {
-      const res = await undeployCanvas({
-        store: chat.d.canvases,
-        host: chat.d.host,
-        dataDir: chat.d.dataDir,
-        system: p.system,
-      });
+      const res = await chat.undeploy(p.system);
       return chat.say(conv, res.message, res.ok ? "idle" : "error");
     }
     case "configure": {
@@ -144,7 +133,7 @@ export async function confirmed(
       const deployed = p.changes.find((c) => c.path === "deployed")?.value;
       const tail =
         deployed === false
-          ? ` ${(await undeployCanvas({ store: chat.d.canvases, host: chat.d.host, dataDir: chat.d.dataDir, system: p.system })).message}`
+          ? ` ${(await chat.undeploy(p.system)).message}`
           : deployed === true || after.status === "deployed"
             ? ` ${await chat.redeploy(p.system)}`
             : "";

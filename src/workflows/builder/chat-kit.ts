@@ -6,36 +6,25 @@
  */
 import type { Logger } from "pino";
 import type { BackendEvent, Dispatch } from "../../backends/contract/backend.js";
-import type { EventBus } from "../../ops/events/bus.js";
-import type { ModelCaller } from "../systems/step-executor.js";
-import type { RunStore } from "../systems/db.js";
-import type { RunManager } from "../systems/runner.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import type { ConversationState } from "../../wire/events.js";
-import type { BuilderQuestion, ConversationMachine } from "../conversation/machine.js";
+import type { BuilderQuestion } from "../conversation/machine.js";
+import type { BuilderBase } from "./backend-deps.js";
 import type { BuildStore } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { deployCanvas, type SystemsHost } from "./deploy.js";
+import { type DeployResult, deployCanvas, undeployCanvas } from "./deploy.js";
 import { BuildRunner } from "./build-runner.js";
 import type { ToolCaller } from "./mcp-client.js";
 import type { BuilderOptions } from "./options.js";
 import type { DeployPolicy } from "./policy.js";
 import { freshSystemId, wordIn } from "./chat-words.js";
 
-export interface BuilderEngineDeps {
+/** The builder base's parts (backend-deps.ts) and what this backend adds: its tools, its agent models, its exports, its log. */
+export interface BuilderEngineDeps extends Omit<BuilderBase, "room" | "engines" | "models"> {
   canvases: CanvasStore;
   builds: BuildStore;
-  /** Every conversation's state, open question and canvas (shared with the router). */
-  conversations: ConversationMachine;
   /** A fresh MCP connection to the canvas and sandbox tools (closed after each build). */
   connect(): Promise<ToolCaller>;
-  bus: EventBus;
-  callModel: ModelCaller;
-  host: SystemsHost;
-  runs?: RunStore;
-  /** Runs every build (and system run): pause, resume, cancel, restart recovery. */
-  manager: RunManager;
-  dataDir: string;
   /** Models an agent node may use, with their backend type. */
   models: Array<{ id: string; kind: string }>;
   /** Write a system's bundle; returns the file. */
@@ -78,15 +67,18 @@ export class BuilderChat {
     return { allowCommands: this.opts.allowCommands, allowHosts: this.opts.allowHosts };
   }
 
+  deploy(system: string): Promise<DeployResult> {
+    const { canvases: store, host, dataDir } = this.d;
+    return deployCanvas({ store, host, dataDir, policy: this.policy(), system });
+  }
+
+  undeploy(system: string): Promise<{ ok: boolean; message: string }> {
+    return undeployCanvas({ store: this.d.canvases, host: this.d.host, dataDir: this.d.dataDir, system });
+  }
+
   /** An edited canvas that was deployed is deployed again (the router runs what the canvas shows). */
   async redeploy(system: string): Promise<string> {
-    const res = await deployCanvas({
-      store: this.d.canvases,
-      host: this.d.host,
-      dataDir: this.d.dataDir,
-      policy: this.policy(),
-      system,
-    });
+    const res = await this.deploy(system);
     return res.ok
       ? "The deployed system was updated."
       : `The deployed system was NOT updated: ${res.problems.join("; ")}`;
@@ -169,12 +161,9 @@ export class BuilderChat {
     this.d.conversations.setState(conv, state, "builder");
   }
 
-  setPending(conv: string, question: BuilderQuestion, canvas: string): void {
-    this.d.conversations.ask(conv, question, canvas);
-  }
-
-  setFocus(conv: string, canvas: string): void {
-    this.d.conversations.setCanvas(conv, canvas);
+  /** A question waiting for a yes; the system it is about becomes the conversation's canvas. */
+  ask(conv: string, question: BuilderQuestion): void {
+    this.d.conversations.ask(conv, question, question.system);
   }
 
   say(conv: string, text: string, state: ConversationState | undefined): Dispatch {

@@ -4,9 +4,6 @@
  * readable id for a new system made from a request's own words (`researches-topic-writes`).
  */
 
-/** A system id as the systems library accepts it. */
-export const SYSTEM_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-
 /** Words left out of a new system's id. */
 const STOP = new Set([
   "a",

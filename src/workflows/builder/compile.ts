@@ -112,18 +112,56 @@ export function compileCanvas(canvas: Canvas): CompileResult {
     return value;
   };
 
+  /** The label as the instruction, and every value the node is connected from. */
+  const defaultPrompt = (n: CanvasNode): string => {
+    const lines = [n.label.trim() || n.id];
+    if (typeof n.properties.description === "string" && n.properties.description) lines.push(n.properties.description);
+    for (const id of incoming.get(n.id) ?? []) {
+      const src = byId.get(id)!;
+      const name = src.type === "input" ? inputName.get(id)! : id;
+      lines.push(`\n${src.label || name}:\n{{${name}}}`);
+    }
+    return lines.join("\n");
+  };
+
+  /** A step node as the plan's `uses` and `with`. */
+  const stepOf = (n: CanvasNode): { uses: string; with: Record<string, unknown> } => {
+    const p = n.properties;
+    switch (n.type) {
+      case "agent": {
+        if (typeof p.model !== "string" || !p.model)
+          problems.push({ node: n.id, message: "set properties.model to a configured model id" });
+        let prompt = typeof p.prompt === "string" && p.prompt.trim() ? p.prompt : defaultPrompt(n);
+        prompt = convert(prompt, n, "properties.prompt") as string;
+        const w: Record<string, unknown> = { model: p.model, prompt };
+        if (typeof p.system === "string" && p.system) w.system = convert(p.system, n, "properties.system");
+        if (typeof p.timeoutSeconds === "number") w.timeoutSeconds = p.timeoutSeconds;
+        return { uses: "model", with: w };
+      }
+      case "system": {
+        if (typeof p.system !== "string" || !p.system)
+          problems.push({ node: n.id, message: "set properties.system to the id of the system it runs" });
+        return {
+          uses: String(p.system ?? ""),
+          with: (convert(p.with ?? {}, n, "properties.with") as Record<string, unknown>) ?? {},
+        };
+      }
+      default: {
+        const { kind: _k, ...settings } = p;
+        return { uses: n.type, with: convert(settings, n, "properties") as Record<string, unknown> };
+      }
+    }
+  };
+
   // Steps, in dependency order (a canvas's edges have no cycle; checked again here).
   const order = checkGraph(
     steps.map((s) => ({ id: s.id, dependsOn: (incoming.get(s.id) ?? []).filter(isStep) })),
   ).order;
   if (!order) problems.push({ node: "canvas", message: "the steps' connections form a cycle; remove one edge of it" });
-  const planSteps: Array<Record<string, unknown>> = [];
-  for (const id of order ?? []) {
-    const n = byId.get(id)!;
-    const dependsOn = [...new Set((incoming.get(id) ?? []).filter((x) => isStep(x)))];
-    const { uses, with: w } = stepOf(n, convert, problems, incoming.get(id) ?? [], byId, inputName);
-    planSteps.push({ id: n.id, uses, with: w, dependsOn });
-  }
+  const planSteps = (order ?? []).map((id) => {
+    const { uses, with: w } = stepOf(byId.get(id)!);
+    return { id, uses, with: w, dependsOn: [...new Set((incoming.get(id) ?? []).filter(isStep))] };
+  });
 
   // Output.
   let output: string | undefined;
@@ -150,56 +188,4 @@ export function compileCanvas(canvas: Canvas): CompileResult {
     run: { kind: "plan", steps: planSteps, ...(output ? { output } : {}) },
   };
   return { ok: true, system };
-}
-
-function stepOf(
-  n: CanvasNode,
-  convert: (v: unknown, at: CanvasNode, where: string) => unknown,
-  problems: CompileProblem[],
-  from: string[],
-  byId: Map<string, CanvasNode>,
-  inputName: Map<string, string>,
-): { uses: string; with: Record<string, unknown> } {
-  const p = n.properties;
-  switch (n.type) {
-    case "agent": {
-      if (typeof p.model !== "string" || !p.model)
-        problems.push({ node: n.id, message: "set properties.model to a configured model id" });
-      let prompt = typeof p.prompt === "string" && p.prompt.trim() ? p.prompt : defaultPrompt(n, from, byId, inputName);
-      prompt = convert(prompt, n, "properties.prompt") as string;
-      const w: Record<string, unknown> = { model: p.model, prompt };
-      if (typeof p.system === "string" && p.system) w.system = convert(p.system, n, "properties.system");
-      if (typeof p.timeoutSeconds === "number") w.timeoutSeconds = p.timeoutSeconds;
-      return { uses: "model", with: w };
-    }
-    case "system": {
-      if (typeof p.system !== "string" || !p.system)
-        problems.push({ node: n.id, message: "set properties.system to the id of the system it runs" });
-      return {
-        uses: String(p.system ?? ""),
-        with: (convert(p.with ?? {}, n, "properties.with") as Record<string, unknown>) ?? {},
-      };
-    }
-    default: {
-      const { kind: _k, ...settings } = p;
-      return { uses: n.type, with: convert(settings, n, "properties") as Record<string, unknown> };
-    }
-  }
-}
-
-/** The label as the instruction, and every value the node is connected from. */
-function defaultPrompt(
-  n: CanvasNode,
-  from: string[],
-  byId: Map<string, CanvasNode>,
-  inputName: Map<string, string>,
-): string {
-  const lines = [n.label.trim() || n.id];
-  if (typeof n.properties.description === "string" && n.properties.description) lines.push(n.properties.description);
-  for (const id of from) {
-    const src = byId.get(id)!;
-    const name = src.type === "input" ? inputName.get(id)! : id;
-    lines.push(`\n${src.label || name}:\n{{${name}}}`);
-  }
-  return lines.join("\n");
 }

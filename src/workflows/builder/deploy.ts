@@ -6,9 +6,10 @@
  * the library is loaded again. Undeploy removes the file (only one the builder wrote) and reloads.
  * A draft is never offered by the router: only what is in the library is.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { stringify } from "yaml";
+import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { LibraryProblem, SystemsLibrary } from "../systems/library.js";
 import { systemsDir } from "../systems/paths.js";
 import type { CanvasStore } from "./canvas-store.js";
@@ -73,10 +74,9 @@ export async function deployCanvas(args: {
       problems: [`${file} exists and was not written by the builder; choose another system id or remove that file`],
     };
   }
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const previous = existsSync(file) ? readFileSync(file, "utf8") : undefined;
   const canvas = store.get(system)!;
-  writeAtomic(
+  writeFileAtomic(
     file,
     `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`,
   );
@@ -84,7 +84,7 @@ export async function deployCanvas(args: {
   if (problems.length) {
     // Put back what was there: a deploy never leaves the library unloadable.
     if (previous === undefined) rmSync(file, { force: true });
-    else writeAtomic(file, previous);
+    else writeFileAtomic(file, previous);
     await host.reload();
     return { ok: false, problems: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`) };
   }
@@ -109,10 +109,4 @@ export async function undeployCanvas(args: {
   return problems.length
     ? { ok: false, message: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`).join("\n") }
     : { ok: true, message: `**${args.system}** is a draft again; the router no longer offers it.` };
-}
-
-function writeAtomic(file: string, text: string): void {
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, text, { mode: 0o600 });
-  renameSync(tmp, file);
 }

@@ -66,10 +66,7 @@ export async function connectTools(transport: Transport, timeoutMs = CALL_TIMEOU
  * the key (401/403).
  */
 function isTransient(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  if (code === -32602 || code === -32601 || code === -32600) return false;
-  if (code === 401 || code === 403 || code === 404 || code === 400) return false;
-  return true;
+  return ![-32602, -32601, -32600, 400, 401, 403, 404].includes((err as { code?: unknown }).code as number);
 }
 
 /** Over Streamable HTTP. */

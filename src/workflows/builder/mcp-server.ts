@@ -114,18 +114,7 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
-    async (a) =>
-      call(() => {
-        const r = tools.createNode(a.system, {
-          type: a.type,
-          label: a.label,
-          id: a.id,
-          properties: a.properties,
-          parent: a.parent,
-          position: a.position,
-        });
-        return { system: r.system, nodeId: r.nodeId, node: r.node, canvasCreated: r.canvasCreated };
-      }),
+    async (a) => call(() => tools.createNode(a.system, a)),
   );
 
   server.registerTool(
@@ -143,11 +132,7 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
-    async (a) =>
-      call(() => {
-        const r = tools.connectNodes(a.system, { from: a.from, to: a.to });
-        return { system: r.system, edgeId: r.edgeId, edge: r.edge };
-      }),
+    async (a) => call(() => tools.connectNodes(a.system, a)),
   );
 
   server.registerTool(
@@ -168,11 +153,7 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async (a) =>
-      call(() => {
-        const r = tools.updateProperty(a.system, { node: a.node, key: a.key, value: a.value });
-        return { system: r.system, nodeId: r.nodeId, key: r.key, node: r.node };
-      }),
+    async (a) => call(() => tools.updateProperty(a.system, { node: a.node, key: a.key, value: a.value })),
   );
 
   server.registerTool(
@@ -184,11 +165,7 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
       inputSchema: { system, node: nodeId("The id of the node to delete.") },
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
-    async (a) =>
-      call(() => {
-        const r = tools.deleteNode(a.system, { node: a.node });
-        return { system: r.system, nodeId: r.nodeId, removedNodes: r.removedNodes, removedEdges: r.removedEdges };
-      }),
+    async (a) => call(() => tools.deleteNode(a.system, a)),
   );
 
   server.registerTool(
@@ -236,11 +213,7 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async (a) =>
-      call(() => {
-        const r = tools.createFile(a.system, a.path, a.content);
-        return { system: r.system, path: r.path, bytes: r.bytes };
-      }),
+    async (a) => call(() => tools.createFile(a.system, a.path, a.content)),
   );
 
   server.registerTool(

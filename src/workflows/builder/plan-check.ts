@@ -13,10 +13,10 @@ import type { Canvas } from "../../wire/canvas.js";
 import { NODE_TYPES, PLAN_ACTIONS } from "./types.js";
 import { isObject } from "../../core/util/model-reply.js";
 import { checkGraph, useProblem } from "../engine/graph.js";
+// Node ids are compiled step ids (src/workflows/systems/schema.ts `id`).
+import { isValidId } from "./canvas-ops.js";
 import { parseTemplate, refsIn } from "../engine/template.js";
 
-/** Node ids are compiled step ids (src/workflows/systems/schema.ts `id`). */
-const NODE_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const CAPABILITY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const CAPABILITY_KINDS = ["skill", "command", "instructions"] as const;
 const q = (s: string): string => JSON.stringify(s);
@@ -91,7 +91,7 @@ function paramProblems(s: BuildStep, ctx: ValidateContext, own: ReadonlySet<stri
       if (p.id !== undefined) {
         const id = literal(p.id, own);
         if (typeof p.id !== "string") out.push(`${at}: params.id must be a string`);
-        else if (id !== undefined && !NODE_ID.test(id))
+        else if (id !== undefined && !isValidId(id))
           out.push(
             `${at}: params.id ${q(id)} is not a node id; use lower-case letters, digits, - and _ (at most 64, starting with a letter or digit)`,
           );

@@ -79,7 +79,6 @@ export function writeAtomic(
       if (errCode(e) !== "EEXIST" || attempt >= 5) throw e;
     }
   }
-  let done = false;
   try {
     try {
       fs.fchmodSync(fd, FILE_MODE);
@@ -102,7 +101,6 @@ export function writeAtomic(
         }
         throw e;
       }
-      done = true;
     } else {
       // link() fails atomically when anything (file, directory, link) already exists at the target.
       try {
@@ -112,17 +110,10 @@ export function writeAtomic(
           throw new SandboxError("exists", `file ${q(rel)} already exists: choose another name or allow overwriting`);
         throw e;
       }
-      done = true;
-      fs.unlinkSync(tmp);
     }
   } finally {
-    if (!done || fs.existsSync(tmp)) {
-      try {
-        fs.unlinkSync(tmp);
-      } catch {
-        // already gone
-      }
-    }
+    // Gone after the rename; the link's temp name, or whatever a failure left, is removed.
+    fs.rmSync(tmp, { force: true });
   }
 }
 

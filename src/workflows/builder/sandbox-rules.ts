@@ -15,6 +15,7 @@
  * Limits (SandboxLimits): a write over `maxFileBytes` is `too_large`; a write that would take the
  * sandbox over `maxTotalBytes` or `maxFiles` is `quota`; reads are capped at `maxTotalBytes`.
  */
+import { isValidId } from "./canvas-ops.js";
 import { sandboxDir as systemSandboxDir } from "../systems/paths.js";
 
 export interface SandboxLimits {
@@ -62,12 +63,12 @@ export interface SandboxEntry {
   bytes: number;
 }
 
-/** A system id as src/workflows/systems/schema.ts accepts it: it becomes a directory name under `sandboxes/`. */
-const SYSTEM_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-
-/** `<dataDir>/sandboxes/<id>` (src/workflows/systems/paths.ts, where the runner finds it); refuses a system id that is not a plain name. */
+/**
+ * `<dataDir>/sandboxes/<id>` (src/workflows/systems/paths.ts, where the runner finds it); refuses a system id that is not
+ * a plain name (as src/workflows/systems/schema.ts accepts it: it becomes a directory name under `sandboxes/`).
+ */
 export function sandboxDir(dataDir: string, systemId: string): string {
-  if (typeof systemId !== "string" || !SYSTEM_ID.test(systemId)) {
+  if (!isValidId(systemId)) {
     throw new SandboxError(
       "invalid_path",
       `system id ${JSON.stringify(systemId)} cannot name a sandbox: use lower-case letters, digits, - and _ (at most 64, starting with a letter or digit)`,

@@ -120,7 +120,7 @@ export class Sandbox {
       if (st.isSymbolicLink()) {
         throw new SandboxError(
           "invalid_path",
-          `path ${q(rel)} is a symbolic link: writes never follow links, delete it first or write to ${q(this.relOf(r.linkTarget!.real))}`,
+          `path ${q(rel)} is a symbolic link: writes never follow links, delete it first or write to ${q(relOf(this.root, r.linkTarget!.real))}`,
         );
       }
       if (st.isDirectory())
@@ -165,7 +165,7 @@ export class Sandbox {
         if (!st.isDirectory())
           throw new SandboxError(
             "not_directory",
-            `cannot create directory for ${q(rel)}: ${q(this.relOf(p))} exists and is not a directory`,
+            `cannot create directory for ${q(rel)}: ${q(relOf(this.root, p))} exists and is not a directory`,
           );
       }
       dir = p;
@@ -191,7 +191,7 @@ export class Sandbox {
    */
   list(rel = ".", opts: { recursive?: boolean } = {}): SandboxEntry[] {
     const parts = normalizeRel(rel, this.limits.maxDepth);
-    const rootReal = this.rootRealOrNull();
+    const rootReal = rootRealOrNull(this.root);
     if (rootReal === null) return [];
     let dirReal: string;
     if (parts.length === 0) {
@@ -225,10 +225,7 @@ export class Sandbox {
         "invalid_path",
         `path ${q(rel)} names the sandbox itself: delete the files in it one by one`,
       );
-    const rootReal = this.rootRealOrNull();
-    if (rootReal === null)
-      throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox (the sandbox is empty)`);
-    const r = this.resolve(rel, parts, rootReal, { allowDanglingFinal: true });
+    const r = this.resolve(rel, parts, this.rootReal(rel), { allowDanglingFinal: true });
     if (r.missing < parts.length)
       throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox: list "." to see what does`);
     const st = r.finalLstat!;
@@ -245,7 +242,7 @@ export class Sandbox {
 
   /** Every regular file, recursively, sorted (for export bundles). Symlinks and special files are left out. */
   files(): SandboxEntry[] {
-    const rootReal = this.rootRealOrNull();
+    const rootReal = rootRealOrNull(this.root);
     if (rootReal === null) return [];
     return sortEntries(
       walk(rootReal, "", true)
@@ -256,16 +253,10 @@ export class Sandbox {
 
   /** Regular files and their total size, counted on disk (agent steps' files included). */
   usage(): { files: number; bytes: number } {
-    const rootReal = this.rootRealOrNull();
+    const rootReal = rootRealOrNull(this.root);
     if (rootReal === null) return { files: 0, bytes: 0 };
-    let files = 0;
-    let bytes = 0;
-    for (const w of walk(rootReal, "", true)) {
-      if (!w.regular) continue;
-      files++;
-      bytes += w.entry.bytes;
-    }
-    return { files, bytes };
+    const regular = walk(rootReal, "", true).filter((w) => w.regular);
+    return { files: regular.length, bytes: regular.reduce((n, w) => n + w.entry.bytes, 0) };
   }
 
   /** Remove the whole sandbox (system deleted). A root that is itself a symlink loses the link only. */
@@ -275,19 +266,11 @@ export class Sandbox {
 
   // ---------------------------------------------------------------------------------------------
 
-  private rootRealOrNull(): string | null {
-    return rootRealOrNull(this.root);
-  }
-
   private rootReal(rel: string): string {
-    const real = this.rootRealOrNull();
+    const real = rootRealOrNull(this.root);
     if (real === null)
       throw new SandboxError("not_found", `${q(rel)} does not exist in the sandbox (the sandbox is empty)`);
     return real;
-  }
-
-  private relOf(p: string): string {
-    return relOf(this.root, p);
   }
 
   private resolve(

@@ -5,14 +5,14 @@
  * connection for the Builder, and export / import of a system as a bundle. The bridge (src/request/http/start.ts), the CLI and the
  * HTTP routes all use this one composition.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type Database from "better-sqlite3";
 import { parse as parseYaml, stringify } from "yaml";
+import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import { systemsDir } from "../systems/paths.js";
-import type { LoadedSystem } from "../systems/types.js";
 import { BuildStore } from "./build-store.js";
 import { readBundle, writeBundle, BundleError } from "./bundle.js";
 import type { CanvasStore } from "./canvas-store.js";
@@ -73,7 +73,7 @@ export function openBuilderRoom(args: {
       await server.connect(serverSide);
       const caller = await connectTools(clientSide);
       return {
-        call: (name, a) => caller.call(name, a),
+        ...caller,
         async close() {
           await caller.close();
           await server.close();
@@ -96,7 +96,9 @@ export function openBuilderRoom(args: {
       } else {
         const loaded = args.host?.library.get(system);
         if (!loaded) throw new BundleError(`there is no system or canvas "${system}"`);
-        yaml = stringify(systemFileOf(loaded));
+        // The file that would declare it: every field but where it was declared.
+        const { source: _source, ...file } = loaded;
+        yaml = stringify(file);
       }
       const sandbox = Sandbox.forSystem(dataDir, system);
       const files = sandbox.files().map((f) => ({ path: f.path, content: sandbox.readBytes(f.path) }));
@@ -143,32 +145,13 @@ export function openBuilderRoom(args: {
         }));
         canvases.commitVersion(b.system, "imported");
       } else {
-        mkdirSync(systemsDir(dataDir), { recursive: true, mode: 0o700 });
         // Imported by the operator's command: their file from now on (no builder mark).
-        writeFileSync(file, b.yaml.startsWith(BUILDER_MARK) ? b.yaml.slice(b.yaml.indexOf("\n") + 1) : b.yaml, {
-          mode: 0o600,
-        });
+        writeFileAtomic(file, b.yaml.startsWith(BUILDER_MARK) ? b.yaml.slice(b.yaml.indexOf("\n") + 1) : b.yaml);
       }
       sandbox.ensure();
       for (const f of b.files) sandbox.write(f.path, f.content);
       return { system: b.system, canvas: Boolean(b.canvas), files: b.files.length };
     },
-  };
-}
-
-/** A loaded system as the file that would declare it. */
-function systemFileOf(s: LoadedSystem): Record<string, unknown> {
-  return {
-    id: s.id,
-    name: s.name,
-    description: s.description,
-    examples: s.examples,
-    keywords: s.keywords,
-    inputs: s.inputs,
-    sideEffects: s.sideEffects,
-    confirm: s.confirm,
-    enabled: s.enabled,
-    run: s.run,
   };
 }
 

@@ -95,16 +95,9 @@ export const cleanReply = (text: string): string => cleanModelReply(text, MAX_RE
  * and above the keyword fallback's best (0.9 is only reached with many keywords).
  */
 export function parseSupervisorReply(text: string): IntentVerdict | { error: string } {
-  let obj: Record<string, unknown> | undefined;
-  let sawJson = false;
-  for (const o of jsonObjects(cleanReply(text))) {
-    sawJson = true;
-    if ("intent" in o || "type" in o) {
-      obj = o;
-      break;
-    }
-  }
-  if (!obj) return { error: sawJson ? "the JSON object has no intent" : "no JSON object in the reply" };
+  const objects = [...jsonObjects(cleanReply(text))];
+  const obj = objects.find((o) => "intent" in o || "type" in o);
+  if (!obj) return { error: objects.length ? "the JSON object has no intent" : "no JSON object in the reply" };
   const raw = "intent" in obj ? obj.intent : obj.type;
   const wanted = typeof raw === "string" ? raw.trim().toUpperCase() : "";
   const intent = INTENTS.find((i) => i === wanted);
