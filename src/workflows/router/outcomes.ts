@@ -80,10 +80,15 @@ export abstract class RouterOutcomes {
     const name = system?.name ?? rec.system;
     const conv = input.turn.session.key;
     this.setState(conv, "executing");
+    const plan = system ? this.rt.library.plan(system.id) : undefined;
     const events = follow({
       run: rec,
       name,
-      single: system ? this.rt.library.plan(system.id).steps.length === 1 : false,
+      single: plan?.steps.length === 1,
+      streams: new Set(
+        plan?.steps.flatMap((s) => (s.target.kind === "leaf" && s.target.spec.kind === "model" ? [s.id] : [])),
+      ),
+      outputStep: plan?.output ?? "",
       runs: this.rt.runs,
       bus: this.rt.bus,
       cancel: input.turn.cancel,
