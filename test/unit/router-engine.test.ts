@@ -37,7 +37,7 @@ const ANSWER = "ans";
 const WRITER = "writer";
 const log = pino({ level: "silent" });
 
-/** The systems offered: a model step, a webhook (side effects), one without inputs, one that always asks, a plan of two model steps, a disabled one. */
+/** The systems offered: a model step, a webhook (side effects), one without inputs, one that always asks, a plan of two model steps, a plan that uses it, a disabled one. */
 const systems = (hook: string) => [
   {
     id: "content-pipeline",
@@ -92,6 +92,18 @@ const systems = (hook: string) => [
           dependsOn: ["outline"],
           with: { model: WRITER, prompt: "Write ${steps.outline.output}" },
         },
+      ],
+    },
+  },
+  {
+    id: "relay",
+    name: "Relay",
+    description: "Notes, then has the brief written",
+    run: {
+      kind: "plan",
+      steps: [
+        { id: "note", uses: "model", with: { model: WRITER, prompt: "Note" } },
+        { id: "nested", uses: "brief", dependsOn: ["note"] },
       ],
     },
   },
@@ -331,6 +343,14 @@ describe("router engine", () => {
     assert.match(text, /✓ \*\*Brief Writer\*\* finished in \d+\.\d s\.$/);
     await w.settled();
     assert.equal(runOf(w)[0]?.output, deltas.join(""), "the run record keeps the whole text");
+    // The steps of a system a plan uses stream under `<step>/<sub-step>`; its output is not repeated either.
+    w.model.queue(WRITER, "NOTE", "OUTLINE-2", ["nested ", "post"]);
+    const nested = textOf(await w.say("/run relay", { conv: "relay" }));
+    assert.match(nested, /\*\*note\*\*: NOTE\n/);
+    assert.match(nested, /\*\*nested\/outline\*\*: OUTLINE-2\n/);
+    assert.equal(nested.split("**nested/write**: nested post").length, 2, nested);
+    assert.equal(nested.split("nested post").length, 2, "printed once");
+    assert.match(nested, /✓ \*\*Relay\*\* finished in \d+\.\d s\.$/);
   });
 
   test("clarify: missing inputs are gathered over turns; an invalid value is named; '800' becomes 800", async () => {

@@ -11,6 +11,8 @@ import type { BackendEvent } from "../../backends/contract/backend.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { BridgeEvent, ConversationState } from "../../wire/events.js";
 import type { RunRecord } from "../systems/db.js";
+import type { SystemsLibrary } from "../systems/library.js";
+import type { CompiledPlan } from "../systems/plan.js";
 import type { RunManager } from "../systems/runner.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import { seconds, stepLine } from "./messages.js";
@@ -20,9 +22,9 @@ export interface FollowArgs {
   name: string;
   /** One-step runs stream their output live; plans show step lines and their `streams` steps' text, then the output. */
   single: boolean;
-  /** A plan's steps whose text streams to the chat under their name (its model steps). */
+  /** A plan's steps whose text streams to the chat under their name (`textSteps`). */
   streams: ReadonlySet<string>;
-  /** The plan step whose output is the run's output. */
+  /** The step whose text is the run's output (`textSteps`). */
   outputStep: string;
   runs: RunManager;
   bus: EventBus;
@@ -33,6 +35,34 @@ export interface FollowArgs {
 }
 
 const MAX_OUTPUT_CHARS = 6000;
+/** Nesting deeper than the runner allows is not looked into. */
+const MAX_DEPTH = 8;
+
+/**
+ * A plan's steps whose text streams to the chat: its `model` steps, and those of the systems it
+ * uses as `<step>/<sub-step>` (as the runner names them); `output`, the step whose text is the
+ * run's output (through a used system to its own output step).
+ */
+export function textSteps(
+  library: SystemsLibrary,
+  plan: CompiledPlan,
+  prefix = "",
+  depth = 0,
+): { streams: string[]; output: string } {
+  const streams: string[] = [];
+  let output = prefix + plan.output;
+  for (const s of plan.steps) {
+    const t = s.target;
+    if (t.kind === "leaf") {
+      if (t.spec.kind === "model") streams.push(prefix + s.id);
+    } else if (depth < MAX_DEPTH && library.get(t.system)) {
+      const sub = textSteps(library, library.plan(t.system), `${prefix}${s.id}/`, depth + 1);
+      streams.push(...sub.streams);
+      if (s.id === plan.output) output = sub.output;
+    }
+  }
+  return { streams, output };
+}
 
 /** A run's output for a chat: text as it is (clipped), anything else as a JSON block. */
 export function formatOutput(output: unknown): string {
