@@ -5,14 +5,21 @@
  * answered by the reply queued for its model (first in, first out), else by the model's standing
  * rule, else with an error event that names the model (the engine then takes its no-model path).
  *
- * A reply is text (one string, or chunks), `{ error }` (an error event, as a backend that failed
- * sends), `{ throws }` (the call itself fails), or `{ hold: true }` (nothing until the call is
- * cancelled: a run to cancel, pause or detach from).
+ * A reply is text (one string, or chunks), `{ chunks, delayMs }` (chunks paced apart, as a model
+ * streams), `{ error }` (an error event, as a backend that failed sends), `{ throws }` (the call
+ * itself fails), or `{ hold: true }` (nothing until the call is cancelled: a run to cancel, pause
+ * or detach from).
  */
 import type { BackendEvent } from "../../src/backends/contract/backend.js";
 import type { ModelCaller } from "../../src/workflows/systems/step-executor.js";
 
-export type ScriptedReply = string | string[] | { error: string } | { throws: string } | { hold: true };
+export type ScriptedReply =
+  | string
+  | string[]
+  | { chunks: string[]; delayMs: number }
+  | { error: string }
+  | { throws: string }
+  | { hold: true };
 
 export interface ModelCall {
   model: string;
@@ -61,6 +68,14 @@ async function* replay(
 ): AsyncGenerator<BackendEvent> {
   if (typeof reply === "string" || Array.isArray(reply)) {
     for (const text of typeof reply === "string" ? [reply] : reply) yield { type: "text", text };
+    yield { type: "done", finishReason: "stop" };
+    return;
+  }
+  if ("chunks" in reply) {
+    for (const text of reply.chunks) {
+      await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
+      yield { type: "text", text };
+    }
     yield { type: "done", finishReason: "stop" };
     return;
   }

@@ -4,7 +4,8 @@
  * answer model. What is checked is what a person chatting through OpenClaw sees: transparent
  * answers, the clarify text, gathering across turns and across a restart, confirmation by hash and
  * exactly once, cancel without a model call, slash commands, the classifier's retry and fallback,
- * detach and the report on the next turn, a client that goes away, and the HTTP API for runs.
+ * a plan's model step streamed as it is written, detach and the report on the next turn, a client
+ * that goes away, and the HTTP API for runs.
  */
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -444,6 +445,57 @@ describe("router", () => {
       const later = await chat.say("ok");
       assert.doesNotMatch(later.text, /Slow Job/, "reported once");
     } finally {
+      await b2.close();
+    }
+  });
+
+  test("a plan's writer step streams to the chat as it is written; the run record has the whole text", async () => {
+    const post = {
+      id: "post-writer",
+      name: "Post Writer",
+      sideEffects: false,
+      inputs: { type: "object", required: ["topic"], properties: { topic: { type: "string" } } },
+      run: {
+        kind: "plan",
+        steps: [
+          { id: "outline", uses: "model", with: { model: "ans", prompt: "Outline a post on ${inputs.topic}" } },
+          {
+            id: "writer",
+            uses: "model",
+            dependsOn: ["outline"],
+            with: { model: "ans", prompt: "WRITE the post from: ${steps.outline.output}" },
+          },
+        ],
+      },
+    };
+    const deltas = Array.from({ length: 20 }, (_, i) => `d${i} `);
+    const answer = up.answer;
+    up.answer = (req) =>
+      req.lastUser.startsWith("WRITE") ? { kind: "text", chunks: deltas, delayMs: 40 } : answer(req);
+    const b2 = await startTestBridge(config(up, { systems: [post] }));
+    const seen: BridgeEvent[] = [];
+    b2.bus.on((e) => seen.push(e));
+    try {
+      /** Writer pieces the client had before the run ended. */
+      let live = 0;
+      const res = await new Chat(b2, "stream").say("/run post-writer topic=wind", {
+        onText: (t) => {
+          if (deltas.some((d) => t.includes(d)) && !seen.some((e) => e.type === "run.completed")) live++;
+        },
+      });
+      assert.ok(live >= 10, `separate writer chunks before the run ended: ${live}`);
+      const whole = deltas.join("");
+      assert.match(res.text, /\*\*outline\*\*: ANSWER: Outline a post on wind/);
+      assert.ok(res.text.includes(`**writer**: ${whole}`), res.text);
+      assert.equal(res.text.split(whole).length, 2, "the output, streamed, is not printed again");
+      assert.match(res.text, /✓ \*\*Post Writer\*\* finished in/);
+      const id = seen.find((e) => e.type === "run.completed")?.runId;
+      assert.ok(id, "the run completed");
+      const rec = (await (await fetch(`${b2.baseURL}/runs/${id}`)).json()) as { status: string; output: unknown };
+      assert.equal(rec.status, "completed");
+      assert.equal(rec.output, whole);
+    } finally {
+      up.answer = answer;
       await b2.close();
     }
   });

@@ -37,7 +37,7 @@ const ANSWER = "ans";
 const WRITER = "writer";
 const log = pino({ level: "silent" });
 
-/** The systems offered: a model step, a webhook (side effects), one without inputs, one that always asks, a disabled one. */
+/** The systems offered: a model step, a webhook (side effects), one without inputs, one that always asks, a plan of two model steps, a plan that uses it, a disabled one. */
 const systems = (hook: string) => [
   {
     id: "content-pipeline",
@@ -79,6 +79,35 @@ const systems = (hook: string) => [
     run: { kind: "model", model: WRITER, prompt: "Publish the site" },
   },
   {
+    id: "brief",
+    name: "Brief Writer",
+    description: "Outlines, then writes a brief",
+    run: {
+      kind: "plan",
+      steps: [
+        { id: "outline", uses: "model", with: { model: WRITER, prompt: "Outline" } },
+        {
+          id: "write",
+          uses: "model",
+          dependsOn: ["outline"],
+          with: { model: WRITER, prompt: "Write ${steps.outline.output}" },
+        },
+      ],
+    },
+  },
+  {
+    id: "relay",
+    name: "Relay",
+    description: "Notes, then has the brief written",
+    run: {
+      kind: "plan",
+      steps: [
+        { id: "note", uses: "model", with: { model: WRITER, prompt: "Note" } },
+        { id: "nested", uses: "brief", dependsOn: ["note"] },
+      ],
+    },
+  },
+  {
     id: "hidden",
     description: "Not offered in chat",
     enabled: false,
@@ -98,7 +127,13 @@ interface World {
   classify(re: RegExp, verdict: Record<string, unknown> | ScriptedReply): void;
   say(
     text: string,
-    opts?: { conv?: string; key?: string; notFromPerson?: DispatchInput["notFromPerson"] },
+    opts?: {
+      conv?: string;
+      key?: string;
+      notFromPerson?: DispatchInput["notFromPerson"];
+      /** Each piece of the answer as it comes. */
+      onText?: (text: string) => void;
+    },
   ): Promise<Reply>;
   /** The `decision` events' actions, in order. */
   decisions(conv?: string): string[];
@@ -204,8 +239,10 @@ async function world(options: Record<string, unknown> = {}): Promise<World> {
       if (d.kind === "handover") return d;
       let out = "";
       for await (const ev of d.events) {
-        if (ev.type === "text") out += ev.text;
-        else if (ev.type === "error") assert.fail(`the router answered with an error: ${ev.error.message}`);
+        if (ev.type === "text") {
+          out += ev.text;
+          opts.onText?.(ev.text);
+        } else if (ev.type === "error") assert.fail(`the router answered with an error: ${ev.error.message}`);
       }
       return { kind: "answer", text: out };
     },
@@ -283,6 +320,37 @@ describe("router engine", () => {
     );
     assert.equal(runOf(w).length, 1);
     assert.equal(w.asked(), 1);
+  });
+
+  test("run: a plan's model steps stream under their names as they are written; the output is not printed twice", async () => {
+    const w = await world();
+    const deltas = Array.from({ length: 20 }, (_, i) => `w${i} `);
+    w.model.queue(WRITER, "OUTLINE-TEXT", { chunks: deltas, delayMs: 2 });
+    /** Writer pieces that reached the chat while the run was still going. */
+    let live = 0;
+    const text = textOf(
+      await w.say("/run brief", {
+        onText: (t) => {
+          const [run] = runOf(w);
+          if (/^w\d+ $/.test(t) && run && w.runs.isLive(run.id)) live++;
+        },
+      }),
+    );
+    assert.ok(live >= 10, `writer pieces streamed while the run went on: ${live}`);
+    assert.match(text, /\*\*outline\*\*: OUTLINE-TEXT\n\n- ✓ `outline` done/);
+    assert.match(text, new RegExp(`\\*\\*write\\*\\*: ${deltas.join("")}\\n\\n- ✓ \`write\` done`));
+    assert.equal(text.split(deltas.join("")).length, 2, "the output, streamed, is not printed again");
+    assert.match(text, /✓ \*\*Brief Writer\*\* finished in \d+\.\d s\.$/);
+    await w.settled();
+    assert.equal(runOf(w)[0]?.output, deltas.join(""), "the run record keeps the whole text");
+    // The steps of a system a plan uses stream under `<step>/<sub-step>`; its output is not repeated either.
+    w.model.queue(WRITER, "NOTE", "OUTLINE-2", ["nested ", "post"]);
+    const nested = textOf(await w.say("/run relay", { conv: "relay" }));
+    assert.match(nested, /\*\*note\*\*: NOTE\n/);
+    assert.match(nested, /\*\*nested\/outline\*\*: OUTLINE-2\n/);
+    assert.equal(nested.split("**nested/write**: nested post").length, 2, nested);
+    assert.equal(nested.split("nested post").length, 2, "printed once");
+    assert.match(nested, /✓ \*\*Relay\*\* finished in \d+\.\d s\.$/);
   });
 
   test("clarify: missing inputs are gathered over turns; an invalid value is named; '800' becomes 800", async () => {

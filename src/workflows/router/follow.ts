@@ -1,6 +1,8 @@
 /**
  * A run as a chat answer: `Running **X**…`, one line per step as it completes, retries, fails or is
- * skipped, then the output (a one-step run streams its output as it comes), then `stop`. After
+ * skipped, then the output, then `stop`. Text streams as it is written: a one-step run's output,
+ * and a plan's model steps' text under the step's name (the output is not printed again when it is
+ * the text of such a step; the run record keeps the whole text). After
  * `detachAfterMs` the answer ends with the run id and the run goes on; the conversation hears the
  * result on its next turn. A client that goes away cancels the run it was attached to (not while
  * the bridge shuts down: then the run ends `interrupted`, to be resumed).
@@ -9,6 +11,8 @@ import type { BackendEvent } from "../../backends/contract/backend.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { BridgeEvent, ConversationState } from "../../wire/events.js";
 import type { RunRecord } from "../systems/db.js";
+import type { SystemsLibrary } from "../systems/library.js";
+import type { CompiledPlan } from "../systems/plan.js";
 import type { RunManager } from "../systems/runner.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import { seconds, stepLine } from "./messages.js";
@@ -16,8 +20,12 @@ import { seconds, stepLine } from "./messages.js";
 export interface FollowArgs {
   run: RunRecord;
   name: string;
-  /** One-step runs stream their output live; plans show step lines, then the output. */
+  /** One-step runs stream their output live; plans show step lines and their `streams` steps' text, then the output. */
   single: boolean;
+  /** A plan's steps whose text streams to the chat under their name (`textSteps`). */
+  streams: ReadonlySet<string>;
+  /** The step whose text is the run's output (`textSteps`). */
+  outputStep: string;
   runs: RunManager;
   bus: EventBus;
   cancel: Cancellation;
@@ -27,6 +35,34 @@ export interface FollowArgs {
 }
 
 const MAX_OUTPUT_CHARS = 6000;
+/** Nesting deeper than the runner allows is not looked into. */
+const MAX_DEPTH = 8;
+
+/**
+ * A plan's steps whose text streams to the chat: its `model` steps, and those of the systems it
+ * uses as `<step>/<sub-step>` (as the runner names them); `output`, the step whose text is the
+ * run's output (through a used system to its own output step).
+ */
+export function textSteps(
+  library: SystemsLibrary,
+  plan: CompiledPlan,
+  prefix = "",
+  depth = 0,
+): { streams: string[]; output: string } {
+  const streams: string[] = [];
+  let output = prefix + plan.output;
+  for (const s of plan.steps) {
+    const t = s.target;
+    if (t.kind === "leaf") {
+      if (t.spec.kind === "model") streams.push(prefix + s.id);
+    } else if (depth < MAX_DEPTH && library.get(t.system)) {
+      const sub = textSteps(library, library.plan(t.system), `${prefix}${s.id}/`, depth + 1);
+      streams.push(...sub.streams);
+      if (s.id === plan.output) output = sub.output;
+    }
+  }
+  return { streams, output };
+}
 
 /** A run's output for a chat: text as it is (clipped), anything else as a JSON block. */
 export function formatOutput(output: unknown): string {
@@ -124,13 +160,17 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
       return;
     }
     let streamed = false;
+    /** The plan step whose text was streamed last (its name is written again when another's comes between). */
+    let writing: string | undefined;
+    const wrote = new Set<string>();
     // Bounded: the loop ends when the run ends, at detach time, or when the client goes away.
     for (;;) {
       while (queue.length) {
         const e = queue.shift()!;
         const line = lineOf(e, a.single);
         if (line !== undefined) {
-          yield { type: "text", text: line };
+          yield { type: "text", text: writing ? `\n\n${line}` : line };
+          writing = undefined;
           continue;
         }
         if (e.type === "run.output" && a.single) {
@@ -138,10 +178,20 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
           yield { type: "text", text: e.text };
           continue;
         }
+        if (e.type === "run.output" && e.step && a.streams.has(e.step)) {
+          wrote.add(e.step);
+          yield {
+            type: "text",
+            text: writing === e.step ? e.text : `${writing ? "\n\n" : ""}**${e.step}**: ${e.text}`,
+          };
+          writing = e.step;
+          continue;
+        }
         if (TERMINAL.has(e.type)) {
           ended = true;
           const rec = a.runs.get(id)!;
           a.onEnd(endState(rec));
+          streamed ||= wrote.has(a.outputStep);
           let text: string;
           if (rec.status === "completed" && streamed)
             text = `\n\n✓ **${a.name}** finished${rec.startedAt && rec.endedAt ? ` in ${seconds(rec.endedAt - rec.startedAt)}` : ""}.`;

@@ -15,7 +15,7 @@ import { RunError, type RunManager } from "../systems/runner.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { LoadedSystem } from "../systems/types.js";
 import type { Decision } from "./decide.js";
-import { endState, follow, runStatusText } from "./follow.js";
+import { endState, follow, runStatusText, textSteps } from "./follow.js";
 import { runningLine } from "./messages.js";
 import type { RouterOptions } from "./options.js";
 
@@ -80,10 +80,14 @@ export abstract class RouterOutcomes {
     const name = system?.name ?? rec.system;
     const conv = input.turn.session.key;
     this.setState(conv, "executing");
+    const plan = system ? this.rt.library.plan(system.id) : undefined;
+    const text = plan ? textSteps(this.rt.library, plan) : { streams: [], output: "" };
     const events = follow({
       run: rec,
       name,
-      single: system ? this.rt.library.plan(system.id).steps.length === 1 : false,
+      single: plan?.steps.length === 1,
+      streams: new Set(text.streams),
+      outputStep: text.output,
       runs: this.rt.runs,
       bus: this.rt.bus,
       cancel: input.turn.cancel,
