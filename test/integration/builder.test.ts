@@ -220,10 +220,10 @@ describe("builder", () => {
     ]);
     const c = chat("conv-build");
     const res = await c.say("build a system that can research a topic and write a post about it");
-    assert.match(res.text, /Building \*\*blog-writer\*\* \(build `build_/);
+    assert.match(res.text, /Building \*\*blog-writer\*\* \(`blog-writer`, build `build_/);
     assert.match(res.text, /✓ `e-topic-research`/);
     assert.match(res.text, /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(version 1\)/);
-    assert.match(res.text, /Say \*\*deploy\*\*/);
+    assert.match(res.text, /`blog-writer` is a draft — say \*\*deploy\*\* .* run it with `\/run blog-writer topic=…`/);
     const cv = await canvas("blog-writer");
     assert.deepEqual(cv.nodes.map((n) => n.id).sort(), ["out", "research", "topic", "writer"]);
     assert.deepEqual(cv.edges.map((e) => `${e.from}>${e.to}`).sort(), [
@@ -363,8 +363,12 @@ describe("builder", () => {
     archRules.push(["loopy", [cyc, cyc]]);
     const res = await chat("conv-cycle").say("build a loopy system");
     assert.equal(archCalls.get("loopy"), 2);
-    assert.match(res.text, /could not be used, even after sending it back once/);
-    assert.match(res.text, /cycle/i);
+    // What to do next first, in plain words; the steps after it.
+    assert.match(
+      res.text,
+      /^I could not make a plan that works, so nothing was changed\. The steps I planned wait on each other in a circle, so none could start\. Try describing the flow again in order/,
+    );
+    assert.match(res.text, /\n\nDetails:\n- .*cycle: s1 → s2 → s1/);
     assert.equal((await api("/v1/canvases/loopy")).status, 404);
     const second = up.requests
       .filter(isArchitect)
@@ -408,7 +412,10 @@ describe("builder", () => {
     ]);
     archRules.push(["escape the box", [esc, esc]]);
     const res2 = await chat("conv-escape").say("build a system to escape the box");
-    assert.match(res2.text, /could not be used/);
+    assert.match(
+      res2.text,
+      /^I could not make a plan that works, so nothing was changed\. Try describing the system again/,
+    );
     assert.match(res2.text, /\.\./);
     assert.equal(existsSync(path.join(b.dataDir, "escape.txt")), false);
     assert.equal(existsSync(path.join(b.dataDir, "sandboxes", "escape.txt")), false);
