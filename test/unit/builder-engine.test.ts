@@ -525,10 +525,10 @@ describe("builder engine", () => {
     const pausing = w.say("pause");
     release();
     const paused = textOf(await pausing);
-    assert.equal(paused, "Paused with 2 steps to go. Say **resume** to go on.");
+    assert.equal(paused, "Paused with 2 steps to go. Say **resume** to go on with `chain`.");
     const built = textOf(await building);
     assert.match(built, /- ✓ `n-c2`/);
-    assert.match(built, /\nPaused with 2 steps to go\. Say \*\*resume\*\* to go on\.$/);
+    assert.match(built, /\nPaused with 2 steps to go\. Say \*\*resume\*\* to go on with `chain`\.$/);
     assert.deepEqual(nodesOf(w, "chain"), ["c1", "c2"]);
     const id = /build `(build_[A-Za-z0-9]+)`/.exec(built)![1]!;
     assert.equal(textOf(await w.say("status")), `Build \`${id}\` of **chain** is paused: 2 of 4 steps done.`);

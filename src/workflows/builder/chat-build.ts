@@ -196,12 +196,13 @@ export async function buildEndText(chat: BuilderChat, b: BuildRecord): Promise<s
   const name = b.plan.metadata.name || canvas?.name || b.system;
   if (b.status === "paused" || b.status === "interrupted") {
     const left = Object.values(b.steps).filter((s) => s.status !== "completed" && s.status !== "skipped").length;
-    return `Paused with ${left} step${left === 1 ? "" : "s"} to go. Say **resume** to go on.`;
+    return `Paused with ${left} step${left === 1 ? "" : "s"} to go. Say **resume** to go on with \`${b.system}\`.`;
   }
-  if (b.status === "cancelled") return "The build was cancelled. Say **undo** to go back to the canvas as it was.";
+  const undo = `Say **undo** to go back to the canvas of \`${b.system}\` as it was.`;
+  if (b.status === "cancelled") return `The build was cancelled. ${undo}`;
   if (b.status === "failed") {
     const step = b.plan.steps.find((s) => s.id === b.failedStep);
-    return `The build stopped: step \`${b.failedStep ?? "?"}\`${step ? ` (${step.name})` : ""} failed: ${b.error ?? "unknown error"}. Steps that needed it were not run. Say **undo** to go back to the canvas as it was.`;
+    return `The build stopped: step \`${b.failedStep ?? "?"}\`${step ? ` (${step.name})` : ""} failed: ${b.error ?? "unknown error"}. Steps that needed it were not run. ${undo}`;
   }
   const redeployed = canvas?.status === "deployed" ? `${await chat.redeploy(b.system)} ` : "";
   return `Done: **${name}** has ${canvas?.nodes.length ?? 0} nodes and ${canvas?.edges.length ?? 0} connections (version ${canvas?.version ?? "?"}). ${redeployed}${chat.usage(b.system)} Or tell me what to change.`;
