@@ -377,6 +377,33 @@ describe("builder", () => {
     assert.match(second.lastUser, /cycle/i, "the errors went back to the Architect");
   });
 
+  test("building Research & Blog twice: the second reply asks, nothing is doubled; 'new' makes one with its own id and says so", async () => {
+    supRules.push([/research and blog/, "BUILD"]);
+    const rb = JSON.stringify({
+      metadata: { system: "research-blog", name: "Research & Blog", summary: "research, then blog" },
+      steps: [node("topic", "input", { properties: { type: "string", required: true } })],
+    });
+    archRules.push(["research and blog", [rb]]);
+    const c = chat("conv-twice");
+    const first = await c.say("build Research & Blog: research and blog about a topic");
+    assert.match(first.text, /Building \*\*Research & Blog\*\* \(`research-blog`, build /);
+    assert.match(first.text, /run it with `\/run research-blog topic=…`/);
+    const ids = async () =>
+      ((await (await api("/v1/canvases")).json()) as { data: Array<{ id: string }> }).data
+        .map((x) => x.id)
+        .filter((x) => x.startsWith("research-blog"))
+        .sort();
+    const second = await c.say("build Research & Blog: research and blog about a topic");
+    assert.match(
+      second.text,
+      /^There is a system named \*\*Research & Blog\*\* already: `research-blog` \(draft, 1 nodes\)\. Change it/,
+    );
+    assert.deepEqual(await ids(), ["research-blog"], "no silent duplicate");
+    const beside = await c.say("new");
+    assert.match(beside.text, /^A new system, `research-blog-2`; `research-blog` stays as it was\./);
+    assert.deepEqual(await ids(), ["research-blog", "research-blog-2"]);
+  });
+
   test("a step's result used without depending on it is sent back; the repaired plan builds; $${HOME} is written as ${HOME}, other templates as written; a ../ path never leaves the sandbox", async () => {
     supRules.push([/scripted files/, "BUILD"]);
     const cap = {
