@@ -396,7 +396,7 @@ describe("builder", () => {
     const second = await c.say("build Research & Blog: research and blog about a topic");
     assert.match(
       second.text,
-      /^There is a system named \*\*Research & Blog\*\* already: `research-blog` \(draft, 1 nodes\)\. Change it/,
+      /^There is a system named \*\*Research & Blog\*\* already: `research-blog` \(draft, 1 node\)\. Change it/,
     );
     assert.deepEqual(await ids(), ["research-blog"], "no silent duplicate");
     const beside = await c.say("new");

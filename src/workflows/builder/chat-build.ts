@@ -83,7 +83,7 @@ export async function planChange(
       const c = chat.d.canvases.get(twin)!;
       return chat.say(
         conv,
-        `There is a system named **${c.name || twin}** already: \`${twin}\` (${c.status}, ${c.nodes.length} nodes). Change it with this request? Say **yes** to change \`${twin}\`, **new** to build a separate system with its own id, or **no** to leave things as they are.`,
+        `There is a system named **${c.name || twin}** already: \`${twin}\` (${c.status}, ${c.nodes.length} node${c.nodes.length === 1 ? "" : "s"}). Change it with this request? Say **yes** to change \`${twin}\`, **new** to build a separate system with its own id, or **no** to leave things as they are.`,
         "idle",
       );
     }
@@ -116,7 +116,7 @@ export function refusalText(errors: string[], edited?: string): string {
   const all = errors.join("\n");
   const next = /cycle|depend on itself/.test(all)
     ? "The steps I planned wait on each other in a circle, so none could start. Try describing the flow again in order, e.g. *first research the topic, then write a post from the research*."
-    : /is not a node id|unknown step|there is no step|names no input/.test(all)
+    : /is not a node id|unknown step/.test(all)
       ? "A step uses a value nothing provides. Name the input the system needs, e.g. *… that takes a `topic` as input*, or say which step's result each step uses."
       : `Try describing ${edited ? `the change to \`${edited}\`` : "the system"} again in other words, step by step, e.g. *first research the topic, then write a post from the research*.`;
   const detail = errors.slice(0, 3).map((e) => `- ${e.length > 160 ? `${e.slice(0, 157)}…` : e}`);
@@ -150,16 +150,9 @@ export function startBuild(
   lead = "",
 ): Dispatch {
   const system = plan.metadata.system;
+  // A BUILD's id is never a canvas's (planChange asks first), unless one was made since it was planned.
   if (intent === "BUILD" && !chat.d.canvases.get(system))
     chat.d.canvases.create({ system, name: plan.metadata.name || system, description: plan.metadata.description });
-  else if (intent === "BUILD") {
-    // A BUILD naming a draft that exists: its name and description follow the new plan.
-    chat.d.canvases.mutate(system, (c) => ({
-      ...c,
-      name: plan.metadata.name || c.name,
-      description: plan.metadata.description || c.description,
-    }));
-  }
   chat.d.conversations.setCanvas(conv, system);
   const name = plan.metadata.name || chat.d.canvases.get(system)?.name || system;
   const head = (id: string) =>
