@@ -220,10 +220,10 @@ describe("builder", () => {
     ]);
     const c = chat("conv-build");
     const res = await c.say("build a system that can research a topic and write a post about it");
-    assert.match(res.text, /Building \*\*blog-writer\*\* \(build `build_/);
+    assert.match(res.text, /Building \*\*blog-writer\*\* \(`blog-writer`, build `build_/);
     assert.match(res.text, /✓ `e-topic-research`/);
     assert.match(res.text, /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(version 1\)/);
-    assert.match(res.text, /Say \*\*deploy\*\*/);
+    assert.match(res.text, /`blog-writer` is a draft — say \*\*deploy\*\* .* run it with `\/run blog-writer topic=…`/);
     const cv = await canvas("blog-writer");
     assert.deepEqual(cv.nodes.map((n) => n.id).sort(), ["out", "research", "topic", "writer"]);
     assert.deepEqual(cv.edges.map((e) => `${e.from}>${e.to}`).sort(), [
@@ -363,14 +363,45 @@ describe("builder", () => {
     archRules.push(["loopy", [cyc, cyc]]);
     const res = await chat("conv-cycle").say("build a loopy system");
     assert.equal(archCalls.get("loopy"), 2);
-    assert.match(res.text, /could not be used, even after sending it back once/);
-    assert.match(res.text, /cycle/i);
+    // What to do next first, in plain words; the steps after it.
+    assert.match(
+      res.text,
+      /^I could not make a plan that works, so nothing was changed\. The steps I planned wait on each other in a circle, so none could start\. Try describing the flow again in order/,
+    );
+    assert.match(res.text, /\n\nDetails:\n- .*cycle: s1 → s2 → s1/);
     assert.equal((await api("/v1/canvases/loopy")).status, 404);
     const second = up.requests
       .filter(isArchitect)
       .filter((r) => r.lastUser.includes("loopy"))
       .at(-1)!;
     assert.match(second.lastUser, /cycle/i, "the errors went back to the Architect");
+  });
+
+  test("building Research & Blog twice: the second reply asks, nothing is doubled; 'new' makes one with its own id and says so", async () => {
+    supRules.push([/research and blog/, "BUILD"]);
+    const rb = JSON.stringify({
+      metadata: { system: "research-blog", name: "Research & Blog", summary: "research, then blog" },
+      steps: [node("topic", "input", { properties: { type: "string", required: true } })],
+    });
+    archRules.push(["research and blog", [rb]]);
+    const c = chat("conv-twice");
+    const first = await c.say("build Research & Blog: research and blog about a topic");
+    assert.match(first.text, /Building \*\*Research & Blog\*\* \(`research-blog`, build /);
+    assert.match(first.text, /run it with `\/run research-blog topic=…`/);
+    const ids = async () =>
+      ((await (await api("/v1/canvases")).json()) as { data: Array<{ id: string }> }).data
+        .map((x) => x.id)
+        .filter((x) => x.startsWith("research-blog"))
+        .sort();
+    const second = await c.say("build Research & Blog: research and blog about a topic");
+    assert.match(
+      second.text,
+      /^There is a system named \*\*Research & Blog\*\* already: `research-blog` \(draft, 1 node\)\. Change it/,
+    );
+    assert.deepEqual(await ids(), ["research-blog"], "no silent duplicate");
+    const beside = await c.say("new");
+    assert.match(beside.text, /^A new system, `research-blog-2`; `research-blog` stays as it was\./);
+    assert.deepEqual(await ids(), ["research-blog", "research-blog-2"]);
   });
 
   test("a step's result used without depending on it is sent back; the repaired plan builds; $${HOME} is written as ${HOME}, other templates as written; a ../ path never leaves the sandbox", async () => {
@@ -408,7 +439,10 @@ describe("builder", () => {
     ]);
     archRules.push(["escape the box", [esc, esc]]);
     const res2 = await chat("conv-escape").say("build a system to escape the box");
-    assert.match(res2.text, /could not be used/);
+    assert.match(
+      res2.text,
+      /^I could not make a plan that works, so nothing was changed\. Try describing the system again/,
+    );
     assert.match(res2.text, /\.\./);
     assert.equal(existsSync(path.join(b.dataDir, "escape.txt")), false);
     assert.equal(existsSync(path.join(b.dataDir, "sandboxes", "escape.txt")), false);

@@ -239,9 +239,13 @@ describe("builder engine", () => {
   test("BUILD: a plan listed out of order is built in dependency order through the tools; the Architect was asked for a new system", async () => {
     const w = await world();
     const text = await w.blog();
-    assert.match(text, /^Building \*\*blog-writer\*\* \(build `build_[A-Za-z0-9]+`\): test plan\n\n/);
+    assert.match(text, /^Building \*\*blog-writer\*\* \(`blog-writer`, build `build_[A-Za-z0-9]+`\): test plan\n\n/);
     assert.match(text, /- ✓ `e-topic-research` → `/);
-    assert.match(text, /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(version 1\)\. Say \*\*deploy\*\*/);
+    // The end names the id and how to use it: a draft is deployed first.
+    assert.match(
+      text,
+      /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(version 1\)\. `blog-writer` is a draft — say \*\*deploy\*\* to make it available from any chat, then run it with `\/run blog-writer topic=…`\. Or tell me what to change\.$/,
+    );
     assert.deepEqual(nodesOf(w, "blog-writer"), ["out", "research", "topic", "writer"]);
     assert.deepEqual(edgesOf(w, "blog-writer"), ["research>writer", "topic>research", "writer>out"]);
     assert.equal(w.room.canvases.get("blog-writer")?.status, "draft");
@@ -290,10 +294,27 @@ describe("builder engine", () => {
     // Bad twice: reported, nothing built.
     w.model.queue(ARCH, cycle, "still thinking about it");
     const bad = textOf(await w.say("build another loopy thing"));
-    assert.match(
+    assert.equal(
       bad,
-      /^The plan I got could not be used, even after sending it back once\. Nothing was changed\. What was wrong:\n\n- no JSON object in the reply$/,
+      "I could not make a plan that works, so nothing was changed. Try describing the system again in other words, step by step, e.g. *first research the topic, then write a post from the research*.\n\nDetails:\n- no JSON object in the reply",
     );
+    // A cycle twice: what to do next first, in plain words; the steps after it.
+    w.model.queue(ARCH, cycle, cycle);
+    const circle = textOf(await w.say("build a circular thing"));
+    assert.match(
+      circle,
+      /^I could not make a plan that works, so nothing was changed\. The steps I planned wait on each other in a circle, so none could start\. Try describing the flow again in order, e\.g\. /,
+    );
+    assert.match(circle, /\n\nDetails:\n- steps depend on each other in a cycle: s1 → s2 → s1/);
+    // A step's result that no step gives, twice: name the input.
+    const undefinedRef = plan("refs", [node("a", "input"), edge("topic", "a")]);
+    w.model.queue(ARCH, undefinedRef, undefinedRef);
+    const unnamed = textOf(await w.say("build a writer of things"));
+    assert.match(
+      unnamed,
+      /^I could not make a plan that works, so nothing was changed\. A step uses a value nothing provides\. Name the input the system needs, e\.g\. /,
+    );
+    assert.match(unnamed, /Details:\n- step "e-topic-a": unknown step "n-topic"/);
     assert.equal(w.room.canvases.get("another-loopy-thing"), undefined);
 
     // The Architect down: nothing changed.
@@ -308,6 +329,91 @@ describe("builder engine", () => {
         .map((c) => c.system)
         .sort(),
       ["fenced", "loopy", "prose"],
+    );
+  });
+
+  test("a second BUILD named like a canvas asks first: 'no' keeps one, 'new' builds beside it with its own id, 'yes' changes the one there (an EDIT)", async () => {
+    const w = await world();
+    const rb = (summary: string) =>
+      JSON.stringify({
+        metadata: { system: "research-blog", name: "Research & Blog", summary },
+        steps: [
+          node("topic", "input", { type: "string", required: true }),
+          node("writer", "agent", { model: "writer", prompt: "Write about {{topic}}" }),
+          edge("topic", "writer"),
+        ],
+      });
+    w.intent(/research and blog/, "BUILD");
+    w.model.queue(ARCH, rb("first"));
+    const first = textOf(await w.say("build Research & Blog: research and blog about a topic"));
+    assert.match(first, /^Building \*\*Research & Blog\*\* \(`research-blog`, build /);
+    assert.match(first, /`research-blog` is a draft — say \*\*deploy\*\* .* run it with `\/run research-blog topic=…`/);
+
+    // The same again: a question, nothing built.
+    const ask = async () => {
+      w.model.queue(ARCH, rb("again"));
+      return textOf(await w.say("build Research & Blog: research and blog about a topic"));
+    };
+    const question =
+      "There is a system named **Research & Blog** already: `research-blog` (draft, 2 nodes). Change it with this request? Say **yes** to change `research-blog`, **new** to build a separate system with its own id, or **no** to leave things as they are.";
+    assert.equal(await ask(), question);
+    const systems = () =>
+      w.room.canvases
+        .list()
+        .map((c) => c.system)
+        .sort();
+    assert.deepEqual(systems(), ["research-blog"], "no silent duplicate");
+    assert.equal(textOf(await w.say("no")), "Fine, nothing was changed.");
+    assert.deepEqual(systems(), ["research-blog"]);
+
+    // "new": the plan is built beside it, with its own id and name; the reply says so.
+    assert.equal(await ask(), question);
+    const beside = textOf(await w.say("a new one"));
+    assert.match(
+      beside,
+      /^A new system, `research-blog-2`; `research-blog` stays as it was\.\n\nBuilding \*\*Research & Blog \(research-blog-2\)\*\* \(`research-blog-2`, build /,
+    );
+    assert.match(beside, /run it with `\/run research-blog-2 topic=…`/);
+    assert.deepEqual(systems(), ["research-blog", "research-blog-2"]);
+    assert.equal(w.room.canvases.get("research-blog")?.version, 1, "the first is untouched");
+
+    // "yes": the request is planned again as an EDIT of the one there; no third system.
+    assert.match(await ask(), /^There is a system named \*\*Research & Blog\*\* already: `research-blog`/);
+    const archCalls = w.model.to(ARCH).length;
+    w.model.queue(
+      ARCH,
+      JSON.stringify({
+        metadata: { system: "research-blog", summary: "a reviewer" },
+        steps: [node("reviewer", "agent", { model: "fast", prompt: "Review {{writer}}" })],
+      }),
+    );
+    const changed = textOf(await w.say("yes"));
+    assert.match(
+      changed,
+      /^Changing the existing `research-blog`; no second system was made\.\n\nChanging \*\*Research & Blog\*\* \(`research-blog`, build /,
+    );
+    assert.match(w.model.to(ARCH)[archCalls]!.prompt, /^Edit the system "research-blog"/);
+    assert.match(w.model.to(ARCH)[archCalls]!.prompt, /research and blog about a topic$/);
+    assert.deepEqual(systems(), ["research-blog", "research-blog-2"]);
+    assert.equal(w.room.canvases.get("research-blog")?.version, 2);
+    assert.ok(nodesOf(w, "research-blog").includes("reviewer"));
+  });
+
+  test("CONFIGURE renames a system: the name changes after yes, the id stays", async () => {
+    const w = await world();
+    await w.blog();
+    w.intent(/rename blog-writer/, "CONFIGURE");
+    const diff = textOf(await w.say("rename blog-writer to Research Digest"));
+    assert.match(diff, /^These changes to \*\*blog-writer\*\*:/);
+    assert.match(diff, /-name: blog-writer\n\+name: Research Digest/);
+    assert.match(
+      textOf(await w.say("yes")),
+      /^Applied to \*\*blog-writer\*\* \(version 2\)\. `blog-writer` is a draft/,
+    );
+    assert.equal(w.room.canvases.get("blog-writer")?.name, "Research Digest");
+    assert.deepEqual(
+      w.room.canvases.list().map((c) => c.system),
+      ["blog-writer"],
     );
   });
 
@@ -336,7 +442,7 @@ describe("builder engine", () => {
     // The wrong system is sent back once with what to fix.
     w.model.queue(ARCH, reviewer("some-other"), reviewer("blog-writer"));
     const edit = textOf(await w.say("add a reviewer after the writer of blog-writer"));
-    assert.match(edit, /^Changing \*\*blog-writer\*\* \(build `build_[A-Za-z0-9]+`\): a reviewer/);
+    assert.match(edit, /^Changing \*\*blog-writer\*\* \(`blog-writer`, build `build_[A-Za-z0-9]+`\): a reviewer/);
     assert.match(edit, /\(version 2\)/);
     const arch = w.model.to(ARCH).at(-2)!;
     assert.match(arch.prompt, /^Edit the system "blog-writer" \(metadata\.system: "blog-writer"\)\./);
@@ -376,7 +482,10 @@ describe("builder engine", () => {
     );
 
     const undo = textOf(await w.say("undo"));
-    assert.equal(undo, "Undone: **blog-writer** is back at version 2 (5 nodes, 4 connections).");
+    assert.equal(
+      undo,
+      "Undone: **blog-writer** is back at version 2 (5 nodes, 4 connections). `blog-writer` is a draft — say **deploy** to make it available from any chat, then run it with `/run blog-writer topic=…`.",
+    );
     assert.ok(nodesOf(w, "blog-writer").includes("research"));
     w.room.canvases.create({ system: "empty" });
     assert.equal(textOf(await w.say("undo empty")), "**empty** is at its first version; there is nothing to undo.");
@@ -417,10 +526,10 @@ describe("builder engine", () => {
     const pausing = w.say("pause");
     release();
     const paused = textOf(await pausing);
-    assert.equal(paused, "Paused with 2 steps to go. Say **resume** to go on.");
+    assert.equal(paused, "Paused with 2 steps to go. Say **resume** to go on with `chain`.");
     const built = textOf(await building);
     assert.match(built, /- ✓ `n-c2`/);
-    assert.match(built, /\nPaused with 2 steps to go\. Say \*\*resume\*\* to go on\.$/);
+    assert.match(built, /\nPaused with 2 steps to go\. Say \*\*resume\*\* to go on with `chain`\.$/);
     assert.deepEqual(nodesOf(w, "chain"), ["c1", "c2"]);
     const id = /build `(build_[A-Za-z0-9]+)`/.exec(built)![1]!;
     assert.equal(textOf(await w.say("status")), `Build \`${id}\` of **chain** is paused: 2 of 4 steps done.`);
@@ -557,7 +666,10 @@ describe("builder engine", () => {
     assert.match(diff, /Apply them\? \(yes \/ no\)$/);
     assert.equal(w.model.to(ANS).length, 0, "plain words need no model");
     assert.deepEqual(w.room.canvases.get("blog-writer")?.settings.defaults ?? {}, {}, "nothing before yes");
-    assert.equal(textOf(await w.say("yes")), "Applied to **blog-writer** (version 2).");
+    assert.match(
+      textOf(await w.say("yes")),
+      /^Applied to \*\*blog-writer\*\* \(version 2\)\. `blog-writer` is a draft/,
+    );
     assert.deepEqual(w.room.canvases.get("blog-writer")?.settings.defaults, { topic: "cats" });
 
     w.model.queue(ANS, 'Sure: {"changes":[{"path":"model.writer","value":"fast"}]}');
@@ -565,13 +677,13 @@ describe("builder engine", () => {
     assert.match(ask, /-\s+model: writer\n\+\s+model: fast/);
     assert.match(
       w.model.to(ANS)[0]!.prompt,
-      /^System: blog-writer \(draft\)\nInputs: topic\nAgent nodes: writer \(model writer\), research \(model writer\)/,
+      /^System: blog-writer "blog-writer" \(draft\)\nInputs: topic\nAgent nodes: writer \(model writer\), research \(model writer\)/,
     );
     assert.equal(textOf(await w.say("never mind")), "Fine, nothing was changed.");
     w.model.queue(ANS, '{"changes":[{"path":"model.writer","value":"fast"}]}');
     textOf(await w.say("use the fast model for the writer"));
     const tools = w.tools.length;
-    assert.equal(textOf(await w.say("yes")), "Applied to **blog-writer** (version 3).");
+    assert.match(textOf(await w.say("yes")), /^Applied to \*\*blog-writer\*\* \(version 3\)\./);
     assert.deepEqual(w.tools.slice(tools), ["canvas_update_property"]);
     assert.equal(w.room.canvases.get("blog-writer")?.nodes.find((n) => n.id === "writer")?.properties.model, "fast");
 
@@ -594,11 +706,14 @@ describe("builder engine", () => {
     assert.match(textOf(await w.say("deploy empty")), /^\*\*empty\*\* cannot be deployed yet:\n\n- /);
     assert.equal(textOf(await w.say("undeploy blog-writer")), "**blog-writer** is not deployed.");
     const ask = textOf(await w.say("deploy blog-writer"));
-    assert.equal(ask, "Deploy **blog-writer**? The router will offer it in every chat and ask for `topic`. (yes / no)");
+    assert.equal(
+      ask,
+      "Deploy **blog-writer**? The router will offer it as `blog-writer` in every chat and ask for `topic`. (yes / no)",
+    );
     assert.equal(w.host.library.get("blog-writer"), undefined, "not before yes");
     assert.equal(
       textOf(await w.say("yes")),
-      "Deployed **blog-writer**. Ask for it in any chat, or run it with `/run blog-writer`.",
+      "Deployed **blog-writer**. `blog-writer` — run it with `/run blog-writer topic=…`, or ask for it in any chat.",
     );
     assert.equal(w.host.library.get("blog-writer")?.run.kind, "plan");
     assert.equal(w.room.canvases.get("blog-writer")?.status, "deployed");
@@ -623,7 +738,10 @@ describe("builder engine", () => {
         ],
       }),
     );
-    assert.match(textOf(await w.say("rename the writer's prompt")), /The deployed system was updated\.$/);
+    assert.match(
+      textOf(await w.say("rename the writer's prompt")),
+      /The deployed system was updated\. `blog-writer` — run it with `\/run blog-writer topic=…`, or ask for it in any chat\. Or tell me what to change\.$/,
+    );
 
     // Deploying together with another setting: both happen after the one yes.
     w.intent(/tiny one/, "BUILD");
@@ -637,7 +755,7 @@ describe("builder engine", () => {
     assert.match(both, /^These changes to \*\*tiny\*\*:/);
     assert.match(
       textOf(await w.say("yes", { conv: "second" })),
-      /^Applied to \*\*tiny\*\* \(version 2\)\. The deployed system was updated\.$/,
+      /^Applied to \*\*tiny\*\* \(version 2\)\. The deployed system was updated\. `tiny` — run it with `\/run tiny a=…`/,
     );
     assert.equal(w.host.library.get("tiny")?.confirm, "always");
     assert.equal(w.room.canvases.get("tiny")?.status, "deployed");

@@ -34,6 +34,7 @@ const QUESTIONS: Question[] = [
   { kind: "configure", system: "c", changes: [{ path: "enabled", value: false }], since: now() },
   { kind: "deploy", system: "c", since: now() },
   { kind: "undeploy", system: "c", since: now() },
+  { kind: "samename", system: "c", request: "build c again", plan: { steps: [] }, since: now() },
 ];
 
 test("a new conversation is idle with nothing open", () => {
@@ -120,6 +121,16 @@ test("the router's states never overwrite a build's while the builder is in the 
   m.setState("c1", "completed", "builder");
   m.setState("c1", "idle", "router");
   assert.deepEqual([m.get("c1").state, m.get("c1").engine], ["idle", "router"]);
+});
+
+test("a build named like a system that exists waits with the builder: yes is a yes, 'new' is read by the builder", () => {
+  const { m } = machine();
+  const q = QUESTIONS[6]!;
+  m.ask("c1", q);
+  assert.equal(m.withBuilder("c1"), true);
+  assert.deepEqual(m.reply("c1", "yes"), { kind: "yes", question: q });
+  assert.deepEqual(m.reply("c1", "a new one"), { kind: "other", question: q });
+  assert.equal(m.take("c1", q), true);
 });
 
 test("the router's questions never keep a conversation with the builder", () => {

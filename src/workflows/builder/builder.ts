@@ -1,7 +1,8 @@
 /**
  * The builder as a chat: Supervisor → Architect → Builder, on a canvas, for one conversation.
  *
- * Each message (after a pending question's yes/no, and the plain words "undo", "pause", "resume",
+ * Each message (after a pending question's yes/no — or, to "a system of that name exists: change
+ * it or make a new one?", change/new — and the plain words "undo", "pause", "resume",
  * "deploy", "undeploy") is classified by the Supervisor model as JSON `{intent, confidence}` — or,
  * when that fails, by keywords on word boundaries — and handled:
  *   BUILD / EDIT → the Architect model writes an ExecutionPlan (checked; sent back once with the
@@ -26,10 +27,10 @@ import { isRouterQuestion } from "../conversation/machine.js";
 import type { RunRecord } from "../systems/db.js";
 import type { RunProgram } from "../systems/runner.js";
 import { answerQuery, configureSystem, exportSystem } from "./chat-answers.js";
-import { planChange } from "./chat-build.js";
+import { buildBeside, planChange } from "./chat-build.js";
 import { confirmed, runCommand } from "./chat-commands.js";
 import { BuilderChat } from "./chat-kit.js";
-import { COMMAND } from "./chat-words.js";
+import { COMMAND, sameNameAnswer } from "./chat-words.js";
 import { keywordIntent, parseSupervisorReply, supervisorPrompt } from "./supervisor.js";
 import type { IntentVerdict } from "./types.js";
 
@@ -52,7 +53,14 @@ export class BuilderEngine extends BuilderChat {
     const reply = this.d.conversations.reply(conv, text);
     if (reply.kind === "ended") return this.say(conv, "Fine, nothing was changed.", "idle");
     if ("question" in reply && !isRouterQuestion(reply.question)) {
-      if (reply.kind === "yes") return confirmed(this, conv, reply.question, input);
+      const q = reply.question;
+      // A build named like a system that exists: "change" is its yes, "new" builds beside it.
+      const pick = q.kind === "samename" && reply.kind === "other" ? sameNameAnswer(text) : undefined;
+      if (reply.kind === "yes" || pick === "change") return confirmed(this, conv, q, input);
+      if (pick === "new" && q.kind === "samename")
+        return this.d.conversations.take(conv, q)
+          ? buildBeside(this, conv, q, input)
+          : this.say(conv, "That was already answered.", "idle");
       this.d.conversations.close(conv);
     }
 

@@ -1,9 +1,11 @@
 /**
  * BUILD and EDIT in a builder chat: the Architect model writes an ExecutionPlan for the request
- * (checked by plan-check.ts; sent back once with the errors), a plan that deletes nodes is shown
- * first and waits for "yes", and a checked plan is carried out by the Builder (build-runner.ts) while
- * its step lines stream to the turn; the end text says what comes next. Every applied plan is a
- * canvas version ("undo" goes back one).
+ * (checked by plan-check.ts; sent back once with the errors, then refused in words that say what to
+ * try next), a BUILD named like a canvas that exists asks whether to change that one or make a new
+ * one with its own id, a plan that deletes nodes is shown first and waits for "yes", and a checked
+ * plan is carried out by the Builder (build-runner.ts) while its step lines stream to the turn; the
+ * end text names the system's id and how to use it. Every applied plan is a canvas version ("undo"
+ * goes back one).
  */
 import type { BackendEvent, Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
@@ -12,10 +14,15 @@ import { validatePlan } from "./plan-check.js";
 import type { RunHooks } from "../engine/scheduler.js";
 import type { BuildRecord } from "./build-store.js";
 import type { BuilderChat } from "./chat-kit.js";
+import { uniqueId } from "./chat-words.js";
 import { isValidId } from "./canvas-ops.js";
+import type { BuilderQuestion } from "../conversation/machine.js";
 import type { ExecutionPlan } from "./types.js";
 
-/** BUILD or EDIT: plan, check (once more with the errors), then build — or ask first when it deletes. */
+/**
+ * BUILD or EDIT: plan, check (once more with the errors), then build — or ask first when it deletes
+ * or when a BUILD doubles a canvas. `lead` opens the build's reply.
+ */
 export async function planChange(
   chat: BuilderChat,
   conv: string,
@@ -23,6 +30,7 @@ export async function planChange(
   focus: string | undefined,
   text: string,
   input: DispatchInput,
+  lead = "",
 ): Promise<Dispatch> {
   chat.setState(conv, "planning");
   const canvas = focus ? chat.d.canvases.get(focus) : undefined;
@@ -64,20 +72,21 @@ export async function planChange(
     if (!errors.length && "plan" in parsed) plan = parsed.plan;
     else user = `${prompt.user}\n\n${repairRequest(out, errors)}`;
   }
-  if (!plan) {
-    return chat.say(
-      conv,
-      [
-        "The plan I got could not be used, even after sending it back once. Nothing was changed. What was wrong:",
-        "",
-        ...errors.map((e) => `- ${e}`),
-      ].join("\n"),
-      "error",
-    );
-  }
-  // BUILD: the Architect may name the system; an id already in use keeps the one chosen here.
+  if (!plan) return chat.say(conv, refusalText(errors, intent === "EDIT" ? system : undefined), "error");
+  // BUILD: the Architect may name the system; one named like a canvas asks first; an id already in
+  // use (a system of the config) keeps the one chosen here.
   if (intent === "BUILD") {
     const wanted = plan.metadata.system;
+    const twin = chat.twin(plan.metadata.name, wanted);
+    if (twin) {
+      chat.ask(conv, { kind: "samename", system: twin, request: text, plan, since: Date.now() });
+      const c = chat.d.canvases.get(twin)!;
+      return chat.say(
+        conv,
+        `There is a system named **${c.name || twin}** already: \`${twin}\` (${c.status}, ${c.nodes.length} node${c.nodes.length === 1 ? "" : "s"}). Change it with this request? Say **yes** to change \`${twin}\`, **new** to build a separate system with its own id, or **no** to leave things as they are.`,
+        "idle",
+      );
+    }
     plan.metadata.system = isValidId(wanted) && !chat.taken(wanted) ? wanted : system;
   } else plan.metadata.system = system;
 
@@ -96,31 +105,58 @@ export async function planChange(
       "idle",
     );
   }
-  return startBuild(chat, conv, intent, plan, input);
+  return startBuild(chat, conv, intent, plan, input, lead);
 }
 
-/** Carry a checked plan out, streaming its steps. */
+/**
+ * What a refused plan tells the person: what to do next first, in plain words, then the checker's
+ * problems, short (the Architect got them whole). `edited`: the system an EDIT was for.
+ */
+export function refusalText(errors: string[], edited?: string): string {
+  const all = errors.join("\n");
+  const next = /cycle|depend on itself/.test(all)
+    ? "The steps I planned wait on each other in a circle, so none could start. Try describing the flow again in order, e.g. *first research the topic, then write a post from the research*."
+    : /is not a node id|unknown step/.test(all)
+      ? "A step uses a value nothing provides. Name the input the system needs, e.g. *… that takes a `topic` as input*, or say which step's result each step uses."
+      : `Try describing ${edited ? `the change to \`${edited}\`` : "the system"} again in other words, step by step, e.g. *first research the topic, then write a post from the research*.`;
+  const detail = errors.slice(0, 3).map((e) => `- ${e.length > 160 ? `${e.slice(0, 157)}…` : e}`);
+  if (errors.length > 3) detail.push(`- and ${errors.length - 3} more`);
+  return [`I could not make a plan that works, so nothing was changed. ${next}`, "", "Details:", ...detail].join("\n");
+}
+
+/** "new" to a BUILD named like `q.system`: its plan is built beside it, with an id (and name) of its own. */
+export function buildBeside(
+  chat: BuilderChat,
+  conv: string,
+  q: Extract<BuilderQuestion, { kind: "samename" }>,
+  input: DispatchInput,
+): Dispatch {
+  const plan = q.plan as ExecutionPlan;
+  const wanted = plan.metadata.system;
+  const id = uniqueId(isValidId(wanted) ? wanted : q.system, (x) => chat.taken(x));
+  const name = plan.metadata.name || id;
+  plan.metadata.system = id;
+  plan.metadata.name = chat.twin(name, id) ? `${name} (${id})` : name;
+  return startBuild(chat, conv, "BUILD", plan, input, `A new system, \`${id}\`; \`${q.system}\` stays as it was.\n\n`);
+}
+
+/** Carry a checked plan out, streaming its steps; `lead` opens the reply. */
 export function startBuild(
   chat: BuilderChat,
   conv: string,
   intent: "BUILD" | "EDIT",
   plan: ExecutionPlan,
   input: DispatchInput,
+  lead = "",
 ): Dispatch {
   const system = plan.metadata.system;
+  // A BUILD's id is never a canvas's (planChange asks first), unless one was made since it was planned.
   if (intent === "BUILD" && !chat.d.canvases.get(system))
     chat.d.canvases.create({ system, name: plan.metadata.name || system, description: plan.metadata.description });
-  else if (intent === "BUILD") {
-    // A BUILD naming a draft that exists: its name and description follow the new plan.
-    chat.d.canvases.mutate(system, (c) => ({
-      ...c,
-      name: plan.metadata.name || c.name,
-      description: plan.metadata.description || c.description,
-    }));
-  }
   chat.d.conversations.setCanvas(conv, system);
+  const name = plan.metadata.name || chat.d.canvases.get(system)?.name || system;
   const head = (id: string) =>
-    `${intent === "BUILD" ? "Building" : "Changing"} **${plan.metadata.name || system}** (build \`${id}\`)${plan.metadata.summary ? `: ${plan.metadata.summary}` : ""}\n\n`;
+    `${lead}${intent === "BUILD" ? "Building" : "Changing"} **${name}** (\`${system}\`, build \`${id}\`)${plan.metadata.summary ? `: ${plan.metadata.summary}` : ""}\n\n`;
   return {
     kind: "answer",
     events: followBuild(
@@ -149,22 +185,20 @@ export function followBuild(
 
 /** What a build that stopped (completed, failed or paused) tells the person, and what they can say next. */
 export async function buildEndText(chat: BuilderChat, b: BuildRecord): Promise<string> {
-  const name = b.plan.metadata.name || b.system;
+  const canvas = chat.d.canvases.get(b.system);
+  const name = b.plan.metadata.name || canvas?.name || b.system;
   if (b.status === "paused" || b.status === "interrupted") {
     const left = Object.values(b.steps).filter((s) => s.status !== "completed" && s.status !== "skipped").length;
-    return `Paused with ${left} step${left === 1 ? "" : "s"} to go. Say **resume** to go on.`;
+    return `Paused with ${left} step${left === 1 ? "" : "s"} to go. Say **resume** to go on with \`${b.system}\`.`;
   }
-  if (b.status === "cancelled") return "The build was cancelled. Say **undo** to go back to the canvas as it was.";
+  const undo = `Say **undo** to go back to the canvas of \`${b.system}\` as it was.`;
+  if (b.status === "cancelled") return `The build was cancelled. ${undo}`;
   if (b.status === "failed") {
     const step = b.plan.steps.find((s) => s.id === b.failedStep);
-    return `The build stopped: step \`${b.failedStep ?? "?"}\`${step ? ` (${step.name})` : ""} failed: ${b.error ?? "unknown error"}. Steps that needed it were not run. Say **undo** to go back to the canvas as it was.`;
+    return `The build stopped: step \`${b.failedStep ?? "?"}\`${step ? ` (${step.name})` : ""} failed: ${b.error ?? "unknown error"}. Steps that needed it were not run. ${undo}`;
   }
-  const canvas = chat.d.canvases.get(b.system);
-  const tail =
-    canvas?.status === "deployed"
-      ? await chat.redeploy(b.system)
-      : `Say **deploy** to make it available from any chat, or tell me what to change.`;
-  return `Done: **${name}** has ${canvas?.nodes.length ?? 0} nodes and ${canvas?.edges.length ?? 0} connections (version ${canvas?.version ?? "?"}). ${tail}`;
+  const redeployed = canvas?.status === "deployed" ? `${await chat.redeploy(b.system)} ` : "";
+  return `Done: **${name}** has ${canvas?.nodes.length ?? 0} nodes and ${canvas?.edges.length ?? 0} connections (version ${canvas?.version ?? "?"}). ${redeployed}${chat.usage(b.system)} Or tell me what to change.`;
 }
 
 export function planSummary(plan: ExecutionPlan): string {

@@ -1,15 +1,17 @@
 /**
  * The plain commands of a builder chat, understood without a model ("undo", "pause", "resume",
  * "status", "deploy", "undeploy", each optionally naming a system), and what happens when the person
- * says "yes" to a question that waited for it: a plan that deletes nodes, a deploy, an undeploy, or
- * settings changes (CONFIGURE). A deployed canvas that changes is deployed again.
+ * says "yes" to a question that waited for it: a plan that deletes nodes, a deploy, an undeploy,
+ * settings changes (CONFIGURE), or a BUILD named like a system that exists (the request becomes an
+ * EDIT of it). A deployed canvas that changes is deployed again. Replies name the system's id and
+ * how to use it.
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import type { BuilderQuestion } from "../conversation/machine.js";
 import { buildOf } from "./build-store.js";
 import { applyChanges } from "./configure.js";
 import { compiledSystem } from "./deploy.js";
-import { buildEndText, followBuild, startBuild } from "./chat-build.js";
+import { buildEndText, followBuild, planChange, startBuild } from "./chat-build.js";
 import type { BuilderChat } from "./chat-kit.js";
 import type { ExecutionPlan } from "./types.js";
 
@@ -62,7 +64,7 @@ export async function runCommand(
     const tail = back.status === "deployed" ? ` ${await chat.redeploy(id)}` : "";
     return chat.say(
       conv,
-      `Undone: **${id}** is back at version ${back.version} (${back.nodes.length} nodes, ${back.edges.length} connections).${tail}`,
+      `Undone: **${id}** is back at version ${back.version} (${back.nodes.length} nodes, ${back.edges.length} connections).${tail} ${chat.usage(id)}`,
       "idle",
     );
   }
@@ -78,7 +80,7 @@ export async function runCommand(
     chat.ask(conv, { kind: "deploy", system: id, since: Date.now() });
     return chat.say(
       conv,
-      `Deploy **${canvas.name || id}**? The router will offer it in every chat${inputs.length ? ` and ask for ${inputs.map((i) => `\`${i}\``).join(", ")}` : ""}. (yes / no)`,
+      `Deploy **${canvas.name || id}**? The router will offer it as \`${id}\` in every chat${inputs.length ? ` and ask for ${inputs.map((i) => `\`${i}\``).join(", ")}` : ""}. (yes / no)`,
       "idle",
     );
   }
@@ -101,6 +103,16 @@ export async function confirmed(
     case "plan":
       // The builder wrote this plan when it asked.
       return startBuild(chat, conv, p.intent, p.plan as ExecutionPlan, input);
+    case "samename":
+      return planChange(
+        chat,
+        conv,
+        "EDIT",
+        p.system,
+        p.request,
+        input,
+        `Changing the existing \`${p.system}\`; no second system was made.\n\n`,
+      );
     case "deploy": {
       const res = await chat.deploy(p.system);
       if (!res.ok)
@@ -109,11 +121,7 @@ export async function confirmed(
           [`**${p.system}** was not deployed:`, "", ...res.problems.map((x) => `- ${x}`)].join("\n"),
           "error",
         );
-      return chat.say(
-        conv,
-        `Deployed **${p.system}**. Ask for it in any chat, or run it with \`/run ${p.system}\`.`,
-        "completed",
-      );
+      return chat.say(conv, `Deployed **${p.system}**. ${chat.usage(p.system)}`, "completed");
     }
     case "undeploy": {
       const res = await chat.undeploy(p.system);
@@ -137,7 +145,11 @@ export async function confirmed(
           : deployed === true || after.status === "deployed"
             ? ` ${await chat.redeploy(p.system)}`
             : "";
-      return chat.say(conv, `Applied to **${p.system}** (version ${after.version}).${tail}`, "completed");
+      return chat.say(
+        conv,
+        `Applied to **${p.system}** (version ${after.version}).${tail} ${chat.usage(p.system)}`,
+        "completed",
+      );
     }
   }
 }

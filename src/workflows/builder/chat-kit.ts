@@ -18,6 +18,7 @@ import type { ToolCaller } from "./mcp-client.js";
 import type { BuilderOptions } from "./options.js";
 import type { DeployPolicy } from "./policy.js";
 import { freshSystemId, wordIn } from "./chat-words.js";
+import { inputNames } from "./configure.js";
 
 /** The builder base's parts (backend-deps.ts) and what this backend adds: its tools, its agent models, its exports, its log. */
 export interface BuilderEngineDeps extends Omit<BuilderBase, "room" | "engines" | "models"> {
@@ -133,6 +134,12 @@ export class BuilderChat {
     return Boolean(this.d.canvases.get(id) || this.d.host.library.get(id));
   }
 
+  /** The canvas a new build would double: one with the id `id`, or named `name` (case and spaces aside). */
+  twin(name: string, id: string): string | undefined {
+    const key = (s: string) => s.toLowerCase().replace(/\s+/g, " ").trim();
+    return this.d.canvases.list().find((c) => c.system === id || (name && key(c.name) === key(name)))?.system;
+  }
+
   /** A readable id for a new system from the request's words (`researches-topic-writes`), unique. */
   freshId(text: string): string {
     return freshSystemId(text, (id) => this.taken(id));
@@ -145,6 +152,17 @@ export class BuilderChat {
     return list.length
       ? `Canvases: ${list.map((c) => `\`${c.system}\` (${c.status})`).join(", ")}.`
       : "There are no canvases yet.";
+  }
+
+  /** How to use a system, named by its id: `/run` with its inputs when deployed, else "say deploy" first. */
+  usage(system: string): string {
+    const canvas = this.d.canvases.get(system);
+    const inputs = canvas ? inputNames(canvas) : [];
+    const run = `\`/run ${system}${inputs.map((i) => ` ${i}=…`).join("")}\``;
+    const deployed = canvas ? canvas.status === "deployed" : Boolean(this.d.host.library.get(system));
+    return deployed
+      ? `\`${system}\` — run it with ${run}, or ask for it in any chat.`
+      : `\`${system}\` is a draft — say **deploy** to make it available from any chat, then run it with ${run}.`;
   }
 
   noCanvasText(): string {

@@ -1,7 +1,8 @@
 /**
  * The words of a builder chat, read without a model: the plain commands ("undo", "deploy x", …),
- * the shape of a system id, whether a message names an id or a name on word boundaries, and a
- * readable id for a new system made from a request's own words (`researches-topic-writes`).
+ * the shape of a system id, whether a message names an id or a name on word boundaries, a
+ * readable id for a new system made from a request's own words (`researches-topic-writes`), and the
+ * answer to "change the system of that name, or make a new one?".
  */
 
 /** Words left out of a new system's id. */
@@ -67,8 +68,20 @@ export function wordIn(text: string, word: string): boolean {
 /** A readable id for a new system from the request's words (`researches-topic-writes`), not `taken`. */
 export function freshSystemId(text: string, taken: (id: string) => boolean): string {
   const words = (text.toLowerCase().match(/[a-z0-9]+/g) ?? []).filter((w) => !STOP.has(w) && w.length > 1).slice(0, 3);
-  const base = (words.join("-") || "system").slice(0, 48);
+  return uniqueId((words.join("-") || "system").slice(0, 48), taken);
+}
+
+/** `base`, or `base-2`, `base-3`… : the first that is not `taken`. */
+export function uniqueId(base: string, taken: (id: string) => boolean): string {
   let id = base;
   for (let n = 2; taken(id) && n < 1000; n++) id = `${base}-${n}`;
   return id;
+}
+
+/** A short answer to "change the existing system, or make a new one?": "new", "change", or undefined when it is neither. */
+export function sameNameAnswer(text: string): "new" | "change" | undefined {
+  if (text.length > 60) return undefined;
+  const t = text.toLowerCase();
+  if (/\b(new|another|separate|second)\b/.test(t)) return "new";
+  return /\b(change|update|edit|existing)\b/.test(t) ? "change" : undefined;
 }

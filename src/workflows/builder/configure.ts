@@ -1,5 +1,6 @@
 /**
  * CONFIGURE: a system's settings in words. The changes a person can ask for:
+ *   name               the display name (renaming a system; its id stays)
  *   confirm            auto | always | never (ask before running)
  *   enabled            true | false (offered by the router, or runnable by id only)
  *   deployed           true | false (deploy, undeploy)
@@ -7,7 +8,7 @@
  *   model.<node>       which model an agent step uses
  *   examples           messages that should run it
  * Plain phrasings are read without a model ("always ask before running X", "disable X", "set the
- * default tone to casual"); anything else is asked of the answer model as JSON
+ * default tone to casual", "rename it to Research Digest"); anything else is asked of the answer model as JSON
  * `{"changes":[{"path","value"}]}` and every change is checked against the canvas. The person sees
  * the compiled system's diff and says yes; a model change is made through the MCP tools like any
  * canvas edit, the rest are the canvas's settings.
@@ -21,7 +22,8 @@ import type { ToolCaller } from "./mcp-client.js";
 import { jsonObjects } from "../../core/util/model-reply.js";
 import type { Canvas } from "../../wire/canvas.js";
 
-const inputNames = (c: Canvas) =>
+/** A canvas's input names (an input node's `name`, else its id). */
+export const inputNames = (c: Canvas): string[] =>
   c.nodes
     .filter((n) => n.type === "input")
     .map((n) => (typeof n.properties.name === "string" && n.properties.name ? n.properties.name : n.id));
@@ -36,6 +38,12 @@ export function changesFromWords(text: string, canvas: Canvas): ConfigChange[] {
   else if (/\bdeploy\b/.test(t) && !not("deploy")) out.push({ path: "deployed", value: true });
   if (/\bdisable\b/.test(t) && !not("disable")) out.push({ path: "enabled", value: false });
   else if (/\benable\b/.test(t) && !not("enable")) out.push({ path: "enabled", value: true });
+  // "rename it / the system / <id> to X", "call it X": the display name (an id needs no escaping); a node's rename is an EDIT.
+  const named = new RegExp(
+    String.raw`\b(?:rename (?:it|this|the system|${canvas.system}) to|call it)\s+["'\`]?([^"'\`]+?)["'\`]?\s*[.!]?$`,
+    "i",
+  ).exec(text);
+  if (named) out.push({ path: "name", value: named[1]! });
   if (/\balways (?:ask|confirm)\b/.test(t)) out.push({ path: "confirm", value: "always" });
   else if (/\b(?:never ask|never confirm|don'?t ask|without asking)\b/.test(t))
     out.push({ path: "confirm", value: "never" });
@@ -60,6 +68,7 @@ export function configurePrompt(text: string, canvas: Canvas): { system: string;
     "You turn a request to change a system's settings into JSON. Reply with JSON only:",
     '{"changes":[{"path":"...","value":...}]}',
     "Paths:",
+    '- "name": the display name (renaming the system; its id stays)',
     '- "confirm": "auto" | "always" | "never" (ask before running)',
     '- "enabled": true | false (offered in chat)',
     '- "deployed": true | false',
@@ -69,7 +78,7 @@ export function configurePrompt(text: string, canvas: Canvas): { system: string;
     'Use only the inputs and nodes listed. Reply {"changes":[]} when the request changes none of these.',
   ].join("\n");
   const user = [
-    `System: ${canvas.system} (${canvas.status})`,
+    `System: ${canvas.system} "${canvas.name}" (${canvas.status})`,
     `Inputs: ${inputNames(canvas).join(", ") || "none"}`,
     `Agent nodes: ${agents.join(", ") || "none"}`,
     `Settings: ${JSON.stringify(canvas.settings)}`,
@@ -132,6 +141,10 @@ function coerceDefault(canvas: Canvas, name: string, raw: unknown): { value: unk
 }
 
 function changeProblem(path: string, value: unknown, canvas: Canvas): string | undefined {
+  if (path === "name")
+    return typeof value === "string" && value.trim() && value.length <= 80
+      ? undefined
+      : "a name is a short text (up to 80 characters)";
   if (path === "confirm")
     return ["auto", "always", "never"].includes(value as string) ? undefined : "confirm is auto, always or never";
   if (path === "enabled" || path === "deployed")
@@ -162,7 +175,8 @@ export function withChanges(canvas: Canvas, changes: ConfigChange[]): Canvas {
     nodes: canvas.nodes.map((n) => ({ ...n, properties: { ...n.properties } })),
   };
   for (const c of changes) {
-    if (c.path === "confirm") next.settings.confirm = c.value as "auto";
+    if (c.path === "name") next.name = (c.value as string).trim();
+    else if (c.path === "confirm") next.settings.confirm = c.value as "auto";
     else if (c.path === "enabled") next.settings.enabled = c.value as boolean;
     else if (c.path === "examples") next.settings.examples = c.value as string[];
     else if (c.path.startsWith("defaults.")) next.settings.defaults![c.path.slice(9)] = c.value;
@@ -213,5 +227,9 @@ export async function applyChanges(
     }
   }
   const rest = changes.filter((c) => !c.path.startsWith("model.") && c.path !== "deployed");
-  if (rest.length) store.mutate(canvas.system, (c) => ({ ...c, settings: withChanges(c, rest).settings }));
+  if (rest.length)
+    store.mutate(canvas.system, (c) => {
+      const next = withChanges(c, rest);
+      return { ...c, name: next.name, settings: next.settings };
+    });
 }

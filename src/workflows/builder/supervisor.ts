@@ -60,7 +60,7 @@ export function supervisorPrompt(args: SupervisorPromptArgs): { system: string; 
     "- EDIT: change the nodes, steps, connections or files of an existing system, including adding to it or deleting from it.",
     "- QUERY: a question about the canvas, the systems or recent runs; nothing is changed.",
     "- EXPORT: bundle, download or export a system.",
-    "- CONFIGURE: change a system's settings: input defaults, confirmation policy, which model a step uses, enabled or not, deploy or undeploy.",
+    "- CONFIGURE: change a system's settings: its name (renaming the system itself), input defaults, confirmation policy, which model a step uses, enabled or not, deploy or undeploy.",
     "- UNKNOWN: anything else.",
     "A message that names an existing canvas and asks to add something to it is EDIT, not BUILD.",
     `Reply with ONLY a JSON object: ${REPLY_SHAPE}`,

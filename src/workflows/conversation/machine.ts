@@ -4,9 +4,10 @@
  * conversation: its state and the engine that set it (a build's planning, executing or paused is
  * the builder's and keeps the conversation with it; `routing` is published, never written), the one
  * question it waits on (missing inputs, a yes for a run, an edit that deletes nodes, settings
- * changes, a deploy or an undeploy; a new one replaces it), and the builder's canvas. One TTL: a
- * question, and a build state that stopped moving, lapse after it. One cancel path: `reply` reads
- * the answer without a model; "no", "cancel", "never mind", "stop" (replies.ts) end any question.
+ * changes, a deploy or an undeploy, a build named like a system that exists; a new one replaces
+ * it), and the builder's canvas. One TTL: a question, and a build state that stopped moving, lapse
+ * after it. One cancel path: `reply` reads the answer without a model; "no", "cancel", "never
+ * mind", "stop" (replies.ts) end any question.
  * Opening it moves release 0.1.0's `router_state` and `builder_conversations` into it.
  */
 import type Database from "better-sqlite3";
@@ -18,7 +19,7 @@ export type Engine = "router" | "builder";
 
 /** One settings change of the builder's CONFIGURE (src/workflows/builder/configure.ts). */
 export interface ConfigChange {
-  /** `confirm`, `enabled`, `deployed`, `defaults.<input>`, `model.<node>`, `examples`. */
+  /** `name`, `confirm`, `enabled`, `deployed`, `defaults.<input>`, `model.<node>`, `examples`. */
   path: string;
   value: unknown;
 }
@@ -33,6 +34,8 @@ export type Question =
   /** The builder: a plan (its ExecutionPlan) that deletes nodes, shown first; settings changes, as a diff. */
   | Asked<"plan", { plan: unknown; intent: "EDIT" | "BUILD" }>
   | Asked<"configure", { changes: ConfigChange[] }>
+  /** The builder: a BUILD (its request and plan) named like `system`; "yes" changes `system`, "new" builds the plan beside it. */
+  | Asked<"samename", { request: string; plan: unknown }>
   | Asked<"deploy">
   | Asked<"undeploy">;
 
