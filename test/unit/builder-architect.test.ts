@@ -112,6 +112,8 @@ test("parsePlan: defaults and clamping", () => {
     name: "Blog",
     description: "Writes posts",
     summary: "Research then write.",
+    examples: [],
+    keywords: [],
   });
   const [a, b, c] = p.steps;
   assert.deepEqual(a, {
@@ -136,7 +138,27 @@ test("parsePlan: defaults and clamping", () => {
   const bare = parsed(
     '{"steps":[{"id":"x","action":"DELETE_NODE","params":{"node":"w"},"dependsOn":"y"},{"id":"y","action":"DELETE_NODE"}]}',
   );
-  assert.deepEqual(bare.metadata, { system: "fallback-id", name: "", description: "", summary: "" });
+  assert.deepEqual(bare.metadata, {
+    system: "fallback-id",
+    name: "",
+    description: "",
+    summary: "",
+    examples: [],
+    keywords: [],
+  });
+  // Examples and keywords: strings only, trimmed, blanks and repeats (any case) dropped, at most 4 and 6.
+  const listed = parsed(
+    JSON.stringify({
+      metadata: {
+        examples: [" write a post about X ", "", 7, "WRITE A POST ABOUT X", "b", "c", "d", "e"],
+        keywords: ["blog", "Blog", "post", null, "a", "b", "c", "d", "e"],
+      },
+      steps: [],
+    }),
+  );
+  assert.deepEqual(listed.metadata.examples, ["write a post about X", "b", "c", "d"]);
+  assert.deepEqual(listed.metadata.keywords, ["blog", "post", "a", "b", "c", "d"]);
+  assert.deepEqual(parsed('{"metadata":{"examples":"one","keywords":{}},"steps":[]}').metadata.examples, []);
   assert.deepEqual(bare.steps[0]!.dependsOn, ["y"]);
   assert.deepEqual(bare.steps[1]!.params, {});
 });
@@ -421,6 +443,9 @@ test("architectPrompt (BUILD): schema, actions, variable rule, what is available
   assert.match(p.system, /MCP nodes: allowed/);
   assert.match(p.system, /\{\{topic\}\}/);
   assert.match(p.system, /Reply with ONLY the ExecutionPlan JSON object/);
+  assert.match(p.system, /"examples": \[".."\], "keywords": \[".."\]\}/);
+  assert.match(p.system, /examples: 2-4 messages a person would type to run the system, with real values/);
+  assert.match(p.system, /keywords: up to 6 words or short phrases/);
   assert.match(p.user, /Build a new system with id "research-post"/);
   assert.match(p.user, /researches a topic/);
   assert.doesNotMatch(p.user, /current canvas/);
@@ -433,6 +458,8 @@ test("architectPrompt: the example plan it shows parses and validates", () => {
   assert.ok("plan" in shown, JSON.stringify(shown));
   assert.equal(shown.plan.metadata.system, "research-post");
   assert.equal(shown.plan.steps.length, 5);
+  assert.equal(shown.plan.metadata.examples?.length, 2, "the example shows examples and keywords");
+  assert.equal(shown.plan.metadata.keywords?.length, 3);
   assert.deepEqual(validatePlan(shown.plan, { models: ["fast"] }), []);
   assert.deepEqual(validatePlan(examplePlan("s", "m")), []);
 });

@@ -32,6 +32,7 @@ import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { RunError, RunManager } from "../../src/workflows/systems/runner.js";
 import { systemsDir } from "../../src/workflows/systems/paths.js";
+import { fallbackMatch } from "../../src/workflows/router/keyword-fallback.js";
 import { ScriptedModel, type ScriptedReply } from "../helpers/scripted-model.js";
 
 const SUP = "sup";
@@ -695,6 +696,45 @@ describe("builder engine", () => {
     assert.equal(
       textOf(await w.say("set the default x of config-only to 1")),
       "**config-only** is defined in config, not on a canvas; change it there.",
+    );
+  });
+
+  test("a BUILD's examples and keywords become settings and the deployed system's; without a classifier the keyword fallback finds it; CONFIGURE edits them", async () => {
+    const w = await world();
+    const findable = JSON.parse(BLOG) as { metadata: Record<string, unknown> };
+    findable.metadata.examples = ["write a blog post about solar power", "research electric cars and blog about them"];
+    findable.metadata.keywords = ["blog post", "article"];
+    w.intent(/research a topic/, "BUILD");
+    w.model.queue(ARCH, JSON.stringify(findable));
+    textOf(await w.say("build a system that can research a topic and write a post about it"));
+    assert.match(w.model.to(ARCH)[0]!.system ?? "", /examples: 2-4 messages a person would type to run the system/);
+    assert.deepEqual(w.room.canvases.get("blog-writer")?.settings, {
+      examples: findable.metadata.examples,
+      keywords: ["blog post", "article"],
+    });
+    assert.match(textOf(await w.say("deploy blog-writer")), /^Deploy \*\*blog-writer\*\*\?/);
+    textOf(await w.say("yes"));
+    const sys = w.host.library.get("blog-writer");
+    assert.deepEqual(sys?.examples, findable.metadata.examples);
+    assert.deepEqual(sys?.keywords, ["blog post", "article"]);
+    // The classifier is down: the router's keyword fallback finds it by its examples' words and keywords.
+    const found = fallbackMatch("write me a blog post about wind turbines", w.host.library.systems);
+    assert.equal(found?.system, "blog-writer");
+    assert.match(found!.matched, /keyword "blog post".*example "write a blog post about solar power"/);
+    assert.equal(fallbackMatch("write me a poem", w.host.library.systems), null, "common words match nothing");
+
+    w.intent(/keyword/, "CONFIGURE");
+    w.model.queue(ANS, '{"changes":[{"path":"keywords","value":["essay"]}]}');
+    assert.match(textOf(await w.say("its keyword is essay")), /-\s+- blog post\n-\s+- article\n\+\s+- essay/);
+    assert.match(
+      textOf(await w.say("yes")),
+      /^Applied to \*\*blog-writer\*\* \(version 2\)\. The deployed system was updated\./,
+    );
+    assert.deepEqual(w.host.library.get("blog-writer")?.keywords, ["essay"]);
+    w.model.queue(ANS, '{"changes":[{"path":"keywords","value":"essay"}]}');
+    assert.match(
+      textOf(await w.say("keyword essay")),
+      /^I did not understand which setting to change \(changes\[0\]: keywords is a list of words or short phrases\)/,
     );
   });
 

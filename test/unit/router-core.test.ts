@@ -698,6 +698,25 @@ test("fallbackMatch: ids, names, keyword phrases and examples; ties give null; c
   }
 });
 
+test("fallbackMatch: a chat-built system (an id of the request's words, the Architect's examples) is found by its examples' words", () => {
+  // As the builder deploys one: an id and name that a person does not say, examples with real values.
+  const built = sys({
+    id: "research-topic-write",
+    name: "Research & Blog",
+    examples: ["write a blog post about solar power", "research electric cars and blog about them"],
+  });
+  const other = sys({ id: "poem", name: "Poet", examples: ["write me a poem about the sea"] });
+  const m = fallbackMatch("write me a blog post about wind turbines", [built, other]);
+  assert.deepEqual(m, {
+    system: "research-topic-write",
+    confidence: 0.4,
+    matched: 'example "write a blog post about solar power"',
+  });
+  // Common words alone ("write me a", "about") match no example.
+  assert.equal(fallbackMatch("write me a note about it", [built, other]), null);
+  assert.equal(fallbackMatch("research it and write about them", [built]), null);
+});
+
 // ---------------------------------------------------------------------------------------------
 // replies.ts
 

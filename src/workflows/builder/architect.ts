@@ -2,7 +2,9 @@
  * The builder's Architect: the prompt that asks a model for an ExecutionPlan (the canvas and
  * sandbox operations that build or edit one system), the reader of its JSON reply, and the one
  * repair message sent back with the problems that src/workflows/builder/plan-check.ts found. Pure: the
- * caller makes the model calls.
+ * caller makes the model calls. The plan's metadata also carries 2-4 `examples` and a few `keywords`
+ * for the system, which a BUILD puts in the canvas settings: the router's keyword fallback finds a
+ * chat-built system by them when its classifier is down.
  *
  * Differences from the original (docs SEED003 "Architect"/"Builder"): problems are errors, not
  * warnings, and say what to fix; cycles are found; a step's result is used as `${steps.ID.output}`
@@ -45,6 +47,11 @@ const REQUEST_HEAD_CHARS = 6000;
 const REQUEST_TAIL_CHARS = 2000;
 const DESCRIPTION_CHARS = 200;
 const LISTED = 100;
+/** The examples and keywords a plan's metadata carries (more are dropped; the prompt asks for 2-4 examples). */
+const MIN_EXAMPLES = 2;
+const MAX_EXAMPLES = 4;
+const MAX_KEYWORDS = 6;
+const PHRASE_CHARS = 200;
 /** Problems listed in a repair message. */
 const REPAIR_PROBLEMS = 40;
 
@@ -77,6 +84,8 @@ export function examplePlan(system: string, model: string): ExecutionPlan {
       name: "Topic summary",
       description: "Summarises a topic in five bullet points.",
       summary: "A topic input feeds one agent whose summary is the system's output.",
+      examples: ["summarise the history of jazz", "give me the key points about carbon capture"],
+      keywords: ["summary", "summarise", "key points"],
     },
     steps: [
       step(
@@ -171,7 +180,8 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
     "An edge {from, to} is data flow AND a dependency: `to` runs after `from` and may use its result. Connect each input to the nodes that use it, chain the steps, and connect the final step to one output node. Nodes with no path between them run in parallel.",
     "",
     "# ExecutionPlan",
-    '{"metadata": {"system": "<id>", "name": "..", "description": "..", "summary": "one or two sentences for the person"},',
+    '{"metadata": {"system": "<id>", "name": "..", "description": "..", "summary": "one or two sentences for the person", "examples": [".."], "keywords": [".."]},',
+    `examples: ${MIN_EXAMPLES}-${MAX_EXAMPLES} messages a person would type to run the system, with real values ("write a blog post about solar power"). keywords: up to ${MAX_KEYWORDS} words or short phrases naming its subject or product ("blog post", "research"), not common words like "write" or "make". When the chat's router has no model, these are how it finds the system.`,
     ' "steps": [{"id": "..", "name": "..", "action": "..", "params": {..}, "dependsOn": ["<step id>", ..], "retryCount": 3, "retryDelayMs": 1000}]}',
     "Step ids are unique and are not node ids (add_writer, link_writer). dependsOn: the steps that must finish first (steps with no path between them run in parallel; no cycles). retryCount 0..3 (default 3), retryDelayMs default 1000.",
     "",
@@ -254,6 +264,20 @@ function clampInt(v: unknown, min: number, max: number, dflt: number): number {
   return Math.min(max, Math.max(min, Math.round(n)));
 }
 
+/** A list of short texts: strings only, trimmed, clipped, repeats (in any case) and empties dropped, at most `max`. */
+function phrases(v: unknown, max: number): string[] {
+  if (!Array.isArray(v)) return [];
+  const seen = new Set<string>();
+  const out: string[] = [];
+  for (const x of v) {
+    const t = clip(str(x).trim(), PHRASE_CHARS);
+    if (!t || seen.has(t.toLowerCase())) continue;
+    seen.add(t.toLowerCase());
+    out.push(t);
+  }
+  return out.slice(0, max);
+}
+
 /** The plan object in a reply: the first JSON object with `steps` (or a `plan` holding one). */
 function findPlanObject(text: string): { obj: Record<string, unknown> } | { error: string } {
   let parseError: string | undefined;
@@ -274,7 +298,8 @@ function findPlanObject(text: string): { obj: Record<string, unknown> } | { erro
  * fences, prose and `<think>` blocks around the object (the outermost balanced object; braces in
  * strings do not count). Defaults: name = id, dependsOn [] (a single string is read as a list of
  * one; repeats dropped), retryCount 3 (capped to 0..3), retryDelayMs 1000 (clamped to 0..60000),
- * params {} when absent, metadata.system = `defaults.system`, metadata name/description/summary "".
+ * params {} when absent, metadata.system = `defaults.system`, metadata name/description/summary "",
+ * metadata examples (at most 4) and keywords (at most 6) [] (non-strings, blanks and repeats dropped).
  * An action is read case-insensitively ("create-node" → CREATE_NODE); an unknown one is kept for
  * `validatePlan` to report. Shape problems name the step: `steps[2].action: missing`.
  */
@@ -291,6 +316,8 @@ export function parsePlan(text: string, defaults: { system: string }): { plan: E
     name: str(meta.name),
     description: str(meta.description),
     summary: str(meta.summary),
+    examples: phrases(meta.examples, MAX_EXAMPLES),
+    keywords: phrases(meta.keywords, MAX_KEYWORDS),
   };
 
   if (!Array.isArray(obj.steps)) return { errors: ["steps: expected an array of steps"] };

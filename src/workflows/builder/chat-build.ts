@@ -151,8 +151,22 @@ export function startBuild(
 ): Dispatch {
   const system = plan.metadata.system;
   // A BUILD's id is never a canvas's (planChange asks first), unless one was made since it was planned.
-  if (intent === "BUILD" && !chat.d.canvases.get(system))
-    chat.d.canvases.create({ system, name: plan.metadata.name || system, description: plan.metadata.description });
+  // Its examples and keywords become settings (editable by CONFIGURE), so the router can find it without a model.
+  if (intent === "BUILD" && !chat.d.canvases.get(system)) {
+    const { name, description, examples, keywords } = plan.metadata;
+    chat.d.canvases.mutate(
+      system,
+      (c) => ({
+        ...c,
+        settings: {
+          ...c.settings,
+          ...(examples?.length ? { examples } : {}),
+          ...(keywords?.length ? { keywords } : {}),
+        },
+      }),
+      { create: { name: name || system, description } },
+    );
+  }
   chat.d.conversations.setCanvas(conv, system);
   const name = plan.metadata.name || chat.d.canvases.get(system)?.name || system;
   const head = (id: string) =>

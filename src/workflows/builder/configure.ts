@@ -7,6 +7,7 @@
  *   defaults.<input>   the value used when the person gives none (the router then never asks)
  *   model.<node>       which model an agent step uses
  *   examples           messages that should run it
+ *   keywords           words or short phrases that point at it (the router's keyword fallback)
  * Plain phrasings are read without a model ("always ask before running X", "disable X", "set the
  * default tone to casual", "rename it to Research Digest"); anything else is asked of the answer model as JSON
  * `{"changes":[{"path","value"}]}` and every change is checked against the canvas. The person sees
@@ -75,6 +76,7 @@ export function configurePrompt(text: string, canvas: Canvas): { system: string;
     '- "defaults.<input>": a default value for an input',
     '- "model.<node>": the model id an agent node uses',
     '- "examples": an array of example messages that should run it',
+    '- "keywords": an array of words or short phrases that point at it',
     'Use only the inputs and nodes listed. Reply {"changes":[]} when the request changes none of these.',
   ].join("\n");
   const user = [
@@ -149,10 +151,10 @@ function changeProblem(path: string, value: unknown, canvas: Canvas): string | u
     return ["auto", "always", "never"].includes(value as string) ? undefined : "confirm is auto, always or never";
   if (path === "enabled" || path === "deployed")
     return typeof value === "boolean" ? undefined : `${path} is true or false`;
-  if (path === "examples")
-    return Array.isArray(value) && value.every((v) => typeof v === "string")
+  if (path === "examples" || path === "keywords")
+    return Array.isArray(value) && value.every((v) => typeof v === "string" && v.trim() !== "")
       ? undefined
-      : "examples is a list of messages";
+      : `${path} is a list of ${path === "examples" ? "messages" : "words or short phrases"}`;
   if (path.startsWith("defaults.")) {
     const name = path.slice(9);
     return inputNames(canvas).includes(name)
@@ -179,6 +181,7 @@ export function withChanges(canvas: Canvas, changes: ConfigChange[]): Canvas {
     else if (c.path === "confirm") next.settings.confirm = c.value as "auto";
     else if (c.path === "enabled") next.settings.enabled = c.value as boolean;
     else if (c.path === "examples") next.settings.examples = c.value as string[];
+    else if (c.path === "keywords") next.settings.keywords = c.value as string[];
     else if (c.path.startsWith("defaults.")) next.settings.defaults![c.path.slice(9)] = c.value;
     else if (c.path.startsWith("model.")) next.nodes.find((n) => n.id === c.path.slice(6))!.properties.model = c.value;
   }

@@ -63,6 +63,10 @@ export interface PlanMetadata {
   description: string;
   /** One or two sentences shown to the person. */
   summary: string;
+  /** Messages a person would type to run it (a BUILD puts them in the canvas settings; the keyword fallback and the classifier read them). */
+  examples?: string[];
+  /** Words or short phrases that point at it (the keyword fallback matches them on word boundaries). */
+  keywords?: string[];
 }
 
 export interface ExecutionPlan {

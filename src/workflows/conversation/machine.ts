@@ -19,7 +19,7 @@ export type Engine = "router" | "builder";
 
 /** One settings change of the builder's CONFIGURE (src/workflows/builder/configure.ts). */
 export interface ConfigChange {
-  /** `name`, `confirm`, `enabled`, `deployed`, `defaults.<input>`, `model.<node>`, `examples`. */
+  /** `name`, `confirm`, `enabled`, `deployed`, `defaults.<input>`, `model.<node>`, `examples`, `keywords`. */
   path: string;
   value: unknown;
 }
