@@ -36,9 +36,9 @@ export const commandOf = (words: string): RegExp =>
 
 /** The builder's commands, heard before any classifier call. */
 const BUILDER_COMMAND = commandOf("undo|pause|resume|deploy|undeploy|status|export|delete");
-/** A question: a question word first, or a "?" at the end ("can you run X?" is a request: no question word first, and no system state word). */
+/** A question: a question word first ("can you run X?" and "do X" are requests, not questions). */
 const QUESTION =
-  /^\s*(?:what|which|how|why|when|where|who|whose|is|are|was|were|did|does|do|has|have|show|list|tell me|describe|explain)\b|\?\s*$/i;
+  /^\s*(?:what|which|how|why|when|where|who|whose|is|are|was|were|did|does|has|have|show|list|tell me|describe|explain)\b/i;
 /** Words of a question about the person's runs. */
 const STATE_WORDS = /\b(?:runs|failed|failing|failures?|status|last run|latest run)\b/i;
 
@@ -61,7 +61,7 @@ export interface RuleContext {
 /**
  * What code can know, for a router with a builder, before any classifier call: a builder command
  * alone ("deploy", "undo", "export research-blog") naming a known system or, naming none, in a
- * conversation with a canvas → `build`; a question (a question word first, or a "?") naming a known
+ * conversation with a canvas → `build`; a question (a question word first) naming a known
  * system id or name, or asking about runs, failures, status (unless a run here is live) → `ask`.
  * Plain chat that merely holds such a word in a longer sentence is left to the classifier.
  */

@@ -4,7 +4,8 @@
  *
  * Code decides; the classifier model only informs. One classifier call per routed message (asked
  * again once if its reply does not parse; the keyword fallback when it still fails or is down);
- * none for "yes", "no", "cancel", slash commands, tool results, heartbeats or a retried message.
+ * none for "yes", "no", "cancel", slash commands, tool results, heartbeats or a retried message,
+ * nor, with a builder, for a builder command or a question about the systems (decide.ts `builderRule`).
  *   confidence < match                          → answer
  *   inputs missing or invalid (checked here)    → clarify (gathering, kept in SQLite)
  *   < trigger, side effects, or confirm: always → confirm (exactly the inputs shown, by hash)
