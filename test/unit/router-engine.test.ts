@@ -662,7 +662,16 @@ describe("router engine", () => {
     assert.deepEqual(await w.say("deploy"), ans);
     w.conversations.setCanvas("conv", "research-blog"); // the builder built it here
     const calls = w.asked();
-    for (const text of ["deploy", "undo", "Pause.", "resume", "status", "export research-blog", "delete daily-report"])
+    for (const text of [
+      "deploy",
+      "undo",
+      "Pause.",
+      "resume",
+      "status",
+      "export research-blog",
+      "delete daily-report",
+      "resume research-blog",
+    ])
       assert.deepEqual(await w.say(text), bld, text);
     assert.deepEqual(await w.say("what does research-blog do?"), bld);
     assert.deepEqual(await w.say("which runs failed today?"), bld);
@@ -684,7 +693,7 @@ describe("router engine", () => {
     const rules = decisionLog.snapshot().filter((d) => d.source === "rule");
     assert.deepEqual(
       rules.map((d) => [d.action, d.confidence]),
-      [...Array(3).fill(["ask", 1]), ...Array(7).fill(["build", 1])],
+      [...Array(3).fill(["ask", 1]), ...Array(8).fill(["build", 1])],
     );
     assert.deepEqual(
       decisionLog
