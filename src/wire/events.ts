@@ -24,10 +24,11 @@ export type DecisionAction =
   | "decline"
   | "give_up"
   | "resume"
-  | "build";
+  | "build"
+  | "ask";
 
-/** Who decided: the classifier model, the keyword fallback, a slash command, or a reply to a question. */
-export type DecisionSource = "classifier" | "fallback" | "slash" | "reply" | "state";
+/** Who decided: the classifier model, the keyword fallback, a slash command, a reply to a question, the state, or a rule of code before any classifier call. */
+export type DecisionSource = "classifier" | "fallback" | "slash" | "reply" | "state" | "rule";
 
 interface Base {
   /** Milliseconds since the epoch. */
@@ -41,7 +42,7 @@ export type BridgeEvent = Base &
         conversation: string;
         action: DecisionAction;
         system?: string;
-        /** The classifier's or the keyword fallback's; 1 for the code's own (slash, reply, state). */
+        /** The classifier's or the keyword fallback's; 1 for the code's own (slash, reply, state, rule). */
         confidence: number;
         source: DecisionSource;
         reason?: string;

@@ -7,7 +7,9 @@
  * result used by a step that does not depend on it (sent back once, then reported), `$${HOME}` and
  * the system's own templates in a file, `../` and symlink
  * escapes, an EDIT that deletes (asks first), undo, pause and resume (persisted), QUERY with the
- * state as context, CONFIGURE with a diff, EXPORT, deploy, the keyword fallback and UNKNOWN.
+ * state as context, CONFIGURE with a diff, EXPORT, deploy, the keyword fallback and UNKNOWN; and
+ * through a router whose classifier says "answer": deploy, undo and questions about the systems
+ * still reach the builder (code decides them before the classifier).
  */
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, symlinkSync } from "node:fs";
@@ -125,6 +127,12 @@ describe("builder", () => {
         chunks: ["```json\n", JSON.stringify({ intent: rule?.[1] ?? "UNKNOWN", confidence: 0.9 }), "\n```"],
       };
     }
+    if (systemText(req).includes("You classify ONE chat message for a router")) {
+      // A classifier that says "build" for a build or an edit and "answer", sure of itself, for all else.
+      const build = /build a system|add a shouter/.test(req.lastUser.split("Message:\n").pop() ?? "");
+      return { kind: "text", chunks: [JSON.stringify({ action: build ? "build" : "answer", confidence: 0.95 })] };
+    }
+    if (req.lastUser.startsWith("FAIL-NOW")) return { kind: "error", status: 400, message: "refused" };
     if (isArchitect(req)) {
       // The person's words: after "Request:" (an EDIT's prompt also holds the canvas), before any repair note.
       const request = (req.lastUser.split("Request:\n")[1] ?? "").split("\n")[0]!;
@@ -172,6 +180,7 @@ describe("builder", () => {
             retryDelayScale: 0.05,
             allowHosts: ["127.0.0.1"],
           },
+          router: { type: "router", classifier: "cls", answer: "ans", builder: "builder" },
           "builder-net": {
             type: "builder",
             supervisor: "sup",
@@ -187,6 +196,8 @@ describe("builder", () => {
           { id: "ans", backend: "up" },
           { id: "builder", backend: "builder" },
           { id: "builder-net", backend: "builder-net" },
+          { id: "cls", backend: "up" },
+          { id: "router", backend: "router" },
         ],
       },
       {},
@@ -593,5 +604,54 @@ describe("builder", () => {
       ),
     );
     assert.ok(await eventually(() => of("state").length > 0));
+  });
+  test("through the router, with a classifier that says answer: deploy (after yes) and undo reach the builder, questions are answered from the canvas and the runs", async () => {
+    supRules.push([/relays a note/, "BUILD"], [/add a shouter/, "EDIT"], [/note-relay do|runs failed/, "down"]);
+    archRules.push(
+      [
+        "relays a note",
+        [
+          plan("note-relay", [
+            node("note", "input"),
+            node("loud", "agent", { properties: { model: "ans", prompt: "FAIL-NOW {{note}}" } }, ["n-note"]),
+            edge("note", "loud", ["n-note", "n-loud"]),
+          ]),
+        ],
+      ],
+      ["add a shouter", [plan("note-relay", [node("shouter", "output")])]],
+    );
+    const c = chat("conv-routed", "router");
+    assert.match((await c.say("build a system that relays a note")).text, /Done: \*\*note-relay\*\*/);
+    assert.match((await c.say("deploy")).text, /Deploy \*\*note-relay\*\*\? .*\(yes \/ no\)/);
+    assert.match((await c.say("yes")).text, /Deployed \*\*note-relay\*\*/);
+    assert.equal((await canvas("note-relay")).status, "deployed");
+    assert.match((await c.say("add a shouter to note-relay")).text, /version 2/);
+    assert.match((await c.say("undo")).text, /Undone: \*\*note-relay\*\* is back at version 1/);
+
+    const started = (await (
+      await api("/v1/systems/note-relay/runs", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ inputs: { note: "hi" } }),
+      })
+    ).json()) as { id: string };
+    assert.ok(
+      await eventually(
+        async () => ((await (await api(`/v1/runs/${started.id}`)).json()) as { status: string }).status === "failed",
+      ),
+    );
+
+    const asked = up.requests.length;
+    const what = await c.say("what does note-relay do?");
+    assert.match(what.text, /^ANSWER: State:/);
+    const answerReq = up.requests.slice(asked).find((r) => r.lastUser.startsWith("State:"));
+    assert.ok(answerReq, "the answer model was asked with the state");
+    assert.match(answerReq.lastUser, /"id": "loud"/, "the system's nodes are in the answer's request");
+    const failed = await c.say("which runs failed?");
+    assert.match(failed.text, new RegExp(`"id": "${started.id}"[\\s\\S]*"status": "failed"`));
+    const ruled = events.filter(
+      (e) => e.type === "decision" && e.conversation.includes("conv-routed") && e.source === "rule",
+    );
+    assert.ok(ruled.length >= 3, "deploy, undo and the questions were decided by code");
   });
 });

@@ -7,7 +7,8 @@
  * it was not asked at all where no call should be made), the runs recorded and the decisions
  * published: answer, clarify (gathering over turns with coercion and validation, giving up, expiry),
  * confirm (yes runs exactly what was shown, once; no declines), run, cancel, fallback (classifier
- * down, throwing or garbled → keywords on word boundaries), status, the hand-over to a builder, and
+ * down, throwing or garbled → keywords on word boundaries), status, the hand-over to a builder (by
+ * the classifier, and by code before it: builder commands, questions about the systems), and
  * the slash commands (/systems, /runs, /status, /cancel, /run, resume run); every decision with its
  * confidence and source.
  */
@@ -649,6 +650,64 @@ describe("router engine", () => {
         ["build", 1, "state"],
       ],
     );
+  });
+
+  test("code decides what code can know: builder commands and questions about systems go to the builder before any classifier call", async () => {
+    const bld = { kind: "handover", model: "bld" };
+    const ans = { kind: "handover", model: ANSWER };
+    const w = await world({ builder: "bld" });
+    // A classifier that always says "answer", sure of itself.
+    w.classify(/./, { action: "answer", confidence: 0.95, inputs: {} });
+    // No canvas here and no system named: a bare "deploy" is left to the classifier (as before).
+    assert.deepEqual(await w.say("deploy"), ans);
+    w.conversations.setCanvas("conv", "research-blog"); // the builder built it here
+    const calls = w.asked();
+    for (const text of [
+      "deploy",
+      "undo",
+      "Pause.",
+      "resume",
+      "status",
+      "export research-blog",
+      "delete daily-report",
+      "resume research-blog",
+    ])
+      assert.deepEqual(await w.say(text), bld, text);
+    assert.deepEqual(await w.say("what does research-blog do?"), bld);
+    assert.deepEqual(await w.say("which runs failed today?"), bld);
+    assert.deepEqual(await w.say("Is the Daily Report deployed"), bld);
+    assert.equal(w.asked(), calls, "no classifier call for what code knows");
+    // Plain chat holding such a word, a request phrased as a question, an unknown id: the classifier's.
+    assert.deepEqual(await w.say("I want to deploy my app to production next week"), ans);
+    assert.deepEqual(await w.say("what is the capital of France?"), ans);
+    assert.deepEqual(await w.say("export nothing-like-this"), ans);
+    w.classify(/can you run/, { action: "run", system: "daily-report", confidence: 0.95, inputs: {} });
+    assert.match(textOf(await w.say("can you run the daily report?")), /Running \*\*Daily Report\*\*/);
+    await w.settled();
+    // The classifier's own `ask` routes the same way.
+    w.classify(/tell me about my stuff/, { action: "ask", confidence: 0.8, inputs: {} });
+    assert.deepEqual(await w.say("so, tell me about my stuff"), bld);
+    assert.equal(w.asked(), calls + 5);
+    const decisionLog = new DecisionLog();
+    for (const e of w.events) decisionLog.onEvent(e);
+    const rules = decisionLog.snapshot().filter((d) => d.source === "rule");
+    assert.deepEqual(
+      rules.map((d) => [d.action, d.confidence]),
+      [...Array(3).fill(["ask", 1]), ...Array(8).fill(["build", 1])],
+    );
+    assert.deepEqual(
+      decisionLog
+        .snapshot()
+        .filter((d) => d.action === "ask" && d.source === "classifier")
+        .map((d) => d.confidence),
+      [0.8],
+    );
+
+    // Without a builder, nothing changes: a question about a system is the answer model's.
+    const plain = await world();
+    plain.classify(/./, { action: "answer", confidence: 0.95, inputs: {} });
+    assert.deepEqual(await plain.say("what does daily-report do?"), ans);
+    assert.deepEqual(await plain.say("undo"), ans);
   });
 
   test("slash commands: /systems, /run, /status, /runs, /cancel — none asks the classifier", async () => {

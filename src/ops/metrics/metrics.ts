@@ -72,6 +72,7 @@ const DECISION_ACTIONS: Record<DecisionAction, true> = {
   give_up: true,
   resume: true,
   build: true,
+  ask: true,
 };
 const DECISION_SOURCES: Record<EventOf<"decision">["source"], true> = {
   classifier: true,
@@ -79,6 +80,7 @@ const DECISION_SOURCES: Record<EventOf<"decision">["source"], true> = {
   slash: true,
   reply: true,
   state: true,
+  rule: true,
 };
 const QUEUE_SCOPES = new Set(["bridge", "conversation"]);
 

@@ -5,6 +5,8 @@
  * answer to "change the system of that name, or make a new one?".
  */
 
+import { commandOf, wordIn } from "../router/decide.js";
+
 /** Words left out of a new system's id. */
 const STOP = new Set([
   "a",
@@ -55,15 +57,10 @@ const STOP = new Set([
   "be",
 ]);
 
-/** Plain commands understood without a model. */
-export const COMMAND =
-  /^\s*\/?(undo|pause|resume|deploy|undeploy|status)\b(?:\s+`?([a-z0-9][a-z0-9_-]{0,63})`?)?\s*[.!]?\s*$/i;
+/** Plain commands understood without a model (the router hears these and export, delete: decide.ts). */
+export const COMMAND = commandOf("undo|pause|resume|deploy|undeploy|status");
 
-/** Whether `word` stands in `text` on its own (ids may hold `-` and `_`, so those do not end a word). */
-export function wordIn(text: string, word: string): boolean {
-  const esc = word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  return new RegExp(`(^|[^a-z0-9_-])${esc}($|[^a-z0-9_-])`).test(text);
-}
+export { wordIn };
 
 /** A readable id for a new system from the request's words (`researches-topic-writes`), not `taken`. */
 export function freshSystemId(text: string, taken: (id: string) => boolean): string {

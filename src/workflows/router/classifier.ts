@@ -1,6 +1,7 @@
 /**
  * The router's classifier: the prompt that asks a model what ONE chat message wants (an ordinary
- * answer, running one of the user's systems, cancelling, or the status of a run), and the reader of
+ * answer, running one of the user's systems, cancelling, or the status of a run; with a builder,
+ * building or changing a system, or a question about the user's systems), and the reader of
  * its JSON reply. Pure: the engine makes the model call.
  *
  * The prompt is sent on every routed message, so it is compact: one short block per system
@@ -30,8 +31,8 @@ import {
 } from "../../core/util/model-reply.js";
 
 export interface ClassifierReply {
-  /** `build`: only when the router has a builder (make, change, deploy or export a system). */
-  action: "answer" | "run" | "cancel" | "status" | "build";
+  /** `build`, `ask`: only when the router has a builder (make, change, deploy or export a system; a question about the person's systems). */
+  action: "answer" | "run" | "cancel" | "status" | "build" | "ask";
   /** A known system id (exactly as known), for `run`; for `cancel`/`status` only when one was named. */
   system?: string;
   /** 0..1. */
@@ -95,10 +96,13 @@ export function classifierPrompt(args: ClassifierPromptArgs): { system: string; 
     "- cancel: they want to stop what is being gathered or running.",
     "- status: they ask how a run is going.",
     ...(args.builder
-      ? ["- build: they ask to make a new system, or to change, deploy, export or configure one (not to run it)."]
+      ? [
+          "- build: they ask to make a new system, or to change, deploy, export or configure one (not to run it).",
+          "- ask: a question about their own systems, canvases or runs (what one does, which runs failed, how a run went).",
+        ]
       : []),
     "Inputs: only values the person actually stated (in the message or the recent turns), under the input names listed. Never invent, guess or fill in defaults; leave out what they did not give.",
-    `Reply with ONLY a JSON object: {"action":"answer|run|cancel|status${args.builder ? "|build" : ""}","system":"<id>|null","confidence":0..1,"inputs":{}}`,
+    `Reply with ONLY a JSON object: {"action":"answer|run|cancel|status${args.builder ? "|build|ask" : ""}","system":"<id>|null","confidence":0..1,"inputs":{}}`,
     "",
     "Systems:",
     ...(args.systems.length > 0 ? args.systems.map(systemBlock) : ["(none)"]),
@@ -135,6 +139,8 @@ const ACTIONS: Record<string, ClassifierReply["action"]> = {
   cancel: "cancel",
   status: "status",
   build: "build",
+  ask: "ask",
+  query: "ask",
 };
 
 /** Characters of a reply looked at. */
@@ -168,7 +174,7 @@ export function parseClassifierReply(
           .replace(/[\s_]+/g, "-")
       : "";
   const action = ACTIONS[rawAction];
-  if (action === "build")
+  if (action === "build" || action === "ask")
     return opts.builder
       ? { action, confidence: readConfidence(obj.confidence) ?? 0.5, inputs: {} }
       : { action: "answer", confidence: 0, inputs: {} };

@@ -1,5 +1,7 @@
 /**
- * What a routed message asks for, in the router's terms (answer, run, cancel, status, build): one
+ * What a routed message asks for, in the router's terms (answer, run, cancel, status, build, ask).
+ * First what code can know (`builderRule`, for a router with a builder): a builder command alone,
+ * or a question about the person's systems, goes to the builder without a model call. Otherwise one
  * classifier call, asked again once if its reply does not parse; when the classifier still fails or
  * is down, the keyword fallback (`k=v` pairs or a lone missing input while gathering, the build
  * words, the systems' keywords). The classifier only informs: the engine checks what it acts on.
@@ -19,11 +21,67 @@ const BUILD_WORDS =
   /\b(?:build|create|make|design|set up|draft)\b[^.?!\n]{0,80}\b(?:system|workflow|pipeline|automation)s?\b|^\s*\/?(?:deploy|undeploy|undo)\b/i;
 
 export interface Decision {
-  action: "answer" | "run" | "cancel" | "status" | "build";
+  /** `ask`: a question about the person's systems, runs or canvases (the builder's QUERY answers it). */
+  action: "answer" | "run" | "cancel" | "status" | "build" | "ask";
   system?: LoadedSystem;
   confidence: number;
   inputs: Record<string, unknown>;
-  source: "classifier" | "fallback";
+  /** `rule`: decided by code before any classifier call (`builderRule`), with confidence 1. */
+  source: "classifier" | "fallback" | "rule";
+}
+
+/** A message that is only the command `words`, optionally with a system id: [, command, id]. */
+export const commandOf = (words: string): RegExp =>
+  new RegExp(`^\\s*\\/?(${words})\\b(?:\\s+\`?([a-z0-9][a-z0-9_-]{0,63})\`?)?\\s*[.!]?\\s*$`, "i");
+
+/** The builder's commands, heard before any classifier call. */
+const BUILDER_COMMAND = commandOf("undo|pause|resume|deploy|undeploy|status|export|delete");
+/** A question: a question word first ("can you run X?" and "do X" are requests, not questions). */
+const QUESTION =
+  /^\s*(?:what|which|how|why|when|where|who|whose|is|are|was|were|did|does|has|have|show|list|tell me|describe|explain)\b/i;
+/** Words of a question about the person's runs. */
+const STATE_WORDS = /\b(?:runs|failed|failing|failures?|status|last run|latest run)\b/i;
+
+/** Whether `word` stands in `text` on its own (ids may hold `-` and `_`, so those do not end a word). */
+export function wordIn(text: string, word: string): boolean {
+  const esc = word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return new RegExp(`(^|[^a-z0-9_-])${esc}($|[^a-z0-9_-])`).test(text);
+}
+
+/** What code knows of the conversation when it decides without a model. */
+export interface RuleContext {
+  /** The builder's canvas in this conversation. */
+  canvas?: string;
+  /** Every system, offered in chat or not. */
+  systems: readonly LoadedSystem[];
+  /** A system run of this conversation is live: a bare "status" is the router's own. */
+  runLive: boolean;
+}
+
+/**
+ * What code can know, for a router with a builder, before any classifier call: a builder command
+ * alone ("deploy", "undo", "export research-blog") naming a known system or, naming none, in a
+ * conversation with a canvas → `build`; a question (a question word first) naming a known
+ * system id or name, or asking about runs, failures, status (unless a run here is live) → `ask`.
+ * Plain chat that merely holds such a word in a longer sentence is left to the classifier.
+ */
+export function builderRule(text: string, ctx: RuleContext): { action: "build" | "ask"; reason: string } | undefined {
+  const known = (id: string) => id === ctx.canvas || ctx.systems.some((s) => s.id === id);
+  const cmd = BUILDER_COMMAND.exec(text);
+  if (cmd) {
+    const id = cmd[2]?.toLowerCase();
+    const ownStatus = cmd[1]!.toLowerCase() === "status" && !id && ctx.runLive;
+    return (id ? known(id) : Boolean(ctx.canvas)) && !ownStatus
+      ? { action: "build", reason: "a builder command" }
+      : undefined;
+  }
+  if (!QUESTION.test(text)) return undefined;
+  const t = text.toLowerCase();
+  const names = ctx.systems.flatMap((s) => [s.id, s.name].map((n) => n.toLowerCase()));
+  if (ctx.canvas) names.push(ctx.canvas);
+  return (STATE_WORDS.test(t) && !ctx.runLive) || names.some((n) => n && wordIn(t, n))
+    ? { action: "ask", reason: "a question about the person's systems" }
+    : undefined;
 }
 
 /** What deciding needs of its router. */

@@ -29,7 +29,7 @@ export interface RouterRuntime {
   log: Logger;
 }
 
-/** What a hand-over rests on: the classifier's or the fallback's decision, or the conversation's state. */
+/** What a hand-over rests on: the classifier's, the fallback's or a rule's decision, or the conversation's state. */
 type DecidedBy = Pick<Decision, "source" | "confidence"> | "state";
 type DecisionFields = Omit<EventOf<"decision">, "type" | "conversation" | "at">;
 
@@ -116,9 +116,15 @@ export abstract class RouterOutcomes {
     return { kind: "handover", model: this.opts.answer, ...(preface ? { preface: `${preface}\n\n` } : {}) };
   }
 
-  /** Hand the message to the builder model (a transparent hand-over); the builder sets the state next. */
-  protected toBuilder(conv: string, preface: string, by: DecidedBy, reason: string): Dispatch {
-    this.handedOver(conv, "build", by, reason);
+  /** Hand the message to the builder model (a transparent hand-over; `ask`: a question its QUERY answers); the builder sets the state next. */
+  protected toBuilder(
+    conv: string,
+    preface: string,
+    by: DecidedBy,
+    reason: string,
+    action: "build" | "ask" = "build",
+  ): Dispatch {
+    this.handedOver(conv, action, by, reason);
     return { kind: "handover", model: this.opts.builder!, ...(preface ? { preface: `${preface}\n\n` } : {}) };
   }
 
@@ -154,7 +160,7 @@ export abstract class RouterOutcomes {
     this.rt.log.debug({ router: this.name, conversation: conv, ...d }, "router decision");
   }
 
-  private handedOver(conv: string, action: "answer" | "build", by: DecidedBy, reason: string): void {
+  private handedOver(conv: string, action: "answer" | "build" | "ask", by: DecidedBy, reason: string): void {
     if (by === "state") this.decision(conv, action, "state", { reason });
     else this.decision(conv, action, by.source, { confidence: by.confidence, reason });
   }

@@ -4,7 +4,8 @@
  *
  * Code decides; the classifier model only informs. One classifier call per routed message (asked
  * again once if its reply does not parse; the keyword fallback when it still fails or is down);
- * none for "yes", "no", "cancel", slash commands, tool results, heartbeats or a retried message.
+ * none for "yes", "no", "cancel", slash commands, tool results, heartbeats or a retried message,
+ * nor, with a builder, for a builder command or a question about the systems (decide.ts `builderRule`).
  *   confidence < match                          → answer
  *   inputs missing or invalid (checked here)    → clarify (gathering, kept in SQLite)
  *   < trigger, side effects, or confirm: always → confirm (exactly the inputs shown, by hash)
@@ -18,7 +19,7 @@ import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js
 import { checkInputs, inputsHash, mergeInputs } from "../systems/inputs.js";
 import { isRouterQuestion, type RouterQuestion } from "../conversation/machine.js";
 import type { LoadedSystem } from "../systems/types.js";
-import { type Decision, decide } from "./decide.js";
+import { builderRule, type Decision, decide } from "./decide.js";
 import { runsListText } from "./follow.js";
 import { parseSlash } from "./keyword-fallback.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, systemsListText } from "./messages.js";
@@ -80,6 +81,19 @@ export class RouterEngine extends RouterOutcomes {
     // Anything else: a confirmation lapses and the message is routed afresh.
     if (asked?.kind === "confirm") this.rt.conversations.close(conv);
 
+    // What code can know, before any classifier call: a builder command, a question about the person's systems.
+    const forBuilder = this.opts.builder
+      ? builderRule(text, {
+          canvas: this.rt.conversations.get(conv).canvas,
+          systems: this.rt.library.systems,
+          runLive: this.rt.runs.store.active(conv).length > 0,
+        })
+      : undefined;
+    if (forBuilder) {
+      if (asked?.kind === "gathering") this.rt.conversations.close(conv);
+      return this.toBuilder(conv, preface, { source: "rule", confidence: 1 }, forBuilder.reason, forBuilder.action);
+    }
+
     const systems = this.systems();
     if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
     const gathering = asked?.kind === "gathering" && reply.kind !== "expired" ? asked : undefined;
@@ -105,9 +119,11 @@ export class RouterEngine extends RouterOutcomes {
       }
       return this.handover(conv, preface, d, "nothing to cancel");
     }
-    if (d.action === "build" && this.opts.builder) {
+    if ((d.action === "build" || d.action === "ask") && this.opts.builder) {
       if (gathering) this.rt.conversations.close(conv);
-      return this.toBuilder(conv, preface, d, "build");
+      return d.action === "ask"
+        ? this.toBuilder(conv, preface, d, "a question about the person's systems", "ask")
+        : this.toBuilder(conv, preface, d, "build");
     }
     if (d.action === "status") {
       const latest = this.rt.runs.store.latest(conv);
@@ -260,9 +276,13 @@ export class RouterEngine extends RouterOutcomes {
 
   private askResume(conv: string, runId: string, preface: string): Dispatch {
     const rec = this.rt.runs.get(runId);
-    // No run of this conversation: while the builder is busy here, it is the builder's "resume <system>".
-    if ((!rec || rec.conversation !== conv) && this.opts.builder && this.rt.conversations.withBuilder(conv))
-      return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
+    // No run of this conversation: while the builder is busy here, or naming a system, it is the builder's "resume <system>".
+    if ((!rec || rec.conversation !== conv) && this.opts.builder) {
+      if (this.rt.conversations.withBuilder(conv))
+        return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
+      if (this.rt.library.get(runId) || this.rt.conversations.get(conv).canvas === runId)
+        return this.toBuilder(conv, preface, { source: "rule", confidence: 1 }, "a builder command");
+    }
     if (!rec || rec.conversation !== conv)
       return this.say(conv, preface, `I know of no run \`${runId}\` in this conversation.`, "idle");
     if (!["paused", "interrupted", "failed"].includes(rec.status)) return this.sayRun(conv, preface, rec);
