@@ -607,6 +607,13 @@ describe("builder engine", () => {
     assert.match(q, /"system": "blog-writer"/);
     assert.match(q, /Question: what nodes does blog-writer have\?$/);
     assert.match(w.model.to(ANS)[0]!.system ?? "", /You answer questions about the person's systems/);
+    // A question naming a system is a QUERY by rule: the Supervisor is not asked (it would say BUILD here).
+    w.intent(/what does blog-writer do/, "BUILD");
+    const supervisorCalls = w.model.to(SUP).length;
+    const byRule = textOf(await w.say("what does blog-writer do?"));
+    assert.match(byRule, /^ANSWER: State:\n/);
+    assert.match(byRule, /"system": "blog-writer"/);
+    assert.equal(w.model.to(SUP).length, supervisorCalls, "no Supervisor call for a question about a system");
     // The answer model down: the state, listed.
     w.model.queue(ANS, { error: "down" });
     assert.equal(
@@ -644,7 +651,7 @@ describe("builder engine", () => {
     assert.match(textOf(await w.say("make a system that counts words")), /^Building \*\*counter\*\*/);
     w.intent(/what is/, "I would say it is a question");
     w.model.queue(ANS, "It has one node.");
-    assert.equal(textOf(await w.say("what is in counter?")), "It has one node.");
+    assert.equal(textOf(await w.say("what is in it?")), "It has one node."); // names no system: the Supervisor is asked
     // By keywords, "add … to <an existing canvas>" is an edit of it.
     w.intent(/add a summary/, { error: "supervisor down" });
     w.model.queue(ARCH, plan("counter", [node("summary", "output")]));

@@ -24,6 +24,7 @@
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import { isRouterQuestion } from "../conversation/machine.js";
+import { builderRule } from "../router/decide.js";
 import type { RunRecord } from "../systems/db.js";
 import type { RunProgram } from "../systems/runner.js";
 import { answerQuery, configureSystem, exportSystem } from "./chat-answers.js";
@@ -67,6 +68,14 @@ export class BuilderEngine extends BuilderChat {
     const focus = this.focusFor(text, this.d.conversations.get(conv).canvas);
     const cmd = COMMAND.exec(text);
     if (cmd) return runCommand(this, conv, cmd[1]!.toLowerCase(), cmd[2] ?? focus, input);
+    // A question about the person's systems or runs (the router's rule): answered from that state,
+    // whatever a model would call it.
+    const question = builderRule(text, {
+      ...(focus ? { canvas: focus } : {}),
+      systems: this.d.host.library.systems,
+      runLive: false,
+    });
+    if (question?.action === "ask") return answerQuery(this, conv, text, focus, input);
 
     const verdict = await this.classify(text, input);
     this.d.log.debug({ builder: this.name, conversation: conv, ...verdict }, "builder intent");
