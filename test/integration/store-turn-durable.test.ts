@@ -14,7 +14,7 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { defaultSessionStorePath, openSessionStore, type SessionBinding } from "../../src/core/store/index.js";
-import { cleanup, tempDir, within } from "../helpers/bridge.js";
+import { cleanup, eventually, tempDir, within } from "../helpers/bridge.js";
 import { bridgeListening } from "../helpers/process-groups.js";
 
 const CLI_ENTRY = path.resolve("src/ops/commands/main.ts");
@@ -146,7 +146,9 @@ describe("the store's writes off the turn's path survive kill -9 right after the
       .split("\n");
     assert.equal(lines.length, 2, "the second turn resumed the first turn's session");
     assert.deepEqual(readdirSync(path.join(cliDir, "sessions")), [sid], "no new session was started");
-    const after = await bindingOf(dataDir, session);
+    // The finished turn is recorded just after [DONE] has gone out (off the answer's path).
+    let after: SessionBinding | undefined;
+    await eventually(async () => (after = await bindingOf(dataDir, session))?.lastError === null, 5000);
     assert.equal(after?.backendSessionId, sid);
     assert.equal(after?.lastError, null, "the second turn was recorded");
     assert.ok((after?.turns ?? 0) >= 1);
