@@ -4,7 +4,8 @@
  * sampler of the memory the bridge's CLI processes hold (read from /proc by this process, not
  * taken from the bridge's own account).
  */
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
+import { pidRss, programOf } from "../../../src/backends/warm/rss.js";
 import { readChatStream } from "../../chat-stream.js";
 
 export interface TurnTimes {
@@ -150,23 +151,6 @@ function procStats(): ProcStat[] {
   return out;
 }
 
-function rssOf(pid: number): number | undefined {
-  try {
-    return Number(readFileSync(`/proc/${pid}/statm`, "utf8").split(" ")[1]) * 4096;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The executable and command line of a pid (a fork before its `exec` has its parent's). */
-function programOf(pid: number): string | undefined {
-  try {
-    return `${readlinkSync(`/proc/${pid}/exe`)}\0${readFileSync(`/proc/${pid}/cmdline`, "latin1")}`;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Samples, every `everyMs`, the resident memory of the process groups the bridge started (its
  * CLIs, each in a group of its own), in all and of the warm ones only (the groups led by a pid the
@@ -234,7 +218,7 @@ export class MemorySampler {
         // memory is read anew, as the bridge reads it: after this check).
         const program = programOf(p.pid);
         fork = program !== undefined && program === programOf(p.ppid);
-        if (!fork) p.rss = rssOf(p.pid) ?? 0;
+        if (!fork) p.rss = pidRss(p.pid) ?? 0;
       }
       total += fork ? 0 : p.rss;
       if (this.warmLeaders.has(p.pgid)) {

@@ -46,8 +46,8 @@ function statOf(pid: number): Stat | undefined {
   }
 }
 
-/** The executable and command line of a pid. */
-function programOf(pid: number): string | undefined {
+/** The executable and command line of a pid (a fork before its `exec` has its parent's). */
+export function programOf(pid: number): string | undefined {
   try {
     return `${readlinkSync(`/proc/${pid}/exe`)}\0${readFileSync(`/proc/${pid}/cmdline`, "latin1")}`;
   } catch {
