@@ -22,7 +22,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import { imageDataUrl, imageFileName, TURN_IMAGES_DIR, writeTurnImages } from "../../src/backends/cli/images.js";
 import { codexArgs, codexOptionsSchema } from "../../src/backends/codex/cli-args.js";
-import { codexTurnInput } from "../../src/backends/codex/app-server.js";
+import { codexTurnInput } from "../../src/backends/codex/app-server-turn.js";
 import type { TurnImage } from "../../src/backends/contract/backend.js";
 import { acpPrompt } from "../../src/backends/gemini-cli/acp.js";
 import { geminiPromptWithImages } from "../../src/backends/gemini-cli/backend.js";

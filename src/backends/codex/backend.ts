@@ -50,12 +50,8 @@ import { parseCodexModels } from "./models.js";
 import type { BackendDeps, BackendModule } from "../module.js";
 import { parkIn, warmTurnWithClientTools } from "../warm/client-tool-turns.js";
 import { WarmPool } from "../warm/pool.js";
-import {
-  type CodexAppServer,
-  type CodexAppServerSpec,
-  type CodexThreadSettings,
-  runCodexWarmTurn,
-} from "./app-server.js";
+import type { CodexAppServer, CodexAppServerSpec, CodexThreadSettings } from "./app-server.js";
+import { runCodexWarmTurn } from "./app-server-turn.js";
 import { CODEX_CLIENT_TOOLS_TOKEN_ENV, codexAppServerArgs, codexArgs } from "./cli-args.js";
 import { codexDescriptor, type CodexOptions } from "./options.js";
 import { CODEX_SESSION_NOT_FOUND, CodexStreamMapper, codexError } from "./exec-events.js";
