@@ -63,23 +63,30 @@ describe("codex: limits and keys with the real codex CLI", () => {
     const how = warm ? "warm (app-server)" : "cold (exec)";
 
     test(`usage_limit_reached → limit_reached with the reset read in the CLI's zone, ${how}`, async () => {
-      // A reset on a whole minute, 2 h away (codex prints minutes).
-      const reset = Math.floor((Date.now() + 2 * 3_600_000) / 60_000) * 60;
-      fake.setScript(() => ({
-        kind: "error",
-        status: 429,
-        type: "usage_limit_reached",
-        message: "The usage limit has been reached",
-        extra: { plan_type: "plus", resets_at: reset, resets_in_seconds: 7200 },
-      }));
-      const evs = await collect(make(warm).run(turnInput(`clim-usage-${warm}`, "hello")));
-      assertEndsOnce(evs);
-      const e = errorOf(evs);
-      assert.equal(e?.code, "limit_reached", JSON.stringify(evs));
-      assert.equal(e?.status, 429);
-      assert.equal(e?.retryable, true);
-      assert.match(e!.message, /^codex: You.ve hit your usage limit\. .*try again at \d{1,2}:\d\d [AP]M\.$/);
-      assert.equal(e?.resetAt, reset * 1000);
+      // Resets on a whole minute (codex prints minutes): 2 h away (today's time, or a date when
+      // Tokyo's midnight falls between) and 30 h away (always another day: codex adds the date).
+      for (const hours of [2, 30]) {
+        const reset = Math.floor((Date.now() + hours * 3_600_000) / 60_000) * 60;
+        fake.setScript(() => ({
+          kind: "error",
+          status: 429,
+          type: "usage_limit_reached",
+          message: "The usage limit has been reached",
+          extra: { plan_type: "plus", resets_at: reset, resets_in_seconds: hours * 3600 },
+        }));
+        const before = Date.now();
+        const evs = await collect(make(warm).run(turnInput(`clim-usage-${warm}-${hours}`, "hello")));
+        const expected = new Set([codexResetText(reset * 1000, before), codexResetText(reset * 1000, Date.now())]);
+        assertEndsOnce(evs);
+        const e = errorOf(evs);
+        assert.equal(e?.code, "limit_reached", JSON.stringify(evs));
+        assert.equal(e?.status, 429);
+        assert.equal(e?.retryable, true);
+        assert.match(e!.message, /^codex: You.ve hit your usage limit\. /);
+        const at = /try again at (.+)\.$/.exec(e!.message)?.[1];
+        assert.ok(at !== undefined && expected.has(at), `${e!.message} (expected one of ${[...expected].join(" | ")})`);
+        assert.equal(e?.resetAt, reset * 1000);
+      }
     });
 
     test(`insufficient_quota → limit_reached; a 401 → auth_failed, ${how}`, async () => {
@@ -101,3 +108,31 @@ describe("codex: limits and keys with the real codex CLI", () => {
     });
   }
 });
+
+/**
+ * How codex 0.169.0 writes a reset in its zone (`format_retry_timestamp`, codex-rs/core/src/error.rs):
+ * `%-I:%M %p` on the same local day as now, else `%b %-d<st|nd|rd|th>, %Y %-I:%M %p`.
+ */
+function codexResetText(resetMs: number, nowMs: number, timeZone = "Asia/Tokyo"): string {
+  const parts = (ms: number) =>
+    Object.fromEntries(
+      new Intl.DateTimeFormat("en-US", {
+        timeZone,
+        year: "numeric",
+        month: "short",
+        day: "numeric",
+        hour: "numeric",
+        minute: "2-digit",
+        hour12: true,
+      })
+        .formatToParts(ms)
+        .map((p) => [p.type, p.value]),
+    );
+  const r = parts(resetMs);
+  const n = parts(nowMs);
+  const time = `${r.hour}:${r.minute} ${r.dayPeriod}`;
+  if (r.year === n.year && r.month === n.month && r.day === n.day) return time;
+  const day = Number(r.day);
+  const suffix = day >= 11 && day <= 13 ? "th" : (["th", "st", "nd", "rd"][day % 10] ?? "th");
+  return `${r.month} ${day}${suffix}, ${r.year} ${time}`;
+}
