@@ -89,6 +89,27 @@ export type BridgeEvent = Base &
     | { type: "run.paused"; runId: string; system: string; origin?: RunOrigin }
     | { type: "run.cancelled"; runId: string; system: string; origin?: RunOrigin }
     | { type: "run.interrupted"; runId: string; system: string; origin?: RunOrigin }
+    // Approvals (an `approval` step): the run stops `waiting` until a decision (`by` http, dashboard, chat or timeout).
+    | {
+        type: "approval.requested";
+        runId: string;
+        system: string;
+        step: string;
+        question: string;
+        /** When its `onTimeout` applies (ms since the epoch). */
+        deadline?: number;
+      }
+    | { type: "run.waiting"; runId: string; system: string; origin?: RunOrigin; step: string; question: string }
+    | {
+        type: "approval.decided";
+        runId: string;
+        system: string;
+        step: string;
+        decision: "approved" | "rejected";
+        by: string;
+        note?: string;
+      }
+    | { type: "run.rejected"; runId: string; system: string; origin?: RunOrigin; step: string; error: string }
     // Turns (src/request/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
     // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
     | {
@@ -222,6 +243,10 @@ const EVENT_TYPE_SET = {
   "run.paused": true,
   "run.cancelled": true,
   "run.interrupted": true,
+  "approval.requested": true,
+  "run.waiting": true,
+  "approval.decided": true,
+  "run.rejected": true,
   "turn.started": true,
   "turn.firstByte": true,
   "turn.completed": true,

@@ -5,11 +5,23 @@
  * type-checks against these same declarations.
  */
 
-/** A run's life. `interrupted`: found `running` when the bridge started (never re-run silently). */
-export type RunStatus = "pending" | "running" | "paused" | "completed" | "failed" | "cancelled" | "interrupted";
+/**
+ * A run's life. `interrupted`: found `running` when the bridge started (never re-run silently).
+ * `waiting`: stopped at an `approval` step until somebody approves (it goes on) or rejects (it ends `rejected`).
+ */
+export type RunStatus =
+  | "pending"
+  | "running"
+  | "paused"
+  | "waiting"
+  | "completed"
+  | "failed"
+  | "rejected"
+  | "cancelled"
+  | "interrupted";
 
-/** A step's life within a run. */
-export type StepStatus = "pending" | "running" | "completed" | "failed" | "skipped" | "cancelled";
+/** A step's life within a run (`waiting`: an approval step whose run waits for the decision). */
+export type StepStatus = "pending" | "running" | "waiting" | "completed" | "failed" | "skipped" | "cancelled";
 
 /** Where a run was started: a chat turn, the HTTP API, the command line, or the builder (a build: its steps call the canvas and sandbox tools). */
 export type RunOrigin = "chat" | "http" | "cli" | "builder";
@@ -68,6 +80,19 @@ export interface StepRow {
   error: string | null;
 }
 
+/** The approval a `waiting` run waits on (`approval` of a run). */
+export interface ApprovalRow {
+  /** The approval step (`<step>/<its step>` inside a system used by a step). */
+  step: string;
+  question: string;
+  /** The data shown with the question. */
+  data: unknown;
+  created_at: number;
+  /** When `on_timeout` applies (ms since the epoch), or null: no deadline. */
+  deadline: number | null;
+  on_timeout: "approve" | "reject";
+}
+
 /** A run (`GET /v1/runs/:id`, a row of `GET /v1/runs`, and the answer of starting, pausing, resuming, cancelling one). */
 export interface RunRow {
   id: string;
@@ -84,4 +109,6 @@ export interface RunRow {
   started_at: number | null;
   ended_at: number | null;
   steps: StepRow[];
+  /** The approval it waits on, while it is `waiting`. */
+  approval: ApprovalRow | null;
 }

@@ -512,6 +512,8 @@ export class BridgeMetrics {
       }
       case "run.cancelled":
       case "run.paused":
+      case "run.waiting":
+      case "run.rejected":
       case "run.interrupted": {
         const outcome = e.type.slice("run.".length);
         this.runs.inc({ outcome });

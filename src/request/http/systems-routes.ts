@@ -6,6 +6,7 @@
  *   GET  /v1/runs[?status&system&conversation&limit]
  *   GET  /v1/runs/:id
  *   POST /v1/runs/:id/pause|resume|cancel
+ *   POST /v1/runs/:id/approve|reject  {note?} → the decision on the approval a `waiting` run waits on (409 when it waits on none)
  * A system and a run are sent as src/wire/runs.ts declares them (`SystemRow`, `RunRow`: the
  * dashboard reads the same declarations). Errors are OpenAI-shaped (`{"error":{message,type,code,param}}`).
  */
@@ -20,7 +21,17 @@ import type { LeftOutFile } from "../../workflows/systems/system-files.js";
 import type { LeftOutRow, RunRow, RunStatus, SystemList, SystemRow } from "../../wire/runs.js";
 
 const BODY_LIMIT = 1024 * 1024;
-const STATUSES: RunStatus[] = ["pending", "running", "paused", "completed", "failed", "cancelled", "interrupted"];
+const STATUSES: RunStatus[] = [
+  "pending",
+  "running",
+  "paused",
+  "waiting",
+  "completed",
+  "failed",
+  "rejected",
+  "cancelled",
+  "interrupted",
+];
 
 export function systemJson(s: LoadedSystem): SystemRow {
   return {
@@ -66,6 +77,16 @@ export function runJson(r: RunRecord): RunRow {
       output: s.output ?? null,
       error: s.error ?? null,
     })),
+    approval: r.approval
+      ? {
+          step: r.approval.step,
+          question: r.approval.question,
+          data: r.approval.shown ?? null,
+          created_at: r.approval.createdAt,
+          deadline: r.approval.deadline ?? null,
+          on_timeout: r.approval.onTimeout,
+        }
+      : null,
   };
 }
 
@@ -232,6 +253,36 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
               : action === "cancel"
                 ? await systems.runs.cancel(req.params.id)
                 : systems.runs.resume(req.params.id);
+          return runJson(r);
+        } catch (err) {
+          return sendError(reply, runError(err));
+        }
+      });
+    }
+
+    for (const action of ["approve", "reject"] as const) {
+      scope.post<{ Params: { id: string }; Body: unknown }>(`/v1/runs/:id/${action}`, async (req, reply) => {
+        if (!systems) return sendError(reply, noSystems());
+        const body = req.body ?? {};
+        const fields = typeof body === "object" && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
+        const unknownField = fields && Object.keys(fields).find((k) => k !== "note");
+        if (!fields || unknownField || (fields.note !== undefined && typeof fields.note !== "string"))
+          return sendError(
+            reply,
+            new ApiError(
+              400,
+              "invalid_request_error",
+              "invalid_body",
+              `Send no body, or a JSON object {"note": "<why>"}${unknownField ? ` (unknown field ${unknownField})` : ""}.`,
+              unknownField ?? "note",
+            ),
+          );
+        try {
+          const r = await systems.runs.decide(req.params.id, {
+            approve: action === "approve",
+            by: "http",
+            note: typeof fields.note === "string" && fields.note.trim() ? fields.note.trim() : undefined,
+          });
           return runJson(r);
         } catch (err) {
           return sendError(reply, runError(err));

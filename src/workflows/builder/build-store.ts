@@ -53,7 +53,7 @@ export function buildOf(run: RunRecord): BuildRecord {
   for (const s of run.steps) {
     const output = typeof s.output === "string" ? s.output : undefined;
     steps[s.id] = {
-      status: s.status === "cancelled" ? "pending" : s.status,
+      status: s.status === "cancelled" || s.status === "waiting" ? "pending" : s.status,
       attempts: s.attempts,
       ...(output !== undefined ? { output } : {}),
       ...(s.error ? { error: s.error } : {}),

@@ -8,6 +8,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import type { RunOrigin, RunStatus, StepStatus } from "../../wire/runs.js";
+import { APPROVALS_SCHEMA, approvalOf, type ApprovalRecord } from "./approvals.js";
 
 export const SYSTEMS_DB_FILENAME = "systems.db";
 
@@ -43,6 +44,8 @@ export interface RunRecord {
   /** Its outcome was told to the conversation after it ended in the background. */
   reported: boolean;
   steps: StepRecord[];
+  /** The approval it waits on (the first asked), while it is `waiting` (src/workflows/systems/approvals.ts). */
+  approval?: ApprovalRecord;
 }
 
 const SCHEMA = `
@@ -95,6 +98,7 @@ export function openSystemsDb(file: string): Database.Database {
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
   db.exec(SCHEMA);
+  db.exec(APPROVALS_SCHEMA);
   return db;
 }
 
@@ -120,10 +124,10 @@ export class RunStore {
         `SELECT id FROM runs WHERE conversation = ? AND message_key = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
       ),
       unreported: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND detached = 1 AND reported = 0 AND status IN ('completed','failed','cancelled','interrupted') ORDER BY ended_at`,
+        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND detached = 1 AND reported = 0 AND status IN ('completed','failed','rejected','cancelled','interrupted','waiting') ORDER BY updated_at`,
       ),
       active: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND status IN ('pending','running','paused') ORDER BY created_at DESC`,
+        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND status IN ('pending','running','paused','waiting') ORDER BY created_at DESC`,
       ),
       latest: db.prepare(
         `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
@@ -135,7 +139,7 @@ export class RunStore {
       finish: db.prepare(
         `UPDATE runs SET status = @status, output = @output, error = @error, failed_step = @failedStep, ended_at = @now, updated_at = @now WHERE id = @id`,
       ),
-      detach: db.prepare(`UPDATE runs SET detached = 1, updated_at = ? WHERE id = ?`),
+      detach: db.prepare(`UPDATE runs SET detached = 1, reported = 0, updated_at = ? WHERE id = ?`),
       attach: db.prepare(`UPDATE runs SET detached = 0, reported = 0, updated_at = ? WHERE id = ?`),
       reported: db.prepare(`UPDATE runs SET reported = 1, updated_at = ? WHERE id = ?`),
       stepStart: db.prepare(
@@ -148,6 +152,9 @@ export class RunStore {
         `UPDATE run_steps SET status = 'pending', started_at = NULL, ended_at = NULL, error = NULL WHERE run_id = ? AND status NOT IN ('completed')`,
       ),
       interrupt: db.prepare(`SELECT id FROM runs WHERE status IN ('running', 'pending')`),
+      approval: db.prepare(
+        `SELECT * FROM approvals WHERE run_id = ? AND decision IS NULL AND ? = 'waiting' ORDER BY created_at LIMIT 1`,
+      ),
     };
   }
 
@@ -209,6 +216,7 @@ export class RunStore {
       detached: row.detached === 1,
       reported: row.reported === 1,
       steps,
+      approval: approvalOf(this.stmts.approval.get(id, row.status)),
     };
   }
 
@@ -273,6 +281,7 @@ export class RunStore {
     });
   }
 
+  /** The chat turn no longer follows the run: its end (or its wait for an approval) is told on the conversation's next turn. */
   markDetached(id: string): void {
     this.stmts.detach.run(Date.now(), id);
   }

@@ -351,7 +351,7 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     if (!inferred.has(s.id) || s.run.kind !== "plan") return s.sideEffects;
     inferred.delete(s.id);
     s.sideEffects = s.run.steps.some((st) => {
-      if (isLeafKind(st.uses)) return st.uses !== "model";
+      if (isLeafKind(st.uses)) return st.uses !== "model" && st.uses !== "approval";
       const sub = byId.get(st.uses);
       return sub ? effects(sub) : true;
     });
@@ -388,6 +388,7 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
 function inferSideEffects(sys: SystemFile, tool: ToolFacts | undefined): boolean {
   switch (sys.run.kind) {
     case "model":
+    case "approval":
       return false;
     case "mcp":
       // MCP: a tool is destructive unless it says it is read-only or not destructive.

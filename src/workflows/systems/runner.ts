@@ -10,6 +10,12 @@
  *
  * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
  * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
+ *
+ * Approvals: an `approval` step with no decision yet writes its question (approvals.ts) and stops
+ * the run as a pause does, but `waiting`; `decide` records the one decision (a person's, or the
+ * timeout's: a timer while the bridge runs, and at start-up for deadlines that passed while it was
+ * down) and resumes the run (approved) or ends it `rejected` (the note as its error). A waiting
+ * run stays waiting across a restart.
  */
 import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
@@ -19,11 +25,12 @@ import type { RunOrigin, RunStatus } from "../../wire/runs.js";
 import { Cancellation } from "../../core/util/cancel.js";
 import { alnumId } from "../../core/util/ids.js";
 import type { RunRecord, RunStore } from "./db.js";
-import { ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
+import { type ApprovalGate, ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
 import { executeLeaf } from "./executors/index.js";
 import { sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
 import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/scheduler.js";
+import { ApprovalStore, type ApprovalRecord } from "./approvals.js";
 import type { CompiledStep } from "./plan.js";
 import { renderValue, type Scope } from "../engine/template.js";
 
@@ -43,7 +50,7 @@ export interface RunManagerDeps {
 
 /** Why a run was stopped from outside. */
 export class RunStop {
-  constructor(readonly kind: "paused" | "cancelled" | "shutdown") {}
+  constructor(readonly kind: "paused" | "waiting" | "cancelled" | "shutdown") {}
 }
 
 export class RunError extends Error {
@@ -86,27 +93,45 @@ export interface LaunchOptions {
 
 type RunEnd = { status: RunStatus; output?: unknown; error?: string; failedStep?: string };
 
+/** A decision on the approval a run waits on: `by` http, dashboard, chat or timeout. */
+export interface DecideRequest {
+  approve: boolean;
+  by: string;
+  note?: string;
+  /** The approval step (default: the one the run shows, its first). */
+  step?: string;
+}
+
 interface LiveRun {
   cancel: Cancellation;
   done: Promise<RunRecord>;
 }
 
-const ENDED: ReadonlySet<RunStatus> = new Set(["completed", "failed", "cancelled", "interrupted"]);
+const ENDED: ReadonlySet<RunStatus> = new Set(["completed", "failed", "rejected", "cancelled", "interrupted"]);
 const RESUMABLE: ReadonlySet<RunStatus> = new Set(["paused", "interrupted", "failed"]);
 
 export class RunManager {
   private readonly live = new Map<string, LiveRun>();
   private readonly sources = new Map<RunOrigin, ProgramSource>();
+  private readonly approvals: ApprovalStore;
+  /** Deadlines of approvals being watched, by `<run> <step>`. */
+  private readonly deadlines = new Map<string, NodeJS.Timeout>();
   private closed = false;
 
-  constructor(private readonly deps: RunManagerDeps) {}
+  constructor(private readonly deps: RunManagerDeps) {
+    this.approvals = new ApprovalStore(deps.store.db);
+  }
 
   get store(): RunStore {
     return this.deps.store;
   }
 
-  /** Start-up: runs left `running`/`pending` by a bridge that stopped become `interrupted`. */
+  /**
+   * Start-up: runs left `running`/`pending` by a bridge that stopped become `interrupted`; waiting
+   * runs stay waiting, their approvals' deadlines watched again (one that passed applies now).
+   */
   recover(): string[] {
+    for (const a of this.approvals.open()) this.watch(a);
     const ids = this.deps.store.interruptLeftovers();
     for (const id of ids) {
       const rec = this.deps.store.get(id)!;
@@ -186,6 +211,7 @@ export class RunManager {
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (ENDED.has(rec.status) && rec.status !== "interrupted")
       throw new RunError("conflict", `run ${id} already ended (${rec.status})`);
+    this.unwatch(id);
     this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
     this.deps.store.resetUnfinished(id);
     this.deps.bus.emit({ type: "run.cancelled", runId: id, system: rec.system, origin: rec.origin });
@@ -205,6 +231,8 @@ export class RunManager {
   /** Shutdown: stop every run; they end `interrupted` (resumable). */
   async close(): Promise<void> {
     this.closed = true;
+    for (const t of this.deadlines.values()) clearTimeout(t);
+    this.deadlines.clear();
     const all = [...this.live.values()];
     for (const l of all) l.cancel.abort(new RunStop("shutdown"));
     await Promise.allSettled(all.map((l) => l.done));
@@ -216,6 +244,79 @@ export class RunManager {
     this.deps.store.create(run);
     this.launch(run.id, opts);
     return this.deps.store.get(run.id)!;
+  }
+
+  /**
+   * Approve or reject the approval a `waiting` run waits on, once (a run not waiting, or an
+   * approval already decided, is a conflict). Approved, the run goes on from that step (and this
+   * resolves once it is launched); rejected, it ends `rejected` with the note as its error.
+   */
+  async decide(id: string, req: DecideRequest, opts: LaunchOptions = {}): Promise<RunRecord> {
+    const { store, bus } = this.deps;
+    if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
+    const rec = store.get(id);
+    if (!rec) throw new RunError("not_found", `no run ${id}`);
+    const a = req.step ? this.approvals.get(id, req.step) : rec.approval;
+    if (rec.status !== "waiting" || !a)
+      throw new RunError("conflict", `run ${id} is ${rec.status}, not waiting for an approval`);
+    const decision = req.approve ? "approved" : "rejected";
+    const at = Date.now();
+    if (!this.approvals.decide(id, a.step, { decision, by: req.by, at, note: req.note }))
+      throw new RunError("conflict", `the approval of step ${a.step} of run ${id} was already decided`);
+    this.unwatch(id, a.step);
+    bus.emit({
+      type: "approval.decided",
+      runId: id,
+      system: rec.system,
+      step: a.step,
+      decision,
+      by: req.by,
+      ...(req.note ? { note: req.note } : {}),
+    });
+    this.deps.log.info({ runId: id, step: a.step, decision, by: req.by }, "approval decided");
+    // The stop that made it wait may still be finishing.
+    await this.live.get(id)?.done;
+    // Told afresh when it ends (or waits again) in the background.
+    store.markDetached(id);
+    if (req.approve) {
+      store.resetUnfinished(id);
+      this.launch(id, opts);
+      return store.get(id)!;
+    }
+    const step = a.step.split("/")[0]!;
+    const error = req.note ?? `rejected by ${req.by}`;
+    store.stepEnded(id, step, "failed", { error: `rejected by ${req.by}${req.note ? `: ${req.note}` : ""}` });
+    store.finish(id, { status: "rejected", error, failedStep: step });
+    this.unwatch(id);
+    bus.emit({ type: "run.rejected", runId: id, system: rec.system, origin: rec.origin, step, error });
+    return store.get(id)!;
+  }
+
+  /** Apply `onTimeout` at the approval's deadline (at once if it passed). */
+  private watch(a: ApprovalRecord): void {
+    if (a.deadline === undefined) return;
+    const key = `${a.runId} ${a.step}`;
+    clearTimeout(this.deadlines.get(key));
+    const timer = setTimeout(
+      () => {
+        this.deadlines.delete(key);
+        this.decide(a.runId, { approve: a.onTimeout === "approve", by: "timeout", step: a.step }).catch((err) =>
+          this.deps.log.warn({ err, runId: a.runId, step: a.step }, "the approval's timeout was not applied"),
+        );
+      },
+      Math.max(0, a.deadline - Date.now()),
+    );
+    timer.unref();
+    this.deadlines.set(key, timer);
+  }
+
+  /** Stop watching a run's approvals (one step's, or all). */
+  private unwatch(runId: string, step?: string): void {
+    for (const [key, timer] of this.deadlines)
+      if (step ? key === `${runId} ${step}` : key.startsWith(`${runId} `)) {
+        clearTimeout(timer);
+        this.deadlines.delete(key);
+      }
   }
 
   /** Where the programs of runs of `origin` come from (the builder registers its builds). */
@@ -311,14 +412,16 @@ export class RunManager {
     if (res.outcome === "failed") return { status: "failed", error: res.error, failedStep: res.failedStep };
     const stop = cancel.reason instanceof RunStop ? cancel.reason.kind : "cancelled";
     if (stop === "paused") return { status: "paused" };
+    if (stop === "waiting") return { status: "waiting" };
     if (stop === "shutdown") return { status: "interrupted", error: "the bridge stopped while this run was going" };
     return { status: "cancelled", error: "cancelled" };
   }
 
-  /** The run's end written and published (`run.completed|failed|paused|cancelled|interrupted`). */
+  /** The run's end written and published (`run.completed|failed|paused|waiting|cancelled|interrupted`). */
   private persistEnd(rec: RunRecord, end: RunEnd, ms: number): void {
     const { store, bus } = this.deps;
     const ev = { runId: rec.id, system: rec.system, origin: rec.origin };
+    if (end.status === "waiting") return this.persistWaiting(rec);
     if (end.status === "paused") store.setStatus(rec.id, "paused");
     else store.finish(rec.id, end);
     if (end.status === "cancelled") store.resetUnfinished(rec.id);
@@ -328,6 +431,58 @@ export class RunManager {
       bus.emit({ type: "run.failed", ...ev, step: end.failedStep, error: end.error ?? "failed", ms });
     else if (end.status === "paused" || end.status === "cancelled" || end.status === "interrupted")
       bus.emit({ type: `run.${end.status}`, ...ev });
+  }
+
+  /** A run stopped at its approvals: their steps `waiting`, their deadlines watched, told in the background. */
+  private persistWaiting(rec: RunRecord): void {
+    const { store, bus } = this.deps;
+    store.setStatus(rec.id, "waiting");
+    store.markDetached(rec.id);
+    const open = this.approvals.open().filter((a) => a.runId === rec.id);
+    for (const a of open) {
+      store.stepEnded(rec.id, a.step.split("/")[0]!, "waiting");
+      this.watch(a);
+    }
+    const first = store.get(rec.id)?.approval;
+    bus.emit({
+      type: "run.waiting",
+      runId: rec.id,
+      system: rec.system,
+      origin: rec.origin,
+      step: first?.step ?? "",
+      question: first?.question ?? "",
+    });
+  }
+
+  /** The run's side of an approval step named `stepName` (its question written once; the whole run stops `waiting`). */
+  private gate(rec: RunRecord, stepName: string, step: CompiledStep, outputs: Record<string, unknown>): ApprovalGate {
+    return {
+      decided: () => this.approvals.get(rec.id, stepName)?.decided,
+      upstream: Object.fromEntries(step.dependsOn.map((d) => [d, outputs[d]])),
+      wait: (q) => {
+        if (!this.approvals.get(rec.id, stepName)) {
+          const now = Date.now();
+          const a = this.approvals.request({
+            runId: rec.id,
+            step: stepName,
+            question: q.question,
+            shown: q.shown,
+            createdAt: now,
+            deadline: q.timeoutSeconds === undefined ? undefined : now + Math.round(q.timeoutSeconds * 1000),
+            onTimeout: q.onTimeout,
+          });
+          this.deps.bus.emit({
+            type: "approval.requested",
+            runId: rec.id,
+            system: rec.system,
+            step: stepName,
+            question: a.question,
+            ...(a.deadline === undefined ? {} : { deadline: a.deadline }),
+          });
+        }
+        this.live.get(rec.id)?.cancel.abort(new RunStop("waiting"));
+      },
+    };
   }
 
   /** One attempt of one step (`outputs`: its plan's steps' so far): a leaf kind, or another system run inline as a nested plan. */
@@ -362,6 +517,7 @@ export class RunManager {
         },
         callModel: this.deps.callModel,
         sandbox: existsSync(sandbox) ? sandbox : undefined,
+        approval: step.target.spec.kind === "approval" ? this.gate(rec, stepName, step, outputs) : undefined,
       };
       try {
         return await executeLeaf(step.target.spec, ctx);

@@ -90,9 +90,25 @@ export const modelRunSchema = z.strictObject({
   timeoutSeconds: seconds.optional(),
 });
 
+/**
+ * Wait for a person's decision: the run stops `waiting` (src/workflows/systems/runner.ts) until it
+ * is approved (the step's output is `{approved: true, by, at, note?}`) or rejected (the run ends
+ * `rejected`), in chat, over HTTP or on the dashboard.
+ */
+export const approvalRunSchema = z.strictObject({
+  kind: z.literal("approval"),
+  /** What is asked (templated). */
+  question: z.string().min(1),
+  /** The data shown with the question (templated); default the outputs of the steps it depends on. */
+  show: z.unknown().optional(),
+  /** Without a decision after this long, `onTimeout` applies. Default: it waits for ever. */
+  timeoutSeconds: seconds.optional(),
+  onTimeout: z.enum(["reject", "approve"]).default("reject"),
+});
+
 export const planStepSchema = z.strictObject({
   id,
-  /** `webhook`, `command`, `mcp` or `model` (then `with` is that kind's settings), or another system's id (then `with` is its inputs). */
+  /** `webhook`, `command`, `mcp`, `model` or `approval` (then `with` is that kind's settings), or another system's id (then `with` is its inputs). */
   uses: z.string().min(1),
   with: z.record(z.string(), z.unknown()).default({}),
   dependsOn: z.array(id).default([]),
@@ -114,6 +130,7 @@ export const runSpecSchema = z.discriminatedUnion("kind", [
   commandRunSchema,
   mcpRunSchema,
   modelRunSchema,
+  approvalRunSchema,
   planRunSchema,
 ]);
 
@@ -144,12 +161,13 @@ export type CommandRun = z.infer<typeof commandRunSchema>;
 export type McpServer = z.infer<typeof mcpServerSchema>;
 export type McpRun = z.infer<typeof mcpRunSchema>;
 export type ModelRun = z.infer<typeof modelRunSchema>;
+export type ApprovalRun = z.infer<typeof approvalRunSchema>;
 export type PlanStep = z.infer<typeof planStepSchema>;
 export type PlanRun = z.infer<typeof planRunSchema>;
 export type RunSpec = z.infer<typeof runSpecSchema>;
 export type SystemInput = z.input<typeof systemSchema>;
 export type SystemFile = z.infer<typeof systemSchema>;
-export type LeafKind = "webhook" | "command" | "mcp" | "model";
-export const LEAF_KINDS: readonly LeafKind[] = ["webhook", "command", "mcp", "model"];
+export type LeafKind = "webhook" | "command" | "mcp" | "model" | "approval";
+export const LEAF_KINDS: readonly LeafKind[] = ["webhook", "command", "mcp", "model", "approval"];
 /** Whether a plan step's `uses` is a kind (else it names a system). */
 export const isLeafKind = (uses: string): uses is LeafKind => (LEAF_KINDS as readonly string[]).includes(uses);

@@ -1,5 +1,5 @@
 /**
- * The contract every kind of run (webhook, command, mcp, model) keeps. The run manager
+ * The contract every kind of run (webhook, command, mcp, model, approval) keeps. The run manager
  * (src/workflows/systems/runner.ts) calls an executor once per attempt of a step; a single-kind system is a
  * plan of one step. An executor substitutes its own templates (it knows where values must be
  * URL-encoded or kept typed), streams what it produces through `ctx.output`, and either returns the
@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import type { BackendEvent } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import type { Scope } from "../engine/template.js";
+import type { Decision, OnTimeout } from "./approvals.js";
 
 export type ExecErrorCode =
   | "timeout"
@@ -68,6 +69,18 @@ export interface ExecContext {
   sandbox?: string;
   /** For the `model` kind. */
   callModel: ModelCaller;
+  /** For the `approval` kind: its run's side of the approval (given by the run manager). */
+  approval?: ApprovalGate;
+}
+
+/** What the `approval` kind asks of its run (src/workflows/systems/runner.ts). */
+export interface ApprovalGate {
+  /** The decision already taken on this step, if any. */
+  decided(): Decision | undefined;
+  /** Write the question and stop the run `waiting` (the step goes back to pending; a decision resumes it). */
+  wait(req: { question: string; shown: unknown; timeoutSeconds?: number; onTimeout: OnTimeout }): void;
+  /** The outputs of the steps it depends on (shown by default). */
+  upstream: Record<string, unknown>;
 }
 
 /** What one successful attempt produced: parsed JSON when the reply was JSON, else text. */

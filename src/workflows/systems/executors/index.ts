@@ -4,6 +4,7 @@
  */
 import type { ExecContext, ExecResult } from "../step-executor.js";
 import type { LeafSpec } from "../plan.js";
+import { runApproval } from "./approval.js";
 import { runCommand } from "./command.js";
 import { runModel } from "./model.js";
 import { runWebhook } from "./webhook.js";
@@ -16,6 +17,8 @@ export async function executeLeaf(spec: LeafSpec, ctx: ExecContext): Promise<Exe
       return runCommand(spec, ctx);
     case "model":
       return runModel(spec, ctx);
+    case "approval":
+      return runApproval(spec, ctx);
     case "mcp": {
       const { runMcp } = await import("./mcp.js");
       return runMcp(spec, ctx);

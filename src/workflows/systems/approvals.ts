@@ -1,0 +1,118 @@
+/**
+ * Where a run's approvals are kept: the `approvals` table of systems.db (created by `openSystemsDb`),
+ * one row per approval step of a run (`<step>/<its step>` inside a system used by a step): the
+ * question and the data shown, its deadline and what happens then, and the decision — taken once
+ * (`decide` changes only an undecided row, so a second decision, or a timeout racing a person,
+ * finds nothing). The run manager (runner.ts) writes it; the run store reads a run's open one.
+ */
+import type Database from "better-sqlite3";
+
+export const APPROVALS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS approvals (
+  run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step TEXT NOT NULL,
+  question TEXT NOT NULL,
+  shown TEXT,
+  created_at INTEGER NOT NULL,
+  deadline INTEGER,
+  on_timeout TEXT NOT NULL,
+  decision TEXT,
+  decided_by TEXT,
+  decided_at INTEGER,
+  note TEXT,
+  PRIMARY KEY (run_id, step)
+);
+`;
+
+export type OnTimeout = "approve" | "reject";
+
+export interface Decision {
+  decision: "approved" | "rejected";
+  /** Who: `http`, `dashboard`, `chat`, or `timeout`. */
+  by: string;
+  at: number;
+  note?: string;
+}
+
+export interface ApprovalRecord {
+  runId: string;
+  step: string;
+  question: string;
+  /** The data shown with the question. */
+  shown: unknown;
+  createdAt: number;
+  /** When `onTimeout` applies (ms since the epoch); none: it waits for ever. */
+  deadline?: number;
+  onTimeout: OnTimeout;
+  decided?: Decision;
+}
+
+/** A row of the table as a record (the run store reads a run's open approval with it). */
+export function approvalOf(row: unknown): ApprovalRecord | undefined {
+  if (!row) return undefined;
+  const r = row as Record<string, unknown>;
+  return {
+    runId: String(r.run_id),
+    step: String(r.step),
+    question: String(r.question),
+    shown: typeof r.shown === "string" ? (JSON.parse(r.shown) as unknown) : undefined,
+    createdAt: Number(r.created_at),
+    ...(typeof r.deadline === "number" ? { deadline: r.deadline } : {}),
+    onTimeout: r.on_timeout === "approve" ? "approve" : "reject",
+    ...(typeof r.decision === "string"
+      ? {
+          decided: {
+            decision: r.decision === "approved" ? "approved" : "rejected",
+            by: String(r.decided_by),
+            at: Number(r.decided_at),
+            ...(typeof r.note === "string" ? { note: r.note } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
+export class ApprovalStore {
+  private readonly stmts;
+
+  constructor(db: Database.Database) {
+    this.stmts = {
+      insert: db.prepare(
+        `INSERT OR IGNORE INTO approvals (run_id, step, question, shown, created_at, deadline, on_timeout)
+         VALUES (@runId, @step, @question, @shown, @createdAt, @deadline, @onTimeout)`,
+      ),
+      get: db.prepare(`SELECT * FROM approvals WHERE run_id = ? AND step = ?`),
+      decide: db.prepare(
+        `UPDATE approvals SET decision = @decision, decided_by = @by, decided_at = @at, note = @note
+         WHERE run_id = @runId AND step = @step AND decision IS NULL`,
+      ),
+      open: db.prepare(
+        `SELECT a.* FROM approvals a JOIN runs r ON r.id = a.run_id WHERE a.decision IS NULL AND r.status = 'waiting'`,
+      ),
+    };
+  }
+
+  /** Write the question of a step (kept as first written when the step asks again). */
+  request(a: Omit<ApprovalRecord, "decided">): ApprovalRecord {
+    this.stmts.insert.run({
+      ...a,
+      shown: a.shown === undefined ? null : JSON.stringify(a.shown),
+      deadline: a.deadline ?? null,
+    });
+    return this.get(a.runId, a.step)!;
+  }
+
+  get(runId: string, step: string): ApprovalRecord | undefined {
+    return approvalOf(this.stmts.get.get(runId, step));
+  }
+
+  /** Record the decision; false when it was already decided. */
+  decide(runId: string, step: string, d: Decision): boolean {
+    return this.stmts.decide.run({ runId, step, ...d, note: d.note ?? null }).changes === 1;
+  }
+
+  /** Undecided approvals of `waiting` runs (their deadlines are watched from start-up). */
+  open(): ApprovalRecord[] {
+    return this.stmts.open.all().map((r) => approvalOf(r)!);
+  }
+}
