@@ -522,7 +522,7 @@ describe("plans", () => {
     const { problems } = await load([{ id: "p", run: { kind: "plan", steps: [{ id: "a", uses: "nothing-here" }] } }]);
     assert.match(
       problemAt(problems, "systems[0].run.steps[0].uses").message,
-      /"nothing-here" is neither a kind \(webhook, command, mcp, model\) nor a known system/,
+      /"nothing-here" is neither a kind \(webhook, command, mcp, model, approval\) nor a known system/,
     );
   });
 

@@ -3,10 +3,10 @@
  * (`conversation_state`), so a restart between a question and its answer loses nothing. Per
  * conversation: its state and the engine that set it (a build's planning, executing or paused is
  * the builder's and keeps the conversation with it; `routing` is published, never written), the one
- * question it waits on (missing inputs, a yes for a run, an edit that deletes nodes, settings
+ * question it waits on (missing inputs, a yes for a run, an approval a run waits on, an edit that deletes nodes, settings
  * changes, a deploy or an undeploy, a build named like a system that exists; a new one replaces
- * it), and the builder's canvas. One TTL: a question, and a build state that stopped moving, lapse
- * after it. One cancel path: `reply` reads the answer without a model; "no", "cancel", "never
+ * it), and the builder's canvas. One TTL: a question (not an approval: it has its own deadline),
+ * and a build state that stopped moving, lapse after it. One cancel path: `reply` reads the answer without a model; "no", "cancel", "never
  * mind", "stop" (replies.ts) end any question.
  * Opening it moves release 0.1.0's `router_state` and `builder_conversations` into it.
  */
@@ -31,6 +31,8 @@ export type Question =
   | Asked<"gathering", { values: Record<string, unknown>; rounds: number }>
   /** The router: "yes" runs exactly the inputs shown (checked by `hash`), or resumes `resumeRun`. */
   | Asked<"confirm", { values: Record<string, unknown>; hash: string; resumeRun?: string }>
+  /** The router: "yes" approves, "no" rejects, the approval step `step` of the waiting run `runId`. */
+  | Asked<"approval", { runId: string; step: string }>
   /** The builder: a plan (its ExecutionPlan) that deletes nodes, shown first; settings changes, as a diff. */
   | Asked<"plan", { plan: unknown; intent: "EDIT" | "BUILD" }>
   | Asked<"configure", { changes: ConfigChange[] }>
@@ -39,10 +41,11 @@ export type Question =
   | Asked<"deploy">
   | Asked<"undeploy">;
 
-export type RouterQuestion = Extract<Question, { kind: "gathering" | "confirm" }>;
+export type RouterQuestion = Extract<Question, { kind: "gathering" | "confirm" | "approval" }>;
 export type BuilderQuestion = Exclude<Question, RouterQuestion>;
 
-export const isRouterQuestion = (q: Question): q is RouterQuestion => q.kind === "gathering" || q.kind === "confirm";
+export const isRouterQuestion = (q: Question): q is RouterQuestion =>
+  q.kind === "gathering" || q.kind === "confirm" || q.kind === "approval";
 
 export interface Conversation {
   state: ConversationState;
@@ -151,7 +154,8 @@ export class ConversationMachine {
     const question = this.get(conversation).question;
     if (!question) return { kind: "none" };
     const word = replyKind(text);
-    const kind = this.lapsed(question.since) ? "expired" : word === "no" || word === "cancel" ? "ended" : undefined;
+    const lapsed = question.kind !== "approval" && this.lapsed(question.since);
+    const kind = lapsed ? "expired" : word === "no" || word === "cancel" ? "ended" : undefined;
     if (kind) this.close(conversation);
     return { kind: kind ?? (word === "yes" ? "yes" : "other"), question };
   }

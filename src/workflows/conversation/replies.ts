@@ -17,8 +17,8 @@ const list = (s: string) => s.split("|").map((p) => p.trim());
 
 const PHRASES: Record<ReplyKind, string[]> = {
   yes: list(`yes | y | yeah | yep | yup | yes sir | sure | sure thing | ok | okay | k | go | go ahead | go for it
-    | do it | run it | confirm | confirmed | please do | sounds good | absolutely | of course`),
-  no: list(`no | n | nope | nah | don't | dont | do not | not now | no thanks | not yet`),
+    | do it | run it | confirm | confirmed | please do | sounds good | absolutely | of course | approve | approved`),
+  no: list(`no | n | nope | nah | don't | dont | do not | not now | no thanks | not yet | reject | rejected | deny`),
   cancel: list(`cancel | cancel it | cancel that | never mind | nevermind | nvm | stop | forget it | abort | quit`),
 };
 

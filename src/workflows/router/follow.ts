@@ -2,7 +2,9 @@
  * A run as a chat answer: `Running **X**…`, one line per step as it completes, retries, fails or is
  * skipped, then the output, then `stop`. Text streams as it is written: a one-step run's output,
  * and a plan's model steps' text under the step's name (the output is not printed again when it is
- * the text of such a step; the run record keeps the whole text). After
+ * the text of such a step; the run record keeps the whole text). A run that stops at an approval
+ * ends the answer with its question and the data shown (the conversation was told: the router
+ * opens the question, so the next "yes" or "no" decides). After
  * `detachAfterMs` the answer ends with the run id and the run goes on; the conversation hears the
  * result on its next turn. A client that goes away cancels the run it was attached to (not while
  * the bridge shuts down: then the run ends `interrupted`, to be resumed).
@@ -85,6 +87,10 @@ export function runStatusText(r: RunRecord, name: string): string {
     }
     case "failed":
       return `${head} failed${r.failedStep ? ` at step \`${r.failedStep}\`` : ""}: ${r.error ?? "unknown error"}`;
+    case "waiting":
+      return waitingText(r, head);
+    case "rejected":
+      return `${head} was rejected${r.failedStep ? ` at step \`${r.failedStep}\`` : ""}: ${r.error ?? "rejected"}`;
     case "cancelled":
       return `${head} was cancelled (${doneSteps} of ${r.steps.length} steps done).`;
     case "paused":
@@ -98,14 +104,27 @@ export function runStatusText(r: RunRecord, name: string): string {
   }
 }
 
+/** A waiting run's approval: its question, the data shown, and what its deadline does. */
+function waitingText(r: RunRecord, head: string): string {
+  const a = r.approval;
+  if (!a) return `${head} is waiting for an approval.`;
+  const data = formatOutput(a.shown);
+  const deadline = a.deadline
+    ? ` Without an answer by ${new Date(a.deadline).toISOString()}, it is ${a.onTimeout === "approve" ? "approved" : "rejected"}.`
+    : "";
+  return `${head} is waiting for your approval: ${a.question}${data ? `\n\n${data}` : ""}\n\nApprove? (yes / no)${deadline}`;
+}
+
 /** The conversation's state once the run is where it is now. */
 export function endState(rec: RunRecord): ConversationState {
   switch (rec.status) {
     case "completed":
       return "completed";
     case "paused":
+    case "waiting":
       return "paused";
     case "cancelled":
+    case "rejected":
       return "idle";
     case "pending":
     case "running":
@@ -126,7 +145,15 @@ export function runsListText(runs: RunRecord[], nameOf: (system: string) => stri
   ].join("\n");
 }
 
-const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.paused", "run.interrupted"]);
+const TERMINAL = new Set([
+  "run.completed",
+  "run.failed",
+  "run.cancelled",
+  "run.paused",
+  "run.waiting",
+  "run.rejected",
+  "run.interrupted",
+]);
 
 export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
   const id = a.run.id;
@@ -190,6 +217,8 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
         if (TERMINAL.has(e.type)) {
           ended = true;
           const rec = a.runs.get(id)!;
+          // Its question is told here, not again on the next turn.
+          if (rec.status === "waiting") a.runs.store.markReported(id);
           a.onEnd(endState(rec));
           streamed ||= wrote.has(a.outputStep);
           let text: string;

@@ -1,7 +1,7 @@
 /**
  * The ends of a routed turn, shared by the router engine: say something, hand the turn over (to
  * the `answer` model or the builder), start a run or attach to a live one and stream it, tell runs
- * that ended in the background; and with each, the decision and the conversation's state
+ * that ended (or stopped at an approval) in the background, open the question of an approval; and with each, the decision and the conversation's state
  * published on the event bus. Also what a router needs at run time (`RouterRuntime`).
  */
 import type { Logger } from "pino";
@@ -93,20 +93,41 @@ export abstract class RouterOutcomes {
       cancel: input.turn.cancel,
       detachAfterMs: this.opts.detachAfterSeconds * 1000,
       head: join(preface, fresh ? runningLine(name) : `Still running **${name}** (run \`${rec.id}\`)…`),
-      onEnd: (end) => this.setState(conv, end),
+      onEnd: (end) => {
+        this.setState(conv, end);
+        const now = this.rt.runs.get(rec.id);
+        if (now?.status === "waiting") this.askApproval(conv, now);
+      },
     });
     return { kind: "answer", events };
   }
 
-  /** Runs that ended in the background since the conversation last heard: told first. */
-  protected reportBackground(conv: string): string {
+  /**
+   * Runs that ended in the background since the conversation last heard, and those that stopped at
+   * an approval (`waiting`: the last of them, whose question the caller opens once the turn is routed): told first.
+   */
+  protected reportBackground(conv: string): { text: string; waiting?: RunRecord } {
     const done = this.rt.runs.store.unreported(conv);
     const parts: string[] = [];
+    let waiting: RunRecord | undefined;
     for (const r of done) {
       this.rt.runs.store.markReported(r.id);
       parts.push(runStatusText(r, this.nameOf(r.system)));
+      if (r.status === "waiting" && r.approval) waiting = r;
     }
-    return parts.join("\n\n");
+    return { text: parts.join("\n\n"), waiting };
+  }
+
+  /** The conversation's next "yes" approves (and "no" rejects) the approval `run` waits on. */
+  protected askApproval(conv: string, run: RunRecord): void {
+    if (!run.approval) return;
+    this.rt.conversations.ask(conv, {
+      kind: "approval",
+      system: run.system,
+      runId: run.id,
+      step: run.approval.step,
+      since: Date.now(),
+    });
   }
 
   /** Hand the message to the `answer` model; `by`: the classifier's or fallback's decision, or the conversation's state. */

@@ -10,6 +10,8 @@
  *   inputs missing or invalid (checked here)    → clarify (gathering, kept in SQLite)
  *   < trigger, side effects, or confirm: always → confirm (exactly the inputs shown, by hash)
  *   otherwise                                   → run
+ * A run that stopped at an approval asks its question in the conversation that started it; the
+ * next "yes" (or "approve") approves it and follows the run again, "no" (or "reject") rejects it.
  * Every decision and change of state is published on the event bus.
  *
  * Deciding what a message asks for is in decide.ts; the ways a turn ends, and the publishing of
@@ -19,8 +21,9 @@ import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js
 import { checkInputs, inputsHash, mergeInputs } from "../systems/inputs.js";
 import { isRouterQuestion, type RouterQuestion } from "../conversation/machine.js";
 import type { LoadedSystem } from "../systems/types.js";
+import { RunError } from "../systems/runner.js";
 import { builderRule, type Decision, decide } from "./decide.js";
-import { runsListText } from "./follow.js";
+import { runsListText, runStatusText } from "./follow.js";
 import { parseSlash } from "./keyword-fallback.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, systemsListText } from "./messages.js";
 import { join, RouterOutcomes } from "./outcomes.js";
@@ -33,8 +36,17 @@ export class RouterEngine extends RouterOutcomes {
 
   async dispatch(input: DispatchInput): Promise<Dispatch> {
     const conv = input.turn.session.key;
+    const told = this.reportBackground(conv);
+    const answer = await this.route(input, told.text);
+    // An approval told in this turn: the next message answers it (unless this one opened a question of its own).
+    if (told.waiting && !this.rt.conversations.get(conv).question) this.askApproval(conv, told.waiting);
+    return answer;
+  }
+
+  private async route(input: DispatchInput, told: string): Promise<Dispatch> {
+    const conv = input.turn.session.key;
     const text = input.userText.trim();
-    let preface = this.reportBackground(conv);
+    let preface = told;
 
     // Not the person's words: hand over untouched, whatever is pending.
     if (input.notFromPerson || !text) return this.handover(conv, preface, "state", input.notFromPerson ?? "empty");
@@ -71,6 +83,8 @@ export class RouterEngine extends RouterOutcomes {
       const sys = this.system(asked.system);
       if (asked.kind === "gathering" && sys) preface = join(preface, giveUpText(sys.name, "expired"));
     }
+    if (asked?.kind === "approval" && (reply.kind === "yes" || reply.kind === "ended"))
+      return this.answerApproval(conv, asked, reply.kind === "yes", input, preface);
     if (reply.kind === "ended") {
       const confirm = reply.question.kind === "confirm";
       this.decision(conv, confirm ? "decline" : "cancel", "reply", { system: reply.question.system });
@@ -272,6 +286,39 @@ export class RouterEngine extends RouterOutcomes {
     }
     this.decision(conv, "run", "reply", { system: system.id, reason: "confirmed" });
     return this.start(conv, system, pending.values, input, preface);
+  }
+
+  /** "yes" or "no" to the approval a run of this conversation waits on: approved, the turn follows the run again. */
+  private async answerApproval(
+    conv: string,
+    asked: Extract<RouterQuestion, { kind: "approval" }>,
+    approve: boolean,
+    input: DispatchInput,
+    preface: string,
+  ): Promise<Dispatch> {
+    // "no" closed the question already; a second "yes" (or a retry racing the first) finds nothing.
+    if (approve && !this.rt.conversations.take(conv, asked))
+      return this.say(conv, preface, "That was already answered.", "idle");
+    this.decision(conv, approve ? "resume" : "decline", "reply", { system: asked.system, reason: "approval" });
+    try {
+      const rec = await this.rt.runs.decide(asked.runId, { approve, by: "chat", step: asked.step });
+      if (!approve) {
+        this.rt.runs.store.markReported(rec.id);
+        return this.sayRun(conv, preface, rec);
+      }
+      this.rt.runs.store.markAttached(rec.id);
+      return this.attach(rec, input, preface, false);
+    } catch (err) {
+      if (!(err instanceof RunError)) throw err;
+      const rec = this.rt.runs.get(asked.runId);
+      if (!rec) return this.say(conv, preface, err.message, "idle");
+      return this.say(
+        conv,
+        preface,
+        `That was already decided. ${runStatusText(rec, this.nameOf(rec.system))}`,
+        "idle",
+      );
+    }
   }
 
   private askResume(conv: string, runId: string, preface: string): Dispatch {
