@@ -6,7 +6,7 @@
  */
 
 /** What a node does when the system runs. `input`/`output` carry data in and out; the rest are steps. */
-export type NodeType = "input" | "output" | "agent" | "webhook" | "command" | "mcp" | "system";
+export type NodeType = "input" | "output" | "agent" | "webhook" | "command" | "mcp" | "approval" | "system";
 
 export interface Position {
   x: number;
@@ -24,6 +24,9 @@ export interface Position {
  *   template (`{{topic}}` names an input or an upstream node; `${inputs.x}` and
  *   `${steps.a.output}` work as in any system);
  * - webhook / command / mcp: that run kind's settings (src/workflows/systems/schema.ts) without `kind`;
+ * - approval: `{question, show?, timeoutSeconds?, onTimeout?: "reject"|"approve"}` — the run waits
+ *   for a person's yes (`{{name}}` in `question` as in a prompt; it shows the values of the nodes
+ *   connected to it unless `show` says what);
  * - system: `{system: "<id>", with?: {...}}`.
  */
 export interface CanvasNode {

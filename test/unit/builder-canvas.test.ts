@@ -90,7 +90,7 @@ describe("canvas ops", () => {
     refused(
       () => createNode(a.canvas, { type: "robot", label: "x" }),
       "unknown_type",
-      /input, output, agent, webhook, command, mcp, system/,
+      /input, output, agent, webhook, command, mcp, approval, system/,
     );
     refused(() => createNode(a.canvas, { type: "agent", label: "  " }), "invalid_label");
     refused(

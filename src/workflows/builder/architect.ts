@@ -176,6 +176,7 @@ export function architectPrompt(ctx: ArchitectContext): { system: string; user: 
     '- webhook: sends the run to a URL. {url, method?: "POST"|"PUT"|"PATCH", headers?, body?, secretEnv?, timeoutSeconds?}',
     '- command: runs a program directly, never through a shell. {argv: ["program", "arg", ..], env?: [variable names], setEnv?, cwd?, timeoutSeconds?, retryExitCodes?, stdin?}',
     '- mcp: calls one tool of an MCP server. {server: {transport: "stdio", command, args?, env?} | {transport: "http", url, headers?}, tool, arguments?, timeoutSeconds?}',
+    '- approval: the run waits until a person approves it (a "yes" in chat, the API or the dashboard); rejected, the run ends there. {question, show?, timeoutSeconds?, onTimeout?: "reject"|"approve"}: in question, {{name}} works as in a prompt; it shows the results of the nodes connected to it unless show says what. Put it before the step that must not happen without a yes (a webhook that publishes, a command that deletes).',
     '- system: runs another deployed system. {system: "<id>", with?: {input name: value}}',
     "An edge {from, to} is data flow AND a dependency: `to` runs after `from` and may use its result. Connect each input to the nodes that use it, chain the steps, and connect the final step to one output node. Nodes with no path between them run in parallel.",
     "",

@@ -2,12 +2,13 @@
  * A canvas compiles to the `plan` system format of src/workflows/systems — one model, not two: what the
  * builder makes, the router runs.
  * - `input` nodes become the system's input schema (required unless they have a default);
- * - every step node (agent, webhook, command, mcp, system) becomes a plan step with the node's id;
+ * - every step node (agent, webhook, command, mcp, approval, system) becomes a plan step with the node's id;
  *   an edge between step nodes is a `dependsOn`; an edge from an input is data only;
  * - `agent` → a `model` step (`{model, prompt, system?, timeoutSeconds?}`); its prompt's
  *   `{{name}}` names an input or a node upstream of it (→ `${inputs.name}` /
  *   `${steps.name.output}`); without a prompt, the node's label and its upstream values are sent;
- * - webhook / command / mcp → that kind's step with the node's properties (`{{name}}` converted);
+ * - webhook / command / mcp / approval → that kind's step with the node's properties (`{{name}}`
+ *   converted; an approval shows the outputs of the steps connected to it unless `show` says);
  * - `system` → a step that uses another system (`properties.with` are its inputs);
  * - the `output` node's one incoming edge names the step whose output is the run's output (default:
  *   the last step in dependency order).
@@ -38,7 +39,7 @@ export function compileCanvas(canvas: Canvas): CompileResult {
   if (!steps.length)
     problems.push({
       node: "canvas",
-      message: "the canvas has no step (an agent, webhook, command, mcp or system node); add one",
+      message: "the canvas has no step (an agent, webhook, command, mcp, approval or system node); add one",
     });
 
   // Inputs.

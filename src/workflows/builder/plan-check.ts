@@ -74,6 +74,8 @@ function paramProblems(s: BuildStep, ctx: ValidateContext, own: ReadonlySet<stri
       if (m !== undefined && !ctx.models.includes(m))
         out.push(`${at}: model ${q(m)} is not a configured model; use one of ${ctx.models.join(", ") || "(none)"}`);
     }
+    if (type === "approval" && "onTimeout" in props && !["reject", "approve"].includes(String(props.onTimeout)))
+      out.push(`${at}: properties.onTimeout must be "reject" or "approve"`);
     if (type === "system" && ctx.systems && "system" in props) {
       const sys = literal(props.system, own);
       if (sys !== undefined && !ctx.systems.includes(sys))
@@ -97,6 +99,8 @@ function paramProblems(s: BuildStep, ctx: ValidateContext, own: ReadonlySet<stri
           );
       }
       if (p.properties !== undefined && !isObject(p.properties)) out.push(`${at}: params.properties must be an object`);
+      if (p.type === "approval" && !(isObject(p.properties) && nonEmpty(p.properties.question)))
+        out.push(`${at}: an approval node needs properties.question, what the person is asked before the run goes on`);
       if (p.parent !== undefined && !nonEmpty(p.parent)) out.push(`${at}: params.parent must be a node id`);
       if (
         p.position !== undefined &&

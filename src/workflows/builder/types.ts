@@ -9,9 +9,18 @@
 import type { NodeType } from "../../wire/canvas.js";
 
 /** Every node type (the canvas types themselves are in src/wire/canvas.ts: the dashboard reads them too). */
-export const NODE_TYPES: readonly NodeType[] = ["input", "output", "agent", "webhook", "command", "mcp", "system"];
+export const NODE_TYPES: readonly NodeType[] = [
+  "input",
+  "output",
+  "agent",
+  "webhook",
+  "command",
+  "mcp",
+  "approval",
+  "system",
+];
 /** Node types that become a step of the compiled plan. */
-export const STEP_NODE_TYPES: readonly NodeType[] = ["agent", "webhook", "command", "mcp", "system"];
+export const STEP_NODE_TYPES: readonly NodeType[] = ["agent", "webhook", "command", "mcp", "approval", "system"];
 
 /** The Architect's actions. Each is carried out by calling one MCP tool. */
 export type PlanAction =

@@ -1,14 +1,28 @@
-/** Runs (a system's, and builds: origin builder): each run's steps with status and times, its output, pause/resume/cancel, and a live log. */
+/**
+ * Runs (a system's, and builds: origin builder): each run's steps with status and times, its
+ * output, pause/resume/cancel, the approval a waiting run waits on (Approve / Reject), and a live log.
+ */
 import { useEffect, useRef, useState } from "react";
 import type { List } from "@wire/admin";
 import type { BridgeEvent } from "@wire/events";
-import type { RunRow } from "@wire/runs";
+import type { ApprovalRow, RunRow } from "@wire/runs";
 import { api } from "../api";
 import { ago, json, ms, short, time } from "../format";
 import { navigate, useApi, useEvents } from "../hooks";
 import { Badge, Empty, Failure, Section } from "../ui";
 
-const STATUSES = ["", "pending", "running", "paused", "completed", "failed", "cancelled", "interrupted"];
+const STATUSES = [
+  "",
+  "pending",
+  "running",
+  "paused",
+  "waiting",
+  "completed",
+  "failed",
+  "rejected",
+  "cancelled",
+  "interrupted",
+];
 const isRunEvent = (e: BridgeEvent) => e.type.startsWith("run.") || e.type.startsWith("step.");
 
 interface LogLine {
@@ -102,8 +116,57 @@ function describe(e: BridgeEvent): LogLine | undefined {
     case "run.cancelled":
     case "run.interrupted":
       return { at: e.at, text: `run ${e.type.slice(4)}`, status: e.type.slice(4) };
+    case "run.waiting":
+      return { at: e.at, text: `run waiting for an approval at ${e.step}: ${e.question}`, status: "waiting" };
+    case "approval.decided":
+      return {
+        at: e.at,
+        text: `approval of ${e.step} ${e.decision} by ${e.by}${e.note ? `: ${e.note}` : ""}`,
+        status: e.decision === "approved" ? "completed" : "rejected",
+      };
+    case "run.rejected":
+      return { at: e.at, text: `run rejected: ${e.error}`, status: "rejected" };
   }
   return undefined;
+}
+
+/** The question a waiting run asks, the data it shows, and the buttons that decide it (POST /v1/runs/:id/approve|reject). */
+function ApprovalPanel({ id, approval, onDone }: { id: string; approval: ApprovalRow; onDone: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | undefined>(undefined);
+  const decide = async (action: "approve" | "reject") => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await api(`/v1/runs/${encodeURIComponent(id)}/${action}`, { method: "POST" });
+    } catch (err) {
+      setError((err as Error).message);
+    }
+    setBusy(false);
+    onDone();
+  };
+  return (
+    <Section title="Waiting for approval" testid="run-approval">
+      <p data-testid="approval-question">
+        <strong>{approval.question}</strong> <span className="muted small">(step {approval.step})</span>
+      </p>
+      {approval.data !== null && <pre className="json">{json(approval.data)}</pre>}
+      {approval.deadline && (
+        <p className="muted small">
+          {approval.on_timeout === "approve" ? "approved" : "rejected"} at {time(approval.deadline)} without an answer
+        </p>
+      )}
+      <div className="actions">
+        <button onClick={() => void decide("approve")} disabled={busy} data-testid="run-approve">
+          Approve
+        </button>
+        <button className="danger" onClick={() => void decide("reject")} disabled={busy} data-testid="run-reject">
+          Reject
+        </button>
+      </div>
+      <Failure error={error} />
+    </Section>
+  );
 }
 
 function RunDetail({ id }: { id: string }) {
@@ -143,7 +206,11 @@ function RunDetail({ id }: { id: string }) {
   const canPause = r.status === "running" || r.status === "pending";
   const canResume = r.status === "paused" || r.status === "interrupted";
   const canCancel =
-    r.status === "running" || r.status === "pending" || r.status === "paused" || r.status === "interrupted";
+    r.status === "running" ||
+    r.status === "pending" ||
+    r.status === "paused" ||
+    r.status === "waiting" ||
+    r.status === "interrupted";
   return (
     <div className="detail" data-testid="run-detail" data-run-id={r.id} data-status={r.status}>
       <header className="detail-head">
@@ -184,6 +251,7 @@ function RunDetail({ id }: { id: string }) {
           {r.error}
         </div>
       )}
+      {r.status === "waiting" && r.approval && <ApprovalPanel id={r.id} approval={r.approval} onDone={run.reload} />}
       <Section title="Inputs">
         <pre className="json">{json(r.inputs)}</pre>
       </Section>
