@@ -8,7 +8,8 @@
  *   a run that is not waiting, are 409s; a body with an unknown field is a 400; no key is a 401;
  * - in chat: the conversation that started the run is told "… is waiting for your approval: …"
  *   with the data; "no" rejects it (the run ends `rejected`); on another run "approve" approves
- *   it and the answer follows the run to its output.
+ *   it and the answer follows the run to its output; a run that reaches its approval after the
+ *   turn detached is told on the conversation's next turn, and the "yes" after that approves it.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -53,6 +54,24 @@ const publishPost = {
   },
 };
 
+/** The same, with a draft that takes 1.5 s (the chat detaches before the approval). */
+const slowPost = {
+  ...publishPost,
+  id: "slow-post",
+  name: "Slow Post",
+  run: {
+    ...publishPost.run,
+    steps: [
+      {
+        id: "draft",
+        uses: "command",
+        with: { argv: [NODE, "-e", "setTimeout(() => console.log('slow draft'), 1500)"] },
+      },
+      ...publishPost.run.steps.slice(1),
+    ],
+  },
+};
+
 function start(up: FakeOpenAI, dataDir: string): Promise<TestBridge> {
   return startTestBridge(
     {
@@ -61,13 +80,15 @@ function start(up: FakeOpenAI, dataDir: string): Promise<TestBridge> {
       backends: {
         up: { type: "openai", baseUrl: up.url, apiKey: "x" },
         router: { type: "router", classifier: "cls", answer: "ans" },
+        quick: { type: "router", classifier: "cls", answer: "ans", detachAfterSeconds: 0.5 },
       },
       models: [
         { id: "cls", backend: "up" },
         { id: "ans", backend: "up" },
         { id: "router", backend: "router" },
+        { id: "router-quick", backend: "quick" },
       ],
-      systems: [publishPost],
+      systems: [publishPost, slowPost],
     },
     { retryBaseMs: 20 },
   );
@@ -157,19 +178,19 @@ describe("approvals", () => {
   test("in chat: told the question with the data; 'no' rejects the run, 'approve' approves another", async () => {
     const client = new OpenAI({ baseURL: b.baseURL, apiKey: KEY, maxRetries: 0 });
     const messages: OpenAI.ChatCompletionMessageParam[] = [];
-    const say = async (text: string) => {
+    const say = async (text: string, model = "router", conversation = "approval-chat") => {
       messages.push({ role: "user", content: text });
       const res = await client.chat.completions.create(
-        { model: "router", messages },
-        { headers: { "x-session-id": "approval-chat" } },
+        { model, messages },
+        { headers: { "x-session-id": conversation } },
       );
       const out = res.choices[0]!.message.content ?? "";
       messages.push({ role: "assistant", content: out });
       return out;
     };
-    const latest = async () =>
+    const latest = async (conversation = "approval-chat") =>
       (
-        (await (await api("/runs?conversation=approval-chat&limit=1")).json()) as {
+        (await (await api(`/runs?conversation=${conversation}&limit=1`)).json()) as {
           data: RunRow[];
         }
       ).data[0]!;
@@ -198,5 +219,21 @@ describe("approvals", () => {
     const yes = await say("approve");
     assert.match(yes, /published, approved by chat/);
     assert.equal((await run(secondRun.id)).status, "completed");
+
+    // Detached before the approval: told on the next turn; the "yes" after that approves.
+    const quick = (text: string) => say(text, "router-quick", "approval-quick");
+    assert.match(await quick("/run slow-post topic=sand"), /is still running/);
+    const slow = await latest("approval-quick");
+    await until(slow.id, "waiting");
+    const told = await quick("/runs");
+    assert.match(
+      told,
+      /\*\*Slow Post\*\* \(run `run\w+`\) is waiting for your approval: Publish the draft about sand\?/,
+    );
+    assert.match(told, /"draft": "slow draft"/);
+    assert.match(told, /Recent runs:/, "the message itself is answered too");
+    await quick("yes");
+    const finished = await until(slow.id, "completed");
+    assert.equal(finished.output, "published, approved by chat");
   });
 });

@@ -7,7 +7,8 @@
  *    statuses and codes — `turnId`, `runId`, `origin`, `conversation`, `model`, `backend`,
  *    `system`, `step`, `tools`, `collected`, `missing`, `action`, `status`, `code`,
  *    `finishReason`…), plus `turn.aborted.reason`, `backend.health.detail` (the bridge's own
- *    words) and `turn.fallback`'s models, backends and reason (an error code).
+ *    words), `turn.fallback`'s models, backends and reason (an error code) and
+ *    `approval.decided`'s `decision` and `by`.
  * 2. A canvas node keeps `id`, `type`, `label`, `position` and `parent`; its `properties` keep
  *    their names and their number and boolean values, every other value (`prompt`, `system`,
  *    `headers`, `setEnv`, `url`, `command`…) is replaced. An edge keeps `id`, `from`, `to`.
@@ -61,6 +62,8 @@ const KEEP_FOR: Partial<Record<BridgeEventType, ReadonlySet<string>>> = {
   "turn.fallback": new Set(["fromModel", "fromBackend", "to", "toBackend", "reason"]),
   // Why a model did not get the person's images: the bridge's own words.
   "turn.images": new Set(["reason"]),
+  // An approval's decision and who took it (`http`, `chat`, `timeout`); its note stays out.
+  "approval.decided": new Set(["decision", "by"]),
 };
 const NODE_KEEP = new Set(["id", "type", "label", "position", "parent"]);
 const EDGE_KEEP = new Set(["id", "from", "to"]);
