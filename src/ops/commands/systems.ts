@@ -1,5 +1,5 @@
 /**
- * `clawbridge systems list|show|validate|run` and `clawbridge runs list|show|pause|resume|cancel`.
+ * `clawbridge systems list|show|validate|run` and `clawbridge runs list|show|pause|resume|cancel|approve|reject`.
  * Listing and validating read the config and `<dataDir>/systems/` directly; runs are read from
  * `<dataDir>/systems.db` (the bridge may be stopped). Starting, pausing, resuming and cancelling
  * a run ask the running bridge over its HTTP API (`/v1/systems/:id/runs`, `/v1/runs/:id/…`), with
@@ -379,7 +379,7 @@ export function registerSystemsCommands(program: Command): void {
       }
     });
 
-  for (const action of ["pause", "resume", "cancel"] as const) {
+  for (const action of ["pause", "resume", "cancel", "approve", "reject"] as const) {
     runs
       .command(`${action} <id>`)
       .description(`${action} a run on the running bridge`)

@@ -315,7 +315,7 @@ export class RouterEngine extends RouterOutcomes {
       return this.say(
         conv,
         preface,
-        `That was already decided. ${runStatusText(rec, this.nameOf(rec.system))}`,
+        `That run no longer waits for an approval. ${runStatusText(rec, this.nameOf(rec.system))}`,
         "idle",
       );
     }
