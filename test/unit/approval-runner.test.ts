@@ -131,7 +131,15 @@ describe("approval steps", () => {
     const { runs, events } = await manager(system());
     const { id } = runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
     await runs.wait(id);
-    const rejected = await runs.decide(id, { approve: false, by: "chat", note: "too long" });
+    // Two decisions at once (a person and the timeout, two tabs): the first is taken, the second refused.
+    const [first, second] = await Promise.allSettled([
+      runs.decide(id, { approve: false, by: "chat", note: "too long" }),
+      runs.decide(id, { approve: true, by: "http" }),
+    ]);
+    assert.equal(first.status, "fulfilled");
+    assert.equal(second.status, "rejected");
+    assert.match(String((second as PromiseRejectedResult).reason), /was already decided/);
+    const rejected = runs.get(id)!;
     assert.equal(rejected.status, "rejected");
     assert.equal(rejected.error, "too long");
     assert.equal(rejected.failedStep, "check");

@@ -28,7 +28,7 @@ export type OnTimeout = "approve" | "reject";
 
 export interface Decision {
   decision: "approved" | "rejected";
-  /** Who: `http`, `dashboard`, `chat`, or `timeout`. */
+  /** Who: `http` (the API, the dashboard, the command line), `chat`, or `timeout`. */
   by: string;
   at: number;
   note?: string;
@@ -87,7 +87,8 @@ export class ApprovalStore {
          WHERE run_id = @runId AND step = @step AND decision IS NULL`,
       ),
       open: db.prepare(
-        `SELECT a.* FROM approvals a JOIN runs r ON r.id = a.run_id WHERE a.decision IS NULL AND r.status = 'waiting'`,
+        `SELECT a.* FROM approvals a JOIN runs r ON r.id = a.run_id
+         WHERE a.decision IS NULL AND r.status = 'waiting' AND (@run IS NULL OR a.run_id = @run) ORDER BY a.created_at`,
       ),
     };
   }
@@ -111,8 +112,8 @@ export class ApprovalStore {
     return this.stmts.decide.run({ runId, step, ...d, note: d.note ?? null }).changes === 1;
   }
 
-  /** Undecided approvals of `waiting` runs (their deadlines are watched from start-up). */
-  open(): ApprovalRecord[] {
-    return this.stmts.open.all().map((r) => approvalOf(r)!);
+  /** Undecided approvals of `waiting` runs (of one run, or all: their deadlines are watched from start-up). */
+  open(runId?: string): ApprovalRecord[] {
+    return this.stmts.open.all({ run: runId ?? null }).map((r) => approvalOf(r)!);
   }
 }

@@ -93,7 +93,7 @@ export interface LaunchOptions {
 
 type RunEnd = { status: RunStatus; output?: unknown; error?: string; failedStep?: string };
 
-/** A decision on the approval a run waits on: `by` http, dashboard, chat or timeout. */
+/** A decision on the approval a run waits on: `by` http, chat or timeout. */
 export interface DecideRequest {
   approve: boolean;
   by: string;
@@ -256,13 +256,13 @@ export class RunManager {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const rec = store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
-    const a = req.step ? this.approvals.get(id, req.step) : rec.approval;
-    if (rec.status !== "waiting" || !a)
+    if (rec.status !== "waiting")
       throw new RunError("conflict", `run ${id} is ${rec.status}, not waiting for an approval`);
+    const a = req.step ? this.approvals.get(id, req.step) : rec.approval;
     const decision = req.approve ? "approved" : "rejected";
     const at = Date.now();
-    if (!this.approvals.decide(id, a.step, { decision, by: req.by, at, note: req.note }))
-      throw new RunError("conflict", `the approval of step ${a.step} of run ${id} was already decided`);
+    if (!a || !this.approvals.decide(id, a.step, { decision, by: req.by, at, note: req.note }))
+      throw new RunError("conflict", `the approval of run ${id} was already decided`);
     this.unwatch(id, a.step);
     bus.emit({
       type: "approval.decided",
@@ -438,8 +438,7 @@ export class RunManager {
     const { store, bus } = this.deps;
     store.setStatus(rec.id, "waiting");
     store.markDetached(rec.id);
-    const open = this.approvals.open().filter((a) => a.runId === rec.id);
-    for (const a of open) {
+    for (const a of this.approvals.open(rec.id)) {
       store.stepEnded(rec.id, a.step.split("/")[0]!, "waiting");
       this.watch(a);
     }
