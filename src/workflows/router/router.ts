@@ -21,7 +21,7 @@ import { isRouterQuestion, type RouterQuestion } from "../conversation/machine.j
 import type { LoadedSystem } from "../systems/types.js";
 import { builderRule, type Decision, decide } from "./decide.js";
 import { runsListText } from "./follow.js";
-import { parseSlash } from "./keyword-fallback.js";
+import { parseSlash, testCommand } from "./keyword-fallback.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, systemsListText } from "./messages.js";
 import { join, RouterOutcomes } from "./outcomes.js";
 
@@ -56,7 +56,7 @@ export class RouterEngine extends RouterOutcomes {
     const resume = RESUME.exec(text);
     if (resume) return this.askResume(conv, resume[1]!, preface);
 
-    const slash = parseSlash(text);
+    const slash = parseSlash(text) ?? testCommand(text, (id) => this.system(id) !== undefined);
     if (slash) return this.slash(conv, slash, input, preface);
 
     // The builder is waiting for this conversation's answer, or building: its message.
@@ -240,6 +240,27 @@ export class RouterEngine extends RouterOutcomes {
     return this.start(conv, system, check.values, input, preface);
   }
 
+  /**
+   * A test run: with complete inputs it starts at once (nothing with side effects is carried out,
+   * so there is nothing to confirm); otherwise what is missing, and no question is kept open.
+   */
+  private testRun(
+    conv: string,
+    system: LoadedSystem,
+    candidate: Record<string, unknown>,
+    input: DispatchInput,
+    preface: string,
+  ): Dispatch {
+    const check = checkInputs(system.inputs, candidate);
+    if (!check.complete) {
+      const ask = clarifyText(system.name, check.missing, check.invalid, check.problems);
+      return this.say(conv, preface, `${ask}\n\nThen test it with \`/test ${system.id} name=value …\`.`, "idle");
+    }
+    this.rt.conversations.close(conv);
+    this.decision(conv, "run", "slash", { system: system.id, reason: "test run" });
+    return this.start(conv, system, check.values, input, preface, true);
+  }
+
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
   private confirmed(
     conv: string,
@@ -359,6 +380,7 @@ export class RouterEngine extends RouterOutcomes {
             `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`,
             "idle",
           );
+        if (slash.test) return this.testRun(conv, system, slash.inputs, input, preface);
         // An explicit command: as sure as can be, but side effects are still confirmed.
         return this.proceed(conv, system, slash.inputs, 1, "slash", input, preface, 0);
       }

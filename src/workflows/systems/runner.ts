@@ -8,6 +8,10 @@
  * detach and the run goes on; cancelling it is an explicit act (`cancel`, or the router when the
  * client of an attached turn goes away).
  *
+ * A test run (`test`, a dry run) runs model steps for real and gives each step with side effects
+ * (a webhook, a command, a destructive MCP tool) the record of what would have been sent as its
+ * output instead (executors/index.ts); its secrets are rendered as `[secret NAME]`, never read.
+ *
  * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
  * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
  */
@@ -35,6 +39,8 @@ export interface RunManagerDeps {
   /** Per-run working directories go under `<dataDir>/runs/<runId>`. */
   dataDir: string;
   log: Logger;
+  /** A secret's value for `${secrets.NAME}` (src/core/secrets/store.ts); undefined when it is not set. */
+  secret?: (name: string) => string | undefined;
   /** First retry delay of a failing step (doubles each time). 1000 ms. */
   retryBaseMs?: number;
   /** Nesting limit for systems that use systems (loops are refused at load; this is a guard). */
@@ -63,6 +69,8 @@ export interface StartRequest {
   conversation?: string;
   origin: RunRecord["origin"];
   messageKey?: string;
+  /** A test run (dry run): see the header. */
+  test?: boolean;
 }
 
 /** What a run executes: its steps, one attempt of a step, and the run's output. */
@@ -110,7 +118,7 @@ export class RunManager {
     const ids = this.deps.store.interruptLeftovers();
     for (const id of ids) {
       const rec = this.deps.store.get(id)!;
-      this.deps.bus.emit({ type: "run.interrupted", runId: id, system: rec.system, origin: rec.origin });
+      this.deps.bus.emit({ type: "run.interrupted", ...runEvent(rec) });
       this.deps.log.warn(
         { runId: id, system: rec.system },
         "run interrupted by a bridge stop; it will not be re-run unless resumed",
@@ -188,7 +196,7 @@ export class RunManager {
       throw new RunError("conflict", `run ${id} already ended (${rec.status})`);
     this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
     this.deps.store.resetUnfinished(id);
-    this.deps.bus.emit({ type: "run.cancelled", runId: id, system: rec.system, origin: rec.origin });
+    this.deps.bus.emit({ type: "run.cancelled", ...runEvent(rec) });
     return this.deps.store.get(id)!;
   }
 
@@ -268,7 +276,9 @@ export class RunManager {
     for (const s of rec.steps) if (s.status === "completed") done[s.id] = s.output;
     let end: RunEnd = { status: "failed", error: "the run did not end" };
     const hooks = new RunHooks()
-      .addHandler("runBefore", () => bus.emit({ type: "run.started", ...ev, conversation: rec.conversation }))
+      .addHandler("runBefore", () =>
+        bus.emit({ type: "run.started", ...runEvent(rec), conversation: rec.conversation }),
+      )
       .addHandler("stepBefore", (step, attempt) => store.stepStarted(id, step, attempt))
       .addHandler("stepAfter", (step, e) =>
         store.stepEnded(id, step, e.status === "stopped" ? "pending" : e.status, {
@@ -318,7 +328,7 @@ export class RunManager {
   /** The run's end written and published (`run.completed|failed|paused|cancelled|interrupted`). */
   private persistEnd(rec: RunRecord, end: RunEnd, ms: number): void {
     const { store, bus } = this.deps;
-    const ev = { runId: rec.id, system: rec.system, origin: rec.origin };
+    const ev = runEvent(rec);
     if (end.status === "paused") store.setStatus(rec.id, "paused");
     else store.finish(rec.id, end);
     if (end.status === "cancelled") store.resetUnfinished(rec.id);
@@ -343,7 +353,9 @@ export class RunManager {
     const runId = rec.id;
     const stepName = prefix + step.id;
     const steps = Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, { output: v }]));
-    const scope: Scope = { inputs, steps, runId };
+    // A test run never reads a secret: what would have been sent shows where each one goes.
+    const secret = rec.test ? (name: string) => `[secret ${name}]` : this.deps.secret;
+    const scope: Scope = { inputs, steps, runId, secret };
     if (step.target.kind === "leaf") {
       const sandbox = sandboxDir(this.deps.dataDir, rec.system);
       const ctx: ExecContext = {
@@ -362,6 +374,8 @@ export class RunManager {
         },
         callModel: this.deps.callModel,
         sandbox: existsSync(sandbox) ? sandbox : undefined,
+        test: rec.test,
+        listingSecret: rec.test ? this.deps.secret : undefined,
       };
       try {
         return await executeLeaf(step.target.spec, ctx);
@@ -398,6 +412,11 @@ export class RunManager {
 }
 
 type StepEvent = { runId: string; system?: string; origin: RunOrigin };
+
+/** What every run.* event of a run says of it (`test: true` only on a test run's). */
+function runEvent(rec: RunRecord): { runId: string; system: string; origin: RunOrigin; test?: true } {
+  return { runId: rec.id, system: rec.system, origin: rec.origin, ...(rec.test ? { test: true as const } : {}) };
+}
 
 /**
  * `step.started|retry|completed|failed|skipped` for the steps of `hooks`, named `<prefix><step>`
