@@ -4,7 +4,9 @@
  * a header, and runs a command that would create a file. `POST /v1/systems/:id/runs {dryRun: true}`:
  * the webhook server receives nothing, the file is not created, the webhook step's output is what
  * would have been sent (method, URL, headers with `[secret TOKEN]`, body) and the command's its
- * argv, env and cwd; the run is `test: true` in its record, in the list and on its run.* events. In
+ * argv, env and cwd; the run is `test: true` in its record, in the list and on its run.* events.
+ * MCP (testkit/mcp-server.ts over HTTP, `${secrets.TOKEN}` in the server's headers): the read-only
+ * `echo` runs, the destructive `delete_item` is only recorded (server, tool, arguments). In
  * chat, "test post with topic=tides" and `/test post topic=tides` start a test run at once (no
  * confirmation, although the system has side effects) and answer "Test run of …: nothing was sent;
  * this is what would have been sent". A field the route does not know, or a wrong type, is a 400
@@ -20,10 +22,12 @@ import OpenAI from "openai";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import type { RunRow } from "../../src/wire/runs.js";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
+import { startMcpHttpServer, type McpHttpServer } from "../../testkit/mcp-server.js";
 import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 
 describe("test runs: nothing with side effects is sent", () => {
   let fake: FakeOpenAI;
+  let mcp: McpHttpServer;
   let hook: Server;
   let hookUrl: string;
   let hits = 0;
@@ -38,6 +42,12 @@ describe("test runs: nothing with side effects is sent", () => {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
 
+  const mcpServer = () => ({
+    transport: "http",
+    url: mcp.url,
+    headers: { authorization: "Bearer ${secrets.TOKEN}" },
+  });
+
   before(async () => {
     fake = await startFakeOpenAI(() => ({ kind: "text", chunks: ["DRAFT about tides"] }));
     hook = createServer((req, res) => {
@@ -47,6 +57,7 @@ describe("test runs: nothing with side effects is sent", () => {
     });
     await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
     hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/publish`;
+    mcp = await startMcpHttpServer();
     dataDir = tempDir("cb-dry-");
     marker = path.join(dataDir, "created-by-the-command");
     writeFileSync(path.join(dataDir, "secrets"), "TOKEN=dry-run-token-123\n", { mode: 0o600 });
@@ -92,6 +103,17 @@ describe("test runs: nothing with side effects is sent", () => {
             ],
           },
         },
+        {
+          id: "tools",
+          sideEffects: true,
+          run: {
+            kind: "plan",
+            steps: [
+              { id: "look", uses: "mcp", with: { server: mcpServer(), tool: "echo", arguments: { text: "hi" } } },
+              { id: "del", uses: "mcp", with: { server: mcpServer(), tool: "delete_item", arguments: { id: "42" } } },
+            ],
+          },
+        },
       ],
     });
     b.bus.on((e) => events.push(e));
@@ -100,6 +122,7 @@ describe("test runs: nothing with side effects is sent", () => {
   after(async () => {
     await b?.close().catch(() => {});
     await fake?.close();
+    await mcp?.close();
     await new Promise<void>((r) => (hook ? hook.close(() => r()) : r()));
     if (dataDir) cleanup(dataDir);
   });
@@ -149,6 +172,25 @@ describe("test runs: nothing with side effects is sent", () => {
     );
     const list = (await (await api("/runs?limit=10")).json()) as { data: RunRow[] };
     assert.equal(list.data.find((r) => r.id === run.id)?.test, true);
+  });
+
+  test("MCP: a read-only tool runs, a destructive one is only recorded", async () => {
+    const res = await api("/systems/tools/runs", { dryRun: true, wait: true });
+    const run = (await res.json()) as RunRow;
+    assert.equal(run.status, "completed", JSON.stringify(run));
+    assert.deepEqual(mcp.state.calls, ["echo"], "delete_item was never called");
+    assert.equal(run.steps[0]!.output, "echo: hi");
+    assert.deepEqual(run.steps[1]!.output, {
+      notSent: "mcp",
+      server: (run.steps[1]!.output as { server: string }).server,
+      tool: "delete_item",
+      arguments: { id: "42" },
+    });
+    assert.match((run.steps[1]!.output as { server: string }).server, /127\.0\.0\.1/);
+    assert.ok(
+      mcp.requests.some((h) => h.authorization === "Bearer dry-run-token-123"),
+      "the server got the real secret (tools are listed and the read-only one called with it)",
+    );
   });
 
   test("in chat: 'test post with topic=tides' and /test run at once, and say nothing was sent", async () => {

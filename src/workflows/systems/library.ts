@@ -23,7 +23,15 @@ import { checkCommand } from "./executors/command.js";
 import { checkWebhookUrl } from "./executors/webhook.js";
 import { schemaProblem } from "./inputs.js";
 import { compileRun, type CompiledPlan, type LeafSpec } from "./plan.js";
-import { isLeafKind, LEAF_KINDS, runSpecSchema, systemSchema, type McpServer, type SystemFile } from "./schema.js";
+import {
+  isLeafKind,
+  LEAF_KINDS,
+  type LeafKind,
+  runSpecSchema,
+  systemSchema,
+  type McpServer,
+  type SystemFile,
+} from "./schema.js";
 import { refsIn, TemplateError } from "../engine/template.js";
 import { checkGraph, type Graph, useProblem } from "../engine/graph.js";
 import type { LoadedSystem } from "./types.js";
@@ -56,7 +64,7 @@ export interface LoadOptions {
 }
 
 /** Where each kind takes `${secrets.NAME}`: its settings' fields (`server.x`: a field of the MCP server). */
-const SECRET_FIELDS: Record<string, readonly string[]> = {
+const SECRET_FIELDS: Record<LeafKind, readonly string[]> = {
   webhook: ["headers", "body"],
   command: ["setEnv"],
   mcp: ["server.setEnv", "server.headers"],
@@ -270,7 +278,7 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     };
     const checkLeaf = (spec: LeafSpec, key: (...p: PropertyKey[]) => string, step?: { id: string; graph: Graph }) => {
       const { kind: _kind, ...settings } = spec;
-      const allowed = SECRET_FIELDS[spec.kind] ?? [];
+      const allowed = SECRET_FIELDS[spec.kind];
       for (const [field, v] of Object.entries(settings)) {
         if (field === "server" && v && typeof v === "object")
           for (const [sub, w] of Object.entries(v))
