@@ -49,7 +49,15 @@ describe("test runs: nothing with side effects is sent", () => {
   });
 
   before(async () => {
-    fake = await startFakeOpenAI(() => ({ kind: "text", chunks: ["DRAFT about tides"] }));
+    // The classifier finds `post` for "test the posting thing…"; every other call is the draft.
+    fake = await startFakeOpenAI((req) =>
+      JSON.stringify(req.body?.messages?.[0] ?? "").includes("You classify ONE chat message")
+        ? {
+            kind: "text",
+            chunks: [JSON.stringify({ action: "run", system: "post", confidence: 0.9, inputs: { topic: "tides" } })],
+          }
+        : { kind: "text", chunks: ["DRAFT about tides"] },
+    );
     hook = createServer((req, res) => {
       hits++;
       req.resume();
@@ -193,9 +201,10 @@ describe("test runs: nothing with side effects is sent", () => {
     );
   });
 
-  test("in chat: 'test post with topic=tides' and /test run at once, and say nothing was sent", async () => {
+  test("in chat: 'test post with topic=tides', /test, and a test the classifier finds run at once, and say nothing was sent", async () => {
     const client = new OpenAI({ baseURL: b.baseURL, apiKey: "x" });
-    for (const [i, words] of ["test post with topic=tides", "/test post topic=tides"].entries()) {
+    const asked = ["test post with topic=tides", "/test post topic=tides", "test the posting thing about tides"];
+    for (const [i, words] of asked.entries()) {
       const reply = await client.chat.completions.create(
         { model: "router", messages: [{ role: "user", content: words }] },
         { headers: { "x-clawbridge-conversation": `dry-chat-${i}` } },

@@ -25,6 +25,8 @@ import { parseSlash, testCommand } from "./keyword-fallback.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, systemsListText } from "./messages.js";
 import { join, RouterOutcomes } from "./outcomes.js";
 
+/** A message that asks for a test run in words ("test …", "dry run …"). */
+const ASKS_FOR_TEST = /^\s*(?:please\s+)?(?:test|dry[- ]run)\b/i;
 const RESUME = /^\/?resume\s+(?:run\s+)?`?([A-Za-z0-9_-]{4,64})`?\s*[.!]?$/i;
 
 export class RouterEngine extends RouterOutcomes {
@@ -170,6 +172,8 @@ export class RouterEngine extends RouterOutcomes {
         d.system ? `confidence ${d.confidence.toFixed(2)} below ${this.opts.thresholds.match}` : "no system",
       );
     }
+    // "test the blog system with …", found by the classifier: a test run, never a real one.
+    if (ASKS_FOR_TEST.test(text)) return this.testRun(conv, d.system, d.inputs, input, preface, d);
     return this.proceed(conv, d.system, d.inputs, d.confidence, d.source, input, preface, 0);
   }
 
@@ -250,6 +254,7 @@ export class RouterEngine extends RouterOutcomes {
     candidate: Record<string, unknown>,
     input: DispatchInput,
     preface: string,
+    by: Pick<Decision, "source" | "confidence"> | "slash",
   ): Dispatch {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
@@ -257,7 +262,8 @@ export class RouterEngine extends RouterOutcomes {
       return this.say(conv, preface, `${ask}\n\nThen test it with \`/test ${system.id} name=value …\`.`, "idle");
     }
     this.rt.conversations.close(conv);
-    this.decision(conv, "run", "slash", { system: system.id, reason: "test run" });
+    const { source, confidence } = by === "slash" ? { source: "slash" as const, confidence: 1 } : by;
+    this.decision(conv, "run", source, { system: system.id, confidence, reason: "test run" });
     return this.start(conv, system, check.values, input, preface, true);
   }
 
@@ -380,7 +386,7 @@ export class RouterEngine extends RouterOutcomes {
             `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`,
             "idle",
           );
-        if (slash.test) return this.testRun(conv, system, slash.inputs, input, preface);
+        if (slash.test) return this.testRun(conv, system, slash.inputs, input, preface, "slash");
         // An explicit command: as sure as can be, but side effects are still confirmed.
         return this.proceed(conv, system, slash.inputs, 1, "slash", input, preface, 0);
       }
