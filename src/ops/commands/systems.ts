@@ -133,6 +133,11 @@ async function withRoom<T>(
       import("node:path"),
       import("../../workflows/systems/paths.js"),
     ]);
+  if (exportOf !== undefined) {
+    // The secrets' values, so the bundle is written with each as `[secret NAME]` (a refused file: none are known).
+    const { SecretStore } = await import("../../core/secrets/store.js");
+    SecretStore.load(config.dataDir);
+  }
   const db = openSystemsDb(systemsDbPath(config.dataDir));
   try {
     let host: SystemsHost | undefined;
