@@ -78,6 +78,13 @@ describe("secrets: used where they go, never shown", () => {
       let body = "";
       req.on("data", (c) => (body += c));
       req.on("end", () => {
+        if (req.url === "/split") {
+          // The value echoed in two pieces, cut in its middle.
+          res.writeHead(200, { "content-type": "text/plain" });
+          res.write(`echo: ${SECRET.slice(0, 9)}`);
+          setTimeout(() => res.end(`${SECRET.slice(9)} done`), 100);
+          return;
+        }
         received.push({ authorization: req.headers.authorization, body });
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify({ headers: req.headers, body: JSON.parse(body) }));
@@ -105,7 +112,13 @@ describe("secrets: used where they go, never shown", () => {
           { id: "worker", backend: "up" },
           { id: "router", backend: "router" },
         ],
-        systems: [system(hookUrl)],
+        systems: [
+          system(hookUrl),
+          {
+            id: "split",
+            run: { kind: "webhook", url: hookUrl.replace("/echo", "/split"), headers: { k: "${secrets.TOKEN}" } },
+          },
+        ],
       },
       { logger: createLogger("trace", sink) },
     );
@@ -117,6 +130,21 @@ describe("secrets: used where they go, never shown", () => {
     await fake?.close();
     await new Promise<void>((r) => (hook ? hook.close(() => r()) : r()));
     if (dataDir) cleanup(dataDir);
+  });
+
+  test("a value streamed back in two pieces is still replaced where the run streams it", async () => {
+    const res = await fetch(`${b.baseURL}/systems/split/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ wait: true }),
+    });
+    const run = (await res.json()) as { id: string; output: string };
+    assert.equal(run.output, `echo: ${MARK} done`);
+    const streamed = events
+      .map((e) => JSON.parse(e) as { type: string; runId?: string; text?: string })
+      .filter((e) => e.type === "run.output" && e.runId === run.id);
+    assert.ok(streamed.length >= 1);
+    assert.equal(streamed.map((e) => e.text).join(""), `echo: ${MARK} done`);
   });
 
   test("the webhook gets the value; events, logs, records, chat, export, dashboard and the data dir never hold it", async () => {

@@ -100,6 +100,27 @@ describe("the redactor", () => {
     assert.equal(r.line(line), JSON.stringify({ msg: "x [secret QUOTE] y", pin: "[secret PIN]", n: 42, other: "420" }));
   });
 
+  test("a stream is held back so that no piece ends inside a value", () => {
+    const r = new SecretRedactor();
+    r.add("TOKEN", "abcdefgh");
+    const pieces: string[] = [];
+    let held = "";
+    for (const t of ["start abc", "def", "gh end of a long enough text", "!"]) {
+      const all = held + t;
+      const end = r.safeEnd(all);
+      held = all.slice(end);
+      if (end) pieces.push(all.slice(0, end));
+    }
+    pieces.push(held);
+    assert.equal(pieces.join(""), "start abcdefgh end of a long enough text!");
+    assert.ok(
+      pieces.every((p) => !p.includes("abc") || p.includes("abcdefgh")),
+      JSON.stringify(pieces),
+    );
+    assert.deepEqual(pieces.map((p) => r.text(p)).join(""), "start [secret TOKEN] end of a long enough text!");
+    assert.equal(new SecretRedactor().safeEnd("anything"), 8, "no values: nothing held");
+  });
+
   test("the logger writes every line through the process's redactor", () => {
     secretRedactor.add("LOGGED", "logger-secret-value");
     const lines: string[] = [];

@@ -11,7 +11,8 @@
  * longer text (a webhook that echoes its headers in a sentence) and in its JSON-escaped form (a log
  * line). A shorter value would turn every "ok" of every text into a secret, so it is replaced only
  * where it is a whole value: a string equal to it, or a JSON string equal to it in a log line.
- * Such short secrets are weak anyway; docs/SYSTEMS.md says so.
+ * Such short secrets are weak anyway; docs/SYSTEMS.md says so. Text streamed in pieces is held
+ * back just enough (`safeEnd`) that no piece ends inside a value.
  */
 
 export const MIN_SUBSTRING_CHARS = 4;
@@ -25,6 +26,8 @@ export class SecretRedactor {
   private names = new Map<string, string>();
   /** The long values, longest first, as one pattern (undefined: none). */
   private long?: RegExp;
+  /** The longest value's length. */
+  private longest = 0;
   /** Short values as whole JSON strings of a log line, `"value"`. */
   private shortQuoted?: RegExp;
 
@@ -38,6 +41,7 @@ export class SecretRedactor {
     const long = all.filter((v) => v.length >= MIN_SUBSTRING_CHARS).sort((a, b) => b.length - a.length);
     const short = all.filter((v) => v.length < MIN_SUBSTRING_CHARS);
     this.long = long.length ? new RegExp(long.map(escapeRegExp).join("|"), "g") : undefined;
+    this.longest = long[0]?.length ?? 0;
     this.shortQuoted = short.length ? new RegExp(`"(${short.map(escapeRegExp).join("|")})"`, "g") : undefined;
   }
 
@@ -80,6 +84,18 @@ export class SecretRedactor {
       return changed ? out : v;
     }
     return v;
+  }
+
+  /**
+   * How much of a text being streamed may go out now without cutting a value in two (the rest is
+   * held until more comes or the stream ends): all but the last `longest - 1` characters, and never
+   * past the start of a value that crosses that point.
+   */
+  safeEnd(s: string): number {
+    if (!this.long) return s.length;
+    let end = Math.max(0, s.length - (this.longest - 1));
+    for (const m of s.matchAll(this.long)) if (m.index < end && m.index + m[0].length > end) end = m.index;
+    return end;
   }
 
   /** A serialised line (a JSON log line): `text`, and short values that are a whole JSON string. */

@@ -21,6 +21,7 @@ import type { Logger } from "pino";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { RunOrigin, RunStatus } from "../../wire/runs.js";
 import { Cancellation } from "../../core/util/cancel.js";
+import { secretRedactor } from "../../core/secrets/redactor.js";
 import { alnumId } from "../../core/util/ids.js";
 import type { RunRecord, RunStore } from "./db.js";
 import { ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
@@ -358,6 +359,10 @@ export class RunManager {
     const scope: Scope = { inputs, steps, runId, secret };
     if (step.target.kind === "leaf") {
       const sandbox = sandboxDir(this.deps.dataDir, rec.system);
+      let held = "";
+      const publish = (text: string) => {
+        if (text) this.deps.bus.emit({ type: "run.output", runId, step: stepName, text });
+      };
       const ctx: ExecContext = {
         step: stepName,
         runId,
@@ -365,7 +370,13 @@ export class RunManager {
         conversation: rec.conversation,
         scope,
         cancel,
-        output: (text) => this.deps.bus.emit({ type: "run.output", runId, step: stepName, text }),
+        output: (text) => {
+          // Never a piece that ends inside a secret's value: the bus could not see it whole to redact it.
+          const all = held + text;
+          const end = secretRedactor.safeEnd(all);
+          held = all.slice(end);
+          publish(all.slice(0, end));
+        },
         log: this.deps.log,
         workDir: () => {
           const dir = path.join(this.deps.dataDir, "runs", runId);
@@ -383,6 +394,8 @@ export class RunManager {
         if (cancel.aborted && !(err instanceof ExecError && err.code === "cancelled"))
           throw new ExecError("cancelled", "stopped");
         throw err;
+      } finally {
+        publish(held);
       }
     }
     if (depth >= (this.deps.maxDepth ?? 8))
