@@ -160,29 +160,25 @@ function prepare(
   return { url, headers, body };
 }
 
-/** A test run's record of the call (secrets as `[secret NAME]`: the runner's scope of a test run). */
-export function webhookWouldSend(spec: WebhookRun, ctx: ExecContext): WouldSend {
-  let prepared: ReturnType<typeof prepare>;
+/** `prepare`, any error an ExecError (a template problem is `invalid`). */
+function prepared(spec: WebhookRun, ctx: ExecContext, sign = true): ReturnType<typeof prepare> {
   try {
-    prepared = prepare(spec, ctx, false);
+    return prepare(spec, ctx, sign);
   } catch (err) {
     if (err instanceof ExecError) throw err;
     throw new ExecError("invalid", (err as Error).message);
   }
-  const { url, headers, body } = prepared;
+}
+
+/** A test run's record of the call (secrets as `[secret NAME]`: the runner's scope of a test run). */
+export function webhookWouldSend(spec: WebhookRun, ctx: ExecContext): WouldSend {
+  const { url, headers, body } = prepared(spec, ctx, false);
   return { notSent: "webhook", method: spec.method, url: url.href, headers, body: JSON.parse(body) as unknown };
 }
 
 export const runWebhook: Executor<WebhookRun> = async (spec, ctx) => {
   if (ctx.cancel.aborted) throw new ExecError("cancelled", "the webhook call was cancelled");
-  let prepared: ReturnType<typeof prepare>;
-  try {
-    prepared = prepare(spec, ctx);
-  } catch (err) {
-    if (err instanceof ExecError) throw err;
-    throw new ExecError("invalid", (err as Error).message);
-  }
-  const { url, headers, body } = prepared;
+  const { url, headers, body } = prepared(spec, ctx);
   const where = url.origin;
 
   // One controller stops the exchange: the whole-exchange timer or the run's cancellation.
