@@ -1,6 +1,7 @@
 /**
  * Everything systems and routers need, opened once at start-up (and only when the config has
- * systems, a `<dataDir>/systems/` folder, or a router backend): the checked systems library, the
+ * systems, a `<dataDir>/systems/` folder, or a router backend): the secrets systems may name
+ * (src/core/secrets/: a secrets file readable by others stops the start), the checked systems library, the
  * systems database (runs, every conversation's state), the run manager, and runs left `running` by
  * a bridge that stopped marked `interrupted`. Also the start-up checks that span the config: a
  * router's `classifier` and `answer` name models that are not routers; one conversation TTL.
