@@ -52,7 +52,8 @@ export type BridgeEvent = Base &
     | { type: "state"; conversation: string; state: ConversationState }
     // Runs of steps (src/workflows/systems/runner.ts): a system's, or a build (origin `builder`).
     // A step of a system used by a step is `<step>/<its step>` and has no `system`.
-    | { type: "run.started"; runId: string; system: string; origin?: RunOrigin; conversation?: string }
+    // `test`: a test run (dry run), on every run.* event of one.
+    | { type: "run.started"; runId: string; system: string; origin?: RunOrigin; conversation?: string; test?: true }
     | { type: "run.output"; runId: string; step?: string; text: string }
     | { type: "step.started"; runId: string; system?: string; origin?: RunOrigin; step: string; attempt: number }
     | {
@@ -76,7 +77,7 @@ export type BridgeEvent = Base &
         ms: number;
       }
     | { type: "step.skipped"; runId: string; system?: string; origin?: RunOrigin; step: string; reason: string }
-    | { type: "run.completed"; runId: string; system: string; origin?: RunOrigin; ms: number }
+    | { type: "run.completed"; runId: string; system: string; origin?: RunOrigin; ms: number; test?: true }
     | {
         type: "run.failed";
         runId: string;
@@ -85,10 +86,11 @@ export type BridgeEvent = Base &
         step?: string;
         error: string;
         ms: number;
+        test?: true;
       }
-    | { type: "run.paused"; runId: string; system: string; origin?: RunOrigin }
-    | { type: "run.cancelled"; runId: string; system: string; origin?: RunOrigin }
-    | { type: "run.interrupted"; runId: string; system: string; origin?: RunOrigin }
+    | { type: "run.paused"; runId: string; system: string; origin?: RunOrigin; test?: true }
+    | { type: "run.cancelled"; runId: string; system: string; origin?: RunOrigin; test?: true }
+    | { type: "run.interrupted"; runId: string; system: string; origin?: RunOrigin; test?: true }
     // Approvals (an `approval` step): the run stops `waiting` until a decision (`by` http, dashboard, chat or timeout).
     | {
         type: "approval.requested";
@@ -99,7 +101,15 @@ export type BridgeEvent = Base &
         /** When its `onTimeout` applies (ms since the epoch). */
         deadline?: number;
       }
-    | { type: "run.waiting"; runId: string; system: string; origin?: RunOrigin; step: string; question: string }
+    | {
+        type: "run.waiting";
+        runId: string;
+        system: string;
+        origin?: RunOrigin;
+        test?: true;
+        step: string;
+        question: string;
+      }
     | {
         type: "approval.decided";
         runId: string;
@@ -109,7 +119,15 @@ export type BridgeEvent = Base &
         by: string;
         note?: string;
       }
-    | { type: "run.rejected"; runId: string; system: string; origin?: RunOrigin; step: string; error: string }
+    | {
+        type: "run.rejected";
+        runId: string;
+        system: string;
+        origin?: RunOrigin;
+        test?: true;
+        step: string;
+        error: string;
+      }
     // Turns (src/request/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
     // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
     | {

@@ -108,6 +108,8 @@ export interface RunRow {
   created_at: number;
   started_at: number | null;
   ended_at: number | null;
+  /** A test run (dry run): steps with side effects were not carried out; their output is what would have been sent. */
+  test: boolean;
   steps: StepRow[];
   /** The approval it waits on, while it is `waiting`. */
   approval: ApprovalRow | null;

@@ -64,6 +64,7 @@ const LAYERS = [
   "ops/events",
   "request/chat-api",
   "core/log",
+  "core/secrets",
   "ops/report",
   "core/net",
   "core/util",

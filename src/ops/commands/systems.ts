@@ -84,7 +84,7 @@ function handle(e: unknown): void {
 /** A run as `runJson` makes it, or as the HTTP API sent it. */
 function printRun(r: RunRow | Record<string, unknown>): void {
   out(
-    `run ${r.id}  ${r.system}  ${r.status}${r.failed_step ? ` at ${r.failed_step}` : ""}  created ${when(r.created_at as number)}`,
+    `run ${r.id}  ${r.system}${r.test ? " (test)" : ""}  ${r.status}${r.failed_step ? ` at ${r.failed_step}` : ""}  created ${when(r.created_at as number)}`,
   );
   for (const s of (r.steps as Array<Record<string, unknown>>) ?? []) {
     const ms =
@@ -133,6 +133,11 @@ async function withRoom<T>(
       import("node:path"),
       import("../../workflows/systems/paths.js"),
     ]);
+  if (exportOf !== undefined) {
+    // The secrets' values, so the bundle is written with each as `[secret NAME]` (a refused file: none are known).
+    const { SecretStore } = await import("../../core/secrets/store.js");
+    SecretStore.load(config.dataDir);
+  }
   const db = openSystemsDb(systemsDbPath(config.dataDir));
   try {
     let host: SystemsHost | undefined;
@@ -229,21 +234,25 @@ export function registerSystemsCommands(program: Command): void {
     .option("-c, --config <file>", "config file")
     .option("--url <url>", "the bridge's address (default: from the config)")
     .option("--no-wait", "print the run id and return at once")
-    .action(async (id: string, pairs: string[], opts: { config?: string; url?: string; wait: boolean }) => {
-      try {
-        const config = await loadConfig({ configPath: opts.config });
-        const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(id)}/runs`, {
-          inputs: parsePairs(pairs),
-          wait: opts.wait,
-        });
-        if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
-        printRun(res.json);
-        if (res.json.status === "failed" || res.json.status === "cancelled" || res.json.status === "interrupted")
-          process.exitCode = 1;
-      } catch (e) {
-        handle(e);
-      }
-    });
+    .option("--test", "a test run: model steps run, webhooks, commands and destructive MCP tools are only shown")
+    .action(
+      async (id: string, pairs: string[], opts: { config?: string; url?: string; wait: boolean; test?: boolean }) => {
+        try {
+          const config = await loadConfig({ configPath: opts.config });
+          const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(id)}/runs`, {
+            inputs: parsePairs(pairs),
+            wait: opts.wait,
+            ...(opts.test ? { dryRun: true } : {}),
+          });
+          if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
+          printRun(res.json);
+          if (res.json.status === "failed" || res.json.status === "cancelled" || res.json.status === "interrupted")
+            process.exitCode = 1;
+        } catch (e) {
+          handle(e);
+        }
+      },
+    );
 
   systems
     .command("export <id>")
@@ -344,7 +353,7 @@ export function registerSystemsCommands(program: Command): void {
           if (!list.length) out("no runs yet");
           for (const r of list)
             out(
-              `${when(r.createdAt)}  ${r.id}  ${r.system}  ${r.status}${r.failedStep ? ` at ${r.failedStep}` : ""}${r.conversation ? `  (${r.conversation})` : ""}`,
+              `${when(r.createdAt)}  ${r.id}  ${r.system}${r.test ? " (test)" : ""}  ${r.status}${r.failedStep ? ` at ${r.failedStep}` : ""}${r.conversation ? `  (${r.conversation})` : ""}`,
             );
         } finally {
           db.close();

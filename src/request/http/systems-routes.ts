@@ -2,13 +2,16 @@
  * Systems and runs over HTTP, behind the same bearer keys as every `/v1/*` route:
  *   GET  /v1/systems                 the systems this bridge can run
  *   GET  /v1/systems/:id             one, with its input schema
- *   POST /v1/systems/:id/runs        {inputs, wait?} → 202 with the run (inputs checked: 400 names what is missing or wrong)
+ *   POST /v1/systems/:id/runs        {inputs, wait?, version?, dryRun?, conversation?} → 202 with the run (inputs
+ *                                    checked: 400 names what is missing or wrong; `dryRun: true`, a test run)
  *   GET  /v1/runs[?status&system&conversation&limit]
  *   GET  /v1/runs/:id
  *   POST /v1/runs/:id/pause|resume|cancel
  *   POST /v1/runs/:id/approve|reject  {note?} → the decision on the approval a `waiting` run waits on (409 when it waits on none)
  * A system and a run are sent as src/wire/runs.ts declares them (`SystemRow`, `RunRow`: the
  * dashboard reads the same declarations). Errors are OpenAI-shaped (`{"error":{message,type,code,param}}`).
+ * A body field a route does not know is a 400 naming it (`param`), never ignored: a run asked for
+ * with a misspelt or unsupported option does not run at all.
  */
 import type { FastifyInstance } from "fastify";
 import { ApiError } from "../chat-api/errors.js";
@@ -21,6 +24,35 @@ import type { LeftOutFile } from "../../workflows/systems/system-files.js";
 import type { LeftOutRow, RunRow, RunStatus, SystemList, SystemRow } from "../../wire/runs.js";
 
 const BODY_LIMIT = 1024 * 1024;
+/** The fields of a run request (`version`: the system version to run). */
+const RUN_FIELDS = ["inputs", "wait", "version", "dryRun", "conversation"] as const;
+
+/** A 400 for the first field of `body` not in `known` (none known: the route takes no body fields). */
+function unknownField(body: Record<string, unknown>, known: readonly string[]): ApiError | undefined {
+  const field = Object.keys(body).find((k) => !known.includes(k));
+  if (field === undefined) return undefined;
+  return new ApiError(
+    400,
+    "invalid_request_error",
+    "unknown_field",
+    known.length
+      ? `Unknown field "${field}": this route takes ${known.map((k) => `\`${k}\``).join(", ")}.`
+      : `Unknown field "${field}": this route takes no body fields.`,
+    field,
+  );
+}
+
+/** A 400 when a field of a run request has the wrong type. */
+function runFieldProblem(body: Record<string, unknown>): ApiError | undefined {
+  const bad = (field: string, what: string) =>
+    new ApiError(400, "invalid_request_error", "invalid_field", `\`${field}\` must be ${what}.`, field);
+  if (body.wait !== undefined && typeof body.wait !== "boolean") return bad("wait", "true or false");
+  if (body.dryRun !== undefined && typeof body.dryRun !== "boolean") return bad("dryRun", "true or false");
+  if (body.version !== undefined && !(Number.isInteger(body.version) && (body.version as number) > 0))
+    return bad("version", "a positive integer (a version number of the system)");
+  if (body.conversation !== undefined && typeof body.conversation !== "string") return bad("conversation", "a string");
+  return undefined;
+}
 const STATUSES: RunStatus[] = [
   "pending",
   "running",
@@ -68,6 +100,7 @@ export function runJson(r: RunRecord): RunRow {
     created_at: r.createdAt,
     started_at: r.startedAt ?? null,
     ended_at: r.endedAt ?? null,
+    test: r.test,
     steps: r.steps.map((s) => ({
       id: s.id,
       status: s.status,
@@ -158,6 +191,8 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
           reply,
           new ApiError(400, "invalid_request_error", "invalid_body", 'Send a JSON object: {"inputs": {...}}.'),
         );
+      const problem = unknownField(body, RUN_FIELDS) ?? runFieldProblem(body);
+      if (problem) return sendError(reply, problem);
       const inputs = body.inputs ?? {};
       if (!inputs || typeof inputs !== "object" || Array.isArray(inputs))
         return sendError(
@@ -190,6 +225,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
           inputs: check.values,
           origin: "http",
           conversation: typeof body.conversation === "string" ? body.conversation : undefined,
+          test: body.dryRun === true,
         });
       } catch (err) {
         return sendError(reply, runError(err));
@@ -244,8 +280,14 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
     });
 
     for (const action of ["pause", "resume", "cancel"] as const) {
-      scope.post<{ Params: { id: string } }>(`/v1/runs/:id/${action}`, async (req, reply) => {
+      scope.post<{ Params: { id: string }; Body: unknown }>(`/v1/runs/:id/${action}`, async (req, reply) => {
         if (!systems) return sendError(reply, noSystems());
+        const body = req.body ?? {};
+        const problem =
+          typeof body !== "object" || Array.isArray(body)
+            ? new ApiError(400, "invalid_request_error", "invalid_body", "This route takes no body (or `{}`).")
+            : unknownField(body as Record<string, unknown>, []);
+        if (problem) return sendError(reply, problem);
         try {
           const r =
             action === "pause"

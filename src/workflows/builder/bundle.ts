@@ -8,6 +8,8 @@
  * system with no canvas, into `<dataDir>/systems/<id>.yaml`. Entries are untrusted: only regular
  * files are taken, every sandbox path goes through the sandbox's own checks (no `..`, no absolute
  * path, size limits), and the archive's total size is bounded before anything is written.
+ * A secret's value found in any entry (a token pasted into a prompt or a sandbox file) is written
+ * as `[secret NAME]` (src/core/secrets/redactor.ts); `${secrets.NAME}` references stay as they are.
  */
 import { createGunzip, gzipSync } from "node:zlib";
 import { Readable } from "node:stream";
@@ -15,6 +17,15 @@ import { pack as tarPack, extract as tarExtract } from "tar-stream";
 import { parse as parseYaml } from "yaml";
 import type { Canvas } from "../../wire/canvas.js";
 import { parseSystemText, SystemFileError, systemFileText } from "../systems/system-files.js";
+import { secretRedactor } from "../../core/secrets/redactor.js";
+
+/** An entry's content with secrets' values replaced (a binary file without one is kept byte for byte). */
+function redacted(content: Buffer | string): Buffer | string {
+  if (typeof content === "string") return secretRedactor.text(content);
+  const text = content.toString("utf8");
+  const out = secretRedactor.text(text);
+  return out === text ? content : Buffer.from(out);
+}
 
 export const BUNDLE_FORMAT = "clawbridge-system-bundle";
 const MAX_BUNDLE_BYTES = 64 * 1024 * 1024;
@@ -57,10 +68,7 @@ export async function writeBundle(b: BundleContents): Promise<Buffer> {
   });
   const mtime = new Date();
   const add = (name: string, content: Buffer | string) =>
-    p.entry(
-      { name: `${b.system}/${name}`, mode: 0o600, mtime },
-      typeof content === "string" ? Buffer.from(content) : content,
-    );
+    p.entry({ name: `${b.system}/${name}`, mode: 0o600, mtime }, Buffer.from(redacted(content)));
   add("manifest.json", `${JSON.stringify(manifest, null, 2)}\n`);
   add("system.yaml", b.yaml);
   if (b.canvas) add("canvas.json", `${JSON.stringify(b.canvas, null, 2)}\n`);

@@ -4,6 +4,8 @@
  *   `${steps.a.output}`       a step's output (text as is, anything else as JSON)
  *   `${steps.a.output.f.g}`   a field of a step's JSON output
  *   `${run.id}`               the run's id
+ *   `${secrets.NAME}`         a secret (src/core/secrets/): allowed only where the library says
+ *                             (webhook headers and body fields, command and MCP server settings)
  *   `$${`                     a literal `${`
  * A string that is exactly one reference keeps the value's type where types matter (JSON bodies,
  * MCP arguments: `renderValue`); everywhere else the value is text (`renderString`), passed through
@@ -19,10 +21,13 @@
  * the system).
  */
 
+import { SECRET_NAME } from "../../core/secrets/store.js";
+
 export type Ref =
   | { kind: "input"; name: string }
   | { kind: "step"; step: string; path: string[] }
-  | { kind: "run"; field: "id" };
+  | { kind: "run"; field: "id" }
+  | { kind: "secret"; name: string };
 
 export type Part = { text: string } | { ref: Ref; source: string };
 
@@ -30,6 +35,8 @@ export interface Scope {
   inputs: Record<string, unknown>;
   steps?: Record<string, { output: unknown }>;
   runId?: string;
+  /** A secret's value by name (a test run gives `[secret NAME]`); without it `${secrets.X}` is an error. */
+  secret?: (name: string) => string | undefined;
 }
 
 export class TemplateError extends Error {}
@@ -50,8 +57,10 @@ function parseRef(expr: string): Ref {
     return { kind: "step", step: parts[1]!, path: parts.slice(3) };
   }
   if (parts[0] === "run" && parts.length === 2 && parts[1] === "id") return { kind: "run", field: "id" };
+  if (parts[0] === "secrets" && parts.length === 2 && SECRET_NAME.test(parts[1]!))
+    return { kind: "secret", name: parts[1]! };
   throw new TemplateError(
-    `\${${expr}} is not a reference: use \${inputs.NAME}, \${steps.ID.output}, \${steps.ID.output.FIELD} or \${run.id} (write $\${ for a literal \${)`,
+    `\${${expr}} is not a reference: use \${inputs.NAME}, \${steps.ID.output}, \${steps.ID.output.FIELD}, \${run.id} or \${secrets.NAME} (write $\${ for a literal \${)`,
   );
 }
 
@@ -119,6 +128,12 @@ function lookup(ref: Ref, scope: Scope): unknown {
   switch (ref.kind) {
     case "input":
       return scope.inputs[ref.name];
+    case "secret": {
+      const v = scope.secret?.(ref.name);
+      if (v === undefined)
+        throw new TemplateError(`secret ${ref.name} is not ${scope.secret ? "set" : "available here"}`);
+      return v;
+    }
     case "run":
       if (scope.runId === undefined) throw new TemplateError("${run.id} is not known here");
       return scope.runId;

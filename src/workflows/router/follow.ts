@@ -14,6 +14,7 @@ import type { EventBus } from "../../ops/events/bus.js";
 import type { BridgeEvent, ConversationState } from "../../wire/events.js";
 import type { RunRecord } from "../systems/db.js";
 import type { SystemsLibrary } from "../systems/library.js";
+import { isWouldSend } from "../systems/step-executor.js";
 import type { CompiledPlan } from "../systems/plan.js";
 import type { RunManager } from "../systems/runner.js";
 import type { Cancellation } from "../../core/util/cancel.js";
@@ -75,13 +76,24 @@ export function formatOutput(output: unknown): string {
     : text;
 }
 
+/** A completed test run: what each step with side effects would have sent, and the output. */
+function testRunText(r: RunRecord, head: string, took: string): string {
+  const notSent = r.steps.filter((s) => isWouldSend(s.output));
+  const sent = notSent.map((s) => `**${s.id}**:\n${formatOutput(s.output)}`).join("\n\n");
+  const out = isWouldSend(r.output) ? "" : formatOutput(r.output);
+  return `${head} finished${took}: nothing was sent; ${
+    notSent.length ? `this is what would have been sent:\n\n${sent}` : "none of its steps has side effects."
+  }${out ? `\n\nOutput:\n\n${out}` : ""}`;
+}
+
 /** One run's state, in words. */
 export function runStatusText(r: RunRecord, name: string): string {
-  const head = `**${name}** (run \`${r.id}\`)`;
+  const head = `${r.test ? "Test run of " : ""}**${name}** (run \`${r.id}\`)`;
   const took = r.startedAt && r.endedAt ? ` in ${seconds(r.endedAt - r.startedAt)}` : "";
   const doneSteps = r.steps.filter((s) => s.status === "completed").length;
   switch (r.status) {
     case "completed": {
+      if (r.test) return testRunText(r, head, took);
       const out = formatOutput(r.output);
       return `${head} finished${took}.${out ? `\n\n${out}` : ""}`;
     }
@@ -140,7 +152,8 @@ export function runsListText(runs: RunRecord[], nameOf: (system: string) => stri
     "Recent runs:",
     "",
     ...runs.map(
-      (r) => `- \`${r.id}\` **${nameOf(r.system)}**: ${r.status}${r.failedStep ? ` at \`${r.failedStep}\`` : ""}`,
+      (r) =>
+        `- \`${r.id}\` **${nameOf(r.system)}**${r.test ? " (test)" : ""}: ${r.status}${r.failedStep ? ` at \`${r.failedStep}\`` : ""}`,
     ),
   ].join("\n");
 }
@@ -222,7 +235,7 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
           a.onEnd(endState(rec));
           streamed ||= wrote.has(a.outputStep);
           let text: string;
-          if (rec.status === "completed" && streamed)
+          if (rec.status === "completed" && streamed && !rec.test)
             text = `\n\n✓ **${a.name}** finished${rec.startedAt && rec.endedAt ? ` in ${seconds(rec.endedAt - rec.startedAt)}` : ""}.`;
           else text = `${streamed ? "\n\n" : "\n"}${runStatusText(rec, a.name)}`;
           yield { type: "text", text };

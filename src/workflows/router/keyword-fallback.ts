@@ -2,7 +2,8 @@
  * What the router does without its classifier model (it failed, or is down):
  *
  * - Slash commands, always understood: `/run <id> name=value name2="two words" name3='x'`,
- *   `/cancel`, `/status [runId]`, `/systems`, `/runs`.
+ *   `/test <id> name=value …` (a test run: nothing with side effects is carried out), `/cancel`,
+ *   `/status [runId]`, `/systems`, `/runs`; and "test <id> [with] name=value …" (`testCommand`).
  * - A keyword matcher that suggests a system for a plain message. It works on whole words only
  *   (both sides are split into words first), so "address" never matches "add", "news" never
  *   matches "new" and "show" never matches "how" — the substring matching of the design this
@@ -15,7 +16,7 @@ import { put } from "../systems/inputs.js";
 import type { LoadedSystem } from "../systems/types.js";
 
 export type SlashCommand =
-  | { cmd: "run"; system: string; inputs: Record<string, string> }
+  | { cmd: "run"; system: string; inputs: Record<string, string>; test?: true }
   | { cmd: "cancel" }
   | { cmd: "status"; runId?: string }
   | { cmd: "systems" }
@@ -71,7 +72,20 @@ function shellWords(s: string): string[] | { error: string } {
   return words;
 }
 
-const COMMAND = /^\/(run|cancel|status|systems|runs)(?=\s|$)/i;
+const COMMAND = /^\/(run|test|cancel|status|systems|runs)(?=\s|$)/i;
+/** "test <id> [with] name=value …", "test run of <id> …": [, id, the pairs]. */
+const TEST_WORDS =
+  /^\s*(?:please\s+)?test\s+(?:run\s+(?:of\s+)?)?`?([a-z0-9][a-z0-9_-]{0,63})`?(?:\s+with\b)?([\s\S]*)$/i;
+
+/**
+ * "test research-blog with topic=tides" as `/test research-blog topic=tides`, when `known(id)` (a
+ * message that only starts with the word "test" is an ordinary message); null otherwise.
+ */
+export function testCommand(text: string, known: (id: string) => boolean): SlashCommand | { error: string } | null {
+  const m = TEST_WORDS.exec(text);
+  if (!m || !known(m[1]!.toLowerCase())) return null;
+  return parseSlash(`/test ${m[1]} ${m[2]!.trim().replace(/[.!]$/, "")}`);
+}
 const INPUT_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 
 /**
@@ -89,20 +103,21 @@ export function parseSlash(text: string): SlashCommand | { error: string } | nul
     const runId = rest.split(/\s+/)[0];
     return runId ? { cmd: "status", runId } : { cmd: "status" };
   }
+  const usage = cmd === "test" ? RUN_USAGE.replace("/run", "/test") : RUN_USAGE;
   const words = shellWords(rest);
-  if (!Array.isArray(words)) return { error: `${words.error}; ${RUN_USAGE}` };
+  if (!Array.isArray(words)) return { error: `${words.error}; ${usage}` };
   const [system, ...pairs] = words;
-  if (!system) return { error: RUN_USAGE };
-  if (system.includes("=")) return { error: `name the system first: ${RUN_USAGE}` };
+  if (!system) return { error: usage };
+  if (system.includes("=")) return { error: `name the system first: ${usage}` };
   const inputs: Record<string, string> = {};
   for (const pair of pairs) {
     const eq = pair.indexOf("=");
     const name = eq === -1 ? "" : pair.slice(0, eq);
     if (eq === -1 || !INPUT_NAME.test(name))
-      return { error: `expected name=value, got ${JSON.stringify(pair)}; ${RUN_USAGE}` };
+      return { error: `expected name=value, got ${JSON.stringify(pair)}; ${usage}` };
     put(inputs, name, pair.slice(eq + 1));
   }
-  return { cmd: "run", system: system.toLowerCase(), inputs };
+  return { cmd: "run", system: system.toLowerCase(), inputs, ...(cmd === "test" ? { test: true as const } : {}) };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -102,6 +102,11 @@ export function runningLine(systemName: string): string {
   return `Running **${systemName}**…`;
 }
 
+/** The head of a test run's answer. */
+export function testingLine(systemName: string): string {
+  return `Test run of **${systemName}**: model steps run, nothing with side effects is sent…`;
+}
+
 export interface StepLineEvent {
   kind: "completed" | "retry" | "failed" | "skipped";
   step: string;

@@ -16,7 +16,7 @@ import type { ModelCaller } from "../systems/step-executor.js";
 import type { LoadedSystem } from "../systems/types.js";
 import type { Decision } from "./decide.js";
 import { endState, follow, runStatusText, textSteps } from "./follow.js";
-import { runningLine } from "./messages.js";
+import { runningLine, testingLine } from "./messages.js";
 import type { RouterOptions } from "./options.js";
 
 export interface RouterRuntime {
@@ -57,6 +57,7 @@ export abstract class RouterOutcomes {
     values: Record<string, unknown>,
     input: DispatchInput,
     preface: string,
+    test = false,
   ): Dispatch {
     let rec: RunRecord;
     try {
@@ -66,6 +67,7 @@ export abstract class RouterOutcomes {
         conversation: conv,
         origin: "chat",
         messageKey: input.messageKey,
+        test,
       });
     } catch (err) {
       if (err instanceof RunError) return this.say(conv, preface, err.message, "error");
@@ -92,7 +94,10 @@ export abstract class RouterOutcomes {
       bus: this.rt.bus,
       cancel: input.turn.cancel,
       detachAfterMs: this.opts.detachAfterSeconds * 1000,
-      head: join(preface, fresh ? runningLine(name) : `Still running **${name}** (run \`${rec.id}\`)…`),
+      head: join(
+        preface,
+        fresh ? (rec.test ? testingLine(name) : runningLine(name)) : `Still running **${name}** (run \`${rec.id}\`)…`,
+      ),
       onEnd: (end) => {
         this.setState(conv, end);
         const now = this.rt.runs.get(rec.id);

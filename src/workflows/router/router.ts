@@ -24,10 +24,12 @@ import type { LoadedSystem } from "../systems/types.js";
 import { RunError } from "../systems/runner.js";
 import { builderRule, type Decision, decide } from "./decide.js";
 import { runsListText, runStatusText } from "./follow.js";
-import { parseSlash } from "./keyword-fallback.js";
+import { parseSlash, testCommand } from "./keyword-fallback.js";
 import { cancelledText, clarifyText, confirmText, declinedText, giveUpText, systemsListText } from "./messages.js";
 import { join, RouterOutcomes } from "./outcomes.js";
 
+/** A message that asks for a test run in words ("test …", "dry run …"). */
+const ASKS_FOR_TEST = /^\s*(?:please\s+)?(?:test|dry[- ]run)\b/i;
 const RESUME = /^\/?resume\s+(?:run\s+)?`?([A-Za-z0-9_-]{4,64})`?\s*[.!]?$/i;
 
 export class RouterEngine extends RouterOutcomes {
@@ -68,7 +70,7 @@ export class RouterEngine extends RouterOutcomes {
     const resume = RESUME.exec(text);
     if (resume) return this.askResume(conv, resume[1]!, preface);
 
-    const slash = parseSlash(text);
+    const slash = parseSlash(text) ?? testCommand(text, (id) => this.system(id) !== undefined);
     if (slash) return this.slash(conv, slash, input, preface);
 
     // The builder is waiting for this conversation's answer, or building: its message.
@@ -184,6 +186,8 @@ export class RouterEngine extends RouterOutcomes {
         d.system ? `confidence ${d.confidence.toFixed(2)} below ${this.opts.thresholds.match}` : "no system",
       );
     }
+    // "test the blog system with …", found by the classifier: a test run, never a real one.
+    if (ASKS_FOR_TEST.test(text)) return this.testRun(conv, d.system, d.inputs, input, preface, d);
     return this.proceed(conv, d.system, d.inputs, d.confidence, d.source, input, preface, 0);
   }
 
@@ -252,6 +256,29 @@ export class RouterEngine extends RouterOutcomes {
     this.rt.conversations.close(conv);
     this.decision(conv, "run", source, { system: system.id, confidence });
     return this.start(conv, system, check.values, input, preface);
+  }
+
+  /**
+   * A test run: with complete inputs it starts at once (nothing with side effects is carried out,
+   * so there is nothing to confirm); otherwise what is missing, and no question is kept open.
+   */
+  private testRun(
+    conv: string,
+    system: LoadedSystem,
+    candidate: Record<string, unknown>,
+    input: DispatchInput,
+    preface: string,
+    by: Pick<Decision, "source" | "confidence"> | "slash",
+  ): Dispatch {
+    const check = checkInputs(system.inputs, candidate);
+    if (!check.complete) {
+      const ask = clarifyText(system.name, check.missing, check.invalid, check.problems);
+      return this.say(conv, preface, `${ask}\n\nThen test it with \`/test ${system.id} name=value …\`.`, "idle");
+    }
+    this.rt.conversations.close(conv);
+    const { source, confidence } = by === "slash" ? { source: "slash" as const, confidence: 1 } : by;
+    this.decision(conv, "run", source, { system: system.id, confidence, reason: "test run" });
+    return this.start(conv, system, check.values, input, preface, true);
   }
 
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
@@ -406,6 +433,7 @@ export class RouterEngine extends RouterOutcomes {
             `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`,
             "idle",
           );
+        if (slash.test) return this.testRun(conv, system, slash.inputs, input, preface, "slash");
         // An explicit command: as sure as can be, but side effects are still confirmed.
         return this.proceed(conv, system, slash.inputs, 1, "slash", input, preface, 0);
       }

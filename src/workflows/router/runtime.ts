@@ -1,6 +1,7 @@
 /**
  * Everything systems and routers need, opened once at start-up (and only when the config has
- * systems, a `<dataDir>/systems/` folder, or a router backend): the checked systems library, the
+ * systems, a `<dataDir>/systems/` folder, or a router backend): the secrets systems may name
+ * (src/core/secrets/: a secrets file readable by others stops the start), the checked systems library, the
  * systems database (runs, every conversation's state), the run manager, and runs left `running` by
  * a bridge that stopped marked `interrupted`. Also the start-up checks that span the config: a
  * router's `classifier` and `answer` name models that are not routers; one conversation TTL.
@@ -14,6 +15,7 @@ import { openSystemsDb, RunStore, systemsDbPath } from "../systems/db.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import { loadSystems, type LibraryProblem, type SystemsLibrary, type ToolFacts } from "../systems/library.js";
 import { systemsDir } from "../systems/paths.js";
+import { SecretStore, secretsFile } from "../../core/secrets/store.js";
 import { RunManager } from "../systems/runner.js";
 import type { McpServer } from "../systems/schema.js";
 import { ConversationMachine, conversationTtl } from "../conversation/machine.js";
@@ -50,25 +52,35 @@ export function routerProblems(config: Config): string[] {
   return problems;
 }
 
-/** Read an MCP tool's schema and annotations at start-up (loads the MCP client only then). */
-async function describeTool(server: McpServer, tool: string): Promise<ToolFacts> {
-  const { describeMcpTool } = await import("../systems/executors/mcp.js");
-  return describeMcpTool(server, tool, { timeoutMs: 15_000 });
+/** Read an MCP tool's schema and annotations at start-up (loads the MCP client only then); the server's secrets filled in. */
+async function describeTool(server: McpServer, tool: string, secrets: SecretStore): Promise<ToolFacts> {
+  const [{ describeMcpTool }, { renderServer }] = await Promise.all([
+    import("../systems/executors/mcp.js"),
+    import("../systems/executors/mcp-connect.js"),
+  ]);
+  const filled = renderServer(server, { inputs: {}, secret: (n) => secrets.value(n) });
+  return describeMcpTool(filled, tool, { timeoutMs: 15_000 });
 }
 
 /** Load and check the systems (config + files). Used by start-up and `clawbridge systems validate`. */
 export async function loadLibrary(
   config: Config,
   opts: { askMcp?: boolean; candidates?: Array<{ where: string; value: unknown }> } = {},
-): Promise<{ library: SystemsLibrary; problems: LibraryProblem[] }> {
+): Promise<{ library: SystemsLibrary; problems: LibraryProblem[]; secrets: SecretStore }> {
   const models = new Map(config.models.map((m) => [m.id, { router: config.backends[m.backend]?.type === "router" }]));
+  // The secrets systems may name (<dataDir>/secrets, CLAWBRIDGE_SECRET_*): a refused file is a problem of its own.
+  const loaded = SecretStore.load(config.dataDir);
+  const secrets = "problems" in loaded ? SecretStore.empty(secretsFile(config.dataDir)) : loaded;
   const res = await loadSystems({
     configSystems: config.systems,
     dir: systemsDir(config.dataDir),
     models,
-    describeTool: opts.askMcp === false ? undefined : describeTool,
+    describeTool: opts.askMcp === false ? undefined : (s, tool) => describeTool(s, tool, secrets),
     candidates: opts.candidates,
+    secrets,
   });
+  if ("problems" in loaded)
+    res.problems.unshift(...loaded.problems.map((p) => ({ where: p.file, key: p.key, message: p.message })));
   // A router that offers systems by id: each must exist.
   for (const [name, entry] of Object.entries(config.backends)) {
     if (entry.type !== "router") continue;
@@ -78,7 +90,7 @@ export async function loadLibrary(
         res.problems.push({ where: "config", key: `backends.${name}.systems`, message: `no (valid) system "${id}"` });
     }
   }
-  return res;
+  return { ...res, secrets };
 }
 
 export interface RouterRuntimeHandle {
@@ -122,7 +134,9 @@ export async function openRouterRuntime(args: {
 }): Promise<RouterRuntimeHandle> {
   const { config, bus, callModel, logger } = args;
   const problems = routerProblems(config);
-  const { library, problems: libProblems } = await loadLibrary(config);
+  const { library, problems: libProblems, secrets: loadedSecrets } = await loadLibrary(config);
+  // The secrets runs read: those of the last load (a reload reads the file again).
+  let secrets = loadedSecrets;
   problems.push(...libProblems.map(formatProblem));
   const ttl = conversationTtl(config.backends);
   if ("problem" in ttl) problems.push(ttl.problem);
@@ -134,6 +148,7 @@ export async function openRouterRuntime(args: {
     bus,
     callModel,
     dataDir: config.dataDir,
+    secret: (name) => secrets.value(name),
     log: childLogger(logger, { room: "systems" }),
     retryBaseMs: args.retryBaseMs,
   });
@@ -153,6 +168,7 @@ export async function openRouterRuntime(args: {
       const next = await loadLibrary(config);
       if (next.problems.length) return next.problems;
       library.replace(next.library);
+      secrets = next.secrets;
       logger.info({ systems: library.systems.map((s) => s.id) }, "systems reloaded");
       return [];
     },

@@ -2,13 +2,16 @@
  * Where runs are kept (and each conversation's state, src/workflows/conversation/): one SQLite file,
  * `<dataDir>/systems.db` (WAL, FULL sync, like the session store), so a run and a half-gathered
  * request survive a restart. `:memory:` for tests. The runs table is written before a run starts;
- * every step's status, output and timings are written as they change.
+ * every step's status, output and timings are written as they change. Every value written (inputs,
+ * outputs, errors) passes the secrets redactor first (src/core/secrets/redactor.ts): a secret's
+ * value is never on disk here, even when a step echoed it back.
  */
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import type { RunOrigin, RunStatus, StepStatus } from "../../wire/runs.js";
 import { APPROVALS_SCHEMA, approvalOf, type ApprovalRecord } from "./approvals.js";
+import { secretRedactor } from "../../core/secrets/redactor.js";
 
 export const SYSTEMS_DB_FILENAME = "systems.db";
 
@@ -43,6 +46,8 @@ export interface RunRecord {
   detached: boolean;
   /** Its outcome was told to the conversation after it ended in the background. */
   reported: boolean;
+  /** A test run (dry run): steps with side effects were not carried out, their output says what would have been sent. */
+  test: boolean;
   steps: StepRecord[];
   /** The approval it waits on (the first asked), while it is `waiting` (src/workflows/systems/approvals.ts). */
   approval?: ApprovalRecord;
@@ -99,10 +104,19 @@ export function openSystemsDb(file: string): Database.Database {
   db.pragma("foreign_keys = ON");
   db.exec(SCHEMA);
   db.exec(APPROVALS_SCHEMA);
+  addTestColumn(db);
   return db;
 }
 
-const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
+/** `runs.test` (a test run), added to a database made before it existed. */
+function addTestColumn(db: Database.Database): void {
+  const columns = db.prepare(`PRAGMA table_info(runs)`).all() as Array<{ name: string }>;
+  if (!columns.some((c) => c.name === "test")) db.exec(`ALTER TABLE runs ADD COLUMN test INTEGER NOT NULL DEFAULT 0`);
+}
+
+/** What is written: JSON or text, secrets' values replaced. */
+const json = (v: unknown) => (v === undefined ? null : JSON.stringify(secretRedactor.value(v)));
+const text = (v: string | undefined) => (v === undefined ? null : secretRedactor.text(v));
 const parse = (s: unknown) => (typeof s === "string" ? (JSON.parse(s) as unknown) : undefined);
 const num = (v: unknown) => (typeof v === "number" ? v : undefined);
 const str = (v: unknown) => (typeof v === "string" ? v : undefined);
@@ -114,8 +128,8 @@ export class RunStore {
   constructor(readonly db: Database.Database) {
     this.stmts = {
       insertRun: db.prepare(
-        `INSERT INTO runs (id, system, conversation, status, inputs, origin, message_key, created_at, updated_at)
-         VALUES (@id, @system, @conversation, @status, @inputs, @origin, @messageKey, @now, @now)`,
+        `INSERT INTO runs (id, system, conversation, status, inputs, origin, message_key, created_at, updated_at, test)
+         VALUES (@id, @system, @conversation, @status, @inputs, @origin, @messageKey, @now, @now, @test)`,
       ),
       insertStep: db.prepare(`INSERT INTO run_steps (run_id, step_id, position, status) VALUES (?, ?, ?, 'pending')`),
       run: db.prepare(`SELECT * FROM runs WHERE id = ?`),
@@ -167,6 +181,7 @@ export class RunStore {
     origin: RunRecord["origin"];
     messageKey?: string;
     steps: string[];
+    test?: boolean;
   }): void {
     const now = Date.now();
     this.db.transaction(() => {
@@ -175,10 +190,11 @@ export class RunStore {
         system: run.system,
         conversation: run.conversation ?? null,
         status: "pending",
-        inputs: JSON.stringify(run.inputs),
+        inputs: json(run.inputs),
         origin: run.origin,
         messageKey: run.messageKey ?? null,
         now,
+        test: run.test ? 1 : 0,
       });
       run.steps.forEach((s, i) => this.stmts.insertStep.run(run.id, s, i));
     })();
@@ -215,6 +231,7 @@ export class RunStore {
       updatedAt: Number(row.updated_at),
       detached: row.detached === 1,
       reported: row.reported === 1,
+      test: row.test === 1,
       steps,
       approval: approvalOf(this.stmts.approval.get(id, row.status)),
     };
@@ -275,7 +292,7 @@ export class RunStore {
       id,
       status: end.status,
       output: json(end.output),
-      error: end.error ?? null,
+      error: text(end.error),
       failedStep: end.failedStep ?? null,
       now: Date.now(),
     });
@@ -300,7 +317,7 @@ export class RunStore {
   }
 
   stepEnded(run: string, step: string, status: StepStatus, out: { output?: unknown; error?: string } = {}): void {
-    this.stmts.stepEnd.run({ run, step, status, output: json(out.output), error: out.error ?? null, now: Date.now() });
+    this.stmts.stepEnd.run({ run, step, status, output: json(out.output), error: text(out.error), now: Date.now() });
   }
 
   /** Every unfinished step back to `pending` (a resumed run starts from its first unfinished step). */

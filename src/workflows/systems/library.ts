@@ -10,7 +10,10 @@
  * - plan steps: unique ids, known `dependsOn`, no cycle (src/workflows/engine/graph.ts), `uses` a
  *   kind (its settings valid) or a known system (no system that ends up using itself);
  * - webhook URLs keep inputs out of the host; a command's program is fixed;
- * - `model` names a configured model that is not a router.
+ * - `model` names a configured model that is not a router;
+ * - `${secrets.NAME}` only where a secret goes to its destination and nowhere else (SECRET_FIELDS:
+ *   webhook headers and body fields, a command's `setEnv`, an MCP server's `setEnv` and `headers`;
+ *   never a URL, an argument, a prompt or another system's inputs), naming a secret that is set.
  * Side effects are inferred when not set: an MCP tool's `destructiveHint` (read-only tools have
  * none), webhooks and commands have them, models do not, a plan has them when a step has.
  */
@@ -20,11 +23,20 @@ import { checkCommand } from "./executors/command.js";
 import { checkWebhookUrl } from "./executors/webhook.js";
 import { schemaProblem } from "./inputs.js";
 import { compileRun, type CompiledPlan, type LeafSpec } from "./plan.js";
-import { isLeafKind, LEAF_KINDS, runSpecSchema, systemSchema, type McpServer, type SystemFile } from "./schema.js";
+import {
+  isLeafKind,
+  LEAF_KINDS,
+  type LeafKind,
+  runSpecSchema,
+  systemSchema,
+  type McpServer,
+  type SystemFile,
+} from "./schema.js";
 import { refsIn, TemplateError } from "../engine/template.js";
 import { checkGraph, type Graph, useProblem } from "../engine/graph.js";
 import type { LoadedSystem } from "./types.js";
 import type { InputSchema } from "../../wire/runs.js";
+import { whereToSet } from "../../core/secrets/store.js";
 import { type LeftOutFile, type LibraryProblem, type Raw, readDir } from "./system-files.js";
 
 // The library's problems, as its callers name them.
@@ -47,7 +59,19 @@ export interface LoadOptions {
    * replaces a file of `dir` with the same id (the system being deployed again).
    */
   candidates?: Array<{ where: string; value: unknown }>;
+  /** The secrets `${secrets.NAME}` may name (src/core/secrets/store.ts); omitted: none. */
+  secrets?: { has(name: string): boolean; file: string };
 }
+
+/** Where each kind takes `${secrets.NAME}`: its settings' fields (`server.x`: a field of the MCP server). */
+const SECRET_FIELDS: Record<LeafKind, readonly string[]> = {
+  webhook: ["headers", "body"],
+  command: ["setEnv"],
+  mcp: ["server.setEnv", "server.headers"],
+  model: [],
+  approval: [],
+};
+const SECRET_PLACES = "webhook headers and body fields, a command's setEnv, an MCP server's setEnv and headers";
 
 export class SystemsLibrary {
   private byId: Map<string, LoadedSystem>;
@@ -215,10 +239,11 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     // Templates and kind-specific checks.
     // Each string is checked on its own, so a problem names the exact key (`run.argv[1]`, `….with.body.text`).
     // `step`: the plan step whose settings these are, and its plan's graph.
-    const checkRefs = (value: unknown, key: string, step?: { id: string; graph: Graph }): void => {
-      if (Array.isArray(value)) return value.forEach((v, i) => checkRefs(v, `${key}[${i}]`, step));
+    // `secretsOk`: the value is in one of SECRET_FIELDS.
+    const checkRefs = (value: unknown, key: string, step?: { id: string; graph: Graph }, secretsOk = false): void => {
+      if (Array.isArray(value)) return value.forEach((v, i) => checkRefs(v, `${key}[${i}]`, step, secretsOk));
       if (value && typeof value === "object") {
-        for (const [k, v] of Object.entries(value)) checkRefs(v, `${key}.${k}`, step);
+        for (const [k, v] of Object.entries(value)) checkRefs(v, `${key}.${k}`, step, secretsOk);
         return;
       }
       if (typeof value !== "string") return;
@@ -230,6 +255,18 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
         throw err;
       }
       for (const r of refs) {
+        if (r.kind === "secret") {
+          if (!secretsOk)
+            report(
+              key,
+              `\${secrets.${r.name}} is not allowed here: a secret may be used only in ${SECRET_PLACES} (never in a URL, an argument, a prompt or another system's inputs, where it would not be kept out of logs and records)`,
+            );
+          else if (!opts.secrets?.has(r.name))
+            report(
+              key,
+              `\${secrets.${r.name}}: no secret "${r.name}" is set; ${whereToSet(r.name, opts.secrets?.file ?? "<dataDir>/secrets")}`,
+            );
+        }
         if (r.kind === "input" && inputsKnown && !declared.has(r.name))
           report(
             key,
@@ -242,7 +279,13 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     };
     const checkLeaf = (spec: LeafSpec, key: (...p: PropertyKey[]) => string, step?: { id: string; graph: Graph }) => {
       const { kind: _kind, ...settings } = spec;
-      checkRefs(settings, key(), step);
+      const allowed = SECRET_FIELDS[spec.kind];
+      for (const [field, v] of Object.entries(settings)) {
+        if (field === "server" && v && typeof v === "object")
+          for (const [sub, w] of Object.entries(v))
+            checkRefs(w, key(field, sub), step, allowed.includes(`${field}.${sub}`));
+        else checkRefs(v, key(field), step, allowed.includes(field));
+      }
       if (spec.kind === "webhook") {
         const p = checkWebhookUrl(spec.url);
         if (p) report(key("url"), p);

@@ -8,6 +8,10 @@
  * detach and the run goes on; cancelling it is an explicit act (`cancel`, or the router when the
  * client of an attached turn goes away).
  *
+ * A test run (`test`, a dry run) runs model steps for real and gives each step with side effects
+ * (a webhook, a command, a destructive MCP tool) the record of what would have been sent as its
+ * output instead (executors/index.ts); its secrets are rendered as `[secret NAME]`, never read.
+ *
  * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
  * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
  *
@@ -23,6 +27,7 @@ import type { Logger } from "pino";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { RunOrigin, RunStatus } from "../../wire/runs.js";
 import { Cancellation } from "../../core/util/cancel.js";
+import { secretRedactor } from "../../core/secrets/redactor.js";
 import { alnumId } from "../../core/util/ids.js";
 import type { RunRecord, RunStore } from "./db.js";
 import { type ApprovalGate, ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
@@ -42,6 +47,8 @@ export interface RunManagerDeps {
   /** Per-run working directories go under `<dataDir>/runs/<runId>`. */
   dataDir: string;
   log: Logger;
+  /** A secret's value for `${secrets.NAME}` (src/core/secrets/store.ts); undefined when it is not set. */
+  secret?: (name: string) => string | undefined;
   /** First retry delay of a failing step (doubles each time). 1000 ms. */
   retryBaseMs?: number;
   /** Nesting limit for systems that use systems (loops are refused at load; this is a guard). */
@@ -70,6 +77,8 @@ export interface StartRequest {
   conversation?: string;
   origin: RunRecord["origin"];
   messageKey?: string;
+  /** A test run (dry run): see the header. */
+  test?: boolean;
 }
 
 /** What a run executes: its steps, one attempt of a step, and the run's output. */
@@ -135,7 +144,7 @@ export class RunManager {
     const ids = this.deps.store.interruptLeftovers();
     for (const id of ids) {
       const rec = this.deps.store.get(id)!;
-      this.deps.bus.emit({ type: "run.interrupted", runId: id, system: rec.system, origin: rec.origin });
+      this.deps.bus.emit({ type: "run.interrupted", ...runEvent(rec) });
       this.deps.log.warn(
         { runId: id, system: rec.system },
         "run interrupted by a bridge stop; it will not be re-run unless resumed",
@@ -214,7 +223,7 @@ export class RunManager {
     this.unwatch(id);
     this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
     this.deps.store.resetUnfinished(id);
-    this.deps.bus.emit({ type: "run.cancelled", runId: id, system: rec.system, origin: rec.origin });
+    this.deps.bus.emit({ type: "run.cancelled", ...runEvent(rec) });
     return this.deps.store.get(id)!;
   }
 
@@ -288,7 +297,7 @@ export class RunManager {
     store.stepEnded(id, step, "failed", { error: `rejected by ${req.by}${req.note ? `: ${req.note}` : ""}` });
     store.finish(id, { status: "rejected", error, failedStep: step });
     this.unwatch(id);
-    bus.emit({ type: "run.rejected", runId: id, system: rec.system, origin: rec.origin, step, error });
+    bus.emit({ type: "run.rejected", ...runEvent(rec), step, error });
     return store.get(id)!;
   }
 
@@ -369,7 +378,9 @@ export class RunManager {
     for (const s of rec.steps) if (s.status === "completed") done[s.id] = s.output;
     let end: RunEnd = { status: "failed", error: "the run did not end" };
     const hooks = new RunHooks()
-      .addHandler("runBefore", () => bus.emit({ type: "run.started", ...ev, conversation: rec.conversation }))
+      .addHandler("runBefore", () =>
+        bus.emit({ type: "run.started", ...runEvent(rec), conversation: rec.conversation }),
+      )
       .addHandler("stepBefore", (step, attempt) => store.stepStarted(id, step, attempt))
       .addHandler("stepAfter", (step, e) =>
         store.stepEnded(id, step, e.status === "stopped" ? "pending" : e.status, {
@@ -420,7 +431,7 @@ export class RunManager {
   /** The run's end written and published (`run.completed|failed|paused|waiting|cancelled|interrupted`). */
   private persistEnd(rec: RunRecord, end: RunEnd, ms: number): void {
     const { store, bus } = this.deps;
-    const ev = { runId: rec.id, system: rec.system, origin: rec.origin };
+    const ev = runEvent(rec);
     if (end.status === "waiting") return this.persistWaiting(rec);
     if (end.status === "paused") store.setStatus(rec.id, "paused");
     else store.finish(rec.id, end);
@@ -445,9 +456,7 @@ export class RunManager {
     const first = store.get(rec.id)?.approval;
     bus.emit({
       type: "run.waiting",
-      runId: rec.id,
-      system: rec.system,
-      origin: rec.origin,
+      ...runEvent(rec),
       step: first?.step ?? "",
       question: first?.question ?? "",
     });
@@ -497,9 +506,15 @@ export class RunManager {
     const runId = rec.id;
     const stepName = prefix + step.id;
     const steps = Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, { output: v }]));
-    const scope: Scope = { inputs, steps, runId };
+    // A test run never reads a secret: what would have been sent shows where each one goes.
+    const secret = rec.test ? (name: string) => `[secret ${name}]` : this.deps.secret;
+    const scope: Scope = { inputs, steps, runId, secret };
     if (step.target.kind === "leaf") {
       const sandbox = sandboxDir(this.deps.dataDir, rec.system);
+      let held = "";
+      const publish = (text: string) => {
+        if (text) this.deps.bus.emit({ type: "run.output", runId, step: stepName, text });
+      };
       const ctx: ExecContext = {
         step: stepName,
         runId,
@@ -507,7 +522,13 @@ export class RunManager {
         conversation: rec.conversation,
         scope,
         cancel,
-        output: (text) => this.deps.bus.emit({ type: "run.output", runId, step: stepName, text }),
+        output: (text) => {
+          // Never a piece that ends inside a secret's value: the bus could not see it whole to redact it.
+          const all = held + text;
+          const end = secretRedactor.safeEnd(all);
+          held = all.slice(end);
+          publish(all.slice(0, end));
+        },
         log: this.deps.log,
         workDir: () => {
           const dir = path.join(this.deps.dataDir, "runs", runId);
@@ -517,6 +538,8 @@ export class RunManager {
         callModel: this.deps.callModel,
         sandbox: existsSync(sandbox) ? sandbox : undefined,
         approval: step.target.spec.kind === "approval" ? this.gate(rec, stepName, step, outputs) : undefined,
+        test: rec.test,
+        listingSecret: rec.test ? this.deps.secret : undefined,
       };
       try {
         return await executeLeaf(step.target.spec, ctx);
@@ -524,6 +547,8 @@ export class RunManager {
         if (cancel.aborted && !(err instanceof ExecError && err.code === "cancelled"))
           throw new ExecError("cancelled", "stopped");
         throw err;
+      } finally {
+        publish(held);
       }
     }
     if (depth >= (this.deps.maxDepth ?? 8))
@@ -553,6 +578,11 @@ export class RunManager {
 }
 
 type StepEvent = { runId: string; system?: string; origin: RunOrigin };
+
+/** What every run.* event of a run says of it (`test: true` only on a test run's). */
+function runEvent(rec: RunRecord): { runId: string; system: string; origin: RunOrigin; test?: true } {
+  return { runId: rec.id, system: rec.system, origin: rec.origin, ...(rec.test ? { test: true as const } : {}) };
+}
 
 /**
  * `step.started|retry|completed|failed|skipped` for the steps of `hooks`, named `<prefix><step>`

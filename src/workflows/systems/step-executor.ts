@@ -71,6 +71,32 @@ export interface ExecContext {
   callModel: ModelCaller;
   /** For the `approval` kind: its run's side of the approval (given by the run manager). */
   approval?: ApprovalGate;
+  /** A test run: a step with side effects returns what it would have sent (`WouldSend`) instead of sending it. */
+  test?: boolean;
+  /**
+   * In a test run, the secrets' real values (the scope's are `[secret NAME]`), only to connect to an
+   * MCP server and list its tools (not a side effect) to learn whether a tool is harmless.
+   */
+  listingSecret?: (name: string) => string | undefined;
+}
+
+/** A test run's output of a step with side effects: exactly what would have been sent, and that it was not. */
+export type WouldSend =
+  | { notSent: "webhook"; method: string; url: string; headers: Record<string, string>; body: unknown }
+  | {
+      notSent: "command";
+      argv: string[];
+      /** `setEnv`, rendered; and the names the command would inherit from the bridge's environment. */
+      env: Record<string, string>;
+      inherits: string[];
+      cwd: string;
+      stdin: string | null;
+    }
+  | { notSent: "mcp"; server: string; tool: string; arguments: unknown };
+
+/** Whether a step's output is a test run's record of what was not sent. */
+export function isWouldSend(v: unknown): v is WouldSend {
+  return !!v && typeof v === "object" && typeof (v as { notSent?: unknown }).notSent === "string";
 }
 
 /** What the `approval` kind asks of its run (src/workflows/systems/runner.ts). */

@@ -217,6 +217,7 @@ function RunDetail({ id }: { id: string }) {
         <div>
           <h2>
             {r.system} <Badge status={r.status} />
+            {r.test && <TestBadge />}
           </h2>
           <div className="muted">
             <span className="mono">{r.id}</span> · from {r.origin}
@@ -359,6 +360,7 @@ export function Runs({ selected }: { selected?: string }) {
               >
                 <span>
                   {r.system} <Badge status={r.status} />
+                  {r.test && <TestBadge />}
                 </span>
                 <span className="muted small">
                   {r.id} · {r.origin === "builder" ? "build · " : ""}
@@ -373,5 +375,14 @@ export function Runs({ selected }: { selected?: string }) {
         {selected ? <RunDetail key={selected} id={selected} /> : <Empty>Choose a run.</Empty>}
       </div>
     </div>
+  );
+}
+
+/** A test run (dry run): nothing with side effects was sent; its steps' outputs say what would have been. */
+function TestBadge() {
+  return (
+    <span className="badge badge-test" data-testid="test-run" title="test run: nothing with side effects was sent">
+      test
+    </span>
   );
 }

@@ -12,7 +12,7 @@
  * first. stdout is streamed line by line as it arrives; the whole of it (up to 1 MiB) is the output.
  */
 import { statSync } from "node:fs";
-import { ExecError, type Executor } from "../step-executor.js";
+import { ExecError, type ExecContext, type Executor, type WouldSend } from "../step-executor.js";
 import type { CommandRun } from "../schema.js";
 import { parseTemplate, renderString } from "../../engine/template.js";
 import { CliProcess } from "../../../core/util/process.js";
@@ -53,25 +53,46 @@ export function childEnv(names: readonly string[], setEnv: Record<string, string
   return { ...env, ...setEnv };
 }
 
-export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
+/** The command as it would run: argv, `setEnv`, cwd (undefined: the run's own directory) and stdin, rendered. */
+function render(
+  spec: CommandRun,
+  ctx: ExecContext,
+): { argv: [string, ...string[]]; setEnv: Record<string, string>; cwd?: string; stdin?: string } {
   const problems = checkCommand(spec);
   if (problems.length > 0) throw new ExecError("invalid", problems.join("; "));
-  if (ctx.cancel.aborted) throw new ExecError("cancelled", "the command was cancelled");
-
-  let program: string;
-  let args: string[];
-  let env: NodeJS.ProcessEnv;
-  let cwd: string;
-  let stdin: string | undefined;
   try {
-    const render = (s: string) => renderString(s, ctx.scope);
-    [program, ...args] = spec.argv.map(render) as [string, ...string[]];
-    env = childEnv(spec.env, Object.fromEntries(Object.entries(spec.setEnv).map(([n, v]) => [n, render(v)])));
-    cwd = spec.cwd !== undefined ? render(spec.cwd) : ctx.workDir();
-    stdin = spec.stdin !== undefined ? render(spec.stdin) : undefined;
+    const one = (s: string) => renderString(s, ctx.scope);
+    return {
+      argv: spec.argv.map(one) as [string, ...string[]],
+      setEnv: Object.fromEntries(Object.entries(spec.setEnv).map(([n, v]) => [n, one(v)])),
+      cwd: spec.cwd !== undefined ? one(spec.cwd) : undefined,
+      stdin: spec.stdin !== undefined ? one(spec.stdin) : undefined,
+    };
   } catch (err) {
     throw new ExecError("invalid", (err as Error).message);
   }
+}
+
+/** A test run's record of the command (secrets as `[secret NAME]`: the runner's scope of a test run); nothing is created. */
+export function commandWouldSend(spec: CommandRun, ctx: ExecContext): WouldSend {
+  const r = render(spec, ctx);
+  return {
+    notSent: "command",
+    argv: r.argv,
+    env: r.setEnv,
+    inherits: ["PATH", "HOME", ...spec.env],
+    cwd: r.cwd ?? "(a new directory for the run, <dataDir>/runs/<runId>)",
+    stdin: r.stdin ?? null,
+  };
+}
+
+export const runCommand: Executor<CommandRun> = async (spec, ctx) => {
+  const r = render(spec, ctx);
+  if (ctx.cancel.aborted) throw new ExecError("cancelled", "the command was cancelled");
+  const [program, ...args] = r.argv;
+  const env = childEnv(spec.env, r.setEnv);
+  const cwd = r.cwd ?? ctx.workDir();
+  const stdin = r.stdin;
   // spawn reports a missing cwd as a missing program (ENOENT): say which it is.
   let isDir = false;
   try {

@@ -14,6 +14,7 @@ import { ExecError } from "../step-executor.js";
 import { classify, describeServer } from "./mcp-errors.js";
 import { childEnv } from "./command.js";
 import { ChildStdioTransport, settles } from "./mcp-stdio.js";
+import { renderString, type Scope } from "../../engine/template.js";
 
 /** `tools/list` pages read at most (a server that keeps handing out cursors is cut off). */
 const MAX_TOOL_PAGES = 50;
@@ -64,6 +65,18 @@ export class Deadline {
     clearTimeout(this.timer);
     this.off();
   }
+}
+
+/**
+ * The server's settings with their templates filled in: a stdio server's `setEnv`, an HTTP
+ * server's `headers` (where `${secrets.NAME}` may appear). Throws `TemplateError`.
+ */
+export function renderServer(server: McpServer, scope: Scope): McpServer {
+  const render = (o: Record<string, string>) =>
+    Object.fromEntries(Object.entries(o).map(([k, v]) => [k, renderString(v, scope)]));
+  return server.transport === "stdio"
+    ? { ...server, setEnv: render(server.setEnv) }
+    : { ...server, headers: render(server.headers) };
 }
 
 export interface Connection {

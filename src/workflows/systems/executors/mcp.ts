@@ -26,9 +26,9 @@ import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { childLogger } from "../../../core/log/logger.js";
 import type { McpRun, McpServer } from "../schema.js";
-import { ExecError, type Executor } from "../step-executor.js";
-import { renderValue } from "../../engine/template.js";
-import { type Connection, connect, Deadline, listAllTools, noSuchTool } from "./mcp-connect.js";
+import { ExecError, type ExecContext, type Executor, type WouldSend } from "../step-executor.js";
+import { renderValue, type Scope } from "../../engine/template.js";
+import { type Connection, connect, Deadline, listAllTools, noSuchTool, renderServer } from "./mcp-connect.js";
 import { classify, describeServer } from "./mcp-errors.js";
 import { CallJournal } from "./mcp-journal.js";
 import { ChildStdioTransport } from "./mcp-stdio.js";
@@ -53,10 +53,42 @@ function split(result: CallToolResult): { texts: string[]; other: unknown[] } {
   return { texts, other };
 }
 
+/** The tool's arguments and the server's settings, rendered (template problems are configuration errors). */
+function render(spec: McpRun, scope: Scope): { server: McpServer; args: unknown } {
+  try {
+    return {
+      server: renderServer(spec.server, scope),
+      args: spec.arguments !== undefined ? renderValue(spec.arguments, scope) : scope.inputs,
+    };
+  } catch (err) {
+    throw new ExecError("invalid", (err as Error).message);
+  }
+}
+
+/**
+ * A test run's record of the call, or undefined when the tool is harmless (it says it is read-only
+ * or not destructive: then the test runs it). The server is asked for its tools with the real
+ * secrets (`ctx.listingSecret`); one that cannot be asked counts as destructive.
+ */
+export async function mcpWouldSend(spec: McpRun, ctx: ExecContext): Promise<WouldSend | undefined> {
+  const { args } = render(spec, ctx.scope);
+  try {
+    const server = renderServer(spec.server, { ...ctx.scope, secret: ctx.listingSecret });
+    const info = await describeMcpTool(server, spec.tool, {
+      timeoutMs: spec.timeoutSeconds * 1000,
+      signal: ctx.cancel.signal,
+    });
+    if (info.readOnly || info.destructive === false) return undefined;
+  } catch (err) {
+    ctx.log.debug({ tool: spec.tool, err: (err as Error).message }, "test run: the MCP tool could not be looked up");
+  }
+  return { notSent: "mcp", server: describeServer(spec.server), tool: spec.tool, arguments: args };
+}
+
 export const runMcp: Executor<McpRun> = async (spec, ctx) => {
   const what = `MCP tool ${spec.tool}`;
   if (ctx.cancel.aborted) throw new ExecError("cancelled", `${what} was cancelled`);
-  const args = spec.arguments !== undefined ? renderValue(spec.arguments, ctx.scope) : ctx.scope.inputs;
+  const { server, args } = render(spec, ctx.scope);
   // A call of this step that a stopped bridge never saw end is not made a second time on its own.
   const journal = CallJournal.of(ctx);
   journal?.refuseIfInterrupted(what);
@@ -64,7 +96,7 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
   const log = childLogger(ctx.log, { mcp: spec.server.transport, tool: spec.tool });
   let conn: Connection | undefined;
   try {
-    conn = await connect(spec.server, deadline, what, (err) => log.debug({ err: err.message }, "mcp transport error"));
+    conn = await connect(server, deadline, what, (err) => log.debug({ err: err.message }, "mcp transport error"));
     if (conn.transport instanceof ChildStdioTransport) log.debug({ pid: conn.transport.pid }, "mcp server started");
     const client = conn.client;
     // A failed call may mean the tool does not exist (servers answer that either as a protocol
@@ -96,7 +128,7 @@ export const runMcp: Executor<McpRun> = async (spec, ctx) => {
         timeout: deadline.remaining(),
       })) as CallToolResult;
     } catch (err) {
-      const e = classify(err, "call", spec.server, conn, deadline, what);
+      const e = classify(err, "call", server, conn, deadline, what);
       throw (e.code === "tool_error" && err instanceof McpError && (await unknownTool())) || e;
     }
     const { texts, other } = split(result);

@@ -19,7 +19,7 @@ import { createHmac } from "node:crypto";
 import { TextDecoder } from "node:util";
 import { createParser } from "eventsource-parser";
 import { request, type Dispatcher } from "undici";
-import { ExecError, type ExecContext, type Executor } from "../step-executor.js";
+import { ExecError, type ExecContext, type Executor, type WouldSend } from "../step-executor.js";
 import type { WebhookRun } from "../schema.js";
 import { parseTemplate, renderString, renderValue, type Part } from "../../engine/template.js";
 
@@ -111,8 +111,15 @@ function sseText(data: string): string {
 
 const quote = (s: string, n: number): string => s.replace(/\s+/g, " ").trim().slice(0, n);
 
-/** Everything that happens before the request is sent; template problems are configuration errors. */
-function prepare(spec: WebhookRun, ctx: ExecContext): { url: URL; headers: Record<string, string>; body: string } {
+/**
+ * Everything that happens before the request is sent; template problems are configuration errors.
+ * `sign: false` (a test run): the signature headers say they would be signed, no secret is read.
+ */
+function prepare(
+  spec: WebhookRun,
+  ctx: ExecContext,
+  sign = true,
+): { url: URL; headers: Record<string, string>; body: string } {
   const problem = checkWebhookUrl(spec.url);
   if (problem) throw new ExecError("invalid", problem);
   const expected = new URL(literalUrl(parseTemplate(spec.url), "x")).origin;
@@ -139,7 +146,10 @@ function prepare(spec: WebhookRun, ctx: ExecContext): { url: URL; headers: Recor
   for (const [name, value] of Object.entries(spec.headers))
     headers[name.toLowerCase()] = renderString(value, ctx.scope);
   headers["content-type"] = "application/json";
-  if (spec.secretEnv) {
+  if (spec.secretEnv && !sign) {
+    headers["x-clawbridge-timestamp"] = "[the time of the call]";
+    headers["x-clawbridge-signature"] = `[signed with ${spec.secretEnv} when sent]`;
+  } else if (spec.secretEnv) {
     const secret = process.env[spec.secretEnv];
     if (!secret)
       throw new ExecError("invalid", `environment variable ${spec.secretEnv} (webhook secret) is not set`, false);
@@ -150,16 +160,25 @@ function prepare(spec: WebhookRun, ctx: ExecContext): { url: URL; headers: Recor
   return { url, headers, body };
 }
 
-export const runWebhook: Executor<WebhookRun> = async (spec, ctx) => {
-  if (ctx.cancel.aborted) throw new ExecError("cancelled", "the webhook call was cancelled");
-  let prepared: ReturnType<typeof prepare>;
+/** `prepare`, any error an ExecError (a template problem is `invalid`). */
+function prepared(spec: WebhookRun, ctx: ExecContext, sign = true): ReturnType<typeof prepare> {
   try {
-    prepared = prepare(spec, ctx);
+    return prepare(spec, ctx, sign);
   } catch (err) {
     if (err instanceof ExecError) throw err;
     throw new ExecError("invalid", (err as Error).message);
   }
-  const { url, headers, body } = prepared;
+}
+
+/** A test run's record of the call (secrets as `[secret NAME]`: the runner's scope of a test run). */
+export function webhookWouldSend(spec: WebhookRun, ctx: ExecContext): WouldSend {
+  const { url, headers, body } = prepared(spec, ctx, false);
+  return { notSent: "webhook", method: spec.method, url: url.href, headers, body: JSON.parse(body) as unknown };
+}
+
+export const runWebhook: Executor<WebhookRun> = async (spec, ctx) => {
+  if (ctx.cancel.aborted) throw new ExecError("cancelled", "the webhook call was cancelled");
+  const { url, headers, body } = prepared(spec, ctx);
   const where = url.origin;
 
   // One controller stops the exchange: the whole-exchange timer or the run's cancellation.
