@@ -4,8 +4,11 @@
  * question and the data shown, its deadline and what happens then, and the decision — taken once
  * (`decide` changes only an undecided row, so a second decision, or a timeout racing a person,
  * finds nothing). The run manager (runner.ts) writes it; the run store reads a run's open one.
+ * Like every write of the run store, the question and the data shown are written with secrets' values
+ * replaced (`[secret NAME]`).
  */
 import type Database from "better-sqlite3";
+import { secretRedactor } from "../../core/secrets/redactor.js";
 
 export const APPROVALS_SCHEMA = `
 CREATE TABLE IF NOT EXISTS approvals (
@@ -95,9 +98,11 @@ export class ApprovalStore {
 
   /** Write the question of a step (kept as first written when the step asks again). */
   request(a: Omit<ApprovalRecord, "decided">): ApprovalRecord {
+    // Secrets' values never written (the data shown is what the run's steps returned).
     this.stmts.insert.run({
       ...a,
-      shown: a.shown === undefined ? null : JSON.stringify(a.shown),
+      question: secretRedactor.text(a.question),
+      shown: a.shown === undefined ? null : JSON.stringify(secretRedactor.value(a.shown)),
       deadline: a.deadline ?? null,
     });
     return this.get(a.runId, a.step)!;
