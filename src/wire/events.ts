@@ -89,6 +89,21 @@ export type BridgeEvent = Base &
     | { type: "run.paused"; runId: string; system: string; origin?: RunOrigin }
     | { type: "run.cancelled"; runId: string; system: string; origin?: RunOrigin }
     | { type: "run.interrupted"; runId: string; system: string; origin?: RunOrigin }
+    // Triggers (src/workflows/triggers): a schedule or an inbound hook started a run, a schedule's
+    // time was skipped, a hook request was refused (nothing ran).
+    | {
+        type: "trigger.fired";
+        system: string;
+        /** `schedule:<index>` or `hook`. */
+        trigger: string;
+        runId: string;
+        /** The schedule's time (ms since the epoch). */
+        dueAt?: number;
+        /** A time missed while the bridge was down, run once at start. */
+        catchUp?: boolean;
+      }
+    | { type: "trigger.skipped"; system: string; trigger: string; dueAt: number; reason: string }
+    | { type: "hook.refused"; system: string; status: number; reason: string }
     // Turns (src/request/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
     // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
     | {
@@ -222,6 +237,9 @@ const EVENT_TYPE_SET = {
   "run.paused": true,
   "run.cancelled": true,
   "run.interrupted": true,
+  "trigger.fired": true,
+  "trigger.skipped": true,
+  "hook.refused": true,
   "turn.started": true,
   "turn.firstByte": true,
   "turn.completed": true,

@@ -104,7 +104,9 @@ export abstract class RouterOutcomes {
     const parts: string[] = [];
     for (const r of done) {
       this.rt.runs.store.markReported(r.id);
-      parts.push(runStatusText(r, this.nameOf(r.system)));
+      // A schedule made in this conversation ran without it.
+      const text = runStatusText(r, this.nameOf(r.system));
+      parts.push(r.origin === "schedule" ? `While you were away, ${text}` : text);
     }
     return parts.join("\n\n");
   }

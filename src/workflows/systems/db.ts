@@ -30,7 +30,7 @@ export interface RunRecord {
   output?: unknown;
   error?: string;
   failedStep?: string;
-  /** Where it was started: a chat turn, the HTTP API or the command line. */
+  /** Where it was started: a chat turn, the HTTP API, the command line, a schedule or an inbound hook. */
   origin: RunOrigin;
   /** The chat message that started it (a client's retry of the same message finds this run). */
   messageKey?: string;
@@ -42,6 +42,8 @@ export interface RunRecord {
   detached: boolean;
   /** Its outcome was told to the conversation after it ended in the background. */
   reported: boolean;
+  /** What started it without a person: `schedule:<index>` (the system's `triggers[index]`) or `hook`. */
+  trigger?: string;
   steps: StepRecord[];
 }
 
@@ -95,7 +97,14 @@ export function openSystemsDb(file: string): Database.Database {
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
   db.exec(SCHEMA);
+  addTriggerColumn(db);
   return db;
+}
+
+/** `runs.trigger` (issue 35, triggers): added to a database made before it. */
+function addTriggerColumn(db: Database.Database): void {
+  const cols = db.prepare(`PRAGMA table_info(runs)`).all() as Array<{ name: string }>;
+  if (!cols.some((c) => c.name === "trigger")) db.exec(`ALTER TABLE runs ADD COLUMN trigger TEXT`);
 }
 
 const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
@@ -113,6 +122,7 @@ export class RunStore {
         `INSERT INTO runs (id, system, conversation, status, inputs, origin, message_key, created_at, updated_at)
          VALUES (@id, @system, @conversation, @status, @inputs, @origin, @messageKey, @now, @now)`,
       ),
+      triggered: db.prepare(`UPDATE runs SET trigger = ?, detached = ? WHERE id = ?`),
       insertStep: db.prepare(`INSERT INTO run_steps (run_id, step_id, position, status) VALUES (?, ?, ?, 'pending')`),
       run: db.prepare(`SELECT * FROM runs WHERE id = ?`),
       steps: db.prepare(`SELECT * FROM run_steps WHERE run_id = ? ORDER BY position`),
@@ -160,6 +170,9 @@ export class RunStore {
     origin: RunRecord["origin"];
     messageKey?: string;
     steps: string[];
+    /** What started it (a schedule, a hook); `detached`: told to its conversation on its next turn. */
+    trigger?: string;
+    detached?: boolean;
   }): void {
     const now = Date.now();
     this.db.transaction(() => {
@@ -174,6 +187,7 @@ export class RunStore {
         now,
       });
       run.steps.forEach((s, i) => this.stmts.insertStep.run(run.id, s, i));
+      if (run.trigger) this.stmts.triggered.run(run.trigger, run.detached ? 1 : 0, run.id);
     })();
   }
 
@@ -208,6 +222,7 @@ export class RunStore {
       updatedAt: Number(row.updated_at),
       detached: row.detached === 1,
       reported: row.reported === 1,
+      trigger: str(row.trigger),
       steps,
     };
   }

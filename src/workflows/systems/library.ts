@@ -10,7 +10,9 @@
  * - plan steps: unique ids, known `dependsOn`, no cycle (src/workflows/engine/graph.ts), `uses` a
  *   kind (its settings valid) or a known system (no system that ends up using itself);
  * - webhook URLs keep inputs out of the host; a command's program is fixed;
- * - `model` names a configured model that is not a router.
+ * - `model` names a configured model that is not a router;
+ * - a schedule's cron expression and time zone (cron.ts), its inputs against the input schema,
+ *   its `notify` URL like a webhook's.
  * Side effects are inferred when not set: an MCP tool's `destructiveHint` (read-only tools have
  * none), webhooks and commands have them, models do not, a plan has them when a step has.
  */
@@ -18,7 +20,8 @@ import type { z } from "zod";
 import type { McpToolInfo as ToolFacts } from "./executors/mcp.js";
 import { checkCommand } from "./executors/command.js";
 import { checkWebhookUrl } from "./executors/webhook.js";
-import { schemaProblem } from "./inputs.js";
+import { checkInputs, incompleteText, schemaProblem } from "./inputs.js";
+import { cronProblem } from "./cron.js";
 import { compileRun, type CompiledPlan, type LeafSpec } from "./plan.js";
 import { isLeafKind, LEAF_KINDS, runSpecSchema, systemSchema, type McpServer, type SystemFile } from "./schema.js";
 import { refsIn, TemplateError } from "../engine/template.js";
@@ -212,6 +215,26 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     const declared = new Set(Object.keys(inputs.properties));
     const inputsKnown = sys.inputs !== "fromTool" || tool !== undefined;
 
+    // Schedules.
+    sys.triggers.forEach((t, i) => {
+      const bad = cronProblem(t.cron, t.timezone);
+      if (bad) report(at("triggers", i, bad.key), bad.message);
+      if (t.notify) {
+        const p = checkWebhookUrl(t.notify.url);
+        if (p) report(at("triggers", i, "notify", "url"), p);
+      }
+      if (!inputsKnown) return;
+      const unknown = Object.keys(t.inputs).filter((k) => !declared.has(k));
+      if (unknown.length)
+        report(
+          at("triggers", i, "inputs"),
+          `${unknown.join(", ")}: not a declared input (declared: ${[...declared].join(", ") || "none"})`,
+        );
+      const check = checkInputs(inputs, t.inputs);
+      if (!check.complete)
+        report(at("triggers", i, "inputs"), `the inputs are not complete: ${incompleteText(check).text}`);
+    });
+
     // Templates and kind-specific checks.
     // Each string is checked on its own, so a problem names the exact key (`run.argv[1]`, `….with.body.text`).
     // `step`: the plan step whose settings these are, and its plan's graph.
@@ -301,6 +324,8 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       confirm: sys.confirm,
       enabled: sys.enabled,
       run: sys.run,
+      triggers: sys.triggers,
+      ...(sys.hook ? { hook: { perMinute: sys.hook === true ? 60 : sys.hook.perMinute } } : {}),
       source: raw.where,
     });
   }

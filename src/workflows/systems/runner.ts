@@ -63,6 +63,9 @@ export interface StartRequest {
   conversation?: string;
   origin: RunRecord["origin"];
   messageKey?: string;
+  /** A schedule's (`schedule:<index>`) or a hook's run; `detached`: its conversation is told on its next turn. */
+  trigger?: string;
+  detached?: boolean;
 }
 
 /** What a run executes: its steps, one attempt of a step, and the run's output. */
