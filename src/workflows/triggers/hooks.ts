@@ -86,7 +86,7 @@ export class Hooks {
         code: "hook_not_found",
         message: s
           ? `System "${id}" has no inbound hook; set \`hook: true\` on it to accept signed requests.`
-          : `No system "${id}".`,
+          : `No system "${id}" (GET /v1/systems lists them).`,
       });
     const now = this.clock.now();
     const times = (this.recent.get(id) ?? []).filter((t) => t > now - 60_000);
