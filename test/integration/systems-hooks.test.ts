@@ -10,7 +10,10 @@
  */
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
-import { readFileSync, statSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { promisify } from "node:util";
+import { stringify } from "yaml";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { BridgeEvent } from "../../src/wire/events.js";
@@ -19,6 +22,8 @@ import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "
 
 const NODE = process.execPath;
 const KEY = "sk-test-hooks";
+const BIN = path.resolve("bin/clawbridge.js");
+const execFileP = promisify(execFile);
 
 const echo = (id: string, hook: unknown) => ({
   id,
@@ -35,13 +40,15 @@ describe("inbound hooks", () => {
 
   before(async () => {
     dir = tempDir("cb-hooks-");
-    bridge = await startTestBridge({
+    const config = {
       dataDir: dir,
       server: { apiKeys: [KEY] },
       backends: { up: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" } },
       models: [{ id: "m", backend: "up" }],
-      systems: [echo("ingest", true), echo("limited", { perMinute: 2 }), echo("plain", undefined)],
-    });
+      systems: [echo("ingest", true), echo("limited", { perMinute: 2 }), echo("plain", undefined), echo("cli", true)],
+    };
+    writeFileSync(path.join(dir, "clawbridge.yaml"), stringify(config));
+    bridge = await startTestBridge(config);
     bridge.bus.on((e) => events.push(e));
   });
   after(async () => {
@@ -193,5 +200,45 @@ describe("inbound hooks", () => {
     assert.equal((await runsOf("limited")).length, 2);
     // Another system's rate is its own.
     assert.equal((await signed("ingest", JSON.stringify({ topic: "still fine" }))).status, 202);
+  });
+
+  test("`clawbridge systems hook` shows the URL, the secret and a curl example that works; --rotate replaces the secret", async () => {
+    const cli = (...args: string[]) =>
+      execFileP(
+        NODE,
+        [BIN, "systems", "hook", "cli", "--url", bridge.url, "--config", path.join(dir, "clawbridge.yaml"), ...args],
+        {
+          env: { ...process.env, CLAWBRIDGE_CONFIG: "" },
+          timeout: 60_000,
+        },
+      );
+    const shown = (await cli()).stdout;
+    assert.match(shown, new RegExp(`POST ${bridge.url}/v1/hooks/cli`));
+    assert.ok(shown.includes(`secret: ${secretOf("cli")}`));
+    // The example, as printed, with a body of its own.
+    const script = shown
+      .split("\n")
+      .filter((l) => /^(BODY|TS|SIG)=|^curl /.test(l))
+      .map((l) => (l.startsWith("BODY=") ? `BODY='{"topic":"from curl"}'` : l))
+      .join("\n");
+    const sent = await execFileP("/bin/sh", ["-c", `${script} -s -w ' %{http_code}'`], { timeout: 30_000 }).catch(
+      (e: { code: unknown; stdout: string; stderr: string }) => {
+        throw new Error(`the example failed (${String(e.code)}): ${e.stdout} ${e.stderr}`);
+      },
+    );
+    assert.match(sent.stdout, / 202$/, sent.stdout);
+    assert.deepEqual((await runsOf("cli"))[0]!.inputs, { topic: "from curl" });
+
+    const old = secretOf("cli");
+    const rotated = (await cli("--rotate")).stdout;
+    assert.notEqual(secretOf("cli"), old);
+    assert.match(rotated, /\(new\)/);
+    const body = JSON.stringify({ topic: "old secret" });
+    const ts = now();
+    const res = await post("cli", body, {
+      "x-clawbridge-timestamp": String(ts),
+      "x-clawbridge-signature": sign(old, ts, body),
+    });
+    assert.equal(res.status, 401, "the old secret no longer signs");
   });
 });

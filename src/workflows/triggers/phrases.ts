@@ -17,7 +17,7 @@ export type ScheduleWords =
   | { kind: "stop" };
 
 const DAY_NAMES = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"];
-const DAY = String.raw`(?:sun|mon|tues?|wed(?:nes)?|thu(?:rs)?|fri|sat(?:ur)?)(?:days?)?`;
+const DAY = "(?:sun|mon|tues?|wed(?:nes)?|thu(?:rs)?|fri|sat(?:ur)?)(?:days?)?";
 const DAY_LIST = new RegExp(String.raw`\b(?:every|on|each)\s+(${DAY}(?:\s*(?:,|and|or|&)\s*${DAY})*)\b`);
 
 const pad = (n: number) => String(n).padStart(2, "0");
