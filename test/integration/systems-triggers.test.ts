@@ -2,7 +2,8 @@
  * Schedules end to end on a real bridge (src/workflows/triggers/schedule.ts) with short real
  * times (a 6-field cron: every 2 seconds) and bounded waits:
  * - a schedule runs the system again and again with its inputs (origin `schedule`, trigger
- *   `schedule:0`), and `GET /v1/systems/:id` shows its next and last run;
+ *   `schedule:0`), each outcome is POSTed to its `notify` URL, and `GET /v1/systems/:id` shows its
+ *   next and last run;
  * - a bridge stopped over a due time catches it up ONCE at its next start (and not with
  *   `catchUp: false`); the start after that catches up nothing;
  * - a schedule that names a conversation: the router tells that conversation on its next turn
@@ -10,6 +11,8 @@
  */
 import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import Database from "better-sqlite3";
@@ -48,7 +51,24 @@ describe("schedules", () => {
   test("a schedule every 2 seconds runs with its inputs; the system shows its next and last run", async () => {
     const dir = tempDir("cb-sched-");
     dirs.push(dir);
-    const b = await startTestBridge(base(dir, [say("tick", [{ cron: "*/2 * * * * *", inputs: { topic: "tides" } }])]));
+    // The schedule's `notify` receiver.
+    const told: Array<{ headers: Record<string, unknown>; body: any }> = [];
+    const receiver = createServer((req, res) => {
+      let raw = "";
+      req.on("data", (c: Buffer) => (raw += c.toString()));
+      req.on("end", () => {
+        told.push({ headers: req.headers, body: JSON.parse(raw) });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    const notify = {
+      url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/done`,
+      headers: { authorization: "Bearer to-the-receiver" },
+    };
+    const b = await startTestBridge(
+      base(dir, [say("tick", [{ cron: "*/2 * * * * *", inputs: { topic: "tides" }, notify }])]),
+    );
     try {
       assert.ok(await eventually(async () => (await runsOf(b, "tick")).length >= 2, 8_000), "two runs in 8 s");
       const runs = await runsOf(b, "tick");
@@ -64,8 +84,21 @@ describe("schedules", () => {
       assert.equal(t!.cron, "*/2 * * * * *");
       assert.ok(t!.last_run_id?.startsWith("run"));
       assert.ok(t!.next_run_at! > t!.last_run_at! && t!.next_run_at! - Date.now() <= 2_100, JSON.stringify(t));
+      assert.equal(t!.notify, true);
+      // Each ended run was POSTed to `notify`, with its outcome.
+      assert.ok(await eventually(() => told.length >= 1, 5_000), "notify was called");
+      const [first] = told;
+      assert.equal(first!.headers.authorization, "Bearer to-the-receiver");
+      assert.equal(first!.body.system, "tick");
+      assert.equal(first!.body.event, "run.ended");
+      assert.deepEqual(first!.body.inputs, { topic: "tides" });
+      assert.equal(first!.body.run.id, first!.body.runId);
+      assert.equal(first!.body.run.status, "completed");
+      assert.equal(first!.body.run.trigger, "schedule:0");
+      assert.match(first!.body.run.output, /about tides/);
     } finally {
       await b.close();
+      receiver.close();
     }
   });
 
