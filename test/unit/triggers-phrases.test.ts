@@ -1,7 +1,7 @@
 /**
  * A schedule in words (src/workflows/triggers/phrases.ts) and the builder's CONFIGURE reading it
  * (src/workflows/builder/configure.ts): common phrasings to cron, stop, "also", and what is not a
- * schedule; on a canvas: the trigger setting with its inputs, checked (a required input without a
+ * schedule (nor, for the router's rule, a request for one); on a canvas: the trigger setting with its inputs, checked (a required input without a
  * default must be given), compiled into the system, and told back with the cron and next run.
  */
 import assert from "node:assert/strict";
@@ -9,7 +9,7 @@ import { test } from "node:test";
 import type { Canvas } from "../../src/wire/canvas.js";
 import { changesFromWords, checkChanges, scheduleText, withChanges } from "../../src/workflows/builder/configure.js";
 import { compileCanvas } from "../../src/workflows/builder/compile.js";
-import { scheduleFromWords } from "../../src/workflows/triggers/phrases.js";
+import { asksForSchedule, scheduleFromWords } from "../../src/workflows/triggers/phrases.js";
 
 test("common phrasings become cron expressions", () => {
   const cases: Array<[string, string, string]> = [
@@ -32,8 +32,25 @@ test("common phrasings become cron expressions", () => {
   assert.equal((scheduleFromWords("also every sunday at 18:00") as { also: boolean }).also, true);
   for (const stop of ["stop the schedule", "remove the schedules", "unschedule it", "disable the schedule"])
     assert.deepEqual(scheduleFromWords(stop), { kind: "stop" }, stop);
-  for (const none of ["set the default topic to cats", "deploy it", "every day at 25", "at 13pm every day"])
+  for (const none of [
+    "set the default topic to cats",
+    "deploy it",
+    "every day at 25",
+    "at 13pm every day",
+    "can you run the daily report?",
+    "show the weekdays report",
+  ])
     assert.equal(scheduleFromWords(none), undefined, none);
+  // The router's rule is narrower: the request leads, or "schedule" is said.
+  for (const yes of [
+    "run it every weekday at 8",
+    "every day at 7:30 instead",
+    "stop the schedule",
+    "schedule it hourly",
+  ])
+    assert.ok(asksForSchedule(yes), yes);
+  for (const no of ["I check my mail every hour", "build a system that sends news every day at 8"])
+    assert.ok(!asksForSchedule(no), no);
 });
 
 const canvas = (required: boolean): Canvas => ({

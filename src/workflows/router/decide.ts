@@ -11,7 +11,7 @@ import type { Logger } from "pino";
 import type { DispatchInput } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import { checkInputs } from "../systems/inputs.js";
-import { scheduleFromWords } from "../triggers/phrases.js";
+import { asksForSchedule } from "../triggers/phrases.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { LoadedSystem } from "../systems/types.js";
 import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "./classifier.js";
@@ -79,7 +79,7 @@ export function builderRule(text: string, ctx: RuleContext): { action: "build" |
       : undefined;
   }
   // A schedule in words for the canvas in focus ("run it every weekday at 8") is the builder's.
-  if (ctx.canvas && scheduleFromWords(text)) return { action: "build", reason: "a schedule for the canvas" };
+  if (ctx.canvas && asksForSchedule(text)) return { action: "build", reason: "a schedule for the canvas" };
   if (!QUESTION.test(text)) return undefined;
   const t = text.toLowerCase();
   const names = ctx.systems.flatMap((s) => [s.id, s.name].map((n) => n.toLowerCase()));

@@ -4,7 +4,11 @@
  * "every monday and friday at 9am", "on weekends at noon", "every hour", "every 15 minutes",
  * "every minute", or a cron expression quoted after `cron`; a day without a time is at 09:00.
  * "stop the schedule" (remove, delete, cancel, disable, unschedule) removes it; "also", "another",
- * "as well" add one beside the others instead of replacing them.
+ * "as well" add one beside the others instead of replacing them. A name that holds such a word
+ * ("run the daily report") is not a schedule: days need "every", "each" or "on", and "daily" a
+ * time or "run it daily". `asksForSchedule` is narrower still (for the router, before any model):
+ * the message must lead with the request ("run it …", "every …", "stop the schedule") or say
+ * "schedule".
  */
 
 export type ScheduleWords =
@@ -65,13 +69,15 @@ export function scheduleFromWords(text: string): ScheduleWords | undefined {
 
   let days: string | undefined;
   let dayWords = "";
-  if (/\b(?:every|each|on) (?:week ?day|working day|business day)s?\b|\bweekdays\b/.test(t)) {
+  if (/\b(?:every|each|on) (?:week ?day|working day|business day)s?\b/.test(t)) {
     days = "1-5";
     dayWords = "every weekday";
-  } else if (/\b(?:every|on|each) weekends?\b|\bweekends\b/.test(t)) {
+  } else if (/\b(?:every|on|each) weekends?\b/.test(t)) {
     days = "0,6";
     dayWords = "every Saturday and Sunday";
-  } else if (/\b(?:every|each) (?:day|morning|evening|night)\b|\bdaily\b/.test(t)) {
+  } else if (
+    /\b(?:every|each) (?:day|morning|evening|night)\b|\bdaily at\b|\b(?:run|runs) (?:it |this |that )?daily\b/.test(t)
+  ) {
     days = "*";
     dayWords = "every day";
   } else {
@@ -102,4 +108,15 @@ export function scheduleFromWords(text: string): ScheduleWords | undefined {
     words: `${dayWords} at ${pad(at.h)}:${pad(at.m)}`,
     also,
   };
+}
+
+/** A message that asks for a schedule change and little else (the router's rule, see the header). */
+export function asksForSchedule(text: string): boolean {
+  return (
+    scheduleFromWords(text) !== undefined &&
+    (/\bschedul/i.test(text) ||
+      /^\s*(?:(?:ok|okay|now|please|and|also|then|instead)[,\s]+)*(?:run (?:it|this|that)|make it run|have it run|every|each|daily|hourly|on (?:week|mon|tue|wed|thu|fri|sat|sun)|stop|remove|delete|cancel|disable|unschedule)\b/i.test(
+        text,
+      ))
+  );
 }
