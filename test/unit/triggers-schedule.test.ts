@@ -3,7 +3,8 @@
  * schedule's cron, time zone and inputs at load, naming the key; an every-minute schedule runs
  * twice in two minutes with its inputs (origin `schedule`, trigger `schedule:0`); a schedule that
  * was due while the bridge was down runs ONCE at start, or not at all with `catchUp: false`; a new
- * or changed schedule catches nothing up; `rows` shows the next and last run.
+ * or changed schedule catches nothing up, nor one removed and added again; `rows` shows the next
+ * and last run.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -183,4 +184,22 @@ test("a changed schedule counts from the change, and a time zone moves its times
   assert.equal(b.started.length, 0, "the changed schedule does not catch up the old one's times");
   assert.equal(b.schedules.rows("digest")[0]!.next_run_at, Date.parse("2026-12-02T06:30:00Z"));
   b.schedules.close();
+});
+
+test("a schedule removed and added again later catches nothing up", async () => {
+  const clock = new FakeClock(T0);
+  const db = openSystemsDb(":memory:");
+  const daily = [{ cron: "0 8 * * *", timezone: "UTC", inputs: { topic: "x" } }];
+  const a = harness(await library(daily), clock, db);
+  a.schedules.rearm();
+  a.schedules.close();
+  const none = harness(await library([]), clock, db);
+  none.schedules.rearm(); // "stop the schedule"
+  none.schedules.close();
+  clock.advanceTo(Date.parse("2026-12-05T12:00:00Z"));
+  const again = harness(await library(daily), clock, db);
+  again.schedules.rearm();
+  assert.equal(again.started.length, 0);
+  assert.equal(again.schedules.rows("digest")[0]!.last_run_id, null);
+  again.schedules.close();
 });

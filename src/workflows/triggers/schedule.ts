@@ -61,12 +61,16 @@ export class Schedules {
     this.cancelTimer = undefined;
     const now = this.clock.now();
     let next = Number.POSITIVE_INFINITY;
+    const present = new Set<string>();
     for (const s of this.d.library.systems) {
       s.triggers.forEach((t, i) => {
+        present.add(`${s.id}|${i}`);
         const due = this.check(s.id, t, i, now);
         if (due !== undefined) next = Math.min(next, due);
       });
     }
+    // A schedule removed (or its system) is forgotten: added again later, it catches nothing up.
+    this.d.state.prune(present);
     if (next === Number.POSITIVE_INFINITY) return;
     this.cancelTimer = this.clock.setTimer(() => this.rearm(), Math.min(Math.max(next - now, 0), MAX_SLEEP_MS));
   }

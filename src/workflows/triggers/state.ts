@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS hook_seen (
       fired: db.prepare(
         `UPDATE trigger_state SET since = @at, last_run_at = @at, last_run_id = @run WHERE system = @system AND idx = @idx`,
       ),
+      all: db.prepare(`SELECT system, idx FROM trigger_state`),
+      drop: db.prepare(`DELETE FROM trigger_state WHERE system = ? AND idx = ?`),
       seen: db.prepare(`INSERT OR IGNORE INTO hook_seen (system, signature, at) VALUES (?, ?, ?)`),
       forget: db.prepare(`DELETE FROM hook_seen WHERE at < ?`),
     };
@@ -72,6 +74,12 @@ CREATE TABLE IF NOT EXISTS hook_seen (
 
   fired(system: string, idx: number, at: number, run: string): void {
     this.stmts.fired.run({ system, idx, at, run });
+  }
+
+  /** Forget the schedules not in `present` (`<system>|<index>`): one added again later starts afresh. */
+  prune(present: ReadonlySet<string>): void {
+    for (const r of this.stmts.all.all() as Array<{ system: string; idx: number }>)
+      if (!present.has(`${r.system}|${r.idx}`)) this.stmts.drop.run(r.system, r.idx);
   }
 
   /**
