@@ -12,7 +12,7 @@ export const hookSecretPath = (dataDir: string, system: string): string =>
   path.join(dataDir, "hooks", `${system}.secret`);
 
 /** The secret, or undefined when none was made yet. */
-export function readHookSecret(dataDir: string, system: string): string | undefined {
+function readHookSecret(dataDir: string, system: string): string | undefined {
   try {
     return readFileSync(hookSecretPath(dataDir, system), "utf8").trim() || undefined;
   } catch {

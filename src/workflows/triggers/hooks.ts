@@ -21,7 +21,7 @@ import type { SystemsLibrary } from "../systems/library.js";
 import { signWebhook } from "../systems/executors/webhook.js";
 import type { RunManager } from "../systems/runner.js";
 import { type Clock, realClock } from "./clock.js";
-import { ensureHookSecret, readHookSecret } from "./hook-secret.js";
+import { ensureHookSecret } from "./hook-secret.js";
 import type { TriggerState } from "./state.js";
 
 /** How far a request's timestamp may be from the bridge's clock. */
@@ -121,16 +121,13 @@ export class Hooks {
         message:
           'Send x-clawbridge-signature: "sha256=" and the hex HMAC-SHA256 of "<timestamp>.<body>" keyed by the hook\'s secret.',
       });
-    const secret = readHookSecret(this.d.dataDir, id) ?? ensureHookSecret(this.d.dataDir, id);
+    const secret = ensureHookSecret(this.d.dataDir, id);
     // Hashed first: equal lengths for timingSafeEqual, and nothing about the expected value leaks.
     if (!timingSafeEqual(digest(sig.toLowerCase()), digest(signWebhook(secret, ts, raw))))
       return refuse({
         status: 401,
         code: "invalid_signature",
-        message:
-          'The signature does not match: sign "<timestamp>.<raw body>" with HMAC-SHA256 and the hook\'s secret (`clawbridge systems hook ' +
-          id +
-          "` shows it).",
+        message: `The signature does not match: sign "<timestamp>.<raw body>" with HMAC-SHA256 and the hook's secret (\`clawbridge systems hook ${id}\` shows it).`,
       });
     if (!this.d.state.firstSeen(id, sig.toLowerCase(), now, now - 2 * HOOK_WINDOW_SECONDS * 1000))
       return refuse({
