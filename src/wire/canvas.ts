@@ -57,6 +57,19 @@ export interface CanvasSettings {
   defaults?: Record<string, unknown>;
   examples?: string[];
   keywords?: string[];
+  /** Schedules (a system's `triggers:`), set by chat ("run it every weekday at 8"). */
+  triggers?: CanvasTrigger[];
+}
+
+/** A schedule on a canvas: the system's `triggers[]` entry it compiles to. */
+export interface CanvasTrigger {
+  cron: string;
+  /** IANA time zone (the bridge's when it was set by chat). */
+  timezone?: string;
+  inputs?: Record<string, unknown>;
+  catchUp?: boolean;
+  /** The conversation that set it: told of each of its runs on its next turn. */
+  conversation?: string;
 }
 
 export interface Canvas {

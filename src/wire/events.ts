@@ -128,6 +128,21 @@ export type BridgeEvent = Base &
         step: string;
         error: string;
       }
+    // Triggers (src/workflows/triggers): a schedule or an inbound hook started a run, a schedule's
+    // time was skipped, a hook request was refused (nothing ran).
+    | {
+        type: "trigger.fired";
+        system: string;
+        /** `schedule:<index>` or `hook`. */
+        trigger: string;
+        runId: string;
+        /** The schedule's time (ms since the epoch). */
+        dueAt?: number;
+        /** A time missed while the bridge was down, run once at start. */
+        catchUp?: boolean;
+      }
+    | { type: "trigger.skipped"; system: string; trigger: string; dueAt: number; reason: string }
+    | { type: "hook.refused"; system: string; status: number; reason: string }
     // Turns (src/request/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
     // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
     | {
@@ -265,6 +280,9 @@ const EVENT_TYPE_SET = {
   "run.waiting": true,
   "approval.decided": true,
   "run.rejected": true,
+  "trigger.fired": true,
+  "trigger.skipped": true,
+  "hook.refused": true,
   "turn.started": true,
   "turn.firstByte": true,
   "turn.completed": true,

@@ -23,8 +23,11 @@ export type RunStatus =
 /** A step's life within a run (`waiting`: an approval step whose run waits for the decision). */
 export type StepStatus = "pending" | "running" | "waiting" | "completed" | "failed" | "skipped" | "cancelled";
 
-/** Where a run was started: a chat turn, the HTTP API, the command line, or the builder (a build: its steps call the canvas and sandbox tools). */
-export type RunOrigin = "chat" | "http" | "cli" | "builder";
+/**
+ * Where a run was started: a chat turn, the HTTP API, the command line, the builder (a build: its
+ * steps call the canvas and sandbox tools), a schedule, or an inbound hook (`POST /v1/hooks/<id>`).
+ */
+export type RunOrigin = "chat" | "http" | "cli" | "builder" | "schedule" | "hook";
 
 /** JSON Schema of a system's inputs: always an object schema (`{type:"object", properties:{}}` when it takes none). */
 export interface InputSchema {
@@ -48,6 +51,28 @@ export interface SystemRow {
   confirm: "auto" | "always" | "never";
   /** Where it was declared: `config` or the YAML file's path. */
   source: string;
+  /** Its schedules, each with its next and last run. */
+  triggers: TriggerRow[];
+  /** Its inbound hook (the secret is never sent: `clawbridge systems hook <id>` shows it), or null. */
+  hook: { path: string; per_minute: number } | null;
+}
+
+/** A schedule of a system (`triggers[index]`), as `GET /v1/systems/:id` shows it. */
+export interface TriggerRow {
+  index: number;
+  cron: string;
+  /** The IANA time zone, or null for the bridge's. */
+  timezone: string | null;
+  inputs: Record<string, unknown>;
+  catch_up: boolean;
+  /** Whether each run's outcome is POSTed to a URL (not shown: it may carry a token). */
+  notify: boolean;
+  /** The chat conversation told of each run, or null. */
+  conversation: string | null;
+  /** Ms since the epoch; null when the schedule never comes again. */
+  next_run_at: number | null;
+  last_run_at: number | null;
+  last_run_id: string | null;
 }
 
 /**
@@ -105,6 +130,8 @@ export interface RunRow {
   failed_step: string | null;
   conversation: string | null;
   origin: RunOrigin;
+  /** What started it without a person: `schedule:<index>` or `hook`; null otherwise. */
+  trigger: string | null;
   created_at: number;
   started_at: number | null;
   ended_at: number | null;

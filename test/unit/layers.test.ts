@@ -52,6 +52,7 @@ const LAYERS = [
   "workflows/builder",
   "request/web-tools",
   "workflows/router",
+  "workflows/triggers",
   "workflows/conversation",
   "workflows/systems",
   "workflows/engine",

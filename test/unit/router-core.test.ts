@@ -38,6 +38,7 @@ function sys(p: Partial<LoadedSystem> & { id: string }): LoadedSystem {
     confirm: "auto",
     enabled: true,
     run: { kind: "model", model: "m", prompt: "p" },
+    triggers: [],
     source: "config",
     ...p,
   };

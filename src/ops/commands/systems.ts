@@ -1,9 +1,10 @@
 /**
- * `clawbridge systems list|show|validate|run` and `clawbridge runs list|show|pause|resume|cancel|approve|reject`.
+ * `clawbridge systems list|show|validate|run|hook` and `clawbridge runs list|show|pause|resume|cancel|approve|reject`.
  * Listing and validating read the config and `<dataDir>/systems/` directly; runs are read from
  * `<dataDir>/systems.db` (the bridge may be stopped). Starting, pausing, resuming and cancelling
  * a run ask the running bridge over its HTTP API (`/v1/systems/:id/runs`, `/v1/runs/:id/…`), with
- * the config's first API key, since the run executes there.
+ * the config's first API key, since the run executes there. `systems hook <id>` shows (or, with
+ * `--rotate`, replaces) a system's inbound hook secret in `<dataDir>/hooks/` with a signed curl example.
  * `clawbridge systems export|import` move a system as a bundle (src/workflows/builder/bundle.ts) through the
  * builder room over `<dataDir>/systems.db`: export works with the bridge stopped or running,
  * import writes a draft canvas and its sandbox files (or a system file) into `<dataDir>`.
@@ -223,6 +224,43 @@ export function registerSystemsCommands(program: Command): void {
           `${library.systems.length} system${library.systems.length === 1 ? "" : "s"} OK${all.length ? `, ${all.length} problem${all.length === 1 ? "" : "s"}` : ""}`,
         );
         if (all.length) process.exitCode = 1;
+      } catch (e) {
+        handle(e);
+      }
+    });
+
+  systems
+    .command("hook <id>")
+    .description("show a system's inbound hook: its URL, its secret and a signed curl example (--rotate: a new secret)")
+    .option("-c, --config <file>", "config file")
+    .option("--url <url>", "the bridge's address as senders reach it (default: from the config)")
+    .option("--rotate", "replace the secret (requests signed with the old one are refused from now on)")
+    .action(async (id: string, opts: { config?: string; url?: string; rotate?: boolean }) => {
+      try {
+        const config = await loadConfig({ configPath: opts.config });
+        const { loadLibrary } = await import("../../workflows/router/runtime.js");
+        const { ensureHookSecret, hookSecretPath } = await import("../../workflows/triggers/hook-secret.js");
+        const s = (await loadLibrary(config, { askMcp: false })).library.get(id);
+        if (!s) throw new CliProblem(`no system "${id}" (see: clawbridge systems list)`);
+        if (!s.hook)
+          throw new CliProblem(`system "${id}" has no hook: set \`hook: true\` on it (docs/SYSTEMS.md#triggers)`);
+        const secret = ensureHookSecret(config.dataDir, id, opts.rotate === true);
+        const url = `${bridgeUrl(config, opts.url)}/v1/hooks/${encodeURIComponent(id)}`;
+        const example = Object.fromEntries((s.inputs.required ?? []).map((name) => [name, "…"]));
+        out(`POST ${url}  (at most ${s.hook.perMinute} requests a minute)`);
+        out(`secret: ${secret}${opts.rotate ? "  (new)" : ""}`);
+        out(`        kept in ${hookSecretPath(config.dataDir, id)} (0600); --rotate replaces it`);
+        out("");
+        out("Sign each request: x-clawbridge-timestamp: <unix seconds> (within 5 minutes) and");
+        out('x-clawbridge-signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" keyed by the secret>.');
+        out("The body is the system's inputs as JSON. For example:");
+        out("");
+        out(`BODY='${JSON.stringify(example)}'`);
+        out("TS=$(date +%s)");
+        out(`SIG=$(printf '%s.%s' "$TS" "$BODY" | openssl dgst -sha256 -hmac '${secret}' | sed 's/^.* //')`);
+        out(
+          `curl -X POST '${url}' -H 'content-type: application/json' -H "x-clawbridge-timestamp: $TS" -H "x-clawbridge-signature: sha256=$SIG" -d "$BODY"`,
+        );
       } catch (e) {
         handle(e);
       }

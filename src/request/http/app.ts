@@ -24,6 +24,7 @@ import { HttpFront, lingerAfterAnswer, UNAUTHENTICATED_LINGER_BYTES } from "./ht
 import { ApiError, internalError, unauthorized } from "../chat-api/errors.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import { isSystemsRoute, leftOutJson, registerSystemsRoutes } from "./systems-routes.js";
+import { isHooksRoute, registerHooksRoute } from "./hooks-route.js";
 import { isMcpRoute, registerMcpRoute } from "./mcp-route.js";
 import { isClientToolsRoute, registerClientToolsRoute } from "./client-tools-route.js";
 import type { ClientToolHub } from "../../backends/client-tools/sessions.js";
@@ -133,6 +134,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
           // read past a small budget, and the connection closes after the answer.
           if (
             isSystemsRoute(req.method, req.url) ||
+            isHooksRoute(req.method, req.url) ||
             isMcpRoute(req.method, req.url) ||
             isClientToolsRoute(req.method, req.url) ||
             isCountTokensRoute(req.method, req.url)
@@ -167,6 +169,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
   // which register their own JSON parser.
   app.removeAllContentTypeParsers();
   registerSystemsRoutes(app, deps.systems);
+  registerHooksRoute(app, deps.systems);
   registerMcpRoute(app, { keys, tools: deps.builderTools });
   registerClientToolsRoute(app, deps.clientTools);
   registerBuilderRoutes(app, deps.builder);
@@ -206,6 +209,8 @@ export function buildApp(deps: AppDeps): BuiltApp {
   if (keys.required) {
     app.addHook("onRequest", async (req, reply) => {
       if (!req.url.startsWith("/v1/")) return;
+      // An inbound hook proves itself by its signature (src/workflows/triggers/hooks.ts), not a key.
+      if (isHooksRoute(req.method, req.url)) return;
       if (!keys.check(ApiKeys.presented(req.headers))) {
         // An Anthropic client reads Anthropic's error shape.
         if (isCountTokensRoute(req.method, req.url)) return sendMessagesError(reply, unauthorized());

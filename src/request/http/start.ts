@@ -355,6 +355,8 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const url = `http://${hostForUrl}:${addr.port}`;
   if (clientTools) clientTools.endpoint = `${loopbackUrl(addr)}${CLIENT_TOOLS_PATH}`;
   logger.info({ url, config: config.source, models: config.models.map((m) => m.id) }, "clawbridge listening");
+  // Schedules start once the models are reachable (a missed run caught up now may call one at once).
+  systems?.triggers.reload();
 
   let closing: Promise<void> | undefined;
   return {
@@ -374,6 +376,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         // No background probe of backends that are about to close.
         probes.close();
         // Runs attached to a draining turn are not cancelled by it: they end `interrupted` below.
+        systems?.triggers.close();
         systems?.runs.beginClose();
         await pipeline.drain(graceMs);
         await systems?.runs.close();

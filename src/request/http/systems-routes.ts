@@ -1,7 +1,7 @@
 /**
  * Systems and runs over HTTP, behind the same bearer keys as every `/v1/*` route:
  *   GET  /v1/systems                 the systems this bridge can run
- *   GET  /v1/systems/:id             one, with its input schema
+ *   GET  /v1/systems/:id             one, with its input schema, schedules (next and last run) and hook
  *   POST /v1/systems/:id/runs        {inputs, wait?, version?, dryRun?, conversation?} → 202 with the run (inputs
  *                                    checked: 400 names what is missing or wrong; `dryRun: true`, a test run)
  *   GET  /v1/runs[?status&system&conversation&limit]
@@ -20,6 +20,7 @@ import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { RunRecord } from "../../workflows/systems/db.js";
 import type { RunError } from "../../workflows/systems/runner.js";
 import type { LoadedSystem } from "../../workflows/systems/types.js";
+import type { Schedules } from "../../workflows/triggers/schedule.js";
 import type { LeftOutFile } from "../../workflows/systems/system-files.js";
 import type { LeftOutRow, RunRow, RunStatus, SystemList, SystemRow } from "../../wire/runs.js";
 
@@ -65,7 +66,7 @@ const STATUSES: RunStatus[] = [
   "interrupted",
 ];
 
-export function systemJson(s: LoadedSystem): SystemRow {
+export function systemJson(s: LoadedSystem, schedules?: Pick<Schedules, "rows">): SystemRow {
   return {
     id: s.id,
     object: "system",
@@ -77,6 +78,8 @@ export function systemJson(s: LoadedSystem): SystemRow {
     side_effects: s.sideEffects,
     confirm: s.confirm,
     source: s.source,
+    triggers: schedules?.rows(s.id) ?? [],
+    hook: s.hook ? { path: `/v1/hooks/${s.id}`, per_minute: s.hook.perMinute } : null,
   };
 }
 
@@ -97,6 +100,7 @@ export function runJson(r: RunRecord): RunRow {
     failed_step: r.failedStep ?? null,
     conversation: r.conversation ?? null,
     origin: r.origin,
+    trigger: r.trigger ?? null,
     created_at: r.createdAt,
     started_at: r.startedAt ?? null,
     ended_at: r.endedAt ?? null,
@@ -160,7 +164,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
       "/v1/systems",
       async (): Promise<SystemList> => ({
         object: "list",
-        data: (systems?.library.systems ?? []).map(systemJson),
+        data: (systems?.library.systems ?? []).map((s) => systemJson(s, systems?.triggers.schedules)),
         left_out: (systems?.library.leftOut ?? []).map(leftOutJson),
       }),
     );
@@ -174,7 +178,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
             ? new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`)
             : noSystems(),
         );
-      return systemJson(s);
+      return systemJson(s, systems?.triggers.schedules);
     });
 
     scope.post<{ Params: { id: string }; Body: unknown }>("/v1/systems/:id/runs", async (req, reply) => {

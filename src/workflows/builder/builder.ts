@@ -11,7 +11,8 @@
  *                  plan is a canvas version ("undo" goes back one);
  *   QUERY        → the answer model, given the canvases, systems and recent runs as context;
  *   EXPORT       → a bundle (.tar.gz) written under `<dataDir>/exports/`, and where to fetch it;
- *   CONFIGURE    → settings changes (deploy, enable, confirmation, input defaults, a step's model)
+ *   CONFIGURE    → settings changes (deploy, enable, confirmation, input defaults, a step's model,
+ *                  schedules: a schedule in words goes here without the Supervisor)
  *                  shown as a diff of the system, applied after "yes";
  *   UNKNOWN      → handed over to the answer model.
  * The conversation's state (routing → planning → executing → paused → completed | error) and any
@@ -33,6 +34,7 @@ import { confirmed, runCommand } from "./chat-commands.js";
 import { BuilderChat } from "./chat-kit.js";
 import { COMMAND, sameNameAnswer } from "./chat-words.js";
 import { keywordIntent, parseSupervisorReply, supervisorPrompt } from "./supervisor.js";
+import { scheduleFromWords } from "../triggers/phrases.js";
 import type { IntentVerdict } from "./types.js";
 
 export type { BuilderEngineDeps } from "./chat-kit.js";
@@ -76,6 +78,10 @@ export class BuilderEngine extends BuilderChat {
       runLive: false,
     });
     if (question?.action === "ask") return answerQuery(this, conv, text, focus, input);
+    // A schedule in words ("run it every weekday at 8", "stop the schedule") is a settings change,
+    // read without a model; a build request that mentions a time stays a build.
+    if (scheduleFromWords(text) && (keywordIntent(text).intent !== "BUILD" || /\bschedul/i.test(text)))
+      return configureSystem(this, conv, focus, text, input);
 
     const verdict = await this.classify(text, input);
     this.d.log.debug({ builder: this.name, conversation: conv, ...verdict }, "builder intent");

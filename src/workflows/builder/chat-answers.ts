@@ -3,10 +3,19 @@
  * systems and recent runs as JSON; a plain list of them when it says nothing), EXPORT (a bundle
  * written under `<dataDir>/exports/`, and where else to fetch it) and CONFIGURE (settings changes —
  * deploy, enable, confirmation, input defaults, a step's model — read from the words or by the
- * model, shown as a diff of the system and applied after "yes").
+ * model, shown as a diff of the system — a schedule also with its cron and next run — and applied
+ * after "yes").
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
-import { changesFromWords, checkChanges, configurePrompt, parseChanges, systemDiff } from "./configure.js";
+import {
+  changesFromWords,
+  checkChanges,
+  configurePrompt,
+  parseChanges,
+  scheduleText,
+  systemDiff,
+} from "./configure.js";
+import type { CanvasTrigger } from "../../wire/canvas.js";
 import type { BuilderChat } from "./chat-kit.js";
 import { runCommand } from "./chat-commands.js";
 
@@ -95,13 +104,24 @@ export async function configureSystem(
     changes = parsed.changes;
   }
   if (!changes.length) return chat.say(conv, `Nothing to change on **${canvas.system}**.`, "idle");
+  // A schedule set here tells this conversation of its runs.
+  const schedules = changes.find((c) => c.path === "triggers");
+  if (schedules)
+    schedules.value = (schedules.value as CanvasTrigger[]).map((t) => ({ ...t, conversation: t.conversation ?? conv }));
   if (changes.length === 1 && changes[0]!.path === "deployed")
     return runCommand(chat, conv, changes[0]!.value ? "deploy" : "undeploy", canvas.system, input);
   const diff = systemDiff(canvas, changes);
   chat.ask(conv, { kind: "configure", system: canvas.system, changes, since: Date.now() });
   return chat.say(
     conv,
-    [`These changes to **${canvas.system}**:`, "", diff, "", "Apply them? (yes / no)"].join("\n"),
+    [
+      `These changes to **${canvas.system}**:`,
+      "",
+      ...(schedules ? [scheduleText(schedules.value as CanvasTrigger[]), ""] : []),
+      diff,
+      "",
+      "Apply them? (yes / no)",
+    ].join("\n"),
     "idle",
   );
 }

@@ -10,6 +10,7 @@
  * - webhook / command / mcp / approval → that kind's step with the node's properties (`{{name}}`
  *   converted; an approval shows the outputs of the steps connected to it unless `show` says);
  * - `system` → a step that uses another system (`properties.with` are its inputs);
+ * - the canvas's settings (confirm, enabled, examples, keywords, input defaults, schedules) are the system's;
  * - the `output` node's one incoming edge names the step whose output is the run's output (default:
  *   the last step in dependency order).
  * Problems name the node and the property to fix. Deeper checks (settings of each kind, known
@@ -186,6 +187,7 @@ export function compileCanvas(canvas: Canvas): CompileResult {
     inputs: { type: "object", properties, ...(required.length ? { required } : {}) },
     confirm: s.confirm ?? "auto",
     enabled: s.enabled ?? true,
+    ...(s.triggers?.length ? { triggers: s.triggers } : {}),
     run: { kind: "plan", steps: planSteps, ...(output ? { output } : {}) },
   };
   return { ok: true, system };

@@ -8,6 +8,9 @@
  *   model.<node>       which model an agent step uses
  *   examples           messages that should run it
  *   keywords           words or short phrases that point at it (the router's keyword fallback)
+ *   triggers           its schedules ("run it every weekday at 8", "every day at 7:30 instead",
+ *                      "stop the schedule": src/workflows/triggers/phrases.ts), in the bridge's
+ *                      time zone, told back with the cron and the next run
  * Plain phrasings are read without a model ("always ask before running X", "disable X", "set the
  * default tone to casual", "rename it to Research Digest"); anything else is asked of the answer model as JSON
  * `{"changes":[{"path","value"}]}` and every change is checked against the canvas. The person sees
@@ -21,7 +24,12 @@ import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
 import type { ToolCaller } from "./mcp-client.js";
 import { jsonObjects } from "../../core/util/model-reply.js";
-import type { Canvas } from "../../wire/canvas.js";
+import type { Canvas, CanvasTrigger } from "../../wire/canvas.js";
+import { cronProblem, nextCronRun } from "../systems/cron.js";
+import { scheduleFromWords } from "../triggers/phrases.js";
+
+/** The bridge's time zone: a schedule set by chat keeps it, so its times do not move with the machine's. */
+const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
 
 /** A canvas's input names (an input node's `name`, else its id). */
 export const inputNames = (c: Canvas): string[] =>
@@ -37,7 +45,18 @@ export function changesFromWords(text: string, canvas: Canvas): ConfigChange[] {
   const not = (verb: string) => new RegExp(`\\b(?:don'?t|do not|never|not)\\s+(?:\\w+\\s+)?${verb}\\b`).test(t);
   if (/\bundeploy\b/.test(t) && !not("undeploy")) out.push({ path: "deployed", value: false });
   else if (/\bdeploy\b/.test(t) && !not("deploy")) out.push({ path: "deployed", value: true });
-  if (/\bdisable\b/.test(t) && !not("disable")) out.push({ path: "enabled", value: false });
+  const schedule = scheduleFromWords(text);
+  if (schedule) {
+    const made: CanvasTrigger[] =
+      schedule.kind === "stop"
+        ? []
+        : [{ cron: schedule.cron, timezone: localZone(), inputs: scheduleInputs(text, canvas) }];
+    const also = schedule.kind === "set" && schedule.also;
+    out.push({ path: "triggers", value: also ? [...(canvas.settings.triggers ?? []), ...made] : made });
+  }
+  // "disable the schedule" stops the schedule, not the system.
+  if (schedule?.kind !== "stop" && /\bdisable\b/.test(t) && !not("disable"))
+    out.push({ path: "enabled", value: false });
   else if (/\benable\b/.test(t) && !not("enable")) out.push({ path: "enabled", value: true });
   // "rename it / the system / <id> to X", "call it X": the display name (an id needs no escaping); a node's rename is an EDIT.
   const named = new RegExp(
@@ -61,6 +80,48 @@ export function changesFromWords(text: string, canvas: Canvas): ConfigChange[] {
   return out;
 }
 
+/** A schedule's inputs from the words: `name=value` (or `name="a phrase"`) for the canvas's inputs. */
+function scheduleInputs(text: string, canvas: Canvas): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const name of inputNames(canvas)) {
+    const esc = name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    const m = new RegExp(String.raw`\b${esc}\s*=\s*(?:["'\`]([^"'\`]+)["'\`]|([^\s,;]+))`, "i").exec(text);
+    if (m) out[name] = m[1] ?? m[2]!;
+  }
+  return out;
+}
+
+/** The inputs a schedule of the canvas must give (required, with no default). */
+function neededInputs(canvas: Canvas): string[] {
+  return canvas.nodes
+    .filter((n) => n.type === "input" && n.properties.required !== false && n.properties.default === undefined)
+    .map((n) => (typeof n.properties.name === "string" && n.properties.name ? n.properties.name : n.id))
+    .filter((name) => canvas.settings.defaults?.[name] === undefined);
+}
+
+/** Each schedule told back: its cron, its time zone, its next run and its inputs. */
+export function scheduleText(triggers: CanvasTrigger[], now = Date.now()): string {
+  if (!triggers.length) return "No schedule: it runs only when asked.";
+  return triggers
+    .map((t) => {
+      const next = nextCronRun(t.cron, t.timezone, now);
+      const when = next
+        ? new Date(next).toLocaleString("en-GB", {
+            timeZone: t.timezone,
+            weekday: "short",
+            day: "numeric",
+            month: "short",
+            year: "numeric",
+            hour: "2-digit",
+            minute: "2-digit",
+          })
+        : "never";
+      const given = Object.entries(t.inputs ?? {}).map(([k, v]) => `${k}=${String(v)}`);
+      return `Schedule: cron \`${t.cron}\` (${t.timezone ?? "the bridge's time zone"}), next run ${when}${given.length ? `, with ${given.join(", ")}` : ""}.`;
+    })
+    .join("\n");
+}
+
 export function configurePrompt(text: string, canvas: Canvas): { system: string; user: string } {
   const agents = canvas.nodes
     .filter((n) => n.type === "agent")
@@ -77,6 +138,7 @@ export function configurePrompt(text: string, canvas: Canvas): { system: string;
     '- "model.<node>": the model id an agent node uses',
     '- "examples": an array of example messages that should run it',
     '- "keywords": an array of words or short phrases that point at it',
+    '- "triggers": the schedules, an array of {"cron": "<5-field cron>", "inputs"?: {...}} (an empty array removes them)',
     'Use only the inputs and nodes listed. Reply {"changes":[]} when the request changes none of these.',
   ].join("\n");
   const user = [
@@ -155,6 +217,18 @@ function changeProblem(path: string, value: unknown, canvas: Canvas): string | u
     return Array.isArray(value) && value.every((v) => typeof v === "string" && v.trim() !== "")
       ? undefined
       : `${path} is a list of ${path === "examples" ? "messages" : "words or short phrases"}`;
+  if (path === "triggers") {
+    if (!Array.isArray(value)) return "triggers is a list of schedules";
+    for (const t of value as CanvasTrigger[]) {
+      if (!t || typeof t.cron !== "string") return 'a schedule is {"cron": "…"}';
+      const bad = cronProblem(t.cron, t.timezone);
+      if (bad) return `the schedule's ${bad.message}`;
+      const missing = neededInputs(canvas).filter((n) => t.inputs?.[n] === undefined);
+      if (missing.length)
+        return `a schedule must give ${missing.join(", ")} (no default): say, for example, *run it every weekday at 8 with ${missing[0]}=…*`;
+    }
+    return undefined;
+  }
   if (path.startsWith("defaults.")) {
     const name = path.slice(9);
     return inputNames(canvas).includes(name)
@@ -182,6 +256,7 @@ export function withChanges(canvas: Canvas, changes: ConfigChange[]): Canvas {
     else if (c.path === "enabled") next.settings.enabled = c.value as boolean;
     else if (c.path === "examples") next.settings.examples = c.value as string[];
     else if (c.path === "keywords") next.settings.keywords = c.value as string[];
+    else if (c.path === "triggers") next.settings.triggers = c.value as CanvasTrigger[];
     else if (c.path.startsWith("defaults.")) next.settings.defaults![c.path.slice(9)] = c.value;
     else if (c.path.startsWith("model.")) next.nodes.find((n) => n.id === c.path.slice(6))!.properties.model = c.value;
   }

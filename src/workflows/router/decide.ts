@@ -1,7 +1,8 @@
 /**
  * What a routed message asks for, in the router's terms (answer, run, cancel, status, build, ask).
  * First what code can know (`builderRule`, for a router with a builder): a builder command alone,
- * or a question about the person's systems, goes to the builder without a model call. Otherwise one
+ * a schedule in words for the canvas in focus, or a question about the person's systems, goes to
+ * the builder without a model call. Otherwise one
  * classifier call, asked again once if its reply does not parse; when the classifier still fails or
  * is down, the keyword fallback (`k=v` pairs or a lone missing input while gathering, the build
  * words, the systems' keywords). The classifier only informs: the engine checks what it acts on.
@@ -10,6 +11,7 @@ import type { Logger } from "pino";
 import type { DispatchInput } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import { checkInputs } from "../systems/inputs.js";
+import { asksForSchedule } from "../triggers/phrases.js";
 import type { ModelCaller } from "../systems/step-executor.js";
 import type { LoadedSystem } from "../systems/types.js";
 import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "./classifier.js";
@@ -61,6 +63,7 @@ export interface RuleContext {
 /**
  * What code can know, for a router with a builder, before any classifier call: a builder command
  * alone ("deploy", "undo", "export research-blog") naming a known system or, naming none, in a
+ * conversation with a canvas → `build`; a schedule in words ("run it every weekday at 8") in a
  * conversation with a canvas → `build`; a question (a question word first) naming a known
  * system id or name, or asking about runs, failures, status (unless a run here is live) → `ask`.
  * Plain chat that merely holds such a word in a longer sentence is left to the classifier.
@@ -75,6 +78,8 @@ export function builderRule(text: string, ctx: RuleContext): { action: "build" |
       ? { action: "build", reason: "a builder command" }
       : undefined;
   }
+  // A schedule in words for the canvas in focus ("run it every weekday at 8") is the builder's.
+  if (ctx.canvas && asksForSchedule(text)) return { action: "build", reason: "a schedule for the canvas" };
   if (!QUESTION.test(text)) return undefined;
   const t = text.toLowerCase();
   const names = ctx.systems.flatMap((s) => [s.id, s.name].map((n) => n.toLowerCase()));

@@ -117,7 +117,9 @@ export abstract class RouterOutcomes {
     let waiting: RunRecord | undefined;
     for (const r of done) {
       this.rt.runs.store.markReported(r.id);
-      parts.push(runStatusText(r, this.nameOf(r.system)));
+      // A schedule made in this conversation ran without it.
+      const text = runStatusText(r, this.nameOf(r.system));
+      parts.push(r.origin === "schedule" ? `While you were away, ${text}` : text);
       if (r.status === "waiting" && r.approval) waiting = r;
     }
     return { text: parts.join("\n\n"), waiting };

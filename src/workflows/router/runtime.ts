@@ -3,7 +3,8 @@
  * systems, a `<dataDir>/systems/` folder, or a router backend): the secrets systems may name
  * (src/core/secrets/: a secrets file readable by others stops the start), the checked systems library, the
  * systems database (runs, every conversation's state), the run manager, and runs left `running` by
- * a bridge that stopped marked `interrupted`. Also the start-up checks that span the config: a
+ * a bridge that stopped marked `interrupted`, and the triggers (schedules and inbound hooks,
+ * src/workflows/triggers; armed by start-up once the models are reachable). Also the start-up checks that span the config: a
  * router's `classifier` and `answer` name models that are not routers; one conversation TTL.
  */
 import { childLogger } from "../../core/log/logger.js";
@@ -19,6 +20,7 @@ import { SecretStore, secretsFile } from "../../core/secrets/store.js";
 import { RunManager } from "../systems/runner.js";
 import type { McpServer } from "../systems/schema.js";
 import { ConversationMachine, conversationTtl } from "../conversation/machine.js";
+import { Triggers } from "../triggers/triggers.js";
 import { routerOptionsSchema } from "./options.js";
 
 export { systemsDir, wantsSystems } from "../systems/paths.js";
@@ -101,6 +103,8 @@ export interface RouterRuntimeHandle {
   bus: EventBus;
   callModel: ModelCaller;
   db: Database.Database;
+  /** The schedules and inbound hooks; `triggers.reload()` arms them (start-up, after every reload). */
+  triggers: Triggers;
   /**
    * Check the library as it would be with these systems added or replaced (a canvas about to be
    * deployed); nothing changes. Returns the problems, each naming where and which key.
@@ -153,6 +157,14 @@ export async function openRouterRuntime(args: {
     retryBaseMs: args.retryBaseMs,
   });
   runs.recover();
+  const triggers = new Triggers({
+    library,
+    runs,
+    db,
+    bus,
+    log: childLogger(logger, { room: "triggers" }),
+    dataDir: config.dataDir,
+  });
   logger.info({ systems: library.systems.map((s) => s.id) }, "systems loaded");
   return {
     library,
@@ -161,6 +173,7 @@ export async function openRouterRuntime(args: {
     bus,
     callModel,
     db,
+    triggers,
     async check(candidates) {
       return (await loadLibrary(config, { candidates })).problems;
     },
@@ -169,10 +182,12 @@ export async function openRouterRuntime(args: {
       if (next.problems.length) return next.problems;
       library.replace(next.library);
       secrets = next.secrets;
+      triggers.reload();
       logger.info({ systems: library.systems.map((s) => s.id) }, "systems reloaded");
       return [];
     },
     async close() {
+      triggers.close();
       await runs.close();
       db.close();
     },

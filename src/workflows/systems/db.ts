@@ -34,7 +34,7 @@ export interface RunRecord {
   output?: unknown;
   error?: string;
   failedStep?: string;
-  /** Where it was started: a chat turn, the HTTP API or the command line. */
+  /** Where it was started: a chat turn, the HTTP API, the command line, a schedule or an inbound hook. */
   origin: RunOrigin;
   /** The chat message that started it (a client's retry of the same message finds this run). */
   messageKey?: string;
@@ -48,6 +48,8 @@ export interface RunRecord {
   reported: boolean;
   /** A test run (dry run): steps with side effects were not carried out, their output says what would have been sent. */
   test: boolean;
+  /** What started it without a person: `schedule:<index>` (the system's `triggers[index]`) or `hook`. */
+  trigger?: string;
   steps: StepRecord[];
   /** The approval it waits on (the first asked), while it is `waiting` (src/workflows/systems/approvals.ts). */
   approval?: ApprovalRecord;
@@ -105,6 +107,7 @@ export function openSystemsDb(file: string): Database.Database {
   db.exec(SCHEMA);
   db.exec(APPROVALS_SCHEMA);
   addTestColumn(db);
+  addTriggerColumn(db);
   return db;
 }
 
@@ -112,6 +115,12 @@ export function openSystemsDb(file: string): Database.Database {
 function addTestColumn(db: Database.Database): void {
   const columns = db.prepare(`PRAGMA table_info(runs)`).all() as Array<{ name: string }>;
   if (!columns.some((c) => c.name === "test")) db.exec(`ALTER TABLE runs ADD COLUMN test INTEGER NOT NULL DEFAULT 0`);
+}
+
+/** `runs.trigger` (issue 35, triggers): added to a database made before it. */
+function addTriggerColumn(db: Database.Database): void {
+  const cols = db.prepare(`PRAGMA table_info(runs)`).all() as Array<{ name: string }>;
+  if (!cols.some((c) => c.name === "trigger")) db.exec(`ALTER TABLE runs ADD COLUMN trigger TEXT`);
 }
 
 /** What is written: JSON or text, secrets' values replaced. */
@@ -131,6 +140,7 @@ export class RunStore {
         `INSERT INTO runs (id, system, conversation, status, inputs, origin, message_key, created_at, updated_at, test)
          VALUES (@id, @system, @conversation, @status, @inputs, @origin, @messageKey, @now, @now, @test)`,
       ),
+      triggered: db.prepare(`UPDATE runs SET trigger = ?, detached = ? WHERE id = ?`),
       insertStep: db.prepare(`INSERT INTO run_steps (run_id, step_id, position, status) VALUES (?, ?, ?, 'pending')`),
       run: db.prepare(`SELECT * FROM runs WHERE id = ?`),
       steps: db.prepare(`SELECT * FROM run_steps WHERE run_id = ? ORDER BY position`),
@@ -182,6 +192,9 @@ export class RunStore {
     messageKey?: string;
     steps: string[];
     test?: boolean;
+    /** What started it (a schedule, a hook); `detached`: told to its conversation on its next turn. */
+    trigger?: string;
+    detached?: boolean;
   }): void {
     const now = Date.now();
     this.db.transaction(() => {
@@ -197,6 +210,7 @@ export class RunStore {
         test: run.test ? 1 : 0,
       });
       run.steps.forEach((s, i) => this.stmts.insertStep.run(run.id, s, i));
+      if (run.trigger) this.stmts.triggered.run(run.trigger, run.detached ? 1 : 0, run.id);
     })();
   }
 
@@ -232,6 +246,7 @@ export class RunStore {
       detached: row.detached === 1,
       reported: row.reported === 1,
       test: row.test === 1,
+      trigger: str(row.trigger),
       steps,
       approval: approvalOf(this.stmts.approval.get(id, row.status)),
     };

@@ -444,6 +444,19 @@ export function checkInputs(schema: InputSchema, candidate: Record<string, unkno
   return { values, missing, invalid, complete: missing.length === 0 && invalid.length === 0 && wholeValid, problems };
 }
 
+/** An incomplete check in words (`missing topic (string); tone must be one of …`), and the first input it names. */
+export function incompleteText(check: InputCheck): { text: string; input?: string } {
+  const parts = [
+    ...check.missing.map((f) => `missing ${f.name} (${f.type}${f.enum ? `: ${f.enum.join(", ")}` : ""})`),
+    ...check.invalid.map((i) => `${i.field.name} ${i.problem}`),
+    ...check.problems,
+  ];
+  return {
+    text: parts.join("; ") || "they do not match the schema",
+    input: check.missing[0]?.name ?? check.invalid[0]?.field.name,
+  };
+}
+
 /** Earlier values updated with later ones; "", whitespace and null in `next` do not erase earlier values. */
 export function mergeInputs(previous: Record<string, unknown>, next: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...previous };

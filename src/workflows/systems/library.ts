@@ -14,6 +14,8 @@
  * - `${secrets.NAME}` only where a secret goes to its destination and nowhere else (SECRET_FIELDS:
  *   webhook headers and body fields, a command's `setEnv`, an MCP server's `setEnv` and `headers`;
  *   never a URL, an argument, a prompt or another system's inputs), naming a secret that is set.
+ * - a schedule's cron expression and time zone (cron.ts), its inputs against the input schema,
+ *   its `notify` URL like a webhook's.
  * Side effects are inferred when not set: an MCP tool's `destructiveHint` (read-only tools have
  * none), webhooks and commands have them, models do not, a plan has them when a step has.
  */
@@ -21,7 +23,8 @@ import type { z } from "zod";
 import type { McpToolInfo as ToolFacts } from "./executors/mcp.js";
 import { checkCommand } from "./executors/command.js";
 import { checkWebhookUrl } from "./executors/webhook.js";
-import { schemaProblem } from "./inputs.js";
+import { checkInputs, incompleteText, schemaProblem } from "./inputs.js";
+import { cronProblem } from "./cron.js";
 import { compileRun, type CompiledPlan, type LeafSpec } from "./plan.js";
 import {
   isLeafKind,
@@ -236,6 +239,26 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
     const declared = new Set(Object.keys(inputs.properties));
     const inputsKnown = sys.inputs !== "fromTool" || tool !== undefined;
 
+    // Schedules.
+    sys.triggers.forEach((t, i) => {
+      const bad = cronProblem(t.cron, t.timezone);
+      if (bad) report(at("triggers", i, bad.key), bad.message);
+      if (t.notify) {
+        const p = checkWebhookUrl(t.notify.url);
+        if (p) report(at("triggers", i, "notify", "url"), p);
+      }
+      if (!inputsKnown) return;
+      const unknown = Object.keys(t.inputs).filter((k) => !declared.has(k));
+      if (unknown.length)
+        report(
+          at("triggers", i, "inputs"),
+          `${unknown.join(", ")}: not a declared input (declared: ${[...declared].join(", ") || "none"})`,
+        );
+      const check = checkInputs(inputs, t.inputs);
+      if (!check.complete)
+        report(at("triggers", i, "inputs"), `the inputs are not complete: ${incompleteText(check).text}`);
+    });
+
     // Templates and kind-specific checks.
     // Each string is checked on its own, so a problem names the exact key (`run.argv[1]`, `….with.body.text`).
     // `step`: the plan step whose settings these are, and its plan's graph.
@@ -344,6 +367,8 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
       confirm: sys.confirm,
       enabled: sys.enabled,
       run: sys.run,
+      triggers: sys.triggers,
+      ...(sys.hook ? { hook: { perMinute: sys.hook === true ? 60 : sys.hook.perMinute } } : {}),
       source: raw.where,
     });
   }

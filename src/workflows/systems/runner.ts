@@ -79,6 +79,9 @@ export interface StartRequest {
   messageKey?: string;
   /** A test run (dry run): see the header. */
   test?: boolean;
+  /** A schedule's (`schedule:<index>`) or a hook's run; `detached`: its conversation is told on its next turn. */
+  trigger?: string;
+  detached?: boolean;
 }
 
 /** What a run executes: its steps, one attempt of a step, and the run's output. */

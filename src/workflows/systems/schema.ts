@@ -134,6 +134,28 @@ export const runSpecSchema = z.discriminatedUnion("kind", [
   planRunSchema,
 ]);
 
+/**
+ * A schedule: run the system at the times of a cron expression (5 fields, or 6 with seconds first),
+ * in `timezone` (an IANA name; default the bridge's), with these inputs. src/workflows/triggers runs it.
+ */
+export const triggerSchema = z.strictObject({
+  cron: z.string().min(1),
+  timezone: z.string().min(1).optional(),
+  inputs: z.record(z.string(), z.unknown()).default({}),
+  /** A time missed while the bridge was down is run once at start (false: skipped). */
+  catchUp: z.boolean().default(true),
+  /** POST each fired run's outcome here when it ends (sent like a webhook step). */
+  notify: z.strictObject({ url: z.string().min(1), headers: z.record(z.string(), z.string()).default({}) }).optional(),
+  /** The chat conversation that made it (set by the builder): told of each run on its next turn. */
+  conversation: z.string().min(1).optional(),
+});
+
+/** `POST /v1/hooks/<id>` may start it (signed with its own secret); `perMinute`: requests a minute allowed. */
+export const hookSchema = z.union([
+  z.boolean(),
+  z.strictObject({ perMinute: z.number().int().positive().max(10_000).default(60) }),
+]);
+
 export const systemSchema = z.strictObject({
   id,
   name: z.string().min(1).optional(),
@@ -153,6 +175,10 @@ export const systemSchema = z.strictObject({
   confirm: z.enum(["auto", "always", "never"]).default("auto"),
   /** false: kept, runnable by id (HTTP, CLI, another system), but the router does not offer it. */
   enabled: z.boolean().default(true),
+  /** Schedules (src/workflows/triggers). */
+  triggers: z.array(triggerSchema).default([]),
+  /** An inbound hook (src/workflows/triggers/hooks.ts). */
+  hook: hookSchema.default(false),
   run: runSpecSchema,
 });
 
@@ -165,6 +191,7 @@ export type ApprovalRun = z.infer<typeof approvalRunSchema>;
 export type PlanStep = z.infer<typeof planStepSchema>;
 export type PlanRun = z.infer<typeof planRunSchema>;
 export type RunSpec = z.infer<typeof runSpecSchema>;
+export type Trigger = z.infer<typeof triggerSchema>;
 export type SystemInput = z.input<typeof systemSchema>;
 export type SystemFile = z.infer<typeof systemSchema>;
 export type LeafKind = "webhook" | "command" | "mcp" | "model" | "approval";

@@ -1,6 +1,6 @@
 /** A system as the rest of the bridge sees it once the library has loaded and checked it. */
 import type { InputSchema } from "../../wire/runs.js";
-import type { RunSpec } from "./schema.js";
+import type { RunSpec, Trigger } from "./schema.js";
 
 export interface LoadedSystem {
   id: string;
@@ -16,6 +16,10 @@ export interface LoadedSystem {
   /** Offered by the router (false: runnable by id only). */
   enabled: boolean;
   run: RunSpec;
+  /** Its schedules (src/workflows/triggers). */
+  triggers: Trigger[];
+  /** Its inbound hook, when it has one: requests a minute allowed. */
+  hook?: { perMinute: number };
   /** Where it was declared: `config` or the YAML file's path. */
   source: string;
 }

@@ -221,6 +221,7 @@ function RunDetail({ id }: { id: string }) {
           </h2>
           <div className="muted">
             <span className="mono">{r.id}</span> · from {r.origin}
+            {r.trigger && ` (${r.trigger})`}
             {r.conversation && ` · conversation ${short(r.conversation, 24)}`} · created {time(r.created_at)}
             {r.started_at && r.ended_at && ` · took ${ms(r.ended_at - r.started_at)}`}
           </div>

@@ -1,6 +1,7 @@
 /**
  * The library (configured and deployed systems) and the builder's canvases (drafts and deployed):
- * each canvas drawn as a graph that grows live while the Builder builds it, its inputs, and export.
+ * each canvas drawn as a graph that grows live while the Builder builds it, its inputs, its
+ * triggers (schedules with their next and last run, the inbound hook), and export.
  */
 import { useEffect, useMemo, useRef, useState } from "react";
 import type { List } from "@wire/admin";
@@ -24,7 +25,7 @@ interface Entry {
 /** A build that stopped (a run of origin builder), or a new node: the lists may have changed. */
 const buildEnded = (e: BridgeEvent) =>
   "origin" in e && e.origin === "builder" && e.type.startsWith("run.") && e.type !== "run.started";
-const listRefresh = (e: BridgeEvent) => buildEnded(e) || e.type === "node.created";
+const listRefresh = (e: BridgeEvent) => buildEnded(e) || e.type === "node.created" || e.type === "trigger.fired";
 
 /** The canvas and library lists (a canvas 404s when the builder is off: then there are none). */
 function useEntries() {
@@ -131,6 +132,54 @@ function Inputs({ system, canvas }: { system?: SystemRow; canvas?: CanvasDetail 
         ))}
       </tbody>
     </table>
+  );
+}
+
+/** Its schedules (next and last run) and its inbound hook (the path; the secret is never sent). */
+function Triggers({ system }: { system: SystemRow }) {
+  if (!system.triggers.length && !system.hook)
+    return <Empty>It runs only when asked (no schedule, no inbound hook).</Empty>;
+  return (
+    <>
+      {system.triggers.length > 0 && (
+        <table data-testid="triggers-table">
+          <thead>
+            <tr>
+              <th>cron</th>
+              <th>time zone</th>
+              <th>inputs</th>
+              <th>next run</th>
+              <th>last run</th>
+            </tr>
+          </thead>
+          <tbody>
+            {system.triggers.map((t) => (
+              <tr key={t.index} data-testid="trigger-row">
+                <td className="mono">{t.cron}</td>
+                <td>{t.timezone ?? "the bridge's"}</td>
+                <td className="mono">{json(t.inputs)}</td>
+                <td>{t.next_run_at ? time(t.next_run_at) : "never"}</td>
+                <td>
+                  {t.last_run_at ? (
+                    <>
+                      {ago(t.last_run_at)} <span className="mono">{t.last_run_id}</span>
+                    </>
+                  ) : (
+                    "–"
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {system.hook && (
+        <p data-testid="hook">
+          Inbound hook: <span className="mono">POST {system.hook.path}</span>, signed (at most {system.hook.per_minute}{" "}
+          a minute). <span className="mono">clawbridge systems hook {system.id}</span> shows its secret.
+        </p>
+      )}
+    </>
   );
 }
 
@@ -323,6 +372,11 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
       <Section title="Inputs" testid="inputs">
         <Inputs system={system} canvas={canvas} />
       </Section>
+      {system && (
+        <Section title="Triggers" testid="triggers">
+          <Triggers system={system} />
+        </Section>
+      )}
       {log.length > 0 && (
         <Section title="Builder activity" testid="builder-log">
           <ul className="log">

@@ -1,0 +1,47 @@
+/**
+ * The trigger room's one handle, opened with the systems (src/workflows/router/runtime.ts): the
+ * schedules (schedule.ts) and the inbound hooks (hooks.ts) over the same library, run manager and
+ * systems.db. `reload` after the library changed (a deploy, a removal) arms the schedules again and
+ * makes the secrets of new hooks.
+ */
+import type Database from "better-sqlite3";
+import type { Logger } from "pino";
+import type { EventBus } from "../../ops/events/bus.js";
+import type { SystemsLibrary } from "../systems/library.js";
+import type { RunManager } from "../systems/runner.js";
+import type { Clock } from "./clock.js";
+import { Hooks } from "./hooks.js";
+import { notifyRun } from "./notify.js";
+import { Schedules } from "./schedule.js";
+import { TriggerState } from "./state.js";
+
+export interface TriggersDeps {
+  library: SystemsLibrary;
+  runs: RunManager;
+  db: Database.Database;
+  bus: EventBus;
+  log: Logger;
+  dataDir: string;
+  clock?: Clock;
+}
+
+export class Triggers {
+  readonly schedules: Schedules;
+  readonly hooks: Hooks;
+
+  constructor(d: TriggersDeps) {
+    const state = new TriggerState(d.db);
+    this.schedules = new Schedules({ ...d, state, notify: (run, notify) => notifyRun(run, notify, d.log) });
+    this.hooks = new Hooks({ ...d, state });
+  }
+
+  /** Start (and after every reload of the library): secrets for new hooks, schedules checked and armed. */
+  reload(): void {
+    this.hooks.ensureSecrets();
+    this.schedules.rearm();
+  }
+
+  close(): void {
+    this.schedules.close();
+  }
+}
