@@ -89,6 +89,8 @@ export type BridgeEvent = Base &
     | { type: "run.paused"; runId: string; system: string; origin?: RunOrigin }
     | { type: "run.cancelled"; runId: string; system: string; origin?: RunOrigin }
     | { type: "run.interrupted"; runId: string; system: string; origin?: RunOrigin }
+    // A new version of a system (src/workflows/systems/versions.ts): deployed, rolled back, or loaded changed.
+    | { type: "system.version"; system: string; version: number; by: string; note: string }
     // Turns (src/request/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
     // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
     | {
@@ -222,6 +224,7 @@ const EVENT_TYPE_SET = {
   "run.paused": true,
   "run.cancelled": true,
   "run.interrupted": true,
+  "system.version": true,
   "turn.started": true,
   "turn.firstByte": true,
   "turn.completed": true,

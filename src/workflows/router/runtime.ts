@@ -16,6 +16,7 @@ import { loadSystems, type LibraryProblem, type SystemsLibrary, type ToolFacts }
 import { systemsDir } from "../systems/paths.js";
 import { RunManager } from "../systems/runner.js";
 import type { McpServer } from "../systems/schema.js";
+import type { VersionMade } from "../systems/versions.js";
 import { ConversationMachine, conversationTtl } from "../conversation/machine.js";
 import { routerOptionsSchema } from "./options.js";
 
@@ -94,8 +95,12 @@ export interface RouterRuntimeHandle {
    * deployed); nothing changes. Returns the problems, each naming where and which key.
    */
   check(candidates: Array<{ where: string; value: unknown }>): Promise<LibraryProblem[]>;
-  /** Load the config and `<dataDir>/systems/` again and take the result (after a deploy or removal). Problems leave the library as it was. */
-  reload(): Promise<LibraryProblem[]>;
+  /**
+   * Load the config and `<dataDir>/systems/` again and take the result (after a deploy or removal),
+   * recording a version of each system that changed (`made`: who made the one deployed or rolled
+   * back). Problems leave the library as it was.
+   */
+  reload(made?: VersionMade): Promise<LibraryProblem[]>;
   close(): Promise<void>;
 }
 
@@ -138,6 +143,11 @@ export async function openRouterRuntime(args: {
     retryBaseMs: args.retryBaseMs,
   });
   runs.recover();
+  const recordVersions = (made?: VersionMade) => {
+    for (const v of runs.versions.sync(library, made))
+      bus.emit({ type: "system.version", system: v.system, version: v.number, by: v.by, note: v.note });
+  };
+  recordVersions();
   logger.info({ systems: library.systems.map((s) => s.id) }, "systems loaded");
   return {
     library,
@@ -149,10 +159,11 @@ export async function openRouterRuntime(args: {
     async check(candidates) {
       return (await loadLibrary(config, { candidates })).problems;
     },
-    async reload() {
+    async reload(made) {
       const next = await loadLibrary(config);
       if (next.problems.length) return next.problems;
       library.replace(next.library);
+      recordVersions(made);
       logger.info({ systems: library.systems.map((s) => s.id) }, "systems reloaded");
       return [];
     },

@@ -42,6 +42,8 @@ export interface RunRecord {
   detached: boolean;
   /** Its outcome was told to the conversation after it ended in the background. */
   reported: boolean;
+  /** The system version it runs (src/workflows/systems/versions.ts); undefined for a build, or a run of before versions. */
+  version?: number;
   steps: StepRecord[];
 }
 
@@ -95,7 +97,14 @@ export function openSystemsDb(file: string): Database.Database {
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
   db.exec(SCHEMA);
+  addVersionColumn(db);
   return db;
+}
+
+/** `runs.version` (the system version a run runs), added to a database made before versions. */
+function addVersionColumn(db: Database.Database): void {
+  const cols = db.prepare(`PRAGMA table_info(runs)`).all() as Array<{ name: string }>;
+  if (!cols.some((c) => c.name === "version")) db.exec(`ALTER TABLE runs ADD COLUMN version INTEGER`);
 }
 
 const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
@@ -129,6 +138,7 @@ export class RunStore {
         `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
       ),
       setStatus: db.prepare(`UPDATE runs SET status = ?, updated_at = ? WHERE id = ?`),
+      setVersion: db.prepare(`UPDATE runs SET version = ? WHERE id = ?`),
       start: db.prepare(
         `UPDATE runs SET status = 'running', started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL, failed_step = NULL, updated_at = @now WHERE id = @id`,
       ),
@@ -159,6 +169,7 @@ export class RunStore {
     inputs: Record<string, unknown>;
     origin: RunRecord["origin"];
     messageKey?: string;
+    version?: number;
     steps: string[];
   }): void {
     const now = Date.now();
@@ -173,6 +184,7 @@ export class RunStore {
         messageKey: run.messageKey ?? null,
         now,
       });
+      if (run.version !== undefined) this.stmts.setVersion.run(run.version, run.id);
       run.steps.forEach((s, i) => this.stmts.insertStep.run(run.id, s, i));
     })();
   }
@@ -208,6 +220,7 @@ export class RunStore {
       updatedAt: Number(row.updated_at),
       detached: row.detached === 1,
       reported: row.reported === 1,
+      version: num(row.version),
       steps,
     };
   }

@@ -24,7 +24,8 @@ import { executeLeaf } from "./executors/index.js";
 import { sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
 import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/scheduler.js";
-import type { CompiledStep } from "./plan.js";
+import { compileRun, type CompiledPlan, type CompiledStep } from "./plan.js";
+import { VersionStore } from "./versions.js";
 import { renderValue, type Scope } from "../engine/template.js";
 
 export interface RunManagerDeps {
@@ -48,7 +49,7 @@ export class RunStop {
 
 export class RunError extends Error {
   constructor(
-    readonly code: "not_found" | "conflict" | "unknown_system",
+    readonly code: "not_found" | "conflict" | "unknown_system" | "unknown_version",
     message: string,
   ) {
     super(message);
@@ -63,6 +64,8 @@ export interface StartRequest {
   conversation?: string;
   origin: RunRecord["origin"];
   messageKey?: string;
+  /** The system version to run (src/workflows/systems/versions.ts); default its latest. */
+  version?: number;
 }
 
 /** What a run executes: its steps, one attempt of a step, and the run's output. */
@@ -98,8 +101,12 @@ export class RunManager {
   private readonly live = new Map<string, LiveRun>();
   private readonly sources = new Map<RunOrigin, ProgramSource>();
   private closed = false;
+  /** The systems' versions (same database as the runs). */
+  readonly versions: VersionStore;
 
-  constructor(private readonly deps: RunManagerDeps) {}
+  constructor(private readonly deps: RunManagerDeps) {
+    this.versions = new VersionStore(deps.store.db, deps.dataDir);
+  }
 
   get store(): RunStore {
     return this.deps.store;
@@ -141,8 +148,22 @@ export class RunManager {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const system = this.deps.library.get(req.system);
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
-    const steps = this.deps.library.plan(system.id).steps.map((s) => s.id);
-    return this.create({ ...req, id: alnumId("run", 16), system: system.id, steps });
+    const v = req.version === undefined ? this.versions.latest(system.id) : this.versions.get(system.id, req.version);
+    if (!v && req.version !== undefined) {
+      const last = this.versions.latest(system.id)?.number ?? 0;
+      throw new RunError(
+        "unknown_version",
+        `system ${system.id} has no version ${req.version} (its versions: ${last ? `1 to ${last}` : "none yet"})`,
+      );
+    }
+    const steps = (v ? compileRun(v.compiled.run) : this.deps.library.plan(system.id)).steps.map((s) => s.id);
+    return this.create({ ...req, id: alnumId("run", 16), system: system.id, version: v?.number, steps });
+  }
+
+  /** The plan a run executes: its version's (a deploy since does not change it), else the system's current one. */
+  planOf(rec: RunRecord): CompiledPlan {
+    const v = rec.version === undefined ? undefined : this.versions.get(rec.system, rec.version);
+    return v ? compileRun(v.compiled.run) : this.deps.library.plan(rec.system);
   }
 
   /** Resume a paused, interrupted or failed run from its first unfinished step. */
@@ -247,7 +268,7 @@ export class RunManager {
   private program(rec: RunRecord, given?: ProgramSource): Promise<RunProgram> {
     const source = given ?? this.sources.get(rec.origin);
     if (source) return source(rec);
-    const plan = this.deps.library.plan(rec.system);
+    const plan = this.planOf(rec);
     return Promise.resolve({
       steps: plan.steps,
       maxParallel: plan.maxParallel,
