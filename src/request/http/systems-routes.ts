@@ -2,7 +2,9 @@
  * Systems and runs over HTTP, behind the same bearer keys as every `/v1/*` route:
  *   GET  /v1/systems                 the systems this bridge can run
  *   GET  /v1/systems/:id             one, with its input schema
- *   POST /v1/systems/:id/runs        {inputs, wait?} → 202 with the run (inputs checked: 400 names what is missing or wrong)
+ *   POST /v1/systems/:id/runs        {inputs, wait?, version?} → 202 with the run (inputs checked: 400 names what is missing or wrong;
+ *                                    `version`: run that version of the system, 404 when it has none such)
+ *   /v1/systems/:id/versions…, POST /v1/systems/:id/rollback   its versions (versions-routes.ts)
  *   GET  /v1/runs[?status&system&conversation&limit]
  *   GET  /v1/runs/:id
  *   POST /v1/runs/:id/pause|resume|cancel
@@ -17,12 +19,13 @@ import type { RunRecord } from "../../workflows/systems/db.js";
 import type { RunError } from "../../workflows/systems/runner.js";
 import type { LoadedSystem } from "../../workflows/systems/types.js";
 import type { LeftOutFile } from "../../workflows/systems/system-files.js";
+import { registerVersionRoutes } from "./versions-routes.js";
 import type { LeftOutRow, RunRow, RunStatus, SystemList, SystemRow } from "../../wire/runs.js";
 
 const BODY_LIMIT = 1024 * 1024;
 const STATUSES: RunStatus[] = ["pending", "running", "paused", "completed", "failed", "cancelled", "interrupted"];
 
-export function systemJson(s: LoadedSystem): SystemRow {
+export function systemJson(s: LoadedSystem, version?: number): SystemRow {
   return {
     id: s.id,
     object: "system",
@@ -34,6 +37,7 @@ export function systemJson(s: LoadedSystem): SystemRow {
     side_effects: s.sideEffects,
     confirm: s.confirm,
     source: s.source,
+    version: version ?? null,
   };
 }
 
@@ -54,6 +58,7 @@ export function runJson(r: RunRecord): RunRow {
     failed_step: r.failedStep ?? null,
     conversation: r.conversation ?? null,
     origin: r.origin,
+    version: r.version ?? null,
     created_at: r.createdAt,
     started_at: r.startedAt ?? null,
     ended_at: r.endedAt ?? null,
@@ -76,6 +81,8 @@ const runError = (err: unknown): ApiError => {
   if (isRunError(err)) {
     if (err.code === "not_found") return new ApiError(404, "not_found_error", "run_not_found", err.message);
     if (err.code === "unknown_system") return new ApiError(404, "not_found_error", "system_not_found", err.message);
+    if (err.code === "unknown_version")
+      return new ApiError(404, "not_found_error", "version_not_found", err.message, "version");
     return new ApiError(409, "invalid_request_error", "run_conflict", err.message);
   }
   throw err;
@@ -106,7 +113,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
       "/v1/systems",
       async (): Promise<SystemList> => ({
         object: "list",
-        data: (systems?.library.systems ?? []).map(systemJson),
+        data: (systems?.library.systems ?? []).map((s) => systemJson(s, systems?.runs.versions.latest(s.id)?.number)),
         left_out: (systems?.library.leftOut ?? []).map(leftOutJson),
       }),
     );
@@ -120,7 +127,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
             ? new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`)
             : noSystems(),
         );
-      return systemJson(s);
+      return systemJson(s, systems!.runs.versions.latest(s.id)?.number);
     });
 
     scope.post<{ Params: { id: string }; Body: unknown }>("/v1/systems/:id/runs", async (req, reply) => {
@@ -143,8 +150,33 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
           reply,
           new ApiError(400, "invalid_request_error", "invalid_inputs", "`inputs` must be an object.", "inputs"),
         );
+      const version = body.version;
+      if (version !== undefined && (typeof version !== "number" || !Number.isInteger(version) || version < 1))
+        return sendError(
+          reply,
+          new ApiError(
+            400,
+            "invalid_request_error",
+            "invalid_version",
+            "`version` must be a version number (1, 2, …; GET /v1/systems/:id/versions lists them).",
+            "version",
+          ),
+        );
+      // A chosen version takes the inputs of that version.
+      const chosen = version === undefined ? undefined : systems.runs.versions.get(s.id, version);
+      if (version !== undefined && !chosen)
+        return sendError(
+          reply,
+          new ApiError(
+            404,
+            "not_found_error",
+            "version_not_found",
+            `System ${s.id} has no version ${version} (GET /v1/systems/${s.id}/versions lists them).`,
+            "version",
+          ),
+        );
       const { checkInputs } = await import("../../workflows/systems/inputs.js");
-      const check = checkInputs(s.inputs, inputs as Record<string, unknown>);
+      const check = checkInputs((chosen?.compiled ?? s).inputs, inputs as Record<string, unknown>);
       if (!check.complete) {
         const parts = [
           ...check.missing.map((f) => `missing ${f.name} (${f.type}${f.enum ? `: ${f.enum.join(", ")}` : ""})`),
@@ -169,6 +201,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
           inputs: check.values,
           origin: "http",
           conversation: typeof body.conversation === "string" ? body.conversation : undefined,
+          version: chosen?.number,
         });
       } catch (err) {
         return sendError(reply, runError(err));
@@ -221,6 +254,8 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
         return sendError(reply, new ApiError(404, "not_found_error", "run_not_found", `No run "${req.params.id}".`));
       return runJson(r);
     });
+
+    registerVersionRoutes(scope, systems);
 
     for (const action of ["pause", "resume", "cancel"] as const) {
       scope.post<{ Params: { id: string } }>(`/v1/runs/:id/${action}`, async (req, reply) => {

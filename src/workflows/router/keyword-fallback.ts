@@ -1,7 +1,7 @@
 /**
  * What the router does without its classifier model (it failed, or is down):
  *
- * - Slash commands, always understood: `/run <id> name=value name2="two words" name3='x'`,
+ * - Slash commands, always understood: `/run <id>[@version] name=value name2="two words" name3='x'`,
  *   `/cancel`, `/status [runId]`, `/systems`, `/runs`.
  * - A keyword matcher that suggests a system for a plain message. It works on whole words only
  *   (both sides are split into words first), so "address" never matches "add", "news" never
@@ -15,13 +15,14 @@ import { put } from "../systems/inputs.js";
 import type { LoadedSystem } from "../systems/types.js";
 
 export type SlashCommand =
-  | { cmd: "run"; system: string; inputs: Record<string, string> }
+  /** `version`: of `/run <id>@<version>` (default: the system's latest). */
+  | { cmd: "run"; system: string; inputs: Record<string, string>; version?: number }
   | { cmd: "cancel" }
   | { cmd: "status"; runId?: string }
   | { cmd: "systems" }
   | { cmd: "runs" };
 
-const RUN_USAGE = 'usage: /run <system> [name=value …] (quote values with spaces: topic="two words")';
+const RUN_USAGE = 'usage: /run <system>[@version] [name=value …] (quote values with spaces: topic="two words")';
 
 /** Opening quote → its closing quote (straight quotes, and the curly ones phones type). */
 const QUOTES: Record<string, string> = { '"': '"', "'": "'", "“": "”", "‘": "’" };
@@ -102,6 +103,8 @@ export function parseSlash(text: string): SlashCommand | { error: string } | nul
       return { error: `expected name=value, got ${JSON.stringify(pair)}; ${RUN_USAGE}` };
     put(inputs, name, pair.slice(eq + 1));
   }
+  const at = /^(.+)@(\d+)$/.exec(system);
+  if (at) return { cmd: "run", system: at[1]!.toLowerCase(), inputs, version: Number(at[2]) };
   return { cmd: "run", system: system.toLowerCase(), inputs };
 }
 

@@ -51,12 +51,20 @@ export abstract class RouterOutcomes {
     return this.systems().find((s) => s.id === id);
   }
 
+  /** A system offered here as it was at `version` (its current self without one); undefined when it has no such version. */
+  protected systemAt(id: string, version: number | undefined): LoadedSystem | undefined {
+    const current = this.system(id);
+    if (!current || version === undefined) return current;
+    return this.rt.runs.versions.get(id, version)?.compiled;
+  }
+
   protected start(
     conv: string,
     system: LoadedSystem,
     values: Record<string, unknown>,
     input: DispatchInput,
     preface: string,
+    version?: number,
   ): Dispatch {
     let rec: RunRecord;
     try {
@@ -66,6 +74,7 @@ export abstract class RouterOutcomes {
         conversation: conv,
         origin: "chat",
         messageKey: input.messageKey,
+        version,
       });
     } catch (err) {
       if (err instanceof RunError) return this.say(conv, preface, err.message, "error");

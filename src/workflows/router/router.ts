@@ -97,7 +97,7 @@ export class RouterEngine extends RouterOutcomes {
     const systems = this.systems();
     if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
     const gathering = asked?.kind === "gathering" && reply.kind !== "expired" ? asked : undefined;
-    const gatheringSystem = gathering ? this.system(gathering.system) : undefined;
+    const gatheringSystem = gathering ? this.systemAt(gathering.system, gathering.version) : undefined;
     const d = await decide(
       { name: this.name, opts: this.opts, rt: this.rt, counted: () => this.classifierCalls++ },
       text,
@@ -157,6 +157,7 @@ export class RouterEngine extends RouterOutcomes {
           input,
           preface,
           gathering.rounds,
+          gathering.version,
         );
       }
     }
@@ -183,6 +184,8 @@ export class RouterEngine extends RouterOutcomes {
     input: DispatchInput,
     preface: string,
     rounds: number,
+    /** The version chosen (`/run id@3`): `system` is that version's. */
+    version?: number,
   ): Dispatch {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
@@ -201,6 +204,7 @@ export class RouterEngine extends RouterOutcomes {
         values: check.values,
         rounds: rounds + 1,
         since: Date.now(),
+        ...(version === undefined ? {} : { version }),
       };
       this.rt.conversations.ask(conv, next);
       this.decision(conv, "clarify", source, { system: system.id, confidence });
@@ -230,6 +234,7 @@ export class RouterEngine extends RouterOutcomes {
         values: check.values,
         hash,
         since: Date.now(),
+        ...(version === undefined ? {} : { version }),
       });
       this.decision(conv, "confirm", source, { system: system.id, confidence, reason: why });
       this.rt.bus.emit({ type: "confirm", conversation: conv, system: system.id, inputsHash: hash });
@@ -237,7 +242,7 @@ export class RouterEngine extends RouterOutcomes {
     }
     this.rt.conversations.close(conv);
     this.decision(conv, "run", source, { system: system.id, confidence });
-    return this.start(conv, system, check.values, input, preface);
+    return this.start(conv, system, check.values, input, preface, version);
   }
 
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
@@ -259,7 +264,7 @@ export class RouterEngine extends RouterOutcomes {
         return this.say(conv, preface, (err as Error).message, "idle");
       }
     }
-    const system = this.system(pending.system);
+    const system = this.systemAt(pending.system, pending.version);
     if (!system)
       return this.say(conv, preface, `**${pending.system}** is no longer configured, so nothing was run.`, "idle");
     if (inputsHash(system.id, pending.values) !== pending.hash) {
@@ -271,7 +276,7 @@ export class RouterEngine extends RouterOutcomes {
       );
     }
     this.decision(conv, "run", "reply", { system: system.id, reason: "confirmed" });
-    return this.start(conv, system, pending.values, input, preface);
+    return this.start(conv, system, pending.values, input, preface, pending.version);
   }
 
   private askResume(conv: string, runId: string, preface: string): Dispatch {
@@ -351,16 +356,20 @@ export class RouterEngine extends RouterOutcomes {
         );
       }
       case "run": {
-        const system = this.system(slash.system);
-        if (!system)
+        const system = this.systemAt(slash.system, slash.version);
+        if (!system) {
+          const last = this.system(slash.system) && this.rt.runs.versions.latest(slash.system)?.number;
           return this.say(
             conv,
             preface,
-            `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`,
+            last
+              ? `\`${slash.system}\` has no version ${slash.version} (its versions: 1 to ${last}).`
+              : `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`,
             "idle",
           );
+        }
         // An explicit command: as sure as can be, but side effects are still confirmed.
-        return this.proceed(conv, system, slash.inputs, 1, "slash", input, preface, 0);
+        return this.proceed(conv, system, slash.inputs, 1, "slash", input, preface, 0, slash.version);
       }
     }
   }

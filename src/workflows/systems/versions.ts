@@ -164,7 +164,7 @@ export class VersionStore {
 
   constructor(
     readonly db: Database.Database,
-    private readonly dataDir: string,
+    readonly dataDir: string,
   ) {
     db.exec(SCHEMA);
     this.stmts = {
