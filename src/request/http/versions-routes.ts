@@ -66,7 +66,7 @@ function numberOf(raw: unknown, param: string): number | ApiError {
 export function registerVersionRoutes(scope: FastifyInstance, systems: RouterRuntimeHandle | undefined): void {
   /** The system's versions, or an error sent. */
   const versionsOf = (id: string, reply: FastifyReply) => {
-    if (!systems || !systems.library.get(id)) {
+    if (!systems?.library.get(id)) {
       sendApiError(reply, notFound("system_not_found", `No system "${id}".`));
       return undefined;
     }
