@@ -8,10 +8,15 @@
  * then says it has changes that are not deployed) and version 2 is deployed; the held run finishes
  * on version 1. Then: `version` on run rows, `{version: 1}` and `/run relay@1` run the old plan, an
  * unknown version is a 404, the diff (HTTP and chat), a rollback by chat (after yes) and by HTTP,
- * each a new version with the canvas restored, and a system of the config file refused.
+ * each a new version with the canvas restored, and a system of the config file refused; the same
+ * through `clawbridge systems versions|run id@n|rollback` (bin/clawbridge.js: build dist/ first).
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import type { ServerResponse } from "node:http";
+import path from "node:path";
+import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import type { Canvas } from "../../src/wire/canvas.js";
 import type { RunRow, SystemRow, SystemVersionDetail, SystemVersionRow, VersionDiffRow } from "../../src/wire/runs.js";
@@ -21,14 +26,18 @@ import { serveFake, type FakeHttpServer } from "../../testkit/fakes/fake-http.js
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
 import { Chat } from "../helpers/chat.js";
+import { stringify } from "yaml";
 
 const KEY = "k-versions";
+const BIN = path.resolve("bin/clawbridge.js");
+const execFileP = promisify(execFile);
 
 describe("system versions", () => {
   let up: FakeOpenAI;
   let hook: FakeHttpServer;
   let b: TestBridge;
   let dataDir: string;
+  let config: Record<string, unknown>;
   /** Paths the webhook fake was called on, in order. */
   const calls: string[] = [];
   /** Answers of /v1hook held while `hold` is set. */
@@ -93,7 +102,7 @@ describe("system versions", () => {
     }));
     store.commitVersion("relay", "made by the test");
     db.close();
-    b = await startTestBridge({
+    config = {
       dataDir,
       server: { apiKeys: [KEY] },
       systems: [{ id: "cfg", description: "From the config", run: { kind: "model", model: "ans", prompt: "x" } }],
@@ -107,7 +116,8 @@ describe("system versions", () => {
         { id: "builder", backend: "builder" },
         { id: "router", backend: "router" },
       ],
-    });
+    };
+    b = await startTestBridge(config);
   });
   after(async () => {
     for (const release of held.splice(0)) release();
@@ -259,5 +269,33 @@ describe("system versions", () => {
     const said = await chat("conv-cfg", "router").say("roll back cfg to version 1");
     assert.match(said.text, /declared in the config file/);
     assert.equal(((await api("/v1/systems/relay/versions")).json.data as unknown[]).length, 4, "no version was lost");
+  });
+
+  test("the command line: systems versions [--diff], run id@n, rollback", async () => {
+    const configFile = path.join(dataDir, "clawbridge.yaml");
+    writeFileSync(configFile, stringify(config));
+    const cli = async (...args: string[]) => {
+      try {
+        const r = await execFileP(process.execPath, [BIN, ...args, "--config", configFile, "--url", b.url], {
+          env: { ...process.env, CLAWBRIDGE_CONFIG: "" },
+          timeout: 60_000,
+        });
+        return { code: 0, stdout: r.stdout, stderr: r.stderr };
+      } catch (err: any) {
+        return { code: err.code as number, stdout: String(err.stdout), stderr: String(err.stderr) };
+      }
+    };
+    const list = await cli("systems", "versions", "relay");
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, /^v1 .* builder \(deployed from canvas version \d+\)/m);
+    assert.match(list.stdout, /^v4 .* rollback \(rollback to 2\)/m);
+    const diff = await cli("systems", "versions", "relay", "--diff", "1..2");
+    assert.equal(diff.stdout.trim(), `- run.steps[call].with.url: "${url("v1hook")}" → "${url("v2hook")}"`);
+    const ran = await cli("systems", "run", "relay@1", "topic=cli");
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(ran.stdout, /relay v1 +completed/);
+    const cfg = await cli("systems", "rollback", "cfg", "1");
+    assert.equal(cfg.code, 2);
+    assert.match(cfg.stderr, /declared in the config file/);
   });
 });
