@@ -233,7 +233,7 @@ describe("builder", () => {
     const res = await c.say("build a system that can research a topic and write a post about it");
     assert.match(res.text, /Building \*\*blog-writer\*\* \(`blog-writer`, build `build_/);
     assert.match(res.text, /✓ `e-topic-research`/);
-    assert.match(res.text, /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(version 1\)/);
+    assert.match(res.text, /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(canvas version 1\)/);
     assert.match(res.text, /`blog-writer` is a draft — say \*\*deploy\*\* .* run it with `\/run blog-writer topic=…`/);
     const cv = await canvas("blog-writer");
     assert.deepEqual(cv.nodes.map((n) => n.id).sort(), ["out", "research", "topic", "writer"]);

@@ -246,7 +246,7 @@ describe("builder engine", () => {
     // The end names the id and how to use it: a draft is deployed first.
     assert.match(
       text,
-      /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(version 1\)\. `blog-writer` is a draft — say \*\*deploy\*\* to make it available from any chat, then run it with `\/run blog-writer topic=…`\. Or tell me what to change\.$/,
+      /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(canvas version 1\)\. `blog-writer` is a draft — say \*\*deploy\*\* to make it available from any chat, then run it with `\/run blog-writer topic=…`\. Or tell me what to change\.$/,
     );
     assert.deepEqual(nodesOf(w, "blog-writer"), ["out", "research", "topic", "writer"]);
     assert.deepEqual(edgesOf(w, "blog-writer"), ["research>writer", "topic>research", "writer>out"]);
@@ -445,7 +445,7 @@ describe("builder engine", () => {
     w.model.queue(ARCH, reviewer("some-other"), reviewer("blog-writer"));
     const edit = textOf(await w.say("add a reviewer after the writer of blog-writer"));
     assert.match(edit, /^Changing \*\*blog-writer\*\* \(`blog-writer`, build `build_[A-Za-z0-9]+`\): a reviewer/);
-    assert.match(edit, /\(version 2\)/);
+    assert.match(edit, /\(canvas version 2\)/);
     const arch = w.model.to(ARCH).at(-2)!;
     assert.match(arch.prompt, /^Edit the system "blog-writer" \(metadata\.system: "blog-writer"\)\./);
     assert.match(
@@ -474,7 +474,7 @@ describe("builder engine", () => {
     textOf(await w.say("drop the research step"));
     const yes = textOf(await w.say("yes"));
     assert.match(yes, /^Changing \*\*blog-writer\*\*/);
-    assert.match(yes, /\(version 3\)/);
+    assert.match(yes, /\(canvas version 3\)/);
     assert.deepEqual(nodesOf(w, "blog-writer"), ["out", "reviewer", "topic", "writer"]);
     assert.ok(edgesOf(w, "blog-writer").includes("topic>writer"));
     assert.equal(
@@ -619,7 +619,7 @@ describe("builder engine", () => {
     w.model.queue(ANS, { error: "down" });
     assert.equal(
       textOf(await w.say("what nodes are there?")),
-      "Here is what there is:\n\n- **blog-writer** (draft, version 1): 4 nodes, 3 connections",
+      "Here is what there is:\n\n- **blog-writer** (draft, canvas version 1): 4 nodes, 3 connections",
     );
 
     w.intent(/export/, "EXPORT");

@@ -7,6 +7,7 @@
 import type { Logger } from "pino";
 import type { BackendEvent, Dispatch } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
+import type { Canvas } from "../../wire/canvas.js";
 import type { ConversationState } from "../../wire/events.js";
 import type { BuilderQuestion } from "../conversation/machine.js";
 import type { BuilderBase } from "./backend-deps.js";
@@ -157,8 +158,15 @@ export class BuilderChat {
   knownText(): string {
     const list = this.d.canvases.list();
     return list.length
-      ? `Canvases: ${list.map((c) => `\`${c.system}\` (${c.status})`).join(", ")}.`
+      ? `Canvases: ${list.map((c) => `\`${c.system}\` (${this.statusText(c)})`).join(", ")}.`
       : "There are no canvases yet.";
+  }
+
+  /** A canvas's status, with the version a deployed one runs as and whether it has changes not deployed. */
+  statusText(c: Canvas): string {
+    const d = deployState(this.d.canvases, this.d.dataDir, c);
+    if (d.deployedVersion === null) return c.status;
+    return `deployed: version ${d.deployedVersion}${d.changedSinceDeploy ? "; the canvas has changes that are not deployed" : ""}`;
   }
 
   /** How to use a system, named by its id: `/run` with its inputs when deployed, else "say deploy" first. */
