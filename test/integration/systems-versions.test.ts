@@ -8,7 +8,8 @@
  * then says it has changes that are not deployed) and version 2 is deployed; the held run finishes
  * on version 1. Then: `version` on run rows, `{version: 1}` and `/run relay@1` run the old plan, an
  * unknown version is a 404, the diff (HTTP and chat), a rollback by chat (after yes) and by HTTP,
- * each a new version with the canvas restored, and a system of the config file refused; the same
+ * each a new version with the canvas restored, a system of the config file refused, an undo whose
+ * deploy is refused (the reply and the canvas say the changes are not deployed); the same
  * through `clawbridge systems versions|run id@n|rollback` (bin/clawbridge.js: build dist/ first).
  */
 import assert from "node:assert/strict";
@@ -42,6 +43,8 @@ describe("system versions", () => {
   const calls: string[] = [];
   /** Answers of /v1hook held while `hold` is set. */
   let hold = false;
+  /** `system.version` events, as "<system> <n> <by> <note>". */
+  const versionEvents: string[] = [];
   const held: Array<() => void> = [];
 
   const api = async (p: string, init: { method?: string; body?: unknown } = {}) => {
@@ -55,10 +58,12 @@ describe("system versions", () => {
   const chat = (key: string, model: string) => new Chat(b.baseURL, key, model, KEY);
   const url = (which: string) => `http://127.0.0.1:${hook.port}/${which}`;
   /** The canvas changed from outside the chat (another MCP host on the same systems.db). */
-  const editCanvas = (fn: (c: Canvas) => Canvas) => {
+  const editCanvas = (fn: (c: Canvas) => Canvas, commit?: string) => {
     const db = openSystemsDb(systemsDbPath(dataDir));
     try {
-      new CanvasStore(db).mutate("relay", fn);
+      const store = new CanvasStore(db);
+      store.mutate("relay", fn);
+      if (commit) store.commitVersion("relay", commit);
     } finally {
       db.close();
     }
@@ -118,6 +123,9 @@ describe("system versions", () => {
       ],
     };
     b = await startTestBridge(config);
+    b.bus.on((e) => {
+      if (e.type === "system.version") versionEvents.push(`${e.system} ${e.version} ${e.by} ${e.note}`);
+    });
   });
   after(async () => {
     for (const release of held.splice(0)) release();
@@ -131,6 +139,7 @@ describe("system versions", () => {
     const c = chat("conv-build", "builder");
     assert.match((await c.say("deploy relay")).text, /^Deploy \*\*Relay\*\*\?/);
     assert.match((await c.say("yes")).text, /^Deployed \*\*relay\*\* as version 1\./);
+    assert.deepEqual(versionEvents, ["relay 1 builder deployed from canvas version 1"]);
     const sys = (await api("/v1/systems/relay")).json as SystemRow;
     assert.equal(sys.version, 1);
     const cfg = (await api("/v1/systems/cfg")).json as SystemRow;
@@ -269,6 +278,29 @@ describe("system versions", () => {
     const said = await chat("conv-cfg", "router").say("roll back cfg to version 1");
     assert.match(said.text, /declared in the config file/);
     assert.equal(((await api("/v1/systems/relay/versions")).json.data as unknown[]).length, 4, "no version was lost");
+  });
+
+  test("an undo whose deploy is refused leaves the deployed version running, and the reply and the canvas say so", async () => {
+    // Two canvas versions: one the policy refuses (a private address), then a good one.
+    editCanvas(
+      (c) => ({
+        ...c,
+        nodes: c.nodes.map((n) => (n.id === "call" ? { ...n, properties: { url: "http://10.1.2.3/x" } } : n)),
+      }),
+      "bad",
+    );
+    editCanvas((c) => setUrl(c, "v2hook"), "good");
+    let canvas = (await api("/v1/canvases/relay")).json;
+    assert.deepEqual([canvas.deployedVersion, canvas.changedSinceDeploy], [4, false]);
+    const undo = await chat("conv-undo", "builder").say("undo relay");
+    assert.match(undo.text, /^Undone: \*\*relay\*\* is back at canvas version \d+/);
+    assert.match(
+      undo.text,
+      /The canvas has changes that are not deployed \(deployed: version 4\), because: .*10\.1\.2\.3.*\. Fix that and say \*\*deploy\*\* to make them live\./,
+    );
+    canvas = (await api("/v1/canvases/relay")).json;
+    assert.deepEqual([canvas.deployedVersion, canvas.changedSinceDeploy], [4, true]);
+    assert.equal(((await api("/v1/systems/relay")).json as SystemRow).version, 4, "the deployed system did not change");
   });
 
   test("the command line: systems versions [--diff], run id@n, rollback", async () => {
