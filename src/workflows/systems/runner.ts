@@ -8,6 +8,9 @@
  * detach and the run goes on; cancelling it is an explicit act (`cancel`, or the router when the
  * client of an attached turn goes away).
  *
+ * A system's run records the system version it runs (src/workflows/systems/versions.ts: the
+ * latest, or the one asked for) and executes that version's plan, also when resumed after a deploy.
+ *
  * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
  * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
  */
@@ -148,16 +151,17 @@ export class RunManager {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const system = this.deps.library.get(req.system);
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
-    const v = req.version === undefined ? this.versions.latest(system.id) : this.versions.get(system.id, req.version);
-    if (!v && req.version !== undefined) {
+    // The version as loaded now, or the one asked for.
+    const v = req.version === undefined ? this.versions.current(system) : this.versions.get(system.id, req.version);
+    if (!v) {
       const last = this.versions.latest(system.id)?.number ?? 0;
       throw new RunError(
         "unknown_version",
         `system ${system.id} has no version ${req.version} (its versions: ${last ? `1 to ${last}` : "none yet"})`,
       );
     }
-    const steps = (v ? compileRun(v.compiled.run) : this.deps.library.plan(system.id)).steps.map((s) => s.id);
-    return this.create({ ...req, id: alnumId("run", 16), system: system.id, version: v?.number, steps });
+    const steps = compileRun(v.compiled.run).steps.map((s) => s.id);
+    return this.create({ ...req, id: alnumId("run", 16), system: system.id, version: v.number, steps });
   }
 
   /** The plan a run executes: its version's (a deploy since does not change it), else the system's current one. */

@@ -178,6 +178,13 @@ export class VersionStore {
     };
   }
 
+  /** The version of the system as loaded now: its latest, or a new one when it differs (a library replaced without a sync). */
+  current(s: LoadedSystem): SystemVersion {
+    const last = this.latest(s.id);
+    if (last && canonicalJson(last.definition) === canonicalJson(definitionOf(s))) return last;
+    return this.sync({ systems: [s] })[0] ?? this.latest(s.id)!;
+  }
+
   latest(system: string): SystemVersion | undefined {
     const r = this.stmts.latest.get(system) as Row | undefined;
     return r ? fromRow(r) : undefined;
@@ -197,7 +204,7 @@ export class VersionStore {
    * system has one after this). `made` says who made the one being deployed or rolled back; the
    * others were loaded from the config or a file. Returns the versions recorded.
    */
-  sync(library: SystemsLibrary, made?: VersionMade): SystemVersion[] {
+  sync(library: Pick<SystemsLibrary, "systems">, made?: VersionMade): SystemVersion[] {
     const recorded: SystemVersion[] = [];
     this.db
       .transaction(() => {
