@@ -1,7 +1,7 @@
 /**
  * System versions in process (src/workflows/systems/versions.ts, runner.ts): a version is recorded
  * only when a system's content or sandbox files change, with who made it; the structural diff
- * (plan steps by id, files); the words read without a model (`versionRequest`, `/run id@n`); and a
+ * (plan steps by id, files); a canvas's state against its deployed version; the words read without a model (`versionRequest`, `/run id@n`); and a
  * run paused on version 1 and resumed after version 2 was loaded still runs version 1's plan.
  */
 import assert from "node:assert/strict";
@@ -11,6 +11,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import { pino } from "pino";
 import { EventBus } from "../../src/ops/events/bus.js";
+import { openBuilderTools } from "../../src/workflows/builder/runtime.js";
 import { versionRequest } from "../../src/workflows/router/decide.js";
 import { parseSlash } from "../../src/workflows/router/keyword-fallback.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
@@ -81,6 +82,23 @@ describe("versions", () => {
     ]);
     assert.equal(diffText(changes).split("\n")[1], '- `run.steps[b].with.prompt`: "y" → "y2"');
     assert.equal(diffText([]), "Nothing changed.");
+  });
+
+  test("a canvas's state says which version it is deployed as and whether it changed since", async () => {
+    const db = openSystemsDb(":memory:");
+    const dataDir = path.join(root, "tools");
+    const tools = openBuilderTools({ db, dataDir });
+    const deployed = () => {
+      const st = tools.getState("two");
+      return "canvas" in st ? [st.deployedVersion, st.changedSinceDeploy] : st;
+    };
+    tools.store.create({ system: "two" });
+    assert.deepEqual(deployed(), [null, false], "a draft");
+    const canvas = tools.store.setStatus("two", "deployed");
+    new VersionStore(db, dataDir).sync(await load([plan(["x", "y"])]), { system: "two", by: "builder", canvas });
+    assert.deepEqual(deployed(), [1, false]);
+    tools.store.mutate("two", (c) => ({ ...c, description: "changed, not deployed" }));
+    assert.deepEqual(deployed(), [1, true]);
   });
 
   test("version words and /run id@n are read without a model", () => {
