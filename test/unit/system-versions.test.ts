@@ -1,8 +1,9 @@
 /**
  * System versions in process (src/workflows/systems/versions.ts, runner.ts): a version is recorded
  * only when a system's content or sandbox files change, with who made it; the structural diff
- * (plan steps by id, files); a canvas's state against its deployed version; the words read without a model (`versionRequest`, `/run id@n`); and a
- * run paused on version 1 and resumed after version 2 was loaded still runs version 1's plan.
+ * (plan steps by id, files); a canvas's state against its deployed version; the words read without
+ * a model (`versionRequest`, `/run id@n`); and a run paused on version 1 and resumed after version
+ * 2 was loaded still runs version 1's plan.
  */
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
