@@ -80,7 +80,8 @@ export interface RuleContext {
 /**
  * What code can know, for a router with a builder, before any classifier call: a builder command
  * alone ("deploy", "undo", "export research-blog") naming a known system or, naming none, in a
- * conversation with a canvas → `build`; a question (a question word first) naming a known
+ * conversation with a canvas → `build`; so does a request about a system's versions ("roll back
+ * research-blog to version 2", "what changed between version 1 and 2 of research-blog"); a question (a question word first) naming a known
  * system id or name, or asking about runs, failures, status (unless a run here is live) → `ask`.
  * Plain chat that merely holds such a word in a longer sentence is left to the classifier.
  */
