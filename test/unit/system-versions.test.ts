@@ -10,6 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
+import Database from "better-sqlite3";
 import { pino } from "pino";
 import { EventBus } from "../../src/ops/events/bus.js";
 import { openBuilderTools } from "../../src/workflows/builder/runtime.js";
@@ -128,6 +129,25 @@ describe("versions", () => {
       system: "research-blog",
       inputs: { topic: "tides" },
     });
+  });
+
+  test("a database of before versions gains runs.version, once", () => {
+    const file = path.join(root, "old.db");
+    const old = new Database(file);
+    old.exec(
+      "CREATE TABLE runs (id TEXT PRIMARY KEY, system TEXT NOT NULL, conversation TEXT, status TEXT NOT NULL, inputs TEXT NOT NULL, output TEXT, error TEXT, failed_step TEXT, origin TEXT NOT NULL, message_key TEXT, created_at INTEGER NOT NULL, started_at INTEGER, ended_at INTEGER, updated_at INTEGER NOT NULL, detached INTEGER NOT NULL DEFAULT 0, reported INTEGER NOT NULL DEFAULT 0)",
+    );
+    old.exec(
+      "INSERT INTO runs (id, system, status, inputs, origin, created_at, updated_at) VALUES ('r1', 's', 'completed', '{}', 'http', 1, 1)",
+    );
+    old.close();
+    openSystemsDb(file).close();
+    const db = openSystemsDb(file);
+    const store = new RunStore(db);
+    assert.equal(store.get("r1")!.version, undefined, "an old run has none");
+    store.create({ id: "r2", system: "s", inputs: {}, origin: "http", version: 3, steps: [] });
+    assert.equal(store.get("r2")!.version, 3);
+    db.close();
   });
 
   test("a run records its version; paused on v1 and resumed after v2 was loaded, it runs v1's plan", async () => {
