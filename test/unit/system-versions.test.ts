@@ -3,7 +3,7 @@
  * only when a system's content or sandbox files change, with who made it; the structural diff
  * (plan steps by id, files); a canvas's state against its deployed version; the words read without
  * a model (`versionRequest`, `/run id@n`); and a run paused on version 1 and resumed after version
- * 2 was loaded still runs version 1's plan.
+ * 2 was loaded still runs version 1's plan; the runs.version migration of an older database.
  */
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
