@@ -14,7 +14,7 @@ import { stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { LibraryProblem, SystemsLibrary } from "../systems/library.js";
 import { systemsDir } from "../systems/paths.js";
-import { canonicalJson, VersionStore, type VersionMade } from "../systems/versions.js";
+import { canonicalJson, type VersionMade, versionsOf } from "../systems/versions.js";
 import type { Canvas } from "../../wire/canvas.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
@@ -86,7 +86,7 @@ export async function deployCanvas(args: {
     file,
     `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`,
   );
-  const versions = new VersionStore(store.db, dataDir);
+  const versions = versionsOf(store.db, dataDir);
   const before = versions.latest(system)?.number;
   const problems = await host.reload({
     system,
@@ -125,7 +125,7 @@ export function deployState(
   dataDir: string,
   c: Canvas,
 ): { deployedVersion: number | null; changedSinceDeploy: boolean } {
-  const v = c.status === "deployed" ? new VersionStore(store.db, dataDir).latest(c.system) : undefined;
+  const v = c.status === "deployed" ? versionsOf(store.db, dataDir).latest(c.system) : undefined;
   if (!v) return { deployedVersion: null, changedSinceDeploy: false };
   return {
     deployedVersion: v.number,

@@ -13,7 +13,7 @@ import { stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { Canvas } from "../../wire/canvas.js";
 import { systemsDir } from "../systems/paths.js";
-import { canonicalJson, type SystemVersion, VersionStore } from "../systems/versions.js";
+import { canonicalJson, type SystemVersion, versionsOf } from "../systems/versions.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { BUILDER_MARK, type SystemsHost } from "./deploy.js";
 
@@ -28,7 +28,7 @@ export function rollbackCheck(
   args: Args,
 ): { ok: true; target: SystemVersion } | Extract<RollbackResult, { ok: false }> {
   const { host, system, version } = args;
-  const versions = new VersionStore(args.store.db, args.dataDir);
+  const versions = versionsOf(args.store.db, args.dataDir);
   const current = host.library.get(system);
   if (!current) return { ok: false, code: "not_found", message: `There is no system "${system}".` };
   const latest = versions.latest(system);
@@ -95,6 +95,6 @@ export async function rollbackSystem(args: Args): Promise<RollbackResult> {
       message: `${system} was not rolled back to version ${version}: ${problems.map((p) => `${p.where}: ${p.key}: ${p.message}`).join("; ")}`,
     };
   }
-  const made = new VersionStore(store.db, args.dataDir).latest(system)!;
+  const made = versionsOf(store.db, args.dataDir).latest(system)!;
   return { ok: true, version: made, to: version };
 }

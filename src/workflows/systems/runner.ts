@@ -28,7 +28,7 @@ import { sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
 import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/scheduler.js";
 import { compileRun, type CompiledPlan, type CompiledStep } from "./plan.js";
-import { VersionStore } from "./versions.js";
+import { type VersionStore, versionsOf } from "./versions.js";
 import { renderValue, type Scope } from "../engine/template.js";
 
 export interface RunManagerDeps {
@@ -108,7 +108,7 @@ export class RunManager {
   readonly versions: VersionStore;
 
   constructor(private readonly deps: RunManagerDeps) {
-    this.versions = new VersionStore(deps.store.db, deps.dataDir);
+    this.versions = versionsOf(deps.store.db, deps.dataDir);
   }
 
   get store(): RunStore {

@@ -242,6 +242,18 @@ export class VersionStore {
   }
 }
 
+const stores = new WeakMap<Database.Database, VersionStore>();
+
+/** The version store of a database handle (one per handle: its statements are prepared once). */
+export function versionsOf(db: Database.Database, dataDir: string): VersionStore {
+  let s = stores.get(db);
+  if (!s || s.dataDir !== dataDir) {
+    s = new VersionStore(db, dataDir);
+    stores.set(db, s);
+  }
+  return s;
+}
+
 /** One difference between two versions: the key (`run.steps[research].with.prompt`) and both sides. */
 export interface VersionChange {
   key: string;
