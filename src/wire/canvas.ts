@@ -105,7 +105,19 @@ export interface CanvasSummary {
   nodes: number;
   edges: number;
   updated_at: number;
+  /** The system version the deployed canvas runs as (null: a draft). */
+  deployed_version: number | null;
+  /** The canvas was changed since that version was deployed. */
+  changed_since_deploy: boolean;
 }
 
 /** `GET /v1/canvases/:id`: the whole canvas, under its system id, with its snapshots. */
-export type CanvasDetail = Canvas & { id: string; object: "canvas"; versions: CanvasVersionInfo[] };
+export type CanvasDetail = Canvas & {
+  id: string;
+  object: "canvas";
+  versions: CanvasVersionInfo[];
+  /** The system version the deployed canvas runs as (null: a draft). */
+  deployedVersion: number | null;
+  /** The canvas was changed since that version was deployed (an edit or undo not deployed yet). */
+  changedSinceDeploy: boolean;
+};

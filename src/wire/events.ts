@@ -143,6 +143,8 @@ export type BridgeEvent = Base &
       }
     | { type: "trigger.skipped"; system: string; trigger: string; dueAt: number; reason: string }
     | { type: "hook.refused"; system: string; status: number; reason: string }
+    // A new version of a system (src/workflows/systems/versions.ts): deployed, rolled back, or loaded changed.
+    | { type: "system.version"; system: string; version: number; by: string; note: string }
     // Turns (src/request/pipeline): one of each per turn; `turnId` ties them together. Times in ms since the turn was accepted.
     // `model`/`backend` are what the client asked for; `answeredBy` the model a dispatching backend (the router) handed the turn to.
     | {
@@ -283,6 +285,7 @@ const EVENT_TYPE_SET = {
   "trigger.fired": true,
   "trigger.skipped": true,
   "hook.refused": true,
+  "system.version": true,
   "turn.started": true,
   "turn.firstByte": true,
   "turn.completed": true,

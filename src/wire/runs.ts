@@ -55,6 +55,8 @@ export interface SystemRow {
   triggers: TriggerRow[];
   /** Its inbound hook (the secret is never sent: `clawbridge systems hook <id>` shows it), or null. */
   hook: { path: string; per_minute: number } | null;
+  /** Its current version (`GET /v1/systems/:id/versions`); null before one was recorded. */
+  version: number | null;
 }
 
 /** A schedule of a system (`triggers[index]`), as `GET /v1/systems/:id` shows it. */
@@ -73,6 +75,49 @@ export interface TriggerRow {
   next_run_at: number | null;
   last_run_at: number | null;
   last_run_id: string | null;
+}
+
+/** A row of `GET /v1/systems/:id/versions`: one immutable version of a system. */
+export interface SystemVersionRow {
+  object: "system.version";
+  system: string;
+  number: number;
+  created_at: number;
+  /** Where the system was declared then: `config` or the file's path. */
+  source: string;
+  /** Who made it: `builder` (a deploy), `rollback`, `file` or `config` (loaded changed). */
+  by: string;
+  note: string;
+  hash: string;
+}
+
+/** `GET /v1/systems/:id/versions/:n`: a version with what it runs. */
+export interface SystemVersionDetail extends SystemVersionRow {
+  /** The system in the form of a system file. */
+  definition: Record<string, unknown>;
+  /** Its settings: name, description, inputs, side effects, confirmation, enabled. */
+  settings: Record<string, unknown>;
+  /** The builder's canvas it was deployed from, or null. */
+  canvas: unknown;
+  /** Sandbox file → sha256. */
+  files: Record<string, string>;
+}
+
+/** One difference between two versions (`key`: `run.steps[write].with.prompt`, `files.notes.md`). */
+export interface VersionChangeRow {
+  key: string;
+  change: "added" | "removed" | "changed";
+  from?: unknown;
+  to?: unknown;
+}
+
+/** `GET /v1/systems/:id/versions/diff?from=&to=`. */
+export interface VersionDiffRow {
+  object: "system.version.diff";
+  system: string;
+  from: number;
+  to: number;
+  changes: VersionChangeRow[];
 }
 
 /**
@@ -132,6 +177,8 @@ export interface RunRow {
   origin: RunOrigin;
   /** What started it without a person: `schedule:<index>` or `hook`; null otherwise. */
   trigger: string | null;
+  /** The system version it runs; null for a build or a run of before versions. */
+  version: number | null;
   created_at: number;
   started_at: number | null;
   ended_at: number | null;

@@ -233,7 +233,7 @@ describe("builder", () => {
     const res = await c.say("build a system that can research a topic and write a post about it");
     assert.match(res.text, /Building \*\*blog-writer\*\* \(`blog-writer`, build `build_/);
     assert.match(res.text, /✓ `e-topic-research`/);
-    assert.match(res.text, /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(version 1\)/);
+    assert.match(res.text, /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(canvas version 1\)/);
     assert.match(res.text, /`blog-writer` is a draft — say \*\*deploy\*\* .* run it with `\/run blog-writer topic=…`/);
     const cv = await canvas("blog-writer");
     assert.deepEqual(cv.nodes.map((n) => n.id).sort(), ["out", "research", "topic", "writer"]);
@@ -493,7 +493,7 @@ describe("builder", () => {
     assert.deepEqual(after1.edges.map((e) => `${e.from}>${e.to}`).sort(), ["topic>writer", "writer>out"]);
     assert.equal(after1.version, before.version + 1);
     const undo = await c.say("undo");
-    assert.match(undo.text, /Undone: \*\*blog-writer\*\* is back at version 1/);
+    assert.match(undo.text, /Undone: \*\*blog-writer\*\* is back at canvas version 1/);
     const back = await canvas("blog-writer");
     assert.deepEqual(back.nodes.map((n) => n.id).sort(), before.nodes.map((n) => n.id).sort());
     assert.deepEqual(back.edges, before.edges);
@@ -626,7 +626,7 @@ describe("builder", () => {
     assert.match((await c.say("yes")).text, /Deployed \*\*note-relay\*\*/);
     assert.equal((await canvas("note-relay")).status, "deployed");
     assert.match((await c.say("add a shouter to note-relay")).text, /version 2/);
-    assert.match((await c.say("undo")).text, /Undone: \*\*note-relay\*\* is back at version 1/);
+    assert.match((await c.say("undo")).text, /Undone: \*\*note-relay\*\* is back at canvas version 1/);
 
     const started = (await (
       await api("/v1/systems/note-relay/runs", {

@@ -129,10 +129,11 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
   const host: SystemsHost = {
     library,
     check: async (candidates) => (await load(candidates)).problems,
-    async reload() {
+    async reload(made) {
       const next = await load();
       if (next.problems.length) return next.problems;
       library.replace(next.library);
+      manager.versions.sync(library, made);
       return [];
     },
   };
@@ -245,7 +246,7 @@ describe("builder engine", () => {
     // The end names the id and how to use it: a draft is deployed first.
     assert.match(
       text,
-      /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(version 1\)\. `blog-writer` is a draft — say \*\*deploy\*\* to make it available from any chat, then run it with `\/run blog-writer topic=…`\. Or tell me what to change\.$/,
+      /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(canvas version 1\)\. `blog-writer` is a draft — say \*\*deploy\*\* to make it available from any chat, then run it with `\/run blog-writer topic=…`\. Or tell me what to change\.$/,
     );
     assert.deepEqual(nodesOf(w, "blog-writer"), ["out", "research", "topic", "writer"]);
     assert.deepEqual(edgesOf(w, "blog-writer"), ["research>writer", "topic>research", "writer>out"]);
@@ -409,7 +410,7 @@ describe("builder engine", () => {
     assert.match(diff, /-name: blog-writer\n\+name: Research Digest/);
     assert.match(
       textOf(await w.say("yes")),
-      /^Applied to \*\*blog-writer\*\* \(version 2\)\. `blog-writer` is a draft/,
+      /^Applied to \*\*blog-writer\*\* \(canvas version 2\)\. `blog-writer` is a draft/,
     );
     assert.equal(w.room.canvases.get("blog-writer")?.name, "Research Digest");
     assert.deepEqual(
@@ -444,7 +445,7 @@ describe("builder engine", () => {
     w.model.queue(ARCH, reviewer("some-other"), reviewer("blog-writer"));
     const edit = textOf(await w.say("add a reviewer after the writer of blog-writer"));
     assert.match(edit, /^Changing \*\*blog-writer\*\* \(`blog-writer`, build `build_[A-Za-z0-9]+`\): a reviewer/);
-    assert.match(edit, /\(version 2\)/);
+    assert.match(edit, /\(canvas version 2\)/);
     const arch = w.model.to(ARCH).at(-2)!;
     assert.match(arch.prompt, /^Edit the system "blog-writer" \(metadata\.system: "blog-writer"\)\./);
     assert.match(
@@ -473,7 +474,7 @@ describe("builder engine", () => {
     textOf(await w.say("drop the research step"));
     const yes = textOf(await w.say("yes"));
     assert.match(yes, /^Changing \*\*blog-writer\*\*/);
-    assert.match(yes, /\(version 3\)/);
+    assert.match(yes, /\(canvas version 3\)/);
     assert.deepEqual(nodesOf(w, "blog-writer"), ["out", "reviewer", "topic", "writer"]);
     assert.ok(edgesOf(w, "blog-writer").includes("topic>writer"));
     assert.equal(
@@ -485,7 +486,7 @@ describe("builder engine", () => {
     const undo = textOf(await w.say("undo"));
     assert.equal(
       undo,
-      "Undone: **blog-writer** is back at version 2 (5 nodes, 4 connections). `blog-writer` is a draft — say **deploy** to make it available from any chat, then run it with `/run blog-writer topic=…`.",
+      "Undone: **blog-writer** is back at canvas version 2 (5 nodes, 4 connections). `blog-writer` is a draft — say **deploy** to make it available from any chat, then run it with `/run blog-writer topic=…`.",
     );
     assert.ok(nodesOf(w, "blog-writer").includes("research"));
     w.room.canvases.create({ system: "empty" });
@@ -618,7 +619,7 @@ describe("builder engine", () => {
     w.model.queue(ANS, { error: "down" });
     assert.equal(
       textOf(await w.say("what nodes are there?")),
-      "Here is what there is:\n\n- **blog-writer** (draft, version 1): 4 nodes, 3 connections",
+      "Here is what there is:\n\n- **blog-writer** (draft, canvas version 1): 4 nodes, 3 connections",
     );
 
     w.intent(/export/, "EXPORT");
@@ -676,7 +677,7 @@ describe("builder engine", () => {
     assert.deepEqual(w.room.canvases.get("blog-writer")?.settings.defaults ?? {}, {}, "nothing before yes");
     assert.match(
       textOf(await w.say("yes")),
-      /^Applied to \*\*blog-writer\*\* \(version 2\)\. `blog-writer` is a draft/,
+      /^Applied to \*\*blog-writer\*\* \(canvas version 2\)\. `blog-writer` is a draft/,
     );
     assert.deepEqual(w.room.canvases.get("blog-writer")?.settings.defaults, { topic: "cats" });
 
@@ -691,7 +692,7 @@ describe("builder engine", () => {
     w.model.queue(ANS, '{"changes":[{"path":"model.writer","value":"fast"}]}');
     textOf(await w.say("use the fast model for the writer"));
     const tools = w.tools.length;
-    assert.match(textOf(await w.say("yes")), /^Applied to \*\*blog-writer\*\* \(version 3\)\./);
+    assert.match(textOf(await w.say("yes")), /^Applied to \*\*blog-writer\*\* \(canvas version 3\)\./);
     assert.deepEqual(w.tools.slice(tools), ["canvas_update_property"]);
     assert.equal(w.room.canvases.get("blog-writer")?.nodes.find((n) => n.id === "writer")?.properties.model, "fast");
 
@@ -735,7 +736,7 @@ describe("builder engine", () => {
     assert.match(textOf(await w.say("its keyword is essay")), /-\s+- blog post\n-\s+- article\n\+\s+- essay/);
     assert.match(
       textOf(await w.say("yes")),
-      /^Applied to \*\*blog-writer\*\* \(version 2\)\. The deployed system was updated\./,
+      /^Applied to \*\*blog-writer\*\* \(canvas version 2\)\. Deployed again as version 2: that is what runs now\./,
     );
     assert.deepEqual(w.host.library.get("blog-writer")?.keywords, ["essay"]);
     w.model.queue(ANS, '{"changes":[{"path":"keywords","value":"essay"}]}');
@@ -760,7 +761,7 @@ describe("builder engine", () => {
     assert.equal(w.host.library.get("blog-writer"), undefined, "not before yes");
     assert.equal(
       textOf(await w.say("yes")),
-      "Deployed **blog-writer**. `blog-writer` — run it with `/run blog-writer topic=…`, or ask for it in any chat.",
+      "Deployed **blog-writer** as version 1. `blog-writer` — run it with `/run blog-writer topic=…`, or ask for it in any chat.",
     );
     assert.equal(w.host.library.get("blog-writer")?.run.kind, "plan");
     assert.equal(w.room.canvases.get("blog-writer")?.status, "deployed");
@@ -787,7 +788,7 @@ describe("builder engine", () => {
     );
     assert.match(
       textOf(await w.say("rename the writer's prompt")),
-      /The deployed system was updated\. `blog-writer` — run it with `\/run blog-writer topic=…`, or ask for it in any chat\. Or tell me what to change\.$/,
+      /Deployed again as version \d+: that is what runs now\. `blog-writer` — run it with `\/run blog-writer topic=…`, or ask for it in any chat\. Or tell me what to change\.$/,
     );
 
     // Deploying together with another setting: both happen after the one yes.
@@ -802,7 +803,7 @@ describe("builder engine", () => {
     assert.match(both, /^These changes to \*\*tiny\*\*:/);
     assert.match(
       textOf(await w.say("yes", { conv: "second" })),
-      /^Applied to \*\*tiny\*\* \(version 2\)\. The deployed system was updated\. `tiny` — run it with `\/run tiny a=…`/,
+      /^Applied to \*\*tiny\*\* \(canvas version 2\)\. Deployed again as version \d+: that is what runs now\. `tiny` — run it with `\/run tiny a=…`/,
     );
     assert.equal(w.host.library.get("tiny")?.confirm, "always");
     assert.equal(w.room.canvases.get("tiny")?.status, "deployed");

@@ -1,9 +1,10 @@
 /**
- * `clawbridge systems list|show|validate|run|hook` and `clawbridge runs list|show|pause|resume|cancel|approve|reject`.
+ * `clawbridge systems list|show|validate|run|hook|versions|rollback` and `clawbridge runs list|show|pause|resume|cancel|approve|reject`.
  * Listing and validating read the config and `<dataDir>/systems/` directly; runs are read from
  * `<dataDir>/systems.db` (the bridge may be stopped). Starting, pausing, resuming and cancelling
  * a run ask the running bridge over its HTTP API (`/v1/systems/:id/runs`, `/v1/runs/:id/…`), with
- * the config's first API key, since the run executes there. `systems hook <id>` shows (or, with
+ * the config's first API key, since the run executes there; so do a system's versions (`run id@n`
+ * runs version n, `versions id [--diff 1..2]`, `rollback id n`: src/workflows/systems/versions.ts). `systems hook <id>` shows (or, with
  * `--rotate`, replaces) a system's inbound hook secret in `<dataDir>/hooks/` with a signed curl example.
  * `clawbridge systems export|import` move a system as a bundle (src/workflows/builder/bundle.ts) through the
  * builder room over `<dataDir>/systems.db`: export works with the bridge stopped or running,
@@ -14,7 +15,7 @@ import type { BuilderRoom } from "../../workflows/builder/service.js";
 import type { SystemsHost } from "../../workflows/builder/deploy.js";
 import type { Config } from "../../core/config/schema.js";
 import { fail, loadConfig, out } from "./common.js";
-import type { RunRow } from "../../wire/runs.js";
+import type { RunRow, SystemVersionRow } from "../../wire/runs.js";
 
 const err = (s: string) => void process.stderr.write(s.endsWith("\n") ? s : `${s}\n`);
 
@@ -85,7 +86,7 @@ function handle(e: unknown): void {
 /** A run as `runJson` makes it, or as the HTTP API sent it. */
 function printRun(r: RunRow | Record<string, unknown>): void {
   out(
-    `run ${r.id}  ${r.system}${r.test ? " (test)" : ""}  ${r.status}${r.failed_step ? ` at ${r.failed_step}` : ""}  created ${when(r.created_at as number)}`,
+    `run ${r.id}  ${r.system}${r.version ? ` v${r.version}` : ""}${r.test ? " (test)" : ""}  ${r.status}${r.failed_step ? ` at ${r.failed_step}` : ""}  created ${when(r.created_at as number)}`,
   );
   for (const s of (r.steps as Array<Record<string, unknown>>) ?? []) {
     const ms =
@@ -268,7 +269,7 @@ export function registerSystemsCommands(program: Command): void {
 
   systems
     .command("run <id> [inputs...]")
-    .description("run a system on the running bridge with inputs key=value, and wait for it")
+    .description("run a system on the running bridge with inputs key=value, and wait for it (<id>@<n>: its version n)")
     .option("-c, --config <file>", "config file")
     .option("--url <url>", "the bridge's address (default: from the config)")
     .option("--no-wait", "print the run id and return at once")
@@ -277,9 +278,12 @@ export function registerSystemsCommands(program: Command): void {
       async (id: string, pairs: string[], opts: { config?: string; url?: string; wait: boolean; test?: boolean }) => {
         try {
           const config = await loadConfig({ configPath: opts.config });
-          const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(id)}/runs`, {
+          const at = /^(.+)@(\d+)$/.exec(id);
+          const system = at ? at[1]! : id;
+          const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(system)}/runs`, {
             inputs: parsePairs(pairs),
             wait: opts.wait,
+            ...(at ? { version: Number(at[2]) } : {}),
             ...(opts.test ? { dryRun: true } : {}),
           });
           if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
@@ -291,6 +295,60 @@ export function registerSystemsCommands(program: Command): void {
         }
       },
     );
+
+  systems
+    .command("versions <id>")
+    .description("a system's versions on the running bridge (--diff 1..2: what changed between two)")
+    .option("-c, --config <file>", "config file")
+    .option("--url <url>", "the bridge's address (default: from the config)")
+    .option("--diff <from..to>", "what changed from one version to another")
+    .action(async (id: string, opts: { config?: string; url?: string; diff?: string }) => {
+      try {
+        const config = await loadConfig({ configPath: opts.config });
+        const sys = encodeURIComponent(id);
+        if (opts.diff !== undefined) {
+          const m = /^(\d+)\.\.(\d+)$/.exec(opts.diff);
+          if (!m)
+            throw new CliProblem(`--diff takes two version numbers as <from>..<to> (e.g. 1..2), not "${opts.diff}"`);
+          const res = await callBridge(
+            config,
+            opts.url,
+            "GET",
+            `/v1/systems/${sys}/versions/diff?from=${m[1]}&to=${m[2]}`,
+          );
+          if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
+          const { diffText } = await import("../../workflows/systems/versions.js");
+          out(diffText(res.json.changes as Parameters<typeof diffText>[0]).replaceAll("`", ""));
+          return;
+        }
+        const res = await callBridge(config, opts.url, "GET", `/v1/systems/${sys}/versions`);
+        if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
+        for (const v of res.json.data as SystemVersionRow[])
+          out(`v${v.number}  ${when(v.created_at)}  ${v.by}${v.note ? ` (${v.note})` : ""}  ${v.hash.slice(0, 12)}`);
+      } catch (e) {
+        handle(e);
+      }
+    });
+
+  systems
+    .command("rollback <id> <version>")
+    .description("put a system back to one of its versions on the running bridge (recorded as a new version)")
+    .option("-c, --config <file>", "config file")
+    .option("--url <url>", "the bridge's address (default: from the config)")
+    .action(async (id: string, version: string, opts: { config?: string; url?: string }) => {
+      try {
+        const config = await loadConfig({ configPath: opts.config });
+        if (!/^\d+$/.test(version))
+          throw new CliProblem(`<version> is a version number (see: clawbridge systems versions ${id})`);
+        const res = await callBridge(config, opts.url, "POST", `/v1/systems/${encodeURIComponent(id)}/rollback`, {
+          version: Number(version),
+        });
+        if (res.status >= 400) throw new CliProblem(apiMessage(res.json));
+        out(`${id} is back at version ${version}'s definition, as version ${res.json.number}`);
+      } catch (e) {
+        handle(e);
+      }
+    });
 
   systems
     .command("export <id>")

@@ -33,17 +33,22 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
     if (!room) return sendApiError(reply, none());
     return {
       object: "list",
-      data: room.canvases.list().map((c) => ({
-        id: c.system,
-        object: "canvas",
-        name: c.name,
-        description: c.description,
-        status: c.status,
-        version: c.version,
-        nodes: c.nodes.length,
-        edges: c.edges.length,
-        updated_at: c.updatedAt,
-      })),
+      data: room.canvases.list().map((c) => {
+        const d = room.deployState(c);
+        return {
+          id: c.system,
+          object: "canvas",
+          name: c.name,
+          description: c.description,
+          status: c.status,
+          version: c.version,
+          nodes: c.nodes.length,
+          edges: c.edges.length,
+          updated_at: c.updatedAt,
+          deployed_version: d.deployedVersion,
+          changed_since_deploy: d.changedSinceDeploy,
+        };
+      }),
     } satisfies List<CanvasSummary>;
   });
 
@@ -54,7 +59,13 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
         reply,
         room ? new ApiError(404, "not_found_error", "canvas_not_found", `No canvas "${req.params.id}".`) : none(),
       );
-    return { id: c.system, object: "canvas", ...c, versions: room!.canvases.versions(c.system) } satisfies CanvasDetail;
+    return {
+      id: c.system,
+      object: "canvas",
+      ...c,
+      versions: room!.canvases.versions(c.system),
+      ...room!.deployState(c),
+    } satisfies CanvasDetail;
   });
 
   app.get<{ Params: { id: string } }>("/v1/builds/:id", async (req, reply) => {

@@ -3,7 +3,9 @@
  *   GET  /v1/systems                 the systems this bridge can run
  *   GET  /v1/systems/:id             one, with its input schema, schedules (next and last run) and hook
  *   POST /v1/systems/:id/runs        {inputs, wait?, version?, dryRun?, conversation?} → 202 with the run (inputs
- *                                    checked: 400 names what is missing or wrong; `dryRun: true`, a test run)
+ *                                    checked: 400 names what is missing or wrong; `dryRun: true`, a test run;
+ *                                    `version`: run that version of the system, 404 when it has none such)
+ *   /v1/systems/:id/versions…, POST /v1/systems/:id/rollback   its versions (versions-routes.ts)
  *   GET  /v1/runs[?status&system&conversation&limit]
  *   GET  /v1/runs/:id
  *   POST /v1/runs/:id/pause|resume|cancel
@@ -15,33 +17,19 @@
  */
 import type { FastifyInstance } from "fastify";
 import { ApiError } from "../chat-api/errors.js";
-import { sendApiError } from "./reply.js";
+import { sendApiError, unknownField } from "./reply.js";
 import type { RouterRuntimeHandle } from "../../workflows/router/runtime.js";
 import type { RunRecord } from "../../workflows/systems/db.js";
 import type { RunError } from "../../workflows/systems/runner.js";
 import type { LoadedSystem } from "../../workflows/systems/types.js";
 import type { Schedules } from "../../workflows/triggers/schedule.js";
 import type { LeftOutFile } from "../../workflows/systems/system-files.js";
+import { registerVersionRoutes } from "./versions-routes.js";
 import type { LeftOutRow, RunRow, RunStatus, SystemList, SystemRow } from "../../wire/runs.js";
 
 const BODY_LIMIT = 1024 * 1024;
 /** The fields of a run request (`version`: the system version to run). */
 const RUN_FIELDS = ["inputs", "wait", "version", "dryRun", "conversation"] as const;
-
-/** A 400 for the first field of `body` not in `known` (none known: the route takes no body fields). */
-function unknownField(body: Record<string, unknown>, known: readonly string[]): ApiError | undefined {
-  const field = Object.keys(body).find((k) => !known.includes(k));
-  if (field === undefined) return undefined;
-  return new ApiError(
-    400,
-    "invalid_request_error",
-    "unknown_field",
-    known.length
-      ? `Unknown field "${field}": this route takes ${known.map((k) => `\`${k}\``).join(", ")}.`
-      : `Unknown field "${field}": this route takes no body fields.`,
-    field,
-  );
-}
 
 /** A 400 when a field of a run request has the wrong type. */
 function runFieldProblem(body: Record<string, unknown>): ApiError | undefined {
@@ -66,7 +54,7 @@ const STATUSES: RunStatus[] = [
   "interrupted",
 ];
 
-export function systemJson(s: LoadedSystem, schedules?: Pick<Schedules, "rows">): SystemRow {
+export function systemJson(s: LoadedSystem, schedules?: Pick<Schedules, "rows">, version?: number): SystemRow {
   return {
     id: s.id,
     object: "system",
@@ -80,6 +68,7 @@ export function systemJson(s: LoadedSystem, schedules?: Pick<Schedules, "rows">)
     source: s.source,
     triggers: schedules?.rows(s.id) ?? [],
     hook: s.hook ? { path: `/v1/hooks/${s.id}`, per_minute: s.hook.perMinute } : null,
+    version: version ?? null,
   };
 }
 
@@ -101,6 +90,7 @@ export function runJson(r: RunRecord): RunRow {
     conversation: r.conversation ?? null,
     origin: r.origin,
     trigger: r.trigger ?? null,
+    version: r.version ?? null,
     created_at: r.createdAt,
     started_at: r.startedAt ?? null,
     ended_at: r.endedAt ?? null,
@@ -134,6 +124,8 @@ const runError = (err: unknown): ApiError => {
   if (isRunError(err)) {
     if (err.code === "not_found") return new ApiError(404, "not_found_error", "run_not_found", err.message);
     if (err.code === "unknown_system") return new ApiError(404, "not_found_error", "system_not_found", err.message);
+    if (err.code === "unknown_version")
+      return new ApiError(404, "not_found_error", "version_not_found", err.message, "version");
     return new ApiError(409, "invalid_request_error", "run_conflict", err.message);
   }
   throw err;
@@ -164,7 +156,9 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
       "/v1/systems",
       async (): Promise<SystemList> => ({
         object: "list",
-        data: (systems?.library.systems ?? []).map((s) => systemJson(s, systems?.triggers.schedules)),
+        data: (systems?.library.systems ?? []).map((s) =>
+          systemJson(s, systems?.triggers.schedules, systems?.runs.versions.latest(s.id)?.number),
+        ),
         left_out: (systems?.library.leftOut ?? []).map(leftOutJson),
       }),
     );
@@ -178,7 +172,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
             ? new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`)
             : noSystems(),
         );
-      return systemJson(s, systems?.triggers.schedules);
+      return systemJson(s, systems?.triggers.schedules, systems!.runs.versions.latest(s.id)?.number);
     });
 
     scope.post<{ Params: { id: string }; Body: unknown }>("/v1/systems/:id/runs", async (req, reply) => {
@@ -203,8 +197,22 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
           reply,
           new ApiError(400, "invalid_request_error", "invalid_inputs", "`inputs` must be an object.", "inputs"),
         );
+      const version = body.version as number | undefined;
+      // A chosen version takes the inputs of that version.
+      const chosen = version === undefined ? undefined : systems.runs.versions.get(s.id, version);
+      if (version !== undefined && !chosen)
+        return sendError(
+          reply,
+          new ApiError(
+            404,
+            "not_found_error",
+            "version_not_found",
+            `System ${s.id} has no version ${version} (GET /v1/systems/${s.id}/versions lists them).`,
+            "version",
+          ),
+        );
       const { checkInputs } = await import("../../workflows/systems/inputs.js");
-      const check = checkInputs(s.inputs, inputs as Record<string, unknown>);
+      const check = checkInputs((chosen?.compiled ?? s).inputs, inputs as Record<string, unknown>);
       if (!check.complete) {
         const parts = [
           ...check.missing.map((f) => `missing ${f.name} (${f.type}${f.enum ? `: ${f.enum.join(", ")}` : ""})`),
@@ -230,6 +238,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
           origin: "http",
           conversation: typeof body.conversation === "string" ? body.conversation : undefined,
           test: body.dryRun === true,
+          version: chosen?.number,
         });
       } catch (err) {
         return sendError(reply, runError(err));
@@ -283,6 +292,8 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
       return runJson(r);
     });
 
+    registerVersionRoutes(scope, systems);
+
     for (const action of ["pause", "resume", "cancel"] as const) {
       scope.post<{ Params: { id: string }; Body: unknown }>(`/v1/runs/:id/${action}`, async (req, reply) => {
         if (!systems) return sendError(reply, noSystems());
@@ -311,18 +322,22 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
         if (!systems) return sendError(reply, noSystems());
         const body = req.body ?? {};
         const fields = typeof body === "object" && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
-        const unknownField = fields && Object.keys(fields).find((k) => k !== "note");
-        if (!fields || unknownField || (fields.note !== undefined && typeof fields.note !== "string"))
+        if (!fields)
           return sendError(
             reply,
             new ApiError(
               400,
               "invalid_request_error",
               "invalid_body",
-              `Send no body, or a JSON object {"note": "<why>"}${unknownField ? ` (unknown field ${unknownField})` : ""}.`,
-              unknownField ?? "note",
+              'Send no body, or a JSON object {"note": "<why>"}.',
             ),
           );
+        const problem =
+          unknownField(fields, ["note"]) ??
+          (fields.note !== undefined && typeof fields.note !== "string"
+            ? new ApiError(400, "invalid_request_error", "invalid_field", "`note` must be a string.", "note")
+            : undefined);
+        if (problem) return sendError(reply, problem);
         try {
           const r = await systems.runs.decide(req.params.id, {
             approve: action === "approve",

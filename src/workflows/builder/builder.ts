@@ -20,17 +20,19 @@
  *
  * This file routes a message and holds the builds' controls from outside the chat; the handlers are
  * beside it: chat-build.ts (BUILD, EDIT), chat-answers.ts (QUERY, EXPORT, CONFIGURE),
- * chat-commands.ts (the plain commands and the yes to a question), chat-kit.ts (what they share),
+ * chat-commands.ts (the plain commands and the yes to a question), chat-versions.ts (a version
+ * diff, a rollback), chat-kit.ts (what they share),
  * chat-words.ts (the words read without a model).
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import { isRouterQuestion } from "../conversation/machine.js";
-import { builderRule } from "../router/decide.js";
+import { builderRule, versionRequest } from "../router/decide.js";
 import type { RunRecord } from "../systems/db.js";
 import type { RunProgram } from "../systems/runner.js";
 import { answerQuery, configureSystem, exportSystem } from "./chat-answers.js";
 import { buildBeside, planChange } from "./chat-build.js";
 import { confirmed, runCommand } from "./chat-commands.js";
+import { versionCommand } from "./chat-versions.js";
 import { BuilderChat } from "./chat-kit.js";
 import { COMMAND, sameNameAnswer } from "./chat-words.js";
 import { keywordIntent, parseSupervisorReply, supervisorPrompt } from "./supervisor.js";
@@ -68,6 +70,8 @@ export class BuilderEngine extends BuilderChat {
     }
 
     const focus = this.focusFor(text, this.d.conversations.get(conv).canvas);
+    const versions = versionRequest(text);
+    if (versions) return versionCommand(this, conv, versions, this.named(text) ?? focus);
     const cmd = COMMAND.exec(text);
     if (cmd) return runCommand(this, conv, cmd[1]!.toLowerCase(), cmd[2] ?? focus, input);
     // A question about the person's systems or runs (the router's rule): answered from that state,

@@ -28,6 +28,7 @@ import {
   type LayoutKind,
 } from "./canvas-ops.js";
 import type { CanvasStore } from "./canvas-store.js";
+import { deployState } from "./deploy.js";
 import { Sandbox, SandboxError, type SandboxEntry, type SandboxLimits } from "./sandbox.js";
 import type { Canvas, CanvasEdge, CanvasNode } from "../../wire/canvas.js";
 
@@ -166,7 +167,7 @@ export class CanvasTools {
   }
 
   /** One canvas whole, or (no system) a summary of every canvas. */
-  getState(system?: string): { canvas: Canvas } | { canvases: CanvasSummary[] } {
+  getState(system?: string): ({ canvas: Canvas } & ReturnType<typeof deployState>) | { canvases: CanvasSummary[] } {
     return this.run(() => {
       if (system === undefined || system === null || system === "") {
         return {
@@ -192,7 +193,7 @@ export class CanvasTools {
           false,
         );
       }
-      return { canvas };
+      return { canvas, ...deployState(this.store, this.opts.dataDir, canvas) };
     });
   }
 

@@ -131,7 +131,7 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
   const canvases = chat.d.canvases.list().map((c) => ({
     system: c.system,
     name: c.name,
-    status: c.status,
+    status: chat.statusText(c),
     version: c.version,
     nodes: c.nodes.length,
     edges: c.edges.length,
@@ -146,6 +146,7 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
         id: r.id,
         system: r.system,
         status: r.status,
+        version: r.version,
         failedStep: r.failedStep,
         error: r.error,
         createdAt: new Date(r.createdAt).toISOString(),
@@ -164,6 +165,7 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
       id: s.id,
       description: s.description,
       enabled: s.enabled,
+      version: chat.d.manager.versions.latest(s.id)?.number,
     })),
     recentRuns: runs,
   };
@@ -172,7 +174,9 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
 function stateText(ctx: ReturnType<typeof stateContext>): string {
   const lines = ["Here is what there is:", ""];
   for (const c of ctx.canvases)
-    lines.push(`- **${c.system}** (${c.status}, version ${c.version}): ${c.nodes} nodes, ${c.edges} connections`);
+    lines.push(
+      `- **${c.system}** (${c.status}, canvas version ${c.version}): ${c.nodes} nodes, ${c.edges} connections`,
+    );
   if (!ctx.canvases.length) lines.push("- no canvases yet");
   if (ctx.recentRuns.length)
     lines.push("", "Recent runs:", ...ctx.recentRuns.map((r) => `- \`${r.id}\` ${r.system}: ${r.status}`));

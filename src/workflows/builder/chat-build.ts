@@ -212,7 +212,7 @@ export async function buildEndText(chat: BuilderChat, b: BuildRecord): Promise<s
     return `The build stopped: step \`${b.failedStep ?? "?"}\`${step ? ` (${step.name})` : ""} failed: ${b.error ?? "unknown error"}. Steps that needed it were not run. ${undo}`;
   }
   const redeployed = canvas?.status === "deployed" ? `${await chat.redeploy(b.system)} ` : "";
-  return `Done: **${name}** has ${canvas?.nodes.length ?? 0} nodes and ${canvas?.edges.length ?? 0} connections (version ${canvas?.version ?? "?"}). ${redeployed}${chat.usage(b.system)} Or tell me what to change.`;
+  return `Done: **${name}** has ${canvas?.nodes.length ?? 0} nodes and ${canvas?.edges.length ?? 0} connections (canvas version ${canvas?.version ?? "?"}). ${redeployed}${chat.usage(b.system)} Or tell me what to change.`;
 }
 
 export function planSummary(plan: ExecutionPlan): string {

@@ -3,8 +3,9 @@
  * "status", "deploy", "undeploy", each optionally naming a system), and what happens when the person
  * says "yes" to a question that waited for it: a plan that deletes nodes, a deploy, an undeploy,
  * settings changes (CONFIGURE), or a BUILD named like a system that exists (the request becomes an
- * EDIT of it). A deployed canvas that changes is deployed again. Replies name the system's id and
- * how to use it.
+ * EDIT of it), a rollback. A deployed canvas that changes (an undo, settings) is deployed again, as
+ * a new system version; when that deploy is refused the reply says the canvas has changes that are
+ * not deployed and which version runs. Replies name the system's id and how to use it.
  */
 import type { Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import type { BuilderQuestion } from "../conversation/machine.js";
@@ -12,6 +13,7 @@ import { buildOf } from "./build-store.js";
 import { applyChanges } from "./configure.js";
 import { compiledSystem } from "./deploy.js";
 import { buildEndText, followBuild, planChange, startBuild } from "./chat-build.js";
+import { rollbackConfirmed } from "./chat-versions.js";
 import type { BuilderChat } from "./chat-kit.js";
 import type { ExecutionPlan } from "./types.js";
 
@@ -64,7 +66,7 @@ export async function runCommand(
     const tail = back.status === "deployed" ? ` ${await chat.redeploy(id)}` : "";
     return chat.say(
       conv,
-      `Undone: **${id}** is back at version ${back.version} (${back.nodes.length} nodes, ${back.edges.length} connections).${tail} ${chat.usage(id)}`,
+      `Undone: **${id}** is back at canvas version ${back.version} (${back.nodes.length} nodes, ${back.edges.length} connections).${tail} ${chat.usage(id)}`,
       "idle",
     );
   }
@@ -121,12 +123,18 @@ export async function confirmed(
           [`**${p.system}** was not deployed:`, "", ...res.problems.map((x) => `- ${x}`)].join("\n"),
           "error",
         );
-      return chat.say(conv, `Deployed **${p.system}**. ${chat.usage(p.system)}`, "completed");
+      return chat.say(
+        conv,
+        `Deployed **${p.system}** ${res.changed ? `as version ${res.version}` : `(unchanged: still version ${res.version})`}. ${chat.usage(p.system)}`,
+        "completed",
+      );
     }
     case "undeploy": {
       const res = await chat.undeploy(p.system);
       return chat.say(conv, res.message, res.ok ? "idle" : "error");
     }
+    case "rollback":
+      return rollbackConfirmed(chat, conv, p.system, p.version);
     case "configure": {
       const canvas = chat.d.canvases.get(p.system);
       if (!canvas) return chat.say(conv, `**${p.system}** no longer exists.`, "idle");
@@ -147,7 +155,7 @@ export async function confirmed(
             : "";
       return chat.say(
         conv,
-        `Applied to **${p.system}** (version ${after.version}).${tail} ${chat.usage(p.system)}`,
+        `Applied to **${p.system}** (canvas version ${after.version}).${tail} ${chat.usage(p.system)}`,
         "completed",
       );
     }

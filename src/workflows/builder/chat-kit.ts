@@ -7,12 +7,13 @@
 import type { Logger } from "pino";
 import type { BackendEvent, Dispatch } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
+import type { Canvas } from "../../wire/canvas.js";
 import type { ConversationState } from "../../wire/events.js";
 import type { BuilderQuestion } from "../conversation/machine.js";
 import type { BuilderBase } from "./backend-deps.js";
 import type { BuildStore } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { type DeployResult, deployCanvas, undeployCanvas } from "./deploy.js";
+import { type DeployResult, deployCanvas, deployState, undeployCanvas } from "./deploy.js";
 import { BuildRunner } from "./build-runner.js";
 import type { ToolCaller } from "./mcp-client.js";
 import type { BuilderOptions } from "./options.js";
@@ -77,12 +78,19 @@ export class BuilderChat {
     return undeployCanvas({ store: this.d.canvases, host: this.d.host, dataDir: this.d.dataDir, system });
   }
 
-  /** An edited canvas that was deployed is deployed again (the router runs what the canvas shows). */
+  /**
+   * An edited canvas that was deployed is deployed again (the router runs what the canvas shows),
+   * as a new version; when the deploy is refused, the reply says the canvas and the version that
+   * runs differ.
+   */
   async redeploy(system: string): Promise<string> {
     const res = await this.deploy(system);
-    return res.ok
-      ? "The deployed system was updated."
-      : `The deployed system was NOT updated: ${res.problems.join("; ")}`;
+    if (res.ok)
+      return res.changed
+        ? `Deployed again as version ${res.version}: that is what runs now.`
+        : `The deployed system is unchanged (version ${res.version}).`;
+    const { deployedVersion } = deployState(this.d.canvases, this.d.dataDir, this.d.canvases.get(system)!);
+    return `The canvas has changes that are not deployed (deployed: ${deployedVersion === null ? "an earlier canvas" : `version ${deployedVersion}`}), because: ${res.problems.join("; ")}. Fix that and say **deploy** to make them live.`;
   }
 
   async callText(model: string, system: string, prompt: string, cancel: Cancellation): Promise<string | undefined> {
@@ -150,8 +158,15 @@ export class BuilderChat {
   knownText(): string {
     const list = this.d.canvases.list();
     return list.length
-      ? `Canvases: ${list.map((c) => `\`${c.system}\` (${c.status})`).join(", ")}.`
+      ? `Canvases: ${list.map((c) => `\`${c.system}\` (${this.statusText(c)})`).join(", ")}.`
       : "There are no canvases yet.";
+  }
+
+  /** A canvas's status, with the version a deployed one runs as and whether it has changes not deployed. */
+  statusText(c: Canvas): string {
+    const d = deployState(this.d.canvases, this.d.dataDir, c);
+    if (d.deployedVersion === null) return c.status;
+    return `deployed: version ${d.deployedVersion}${d.changedSinceDeploy ? "; the canvas has changes that are not deployed" : ""}`;
   }
 
   /** How to use a system, named by its id: `/run` with its inputs when deployed, else "say deploy" first. */

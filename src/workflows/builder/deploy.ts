@@ -4,7 +4,9 @@
  * systems library itself as if it were already there (every key of every problem named), then
  * written as `<dataDir>/systems/<id>.yaml` — the same place a person's own system files live — and
  * the library is loaded again. Undeploy removes the file (only one the builder wrote) and reloads.
- * A draft is never offered by the router: only what is in the library is.
+ * A draft is never offered by the router: only what is in the library is. Each deploy that changes
+ * the system records a version of it with the canvas (src/workflows/systems/versions.ts, made by
+ * the reload); `deployState` tells a canvas being edited from the version deployed.
  */
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
@@ -12,6 +14,8 @@ import { stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { LibraryProblem, SystemsLibrary } from "../systems/library.js";
 import { systemsDir } from "../systems/paths.js";
+import { canonicalJson, type VersionMade, versionsOf } from "../systems/versions.js";
+import type { Canvas } from "../../wire/canvas.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
 import { policyProblems, type DeployPolicy } from "./policy.js";
@@ -20,14 +24,16 @@ import { policyProblems, type DeployPolicy } from "./policy.js";
 export interface SystemsHost {
   library: SystemsLibrary;
   check(candidates: Array<{ where: string; value: unknown }>): Promise<LibraryProblem[]>;
-  reload(): Promise<LibraryProblem[]>;
+  /** Load the library again; `made`: who made the version of the system deployed or rolled back. */
+  reload(made?: VersionMade): Promise<LibraryProblem[]>;
 }
 
 export const BUILDER_MARK = "# Written by the clawbridge builder from canvas";
 
 export type Compiled = { ok: true; system: Record<string, unknown> } | { ok: false; problems: string[] };
+/** `version`: the system's version now deployed; `changed`: whether the deploy made it (else it was already that). */
 export type DeployResult =
-  | ({ ok: true; file: string } & Extract<Compiled, { ok: true }>)
+  | ({ ok: true; file: string; version: number; changed: boolean } & Extract<Compiled, { ok: true }>)
   | Extract<Compiled, { ok: false }>;
 
 /** The compiled system of a canvas, or the problems that stop it (for deploy, diff and export). */
@@ -80,7 +86,14 @@ export async function deployCanvas(args: {
     file,
     `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`,
   );
-  const problems = await host.reload();
+  const versions = versionsOf(store.db, dataDir);
+  const before = versions.latest(system)?.number;
+  const problems = await host.reload({
+    system,
+    by: "builder",
+    note: `deployed from canvas version ${canvas.version}`,
+    canvas,
+  });
   if (problems.length) {
     // Put back what was there: a deploy never leaves the library unloadable.
     if (previous === undefined) rmSync(file, { force: true });
@@ -89,7 +102,35 @@ export async function deployCanvas(args: {
     return { ok: false, problems: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`) };
   }
   store.setStatus(system, "deployed");
-  return { ok: true, file, system: res.system };
+  const version = versions.latest(system)?.number ?? 0;
+  return { ok: true, file, system: res.system, version, changed: version !== before };
+}
+
+/** The part of a canvas a deploy makes live (not its status, version counter or time stamp). */
+const liveShape = (c: Canvas) =>
+  canonicalJson({
+    name: c.name,
+    description: c.description,
+    nodes: c.nodes,
+    edges: c.edges,
+    settings: c.settings ?? {},
+  });
+
+/**
+ * The system version a deployed canvas runs as, and whether the canvas changed since that version
+ * was deployed (an edit or undo that was not deployed). A draft: null and false.
+ */
+export function deployState(
+  store: CanvasStore,
+  dataDir: string,
+  c: Canvas,
+): { deployedVersion: number | null; changedSinceDeploy: boolean } {
+  const v = c.status === "deployed" ? versionsOf(store.db, dataDir).latest(c.system) : undefined;
+  if (!v) return { deployedVersion: null, changedSinceDeploy: false };
+  return {
+    deployedVersion: v.number,
+    changedSinceDeploy: v.canvas !== null && liveShape(v.canvas as Canvas) !== liveShape(c),
+  };
 }
 
 export async function undeployCanvas(args: {

@@ -173,7 +173,8 @@ export function createBuilderMcpServer(tools: CanvasTools): McpServer {
     {
       title: "Read a canvas",
       description:
-        "With a system id: that canvas whole ({canvas: {system, name, description, status, version, nodes, edges, settings, updatedAt}}). " +
+        "With a system id: that canvas whole ({canvas: {system, name, description, status, version, nodes, edges, settings, updatedAt}, " +
+        "deployedVersion: the system version it runs as (null: a draft), changedSinceDeploy: edits not deployed yet — say deploy in the builder chat}). " +
         "Without one: every canvas with its status (draft or deployed), version and node count ({canvases: [...]}). Read this before editing.",
       inputSchema: { system: system.optional() },
       annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },

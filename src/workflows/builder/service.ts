@@ -17,11 +17,12 @@ import { BuildStore } from "./build-store.js";
 import { readBundle, writeBundle, BundleError } from "./bundle.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
-import { BUILDER_MARK, type SystemsHost } from "./deploy.js";
+import { BUILDER_MARK, deployState, type SystemsHost } from "./deploy.js";
 import { connectTools, type ToolCaller } from "./mcp-client.js";
 import { Sandbox } from "./sandbox.js";
 import { openBuilderTools } from "./runtime.js";
 import type { CanvasTools } from "./canvas-tools.js";
+import type { Canvas } from "../../wire/canvas.js";
 
 export interface BuilderRoom {
   tools: CanvasTools;
@@ -32,6 +33,8 @@ export interface BuilderRoom {
   connectInternal(): Promise<ToolCaller>;
   /** The system's bundle (`.tar.gz`). */
   exportBundle(system: string): Promise<Buffer>;
+  /** The system version a deployed canvas runs as, and whether the canvas changed since (deploy.ts). */
+  deployState(canvas: Canvas): ReturnType<typeof deployState>;
   /** Read a bundle back: the same canvas (a draft) and files, or the system file when it had no canvas. */
   importBundle(data: Buffer, opts?: ImportOptions): Promise<{ system: string; canvas: boolean; files: number }>;
 }
@@ -80,6 +83,7 @@ export function openBuilderRoom(args: {
         },
       };
     },
+    deployState: (c) => deployState(canvases, dataDir, c),
     async exportBundle(system) {
       const canvas = canvases.get(system);
       const file = path.join(systemsDir(dataDir), `${system}.yaml`);

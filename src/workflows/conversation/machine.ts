@@ -27,10 +27,10 @@ export interface ConfigChange {
 /** What a conversation waits on (`since`: when it was asked). */
 type Asked<K extends string, T = unknown> = { kind: K; system: string; since: number } & T;
 export type Question =
-  /** The router: a system's missing inputs, collected over the turns. */
-  | Asked<"gathering", { values: Record<string, unknown>; rounds: number }>
+  /** The router: a system's missing inputs, collected over the turns (`version`: of `/run id@version`). */
+  | Asked<"gathering", { values: Record<string, unknown>; rounds: number; version?: number }>
   /** The router: "yes" runs exactly the inputs shown (checked by `hash`), or resumes `resumeRun`. */
-  | Asked<"confirm", { values: Record<string, unknown>; hash: string; resumeRun?: string }>
+  | Asked<"confirm", { values: Record<string, unknown>; hash: string; resumeRun?: string; version?: number }>
   /** The router: "yes" approves, "no" rejects, the approval step `step` of the waiting run `runId`. */
   | Asked<"approval", { runId: string; step: string }>
   /** The builder: a plan (its ExecutionPlan) that deletes nodes, shown first; settings changes, as a diff. */
@@ -39,7 +39,9 @@ export type Question =
   /** The builder: a BUILD (its request and plan) named like `system`; "yes" changes `system`, "new" builds the plan beside it. */
   | Asked<"samename", { request: string; plan: unknown }>
   | Asked<"deploy">
-  | Asked<"undeploy">;
+  | Asked<"undeploy">
+  /** The builder: "roll back `system` to version `version`" (src/workflows/builder/rollback.ts). */
+  | Asked<"rollback", { version: number }>;
 
 export type RouterQuestion = Extract<Question, { kind: "gathering" | "confirm" | "approval" }>;
 export type BuilderQuestion = Exclude<Question, RouterQuestion>;

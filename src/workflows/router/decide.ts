@@ -50,6 +50,25 @@ export function wordIn(text: string, word: string): boolean {
   return new RegExp(`(^|[^a-z0-9_-])${esc}($|[^a-z0-9_-])`).test(text);
 }
 
+/** "roll back research-blog to version 2", "revert to v2": [, system?, version]. */
+const ROLLBACK =
+  /^\s*(?:please\s+)?(?:roll\s*back|revert|restore)\b(?:\s+`?([a-z0-9][a-z0-9_-]{0,63})`?)?\s+to\s+(?:version\s*|v)(\d+)\b/i;
+/** "what changed between version 1 and 2 of research-blog", "diff v1 v3": [, from, to]. */
+const VERSION_DIFF =
+  /\b(?:what\s+changed|what\s+is\s+different|diff|difference|differences|compare)\b.*?\bv(?:ersions?)?\s*(\d+)\s*(?:and|to|vs\.?|with|→|->|-|,)?\s*(?:v(?:ersion)?\s*)?(\d+)\b/i;
+
+/** A request about a system's versions, read without a model (the builder carries it out). */
+export type VersionRequest =
+  | { kind: "rollback"; version: number; system?: string }
+  | { kind: "diff"; from: number; to: number };
+
+export function versionRequest(text: string): VersionRequest | undefined {
+  const r = ROLLBACK.exec(text);
+  if (r) return { kind: "rollback", version: Number(r[2]), ...(r[1] ? { system: r[1].toLowerCase() } : {}) };
+  const d = VERSION_DIFF.exec(text);
+  return d ? { kind: "diff", from: Number(d[1]), to: Number(d[2]) } : undefined;
+}
+
 /** What code knows of the conversation when it decides without a model. */
 export interface RuleContext {
   /** The builder's canvas in this conversation. */
@@ -64,12 +83,18 @@ export interface RuleContext {
  * What code can know, for a router with a builder, before any classifier call: a builder command
  * alone ("deploy", "undo", "export research-blog") naming a known system or, naming none, in a
  * conversation with a canvas → `build`; a schedule in words ("run it every weekday at 8") in a
- * conversation with a canvas → `build`; a question (a question word first) naming a known
+ * conversation with a canvas → `build`; so does a request about a system's versions ("roll back
+ * research-blog to version 2", "what changed between version 1 and 2 of research-blog"); a question (a question word first) naming a known
  * system id or name, or asking about runs, failures, status (unless a run here is live) → `ask`.
  * Plain chat that merely holds such a word in a longer sentence is left to the classifier.
  */
 export function builderRule(text: string, ctx: RuleContext): { action: "build" | "ask"; reason: string } | undefined {
   const known = (id: string) => id === ctx.canvas || ctx.systems.some((s) => s.id === id);
+  const namesOne = (t: string) =>
+    ctx.systems.some((s) => wordIn(t, s.id.toLowerCase()) || wordIn(t, s.name.toLowerCase()));
+  // Rolling a system back, or comparing its versions: the builder's, when it names a system (or one is at hand).
+  if (versionRequest(text) && (ctx.canvas || namesOne(text.toLowerCase())))
+    return { action: "build", reason: "a request about a system's versions" };
   const cmd = BUILDER_COMMAND.exec(text);
   if (cmd) {
     const id = cmd[2]?.toLowerCase();

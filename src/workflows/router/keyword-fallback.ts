@@ -1,7 +1,7 @@
 /**
  * What the router does without its classifier model (it failed, or is down):
  *
- * - Slash commands, always understood: `/run <id> name=value name2="two words" name3='x'`,
+ * - Slash commands, always understood: `/run <id>[@version] name=value name2="two words" name3='x'`,
  *   `/test <id> name=value …` (a test run: nothing with side effects is carried out), `/cancel`,
  *   `/status [runId]`, `/systems`, `/runs`; and "test <id> [with] name=value …" (`testCommand`).
  * - A keyword matcher that suggests a system for a plain message. It works on whole words only
@@ -16,13 +16,14 @@ import { put } from "../systems/inputs.js";
 import type { LoadedSystem } from "../systems/types.js";
 
 export type SlashCommand =
-  | { cmd: "run"; system: string; inputs: Record<string, string>; test?: true }
+  /** `version`: of `/run <id>@<version>` (default: the system's latest); `test`: `/test`, a test run. */
+  | { cmd: "run"; system: string; inputs: Record<string, string>; version?: number; test?: true }
   | { cmd: "cancel" }
   | { cmd: "status"; runId?: string }
   | { cmd: "systems" }
   | { cmd: "runs" };
 
-const RUN_USAGE = 'usage: /run <system> [name=value …] (quote values with spaces: topic="two words")';
+const RUN_USAGE = 'usage: /run <system>[@version] [name=value …] (quote values with spaces: topic="two words")';
 
 /** Opening quote → its closing quote (straight quotes, and the curly ones phones type). */
 const QUOTES: Record<string, string> = { '"': '"', "'": "'", "“": "”", "‘": "’" };
@@ -117,7 +118,14 @@ export function parseSlash(text: string): SlashCommand | { error: string } | nul
       return { error: `expected name=value, got ${JSON.stringify(pair)}; ${usage}` };
     put(inputs, name, pair.slice(eq + 1));
   }
-  return { cmd: "run", system: system.toLowerCase(), inputs, ...(cmd === "test" ? { test: true as const } : {}) };
+  const at = /^(.+)@(\d+)$/.exec(system);
+  return {
+    cmd: "run",
+    system: (at ? at[1]! : system).toLowerCase(),
+    inputs,
+    ...(at ? { version: Number(at[2]) } : {}),
+    ...(cmd === "test" ? { test: true as const } : {}),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

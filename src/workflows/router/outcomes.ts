@@ -51,6 +51,13 @@ export abstract class RouterOutcomes {
     return this.systems().find((s) => s.id === id);
   }
 
+  /** A system offered here as it was at `version` (its current self without one); undefined when it has no such version. */
+  protected systemAt(id: string, version: number | undefined): LoadedSystem | undefined {
+    const current = this.system(id);
+    if (!current || version === undefined) return current;
+    return this.rt.runs.versions.get(id, version)?.compiled;
+  }
+
   protected start(
     conv: string,
     system: LoadedSystem,
@@ -58,6 +65,7 @@ export abstract class RouterOutcomes {
     input: DispatchInput,
     preface: string,
     test = false,
+    version?: number,
   ): Dispatch {
     let rec: RunRecord;
     try {
@@ -68,6 +76,7 @@ export abstract class RouterOutcomes {
         origin: "chat",
         messageKey: input.messageKey,
         test,
+        version,
       });
     } catch (err) {
       if (err instanceof RunError) return this.say(conv, preface, err.message, "error");

@@ -113,7 +113,7 @@ export class RouterEngine extends RouterOutcomes {
     const systems = this.systems();
     if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
     const gathering = asked?.kind === "gathering" && reply.kind !== "expired" ? asked : undefined;
-    const gatheringSystem = gathering ? this.system(gathering.system) : undefined;
+    const gatheringSystem = gathering ? this.systemAt(gathering.system, gathering.version) : undefined;
     const d = await decide(
       { name: this.name, opts: this.opts, rt: this.rt, counted: () => this.classifierCalls++ },
       text,
@@ -173,6 +173,7 @@ export class RouterEngine extends RouterOutcomes {
           input,
           preface,
           gathering.rounds,
+          gathering.version,
         );
       }
     }
@@ -201,6 +202,8 @@ export class RouterEngine extends RouterOutcomes {
     input: DispatchInput,
     preface: string,
     rounds: number,
+    /** The version chosen (`/run id@3`): `system` is that version's. */
+    version?: number,
   ): Dispatch {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
@@ -219,6 +222,7 @@ export class RouterEngine extends RouterOutcomes {
         values: check.values,
         rounds: rounds + 1,
         since: Date.now(),
+        ...(version === undefined ? {} : { version }),
       };
       this.rt.conversations.ask(conv, next);
       this.decision(conv, "clarify", source, { system: system.id, confidence });
@@ -248,6 +252,7 @@ export class RouterEngine extends RouterOutcomes {
         values: check.values,
         hash,
         since: Date.now(),
+        ...(version === undefined ? {} : { version }),
       });
       this.decision(conv, "confirm", source, { system: system.id, confidence, reason: why });
       this.rt.bus.emit({ type: "confirm", conversation: conv, system: system.id, inputsHash: hash });
@@ -255,7 +260,7 @@ export class RouterEngine extends RouterOutcomes {
     }
     this.rt.conversations.close(conv);
     this.decision(conv, "run", source, { system: system.id, confidence });
-    return this.start(conv, system, check.values, input, preface);
+    return this.start(conv, system, check.values, input, preface, false, version);
   }
 
   /**
@@ -269,6 +274,7 @@ export class RouterEngine extends RouterOutcomes {
     input: DispatchInput,
     preface: string,
     by: Pick<Decision, "source" | "confidence"> | "slash",
+    version?: number,
   ): Dispatch {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
@@ -278,7 +284,7 @@ export class RouterEngine extends RouterOutcomes {
     this.rt.conversations.close(conv);
     const { source, confidence } = by === "slash" ? { source: "slash" as const, confidence: 1 } : by;
     this.decision(conv, "run", source, { system: system.id, confidence, reason: "test run" });
-    return this.start(conv, system, check.values, input, preface, true);
+    return this.start(conv, system, check.values, input, preface, true, version);
   }
 
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
@@ -300,7 +306,7 @@ export class RouterEngine extends RouterOutcomes {
         return this.say(conv, preface, (err as Error).message, "idle");
       }
     }
-    const system = this.system(pending.system);
+    const system = this.systemAt(pending.system, pending.version);
     if (!system)
       return this.say(conv, preface, `**${pending.system}** is no longer configured, so nothing was run.`, "idle");
     if (inputsHash(system.id, pending.values) !== pending.hash) {
@@ -312,7 +318,7 @@ export class RouterEngine extends RouterOutcomes {
       );
     }
     this.decision(conv, "run", "reply", { system: system.id, reason: "confirmed" });
-    return this.start(conv, system, pending.values, input, preface);
+    return this.start(conv, system, pending.values, input, preface, false, pending.version);
   }
 
   /** "yes" or "no" to the approval a run of this conversation waits on: approved, the turn follows the run again. */
@@ -425,17 +431,21 @@ export class RouterEngine extends RouterOutcomes {
         );
       }
       case "run": {
-        const system = this.system(slash.system);
-        if (!system)
+        const system = this.systemAt(slash.system, slash.version);
+        if (!system) {
+          const last = this.system(slash.system) && this.rt.runs.versions.latest(slash.system)?.number;
           return this.say(
             conv,
             preface,
-            `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`,
+            last
+              ? `\`${slash.system}\` has no version ${slash.version} (its versions: 1 to ${last}).`
+              : `There is no system \`${slash.system}\`.\n\n${systemsListText(this.systems())}`,
             "idle",
           );
-        if (slash.test) return this.testRun(conv, system, slash.inputs, input, preface, "slash");
+        }
+        if (slash.test) return this.testRun(conv, system, slash.inputs, input, preface, "slash", slash.version);
         // An explicit command: as sure as can be, but side effects are still confirmed.
-        return this.proceed(conv, system, slash.inputs, 1, "slash", input, preface, 0);
+        return this.proceed(conv, system, slash.inputs, 1, "slash", input, preface, 0, slash.version);
       }
     }
   }

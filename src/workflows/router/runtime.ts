@@ -19,6 +19,7 @@ import { systemsDir } from "../systems/paths.js";
 import { SecretStore, secretsFile } from "../../core/secrets/store.js";
 import { RunManager } from "../systems/runner.js";
 import type { McpServer } from "../systems/schema.js";
+import type { VersionMade } from "../systems/versions.js";
 import { ConversationMachine, conversationTtl } from "../conversation/machine.js";
 import { Triggers } from "../triggers/triggers.js";
 import { routerOptionsSchema } from "./options.js";
@@ -110,8 +111,12 @@ export interface RouterRuntimeHandle {
    * deployed); nothing changes. Returns the problems, each naming where and which key.
    */
   check(candidates: Array<{ where: string; value: unknown }>): Promise<LibraryProblem[]>;
-  /** Load the config and `<dataDir>/systems/` again and take the result (after a deploy or removal). Problems leave the library as it was. */
-  reload(): Promise<LibraryProblem[]>;
+  /**
+   * Load the config and `<dataDir>/systems/` again and take the result (after a deploy or removal),
+   * recording a version of each system that changed (`made`: who made the one deployed or rolled
+   * back). Problems leave the library as it was.
+   */
+  reload(made?: VersionMade): Promise<LibraryProblem[]>;
   close(): Promise<void>;
 }
 
@@ -165,6 +170,11 @@ export async function openRouterRuntime(args: {
     log: childLogger(logger, { room: "triggers" }),
     dataDir: config.dataDir,
   });
+  const recordVersions = (made?: VersionMade) => {
+    for (const v of runs.versions.sync(library, made))
+      bus.emit({ type: "system.version", system: v.system, version: v.number, by: v.by, note: v.note });
+  };
+  recordVersions();
   logger.info({ systems: library.systems.map((s) => s.id) }, "systems loaded");
   return {
     library,
@@ -177,11 +187,12 @@ export async function openRouterRuntime(args: {
     async check(candidates) {
       return (await loadLibrary(config, { candidates })).problems;
     },
-    async reload() {
+    async reload(made) {
       const next = await loadLibrary(config);
       if (next.problems.length) return next.problems;
       library.replace(next.library);
       secrets = next.secrets;
+      recordVersions(made);
       triggers.reload();
       logger.info({ systems: library.systems.map((s) => s.id) }, "systems reloaded");
       return [];

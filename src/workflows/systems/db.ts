@@ -50,6 +50,8 @@ export interface RunRecord {
   test: boolean;
   /** What started it without a person: `schedule:<index>` (the system's `triggers[index]`) or `hook`. */
   trigger?: string;
+  /** The system version it runs (src/workflows/systems/versions.ts); undefined for a build, or a run of before versions. */
+  version?: number;
   steps: StepRecord[];
   /** The approval it waits on (the first asked), while it is `waiting` (src/workflows/systems/approvals.ts). */
   approval?: ApprovalRecord;
@@ -108,6 +110,7 @@ export function openSystemsDb(file: string): Database.Database {
   db.exec(APPROVALS_SCHEMA);
   addTestColumn(db);
   addTriggerColumn(db);
+  addVersionColumn(db);
   return db;
 }
 
@@ -121,6 +124,12 @@ function addTestColumn(db: Database.Database): void {
 function addTriggerColumn(db: Database.Database): void {
   const cols = db.prepare(`PRAGMA table_info(runs)`).all() as Array<{ name: string }>;
   if (!cols.some((c) => c.name === "trigger")) db.exec(`ALTER TABLE runs ADD COLUMN trigger TEXT`);
+}
+
+/** `runs.version` (the system version a run runs), added to a database made before versions. */
+function addVersionColumn(db: Database.Database): void {
+  const cols = db.prepare(`PRAGMA table_info(runs)`).all() as Array<{ name: string }>;
+  if (!cols.some((c) => c.name === "version")) db.exec(`ALTER TABLE runs ADD COLUMN version INTEGER`);
 }
 
 /** What is written: JSON or text, secrets' values replaced. */
@@ -157,6 +166,7 @@ export class RunStore {
         `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
       ),
       setStatus: db.prepare(`UPDATE runs SET status = ?, updated_at = ? WHERE id = ?`),
+      setVersion: db.prepare(`UPDATE runs SET version = ? WHERE id = ?`),
       start: db.prepare(
         `UPDATE runs SET status = 'running', started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL, failed_step = NULL, updated_at = @now WHERE id = @id`,
       ),
@@ -190,6 +200,7 @@ export class RunStore {
     inputs: Record<string, unknown>;
     origin: RunRecord["origin"];
     messageKey?: string;
+    version?: number;
     steps: string[];
     test?: boolean;
     /** What started it (a schedule, a hook); `detached`: told to its conversation on its next turn. */
@@ -209,6 +220,7 @@ export class RunStore {
         now,
         test: run.test ? 1 : 0,
       });
+      if (run.version !== undefined) this.stmts.setVersion.run(run.version, run.id);
       run.steps.forEach((s, i) => this.stmts.insertStep.run(run.id, s, i));
       if (run.trigger) this.stmts.triggered.run(run.trigger, run.detached ? 1 : 0, run.id);
     })();
@@ -247,6 +259,7 @@ export class RunStore {
       reported: row.reported === 1,
       test: row.test === 1,
       trigger: str(row.trigger),
+      version: num(row.version),
       steps,
       approval: approvalOf(this.stmts.approval.get(id, row.status)),
     };

@@ -11,6 +11,8 @@
  * A test run (`test`, a dry run) runs model steps for real and gives each step with side effects
  * (a webhook, a command, a destructive MCP tool) the record of what would have been sent as its
  * output instead (executors/index.ts); its secrets are rendered as `[secret NAME]`, never read.
+ * A system's run records the system version it runs (src/workflows/systems/versions.ts: the
+ * latest, or the one asked for) and executes that version's plan, also when resumed after a deploy.
  *
  * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
  * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
@@ -36,7 +38,8 @@ import { sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
 import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/scheduler.js";
 import { ApprovalStore, type ApprovalRecord } from "./approvals.js";
-import type { CompiledStep } from "./plan.js";
+import { compileRun, type CompiledPlan, type CompiledStep } from "./plan.js";
+import { type VersionStore, versionsOf } from "./versions.js";
 import { renderValue, type Scope } from "../engine/template.js";
 
 export interface RunManagerDeps {
@@ -62,7 +65,7 @@ export class RunStop {
 
 export class RunError extends Error {
   constructor(
-    readonly code: "not_found" | "conflict" | "unknown_system",
+    readonly code: "not_found" | "conflict" | "unknown_system" | "unknown_version",
     message: string,
   ) {
     super(message);
@@ -82,6 +85,8 @@ export interface StartRequest {
   /** A schedule's (`schedule:<index>`) or a hook's run; `detached`: its conversation is told on its next turn. */
   trigger?: string;
   detached?: boolean;
+  /** The system version to run (src/workflows/systems/versions.ts); default its latest. */
+  version?: number;
 }
 
 /** What a run executes: its steps, one attempt of a step, and the run's output. */
@@ -129,9 +134,12 @@ export class RunManager {
   /** Deadlines of approvals being watched, by `<run> <step>`. */
   private readonly deadlines = new Map<string, NodeJS.Timeout>();
   private closed = false;
+  /** The systems' versions (same database as the runs). */
+  readonly versions: VersionStore;
 
   constructor(private readonly deps: RunManagerDeps) {
     this.approvals = new ApprovalStore(deps.store.db);
+    this.versions = versionsOf(deps.store.db, deps.dataDir);
   }
 
   get store(): RunStore {
@@ -178,8 +186,23 @@ export class RunManager {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const system = this.deps.library.get(req.system);
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
-    const steps = this.deps.library.plan(system.id).steps.map((s) => s.id);
-    return this.create({ ...req, id: alnumId("run", 16), system: system.id, steps });
+    // The version as loaded now, or the one asked for.
+    const v = req.version === undefined ? this.versions.current(system) : this.versions.get(system.id, req.version);
+    if (!v) {
+      const last = this.versions.latest(system.id)?.number ?? 0;
+      throw new RunError(
+        "unknown_version",
+        `system ${system.id} has no version ${req.version} (its versions: ${last ? `1 to ${last}` : "none yet"})`,
+      );
+    }
+    const steps = compileRun(v.compiled.run).steps.map((s) => s.id);
+    return this.create({ ...req, id: alnumId("run", 16), system: system.id, version: v.number, steps });
+  }
+
+  /** The plan a run executes: its version's (a deploy since does not change it), else the system's current one. */
+  planOf(rec: RunRecord): CompiledPlan {
+    const v = rec.version === undefined ? undefined : this.versions.get(rec.system, rec.version);
+    return v ? compileRun(v.compiled.run) : this.deps.library.plan(rec.system);
   }
 
   /** Resume a paused, interrupted or failed run from its first unfinished step. */
@@ -360,7 +383,7 @@ export class RunManager {
   private program(rec: RunRecord, given?: ProgramSource): Promise<RunProgram> {
     const source = given ?? this.sources.get(rec.origin);
     if (source) return source(rec);
-    const plan = this.deps.library.plan(rec.system);
+    const plan = this.planOf(rec);
     return Promise.resolve({
       steps: plan.steps,
       maxParallel: plan.maxParallel,

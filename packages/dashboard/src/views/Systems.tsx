@@ -1,7 +1,8 @@
 /**
  * The library (configured and deployed systems) and the builder's canvases (drafts and deployed):
  * each canvas drawn as a graph that grows live while the Builder builds it, its inputs, its
- * triggers (schedules with their next and last run, the inbound hook), and export.
+ * triggers (schedules with their next and last run, the inbound hook), its versions (Versions.tsx)
+ * and whether the canvas has changes not deployed, and export.
  */
 import { useEffect, useMemo, useRef, useState } from "react";
 import type { List } from "@wire/admin";
@@ -13,6 +14,7 @@ import { CanvasGraph } from "../Canvas";
 import { ago, json, ms, time } from "../format";
 import { navigate, useApi, useEvents } from "../hooks";
 import { Badge, Empty, Failure, Section } from "../ui";
+import { Versions } from "./Versions";
 
 interface Entry {
   id: string;
@@ -31,7 +33,7 @@ const listRefresh = (e: BridgeEvent) => buildEnded(e) || e.type === "node.create
 function useEntries() {
   const systems = useApi<SystemList>("/v1/systems", {
     everyMs: 30_000,
-    refreshOn: buildEnded,
+    refreshOn: (e) => buildEnded(e) || e.type === "system.version",
   });
   const [canvases, setCanvases] = useState<CanvasSummary[] | undefined>(undefined);
   const [canvasError, setCanvasError] = useState<string | undefined>(undefined);
@@ -247,6 +249,10 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
       case "edge.deleted":
         apply((c) => ({ ...c, edges: c.edges.filter((x) => x.id !== e.edgeId) }));
         break;
+      // Deployed or rolled back: which version the canvas runs as changed.
+      case "system.version":
+        load.current();
+        break;
       // A build's steps (a run of origin builder) as they go.
       case "step.started":
         if (e.origin === "builder")
@@ -308,8 +314,15 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
               <>
                 {" "}
                 · <Badge status={canvas.status} /> canvas v{canvas.version}, updated {ago(canvas.updatedAt)}
+                {canvas.changedSinceDeploy && (
+                  <span data-testid="canvas-undeployed">
+                    {" "}
+                    · <Badge status="warn">changes not deployed</Badge> (deployed: version {canvas.deployedVersion})
+                  </span>
+                )}
               </>
             )}
+            {system?.version != null && <span data-testid="system-version"> · runs version {system.version}</span>}
             {system && (
               <>
                 {" "}
@@ -375,6 +388,11 @@ function Detail({ id, system }: { id: string; system?: SystemRow }) {
       {system && (
         <Section title="Triggers" testid="triggers">
           <Triggers system={system} />
+        </Section>
+      )}
+      {system && (
+        <Section title="Versions" testid="versions-section">
+          <Versions id={id} />
         </Section>
       )}
       {log.length > 0 && (

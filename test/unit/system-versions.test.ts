@@ -1,0 +1,204 @@
+/**
+ * System versions in process (src/workflows/systems/versions.ts, runner.ts): a version is recorded
+ * only when a system's content or sandbox files change, with who made it; the structural diff
+ * (plan steps by id, files); a canvas's state against its deployed version; the words read without
+ * a model (`versionRequest`, `/run id@n`); and a run paused on version 1 and resumed after version
+ * 2 was loaded still runs version 1's plan; the runs.version migration of an older database.
+ */
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, describe, test } from "node:test";
+import Database from "better-sqlite3";
+import { pino } from "pino";
+import { EventBus } from "../../src/ops/events/bus.js";
+import { openBuilderTools } from "../../src/workflows/builder/runtime.js";
+import { versionRequest } from "../../src/workflows/router/decide.js";
+import { parseSlash } from "../../src/workflows/router/keyword-fallback.js";
+import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
+import { loadSystems } from "../../src/workflows/systems/library.js";
+import { sandboxDir } from "../../src/workflows/systems/paths.js";
+import { RunError, RunManager } from "../../src/workflows/systems/runner.js";
+import type { ModelCaller } from "../../src/workflows/systems/step-executor.js";
+import { diffText, diffVersions, VersionStore } from "../../src/workflows/systems/versions.js";
+
+const root = mkdtempSync(path.join(tmpdir(), "cb-versions-unit-"));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+const models = new Map([["m", { router: false }]]);
+const plan = (prompts: [string, string], extra: Record<string, unknown> = {}) => ({
+  id: "two",
+  ...extra,
+  run: {
+    kind: "plan",
+    steps: [
+      { id: "a", uses: "model", with: { model: "m", prompt: prompts[0] } },
+      { id: "b", uses: "model", with: { model: "m", prompt: prompts[1] }, dependsOn: ["a"] },
+    ],
+  },
+});
+const load = async (systems: unknown[]) => {
+  const res = await loadSystems({ configSystems: systems, models });
+  assert.deepEqual(res.problems, []);
+  return res.library;
+};
+
+describe("versions", () => {
+  test("a version is recorded when the system or its sandbox files change, never twice for the same content", async () => {
+    const dataDir = path.join(root, "sync");
+    const store = new VersionStore(openSystemsDb(":memory:"), dataDir);
+    const lib = await load([plan(["x", "y"])]);
+    assert.deepEqual(
+      store.sync(lib).map((v) => [v.system, v.number, v.by]),
+      [["two", 1, "config"]],
+    );
+    assert.deepEqual(store.sync(await load([plan(["x", "y"])])), [], "same content: no new version");
+    const [v2] = store.sync(await load([plan(["x", "z"])]), { system: "two", by: "builder", note: "deployed" });
+    assert.deepEqual([v2!.number, v2!.by, v2!.note], [2, "builder", "deployed"]);
+    mkdirSync(sandboxDir(dataDir, "two"), { recursive: true });
+    writeFileSync(path.join(sandboxDir(dataDir, "two"), "notes.md"), "hello");
+    const [v3] = store.sync(await load([plan(["x", "z"])]));
+    assert.equal(v3!.number, 3);
+    assert.match(v3!.files["notes.md"]!, /^[0-9a-f]{64}$/);
+    assert.deepEqual(
+      store.list("two").map((v) => v.number),
+      [1, 2, 3],
+    );
+    assert.equal(store.get("two", 1)!.compiled.run.kind, "plan");
+    assert.deepEqual(diffVersions(store.get("two", 2)!, store.get("two", 3)!), [
+      { key: "files.notes.md", change: "added", to: v3!.files["notes.md"] },
+    ]);
+  });
+
+  test("the diff matches plan steps by id: a moved step is no change; changed, added and removed keys are named", async () => {
+    const store = new VersionStore(openSystemsDb(":memory:"), path.join(root, "diff"));
+    store.sync(await load([plan(["x", "y"])]));
+    const moved = plan(["x", "y2"], { description: "now described" });
+    (moved.run.steps as unknown[]).reverse();
+    store.sync(await load([moved]));
+    const changes = diffVersions(store.get("two", 1)!, store.get("two", 2)!);
+    assert.deepEqual(changes, [
+      { key: "description", change: "changed", from: "", to: "now described" },
+      { key: "run.steps[b].with.prompt", change: "changed", from: "y", to: "y2" },
+    ]);
+    assert.equal(diffText(changes).split("\n")[1], '- `run.steps[b].with.prompt`: "y" → "y2"');
+    assert.equal(diffText([]), "Nothing changed.");
+  });
+
+  test("a canvas's state says which version it is deployed as and whether it changed since", async () => {
+    const db = openSystemsDb(":memory:");
+    const dataDir = path.join(root, "tools");
+    const tools = openBuilderTools({ db, dataDir });
+    const deployed = () => {
+      const st = tools.getState("two");
+      return "canvas" in st ? [st.deployedVersion, st.changedSinceDeploy] : st;
+    };
+    tools.store.create({ system: "two" });
+    assert.deepEqual(deployed(), [null, false], "a draft");
+    const canvas = tools.store.setStatus("two", "deployed");
+    new VersionStore(db, dataDir).sync(await load([plan(["x", "y"])]), { system: "two", by: "builder", canvas });
+    assert.deepEqual(deployed(), [1, false]);
+    tools.store.mutate("two", (c) => ({ ...c, description: "changed, not deployed" }));
+    assert.deepEqual(deployed(), [1, true]);
+  });
+
+  test("version words and /run id@n are read without a model", () => {
+    assert.deepEqual(versionRequest("roll back research-blog to version 2"), {
+      kind: "rollback",
+      version: 2,
+      system: "research-blog",
+    });
+    assert.deepEqual(versionRequest("Revert to v3"), { kind: "rollback", version: 3 });
+    assert.deepEqual(versionRequest("what changed between version 1 and 2 of research-blog?"), {
+      kind: "diff",
+      from: 1,
+      to: 2,
+    });
+    assert.deepEqual(versionRequest("diff v1 v3"), { kind: "diff", from: 1, to: 3 });
+    assert.equal(versionRequest("roll back the carpet"), undefined);
+    assert.equal(versionRequest("what changed in the news today"), undefined);
+    assert.deepEqual(parseSlash("/run research-blog@3 topic=tides"), {
+      cmd: "run",
+      system: "research-blog",
+      inputs: { topic: "tides" },
+      version: 3,
+    });
+    assert.deepEqual(parseSlash("/run research-blog topic=tides"), {
+      cmd: "run",
+      system: "research-blog",
+      inputs: { topic: "tides" },
+    });
+  });
+
+  test("a database of before versions gains runs.version, once", () => {
+    const file = path.join(root, "old.db");
+    const old = new Database(file);
+    old.exec(
+      "CREATE TABLE runs (id TEXT PRIMARY KEY, system TEXT NOT NULL, conversation TEXT, status TEXT NOT NULL, inputs TEXT NOT NULL, output TEXT, error TEXT, failed_step TEXT, origin TEXT NOT NULL, message_key TEXT, created_at INTEGER NOT NULL, started_at INTEGER, ended_at INTEGER, updated_at INTEGER NOT NULL, detached INTEGER NOT NULL DEFAULT 0, reported INTEGER NOT NULL DEFAULT 0)",
+    );
+    old.exec(
+      "INSERT INTO runs (id, system, status, inputs, origin, created_at, updated_at) VALUES ('r1', 's', 'completed', '{}', 'http', 1, 1)",
+    );
+    old.close();
+    openSystemsDb(file).close();
+    const db = openSystemsDb(file);
+    const store = new RunStore(db);
+    assert.equal(store.get("r1")!.version, undefined, "an old run has none");
+    store.create({ id: "r2", system: "s", inputs: {}, origin: "http", version: 3, steps: [] });
+    assert.equal(store.get("r2")!.version, 3);
+    db.close();
+  });
+
+  test("a run records its version; paused on v1 and resumed after v2 was loaded, it runs v1's plan", async () => {
+    const db = openSystemsDb(":memory:");
+    const library = await load([plan(["one-a", "one-b"])]);
+    const prompts: string[] = [];
+    let hang = true;
+    let reached!: () => void;
+    const atA = new Promise<void>((r) => (reached = r));
+    const callModel: ModelCaller = async function* (req) {
+      prompts.push(req.prompt);
+      if (hang && req.prompt === "one-a") {
+        hang = false;
+        reached();
+        await new Promise<void>((r) => req.cancel.onAbort(r));
+        throw new Error("stopped");
+      }
+      yield { type: "text", text: `did ${req.prompt}` };
+      yield { type: "done", finishReason: "stop" };
+    };
+    const manager = new RunManager({
+      store: new RunStore(db),
+      library,
+      bus: new EventBus(),
+      callModel,
+      dataDir: path.join(root, "run"),
+      log: pino({ level: "silent" }),
+      retryBaseMs: 10,
+    });
+    manager.versions.sync(library);
+    const rec = manager.start({ system: "two", inputs: {}, origin: "http" });
+    assert.equal(rec.version, 1);
+    await atA;
+    assert.equal((await manager.pause(rec.id)).status, "paused");
+
+    library.replace(await load([plan(["two-a", "two-b"])]));
+    assert.equal(manager.versions.sync(library)[0]!.number, 2);
+    const resumed = await manager.wait(manager.resume(rec.id).id);
+    assert.equal(resumed.status, "completed");
+    assert.equal(resumed.version, 1);
+    assert.equal(resumed.output, "did one-b");
+    assert.deepEqual(prompts, ["one-a", "one-a", "one-b"]);
+
+    const fresh = await manager.wait(manager.start({ system: "two", inputs: {}, origin: "http" }).id);
+    assert.deepEqual([fresh.version, fresh.output], [2, "did two-b"]);
+    const old = await manager.wait(manager.start({ system: "two", inputs: {}, origin: "http", version: 1 }).id);
+    assert.deepEqual([old.version, old.output], [1, "did one-b"]);
+    assert.throws(
+      () => manager.start({ system: "two", inputs: {}, origin: "http", version: 5 }),
+      (e: unknown) => e instanceof RunError && e.code === "unknown_version" && /versions: 1 to 2/.test(e.message),
+    );
+    await manager.close();
+  });
+});
