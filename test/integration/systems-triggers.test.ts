@@ -64,8 +64,10 @@ describe("schedules", () => {
     await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
     const notify = {
       url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/done`,
-      headers: { authorization: "Bearer to-the-receiver" },
+      // A token for the receiver from the data dir's secrets file, like a webhook step's.
+      headers: { authorization: "Bearer ${secrets.NOTIFY_TOKEN}" },
     };
+    writeFileSync(path.join(dir, "secrets"), "NOTIFY_TOKEN=to-the-receiver-7f3a\n", { mode: 0o600 });
     const b = await startTestBridge(
       base(dir, [say("tick", [{ cron: "*/2 * * * * *", inputs: { topic: "tides" }, notify }])]),
     );
@@ -88,7 +90,7 @@ describe("schedules", () => {
       // Each ended run was POSTed to `notify`, with its outcome.
       assert.ok(await eventually(() => told.length >= 1, 5_000), "notify was called");
       const [first] = told;
-      assert.equal(first!.headers.authorization, "Bearer to-the-receiver");
+      assert.equal(first!.headers.authorization, "Bearer to-the-receiver-7f3a");
       assert.equal(first!.body.system, "tick");
       assert.equal(first!.body.event, "run.ended");
       assert.deepEqual(first!.body.inputs, { topic: "tides" });

@@ -1,6 +1,7 @@
 /**
  * Where a system may name a secret (src/workflows/systems/library.ts SECRET_FIELDS): webhook
- * headers and body fields, a command's `setEnv`, an MCP server's `setEnv` and `headers`. Anywhere
+ * headers and body fields, a command's `setEnv`, an MCP server's `setEnv` and `headers`, a schedule's
+ * `notify` headers. Anywhere
  * else (a URL, an argv element, a prompt, another system's inputs) and a secret that is not set are
  * problems naming the key.
  */
@@ -101,5 +102,27 @@ describe("${secrets.NAME} in systems", () => {
     assert.deepEqual(found, [
       'systems[0].run.headers.k: ${secrets.MISSING}: no secret "MISSING" is set; add MISSING=… to /data/secrets (chmod 600) or set CLAWBRIDGE_SECRET_MISSING in the bridge\'s environment',
     ]);
+  });
+
+  test("a schedule's notify headers take one (a token for the receiver); its notify URL does not", async () => {
+    const webhook = { kind: "webhook", url: "http://127.0.0.1:9/x" };
+    const notifyOf = (notify: unknown) => ({ triggers: [{ cron: "0 8 * * *", inputs: {}, notify }] });
+    assert.deepEqual(
+      await problems(
+        webhook,
+        notifyOf({ url: "http://127.0.0.1:9/n", headers: { authorization: "Bearer ${secrets.TOKEN}" } }),
+      ),
+      [],
+    );
+    const found = await problems(webhook, notifyOf({ url: "http://127.0.0.1:9/n", headers: { k: "${secrets.NOPE}" } }));
+    assert.ok(
+      found.some((p) => p.startsWith('systems[0].triggers[0].notify.headers.k: ${secrets.NOPE}: no secret "NOPE"')),
+      JSON.stringify(found),
+    );
+    const inUrl = await problems(webhook, notifyOf({ url: "http://127.0.0.1:9/n?t=${secrets.TOKEN}" }));
+    assert.ok(
+      inUrl.some((p) => p.startsWith("systems[0].triggers[0].notify.url")),
+      JSON.stringify(inUrl),
+    );
   });
 });

@@ -169,6 +169,7 @@ export async function openRouterRuntime(args: {
     bus,
     log: childLogger(logger, { room: "triggers" }),
     dataDir: config.dataDir,
+    secret: (name) => secrets.value(name),
   });
   const recordVersions = (made?: VersionMade) => {
     for (const v of runs.versions.sync(library, made))

@@ -74,7 +74,8 @@ const SECRET_FIELDS: Record<LeafKind, readonly string[]> = {
   model: [],
   approval: [],
 };
-const SECRET_PLACES = "webhook headers and body fields, a command's setEnv, an MCP server's setEnv and headers";
+const SECRET_PLACES =
+  "webhook headers and body fields, a command's setEnv, an MCP server's setEnv and headers, a schedule's notify headers";
 
 export class SystemsLibrary {
   private byId: Map<string, LoadedSystem>;
@@ -300,6 +301,13 @@ export async function loadSystems(opts: LoadOptions): Promise<{ library: Systems
         if (why) report(key, `\${steps.${r.step}.output}${step ? ":" : ""} ${why}`);
       }
     };
+    // A schedule's `notify` is sent like a webhook: its headers take secrets (a token for the receiving
+    // service), its URL takes none.
+    sys.triggers.forEach((t, i) => {
+      if (!t.notify) return;
+      checkRefs(t.notify.url, at("triggers", i, "notify", "url"));
+      checkRefs(t.notify.headers, at("triggers", i, "notify", "headers"), undefined, true);
+    });
     const checkLeaf = (spec: LeafSpec, key: (...p: PropertyKey[]) => string, step?: { id: string; graph: Graph }) => {
       const { kind: _kind, ...settings } = spec;
       const allowed = SECRET_FIELDS[spec.kind];

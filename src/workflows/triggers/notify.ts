@@ -3,7 +3,8 @@
  * step's own code (src/workflows/systems/executors/webhook.ts: the URL checked at load, no
  * redirects followed, the timeout, errors that never quote headers). The body is the webhook's
  * `{system, inputs, runId, conversation}` plus `event: "run.ended"` and `run`: the run's status,
- * output, error, failed step, trigger and times.
+ * output, error, failed step, trigger and times. Its headers may name `${secrets.NAME}` (a token for
+ * the receiving service), like a webhook step's.
  */
 import type { Logger } from "pino";
 import { Cancellation } from "../../core/util/cancel.js";
@@ -13,7 +14,12 @@ import type { Trigger } from "../systems/schema.js";
 
 const NOTIFY_TIMEOUT_SECONDS = 30;
 
-export async function notifyRun(run: RunRecord, notify: NonNullable<Trigger["notify"]>, log: Logger): Promise<void> {
+export async function notifyRun(
+  run: RunRecord,
+  notify: NonNullable<Trigger["notify"]>,
+  log: Logger,
+  secret?: (name: string) => string | undefined,
+): Promise<void> {
   const outcome = {
     id: run.id,
     status: run.status,
@@ -39,7 +45,7 @@ export async function notifyRun(run: RunRecord, notify: NonNullable<Trigger["not
       runId: run.id,
       systemId: run.system,
       conversation: run.conversation,
-      scope: { inputs: run.inputs, steps: { run: { output: outcome } }, runId: run.id },
+      scope: { inputs: run.inputs, steps: { run: { output: outcome } }, runId: run.id, secret },
       cancel: new Cancellation(),
       output: () => {},
       log,

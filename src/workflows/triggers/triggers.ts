@@ -22,6 +22,8 @@ export interface TriggersDeps {
   bus: EventBus;
   log: Logger;
   dataDir: string;
+  /** A secret's value, for `${secrets.NAME}` in a schedule's `notify` headers. */
+  secret?: (name: string) => string | undefined;
   clock?: Clock;
 }
 
@@ -31,7 +33,7 @@ export class Triggers {
 
   constructor(d: TriggersDeps) {
     const state = new TriggerState(d.db);
-    this.schedules = new Schedules({ ...d, state, notify: (run, notify) => notifyRun(run, notify, d.log) });
+    this.schedules = new Schedules({ ...d, state, notify: (run, notify) => notifyRun(run, notify, d.log, d.secret) });
     this.hooks = new Hooks({ ...d, state });
   }
 
