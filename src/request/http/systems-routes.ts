@@ -211,22 +211,18 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
             "version",
           ),
         );
-      const { checkInputs } = await import("../../workflows/systems/inputs.js");
+      const { checkInputs, incompleteText } = await import("../../workflows/systems/inputs.js");
       const check = checkInputs((chosen?.compiled ?? s).inputs, inputs as Record<string, unknown>);
       if (!check.complete) {
-        const parts = [
-          ...check.missing.map((f) => `missing ${f.name} (${f.type}${f.enum ? `: ${f.enum.join(", ")}` : ""})`),
-          ...check.invalid.map((i) => `${i.field.name} ${i.problem}`),
-        ];
-        const param = check.missing[0]?.name ?? check.invalid[0]?.field.name;
+        const why = incompleteText(check);
         return sendError(
           reply,
           new ApiError(
             400,
             "invalid_request_error",
             "invalid_inputs",
-            `The inputs of ${s.id} are not complete: ${parts.join("; ") || "they do not match the schema"}.`,
-            param ? `inputs.${param}` : "inputs",
+            `The inputs of ${s.id} are not complete: ${why.text}.`,
+            why.input ? `inputs.${why.input}` : "inputs",
           ),
         );
       }
