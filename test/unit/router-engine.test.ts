@@ -412,7 +412,7 @@ describe("router engine", () => {
     const gaveUp = textOf(await w.say("hmm, not sure"));
     assert.match(
       gaveUp,
-      /I still don't have everything \*\*Content Pipeline\*\* needs, so I've stopped asking\. Nothing was run/,
+      /I still don't have everything \*\*Content Pipeline\*\* needs, so I've stopped asking after 2 tries\. Nothing was run/,
     );
     assert.deepEqual(w.decisions(), ["clarify", "clarify", "give_up"]);
 

@@ -214,7 +214,7 @@ export class RouterEngine extends RouterOutcomes {
           confidence,
           reason: `still missing after ${rounds} questions`,
         });
-        return this.say(conv, preface, giveUpText(system.name, "rounds"), "idle");
+        return this.say(conv, preface, giveUpText(system.name, "rounds", rounds), "idle");
       }
       const next: RouterQuestion = {
         kind: "gathering",
