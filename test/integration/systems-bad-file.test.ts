@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdirSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Writable } from "node:stream";
@@ -322,5 +322,18 @@ describe("a bad system file leaves only itself out", () => {
       ),
       (err: Error) => err.name === "SystemsConfigError" && /systems\[0\]\.run\.argv\[1\]/.test(err.message),
     );
+    // Nothing of the refused start outlives it: its orphan watcher (a child process) was stopped.
+    const strict = path.join(root, "strict");
+    const left = readdirSync("/proc")
+      .filter((d) => /^\d+$/.test(d))
+      .filter((d) => {
+        try {
+          const argv = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
+          return argv.includes("clawbridge-orphan-watcher") && argv.some((a) => a.startsWith(strict));
+        } catch {
+          return false;
+        }
+      });
+    assert.deepEqual(left, [], "the orphan watcher of the refused start is gone");
   });
 });

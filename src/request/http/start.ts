@@ -170,6 +170,10 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       logger,
       dbFile: opts.systemsDb,
       retryBaseMs: opts.retryBaseMs,
+    }).catch(async (err: unknown) => {
+      // A refused config ends this start: the watcher (a child process) must not outlive it.
+      await watcher.stop();
+      throw err;
     });
     // A bad file in <dataDir>/systems/ leaves only its system out: named here, in /health and doctor.
     for (const l of systems.library.leftOut)
