@@ -12,7 +12,7 @@
  * a sentence, a plan sent back once with its errors, and the Supervisor's keyword fallback.
  */
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
@@ -31,7 +31,7 @@ import { ConversationMachine } from "../../src/workflows/conversation/machine.js
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { RunError, RunManager } from "../../src/workflows/systems/runner.js";
-import { systemsDir } from "../../src/workflows/systems/paths.js";
+import { sandboxDir, systemsDir } from "../../src/workflows/systems/paths.js";
 import { fallbackMatch } from "../../src/workflows/router/keyword-fallback.js";
 import { ScriptedModel, type ScriptedReply } from "../helpers/scripted-model.js";
 
@@ -441,6 +441,9 @@ describe("builder engine", () => {
           },
         ],
       });
+    // A file the sandbox holds already (the Architect is told of it).
+    mkdirSync(path.join(sandboxDir(w.dataDir, "blog-writer"), "notes"), { recursive: true });
+    writeFileSync(path.join(sandboxDir(w.dataDir, "blog-writer"), "notes", "style.md"), "short sentences");
     // The wrong system is sent back once with what to fix.
     w.model.queue(ARCH, reviewer("some-other"), reviewer("blog-writer"));
     const edit = textOf(await w.say("add a reviewer after the writer of blog-writer"));
@@ -453,6 +456,11 @@ describe("builder engine", () => {
       /- metadata\.system is "some-other" but the canvas being edited is "blog-writer": set metadata\.system to "blog-writer"/,
     );
     assert.match(arch.prompt, /"id": "research"/, "the Architect sees the canvas");
+    assert.match(
+      arch.system ?? "",
+      /Files already in the sandbox:\n- notes\/style\.md \(15 bytes\)/,
+      "and the sandbox's files",
+    );
     assert.ok(nodesOf(w, "blog-writer").includes("reviewer"));
 
     const drop = JSON.stringify({

@@ -10,6 +10,7 @@
 import type { BackendEvent, Dispatch, DispatchInput } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import { architectPrompt, parsePlan, repairRequest, type ArchitectContext } from "./architect.js";
+import { Sandbox } from "./sandbox.js";
 import { validatePlan } from "./plan-check.js";
 import type { RunHooks } from "../engine/scheduler.js";
 import type { BuildRecord } from "./build-store.js";
@@ -46,6 +47,7 @@ export async function planChange(
       .filter((s) => s.id !== system)
       .map((s) => ({ id: s.id, description: s.description })),
     executors: { webhook: true, commands: chat.opts.allowCommands, mcp: true },
+    sandboxFiles: sandboxFilesOf(chat.d.dataDir, system),
   };
   const prompt = architectPrompt(ctx);
   let user = prompt.user;
@@ -222,4 +224,15 @@ export function planSummary(plan: ExecutionPlan): string {
         `${i + 1}. ${s.action} ${s.name || s.id}${s.action === "DELETE_NODE" ? ` (\`${String(s.params.node)}\`)` : ""}`,
     )
     .join("\n");
+}
+
+/** Files the Architect is told are in the system's sandbox already (what an EDIT may read or replace), at most 50. */
+const SANDBOX_FILES_SHOWN = 50;
+
+function sandboxFilesOf(dataDir: string, system: string): string[] {
+  const files = Sandbox.forSystem(dataDir, system)
+    .list(".", { recursive: true })
+    .filter((e) => e.type === "file");
+  const shown = files.slice(0, SANDBOX_FILES_SHOWN).map((e) => `${e.path} (${e.bytes} bytes)`);
+  return files.length > shown.length ? [...shown, `… and ${files.length - shown.length} more`] : shown;
 }
