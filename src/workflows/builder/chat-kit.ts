@@ -14,6 +14,7 @@ import type { BuilderBase } from "./backend-deps.js";
 import type { BuildStore } from "./build-store.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { type DeployResult, deployCanvas, deployState, undeployCanvas } from "./deploy.js";
+import { modelText } from "../systems/step-executor.js";
 import { BuildRunner } from "./build-runner.js";
 import type { ToolCaller } from "./mcp-client.js";
 import type { BuilderOptions } from "./options.js";
@@ -94,27 +95,15 @@ export class BuilderChat {
   }
 
   async callText(model: string, system: string, prompt: string, cancel: Cancellation): Promise<string | undefined> {
-    let text = "";
-    try {
-      for await (const ev of this.d.callModel({
-        model,
-        prompt,
-        system,
-        cancel,
-        timeoutSeconds: this.opts.modelTimeoutSeconds,
-      })) {
-        if (ev.type === "text") text += ev.text;
-        else if (ev.type === "error") {
-          this.d.log.warn(
-            { builder: this.name, model, code: ev.error.code, message: ev.error.message },
-            "builder model call failed",
-          );
-          return undefined;
-        } else if (ev.type === "done") return text;
-      }
-    } catch (err) {
-      this.d.log.warn({ builder: this.name, model, err: (err as Error).message }, "builder model call failed");
-    }
+    const r = await modelText(this.d.callModel, {
+      model,
+      prompt,
+      system,
+      cancel,
+      timeoutSeconds: this.opts.modelTimeoutSeconds,
+    });
+    if (r.ok) return r.text;
+    this.d.log.warn({ builder: this.name, model, code: r.code, message: r.message }, "builder model call failed");
     return undefined;
   }
 

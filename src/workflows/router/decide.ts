@@ -12,7 +12,7 @@ import type { DispatchInput } from "../../backends/contract/backend.js";
 import type { Cancellation } from "../../core/util/cancel.js";
 import { checkInputs } from "../systems/inputs.js";
 import { asksForSchedule } from "../triggers/phrases.js";
-import type { ModelCaller } from "../systems/step-executor.js";
+import { type ModelCaller, modelText } from "../systems/step-executor.js";
 import type { LoadedSystem } from "../systems/types.js";
 import { classifierPrompt, parseClassifierReply, retryMessage, type ClassifierReply } from "./classifier.js";
 import { fallbackMatch, parseSlash } from "./keyword-fallback.js";
@@ -202,29 +202,17 @@ async function callText(
   cancel: Cancellation,
 ): Promise<string | undefined> {
   ctx.counted();
-  let text = "";
-  try {
-    for await (const ev of ctx.rt.callModel({
-      model: ctx.opts.classifier,
-      prompt,
-      system,
-      cancel,
-      timeoutSeconds: ctx.opts.classifierTimeoutSeconds,
-    })) {
-      if (ev.type === "text") text += ev.text;
-      else if (ev.type === "error") {
-        ctx.rt.log.warn(
-          { router: ctx.name, code: ev.error.code, message: ev.error.message },
-          "classifier call failed; using the keyword fallback",
-        );
-        return undefined;
-      } else if (ev.type === "done") return text;
-    }
-  } catch (err) {
-    ctx.rt.log.warn(
-      { router: ctx.name, err: (err as Error).message },
-      "classifier call failed; using the keyword fallback",
-    );
-  }
+  const r = await modelText(ctx.rt.callModel, {
+    model: ctx.opts.classifier,
+    prompt,
+    system,
+    cancel,
+    timeoutSeconds: ctx.opts.classifierTimeoutSeconds,
+  });
+  if (r.ok) return r.text;
+  ctx.rt.log.warn(
+    { router: ctx.name, code: r.code, message: r.message },
+    "classifier call failed; using the keyword fallback",
+  );
   return undefined;
 }

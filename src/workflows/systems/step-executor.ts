@@ -46,6 +46,24 @@ export type ModelCaller = (req: {
   cwd?: string;
 }) => AsyncIterable<BackendEvent>;
 
+/** A model call's whole answer, or why there is none (its error event, a throw, or an end without `done`). */
+export type ModelText = { ok: true; text: string } | { ok: false; code?: string; message: string };
+
+/** Call a model and gather its text: the router's classifier and the builder's Supervisor and Architect. */
+export async function modelText(callModel: ModelCaller, req: Parameters<ModelCaller>[0]): Promise<ModelText> {
+  let text = "";
+  try {
+    for await (const ev of callModel(req)) {
+      if (ev.type === "text") text += ev.text;
+      else if (ev.type === "error") return { ok: false, code: ev.error.code, message: ev.error.message };
+      else if (ev.type === "done") return { ok: true, text };
+    }
+    return { ok: false, message: "the answer ended without its end" };
+  } catch (err) {
+    return { ok: false, message: (err as Error).message };
+  }
+}
+
 export interface ExecContext {
   runId: string;
   /**
