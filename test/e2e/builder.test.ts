@@ -1,7 +1,8 @@
 /**
  * End to end: the builder issue's scenario behind the REAL OpenClaw (test/e2e/setup.ts installs it).
  * The same scenario as test/integration/builder-e2e.test.ts (same plan, fakes and bridge config),
- * but every message is sent by `openclaw agent --local` instead of the `openai` client.
+ * but every message is sent by `openclaw agent` (through ONE OpenClaw gateway for the file, started
+ * in `before()`) instead of the `openai` client.
  *
  * OpenClaw's model is `clawbridge/router`; a clawbridge runs in-process (Node 20) with
  *
@@ -40,12 +41,14 @@ import { cleanup, startTestBridge, tempDir, type TestBridge } from "../helpers/b
 import {
   agentReply,
   classifiedMessage,
+  type Gateway,
   describeRun,
   openclawConfigForBridge,
   openclawHome,
   reapHome,
-  runAgentLocal,
+  runAgent,
   selectedGenerations,
+  startAgentGateway,
   systemText,
 } from "./harness.js";
 import type { OpenClawInstall } from "./setup.js";
@@ -126,6 +129,7 @@ for (const gen of selectedGenerations("newest")) {
     let up: FakeOpenAI;
     let anthropic: FakeAnthropic;
     let bridge: TestBridge;
+    let gateway: Gateway | undefined;
     const timings: string[] = [];
     const sessionIds: Record<string, string | undefined> = {};
 
@@ -133,7 +137,7 @@ for (const gen of selectedGenerations("newest")) {
     const turn = async (sessionKey: string, message: string) => {
       const from = up.mainRequests().length;
       const fromA = anthropic.messageCalls().length;
-      const r = await runAgentLocal(install, env, sessionKey, message);
+      const r = await runAgent(install, env, sessionKey, message);
       timings.push(`${JSON.stringify(message.slice(0, 20))}: ${(r.ms / 1000).toFixed(1)} s`);
       assert.equal(r.code, 0, describeRun(r));
       const reply = agentReply(r.stdout);
@@ -180,9 +184,13 @@ for (const gen of selectedGenerations("newest")) {
       });
 
       openclawConfigForBridge(home, { baseURL: bridge.baseURL, apiKey: TEST_KEY, model: "router", workspace });
+      const t0 = Date.now();
+      gateway = await startAgentGateway(install, env, home);
+      timings.push(`gateway ready: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     });
 
     after(async () => {
+      await gateway?.stop(30_000);
       await bridge?.close(0);
       await up?.close();
       await anthropic?.close();

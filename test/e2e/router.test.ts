@@ -6,8 +6,8 @@
  *   backends: up (type openai → the fake OpenAI API), router (type router: classifier `cls`, answer `ans`)
  *   systems:  content-pipeline (a command: prints "post about <topic> in <tone> tone")
  *
- * In ONE OpenClaw session (`agent --local`, one --session-key, no plugin: the bridge finds the
- * conversation from the request itself):
+ * In ONE OpenClaw session (`openclaw agent` through ONE gateway per generation, started in `before()`;
+ * one --session-key, no plugin: the bridge finds the conversation from the request itself):
  *   (a) "write a blog post about cats" → the clarify question for the missing `tone`, word for word;
  *   (b) "make it casual"               → the system runs; its output reaches the reply;
  *   (c) an everyday question           → handed over to `ans`, which asks for OpenClaw's `read` tool;
@@ -30,14 +30,16 @@ import { cleanup, startTestBridge, type TestBridge } from "../helpers/bridge.js"
 import {
   agentReply,
   classifiedMessage,
+  type Gateway,
   describeRun,
   lastHumanText,
   openclawConfigForBridge,
   openclawHome,
   reapHome,
   readToolCall,
-  runAgentLocal,
+  runAgent,
   selectedGenerations,
+  startAgentGateway,
   systemText,
   textOf,
   toolResultAfter,
@@ -123,12 +125,13 @@ for (const gen of selectedGenerations()) {
     let notePath: string;
     let fake: FakeOpenAI;
     let bridge: TestBridge;
+    let gateway: Gateway | undefined;
     const timings: string[] = [];
 
     /** One person's message in THE session; returns OpenClaw's result and the fake's requests during it. */
     const turn = async (message: string) => {
       const from = fake.mainRequests().length;
-      const r = await runAgentLocal(install, env, SESSION_KEY, message);
+      const r = await runAgent(install, env, SESSION_KEY, message);
       timings.push(`${JSON.stringify(message.slice(0, 20))}: ${(r.ms / 1000).toFixed(1)} s`);
       const reqs = fake.mainRequests().slice(from);
       return { r, reqs, classifier: reqs.filter(isClassifier), answer: reqs.filter((q) => !isClassifier(q)) };
@@ -159,9 +162,13 @@ for (const gen of selectedGenerations()) {
       );
 
       openclawConfigForBridge(home, { baseURL: bridge.baseURL, apiKey: TEST_KEY, model: "router", workspace });
+      const t0 = Date.now();
+      gateway = await startAgentGateway(install, env, home);
+      timings.push(`gateway ready: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     });
 
     after(async () => {
+      await gateway?.stop(30_000);
       await bridge?.close(0);
       await fake?.close();
       if (home) {
