@@ -10,8 +10,9 @@
  * Forget; backends (shown within a second of opening, though one backend's probe takes 3 s: the
  * bridge probes in the background), CLIs and the doctor's findings; a system built by chatting with
  * the builder grows on the canvas of the Systems view; a run paused, resumed and cancelled from the
- * Runs view; the router's open question and every decision with its confidence and source. No
- * Chromium process outlives the test.
+ * Runs view; a run waiting at an approval answered with Approve, a test run's badge, a system's
+ * schedule, inbound hook and version in the Systems view; the router's open question and every
+ * decision with its confidence and source. No Chromium process outlives the test.
  *
  * `CLAWBRIDGE_SCREENSHOTS=1` also writes a screenshot of each view to docs/images/ (shown in the
  * README); without it nothing in the repository is written.
@@ -296,6 +297,38 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
                 uses: "command",
                 dependsOn: ["render"],
                 with: { argv: [NODE, "-e", "setTimeout(() => console.log('published'), 1000)"], timeoutSeconds: 20 },
+              },
+            ],
+          },
+        },
+        {
+          // Issue 35 in the page: an approval step, a yearly schedule (never due while the test runs), a hook.
+          id: "release-gate",
+          name: "Release Gate",
+          description: "Builds a release, asks before shipping it",
+          inputs: { type: "object", required: ["tag"], properties: { tag: { type: "string" } } },
+          confirm: "never",
+          triggers: [{ cron: "0 0 1 1 *", timezone: "UTC", inputs: { tag: "yearly" } }],
+          hook: true,
+          run: {
+            kind: "plan",
+            steps: [
+              {
+                id: "build",
+                uses: "command",
+                with: { argv: [NODE, "-e", "console.log('built ' + process.argv[1])", "${inputs.tag}"] },
+              },
+              {
+                id: "approve",
+                uses: "approval",
+                dependsOn: ["build"],
+                with: { question: "Ship ${inputs.tag}?" },
+              },
+              {
+                id: "ship",
+                uses: "command",
+                dependsOn: ["approve"],
+                with: { argv: [NODE, "-e", "console.log('shipped ' + process.argv[1])", "${inputs.tag}"] },
               },
             ],
           },
@@ -679,6 +712,61 @@ describe("dashboard in a real browser (Chromium via playwright-core)", () => {
     // (The run's whole story is in the log: the screenshot shows it.)
     await shot("runs");
     lap("runs");
+  });
+
+  test("Runs and Systems: an approval answered from the page, a test run's badge, a system's schedule, hook and version", async () => {
+    await go("runs");
+    // A run stops waiting at its approval; the page shows the question and the data, and Approve goes on.
+    const started = await api("/v1/systems/release-gate/runs", {
+      method: "POST",
+      body: JSON.stringify({ inputs: { tag: "v1.2" } }),
+    });
+    assert.equal(started.status, 202);
+    const runId = ((await started.json()) as { id: string }).id;
+    await page.locator(sel("run-row", { "run-id": runId })).click();
+    await wait(sel("run-detail", { "run-id": runId, status: "waiting" }));
+    await wait(sel("run-approval"));
+    assert.match((await page.getByTestId("approval-question").textContent()) ?? "", /^Ship v1\.2\? \(step approve\)$/);
+    assert.match(
+      (await page.getByTestId("run-approval").textContent()) ?? "",
+      /built v1\.2/,
+      "the data so far is shown",
+    );
+    await page.getByTestId("run-approve").click();
+    await wait(sel("run-detail", { "run-id": runId, status: "completed" }));
+    assert.match((await page.getByTestId("run-output").textContent()) ?? "", /shipped v1\.2/);
+    const rec = (await (await api(`/v1/runs/${runId}`)).json()) as { status: string; version: number | null };
+    assert.deepEqual([rec.status, rec.version], ["completed", 1]);
+
+    // A test run: nothing with side effects is carried out, and the row says so.
+    const dry = await api("/v1/systems/content-pipeline/runs", {
+      method: "POST",
+      body: JSON.stringify({ inputs: { topic: "kelp", tone: "casual", words: 100 }, dryRun: true }),
+    });
+    assert.equal(dry.status, 202);
+    const dryId = ((await dry.json()) as { id: string }).id;
+    await wait(`${sel("run-row", { "run-id": dryId })} ${sel("test-run")}`);
+    assert.equal(
+      await page.locator(`${sel("run-row", { "run-id": runId })} ${sel("test-run")}`).count(),
+      0,
+      "a real run has no test badge",
+    );
+
+    // The system's schedule with its next run, its hook's path (never a secret), and the version that runs.
+    await page.evaluate(
+      'history.pushState(null, "", "/dashboard/systems/release-gate"); window.dispatchEvent(new Event("cb:navigate"))',
+    );
+    await wait(sel("system-detail", { system: "release-gate" }));
+    await wait(sel("trigger-row"));
+    const trigger = (await page.getByTestId("trigger-row").textContent()) ?? "";
+    assert.match(trigger, /0 0 1 1 \*/);
+    assert.match(trigger, /UTC/);
+    assert.doesNotMatch(trigger, /never/, "a next run is shown");
+    assert.match((await page.getByTestId("hook").textContent()) ?? "", /POST \/v1\/hooks\/release-gate/);
+    await wait(sel("system-version"));
+    assert.match((await page.getByTestId("system-version").textContent()) ?? "", /runs version 1/);
+    await wait(sel("version-row", { version: "1" }));
+    lap("approvals");
   });
 
   test("Router: an open question for missing inputs, and decisions with their confidence", async () => {
