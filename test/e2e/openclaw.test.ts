@@ -182,6 +182,13 @@ for (const gen of selectedGenerations()) {
         primary: "clawbridge/claude",
         workspace,
       });
+      // 2026.9 takes the bridge's answer to (d) for a transient server error and retries the same
+      // model up to 8 times with backoff (60-90 s) before it shows the error; (d) checks what the
+      // person then sees, so the agent gives up at once (`retry.provider.maxRetries` in the agent's
+      // settings.json; 2026.5 does not retry there).
+      writeJson(path.join(home, ".openclaw", "agents", "main", "agent", "settings.json"), {
+        retry: { provider: { maxRetries: 0 } },
+      });
     });
 
     after(async () => {
