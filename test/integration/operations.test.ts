@@ -181,6 +181,9 @@ describe("the clawbridge command", () => {
       first.child.kill("SIGTERM");
       await exited(first.child);
     }
+    // Neither start left a CLI behind: the refused one's catalog listing and health probe
+    // (`opencode --version`, started before it tried the port) ended with it.
+    assert.deepEqual(pidsWithEnv(`HOME=${home}`), [], "no CLI of either start left behind");
   });
 });
 

@@ -338,8 +338,11 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     usage?.close();
     responses?.close();
     events.close();
-    await watcher.stop();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
+    // The CLIs started before listening (the catalog's listings, the health probes' `--version`)
+    // end with this start, as at a shutdown: none may outlive the process.
+    await terminateAll();
+    await watcher.stop();
     await preexec.close();
     await images.close();
     await systems?.close();
