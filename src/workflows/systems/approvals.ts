@@ -5,7 +5,7 @@
  * (`decide` changes only an undecided row, so a second decision, or a timeout racing a person,
  * finds nothing). The run manager (runner.ts) writes it; the run store reads a run's open one.
  * Like every write of the run store, the question and the data shown are written with secrets' values
- * replaced (`[secret NAME]`).
+ * replaced (`[secret NAME]`). `ApprovalDeadlines` keeps the timers of their `timeoutSeconds`.
  */
 import type Database from "better-sqlite3";
 import { secretRedactor } from "../../core/secrets/redactor.js";
@@ -120,5 +120,45 @@ export class ApprovalStore {
   /** Undecided approvals of `waiting` runs (of one run, or all: their deadlines are watched from start-up). */
   open(runId?: string): ApprovalRecord[] {
     return this.stmts.open.all({ run: runId ?? null }).map((r) => approvalOf(r)!);
+  }
+}
+
+/**
+ * The deadlines of open approvals, one timer each (by run and step): at a deadline (at once when it
+ * already passed, e.g. while the bridge was down) `due` is called, which decides by `onTimeout`.
+ * Timers never keep the process up.
+ */
+export class ApprovalDeadlines {
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+
+  constructor(private readonly due: (a: ApprovalRecord) => unknown) {}
+
+  watch(a: ApprovalRecord): void {
+    if (a.deadline === undefined) return;
+    const key = `${a.runId} ${a.step}`;
+    clearTimeout(this.timers.get(key));
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(key);
+        this.due(a);
+      },
+      Math.max(0, a.deadline - Date.now()),
+    );
+    timer.unref();
+    this.timers.set(key, timer);
+  }
+
+  /** Stop watching a run's approvals (one step's, or all). */
+  unwatch(runId: string, step?: string): void {
+    for (const [key, timer] of this.timers)
+      if (step ? key === `${runId} ${step}` : key.startsWith(`${runId} `)) {
+        clearTimeout(timer);
+        this.timers.delete(key);
+      }
+  }
+
+  clear(): void {
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
   }
 }

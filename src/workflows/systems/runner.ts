@@ -37,7 +37,7 @@ import { executeLeaf } from "./executors/index.js";
 import { sandboxDir } from "./paths.js";
 import type { SystemsLibrary } from "./library.js";
 import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/scheduler.js";
-import { ApprovalStore, type ApprovalRecord } from "./approvals.js";
+import { ApprovalDeadlines, ApprovalStore } from "./approvals.js";
 import { compileRun, type CompiledPlan, type CompiledStep } from "./plan.js";
 import { type VersionStore, versionsOf } from "./versions.js";
 import { renderValue, type Scope } from "../engine/template.js";
@@ -131,8 +131,12 @@ export class RunManager {
   private readonly live = new Map<string, LiveRun>();
   private readonly sources = new Map<RunOrigin, ProgramSource>();
   private readonly approvals: ApprovalStore;
-  /** Deadlines of approvals being watched, by `<run> <step>`. */
-  private readonly deadlines = new Map<string, NodeJS.Timeout>();
+  /** The approvals' deadlines: at each, `onTimeout` is decided (by `timeout`). */
+  private readonly deadlines = new ApprovalDeadlines((a) =>
+    this.decide(a.runId, { approve: a.onTimeout === "approve", by: "timeout", step: a.step }).catch((err) =>
+      this.deps.log.warn({ err, runId: a.runId, step: a.step }, "the approval's timeout was not applied"),
+    ),
+  );
   private closed = false;
   /** The systems' versions (same database as the runs). */
   readonly versions: VersionStore;
@@ -151,7 +155,7 @@ export class RunManager {
    * runs stay waiting, their approvals' deadlines watched again (one that passed applies now).
    */
   recover(): string[] {
-    for (const a of this.approvals.open()) this.watch(a);
+    for (const a of this.approvals.open()) this.deadlines.watch(a);
     const ids = this.deps.store.interruptLeftovers();
     for (const id of ids) {
       const rec = this.deps.store.get(id)!;
@@ -246,7 +250,7 @@ export class RunManager {
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (ENDED.has(rec.status) && rec.status !== "interrupted")
       throw new RunError("conflict", `run ${id} already ended (${rec.status})`);
-    this.unwatch(id);
+    this.deadlines.unwatch(id);
     this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
     this.deps.store.resetUnfinished(id);
     this.deps.bus.emit({ type: "run.cancelled", ...runEvent(rec) });
@@ -266,7 +270,6 @@ export class RunManager {
   /** Shutdown: stop every run; they end `interrupted` (resumable). */
   async close(): Promise<void> {
     this.closed = true;
-    for (const t of this.deadlines.values()) clearTimeout(t);
     this.deadlines.clear();
     const all = [...this.live.values()];
     for (const l of all) l.cancel.abort(new RunStop("shutdown"));
@@ -298,7 +301,7 @@ export class RunManager {
     const at = Date.now();
     if (!a || !this.approvals.decide(id, a.step, { decision, by: req.by, at, note: req.note }))
       throw new RunError("conflict", `the approval of run ${id} was already decided`);
-    this.unwatch(id, a.step);
+    this.deadlines.unwatch(id, a.step);
     bus.emit({
       type: "approval.decided",
       runId: id,
@@ -322,36 +325,9 @@ export class RunManager {
     const error = req.note ?? `rejected by ${req.by}`;
     store.stepEnded(id, step, "failed", { error: `rejected by ${req.by}${req.note ? `: ${req.note}` : ""}` });
     store.finish(id, { status: "rejected", error, failedStep: step });
-    this.unwatch(id);
+    this.deadlines.unwatch(id);
     bus.emit({ type: "run.rejected", ...runEvent(rec), step, error });
     return store.get(id)!;
-  }
-
-  /** Apply `onTimeout` at the approval's deadline (at once if it passed). */
-  private watch(a: ApprovalRecord): void {
-    if (a.deadline === undefined) return;
-    const key = `${a.runId} ${a.step}`;
-    clearTimeout(this.deadlines.get(key));
-    const timer = setTimeout(
-      () => {
-        this.deadlines.delete(key);
-        this.decide(a.runId, { approve: a.onTimeout === "approve", by: "timeout", step: a.step }).catch((err) =>
-          this.deps.log.warn({ err, runId: a.runId, step: a.step }, "the approval's timeout was not applied"),
-        );
-      },
-      Math.max(0, a.deadline - Date.now()),
-    );
-    timer.unref();
-    this.deadlines.set(key, timer);
-  }
-
-  /** Stop watching a run's approvals (one step's, or all). */
-  private unwatch(runId: string, step?: string): void {
-    for (const [key, timer] of this.deadlines)
-      if (step ? key === `${runId} ${step}` : key.startsWith(`${runId} `)) {
-        clearTimeout(timer);
-        this.deadlines.delete(key);
-      }
   }
 
   /** Where the programs of runs of `origin` come from (the builder registers its builds). */
@@ -477,7 +453,7 @@ export class RunManager {
     store.markDetached(rec.id);
     for (const a of this.approvals.open(rec.id)) {
       store.stepEnded(rec.id, a.step.split("/")[0]!, "waiting");
-      this.watch(a);
+      this.deadlines.watch(a);
     }
     const first = store.get(rec.id)?.approval;
     bus.emit({
