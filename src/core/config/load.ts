@@ -147,6 +147,14 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   const events = section("events");
   const images = section("images");
   const warm = section("warm");
+  let store = section("store");
+  if (store?.kind === "postgres") {
+    const url = env.CLAWBRIDGE_STORE_URL ?? store.url;
+    if (!url) problems.push("store.url: set the database URL (or CLAWBRIDGE_STORE_URL in the environment)");
+    else if (!/^postgres(ql)?:\/\//.test(url))
+      problems.push("store.url: CLAWBRIDGE_STORE_URL must be a postgres:// or postgresql:// URL");
+    store = { ...store, url };
+  }
   section("intents");
 
   const rawBackends = obj.backends;
@@ -333,6 +341,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
     events: events ?? eventsSchema.parse({}),
     images: images ?? imagesSchema.parse({}),
     warm: warm ?? warmConfigSchema.parse({}),
+    store: store ?? { kind: "sqlite" },
     source,
   };
 }

@@ -224,6 +224,32 @@ export const remapSchema = z.strictObject({
   backend: z.string().min(1).optional(),
 });
 
+/**
+ * Where everything durable lives (src/core/store/): `sqlite` (default: files in the data dir, one
+ * person, one machine) or `postgres` (several bridges on one database, docs/MULTI_INSTANCE.md).
+ */
+export const storeSchema = z.discriminatedUnion("kind", [
+  z.strictObject({ kind: z.literal("sqlite") }),
+  z.strictObject({
+    kind: z.literal("postgres"),
+    /** `postgres://user:password@host:5432/db`; `CLAWBRIDGE_STORE_URL` overrides it (keeps the password out of the file). */
+    url: z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
+      .optional(),
+    /** Connections in this instance's pool; a turn waiting for its conversation holds one. */
+    poolSize: positiveInt.max(500).default(20),
+    /** This instance's id in events and run leases; default: hostname and process id. */
+    instanceId: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:-]{1,64}$/, "letters, digits, _ . : - (at most 64)")
+      .optional(),
+    /** A run's lease: renewed every third of it; another instance takes the run over after it lapses. */
+    leaseSeconds: z.number().min(3, "must be at least 3 seconds").max(3600).default(30),
+  }),
+]);
+export type StoreConfig = z.infer<typeof storeSchema>;
+
 export const configFileSchema = z.strictObject({
   server: serverSchema.default(serverSchema.parse({})),
   logging: loggingSchema.default(loggingSchema.parse({})),
@@ -250,6 +276,7 @@ export const configFileSchema = z.strictObject({
   images: imagesSchema.default(imagesSchema.parse({})),
   /** Every backend's warm CLI processes together: their memory budget, the default number of standbys (src/backends/warm). */
   warm: warmConfigSchema.default(warmConfigSchema.parse({})),
+  store: storeSchema.default({ kind: "sqlite" }),
 });
 export type ConfigFile = z.infer<typeof configFileSchema>;
 export type ServerConfig = z.infer<typeof serverSchema>;
@@ -302,6 +329,8 @@ export interface Config {
   images: ImagesConfig;
   /** The warm CLI processes of every backend: memory budget, default standbys (src/backends/warm). */
   warm: WarmConfig;
+  /** Where everything durable lives: SQLite files in dataDir, or one PostgreSQL (its URL resolved). */
+  store: StoreConfig;
   /** Where the configuration came from (file path or "embedded defaults"). */
   source: string;
 }

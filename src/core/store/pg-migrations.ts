@@ -1,0 +1,46 @@
+/**
+ * The PostgreSQL schema, as plain numbered SQL: each migration runs once, in order, inside the one
+ * transaction `migratePostgres` (src/core/store/postgres.ts) opens at start. Never edit a shipped
+ * one; add the next number. No `?` in this SQL (the engine numbers `?` placeholders).
+ *
+ * Types: times are BIGINT epoch milliseconds, JSON is TEXT (as in the SQLite files), so every store
+ * writes one SQL for both engines.
+ */
+export interface PgMigration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const PG_MIGRATIONS: readonly PgMigration[] = [
+  {
+    version: 1,
+    name: "sessions: conversation bindings and their history",
+    sql: `
+      CREATE TABLE sessions (
+        key                TEXT PRIMARY KEY NOT NULL,
+        backend            TEXT NOT NULL,
+        backend_session_id TEXT NOT NULL,
+        cwd                TEXT NOT NULL,
+        turns              BIGINT NOT NULL DEFAULT 0,
+        created_at         BIGINT NOT NULL,
+        updated_at         BIGINT NOT NULL,
+        last_error         TEXT,
+        model              TEXT
+      );
+      CREATE INDEX sessions_updated ON sessions (updated_at DESC, key);
+      CREATE INDEX sessions_backend_updated ON sessions (backend, updated_at DESC, key);
+      CREATE TABLE session_events (
+        id     BIGSERIAL PRIMARY KEY,
+        key    TEXT NOT NULL,
+        at     BIGINT NOT NULL,
+        kind   TEXT NOT NULL,
+        reason TEXT
+      );
+      CREATE INDEX session_events_key ON session_events (key, id);
+    `,
+  },
+  // 2: the event log (cross-instance events, Last-Event-ID replay)
+  // 3: runs, steps, approvals, system versions, trigger state, leases
+  // 4: canvases, conversation states, the limit book, usage, responses
+];
