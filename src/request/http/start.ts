@@ -19,6 +19,7 @@ import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js
 import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/registry.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
+import { closeBacking, openBacking } from "../../core/store/backing.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -131,6 +132,9 @@ function loopbackUrl(addr: AddressInfo): string {
 export async function startBridge(config: Config, opts: StartOptions = {}): Promise<Bridge> {
   const logger = opts.logger ?? createLogger(config.logging.level);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // Where everything durable lives: SQLite files in the data dir, or one PostgreSQL shared by every
+  // instance (migrated here; a database that cannot be reached ends the start, naming store.url).
+  const backing = await openBacking(config);
   // CLIs a previous bridge could not reap (it was killed with SIGKILL) are ended now; ours are
   // recorded, and ended by the orphan watcher should this bridge be killed in turn.
   const runDir = path.join(config.dataDir, "run");
@@ -347,6 +351,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await images.close();
     await systems?.close();
     await store?.close();
+    await closeBacking(backing);
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
       throw new PortInUseError(
@@ -408,6 +413,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         usage?.close();
         responses?.close();
         catalog.close();
+        await closeBacking(backing);
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));
         logger.info(Object.keys(warm).length ? { warm } : {}, "clawbridge stopped");
