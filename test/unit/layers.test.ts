@@ -56,6 +56,7 @@ const LAYERS = [
   "workflows/conversation",
   "workflows/systems",
   "workflows/engine",
+  "core/db",
   "backends/warm",
   "core/config",
   "backends/warm/options.ts",

@@ -19,7 +19,7 @@ import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js
 import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/registry.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
-import { closeBacking, openBacking } from "../../core/store/backing.js";
+import { closeBacking, openBacking } from "../../core/db/backing.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -173,6 +173,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       callModel,
       logger,
       dbFile: opts.systemsDb,
+      backing,
       retryBaseMs: opts.retryBaseMs,
     }).catch(async (err: unknown) => {
       // A refused config ends this start: the watcher (a child process) must not outlive it.

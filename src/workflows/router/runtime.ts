@@ -7,6 +7,8 @@
  * src/workflows/triggers; armed by start-up once the models are reachable). Also the start-up checks that span the config: a
  * router's `classifier` and `answer` name models that are not routers; one conversation TTL.
  */
+import type { StoreBacking } from "../../core/db/backing.js";
+import { type Sql, SqliteSql } from "../../core/db/sql.js";
 import { childLogger } from "../../core/log/logger.js";
 import type Database from "better-sqlite3";
 import type { Logger } from "pino";
@@ -103,7 +105,14 @@ export interface RouterRuntimeHandle {
   conversations: ConversationMachine;
   bus: EventBus;
   callModel: ModelCaller;
+  /** systems.db (SQLite); goes once every store of the systems floor is on `sql`. */
   db: Database.Database;
+  /**
+   * Where the systems floor keeps its rows (runs and steps, approvals, versions, trigger state,
+   * canvases, conversation states): the one `SqliteSql` over systems.db (every store shares it, so
+   * its transactions are serialised), or the PostgreSQL of `store: { kind: postgres }`.
+   */
+  sql: Sql;
   /** The schedules and inbound hooks; `triggers.reload()` arms them (start-up, after every reload). */
   triggers: Triggers;
   /**
@@ -140,6 +149,8 @@ export async function openRouterRuntime(args: {
   logger: Logger;
   dbFile?: string;
   retryBaseMs?: number;
+  /** The store backing (src/core/db/backing.ts); default SQLite in config.dataDir. */
+  backing?: StoreBacking;
 }): Promise<RouterRuntimeHandle> {
   const { config, bus, callModel, logger } = args;
   const problems = routerProblems(config);
@@ -151,6 +162,7 @@ export async function openRouterRuntime(args: {
   if ("problem" in ttl) problems.push(ttl.problem);
   if (problems.length || "problem" in ttl) throw new SystemsConfigError(problems);
   const db = openSystemsDb(args.dbFile ?? systemsDbPath(config.dataDir));
+  const sql: Sql = args.backing?.kind === "postgres" ? args.backing.db : new SqliteSql(db);
   const runs = new RunManager({
     store: new RunStore(db),
     library,
@@ -184,6 +196,7 @@ export async function openRouterRuntime(args: {
     bus,
     callModel,
     db,
+    sql,
     triggers,
     async check(candidates) {
       return (await loadLibrary(config, { candidates })).problems;

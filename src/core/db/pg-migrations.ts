@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL schema, as plain numbered SQL: each migration runs once, in order, inside the one
- * transaction `migratePostgres` (src/core/store/postgres.ts) opens at start. Never edit a shipped
+ * transaction `migratePostgres` (src/core/db/postgres.ts) opens at start. Never edit a shipped
  * one; add the next number. No `?` in this SQL (the engine numbers `?` placeholders).
  *
  * Types: times are BIGINT epoch milliseconds, JSON is TEXT (as in the SQLite files), so every store

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL store (`store: { kind: postgres, url }`): several bridges on one database. One
- * `pg` pool per process; the schema is plain numbered SQL (src/core/store/pg-migrations.ts), applied
+ * `pg` pool per process; the schema is plain numbered SQL (src/core/db/pg-migrations.ts), applied
  * at start in one transaction under an advisory lock, so two instances starting together migrate
  * once. A database migrated by a newer clawbridge is refused, as SQLite files are.
  *

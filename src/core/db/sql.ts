@@ -1,7 +1,7 @@
 /**
  * One small async SQL interface that every durable store of the bridge is written against, with two
  * engines: SQLite (better-sqlite3, the embedded default: one person, one machine, nothing to set up)
- * and PostgreSQL (`pg`, src/core/store/postgres.ts: several bridges on one database). A store writes
+ * and PostgreSQL (`pg`, src/core/db/postgres.ts: several bridges on one database). A store writes
  * its SQL once: `?` placeholders (the PostgreSQL engine numbers them `$1…`), `ON CONFLICT … DO
  * UPDATE` / `DO NOTHING` upserts, integers for times (epoch ms; BIGINT in PostgreSQL, read back as
  * numbers), TEXT for JSON. Where the two really differ a store asks `sql.dialect`.
