@@ -41,6 +41,23 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
     `,
   },
   // 2: the event log (cross-instance events, Last-Event-ID replay)
-  // 3: runs, steps, approvals, system versions, trigger state, leases
-  // 4: canvases, conversation states, the limit book, usage, responses
+  // 3: runs, steps, approvals, run leases
+  // 4: system versions, trigger state, hook replay guard
+  // 5: canvases, conversation states
+  // 6: the limit book, usage, responses
+  {
+    version: 7,
+    name: "instances: the bridges on this database, their heartbeat and clock",
+    sql: `
+      CREATE TABLE clawbridge_instances (
+        id         TEXT PRIMARY KEY NOT NULL,
+        host       TEXT NOT NULL,
+        pid        BIGINT NOT NULL,
+        version    TEXT NOT NULL,
+        started_at BIGINT NOT NULL,
+        seen_at    BIGINT NOT NULL,
+        skew_ms    BIGINT NOT NULL
+      );
+    `,
+  },
 ];

@@ -20,6 +20,8 @@ import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/wa
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
 import { closeBacking, openBacking } from "../../core/db/backing.js";
+import { InstanceHeartbeat } from "../../core/db/instances.js";
+import { VERSION } from "../../core/version.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -135,6 +137,20 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   // Where everything durable lives: SQLite files in the data dir, or one PostgreSQL shared by every
   // instance (migrated here; a database that cannot be reached ends the start, naming store.url).
   const backing = await openBacking(config);
+  // On PostgreSQL, this instance's heartbeat (who is up, their clocks: clawbridge doctor reads it).
+  const heartbeat =
+    backing.kind === "postgres"
+      ? new InstanceHeartbeat(backing.db, {
+          version: VERSION,
+          onError: (err) => logger.warn({ err: err.message }, "instance heartbeat not written"),
+        })
+      : undefined;
+  await heartbeat?.start().catch(async (err: Error) => {
+    await closeBacking(backing);
+    throw err;
+  });
+  if (backing.kind === "postgres")
+    logger.info({ instance: backing.db.instanceId }, "store: PostgreSQL (shared with every instance on it)");
   // CLIs a previous bridge could not reap (it was killed with SIGKILL) are ended now; ours are
   // recorded, and ended by the orphan watcher should this bridge be killed in turn.
   const runDir = path.join(config.dataDir, "run");
@@ -352,6 +368,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await images.close();
     await systems?.close();
     await store?.close();
+    await heartbeat?.stop();
     await closeBacking(backing);
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
@@ -414,6 +431,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         usage?.close();
         responses?.close();
         catalog.close();
+        await heartbeat?.stop();
         await closeBacking(backing);
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));
