@@ -1,6 +1,6 @@
 /**
  * `clawbridge doctor` on a PostgreSQL store (src/ops/doctor/database.ts), against a real PostgreSQL
- * (test/helpers/postgres.ts): unreachable (the password never shown), empty, migrated, a migration
+ * (testkit/postgres.ts): unreachable (the password never shown), empty, migrated, a migration
  * this build does not know, instances' heartbeats and their clock skew; and the check in a whole
  * doctor run from a config file.
  */
@@ -16,7 +16,7 @@ import { checkDatabase, SKEW_WARN_MS } from "../../src/ops/doctor/database.js";
 import { runDoctor } from "../../src/ops/doctor/doctor.js";
 import type { Finding } from "../../src/wire/admin.js";
 import { cleanup, tempDir } from "../helpers/bridge.js";
-import { startPostgres, type TestPostgres } from "../helpers/postgres.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 let pg: TestPostgres;
 const open: PostgresDb[] = [];
