@@ -90,7 +90,7 @@ async function startBridges(
         command: process.execPath,
         args: [path.join(ctx.root, "bin", "clawbridge.js"), "serve", "--config", file],
         cwd: ctx.root,
-        env: { ...process.env, CLAWBRIDGE_CONFIG: "", CLAWBRIDGE_STORE_URL: "" },
+        env: { ...process.env, CLAWBRIDGE_CONFIG: "", CLAWBRIDGE_STORE_URL: undefined },
         readyPattern: /listening on (http:\/\/[^\s]+)/,
         timeoutMs: 60_000,
       }),
