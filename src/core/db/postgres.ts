@@ -48,23 +48,47 @@ export interface PostgresOptions {
   migrations?: readonly PgMigration[] | false;
 }
 
+/** Booleans as 1/0 (every store keeps flags in INTEGER columns, as in SQLite); undefined as null. */
+function pgParams(params: readonly unknown[] | undefined): unknown[] | undefined {
+  return params?.map((p) => (p === undefined ? null : typeof p === "boolean" ? (p ? 1 : 0) : p));
+}
+
 class PgQueries implements SqlQueries {
   readonly dialect = "postgres" as const;
   constructor(private readonly q: pg.Pool | pg.PoolClient) {}
   async all<T>(sql: string, params?: readonly unknown[]): Promise<T[]> {
-    return (await this.q.query(numberPlaceholders(sql), params as unknown[])).rows as T[];
+    return (await this.q.query(numberPlaceholders(sql), pgParams(params))).rows as T[];
   }
   async get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> {
-    return (await this.q.query(numberPlaceholders(sql), params as unknown[])).rows[0] as T | undefined;
+    return (await this.q.query(numberPlaceholders(sql), pgParams(params))).rows[0] as T | undefined;
   }
   async run(sql: string, params?: readonly unknown[]): Promise<SqlRun> {
-    return { changes: (await this.q.query(numberPlaceholders(sql), params as unknown[])).rowCount ?? 0 };
+    return { changes: (await this.q.query(numberPlaceholders(sql), pgParams(params))).rowCount ?? 0 };
   }
 }
 
 /** A held lock; `release()` is idempotent. */
 export interface HeldLock {
   release(): Promise<void>;
+}
+
+/** A lock held on `client`: released by unlocking it (a broken connection is dropped: its locks went with it). */
+function heldLock(client: pg.PoolClient, key: string, quiet: () => void): HeldLock {
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      try {
+        await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [key]);
+        client.removeListener("error", quiet);
+        client.release();
+      } catch {
+        client.removeListener("error", quiet);
+        client.release(true);
+      }
+    },
+  };
 }
 
 /** 64-bit advisory lock key of a text (namespace + name), as PostgreSQL computes it. */
@@ -144,37 +168,41 @@ export class PostgresDb implements Sql {
    */
   async lock(namespace: string, name: string, signal?: AbortSignal): Promise<HeldLock> {
     const client = await this.pool.connect();
+    // A connection ended under a held or awaited lock reports here, not as an uncaught error.
+    const quiet = (): void => {};
+    client.on("error", quiet);
     let broken = false;
     const onAbort = (): void => {
       broken = true;
-      // Ending the connection cancels the waiting pg_advisory_lock on the server side.
-      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      // PostgreSQL's cancel request (a second connection, as libpq's PQcancel) ends the waiting
+      // pg_advisory_lock at once: the server stops waiting, so the lock never goes to a waiter that
+      // left, and this connection stays usable.
+      const c = client as unknown as { activeQuery?: unknown };
+      if (!c.activeQuery) return;
+      const canceller = new pg.Client({ connectionString: this.url });
+      (canceller as unknown as { connection: { on(e: string, f: () => void): void } }).connection.on("error", quiet);
+      (canceller as unknown as { cancel(client: unknown, query: unknown): void }).cancel(client, c.activeQuery);
     };
     signal?.addEventListener("abort", onAbort, { once: true });
+    const key = `${namespace}:${name}`;
     try {
       if (signal?.aborted) throw signal.reason ?? new Error("aborted");
-      await client.query(numberPlaceholders(`SELECT pg_advisory_lock(${LOCK_KEY_SQL})`), [`${namespace}:${name}`]);
+      await client.query(numberPlaceholders(`SELECT pg_advisory_lock(${LOCK_KEY_SQL})`), [key]);
     } catch (err) {
       signal?.removeEventListener("abort", onAbort);
-      client.release(true);
+      client.removeListener("error", quiet);
+      // Cancelled: the connection is fine; anything else may have broken it.
+      client.release(broken && (err as { code?: string }).code === "57014" ? undefined : true);
       throw broken ? (signal?.reason ?? err) : err;
     }
     signal?.removeEventListener("abort", onAbort);
-    let released = false;
-    return {
-      release: async () => {
-        if (released) return;
-        released = true;
-        try {
-          await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [
-            `${namespace}:${name}`,
-          ]);
-          client.release();
-        } catch {
-          client.release(true);
-        }
-      },
-    };
+    const held = heldLock(client, key, quiet);
+    if (signal?.aborted) {
+      // The lock came just as the wait was given up: handed back at once.
+      await held.release();
+      throw signal.reason ?? new Error("aborted");
+    }
+    return held;
   }
 
   /** Takes the advisory lock on `namespace:name` if free; undefined when another session holds it. */
@@ -192,21 +220,9 @@ export class PostgresDb implements Sql {
       client.release(true);
       throw err;
     }
-    let released = false;
-    return {
-      release: async () => {
-        if (released) return;
-        released = true;
-        try {
-          await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [
-            `${namespace}:${name}`,
-          ]);
-          client.release();
-        } catch {
-          client.release(true);
-        }
-      },
-    };
+    const quiet = (): void => {};
+    client.on("error", quiet);
+    return heldLock(client, `${namespace}:${name}`, quiet);
   }
 
   /** `NOTIFY channel, payload` (payload under 8000 bytes). */
