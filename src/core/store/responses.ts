@@ -24,9 +24,9 @@
  *
  * Writes stay off the request path: `put()` queues a response and the queue is written in ONE
  * transaction 50 ms later (or at 256 waiting); every read writes the queue first, so a follow-up
- * that names a response just answered finds it (on another instance, a follow-up sent within those
- * 50 ms may not: a client continues a chain after it has read the answer, by which time it is
- * written). One insert per response cost the Responses door ~280 µs of CPU per request in the doors
+ * that names a response just answered finds it. On a shared database a follow-up may reach another
+ * instance before the answering one wrote it: a read of an id not found there looks again for up to
+ * `LATE_MS` before it says the id is unknown. One insert per response cost the Responses door ~280 µs of CPU per request in the doors
  * benchmark; a batch costs a fraction of that per row. The price: a crash of the process may lose
  * the responses of its last 50 ms, a crash of the machine (`synchronous=NORMAL`) its last commits;
  * never the file.
@@ -73,6 +73,8 @@ const COUNT = "SELECT COUNT(*) AS n FROM responses";
 const FLUSH_MS = 50;
 /** ...or as soon as this many wait. */
 const MAX_PENDING = 256;
+/** How long a shared store looks again for a response another instance may not have written yet. */
+const LATE_MS = 250;
 
 /** `<dataDir>/responses.db` */
 export function defaultResponseStorePath(dataDir: string): string {
@@ -242,14 +244,17 @@ export class ResponseStore {
   async body(id: string): Promise<string | undefined> {
     await this.flush();
     if (this.closed) return undefined;
-    return (await this.sql.get<{ body: string }>("SELECT body FROM responses WHERE id = ?", [id]))?.body;
+    const row = await this.late(() => this.sql.get<{ body: string }>("SELECT body FROM responses WHERE id = ?", [id]));
+    return row?.body;
   }
 
   /** The input items of the response `id`, as the client sent them (undefined when it is not kept). */
   async input(id: string): Promise<unknown[] | undefined> {
     await this.flush();
     if (this.closed) return undefined;
-    const row = await this.sql.get<{ input: string }>("SELECT input FROM responses WHERE id = ?", [id]);
+    const row = await this.late(() =>
+      this.sql.get<{ input: string }>("SELECT input FROM responses WHERE id = ?", [id]),
+    );
     return row ? (JSON.parse(row.input) as unknown[]) : undefined;
   }
 
@@ -257,7 +262,11 @@ export class ResponseStore {
   async chain(id: string): Promise<Chain> {
     await this.flush();
     if (this.closed) return { ok: false, missing: id };
-    const rows = await this.sql.all<Row & { depth: number }>(WALK, [id, MAX_CHAIN]);
+    const rows =
+      (await this.late(async () => {
+        const found = await this.sql.all<Row & { depth: number }>(WALK, [id, MAX_CHAIN]);
+        return found.length ? found : undefined;
+      })) ?? [];
     const first = rows[0];
     if (!first) return { ok: false, missing: id };
     // The oldest row found must be the chain's first: else a predecessor was pruned.
@@ -265,6 +274,19 @@ export class ResponseStore {
     const messages: unknown[] = [];
     for (const r of rows) for (const m of JSON.parse(r.messages) as unknown[]) messages.push(m);
     return { ok: true, root: first.id, conversation: first.conversation, messages };
+  }
+
+  /**
+   * `read()`, and on a shared database read again for up to `LATE_MS` while it finds nothing: the
+   * instance that answered the response may still hold it back (`FLUSH_MS`).
+   */
+  private async late<T>(read: () => Promise<T | undefined>): Promise<T | undefined> {
+    let found = await read();
+    for (let waited = 0; found === undefined && !this.own && waited < LATE_MS; waited += 25) {
+      await new Promise((r) => setTimeout(r, 25));
+      found = await read();
+    }
+    return found;
   }
 
   /** Forget a response (its successors can no longer be continued). Whether it was kept. */
