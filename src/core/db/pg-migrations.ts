@@ -44,7 +44,47 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
   // 3: runs, steps, approvals, run leases
   // 4: system versions, trigger state, hook replay guard
   // 5: canvases, conversation states
-  // 6: the limit book, usage, responses
+  {
+    version: 6,
+    name: "the limit book, usage per backend per day, the Responses API's stored responses",
+    sql: `
+      CREATE TABLE backend_limits (
+        backend  TEXT PRIMARY KEY NOT NULL,
+        until    BIGINT NOT NULL,
+        reset_at BIGINT,
+        message  TEXT NOT NULL,
+        since    BIGINT NOT NULL
+      );
+      CREATE TABLE usage (
+        day                TEXT NOT NULL,
+        backend            TEXT NOT NULL,
+        turns              BIGINT NOT NULL DEFAULT 0,
+        failed             BIGINT NOT NULL DEFAULT 0,
+        tokens_in          BIGINT NOT NULL DEFAULT 0,
+        tokens_out         BIGINT NOT NULL DEFAULT 0,
+        limit_hits         BIGINT NOT NULL DEFAULT 0,
+        fallbacks          BIGINT NOT NULL DEFAULT 0,
+        last_limit_message TEXT,
+        last_limit_at      BIGINT,
+        reset_at           BIGINT,
+        PRIMARY KEY (day, backend)
+      );
+      CREATE TABLE responses (
+        seq          BIGSERIAL PRIMARY KEY,
+        id           TEXT NOT NULL UNIQUE,
+        previous_id  TEXT,
+        root         TEXT NOT NULL,
+        conversation TEXT NOT NULL,
+        created_at   BIGINT NOT NULL,
+        used_at      BIGINT NOT NULL,
+        messages     TEXT NOT NULL,
+        input        TEXT NOT NULL,
+        body         TEXT NOT NULL
+      );
+      CREATE INDEX responses_root ON responses (root);
+      CREATE INDEX responses_used ON responses (used_at, seq);
+    `,
+  },
   {
     version: 7,
     name: "instances: the bridges on this database, their heartbeat and clock",
