@@ -118,6 +118,21 @@ describe("ids, frames, ring and replay", () => {
     assert.equal(sink.chunks.length, 2);
   });
 
+  test("with `instance`, every event's data names the bridge that published it (redacted or with includeText)", async () => {
+    for (const includeText of [false, true]) {
+      const { bus, hub: h } = hub({ instance: "host-1:42", includeText });
+      const sink = new FakeSink();
+      h.subscribe(sink);
+      bus.emit(turnStarted("t1"));
+      bus.emit({ type: "run.output", runId: "r", step: "s", text: "hi" });
+      await settle();
+      assert.deepEqual(
+        sink.events().map((f) => f.data.instance),
+        ["host-1:42", "host-1:42"],
+      );
+    }
+  });
+
   test("replay after an id: exactly the later events, then live ones, no gap and no duplicate", async () => {
     const { bus, hub: h } = hub();
     for (let i = 1; i <= 10; i++) bus.emit(turnStarted(`t${i}`));

@@ -19,7 +19,7 @@ import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js
 import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/registry.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
-import { closeBacking, openBacking } from "../../core/db/backing.js";
+import { closeBacking, defaultInstanceId, openBacking } from "../../core/db/backing.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -150,7 +150,20 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const debugLog = new DebugLog(config.logging.debugLog);
   const bus = new EventBus((err) => logger.warn({ err }, "event listener failed"));
   // The hub listens from the start, so a watcher that connects later can replay what it missed.
-  const events = new EventHub(bus, { ...config.events, heartbeatMs: config.events.heartbeatSeconds * 1000 });
+  // With PostgreSQL it streams every instance's events, numbered in the shared event log.
+  const eventLog =
+    backing.kind === "postgres"
+      ? await import("../../ops/cluster-events/event-log.js").then(
+          (m) => new m.ClusterEventLog(backing.db, { ringSize: config.events.ringSize, logger }),
+        )
+      : undefined;
+  const events = new EventHub(bus, {
+    ...config.events,
+    heartbeatMs: config.events.heartbeatSeconds * 1000,
+    instance: backing.kind === "postgres" ? backing.db.instanceId : defaultInstanceId(),
+    log: eventLog,
+  });
+  await eventLog?.start(events);
   // Prometheus metrics listen from the start (runs found interrupted at start-up count); the queue
   // is read at scrape time. prom-client is loaded only when they are on.
   const metrics = config.metrics.enabled
@@ -352,6 +365,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await images.close();
     await systems?.close();
     await store?.close();
+    await eventLog?.close();
     await closeBacking(backing);
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
@@ -414,6 +428,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         usage?.close();
         responses?.close();
         catalog.close();
+        await eventLog?.close();
         await closeBacking(backing);
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));
