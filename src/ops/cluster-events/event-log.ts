@@ -75,7 +75,7 @@ export class ClusterEventLog implements EventLog {
   /** Appends are failing (logged once until one passes). */
   private failing = false;
   private unlisten: (() => void) | undefined;
-  private timers: NodeJS.Timeout[] = [];
+  private poll: NodeJS.Timeout | undefined;
   private closed = false;
 
   constructor(
@@ -91,7 +91,9 @@ export class ClusterEventLog implements EventLog {
         this.opts.ringSize,
       ]);
       for (const r of last.reverse()) this.give(entryOf(r));
-      await this.listen();
+      this.unlisten = await this.db.listen(CHANNEL, (payload) => {
+        if (Number(payload) > this.cursor) this.catchUp();
+      });
     } catch (err) {
       this.opts.logger.warn(
         { err: (err as Error).message },
@@ -100,18 +102,11 @@ export class ClusterEventLog implements EventLog {
     }
     this.catchUp();
     let ticks = 0;
-    const poll = setInterval(() => {
+    this.poll = setInterval(() => {
       this.catchUp();
       if (++ticks % Math.round(PRUNE_MS / POLL_MS) === 0) void this.prune().catch(() => {});
     }, POLL_MS);
-    poll.unref();
-    this.timers.push(poll);
-  }
-
-  private async listen(): Promise<void> {
-    this.unlisten = await this.db.listen(CHANNEL, (payload) => {
-      if (Number(payload) > this.cursor) this.catchUp();
-    });
+    this.poll.unref();
   }
 
   private give(entry: LogEntry): void {
@@ -179,6 +174,8 @@ export class ClusterEventLog implements EventLog {
         }
       } catch (err) {
         this.unlogged(batch, err as Error);
+        // Closing: the rest is not tried (the hub is closed, no watcher would see them anyway).
+        if (this.closed) this.pending = [];
       }
     }
     this.writing = undefined;
@@ -218,11 +215,11 @@ export class ClusterEventLog implements EventLog {
     return (await this.db.run("DELETE FROM events_log WHERE id <= ?", [below])).changes;
   }
 
-  /** Stops reading; what is waiting is appended first (the hub is closed before this: nothing new comes). */
+  /** Stops reading; what is waiting is appended first, unless an append fails (the hub is closed before this: nothing new comes). */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const t of this.timers) clearInterval(t);
+    clearInterval(this.poll);
     this.unlisten?.();
     await this.writing;
     await this.reading;

@@ -154,7 +154,11 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const eventLog =
     backing.kind === "postgres"
       ? await import("../../ops/cluster-events/event-log.js").then(
-          (m) => new m.ClusterEventLog(backing.db, { ringSize: config.events.ringSize, logger }),
+          (m) =>
+            new m.ClusterEventLog(backing.db, {
+              ringSize: config.events.ringSize,
+              logger: childLogger(logger, { room: "events" }),
+            }),
         )
       : undefined;
   const events = new EventHub(bus, {
