@@ -362,9 +362,7 @@ export class EventHub {
     const sub = new Subscriber(this.nextSub++, sink, filter);
     let head = HEAD;
     const log = this.opts.log;
-    const oldest = this.size
-      ? this.ring[(this.head - this.size + this.ring.length) % this.ring.length]!.id
-      : this.lastId + 1;
+    const oldest = this.oldestId() ?? this.lastId + 1;
     const outside = lastEventId !== undefined && (lastEventId > this.lastId || lastEventId < oldest - 1);
     if (log && outside) {
       sub.holding = true;
@@ -386,13 +384,29 @@ export class EventHub {
     return { id: sub.id, close: () => this.remove(sub) };
   }
 
+  /** The ring's `i`-th entry, 0 the oldest (i < size). */
+  private nth(i: number): Entry {
+    return this.ring[(this.head - this.size + i + this.ring.length) % this.ring.length]!;
+  }
+
+  private oldestId(): number | undefined {
+    return this.size ? this.nth(0).id : undefined;
+  }
+
   /** The frames of the ring's events after `after` that pass `filter`, oldest first. */
   private ringAfter(filter: EventFilter, after: number): string {
+    // Ids increase along the ring (a log's may skip some): the first one after `after` by bisection.
+    let lo = 0;
+    let hi = this.size;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.nth(mid).id > after) hi = mid;
+      else lo = mid + 1;
+    }
     const parts: string[] = [];
-    const first = (this.head - this.size + this.ring.length) % this.ring.length;
-    for (let i = 0; i < this.size; i++) {
-      const entry = this.ring[(first + i) % this.ring.length]!;
-      if (entry.id > after && matches(filter, entry)) parts.push(this.frame(entry));
+    for (let i = lo; i < this.size; i++) {
+      const entry = this.nth(i);
+      if (matches(filter, entry)) parts.push(this.frame(entry));
     }
     return parts.join("");
   }
@@ -427,11 +441,10 @@ export class EventHub {
     if (sub.closed) return;
     if (failed !== undefined) {
       // What the ring holds, and everything newer live (nothing of it is in the queue twice).
-      const oldest = this.size ? this.ring[(this.head - this.size + this.ring.length) % this.ring.length]!.id : null;
       const from = lastEventId < this.lastId ? lastEventId : 0;
       parts.length = 1;
       parts.push(
-        frameOf("gap", { lastEventId, oldest, lastId: this.lastId, reason: failed }),
+        frameOf("gap", { lastEventId, oldest: this.oldestId() ?? null, lastId: this.lastId, reason: failed }),
         this.ringAfter(sub.filter, from),
       );
       sub.queue = [];
