@@ -4,14 +4,19 @@
  * (the only faked part), the streams read with `eventsource-parser`. Checked: a turn on A is seen by
  * a watcher of B's stream with A's instance id, under the same ids as on A's own stream; a
  * reconnect to B with `Last-Event-ID` older than B's ring replays both instances' events after it,
- * in id order, then goes live; a bridge on SQLite names itself too.
+ * in id order, then goes live; a bridge on SQLite names itself too; and the same across two
+ * `clawbridge serve` processes.
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createParser } from "eventsource-parser";
 import OpenAI from "openai";
 import { type FakeOpenAI, startFakeOpenAI } from "../../testkit/fakes/openai-api.js";
-import { cleanup, eventually, startTestBridge, type TestBridge } from "../helpers/bridge.js";
+import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
+import { bridgeListening } from "../helpers/process-groups.js";
 import { startPostgres, type TestPostgres } from "../helpers/postgres.js";
 
 const KEY = "events-cluster-key-0001";
@@ -23,7 +28,7 @@ interface Ev {
 }
 
 /** One `/v1/events` stream, read as it arrives. */
-async function watch(b: TestBridge, headers: Record<string, string> = {}) {
+async function watch(b: { url: string }, headers: Record<string, string> = {}) {
   const ctl = new AbortController();
   const res = await fetch(`${b.url}/v1/events?types=turn.*`, {
     headers: { authorization: `Bearer ${KEY}`, ...headers },
@@ -52,8 +57,8 @@ async function watch(b: TestBridge, headers: Record<string, string> = {}) {
   };
 }
 
-async function turn(b: TestBridge, conv: string): Promise<string> {
-  const client = new OpenAI({ baseURL: b.baseURL, apiKey: KEY, maxRetries: 0, timeout: 20_000 });
+async function turn(b: { url: string }, conv: string): Promise<string> {
+  const client = new OpenAI({ baseURL: `${b.url}/v1`, apiKey: KEY, maxRetries: 0, timeout: 20_000 });
   const { response } = await client.chat.completions
     .create({ model: "m1", messages: [{ role: "user", content: "hello" }] }, { headers: { "x-session-id": conv } })
     .withResponse();
@@ -162,6 +167,55 @@ describe("/v1/events across instances (PostgreSQL)", () => {
     } finally {
       await s.close();
       cleanup(s.dataDir);
+    }
+  });
+
+  test("two `clawbridge serve` processes: a turn on A is seen by a watcher of B, with A's instance id", async () => {
+    const url = await pg.database();
+    const procs = ["proc-a", "proc-b"].map((instanceId) => {
+      const home = tempDir("cb-evc-home-");
+      const file = path.join(home, "config.json");
+      writeFileSync(
+        file,
+        JSON.stringify({
+          ...config(up, { kind: "postgres", url, instanceId }),
+          dataDir: path.join(home, "data"),
+          server: { apiKeys: [KEY], shutdownGraceSeconds: 1, backendProbes: { enabled: false } },
+          intents: { enabled: false },
+        }),
+      );
+      const env: NodeJS.ProcessEnv = { ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, ".config") };
+      delete env.CLAWBRIDGE_CONFIG;
+      delete env.CLAWBRIDGE_STORE_URL;
+      const proc = spawn(
+        process.execPath,
+        ["--import", "tsx", path.resolve("src/ops/commands/main.ts"), "serve", "--config", file, "--port", "0"],
+        { env, stdio: ["ignore", "ignore", "pipe"] },
+      );
+      const exited = new Promise((r) => proc.once("exit", r));
+      return { home, proc, exited, listening: bridgeListening(proc) };
+    });
+    try {
+      const [urlA, urlB] = await Promise.all(procs.map((p) => p.listening.url));
+      const wb = await watch({ url: urlB! });
+      const turnId = await turn({ url: urlA! }, "conv-procs");
+      assert.ok(
+        await eventually(() => wb.events.some((e) => e.event === "turn.completed" && e.data.turnId === turnId), 10_000),
+        procs[1]!.listening.stderr(),
+      );
+      assert.deepEqual(
+        [...new Set(wb.events.filter((e) => e.data.turnId === turnId).map((e) => e.data.instance))],
+        ["proc-a"],
+      );
+      await wb.close();
+    } finally {
+      for (const p of procs) {
+        if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill("SIGTERM");
+        const killer = setTimeout(() => p.proc.kill("SIGKILL"), 15_000);
+        await p.exited;
+        clearTimeout(killer);
+        cleanup(p.home);
+      }
     }
   });
 });
