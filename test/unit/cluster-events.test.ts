@@ -4,7 +4,7 @@
  * database). An event published on A reaches B's watcher with A's instance id under the same id;
  * in-process listeners see it at once; `Last-Event-ID` on B replays both instances' events in id
  * order, older than B's ring included (read from the log), and an instance started later goes on
- * from the log's ids; concurrent publishing on both gives one order, the same on both, each
+ * from the log's ids; a batch too big for a notification read from the log; concurrent publishing on both gives one order, the same on both, each
  * instance's own order kept; the log keeps its bound (then `gap`); a database that refuses the
  * append leaves the event streamed on its own instance without an id, and appends pass again after.
  */
@@ -57,7 +57,7 @@ interface Instance {
   close(): Promise<void>;
 }
 
-async function instance(url: string, id: string, ringSize = 100): Promise<Instance> {
+async function instance(url: string, id: string, ringSize = 100, includeText = false): Promise<Instance> {
   const db = await PostgresDb.open({ url, instanceId: id });
   const bus = new EventBus((err) => {
     throw err;
@@ -65,7 +65,7 @@ async function instance(url: string, id: string, ringSize = 100): Promise<Instan
   const log = new ClusterEventLog(db, { ringSize, logger: createLogger("silent") });
   const hub = new EventHub(bus, {
     ringSize,
-    includeText: false,
+    includeText,
     maxQueued: 10_000,
     heartbeatMs: 0,
     flushMs: 1,
@@ -211,6 +211,28 @@ describe("events across instances", () => {
           Array.from({ length: N }, (_, i) => `${who}${i}`),
         );
       }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  test("a batch too big for a notification (8000 bytes) is read from the log: in order, nothing lost", async () => {
+    const url = await pg.database();
+    const [a, b] = [await instance(url, "inst-a", 100, true), await instance(url, "inst-b")];
+    try {
+      const wb = new Sink();
+      b.hub.subscribe(wb);
+      a.bus.emit(turn("small-1"));
+      a.bus.emit({ type: "run.output", runId: "r1", step: "s", text: "x".repeat(9000) });
+      a.bus.emit(turn("small-2"));
+      await tick();
+      a.bus.emit(turn("small-3"));
+      assert.ok(await eventually(() => wb.events().length === 4, 5000), wb.text.slice(0, 300));
+      assert.deepEqual(
+        wb.events().map((f) => f.data.turnId ?? f.data.text.length),
+        ["small-1", 9000, "small-2", "small-3"],
+      );
     } finally {
       await a.close();
       await b.close();

@@ -11,10 +11,12 @@
  *   commit in order, then `NOTIFY clawbridge_events` with the last id). When the database does not
  *   answer, the events are streamed on this instance without an id (not replayable) and the
  *   failure is logged once, until an append passes again; turns never wait for it.
- * - Reading: every instance, this one too, LISTENs; a notified id newer than the last it has
- *   read makes it read the rows after that one, in id order, into the hub (`ingest`). Ids commit
- *   in order, so a row newer than the last read means every one before it is there too. A
- *   notification lost while the listening connection is made again is caught up every POLL_MS.
+ * - Reading: every instance, this one too, LISTENs. A notification carries the batch's rows and
+ *   the newest id before them (`after`): when this instance has read up to `after`, the rows go
+ *   straight into the hub (`ingest`); otherwise (it missed one, or the batch was too big for a
+ *   notification) it reads the rows after the last it has, in id order. Ids commit in order, so a
+ *   row newer than the last read means every one before it is there too. A notification lost
+ *   while the listening connection is made again is caught up every POLL_MS.
  * - At start the hub gets the last `ringSize` rows (its ring, and the ids it goes on from).
  * - Retention: the newest KEEP_RINGS × `events.ringSize` ids (10 000 with the default ringSize of
  *   1000); older rows are deleted every PRUNE_MS by whichever instance gets there.
@@ -47,6 +49,13 @@ interface Row {
 }
 
 const COLUMNS = "id, at, type, conversation, run_id, system, body";
+
+/** What events_log_append notifies: the newest id before the batch, its last, and its rows when they fit. */
+interface Notified {
+  after: number;
+  last: number;
+  rows?: Array<[number, number, string, string | null, string | null, string | null, string]>;
+}
 
 const entryOf = (r: Row): LogEntry => ({
   id: r.id,
@@ -91,9 +100,7 @@ export class ClusterEventLog implements EventLog {
         this.opts.ringSize,
       ]);
       for (const r of last.reverse()) this.give(entryOf(r));
-      this.unlisten = await this.db.listen(CHANNEL, (payload) => {
-        if (Number(payload) > this.cursor) this.catchUp();
-      });
+      this.unlisten = await this.db.listen(CHANNEL, (payload) => this.notified(payload));
     } catch (err) {
       this.opts.logger.warn(
         { err: (err as Error).message },
@@ -109,7 +116,27 @@ export class ClusterEventLog implements EventLog {
     this.poll.unref();
   }
 
+  /** A NOTIFY of events_log_append: `{after, last, rows?}`. */
+  private notified(payload: string): void {
+    let n: Notified;
+    try {
+      n = JSON.parse(payload) as Notified;
+    } catch {
+      this.catchUp();
+      return;
+    }
+    if (n.last <= this.cursor) return;
+    if (!n.rows || n.after > this.cursor) {
+      this.catchUp();
+      return;
+    }
+    for (const [id, at, type, conversation, run_id, system, body] of n.rows)
+      this.give(entryOf({ id, at, type, conversation, run_id, system, body }));
+  }
+
+  /** Into the hub, once, in id order (a read and a notification may both bring a row). */
   private give(entry: LogEntry): void {
+    if (entry.id! <= this.cursor) return;
     this.cursor = entry.id!;
     this.hub?.ingest(entry);
   }
