@@ -8,7 +8,7 @@
  *   `append` (synchronously, from the bus; the bus's other listeners — metrics, usage — are not
  *   touched and keep seeing their events at once). One append at a time, of everything waiting
  *   (`events_log_append`, src/core/db/pg-migrations.ts, migration 2: under a table lock, so ids
- *   commit in order, then `NOTIFY clawbridge_events` with the last id). When the database does not
+ *   commit in order, then `NOTIFY clawbridge_events`). When the database does not
  *   answer, the events are streamed on this instance without an id (not replayable) and the
  *   failure is logged once, until an append passes again; turns never wait for it.
  * - Reading: every instance, this one too, LISTENs. A notification carries the batch's rows and
