@@ -19,10 +19,10 @@ import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js
 import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/registry.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
-import { closeBacking, openBacking } from "../../core/db/backing.js";
 import { InstanceHeartbeat } from "../../core/db/instances.js";
 import { VERSION } from "../../core/version.js";
 import { openLimitBook } from "../../core/store/limits.js";
+import { closeBacking, defaultInstanceId, openBacking } from "../../core/db/backing.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -176,7 +176,24 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const debugLog = new DebugLog(config.logging.debugLog);
   const bus = new EventBus((err) => logger.warn({ err }, "event listener failed"));
   // The hub listens from the start, so a watcher that connects later can replay what it missed.
-  const events = new EventHub(bus, { ...config.events, heartbeatMs: config.events.heartbeatSeconds * 1000 });
+  // With PostgreSQL it streams every instance's events, numbered in the shared event log.
+  const eventLog =
+    backing.kind === "postgres"
+      ? await import("../../ops/cluster-events/event-log.js").then(
+          (m) =>
+            new m.ClusterEventLog(backing.db, {
+              ringSize: config.events.ringSize,
+              logger: childLogger(logger, { room: "events" }),
+            }),
+        )
+      : undefined;
+  const events = new EventHub(bus, {
+    ...config.events,
+    heartbeatMs: config.events.heartbeatSeconds * 1000,
+    instance: backing.kind === "postgres" ? backing.db.instanceId : defaultInstanceId(),
+    log: eventLog,
+  });
+  await eventLog?.start(events);
   // Prometheus metrics listen from the start (runs found interrupted at start-up count); the queue
   // is read at scrape time. prom-client is loaded only when they are on.
   const metrics = config.metrics.enabled
@@ -386,6 +403,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await systems?.close();
     await store?.close();
     await heartbeat?.stop();
+    await eventLog?.close();
     await closeBacking(backing);
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
@@ -450,6 +468,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await limits.close();
         catalog.close();
         await heartbeat?.stop();
+        await eventLog?.close();
         await closeBacking(backing);
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));
