@@ -19,7 +19,7 @@ import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js
 import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/registry.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
-import { closeBacking, openBacking } from "../../core/db/backing.js";
+import { closeBacking, openBacking, type StoreBacking } from "../../core/db/backing.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -94,15 +94,20 @@ async function describePortOwner(host: string, port: number): Promise<string> {
 }
 
 /**
- * The session store, opened when a model runs in resume mode. A seed-era `sessions.json` found in
- * the data directory is imported once and renamed so it is not imported again.
+ * The session store, opened when a model runs in resume mode: `<dataDir>/sessions.db`, or the
+ * tables of the backing's PostgreSQL (shared by every instance). A seed-era `sessions.json` found in
+ * the data directory is imported once (into either) and renamed so it is not imported again.
  */
-async function openStoreIfNeeded(config: Config, logger: Logger): Promise<SessionStore | undefined> {
+async function openStoreIfNeeded(
+  config: Config,
+  backing: StoreBacking,
+  logger: Logger,
+): Promise<SessionStore | undefined> {
   const resumeModels = config.models.filter((m) => m.sessionMode === "resume");
   if (!resumeModels.length) return undefined;
   // Loaded only when a model runs in resume mode.
-  const { defaultSessionStorePath, importSessionsJson, openSessionStore } = await import("../../core/store/index.js");
-  const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
+  const { importSessionsJson, openSessionStore, sessionStoreOn } = await import("../../core/store/index.js");
+  const store = await openSessionStore(sessionStoreOn(backing));
   const legacy = path.join(config.dataDir, "sessions.json");
   if (existsSync(legacy)) {
     try {
@@ -256,7 +261,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     queueTimeoutMs: config.server.queueTimeoutSeconds * 1000,
     maxQueuedPerConversation: config.server.maxQueuedPerConversation,
   });
-  const store = await openStoreIfNeeded(config, logger);
+  const store = await openStoreIfNeeded(config, backing, logger);
   const preexec = new PreExecutor(logger, debugLog);
   const enricher =
     opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
