@@ -69,6 +69,37 @@ export interface HeldLock {
 /** 64-bit advisory lock key of a text (namespace + name), as PostgreSQL computes it. */
 const LOCK_KEY_SQL = "('x' || substr(md5(?), 1, 16))::bit(64)::bigint";
 
+/**
+ * A client out of the pool: its errors (the server restarted, the network went, the connection was
+ * dropped on purpose) must not end the process, and the pool listens only to idle clients. Returns
+ * the function that gives it back (`drop`: destroyed instead of reused).
+ */
+function guard(client: pg.PoolClient): (drop: boolean) => void {
+  const ignore = (): void => {};
+  client.on("error", ignore);
+  return (drop) => {
+    client.removeListener("error", ignore);
+    client.release(drop);
+  };
+}
+
+/** The lock `text` held on `client` until `release()`; a connection that broke meanwhile took the lock with it and is dropped. */
+function holding(client: pg.PoolClient, text: string, giveBack: (drop: boolean) => void): HeldLock {
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      try {
+        await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [text]);
+        giveBack(false);
+      } catch {
+        giveBack(true);
+      }
+    },
+  };
+}
+
 export class PostgresDb implements Sql {
   readonly dialect = "postgres" as const;
   readonly instanceId: string;
@@ -141,70 +172,48 @@ export class PostgresDb implements Sql {
    * connection is dropped (its backend ends, and with it the wait) and the promise rejects.
    */
   async lock(namespace: string, name: string, signal?: AbortSignal): Promise<HeldLock> {
+    if (signal?.aborted) throw signal.reason ?? new Error("aborted");
     const client = await this.pool.connect();
+    const giveBack = guard(client);
+    const text = `${namespace}:${name}`;
     let broken = false;
     const onAbort = (): void => {
       broken = true;
-      // Ending the connection cancels the waiting pg_advisory_lock on the server side.
+      // The server is told to stop the wait (it would notice a closed connection only once the lock
+      // is granted), and the connection is dropped: whatever the race, nothing stays held or queued.
+      const pid = (client as unknown as { processID?: number }).processID;
+      if (pid) void this.q.run("SELECT pg_cancel_backend(?)", [pid]).catch(() => {});
       (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
     };
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      if (signal?.aborted) throw signal.reason ?? new Error("aborted");
-      await client.query(numberPlaceholders(`SELECT pg_advisory_lock(${LOCK_KEY_SQL})`), [`${namespace}:${name}`]);
+      await client.query(numberPlaceholders(`SELECT pg_advisory_lock(${LOCK_KEY_SQL})`), [text]);
+      if (broken) throw signal?.reason ?? new Error("aborted");
     } catch (err) {
-      signal?.removeEventListener("abort", onAbort);
-      client.release(true);
+      giveBack(true);
       throw broken ? (signal?.reason ?? err) : err;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
     }
-    signal?.removeEventListener("abort", onAbort);
-    let released = false;
-    return {
-      release: async () => {
-        if (released) return;
-        released = true;
-        try {
-          await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [
-            `${namespace}:${name}`,
-          ]);
-          client.release();
-        } catch {
-          client.release(true);
-        }
-      },
-    };
+    return holding(client, text, giveBack);
   }
 
   /** Takes the advisory lock on `namespace:name` if free; undefined when another session holds it. */
   async tryLock(namespace: string, name: string): Promise<HeldLock | undefined> {
     const client = await this.pool.connect();
+    const giveBack = guard(client);
+    const text = `${namespace}:${name}`;
     try {
-      const r = await client.query(numberPlaceholders(`SELECT pg_try_advisory_lock(${LOCK_KEY_SQL}) AS ok`), [
-        `${namespace}:${name}`,
-      ]);
+      const r = await client.query(numberPlaceholders(`SELECT pg_try_advisory_lock(${LOCK_KEY_SQL}) AS ok`), [text]);
       if (!r.rows[0]?.ok) {
-        client.release();
+        giveBack(false);
         return undefined;
       }
     } catch (err) {
-      client.release(true);
+      giveBack(true);
       throw err;
     }
-    let released = false;
-    return {
-      release: async () => {
-        if (released) return;
-        released = true;
-        try {
-          await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [
-            `${namespace}:${name}`,
-          ]);
-          client.release();
-        } catch {
-          client.release(true);
-        }
-      },
-    };
+    return holding(client, text, giveBack);
   }
 
   /** `NOTIFY channel, payload` (payload under 8000 bytes). */

@@ -12,6 +12,7 @@ import { DebugLog } from "../../core/log/debug-log.js";
 import { createLogger } from "../../core/log/logger.js";
 import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
+import { PgConversationLocks } from "../queue/conversation-locks.js";
 import { ModelCatalog } from "../../backends/catalog/catalog.js";
 import { BackendProbes, probeBackends } from "../../backends/health/probes.js";
 import { ModelRouter } from "../models/routes.js";
@@ -262,6 +263,15 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     maxQueuedPerConversation: config.server.maxQueuedPerConversation,
   });
   const store = await openStoreIfNeeded(config, backing, logger);
+  // Several instances on one PostgreSQL: a turn also holds its conversation's lock there, on a pooled
+  // connection of its own while it runs (src/request/queue/conversation-locks.ts).
+  const locks =
+    backing.kind === "postgres" ? new PgConversationLocks(backing.db, () => scheduler.retryAfter()) : undefined;
+  if (config.store.kind === "postgres" && config.store.poolSize <= config.server.maxConcurrent)
+    logger.warn(
+      { poolSize: config.store.poolSize, maxConcurrent: config.server.maxConcurrent },
+      "store.poolSize should be larger than server.maxConcurrent: every running turn holds one connection for its conversation's lock, and the stores need the rest",
+    );
   const preexec = new PreExecutor(logger, debugLog);
   const enricher =
     opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
@@ -276,6 +286,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     bus,
     ...(clientTools ? { clientTools } : {}),
     catalog,
+    ...(locks ? { locks } : {}),
   });
   // Usage per backend per day (src/ops/usage): <dataDir>/usage.db, fed by the bus before any turn,
   // read by GET /v1/admin/usage. A ledger that cannot be opened is logged; the bridge runs without it.
