@@ -207,7 +207,7 @@ export class ChatPipeline {
   /**
    * The turn's place: its local slot (the queue's order and limits), then, when several instances
    * share a PostgreSQL, its conversation's lock there for the whole turn, waited for within what is
-   * left of the queue timeout. The lease releases both.
+   * left of the queue timeout (at least a second). The lease releases both.
    */
   private async slot(key: string, cancel: Cancellation): Promise<Lease> {
     const { scheduler, locks, config } = this.deps;
@@ -216,7 +216,9 @@ export class ChatPipeline {
     if (!locks) return lease;
     let held: HeldLock;
     try {
-      held = await locks.acquire(key, cancel, config.server.queueTimeoutSeconds * 1000 - lease.waitedMs);
+      const timeoutMs = config.server.queueTimeoutSeconds * 1000;
+      // What is left of the queue timeout; at least a moment, so a turn let in at its last moment is not refused a free lock.
+      held = await locks.acquire(key, cancel, Math.max(timeoutMs - lease.waitedMs, Math.min(timeoutMs, 1000)));
     } catch (err) {
       lease.release();
       if (err instanceof QueueRejected || err instanceof WaitAborted) throw err;
