@@ -169,6 +169,7 @@ export class PostgresDb implements Sql {
    * connection is dropped (its backend ends, and with it the wait) and the promise rejects.
    */
   async lock(namespace: string, name: string, signal?: AbortSignal): Promise<HeldLock> {
+    if (signal?.aborted) throw signal.reason ?? new Error("aborted");
     const client = await this.pool.connect();
     // A connection ended under a held or awaited lock reports here, not as an uncaught error.
     const quiet = (): void => {};

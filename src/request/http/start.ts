@@ -12,6 +12,7 @@ import { DebugLog } from "../../core/log/debug-log.js";
 import { createLogger } from "../../core/log/logger.js";
 import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
+import { PgConversationLocks } from "../queue/conversation-locks.js";
 import { ModelCatalog } from "../../backends/catalog/catalog.js";
 import { BackendProbes, probeBackends } from "../../backends/health/probes.js";
 import { ModelRouter } from "../models/routes.js";
@@ -22,7 +23,7 @@ import { PreExecutor } from "../pipeline/enrich.js";
 import { InstanceHeartbeat } from "../../core/db/instances.js";
 import { VERSION } from "../../core/version.js";
 import { openLimitBook } from "../../core/store/limits.js";
-import { closeBacking, defaultInstanceId, openBacking } from "../../core/db/backing.js";
+import { closeBacking, defaultInstanceId, openBacking, type StoreBacking } from "../../core/db/backing.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -97,15 +98,20 @@ async function describePortOwner(host: string, port: number): Promise<string> {
 }
 
 /**
- * The session store, opened when a model runs in resume mode. A seed-era `sessions.json` found in
- * the data directory is imported once and renamed so it is not imported again.
+ * The session store, opened when a model runs in resume mode: `<dataDir>/sessions.db`, or the
+ * tables of the backing's PostgreSQL (shared by every instance). A seed-era `sessions.json` found in
+ * the data directory is imported once (into either) and renamed so it is not imported again.
  */
-async function openStoreIfNeeded(config: Config, logger: Logger): Promise<SessionStore | undefined> {
+async function openStoreIfNeeded(
+  config: Config,
+  backing: StoreBacking,
+  logger: Logger,
+): Promise<SessionStore | undefined> {
   const resumeModels = config.models.filter((m) => m.sessionMode === "resume");
   if (!resumeModels.length) return undefined;
   // Loaded only when a model runs in resume mode.
-  const { defaultSessionStorePath, importSessionsJson, openSessionStore } = await import("../../core/store/index.js");
-  const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
+  const { importSessionsJson, openSessionStore, sessionStoreOn } = await import("../../core/store/index.js");
+  const store = await openSessionStore(sessionStoreOn(backing));
   const legacy = path.join(config.dataDir, "sessions.json");
   if (existsSync(legacy)) {
     try {
@@ -299,7 +305,16 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     queueTimeoutMs: config.server.queueTimeoutSeconds * 1000,
     maxQueuedPerConversation: config.server.maxQueuedPerConversation,
   });
-  const store = await openStoreIfNeeded(config, logger);
+  const store = await openStoreIfNeeded(config, backing, logger);
+  // Several instances on one PostgreSQL: a turn also holds its conversation's lock there, on a pooled
+  // connection of its own while it runs (src/request/queue/conversation-locks.ts).
+  const locks =
+    backing.kind === "postgres" ? new PgConversationLocks(backing.db, () => scheduler.retryAfter()) : undefined;
+  if (config.store.kind === "postgres" && config.store.poolSize <= config.server.maxConcurrent)
+    logger.warn(
+      { poolSize: config.store.poolSize, maxConcurrent: config.server.maxConcurrent },
+      "store.poolSize should be larger than server.maxConcurrent: every running turn holds one connection for its conversation's lock, and the stores need the rest",
+    );
   const preexec = new PreExecutor(logger, debugLog);
   const enricher =
     opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
@@ -315,6 +330,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     ...(clientTools ? { clientTools } : {}),
     catalog,
     limits,
+    ...(locks ? { locks } : {}),
   });
   // Usage per backend per day (src/ops/usage): <dataDir>/usage.db (or the shared PostgreSQL: the
   // whole cluster's), fed by the bus before any turn, read by GET /v1/admin/usage. A ledger that
