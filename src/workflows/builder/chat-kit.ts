@@ -90,7 +90,12 @@ export class BuilderChat {
       return res.changed
         ? `Deployed again as version ${res.version}: that is what runs now.`
         : `The deployed system is unchanged (version ${res.version}).`;
-    const { deployedVersion } = await deployState(this.d.canvases, this.d.dataDir, this.d.canvases.get(system)!);
+    const { deployedVersion } = await deployState(
+      this.d.canvases,
+      this.d.dataDir,
+      this.d.canvases.get(system)!,
+      this.d.host,
+    );
     return `The canvas has changes that are not deployed (deployed: ${deployedVersion === null ? "an earlier canvas" : `version ${deployedVersion}`}), because: ${res.problems.join("; ")}. Fix that and say **deploy** to make them live.`;
   }
 
@@ -153,7 +158,7 @@ export class BuilderChat {
 
   /** A canvas's status, with the version a deployed one runs as and whether it has changes not deployed. */
   async statusText(c: Canvas): Promise<string> {
-    const d = await deployState(this.d.canvases, this.d.dataDir, c);
+    const d = await deployState(this.d.canvases, this.d.dataDir, c, this.d.host);
     if (d.deployedVersion === null) return c.status;
     return `deployed: version ${d.deployedVersion}${d.changedSinceDeploy ? "; the canvas has changes that are not deployed" : ""}`;
   }

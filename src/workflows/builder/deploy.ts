@@ -14,7 +14,7 @@ import { stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { LibraryProblem, SystemsLibrary } from "../systems/library.js";
 import { systemsDir } from "../systems/paths.js";
-import { sqliteSqlOf } from "../../core/db/sql.js";
+import { type Sql, sqliteSqlOf } from "../../core/db/sql.js";
 import { canonicalJson, type VersionMade, type VersionStore, versionsOf } from "../systems/versions.js";
 import type { Canvas } from "../../wire/canvas.js";
 import type { CanvasStore } from "./canvas-store.js";
@@ -27,11 +27,13 @@ export interface SystemsHost {
   check(candidates: Array<{ where: string; value: unknown }>): Promise<LibraryProblem[]>;
   /** Load the library again; `made`: who made the version of the system deployed or rolled back. */
   reload(made?: VersionMade): Promise<LibraryProblem[]>;
+  /** The systems' store (the runtime's one `Sql`), which holds their versions; default the canvases' database. */
+  sql?: Sql;
 }
 
-/** The systems' versions, kept beside the canvases (the same database). */
-export function versionsBeside(store: CanvasStore, dataDir: string): VersionStore {
-  return versionsOf(sqliteSqlOf(store.db), dataDir);
+/** The systems' versions: in the host's store, else beside the canvases (the same database). */
+export function versionsFor(store: CanvasStore, dataDir: string, host?: Pick<SystemsHost, "sql">): VersionStore {
+  return versionsOf(host?.sql ?? sqliteSqlOf(store.db), dataDir);
 }
 
 export const BUILDER_MARK = "# Written by the clawbridge builder from canvas";
@@ -92,7 +94,7 @@ export async function deployCanvas(args: {
     file,
     `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`,
   );
-  const versions = versionsBeside(store, dataDir);
+  const versions = versionsFor(store, dataDir, host);
   const before = (await versions.latest(system))?.number;
   const problems = await host.reload({
     system,
@@ -131,8 +133,13 @@ export interface DeployState {
  * The system version a deployed canvas runs as, and whether the canvas changed since that version
  * was deployed (an edit or undo that was not deployed). A draft: null and false.
  */
-export async function deployState(store: CanvasStore, dataDir: string, c: Canvas): Promise<DeployState> {
-  const v = c.status === "deployed" ? await versionsBeside(store, dataDir).latest(c.system) : undefined;
+export async function deployState(
+  store: CanvasStore,
+  dataDir: string,
+  c: Canvas,
+  host?: Pick<SystemsHost, "sql">,
+): Promise<DeployState> {
+  const v = c.status === "deployed" ? await versionsFor(store, dataDir, host).latest(c.system) : undefined;
   if (!v) return { deployedVersion: null, changedSinceDeploy: false };
   return {
     deployedVersion: v.number,

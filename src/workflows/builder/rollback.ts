@@ -15,7 +15,7 @@ import type { Canvas } from "../../wire/canvas.js";
 import { systemsDir } from "../systems/paths.js";
 import { canonicalJson, type SystemVersion } from "../systems/versions.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { BUILDER_MARK, type SystemsHost, versionsBeside } from "./deploy.js";
+import { BUILDER_MARK, type SystemsHost, versionsFor } from "./deploy.js";
 
 export type RollbackResult =
   | { ok: true; version: SystemVersion; to: number }
@@ -28,7 +28,7 @@ export async function rollbackCheck(
   args: Args,
 ): Promise<{ ok: true; target: SystemVersion } | Extract<RollbackResult, { ok: false }>> {
   const { host, system, version } = args;
-  const versions = versionsBeside(args.store, args.dataDir);
+  const versions = versionsFor(args.store, args.dataDir, host);
   const current = host.library.get(system);
   if (!current) return { ok: false, code: "not_found", message: `There is no system "${system}".` };
   const latest = await versions.latest(system);
@@ -95,6 +95,6 @@ export async function rollbackSystem(args: Args): Promise<RollbackResult> {
       message: `${system} was not rolled back to version ${version}: ${problems.map((p) => `${p.where}: ${p.key}: ${p.message}`).join("; ")}`,
     };
   }
-  const made = (await versionsBeside(store, args.dataDir).latest(system))!;
+  const made = (await versionsFor(store, args.dataDir, host).latest(system))!;
   return { ok: true, version: made, to: version };
 }

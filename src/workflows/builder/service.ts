@@ -83,7 +83,7 @@ export function openBuilderRoom(args: {
         },
       };
     },
-    deployState: (c) => deployState(canvases, dataDir, c),
+    deployState: (c) => deployState(canvases, dataDir, c, args.host),
     async exportBundle(system) {
       const canvas = canvases.get(system);
       const file = path.join(systemsDir(dataDir), `${system}.yaml`);
