@@ -7,7 +7,7 @@
  *   exactly the runs fired, and the claim is in the shared `trigger_state`;
  * - a signed hook request accepted by one bridge, sent again to the other, is refused as a replay
  *   (the shared `hook_seen`).
- * A real PostgreSQL (test/helpers/postgres.ts); the system is a local command, no model.
+ * A real PostgreSQL (testkit/postgres.ts); the system is a local command, no model.
  */
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
@@ -18,7 +18,7 @@ import pg from "pg";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import type { RunRow } from "../../src/wire/runs.js";
 import { cleanup, eventually, startTestBridge, tempDir, type TestBridge } from "../helpers/bridge.js";
-import { startPostgres, type TestPostgres } from "../helpers/postgres.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const NODE = process.execPath;
 const SECRET = "one-secret-both-instances-4b1d";

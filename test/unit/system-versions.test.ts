@@ -4,7 +4,7 @@
  * (plan steps by id, files); a canvas's state against its deployed version; the words read without
  * a model (`versionRequest`, `/run id@n`); and a run paused on version 1 and resumed after version
  * 2 was loaded still runs version 1's plan; the runs.version migration of an older database.
- * The store's cases run against SQLite and a real PostgreSQL (test/helpers/postgres.ts), where two
+ * The store's cases run against SQLite and a real PostgreSQL (testkit/postgres.ts), where two
  * instances recording the same content at once record it once.
  */
 import assert from "node:assert/strict";
@@ -26,7 +26,7 @@ import { sandboxDir } from "../../src/workflows/systems/paths.js";
 import { RunError, RunManager } from "../../src/workflows/systems/runner.js";
 import type { ModelCaller } from "../../src/workflows/systems/step-executor.js";
 import { diffText, diffVersions, VersionStore } from "../../src/workflows/systems/versions.js";
-import { startPostgres, type TestPostgres } from "../helpers/postgres.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "cb-versions-unit-"));
 let pg: TestPostgres;

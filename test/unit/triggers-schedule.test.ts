@@ -4,7 +4,7 @@
  * twice in two minutes with its inputs (origin `schedule`, trigger `schedule:0`); a schedule that
  * was due while the bridge was down runs ONCE at start, or not at all with `catchUp: false`; a new
  * or changed schedule catches nothing up, nor one removed and added again; `rows` shows the next
- * and last run. The schedule cases run against SQLite and a real PostgreSQL (test/helpers/postgres.ts);
+ * and last run. The schedule cases run against SQLite and a real PostgreSQL (testkit/postgres.ts);
  * two instances on one store (two pools on one PostgreSQL, two connections to one SQLite file)
  * fire a due time, or catch a missed one up, once; a hook's signature is seen once by either.
  */
@@ -24,7 +24,7 @@ import type { StartRequest } from "../../src/workflows/systems/runner.js";
 import type { Clock } from "../../src/workflows/triggers/clock.js";
 import { Schedules } from "../../src/workflows/triggers/schedule.js";
 import { TriggerState } from "../../src/workflows/triggers/state.js";
-import { startPostgres, type TestPostgres } from "../helpers/postgres.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "cb-schedule-unit-"));
 let pg: TestPostgres;
