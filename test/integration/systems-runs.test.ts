@@ -275,7 +275,7 @@ const T = { timeout: 60_000 };
 describe("a run's record and events", T, () => {
   test("written pending before it starts; completed with output, attempts and timings; events in order", async () => {
     const h = await harness([cmd("hello", [NODE, "-e", "console.log('hi'); console.log('there')"])]);
-    const rec = h.manager.start({
+    const rec = await h.manager.start({
       system: "hello",
       inputs: { x: 1 },
       conversation: "conv-1",
@@ -333,12 +333,12 @@ describe("a run's record and events", T, () => {
 
   test("unknown systems and runs are refused", async () => {
     const h = await harness([cmd("hello", [NODE, "-e", ""])]);
-    runError(() => h.manager.start({ system: "nope", inputs: {}, origin: "cli" }), "unknown_system");
+    await rejectsWith(h.manager.start({ system: "nope", inputs: {}, origin: "cli" }), "unknown_system");
     runError(() => h.manager.resume("run-nope"), "not_found");
     await rejectsWith(h.manager.cancel("run-nope"), "not_found");
     await rejectsWith(h.manager.pause("run-nope"), "not_found");
     await rejectsWith(h.manager.wait("run-nope"), "not_found");
-    const rec = h.manager.start({ system: "hello", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "hello", inputs: {}, origin: "cli" });
     await h.manager.wait(rec.id);
     // Ended: it can be neither paused, resumed nor cancelled.
     await rejectsWith(h.manager.pause(rec.id), "conflict");
@@ -371,7 +371,7 @@ describe("a run's record and events", T, () => {
         },
       },
     ]);
-    const rec = h.manager.start({ system: "ask", inputs: { who: "Ada" }, origin: "http" });
+    const rec = await h.manager.start({ system: "ask", inputs: { who: "Ada" }, origin: "http" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.deepEqual(JSON.parse(stepOf(end, "facts").output as string), { name: "Ada", run: rec.id });
@@ -397,7 +397,7 @@ describe("plans", T, () => {
         { maxParallel: 3 },
       ),
     ]);
-    const end = await h.manager.wait(h.manager.start({ system: "together", inputs: {}, origin: "cli" }).id);
+    const end = await h.manager.wait((await h.manager.start({ system: "together", inputs: {}, origin: "cli" })).id);
     assert.equal(end.status, "completed", JSON.stringify(end));
     for (const id of ["a", "b", "c"]) assert.equal(stepOf(end, id).output, "met");
     assert.equal(end.output, "done");
@@ -417,7 +417,7 @@ describe("plans", T, () => {
         { maxParallel: 2 },
       ),
     ]);
-    const rec = h.manager.start({ system: "capped", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "capped", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     for (const id of ids)
@@ -452,7 +452,7 @@ describe("plans", T, () => {
         ),
       ]),
     ]);
-    const rec = h.manager.start({ system: "diamond", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "diamond", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "40|x!|4");
@@ -476,7 +476,7 @@ describe("plans", T, () => {
   test("a flaky step (retryable exit code) succeeds on retry; the attempts are recorded", async () => {
     const counter = fresh("flaky");
     const h = await harness([plan("flaky", [step("s", FLAKY(counter, 2, 75), [], { retryExitCodes: [75] })])]);
-    const rec = h.manager.start({ system: "flaky", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "flaky", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "ok after 3");
@@ -505,7 +505,7 @@ describe("plans", T, () => {
       cmd("slow", [NODE, "-e", slowOnce, counter], { timeoutSeconds: 1.5 }),
       cmd("broken", FLAKY(always, 99, 75), { retryExitCodes: [75] }),
     ]);
-    const slow = await h.manager.wait(h.manager.start({ system: "slow", inputs: {}, origin: "cli" }).id);
+    const slow = await h.manager.wait((await h.manager.start({ system: "slow", inputs: {}, origin: "cli" })).id);
     assert.equal(slow.status, "completed");
     assert.equal(slow.output, "second try");
     // 2 attempts; more only on a machine so loaded that starting node takes longer than the limit.
@@ -514,7 +514,7 @@ describe("plans", T, () => {
     const retry = eventsOf(h, slow.id).find((e) => e.type === "step.retry");
     assert.ok(retry?.type === "step.retry" && /did not finish within 1.5s/.test(retry.error), JSON.stringify(retry));
 
-    const broken = await h.manager.wait(h.manager.start({ system: "broken", inputs: {}, origin: "cli" }).id);
+    const broken = await h.manager.wait((await h.manager.start({ system: "broken", inputs: {}, origin: "cli" })).id);
     assert.equal(broken.status, "failed");
     assert.equal(count(always), 4, "the first attempt and 3 retries");
     assert.equal(stepOf(broken, "run").attempts, 4);
@@ -530,7 +530,7 @@ describe("plans", T, () => {
         step("bad", FLAKY(counter, 99, 3), ["ok"], { retryExitCodes: [75] }),
       ]),
     ]);
-    const rec = h.manager.start({ system: "fatal", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "fatal", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "failed");
     assert.equal(end.failedStep, "bad");
@@ -566,7 +566,7 @@ describe("plans", T, () => {
     h.bus.on((e) => {
       if (e.type === "step.failed" && e.step === "bad") writeFileSync(go, "");
     });
-    const rec = h.manager.start({ system: "branches", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "branches", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "failed");
     assert.equal(end.failedStep, "bad");
@@ -620,13 +620,13 @@ describe("plans", T, () => {
       ]),
       { id: "missing", run: { kind: "webhook", url: `${base}/missing`, timeoutSeconds: 5 } },
     ]);
-    const end = await h.manager.wait(h.manager.start({ system: "hooked", inputs: {}, origin: "cli" }).id);
+    const end = await h.manager.wait((await h.manager.start({ system: "hooked", inputs: {}, origin: "cli" })).id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "Report #2");
     assert.deepEqual(stepOf(end, "fetch").output, { title: "Report", n: 2 });
     assert.equal(stepOf(end, "fetch").attempts, 2);
 
-    const missing = await h.manager.wait(h.manager.start({ system: "missing", inputs: {}, origin: "cli" }).id);
+    const missing = await h.manager.wait((await h.manager.start({ system: "missing", inputs: {}, origin: "cli" })).id);
     assert.equal(missing.status, "failed");
     assert.match(missing.error!, /webhook answered 404/);
     assert.equal(stepOf(missing, "run").attempts, 1);
@@ -665,7 +665,7 @@ describe("plans", T, () => {
         },
       },
     ]);
-    const rec = h.manager.start({ system: "shout", inputs: { who: "Ada" }, origin: "cli" });
+    const rec = await h.manager.start({ system: "shout", inputs: { who: "Ada" }, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed", JSON.stringify(end));
     assert.deepEqual(
@@ -707,7 +707,7 @@ describe("plans", T, () => {
   test("a failing nested system fails the step that uses it, once (no retry of the whole)", async () => {
     const counter = fresh("nested-fail");
     const h = await harness([cmd("inner", FLAKY(counter, 99, 3)), plan("outer", [{ id: "x", uses: "inner" }])]);
-    const end = await h.manager.wait(h.manager.start({ system: "outer", inputs: {}, origin: "cli" }).id);
+    const end = await h.manager.wait((await h.manager.start({ system: "outer", inputs: {}, origin: "cli" })).id);
     assert.equal(end.status, "failed");
     assert.equal(end.failedStep, "x");
     assert.match(end.error!, /system inner failed at step run: exited with code 3/);
@@ -719,7 +719,7 @@ describe("stopping runs", T, () => {
   test("cancel while a long command runs: the whole process group is gone, the run cancelled", async () => {
     const pidFile = fresh("pids");
     const h = await harness([cmd("long", LONG(pidFile, fresh("never"), fresh("count")))]);
-    const rec = h.manager.start({ system: "long", inputs: {}, origin: "chat", conversation: "c" });
+    const rec = await h.manager.start({ system: "long", inputs: {}, origin: "chat", conversation: "c" });
     await nextEvent(h.bus, outputSaid(rec.id, "started"));
     const pids = pidsOf(pidFile);
     assert.ok(groupAlive(pids.pgid));
@@ -743,7 +743,7 @@ describe("stopping runs", T, () => {
     const h = await harness([
       plan("two", [step("a", COUNT(first, "A done")), step("b", LONG(pidFile, go, second), ["a"])]),
     ]);
-    const rec = h.manager.start({ system: "two", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "two", inputs: {}, origin: "cli" });
     await nextEvent(h.bus, outputSaid(rec.id, "started", "b"));
     const pids = pidsOf(pidFile);
 
@@ -782,7 +782,7 @@ describe("stopping runs", T, () => {
     const h = await harness([
       plan("two", [step("a", COUNT(first)), step("b", LONG(pidFile, fresh("never"), fresh("second")), ["a"])]),
     ]);
-    const rec = h.manager.start({ system: "two", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "two", inputs: {}, origin: "cli" });
     await nextEvent(h.bus, outputSaid(rec.id, "started", "b"));
     const pids = pidsOf(pidFile);
     assert.equal((await h.manager.pause(rec.id)).status, "paused");
@@ -819,7 +819,7 @@ describe("stopping runs", T, () => {
         ),
       ]),
     ]);
-    const rec = h.manager.start({ system: "fixable", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "fixable", inputs: {}, origin: "cli" });
     const failed = await h.manager.wait(rec.id);
     assert.equal(failed.status, "failed");
     assert.equal(failed.failedStep, "b");
@@ -836,7 +836,7 @@ describe("stopping runs", T, () => {
   test("close() ends running runs as interrupted (group gone) and refuses new ones", async () => {
     const pidFile = fresh("pids");
     const h = await harness([cmd("long", LONG(pidFile, fresh("never"), fresh("count")))]);
-    const rec = h.manager.start({ system: "long", inputs: {}, origin: "chat", conversation: "c" });
+    const rec = await h.manager.start({ system: "long", inputs: {}, origin: "chat", conversation: "c" });
     await nextEvent(h.bus, outputSaid(rec.id, "started"));
     const pids = pidsOf(pidFile);
     await h.manager.close();
@@ -846,7 +846,7 @@ describe("stopping runs", T, () => {
     assert.equal(stepOf(end, "run").status, "pending");
     await assertGone(pids);
     assert.equal(eventsOf(h, rec.id).at(-1)!.type, "run.interrupted");
-    runError(() => h.manager.start({ system: "long", inputs: {}, origin: "cli" }), "conflict");
+    await rejectsWith(h.manager.start({ system: "long", inputs: {}, origin: "cli" }), "conflict");
     runError(() => h.manager.resume(rec.id), "conflict");
   });
 });
@@ -914,7 +914,7 @@ const manager = new RunManager({ store: new RunStore(openSystemsDb(dbFile!)), li
 bus.on((e) => {
   if (e.type === "run.output" && e.step === "b" && e.text.includes("started")) process.stdout.write("RUN " + e.runId + "\\n");
 });
-manager.start({ system: "crashy", inputs: {}, origin: "cli" });
+await manager.start({ system: "crashy", inputs: {}, origin: "cli" });
 setTimeout(() => process.exit(9), 30_000); // bounded, should the test not kill it
 `,
     );

@@ -97,7 +97,7 @@ const step = (r: RunRecord, id: string) => r.steps.find((s) => s.id === id)!;
 describe("approval steps", () => {
   test("a run waits at the approval, is approved once, and finishes", async () => {
     const { runs, events } = await manager(system());
-    const started = runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
+    const started = await runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
     const waiting = await runs.wait(started.id);
     assert.equal(waiting.status, "waiting");
     assert.equal(step(waiting, "draft").status, "completed");
@@ -129,7 +129,7 @@ describe("approval steps", () => {
 
   test("rejected: the run ends rejected with the note, and a second decision is a conflict", async () => {
     const { runs, events } = await manager(system());
-    const { id } = runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
+    const { id } = await runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
     await runs.wait(id);
     // Two decisions at once (a person and the timeout, two tabs): the first is taken, the second refused.
     const [first, second] = await Promise.allSettled([
@@ -151,7 +151,7 @@ describe("approval steps", () => {
 
   test("a run that is not waiting refuses a decision", async () => {
     const { runs } = await manager({ id: "plain", run: { kind: "model", model: "m", prompt: "hi" } });
-    const { id } = runs.start({ system: "plain", inputs: {}, origin: "http" });
+    const { id } = await runs.start({ system: "plain", inputs: {}, origin: "http" });
     assert.equal((await runs.wait(id)).status, "completed");
     await assert.rejects(runs.decide(id, { approve: true, by: "http" }), /is completed, not waiting/);
     await assert.rejects(runs.decide("run_nope", { approve: true, by: "http" }), /no run/);
@@ -160,7 +160,7 @@ describe("approval steps", () => {
   for (const onTimeout of ["approve", "reject"] as const)
     test(`a timeout applies its policy (${onTimeout})`, async () => {
       const { runs } = await manager(system({ timeoutSeconds: 0.2, onTimeout }));
-      const { id } = runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
+      const { id } = await runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
       const waiting = await runs.wait(id);
       assert.equal(waiting.status, "waiting");
       assert.ok(waiting.approval?.deadline && waiting.approval.deadline > waiting.approval.createdAt);
@@ -177,7 +177,7 @@ describe("approval steps", () => {
 
   test("a waiting run stays waiting after a restart; a deadline that passed meanwhile applies at start", async () => {
     const first = await manager(system({ timeoutSeconds: 0.3, onTimeout: "approve" }));
-    const { id } = first.runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
+    const { id } = await first.runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
     assert.equal((await first.runs.wait(id)).status, "waiting");
     await first.runs.close(); // the bridge stops before the deadline
     await new Promise((r) => setTimeout(r, 400));

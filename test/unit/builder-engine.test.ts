@@ -133,7 +133,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
       const next = await load();
       if (next.problems.length) return next.problems;
       library.replace(next.library);
-      manager.versions.sync(library, made);
+      await manager.versions.sync(library, made);
       return [];
     },
   };

@@ -95,7 +95,42 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
     `,
   },
   // 3: runs, steps, approvals, run leases
-  // 4: system versions, trigger state, hook replay guard
+  {
+    version: 4,
+    name: "system versions, schedules' state (a due time is claimed by moving since), hook replay guard",
+    sql: `
+      CREATE TABLE system_versions (
+        system     TEXT NOT NULL,
+        number     BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        source     TEXT NOT NULL,
+        made_by    TEXT NOT NULL,
+        note       TEXT NOT NULL DEFAULT '',
+        hash       TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        compiled   TEXT NOT NULL,
+        canvas     TEXT,
+        files      TEXT NOT NULL,
+        PRIMARY KEY (system, number)
+      );
+      CREATE TABLE trigger_state (
+        system      TEXT NOT NULL,
+        idx         BIGINT NOT NULL,
+        spec        TEXT NOT NULL,
+        since       BIGINT NOT NULL,
+        last_run_at BIGINT,
+        last_run_id TEXT,
+        PRIMARY KEY (system, idx)
+      );
+      CREATE TABLE hook_seen (
+        system    TEXT NOT NULL,
+        signature TEXT NOT NULL,
+        at        BIGINT NOT NULL,
+        PRIMARY KEY (system, signature)
+      );
+      CREATE INDEX hook_seen_at ON hook_seen (at);
+    `,
+  },
   // 5: canvases, conversation states
   {
     version: 6,

@@ -437,7 +437,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   if (clientTools) clientTools.endpoint = `${loopbackUrl(addr)}${CLIENT_TOOLS_PATH}`;
   logger.info({ url, config: config.source, models: config.models.map((m) => m.id) }, "clawbridge listening");
   // Schedules start once the models are reachable (a missed run caught up now may call one at once).
-  systems?.triggers.reload();
+  await systems?.triggers.reload();
 
   let closing: Promise<void> | undefined;
   return {

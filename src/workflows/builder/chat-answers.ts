@@ -26,7 +26,7 @@ export async function answerQuery(
   focus: string | undefined,
   input: DispatchInput,
 ): Promise<Dispatch> {
-  const context = stateContext(chat, focus);
+  const context = await stateContext(chat, focus);
   const model = chat.opts.answer ?? chat.opts.supervisor;
   const system =
     "You answer questions about the person's systems in clawbridge: their canvases (nodes and edges), whether each is a draft or deployed, and their recent runs. Use only the state given as JSON; say so when it does not hold the answer. Be brief.";
@@ -46,7 +46,7 @@ export async function exportSystem(
   text: string,
 ): Promise<Dispatch> {
   const id = chat.named(text) ?? focus;
-  if (!id) return chat.say(conv, `Which system? ${chat.knownText()}`, "idle");
+  if (!id) return chat.say(conv, `Which system? ${await chat.knownText()}`, "idle");
   try {
     const { file, bytes } = await chat.d.exportBundle(id);
     return chat.say(
@@ -79,7 +79,7 @@ export async function configureSystem(
         `**${id}** is defined in ${chat.d.host.library.get(id)!.source}, not on a canvas; change it there.`,
         "idle",
       );
-    return chat.say(conv, chat.noCanvasText(), "idle");
+    return chat.say(conv, await chat.noCanvasText(), "idle");
   }
   let changes = changesFromWords(text, canvas);
   if (changes.length) {
@@ -127,15 +127,17 @@ export async function configureSystem(
 }
 
 /** The state a QUERY is answered from: the canvases, the one in focus, the deployed systems, recent runs. */
-function stateContext(chat: BuilderChat, focus: string | undefined) {
-  const canvases = chat.d.canvases.list().map((c) => ({
-    system: c.system,
-    name: c.name,
-    status: chat.statusText(c),
-    version: c.version,
-    nodes: c.nodes.length,
-    edges: c.edges.length,
-  }));
+async function stateContext(chat: BuilderChat, focus: string | undefined) {
+  const canvases = await Promise.all(
+    chat.d.canvases.list().map(async (c) => ({
+      system: c.system,
+      name: c.name,
+      status: await chat.statusText(c),
+      version: c.version,
+      nodes: c.nodes.length,
+      edges: c.edges.length,
+    })),
+  );
   const current = focus ? chat.d.canvases.get(focus) : undefined;
   const runs =
     chat.d.runs
@@ -161,17 +163,19 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
           edges: current.edges.map((e) => `${e.from} -> ${e.to}`),
         }
       : null,
-    deployedSystems: chat.d.host.library.systems.map((s) => ({
-      id: s.id,
-      description: s.description,
-      enabled: s.enabled,
-      version: chat.d.manager.versions.latest(s.id)?.number,
-    })),
+    deployedSystems: await Promise.all(
+      chat.d.host.library.systems.map(async (s) => ({
+        id: s.id,
+        description: s.description,
+        enabled: s.enabled,
+        version: (await chat.d.manager.versions.latest(s.id))?.number,
+      })),
+    ),
     recentRuns: runs,
   };
 }
 
-function stateText(ctx: ReturnType<typeof stateContext>): string {
+function stateText(ctx: Awaited<ReturnType<typeof stateContext>>): string {
   const lines = ["Here is what there is:", ""];
   for (const c of ctx.canvases)
     lines.push(

@@ -52,13 +52,13 @@ export abstract class RouterOutcomes {
   }
 
   /** A system offered here as it was at `version` (its current self without one); undefined when it has no such version. */
-  protected systemAt(id: string, version: number | undefined): LoadedSystem | undefined {
+  protected async systemAt(id: string, version: number | undefined): Promise<LoadedSystem | undefined> {
     const current = this.system(id);
     if (!current || version === undefined) return current;
-    return this.rt.runs.versions.get(id, version)?.compiled;
+    return (await this.rt.runs.versions.get(id, version))?.compiled;
   }
 
-  protected start(
+  protected async start(
     conv: string,
     system: LoadedSystem,
     values: Record<string, unknown>,
@@ -66,10 +66,10 @@ export abstract class RouterOutcomes {
     preface: string,
     test = false,
     version?: number,
-  ): Dispatch {
+  ): Promise<Dispatch> {
     let rec: RunRecord;
     try {
-      rec = this.rt.runs.start({
+      rec = await this.rt.runs.start({
         system: system.id,
         inputs: values,
         conversation: conv,

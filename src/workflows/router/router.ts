@@ -113,7 +113,7 @@ export class RouterEngine extends RouterOutcomes {
     const systems = this.systems();
     if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
     const gathering = asked?.kind === "gathering" && reply.kind !== "expired" ? asked : undefined;
-    const gatheringSystem = gathering ? this.systemAt(gathering.system, gathering.version) : undefined;
+    const gatheringSystem = gathering ? await this.systemAt(gathering.system, gathering.version) : undefined;
     const d = await decide(
       { name: this.name, opts: this.opts, rt: this.rt, counted: () => this.classifierCalls++ },
       text,
@@ -193,7 +193,7 @@ export class RouterEngine extends RouterOutcomes {
   }
 
   /** Inputs checked here, never on the classifier's word: clarify, confirm or run. */
-  private proceed(
+  private async proceed(
     conv: string,
     system: LoadedSystem,
     candidate: Record<string, unknown>,
@@ -204,7 +204,7 @@ export class RouterEngine extends RouterOutcomes {
     rounds: number,
     /** The version chosen (`/run id@3`): `system` is that version's. */
     version?: number,
-  ): Dispatch {
+  ): Promise<Dispatch> {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
       if (rounds >= this.opts.gathering.maxRounds) {
@@ -267,7 +267,7 @@ export class RouterEngine extends RouterOutcomes {
    * A test run: with complete inputs it starts at once (nothing with side effects is carried out,
    * so there is nothing to confirm); otherwise what is missing, and no question is kept open.
    */
-  private testRun(
+  private async testRun(
     conv: string,
     system: LoadedSystem,
     candidate: Record<string, unknown>,
@@ -275,7 +275,7 @@ export class RouterEngine extends RouterOutcomes {
     preface: string,
     by: Pick<Decision, "source" | "confidence"> | "slash",
     version?: number,
-  ): Dispatch {
+  ): Promise<Dispatch> {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
       const ask = clarifyText(system.name, check.missing, check.invalid, check.problems);
@@ -288,12 +288,12 @@ export class RouterEngine extends RouterOutcomes {
   }
 
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
-  private confirmed(
+  private async confirmed(
     conv: string,
     pending: Extract<RouterQuestion, { kind: "confirm" }>,
     input: DispatchInput,
     preface: string,
-  ): Dispatch {
+  ): Promise<Dispatch> {
     if (!this.rt.conversations.take(conv, pending))
       return this.say(conv, preface, "That was already answered.", "idle");
     if (pending.resumeRun) {
@@ -306,7 +306,7 @@ export class RouterEngine extends RouterOutcomes {
         return this.say(conv, preface, (err as Error).message, "idle");
       }
     }
-    const system = this.systemAt(pending.system, pending.version);
+    const system = await this.systemAt(pending.system, pending.version);
     if (!system)
       return this.say(conv, preface, `**${pending.system}** is no longer configured, so nothing was run.`, "idle");
     if (inputsHash(system.id, pending.values) !== pending.hash) {
@@ -431,9 +431,9 @@ export class RouterEngine extends RouterOutcomes {
         );
       }
       case "run": {
-        const system = this.systemAt(slash.system, slash.version);
+        const system = await this.systemAt(slash.system, slash.version);
         if (!system) {
-          const last = this.system(slash.system) && this.rt.runs.versions.latest(slash.system)?.number;
+          const last = this.system(slash.system) && (await this.rt.runs.versions.latest(slash.system))?.number;
           return this.say(
             conv,
             preface,

@@ -40,6 +40,7 @@ import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/
 import { ApprovalDeadlines, ApprovalStore } from "./approvals.js";
 import { compileRun, type CompiledPlan, type CompiledStep } from "./plan.js";
 import { type VersionStore, versionsOf } from "./versions.js";
+import { sqliteSqlOf } from "../../core/db/sql.js";
 import { renderValue, type Scope } from "../engine/template.js";
 
 export interface RunManagerDeps {
@@ -56,6 +57,8 @@ export interface RunManagerDeps {
   retryBaseMs?: number;
   /** Nesting limit for systems that use systems (loops are refused at load; this is a guard). */
   maxDepth?: number;
+  /** The systems' versions (the runtime's store); default those in the run store's database. */
+  versions?: VersionStore;
 }
 
 /** Why a run was stopped from outside. */
@@ -143,7 +146,7 @@ export class RunManager {
 
   constructor(private readonly deps: RunManagerDeps) {
     this.approvals = new ApprovalStore(deps.store.db);
-    this.versions = versionsOf(deps.store.db, deps.dataDir);
+    this.versions = deps.versions ?? versionsOf(sqliteSqlOf(deps.store.db), deps.dataDir);
   }
 
   get store(): RunStore {
@@ -186,14 +189,15 @@ export class RunManager {
     return Promise.resolve(rec);
   }
 
-  start(req: StartRequest): RunRecord {
+  async start(req: StartRequest): Promise<RunRecord> {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const system = this.deps.library.get(req.system);
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
     // The version as loaded now, or the one asked for.
-    const v = req.version === undefined ? this.versions.current(system) : this.versions.get(system.id, req.version);
+    const v =
+      req.version === undefined ? await this.versions.current(system) : await this.versions.get(system.id, req.version);
     if (!v) {
-      const last = this.versions.latest(system.id)?.number ?? 0;
+      const last = (await this.versions.latest(system.id))?.number ?? 0;
       throw new RunError(
         "unknown_version",
         `system ${system.id} has no version ${req.version} (its versions: ${last ? `1 to ${last}` : "none yet"})`,
@@ -204,8 +208,8 @@ export class RunManager {
   }
 
   /** The plan a run executes: its version's (a deploy since does not change it), else the system's current one. */
-  planOf(rec: RunRecord): CompiledPlan {
-    const v = rec.version === undefined ? undefined : this.versions.get(rec.system, rec.version);
+  async planOf(rec: RunRecord): Promise<CompiledPlan> {
+    const v = rec.version === undefined ? undefined : await this.versions.get(rec.system, rec.version);
     return v ? compileRun(v.compiled.run) : this.deps.library.plan(rec.system);
   }
 
@@ -356,17 +360,17 @@ export class RunManager {
   }
 
   /** The steps a run executes: a system's plan, or what the source of its origin makes. */
-  private program(rec: RunRecord, given?: ProgramSource): Promise<RunProgram> {
+  private async program(rec: RunRecord, given?: ProgramSource): Promise<RunProgram> {
     const source = given ?? this.sources.get(rec.origin);
     if (source) return source(rec);
-    const plan = this.planOf(rec);
-    return Promise.resolve({
+    const plan = await this.planOf(rec);
+    return {
       steps: plan.steps,
       maxParallel: plan.maxParallel,
       attempt: (step, outputs, attemptCancel) =>
         this.attempt(rec, step as CompiledStep, rec.inputs, outputs, attemptCancel, 0),
       output: (outputs) => outputs[plan.output],
-    });
+    };
   }
 
   private async execute(id: string, cancel: Cancellation, opts: LaunchOptions): Promise<RunRecord> {
