@@ -43,4 +43,34 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
   // 2: the event log (cross-instance events, Last-Event-ID replay)
   // 3: runs, steps, approvals, system versions, trigger state, leases
   // 4: canvases, conversation states, the limit book, usage, responses
+  {
+    version: 5,
+    name: "canvases and their versions, conversation states",
+    sql: `
+      CREATE TABLE canvases (
+        system     TEXT PRIMARY KEY NOT NULL,
+        state      TEXT NOT NULL,
+        status     TEXT NOT NULL DEFAULT 'draft',
+        version    BIGINT NOT NULL DEFAULT 0,
+        updated_at BIGINT NOT NULL
+      );
+      CREATE TABLE canvas_versions (
+        system     TEXT NOT NULL,
+        version    BIGINT NOT NULL,
+        state      TEXT NOT NULL,
+        reason     TEXT NOT NULL DEFAULT '',
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (system, version)
+      );
+      CREATE TABLE conversation_state (
+        conversation TEXT PRIMARY KEY NOT NULL,
+        state        TEXT NOT NULL,
+        engine       TEXT NOT NULL,
+        question     TEXT,
+        canvas       TEXT,
+        updated_at   BIGINT NOT NULL
+      );
+      CREATE INDEX conversation_state_open ON conversation_state (updated_at DESC) WHERE question IS NOT NULL;
+    `,
+  },
 ];

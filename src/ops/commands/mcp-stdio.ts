@@ -21,6 +21,7 @@ export function registerMcpCommand(program: Command): void {
           import("../../workflows/builder/runtime.js"),
           import("../../workflows/builder/mcp-server.js"),
           import("@modelcontextprotocol/sdk/server/stdio.js"),
+          import("../../core/db/sql.js"),
         ]);
         modules.catch(() => {}); // a config error is the one reported
         const config = await loadConfig({ configPath: opts.config });
@@ -29,9 +30,12 @@ export function registerMcpCommand(program: Command): void {
           { openBuilderTools },
           { createBuilderMcpServer },
           { StdioServerTransport },
+          { SqliteSql },
         ] = await modules;
         const db = openSystemsDb(systemsDbPath(config.dataDir));
-        const server = createBuilderMcpServer(openBuilderTools({ db, dataDir: config.dataDir }));
+        const server = createBuilderMcpServer(
+          openBuilderTools({ sql: new SqliteSql(db), db, dataDir: config.dataDir }),
+        );
         const transport = new StdioServerTransport();
         let closing = false;
         const close = () => {

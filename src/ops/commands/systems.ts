@@ -141,17 +141,19 @@ async function withRoom<T>(
     SecretStore.load(config.dataDir);
   }
   const db = openSystemsDb(systemsDbPath(config.dataDir));
+  const { SqliteSql } = await import("../../core/db/sql.js");
+  const sql = new SqliteSql(db);
   try {
     let host: SystemsHost | undefined;
     if (exportOf !== undefined && !existsSync(path.join(systemsDir(config.dataDir), `${exportOf}.yaml`))) {
       const { CanvasStore } = await import("../../workflows/builder/canvas-store.js");
-      if (!new CanvasStore(db).get(exportOf)) {
+      if (!(await new CanvasStore(sql, db).get(exportOf))) {
         const { loadLibrary } = await import("../../workflows/router/runtime.js");
         const { library } = await loadLibrary(config, { askMcp: false });
         host = { library, check: async () => [], reload: async () => [] };
       }
     }
-    return await fn(openBuilderRoom({ db, dataDir: config.dataDir, host }));
+    return await fn(openBuilderRoom({ sql, db, dataDir: config.dataDir, host }));
   } finally {
     db.close();
   }

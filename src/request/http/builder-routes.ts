@@ -33,7 +33,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
     if (!room) return sendApiError(reply, none());
     return {
       object: "list",
-      data: room.canvases.list().map((c) => {
+      data: (await room.canvases.list()).map((c) => {
         const d = room.deployState(c);
         return {
           id: c.system,
@@ -53,7 +53,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
   });
 
   app.get<{ Params: { id: string } }>("/v1/canvases/:id", async (req, reply) => {
-    const c = room?.canvases.get(req.params.id);
+    const c = await room?.canvases.get(req.params.id);
     if (!c)
       return sendApiError(
         reply,
@@ -63,7 +63,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
       id: c.system,
       object: "canvas",
       ...c,
-      versions: room!.canvases.versions(c.system),
+      versions: await room!.canvases.versions(c.system),
       ...room!.deployState(c),
     } satisfies CanvasDetail;
   });

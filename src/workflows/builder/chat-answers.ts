@@ -26,7 +26,7 @@ export async function answerQuery(
   focus: string | undefined,
   input: DispatchInput,
 ): Promise<Dispatch> {
-  const context = stateContext(chat, focus);
+  const context = await stateContext(chat, focus);
   const model = chat.opts.answer ?? chat.opts.supervisor;
   const system =
     "You answer questions about the person's systems in clawbridge: their canvases (nodes and edges), whether each is a draft or deployed, and their recent runs. Use only the state given as JSON; say so when it does not hold the answer. Be brief.";
@@ -45,8 +45,8 @@ export async function exportSystem(
   focus: string | undefined,
   text: string,
 ): Promise<Dispatch> {
-  const id = chat.named(text) ?? focus;
-  if (!id) return chat.say(conv, `Which system? ${chat.knownText()}`, "idle");
+  const id = (await chat.named(text)) ?? focus;
+  if (!id) return chat.say(conv, `Which system? ${await chat.knownText()}`, "idle");
   try {
     const { file, bytes } = await chat.d.exportBundle(id);
     return chat.say(
@@ -70,8 +70,8 @@ export async function configureSystem(
   text: string,
   input: DispatchInput,
 ): Promise<Dispatch> {
-  const id = chat.named(text) ?? focus;
-  const canvas = id ? chat.d.canvases.get(id) : undefined;
+  const id = (await chat.named(text)) ?? focus;
+  const canvas = id ? await chat.d.canvases.get(id) : undefined;
   if (!canvas) {
     if (id && chat.d.host.library.get(id))
       return chat.say(
@@ -79,7 +79,7 @@ export async function configureSystem(
         `**${id}** is defined in ${chat.d.host.library.get(id)!.source}, not on a canvas; change it there.`,
         "idle",
       );
-    return chat.say(conv, chat.noCanvasText(), "idle");
+    return chat.say(conv, await chat.noCanvasText(), "idle");
   }
   let changes = changesFromWords(text, canvas);
   if (changes.length) {
@@ -111,7 +111,7 @@ export async function configureSystem(
   if (changes.length === 1 && changes[0]!.path === "deployed")
     return runCommand(chat, conv, changes[0]!.value ? "deploy" : "undeploy", canvas.system, input);
   const diff = systemDiff(canvas, changes);
-  chat.ask(conv, { kind: "configure", system: canvas.system, changes, since: Date.now() });
+  await chat.ask(conv, { kind: "configure", system: canvas.system, changes, since: Date.now() });
   return chat.say(
     conv,
     [
@@ -127,8 +127,8 @@ export async function configureSystem(
 }
 
 /** The state a QUERY is answered from: the canvases, the one in focus, the deployed systems, recent runs. */
-function stateContext(chat: BuilderChat, focus: string | undefined) {
-  const canvases = chat.d.canvases.list().map((c) => ({
+async function stateContext(chat: BuilderChat, focus: string | undefined) {
+  const canvases = (await chat.d.canvases.list()).map((c) => ({
     system: c.system,
     name: c.name,
     status: chat.statusText(c),
@@ -136,7 +136,7 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
     nodes: c.nodes.length,
     edges: c.edges.length,
   }));
-  const current = focus ? chat.d.canvases.get(focus) : undefined;
+  const current = focus ? await chat.d.canvases.get(focus) : undefined;
   const runs =
     chat.d.runs
       ?.list({ limit: 20 })
@@ -171,7 +171,7 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
   };
 }
 
-function stateText(ctx: ReturnType<typeof stateContext>): string {
+function stateText(ctx: Awaited<ReturnType<typeof stateContext>>): string {
   const lines = ["Here is what there is:", ""];
   for (const c of ctx.canvases)
     lines.push(

@@ -52,9 +52,9 @@ export class BuilderChat {
       connect: d.connect,
       maxParallel: opts.maxParallel,
       retryDelayScale: opts.retryDelayScale,
-      ended: (rec) => {
+      ended: async (rec) => {
         if (rec.conversation)
-          this.setState(
+          await this.setState(
             rec.conversation,
             rec.status === "completed"
               ? "completed"
@@ -90,7 +90,7 @@ export class BuilderChat {
       return res.changed
         ? `Deployed again as version ${res.version}: that is what runs now.`
         : `The deployed system is unchanged (version ${res.version}).`;
-    const { deployedVersion } = deployState(this.d.canvases, this.d.dataDir, this.d.canvases.get(system)!);
+    const { deployedVersion } = deployState(this.d.canvases, this.d.dataDir, (await this.d.canvases.get(system))!);
     return `The canvas has changes that are not deployed (deployed: ${deployedVersion === null ? "an earlier canvas" : `version ${deployedVersion}`}), because: ${res.problems.join("; ")}. Fix that and say **deploy** to make them live.`;
   }
 
@@ -110,14 +110,14 @@ export class BuilderChat {
   // ---- which canvas ----------------------------------------------------------------------------
 
   /** The canvas a message is about: one it names, else the conversation's. */
-  focusFor(text: string, current: string | undefined): string | undefined {
-    return this.named(text) ?? (current && this.d.canvases.get(current) ? current : undefined);
+  async focusFor(text: string, current: string | undefined): Promise<string | undefined> {
+    return (await this.named(text)) ?? (current && (await this.d.canvases.get(current)) ? current : undefined);
   }
 
   /** A canvas or system the message names (by id or name, on word boundaries). */
-  named(text: string): string | undefined {
+  async named(text: string): Promise<string | undefined> {
     const lower = text.toLowerCase();
-    for (const c of this.d.canvases.list())
+    for (const c of await this.d.canvases.list())
       if (this.mentions(lower, c.system) || (c.name && wordIn(lower, c.name.toLowerCase()))) return c.system;
     for (const s of this.d.host.library.systems) if (this.mentions(lower, s.id)) return s.id;
     return undefined;
@@ -127,25 +127,27 @@ export class BuilderChat {
     return wordIn(text.toLowerCase(), id.toLowerCase());
   }
 
-  taken(id: string): boolean {
-    return Boolean(this.d.canvases.get(id) || this.d.host.library.get(id));
+  /** Whether an id is taken (by a canvas or a system), as things are now. */
+  async taken(): Promise<(id: string) => boolean> {
+    const canvases = new Set((await this.d.canvases.list()).map((c) => c.system));
+    return (id) => canvases.has(id) || Boolean(this.d.host.library.get(id));
   }
 
   /** The canvas a new build would double: one with the id `id`, or named `name` (case and spaces aside). */
-  twin(name: string, id: string): string | undefined {
+  async twin(name: string, id: string): Promise<string | undefined> {
     const key = (s: string) => s.toLowerCase().replace(/\s+/g, " ").trim();
-    return this.d.canvases.list().find((c) => c.system === id || (name && key(c.name) === key(name)))?.system;
+    return (await this.d.canvases.list()).find((c) => c.system === id || (name && key(c.name) === key(name)))?.system;
   }
 
   /** A readable id for a new system from the request's words (`researches-topic-writes`), unique. */
-  freshId(text: string): string {
-    return freshSystemId(text, (id) => this.taken(id));
+  async freshId(text: string): Promise<string> {
+    return freshSystemId(text, await this.taken());
   }
 
   // ---- texts -----------------------------------------------------------------------------------
 
-  knownText(): string {
-    const list = this.d.canvases.list();
+  async knownText(): Promise<string> {
+    const list = await this.d.canvases.list();
     return list.length
       ? `Canvases: ${list.map((c) => `\`${c.system}\` (${this.statusText(c)})`).join(", ")}.`
       : "There are no canvases yet.";
@@ -159,8 +161,8 @@ export class BuilderChat {
   }
 
   /** How to use a system, named by its id: `/run` with its inputs when deployed, else "say deploy" first. */
-  usage(system: string): string {
-    const canvas = this.d.canvases.get(system);
+  async usage(system: string): Promise<string> {
+    const canvas = await this.d.canvases.get(system);
     const inputs = canvas ? inputNames(canvas) : [];
     const run = `\`/run ${system}${inputs.map((i) => ` ${i}=…`).join("")}\``;
     const deployed = canvas ? canvas.status === "deployed" : Boolean(this.d.host.library.get(system));
@@ -169,8 +171,8 @@ export class BuilderChat {
       : `\`${system}\` is a draft — say **deploy** to make it available from any chat, then run it with ${run}.`;
   }
 
-  noCanvasText(): string {
-    return `Which system? Name it, or build one first. ${this.knownText()}`;
+  async noCanvasText(): Promise<string> {
+    return `Which system? Name it, or build one first. ${await this.knownText()}`;
   }
 
   helpText(): string {
@@ -179,17 +181,17 @@ export class BuilderChat {
 
   // ---- the conversation ------------------------------------------------------------------------
 
-  setState(conv: string, state: ConversationState): void {
-    this.d.conversations.setState(conv, state, "builder");
+  setState(conv: string, state: ConversationState): Promise<void> {
+    return this.d.conversations.setState(conv, state, "builder");
   }
 
   /** A question waiting for a yes; the system it is about becomes the conversation's canvas. */
-  ask(conv: string, question: BuilderQuestion): void {
-    this.d.conversations.ask(conv, question, question.system);
+  ask(conv: string, question: BuilderQuestion): Promise<void> {
+    return this.d.conversations.ask(conv, question, question.system);
   }
 
-  say(conv: string, text: string, state: ConversationState | undefined): Dispatch {
-    if (state) this.setState(conv, state);
+  async say(conv: string, text: string, state: ConversationState | undefined): Promise<Dispatch> {
+    if (state) await this.setState(conv, state);
     return { kind: "answer", events: textEvents(text) };
   }
 }

@@ -12,12 +12,12 @@ import type { BuilderChat } from "./chat-kit.js";
 import { rollbackCheck, rollbackSystem } from "./rollback.js";
 
 /** Answer a version request about `named` (the system the message names), else the conversation's canvas. */
-export function versionCommand(
+export async function versionCommand(
   chat: BuilderChat,
   conv: string,
   req: VersionRequest,
   named: string | undefined,
-): Dispatch {
+): Promise<Dispatch> {
   const id = (req.kind === "rollback" && req.system && chat.d.host.library.get(req.system) ? req.system : named)!;
   if (!id || !chat.d.host.library.get(id))
     return chat.say(
@@ -45,7 +45,7 @@ export function versionCommand(
   const check = rollbackCheck({ ...args(chat, id), version: req.version });
   if (!check.ok) return chat.say(conv, check.message, "idle");
   const latest = versions.latest(id)!;
-  chat.ask(conv, { kind: "rollback", system: id, version: req.version, since: Date.now() });
+  await chat.ask(conv, { kind: "rollback", system: id, version: req.version, since: Date.now() });
   const changes = diffVersions(latest, check.target);
   return chat.say(
     conv,
@@ -65,7 +65,7 @@ export async function rollbackConfirmed(
   if (!res.ok) return chat.say(conv, res.message, res.code === "failed" ? "error" : "idle");
   return chat.say(
     conv,
-    `Rolled **${system}** back to version ${version}: it now runs as version ${res.version.number} (rollback to ${version}). Runs already going finish on the version they started with. ${chat.usage(system)}`,
+    `Rolled **${system}** back to version ${version}: it now runs as version ${res.version.number} (rollback to ${version}). Runs already going finish on the version they started with. ${await chat.usage(system)}`,
     "completed",
   );
 }

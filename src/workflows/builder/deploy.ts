@@ -43,7 +43,7 @@ export async function compiledSystem(
   host: SystemsHost | undefined,
   policy: DeployPolicy,
 ): Promise<Compiled> {
-  const canvas = store.get(id);
+  const canvas = await store.get(id);
   if (!canvas) return { ok: false, problems: [`there is no canvas "${id}"`] };
   const compiled = compileCanvas(canvas);
   if (!compiled.ok)
@@ -81,7 +81,7 @@ export async function deployCanvas(args: {
     };
   }
   const previous = existsSync(file) ? readFileSync(file, "utf8") : undefined;
-  const canvas = store.get(system)!;
+  const canvas = (await store.get(system))!;
   writeFileAtomic(
     file,
     `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`,
@@ -101,7 +101,7 @@ export async function deployCanvas(args: {
     await host.reload();
     return { ok: false, problems: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`) };
   }
-  store.setStatus(system, "deployed");
+  await store.setStatus(system, "deployed");
   const version = versions.latest(system)?.number ?? 0;
   return { ok: true, file, system: res.system, version, changed: version !== before };
 }
@@ -145,7 +145,7 @@ export async function undeployCanvas(args: {
       return { ok: false, message: `${file} was not written by the builder; it stays` };
     rmSync(file, { force: true });
   }
-  if (args.store.get(args.system)) args.store.setStatus(args.system, "draft");
+  if (await args.store.get(args.system)) await args.store.setStatus(args.system, "draft");
   const problems = await args.host.reload();
   return problems.length
     ? { ok: false, message: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`).join("\n") }
