@@ -228,7 +228,7 @@ describe("a build across a restart", () => {
     const file = path.join(dataDir, "systems.db");
     try {
       const first = await open(file, dataDir);
-      first.room.canvases.create({ system: "chain" });
+      await first.room.canvases.create({ system: "chain" });
       const plan = {
         metadata: { system: "chain", name: "Chain", description: "", summary: "" },
         steps: [node("a"), node("b", ["n-a"]), node("c", ["n-b"])],

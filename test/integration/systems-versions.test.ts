@@ -106,7 +106,7 @@ describe("system versions", () => {
         },
       ],
     }));
-    store.commitVersion("relay", "made by the test");
+    await store.commitVersion("relay", "made by the test");
     db.close();
     config = {
       dataDir,
