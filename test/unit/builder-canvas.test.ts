@@ -29,7 +29,7 @@ import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import type { Canvas } from "../../src/wire/canvas.js";
 import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
-import { startPostgres, type TestPostgres } from "../helpers/postgres.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const refused = (fn: () => unknown, code: string, message?: RegExp) =>
   assert.throws(fn, (e: unknown) => {

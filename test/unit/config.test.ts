@@ -549,3 +549,32 @@ test("the person's own config file (clawbridge init's) is read when neither --co
     cleanup(home);
   }
 });
+
+test("store: SQLite by default; postgres needs a postgres:// URL (from the file or CLAWBRIDGE_STORE_URL), each problem naming its key", () => {
+  assert.deepEqual(resolveConfig(minimal({}), "test").store, { kind: "sqlite" });
+  const pg = resolveConfig(minimal({ store: { kind: "postgres", url: "postgres://u:p@db.example:5432/cb" } }), "test");
+  assert.deepEqual(pg.store, {
+    kind: "postgres",
+    url: "postgres://u:p@db.example:5432/cb",
+    poolSize: 20,
+    leaseSeconds: 30,
+  });
+  const fromEnv = resolveConfig(minimal({ store: { kind: "postgres" } }), "test", {
+    CLAWBRIDGE_STORE_URL: "postgresql://h/cb",
+  });
+  assert.equal(fromEnv.store.kind === "postgres" && fromEnv.store.url, "postgresql://h/cb");
+  for (const [store, env, why] of [
+    [{ kind: "postgres" }, {}, /^store\.url: set the database URL/],
+    [{ kind: "postgres", url: "mysql://h/db" }, {}, /^store\.url: must be a postgres:\/\//],
+    [{ kind: "postgres" }, { CLAWBRIDGE_STORE_URL: "http://h" }, /^store\.url: CLAWBRIDGE_STORE_URL must be/],
+    [{ kind: "postgres", url: "postgres://h/db", leaseSeconds: 1 }, {}, /^store\.leaseSeconds: must be at least 3/],
+    [{ kind: "postgres", url: "postgres://h/db", instanceId: "a b" }, {}, /^store\.instanceId:/],
+    [{ kind: "mongo" }, {}, /^store\.kind/],
+  ] as const) {
+    const ps = problems(() => resolveConfig(minimal({ store }), "test", env));
+    assert.ok(
+      ps.some((p) => why.test(p)),
+      JSON.stringify(ps),
+    );
+  }
+});

@@ -1,6 +1,6 @@
 /**
  * The conversation machine (src/workflows/conversation/machine.ts) over both engines of the
- * systems floor's store — a real in-memory SQLite and a real PostgreSQL (test/helpers/postgres.ts),
+ * systems floor's store — a real in-memory SQLite and a real PostgreSQL (testkit/postgres.ts),
  * the same cases for each: its transitions and the state events they publish, a question asked,
  * replaced, taken once and closed, the one TTL (a lapsed question, a build state that stopped
  * moving), the cancel words ending whichever question is open, one conversation never seeing
@@ -16,7 +16,7 @@ import { type Sql, SqliteSql } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import { ConversationMachine, conversationTtl, type Question } from "../../src/workflows/conversation/machine.js";
-import { startPostgres, type TestPostgres } from "../helpers/postgres.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const HOUR = 60 * 60_000;
 

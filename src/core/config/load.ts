@@ -149,7 +149,7 @@ export function resolveConfig(raw: unknown, source: string, env: NodeJS.ProcessE
   const warm = section("warm");
   let store = section("store");
   if (store?.kind === "postgres") {
-    const url = env.CLAWBRIDGE_STORE_URL ?? store.url;
+    const url = env.CLAWBRIDGE_STORE_URL || store.url; // empty = unset
     if (!url) problems.push("store.url: set the database URL (or CLAWBRIDGE_STORE_URL in the environment)");
     else if (!/^postgres(ql)?:\/\//.test(url))
       problems.push("store.url: CLAWBRIDGE_STORE_URL must be a postgres:// or postgresql:// URL");

@@ -41,8 +41,8 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
     `,
   },
   // 2: the event log (cross-instance events, Last-Event-ID replay)
-  // 3: runs, steps, approvals, system versions, trigger state, leases
-  // 4: canvases, conversation states, the limit book, usage, responses
+  // 3: runs, steps, approvals, run leases
+  // 4: system versions, trigger state, hook replay guard
   {
     version: 5,
     name: "canvases and their versions, conversation states",
@@ -71,6 +71,62 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         updated_at   BIGINT NOT NULL
       );
       CREATE INDEX conversation_state_open ON conversation_state (updated_at DESC) WHERE question IS NOT NULL;
+    `,
+  },
+  {
+    version: 6,
+    name: "the limit book, usage per backend per day, the Responses API's stored responses",
+    sql: `
+      CREATE TABLE backend_limits (
+        backend  TEXT PRIMARY KEY NOT NULL,
+        until    BIGINT NOT NULL,
+        reset_at BIGINT,
+        message  TEXT NOT NULL,
+        since    BIGINT NOT NULL
+      );
+      CREATE TABLE usage (
+        day                TEXT NOT NULL,
+        backend            TEXT NOT NULL,
+        turns              BIGINT NOT NULL DEFAULT 0,
+        failed             BIGINT NOT NULL DEFAULT 0,
+        tokens_in          BIGINT NOT NULL DEFAULT 0,
+        tokens_out         BIGINT NOT NULL DEFAULT 0,
+        limit_hits         BIGINT NOT NULL DEFAULT 0,
+        fallbacks          BIGINT NOT NULL DEFAULT 0,
+        last_limit_message TEXT,
+        last_limit_at      BIGINT,
+        reset_at           BIGINT,
+        PRIMARY KEY (day, backend)
+      );
+      CREATE TABLE responses (
+        seq          BIGSERIAL PRIMARY KEY,
+        id           TEXT NOT NULL UNIQUE,
+        previous_id  TEXT,
+        root         TEXT NOT NULL,
+        conversation TEXT NOT NULL,
+        created_at   BIGINT NOT NULL,
+        used_at      BIGINT NOT NULL,
+        messages     TEXT NOT NULL,
+        input        TEXT NOT NULL,
+        body         TEXT NOT NULL
+      );
+      CREATE INDEX responses_root ON responses (root);
+      CREATE INDEX responses_used ON responses (used_at, seq);
+    `,
+  },
+  {
+    version: 7,
+    name: "instances: the bridges on this database, their heartbeat and clock",
+    sql: `
+      CREATE TABLE clawbridge_instances (
+        id         TEXT PRIMARY KEY NOT NULL,
+        host       TEXT NOT NULL,
+        pid        BIGINT NOT NULL,
+        version    TEXT NOT NULL,
+        started_at BIGINT NOT NULL,
+        seen_at    BIGINT NOT NULL,
+        skew_ms    BIGINT NOT NULL
+      );
     `,
   },
 ];

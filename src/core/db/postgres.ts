@@ -2,7 +2,8 @@
  * The PostgreSQL store (`store: { kind: postgres, url }`): several bridges on one database. One
  * `pg` pool per process; the schema is plain numbered SQL (src/core/db/pg-migrations.ts), applied
  * at start in one transaction under an advisory lock, so two instances starting together migrate
- * once. A database migrated by a newer clawbridge is refused, as SQLite files are.
+ * once; each applied migration is recorded, and a database with one this build does not know (a
+ * newer clawbridge migrated it) is refused, as SQLite files are.
  *
  * What PostgreSQL gives the bridge beyond rows (we do not write our own cluster):
  * - advisory locks (`lock`): one conversation's turns one at a time across instances
@@ -43,27 +44,51 @@ export interface PostgresOptions {
   poolSize?: number;
   /** This instance's id (in events and leases); default a random one. */
   instanceId?: string;
-  /** Migrations to apply (tests); default PG_MIGRATIONS. */
-  migrations?: readonly PgMigration[];
+  /** Migrations to apply (tests); default PG_MIGRATIONS. `false`: none, not even a check (doctor). */
+  migrations?: readonly PgMigration[] | false;
+}
+
+/** Booleans as 1/0 (every store keeps flags in INTEGER columns, as in SQLite); undefined as null. */
+function pgParams(params: readonly unknown[] | undefined): unknown[] | undefined {
+  return params?.map((p) => (p === undefined ? null : typeof p === "boolean" ? (p ? 1 : 0) : p));
 }
 
 class PgQueries implements SqlQueries {
   readonly dialect = "postgres" as const;
   constructor(private readonly q: pg.Pool | pg.PoolClient) {}
   async all<T>(sql: string, params?: readonly unknown[]): Promise<T[]> {
-    return (await this.q.query(numberPlaceholders(sql), params as unknown[])).rows as T[];
+    return (await this.q.query(numberPlaceholders(sql), pgParams(params))).rows as T[];
   }
   async get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> {
-    return (await this.q.query(numberPlaceholders(sql), params as unknown[])).rows[0] as T | undefined;
+    return (await this.q.query(numberPlaceholders(sql), pgParams(params))).rows[0] as T | undefined;
   }
   async run(sql: string, params?: readonly unknown[]): Promise<SqlRun> {
-    return { changes: (await this.q.query(numberPlaceholders(sql), params as unknown[])).rowCount ?? 0 };
+    return { changes: (await this.q.query(numberPlaceholders(sql), pgParams(params))).rowCount ?? 0 };
   }
 }
 
 /** A held lock; `release()` is idempotent. */
 export interface HeldLock {
   release(): Promise<void>;
+}
+
+/** A lock held on `client`: released by unlocking it (a broken connection is dropped: its locks went with it). */
+function heldLock(client: pg.PoolClient, key: string, quiet: () => void): HeldLock {
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      try {
+        await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [key]);
+        client.removeListener("error", quiet);
+        client.release();
+      } catch {
+        client.removeListener("error", quiet);
+        client.release(true);
+      }
+    },
+  };
 }
 
 /** 64-bit advisory lock key of a text (namespace + name), as PostgreSQL computes it. */
@@ -100,7 +125,8 @@ export class PostgresDb implements Sql {
     pool.on("error", () => {});
     const db = new PostgresDb(pool, opts.url, opts.instanceId ?? randomUUID());
     try {
-      await migratePostgres(db, opts.migrations ?? PG_MIGRATIONS);
+      if (opts.migrations !== false) await migratePostgres(db, opts.migrations ?? PG_MIGRATIONS);
+      else await db.run("SELECT 1");
     } catch (err) {
       await pool.end().catch(() => {});
       throw new Error(`store.url ${redactUrl(opts.url)}: ${(err as Error).message}`, { cause: err });
@@ -142,37 +168,41 @@ export class PostgresDb implements Sql {
    */
   async lock(namespace: string, name: string, signal?: AbortSignal): Promise<HeldLock> {
     const client = await this.pool.connect();
+    // A connection ended under a held or awaited lock reports here, not as an uncaught error.
+    const quiet = (): void => {};
+    client.on("error", quiet);
     let broken = false;
     const onAbort = (): void => {
       broken = true;
-      // Ending the connection cancels the waiting pg_advisory_lock on the server side.
-      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      // PostgreSQL's cancel request (a second connection, as libpq's PQcancel) ends the waiting
+      // pg_advisory_lock at once: the server stops waiting, so the lock never goes to a waiter that
+      // left, and this connection stays usable.
+      const c = client as unknown as { activeQuery?: unknown };
+      if (!c.activeQuery) return;
+      const canceller = new pg.Client({ connectionString: this.url });
+      (canceller as unknown as { connection: { on(e: string, f: () => void): void } }).connection.on("error", quiet);
+      (canceller as unknown as { cancel(client: unknown, query: unknown): void }).cancel(client, c.activeQuery);
     };
     signal?.addEventListener("abort", onAbort, { once: true });
+    const key = `${namespace}:${name}`;
     try {
       if (signal?.aborted) throw signal.reason ?? new Error("aborted");
-      await client.query(numberPlaceholders(`SELECT pg_advisory_lock(${LOCK_KEY_SQL})`), [`${namespace}:${name}`]);
+      await client.query(numberPlaceholders(`SELECT pg_advisory_lock(${LOCK_KEY_SQL})`), [key]);
     } catch (err) {
       signal?.removeEventListener("abort", onAbort);
-      client.release(true);
+      client.removeListener("error", quiet);
+      // Cancelled: the connection is fine; anything else may have broken it.
+      client.release(broken && (err as { code?: string }).code === "57014" ? undefined : true);
       throw broken ? (signal?.reason ?? err) : err;
     }
     signal?.removeEventListener("abort", onAbort);
-    let released = false;
-    return {
-      release: async () => {
-        if (released) return;
-        released = true;
-        try {
-          await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [
-            `${namespace}:${name}`,
-          ]);
-          client.release();
-        } catch {
-          client.release(true);
-        }
-      },
-    };
+    const held = heldLock(client, key, quiet);
+    if (signal?.aborted) {
+      // The lock came just as the wait was given up: handed back at once.
+      await held.release();
+      throw signal.reason ?? new Error("aborted");
+    }
+    return held;
   }
 
   /** Takes the advisory lock on `namespace:name` if free; undefined when another session holds it. */
@@ -190,21 +220,9 @@ export class PostgresDb implements Sql {
       client.release(true);
       throw err;
     }
-    let released = false;
-    return {
-      release: async () => {
-        if (released) return;
-        released = true;
-        try {
-          await client.query(numberPlaceholders(`SELECT pg_advisory_unlock(${LOCK_KEY_SQL})`), [
-            `${namespace}:${name}`,
-          ]);
-          client.release();
-        } catch {
-          client.release(true);
-        }
-      },
-    };
+    const quiet = (): void => {};
+    client.on("error", quiet);
+    return heldLock(client, `${namespace}:${name}`, quiet);
   }
 
   /** `NOTIFY channel, payload` (payload under 8000 bytes). */
@@ -289,37 +307,50 @@ export class PostgresDb implements Sql {
   }
 }
 
-/** The schema version a database is at (0: none of ours yet). */
-export async function pgSchemaVersion(q: SqlQueries): Promise<number> {
-  const t = await q.get<{ t: string | null }>("SELECT to_regclass('clawbridge_meta')::text AS t");
-  if (!t?.t) return 0;
-  const r = await q.get<{ value: string }>("SELECT value FROM clawbridge_meta WHERE key = 'schema_version'");
-  return r ? Number(r.value) : 0;
+/** The migrations a database has had (empty: none of ours yet). */
+export async function pgAppliedMigrations(q: SqlQueries): Promise<number[]> {
+  const t = await q.get<{ t: string | null }>("SELECT to_regclass('clawbridge_migrations')::text AS t");
+  if (!t?.t) return [];
+  return (await q.all<{ version: number }>("SELECT version FROM clawbridge_migrations ORDER BY version")).map(
+    (r) => r.version,
+  );
 }
 
-/** Applies what is missing of `migrations`, in order, in one transaction under an advisory lock. */
-export async function migratePostgres(db: PostgresDb, migrations: readonly PgMigration[]): Promise<number> {
-  const latest = migrations.reduce((m, x) => Math.max(m, x.version), 0);
+/**
+ * Applies each of `migrations` the database has not had, in order, in one transaction under an
+ * advisory lock (two instances starting together migrate once). Each applied one is recorded in
+ * `clawbridge_migrations`; one recorded that this build does not know means a newer clawbridge
+ * migrated the database: refused. Returns the numbers applied now.
+ */
+export async function migratePostgres(db: PostgresDb, migrations: readonly PgMigration[]): Promise<number[]> {
+  const known = new Set(migrations.map((m) => m.version));
   return db.tx(async (q) => {
     await q.run(`SELECT pg_advisory_xact_lock(${LOCK_KEY_SQL})`, ["clawbridge:migrate"]);
-    await q.run("CREATE TABLE IF NOT EXISTS clawbridge_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
-    const from = await pgSchemaVersion(q);
-    if (from > latest)
+    await q.run(
+      "CREATE TABLE IF NOT EXISTS clawbridge_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+    );
+    const applied = await pgAppliedMigrations(q);
+    const unknown = applied.filter((v) => !known.has(v));
+    if (unknown.length)
       throw new Error(
-        `the database has clawbridge schema version ${from}, newer than this clawbridge understands (${latest}); upgrade clawbridge`,
+        `the database has clawbridge migration ${unknown.join(", ")}, which this clawbridge does not know (a newer one migrated it); upgrade clawbridge`,
       );
+    const done = new Set(applied);
+    const now: number[] = [];
     for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
-      if (m.version <= from) continue;
+      if (done.has(m.version)) continue;
       try {
         await q.run(m.sql);
       } catch (err) {
         throw new Error(`migration ${m.version} (${m.name}) failed: ${(err as Error).message}`, { cause: err });
       }
+      await q.run("INSERT INTO clawbridge_migrations (version, name, applied_at) VALUES (?, ?, ?)", [
+        m.version,
+        m.name,
+        Date.now(),
+      ]);
+      now.push(m.version);
     }
-    await q.run(
-      "INSERT INTO clawbridge_meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-      [String(latest)],
-    );
-    return latest;
+    return now;
   });
 }

@@ -51,8 +51,6 @@ function sqliteParams(params: readonly unknown[] | undefined): unknown[] {
 export class SqliteSql implements Sql {
   readonly dialect = "sqlite" as const;
   private readonly cache = new Map<string, Database.Statement>();
-  /** The open transaction's end (others wait for it), or undefined. */
-  private busy: Promise<void> | undefined;
 
   constructor(readonly db: Database.Database) {}
 
@@ -84,30 +82,37 @@ export class SqliteSql implements Sql {
     return { changes: this.stmt(sql).run(...sqliteParams(params)).changes };
   }
 
-  private async idle(): Promise<void> {
-    while (this.busy) await this.busy;
-  }
+  /**
+   * Transactions queue in a chain (first come, first served); `queued` counts those queued or
+   * open. A call outside a transaction runs at once when none is queued, else after the ones queued
+   * before it: it waits for the chain's tail as it was, and runs synchronously when that settles,
+   * before a transaction queued after it can begin (awaiters of one promise resume in order).
+   */
+  private tail: Promise<void> = Promise.resolve();
+  private queued = 0;
 
   async all<T = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<T[]> {
-    if (this.busy) await this.idle();
+    if (this.queued) await this.tail;
     return this.allNow<T>(sql, params);
   }
   async get<T = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<T | undefined> {
-    if (this.busy) await this.idle();
+    if (this.queued) await this.tail;
     return this.getNow<T>(sql, params);
   }
   async run(sql: string, params?: readonly unknown[]): Promise<SqlRun> {
-    if (this.busy) await this.idle();
+    if (this.queued) await this.tail;
     return this.runNow(sql, params);
   }
 
   async tx<T>(fn: (q: SqlQueries) => Promise<T>): Promise<T> {
-    if (this.busy) await this.idle();
-    let done!: () => void;
-    this.busy = new Promise<void>((r) => {
-      done = r;
+    const before = this.tail;
+    let release!: () => void;
+    this.tail = new Promise<void>((r) => {
+      release = r;
     });
+    this.queued++;
     try {
+      await before;
       this.db.exec("BEGIN IMMEDIATE");
       try {
         const out = await fn(this.direct);
@@ -118,8 +123,8 @@ export class SqliteSql implements Sql {
         throw err;
       }
     } finally {
-      this.busy = undefined;
-      done();
+      this.queued--;
+      release();
     }
   }
 }

@@ -17,6 +17,7 @@ import { addInitCommand } from "./init.js";
 import { registerMcpCommand } from "./mcp-stdio.js";
 import { registerOpenClawCommands } from "./openclaw.js";
 import { registerServiceCommands } from "./service.js";
+import { registerStoreCommands } from "./store.js";
 import { registerSystemsCommands } from "./systems.js";
 import { addUsageCommand } from "./usage.js";
 
@@ -211,6 +212,7 @@ registerOpenClawCommands(program);
 registerServiceCommands(program);
 registerDoctorCommand(program);
 registerSystemsCommands(program);
+registerStoreCommands(program);
 registerMcpCommand(program);
 addUsageCommand(program);
 

@@ -5,6 +5,7 @@
  * processes, disk space and the systemd user service. The backends' and CLIs' checks are in
  * backend-checks.ts.
  */
+import { checkDatabase } from "./database.js";
 import { existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -322,6 +323,7 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorReport>
   // 3. Port, and the systems the bridge loads.
   if (config) await checkPort(config, findings, timeoutMs);
   if (config) await checkSystems(config, findings);
+  if (config) await checkDatabase(config, findings, timeoutMs);
 
   // 4. OpenClaw.
   const paths = resolveOpenClawPaths({ openclawHome: opts.openclawHome, env });

@@ -20,6 +20,9 @@ import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/wa
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
 import { closeBacking, openBacking } from "../../core/db/backing.js";
+import { InstanceHeartbeat } from "../../core/db/instances.js";
+import { VERSION } from "../../core/version.js";
+import { openLimitBook } from "../../core/store/limits.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -135,6 +138,29 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   // Where everything durable lives: SQLite files in the data dir, or one PostgreSQL shared by every
   // instance (migrated here; a database that cannot be reached ends the start, naming store.url).
   const backing = await openBacking(config);
+  // On PostgreSQL, this instance's heartbeat (who is up, their clocks: clawbridge doctor reads it).
+  const heartbeat =
+    backing.kind === "postgres"
+      ? new InstanceHeartbeat(backing.db, {
+          version: VERSION,
+          onError: (err) => logger.warn({ err: err.message }, "instance heartbeat not written"),
+        })
+      : undefined;
+  await heartbeat?.start().catch(async (err: Error) => {
+    await closeBacking(backing);
+    throw err;
+  });
+  if (backing.kind === "postgres")
+    logger.info({ instance: backing.db.instanceId }, "store: PostgreSQL (shared with every instance on it)");
+  // Backends at their limit: <dataDir>/limits.json, or on the PostgreSQL shared by every instance
+  // (loaded now; a limit one instance meets, every instance skips).
+  const limits = await openLimitBook(backing, {
+    onError: (err) => logger.warn({ err: err.message }, "limit book not written; the limit stays in memory"),
+  }).catch(async (err: unknown) => {
+    await heartbeat?.stop();
+    await closeBacking(backing);
+    throw err;
+  });
   // CLIs a previous bridge could not reap (it was killed with SIGKILL) are ended now; ours are
   // recorded, and ended by the orphan watcher should this bridge be killed in turn.
   const runDir = path.join(config.dataDir, "run");
@@ -271,14 +297,16 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     bus,
     ...(clientTools ? { clientTools } : {}),
     catalog,
+    limits,
   });
-  // Usage per backend per day (src/ops/usage): <dataDir>/usage.db, fed by the bus before any turn,
-  // read by GET /v1/admin/usage. A ledger that cannot be opened is logged; the bridge runs without it.
+  // Usage per backend per day (src/ops/usage): <dataDir>/usage.db (or the shared PostgreSQL: the
+  // whole cluster's), fed by the bus before any turn, read by GET /v1/admin/usage. A ledger that
+  // cannot be opened is logged; the bridge runs without it.
   const usage = await import("../../ops/usage/usage.js")
     .then((u) =>
       u.UsageRecorder.open({
         bus,
-        dataDir: config.dataDir,
+        ...(backing.kind === "postgres" ? { sql: backing.db } : { dataDir: config.dataDir }),
         logger,
         backends: Object.keys(config.backends),
         modelBackends: config.models.map((m) => [m.id, m.backend] as const),
@@ -291,20 +319,24 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   // Images in requests: data URLs checked, image URLs fetched through the network guard.
   const images = new Images(config.images);
   // The Responses API's stored responses (previous_response_id, GET /v1/responses/:id):
-  // <dataDir>/responses.db. One that cannot be opened is logged, and responses are kept in memory
-  // until the bridge stops; when SQLite itself cannot load (a host process on another Node.js, as
-  // the OpenClaw gateway may be), none are kept and the door still answers.
+  // <dataDir>/responses.db, or the shared PostgreSQL (a chain continues on any instance). One that
+  // cannot be opened is logged, and responses are kept in memory until the bridge stops; when SQLite
+  // itself cannot load (a host process on another Node.js, as the OpenClaw gateway may be), none
+  // are kept and the door still answers.
   const responses = await import("../../core/store/responses.js")
-    .then((r) => {
+    .then(async (r) => {
       const opts = {
         ...config.server.responses,
         onError: (err: Error, n: number) => logger.warn({ err: err.message, responses: n }, "responses not stored"),
       };
       try {
-        return r.ResponseStore.open(r.defaultResponseStorePath(config.dataDir), opts);
+        return await r.ResponseStore.open(
+          backing.kind === "postgres" ? backing.db : r.defaultResponseStorePath(config.dataDir),
+          opts,
+        );
       } catch (err) {
         logger.warn({ err: (err as Error).message }, "response store not opened; responses are kept in memory only");
-        return r.ResponseStore.open(":memory:", opts);
+        return await r.ResponseStore.open(":memory:", opts);
       }
     })
     .catch((err: Error) => {
@@ -340,8 +372,9 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     catalog.close();
     probes.close();
     metrics?.close();
-    usage?.close();
-    responses?.close();
+    await usage?.close();
+    await responses?.close();
+    await limits.close();
     events.close();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
     // The CLIs started before listening (the catalog's listings, the health probes' `--version`)
@@ -352,6 +385,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await images.close();
     await systems?.close();
     await store?.close();
+    await heartbeat?.stop();
     await closeBacking(backing);
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
@@ -411,9 +445,11 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await store?.close();
         await debugLog.close();
         metrics?.close();
-        usage?.close();
-        responses?.close();
+        await usage?.close();
+        await responses?.close();
+        await limits.close();
         catalog.close();
+        await heartbeat?.stop();
         await closeBacking(backing);
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));

@@ -82,7 +82,7 @@ export interface PipelineDeps {
   clientTools?: ClientToolHub;
   /** Told when a CLI says it has no such model ("Did you mean …"): the next turn is remapped (src/backends/catalog). */
   catalog?: Pick<ModelCatalog, "noteMissing">;
-  /** Backends at their limit, skipped until their reset (src/core/store/limits.ts; fallback.ts); default: kept in the config's data dir. */
+  /** Backends at their limit, skipped until their reset (src/core/store/limits.ts; fallback.ts): start.ts gives the bridge's (shared by every instance on a PostgreSQL); default: kept in the config's data dir. */
   limits?: LimitBook;
 }
 

@@ -1,5 +1,5 @@
 /**
- * A real PostgreSQL for a test file: Debian's `postgresql` package (`.ci/run` installs it), `initdb`
+ * A real PostgreSQL for a test file (or a benchmark): Debian's `postgresql` package (`.ci/run` installs it), `initdb`
  * into a temp dir, the server on a loopback port from the OS, stopped (and its dir removed) by
  * `stop()`. No mock. One server per file; `database()` gives each test its own empty database.
  *
