@@ -4,7 +4,8 @@
  * the same cases for each: its transitions and the state events they publish, a question asked,
  * replaced, taken once and closed, the one TTL (a lapsed question, a build state that stopped
  * moving), the cancel words ending whichever question is open, one conversation never seeing
- * another's state, and two machines on one database (two bridges) seeing one question, taken once.
+ * another's state, writers that meet keeping each other's change, and two machines on one database
+ * (two bridges) seeing one question, taken once.
  * SQLite only: the move of release 0.1.0's two tables. And the TTL read from the two config keys it
  * replaced.
  */
@@ -204,6 +205,17 @@ for (const engine of ["sqlite", "postgres"] as const)
         (await m.questions()).map((q) => q.conversation),
         ["a"],
       );
+    });
+
+    test("writers that meet keep each other's change: a question asked while a run's end sets the state", async () => {
+      const { m } = await machine();
+      await m.setState("c1", "executing", "router");
+      await Promise.all([m.ask("c1", QUESTIONS[0]!), m.setState("c1", "completed", "router"), m.setCanvas("c1", "c")]);
+      const c = await m.get("c1");
+      assert.deepEqual([c.state, c.engine, c.question, c.canvas], ["completed", "router", QUESTIONS[0], "c"]);
+      await Promise.all([m.close("c1"), m.setState("c1", "idle", "router")]);
+      const after = await m.get("c1");
+      assert.deepEqual([after.state, after.question, after.canvas], ["idle", undefined, "c"]);
     });
 
     test("two machines on one store (two bridges): one question, seen by both, taken once", async () => {

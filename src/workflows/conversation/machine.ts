@@ -85,12 +85,21 @@ const fromRow = (r: Row): Conversation => ({
   updatedAt: Number(r.updated_at),
 });
 
-/** The SQL of the machine, one for both engines. */
+/**
+ * The SQL of the machine, one for both engines. Each write changes only its own columns (a new
+ * conversation starts idle, the router's), so writers that meet — a turn's question, a run's end
+ * setting the state, on one bridge or two — never undo each other's change.
+ */
+const INSERT = `INSERT INTO conversation_state (conversation, state, engine, question, canvas, updated_at)`;
 const Q = {
   get: `SELECT * FROM conversation_state WHERE conversation = ?`,
-  put: `INSERT INTO conversation_state (conversation, state, engine, question, canvas, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (conversation) DO UPDATE SET state = excluded.state,
-      engine = excluded.engine, question = excluded.question, canvas = excluded.canvas, updated_at = excluded.updated_at`,
+  state: `${INSERT} VALUES (?, ?, ?, NULL, NULL, ?) ON CONFLICT (conversation) DO UPDATE SET
+    state = excluded.state, engine = excluded.engine, updated_at = excluded.updated_at`,
+  ask: `${INSERT} VALUES (?, 'idle', 'router', ?, ?, ?) ON CONFLICT (conversation) DO UPDATE SET
+    question = excluded.question, canvas = COALESCE(excluded.canvas, conversation_state.canvas),
+    updated_at = excluded.updated_at`,
+  canvas: `${INSERT} VALUES (?, 'idle', 'router', NULL, ?, ?) ON CONFLICT (conversation) DO UPDATE SET
+    canvas = excluded.canvas, updated_at = excluded.updated_at`,
   take: `UPDATE conversation_state SET question = NULL, updated_at = ? WHERE conversation = ? AND question = ?`,
   open: `SELECT * FROM conversation_state WHERE question IS NOT NULL ORDER BY updated_at DESC LIMIT ?`,
 };
@@ -117,11 +126,6 @@ export class ConversationMachine {
     return r ? fromRow(r) : { state: "idle", engine: "router", updatedAt: 0 };
   }
 
-  private async put(conversation: string, c: Omit<Conversation, "updatedAt">): Promise<void> {
-    const question = c.question ? JSON.stringify(c.question) : null;
-    await this.sql.run(Q.put, [conversation, c.state, c.engine, question, c.canvas ?? null, Date.now()]);
-  }
-
   /** The state, set by `engine`: published on every change; not written when `routing`, nor the router's during a build. */
   async setState(conversation: string, state: ConversationState, engine: Engine): Promise<void> {
     const stored = await this.get(conversation);
@@ -131,26 +135,25 @@ export class ConversationMachine {
       this.transient.delete(conversation);
       const keep = engine === "router" && this.busy(stored);
       if (!keep && (stored.state !== state || stored.engine !== engine))
-        await this.put(conversation, { ...stored, state, engine });
+        await this.sql.run(Q.state, [conversation, state, engine, Date.now()]);
     }
     this.bus?.emit({ type: "state", conversation, state });
   }
 
   /** Open a question (it replaces any other); `canvas` becomes the builder's canvas. */
   async ask(conversation: string, question: Question, canvas?: string): Promise<void> {
-    const c = await this.get(conversation);
-    await this.put(conversation, { ...c, question, canvas: canvas ?? c.canvas });
+    await this.sql.run(Q.ask, [conversation, JSON.stringify(question), canvas ?? null, Date.now()]);
   }
 
   /** End the open question, whatever it is; returns it. */
   async close(conversation: string): Promise<Question | undefined> {
-    const { question, ...c } = await this.get(conversation);
-    if (question) await this.put(conversation, c);
+    const { question } = await this.get(conversation);
+    if (question) await this.take(conversation, question);
     return question;
   }
 
   async setCanvas(conversation: string, canvas: string): Promise<void> {
-    await this.put(conversation, { ...(await this.get(conversation)), canvas });
+    await this.sql.run(Q.canvas, [conversation, canvas, Date.now()]);
   }
 
   /** Take the question if it is still exactly `question`: a second "yes", or a client's retry racing the first, finds nothing. */
