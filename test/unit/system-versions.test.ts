@@ -20,6 +20,7 @@ import { EventBus } from "../../src/ops/events/bus.js";
 import { openBuilderTools } from "../../src/workflows/builder/runtime.js";
 import { versionRequest } from "../../src/workflows/router/decide.js";
 import { parseSlash } from "../../src/workflows/router/keyword-fallback.js";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { sandboxDir } from "../../src/workflows/systems/paths.js";
@@ -156,21 +157,22 @@ describe("versions", () => {
   test("a canvas's state says which version it is deployed as and whether it changed since", async () => {
     const db = openSystemsDb(":memory:");
     const dataDir = path.join(root, "tools");
-    const tools = openBuilderTools({ db, dataDir });
+    const sql = sqliteSqlOf(db);
+    const tools = openBuilderTools({ sql, db, dataDir });
     const deployed = async () => {
       const st = await tools.getState("two");
       return "canvas" in st ? [st.deployedVersion, st.changedSinceDeploy] : st;
     };
-    tools.store.create({ system: "two" });
+    await tools.store.create({ system: "two" });
     assert.deepEqual(await deployed(), [null, false], "a draft");
-    const canvas = tools.store.setStatus("two", "deployed");
-    await new VersionStore(sqliteSqlOf(db), dataDir).sync(await load([plan(["x", "y"])]), {
+    const canvas = await tools.store.setStatus("two", "deployed");
+    await new VersionStore(sql, dataDir).sync(await load([plan(["x", "y"])]), {
       system: "two",
       by: "builder",
       canvas,
     });
     assert.deepEqual(await deployed(), [1, false]);
-    tools.store.mutate("two", (c) => ({ ...c, description: "changed, not deployed" }));
+    await tools.store.mutate("two", (c) => ({ ...c, description: "changed, not deployed" }));
     assert.deepEqual(await deployed(), [1, true]);
   });
 
