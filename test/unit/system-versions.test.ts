@@ -20,7 +20,6 @@ import { EventBus } from "../../src/ops/events/bus.js";
 import { openBuilderTools } from "../../src/workflows/builder/runtime.js";
 import { versionRequest } from "../../src/workflows/router/decide.js";
 import { parseSlash } from "../../src/workflows/router/keyword-fallback.js";
-import { SqliteSql } from "../../src/core/db/sql.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { sandboxDir } from "../../src/workflows/systems/paths.js";

@@ -14,7 +14,7 @@ import { stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { LibraryProblem, SystemsLibrary } from "../systems/library.js";
 import { systemsDir } from "../systems/paths.js";
-import { type Sql, sqliteSqlOf } from "../../core/db/sql.js";
+import type { Sql } from "../../core/db/sql.js";
 import { canonicalJson, type VersionMade, type VersionStore, versionsOf } from "../systems/versions.js";
 import type { Canvas } from "../../wire/canvas.js";
 import type { CanvasStore } from "./canvas-store.js";
