@@ -1,7 +1,8 @@
 /**
  * A real PostgreSQL for a test file (or a benchmark): Debian's `postgresql` package (`.ci/run` installs it), `initdb`
  * into a temp dir, the server on a loopback port from the OS, stopped (and its dir removed) by
- * `stop()`. No mock. One server per file; `database()` gives each test its own empty database.
+ * `stop()`. No mock. One server per process (shared by the files it runs, see `startPostgres`);
+ * `database()` gives each test its own empty database.
  *
  * Run as root (CI, this machine), PostgreSQL refuses to start: the server then runs as the
  * `postgres` user the package creates, in a dir that user owns.
@@ -54,7 +55,47 @@ async function freePort(): Promise<number> {
 
 let seq = 0;
 
+/**
+ * The process's one server, shared by the test files it runs one after another (the unit tier runs
+ * every unit file in one process: one server start, not one per file). Each caller gets its own
+ * handle; the server stops LINGER_MS after the last handle's `stop()` unless another file asks for
+ * it meanwhile, and is killed (group and dir) when the process exits, so none outlives the run.
+ */
+let shared: { server: Promise<TestPostgres>; users: number; timer?: NodeJS.Timeout } | undefined;
+const LINGER_MS = 1500;
+
 export async function startPostgres(): Promise<TestPostgres> {
+  if (!shared) {
+    const server = startServer();
+    shared = { server, users: 0 };
+    server.catch(() => {
+      shared = undefined;
+    });
+  }
+  const s = shared;
+  if (s.timer) clearTimeout(s.timer);
+  s.timer = undefined;
+  s.users++;
+  const server = await s.server;
+  let stopped = false;
+  return {
+    url: server.url,
+    port: server.port,
+    database: (name) => server.database(name),
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      if (--s.users > 0) return;
+      s.timer = setTimeout(() => {
+        if (shared === s) shared = undefined;
+        void server.stop();
+      }, LINGER_MS);
+      s.timer.unref();
+    },
+  };
+}
+
+async function startServer(): Promise<TestPostgres> {
   const bin = postgresBinDir();
   const dir = mkdtempSync(path.join(tmpdir(), "cb-pg-"));
   const data = path.join(dir, "data");
@@ -122,6 +163,16 @@ export async function startPostgres(): Promise<TestPostgres> {
   const server = child;
   const url = `postgres://clawbridge@127.0.0.1:${port}/postgres`;
   let stopped = false;
+  // However the process ends (a failed test, the runner's exit), the server and its dir go with it.
+  const onExit = (): void => {
+    try {
+      process.kill(-server.pid!, "SIGKILL");
+    } catch {
+      /* gone */
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once("exit", onExit);
   return {
     url,
     port,
@@ -163,6 +214,7 @@ export async function startPostgres(): Promise<TestPostgres> {
         /* gone, as it should be */
       }
       rmSync(dir, { recursive: true, force: true });
+      process.removeListener("exit", onExit);
     },
   };
 }
