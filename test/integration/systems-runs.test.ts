@@ -25,6 +25,7 @@ import { fileURLToPath } from "node:url";
 import { after, afterEach, before, describe, test } from "node:test";
 import type Database from "better-sqlite3";
 import { pino } from "pino";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import { openSystemsDb, RunStore, type RunRecord } from "../../src/workflows/systems/db.js";
@@ -157,7 +158,7 @@ async function harness(systems: unknown[], opts: { dbFile?: string } = {}): Prom
   });
   assert.deepEqual(problems, []);
   const db = openSystemsDb(opts.dbFile ?? ":memory:");
-  const store = new RunStore(db);
+  const store = new RunStore(new SqliteSql(db));
   const bus = new EventBus();
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
@@ -203,10 +204,6 @@ const stepOf = (rec: RunRecord, id: string) => {
 };
 
 const eventsOf = (h: Harness, runId: string) => h.events.filter((e) => "runId" in e && e.runId === runId);
-
-function runError(fn: () => unknown, code: RunError["code"]): void {
-  assert.throws(fn, (err: unknown) => err instanceof RunError && err.code === code);
-}
 
 async function rejectsWith(p: Promise<unknown>, code: RunError["code"]): Promise<void> {
   await assert.rejects(p, (err: unknown) => err instanceof RunError && err.code === code);
@@ -275,7 +272,7 @@ const T = { timeout: 60_000 };
 describe("a run's record and events", T, () => {
   test("written pending before it starts; completed with output, attempts and timings; events in order", async () => {
     const h = await harness([cmd("hello", [NODE, "-e", "console.log('hi'); console.log('there')"])]);
-    const rec = h.manager.start({
+    const rec = await h.manager.start({
       system: "hello",
       inputs: { x: 1 },
       conversation: "conv-1",
@@ -296,8 +293,8 @@ describe("a run's record and events", T, () => {
         error: undefined,
       },
     ]);
-    assert.equal(h.store.get(rec.id)!.status, "pending");
-    assert.equal(h.store.byMessage("conv-1", "msg-1")!.id, rec.id);
+    assert.equal((await h.store.get(rec.id))!.status, "pending");
+    assert.equal((await h.store.byMessage("conv-1", "msg-1"))!.id, rec.id);
     assert.equal(h.manager.isLive(rec.id), true);
 
     const end = await h.manager.wait(rec.id);
@@ -313,7 +310,7 @@ describe("a run's record and events", T, () => {
     assert.equal(s.output, "hi\nthere");
     assert.ok(s.startedAt! >= end.startedAt! && s.endedAt! >= s.startedAt!);
     assert.equal(h.manager.isLive(rec.id), false);
-    assert.deepEqual(h.store.get(rec.id), end);
+    assert.deepEqual(await h.store.get(rec.id), end);
 
     const seen = eventsOf(h, rec.id).map((e) => (e.type === "run.output" ? `${e.type}:${e.step}:${e.text}` : e.type));
     assert.deepEqual(seen, [
@@ -333,16 +330,16 @@ describe("a run's record and events", T, () => {
 
   test("unknown systems and runs are refused", async () => {
     const h = await harness([cmd("hello", [NODE, "-e", ""])]);
-    runError(() => h.manager.start({ system: "nope", inputs: {}, origin: "cli" }), "unknown_system");
-    runError(() => h.manager.resume("run-nope"), "not_found");
+    await rejectsWith(h.manager.start({ system: "nope", inputs: {}, origin: "cli" }), "unknown_system");
+    await rejectsWith(h.manager.resume("run-nope"), "not_found");
     await rejectsWith(h.manager.cancel("run-nope"), "not_found");
     await rejectsWith(h.manager.pause("run-nope"), "not_found");
     await rejectsWith(h.manager.wait("run-nope"), "not_found");
-    const rec = h.manager.start({ system: "hello", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "hello", inputs: {}, origin: "cli" });
     await h.manager.wait(rec.id);
     // Ended: it can be neither paused, resumed nor cancelled.
     await rejectsWith(h.manager.pause(rec.id), "conflict");
-    runError(() => h.manager.resume(rec.id), "conflict");
+    await rejectsWith(h.manager.resume(rec.id), "conflict");
     await rejectsWith(h.manager.cancel(rec.id), "conflict");
   });
 
@@ -371,7 +368,7 @@ describe("a run's record and events", T, () => {
         },
       },
     ]);
-    const rec = h.manager.start({ system: "ask", inputs: { who: "Ada" }, origin: "http" });
+    const rec = await h.manager.start({ system: "ask", inputs: { who: "Ada" }, origin: "http" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.deepEqual(JSON.parse(stepOf(end, "facts").output as string), { name: "Ada", run: rec.id });
@@ -397,7 +394,7 @@ describe("plans", T, () => {
         { maxParallel: 3 },
       ),
     ]);
-    const end = await h.manager.wait(h.manager.start({ system: "together", inputs: {}, origin: "cli" }).id);
+    const end = await h.manager.wait((await h.manager.start({ system: "together", inputs: {}, origin: "cli" })).id);
     assert.equal(end.status, "completed", JSON.stringify(end));
     for (const id of ["a", "b", "c"]) assert.equal(stepOf(end, id).output, "met");
     assert.equal(end.output, "done");
@@ -417,7 +414,7 @@ describe("plans", T, () => {
         { maxParallel: 2 },
       ),
     ]);
-    const rec = h.manager.start({ system: "capped", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "capped", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     for (const id of ids)
@@ -452,7 +449,7 @@ describe("plans", T, () => {
         ),
       ]),
     ]);
-    const rec = h.manager.start({ system: "diamond", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "diamond", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "40|x!|4");
@@ -476,7 +473,7 @@ describe("plans", T, () => {
   test("a flaky step (retryable exit code) succeeds on retry; the attempts are recorded", async () => {
     const counter = fresh("flaky");
     const h = await harness([plan("flaky", [step("s", FLAKY(counter, 2, 75), [], { retryExitCodes: [75] })])]);
-    const rec = h.manager.start({ system: "flaky", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "flaky", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "ok after 3");
@@ -505,7 +502,7 @@ describe("plans", T, () => {
       cmd("slow", [NODE, "-e", slowOnce, counter], { timeoutSeconds: 1.5 }),
       cmd("broken", FLAKY(always, 99, 75), { retryExitCodes: [75] }),
     ]);
-    const slow = await h.manager.wait(h.manager.start({ system: "slow", inputs: {}, origin: "cli" }).id);
+    const slow = await h.manager.wait((await h.manager.start({ system: "slow", inputs: {}, origin: "cli" })).id);
     assert.equal(slow.status, "completed");
     assert.equal(slow.output, "second try");
     // 2 attempts; more only on a machine so loaded that starting node takes longer than the limit.
@@ -514,7 +511,7 @@ describe("plans", T, () => {
     const retry = eventsOf(h, slow.id).find((e) => e.type === "step.retry");
     assert.ok(retry?.type === "step.retry" && /did not finish within 1.5s/.test(retry.error), JSON.stringify(retry));
 
-    const broken = await h.manager.wait(h.manager.start({ system: "broken", inputs: {}, origin: "cli" }).id);
+    const broken = await h.manager.wait((await h.manager.start({ system: "broken", inputs: {}, origin: "cli" })).id);
     assert.equal(broken.status, "failed");
     assert.equal(count(always), 4, "the first attempt and 3 retries");
     assert.equal(stepOf(broken, "run").attempts, 4);
@@ -530,7 +527,7 @@ describe("plans", T, () => {
         step("bad", FLAKY(counter, 99, 3), ["ok"], { retryExitCodes: [75] }),
       ]),
     ]);
-    const rec = h.manager.start({ system: "fatal", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "fatal", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "failed");
     assert.equal(end.failedStep, "bad");
@@ -566,7 +563,7 @@ describe("plans", T, () => {
     h.bus.on((e) => {
       if (e.type === "step.failed" && e.step === "bad") writeFileSync(go, "");
     });
-    const rec = h.manager.start({ system: "branches", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "branches", inputs: {}, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "failed");
     assert.equal(end.failedStep, "bad");
@@ -620,13 +617,13 @@ describe("plans", T, () => {
       ]),
       { id: "missing", run: { kind: "webhook", url: `${base}/missing`, timeoutSeconds: 5 } },
     ]);
-    const end = await h.manager.wait(h.manager.start({ system: "hooked", inputs: {}, origin: "cli" }).id);
+    const end = await h.manager.wait((await h.manager.start({ system: "hooked", inputs: {}, origin: "cli" })).id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "Report #2");
     assert.deepEqual(stepOf(end, "fetch").output, { title: "Report", n: 2 });
     assert.equal(stepOf(end, "fetch").attempts, 2);
 
-    const missing = await h.manager.wait(h.manager.start({ system: "missing", inputs: {}, origin: "cli" }).id);
+    const missing = await h.manager.wait((await h.manager.start({ system: "missing", inputs: {}, origin: "cli" })).id);
     assert.equal(missing.status, "failed");
     assert.match(missing.error!, /webhook answered 404/);
     assert.equal(stepOf(missing, "run").attempts, 1);
@@ -665,7 +662,7 @@ describe("plans", T, () => {
         },
       },
     ]);
-    const rec = h.manager.start({ system: "shout", inputs: { who: "Ada" }, origin: "cli" });
+    const rec = await h.manager.start({ system: "shout", inputs: { who: "Ada" }, origin: "cli" });
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed", JSON.stringify(end));
     assert.deepEqual(
@@ -707,7 +704,7 @@ describe("plans", T, () => {
   test("a failing nested system fails the step that uses it, once (no retry of the whole)", async () => {
     const counter = fresh("nested-fail");
     const h = await harness([cmd("inner", FLAKY(counter, 99, 3)), plan("outer", [{ id: "x", uses: "inner" }])]);
-    const end = await h.manager.wait(h.manager.start({ system: "outer", inputs: {}, origin: "cli" }).id);
+    const end = await h.manager.wait((await h.manager.start({ system: "outer", inputs: {}, origin: "cli" })).id);
     assert.equal(end.status, "failed");
     assert.equal(end.failedStep, "x");
     assert.match(end.error!, /system inner failed at step run: exited with code 3/);
@@ -719,12 +716,12 @@ describe("stopping runs", T, () => {
   test("cancel while a long command runs: the whole process group is gone, the run cancelled", async () => {
     const pidFile = fresh("pids");
     const h = await harness([cmd("long", LONG(pidFile, fresh("never"), fresh("count")))]);
-    const rec = h.manager.start({ system: "long", inputs: {}, origin: "chat", conversation: "c" });
+    const rec = await h.manager.start({ system: "long", inputs: {}, origin: "chat", conversation: "c" });
     await nextEvent(h.bus, outputSaid(rec.id, "started"));
     const pids = pidsOf(pidFile);
     assert.ok(groupAlive(pids.pgid));
-    assert.equal(h.store.get(rec.id)!.status, "running");
-    assert.equal(stepOf(h.store.get(rec.id)!, "run").status, "running");
+    assert.equal((await h.store.get(rec.id))!.status, "running");
+    assert.equal(stepOf((await h.store.get(rec.id))!, "run").status, "running");
 
     const end = await h.manager.cancel(rec.id);
     assert.equal(end.status, "cancelled");
@@ -734,7 +731,7 @@ describe("stopping runs", T, () => {
     assert.equal(h.manager.isLive(rec.id), false);
     assert.equal(eventsOf(h, rec.id).at(-1)!.type, "run.cancelled");
     // Ended for good.
-    runError(() => h.manager.resume(rec.id), "conflict");
+    await rejectsWith(h.manager.resume(rec.id), "conflict");
     await rejectsWith(h.manager.cancel(rec.id), "conflict");
   });
 
@@ -743,7 +740,7 @@ describe("stopping runs", T, () => {
     const h = await harness([
       plan("two", [step("a", COUNT(first, "A done")), step("b", LONG(pidFile, go, second), ["a"])]),
     ]);
-    const rec = h.manager.start({ system: "two", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "two", inputs: {}, origin: "cli" });
     await nextEvent(h.bus, outputSaid(rec.id, "started", "b"));
     const pids = pidsOf(pidFile);
 
@@ -762,9 +759,9 @@ describe("stopping runs", T, () => {
     await rejectsWith(h.manager.pause(rec.id), "conflict");
 
     writeFileSync(go, "");
-    const resumed = h.manager.resume(rec.id);
+    const resumed = await h.manager.resume(rec.id);
     assert.equal(resumed.id, rec.id);
-    runError(() => h.manager.resume(rec.id), "conflict"); // already going again
+    await rejectsWith(h.manager.resume(rec.id), "conflict"); // already going again
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "finished");
@@ -782,7 +779,7 @@ describe("stopping runs", T, () => {
     const h = await harness([
       plan("two", [step("a", COUNT(first)), step("b", LONG(pidFile, fresh("never"), fresh("second")), ["a"])]),
     ]);
-    const rec = h.manager.start({ system: "two", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "two", inputs: {}, origin: "cli" });
     await nextEvent(h.bus, outputSaid(rec.id, "started", "b"));
     const pids = pidsOf(pidFile);
     assert.equal((await h.manager.pause(rec.id)).status, "paused");
@@ -798,7 +795,7 @@ describe("stopping runs", T, () => {
       ],
     );
     assert.equal(eventsOf(h, rec.id).at(-1)!.type, "run.cancelled");
-    runError(() => h.manager.resume(rec.id), "conflict");
+    await rejectsWith(h.manager.resume(rec.id), "conflict");
     assert.equal(count(first), 1);
   });
 
@@ -819,12 +816,12 @@ describe("stopping runs", T, () => {
         ),
       ]),
     ]);
-    const rec = h.manager.start({ system: "fixable", inputs: {}, origin: "cli" });
+    const rec = await h.manager.start({ system: "fixable", inputs: {}, origin: "cli" });
     const failed = await h.manager.wait(rec.id);
     assert.equal(failed.status, "failed");
     assert.equal(failed.failedStep, "b");
     writeFileSync(fixed, "");
-    h.manager.resume(rec.id);
+    await h.manager.resume(rec.id);
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "fixed");
@@ -836,18 +833,18 @@ describe("stopping runs", T, () => {
   test("close() ends running runs as interrupted (group gone) and refuses new ones", async () => {
     const pidFile = fresh("pids");
     const h = await harness([cmd("long", LONG(pidFile, fresh("never"), fresh("count")))]);
-    const rec = h.manager.start({ system: "long", inputs: {}, origin: "chat", conversation: "c" });
+    const rec = await h.manager.start({ system: "long", inputs: {}, origin: "chat", conversation: "c" });
     await nextEvent(h.bus, outputSaid(rec.id, "started"));
     const pids = pidsOf(pidFile);
     await h.manager.close();
-    const end = h.store.get(rec.id)!;
+    const end = (await h.store.get(rec.id))!;
     assert.equal(end.status, "interrupted");
     assert.equal(end.detached, true);
     assert.equal(stepOf(end, "run").status, "pending");
     await assertGone(pids);
     assert.equal(eventsOf(h, rec.id).at(-1)!.type, "run.interrupted");
-    runError(() => h.manager.start({ system: "long", inputs: {}, origin: "cli" }), "conflict");
-    runError(() => h.manager.resume(rec.id), "conflict");
+    await rejectsWith(h.manager.start({ system: "long", inputs: {}, origin: "cli" }), "conflict");
+    await rejectsWith(h.manager.resume(rec.id), "conflict");
   });
 });
 
@@ -857,34 +854,34 @@ describe("runs left by a bridge that stopped", T, () => {
     const counter = fresh("count");
     const h1 = await harness([cmd("c", COUNT(counter))], { dbFile });
     // As a bridge that died would leave them: one running (a step running), one never started.
-    h1.store.create({ id: "run-running", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
-    h1.store.markStarted("run-running");
-    h1.store.stepStarted("run-running", "run", 1);
-    h1.store.create({ id: "run-pending", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
-    h1.store.create({ id: "run-paused", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
-    h1.store.setStatus("run-paused", "paused");
+    await h1.store.create({ id: "run-running", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
+    await h1.store.markStarted("run-running");
+    await h1.store.stepStarted("run-running", "run", 1);
+    await h1.store.create({ id: "run-pending", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
+    await h1.store.create({ id: "run-paused", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
+    await h1.store.setStatus("run-paused", "paused");
 
     const h2 = await harness([cmd("c", COUNT(counter))], { dbFile });
-    assert.deepEqual(h2.manager.recover().sort(), ["run-pending", "run-running"]);
+    assert.deepEqual((await h2.manager.recover()).sort(), ["run-pending", "run-running"]);
     for (const id of ["run-running", "run-pending"]) {
-      const rec = h2.store.get(id)!;
+      const rec = (await h2.store.get(id))!;
       assert.equal(rec.status, "interrupted");
       assert.equal(rec.detached, true);
       assert.match(rec.error!, /bridge stopped/);
       assert.equal(stepOf(rec, "run").status, "pending");
     }
-    assert.equal(h2.store.get("run-paused")!.status, "paused");
+    assert.equal((await h2.store.get("run-paused"))!.status, "paused");
     assert.deepEqual(
       h2.events.map((e) => e.type),
       ["run.interrupted", "run.interrupted"],
     );
-    assert.deepEqual(h2.manager.recover(), []);
+    assert.deepEqual(await h2.manager.recover(), []);
     assert.equal(count(counter), 0);
     assert.equal(h2.manager.isLive("run-running"), false);
 
     // Cancelling an interrupted run is allowed; resuming another runs it.
     assert.equal((await h2.manager.cancel("run-pending")).status, "cancelled");
-    h2.manager.resume("run-running");
+    await h2.manager.resume("run-running");
     assert.equal((await h2.manager.wait("run-running")).status, "completed");
     assert.equal(count(counter), 1);
   });
@@ -903,6 +900,7 @@ describe("runs left by a bridge that stopped", T, () => {
 import { createRequire } from "node:module";
 import { EventBus } from ${JSON.stringify(path.join(REPO, "src/ops/events/bus.ts"))};
 import { openSystemsDb, RunStore } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/db.ts"))};
+import { SqliteSql } from ${JSON.stringify(path.join(REPO, "src/core/db/sql.ts"))};
 import { loadSystems } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/library.ts"))};
 import { RunManager } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/runner.ts"))};
 const { pino } = createRequire(${JSON.stringify(path.join(REPO, "package.json"))})("pino");
@@ -910,11 +908,11 @@ const [dbFile, dataDir, systems] = process.argv.slice(2);
 const { library, problems } = await loadSystems({ configSystems: JSON.parse(systems!), models: new Map() });
 if (problems.length) throw new Error(JSON.stringify(problems));
 const bus = new EventBus();
-const manager = new RunManager({ store: new RunStore(openSystemsDb(dbFile!)), library, bus, callModel: async function* () {}, dataDir: dataDir!, log: pino({ level: "silent" }), retryBaseMs: 20 });
+const manager = new RunManager({ store: new RunStore(new SqliteSql(openSystemsDb(dbFile!))), library, bus, callModel: async function* () {}, dataDir: dataDir!, log: pino({ level: "silent" }), retryBaseMs: 20 });
 bus.on((e) => {
   if (e.type === "run.output" && e.step === "b" && e.text.includes("started")) process.stdout.write("RUN " + e.runId + "\\n");
 });
-manager.start({ system: "crashy", inputs: {}, origin: "cli" });
+await manager.start({ system: "crashy", inputs: {}, origin: "cli" });
 setTimeout(() => process.exit(9), 30_000); // bounded, should the test not kill it
 `,
     );
@@ -957,12 +955,12 @@ setTimeout(() => process.exit(9), 30_000); // bounded, should the test not kill 
     await assertGone(pids);
 
     const h = await harness(systems, { dbFile });
-    const left = h.store.get(runId)!;
+    const left = (await h.store.get(runId))!;
     assert.equal(left.status, "running");
     assert.equal(stepOf(left, "b").status, "running");
 
-    assert.deepEqual(h.manager.recover(), [runId]);
-    const rec = h.store.get(runId)!;
+    assert.deepEqual(await h.manager.recover(), [runId]);
+    const rec = (await h.store.get(runId))!;
     assert.equal(rec.status, "interrupted");
     assert.equal(rec.detached, true);
     assert.deepEqual(
@@ -981,10 +979,10 @@ setTimeout(() => process.exit(9), 30_000); // bounded, should the test not kill 
     assert.equal(h.manager.isLive(runId), false);
     assert.equal(count(first), 1);
     assert.equal(count(second), 1);
-    assert.equal(h.store.get(runId)!.status, "interrupted");
+    assert.equal((await h.store.get(runId))!.status, "interrupted");
 
     writeFileSync(go, "");
-    h.manager.resume(runId);
+    await h.manager.resume(runId);
     const end = await h.manager.wait(runId);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "finished");

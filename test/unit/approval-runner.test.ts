@@ -14,6 +14,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import type Database from "better-sqlite3";
 import { pino } from "pino";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import { openSystemsDb, RunStore, type RunRecord } from "../../src/workflows/systems/db.js";
@@ -72,7 +73,7 @@ async function manager(sys: unknown, dbFile = path.join(root, `${files++}.db`)) 
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
   const runs = new RunManager({
-    store: new RunStore(db),
+    store: new RunStore(new SqliteSql(db)),
     library,
     bus,
     callModel: fakeModel,
@@ -84,9 +85,9 @@ async function manager(sys: unknown, dbFile = path.join(root, `${files++}.db`)) 
   return { runs, events, dbFile };
 }
 
-async function until(check: () => boolean, ms = 5000): Promise<void> {
+async function until(check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > end) throw new Error("condition not met in time");
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -97,7 +98,7 @@ const step = (r: RunRecord, id: string) => r.steps.find((s) => s.id === id)!;
 describe("approval steps", () => {
   test("a run waits at the approval, is approved once, and finishes", async () => {
     const { runs, events } = await manager(system());
-    const started = runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
+    const started = await runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
     const waiting = await runs.wait(started.id);
     assert.equal(waiting.status, "waiting");
     assert.equal(step(waiting, "draft").status, "completed");
@@ -108,7 +109,7 @@ describe("approval steps", () => {
     assert.equal(waiting.approval?.deadline, undefined);
     assert.ok(events.some((e) => e.type === "approval.requested" && e.step === "check"));
     assert.ok(events.some((e) => e.type === "run.waiting" && e.runId === started.id));
-    assert.throws(() => runs.resume(started.id), RunError, "a waiting run is not resumed without a decision");
+    await assert.rejects(runs.resume(started.id), RunError, "a waiting run is not resumed without a decision");
 
     await runs.decide(started.id, { approve: true, by: "http", note: "fine" });
     const done = await runs.wait(started.id);
@@ -129,7 +130,7 @@ describe("approval steps", () => {
 
   test("rejected: the run ends rejected with the note, and a second decision is a conflict", async () => {
     const { runs, events } = await manager(system());
-    const { id } = runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
+    const { id } = await runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
     await runs.wait(id);
     // Two decisions at once (a person and the timeout, two tabs): the first is taken, the second refused.
     const [first, second] = await Promise.allSettled([
@@ -139,7 +140,7 @@ describe("approval steps", () => {
     assert.equal(first.status, "fulfilled");
     assert.equal(second.status, "rejected");
     assert.match(String((second as PromiseRejectedResult).reason), /was already decided/);
-    const rejected = runs.get(id)!;
+    const rejected = (await runs.get(id))!;
     assert.equal(rejected.status, "rejected");
     assert.equal(rejected.error, "too long");
     assert.equal(rejected.failedStep, "check");
@@ -151,7 +152,7 @@ describe("approval steps", () => {
 
   test("a run that is not waiting refuses a decision", async () => {
     const { runs } = await manager({ id: "plain", run: { kind: "model", model: "m", prompt: "hi" } });
-    const { id } = runs.start({ system: "plain", inputs: {}, origin: "http" });
+    const { id } = await runs.start({ system: "plain", inputs: {}, origin: "http" });
     assert.equal((await runs.wait(id)).status, "completed");
     await assert.rejects(runs.decide(id, { approve: true, by: "http" }), /is completed, not waiting/);
     await assert.rejects(runs.decide("run_nope", { approve: true, by: "http" }), /no run/);
@@ -160,11 +161,11 @@ describe("approval steps", () => {
   for (const onTimeout of ["approve", "reject"] as const)
     test(`a timeout applies its policy (${onTimeout})`, async () => {
       const { runs } = await manager(system({ timeoutSeconds: 0.2, onTimeout }));
-      const { id } = runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
+      const { id } = await runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
       const waiting = await runs.wait(id);
       assert.equal(waiting.status, "waiting");
       assert.ok(waiting.approval?.deadline && waiting.approval.deadline > waiting.approval.createdAt);
-      await until(() => runs.get(id)!.status !== "waiting" && !runs.isLive(id));
+      await until(async () => (await runs.get(id))!.status !== "waiting" && !runs.isLive(id));
       const end = await runs.wait(id);
       if (onTimeout === "approve") {
         assert.equal(end.status, "completed");
@@ -177,15 +178,15 @@ describe("approval steps", () => {
 
   test("a waiting run stays waiting after a restart; a deadline that passed meanwhile applies at start", async () => {
     const first = await manager(system({ timeoutSeconds: 0.3, onTimeout: "approve" }));
-    const { id } = first.runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
+    const { id } = await first.runs.start({ system: "post", inputs: { topic: "tides" }, origin: "http" });
     assert.equal((await first.runs.wait(id)).status, "waiting");
     await first.runs.close(); // the bridge stops before the deadline
     await new Promise((r) => setTimeout(r, 400));
 
     const second = await manager(system({ timeoutSeconds: 0.3, onTimeout: "approve" }), first.dbFile);
-    assert.equal(second.runs.get(id)!.status, "waiting");
-    assert.deepEqual(second.runs.recover(), [], "a waiting run is not interrupted");
-    await until(() => second.runs.get(id)!.status === "completed");
-    assert.equal((step(second.runs.get(id)!, "check").output as { by: string }).by, "timeout");
+    assert.equal((await second.runs.get(id))!.status, "waiting");
+    assert.deepEqual(await second.runs.recover(), [], "a waiting run is not interrupted");
+    await until(async () => (await second.runs.get(id))!.status === "completed");
+    assert.equal((step((await second.runs.get(id))!, "check").output as { by: string }).by, "timeout");
   });
 });

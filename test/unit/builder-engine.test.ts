@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import pino from "pino";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import type { DispatchInput, TurnInput } from "../../src/backends/contract/backend.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 import { EventBus } from "../../src/ops/events/bus.js";
@@ -107,10 +108,11 @@ after(async () => {
 async function world(options: Record<string, unknown> = { answer: ANS }): Promise<World> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "cb-builder-engine-"));
   const db = openSystemsDb(":memory:");
+  const sql = new SqliteSql(db);
   const bus = new EventBus();
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
-  const room = openBuilderRoom({ db, dataDir, bus });
+  const room = openBuilderRoom({ db, sql, dataDir, bus });
   // The systems library as the bridge keeps it: the config's systems and <dataDir>/systems, loaded again after a deploy.
   const models = new Map([
     ["writer", { router: false }],
@@ -149,7 +151,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
   model.on(ANS, (call) => `ANSWER: ${call.prompt}`);
   const tools: string[] = [];
   const manager = new RunManager({
-    store: new RunStore(db),
+    store: new RunStore(sql),
     library,
     bus,
     callModel: model.caller,
@@ -214,7 +216,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
       bus,
       callModel: model.caller,
       host,
-      runs: new RunStore(db),
+      runs: new RunStore(sql),
       manager,
       dataDir,
       models: [
@@ -553,7 +555,7 @@ describe("builder engine", () => {
       ["canvas_create_node:c1", "canvas_create_node:c2", "canvas_create_node:c3", "canvas_create_node:c4"],
       "nothing made twice",
     );
-    assert.throws(() => w.manager.resume(id), RunError, "a completed build is not resumed");
+    await assert.rejects(w.manager.resume(id), RunError, "a completed build is not resumed");
     assert.equal(w.model.to(SUP).length, 1, "pause, resume and status ask no model");
   });
 

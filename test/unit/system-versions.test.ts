@@ -12,6 +12,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import Database from "better-sqlite3";
 import { pino } from "pino";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import { openBuilderTools } from "../../src/workflows/builder/runtime.js";
 import { versionRequest } from "../../src/workflows/router/decide.js";
@@ -62,11 +63,11 @@ describe("versions", () => {
     assert.equal(v3!.number, 3);
     assert.match(v3!.files["notes.md"]!, /^[0-9a-f]{64}$/);
     assert.deepEqual(
-      store.list("two").map((v) => v.number),
+      (await store.list("two")).map((v) => v.number),
       [1, 2, 3],
     );
-    assert.equal(store.get("two", 1)!.compiled.run.kind, "plan");
-    assert.deepEqual(diffVersions(store.get("two", 2)!, store.get("two", 3)!), [
+    assert.equal((await store.get("two", 1))!.compiled.run.kind, "plan");
+    assert.deepEqual(diffVersions((await store.get("two", 2))!, (await store.get("two", 3))!), [
       { key: "files.notes.md", change: "added", to: v3!.files["notes.md"] },
     ]);
   });
@@ -77,7 +78,7 @@ describe("versions", () => {
     const moved = plan(["x", "y2"], { description: "now described" });
     (moved.run.steps as unknown[]).reverse();
     store.sync(await load([moved]));
-    const changes = diffVersions(store.get("two", 1)!, store.get("two", 2)!);
+    const changes = diffVersions((await store.get("two", 1))!, (await store.get("two", 2))!);
     assert.deepEqual(changes, [
       { key: "description", change: "changed", from: "", to: "now described" },
       { key: "run.steps[b].with.prompt", change: "changed", from: "y", to: "y2" },
@@ -94,7 +95,7 @@ describe("versions", () => {
       const st = tools.getState("two");
       return "canvas" in st ? [st.deployedVersion, st.changedSinceDeploy] : st;
     };
-    tools.store.create({ system: "two" });
+    await tools.store.create({ system: "two" });
     assert.deepEqual(deployed(), [null, false], "a draft");
     const canvas = tools.store.setStatus("two", "deployed");
     new VersionStore(db, dataDir).sync(await load([plan(["x", "y"])]), { system: "two", by: "builder", canvas });
@@ -131,7 +132,7 @@ describe("versions", () => {
     });
   });
 
-  test("a database of before versions gains runs.version, once", () => {
+  test("a database of before versions gains runs.version, once", async () => {
     const file = path.join(root, "old.db");
     const old = new Database(file);
     old.exec(
@@ -143,10 +144,10 @@ describe("versions", () => {
     old.close();
     openSystemsDb(file).close();
     const db = openSystemsDb(file);
-    const store = new RunStore(db);
-    assert.equal(store.get("r1")!.version, undefined, "an old run has none");
-    store.create({ id: "r2", system: "s", inputs: {}, origin: "http", version: 3, steps: [] });
-    assert.equal(store.get("r2")!.version, 3);
+    const store = new RunStore(new SqliteSql(db));
+    assert.equal((await store.get("r1"))!.version, undefined, "an old run has none");
+    await store.create({ id: "r2", system: "s", inputs: {}, origin: "http", version: 3, steps: [] });
+    assert.equal((await store.get("r2"))!.version, 3);
     db.close();
   });
 
@@ -169,7 +170,7 @@ describe("versions", () => {
       yield { type: "done", finishReason: "stop" };
     };
     const manager = new RunManager({
-      store: new RunStore(db),
+      store: new RunStore(new SqliteSql(db)),
       library,
       bus: new EventBus(),
       callModel,
@@ -178,25 +179,25 @@ describe("versions", () => {
       retryBaseMs: 10,
     });
     manager.versions.sync(library);
-    const rec = manager.start({ system: "two", inputs: {}, origin: "http" });
+    const rec = await manager.start({ system: "two", inputs: {}, origin: "http" });
     assert.equal(rec.version, 1);
     await atA;
     assert.equal((await manager.pause(rec.id)).status, "paused");
 
     library.replace(await load([plan(["two-a", "two-b"])]));
     assert.equal(manager.versions.sync(library)[0]!.number, 2);
-    const resumed = await manager.wait(manager.resume(rec.id).id);
+    const resumed = await manager.wait((await manager.resume(rec.id)).id);
     assert.equal(resumed.status, "completed");
     assert.equal(resumed.version, 1);
     assert.equal(resumed.output, "did one-b");
     assert.deepEqual(prompts, ["one-a", "one-a", "one-b"]);
 
-    const fresh = await manager.wait(manager.start({ system: "two", inputs: {}, origin: "http" }).id);
+    const fresh = await manager.wait((await manager.start({ system: "two", inputs: {}, origin: "http" })).id);
     assert.deepEqual([fresh.version, fresh.output], [2, "did two-b"]);
-    const old = await manager.wait(manager.start({ system: "two", inputs: {}, origin: "http", version: 1 }).id);
+    const old = await manager.wait((await manager.start({ system: "two", inputs: {}, origin: "http", version: 1 })).id);
     assert.deepEqual([old.version, old.output], [1, "did one-b"]);
-    assert.throws(
-      () => manager.start({ system: "two", inputs: {}, origin: "http", version: 5 }),
+    await assert.rejects(
+      manager.start({ system: "two", inputs: {}, origin: "http", version: 5 }),
       (e: unknown) => e instanceof RunError && e.code === "unknown_version" && /versions: 1 to 2/.test(e.message),
     );
     await manager.close();

@@ -65,13 +65,16 @@ class FakeClock implements Clock {
   }
 }
 
+/** Lets a schedule's started run be recorded (the run manager's `start` is async). */
+const settle = () => new Promise<void>((r) => setImmediate(r));
+
 function harness(lib: SystemsLibrary, clock: FakeClock, db = openSystemsDb(":memory:")) {
   const started: StartRequest[] = [];
   const events: BridgeEvent[] = [];
   const bus = new EventBus();
   bus.on((e) => events.push(e));
   const runs = {
-    start: (req: StartRequest) => {
+    start: async (req: StartRequest) => {
       started.push(req);
       return { id: `run_${started.length}`, ...req } as unknown as RunRecord;
     },
@@ -114,10 +117,13 @@ test("an every-minute schedule runs once a minute with its inputs", async () => 
   const clock = new FakeClock(T0);
   const h = harness(await library([{ cron: "* * * * *", inputs: { topic: "tides" } }]), clock);
   h.schedules.rearm();
+  await settle();
   assert.equal(h.started.length, 0, "a new schedule catches nothing up");
   assert.equal(clock.armedAt, Date.parse("2026-11-30T08:00:00Z"));
   clock.advanceTo(Date.parse("2026-11-30T08:00:10Z"));
+  await settle();
   clock.advanceTo(Date.parse("2026-11-30T08:01:10Z"));
+  await settle();
   assert.equal(h.started.length, 2);
   for (const r of h.started)
     assert.deepEqual(r, {
@@ -148,11 +154,14 @@ for (const catchUp of [true, false]) {
     const clock = new FakeClock(T0);
     const first = harness(lib, clock);
     first.schedules.rearm();
+    await settle();
     first.schedules.close(); // the bridge stops before 08:00 …
     // … and starts again on Wednesday at noon: Monday's, Tuesday's and Wednesday's 08:00 were missed.
     clock.advanceTo(Date.parse("2026-12-02T12:00:00Z"));
+    await settle();
     const second = harness(lib, clock, first.db);
     second.schedules.rearm();
+    await settle();
     assert.equal(second.started.length, catchUp ? 1 : 0);
     const kinds = second.events.map((e) => e.type);
     assert.deepEqual(kinds, catchUp ? ["trigger.fired"] : ["trigger.skipped"]);
@@ -161,8 +170,10 @@ for (const catchUp of [true, false]) {
     assert.equal(second.schedules.rows("digest")[0]!.next_run_at, Date.parse("2026-12-03T08:00:00Z"));
     assert.equal(clock.armedAt, Date.parse("2026-12-02T13:00:00Z"));
     second.schedules.rearm();
+    await settle();
     assert.equal(second.started.length, catchUp ? 1 : 0, "a second check at the same time runs nothing again");
     clock.advanceTo(Date.parse("2026-12-03T08:00:01Z"));
+    await settle();
     assert.equal(second.started.length, catchUp ? 2 : 1);
     second.schedules.close();
   });
@@ -173,14 +184,17 @@ test("a changed schedule counts from the change, and a time zone moves its times
   const db = openSystemsDb(":memory:");
   const a = harness(await library([{ cron: "0 8 * * *", inputs: { topic: "x" } }]), clock, db);
   a.schedules.rearm();
+  await settle();
   a.schedules.close();
   clock.advanceTo(Date.parse("2026-12-01T12:00:00Z"));
+  await settle();
   const b = harness(
     await library([{ cron: "30 7 * * *", timezone: "Europe/Paris", inputs: { topic: "x" } }]),
     clock,
     db,
   );
   b.schedules.rearm();
+  await settle();
   assert.equal(b.started.length, 0, "the changed schedule does not catch up the old one's times");
   assert.equal(b.schedules.rows("digest")[0]!.next_run_at, Date.parse("2026-12-02T06:30:00Z"));
   b.schedules.close();
@@ -192,13 +206,17 @@ test("a schedule removed and added again later catches nothing up", async () => 
   const daily = [{ cron: "0 8 * * *", timezone: "UTC", inputs: { topic: "x" } }];
   const a = harness(await library(daily), clock, db);
   a.schedules.rearm();
+  await settle();
   a.schedules.close();
   const none = harness(await library([]), clock, db);
   none.schedules.rearm(); // "stop the schedule"
+  await settle();
   none.schedules.close();
   clock.advanceTo(Date.parse("2026-12-05T12:00:00Z"));
+  await settle();
   const again = harness(await library(daily), clock, db);
   again.schedules.rearm();
+  await settle();
   assert.equal(again.started.length, 0);
   assert.equal(again.schedules.rows("digest")[0]!.last_run_id, null);
   again.schedules.close();

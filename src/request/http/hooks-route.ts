@@ -36,7 +36,7 @@ export function registerHooksRoute(app: FastifyInstance, systems: RouterRuntimeH
         const v = req.headers[name];
         return Array.isArray(v) ? v[0] : v;
       };
-      const res = systems.triggers.hooks.receive(
+      const res = await systems.triggers.hooks.receive(
         req.params.id,
         { timestamp: header("x-clawbridge-timestamp"), signature: header("x-clawbridge-signature") },
         typeof req.body === "string" ? req.body : "",

@@ -26,7 +26,7 @@ export async function answerQuery(
   focus: string | undefined,
   input: DispatchInput,
 ): Promise<Dispatch> {
-  const context = stateContext(chat, focus);
+  const context = await stateContext(chat, focus);
   const model = chat.opts.answer ?? chat.opts.supervisor;
   const system =
     "You answer questions about the person's systems in clawbridge: their canvases (nodes and edges), whether each is a draft or deployed, and their recent runs. Use only the state given as JSON; say so when it does not hold the answer. Be brief.";
@@ -127,7 +127,7 @@ export async function configureSystem(
 }
 
 /** The state a QUERY is answered from: the canvases, the one in focus, the deployed systems, recent runs. */
-function stateContext(chat: BuilderChat, focus: string | undefined) {
+async function stateContext(chat: BuilderChat, focus: string | undefined) {
   const canvases = chat.d.canvases.list().map((c) => ({
     system: c.system,
     name: c.name,
@@ -138,9 +138,8 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
   }));
   const current = focus ? chat.d.canvases.get(focus) : undefined;
   const runs =
-    chat.d.runs
-      ?.list({ limit: 20 })
-      .filter((r) => r.origin !== "builder") // the systems' runs; builds are the builder's own
+    (await chat.d.runs?.list({ limit: 20 }))
+      ?.filter((r) => r.origin !== "builder") // the systems' runs; builds are the builder's own
       .slice(0, 10)
       .map((r) => ({
         id: r.id,
@@ -171,7 +170,7 @@ function stateContext(chat: BuilderChat, focus: string | undefined) {
   };
 }
 
-function stateText(ctx: ReturnType<typeof stateContext>): string {
+function stateText(ctx: Awaited<ReturnType<typeof stateContext>>): string {
   const lines = ["Here is what there is:", ""];
   for (const c of ctx.canvases)
     lines.push(

@@ -189,7 +189,7 @@ export function startBuild(
 export function followBuild(
   chat: BuilderChat,
   conv: string,
-  launch: (observe: (hooks: RunHooks) => void) => BuildRecord,
+  launch: (observe: (hooks: RunHooks) => void) => Promise<BuildRecord>,
   head: (id: string) => string,
   turnCancel: Cancellation,
 ): AsyncGenerator<BackendEvent> {

@@ -9,11 +9,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type Database from "better-sqlite3";
+import type { Sql } from "../../core/db/sql.js";
 import { parse as parseYaml, stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import { systemsDir } from "../systems/paths.js";
-import { BuildStore } from "./build-store.js";
+import { BuildStore, migrateBuilds } from "./build-store.js";
 import { readBundle, writeBundle, BundleError } from "./bundle.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
@@ -52,13 +53,17 @@ export interface ImportOptions {
 
 export function openBuilderRoom(args: {
   db: Database.Database;
+  /** systems.db's one `Sql` (or the PostgreSQL): the builds (runs of origin `builder`). */
+  sql: Sql;
   dataDir: string;
   bus?: EventBus;
   host?: SystemsHost;
 }): BuilderRoom {
   const tools = openBuilderTools({ db: args.db, dataDir: args.dataDir, bus: args.bus });
   const canvases = tools.store;
-  const builds = new BuildStore(args.db);
+  // Release 0.1.0's `builds` table (SQLite only) moved into runs, once.
+  migrateBuilds(args.db);
+  const builds = new BuildStore(args.sql);
   const dataDir = args.dataDir;
 
   return {

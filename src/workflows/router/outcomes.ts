@@ -58,7 +58,7 @@ export abstract class RouterOutcomes {
     return this.rt.runs.versions.get(id, version)?.compiled;
   }
 
-  protected start(
+  protected async start(
     conv: string,
     system: LoadedSystem,
     values: Record<string, unknown>,
@@ -66,10 +66,10 @@ export abstract class RouterOutcomes {
     preface: string,
     test = false,
     version?: number,
-  ): Dispatch {
+  ): Promise<Dispatch> {
     let rec: RunRecord;
     try {
-      rec = this.rt.runs.start({
+      rec = await this.rt.runs.start({
         system: system.id,
         inputs: values,
         conversation: conv,
@@ -107,10 +107,9 @@ export abstract class RouterOutcomes {
         preface,
         fresh ? (rec.test ? testingLine(name) : runningLine(name)) : `Still running **${name}** (run \`${rec.id}\`)…`,
       ),
-      onEnd: (end) => {
+      onEnd: (end, now) => {
         this.setState(conv, end);
-        const now = this.rt.runs.get(rec.id);
-        if (now?.status === "waiting") this.askApproval(conv, now);
+        if (now.status === "waiting") this.askApproval(conv, now);
       },
     });
     return { kind: "answer", events };
@@ -120,12 +119,12 @@ export abstract class RouterOutcomes {
    * Runs that ended in the background since the conversation last heard, and those that stopped at
    * an approval (`waiting`: the last of them, whose question the caller opens once the turn is routed): told first.
    */
-  protected reportBackground(conv: string): { text: string; waiting?: RunRecord } {
-    const done = this.rt.runs.store.unreported(conv);
+  protected async reportBackground(conv: string): Promise<{ text: string; waiting?: RunRecord }> {
+    const done = await this.rt.runs.store.unreported(conv);
     const parts: string[] = [];
     let waiting: RunRecord | undefined;
     for (const r of done) {
-      this.rt.runs.store.markReported(r.id);
+      await this.rt.runs.store.markReported(r.id);
       // A schedule made in this conversation ran without it.
       const text = runStatusText(r, this.nameOf(r.system));
       parts.push(r.origin === "schedule" ? `While you were away, ${text}` : text);
@@ -172,7 +171,12 @@ export abstract class RouterOutcomes {
 
   /** Cancel a run of this conversation and say where it ended. */
   protected async cancelRun(conv: string, preface: string, id: string): Promise<Dispatch> {
-    return this.sayRun(conv, preface, await this.rt.runs.cancel(id).catch(() => this.rt.runs.get(id)!), "idle");
+    return this.sayRun(
+      conv,
+      preface,
+      await this.rt.runs.cancel(id).catch(async () => (await this.rt.runs.get(id))!),
+      "idle",
+    );
   }
 
   protected say(conv: string, preface: string, text: string, state: ConversationState): Dispatch {

@@ -38,7 +38,7 @@ export class RouterEngine extends RouterOutcomes {
 
   async dispatch(input: DispatchInput): Promise<Dispatch> {
     const conv = input.turn.session.key;
-    const told = this.reportBackground(conv);
+    const told = await this.reportBackground(conv);
     const answer = await this.route(input, told.text);
     // An approval told in this turn: the next message answers it (unless this one opened a question of its own).
     if (told.waiting && !this.rt.conversations.get(conv).question) this.askApproval(conv, told.waiting);
@@ -56,7 +56,7 @@ export class RouterEngine extends RouterOutcomes {
     this.setState(conv, "routing");
 
     // A client's retry of a message that already started a run: never a second run.
-    const prior = this.rt.runs.store.byMessage(conv, input.messageKey);
+    const prior = await this.rt.runs.store.byMessage(conv, input.messageKey);
     if (prior) {
       this.decision(conv, "status", "state", {
         system: prior.system,
@@ -102,7 +102,7 @@ export class RouterEngine extends RouterOutcomes {
       ? builderRule(text, {
           canvas: this.rt.conversations.get(conv).canvas,
           systems: this.rt.library.systems,
-          runLive: this.rt.runs.store.active(conv).length > 0,
+          runLive: (await this.rt.runs.store.active(conv)).length > 0,
         })
       : undefined;
     if (forBuilder) {
@@ -128,7 +128,7 @@ export class RouterEngine extends RouterOutcomes {
         this.decision(conv, "cancel", d.source, { system: gathering.system, confidence: d.confidence });
         return this.say(conv, preface, cancelledText(this.nameOf(gathering.system)), "idle");
       }
-      const active = this.rt.runs.store.active(conv)[0];
+      const [active] = await this.rt.runs.store.active(conv);
       if (active) {
         this.decision(conv, "cancel", d.source, { system: active.system, confidence: d.confidence });
         return this.cancelRun(conv, preface, active.id);
@@ -142,7 +142,7 @@ export class RouterEngine extends RouterOutcomes {
         : this.toBuilder(conv, preface, d, "build");
     }
     if (d.action === "status") {
-      const latest = this.rt.runs.store.latest(conv);
+      const latest = await this.rt.runs.store.latest(conv);
       if (latest) {
         this.decision(conv, "status", d.source, { system: latest.system, confidence: d.confidence });
         return this.sayRun(conv, preface, latest);
@@ -193,7 +193,7 @@ export class RouterEngine extends RouterOutcomes {
   }
 
   /** Inputs checked here, never on the classifier's word: clarify, confirm or run. */
-  private proceed(
+  private async proceed(
     conv: string,
     system: LoadedSystem,
     candidate: Record<string, unknown>,
@@ -204,7 +204,7 @@ export class RouterEngine extends RouterOutcomes {
     rounds: number,
     /** The version chosen (`/run id@3`): `system` is that version's. */
     version?: number,
-  ): Dispatch {
+  ): Promise<Dispatch> {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
       if (rounds >= this.opts.gathering.maxRounds) {
@@ -267,7 +267,7 @@ export class RouterEngine extends RouterOutcomes {
    * A test run: with complete inputs it starts at once (nothing with side effects is carried out,
    * so there is nothing to confirm); otherwise what is missing, and no question is kept open.
    */
-  private testRun(
+  private async testRun(
     conv: string,
     system: LoadedSystem,
     candidate: Record<string, unknown>,
@@ -275,7 +275,7 @@ export class RouterEngine extends RouterOutcomes {
     preface: string,
     by: Pick<Decision, "source" | "confidence"> | "slash",
     version?: number,
-  ): Dispatch {
+  ): Promise<Dispatch> {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
       const ask = clarifyText(system.name, check.missing, check.invalid, check.problems);
@@ -288,19 +288,19 @@ export class RouterEngine extends RouterOutcomes {
   }
 
   /** "yes" to a shown run: exactly the inputs shown (hash), once. */
-  private confirmed(
+  private async confirmed(
     conv: string,
     pending: Extract<RouterQuestion, { kind: "confirm" }>,
     input: DispatchInput,
     preface: string,
-  ): Dispatch {
+  ): Promise<Dispatch> {
     if (!this.rt.conversations.take(conv, pending))
       return this.say(conv, preface, "That was already answered.", "idle");
     if (pending.resumeRun) {
       this.decision(conv, "resume", "reply", { system: pending.system });
       try {
-        const rec = this.rt.runs.resume(pending.resumeRun);
-        this.rt.runs.store.markAttached(rec.id);
+        const rec = await this.rt.runs.resume(pending.resumeRun);
+        await this.rt.runs.store.markAttached(rec.id);
         return this.attach(rec, input, preface, true);
       } catch (err) {
         return this.say(conv, preface, (err as Error).message, "idle");
@@ -336,14 +336,14 @@ export class RouterEngine extends RouterOutcomes {
     try {
       const rec = await this.rt.runs.decide(asked.runId, { approve, by: "chat", step: asked.step });
       if (!approve) {
-        this.rt.runs.store.markReported(rec.id);
+        await this.rt.runs.store.markReported(rec.id);
         return this.sayRun(conv, preface, rec);
       }
-      this.rt.runs.store.markAttached(rec.id);
+      await this.rt.runs.store.markAttached(rec.id);
       return this.attach(rec, input, preface, false);
     } catch (err) {
       if (!(err instanceof RunError)) throw err;
-      const rec = this.rt.runs.get(asked.runId);
+      const rec = await this.rt.runs.get(asked.runId);
       if (!rec) return this.say(conv, preface, err.message, "idle");
       return this.say(
         conv,
@@ -354,8 +354,8 @@ export class RouterEngine extends RouterOutcomes {
     }
   }
 
-  private askResume(conv: string, runId: string, preface: string): Dispatch {
-    const rec = this.rt.runs.get(runId);
+  private async askResume(conv: string, runId: string, preface: string): Promise<Dispatch> {
+    const rec = await this.rt.runs.get(runId);
     // No run of this conversation: while the builder is busy here, or naming a system, it is the builder's "resume <system>".
     if ((!rec || rec.conversation !== conv) && this.opts.builder) {
       if (this.rt.conversations.withBuilder(conv))
@@ -401,11 +401,11 @@ export class RouterEngine extends RouterOutcomes {
         return this.say(
           conv,
           preface,
-          runsListText(this.rt.runs.store.list({ conversation: conv, limit: 10 }), (id) => this.nameOf(id)),
+          runsListText(await this.rt.runs.store.list({ conversation: conv, limit: 10 }), (id) => this.nameOf(id)),
           "idle",
         );
       case "status": {
-        const rec = slash.runId ? this.rt.runs.get(slash.runId) : this.rt.runs.store.latest(conv);
+        const rec = await (slash.runId ? this.rt.runs.get(slash.runId) : this.rt.runs.store.latest(conv));
         this.decision(conv, "status", "slash", { system: rec?.system });
         if (!rec || rec.conversation !== conv)
           return this.say(
@@ -420,7 +420,7 @@ export class RouterEngine extends RouterOutcomes {
       }
       case "cancel": {
         const pending = this.rt.conversations.close(conv);
-        const active = this.rt.runs.store.active(conv)[0];
+        const [active] = await this.rt.runs.store.active(conv);
         this.decision(conv, "cancel", "slash", { system: active?.system ?? pending?.system });
         if (active) return this.cancelRun(conv, preface, active.id);
         return this.say(

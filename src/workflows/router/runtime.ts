@@ -164,7 +164,8 @@ export async function openRouterRuntime(args: {
   const db = openSystemsDb(args.dbFile ?? systemsDbPath(config.dataDir));
   const sql: Sql = args.backing?.kind === "postgres" ? args.backing.db : new SqliteSql(db);
   const runs = new RunManager({
-    store: new RunStore(db),
+    store: new RunStore(sql),
+    systemsDb: db,
     library,
     bus,
     callModel,
@@ -173,7 +174,7 @@ export async function openRouterRuntime(args: {
     log: childLogger(logger, { room: "systems" }),
     retryBaseMs: args.retryBaseMs,
   });
-  runs.recover();
+  await runs.recover();
   const triggers = new Triggers({
     library,
     runs,

@@ -31,6 +31,8 @@ import type { RunOrigin, RunStatus } from "../../wire/runs.js";
 import { Cancellation } from "../../core/util/cancel.js";
 import { secretRedactor } from "../../core/secrets/redactor.js";
 import { alnumId } from "../../core/util/ids.js";
+import type Database from "better-sqlite3";
+import type { SqliteSql } from "../../core/db/sql.js";
 import type { RunRecord, RunStore } from "./db.js";
 import { type ApprovalGate, ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
 import { executeLeaf } from "./executors/index.js";
@@ -56,6 +58,8 @@ export interface RunManagerDeps {
   retryBaseMs?: number;
   /** Nesting limit for systems that use systems (loops are refused at load; this is a guard). */
   maxDepth?: number;
+  /** systems.db, where the versions are until versions.ts is on `Sql`; default the store's SQLite. */
+  systemsDb?: Database.Database;
 }
 
 /** Why a run was stopped from outside. */
@@ -142,8 +146,9 @@ export class RunManager {
   readonly versions: VersionStore;
 
   constructor(private readonly deps: RunManagerDeps) {
-    this.approvals = new ApprovalStore(deps.store.db);
-    this.versions = versionsOf(deps.store.db, deps.dataDir);
+    this.approvals = new ApprovalStore(deps.store.sql);
+    // The versions are still on systems.db's better-sqlite3 handle (until versions.ts is on `Sql`).
+    this.versions = versionsOf(deps.systemsDb ?? (deps.store.sql as SqliteSql).db, deps.dataDir);
   }
 
   get store(): RunStore {
@@ -154,11 +159,11 @@ export class RunManager {
    * Start-up: runs left `running`/`pending` by a bridge that stopped become `interrupted`; waiting
    * runs stay waiting, their approvals' deadlines watched again (one that passed applies now).
    */
-  recover(): string[] {
-    for (const a of this.approvals.open()) this.deadlines.watch(a);
-    const ids = this.deps.store.interruptLeftovers();
+  async recover(): Promise<string[]> {
+    for (const a of await this.approvals.open()) this.deadlines.watch(a);
+    const ids = await this.deps.store.interruptLeftovers();
     for (const id of ids) {
-      const rec = this.deps.store.get(id)!;
+      const rec = (await this.deps.store.get(id))!;
       this.deps.bus.emit({ type: "run.interrupted", ...runEvent(rec) });
       this.deps.log.warn(
         { runId: id, system: rec.system },
@@ -168,7 +173,7 @@ export class RunManager {
     return ids;
   }
 
-  get(id: string): RunRecord | undefined {
+  get(id: string): Promise<RunRecord | undefined> {
     return this.deps.store.get(id);
   }
 
@@ -178,15 +183,15 @@ export class RunManager {
   }
 
   /** Resolves when the run stops (completed, failed, paused, cancelled, interrupted). */
-  wait(id: string): Promise<RunRecord> {
+  async wait(id: string): Promise<RunRecord> {
     const l = this.live.get(id);
     if (l) return l.done;
-    const rec = this.deps.store.get(id);
-    if (!rec) return Promise.reject(new RunError("not_found", `no run ${id}`));
-    return Promise.resolve(rec);
+    const rec = await this.deps.store.get(id);
+    if (!rec) throw new RunError("not_found", `no run ${id}`);
+    return rec;
   }
 
-  start(req: StartRequest): RunRecord {
+  async start(req: StartRequest): Promise<RunRecord> {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
     const system = this.deps.library.get(req.system);
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
@@ -210,9 +215,9 @@ export class RunManager {
   }
 
   /** Resume a paused, interrupted or failed run from its first unfinished step. */
-  resume(id: string, opts: LaunchOptions = {}): RunRecord {
+  async resume(id: string, opts: LaunchOptions = {}): Promise<RunRecord> {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
-    const rec = this.deps.store.get(id);
+    const rec = await this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (this.live.has(id) || !RESUMABLE.has(rec.status))
       throw new RunError(
@@ -226,14 +231,13 @@ export class RunManager {
       if (!this.deps.library.get(rec.system))
         throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
     }
-    this.deps.store.resetUnfinished(id);
-    this.launch(id, opts);
-    return this.deps.store.get(id)!;
+    await this.deps.store.resetUnfinished(id);
+    return this.launch(id, opts);
   }
 
   async pause(id: string): Promise<RunRecord> {
     const l = this.live.get(id);
-    const rec = this.deps.store.get(id);
+    const rec = await this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (!l) throw new RunError("conflict", `run ${id} is ${rec.status}; only a running run can be paused`);
     l.cancel.abort(new RunStop("paused"));
@@ -246,15 +250,15 @@ export class RunManager {
       l.cancel.abort(new RunStop("cancelled"));
       return l.done;
     }
-    const rec = this.deps.store.get(id);
+    const rec = await this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (ENDED.has(rec.status) && rec.status !== "interrupted")
       throw new RunError("conflict", `run ${id} already ended (${rec.status})`);
     this.deadlines.unwatch(id);
-    this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
-    this.deps.store.resetUnfinished(id);
+    await this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
+    await this.deps.store.resetUnfinished(id);
     this.deps.bus.emit({ type: "run.cancelled", ...runEvent(rec) });
-    return this.deps.store.get(id)!;
+    return (await this.deps.store.get(id))!;
   }
 
   /** True once shutdown began: no new run starts, and a chat turn going away no longer cancels its run. */
@@ -277,11 +281,10 @@ export class RunManager {
   }
 
   /** Write a run and start it: a system's (`start`), or one of another origin (a build) with its program. */
-  create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions = {}): RunRecord {
+  async create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions = {}): Promise<RunRecord> {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
-    this.deps.store.create(run);
-    this.launch(run.id, opts);
-    return this.deps.store.get(run.id)!;
+    await this.deps.store.create(run);
+    return this.launch(run.id, opts);
   }
 
   /**
@@ -292,14 +295,14 @@ export class RunManager {
   async decide(id: string, req: DecideRequest, opts: LaunchOptions = {}): Promise<RunRecord> {
     const { store, bus } = this.deps;
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
-    const rec = store.get(id);
+    const rec = await store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (rec.status !== "waiting")
       throw new RunError("conflict", `run ${id} is ${rec.status}, not waiting for an approval`);
-    const a = req.step ? this.approvals.get(id, req.step) : rec.approval;
+    const a = req.step ? await this.approvals.get(id, req.step) : rec.approval;
     const decision = req.approve ? "approved" : "rejected";
     const at = Date.now();
-    if (!a || !this.approvals.decide(id, a.step, { decision, by: req.by, at, note: req.note }))
+    if (!a || !(await this.approvals.decide(id, a.step, { decision, by: req.by, at, note: req.note })))
       throw new RunError("conflict", `the approval of run ${id} was already decided`);
     this.deadlines.unwatch(id, a.step);
     bus.emit({
@@ -315,19 +318,18 @@ export class RunManager {
     // The stop that made it wait may still be finishing.
     await this.live.get(id)?.done;
     // Told afresh when it ends (or waits again) in the background.
-    store.markDetached(id);
+    await store.markDetached(id);
     if (req.approve) {
-      store.resetUnfinished(id);
-      this.launch(id, opts);
-      return store.get(id)!;
+      await store.resetUnfinished(id);
+      return this.launch(id, opts);
     }
     const step = a.step.split("/")[0]!;
     const error = req.note ?? `rejected by ${req.by}`;
-    store.stepEnded(id, step, "failed", { error: `rejected by ${req.by}${req.note ? `: ${req.note}` : ""}` });
-    store.finish(id, { status: "rejected", error, failedStep: step });
+    await store.stepEnded(id, step, "failed", { error: `rejected by ${req.by}${req.note ? `: ${req.note}` : ""}` });
+    await store.finish(id, { status: "rejected", error, failedStep: step });
     this.deadlines.unwatch(id);
     bus.emit({ type: "run.rejected", ...runEvent(rec), step, error });
-    return store.get(id)!;
+    return (await store.get(id))!;
   }
 
   /** Where the programs of runs of `origin` come from (the builder registers its builds). */
@@ -335,24 +337,28 @@ export class RunManager {
     this.sources.set(origin, source);
   }
 
-  private launch(id: string, opts: LaunchOptions = {}): void {
+  /** Execute the run in the background; resolves to its record as it is before it starts. */
+  private async launch(id: string, opts: LaunchOptions = {}): Promise<RunRecord> {
+    const rec = (await this.deps.store.get(id))!;
     const cancel = new Cancellation();
-    // Started on the next microtask: the caller subscribes to the run's events first.
-    const done = Promise.resolve()
+    // Started on the next macrotask: the caller gets the record and subscribes to the run's events first.
+    const done = new Promise<void>((r) => setImmediate(r))
       .then(() => this.execute(id, cancel, opts))
-      .catch((err: unknown) => {
+      .catch(async (err: unknown) => {
         // Only the store itself (or a program's set-up) failing gets here; the run is reported failed if it can be.
         this.deps.log.error({ err, runId: id }, "run could not be executed");
         try {
-          const rec = this.deps.store.get(id);
-          if (rec) this.persistEnd(rec, { status: "failed", error: (err as Error).message }, 0);
+          const rec = await this.deps.store.get(id);
+          if (rec) await this.persistEnd(rec, { status: "failed", error: (err as Error).message }, 0);
+          return rec ?? ({ id, status: "failed" } as RunRecord);
         } catch {
           /* the store is gone */
+          return { id, status: "failed" } as RunRecord;
         }
-        return this.deps.store.get(id) ?? ({ id, status: "failed" } as RunRecord);
       })
       .finally(() => this.live.delete(id));
     this.live.set(id, { cancel, done });
+    return rec;
   }
 
   /** The steps a run executes: a system's plan, or what the source of its origin makes. */
@@ -371,11 +377,11 @@ export class RunManager {
 
   private async execute(id: string, cancel: Cancellation, opts: LaunchOptions): Promise<RunRecord> {
     const { store, bus, log } = this.deps;
-    const rec = store.get(id)!;
+    const rec = (await store.get(id))!;
     const program = await this.program(rec, opts.program);
     const ev = { runId: id, system: rec.system, origin: rec.origin };
     const started = Date.now();
-    store.markStarted(id);
+    await store.markStarted(id);
     const done: Record<string, unknown> = {};
     for (const s of rec.steps) if (s.status === "completed") done[s.id] = s.output;
     let end: RunEnd = { status: "failed", error: "the run did not end" };
@@ -390,9 +396,9 @@ export class RunManager {
           error: e.status === "failed" ? e.error.message : e.status === "skipped" ? e.reason : undefined,
         }),
       )
-      .addHandler("runAfter", (res) => {
+      .addHandler("runAfter", async (res) => {
         end = this.endOf(res, cancel, program);
-        this.persistEnd(rec, end, Date.now() - started);
+        await this.persistEnd(rec, end, Date.now() - started);
       });
     publishSteps(hooks, bus, ev);
     opts.observe?.(hooks);
@@ -409,7 +415,7 @@ export class RunManager {
     } catch (err) {
       log.error({ err, runId: id }, "run crashed");
       end = { status: "failed", error: (err as Error).message };
-      this.persistEnd(rec, end, Date.now() - started);
+      await this.persistEnd(rec, end, Date.now() - started);
     } finally {
       await program.close?.().catch(() => {});
     }
@@ -417,7 +423,7 @@ export class RunManager {
       { runId: id, system: rec.system, origin: rec.origin, status: end.status, failedStep: end.failedStep },
       "run ended",
     );
-    return store.get(id)!;
+    return (await store.get(id))!;
   }
 
   private endOf(res: RunOutcome, cancel: Cancellation, program: RunProgram): RunEnd {
@@ -431,14 +437,14 @@ export class RunManager {
   }
 
   /** The run's end written and published (`run.completed|failed|paused|waiting|cancelled|interrupted`). */
-  private persistEnd(rec: RunRecord, end: RunEnd, ms: number): void {
+  private async persistEnd(rec: RunRecord, end: RunEnd, ms: number): Promise<void> {
     const { store, bus } = this.deps;
     const ev = runEvent(rec);
     if (end.status === "waiting") return this.persistWaiting(rec);
-    if (end.status === "paused") store.setStatus(rec.id, "paused");
-    else store.finish(rec.id, end);
-    if (end.status === "cancelled") store.resetUnfinished(rec.id);
-    if (end.status === "interrupted") store.markDetached(rec.id);
+    if (end.status === "paused") await store.setStatus(rec.id, "paused");
+    else await store.finish(rec.id, end);
+    if (end.status === "cancelled") await store.resetUnfinished(rec.id);
+    if (end.status === "interrupted") await store.markDetached(rec.id);
     if (end.status === "completed") bus.emit({ type: "run.completed", ...ev, ms });
     else if (end.status === "failed")
       bus.emit({ type: "run.failed", ...ev, step: end.failedStep, error: end.error ?? "failed", ms });
@@ -447,15 +453,15 @@ export class RunManager {
   }
 
   /** A run stopped at its approvals: their steps `waiting`, their deadlines watched, told in the background. */
-  private persistWaiting(rec: RunRecord): void {
+  private async persistWaiting(rec: RunRecord): Promise<void> {
     const { store, bus } = this.deps;
-    store.setStatus(rec.id, "waiting");
-    store.markDetached(rec.id);
-    for (const a of this.approvals.open(rec.id)) {
-      store.stepEnded(rec.id, a.step.split("/")[0]!, "waiting");
+    await store.setStatus(rec.id, "waiting");
+    await store.markDetached(rec.id);
+    for (const a of await this.approvals.open(rec.id)) {
+      await store.stepEnded(rec.id, a.step.split("/")[0]!, "waiting");
       this.deadlines.watch(a);
     }
-    const first = store.get(rec.id)?.approval;
+    const first = (await store.get(rec.id))?.approval;
     bus.emit({
       type: "run.waiting",
       ...runEvent(rec),
@@ -467,12 +473,12 @@ export class RunManager {
   /** The run's side of an approval step named `stepName` (its question written once; the whole run stops `waiting`). */
   private gate(rec: RunRecord, stepName: string, step: CompiledStep, outputs: Record<string, unknown>): ApprovalGate {
     return {
-      decided: () => this.approvals.get(rec.id, stepName)?.decided,
+      decided: async () => (await this.approvals.get(rec.id, stepName))?.decided,
       upstream: Object.fromEntries(step.dependsOn.map((d) => [d, outputs[d]])),
-      wait: (q) => {
-        if (!this.approvals.get(rec.id, stepName)) {
+      wait: async (q) => {
+        if (!(await this.approvals.get(rec.id, stepName))) {
           const now = Date.now();
-          const a = this.approvals.request({
+          const a = await this.approvals.request({
             runId: rec.id,
             step: stepName,
             question: q.question,

@@ -65,8 +65,8 @@ export class Hooks {
     for (const s of this.d.library.systems) if (s.hook) ensureHookSecret(this.d.dataDir, s.id);
   }
 
-  receive(system: string, headers: { timestamp?: string; signature?: string }, raw: string): HookResult {
-    const res = this.check(system, headers, raw);
+  async receive(system: string, headers: { timestamp?: string; signature?: string }, raw: string): Promise<HookResult> {
+    const res = await this.check(system, headers, raw);
     if (!res.ok) {
       this.d.bus.emit({ type: "hook.refused", system, status: res.refusal.status, reason: res.refusal.code });
       this.d.log.info({ system, status: res.refusal.status, code: res.refusal.code }, "hook request refused");
@@ -77,7 +77,11 @@ export class Hooks {
     return res;
   }
 
-  private check(id: string, headers: { timestamp?: string; signature?: string }, raw: string): HookResult {
+  private async check(
+    id: string,
+    headers: { timestamp?: string; signature?: string },
+    raw: string,
+  ): Promise<HookResult> {
     const refuse = (refusal: HookRefusal): HookResult => ({ ok: false, refusal });
     const s = this.d.library.get(id);
     if (!s?.hook)
@@ -161,7 +165,7 @@ export class Hooks {
     try {
       return {
         ok: true,
-        run: this.d.runs.start({ system: id, inputs: check.values, origin: "hook", trigger: "hook" }),
+        run: await this.d.runs.start({ system: id, inputs: check.values, origin: "hook", trigger: "hook" }),
       };
     } catch (err) {
       return refuse({ status: 409, code: "run_conflict", message: (err as Error).message });

@@ -121,11 +121,18 @@ export class Schedules {
         { system, trigger, dueAt: new Date(due).toISOString() },
         "missed schedule skipped (catchUp: false)",
       );
-    } else this.fire(system, t, idx, now, due, missed);
+    } else void this.fire(system, t, idx, now, due, missed);
     return nextCronRun(t.cron, t.timezone, now);
   }
 
-  private fire(system: string, t: Trigger, idx: number, now: number, due: number, missed: boolean): void {
+  private async fire(
+    system: string,
+    t: Trigger,
+    idx: number,
+    now: number,
+    due: number,
+    missed: boolean,
+  ): Promise<void> {
     const trigger = `schedule:${idx}`;
     const s = this.d.library.get(system)!;
     const check = checkInputs(s.inputs, t.inputs);
@@ -134,7 +141,7 @@ export class Schedules {
     if (!check.complete) problem = `its inputs are not complete: ${incompleteText(check).text}`;
     else {
       try {
-        rec = this.d.runs.start({
+        rec = await this.d.runs.start({
           system,
           inputs: check.values,
           origin: "schedule",
