@@ -12,7 +12,7 @@ import { type Sql, SqliteSql } from "../../src/core/db/sql.js";
 import { secretRedactor } from "../../src/core/secrets/redactor.js";
 import { ApprovalStore } from "../../src/workflows/systems/approvals.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
-import { startPostgres, type TestPostgres } from "../helpers/postgres.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 let pg: TestPostgres | undefined;
 const opened: Array<() => Promise<void>> = [];
