@@ -166,6 +166,9 @@ export async function openRouterRuntime(args: {
   const runs = new RunManager({
     store: new RunStore(sql),
     systemsDb: db,
+    // PostgreSQL: runs are claimed with a lease (src/workflows/systems/runner.ts).
+    lease:
+      args.backing?.kind === "postgres" ? { owner: args.backing.db.instanceId, ms: args.backing.leaseMs } : undefined,
     library,
     bus,
     callModel,

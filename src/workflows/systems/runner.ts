@@ -33,7 +33,7 @@ import { secretRedactor } from "../../core/secrets/redactor.js";
 import { alnumId } from "../../core/util/ids.js";
 import type Database from "better-sqlite3";
 import type { SqliteSql } from "../../core/db/sql.js";
-import type { RunRecord, RunStore } from "./db.js";
+import type { Lease, RunRecord, RunStore } from "./db.js";
 import { type ApprovalGate, ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
 import { executeLeaf } from "./executors/index.js";
 import { sandboxDir } from "./paths.js";
@@ -60,11 +60,18 @@ export interface RunManagerDeps {
   maxDepth?: number;
   /** systems.db, where the versions are until versions.ts is on `Sql`; default the store's SQLite. */
   systemsDb?: Database.Database;
+  /**
+   * PostgreSQL (several instances on one database): this instance's id and the lease of a run it
+   * executes (store.leaseSeconds). Runs are then claimed, not owned (see the header); without it
+   * (SQLite) a run left going by a stopped bridge is `interrupted` at start.
+   */
+  lease?: Lease;
 }
 
 /** Why a run was stopped from outside. */
 export class RunStop {
-  constructor(readonly kind: "paused" | "waiting" | "cancelled" | "shutdown") {}
+  /** `lost`: another instance holds the run now (its lease lapsed here, or it was cancelled there); nothing is written. */
+  constructor(readonly kind: "paused" | "waiting" | "cancelled" | "shutdown" | "lost") {}
 }
 
 export class RunError extends Error {
@@ -112,7 +119,17 @@ export interface LaunchOptions {
   observe?: (hooks: RunHooks) => void;
 }
 
-type RunEnd = { status: RunStatus; output?: unknown; error?: string; failedStep?: string };
+/**
+ * How a run stopped here. `handOver` (PostgreSQL): it goes on elsewhere, `running` — `release`d
+ * at this instance's shutdown for another to claim at once, or `lost` to another already.
+ */
+type RunEnd = {
+  status: RunStatus;
+  output?: unknown;
+  error?: string;
+  failedStep?: string;
+  handOver?: "release" | "lost";
+};
 
 /** A decision on the approval a run waits on: `by` http, chat or timeout. */
 export interface DecideRequest {
@@ -128,6 +145,9 @@ interface LiveRun {
   done: Promise<RunRecord>;
 }
 
+/** Lapsed runs claimed per sweep (the rest at the next one, or by another instance). */
+const CLAIM_BATCH = 20;
+
 const ENDED: ReadonlySet<RunStatus> = new Set(["completed", "failed", "rejected", "cancelled", "interrupted"]);
 const RESUMABLE: ReadonlySet<RunStatus> = new Set(["paused", "interrupted", "failed"]);
 
@@ -138,10 +158,16 @@ export class RunManager {
   /** The approvals' deadlines: at each, `onTimeout` is decided (by `timeout`). */
   private readonly deadlines = new ApprovalDeadlines((a) =>
     this.decide(a.runId, { approve: a.onTimeout === "approve", by: "timeout", step: a.step }).catch((err) =>
-      this.deps.log.warn({ err, runId: a.runId, step: a.step }, "the approval's timeout was not applied"),
+      // A conflict: decided already (by a person, or by another instance at the same deadline).
+      err instanceof RunError && err.code === "conflict"
+        ? this.deps.log.debug({ runId: a.runId, step: a.step }, "the approval was decided already")
+        : this.deps.log.warn({ err, runId: a.runId, step: a.step }, "the approval's timeout was not applied"),
     ),
   );
   private closed = false;
+  /** PostgreSQL: the timer that renews this instance's leases and claims lapsed runs. */
+  private leaseTimer: NodeJS.Timeout | undefined;
+  private sweeping = false;
   /** The systems' versions (same database as the runs). */
   readonly versions: VersionStore;
 
@@ -156,11 +182,28 @@ export class RunManager {
   }
 
   /**
-   * Start-up: runs left `running`/`pending` by a bridge that stopped become `interrupted`; waiting
-   * runs stay waiting, their approvals' deadlines watched again (one that passed applies now).
+   * Start-up: waiting runs stay waiting, their approvals' deadlines watched again (one that passed
+   * applies now). SQLite: runs left `running`/`pending` by a bridge that stopped become
+   * `interrupted` (returned). PostgreSQL: another instance's runs are left alone; runs whose lease
+   * lapsed are claimed and go on here (returned), and from now on every `lease.ms / 3` this
+   * instance renews its leases and claims lapsed ones (`sweep`).
    */
   async recover(): Promise<string[]> {
     for (const a of await this.approvals.open()) this.deadlines.watch(a);
+    const lease = this.deps.lease;
+    if (lease) {
+      const taken = await this.sweep();
+      this.leaseTimer = setInterval(
+        () => {
+          void this.sweep().catch((err: unknown) =>
+            this.deps.log.warn({ err }, "run leases were not renewed or claimed (the database did not answer)"),
+          );
+        },
+        Math.max(Math.round(lease.ms / 3), 50),
+      );
+      this.leaseTimer.unref();
+      return taken;
+    }
     const ids = await this.deps.store.interruptLeftovers();
     for (const id of ids) {
       const rec = (await this.deps.store.get(id))!;
@@ -171,6 +214,43 @@ export class RunManager {
       );
     }
     return ids;
+  }
+
+  /**
+   * PostgreSQL, every `lease.ms / 3`: this instance's executing runs' leases renewed in one
+   * statement (a live run not renewed is another instance's now: stopped here, nothing written);
+   * then runs whose lease lapsed (their instance died, or let them go at shutdown) claimed and
+   * continued here from their first unfinished step; and every open approval's deadline watched
+   * (whichever instance is first at a deadline decides it; `decide` takes one decision). Returns
+   * the ids claimed.
+   */
+  private async sweep(): Promise<string[]> {
+    const { store, library, log } = this.deps;
+    const lease = this.deps.lease!;
+    if (this.sweeping || this.closed) return [];
+    this.sweeping = true;
+    try {
+      const kept = new Set(await store.renew(lease));
+      for (const [id, l] of this.live)
+        if (!kept.has(id) && !l.cancel.aborted) {
+          log.warn({ runId: id }, "run's lease was lost (another instance holds it, or it ended there); stopped here");
+          l.cancel.abort(new RunStop("lost"));
+        }
+      const can = { systems: library.systems.map((s) => s.id), builds: this.sources.has("builder") };
+      const taken = (await store.claimLapsed(lease, CLAIM_BATCH, can)).filter((id) => !this.live.has(id));
+      for (const id of taken) {
+        await store.resetUnfinished(id);
+        const rec = await this.launch(id);
+        log.info(
+          { runId: id, system: rec.system, from: rec.steps.find((s) => s.status !== "completed")?.id },
+          "run taken over (its lease lapsed); it goes on from its first unfinished step",
+        );
+      }
+      for (const a of await this.approvals.open()) this.deadlines.watch(a);
+      return taken;
+    } finally {
+      this.sweeping = false;
+    }
   }
 
   get(id: string): Promise<RunRecord | undefined> {
@@ -232,6 +312,7 @@ export class RunManager {
         throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
     }
     await this.deps.store.resetUnfinished(id);
+    if (this.deps.lease) await this.deps.store.claim(id, this.deps.lease);
     return this.launch(id, opts);
   }
 
@@ -274,6 +355,7 @@ export class RunManager {
   /** Shutdown: stop every run; they end `interrupted` (resumable). */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.leaseTimer);
     this.deadlines.clear();
     const all = [...this.live.values()];
     for (const l of all) l.cancel.abort(new RunStop("shutdown"));
@@ -283,7 +365,7 @@ export class RunManager {
   /** Write a run and start it: a system's (`start`), or one of another origin (a build) with its program. */
   async create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions = {}): Promise<RunRecord> {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
-    await this.deps.store.create(run);
+    await this.deps.store.create(run, this.deps.lease);
     return this.launch(run.id, opts);
   }
 
@@ -321,6 +403,7 @@ export class RunManager {
     await store.markDetached(id);
     if (req.approve) {
       await store.resetUnfinished(id);
+      if (this.deps.lease) await store.claim(id, this.deps.lease);
       return this.launch(id, opts);
     }
     const step = a.step.split("/")[0]!;
@@ -391,10 +474,13 @@ export class RunManager {
       )
       .addHandler("stepBefore", (step, attempt) => store.stepStarted(id, step, attempt))
       .addHandler("stepAfter", (step, e) =>
-        store.stepEnded(id, step, e.status === "stopped" ? "pending" : e.status, {
-          output: e.status === "completed" ? e.output : undefined,
-          error: e.status === "failed" ? e.error.message : e.status === "skipped" ? e.reason : undefined,
-        }),
+        // A run lost to another instance is that instance's to write.
+        cancel.reason instanceof RunStop && cancel.reason.kind === "lost"
+          ? undefined
+          : store.stepEnded(id, step, e.status === "stopped" ? "pending" : e.status, {
+              output: e.status === "completed" ? e.output : undefined,
+              error: e.status === "failed" ? e.error.message : e.status === "skipped" ? e.reason : undefined,
+            }),
       )
       .addHandler("runAfter", async (res) => {
         end = this.endOf(res, cancel, program);
@@ -432,6 +518,8 @@ export class RunManager {
     const stop = cancel.reason instanceof RunStop ? cancel.reason.kind : "cancelled";
     if (stop === "paused") return { status: "paused" };
     if (stop === "waiting") return { status: "waiting" };
+    if (stop === "lost") return { status: "running", handOver: "lost" };
+    if (stop === "shutdown" && this.deps.lease) return { status: "running", handOver: "release" };
     if (stop === "shutdown") return { status: "interrupted", error: "the bridge stopped while this run was going" };
     return { status: "cancelled", error: "cancelled" };
   }
@@ -440,6 +528,11 @@ export class RunManager {
   private async persistEnd(rec: RunRecord, end: RunEnd, ms: number): Promise<void> {
     const { store, bus } = this.deps;
     const ev = runEvent(rec);
+    if (end.handOver === "release") {
+      await store.release(rec.id, this.deps.lease!.owner);
+      this.deps.log.info({ runId: rec.id }, "run let go at shutdown; another instance goes on with it");
+    }
+    if (end.handOver) return;
     if (end.status === "waiting") return this.persistWaiting(rec);
     if (end.status === "paused") await store.setStatus(rec.id, "paused");
     else await store.finish(rec.id, end);
