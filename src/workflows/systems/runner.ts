@@ -14,8 +14,15 @@
  * A system's run records the system version it runs (src/workflows/systems/versions.ts: the
  * latest, or the one asked for) and executes that version's plan, also when resumed after a deploy.
  *
- * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
- * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
+ * SQLite (one bridge): a run found `running` or `pending` at start-up (the bridge stopped under it)
+ * becomes `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
+ * PostgreSQL (`lease`, several instances): runs are claimed, not owned. The instance executing a
+ * run holds its lease and renews all its leases in one statement every `lease.ms / 3`; a run whose
+ * lease lapsed (its instance died) is claimed by another instance on its sweep and goes on from its
+ * first unfinished step, as a resume does (completed steps are never run again; the one going when
+ * the instance died is). Another instance's live runs are never touched at start; a clean shutdown
+ * lets its runs go (`running`, lease lapsed) for another instance to claim at once. Only `pending`
+ * and `running` runs need a live owner: paused, waiting and ended runs are rows any instance acts on.
  *
  * Approvals: an `approval` step with no decision yet writes its question (approvals.ts) and stops
  * the run as a pause does, but `waiting`; `decide` records the one decision (a person's, or the
@@ -352,7 +359,7 @@ export class RunManager {
     this.closed = true;
   }
 
-  /** Shutdown: stop every run; they end `interrupted` (resumable). */
+  /** Shutdown: stop every run; they end `interrupted` (resumable), or on PostgreSQL are let go for another instance. */
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.leaseTimer);
