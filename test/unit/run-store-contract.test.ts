@@ -3,14 +3,20 @@
  * (systems.db through the one `SqliteSql`) and a real PostgreSQL (test/helpers/postgres.ts, the
  * tables of migration 3). Then what only PostgreSQL has: leases — a run claimed by its instance,
  * renewed in one statement, claimed by another instance once it lapsed (never while it is live,
- * never by two at once), let go at a clean shutdown.
+ * never by two at once), let go at a clean shutdown; and the run manager's side: a run lost to
+ * another instance stops here writing nothing, a run stopped by a clean shutdown is let go.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { PostgresDb } from "../../src/core/db/postgres.js";
 import { type Sql, SqliteSql } from "../../src/core/db/sql.js";
 import { secretRedactor } from "../../src/core/secrets/redactor.js";
+import pino from "pino";
+import { EventBus } from "../../src/ops/events/bus.js";
 import { ApprovalStore } from "../../src/workflows/systems/approvals.js";
+import { loadSystems } from "../../src/workflows/systems/library.js";
+import { RunManager } from "../../src/workflows/systems/runner.js";
+import type { ModelCaller } from "../../src/workflows/systems/step-executor.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
@@ -263,5 +269,72 @@ describe("run leases on postgres", () => {
     await store.claim("r", lease("D"));
     assert.deepEqual(await store.renew(lease("C")), [], "a run claimed away is not renewed by its old owner");
     assert.deepEqual(await store.renew(lease("D")), ["r"]);
+  });
+});
+
+describe("the run manager on postgres", () => {
+  /** A model step that never answers: stopped, it fails (the run goes back to pending). */
+  const blocking: ModelCaller = async function* (req) {
+    await new Promise<void>((resolve) => req.cancel.onAbort(resolve));
+    yield* [];
+    throw new Error("stopped");
+  };
+
+  async function manager(db: PostgresDb, owner: string) {
+    const { library, problems } = await loadSystems({
+      configSystems: [{ id: "s", run: { kind: "model", model: "m", prompt: "go" } }],
+      models: new Map([["m", { router: false }]]),
+    });
+    assert.deepEqual(problems, []);
+    const systemsDb = openSystemsDb(":memory:");
+    opened.push(async () => {
+      systemsDb.close();
+    });
+    const runs = new RunManager({
+      store: new RunStore(db),
+      systemsDb,
+      library,
+      bus: new EventBus(),
+      callModel: blocking,
+      dataDir: "/nonexistent-run-store-contract",
+      log: pino({ level: "silent" }),
+      lease: { owner, ms: 300 },
+    });
+    opened.push(() => runs.close());
+    await runs.recover();
+    return runs;
+  }
+
+  const stepRunning = async (runs: RunManager, id: string) => {
+    for (let i = 0; i < 100; i++) {
+      if ((await runs.get(id))?.steps[0]?.status === "running") return;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.fail("the step did not start");
+  };
+
+  test("a run claimed away by another instance stops here and writes nothing", async () => {
+    const db = await openPg();
+    const a = await manager(db, "A");
+    const { id } = await a.start({ system: "s", inputs: {}, origin: "http" });
+    await stepRunning(a, id);
+    await a.store.claim(id, { owner: "B", ms: 60_000 });
+    for (let i = 0; i < 100 && a.isLive(id); i++) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(a.isLive(id), false, "A stopped the run at its next renewal");
+    const r = (await a.get(id))!;
+    assert.deepEqual([r.status, r.steps[0]!.status], ["running", "running"], "B's run, as B has it");
+    const row = await db.get<{ owner: string }>("SELECT owner FROM runs WHERE id = ?", [id]);
+    assert.equal(row!.owner, "B");
+  });
+
+  test("a clean shutdown lets the run go: running, its step pending, claimable at once", async () => {
+    const db = await openPg();
+    const c = await manager(db, "C");
+    const { id } = await c.start({ system: "s", inputs: {}, origin: "http" });
+    await stepRunning(c, id);
+    await c.close();
+    const r = (await c.get(id))!;
+    assert.deepEqual([r.status, r.steps[0]!.status], ["running", "pending"]);
+    assert.deepEqual(await c.store.claimLapsed({ owner: "D", ms: 60_000 }, 5, { systems: ["s"], builds: false }), [id]);
   });
 });

@@ -246,6 +246,11 @@ export class RunManager {
       const can = { systems: library.systems.map((s) => s.id), builds: this.sources.has("builder") };
       const taken = (await store.claimLapsed(lease, CLAIM_BATCH, can)).filter((id) => !this.live.has(id));
       for (const id of taken) {
+        // Shutdown began meanwhile: let it go again for another instance.
+        if (this.closed) {
+          await store.release(id, lease.owner);
+          continue;
+        }
         await store.resetUnfinished(id);
         const rec = await this.launch(id);
         log.info(
