@@ -33,6 +33,12 @@ export type DecisionSource = "classifier" | "fallback" | "slash" | "reply" | "st
 interface Base {
   /** Milliseconds since the epoch. */
   at: number;
+  /**
+   * The id of the bridge instance that published it (`store.instanceId`; default host:process id).
+   * Set on every event `GET /v1/events` streams (with PostgreSQL, events of every instance come
+   * there); absent in-process, where every event is this instance's.
+   */
+  instance?: string;
 }
 
 export type BridgeEvent = Base &

@@ -15,7 +15,7 @@ import { promisify } from "node:util";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { extract as tarExtract, pack as tarPack } from "tar-stream";
 import { parse as parseYaml, stringify } from "yaml";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { readBundle, BUNDLE_FORMAT } from "../../src/workflows/builder/bundle.js";
 import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
 import { Sandbox } from "../../src/workflows/builder/sandbox.js";
@@ -184,7 +184,7 @@ describe("system bundles: export and import", () => {
     // The canvas, through the real tools on data directory A.
     const db = openSystemsDb(systemsDbPath(dataA));
     try {
-      const room = openBuilderRoom({ db, sql: new SqliteSql(db), dataDir: dataA });
+      const room = openBuilderRoom({ db, sql: sqliteSqlOf(db), dataDir: dataA });
       const t = room.tools;
       t.createNode(SYS, {
         type: "input",
@@ -359,7 +359,7 @@ describe("system bundles: export and import", () => {
     // Change what is there, so a replace has something to undo.
     const db = openSystemsDb(systemsDbPath(dataB));
     try {
-      const room = openBuilderRoom({ db, sql: new SqliteSql(db), dataDir: dataB });
+      const room = openBuilderRoom({ db, sql: sqliteSqlOf(db), dataDir: dataB });
       room.tools.createNode(SYS, { type: "agent", id: "extra", label: "Extra", properties: { model: "m1" } });
       room.tools.createFile(SYS, "stray.txt", "left over");
       room.tools.createFile(SYS, "notes/plan.md", "changed");
@@ -574,7 +574,7 @@ describe("system bundles: refused imports and drafts", () => {
     const d = tempDir("cb-bundle-gap-");
     const db = openSystemsDb(systemsDbPath(d));
     try {
-      await fn(openBuilderRoom({ db, sql: new SqliteSql(db), dataDir: d }), d);
+      await fn(openBuilderRoom({ db, sql: sqliteSqlOf(db), dataDir: d }), d);
     } finally {
       db.close();
       cleanup(d);

@@ -16,7 +16,7 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import pino from "pino";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import { BuildRunner } from "../../src/workflows/builder/build-runner.js";
 import { openBuilderRoom } from "../../src/workflows/builder/service.js";
@@ -192,7 +192,7 @@ describe("a build across a restart", () => {
   /** The bridge's parts over one systems.db: the run manager and the builder room with its in-process tools. */
   async function open(file: string, dataDir: string) {
     const db = openSystemsDb(file);
-    const sql = new SqliteSql(db);
+    const sql = sqliteSqlOf(db);
     const { library } = await loadSystems({ configSystems: [], models: new Map() });
     const manager = new RunManager({
       store: new RunStore(sql),

@@ -1,12 +1,17 @@
-/** `clawbridge sessions list | show | forget | import` against a real SQLite store in a temp data dir. */
+/**
+ * `clawbridge sessions list | show | forget | import` against a real SQLite store in a temp data dir,
+ * and against the configured PostgreSQL (`store: { kind: postgres }`) that the bridges share.
+ */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
+import { PostgresDb } from "../../src/core/db/postgres.js";
 import { defaultSessionStorePath, openSessionStore } from "../../src/core/store/index.js";
 import { cleanup, tempDir } from "../helpers/bridge.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const execFileP = promisify(execFile);
 const BIN = path.resolve("bin/clawbridge.js");
@@ -115,5 +120,76 @@ describe("clawbridge sessions", () => {
     const shown = JSON.parse((await run("show", "agent:main:telegram:1")).stdout);
     assert.equal(shown.binding.backendSessionId, "33333333-3333-4333-8333-333333333333");
     assert.equal(shown.binding.backend, "cc");
+  });
+});
+
+describe("clawbridge sessions on PostgreSQL (store: postgres)", () => {
+  let pg: TestPostgres;
+  let dir: string;
+  let configFile: string;
+  let url: string;
+  const run = async (...args: string[]) => {
+    try {
+      const r = await execFileP(process.execPath, [BIN, "sessions", ...args, "--config", configFile], {
+        env: { ...process.env, CLAWBRIDGE_CONFIG: "", CLAWBRIDGE_STORE_URL: url },
+        timeout: 60_000,
+      });
+      return { code: 0, stdout: r.stdout, stderr: r.stderr };
+    } catch (err: any) {
+      return { code: err.code as number, stdout: String(err.stdout), stderr: String(err.stderr) };
+    }
+  };
+
+  before(async () => {
+    pg = await startPostgres();
+    url = await pg.database();
+    dir = tempDir("cb-sessions-pg-");
+    configFile = path.join(dir, "clawbridge.json");
+    // The URL comes from the environment, as a deployment keeps the password out of the file.
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        dataDir: path.join(dir, "data"),
+        store: { kind: "postgres" },
+        backends: { cc: { type: "claude-code", command: "/bin/false" } },
+        models: [{ id: "claude", backend: "cc", session: { mode: "resume" } }],
+      }),
+    );
+    const db = await PostgresDb.open({ url });
+    const store = await openSessionStore({ kind: "postgres", db });
+    await store.put({
+      key: "user:sam",
+      backend: "cc",
+      backendSessionId: "44444444-4444-4444-8444-444444444444",
+      cwd: path.join(dir, "work"),
+      turns: 2,
+      createdAt: Date.now(),
+      updatedAt: Date.now(),
+    });
+    await store.close();
+    await db.close();
+  });
+
+  after(async () => {
+    await pg?.stop();
+    if (dir) cleanup(dir);
+  });
+
+  test("list, show and forget read and write the shared database, not a sessions.db", async () => {
+    const list = await run("list", "--json");
+    assert.equal(list.code, 0, list.stderr);
+    assert.deepEqual(
+      JSON.parse(list.stdout).map((b: { key: string; turns: number }) => [b.key, b.turns]),
+      [["user:sam", 2]],
+    );
+    const forgot = await run("forget", "user:sam");
+    assert.equal(forgot.code, 0, forgot.stderr);
+    const shown = JSON.parse((await run("show", "user:sam")).stdout);
+    assert.equal(shown.binding, null);
+    assert.deepEqual(
+      shown.events.map((e: { kind: string }) => e.kind),
+      ["deleted", "bound"],
+    );
+    assert.ok(!existsSync(defaultSessionStorePath(path.join(dir, "data"))), "no SQLite file was made");
   });
 });

@@ -25,7 +25,7 @@ import { fileURLToPath } from "node:url";
 import { after, afterEach, before, describe, test } from "node:test";
 import type Database from "better-sqlite3";
 import { pino } from "pino";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import { openSystemsDb, RunStore, type RunRecord } from "../../src/workflows/systems/db.js";
@@ -158,7 +158,7 @@ async function harness(systems: unknown[], opts: { dbFile?: string } = {}): Prom
   });
   assert.deepEqual(problems, []);
   const db = openSystemsDb(opts.dbFile ?? ":memory:");
-  const store = new RunStore(new SqliteSql(db));
+  const store = new RunStore(sqliteSqlOf(db));
   const bus = new EventBus();
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
@@ -900,7 +900,7 @@ describe("runs left by a bridge that stopped", T, () => {
 import { createRequire } from "node:module";
 import { EventBus } from ${JSON.stringify(path.join(REPO, "src/ops/events/bus.ts"))};
 import { openSystemsDb, RunStore } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/db.ts"))};
-import { SqliteSql } from ${JSON.stringify(path.join(REPO, "src/core/db/sql.ts"))};
+import { sqliteSqlOf } from ${JSON.stringify(path.join(REPO, "src/core/db/sql.ts"))};
 import { loadSystems } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/library.ts"))};
 import { RunManager } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/runner.ts"))};
 const { pino } = createRequire(${JSON.stringify(path.join(REPO, "package.json"))})("pino");
@@ -908,7 +908,7 @@ const [dbFile, dataDir, systems] = process.argv.slice(2);
 const { library, problems } = await loadSystems({ configSystems: JSON.parse(systems!), models: new Map() });
 if (problems.length) throw new Error(JSON.stringify(problems));
 const bus = new EventBus();
-const manager = new RunManager({ store: new RunStore(new SqliteSql(openSystemsDb(dbFile!))), library, bus, callModel: async function* () {}, dataDir: dataDir!, log: pino({ level: "silent" }), retryBaseMs: 20 });
+const manager = new RunManager({ store: new RunStore(sqliteSqlOf(openSystemsDb(dbFile!))), library, bus, callModel: async function* () {}, dataDir: dataDir!, log: pino({ level: "silent" }), retryBaseMs: 20 });
 bus.on((e) => {
   if (e.type === "run.output" && e.step === "b" && e.text.includes("started")) process.stdout.write("RUN " + e.runId + "\\n");
 });

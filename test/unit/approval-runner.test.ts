@@ -14,7 +14,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import type Database from "better-sqlite3";
 import { pino } from "pino";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import { openSystemsDb, RunStore, type RunRecord } from "../../src/workflows/systems/db.js";
@@ -73,7 +73,7 @@ async function manager(sys: unknown, dbFile = path.join(root, `${files++}.db`)) 
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
   const runs = new RunManager({
-    store: new RunStore(new SqliteSql(db)),
+    store: new RunStore(sqliteSqlOf(db)),
     library,
     bus,
     callModel: fakeModel,

@@ -488,7 +488,7 @@ describe("canvas tools", () => {
     assert.equal(toToolError(same), same);
   });
 
-  test("direct calls: implicit canvas, events per change, ToolError on refusal", () => {
+  test("direct calls: implicit canvas, events per change, ToolError on refusal", async () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), "cb-tools-"));
     const db = openSystemsDb(":memory:");
     try {
@@ -521,7 +521,7 @@ describe("canvas tools", () => {
           "node.deleted",
         ],
       );
-      assert.deepEqual(tools.getState(), {
+      assert.deepEqual(await tools.getState(), {
         canvases: [
           {
             system: "t",

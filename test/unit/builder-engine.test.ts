@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import pino from "pino";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import type { DispatchInput, TurnInput } from "../../src/backends/contract/backend.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 import { EventBus } from "../../src/ops/events/bus.js";
@@ -108,7 +108,7 @@ after(async () => {
 async function world(options: Record<string, unknown> = { answer: ANS }): Promise<World> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "cb-builder-engine-"));
   const db = openSystemsDb(":memory:");
-  const sql = new SqliteSql(db);
+  const sql = sqliteSqlOf(db);
   const bus = new EventBus();
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
@@ -135,7 +135,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
       const next = await load();
       if (next.problems.length) return next.problems;
       library.replace(next.library);
-      manager.versions.sync(library, made);
+      await manager.versions.sync(library, made);
       return [];
     },
   };

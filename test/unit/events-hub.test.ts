@@ -4,13 +4,22 @@
  * gone), filters (conversation, run — step events matched through their run.started —, system,
  * type prefixes), the redaction rule and `includeText`, a subscriber that stops draining dropped
  * while memory stays bounded and others keep receiving, a draining one never dropped for a burst,
- * heartbeats, and close.
+ * heartbeats, and close; `instance` in every event's data; and with a shared log (in memory here,
+ * PostgreSQL in cluster-events.test.ts): events numbered by the log, a Last-Event-ID not read yet,
+ * an unknown id or a log that cannot be read.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { EventBus, type NewEvent } from "../../src/ops/events/bus.js";
 import { FilterError, parseFilter, type EventFilter } from "../../src/ops/events/filter.js";
-import { EventHub, type EventSink, type HubOptions } from "../../src/ops/events/hub.js";
+import {
+  EventHub,
+  type EventLog,
+  type EventSink,
+  type HubOptions,
+  type LogEntry,
+  type LogPage,
+} from "../../src/ops/events/hub.js";
 import { MAX_TEXT_CHARS, redact } from "../../src/ops/events/redact.js";
 
 /** Past the hub's batching (flushMs 1 here). */
@@ -116,6 +125,21 @@ describe("ids, frames, ring and replay", () => {
     assert.match(sink.chunks[0]!, /^retry: 3000\n/);
     // The two events of one tick left in one write.
     assert.equal(sink.chunks.length, 2);
+  });
+
+  test("with `instance`, every event's data names the bridge that published it (redacted or with includeText)", async () => {
+    for (const includeText of [false, true]) {
+      const { bus, hub: h } = hub({ instance: "host-1:42", includeText });
+      const sink = new FakeSink();
+      h.subscribe(sink);
+      bus.emit(turnStarted("t1"));
+      bus.emit({ type: "run.output", runId: "r", step: "s", text: "hi" });
+      await settle();
+      assert.deepEqual(
+        sink.events().map((f) => f.data.instance),
+        ["host-1:42", "host-1:42"],
+      );
+    }
   });
 
   test("replay after an id: exactly the later events, then live ones, no gap and no duplicate", async () => {
@@ -603,6 +627,106 @@ describe("slow subscribers, heartbeats, close", () => {
     );
     assert.equal(bus.listenerCount, 0);
     assert.throws(() => h.subscribe(new FakeSink()));
+  });
+});
+
+/** A log in memory for the hub's side of the contract (the PostgreSQL one: test/unit/cluster-events.test.ts). */
+class MemoryLog implements EventLog {
+  appended: LogEntry[] = [];
+  rows: LogEntry[] = [];
+  down = false;
+  append(entry: LogEntry): void {
+    this.appended.push(entry);
+  }
+  /** Numbers what was appended (from `next`) and returns it, as the log gives it back. */
+  commit(next: number): LogEntry[] {
+    const out = this.appended.splice(0).map((e, i) => ({ ...e, id: next + i }));
+    this.rows.push(...out);
+    return out;
+  }
+  async read(after: number, upTo: number, limit: number): Promise<LogPage> {
+    if (this.down) throw new Error("connection refused");
+    const events = this.rows.filter((r) => r.id! > after && r.id! <= upTo).slice(0, limit);
+    return { events, oldest: this.rows[0]?.id, newest: this.rows.at(-1)?.id };
+  }
+}
+
+describe("with a shared log (several instances)", () => {
+  test("bus events go to the log (redacted, with their run's conversation), and are streamed under the log's ids once it gives them back", async () => {
+    const log = new MemoryLog();
+    const { bus, hub: h } = hub({ log, instance: "i1" });
+    const sink = new FakeSink();
+    h.subscribe(sink);
+    bus.emit({ type: "run.started", runId: "r1", system: "blog", conversation: "c9" });
+    bus.emit({ type: "run.output", runId: "r1", step: "s", text: "secret words" });
+    await settle();
+    assert.equal(sink.events().length, 0, "nothing streamed before the log numbers it");
+    assert.deepEqual(
+      log.appended.map((e) => [e.type, e.conversation, e.system, e.runId, JSON.parse(e.data).instance]),
+      [
+        ["run.started", "c9", "blog", "r1", "i1"],
+        ["run.output", "c9", "blog", "r1", "i1"],
+      ],
+    );
+    assert.match(log.appended[1]!.data, /"text":"\[redacted: 12 chars\]"/);
+    for (const e of log.commit(41)) h.ingest(e);
+    h.ingest({ ...log.rows[0]!, id: 41 }); // given twice: once only
+    await settle();
+    assert.deepEqual(
+      sink.events().map((f) => [f.id, f.event]),
+      [
+        [41, "run.started"],
+        [42, "run.output"],
+      ],
+    );
+    h.ingest({ type: "turn.started", at: 1, data: '{"type":"turn.started"}' });
+    await settle();
+    assert.deepEqual(
+      sink.events()[2],
+      { event: "turn.started", data: { type: "turn.started" } },
+      "not kept by the log: no id",
+    );
+    assert.equal(h.stats().lastId, 42);
+  });
+
+  test("Last-Event-ID this instance has not read yet: nothing until the log's later ids, no duplicate", async () => {
+    const log = new MemoryLog();
+    const { bus, hub: h } = hub({ log, ringSize: 3 });
+    for (let i = 1; i <= 3; i++) bus.emit(turnStarted(`t${i}`));
+    const [e1, e2, e3] = log.commit(1);
+    h.ingest(e1!);
+    const sink = new FakeSink();
+    h.subscribe(sink, {}, 2);
+    h.ingest(e2!);
+    h.ingest(e3!);
+    await settle();
+    assert.deepEqual(
+      sink.events().map((f) => f.id),
+      [3],
+    );
+  });
+
+  test("an id the log never gave, or a log that cannot be read: `gap` (with the reason), the ring, then live", async () => {
+    for (const down of [false, true]) {
+      const log = new MemoryLog();
+      const { bus, hub: h } = hub({ log, ringSize: 2 });
+      for (let i = 1; i <= 4; i++) bus.emit(turnStarted(`t${i}`));
+      for (const e of log.commit(1)) h.ingest(e);
+      log.down = down;
+      const sink = new FakeSink();
+      h.subscribe(sink, {}, down ? 1 : 99);
+      await settle();
+      bus.emit(turnStarted("t5"));
+      for (const e of log.commit(5)) h.ingest(e);
+      await settle();
+      const [gap, ...rest] = sink.events();
+      assert.equal(gap!.event, "gap");
+      assert.match(gap!.data.reason, down ? /could not be read \(connection refused\)/ : /never gave/);
+      assert.deepEqual(
+        rest.map((f) => f.id),
+        [3, 4, 5],
+      );
+    }
   });
 });
 

@@ -56,6 +56,7 @@ const LAYERS = [
   "workflows/conversation",
   "workflows/systems",
   "workflows/engine",
+  "ops/cluster-events",
   "core/db",
   "backends/warm",
   "core/config",

@@ -3,10 +3,11 @@
  * would) and the real session store on an in-memory SQLite database. No process, no socket: these
  * run in milliseconds. What is checked is the pipeline's own work: the backend contract, counted
  * usage, resume binding and healing, the interrupted-turn reset, abort, the turn deadline, the
- * queue's typed refusals and drain.
+ * queue's typed refusals and drain; and, with a real PostgreSQL, the conversation's lock across
+ * instances (two pipelines on two pools stand for two bridges).
  */
 import assert from "node:assert/strict";
-import { afterEach, beforeEach, describe, test } from "node:test";
+import { after, afterEach, before, beforeEach, describe, test } from "node:test";
 import type { Backend, BackendEvent, BackendHealth, TurnInput } from "../../src/backends/contract/backend.js";
 import { resolveConfig } from "../../src/core/config/load.js";
 import type { Config } from "../../src/core/config/schema.js";
@@ -19,6 +20,10 @@ import { QueueRejected, TurnScheduler, WaitAborted } from "../../src/request/que
 import type { Route } from "../../src/request/models/routes.js";
 import { openSessionStore, type SessionStore } from "../../src/core/store/index.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
+import { PostgresDb } from "../../src/core/db/postgres.js";
+import { PgConversationLocks, type ConversationLocks } from "../../src/request/queue/conversation-locks.js";
+import { freshSchema } from "../helpers/pg-schema.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 type Script = (turn: TurnInput) => AsyncGenerator<BackendEvent>;
 
@@ -112,8 +117,10 @@ async function rig(
   mode: "stateless" | "resume",
   backend = new ScriptedBackend(),
   sched = { maxConcurrent: 4, maxQueue: 8, queueTimeoutMs: 2000 },
+  locks?: ConversationLocks,
 ): Promise<Rig> {
   const cfg = config(mode);
+  cfg.server.queueTimeoutSeconds = sched.queueTimeoutMs / 1000;
   const store = await openSessionStore({ kind: "memory" });
   const scheduler = new TurnScheduler(sched);
   const pipeline = new ChatPipeline({
@@ -122,6 +129,7 @@ async function rig(
     logger: createLogger("silent"),
     debugLog: new DebugLog(null),
     store,
+    ...(locks ? { locks } : {}),
   });
   const route: Route = { model: cfg.models[0]!, backend };
   return {
@@ -567,5 +575,153 @@ describe("pipeline: resume binding, healing and reset", () => {
     const b = await r.store.get("k");
     assert.equal(b?.backend, "other");
     assert.equal(b?.backendSessionId, "o-1");
+  });
+});
+
+describe("pipeline: one conversation's turns across instances (a real PostgreSQL)", () => {
+  let pg: TestPostgres;
+  /** Instance A's pool, instance B's, and an onlooker's (to see whether a conversation is free). */
+  let dbs: PostgresDb[] = [];
+  let a: Rig;
+  let b: Rig;
+  const sched = { maxConcurrent: 4, maxQueue: 8, queueTimeoutMs: 600 };
+
+  before(async () => {
+    pg = await startPostgres();
+  });
+  after(async () => {
+    await pg?.stop();
+  });
+  beforeEach(async () => {
+    const url = await freshSchema(pg);
+    dbs = await Promise.all([0, 1, 2].map(() => PostgresDb.open({ url, poolSize: 4 })));
+    a = await rig("stateless", new ScriptedBackend("a"), sched, new PgConversationLocks(dbs[0]!, () => 3));
+    b = await rig("stateless", new ScriptedBackend("b"), sched, new PgConversationLocks(dbs[1]!, () => 3));
+    r = a;
+  });
+  afterEach(async () => {
+    assert.equal(b.pipeline.activeTurns, 0, "every turn of B ended");
+    assert.equal(b.scheduler.stats().running, 0, "every slot of B released");
+    await b.store.close();
+    for (const db of dbs) await db.close();
+  });
+
+  /** Whether no turn holds the conversation on any instance now (bounded wait for a release in flight). */
+  async function free(key: string): Promise<boolean> {
+    for (let i = 0; i < 100; i++) {
+      const l = await dbs[2]!.tryLock("conversation", key);
+      if (l) {
+        await l.release();
+        return true;
+      }
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    return false;
+  }
+
+  /** A script that answers once `gate` resolves; `started` resolves when the backend has the turn. */
+  function held(text: string): { script: Script; started: Promise<void>; open: () => void } {
+    let open!: () => void;
+    let started!: () => void;
+    const gate = new Promise<void>((res) => (open = res));
+    const began = new Promise<void>((res) => (started = res));
+    return {
+      script: async function* () {
+        started();
+        await gate;
+        yield { type: "text", text };
+        yield { type: "done", finishReason: "stop" };
+      },
+      started: began,
+      open,
+    };
+  }
+
+  test("B's turn of a conversation A is answering waits for A's turn to end, then runs; other conversations do not wait", async () => {
+    const first = held("from A");
+    a.backend.then(first.script);
+    const turnA = a.turn("c", request("one"));
+    await first.started;
+    b.backend.then(answer("other conversation"), answer("from B"));
+    assert.equal(textOf(await b.turn("d", request("elsewhere"))), "other conversation");
+    let bDone = false;
+    const turnB = b.turn("c", request("two")).then((evs) => ((bDone = true), evs));
+    await new Promise((res) => setTimeout(res, 150));
+    assert.equal(bDone, false, "B waits while A's turn runs");
+    assert.equal(b.backend.inputs.length, 1, "B's backend has not been given the turn");
+    first.open();
+    assert.equal(textOf(await turnA), "from A");
+    assert.equal(textOf(await turnB), "from B");
+    assert.ok(await free("c"));
+  });
+
+  test("past the queue timeout B's turn is refused like a full queue (QueueRejected, conversation) and B's slot is freed", async () => {
+    const first = held("from A");
+    a.backend.then(first.script);
+    const turnA = a.turn("c", request("one"));
+    await first.started;
+    await assert.rejects(
+      b.turn("c", request("two")),
+      (e: unknown) => e instanceof QueueRejected && e.scope === "conversation" && e.retryAfterSeconds === 3,
+    );
+    assert.equal(b.scheduler.stats().running, 0);
+    first.open();
+    await turnA;
+    assert.ok(await free("c"));
+  });
+
+  test("a client that goes away while its turn waits for the conversation is a WaitAborted", async () => {
+    const first = held("from A");
+    a.backend.then(first.script);
+    const turnA = a.turn("c", request("one"));
+    await first.started;
+    const cancel = new Cancellation();
+    const waiting = b.turn("c", request("two"), cancel);
+    setTimeout(() => cancel.abort(), 100);
+    await assert.rejects(waiting, WaitAborted);
+    first.open();
+    await turnA;
+    assert.ok(await free("c"));
+  });
+
+  test("the conversation is free again however a turn ends: done, a backend that throws, an abort, the deadline", async () => {
+    a.backend.then(answer("fine"));
+    assert.equal(textOf(await a.turn("c", request("one"))), "fine");
+    assert.ok(await free("c"), "after done");
+
+    a.backend.then(async function* () {
+      yield { type: "text", text: "partial" };
+      throw new Error("parser exploded");
+    });
+    assert.equal(errorOf(await a.turn("c", request("two")))?.code, "backend_failed");
+    assert.ok(await free("c"), "after an error");
+
+    const cancel = new Cancellation();
+    a.backend.then(async function* (turn) {
+      yield { type: "text", text: "thinking…" };
+      await aborted(turn);
+      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
+    });
+    const prepared = await a.pipeline.prepare(
+      { request: request("three"), route: a.route, conversation: conv("c") },
+      cancel,
+    );
+    for await (const ev of prepared.events) if (ev.type === "text") cancel.abort();
+    assert.ok(await free("c"), "after an abort");
+
+    const slow = await rig(
+      "stateless",
+      new ScriptedBackend("slow", 0.05),
+      sched,
+      new PgConversationLocks(dbs[0]!, () => 3),
+    );
+    slow.backend.then(async function* (turn) {
+      await aborted(turn);
+      yield { type: "error", error: { code: "aborted", message: "the turn was cancelled", status: 499 } };
+    });
+    assert.equal(errorOf(await slow.turn("c", request("four")))?.code, "backend_timeout");
+    await slow.store.close();
+    assert.ok(await free("c"), "after the deadline");
+    assert.equal(dbs[0]!.pool.waitingCount, 0);
   });
 });

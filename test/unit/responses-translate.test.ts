@@ -240,21 +240,37 @@ test("tool_choice: the modes, a named function or freeform tool, allowed_tools, 
   refused(() => translateToolChoice("always", map), "tool_choice", /"auto", "none", "required"/);
 });
 
-const store = ResponseStore.open(":memory:", { keepDays: 30, maxStored: 100 });
+/** `refused` for the door's parse, which reads the store (async). */
+async function refusedAsync(
+  f: () => Promise<unknown>,
+  param: string | null,
+  message: RegExp,
+  status = 400,
+): Promise<void> {
+  await assert.rejects(f, (err: unknown) => {
+    assert.ok(err instanceof ApiError, String(err));
+    assert.equal(err.status, status);
+    assert.equal(err.param, param, err.message);
+    assert.match(err.message, message);
+    return true;
+  });
+}
+
+const store = await ResponseStore.open(":memory:", { keepDays: 30, maxStored: 100 });
 after(() => store.close());
 const door = responsesDoor({ store });
 const parse = (body: Record<string, unknown>) => door.parse(body);
 const turn = { conversation: { key: "derived:first", source: "derived" as const } };
 
 /** Answer a parsed request with `text` through its dialect (as the stream engine would), so it is stored. */
-function answer(req: ReturnType<typeof parse>, text: string): string {
+function answer(req: Awaited<ReturnType<typeof parse>>, text: string): string {
   const d = req.dialect(turn);
   const frames = d.open() + d.event({ type: "text", text }) + d.finish("stop", undefined);
   return JSON.parse(frames.split("\n\n").at(-2)!.split("\n")[1]!.slice(6)).response.id;
 }
 
-test("door: the chat request (instructions first, limits, sampling, reasoning effort, structured output), nothing else passed on", () => {
-  const r = parse({
+test("door: the chat request (instructions first, limits, sampling, reasoning effort, structured output), nothing else passed on", async () => {
+  const r = await parse({
     model: "m",
     instructions: "Sys",
     input: "Q",
@@ -296,10 +312,10 @@ test("door: the chat request (instructions first, limits, sampling, reasoning ef
   });
 });
 
-test("door: previous_response_id puts the stored chain before the new input; the chain keeps its first response's conversation", () => {
-  const r1 = parse({ model: "m", instructions: "Only for turn 1", input: "one" });
+test("door: previous_response_id puts the stored chain before the new input; the chain keeps its first response's conversation", async () => {
+  const r1 = await parse({ model: "m", instructions: "Only for turn 1", input: "one" });
   const id1 = answer(r1, "ONE");
-  const r2 = parse({ model: "m", previous_response_id: id1, input: [{ role: "user", content: "two" }] });
+  const r2 = await parse({ model: "m", previous_response_id: id1, input: [{ role: "user", content: "two" }] });
   assert.deepEqual(r2.conversation, { key: "derived:first", source: "chain" });
   assert.deepEqual(r2.chat.messages, [
     { role: "user", content: "one" },
@@ -307,27 +323,27 @@ test("door: previous_response_id puts the stored chain before the new input; the
     { role: "user", content: "two" },
   ]);
   const id2 = answer(r2, "TWO");
-  const r3 = parse({ model: "m", previous_response_id: id2, input: "three", store: false });
+  const r3 = await parse({ model: "m", previous_response_id: id2, input: "three", store: false });
   assert.deepEqual(
     r3.chat.messages.map((m) => m.content),
     ["one", "ONE", "two", "TWO", "three"],
   );
   const id3 = answer(r3, "THREE");
-  assert.equal(store.body(id3), undefined, "store: false keeps nothing");
-  refused(
+  assert.equal(await store.body(id3), undefined, "store: false keeps nothing");
+  await refusedAsync(
     () => parse({ model: "m", previous_response_id: id3, input: "x" }),
     "previous_response_id",
     /'resp_\w+' not found/,
     404,
   );
   try {
-    parse({ model: "m", previous_response_id: "resp_nope", input: "x" });
+    await parse({ model: "m", previous_response_id: "resp_nope", input: "x" });
   } catch (err) {
     assert.equal((err as ApiError).code, "previous_response_not_found");
   }
   // A chain whose first response is gone cannot be continued, and says which one is missing.
-  assert.ok(store.delete(id1));
-  refused(
+  assert.ok(await store.delete(id1));
+  await refusedAsync(
     () => parse({ model: "m", previous_response_id: id2, input: "x" }),
     "previous_response_id",
     new RegExp(`an earlier response of its conversation \\('${id1}'\\) is no longer kept`),
@@ -335,13 +351,21 @@ test("door: previous_response_id puts the stored chain before the new input; the
   );
 });
 
-test("door: what cannot be honoured is refused, field named", () => {
-  refused(() => parse({ model: "m", input: "x", background: true }), "background", /not supported/);
-  refused(() => parse({ model: "m", input: "x", conversation: "conv_1" }), "conversation", /previous_response_id/);
-  refused(() => parse({ model: "m", input: "x", prompt: { id: "p" } }), "prompt", /instructions/);
-  refused(() => parse({ model: "", input: "x" }), "model", /non-empty/);
-  refused(() => parse({ model: "m", input: [{ type: "reasoning", summary: [] }] }), "input", /nothing to answer/);
+test("door: what cannot be honoured is refused, field named", async () => {
+  await refusedAsync(() => parse({ model: "m", input: "x", background: true }), "background", /not supported/);
+  await refusedAsync(
+    () => parse({ model: "m", input: "x", conversation: "conv_1" }),
+    "conversation",
+    /previous_response_id/,
+  );
+  await refusedAsync(() => parse({ model: "m", input: "x", prompt: { id: "p" } }), "prompt", /instructions/);
+  await refusedAsync(() => parse({ model: "", input: "x" }), "model", /non-empty/);
+  await refusedAsync(
+    () => parse({ model: "m", input: [{ type: "reasoning", summary: [] }] }),
+    "input",
+    /nothing to answer/,
+  );
   let deep: unknown = "x";
   for (let i = 0; i < 80; i++) deep = [deep];
-  refused(() => parse({ model: "m", input: "x", metadata: { a: deep } }), null, /more than 64 levels/);
+  await refusedAsync(() => parse({ model: "m", input: "x", metadata: { a: deep } }), null, /more than 64 levels/);
 });

@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, mock, test } from "node:test";
 import pino from "pino";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import type { DispatchInput, TurnInput } from "../../src/backends/contract/backend.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 import { EventBus } from "../../src/ops/events/bus.js";
@@ -203,7 +203,7 @@ async function world(options: Record<string, unknown> = {}): Promise<World> {
   });
   model.on(WRITER, (call) => `POST: ${call.prompt}`);
   const runs = new RunManager({
-    store: new RunStore(new SqliteSql(db)),
+    store: new RunStore(sqliteSqlOf(db)),
     library,
     bus,
     callModel: model.caller,

@@ -1,6 +1,6 @@
 /**
  * The run store contract (src/workflows/systems/db.ts, approvals.ts): the same cases against SQLite
- * (systems.db through the one `SqliteSql`) and a real PostgreSQL (test/helpers/postgres.ts, the
+ * (systems.db through the one `SqliteSql`) and a real PostgreSQL (testkit/postgres.ts, the
  * tables of migration 3). Then what only PostgreSQL has: leases — a run claimed by its instance,
  * renewed in one statement, claimed by another instance once it lapsed (never while it is live,
  * never by two at once), let go at a clean shutdown; and the run manager's side: a run lost to
@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { PostgresDb } from "../../src/core/db/postgres.js";
-import { type Sql, SqliteSql } from "../../src/core/db/sql.js";
+import { type Sql, sqliteSqlOf } from "../../src/core/db/sql.js";
 import { secretRedactor } from "../../src/core/secrets/redactor.js";
 import pino from "pino";
 import { EventBus } from "../../src/ops/events/bus.js";
@@ -43,7 +43,7 @@ async function fresh(engine: "sqlite" | "postgres"): Promise<Sql> {
   opened.push(async () => {
     db.close();
   });
-  return new SqliteSql(db);
+  return sqliteSqlOf(db);
 }
 
 const run = (id: string, more: Partial<Parameters<RunStore["create"]>[0]> = {}) => ({
@@ -286,13 +286,8 @@ describe("the run manager on postgres", () => {
       models: new Map([["m", { router: false }]]),
     });
     assert.deepEqual(problems, []);
-    const systemsDb = openSystemsDb(":memory:");
-    opened.push(async () => {
-      systemsDb.close();
-    });
     const runs = new RunManager({
       store: new RunStore(db),
-      systemsDb,
       library,
       bus: new EventBus(),
       callModel: blocking,

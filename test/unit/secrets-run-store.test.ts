@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import Database from "better-sqlite3";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { secretRedactor } from "../../src/core/secrets/redactor.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 
@@ -20,7 +20,7 @@ describe("the run store", () => {
   test("writes secrets' values as [secret NAME] and keeps the test mark", async () => {
     secretRedactor.add("STORE_KEY", "store-secret-4321");
     const db = openSystemsDb(":memory:");
-    const store = new RunStore(new SqliteSql(db));
+    const store = new RunStore(sqliteSqlOf(db));
     await store.create({
       id: "r1",
       system: "s",
@@ -59,7 +59,7 @@ describe("the run store", () => {
       const db = openSystemsDb(file);
       const columns = (db.prepare("PRAGMA table_info(runs)").all() as Array<{ name: string }>).map((c) => c.name);
       assert.equal(columns.filter((c) => c === "test").length, 1);
-      assert.equal((await new RunStore(new SqliteSql(db)).get("old"))!.test, false);
+      assert.equal((await new RunStore(sqliteSqlOf(db)).get("old"))!.test, false);
       db.close();
     }
   });

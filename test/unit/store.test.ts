@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
+import { PostgresDb } from "../../src/core/db/postgres.js";
 import {
   MAX_EVENTS_PER_KEY,
   MAX_MESSAGE_CHARS,
@@ -12,15 +13,21 @@ import {
   SqliteSessionStore,
   defaultSessionStorePath,
   openSessionStore,
+  PgSessionStore,
   type SessionBinding,
   type SessionStore,
 } from "../../src/core/store/index.js";
+import { freshSchema } from "../helpers/pg-schema.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 let dir: string;
+let pg: TestPostgres;
 before(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "clawbridge-store-"));
+  pg = await startPostgres();
 });
 after(async () => {
+  await pg?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -86,254 +93,16 @@ describe("sqlite session store", () => {
     );
   });
 
-  test("CRUD: put, get, replace, delete", async () => {
+  test("beginTurn's bookkeeping commit leaves the store FULL", async () => {
     const store = await openSessionStore({ kind: "sqlite", path: fresh() });
     try {
-      assert.equal(await store.get("a"), undefined);
-      const a = binding("a", { model: "sonnet", turns: 3, lastError: "x" });
-      await store.put(a);
-      assert.deepEqual(await store.get("a"), a);
-      const a2 = binding("a", {
-        backend: "gemini",
-        backendSessionId: "other",
-        cwd: "/srv/a",
-        turns: 0,
-        createdAt: 5,
-        updatedAt: 6,
-      });
-      await store.put(a2);
-      assert.deepEqual(await store.get("a"), a2, "put replaces every field");
-      assert.equal(await store.delete("a"), true);
-      assert.equal(await store.get("a"), undefined);
-      assert.equal(await store.delete("a"), false);
-      assert.equal(await store.delete("never"), false);
-    } finally {
-      await store.close();
-    }
-  });
-
-  test("put normalises omitted lastError/model to null and rejects invalid bindings", async () => {
-    const store = await openSessionStore({ kind: "memory" });
-    try {
-      const { lastError: _e, model: _m, ...bare } = binding("k");
-      await store.put(bare);
-      const got = await store.get("k");
-      assert.equal(got?.lastError, null);
-      assert.equal(got?.model, null);
-
-      const bad: Array<[Partial<SessionBinding>, RegExp]> = [
-        [{ key: "" }, /key must be a non-empty string/],
-        [{ backend: "" }, /backend/],
-        [{ backendSessionId: "" }, /backendSessionId/],
-        [{ cwd: "relative/dir" }, /cwd must be an absolute path/],
-        [{ turns: -1 }, /turns/],
-        [{ turns: 1.5 }, /turns/],
-        [{ createdAt: Number.NaN }, /createdAt/],
-        [{ updatedAt: "5" as unknown as number }, /updatedAt/],
-        [{ model: 3 as unknown as string }, /model/],
-        [{ key: "a\0b" }, /NUL/],
-      ];
-      for (const [over, re] of bad) {
-        await assert.rejects(
-          store.put(binding("x", over)),
-          (e: unknown) => e instanceof SessionStoreError && re.test(e.message),
-        );
-      }
-      assert.equal(await store.get("x"), undefined);
-      await assert.rejects(store.get(""), SessionStoreError);
-    } finally {
-      await store.close();
-    }
-  });
-
-  test("list: most recently updated first, limit, backend filter", async () => {
-    const c = clock(50_000);
-    const store = await openSessionStore({ kind: "sqlite", path: fresh(), now: c.now });
-    try {
-      await store.put(binding("old", { updatedAt: 100 }));
-      await store.put(binding("mid", { updatedAt: 200, backend: "gemini" }));
-      await store.put(binding("new", { updatedAt: 300 }));
-      await store.put(binding("tie-b", { updatedAt: 150 }));
-      await store.put(binding("tie-a", { updatedAt: 150 }));
-      const keys = async (opts?: Parameters<SessionStore["list"]>[0]): Promise<string[]> =>
-        (await store.list(opts)).map((b) => b.key);
-      assert.deepEqual(await keys(), ["new", "mid", "tie-a", "tie-b", "old"]);
-      assert.deepEqual(await keys({ limit: 2 }), ["new", "mid"]);
-      assert.deepEqual(await keys({ limit: 0 }), []);
-      assert.deepEqual(await keys({ backend: "gemini" }), ["mid"]);
-      assert.deepEqual(await keys({ backend: "claude", limit: 2 }), ["new", "tie-a"]);
-      assert.deepEqual(await keys({ backend: "nope" }), []);
-      // a turn on the oldest binding moves it to the front
-      await store.recordTurn("old", "sid-old");
-      assert.deepEqual((await keys()).slice(0, 2), ["old", "new"]);
-      await assert.rejects(store.list({ limit: -1 }), SessionStoreError);
-      await assert.rejects(store.list({ limit: 1.5 }), SessionStoreError);
-    } finally {
-      await store.close();
-    }
-  });
-
-  test("recordTurn: turns+1, updatedAt, clears lastError, adopts a new session id; no-op for unknown keys", async () => {
-    const c = clock(10_000);
-    const store = await openSessionStore({ kind: "sqlite", path: fresh(), now: c.now });
-    try {
-      await store.put(binding("k", { turns: 2, lastError: "boom", createdAt: 1, updatedAt: 2 }));
-      c.set(20_000);
-      await store.recordTurn("k", "sid-k");
-      let got = await store.get("k");
-      assert.equal(got?.turns, 3);
-      assert.equal(got?.updatedAt, 20_000);
-      assert.equal(got?.createdAt, 1);
-      assert.equal(got?.lastError, null);
-      assert.equal(got?.backendSessionId, "sid-k");
-
-      c.set(30_000);
-      await store.recordTurn("k", "sid-k-2");
-      got = await store.get("k");
-      assert.equal(got?.turns, 4);
-      assert.equal(got?.backendSessionId, "sid-k-2");
-      const ev = await store.listEvents("k");
-      assert.equal(ev[0]?.kind, "rebound");
-      assert.match(ev[0]?.reason ?? "", /sid-k-2.*was sid-k/);
-      assert.equal(ev[0]?.at, 30_000);
-
-      await store.recordTurn("missing", "sid");
-      assert.equal(await store.get("missing"), undefined, "recordTurn must not create bindings");
-    } finally {
-      await store.close();
-    }
-  });
-
-  test("beginTurn: sets the marker and updatedAt, nothing else; no-op for unknown keys; the store stays FULL", async () => {
-    const c = clock(10_000);
-    const file = fresh();
-    const store = await openSessionStore({ kind: "sqlite", path: file, now: c.now });
-    try {
-      await store.put(binding("k", { turns: 2, createdAt: 1, updatedAt: 2 }));
-      c.set(20_000);
+      await store.put(binding("k"));
       await store.beginTurn("k", "in-progress abc");
-      const got = await store.get("k");
-      assert.deepEqual(got, binding("k", { turns: 2, createdAt: 1, updatedAt: 20_000, lastError: "in-progress abc" }));
-      assert.deepEqual(
-        (await store.listEvents("k")).map((e) => e.kind),
-        ["bound"],
-        "turn bookkeeping records no events",
-      );
       await store.recordTurn("k", "sid-k");
-      assert.equal((await store.get("k"))?.lastError, null);
-      await store.beginTurn("missing", "in-progress x");
-      assert.equal(await store.get("missing"), undefined, "beginTurn must not create bindings");
       // Bookkeeping commits without its own fsync; every other write is FULL as configured.
       assert.equal((await (store as SqliteSessionStore).info()).synchronous, "FULL");
     } finally {
       await store.close();
-    }
-    // What a bookkeeping commit wrote is there for the next process.
-    const again = SqliteSessionStore.open(file);
-    try {
-      assert.equal((await again.get("k"))?.turns, 3);
-    } finally {
-      await again.close();
-    }
-  });
-
-  test("recordError: sets lastError and updatedAt, keeps turns, is clipped, records an event; no-op for unknown keys", async () => {
-    const c = clock(10_000);
-    const store = await openSessionStore({ kind: "sqlite", path: fresh(), now: c.now });
-    try {
-      await store.put(binding("k", { turns: 5 }));
-      c.set(11_000);
-      await store.recordError("k", "resume failed: session not found");
-      const got = await store.get("k");
-      assert.equal(got?.lastError, "resume failed: session not found");
-      assert.equal(got?.updatedAt, 11_000);
-      assert.equal(got?.turns, 5);
-      const [e] = await store.listEvents("k", { limit: 1 });
-      assert.equal(e?.kind, "error");
-      assert.equal(e?.reason, "resume failed: session not found");
-
-      await store.recordError("k", "y".repeat(MAX_MESSAGE_CHARS * 3));
-      const long = (await store.get("k"))?.lastError ?? "";
-      assert.equal(long.length, MAX_MESSAGE_CHARS);
-      assert.ok(long.endsWith("…"));
-
-      await store.recordError("missing", "x");
-      assert.equal(await store.get("missing"), undefined);
-      assert.deepEqual(await store.listEvents("missing"), []);
-    } finally {
-      await store.close();
-    }
-  });
-
-  test("events: bound/rebound/deleted/custom, newest first, bounded per key, kept after delete", async () => {
-    const c = clock(1);
-    const store = await openSessionStore({ kind: "sqlite", path: fresh(), now: c.now });
-    try {
-      await store.put(binding("k"));
-      await store.put(binding("k", { turns: 1 })); // same session id: no event
-      await store.put(binding("k", { backendSessionId: "new-sid" }));
-      await store.appendEvent("k", "healed", "resume failed; started a new session");
-      await store.appendEvent("k", "reset");
-      assert.equal(await store.delete("k"), true);
-      const kinds = (await store.listEvents("k")).map((e) => e.kind);
-      assert.deepEqual(kinds, ["deleted", "reset", "healed", "rebound", "bound"]);
-      const all = await store.listEvents("k");
-      assert.equal(all[1]?.reason, null);
-      assert.equal(all[2]?.reason, "resume failed; started a new session");
-      assert.ok(all.every((e, i) => i === 0 || e.id < all[i - 1]!.id));
-      assert.deepEqual(
-        (await store.listEvents("k", { limit: 2 })).map((e) => e.kind),
-        ["deleted", "reset"],
-      );
-
-      for (let i = 0; i < MAX_EVENTS_PER_KEY + 25; i++) await store.appendEvent("busy", "reset", `r${i}`);
-      const busy = await store.listEvents("busy");
-      assert.equal(busy.length, MAX_EVENTS_PER_KEY);
-      assert.equal(busy[0]?.reason, `r${MAX_EVENTS_PER_KEY + 24}`);
-      assert.equal(busy.at(-1)?.reason, "r25");
-      assert.equal((await store.listEvents("k")).length, 5, "pruning one key leaves the others alone");
-    } finally {
-      await store.close();
-    }
-  });
-
-  test("data persists across close and reopen", async () => {
-    const file = fresh();
-    const s1 = await openSessionStore({ kind: "sqlite", path: file });
-    await s1.put(binding("p", { model: "m", turns: 7, lastError: "e" }));
-    await s1.recordTurn("p", "sid-p");
-    await s1.appendEvent("p", "healed", "why");
-    await s1.close();
-    await s1.close(); // idempotent
-    await assert.rejects(s1.get("p"), /closed/);
-    await assert.rejects(s1.put(binding("q")), /closed/);
-
-    const s2 = await openSessionStore({ kind: "sqlite", path: file });
-    try {
-      const got = await s2.get("p");
-      assert.equal(got?.turns, 8);
-      assert.equal(got?.model, "m");
-      assert.equal(got?.lastError, null);
-      assert.equal((await s2.listEvents("p"))[0]?.kind, "healed");
-    } finally {
-      await s2.close();
-    }
-  });
-
-  test("two store instances on one file see each other's writes", async () => {
-    const file = fresh();
-    const a = await openSessionStore({ kind: "sqlite", path: file });
-    const b = await openSessionStore({ kind: "sqlite", path: file });
-    try {
-      await a.put(binding("x"));
-      await b.recordTurn("x", "sid-x");
-      await a.recordTurn("x", "sid-x");
-      assert.equal((await b.get("x"))?.turns, 2);
-      assert.equal(await b.delete("x"), true);
-      assert.equal(await a.get("x"), undefined);
-    } finally {
-      await a.close();
-      await b.close();
     }
   });
 
@@ -351,6 +120,334 @@ describe("sqlite session store", () => {
     }
   });
 });
+
+type Engine = "sqlite" | "postgres";
+
+/**
+ * Where a contract case keeps its sessions: a fresh SQLite file, or a fresh PostgreSQL schema.
+ * `open` opens one more store on it (another process, another bridge); `close` closes what the
+ * place opened (the PostgreSQL pools).
+ */
+interface Place {
+  open(now?: () => number): Promise<SessionStore>;
+  close(): Promise<void>;
+}
+
+async function place(engine: Engine): Promise<Place> {
+  if (engine === "sqlite") {
+    const file = fresh();
+    return { open: (now) => openSessionStore({ kind: "sqlite", path: file, now }), close: async () => {} };
+  }
+  const url = await freshSchema(pg);
+  const dbs: PostgresDb[] = [];
+  return {
+    async open(now) {
+      const db = await PostgresDb.open({ url, poolSize: 4 });
+      dbs.push(db);
+      return openSessionStore({ kind: "postgres", db, now });
+    },
+    async close() {
+      for (const db of dbs) await db.close();
+    },
+  };
+}
+
+/** `fn` with one store on a fresh place (the store and the place closed after). */
+async function withStore(engine: Engine, fn: (store: SessionStore, c: ReturnType<typeof clock>) => Promise<void>) {
+  const c = clock(10_000);
+  const p = await place(engine);
+  const store = await p.open(c.now);
+  try {
+    await fn(store, c);
+  } finally {
+    await store.close();
+    await p.close();
+  }
+}
+
+for (const engine of ["sqlite", "postgres"] as const) {
+  describe(`session store contract: ${engine}`, () => {
+    test("the factory makes this engine's store", async () => {
+      await withStore(engine, async (store) => {
+        assert.ok(engine === "sqlite" ? store instanceof SqliteSessionStore : store instanceof PgSessionStore);
+      });
+    });
+
+    test("CRUD: put, get, replace, delete", async () => {
+      await withStore(engine, async (store) => {
+        assert.equal(await store.get("a"), undefined);
+        const a = binding("a", { model: "sonnet", turns: 3, lastError: "x" });
+        await store.put(a);
+        assert.deepEqual(await store.get("a"), a);
+        const a2 = binding("a", {
+          backend: "gemini",
+          backendSessionId: "other",
+          cwd: "/srv/a",
+          turns: 0,
+          createdAt: 5,
+          updatedAt: 6,
+        });
+        await store.put(a2);
+        assert.deepEqual(await store.get("a"), a2, "put replaces every field");
+        assert.equal(await store.delete("a"), true);
+        assert.equal(await store.get("a"), undefined);
+        assert.equal(await store.delete("a"), false);
+        assert.equal(await store.delete("never"), false);
+      });
+    });
+
+    test("put normalises omitted lastError/model to null and rejects invalid bindings", async () => {
+      await withStore(engine, async (store) => {
+        const { lastError: _e, model: _m, ...bare } = binding("k");
+        await store.put(bare);
+        const got = await store.get("k");
+        assert.equal(got?.lastError, null);
+        assert.equal(got?.model, null);
+
+        const bad: Array<[Partial<SessionBinding>, RegExp]> = [
+          [{ key: "" }, /key must be a non-empty string/],
+          [{ backend: "" }, /backend/],
+          [{ backendSessionId: "" }, /backendSessionId/],
+          [{ cwd: "relative/dir" }, /cwd must be an absolute path/],
+          [{ turns: -1 }, /turns/],
+          [{ turns: 1.5 }, /turns/],
+          [{ createdAt: Number.NaN }, /createdAt/],
+          [{ updatedAt: "5" as unknown as number }, /updatedAt/],
+          [{ model: 3 as unknown as string }, /model/],
+          [{ key: "a\0b" }, /NUL/],
+        ];
+        for (const [over, re] of bad) {
+          await assert.rejects(
+            store.put(binding("x", over)),
+            (e: unknown) => e instanceof SessionStoreError && re.test(e.message),
+          );
+        }
+        assert.equal(await store.get("x"), undefined);
+        await assert.rejects(store.get(""), SessionStoreError);
+      });
+    });
+
+    test("list: most recently updated first, limit, backend filter", async () => {
+      await withStore(engine, async (store, c) => {
+        c.set(50_000);
+        await store.put(binding("old", { updatedAt: 100 }));
+        await store.put(binding("mid", { updatedAt: 200, backend: "gemini" }));
+        await store.put(binding("new", { updatedAt: 300 }));
+        await store.put(binding("tie-b", { updatedAt: 150 }));
+        await store.put(binding("tie-a", { updatedAt: 150 }));
+        const keys = async (opts?: Parameters<SessionStore["list"]>[0]): Promise<string[]> =>
+          (await store.list(opts)).map((b) => b.key);
+        assert.deepEqual(await keys(), ["new", "mid", "tie-a", "tie-b", "old"]);
+        assert.deepEqual(await keys({ limit: 2 }), ["new", "mid"]);
+        assert.deepEqual(await keys({ limit: 0 }), []);
+        assert.deepEqual(await keys({ backend: "gemini" }), ["mid"]);
+        assert.deepEqual(await keys({ backend: "claude", limit: 2 }), ["new", "tie-a"]);
+        assert.deepEqual(await keys({ backend: "nope" }), []);
+        // a turn on the oldest binding moves it to the front
+        await store.recordTurn("old", "sid-old");
+        assert.deepEqual((await keys()).slice(0, 2), ["old", "new"]);
+        await assert.rejects(store.list({ limit: -1 }), SessionStoreError);
+        await assert.rejects(store.list({ limit: 1.5 }), SessionStoreError);
+      });
+    });
+
+    test("recordTurn: turns+1, updatedAt, clears lastError, adopts a new session id; no-op for unknown keys", async () => {
+      await withStore(engine, async (store, c) => {
+        await store.put(binding("k", { turns: 2, lastError: "boom", createdAt: 1, updatedAt: 2 }));
+        c.set(20_000);
+        await store.recordTurn("k", "sid-k");
+        let got = await store.get("k");
+        assert.equal(got?.turns, 3);
+        assert.equal(got?.updatedAt, 20_000);
+        assert.equal(got?.createdAt, 1);
+        assert.equal(got?.lastError, null);
+        assert.equal(got?.backendSessionId, "sid-k");
+        assert.deepEqual(
+          (await store.listEvents("k")).map((e) => e.kind),
+          ["bound"],
+          "the same session: no event",
+        );
+
+        c.set(30_000);
+        await store.recordTurn("k", "sid-k-2");
+        got = await store.get("k");
+        assert.equal(got?.turns, 4);
+        assert.equal(got?.backendSessionId, "sid-k-2");
+        const ev = await store.listEvents("k");
+        assert.equal(ev[0]?.kind, "rebound");
+        assert.match(ev[0]?.reason ?? "", /sid-k-2.*was sid-k/);
+        assert.equal(ev[0]?.at, 30_000);
+
+        await store.recordTurn("missing", "sid");
+        assert.equal(await store.get("missing"), undefined, "recordTurn must not create bindings");
+        assert.deepEqual(await store.listEvents("missing"), []);
+      });
+    });
+
+    test("beginTurn: sets the marker and updatedAt, nothing else; no-op for unknown keys; another store sees it", async () => {
+      const c = clock(10_000);
+      const p = await place(engine);
+      try {
+        const store = await p.open(c.now);
+        await store.put(binding("k", { turns: 2, createdAt: 1, updatedAt: 2 }));
+        c.set(20_000);
+        await store.beginTurn("k", "in-progress abc");
+        const got = await store.get("k");
+        assert.deepEqual(
+          got,
+          binding("k", { turns: 2, createdAt: 1, updatedAt: 20_000, lastError: "in-progress abc" }),
+        );
+        assert.deepEqual(
+          (await store.listEvents("k")).map((e) => e.kind),
+          ["bound"],
+          "turn bookkeeping records no events",
+        );
+        await store.recordTurn("k", "sid-k");
+        assert.equal((await store.get("k"))?.lastError, null);
+        await store.beginTurn("missing", "in-progress x");
+        assert.equal(await store.get("missing"), undefined, "beginTurn must not create bindings");
+        await store.close();
+        // What a bookkeeping commit wrote is there for the next process.
+        const again = await p.open();
+        assert.equal((await again.get("k"))?.turns, 3);
+        await again.close();
+      } finally {
+        await p.close();
+      }
+    });
+
+    test("recordError: sets lastError and updatedAt, keeps turns, is clipped, records an event; no-op for unknown keys", async () => {
+      await withStore(engine, async (store, c) => {
+        await store.put(binding("k", { turns: 5 }));
+        c.set(11_000);
+        await store.recordError("k", "resume failed: session not found");
+        const got = await store.get("k");
+        assert.equal(got?.lastError, "resume failed: session not found");
+        assert.equal(got?.updatedAt, 11_000);
+        assert.equal(got?.turns, 5);
+        const [e] = await store.listEvents("k", { limit: 1 });
+        assert.equal(e?.kind, "error");
+        assert.equal(e?.reason, "resume failed: session not found");
+        assert.equal(e?.at, 11_000);
+
+        await store.recordError("k", "y".repeat(MAX_MESSAGE_CHARS * 3));
+        const long = (await store.get("k"))?.lastError ?? "";
+        assert.equal(long.length, MAX_MESSAGE_CHARS);
+        assert.ok(long.endsWith("…"));
+        assert.equal((await store.listEvents("k", { limit: 1 }))[0]?.reason, long, "the event's reason is clipped too");
+
+        await store.recordError("missing", "x");
+        assert.equal(await store.get("missing"), undefined);
+        assert.deepEqual(await store.listEvents("missing"), []);
+      });
+    });
+
+    test("events: bound/rebound/deleted/custom, newest first, bounded per key, kept after delete", async () => {
+      await withStore(engine, async (store, c) => {
+        c.set(1);
+        await store.put(binding("k"));
+        await store.put(binding("k", { turns: 1 })); // same session id: no event
+        await store.put(binding("k", { backendSessionId: "new-sid" }));
+        await store.appendEvent("k", "healed", "resume failed; started a new session");
+        await store.appendEvent("k", "reset");
+        assert.equal(await store.delete("k"), true);
+        const kinds = (await store.listEvents("k")).map((e) => e.kind);
+        assert.deepEqual(kinds, ["deleted", "reset", "healed", "rebound", "bound"]);
+        const all = await store.listEvents("k");
+        assert.equal(all[1]?.reason, null);
+        assert.equal(all[2]?.reason, "resume failed; started a new session");
+        assert.equal(all[3]?.reason, "session sid-k -> new-sid on claude");
+        assert.equal(all[4]?.reason, "session sid-k on claude");
+        assert.ok(all.every((e, i) => i === 0 || e.id < all[i - 1]!.id));
+        assert.ok(all.every((e) => e.key === "k" && e.at === 1));
+        assert.deepEqual(
+          (await store.listEvents("k", { limit: 2 })).map((e) => e.kind),
+          ["deleted", "reset"],
+        );
+        await store.appendEvent("k", "note", "z".repeat(MAX_MESSAGE_CHARS + 5));
+        assert.equal((await store.listEvents("k", { limit: 1 }))[0]?.reason?.length, MAX_MESSAGE_CHARS);
+        await assert.rejects(store.appendEvent("k", ""), SessionStoreError);
+        await assert.rejects(store.listEvents("k", { limit: -1 }), SessionStoreError);
+
+        for (let i = 0; i < MAX_EVENTS_PER_KEY + 25; i++) await store.appendEvent("busy", "reset", `r${i}`);
+        const busy = await store.listEvents("busy");
+        assert.equal(busy.length, MAX_EVENTS_PER_KEY);
+        assert.equal(busy[0]?.reason, `r${MAX_EVENTS_PER_KEY + 24}`);
+        assert.equal(busy.at(-1)?.reason, "r25");
+        assert.equal((await store.listEvents("k")).length, 6, "pruning one key leaves the others alone");
+        // the store's own events are pruned too
+        for (let i = 0; i < MAX_EVENTS_PER_KEY + 3; i++) {
+          await store.put(binding("flappy", { backendSessionId: `s${i}` }));
+          await store.recordError("flappy", `e${i}`);
+        }
+        await store.recordTurn("flappy", "last");
+        await store.delete("flappy");
+        const flappy = await store.listEvents("flappy");
+        assert.equal(flappy.length, MAX_EVENTS_PER_KEY);
+        assert.deepEqual(
+          flappy.slice(0, 2).map((e) => e.kind),
+          ["deleted", "rebound"],
+        );
+      });
+    });
+
+    test("data persists across close and reopen; a closed store refuses every call", async () => {
+      const p = await place(engine);
+      try {
+        const s1 = await p.open();
+        await s1.put(binding("p", { model: "m", turns: 7, lastError: "e" }));
+        await s1.recordTurn("p", "sid-p");
+        await s1.appendEvent("p", "healed", "why");
+        await s1.close();
+        await s1.close(); // idempotent
+        await assert.rejects(s1.get("p"), /closed/);
+        await assert.rejects(s1.put(binding("q")), /closed/);
+        await assert.rejects(s1.list(), /closed/);
+        await assert.rejects(s1.recordTurn("p", "sid-p"), /closed/);
+
+        const s2 = await p.open();
+        try {
+          const got = await s2.get("p");
+          assert.equal(got?.turns, 8);
+          assert.equal(got?.model, "m");
+          assert.equal(got?.lastError, null);
+          assert.equal((await s2.listEvents("p"))[0]?.kind, "healed");
+        } finally {
+          await s2.close();
+        }
+      } finally {
+        await p.close();
+      }
+    });
+
+    test("two store instances on one place see each other's writes; concurrent turns are all counted", async () => {
+      const p = await place(engine);
+      try {
+        const a = await p.open();
+        const b = await p.open();
+        await a.put(binding("x"));
+        await b.recordTurn("x", "sid-x");
+        await a.recordTurn("x", "sid-x");
+        assert.equal((await b.get("x"))?.turns, 2);
+        await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).recordTurn("x", "sid-x")));
+        assert.equal((await a.get("x"))?.turns, 22, "no lost update");
+        assert.equal(await b.delete("x"), true);
+        assert.equal(await a.get("x"), undefined);
+        // One new conversation bound by both at once: one "bound", then a "rebound" to the second session.
+        await Promise.all([
+          a.put(binding("y", { backendSessionId: "one" })),
+          b.put(binding("y", { backendSessionId: "two" })),
+        ]);
+        const kinds = (await a.listEvents("y")).map((e) => e.kind);
+        assert.deepEqual(kinds, ["rebound", "bound"]);
+        await a.close();
+        await b.close();
+      } finally {
+        await p.close();
+      }
+    });
+  });
+}
 
 describe("schema migrations", () => {
   function makeV1(file: string, extraSql = ""): void {

@@ -4,15 +4,18 @@
  * (plan steps by id, files); a canvas's state against its deployed version; the words read without
  * a model (`versionRequest`, `/run id@n`); and a run paused on version 1 and resumed after version
  * 2 was loaded still runs version 1's plan; the runs.version migration of an older database.
+ * The store's cases run against SQLite and a real PostgreSQL (testkit/postgres.ts), where two
+ * instances recording the same content at once record it once.
  */
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { after, describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import Database from "better-sqlite3";
 import { pino } from "pino";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { PostgresDb } from "../../src/core/db/postgres.js";
+import { type Sql, sqliteSqlOf } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import { openBuilderTools } from "../../src/workflows/builder/runtime.js";
 import { versionRequest } from "../../src/workflows/router/decide.js";
@@ -23,9 +26,28 @@ import { sandboxDir } from "../../src/workflows/systems/paths.js";
 import { RunError, RunManager } from "../../src/workflows/systems/runner.js";
 import type { ModelCaller } from "../../src/workflows/systems/step-executor.js";
 import { diffText, diffVersions, VersionStore } from "../../src/workflows/systems/versions.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "cb-versions-unit-"));
-after(() => rmSync(root, { recursive: true, force: true }));
+let pg: TestPostgres;
+const opened: PostgresDb[] = [];
+before(async () => {
+  pg = await startPostgres();
+});
+after(async () => {
+  await Promise.all(opened.map((d) => d.close()));
+  await pg?.stop();
+  rmSync(root, { recursive: true, force: true });
+});
+
+type Engine = "sqlite" | "postgres";
+/** A fresh, empty store of the engine: an in-memory systems.db, or a new PostgreSQL database. */
+async function freshSql(engine: Engine): Promise<Sql> {
+  if (engine === "sqlite") return sqliteSqlOf(openSystemsDb(":memory:"));
+  const db = await PostgresDb.open({ url: await pg.database() });
+  opened.push(db);
+  return db;
+}
 
 const models = new Map([["m", { router: false }]]);
 const plan = (prompts: [string, string], extra: Record<string, unknown> = {}) => ({
@@ -45,63 +67,111 @@ const load = async (systems: unknown[]) => {
   return res.library;
 };
 
+for (const engine of ["sqlite", "postgres"] as const)
+  describe(`the version store (${engine})`, () => {
+    test("a version is recorded when the system or its sandbox files change, never twice for the same content", async () => {
+      const dataDir = path.join(root, `sync-${engine}`);
+      const store = new VersionStore(await freshSql(engine), dataDir);
+      const lib = await load([plan(["x", "y"])]);
+      assert.deepEqual(
+        (await store.sync(lib)).map((v) => [v.system, v.number, v.by]),
+        [["two", 1, "config"]],
+      );
+      assert.deepEqual(await store.sync(await load([plan(["x", "y"])])), [], "same content: no new version");
+      const [v2] = await store.sync(await load([plan(["x", "z"])]), { system: "two", by: "builder", note: "deployed" });
+      assert.deepEqual([v2!.number, v2!.by, v2!.note], [2, "builder", "deployed"]);
+      mkdirSync(sandboxDir(dataDir, "two"), { recursive: true });
+      writeFileSync(path.join(sandboxDir(dataDir, "two"), "notes.md"), "hello");
+      const [v3] = await store.sync(await load([plan(["x", "z"])]));
+      assert.equal(v3!.number, 3);
+      assert.match(v3!.files["notes.md"]!, /^[0-9a-f]{64}$/);
+      assert.deepEqual(
+        (await store.list("two")).map((v) => v.number),
+        [1, 2, 3],
+      );
+      assert.equal((await store.get("two", 1))!.compiled.run.kind, "plan");
+      assert.equal((await store.latest("two"))!.number, 3);
+      assert.equal(await store.get("two", 9), undefined);
+      assert.deepEqual(diffVersions((await store.get("two", 2))!, (await store.get("two", 3))!), [
+        { key: "files.notes.md", change: "added", to: v3!.files["notes.md"] },
+      ]);
+      const lib2 = await load([plan(["x", "w"])]);
+      const current = await store.current(lib2.get("two")!);
+      assert.equal(current.number, 4, "current: a library replaced without a sync records its version");
+      assert.equal((await store.current(lib2.get("two")!)).number, 4);
+    });
+
+    test("the diff matches plan steps by id: a moved step is no change; changed, added and removed keys are named", async () => {
+      const store = new VersionStore(await freshSql(engine), path.join(root, `diff-${engine}`));
+      await store.sync(await load([plan(["x", "y"])]));
+      const moved = plan(["x", "y2"], { description: "now described" });
+      (moved.run.steps as unknown[]).reverse();
+      await store.sync(await load([moved]));
+      const changes = diffVersions((await store.get("two", 1))!, (await store.get("two", 2))!);
+      assert.deepEqual(changes, [
+        { key: "description", change: "changed", from: "", to: "now described" },
+        { key: "run.steps[b].with.prompt", change: "changed", from: "y", to: "y2" },
+      ]);
+      assert.equal(diffText(changes).split("\n")[1], '- `run.steps[b].with.prompt`: "y" → "y2"');
+      assert.equal(diffText([]), "Nothing changed.");
+    });
+
+    test("two instances loading the same content at once record one version; different content takes the next number", async () => {
+      const dataDir = path.join(root, `race-${engine}`);
+      // Two instances on one store: two pools on one PostgreSQL database; on SQLite, one engine.
+      const a = await freshSql(engine);
+      let b = a;
+      if (a instanceof PostgresDb) {
+        b = await PostgresDb.open({ url: (a.pool.options as { connectionString: string }).connectionString });
+        opened.push(b as PostgresDb);
+      }
+      const one = new VersionStore(a, dataDir);
+      const two = new VersionStore(b, dataDir);
+      const lib = await load([plan(["x", "y"])]);
+      const made = await Promise.all([one.sync(lib), two.sync(await load([plan(["x", "y"])]))]);
+      assert.equal(made.flat().length, 1, "the same content: one version");
+      assert.deepEqual(
+        (await two.list("two")).map((v) => v.number),
+        [1],
+      );
+      const both = await Promise.all([
+        one.sync(await load([plan(["p", "q"])])),
+        two.sync(await load([plan(["r", "s"])])),
+      ]);
+      assert.deepEqual(
+        both
+          .flat()
+          .map((v) => v.number)
+          .sort(),
+        [2, 3],
+      );
+      assert.deepEqual(
+        (await one.list("two")).map((v) => v.number),
+        [1, 2, 3],
+      );
+    });
+  });
+
 describe("versions", () => {
-  test("a version is recorded when the system or its sandbox files change, never twice for the same content", async () => {
-    const dataDir = path.join(root, "sync");
-    const store = new VersionStore(openSystemsDb(":memory:"), dataDir);
-    const lib = await load([plan(["x", "y"])]);
-    assert.deepEqual(
-      store.sync(lib).map((v) => [v.system, v.number, v.by]),
-      [["two", 1, "config"]],
-    );
-    assert.deepEqual(store.sync(await load([plan(["x", "y"])])), [], "same content: no new version");
-    const [v2] = store.sync(await load([plan(["x", "z"])]), { system: "two", by: "builder", note: "deployed" });
-    assert.deepEqual([v2!.number, v2!.by, v2!.note], [2, "builder", "deployed"]);
-    mkdirSync(sandboxDir(dataDir, "two"), { recursive: true });
-    writeFileSync(path.join(sandboxDir(dataDir, "two"), "notes.md"), "hello");
-    const [v3] = store.sync(await load([plan(["x", "z"])]));
-    assert.equal(v3!.number, 3);
-    assert.match(v3!.files["notes.md"]!, /^[0-9a-f]{64}$/);
-    assert.deepEqual(
-      (await store.list("two")).map((v) => v.number),
-      [1, 2, 3],
-    );
-    assert.equal((await store.get("two", 1))!.compiled.run.kind, "plan");
-    assert.deepEqual(diffVersions((await store.get("two", 2))!, (await store.get("two", 3))!), [
-      { key: "files.notes.md", change: "added", to: v3!.files["notes.md"] },
-    ]);
-  });
-
-  test("the diff matches plan steps by id: a moved step is no change; changed, added and removed keys are named", async () => {
-    const store = new VersionStore(openSystemsDb(":memory:"), path.join(root, "diff"));
-    store.sync(await load([plan(["x", "y"])]));
-    const moved = plan(["x", "y2"], { description: "now described" });
-    (moved.run.steps as unknown[]).reverse();
-    store.sync(await load([moved]));
-    const changes = diffVersions((await store.get("two", 1))!, (await store.get("two", 2))!);
-    assert.deepEqual(changes, [
-      { key: "description", change: "changed", from: "", to: "now described" },
-      { key: "run.steps[b].with.prompt", change: "changed", from: "y", to: "y2" },
-    ]);
-    assert.equal(diffText(changes).split("\n")[1], '- `run.steps[b].with.prompt`: "y" → "y2"');
-    assert.equal(diffText([]), "Nothing changed.");
-  });
-
   test("a canvas's state says which version it is deployed as and whether it changed since", async () => {
     const db = openSystemsDb(":memory:");
     const dataDir = path.join(root, "tools");
     const tools = openBuilderTools({ db, dataDir });
-    const deployed = () => {
-      const st = tools.getState("two");
+    const deployed = async () => {
+      const st = await tools.getState("two");
       return "canvas" in st ? [st.deployedVersion, st.changedSinceDeploy] : st;
     };
-    await tools.store.create({ system: "two" });
-    assert.deepEqual(deployed(), [null, false], "a draft");
+    tools.store.create({ system: "two" });
+    assert.deepEqual(await deployed(), [null, false], "a draft");
     const canvas = tools.store.setStatus("two", "deployed");
-    new VersionStore(db, dataDir).sync(await load([plan(["x", "y"])]), { system: "two", by: "builder", canvas });
-    assert.deepEqual(deployed(), [1, false]);
+    await new VersionStore(sqliteSqlOf(db), dataDir).sync(await load([plan(["x", "y"])]), {
+      system: "two",
+      by: "builder",
+      canvas,
+    });
+    assert.deepEqual(await deployed(), [1, false]);
     tools.store.mutate("two", (c) => ({ ...c, description: "changed, not deployed" }));
-    assert.deepEqual(deployed(), [1, true]);
+    assert.deepEqual(await deployed(), [1, true]);
   });
 
   test("version words and /run id@n are read without a model", () => {
@@ -144,7 +214,7 @@ describe("versions", () => {
     old.close();
     openSystemsDb(file).close();
     const db = openSystemsDb(file);
-    const store = new RunStore(new SqliteSql(db));
+    const store = new RunStore(sqliteSqlOf(db));
     assert.equal((await store.get("r1"))!.version, undefined, "an old run has none");
     await store.create({ id: "r2", system: "s", inputs: {}, origin: "http", version: 3, steps: [] });
     assert.equal((await store.get("r2"))!.version, 3);
@@ -170,7 +240,7 @@ describe("versions", () => {
       yield { type: "done", finishReason: "stop" };
     };
     const manager = new RunManager({
-      store: new RunStore(new SqliteSql(db)),
+      store: new RunStore(sqliteSqlOf(db)),
       library,
       bus: new EventBus(),
       callModel,
@@ -178,14 +248,14 @@ describe("versions", () => {
       log: pino({ level: "silent" }),
       retryBaseMs: 10,
     });
-    manager.versions.sync(library);
+    await manager.versions.sync(library);
     const rec = await manager.start({ system: "two", inputs: {}, origin: "http" });
     assert.equal(rec.version, 1);
     await atA;
     assert.equal((await manager.pause(rec.id)).status, "paused");
 
     library.replace(await load([plan(["two-a", "two-b"])]));
-    assert.equal(manager.versions.sync(library)[0]!.number, 2);
+    assert.equal((await manager.versions.sync(library))[0]!.number, 2);
     const resumed = await manager.wait((await manager.resume(rec.id)).id);
     assert.equal(resumed.status, "completed");
     assert.equal(resumed.version, 1);

@@ -101,6 +101,8 @@ export class PostgresDb implements Sql {
   private listener: pg.Client | undefined;
   private listenerStarting: Promise<pg.Client> | undefined;
   private readonly handlers = new Map<string, Set<(payload: string) => void>>();
+  /** The channels each listening connection has sent LISTEN for. */
+  private readonly listening = new WeakMap<pg.Client, Set<string>>();
   private closed = false;
 
   private constructor(
@@ -167,6 +169,7 @@ export class PostgresDb implements Sql {
    * connection is dropped (its backend ends, and with it the wait) and the promise rejects.
    */
   async lock(namespace: string, name: string, signal?: AbortSignal): Promise<HeldLock> {
+    if (signal?.aborted) throw signal.reason ?? new Error("aborted");
     const client = await this.pool.connect();
     // A connection ended under a held or awaited lock reports here, not as an uncaught error.
     const quiet = (): void => {};
@@ -243,11 +246,26 @@ export class PostgresDb implements Sql {
       this.handlers.set(channel, set);
     }
     set.add(handler);
-    const client = await this.listenClient();
-    if (first) await client.query(`LISTEN ${channel}`);
+    try {
+      await this.ensureListening(channel);
+    } catch (err) {
+      // Kept: the handler is called once a connection listens again (retried in the background).
+      if (first && !this.closed) setTimeout(() => void this.relisten(), 2000).unref();
+      throw err;
+    }
     return () => {
       set!.delete(handler);
     };
+  }
+
+  /** `LISTEN channel` on the current listening connection, once per connection. */
+  private async ensureListening(channel: string): Promise<void> {
+    const client = await this.listenClient();
+    let done = this.listening.get(client);
+    if (!done) this.listening.set(client, (done = new Set()));
+    if (done.has(channel)) return;
+    await client.query(`LISTEN ${channel}`);
+    done.add(channel);
   }
 
   private listenClient(): Promise<pg.Client> {
@@ -284,8 +302,7 @@ export class PostgresDb implements Sql {
   private async relisten(): Promise<void> {
     if (this.closed || this.handlers.size === 0) return;
     try {
-      const client = await this.listenClient();
-      for (const ch of this.handlers.keys()) await client.query(`LISTEN ${ch}`);
+      for (const ch of this.handlers.keys()) await this.ensureListening(ch);
     } catch {
       if (!this.closed) setTimeout(() => void this.relisten(), 2000).unref();
     }

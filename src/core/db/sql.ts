@@ -128,3 +128,18 @@ export class SqliteSql implements Sql {
     }
   }
 }
+
+const sqliteEngines = new WeakMap<Database.Database, SqliteSql>();
+
+/**
+ * THE SqliteSql of a connection (made on first ask): every store of one file must share one
+ * engine, since its transaction lock is per engine.
+ */
+export function sqliteSqlOf(db: Database.Database): SqliteSql {
+  let s = sqliteEngines.get(db);
+  if (!s) {
+    s = new SqliteSql(db);
+    sqliteEngines.set(db, s);
+  }
+  return s;
+}

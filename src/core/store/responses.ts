@@ -1,8 +1,11 @@
 /**
  * The response store of the Responses API door (src/request/responses-api): every response a client
  * asked to keep (`store`, true by default), so that `previous_response_id` can continue its
- * conversation and `GET /v1/responses/:id` can return it. One SQLite file, `<dataDir>/responses.db`
- * (WAL, better-sqlite3 like the usage ledger, src/core/store/usage-ledger.ts): it survives a restart.
+ * conversation and `GET /v1/responses/:id` can return it. Written once against the async `Sql`
+ * interface (src/core/db/sql.ts) for two engines: one SQLite file, `<dataDir>/responses.db` (WAL,
+ * its own handle, like the usage ledger), or the `responses` table of the PostgreSQL several
+ * bridges share (`store: { kind: postgres }`), where a chain begun on one instance is continued on
+ * any other. Either survives a restart.
  *
  * A row holds only what its response ADDED to the conversation (its new input and its output, as
  * Chat Completions messages), the id of the response before it and the chain's root; a chain is read
@@ -12,21 +15,26 @@
  *
  * Bounded: rows unused for `keepDays` days go (a chain is "used" when a response is added to it:
  * every row of the chain is touched), and past `maxStored` rows the least recently used go first,
- * whole chains before parts of one. Pruning runs when the file is opened, at most once an hour
+ * whole chains before parts of one. Pruning runs when the store is opened, at most once an hour
  * while writing, and whenever the count goes over the cap (then down to 90% of it, so that a full
- * store does not delete on every write). A chain whose older part was pruned cannot be continued:
- * `chain()` says which response is missing.
+ * store does not delete on every write). On a shared database the count each instance goes by is
+ * the table's at its last prune plus its own writes since: the cap may be passed by what the other
+ * instances wrote meanwhile, until the next prune (hourly, or this instance's next over the cap).
+ * A chain whose older part was pruned cannot be continued: `chain()` says which response is missing.
  *
  * Writes stay off the request path: `put()` queues a response and the queue is written in ONE
  * transaction 50 ms later (or at 256 waiting); every read writes the queue first, so a follow-up
- * that names a response just answered finds it. One insert per response cost the Responses door
- * ~280 µs of CPU per request in the doors benchmark; a batch costs a fraction of that per row.
- * The price: a crash of the process may lose the responses of its last 50 ms, a crash of the
- * machine (`synchronous=NORMAL`) its last commits; never the file.
+ * that names a response just answered finds it. On a shared database a follow-up may reach another
+ * instance before the answering one wrote it: a read of an id not found there looks again for up to
+ * `LATE_MS` before it says the id is unknown. One insert per response cost the Responses door ~280 µs of CPU per request in the doors
+ * benchmark; a batch costs a fraction of that per row. The price: a crash of the process may lose
+ * the responses of its last 50 ms, a crash of the machine (`synchronous=NORMAL`) its last commits;
+ * never the file.
  */
 import path from "node:path";
 import type Database from "better-sqlite3";
-import { openSqliteFile } from "./sqlite-file.js";
+import type { Sql } from "../db/sql.js";
+import { openSqliteSql } from "./sqlite-file.js";
 
 export const RESPONSES_DB_FILENAME = "responses.db";
 const SCHEMA_VERSION = 1;
@@ -34,10 +42,39 @@ const DAY_MS = 86_400_000;
 const HOUR_MS = 3_600_000;
 /** The longest chain walked back (a loop in the data could otherwise never end). */
 const MAX_CHAIN = 100_000;
+/** The SQLite file's schema (the PostgreSQL one is migration 6 of src/core/db/pg-migrations.ts). */
+const SQLITE_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS responses (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id           TEXT NOT NULL UNIQUE,
+    previous_id  TEXT,
+    root         TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    created_at   INTEGER NOT NULL,
+    used_at      INTEGER NOT NULL,
+    messages     TEXT NOT NULL,
+    input        TEXT NOT NULL,
+    body         TEXT NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS responses_root ON responses(root);
+  CREATE INDEX IF NOT EXISTS responses_used ON responses(used_at, seq);`;
+/** A chain read from `id` back to its root, oldest first (one SQL for both engines). */
+const WALK = `
+  WITH RECURSIVE chain(id, previous_id, root, conversation, messages, depth) AS (
+    SELECT id, previous_id, root, conversation, messages, 0 FROM responses WHERE id = ?
+    UNION ALL
+    SELECT r.id, r.previous_id, r.root, r.conversation, r.messages, chain.depth + 1
+      FROM responses r JOIN chain ON r.id = chain.previous_id
+      WHERE chain.depth < ?
+  )
+  SELECT * FROM chain ORDER BY depth DESC`;
+const COUNT = "SELECT COUNT(*) AS n FROM responses";
 /** Responses put are written together, at most this long after the first of them... */
 const FLUSH_MS = 50;
 /** ...or as soon as this many wait. */
 const MAX_PENDING = 256;
+/** How long a shared store looks again for a response another instance may not have written yet. */
+const LATE_MS = 250;
 
 /** `<dataDir>/responses.db` */
 export function defaultResponseStorePath(dataDir: string): string {
@@ -95,106 +132,55 @@ export class ResponseStore {
   private readonly now: () => number;
   private readonly keepMs: number;
   private readonly maxStored: number;
-  private count: number;
+  private count = 0;
   private prunedAt = 0;
   private closed = false;
+  private closing: Promise<void> | undefined;
   private pending: Pending[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** The write running now (writes run one after the other). */
+  private writing: Promise<void> = Promise.resolve();
   private readonly onError: ResponseStoreOptions["onError"];
-  private readonly stmt;
-  private readonly writeAll: Database.Transaction<(rows: Pending[]) => void>;
 
   private constructor(
-    private readonly db: Database.Database,
+    private readonly sql: Sql,
+    /** The SQLite file (or `:memory:`), or `postgres` for the shared database. */
     readonly path: string,
+    /** The SQLite handle this store opened (and closes); none on the shared database. */
+    private readonly own: Database.Database | undefined,
     opts: ResponseStoreOptions,
   ) {
     this.now = opts.now ?? Date.now;
     this.keepMs = opts.keepDays * DAY_MS;
     this.maxStored = Math.max(1, Math.floor(opts.maxStored));
-    this.stmt = {
-      insert: db.prepare(`
-        INSERT INTO responses (id, previous_id, root, conversation, created_at, used_at, messages, input, body)
-        VALUES (@id, @previousId, @root, @conversation, @now, @now, @messages, @input, @body)`),
-      touch: db.prepare<[number, string]>("UPDATE responses SET used_at = ? WHERE root = ?"),
-      body: db.prepare<[string], { body: string }>("SELECT body FROM responses WHERE id = ?"),
-      input: db.prepare<[string], { input: string }>("SELECT input FROM responses WHERE id = ?"),
-      walk: db.prepare<[string, number], Row & { depth: number }>(`
-        WITH RECURSIVE chain(id, previous_id, root, conversation, messages, depth) AS (
-          SELECT id, previous_id, root, conversation, messages, 0 FROM responses WHERE id = ?
-          UNION ALL
-          SELECT r.id, r.previous_id, r.root, r.conversation, r.messages, chain.depth + 1
-            FROM responses r JOIN chain ON r.id = chain.previous_id
-            WHERE chain.depth < ?
-        )
-        SELECT * FROM chain ORDER BY depth DESC`),
-      remove: db.prepare<[string]>("DELETE FROM responses WHERE id = ?"),
-      count: db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM responses"),
-      pruneOld: db.prepare<[number]>("DELETE FROM responses WHERE used_at < ?"),
-      pruneLru: db.prepare<[number]>(
-        "DELETE FROM responses WHERE seq IN (SELECT seq FROM responses ORDER BY used_at, seq LIMIT ?)",
-      ),
-    };
-    this.count = this.stmt.count.get()?.n ?? 0;
     this.onError = opts.onError;
-    const st = this.stmt;
-    this.writeAll = db.transaction((rows: Pending[]) => {
-      const touched = new Map<string, number>();
-      for (const { r, at } of rows) {
-        st.insert.run({
-          id: r.id,
-          previousId: r.previousId,
-          root: r.root,
-          conversation: r.conversation,
-          now: at,
-          messages: JSON.stringify(r.messages),
-          input: JSON.stringify(r.input),
-          body: r.body,
-        });
-        if (r.previousId) touched.set(r.root, at);
-      }
-      for (const [root, at] of touched) st.touch.run(at, root);
-    });
   }
 
-  /** Opens (creating the directory 0700 and the file 0600 when missing), migrates and prunes. `:memory:` keeps nothing on disk. */
-  static open(file: string, opts: ResponseStoreOptions): ResponseStore {
-    const { db, target, version } = openSqliteFile(file, "responses", SCHEMA_VERSION);
+  /**
+   * Opens a SQLite file (creating the directory 0700 and the file 0600 when missing; migrated;
+   * `:memory:` keeps nothing on disk), or uses the shared PostgreSQL (`sql`, migrated when it was
+   * opened); then prunes.
+   */
+  static async open(where: string | Sql, opts: ResponseStoreOptions): Promise<ResponseStore> {
+    let store: ResponseStore;
+    if (typeof where === "string") {
+      const { db, target, sql } = openSqliteSql(where, "responses", SCHEMA_VERSION, SQLITE_SCHEMA);
+      store = new ResponseStore(sql, target, db, opts);
+    } else store = new ResponseStore(where, where.dialect, undefined, opts);
     try {
-      if (version < 1) {
-        db.transaction(() => {
-          db.exec(`
-            CREATE TABLE IF NOT EXISTS responses (
-              seq          INTEGER PRIMARY KEY AUTOINCREMENT,
-              id           TEXT NOT NULL UNIQUE,
-              previous_id  TEXT,
-              root         TEXT NOT NULL,
-              conversation TEXT NOT NULL,
-              created_at   INTEGER NOT NULL,
-              used_at      INTEGER NOT NULL,
-              messages     TEXT NOT NULL,
-              input        TEXT NOT NULL,
-              body         TEXT NOT NULL
-            );
-            CREATE INDEX IF NOT EXISTS responses_root ON responses(root);
-            CREATE INDEX IF NOT EXISTS responses_used ON responses(used_at, seq);
-          `);
-          db.pragma(`user_version = ${SCHEMA_VERSION}`);
-        }).immediate();
-      }
-      const store = new ResponseStore(db, target, opts);
-      store.prune();
-      return store;
+      await store.prune();
     } catch (err) {
-      db.close();
+      store.own?.close();
       throw err;
     }
+    return store;
   }
 
-  /** Responses kept now. */
-  get size(): number {
-    this.flush();
-    return this.count;
+  /** Responses kept now (written ones: what waits is written first). */
+  async size(): Promise<number> {
+    await this.flush();
+    if (this.closed) return 0;
+    return (await this.sql.get<{ n: number }>(COUNT))?.n ?? 0;
   }
 
   /**
@@ -205,50 +191,82 @@ export class ResponseStore {
   put(r: StoredResponse): void {
     if (this.closed) return;
     this.pending.push({ r, at: this.now() });
-    if (this.pending.length >= MAX_PENDING) this.flush();
+    if (this.pending.length >= MAX_PENDING) void this.flush();
     else if (!this.timer) {
-      this.timer = setTimeout(() => this.flush(), FLUSH_MS);
+      this.timer = setTimeout(() => void this.flush(), FLUSH_MS);
       this.timer.unref();
     }
   }
 
-  /** Write the responses put since the last write, in one transaction (and prune when due). */
-  flush(): void {
+  /** Write the responses put since the last write, in one transaction (and prune when due); never rejects. */
+  flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.closed || !this.pending.length) return;
+    if (this.closed || !this.pending.length) return this.writing;
     const rows = this.pending;
     this.pending = [];
+    this.writing = this.writing.then(() => this.write(rows));
+    return this.writing;
+  }
+
+  private async write(rows: Pending[]): Promise<void> {
     try {
-      this.writeAll.immediate(rows);
+      await this.sql.tx(async (q) => {
+        const touched = new Map<string, number>();
+        for (const { r, at } of rows) {
+          await q.run(
+            `INSERT INTO responses (id, previous_id, root, conversation, created_at, used_at, messages, input, body)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+            [
+              r.id,
+              r.previousId,
+              r.root,
+              r.conversation,
+              at,
+              at,
+              JSON.stringify(r.messages),
+              JSON.stringify(r.input),
+              r.body,
+            ],
+          );
+          if (r.previousId) touched.set(r.root, at);
+        }
+        for (const [root, at] of touched) await q.run("UPDATE responses SET used_at = ? WHERE root = ?", [at, root]);
+      });
       this.count += rows.length;
-      const now = this.now();
-      if (this.count > this.maxStored || now - this.prunedAt >= HOUR_MS) this.prune();
+      if (this.count > this.maxStored || this.now() - this.prunedAt >= HOUR_MS) await this.prune();
     } catch (err) {
       this.onError?.(err as Error, rows.length);
     }
   }
 
   /** The response object kept under `id`, as JSON text (undefined when it is not kept). */
-  body(id: string): string | undefined {
+  async body(id: string): Promise<string | undefined> {
+    await this.flush();
     if (this.closed) return undefined;
-    this.flush();
-    return this.stmt.body.get(id)?.body;
+    const row = await this.late(() => this.sql.get<{ body: string }>("SELECT body FROM responses WHERE id = ?", [id]));
+    return row?.body;
   }
 
   /** The input items of the response `id`, as the client sent them (undefined when it is not kept). */
-  input(id: string): unknown[] | undefined {
+  async input(id: string): Promise<unknown[] | undefined> {
+    await this.flush();
     if (this.closed) return undefined;
-    this.flush();
-    const row = this.stmt.input.get(id);
+    const row = await this.late(() =>
+      this.sql.get<{ input: string }>("SELECT input FROM responses WHERE id = ?", [id]),
+    );
     return row ? (JSON.parse(row.input) as unknown[]) : undefined;
   }
 
   /** The conversation up to and including the response `id`: every message of its chain, oldest first. */
-  chain(id: string): Chain {
+  async chain(id: string): Promise<Chain> {
+    await this.flush();
     if (this.closed) return { ok: false, missing: id };
-    this.flush();
-    const rows = this.stmt.walk.all(id, MAX_CHAIN);
+    const rows =
+      (await this.late(async () => {
+        const found = await this.sql.all<Row & { depth: number }>(WALK, [id, MAX_CHAIN]);
+        return found.length ? found : undefined;
+      })) ?? [];
     const first = rows[0];
     if (!first) return { ok: false, missing: id };
     // The oldest row found must be the chain's first: else a predecessor was pruned.
@@ -258,35 +276,55 @@ export class ResponseStore {
     return { ok: true, root: first.id, conversation: first.conversation, messages };
   }
 
+  /**
+   * `read()`, and on a shared database read again for up to `LATE_MS` while it finds nothing: the
+   * instance that answered the response may still hold it back (`FLUSH_MS`).
+   */
+  private async late<T>(read: () => Promise<T | undefined>): Promise<T | undefined> {
+    let found = await read();
+    for (let waited = 0; found === undefined && !this.own && waited < LATE_MS; waited += 25) {
+      await new Promise((r) => setTimeout(r, 25));
+      found = await read();
+    }
+    return found;
+  }
+
   /** Forget a response (its successors can no longer be continued). Whether it was kept. */
-  delete(id: string): boolean {
+  async delete(id: string): Promise<boolean> {
+    await this.flush();
     if (this.closed) return false;
-    this.flush();
-    const gone = this.stmt.remove.run(id).changes > 0;
+    const gone = (await this.sql.run("DELETE FROM responses WHERE id = ?", [id])).changes > 0;
     if (gone) this.count--;
     return gone;
   }
 
   /** Delete what is past `keepDays` or over `maxStored`. Returns how many rows went. */
-  prune(): number {
+  async prune(): Promise<number> {
     if (this.closed) return 0;
     const now = this.now();
     this.prunedAt = now;
-    let gone = this.stmt.pruneOld.run(now - this.keepMs).changes;
-    this.count = this.stmt.count.get()?.n ?? 0;
+    let gone = (await this.sql.run("DELETE FROM responses WHERE used_at < ?", [now - this.keepMs])).changes;
+    this.count = (await this.sql.get<{ n: number }>(COUNT))?.n ?? 0;
     if (this.count > this.maxStored) {
       const target = Math.floor(this.maxStored * 0.9);
-      gone += this.stmt.pruneLru.run(this.count - target).changes;
-      this.count = this.stmt.count.get()?.n ?? 0;
+      gone += (
+        await this.sql.run(
+          "DELETE FROM responses WHERE seq IN (SELECT seq FROM responses ORDER BY used_at, seq LIMIT ?)",
+          [this.count - target],
+        )
+      ).changes;
+      this.count = (await this.sql.get<{ n: number }>(COUNT))?.n ?? 0;
     }
     return gone;
   }
 
-  /** Writes what waits, then closes the file. */
-  close(): void {
-    if (this.closed) return;
-    this.flush();
-    this.closed = true;
-    this.db.close();
+  /** Writes what waits, then closes the file (the shared database stays open: its opener closes it). */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.flush();
+      this.closed = true;
+      this.own?.close();
+    })();
+    return this.closing;
   }
 }

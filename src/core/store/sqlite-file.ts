@@ -3,11 +3,14 @@
  * directory made 0700 and the file 0600 before SQLite creates it (it may hold conversations), WAL on
  * disk, the pragmas every one of them uses, and a schema newer than this build refused with a
  * message that says so. `:memory:` keeps nothing on disk. The caller migrates `version` up to its own
- * `schemaVersion` and closes `db` if that fails.
+ * `schemaVersion` and closes `db` if that fails; `openSqliteSql` does that for a file whose schema
+ * is one piece of SQL, and gives the file as the async `Sql` engine its store is written against
+ * (the same store runs on the shared PostgreSQL, whose schema src/core/db/pg-migrations.ts makes).
  */
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
+import { SqliteSql } from "../db/sql.js";
 
 export interface OpenedSqlite {
   db: Database.Database;
@@ -40,4 +43,27 @@ export function openSqliteFile(file: string, what: string, schemaVersion: number
     db.close();
     throw err;
   }
+}
+
+/** The file opened, `schema` applied when it is older than `schemaVersion`, as an `Sql` engine (the caller closes `db`). */
+export function openSqliteSql(
+  file: string,
+  what: string,
+  schemaVersion: number,
+  schema: string,
+): OpenedSqlite & { sql: SqliteSql } {
+  const opened = openSqliteFile(file, what, schemaVersion);
+  const { db } = opened;
+  try {
+    if (opened.version < schemaVersion) {
+      db.transaction(() => {
+        db.exec(schema);
+        db.pragma(`user_version = ${schemaVersion}`);
+      }).immediate();
+    }
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return { ...opened, sql: new SqliteSql(db) };
 }

@@ -3,9 +3,11 @@
  * mode a CLI agent keeps its own conversation; the bridge maps each conversation key to the
  * backend's session id (and the cwd that session lives in) and forwards only what is new each turn.
  *
- * Every method is async so that a networked store can replace the embedded SQLite one later.
+ * Every method is async: the embedded SQLite store (sqlite.ts) and the PostgreSQL one that several
+ * bridges share (postgres-sessions.ts) keep the same contract (test/unit/store.test.ts runs on both).
  */
 import path from "node:path";
+import type { PostgresDb } from "../db/postgres.js";
 
 export interface SessionBinding {
   /** Conversation key. */
@@ -110,6 +112,13 @@ export type SessionStoreConfig =
     }
   | {
       kind: "memory";
+      now?: () => number;
+    }
+  | {
+      /** The tables `sessions` / `session_events` of the store backing's database (src/core/store/postgres-sessions.ts). */
+      kind: "postgres";
+      /** Owned by the backing: closing the store leaves it open. */
+      db: PostgresDb;
       now?: () => number;
     };
 

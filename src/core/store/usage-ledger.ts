@@ -2,18 +2,25 @@
  * The usage ledger: per backend per day (UTC), how many turns ended, how many of them failed, the
  * tokens in and out, how many times the backend answered with a limit, its last limit message (the
  * CLI's or upstream's own words, clipped; no secrets), when that was, and when it said the limit
- * resets. One SQLite file, `<dataDir>/usage.db` (WAL), with better-sqlite3 like the session store
- * (src/core/store/sqlite.ts). Rows are kept `KEEP_DAYS` days: older ones are deleted when the file
- * is opened and, after that, on the first write of each new day.
+ * resets. Written once against the async `Sql` interface (src/core/db/sql.ts) for two engines: one
+ * SQLite file, `<dataDir>/usage.db` (WAL, its own handle), or the `usage` table of the PostgreSQL
+ * several bridges share (`store: { kind: postgres }`, src/core/db/pg-migrations.ts). Rows are kept
+ * `KEEP_DAYS` days: older ones are deleted when the ledger is opened and, after that, on the first
+ * write of each new day.
+ *
+ * Several instances on one database write the SAME rows: a row is one backend's day for the whole
+ * cluster (no instance id), and each instance adds its deltas with one atomic upsert per row
+ * (`turns = usage.turns + excluded.turns`), so any instance reads the cluster's sums.
  *
  * Writes are cheap on purpose: callers add deltas (`add`), which are summed in memory and written
- * in one transaction by `flush()` (src/ops/usage calls it on a short timer and before every read),
- * so the request path never waits for the disk. `synchronous=NORMAL`: a crash of the machine may
- * lose the last second of counts, never the file.
+ * in one transaction by `flush()` (src/ops/usage calls it on a short timer and before every read;
+ * flushes run one after the other), so the request path never waits for the disk or the database.
+ * `synchronous=NORMAL`: a crash of the machine may lose the last second of counts, never the file.
  */
 import path from "node:path";
 import type Database from "better-sqlite3";
-import { openSqliteFile } from "./sqlite-file.js";
+import type { Sql } from "../db/sql.js";
+import { openSqliteSql } from "./sqlite-file.js";
 
 export const USAGE_DB_FILENAME = "usage.db";
 /** Days of rows kept, today included. */
@@ -22,6 +29,47 @@ export const KEEP_DAYS = 30;
 export const MAX_MESSAGE_CHARS = 500;
 const SCHEMA_VERSION = 1;
 const DAY_MS = 86_400_000;
+/** The SQLite file's schema (the PostgreSQL one is migration 6 of src/core/db/pg-migrations.ts). */
+const SQLITE_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS usage (
+    day                TEXT NOT NULL,
+    backend            TEXT NOT NULL,
+    turns              INTEGER NOT NULL DEFAULT 0,
+    failed             INTEGER NOT NULL DEFAULT 0,
+    tokens_in          INTEGER NOT NULL DEFAULT 0,
+    tokens_out         INTEGER NOT NULL DEFAULT 0,
+    limit_hits         INTEGER NOT NULL DEFAULT 0,
+    fallbacks          INTEGER NOT NULL DEFAULT 0,
+    last_limit_message TEXT,
+    last_limit_at      INTEGER,
+    reset_at           INTEGER,
+    PRIMARY KEY (day, backend)
+  );`;
+/** One backend's day: the counts added to what is there, the newer limit kept (one SQL for both engines). */
+const UPSERT = `
+  INSERT INTO usage (day, backend, turns, failed, tokens_in, tokens_out, limit_hits, fallbacks,
+                     last_limit_message, last_limit_at, reset_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (day, backend) DO UPDATE SET
+    turns = usage.turns + excluded.turns,
+    failed = usage.failed + excluded.failed,
+    tokens_in = usage.tokens_in + excluded.tokens_in,
+    tokens_out = usage.tokens_out + excluded.tokens_out,
+    limit_hits = usage.limit_hits + excluded.limit_hits,
+    fallbacks = usage.fallbacks + excluded.fallbacks,
+    last_limit_message = CASE WHEN excluded.last_limit_at IS NOT NULL
+        AND (usage.last_limit_at IS NULL OR excluded.last_limit_at >= usage.last_limit_at)
+      THEN excluded.last_limit_message ELSE usage.last_limit_message END,
+    last_limit_at = CASE WHEN excluded.last_limit_at IS NOT NULL
+        AND (usage.last_limit_at IS NULL OR excluded.last_limit_at >= usage.last_limit_at)
+      THEN excluded.last_limit_at ELSE usage.last_limit_at END,
+    reset_at = COALESCE(excluded.reset_at, usage.reset_at)`;
+/** Each backend's rows holding its latest limit (newest day first). */
+const LATEST_LIMITS = `
+  SELECT u.* FROM usage u
+  JOIN (SELECT backend, MAX(last_limit_at) AS m FROM usage WHERE last_limit_at IS NOT NULL GROUP BY backend) x
+    ON u.backend = x.backend AND u.last_limit_at = x.m
+  ORDER BY u.backend, u.day DESC`;
 
 /** `<dataDir>/usage.db` */
 export function defaultUsageLedgerPath(dataDir: string): string {
@@ -136,97 +184,38 @@ export class UsageLedger {
   private readonly pending = new Map<string, Pending>();
   private prunedDay = "";
   private closed = false;
-  private readonly stmt;
-  private readonly writeAll;
+  private closing: Promise<void> | undefined;
+  /** The flush running now (flushes run one after the other). */
+  private writing: Promise<void> = Promise.resolve();
 
   private constructor(
-    private readonly db: Database.Database,
+    private readonly sql: Sql,
+    /** The SQLite file (or `:memory:`), or `postgres` for the shared database. */
     readonly path: string,
+    /** The SQLite handle this ledger opened (and closes); none on the shared database. */
+    private readonly own: Database.Database | undefined,
     opts: UsageLedgerOptions,
   ) {
     this.now = opts.now ?? Date.now;
-    const s = {
-      upsert: db.prepare(`
-        INSERT INTO usage (day, backend, turns, failed, tokens_in, tokens_out, limit_hits, fallbacks,
-                           last_limit_message, last_limit_at, reset_at)
-        VALUES (@day, @backend, @turns, @failed, @tokensIn, @tokensOut, @limitHits, @fallbacks,
-                @message, @limitAt, @resetAt)
-        ON CONFLICT(day, backend) DO UPDATE SET
-          turns = turns + excluded.turns,
-          failed = failed + excluded.failed,
-          tokens_in = tokens_in + excluded.tokens_in,
-          tokens_out = tokens_out + excluded.tokens_out,
-          limit_hits = limit_hits + excluded.limit_hits,
-          fallbacks = fallbacks + excluded.fallbacks,
-          last_limit_message = CASE WHEN excluded.last_limit_at IS NOT NULL
-              AND (last_limit_at IS NULL OR excluded.last_limit_at >= last_limit_at)
-            THEN excluded.last_limit_message ELSE last_limit_message END,
-          last_limit_at = CASE WHEN excluded.last_limit_at IS NOT NULL
-              AND (last_limit_at IS NULL OR excluded.last_limit_at >= last_limit_at)
-            THEN excluded.last_limit_at ELSE last_limit_at END,
-          reset_at = COALESCE(excluded.reset_at, reset_at)`),
-      since: db.prepare<[string], Row>("SELECT * FROM usage WHERE day >= ? ORDER BY day, backend"),
-      latestLimits: db.prepare<[], Row>(`
-        SELECT u.* FROM usage u
-        JOIN (SELECT backend, MAX(last_limit_at) AS m FROM usage WHERE last_limit_at IS NOT NULL GROUP BY backend) x
-          ON u.backend = x.backend AND u.last_limit_at = x.m
-        ORDER BY u.backend, u.day DESC`),
-      latestReset: db.prepare<[], { backend: string; reset_at: number }>(
-        "SELECT backend, MAX(reset_at) AS reset_at FROM usage WHERE reset_at IS NOT NULL GROUP BY backend",
-      ),
-      prune: db.prepare<[string]>("DELETE FROM usage WHERE day < ?"),
-    };
-    this.stmt = s;
-    this.writeAll = db.transaction((rows: Pending[]) => {
-      for (const p of rows)
-        s.upsert.run({
-          day: p.day,
-          backend: p.backend,
-          turns: p.turns,
-          failed: p.failed,
-          tokensIn: p.tokensIn,
-          tokensOut: p.tokensOut,
-          limitHits: p.limitHits,
-          fallbacks: p.fallbacks,
-          message: p.limit?.message ?? null,
-          limitAt: p.limit?.at ?? null,
-          resetAt: p.limit?.resetAt ?? p.resetAt,
-        });
-    });
   }
 
-  /** Opens (creating the directory 0700 and the file 0600 when missing), migrates and prunes. */
-  static open(file: string, opts: UsageLedgerOptions = {}): UsageLedger {
-    const { db, target, version } = openSqliteFile(file, "usage", SCHEMA_VERSION);
+  /**
+   * Opens a SQLite file (creating the directory 0700 and the file 0600 when missing; migrated), or
+   * uses the shared PostgreSQL (`sql`, migrated when it was opened); then prunes.
+   */
+  static async open(where: string | Sql, opts: UsageLedgerOptions = {}): Promise<UsageLedger> {
+    let ledger: UsageLedger;
+    if (typeof where === "string") {
+      const { db, target, sql } = openSqliteSql(where, "usage", SCHEMA_VERSION, SQLITE_SCHEMA);
+      ledger = new UsageLedger(sql, target, db, opts);
+    } else ledger = new UsageLedger(where, where.dialect, undefined, opts);
     try {
-      if (version < 1) {
-        db.transaction(() => {
-          db.exec(`
-            CREATE TABLE IF NOT EXISTS usage (
-              day                TEXT NOT NULL,
-              backend            TEXT NOT NULL,
-              turns              INTEGER NOT NULL DEFAULT 0,
-              failed             INTEGER NOT NULL DEFAULT 0,
-              tokens_in          INTEGER NOT NULL DEFAULT 0,
-              tokens_out         INTEGER NOT NULL DEFAULT 0,
-              limit_hits         INTEGER NOT NULL DEFAULT 0,
-              fallbacks          INTEGER NOT NULL DEFAULT 0,
-              last_limit_message TEXT,
-              last_limit_at      INTEGER,
-              reset_at           INTEGER,
-              PRIMARY KEY (day, backend)
-            );
-          `);
-          db.pragma(`user_version = ${SCHEMA_VERSION}`);
-        }).immediate();
-      }
-      const ledger = new UsageLedger(db, target, opts);
-      ledger.prune();
-      return ledger;
+      await ledger.prune();
     } catch (err) {
-      db.close();
+      ledger.own?.close();
       throw err;
     }
+    return ledger;
   }
 
   /** Add to a backend's counts on the day of `at` (default now); written by the next `flush()`. */
@@ -273,22 +262,42 @@ export class UsageLedger {
     return this.pending.size;
   }
 
-  /** Write what was added, in one transaction (and prune once a day). */
-  flush(): void {
+  /** Write what was added, in one transaction (and prune once a day); after the flush before it. */
+  flush(): Promise<void> {
+    const next = this.writing.then(() => this.write());
+    this.writing = next.catch(() => {});
+    return next;
+  }
+
+  private async write(): Promise<void> {
     if (this.closed) return;
-    if (utcDay(this.now()) !== this.prunedDay) this.prune();
+    if (utcDay(this.now()) !== this.prunedDay) await this.prune();
     if (!this.pending.size) return;
     const rows = [...this.pending.values()];
     this.pending.clear();
-    this.writeAll.immediate(rows);
+    await this.sql.tx(async (q) => {
+      for (const p of rows)
+        await q.run(UPSERT, [
+          p.day,
+          p.backend,
+          p.turns,
+          p.failed,
+          p.tokensIn,
+          p.tokensOut,
+          p.limitHits,
+          p.fallbacks,
+          p.limit?.message ?? null,
+          p.limit?.at ?? null,
+          p.limit?.resetAt ?? p.resetAt,
+        ]);
+    });
   }
 
   /** Delete the rows older than `KEEP_DAYS` days (today included). Returns how many went. */
-  prune(): number {
+  async prune(): Promise<number> {
     if (this.closed) return 0;
-    const today = utcDay(this.now());
-    this.prunedDay = today;
-    return this.stmt.prune.run(this.firstDay(KEEP_DAYS)).changes;
+    this.prunedDay = utcDay(this.now());
+    return (await this.sql.run("DELETE FROM usage WHERE day < ?", [this.firstDay(KEEP_DAYS)])).changes;
   }
 
   /** The first day (UTC) of the last `days` days, today included. */
@@ -297,16 +306,19 @@ export class UsageLedger {
   }
 
   /** Rows of the last `days` days (today included), oldest day first, written ones only. */
-  days(days: number): UsageDayRow[] {
+  async days(days: number): Promise<UsageDayRow[]> {
     if (this.closed) return [];
-    return this.stmt.since.all(this.firstDay(days)).map(toRow);
+    const rows = await this.sql.all<Row>("SELECT * FROM usage WHERE day >= ? ORDER BY day, backend", [
+      this.firstDay(days),
+    ]);
+    return rows.map(toRow);
   }
 
   /** Each backend's latest limit (message, time, reset), and the latest reset any row knows. */
-  limits(): UsageLimitState[] {
+  async limits(): Promise<UsageLimitState[]> {
     if (this.closed) return [];
     const out = new Map<string, UsageLimitState>();
-    for (const r of this.stmt.latestLimits.all()) {
+    for (const r of await this.sql.all<Row>(LATEST_LIMITS)) {
       if (out.has(r.backend)) continue;
       out.set(r.backend, {
         backend: r.backend,
@@ -315,21 +327,26 @@ export class UsageLedger {
         resetAt: r.reset_at,
       });
     }
-    for (const r of this.stmt.latestReset.all()) {
+    const resets = await this.sql.all<{ backend: string; reset_at: number }>(
+      "SELECT backend, MAX(reset_at) AS reset_at FROM usage WHERE reset_at IS NOT NULL GROUP BY backend",
+    );
+    for (const r of resets) {
       const s = out.get(r.backend);
       if (s && (s.resetAt === null || r.reset_at > s.resetAt) && r.reset_at > s.at) s.resetAt = r.reset_at;
     }
     return [...out.values()];
   }
 
-  /** Write what is pending and close the file. */
-  close(): void {
-    if (this.closed) return;
-    try {
-      this.flush();
-    } finally {
-      this.closed = true;
-      this.db.close();
-    }
+  /** Write what is pending and close the file (the shared database stays open: its opener closes it). */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      try {
+        await this.flush();
+      } finally {
+        this.closed = true;
+        this.own?.close();
+      }
+    })();
+    return this.closing;
   }
 }

@@ -130,14 +130,21 @@ configCmd
     }
   });
 
+/** The configured session store (`store:` — `<dataDir>/sessions.db`, or the PostgreSQL every instance shares). */
 async function withStore<T>(opts: { config?: string }, fn: (store: SessionStore) => Promise<T>): Promise<T> {
   const config = await loadConfig({ configPath: opts.config });
-  const { defaultSessionStorePath, openSessionStore } = await import("../../core/store/index.js");
-  const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
+  const { closeBacking, openBacking } = await import("../../core/db/backing.js");
+  const { openSessionStore, sessionStoreOn } = await import("../../core/store/index.js");
+  const backing = await openBacking(config);
   try {
-    return await fn(store);
+    const store = await openSessionStore(sessionStoreOn(backing));
+    try {
+      return await fn(store);
+    } finally {
+      await store.close();
+    }
   } finally {
-    await store.close();
+    await closeBacking(backing);
   }
 }
 
@@ -145,7 +152,9 @@ const when = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(
 
 const sessions = program
   .command("sessions")
-  .description("conversations bound to backend sessions (resume mode), kept in <dataDir>/sessions.db");
+  .description(
+    "conversations bound to backend sessions (resume mode), kept in <dataDir>/sessions.db or the configured PostgreSQL (store:)",
+  );
 sessions
   .command("list")
   .description("list conversations, most recently used first")

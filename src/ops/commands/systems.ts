@@ -152,8 +152,8 @@ async function withRoom<T>(
         host = { library, check: async () => [], reload: async () => [] };
       }
     }
-    const { SqliteSql } = await import("../../core/db/sql.js");
-    return await fn(openBuilderRoom({ db, sql: new SqliteSql(db), dataDir: config.dataDir, host }));
+    const { sqliteSqlOf } = await import("../../core/db/sql.js");
+    return await fn(openBuilderRoom({ db, sql: sqliteSqlOf(db), dataDir: config.dataDir, host }));
   } finally {
     db.close();
   }
@@ -161,15 +161,16 @@ async function withRoom<T>(
 
 /** The run store of the config's store (systems.db, or the PostgreSQL of `store: { kind: postgres }`), for `fn`. */
 async function withRunStore<T>(config: Config, fn: (store: RunStore) => Promise<T>): Promise<T> {
-  const [{ openSystemsDb, RunStore, systemsDbPath }, { SqliteSql }, { openBacking, closeBacking }] = await Promise.all([
-    import("../../workflows/systems/db.js"),
-    import("../../core/db/sql.js"),
-    import("../../core/db/backing.js"),
-  ]);
+  const [{ openSystemsDb, RunStore, systemsDbPath }, { sqliteSqlOf }, { openBacking, closeBacking }] =
+    await Promise.all([
+      import("../../workflows/systems/db.js"),
+      import("../../core/db/sql.js"),
+      import("../../core/db/backing.js"),
+    ]);
   const backing = await openBacking(config);
   const db = backing.kind === "sqlite" ? openSystemsDb(systemsDbPath(config.dataDir)) : undefined;
   try {
-    return await fn(new RunStore(backing.kind === "postgres" ? backing.db : new SqliteSql(db!)));
+    return await fn(new RunStore(backing.kind === "postgres" ? backing.db : sqliteSqlOf(db!)));
   } finally {
     db?.close();
     await closeBacking(backing);

@@ -21,6 +21,15 @@
  *   MAX_QUEUED_BYTES it is dropped (a final `event: dropped` frame, then its connection closed):
  *   memory per watcher is bounded, and the pipeline never slows down for one.
  * - A comment line (`: heartbeat`) goes to every subscriber every `heartbeatMs`.
+ * - `instance` (this bridge's id) is in every event's data, so a watcher of several instances can
+ *   tell whose event it is.
+ * - With a shared `log` (`store: { kind: postgres }`: src/ops/cluster-events) the hub numbers
+ *   nothing itself: each bus event, redacted, goes to the log, and the log gives back every
+ *   instance's events in id order (`ingest`), so every instance streams the same events under the
+ *   same ids. A replay after an id the ring no longer holds (or not yet: this instance may lag the
+ *   log by a moment) reads the log first; the live events meanwhile wait in the subscriber's queue.
+ *   An event the log could not keep is streamed by its own instance without an id.
+ * The hub knows nothing of PostgreSQL: the log is the small `EventLog` interface below.
  */
 import type { BridgeEvent, BridgeEventType, EventOf } from "../../wire/events.js";
 import type { EventBus } from "./bus.js";
@@ -45,6 +54,37 @@ export interface HubOptions {
   heartbeatMs: number;
   /** Longest wait before queued frames are written (default FLUSH_MS). */
   flushMs?: number;
+  /** This bridge's id, as `instance` in every event's data (none when not given). */
+  instance?: string;
+  /** The log every instance's events are numbered in (none: the hub numbers this bridge's own). */
+  log?: EventLog;
+}
+
+/** An event as a log keeps it: what a filter looks at, its time, and its `data:` (redacted as the hub would). */
+export interface LogEntry extends Filterable {
+  /** The log's id; none when the log could not keep it (streamed without an id, never replayed). */
+  id?: number;
+  at: number;
+  data: string;
+}
+
+/** Events of the log with ids in a range, and the ids the log holds now. */
+export interface LogPage {
+  events: LogEntry[];
+  /** The oldest and newest id in the log (undefined when it is empty). */
+  oldest?: number;
+  newest?: number;
+}
+
+/**
+ * A log shared by several instances (src/ops/cluster-events). `append` takes this bridge's events
+ * in publishing order; the log numbers them and gives every instance's events back to `ingest` in
+ * id order (or an event it could not keep, without an id).
+ */
+export interface EventLog {
+  append(entry: LogEntry): void;
+  /** Events with ids in (after, upTo], oldest first, at most `limit`. */
+  read(after: number, upTo: number, limit: number): Promise<LogPage>;
 }
 
 /** A watcher's connection, as the hub writes to it. */
@@ -89,6 +129,10 @@ class Subscriber {
   /** The last write returned false: waiting for the connection to drain. */
   blocked = false;
   closed = false;
+  /** Reading its replay from the log: live frames wait in the queue. */
+  holding = false;
+  /** Events up to this id are not sent live (they come with the replay). */
+  after = 0;
   constructor(
     readonly id: number,
     readonly sink: EventSink,
@@ -127,6 +171,9 @@ const PLAIN = new Set<string>(PLAIN_TYPES);
 export const frameOf = (event: string, data: unknown, id?: number): string =>
   `${id !== undefined ? `id: ${id}\n` : ""}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 const HEARTBEAT = ": heartbeat\n\n";
+const HEAD = "retry: 3000\n: clawbridge events\n\n";
+/** Events read from the log per query of a replay. */
+const REPLAY_PAGE = 1000;
 /** Longest wait before queued frames are written (a batch per watcher). */
 const FLUSH_MS = 25;
 
@@ -159,19 +206,17 @@ export class EventHub {
   private frame(entry: Entry): string {
     if (entry.frame === undefined) {
       const ev = entry.ev!;
-      const data = eventData(ev, this.opts.includeText);
+      const data = eventData(ev, this.opts.includeText, this.opts.instance);
       entry.frame = `id: ${entry.id}\nevent: ${entry.type}\ndata: ${data}\n\n`;
       entry.ev = undefined;
     }
     return entry.frame;
   }
 
-  /** A bus event: numbered, kept in the ring (serialised now or on first use), queued for its subscribers. */
+  /** A bus event: numbered, kept in the ring (serialised now or on first use), queued for its subscribers; or given to the log. */
   private publish(ev: BridgeEvent): void {
     if (this.closed) return;
-    const id = ++this.lastId;
-    const entry: Entry = { id, type: ev.type, ev };
-    if (!PLAIN.has(ev.type)) this.frame(entry);
+    const entry: Entry = { id: 0, type: ev.type, ev };
     const e = ev as { conversation?: unknown; runId?: unknown; system?: unknown };
     if (typeof e.conversation === "string") entry.conversation = e.conversation;
     if (typeof e.system === "string") entry.system = e.system;
@@ -187,17 +232,54 @@ export class EventHub {
       entry.conversation ??= run?.conversation;
       entry.system ??= run?.system;
     }
+    const log = this.opts.log;
+    if (log) {
+      const { type, conversation, runId, system } = entry;
+      log.append({
+        type,
+        conversation,
+        runId,
+        system,
+        at: ev.at,
+        data: eventData(ev, this.opts.includeText, this.opts.instance),
+      });
+      return;
+    }
+    entry.id = ++this.lastId;
+    if (!PLAIN.has(ev.type)) this.frame(entry);
+    this.keep(entry);
+  }
+
+  /**
+   * An event of the log, in id order (src/ops/cluster-events): kept in the ring and streamed under
+   * the log's id; one without an id (the log could not keep it) is streamed as it is, not kept.
+   */
+  ingest(logged: LogEntry): void {
+    if (this.closed) return;
+    const { id, type, conversation, runId, system, data } = logged;
+    if (id === undefined) {
+      const frame = `event: ${type}\ndata: ${data}\n\n`;
+      for (const sub of this.subs) if (matches(sub.filter, logged)) this.enqueue(sub, frame);
+      return;
+    }
+    if (id <= this.lastId) return;
+    this.lastId = id;
+    this.keep({ id, type, conversation, runId, system, frame: `id: ${id}\nevent: ${type}\ndata: ${data}\n\n` });
+  }
+
+  private keep(entry: Entry): void {
     this.ring[this.head] = entry;
     this.head = (this.head + 1) % this.ring.length;
     if (this.size < this.ring.length) this.size++;
-    for (const sub of this.subs) if (matches(sub.filter, entry)) this.enqueue(sub, this.frame(entry));
+    for (const sub of this.subs)
+      if (entry.id > sub.after && matches(sub.filter, entry)) this.enqueue(sub, this.frame(entry));
   }
 
   private enqueue(sub: Subscriber, frame: string): void {
     sub.queue.push(frame);
     sub.bytes += frame.length;
     const over = sub.queue.length > this.opts.maxQueued || sub.bytes > this.maxQueuedBytes;
-    if (sub.blocked) {
+    if (sub.blocked || sub.holding) {
       if (over) this.drop(sub);
       return;
     }
@@ -224,7 +306,7 @@ export class EventHub {
 
   /** Write what `sub` has waiting, in one write; stop at a connection that does not drain. */
   private flush(sub: Subscriber): void {
-    if (sub.blocked || sub.closed || !sub.queue.length) return;
+    if (sub.blocked || sub.holding || sub.closed || !sub.queue.length) return;
     const chunk = sub.queue.length === 1 ? sub.queue[0]! : sub.queue.join("");
     sub.queue = [];
     sub.bytes = 0;
@@ -272,25 +354,24 @@ export class EventHub {
 
   /**
    * Start watching: the ring after `lastEventId` is written at once (when given), then every new
-   * event that passes `filter`. Throws when the hub is closed.
+   * event that passes `filter`. With a log, a `lastEventId` outside the ring is replayed from the
+   * log first. Throws when the hub is closed.
    */
   subscribe(sink: EventSink, filter: EventFilter = {}, lastEventId?: number): Subscription {
     if (this.closed) throw new Error("the event hub is closed");
     const sub = new Subscriber(this.nextSub++, sink, filter);
-    let head = "retry: 3000\n: clawbridge events\n\n";
-    if (lastEventId !== undefined) {
-      const oldest = this.size ? this.lastId - this.size + 1 : this.lastId + 1;
-      if (lastEventId > this.lastId || lastEventId < oldest - 1) {
-        // From an earlier bridge (ids restart with it), or older than the ring: some events are gone.
-        head += frameOf("gap", { lastEventId, oldest: this.size ? oldest : null, lastId: this.lastId });
-      }
-      const from = lastEventId > this.lastId ? oldest : Math.max(lastEventId + 1, oldest);
-      const parts: string[] = [head];
-      for (let id = from; id <= this.lastId; id++) {
-        const entry = this.at(id);
-        if (entry && matches(filter, entry)) parts.push(this.frame(entry));
-      }
-      head = parts.join("");
+    let head = HEAD;
+    const log = this.opts.log;
+    const oldest = this.oldestId() ?? this.lastId + 1;
+    const outside = lastEventId !== undefined && (lastEventId > this.lastId || lastEventId < oldest - 1);
+    if (log && outside) {
+      sub.holding = true;
+      sub.after = Math.max(this.lastId, lastEventId);
+      void this.replayFromLog(sub, log, lastEventId, this.lastId);
+    } else if (lastEventId !== undefined) {
+      // From an earlier bridge (ids restart with it), or older than the ring: some events are gone.
+      if (outside) head += frameOf("gap", { lastEventId, oldest: this.size ? oldest : null, lastId: this.lastId });
+      head += this.ringAfter(filter, lastEventId > this.lastId ? 0 : lastEventId);
     }
     this.subs.add(sub);
     if (this.opts.heartbeatMs > 0 && !this.heartbeat) {
@@ -299,15 +380,80 @@ export class EventHub {
     }
     // The replay leaves in one write, before anything newer (publishing is synchronous, so nothing
     // can come between the ring read above and this).
-    this.write(sub, head);
+    if (!sub.holding) this.write(sub, head);
     return { id: sub.id, close: () => this.remove(sub) };
   }
 
-  private at(id: number): Entry | undefined {
-    if (id > this.lastId || id <= this.lastId - this.size) return undefined;
-    const back = this.lastId - id; // 0: the newest
-    const i = (this.head - 1 - back + this.ring.length * 2) % this.ring.length;
-    return this.ring[i];
+  /** The ring's `i`-th entry, 0 the oldest (i < size). */
+  private nth(i: number): Entry {
+    return this.ring[(this.head - this.size + i + this.ring.length) % this.ring.length]!;
+  }
+
+  private oldestId(): number | undefined {
+    return this.size ? this.nth(0).id : undefined;
+  }
+
+  /** The frames of the ring's events after `after` that pass `filter`, oldest first. */
+  private ringAfter(filter: EventFilter, after: number): string {
+    // Ids increase along the ring (a log's may skip some): the first one after `after` by bisection.
+    let lo = 0;
+    let hi = this.size;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.nth(mid).id > after) hi = mid;
+      else lo = mid + 1;
+    }
+    const parts: string[] = [];
+    for (let i = lo; i < this.size; i++) {
+      const entry = this.nth(i);
+      if (matches(filter, entry)) parts.push(this.frame(entry));
+    }
+    return parts.join("");
+  }
+
+  /**
+   * The replay of a subscriber whose `lastEventId` is outside the ring, read from the log: the
+   * events in (lastEventId, upTo] (`upTo`: the hub's last id when it subscribed; newer ones wait in
+   * its queue), with `gap` first when the log no longer holds some. An id the log never gave (from
+   * another database), or a log that cannot be read, gets `gap` and the ring.
+   */
+  private async replayFromLog(sub: Subscriber, log: EventLog, lastEventId: number, upTo: number): Promise<void> {
+    const parts: string[] = [HEAD];
+    let failed: string | undefined;
+    try {
+      let after = lastEventId;
+      let bounds: Pick<LogPage, "oldest" | "newest"> | undefined;
+      // Every page moves `after` on, up to `upTo`: a bounded loop.
+      for (;;) {
+        const page = await log.read(after, upTo, REPLAY_PAGE);
+        bounds ??= page;
+        for (const e of page.events)
+          if (matches(sub.filter, e)) parts.push(`id: ${e.id}\nevent: ${e.type}\ndata: ${e.data}\n\n`);
+        if (page.events.length < REPLAY_PAGE) break;
+        after = page.events[page.events.length - 1]!.id!;
+      }
+      if (bounds.newest === undefined || lastEventId > bounds.newest) failed = "an id the event log never gave";
+      else if (bounds.oldest !== undefined && lastEventId < bounds.oldest - 1)
+        parts.splice(1, 0, frameOf("gap", { lastEventId, oldest: bounds.oldest, lastId: upTo }));
+    } catch (err) {
+      failed = `the event log could not be read (${(err as Error).message})`;
+    }
+    if (sub.closed) return;
+    if (failed !== undefined) {
+      // What the ring holds, and everything newer live (nothing of it is in the queue twice).
+      const from = lastEventId < this.lastId ? lastEventId : 0;
+      parts.length = 1;
+      parts.push(
+        frameOf("gap", { lastEventId, oldest: this.oldestId() ?? null, lastId: this.lastId, reason: failed }),
+        this.ringAfter(sub.filter, from),
+      );
+      sub.queue = [];
+      sub.bytes = 0;
+      sub.after = this.lastId;
+    }
+    sub.holding = false;
+    this.write(sub, parts.join(""));
+    this.flush(sub);
   }
 
   private beat(): void {

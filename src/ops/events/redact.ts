@@ -16,7 +16,8 @@
  *   messages and reasons that may quote a prompt (`message`, `error`, `reason`) — is replaced by
  *   `"[redacted: N chars]"` (N: the text's length, or its JSON's for a structured value).
  * With `includeText: true` events are streamed as published, except that a string longer than
- * MAX_TEXT_CHARS is cut (`…[+N chars]`) so the ring stays bounded.
+ * MAX_TEXT_CHARS is cut (`…[+N chars]`) so the ring stays bounded. Either way the stream adds
+ * `instance`, the id of the bridge that published the event.
  */
 import type { BridgeEvent, BridgeEventType } from "../../wire/events.js";
 
@@ -124,7 +125,11 @@ function json(v: unknown, clip: boolean): string {
   }
 }
 
-/** The event's `data:` as a watcher sees it: redacted, or (with `includeText`) whole with long strings cut. */
-export function eventData(ev: BridgeEvent, includeText: boolean): string {
-  return json(includeText ? ev : redact(ev), includeText);
+/**
+ * The event's `data:` as a watcher sees it: redacted, or (with `includeText`) whole with long
+ * strings cut; with `instance` (the id of the bridge that published it) when given.
+ */
+export function eventData(ev: BridgeEvent, includeText: boolean, instance?: string): string {
+  const shown = includeText ? ev : redact(ev);
+  return json(instance === undefined ? shown : { ...shown, instance }, includeText);
 }

@@ -1,7 +1,9 @@
 /**
  * Usage per backend per day, fed only by the event bus (src/ops/events/bus.ts) into the usage
- * ledger (`<dataDir>/usage.db`, src/core/store/usage-ledger.ts), and read by
- * `GET /v1/admin/usage` (src/request/http/admin-routes.ts), `clawbridge usage` and the dashboard.
+ * ledger (`<dataDir>/usage.db`, or the shared PostgreSQL's `usage` table: src/core/store/usage-ledger.ts),
+ * and read by `GET /v1/admin/usage` (src/request/http/admin-routes.ts), `clawbridge usage` and the
+ * dashboard. On a shared database the rows and totals are the whole cluster's (every instance adds
+ * to the same rows); `recent` (the last limits and fallbacks) is what this instance saw.
  *
  * What counts:
  * - `turn.completed`: a turn, its prompt tokens in and completion tokens out (a replayed answer
@@ -14,9 +16,10 @@
  * - `turn.fallback`: one more turn handed away from `fromBackend` (and its `resetAt`, if it gave one).
  *
  * The bus listener adds to counts in memory and never throws; a timer writes them every
- * `flushMs` (and every read writes them first), so turns never wait for SQLite.
+ * `flushMs` (and every read writes them first), so turns never wait for the store.
  */
 import type { Logger } from "pino";
+import type { Sql } from "../../core/db/sql.js";
 import type { EventBus } from "../events/bus.js";
 import type { BridgeEvent, EventOf } from "../../wire/events.js";
 import type { Usage, UsageBackendState, UsageEventRow, UsageRow, UsageTotals } from "../../wire/admin.js";
@@ -35,9 +38,10 @@ const SAME_LIMIT_MS = 5_000;
 
 export interface UsageOptions {
   bus: EventBus;
-  /** The ledger's directory (`<dataDir>/usage.db`), or `file` itself. */
+  /** The ledger's directory (`<dataDir>/usage.db`), or `file` itself; or `sql`, the shared PostgreSQL. */
   dataDir?: string;
   file?: string;
+  sql?: Sql;
   logger?: Pick<Logger, "warn">;
   /** How often counts are written (default 1000 ms). */
   flushMs?: number;
@@ -50,7 +54,7 @@ export interface UsageOptions {
 
 /** What the admin route reads. */
 export interface UsageSource {
-  report(days?: number): Usage;
+  report(days?: number): Promise<Usage>;
 }
 
 const emptyTotals = (): UsageTotals => ({
@@ -99,14 +103,14 @@ export class UsageRecorder implements UsageSource {
         this.warn(err, "usage: an event was not counted");
       }
     });
-    this.timer = setInterval(() => this.flush(), opts.flushMs ?? 1000);
+    this.timer = setInterval(() => void this.flush(), opts.flushMs ?? 1000);
     this.timer.unref();
   }
 
   /** Open the ledger and listen to the bus. */
-  static open(opts: UsageOptions): UsageRecorder {
-    const file = opts.file ?? defaultUsageLedgerPath(opts.dataDir ?? ".");
-    return new UsageRecorder(UsageLedger.open(file, { now: opts.now }), opts);
+  static async open(opts: UsageOptions): Promise<UsageRecorder> {
+    const where = opts.sql ?? opts.file ?? defaultUsageLedgerPath(opts.dataDir ?? ".");
+    return new UsageRecorder(await UsageLedger.open(where, { now: opts.now }), opts);
   }
 
   private warn(err: unknown, msg: string): void {
@@ -118,9 +122,9 @@ export class UsageRecorder implements UsageSource {
   }
 
   /** Write pending counts (errors logged, never thrown). */
-  flush(): void {
+  async flush(): Promise<void> {
     try {
-      this.ledger.flush();
+      await this.ledger.flush();
     } catch (err) {
       this.warn(err, "usage: could not write the usage ledger");
     }
@@ -219,11 +223,11 @@ export class UsageRecorder implements UsageSource {
   }
 
   /** The last `days` days (1..KEEP_DAYS, default 7): per backend per day, totals, and each backend's state. */
-  report(days = DEFAULT_DAYS): Usage {
+  async report(days = DEFAULT_DAYS): Promise<Usage> {
     const n = Math.min(KEEP_DAYS, Math.max(1, Math.floor(days)));
-    this.flush();
+    await this.flush();
     const now = this.now();
-    const rows: UsageRow[] = this.ledger.days(n).map((r) => ({
+    const rows: UsageRow[] = (await this.ledger.days(n)).map((r) => ({
       day: r.day,
       backend: r.backend,
       turns: r.turns,
@@ -251,7 +255,7 @@ export class UsageRecorder implements UsageSource {
       addTo(t.total, r);
       if (r.day === today) addTo(t.today, r);
     }
-    const limits = new Map(this.ledger.limits().map((l) => [l.backend, l]));
+    const limits = new Map((await this.ledger.limits()).map((l) => [l.backend, l]));
     for (const b of limits.keys()) entry(b);
     const backends: UsageBackendState[] = [...perBackend.entries()]
       .sort(([a], [b]) => a.localeCompare(b))
@@ -280,13 +284,13 @@ export class UsageRecorder implements UsageSource {
   }
 
   /** Stop listening, write what is pending, close the file. */
-  close(): void {
+  async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.off();
     clearInterval(this.timer);
     try {
-      this.ledger.close();
+      await this.ledger.close();
     } catch (err) {
       this.warn(err, "usage: could not close the usage ledger");
     }

@@ -421,6 +421,6 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
           "Usage is not recorded by this bridge (its ledger, <dataDir>/usage.db, could not be opened; see the log).",
         ),
       );
-    return usage.report(days) satisfies Usage;
+    return (await usage.report(days)) satisfies Usage;
   });
 }

@@ -33,22 +33,24 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
     if (!room) return sendApiError(reply, none());
     return {
       object: "list",
-      data: room.canvases.list().map((c) => {
-        const d = room.deployState(c);
-        return {
-          id: c.system,
-          object: "canvas",
-          name: c.name,
-          description: c.description,
-          status: c.status,
-          version: c.version,
-          nodes: c.nodes.length,
-          edges: c.edges.length,
-          updated_at: c.updatedAt,
-          deployed_version: d.deployedVersion,
-          changed_since_deploy: d.changedSinceDeploy,
-        };
-      }),
+      data: await Promise.all(
+        room.canvases.list().map(async (c) => {
+          const d = await room.deployState(c);
+          return {
+            id: c.system,
+            object: "canvas",
+            name: c.name,
+            description: c.description,
+            status: c.status,
+            version: c.version,
+            nodes: c.nodes.length,
+            edges: c.edges.length,
+            updated_at: c.updatedAt,
+            deployed_version: d.deployedVersion,
+            changed_since_deploy: d.changedSinceDeploy,
+          };
+        }),
+      ),
     } satisfies List<CanvasSummary>;
   });
 
@@ -64,7 +66,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
       object: "canvas",
       ...c,
       versions: room!.canvases.versions(c.system),
-      ...room!.deployState(c),
+      ...(await room!.deployState(c)),
     } satisfies CanvasDetail;
   });
 

@@ -7,8 +7,9 @@
  * - Filters: `?conversation=`, `?run=`, `?system=` (comma-separated values), `?types=` (exact types
  *   or prefixes such as `turn.*,run.*`); a bad one is 400 naming the parameter.
  * - `Last-Event-ID` (or `?lastEventId=` where a client cannot send the header) replays the ring
- *   after that id, then the stream goes live without a gap or a duplicate; `event: gap` first when
- *   events after that id are no longer kept.
+ *   after that id (with PostgreSQL, the log every instance shares when the ring does not hold it),
+ *   then the stream goes live without a gap or a duplicate; `event: gap` first when events after
+ *   that id are no longer kept. Every event's data says which instance published it (`instance`).
  * - A watcher that does not read is dropped by the hub (`event: dropped`, then the connection
  *   closes); on shutdown every stream ends with `event: shutdown` (the bridge's `close()` ends the
  *   hub before it closes the connections, so an open stream never holds it up).

@@ -29,18 +29,18 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: { store?: Re
   const { store } = deps;
   if (!store) return;
   app.get<IdParams>("/v1/responses/:id", async (req, reply) => {
-    const body = store.body(req.params.id);
+    const body = await store.body(req.params.id);
     if (body === undefined) return sendApiError(reply, notFound(req.params.id));
     return reply.code(200).type("application/json").send(body);
   });
   app.delete<IdParams>("/v1/responses/:id", async (req, reply) => {
-    if (!store.delete(req.params.id)) return sendApiError(reply, notFound(req.params.id));
+    if (!(await store.delete(req.params.id))) return sendApiError(reply, notFound(req.params.id));
     return { id: req.params.id, object: "response", deleted: true };
   });
   app.get<IdParams & { Querystring: Record<string, string | undefined> }>(
     "/v1/responses/:id/input_items",
     async (req, reply) => {
-      const items = store.input(req.params.id);
+      const items = await store.input(req.params.id);
       if (!items) return sendApiError(reply, notFound(req.params.id));
       const q = req.query;
       const limit = q.limit === undefined ? 20 : Number(q.limit);

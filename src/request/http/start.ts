@@ -12,6 +12,7 @@ import { DebugLog } from "../../core/log/debug-log.js";
 import { createLogger } from "../../core/log/logger.js";
 import { ChatPipeline, type Enricher } from "../pipeline/chat.js";
 import { TurnScheduler } from "../queue/scheduler.js";
+import { PgConversationLocks } from "../queue/conversation-locks.js";
 import { ModelCatalog } from "../../backends/catalog/catalog.js";
 import { BackendProbes, probeBackends } from "../../backends/health/probes.js";
 import { ModelRouter } from "../models/routes.js";
@@ -19,9 +20,10 @@ import { reapOrphans, setRunDir, terminateAll } from "../../core/util/process.js
 import { configureWarm, sumWarmStats, warmEventSources } from "../../backends/warm/registry.js";
 import { startOrphanWatcher } from "../../core/util/orphan-watcher.js";
 import { PreExecutor } from "../pipeline/enrich.js";
-import { closeBacking, openBacking } from "../../core/db/backing.js";
 import { InstanceHeartbeat } from "../../core/db/instances.js";
 import { VERSION } from "../../core/version.js";
+import { openLimitBook } from "../../core/store/limits.js";
+import { closeBacking, defaultInstanceId, openBacking, type StoreBacking } from "../../core/db/backing.js";
 import type { SessionStore } from "../../core/store/types.js";
 import { existsSync, renameSync } from "node:fs";
 import path from "node:path";
@@ -96,15 +98,20 @@ async function describePortOwner(host: string, port: number): Promise<string> {
 }
 
 /**
- * The session store, opened when a model runs in resume mode. A seed-era `sessions.json` found in
- * the data directory is imported once and renamed so it is not imported again.
+ * The session store, opened when a model runs in resume mode: `<dataDir>/sessions.db`, or the
+ * tables of the backing's PostgreSQL (shared by every instance). A seed-era `sessions.json` found in
+ * the data directory is imported once (into either) and renamed so it is not imported again.
  */
-async function openStoreIfNeeded(config: Config, logger: Logger): Promise<SessionStore | undefined> {
+async function openStoreIfNeeded(
+  config: Config,
+  backing: StoreBacking,
+  logger: Logger,
+): Promise<SessionStore | undefined> {
   const resumeModels = config.models.filter((m) => m.sessionMode === "resume");
   if (!resumeModels.length) return undefined;
   // Loaded only when a model runs in resume mode.
-  const { defaultSessionStorePath, importSessionsJson, openSessionStore } = await import("../../core/store/index.js");
-  const store = await openSessionStore({ kind: "sqlite", path: defaultSessionStorePath(config.dataDir) });
+  const { importSessionsJson, openSessionStore, sessionStoreOn } = await import("../../core/store/index.js");
+  const store = await openSessionStore(sessionStoreOn(backing));
   const legacy = path.join(config.dataDir, "sessions.json");
   if (existsSync(legacy)) {
     try {
@@ -151,6 +158,15 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   });
   if (backing.kind === "postgres")
     logger.info({ instance: backing.db.instanceId }, "store: PostgreSQL (shared with every instance on it)");
+  // Backends at their limit: <dataDir>/limits.json, or on the PostgreSQL shared by every instance
+  // (loaded now; a limit one instance meets, every instance skips).
+  const limits = await openLimitBook(backing, {
+    onError: (err) => logger.warn({ err: err.message }, "limit book not written; the limit stays in memory"),
+  }).catch(async (err: unknown) => {
+    await heartbeat?.stop();
+    await closeBacking(backing);
+    throw err;
+  });
   // CLIs a previous bridge could not reap (it was killed with SIGKILL) are ended now; ours are
   // recorded, and ended by the orphan watcher should this bridge be killed in turn.
   const runDir = path.join(config.dataDir, "run");
@@ -166,7 +182,24 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   const debugLog = new DebugLog(config.logging.debugLog);
   const bus = new EventBus((err) => logger.warn({ err }, "event listener failed"));
   // The hub listens from the start, so a watcher that connects later can replay what it missed.
-  const events = new EventHub(bus, { ...config.events, heartbeatMs: config.events.heartbeatSeconds * 1000 });
+  // With PostgreSQL it streams every instance's events, numbered in the shared event log.
+  const eventLog =
+    backing.kind === "postgres"
+      ? await import("../../ops/cluster-events/event-log.js").then(
+          (m) =>
+            new m.ClusterEventLog(backing.db, {
+              ringSize: config.events.ringSize,
+              logger: childLogger(logger, { room: "events" }),
+            }),
+        )
+      : undefined;
+  const events = new EventHub(bus, {
+    ...config.events,
+    heartbeatMs: config.events.heartbeatSeconds * 1000,
+    instance: backing.kind === "postgres" ? backing.db.instanceId : defaultInstanceId(),
+    log: eventLog,
+  });
+  await eventLog?.start(events);
   // Prometheus metrics listen from the start (runs found interrupted at start-up count); the queue
   // is read at scrape time. prom-client is loaded only when they are on.
   const metrics = config.metrics.enabled
@@ -272,7 +305,16 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     queueTimeoutMs: config.server.queueTimeoutSeconds * 1000,
     maxQueuedPerConversation: config.server.maxQueuedPerConversation,
   });
-  const store = await openStoreIfNeeded(config, logger);
+  const store = await openStoreIfNeeded(config, backing, logger);
+  // Several instances on one PostgreSQL: a turn also holds its conversation's lock there, on a pooled
+  // connection of its own while it runs (src/request/queue/conversation-locks.ts).
+  const locks =
+    backing.kind === "postgres" ? new PgConversationLocks(backing.db, () => scheduler.retryAfter()) : undefined;
+  if (config.store.kind === "postgres" && config.store.poolSize <= config.server.maxConcurrent)
+    logger.warn(
+      { poolSize: config.store.poolSize, maxConcurrent: config.server.maxConcurrent },
+      "store.poolSize should be larger than server.maxConcurrent: every running turn holds one connection for its conversation's lock, and the stores need the rest",
+    );
   const preexec = new PreExecutor(logger, debugLog);
   const enricher =
     opts.enricher ?? ((text, route, signal, log, report) => preexec.enrich(text, route, signal, log, report));
@@ -287,14 +329,17 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     bus,
     ...(clientTools ? { clientTools } : {}),
     catalog,
+    limits,
+    ...(locks ? { locks } : {}),
   });
-  // Usage per backend per day (src/ops/usage): <dataDir>/usage.db, fed by the bus before any turn,
-  // read by GET /v1/admin/usage. A ledger that cannot be opened is logged; the bridge runs without it.
+  // Usage per backend per day (src/ops/usage): <dataDir>/usage.db (or the shared PostgreSQL: the
+  // whole cluster's), fed by the bus before any turn, read by GET /v1/admin/usage. A ledger that
+  // cannot be opened is logged; the bridge runs without it.
   const usage = await import("../../ops/usage/usage.js")
     .then((u) =>
       u.UsageRecorder.open({
         bus,
-        dataDir: config.dataDir,
+        ...(backing.kind === "postgres" ? { sql: backing.db } : { dataDir: config.dataDir }),
         logger,
         backends: Object.keys(config.backends),
         modelBackends: config.models.map((m) => [m.id, m.backend] as const),
@@ -307,20 +352,24 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   // Images in requests: data URLs checked, image URLs fetched through the network guard.
   const images = new Images(config.images);
   // The Responses API's stored responses (previous_response_id, GET /v1/responses/:id):
-  // <dataDir>/responses.db. One that cannot be opened is logged, and responses are kept in memory
-  // until the bridge stops; when SQLite itself cannot load (a host process on another Node.js, as
-  // the OpenClaw gateway may be), none are kept and the door still answers.
+  // <dataDir>/responses.db, or the shared PostgreSQL (a chain continues on any instance). One that
+  // cannot be opened is logged, and responses are kept in memory until the bridge stops; when SQLite
+  // itself cannot load (a host process on another Node.js, as the OpenClaw gateway may be), none
+  // are kept and the door still answers.
   const responses = await import("../../core/store/responses.js")
-    .then((r) => {
+    .then(async (r) => {
       const opts = {
         ...config.server.responses,
         onError: (err: Error, n: number) => logger.warn({ err: err.message, responses: n }, "responses not stored"),
       };
       try {
-        return r.ResponseStore.open(r.defaultResponseStorePath(config.dataDir), opts);
+        return await r.ResponseStore.open(
+          backing.kind === "postgres" ? backing.db : r.defaultResponseStorePath(config.dataDir),
+          opts,
+        );
       } catch (err) {
         logger.warn({ err: (err as Error).message }, "response store not opened; responses are kept in memory only");
-        return r.ResponseStore.open(":memory:", opts);
+        return await r.ResponseStore.open(":memory:", opts);
       }
     })
     .catch((err: Error) => {
@@ -356,8 +405,9 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     catalog.close();
     probes.close();
     metrics?.close();
-    usage?.close();
-    responses?.close();
+    await usage?.close();
+    await responses?.close();
+    await limits.close();
     events.close();
     await Promise.all([...backends.values()].map((b) => b.close?.()));
     // The CLIs started before listening (the catalog's listings, the health probes' `--version`)
@@ -369,6 +419,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
     await systems?.close();
     await store?.close();
     await heartbeat?.stop();
+    await eventLog?.close();
     await closeBacking(backing);
     await debugLog.close();
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
@@ -386,7 +437,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
   if (clientTools) clientTools.endpoint = `${loopbackUrl(addr)}${CLIENT_TOOLS_PATH}`;
   logger.info({ url, config: config.source, models: config.models.map((m) => m.id) }, "clawbridge listening");
   // Schedules start once the models are reachable (a missed run caught up now may call one at once).
-  systems?.triggers.reload();
+  await systems?.triggers.reload();
 
   let closing: Promise<void> | undefined;
   return {
@@ -428,10 +479,12 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
         await store?.close();
         await debugLog.close();
         metrics?.close();
-        usage?.close();
-        responses?.close();
+        await usage?.close();
+        await responses?.close();
+        await limits.close();
         catalog.close();
         await heartbeat?.stop();
+        await eventLog?.close();
         await closeBacking(backing);
         // What became of the warm processes, per backend (closed by this shutdown, or died before it).
         const warm = Object.fromEntries(sumWarmStats(warmCounters));

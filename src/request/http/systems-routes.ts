@@ -54,7 +54,11 @@ const STATUSES: RunStatus[] = [
   "interrupted",
 ];
 
-export function systemJson(s: LoadedSystem, schedules?: Pick<Schedules, "rows">, version?: number): SystemRow {
+export async function systemJson(
+  s: LoadedSystem,
+  schedules?: Pick<Schedules, "rows">,
+  version?: number,
+): Promise<SystemRow> {
   return {
     id: s.id,
     object: "system",
@@ -66,7 +70,7 @@ export function systemJson(s: LoadedSystem, schedules?: Pick<Schedules, "rows">,
     side_effects: s.sideEffects,
     confirm: s.confirm,
     source: s.source,
-    triggers: schedules?.rows(s.id) ?? [],
+    triggers: (await schedules?.rows(s.id)) ?? [],
     hook: s.hook ? { path: `/v1/hooks/${s.id}`, per_minute: s.hook.perMinute } : null,
     version: version ?? null,
   };
@@ -156,8 +160,10 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
       "/v1/systems",
       async (): Promise<SystemList> => ({
         object: "list",
-        data: (systems?.library.systems ?? []).map((s) =>
-          systemJson(s, systems?.triggers.schedules, systems?.runs.versions.latest(s.id)?.number),
+        data: await Promise.all(
+          (systems?.library.systems ?? []).map(async (s) =>
+            systemJson(s, systems?.triggers.schedules, (await systems?.runs.versions.latest(s.id))?.number),
+          ),
         ),
         left_out: (systems?.library.leftOut ?? []).map(leftOutJson),
       }),
@@ -172,7 +178,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
             ? new ApiError(404, "not_found_error", "system_not_found", `No system "${req.params.id}".`)
             : noSystems(),
         );
-      return systemJson(s, systems?.triggers.schedules, systems!.runs.versions.latest(s.id)?.number);
+      return systemJson(s, systems?.triggers.schedules, (await systems!.runs.versions.latest(s.id))?.number);
     });
 
     scope.post<{ Params: { id: string }; Body: unknown }>("/v1/systems/:id/runs", async (req, reply) => {
@@ -199,7 +205,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
         );
       const version = body.version as number | undefined;
       // A chosen version takes the inputs of that version.
-      const chosen = version === undefined ? undefined : systems.runs.versions.get(s.id, version);
+      const chosen = version === undefined ? undefined : await systems.runs.versions.get(s.id, version);
       if (version !== undefined && !chosen)
         return sendError(
           reply,

@@ -72,14 +72,19 @@ export function registerVersionRoutes(scope: FastifyInstance, systems: RouterRun
     }
     return systems.runs.versions;
   };
-  const one = (id: string, raw: unknown, param: string, reply: FastifyReply): SystemVersion | undefined => {
+  const one = async (
+    id: string,
+    raw: unknown,
+    param: string,
+    reply: FastifyReply,
+  ): Promise<SystemVersion | undefined> => {
     const store = versionsOf(id, reply);
     if (!store) return undefined;
     const n = numberOf(raw, param);
     if (n instanceof ApiError) return void sendApiError(reply, n);
-    const v = store.get(id, n);
+    const v = await store.get(id, n);
     if (!v) {
-      const last = store.latest(id)?.number;
+      const last = (await store.latest(id))?.number;
       sendApiError(
         reply,
         notFound(
@@ -95,15 +100,15 @@ export function registerVersionRoutes(scope: FastifyInstance, systems: RouterRun
   scope.get<{ Params: { id: string } }>("/v1/systems/:id/versions", async (req, reply) => {
     const store = versionsOf(req.params.id, reply);
     if (!store) return reply;
-    return { object: "list", data: store.list(req.params.id).map(versionRow) };
+    return { object: "list", data: (await store.list(req.params.id)).map(versionRow) };
   });
 
   scope.get<{ Params: { id: string }; Querystring: { from?: string; to?: string } }>(
     "/v1/systems/:id/versions/diff",
     async (req, reply) => {
-      const a = one(req.params.id, req.query.from, "from", reply);
+      const a = await one(req.params.id, req.query.from, "from", reply);
       if (!a) return reply;
-      const b = one(req.params.id, req.query.to, "to", reply);
+      const b = await one(req.params.id, req.query.to, "to", reply);
       if (!b) return reply;
       const { diffVersions } = await import("../../workflows/systems/versions.js");
       return {
@@ -117,7 +122,7 @@ export function registerVersionRoutes(scope: FastifyInstance, systems: RouterRun
   );
 
   scope.get<{ Params: { id: string; n: string } }>("/v1/systems/:id/versions/:n", async (req, reply) => {
-    const v = one(req.params.id, req.params.n, "n", reply);
+    const v = await one(req.params.id, req.params.n, "n", reply);
     return v ? versionDetail(v) : reply;
   });
 

@@ -1,7 +1,8 @@
 /**
  * The chat pipeline, independent of HTTP. The caller has validated the request, routed it and
  * resolved its conversation (`TurnRequest`); the pipeline then
- *   waits for the conversation's turn (queue) → fetches live data (tool pre-execution) → builds the
+ *   waits for the conversation's turn (queue; with a PostgreSQL store also for the conversation's
+ *   lock across instances) → fetches live data (tool pre-execution) → builds the
  *   context (stateless / resume / passthrough) → runs the backend under its contract and deadline
  * and hands back a typed event stream; the encoders (src/request/encoder) turn it into SSE or JSON.
  * Refusals are typed values, not HTTP statuses: `QueueRejected` (full, or waited too long) and
@@ -16,7 +17,8 @@ import { buildStatelessPrompt, type LiveData } from "../context/stateless.js";
 import type { Conversation } from "../identity/conversation.js";
 import type { DebugLog } from "../../core/log/debug-log.js";
 import { lazyChild } from "../../core/log/lazy.js";
-import { QueueRejected, type Lease, type TurnScheduler } from "../queue/scheduler.js";
+import { QueueRejected, WaitAborted, type Lease, type TurnScheduler } from "../queue/scheduler.js";
+import type { ConversationLocks, HeldLock } from "../queue/conversation-locks.js";
 import type { Route } from "../models/routes.js";
 import { MAX_EVENTS_PER_KEY, type SessionStore } from "../../core/store/types.js";
 import { Cancellation } from "../../core/util/cancel.js";
@@ -82,8 +84,10 @@ export interface PipelineDeps {
   clientTools?: ClientToolHub;
   /** Told when a CLI says it has no such model ("Did you mean …"): the next turn is remapped (src/backends/catalog). */
   catalog?: Pick<ModelCatalog, "noteMissing">;
-  /** Backends at their limit, skipped until their reset (src/core/store/limits.ts; fallback.ts); default: kept in the config's data dir. */
+  /** Backends at their limit, skipped until their reset (src/core/store/limits.ts; fallback.ts): start.ts gives the bridge's (shared by every instance on a PostgreSQL); default: kept in the config's data dir. */
   limits?: LimitBook;
+  /** Several instances on one PostgreSQL: a turn also holds its conversation's lock there (src/request/queue/conversation-locks.ts). */
+  locks?: ConversationLocks;
 }
 
 export class ChatPipeline {
@@ -127,7 +131,7 @@ export class ChatPipeline {
    * Throws `QueueRejected` or `WaitAborted` (src/request/queue) when the turn cannot start.
    */
   async prepare(req: TurnRequest, client: AbortSignal | Cancellation): Promise<PreparedTurn> {
-    const { scheduler, logger, limits } = this.deps;
+    const { logger, limits } = this.deps;
     const { route, conversation } = req;
     // Every model that could answer is at its limit: a 429 at once, with the earliest reset.
     const chain = chainOf(route, this.deps.resolveModel);
@@ -149,7 +153,7 @@ export class ChatPipeline {
 
     let lease: Lease;
     try {
-      lease = await scheduler.acquire(conversation.key, linked.cancel);
+      lease = await this.slot(conversation.key, linked.cancel);
     } catch (err) {
       linked.dispose();
       if (err instanceof QueueRejected) {
@@ -197,6 +201,40 @@ export class ChatPipeline {
       events: this.run(turn, lease, linked.dispose, accepted, headers, chain),
       headers,
       decidesLate: chain.length > 1,
+    };
+  }
+
+  /**
+   * The turn's place: its local slot (the queue's order and limits), then, when several instances
+   * share a PostgreSQL, its conversation's lock there for the whole turn, waited for within what is
+   * left of the queue timeout (at least a second). The lease releases both.
+   */
+  private async slot(key: string, cancel: Cancellation): Promise<Lease> {
+    const { scheduler, locks, config } = this.deps;
+    const start = Date.now();
+    const lease = await scheduler.acquire(key, cancel);
+    if (!locks) return lease;
+    let held: HeldLock;
+    try {
+      const timeoutMs = config.server.queueTimeoutSeconds * 1000;
+      // What is left of the queue timeout; at least a moment, so a turn let in at its last moment is not refused a free lock.
+      held = await locks.acquire(key, cancel, Math.max(timeoutMs - lease.waitedMs, Math.min(timeoutMs, 1000)));
+    } catch (err) {
+      lease.release();
+      if (err instanceof QueueRejected || err instanceof WaitAborted) throw err;
+      throw new ApiError(
+        503,
+        "server_error",
+        "store_unavailable",
+        `the turn cannot take its conversation's lock in the store (store.url): ${(err as Error).message}`,
+      );
+    }
+    return {
+      waitedMs: Date.now() - start,
+      release: () => {
+        void held.release();
+        lease.release();
+      },
     };
   }
 

@@ -1,8 +1,8 @@
 /**
  * Fallback chains (issue 28): a model's `fallback: [model ids]`, tried in order when its backend
  * fails BEFORE ANY OUTPUT with a limit (usage, rate, quota), a refused login, or is down or missing.
- * - A backend at its limit is noted (`LimitBook`, kept in the data dir) and skipped, without being
- *   tried, until its reset (or its `limits.backoffSeconds`).
+ * - A backend at its limit is noted (`LimitBook`: kept in the data dir, or shared by every instance
+ *   on a PostgreSQL) and skipped, without being tried, until its reset (or its `limits.backoffSeconds`).
  * - The answering model is decided before anything reaches the client: the events of each model are
  *   held until its first content (text, reasoning, a tool call) or its end; only then do they flow,
  *   with `x-clawbridge-answered-by` set and a `turn.fallback` event per switch. After output has

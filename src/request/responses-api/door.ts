@@ -72,7 +72,7 @@ export function responsesDoor(deps: ResponsesDoorDeps = {}) {
     bodyHint: "with `model` and `input`",
     matches: isResponsesRoute,
     errorBody: (err: ApiError) => err.body(),
-    parse(raw: Record<string, unknown>): ResponsesDoorRequest {
+    async parse(raw: Record<string, unknown>): Promise<ResponsesDoorRequest> {
       if (nestedDeeperThan(raw, MAX_JSON_DEPTH))
         throw badRequest(
           `The request nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; flatten it.`,
@@ -92,7 +92,7 @@ export function responsesDoor(deps: ResponsesDoorDeps = {}) {
           "input",
         );
       const previousId = req.previous_response_id || null;
-      const chain = previousId ? store?.chain(previousId) : undefined;
+      const chain = previousId ? await store?.chain(previousId) : undefined;
       if (previousId && !chain?.ok) {
         const missing = chain && !chain.ok ? chain.missing : previousId;
         throw new ApiError(

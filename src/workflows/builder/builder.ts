@@ -97,7 +97,7 @@ export class BuilderEngine extends BuilderChat {
           return planChange(this, conv, "EDIT", focus, text, input);
         return planChange(this, conv, "BUILD", undefined, text, input);
       case "EDIT":
-        if (!focus) return this.say(conv, this.noCanvasText(), "idle");
+        if (!focus) return this.say(conv, await this.noCanvasText(), "idle");
         return planChange(this, conv, "EDIT", focus, text, input);
       case "QUERY":
         return answerQuery(this, conv, text, focus, input);

@@ -28,7 +28,7 @@ import {
   type LayoutKind,
 } from "./canvas-ops.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { deployState } from "./deploy.js";
+import { type DeployState, deployState } from "./deploy.js";
 import { Sandbox, SandboxError, type SandboxEntry, type SandboxLimits } from "./sandbox.js";
 import type { Canvas, CanvasEdge, CanvasNode } from "../../wire/canvas.js";
 
@@ -167,8 +167,8 @@ export class CanvasTools {
   }
 
   /** One canvas whole, or (no system) a summary of every canvas. */
-  getState(system?: string): ({ canvas: Canvas } & ReturnType<typeof deployState>) | { canvases: CanvasSummary[] } {
-    return this.run(() => {
+  async getState(system?: string): Promise<({ canvas: Canvas } & DeployState) | { canvases: CanvasSummary[] }> {
+    const found = this.run((): { canvas: Canvas } | { canvases: CanvasSummary[] } => {
       if (system === undefined || system === null || system === "") {
         return {
           canvases: this.store.list().map((c) => ({
@@ -193,8 +193,10 @@ export class CanvasTools {
           false,
         );
       }
-      return { canvas, ...deployState(this.store, this.opts.dataDir, canvas) };
+      return { canvas };
     });
+    if ("canvases" in found) return found;
+    return { ...found, ...(await deployState(this.store, this.opts.dataDir, found.canvas)) };
   }
 
   /** Place every node (`layered` by default). Returns the new positions. */

@@ -46,7 +46,7 @@ export async function exportSystem(
   text: string,
 ): Promise<Dispatch> {
   const id = chat.named(text) ?? focus;
-  if (!id) return chat.say(conv, `Which system? ${chat.knownText()}`, "idle");
+  if (!id) return chat.say(conv, `Which system? ${await chat.knownText()}`, "idle");
   try {
     const { file, bytes } = await chat.d.exportBundle(id);
     return chat.say(
@@ -79,7 +79,7 @@ export async function configureSystem(
         `**${id}** is defined in ${chat.d.host.library.get(id)!.source}, not on a canvas; change it there.`,
         "idle",
       );
-    return chat.say(conv, chat.noCanvasText(), "idle");
+    return chat.say(conv, await chat.noCanvasText(), "idle");
   }
   let changes = changesFromWords(text, canvas);
   if (changes.length) {
@@ -128,14 +128,16 @@ export async function configureSystem(
 
 /** The state a QUERY is answered from: the canvases, the one in focus, the deployed systems, recent runs. */
 async function stateContext(chat: BuilderChat, focus: string | undefined) {
-  const canvases = chat.d.canvases.list().map((c) => ({
-    system: c.system,
-    name: c.name,
-    status: chat.statusText(c),
-    version: c.version,
-    nodes: c.nodes.length,
-    edges: c.edges.length,
-  }));
+  const canvases = await Promise.all(
+    chat.d.canvases.list().map(async (c) => ({
+      system: c.system,
+      name: c.name,
+      status: await chat.statusText(c),
+      version: c.version,
+      nodes: c.nodes.length,
+      edges: c.edges.length,
+    })),
+  );
   const current = focus ? chat.d.canvases.get(focus) : undefined;
   const runs =
     (await chat.d.runs?.list({ limit: 20 }))
@@ -160,12 +162,14 @@ async function stateContext(chat: BuilderChat, focus: string | undefined) {
           edges: current.edges.map((e) => `${e.from} -> ${e.to}`),
         }
       : null,
-    deployedSystems: chat.d.host.library.systems.map((s) => ({
-      id: s.id,
-      description: s.description,
-      enabled: s.enabled,
-      version: chat.d.manager.versions.latest(s.id)?.number,
-    })),
+    deployedSystems: await Promise.all(
+      chat.d.host.library.systems.map(async (s) => ({
+        id: s.id,
+        description: s.description,
+        enabled: s.enabled,
+        version: (await chat.d.manager.versions.latest(s.id))?.number,
+      })),
+    ),
     recentRuns: runs,
   };
 }

@@ -35,7 +35,7 @@ export async function planChange(
 ): Promise<Dispatch> {
   chat.setState(conv, "planning");
   const canvas = focus ? chat.d.canvases.get(focus) : undefined;
-  if (intent === "EDIT" && !canvas) return chat.say(conv, chat.noCanvasText(), "idle");
+  if (intent === "EDIT" && !canvas) return chat.say(conv, await chat.noCanvasText(), "idle");
   const system = canvas?.system ?? chat.freshId(text);
   const ctx: ArchitectContext = {
     request: text,

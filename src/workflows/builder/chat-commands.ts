@@ -47,7 +47,7 @@ export async function runCommand(
   }
   if (cmd === "status") {
     const b = await chat.d.builds.latest(conv);
-    if (!b) return chat.say(conv, chat.knownText(), "idle");
+    if (!b) return chat.say(conv, await chat.knownText(), "idle");
     const done = Object.values(b.steps).filter((s) => s.status === "completed").length;
     return chat.say(
       conv,
@@ -55,9 +55,9 @@ export async function runCommand(
       "idle",
     );
   }
-  if (!id) return chat.say(conv, chat.noCanvasText(), "idle");
+  if (!id) return chat.say(conv, await chat.noCanvasText(), "idle");
   const canvas = chat.d.canvases.get(id);
-  if (!canvas) return chat.say(conv, `There is no canvas **${id}**. ${chat.knownText()}`, "idle");
+  if (!canvas) return chat.say(conv, `There is no canvas **${id}**. ${await chat.knownText()}`, "idle");
   chat.d.conversations.setCanvas(conv, id);
   if (cmd === "undo") {
     if (canvas.version === 0)

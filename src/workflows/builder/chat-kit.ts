@@ -90,7 +90,12 @@ export class BuilderChat {
       return res.changed
         ? `Deployed again as version ${res.version}: that is what runs now.`
         : `The deployed system is unchanged (version ${res.version}).`;
-    const { deployedVersion } = deployState(this.d.canvases, this.d.dataDir, this.d.canvases.get(system)!);
+    const { deployedVersion } = await deployState(
+      this.d.canvases,
+      this.d.dataDir,
+      this.d.canvases.get(system)!,
+      this.d.host,
+    );
     return `The canvas has changes that are not deployed (deployed: ${deployedVersion === null ? "an earlier canvas" : `version ${deployedVersion}`}), because: ${res.problems.join("; ")}. Fix that and say **deploy** to make them live.`;
   }
 
@@ -144,16 +149,16 @@ export class BuilderChat {
 
   // ---- texts -----------------------------------------------------------------------------------
 
-  knownText(): string {
+  async knownText(): Promise<string> {
     const list = this.d.canvases.list();
     return list.length
-      ? `Canvases: ${list.map((c) => `\`${c.system}\` (${this.statusText(c)})`).join(", ")}.`
+      ? `Canvases: ${(await Promise.all(list.map(async (c) => `\`${c.system}\` (${await this.statusText(c)})`))).join(", ")}.`
       : "There are no canvases yet.";
   }
 
   /** A canvas's status, with the version a deployed one runs as and whether it has changes not deployed. */
-  statusText(c: Canvas): string {
-    const d = deployState(this.d.canvases, this.d.dataDir, c);
+  async statusText(c: Canvas): Promise<string> {
+    const d = await deployState(this.d.canvases, this.d.dataDir, c, this.d.host);
     if (d.deployedVersion === null) return c.status;
     return `deployed: version ${d.deployedVersion}${d.changedSinceDeploy ? "; the canvas has changes that are not deployed" : ""}`;
   }
@@ -169,8 +174,8 @@ export class BuilderChat {
       : `\`${system}\` is a draft — say **deploy** to make it available from any chat, then run it with ${run}.`;
   }
 
-  noCanvasText(): string {
-    return `Which system? Name it, or build one first. ${this.knownText()}`;
+  async noCanvasText(): Promise<string> {
+    return `Which system? Name it, or build one first. ${await this.knownText()}`;
   }
 
   helpText(): string {

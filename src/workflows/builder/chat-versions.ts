@@ -12,12 +12,12 @@ import type { BuilderChat } from "./chat-kit.js";
 import { rollbackCheck, rollbackSystem } from "./rollback.js";
 
 /** Answer a version request about `named` (the system the message names), else the conversation's canvas. */
-export function versionCommand(
+export async function versionCommand(
   chat: BuilderChat,
   conv: string,
   req: VersionRequest,
   named: string | undefined,
-): Dispatch {
+): Promise<Dispatch> {
   const id = (req.kind === "rollback" && req.system && chat.d.host.library.get(req.system) ? req.system : named)!;
   if (!id || !chat.d.host.library.get(id))
     return chat.say(
@@ -27,9 +27,9 @@ export function versionCommand(
     );
   const versions = chat.d.manager.versions;
   if (req.kind === "diff") {
-    const a = versions.get(id, req.from);
-    const b = versions.get(id, req.to);
-    const last = versions.latest(id)?.number ?? 0;
+    const a = await versions.get(id, req.from);
+    const b = await versions.get(id, req.to);
+    const last = (await versions.latest(id))?.number ?? 0;
     if (!a || !b)
       return chat.say(
         conv,
@@ -42,9 +42,9 @@ export function versionCommand(
       "idle",
     );
   }
-  const check = rollbackCheck({ ...args(chat, id), version: req.version });
+  const check = await rollbackCheck({ ...args(chat, id), version: req.version });
   if (!check.ok) return chat.say(conv, check.message, "idle");
-  const latest = versions.latest(id)!;
+  const latest = (await versions.latest(id))!;
   chat.ask(conv, { kind: "rollback", system: id, version: req.version, since: Date.now() });
   const changes = diffVersions(latest, check.target);
   return chat.say(

@@ -14,7 +14,8 @@ import { stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { LibraryProblem, SystemsLibrary } from "../systems/library.js";
 import { systemsDir } from "../systems/paths.js";
-import { canonicalJson, type VersionMade, versionsOf } from "../systems/versions.js";
+import { type Sql, sqliteSqlOf } from "../../core/db/sql.js";
+import { canonicalJson, type VersionMade, type VersionStore, versionsOf } from "../systems/versions.js";
 import type { Canvas } from "../../wire/canvas.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
@@ -26,6 +27,13 @@ export interface SystemsHost {
   check(candidates: Array<{ where: string; value: unknown }>): Promise<LibraryProblem[]>;
   /** Load the library again; `made`: who made the version of the system deployed or rolled back. */
   reload(made?: VersionMade): Promise<LibraryProblem[]>;
+  /** The systems' store (the runtime's one `Sql`), which holds their versions; default the canvases' database. */
+  sql?: Sql;
+}
+
+/** The systems' versions: in the host's store, else beside the canvases (the same database). */
+export function versionsFor(store: CanvasStore, dataDir: string, host?: Pick<SystemsHost, "sql">): VersionStore {
+  return versionsOf(host?.sql ?? sqliteSqlOf(store.db), dataDir);
 }
 
 export const BUILDER_MARK = "# Written by the clawbridge builder from canvas";
@@ -86,8 +94,8 @@ export async function deployCanvas(args: {
     file,
     `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`,
   );
-  const versions = versionsOf(store.db, dataDir);
-  const before = versions.latest(system)?.number;
+  const versions = versionsFor(store, dataDir, host);
+  const before = (await versions.latest(system))?.number;
   const problems = await host.reload({
     system,
     by: "builder",
@@ -102,7 +110,7 @@ export async function deployCanvas(args: {
     return { ok: false, problems: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`) };
   }
   store.setStatus(system, "deployed");
-  const version = versions.latest(system)?.number ?? 0;
+  const version = (await versions.latest(system))?.number ?? 0;
   return { ok: true, file, system: res.system, version, changed: version !== before };
 }
 
@@ -116,16 +124,22 @@ const liveShape = (c: Canvas) =>
     settings: c.settings ?? {},
   });
 
+export interface DeployState {
+  deployedVersion: number | null;
+  changedSinceDeploy: boolean;
+}
+
 /**
  * The system version a deployed canvas runs as, and whether the canvas changed since that version
  * was deployed (an edit or undo that was not deployed). A draft: null and false.
  */
-export function deployState(
+export async function deployState(
   store: CanvasStore,
   dataDir: string,
   c: Canvas,
-): { deployedVersion: number | null; changedSinceDeploy: boolean } {
-  const v = c.status === "deployed" ? versionsOf(store.db, dataDir).latest(c.system) : undefined;
+  host?: Pick<SystemsHost, "sql">,
+): Promise<DeployState> {
+  const v = c.status === "deployed" ? await versionsFor(store, dataDir, host).latest(c.system) : undefined;
   if (!v) return { deployedVersion: null, changedSinceDeploy: false };
   return {
     deployedVersion: v.number,

@@ -71,9 +71,9 @@ function failure(err: unknown): CallToolResult {
 }
 
 /** Run a tool body: its value as a result, anything thrown as an error result. */
-function call(fn: () => object): CallToolResult {
+async function call(fn: () => object | Promise<object>): Promise<CallToolResult> {
   try {
-    return ok(fn());
+    return ok(await fn());
   } catch (err) {
     return failure(err);
   }

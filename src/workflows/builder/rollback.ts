@@ -13,9 +13,9 @@ import { stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { Canvas } from "../../wire/canvas.js";
 import { systemsDir } from "../systems/paths.js";
-import { canonicalJson, type SystemVersion, versionsOf } from "../systems/versions.js";
+import { canonicalJson, type SystemVersion } from "../systems/versions.js";
 import type { CanvasStore } from "./canvas-store.js";
-import { BUILDER_MARK, type SystemsHost } from "./deploy.js";
+import { BUILDER_MARK, type SystemsHost, versionsFor } from "./deploy.js";
 
 export type RollbackResult =
   | { ok: true; version: SystemVersion; to: number }
@@ -24,15 +24,15 @@ export type RollbackResult =
 type Args = { store: CanvasStore; host: SystemsHost; dataDir: string; system: string; version: number };
 
 /** Why `system` cannot go back to `version`, or the version to go back to. */
-export function rollbackCheck(
+export async function rollbackCheck(
   args: Args,
-): { ok: true; target: SystemVersion } | Extract<RollbackResult, { ok: false }> {
+): Promise<{ ok: true; target: SystemVersion } | Extract<RollbackResult, { ok: false }>> {
   const { host, system, version } = args;
-  const versions = versionsOf(args.store.db, args.dataDir);
+  const versions = versionsFor(args.store, args.dataDir, host);
   const current = host.library.get(system);
   if (!current) return { ok: false, code: "not_found", message: `There is no system "${system}".` };
-  const latest = versions.latest(system);
-  const target = versions.get(system, version);
+  const latest = await versions.latest(system);
+  const target = await versions.get(system, version);
   if (!target || !latest)
     return {
       ok: false,
@@ -62,7 +62,7 @@ export function rollbackCheck(
 }
 
 export async function rollbackSystem(args: Args): Promise<RollbackResult> {
-  const check = rollbackCheck(args);
+  const check = await rollbackCheck(args);
   if (!check.ok) return check;
   const { store, host, system, version } = args;
   const { target } = check;
@@ -95,6 +95,6 @@ export async function rollbackSystem(args: Args): Promise<RollbackResult> {
       message: `${system} was not rolled back to version ${version}: ${problems.map((p) => `${p.where}: ${p.key}: ${p.message}`).join("; ")}`,
     };
   }
-  const made = versionsOf(store.db, args.dataDir).latest(system)!;
+  const made = (await versionsFor(store, args.dataDir, host).latest(system))!;
   return { ok: true, version: made, to: version };
 }

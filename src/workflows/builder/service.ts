@@ -18,7 +18,7 @@ import { BuildStore, migrateBuilds } from "./build-store.js";
 import { readBundle, writeBundle, BundleError } from "./bundle.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
-import { BUILDER_MARK, deployState, type SystemsHost } from "./deploy.js";
+import { BUILDER_MARK, type DeployState, deployState, type SystemsHost } from "./deploy.js";
 import { connectTools, type ToolCaller } from "./mcp-client.js";
 import { Sandbox } from "./sandbox.js";
 import { openBuilderTools } from "./runtime.js";
@@ -35,7 +35,7 @@ export interface BuilderRoom {
   /** The system's bundle (`.tar.gz`). */
   exportBundle(system: string): Promise<Buffer>;
   /** The system version a deployed canvas runs as, and whether the canvas changed since (deploy.ts). */
-  deployState(canvas: Canvas): ReturnType<typeof deployState>;
+  deployState(canvas: Canvas): Promise<DeployState>;
   /** Read a bundle back: the same canvas (a draft) and files, or the system file when it had no canvas. */
   importBundle(data: Buffer, opts?: ImportOptions): Promise<{ system: string; canvas: boolean; files: number }>;
 }
@@ -88,7 +88,7 @@ export function openBuilderRoom(args: {
         },
       };
     },
-    deployState: (c) => deployState(canvases, dataDir, c),
+    deployState: (c) => deployState(canvases, dataDir, c, args.host),
     async exportBundle(system) {
       const canvas = canvases.get(system);
       const file = path.join(systemsDir(dataDir), `${system}.yaml`);

@@ -52,10 +52,10 @@ export abstract class RouterOutcomes {
   }
 
   /** A system offered here as it was at `version` (its current self without one); undefined when it has no such version. */
-  protected systemAt(id: string, version: number | undefined): LoadedSystem | undefined {
+  protected async systemAt(id: string, version: number | undefined): Promise<LoadedSystem | undefined> {
     const current = this.system(id);
     if (!current || version === undefined) return current;
-    return this.rt.runs.versions.get(id, version)?.compiled;
+    return (await this.rt.runs.versions.get(id, version))?.compiled;
   }
 
   protected async start(

@@ -113,7 +113,7 @@ export class RouterEngine extends RouterOutcomes {
     const systems = this.systems();
     if (!systems.length && !this.opts.builder) return this.handover(conv, preface, "state", "no systems");
     const gathering = asked?.kind === "gathering" && reply.kind !== "expired" ? asked : undefined;
-    const gatheringSystem = gathering ? this.systemAt(gathering.system, gathering.version) : undefined;
+    const gatheringSystem = gathering ? await this.systemAt(gathering.system, gathering.version) : undefined;
     const d = await decide(
       { name: this.name, opts: this.opts, rt: this.rt, counted: () => this.classifierCalls++ },
       text,
@@ -306,7 +306,7 @@ export class RouterEngine extends RouterOutcomes {
         return this.say(conv, preface, (err as Error).message, "idle");
       }
     }
-    const system = this.systemAt(pending.system, pending.version);
+    const system = await this.systemAt(pending.system, pending.version);
     if (!system)
       return this.say(conv, preface, `**${pending.system}** is no longer configured, so nothing was run.`, "idle");
     if (inputsHash(system.id, pending.values) !== pending.hash) {
@@ -431,9 +431,9 @@ export class RouterEngine extends RouterOutcomes {
         );
       }
       case "run": {
-        const system = this.systemAt(slash.system, slash.version);
+        const system = await this.systemAt(slash.system, slash.version);
         if (!system) {
-          const last = this.system(slash.system) && this.rt.runs.versions.latest(slash.system)?.number;
+          const last = this.system(slash.system) && (await this.rt.runs.versions.latest(slash.system))?.number;
           return this.say(
             conv,
             preface,

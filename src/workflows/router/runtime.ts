@@ -8,7 +8,7 @@
  * router's `classifier` and `answer` name models that are not routers; one conversation TTL.
  */
 import type { StoreBacking } from "../../core/db/backing.js";
-import { type Sql, SqliteSql } from "../../core/db/sql.js";
+import { type Sql, sqliteSqlOf } from "../../core/db/sql.js";
 import { childLogger } from "../../core/log/logger.js";
 import type Database from "better-sqlite3";
 import type { Logger } from "pino";
@@ -21,7 +21,7 @@ import { systemsDir } from "../systems/paths.js";
 import { SecretStore, secretsFile } from "../../core/secrets/store.js";
 import { RunManager } from "../systems/runner.js";
 import type { McpServer } from "../systems/schema.js";
-import type { VersionMade } from "../systems/versions.js";
+import { type VersionMade, versionsOf } from "../systems/versions.js";
 import { ConversationMachine, conversationTtl } from "../conversation/machine.js";
 import { Triggers } from "../triggers/triggers.js";
 import { routerOptionsSchema } from "./options.js";
@@ -162,10 +162,9 @@ export async function openRouterRuntime(args: {
   if ("problem" in ttl) problems.push(ttl.problem);
   if (problems.length || "problem" in ttl) throw new SystemsConfigError(problems);
   const db = openSystemsDb(args.dbFile ?? systemsDbPath(config.dataDir));
-  const sql: Sql = args.backing?.kind === "postgres" ? args.backing.db : new SqliteSql(db);
+  const sql: Sql = args.backing?.kind === "postgres" ? args.backing.db : sqliteSqlOf(db);
   const runs = new RunManager({
     store: new RunStore(sql),
-    systemsDb: db,
     // PostgreSQL: runs are claimed with a lease (src/workflows/systems/runner.ts).
     lease:
       args.backing?.kind === "postgres" ? { owner: args.backing.db.instanceId, ms: args.backing.leaseMs } : undefined,
@@ -176,22 +175,23 @@ export async function openRouterRuntime(args: {
     secret: (name) => secrets.value(name),
     log: childLogger(logger, { room: "systems" }),
     retryBaseMs: args.retryBaseMs,
+    versions: versionsOf(sql, config.dataDir),
   });
   await runs.recover();
   const triggers = new Triggers({
     library,
     runs,
-    db,
+    sql,
     bus,
     log: childLogger(logger, { room: "triggers" }),
     dataDir: config.dataDir,
     secret: (name) => secrets.value(name),
   });
-  const recordVersions = (made?: VersionMade) => {
-    for (const v of runs.versions.sync(library, made))
+  const recordVersions = async (made?: VersionMade) => {
+    for (const v of await runs.versions.sync(library, made))
       bus.emit({ type: "system.version", system: v.system, version: v.number, by: v.by, note: v.note });
   };
-  recordVersions();
+  await recordVersions();
   logger.info({ systems: library.systems.map((s) => s.id) }, "systems loaded");
   return {
     library,
@@ -210,13 +210,13 @@ export async function openRouterRuntime(args: {
       if (next.problems.length) return next.problems;
       library.replace(next.library);
       secrets = next.secrets;
-      recordVersions(made);
-      triggers.reload();
+      await recordVersions(made);
+      await triggers.reload();
       logger.info({ systems: library.systems.map((s) => s.id) }, "systems reloaded");
       return [];
     },
     async close() {
-      triggers.close();
+      await triggers.close();
       await runs.close();
       db.close();
     },

@@ -38,8 +38,6 @@ import type { RunOrigin, RunStatus } from "../../wire/runs.js";
 import { Cancellation } from "../../core/util/cancel.js";
 import { secretRedactor } from "../../core/secrets/redactor.js";
 import { alnumId } from "../../core/util/ids.js";
-import type Database from "better-sqlite3";
-import type { SqliteSql } from "../../core/db/sql.js";
 import type { Lease, RunRecord, RunStore } from "./db.js";
 import { type ApprovalGate, ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
 import { executeLeaf } from "./executors/index.js";
@@ -65,8 +63,8 @@ export interface RunManagerDeps {
   retryBaseMs?: number;
   /** Nesting limit for systems that use systems (loops are refused at load; this is a guard). */
   maxDepth?: number;
-  /** systems.db, where the versions are until versions.ts is on `Sql`; default the store's SQLite. */
-  systemsDb?: Database.Database;
+  /** The systems' versions (the runtime's store); default those in the run store's database. */
+  versions?: VersionStore;
   /**
    * PostgreSQL (several instances on one database): this instance's id and the lease of a run it
    * executes (store.leaseSeconds). Runs are then claimed, not owned (see the header); without it
@@ -180,8 +178,7 @@ export class RunManager {
 
   constructor(private readonly deps: RunManagerDeps) {
     this.approvals = new ApprovalStore(deps.store.sql);
-    // The versions are still on systems.db's better-sqlite3 handle (until versions.ts is on `Sql`).
-    this.versions = versionsOf(deps.systemsDb ?? (deps.store.sql as SqliteSql).db, deps.dataDir);
+    this.versions = deps.versions ?? versionsOf(deps.store.sql, deps.dataDir);
   }
 
   get store(): RunStore {
@@ -288,9 +285,10 @@ export class RunManager {
     const system = this.deps.library.get(req.system);
     if (!system) throw new RunError("unknown_system", `no system ${req.system}`);
     // The version as loaded now, or the one asked for.
-    const v = req.version === undefined ? this.versions.current(system) : this.versions.get(system.id, req.version);
+    const v =
+      req.version === undefined ? await this.versions.current(system) : await this.versions.get(system.id, req.version);
     if (!v) {
-      const last = this.versions.latest(system.id)?.number ?? 0;
+      const last = (await this.versions.latest(system.id))?.number ?? 0;
       throw new RunError(
         "unknown_version",
         `system ${system.id} has no version ${req.version} (its versions: ${last ? `1 to ${last}` : "none yet"})`,
@@ -301,8 +299,8 @@ export class RunManager {
   }
 
   /** The plan a run executes: its version's (a deploy since does not change it), else the system's current one. */
-  planOf(rec: RunRecord): CompiledPlan {
-    const v = rec.version === undefined ? undefined : this.versions.get(rec.system, rec.version);
+  async planOf(rec: RunRecord): Promise<CompiledPlan> {
+    const v = rec.version === undefined ? undefined : await this.versions.get(rec.system, rec.version);
     return v ? compileRun(v.compiled.run) : this.deps.library.plan(rec.system);
   }
 
@@ -457,17 +455,17 @@ export class RunManager {
   }
 
   /** The steps a run executes: a system's plan, or what the source of its origin makes. */
-  private program(rec: RunRecord, given?: ProgramSource): Promise<RunProgram> {
+  private async program(rec: RunRecord, given?: ProgramSource): Promise<RunProgram> {
     const source = given ?? this.sources.get(rec.origin);
     if (source) return source(rec);
-    const plan = this.planOf(rec);
-    return Promise.resolve({
+    const plan = await this.planOf(rec);
+    return {
       steps: plan.steps,
       maxParallel: plan.maxParallel,
       attempt: (step, outputs, attemptCancel) =>
         this.attempt(rec, step as CompiledStep, rec.inputs, outputs, attemptCancel, 0),
       output: (outputs) => outputs[plan.output],
-    });
+    };
   }
 
   private async execute(id: string, cancel: Cancellation, opts: LaunchOptions): Promise<RunRecord> {

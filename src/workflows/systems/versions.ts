@@ -1,7 +1,8 @@
 /**
  * A system's versions: every deploy — and every load of a system from the config or a hand-written
  * file whose content changed — is an immutable, numbered version in the `system_versions` table
- * of systems.db (the run store's handle, src/workflows/systems/db.ts). A version keeps the system
+ * of the systems' store (the one `Sql` of the runtime, src/core/db/sql.ts: systems.db, or the
+ * PostgreSQL every instance shares, where two instances loading the same content record it once). A version keeps the system
  * as the library checked it (`compiled`: what a run of that version executes, settings included),
  * its definition in the file form (`definition`: what a rollback writes back, and what a diff
  * compares), the builder's canvas when the builder deployed it, and the sha256 of each sandbox
@@ -12,7 +13,7 @@
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import type Database from "better-sqlite3";
+import { type Sql, type SqlQueries, SqliteSql } from "../../core/db/sql.js";
 import type { SystemsLibrary } from "./library.js";
 import { sandboxDir } from "./paths.js";
 import type { LoadedSystem } from "./types.js";
@@ -158,62 +159,66 @@ const fromRow = (r: Row): SystemVersion => ({
   files: JSON.parse(r.files) as Record<string, string>,
 });
 
-/** Reads and records versions. Synchronous (better-sqlite3); rows are only ever inserted. */
-export class VersionStore {
-  private readonly stmts;
+const SELECT_LATEST = "SELECT * FROM system_versions WHERE system = ? ORDER BY number DESC LIMIT 1";
 
+async function latestIn(q: SqlQueries, system: string): Promise<SystemVersion | undefined> {
+  const r = await q.get<Row>(SELECT_LATEST, [system]);
+  return r ? fromRow(r) : undefined;
+}
+
+/** Reads and records versions; rows are only ever inserted. */
+export class VersionStore {
   constructor(
-    readonly db: Database.Database,
+    readonly sql: Sql,
     readonly dataDir: string,
   ) {
-    db.exec(SCHEMA);
-    this.stmts = {
-      latest: db.prepare(`SELECT * FROM system_versions WHERE system = ? ORDER BY number DESC LIMIT 1`),
-      get: db.prepare(`SELECT * FROM system_versions WHERE system = ? AND number = ?`),
-      list: db.prepare(`SELECT * FROM system_versions WHERE system = ? ORDER BY number`),
-      insert: db.prepare(
-        `INSERT INTO system_versions (system, number, created_at, source, made_by, note, hash, definition, compiled, canvas, files)
-         VALUES (@system, @number, @createdAt, @source, @by, @note, @hash, @definition, @compiled, @canvas, @files)`,
-      ),
-    };
+    // SQLite's table is made here (PostgreSQL's by its migrations, src/core/db/pg-migrations.ts).
+    if (sql instanceof SqliteSql) sql.db.exec(SCHEMA);
   }
 
   /** The version of the system as loaded now: its latest, or a new one when it differs (a library replaced without a sync). */
-  current(s: LoadedSystem): SystemVersion {
-    const last = this.latest(s.id);
+  async current(s: LoadedSystem): Promise<SystemVersion> {
+    const last = await this.latest(s.id);
     if (last && canonicalJson(last.definition) === canonicalJson(definitionOf(s))) return last;
-    return this.sync({ systems: [s] })[0] ?? this.latest(s.id)!;
+    return (await this.sync({ systems: [s] }))[0] ?? (await this.latest(s.id))!;
   }
 
-  latest(system: string): SystemVersion | undefined {
-    const r = this.stmts.latest.get(system) as Row | undefined;
+  latest(system: string): Promise<SystemVersion | undefined> {
+    return latestIn(this.sql, system);
+  }
+
+  async get(system: string, number: number): Promise<SystemVersion | undefined> {
+    const r = await this.sql.get<Row>("SELECT * FROM system_versions WHERE system = ? AND number = ?", [
+      system,
+      number,
+    ]);
     return r ? fromRow(r) : undefined;
   }
 
-  get(system: string, number: number): SystemVersion | undefined {
-    const r = this.stmts.get.get(system, number) as Row | undefined;
-    return r ? fromRow(r) : undefined;
-  }
-
-  list(system: string): SystemVersion[] {
-    return (this.stmts.list.all(system) as Row[]).map(fromRow);
+  async list(system: string): Promise<SystemVersion[]> {
+    return (await this.sql.all<Row>("SELECT * FROM system_versions WHERE system = ? ORDER BY number", [system])).map(
+      fromRow,
+    );
   }
 
   /**
    * Record a version of each loaded system whose content differs from its latest version (every
    * system has one after this). `made` says who made the one being deployed or rolled back; the
-   * others were loaded from the config or a file. Returns the versions recorded.
+   * others were loaded from the config or a file. Returns the versions recorded. Another instance
+   * recording the same system at the same time takes the number first: the same content is then
+   * not recorded again, other content takes the next number.
    */
-  sync(library: Pick<SystemsLibrary, "systems">, made?: VersionMade): SystemVersion[] {
-    const recorded: SystemVersion[] = [];
-    this.db
-      .transaction(() => {
-        for (const s of library.systems) {
-          const files = sandboxHashes(this.dataDir, s.id);
-          const hash = hashOf(s, files);
-          const last = this.latest(s.id);
-          if (last?.hash === hash) continue;
-          const mine = made?.system === s.id ? made : undefined;
+  sync(library: Pick<SystemsLibrary, "systems">, made?: VersionMade): Promise<SystemVersion[]> {
+    return this.sql.tx(async (q) => {
+      const recorded: SystemVersion[] = [];
+      for (const s of library.systems) {
+        const files = sandboxHashes(this.dataDir, s.id);
+        const hash = hashOf(s, files);
+        const mine = made?.system === s.id ? made : undefined;
+        // Bounded: each lost race means another instance recorded a version in between.
+        for (let attempt = 0; attempt < 5; attempt++) {
+          const last = await latestIn(q, s.id);
+          if (last?.hash === hash) break;
           const v: SystemVersion = {
             system: s.id,
             number: (last?.number ?? 0) + 1,
@@ -227,29 +232,42 @@ export class VersionStore {
             canvas: mine?.canvas ?? null,
             files,
           };
-          this.stmts.insert.run({
-            ...v,
-            definition: JSON.stringify(v.definition),
-            compiled: JSON.stringify(v.compiled),
-            canvas: v.canvas === null ? null : JSON.stringify(v.canvas),
-            files: JSON.stringify(files),
-          });
-          recorded.push(v);
+          const put = await q.run(
+            `INSERT INTO system_versions (system, number, created_at, source, made_by, note, hash, definition, compiled, canvas, files)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (system, number) DO NOTHING`,
+            [
+              v.system,
+              v.number,
+              v.createdAt,
+              v.source,
+              v.by,
+              v.note,
+              v.hash,
+              JSON.stringify(v.definition),
+              JSON.stringify(v.compiled),
+              v.canvas === null ? null : JSON.stringify(v.canvas),
+              JSON.stringify(files),
+            ],
+          );
+          if (put.changes === 1) {
+            recorded.push(v);
+            break;
+          }
         }
-      })
-      .immediate();
-    return recorded;
+      }
+      return recorded;
+    });
   }
 }
 
-const stores = new WeakMap<Database.Database, VersionStore>();
+const stores = new WeakMap<Sql, VersionStore>();
 
-/** The version store of a database handle (one per handle: its statements are prepared once). */
-export function versionsOf(db: Database.Database, dataDir: string): VersionStore {
-  let s = stores.get(db);
+/** The version store of a store's `Sql` (one per engine). */
+export function versionsOf(sql: Sql, dataDir: string): VersionStore {
+  let s = stores.get(sql);
   if (!s || s.dataDir !== dataDir) {
-    s = new VersionStore(db, dataDir);
-    stores.set(db, s);
+    s = new VersionStore(sql, dataDir);
+    stores.set(sql, s);
   }
   return s;
 }

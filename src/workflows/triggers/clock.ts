@@ -1,8 +1,8 @@
 /** The time and the one timer the schedules use: the real ones, or a test's fake clock. */
 export interface Clock {
   now(): number;
-  /** Call `fn` after `ms`; returns what cancels it. */
-  setTimer(fn: () => void, ms: number): () => void;
+  /** Call `fn` after `ms` (a fake clock may wait for the promise it returns); returns what cancels it. */
+  setTimer(fn: () => void | Promise<void>, ms: number): () => void;
 }
 
 export const realClock: Clock = {

@@ -5,7 +5,7 @@
  *   x-clawbridge-timestamp: <unix seconds>            within 5 minutes of the bridge's clock
  *   x-clawbridge-signature: sha256=<hex HMAC-SHA256(secret, "<timestamp>.<raw body>")>
  * compared in constant time; a signature seen in the last minutes is a replay (state.ts keeps them
- * in systems.db). Each system has its own secret (hook-secret.ts) and its own rate (`perMinute`,
+ * in the store, so a replay sent to another instance on the same PostgreSQL is refused too). Each system has its own secret (hook-secret.ts) and its own rate (`perMinute`,
  * default 60; every request counts, refused ones too). Checked in this order, each refusal with its
  * status and code, and nothing runs: 404 `hook_not_found`, 429 `rate_limited`, 401
  * `missing_timestamp` / `stale_timestamp`, 401 `missing_signature` / `invalid_signature`, 409
@@ -133,7 +133,7 @@ export class Hooks {
         code: "invalid_signature",
         message: `The signature does not match: sign "<timestamp>.<raw body>" with HMAC-SHA256 and the hook's secret (\`clawbridge systems hook ${id}\` shows it).`,
       });
-    if (!this.d.state.firstSeen(id, sig.toLowerCase(), now, now - 2 * HOOK_WINDOW_SECONDS * 1000))
+    if (!(await this.d.state.firstSeen(id, sig.toLowerCase(), now, now - 2 * HOOK_WINDOW_SECONDS * 1000)))
       return refuse({
         status: 409,
         code: "replayed_request",

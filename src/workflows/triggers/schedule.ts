@@ -11,6 +11,10 @@
  * default) or is skipped (`catchUp: false`); never several times. A schedule seen for the first
  * time, or whose cron or time zone changed, counts from now (nothing is caught up for it).
  *
+ * Every instance on one store checks the same schedules: a time is fired (or skipped) only by
+ * the check that claims it in the store (state.ts `claim`), so each due time starts one run in
+ * the whole cluster, catch-ups included.
+ *
  * A schedule made by chat names its conversation: the run is recorded with it, detached, so the
  * router tells that conversation on its next turn. With `notify`, the run's outcome is POSTed when
  * it ends (notify.ts).
@@ -49,13 +53,25 @@ export class Schedules {
   private readonly clock: Clock;
   private cancelTimer?: () => void;
   private closed = false;
+  /** The check in progress: checks run one after another. */
+  private checking: Promise<void> = Promise.resolve();
 
   constructor(private readonly d: ScheduleDeps) {
     this.clock = d.clock ?? realClock;
   }
 
-  /** Check every schedule now (runs what is due, catches up what was missed) and arm the timer. */
-  rearm(): void {
+  /**
+   * Check every schedule now (runs what is due, catches up what was missed) and arm the timer.
+   * Resolves when this check is done (after the ones before it); a failed check is logged.
+   */
+  rearm(): Promise<void> {
+    this.checking = this.checking
+      .then(() => this.checkAll())
+      .catch((err: unknown) => this.d.log.warn({ err: (err as Error).message }, "the schedules could not be checked"));
+    return this.checking;
+  }
+
+  private async checkAll(): Promise<void> {
     if (this.closed) return;
     this.cancelTimer?.();
     this.cancelTimer = undefined;
@@ -63,30 +79,33 @@ export class Schedules {
     let next = Number.POSITIVE_INFINITY;
     const present = new Set<string>();
     for (const s of this.d.library.systems) {
-      s.triggers.forEach((t, i) => {
+      for (const [i, t] of s.triggers.entries()) {
         present.add(`${s.id}|${i}`);
-        const due = this.check(s.id, t, i, now);
+        const due = await this.check(s.id, t, i, now);
         if (due !== undefined) next = Math.min(next, due);
-      });
+      }
     }
     // A schedule removed (or its system) is forgotten: added again later, it catches nothing up.
-    this.d.state.prune(present);
-    if (next === Number.POSITIVE_INFINITY) return;
+    await this.d.state.prune(present);
+    if (next === Number.POSITIVE_INFINITY || this.closed) return;
     this.cancelTimer = this.clock.setTimer(() => this.rearm(), Math.min(Math.max(next - now, 0), MAX_SLEEP_MS));
   }
 
-  close(): void {
+  /** No more checks; resolves when the one in progress is done. */
+  close(): Promise<void> {
     this.closed = true;
     this.cancelTimer?.();
+    return this.checking;
   }
 
   /** Each schedule of a system with its next and last run (`GET /v1/systems/:id`). */
-  rows(system: string): TriggerRow[] {
+  async rows(system: string): Promise<TriggerRow[]> {
     const s = this.d.library.get(system);
     if (!s) return [];
     const now = this.clock.now();
+    const states = await Promise.all(s.triggers.map((_, index) => this.d.state.get(system, index)));
     return s.triggers.map((t, index) => {
-      const st = this.d.state.get(system, index);
+      const st = states[index];
       const from = st && st.spec === specOf(t) ? Math.max(st.since, now) : now;
       return {
         index,
@@ -103,25 +122,27 @@ export class Schedules {
     });
   }
 
-  /** Run the schedule when it is due; returns its next time (undefined: never again). */
-  private check(system: string, t: Trigger, idx: number, now: number): number | undefined {
-    const st = this.d.state.get(system, idx);
-    if (!st || st.spec !== specOf(t)) {
-      this.d.state.reset(system, idx, specOf(t), now);
+  /** Run the schedule when it is due (and this check claims the time); returns its next time (undefined: never again). */
+  private async check(system: string, t: Trigger, idx: number, now: number): Promise<number | undefined> {
+    const spec = specOf(t);
+    const st = await this.d.state.get(system, idx);
+    if (!st || st.spec !== spec) {
+      await this.d.state.reset(system, idx, spec, now);
       return nextCronRun(t.cron, t.timezone, now);
     }
     const due = nextCronRun(t.cron, t.timezone, st.since);
     if (due === undefined || due > now) return due;
+    // Another instance (or an earlier check) took this time: it fired or skipped it.
+    if (!(await this.d.state.claim(system, idx, spec, due, now))) return nextCronRun(t.cron, t.timezone, now);
     const missed = now - due > LATE_MS;
     const trigger = `schedule:${idx}`;
     if (missed && !t.catchUp) {
-      this.d.state.advance(system, idx, now);
       this.d.bus.emit({ type: "trigger.skipped", system, trigger, dueAt: due, reason: "missed; catchUp is false" });
       this.d.log.info(
         { system, trigger, dueAt: new Date(due).toISOString() },
         "missed schedule skipped (catchUp: false)",
       );
-    } else void this.fire(system, t, idx, now, due, missed);
+    } else await this.fire(system, t, idx, now, due, missed);
     return nextCronRun(t.cron, t.timezone, now);
   }
 
@@ -153,12 +174,11 @@ export class Schedules {
       }
     }
     if (!rec) {
-      this.d.state.advance(system, idx, now);
       this.d.bus.emit({ type: "trigger.skipped", system, trigger, dueAt: due, reason: problem ?? "not started" });
       this.d.log.warn({ system, trigger, problem }, "schedule could not start its run");
       return;
     }
-    this.d.state.fired(system, idx, now, rec.id);
+    await this.d.state.fired(system, idx, now, rec.id);
     this.d.bus.emit({ type: "trigger.fired", system, trigger, runId: rec.id, dueAt: due, catchUp: missed });
     this.d.log.info({ system, trigger, runId: rec.id, catchUp: missed }, "schedule started a run");
     const notify = t.notify;

@@ -1,11 +1,15 @@
 /**
- * What the trigger room keeps in `<dataDir>/systems.db` (its own tables): per schedule
- * (`trigger_state`, keyed by system and index) the expression it counts from (`spec`: cron and time
- * zone; a changed one starts afresh), the time from which its next run is counted (`since`), and
- * its last run; per hook, the signatures seen in the last minutes (`hook_seen`), so a replay is
- * refused after a restart too.
+ * What the trigger room keeps in the systems' store (its own tables in systems.db, or in the
+ * PostgreSQL every instance shares): per schedule (`trigger_state`, keyed by system and index) the
+ * expression it counts from (`spec`: cron and time zone; a changed one starts afresh), the time
+ * from which its next run is counted (`since`), and its last run; per hook, the signatures seen in
+ * the last minutes (`hook_seen`), so a replay is refused after a restart, and by every instance.
+ *
+ * A due time is taken by `claim`: one conditional UPDATE moves `since` past it, and only the
+ * caller whose UPDATE changed the row fires it. Every instance checks the same schedules; each due
+ * time starts one run in the whole cluster (and one with two processes on one SQLite file).
  */
-import type Database from "better-sqlite3";
+import { type Sql, SqliteSql } from "../../core/db/sql.js";
 
 export interface ScheduleState {
   /** `<cron>|<timezone>`: the schedule this state belongs to. */
@@ -16,11 +20,8 @@ export interface ScheduleState {
   lastRunId?: string;
 }
 
-export class TriggerState {
-  private readonly stmts;
-
-  constructor(db: Database.Database) {
-    db.exec(`CREATE TABLE IF NOT EXISTS trigger_state (
+/** SQLite's tables (PostgreSQL's are made by its migrations, src/core/db/pg-migrations.ts). */
+const SQLITE_SCHEMA = `CREATE TABLE IF NOT EXISTS trigger_state (
   system TEXT NOT NULL,
   idx INTEGER NOT NULL,
   spec TEXT NOT NULL,
@@ -34,60 +35,80 @@ CREATE TABLE IF NOT EXISTS hook_seen (
   signature TEXT NOT NULL,
   at INTEGER NOT NULL,
   PRIMARY KEY (system, signature)
-);`);
-    this.stmts = {
-      get: db.prepare(`SELECT * FROM trigger_state WHERE system = ? AND idx = ?`),
-      reset: db.prepare(
-        `INSERT OR REPLACE INTO trigger_state (system, idx, spec, since, last_run_at, last_run_id) VALUES (?, ?, ?, ?, NULL, NULL)`,
-      ),
-      advance: db.prepare(`UPDATE trigger_state SET since = ? WHERE system = ? AND idx = ?`),
-      fired: db.prepare(
-        `UPDATE trigger_state SET since = @at, last_run_at = @at, last_run_id = @run WHERE system = @system AND idx = @idx`,
-      ),
-      all: db.prepare(`SELECT system, idx FROM trigger_state`),
-      drop: db.prepare(`DELETE FROM trigger_state WHERE system = ? AND idx = ?`),
-      seen: db.prepare(`INSERT OR IGNORE INTO hook_seen (system, signature, at) VALUES (?, ?, ?)`),
-      forget: db.prepare(`DELETE FROM hook_seen WHERE at < ?`),
-    };
+);`;
+
+export class TriggerState {
+  constructor(private readonly sql: Sql) {
+    if (sql instanceof SqliteSql) sql.db.exec(SQLITE_SCHEMA);
   }
 
-  get(system: string, idx: number): ScheduleState | undefined {
-    const r = this.stmts.get.get(system, idx) as Record<string, unknown> | undefined;
+  async get(system: string, idx: number): Promise<ScheduleState | undefined> {
+    const r = await this.sql.get<Record<string, unknown>>("SELECT * FROM trigger_state WHERE system = ? AND idx = ?", [
+      system,
+      idx,
+    ]);
     if (!r) return undefined;
     return {
       spec: String(r.spec),
       since: Number(r.since),
-      ...(typeof r.last_run_at === "number" ? { lastRunAt: r.last_run_at } : {}),
+      ...(r.last_run_at !== null && r.last_run_at !== undefined ? { lastRunAt: Number(r.last_run_at) } : {}),
       ...(typeof r.last_run_id === "string" ? { lastRunId: r.last_run_id } : {}),
     };
   }
 
-  /** A schedule seen for the first time (or changed): it counts from `since`, with no run yet. */
-  reset(system: string, idx: number, spec: string, since: number): void {
-    this.stmts.reset.run(system, idx, spec, since);
-  }
-
-  /** Counts from `since` on without a run (a missed time skipped). */
-  advance(system: string, idx: number, since: number): void {
-    this.stmts.advance.run(since, system, idx);
-  }
-
-  fired(system: string, idx: number, at: number, run: string): void {
-    this.stmts.fired.run({ system, idx, at, run });
-  }
-
-  /** Forget the schedules not in `present` (`<system>|<index>`): one added again later starts afresh. */
-  prune(present: ReadonlySet<string>): void {
-    for (const r of this.stmts.all.all() as Array<{ system: string; idx: number }>)
-      if (!present.has(`${r.system}|${r.idx}`)) this.stmts.drop.run(r.system, r.idx);
+  /**
+   * A schedule seen for the first time (or changed): it counts from `since`, with no run yet. A
+   * state of the same `spec` (another instance made it meanwhile) is kept.
+   */
+  async reset(system: string, idx: number, spec: string, since: number): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO trigger_state (system, idx, spec, since, last_run_at, last_run_id) VALUES (?, ?, ?, ?, NULL, NULL)
+       ON CONFLICT (system, idx) DO UPDATE SET spec = excluded.spec, since = excluded.since, last_run_at = NULL, last_run_id = NULL
+       WHERE trigger_state.spec <> excluded.spec`,
+      [system, idx, spec, since],
+    );
   }
 
   /**
-   * Note a hook request's signature; false when it was seen already (a replay). Signatures older
-   * than `forgetBefore` are dropped first (their timestamps are refused anyway).
+   * Take the time `due` of the schedule `spec`: it counts from `since` on. True for the one caller
+   * that moved it (this one fires, or skips, that time); false when another instance (or check)
+   * took it first, or the schedule changed meanwhile.
    */
-  firstSeen(system: string, signature: string, now: number, forgetBefore: number): boolean {
-    this.stmts.forget.run(forgetBefore);
-    return this.stmts.seen.run(system, signature, now).changes === 1;
+  async claim(system: string, idx: number, spec: string, due: number, since: number): Promise<boolean> {
+    const r = await this.sql.run(
+      "UPDATE trigger_state SET since = ? WHERE system = ? AND idx = ? AND spec = ? AND since < ?",
+      [since, system, idx, spec, due],
+    );
+    return r.changes === 1;
+  }
+
+  /** The run a claimed time started. */
+  async fired(system: string, idx: number, at: number, run: string): Promise<void> {
+    await this.sql.run("UPDATE trigger_state SET last_run_at = ?, last_run_id = ? WHERE system = ? AND idx = ?", [
+      at,
+      run,
+      system,
+      idx,
+    ]);
+  }
+
+  /** Forget the schedules not in `present` (`<system>|<index>`): one added again later starts afresh. */
+  async prune(present: ReadonlySet<string>): Promise<void> {
+    for (const r of await this.sql.all<{ system: string; idx: number }>("SELECT system, idx FROM trigger_state"))
+      if (!present.has(`${r.system}|${Number(r.idx)}`))
+        await this.sql.run("DELETE FROM trigger_state WHERE system = ? AND idx = ?", [r.system, r.idx]);
+  }
+
+  /**
+   * Note a hook request's signature; false when it was seen already (a replay, on any instance).
+   * Signatures older than `forgetBefore` are dropped first (their timestamps are refused anyway).
+   */
+  async firstSeen(system: string, signature: string, now: number, forgetBefore: number): Promise<boolean> {
+    await this.sql.run("DELETE FROM hook_seen WHERE at < ?", [forgetBefore]);
+    const r = await this.sql.run(
+      "INSERT INTO hook_seen (system, signature, at) VALUES (?, ?, ?) ON CONFLICT (system, signature) DO NOTHING",
+      [system, signature, now],
+    );
+    return r.changes === 1;
   }
 }

@@ -1,11 +1,11 @@
 /**
  * The trigger room's one handle, opened with the systems (src/workflows/router/runtime.ts): the
  * schedules (schedule.ts) and the inbound hooks (hooks.ts) over the same library, run manager and
- * systems.db. `reload` after the library changed (a deploy, a removal) arms the schedules again and
+ * store (the runtime's one `Sql`: systems.db, or the PostgreSQL the instances share). `reload` after the library changed (a deploy, a removal) arms the schedules again and
  * makes the secrets of new hooks.
  */
-import type Database from "better-sqlite3";
 import type { Logger } from "pino";
+import type { Sql } from "../../core/db/sql.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { SystemsLibrary } from "../systems/library.js";
 import type { RunManager } from "../systems/runner.js";
@@ -18,7 +18,7 @@ import { TriggerState } from "./state.js";
 export interface TriggersDeps {
   library: SystemsLibrary;
   runs: RunManager;
-  db: Database.Database;
+  sql: Sql;
   bus: EventBus;
   log: Logger;
   dataDir: string;
@@ -32,18 +32,19 @@ export class Triggers {
   readonly hooks: Hooks;
 
   constructor(d: TriggersDeps) {
-    const state = new TriggerState(d.db);
+    const state = new TriggerState(d.sql);
     this.schedules = new Schedules({ ...d, state, notify: (run, notify) => notifyRun(run, notify, d.log, d.secret) });
     this.hooks = new Hooks({ ...d, state });
   }
 
   /** Start (and after every reload of the library): secrets for new hooks, schedules checked and armed. */
-  reload(): void {
+  reload(): Promise<void> {
     this.hooks.ensureSecrets();
-    this.schedules.rearm();
+    return this.schedules.rearm();
   }
 
-  close(): void {
-    this.schedules.close();
+  /** No more checks; resolves when the one in progress is done. */
+  close(): Promise<void> {
+    return this.schedules.close();
   }
 }
