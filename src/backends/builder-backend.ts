@@ -67,7 +67,7 @@ export const builderBackend: BackendModule<BuilderOptions> = {
         };
       },
       async health() {
-        const n = base.room.canvases.list().length;
+        const n = (await base.room.canvases.list()).length;
         return {
           usable: true,
           detail: `${n} canvas${n === 1 ? "" : "es"}; supervisor ${options.supervisor}, architect ${options.architect}`,

@@ -15,8 +15,8 @@ import { promisify } from "node:util";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { extract as tarExtract, pack as tarPack } from "tar-stream";
 import { parse as parseYaml, stringify } from "yaml";
-import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { readBundle, BUNDLE_FORMAT } from "../../src/workflows/builder/bundle.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
 import { Sandbox } from "../../src/workflows/builder/sandbox.js";
 import { openBuilderRoom } from "../../src/workflows/builder/service.js";
@@ -48,10 +48,10 @@ const pick = (c: Canvas): Picked => ({
   settings: c.settings,
 });
 
-function canvasOf(dataDir: string, system = SYS): Canvas | undefined {
+async function canvasOf(dataDir: string, system = SYS): Promise<Canvas | undefined> {
   const db = openSystemsDb(systemsDbPath(dataDir));
   try {
-    return new CanvasStore(db).get(system);
+    return await new CanvasStore(sqliteSqlOf(db), db).get(system);
   } finally {
     db.close();
   }
@@ -184,47 +184,47 @@ describe("system bundles: export and import", () => {
     // The canvas, through the real tools on data directory A.
     const db = openSystemsDb(systemsDbPath(dataA));
     try {
-      const room = openBuilderRoom({ db, sql: sqliteSqlOf(db), dataDir: dataA });
+      const room = openBuilderRoom({ sql: sqliteSqlOf(db), db, dataDir: dataA });
       const t = room.tools;
-      t.createNode(SYS, {
+      await t.createNode(SYS, {
         type: "input",
         id: "topic",
         label: "Topic",
         properties: { type: "string", description: "what to write about" },
       });
-      t.createNode(SYS, {
+      await t.createNode(SYS, {
         type: "input",
         id: "tone",
         label: "Tone",
         properties: { type: "string", enum: ["casual", "formal", "playful"], default: "casual", required: false },
       });
-      t.createNode(SYS, {
+      await t.createNode(SYS, {
         type: "agent",
         id: "research",
         label: "Research",
         properties: { model: "m1", prompt: "Find three facts about {{topic}}." },
         position: { x: 300, y: 0 },
       });
-      t.createNode(SYS, { type: "agent", id: "writer", label: "Writer", properties: { model: "m1" } });
-      t.createNode(SYS, { type: "output", id: "out", label: "Article" });
-      t.connectNodes(SYS, { from: "topic", to: "research" });
-      t.connectNodes(SYS, { from: "research", to: "writer" });
-      t.connectNodes(SYS, { from: "topic", to: "writer" });
-      t.connectNodes(SYS, { from: "tone", to: "writer" });
-      t.connectNodes(SYS, { from: "writer", to: "out" });
-      t.updateProperty(SYS, {
+      await t.createNode(SYS, { type: "agent", id: "writer", label: "Writer", properties: { model: "m1" } });
+      await t.createNode(SYS, { type: "output", id: "out", label: "Article" });
+      await t.connectNodes(SYS, { from: "topic", to: "research" });
+      await t.connectNodes(SYS, { from: "research", to: "writer" });
+      await t.connectNodes(SYS, { from: "topic", to: "writer" });
+      await t.connectNodes(SYS, { from: "tone", to: "writer" });
+      await t.connectNodes(SYS, { from: "writer", to: "out" });
+      await t.updateProperty(SYS, {
         node: "writer",
         key: "prompt",
         value: "Write about {{topic}} in a {{tone}} tone, using:\n{{research}}",
       });
-      t.updateProperty(SYS, { node: "writer", key: "properties.timeoutSeconds", value: 90 });
-      t.updateProperty(SYS, { node: "research", key: "label", value: "Research the topic" });
-      t.createFile(SYS, ".claude/skills/research/SKILL.md", SKILL);
-      t.createFile(SYS, "notes/plan.md", NOTES);
-      t.createFile(SYS, "notes/control.txt", CONTROL);
-      t.createFile(SYS, "AGENTS.md", "Write plainly.\n");
+      await t.updateProperty(SYS, { node: "writer", key: "properties.timeoutSeconds", value: 90 });
+      await t.updateProperty(SYS, { node: "research", key: "label", value: "Research the topic" });
+      await t.createFile(SYS, ".claude/skills/research/SKILL.md", SKILL);
+      await t.createFile(SYS, "notes/plan.md", NOTES);
+      await t.createFile(SYS, "notes/control.txt", CONTROL);
+      await t.createFile(SYS, "AGENTS.md", "Write plainly.\n");
       Sandbox.forSystem(dataA, SYS).write("assets/logo.bin", BINARY);
-      room.canvases.mutate(SYS, (c) => ({
+      await room.canvases.mutate(SYS, (c) => ({
         ...c,
         name: "Content pipeline",
         description: "researches a topic, then writes about it",
@@ -238,7 +238,7 @@ describe("system bundles: export and import", () => {
     } finally {
       db.close();
     }
-    original = canvasOf(dataA)!;
+    original = (await canvasOf(dataA))!;
     originalFiles = filesOf(dataA);
     bundleHttp = path.join(dir, "http.tar.gz");
     bundleAskHttp = path.join(dir, "ask-http.tar.gz");
@@ -329,12 +329,12 @@ describe("system bundles: export and import", () => {
   });
 
   test("clawbridge systems import: the same canvas and the same files in an empty data directory", async () => {
-    assert.equal(canvasOf(dataB), undefined);
+    assert.equal(await canvasOf(dataB), undefined);
     const r = await cli(cfgB, "systems", "import", bundleHttp);
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, new RegExp(`imported ${SYS}: a draft canvas and 5 files`));
 
-    const got = canvasOf(dataB)!;
+    const got = (await canvasOf(dataB))!;
     assert.ok(got, "a canvas was made");
     assert.deepEqual(pick(got), pick(original));
     assert.equal(got.status, "draft", "an import is a draft until deployed");
@@ -359,18 +359,18 @@ describe("system bundles: export and import", () => {
     // Change what is there, so a replace has something to undo.
     const db = openSystemsDb(systemsDbPath(dataB));
     try {
-      const room = openBuilderRoom({ db, sql: sqliteSqlOf(db), dataDir: dataB });
-      room.tools.createNode(SYS, { type: "agent", id: "extra", label: "Extra", properties: { model: "m1" } });
-      room.tools.createFile(SYS, "stray.txt", "left over");
-      room.tools.createFile(SYS, "notes/plan.md", "changed");
+      const room = openBuilderRoom({ sql: sqliteSqlOf(db), db, dataDir: dataB });
+      await room.tools.createNode(SYS, { type: "agent", id: "extra", label: "Extra", properties: { model: "m1" } });
+      await room.tools.createFile(SYS, "stray.txt", "left over");
+      await room.tools.createFile(SYS, "notes/plan.md", "changed");
     } finally {
       db.close();
     }
-    assert.notDeepEqual(pick(canvasOf(dataB)!), pick(original));
+    assert.notDeepEqual(pick((await canvasOf(dataB))!), pick(original));
 
     const replaced = await cli(cfgB, "systems", "import", bundleHttp, "--replace");
     assert.equal(replaced.code, 0, replaced.err);
-    assert.deepEqual(pick(canvasOf(dataB)!), pick(original));
+    assert.deepEqual(pick((await canvasOf(dataB))!), pick(original));
     const files = filesOf(dataB);
     assert.deepEqual([...files.keys()], [...originalFiles.keys()], "the stray file is gone");
     for (const [p, content] of originalFiles) assert.ok(files.get(p)!.equals(content), `${p} is byte-identical`);
@@ -485,7 +485,7 @@ describe("system bundles: export and import", () => {
     // anything (the room alone would not: see "known gaps" below).
     const added = walk(dataB).filter((p) => !before.includes(p) && !/^systems\.db/.test(p));
     assert.deepEqual(added, []);
-    assert.equal(canvasOf(dataB, "evil"), undefined);
+    assert.equal(await canvasOf(dataB, "evil"), undefined);
 
     // --replace with a bundle that is refused keeps what was there.
     const overMine = await craft([
@@ -499,7 +499,7 @@ describe("system bundles: export and import", () => {
     const r4 = await cli(cfgB, "systems", "import", f4, "--replace");
     assert.equal(r4.code, 1);
     assert.match(r4.err, /contains "\.\."/);
-    assert.deepEqual(pick(canvasOf(dataB)!), pick(original), "the canvas is still there");
+    assert.deepEqual(pick((await canvasOf(dataB))!), pick(original), "the canvas is still there");
     assert.deepEqual(filesOf(dataB), originalFiles, "and its files");
     assert.equal(existsSync(path.join(dataB, "systems", `${SYS}.yaml`)), false);
 
@@ -547,7 +547,7 @@ describe("system bundles: export and import", () => {
     const imp = await cli(cfgB, "systems", "import", bundleAskHttp);
     assert.equal(imp.code, 0, imp.err);
     assert.match(imp.out, /imported ask: the system file .*systems\/ask\.yaml/);
-    assert.equal(canvasOf(dataB, "ask"), undefined, "no canvas for a system that had none");
+    assert.equal(await canvasOf(dataB, "ask"), undefined, "no canvas for a system that had none");
     const file = path.join(dataB, "systems", "ask.yaml");
     assert.deepEqual(parseYaml(readFileSync(file, "utf8")), parseYaml(viaHttp.yaml));
     // The second data directory's library loads it as its own.
@@ -574,7 +574,7 @@ describe("system bundles: refused imports and drafts", () => {
     const d = tempDir("cb-bundle-gap-");
     const db = openSystemsDb(systemsDbPath(d));
     try {
-      await fn(openBuilderRoom({ db, sql: sqliteSqlOf(db), dataDir: d }), d);
+      await fn(openBuilderRoom({ sql: sqliteSqlOf(db), db, dataDir: d }), d);
     } finally {
       db.close();
       cleanup(d);
@@ -607,7 +607,7 @@ describe("system bundles: refused imports and drafts", () => {
         updatedAt: 0,
       };
       await assert.rejects(r.importBundle(await hostile("evc", emptyCanvas)), /contains "\.\."/);
-      assert.equal(r.canvases.get("evc"), undefined, "no canvas");
+      assert.equal(await r.canvases.get("evc"), undefined, "no canvas");
       assert.deepEqual(
         walk(d).filter((p) => !p.startsWith("systems.db")),
         [],
@@ -618,8 +618,13 @@ describe("system bundles: refused imports and drafts", () => {
 
   test("a refused import with --replace keeps what was there", async () => {
     await onRoom(async (r) => {
-      r.tools.createNode("keep", { type: "agent", id: "a", label: "A", properties: { model: "m1", prompt: "x" } });
-      r.tools.createFile("keep", "precious.md", "do not lose me");
+      await r.tools.createNode("keep", {
+        type: "agent",
+        id: "a",
+        label: "A",
+        properties: { model: "m1", prompt: "x" },
+      });
+      await r.tools.createFile("keep", "precious.md", "do not lose me");
       const canvas = {
         system: "keep",
         name: "keep",
@@ -632,14 +637,19 @@ describe("system bundles: refused imports and drafts", () => {
         updatedAt: 0,
       };
       await assert.rejects(r.importBundle(await hostile("keep", canvas), { replace: true }));
-      assert.equal(r.canvases.get("keep")?.nodes.length, 1, "the canvas is still there");
-      assert.equal(r.tools.readFile("keep", "precious.md").content, "do not lose me");
+      assert.equal((await r.canvases.get("keep"))?.nodes.length, 1, "the canvas is still there");
+      assert.equal((await r.tools.readFile("keep", "precious.md")).content, "do not lose me");
     });
   });
 
   test("a draft with a command node exports (no deploy policy applies to reading a canvas out)", async () => {
     await onRoom(async (r) => {
-      r.tools.createNode("tool", { type: "command", id: "list", label: "List", properties: { argv: ["ls", "-l"] } });
+      await r.tools.createNode("tool", {
+        type: "command",
+        id: "list",
+        label: "List",
+        properties: { argv: ["ls", "-l"] },
+      });
       const b = await readBundle(await r.exportBundle("tool"));
       assert.match(b.yaml, /argv:\n\s+- ls/);
     });

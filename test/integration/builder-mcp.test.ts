@@ -35,6 +35,7 @@ import { ModelRouter } from "../../src/request/models/routes.js";
 import { buildApp, type BuiltApp } from "../../src/request/http/app.js";
 import { ApiKeys } from "../../src/request/http/auth.js";
 import { registerMcpRoute } from "../../src/request/http/mcp-route.js";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
 import { procStat } from "../../src/core/util/run-records.js";
 import { cleanup, eventually, tempDir, within } from "../helpers/bridge.js";
@@ -77,7 +78,7 @@ describe("builder MCP tools", () => {
     const bus = new EventBus();
     bus.on((e) => void events.push(e));
     db = openSystemsDb(systemsDbPath(dataDir));
-    const builderTools = openBuilderTools({ db, dataDir, bus });
+    const builderTools = openBuilderTools({ sql: new SqliteSql(db), db, dataDir, bus });
     backends = await createBackends(config, logger);
     const router = new ModelRouter(config, backends);
     const scheduler = new TurnScheduler({ maxConcurrent: 2, maxQueue: 4, queueTimeoutMs: 1000 });

@@ -16,11 +16,11 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import pino from "pino";
-import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import { BuildRunner } from "../../src/workflows/builder/build-runner.js";
 import { openBuilderRoom } from "../../src/workflows/builder/service.js";
 import type { BuildStep } from "../../src/workflows/builder/types.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { RunManager } from "../../src/workflows/systems/runner.js";
@@ -203,14 +203,14 @@ describe("a build across a restart", () => {
       dataDir,
       log: pino({ level: "silent" }),
     });
-    const room = openBuilderRoom({ db, sql, dataDir });
+    const room = openBuilderRoom({ sql, db, dataDir });
     const runner = new BuildRunner({
       canvases: room.canvases,
       manager,
       connect: () => room.connectInternal(),
       maxParallel: 1,
       retryDelayScale: 0.01,
-      ended: () => {},
+      ended: async () => {},
     });
     return { db, manager, room, runner };
   }
@@ -229,7 +229,7 @@ describe("a build across a restart", () => {
     const file = path.join(dataDir, "systems.db");
     try {
       const first = await open(file, dataDir);
-      first.room.canvases.create({ system: "chain" });
+      await first.room.canvases.create({ system: "chain" });
       const plan = {
         metadata: { system: "chain", name: "Chain", description: "", summary: "" },
         steps: [node("a"), node("b", ["n-a"]), node("c", ["n-b"])],
@@ -257,13 +257,7 @@ describe("a build across a restart", () => {
       assert.equal(done.status, "completed");
       assert.deepEqual(made, ["n-b", "n-c"]);
       assert.deepEqual((await second.room.builds.get(b.id))?.vars, { "n-a": "a", "n-b": "b", "n-c": "c" });
-      assert.deepEqual(
-        second.room.canvases
-          .get("chain")
-          ?.nodes.map((n) => n.id)
-          .sort(),
-        ["a", "b", "c"],
-      );
+      assert.deepEqual((await second.room.canvases.get("chain"))?.nodes.map((n) => n.id).sort(), ["a", "b", "c"]);
       second.db.close();
     } finally {
       cleanup(dataDir);

@@ -413,14 +413,14 @@ describe("dashboard: the page and its admin routes", () => {
     }
 
     // An open question of the router, as the router writes it.
-    bridge.systems!.conversations.ask("conv-g", {
+    await bridge.systems!.conversations.ask("conv-g", {
       kind: "gathering",
       system: "ask",
       values: { q: "why" },
       rounds: 1,
       since: Date.now(),
     });
-    bridge.systems!.conversations.ask("conv-y", {
+    await bridge.systems!.conversations.ask("conv-y", {
       kind: "confirm",
       system: "ask",
       values: { q: "why", tone: "dry" },

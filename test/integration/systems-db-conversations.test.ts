@@ -83,29 +83,29 @@ describe("a systems.db of release 0.1.0: its conversations", () => {
     if (b) cleanup(b.dataDir);
   });
 
-  test("the two old tables are moved into conversation_state and dropped", () => {
+  test("the two old tables are moved into conversation_state and dropped", async () => {
     const tables = (
       b.systems!.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as Array<{ name: string }>
     ).map((t) => t.name);
     assert.ok(tables.includes("conversation_state"), tables.join(", "));
     assert.ok(!tables.includes("router_state") && !tables.includes("builder_conversations"), tables.join(", "));
     const conv = b.systems!.conversations;
-    assert.deepEqual(conv.get("conv-gather").question, {
+    assert.deepEqual((await conv.get("conv-gather")).question, {
       kind: "gathering",
       system: "summarizer",
       values: { length: "short" },
       rounds: 1,
-      since: conv.get("conv-gather").question!.since,
+      since: (await conv.get("conv-gather")).question!.since,
     });
-    assert.equal(conv.get("conv-confirm").question?.kind, "confirm");
-    const builder = conv.get("conv-builder");
+    assert.equal((await conv.get("conv-confirm")).question?.kind, "confirm");
+    const builder = await conv.get("conv-builder");
     assert.deepEqual(
       [builder.state, builder.engine, builder.canvas, builder.question?.kind],
       ["completed", "builder", "greeter", "deploy"],
     );
-    const paused = conv.get("conv-paused");
+    const paused = await conv.get("conv-paused");
     assert.deepEqual([paused.state, paused.engine, paused.canvas], ["paused", "builder", "summarizer"]);
-    assert.equal(conv.withBuilder("conv-paused"), true, "a paused build keeps its conversation with the builder");
+    assert.equal(await conv.withBuilder("conv-paused"), true, "a paused build keeps its conversation with the builder");
   });
 
   test("'yes' answers the builder's deploy question and the router's confirmation, without a model call", async () => {
@@ -117,8 +117,8 @@ describe("a systems.db of release 0.1.0: its conversations", () => {
     // Taken, then checked against the inputs it showed (the fixture's hash is not today's).
     assert.match(confirm.text, /The details changed since I asked, so nothing was run/);
     assert.equal(up.requests.length, before, "no model request");
-    assert.equal(b.systems!.conversations.get("conv-builder").question, undefined);
-    assert.equal(b.systems!.conversations.get("conv-confirm").question, undefined);
+    assert.equal((await b.systems!.conversations.get("conv-builder")).question, undefined);
+    assert.equal((await b.systems!.conversations.get("conv-confirm")).question, undefined);
   });
 
   test("the gathering goes on with the inputs given before the upgrade", async () => {
@@ -146,10 +146,10 @@ describe("a systems.db of release 0.1.0: its conversations", () => {
     for (const [i, q] of questions.entries()) {
       const word = ["cancel", "never mind", "stop"][i % 3]!;
       const key = `cancel-${q.kind}`;
-      conv.ask(key, q);
+      await conv.ask(key, q);
       const res = await new Chat(b.baseURL, key, "router").say(word);
       assert.match(res.text, /cancel|won't run|nothing was changed/i, `${q.kind}: ${word}: ${res.text}`);
-      assert.equal(conv.get(key).question, undefined, `${q.kind}: ${word}`);
+      assert.equal((await conv.get(key)).question, undefined, `${q.kind}: ${word}`);
     }
     assert.equal(up.requests.length, before, "no model request");
   });

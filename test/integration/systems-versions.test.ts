@@ -22,6 +22,7 @@ import { after, before, describe, test } from "node:test";
 import type { Canvas } from "../../src/wire/canvas.js";
 import type { RunRow, SystemRow, SystemVersionDetail, SystemVersionRow, VersionDiffRow } from "../../src/wire/runs.js";
 import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
 import { serveFake, type FakeHttpServer } from "../../testkit/fakes/fake-http.js";
 import { startFakeOpenAI, type FakeOpenAI } from "../../testkit/fakes/openai-api.js";
@@ -58,12 +59,12 @@ describe("system versions", () => {
   const chat = (key: string, model: string) => new Chat(b.baseURL, key, model, KEY);
   const url = (which: string) => `http://127.0.0.1:${hook.port}/${which}`;
   /** The canvas changed from outside the chat (another MCP host on the same systems.db). */
-  const editCanvas = (fn: (c: Canvas) => Canvas, commit?: string) => {
+  const editCanvas = async (fn: (c: Canvas) => Canvas, commit?: string) => {
     const db = openSystemsDb(systemsDbPath(dataDir));
     try {
-      const store = new CanvasStore(db);
-      store.mutate("relay", fn);
-      if (commit) store.commitVersion("relay", commit);
+      const store = new CanvasStore(new SqliteSql(db), db);
+      await store.mutate("relay", fn);
+      if (commit) await store.commitVersion("relay", commit);
     } finally {
       db.close();
     }
@@ -90,9 +91,9 @@ describe("system versions", () => {
     dataDir = tempDir("cb-versions-");
     // The canvas, as another MCP host would leave it in the bridge's database: an input and a webhook step.
     const db = openSystemsDb(systemsDbPath(dataDir));
-    const store = new CanvasStore(db);
-    store.create({ system: "relay", name: "Relay", description: "Sends the topic on" });
-    store.mutate("relay", (c) => ({
+    const store = new CanvasStore(new SqliteSql(db), db);
+    await store.create({ system: "relay", name: "Relay", description: "Sends the topic on" });
+    await store.mutate("relay", (c) => ({
       ...c,
       nodes: [
         { id: "topic", type: "input", label: "topic", properties: {}, position: { x: 0, y: 0 } },
@@ -105,7 +106,7 @@ describe("system versions", () => {
         },
       ],
     }));
-    store.commitVersion("relay", "made by the test");
+    await store.commitVersion("relay", "made by the test");
     db.close();
     config = {
       dataDir,
@@ -156,7 +157,7 @@ describe("system versions", () => {
     assert.ok(await eventually(() => held.length === 1), "the run of version 1 reached its webhook");
 
     // The canvas changes outside the chat: it says so, and which version runs.
-    editCanvas((c) => setUrl(c, "v2hook"));
+    await editCanvas((c) => setUrl(c, "v2hook"));
     canvas = (await api("/v1/canvases/relay")).json;
     assert.deepEqual([canvas.deployedVersion, canvas.changedSinceDeploy], [1, true]);
     const list = (await api("/v1/canvases")).json.data.find((x: { id: string }) => x.id === "relay");
@@ -282,14 +283,14 @@ describe("system versions", () => {
 
   test("an undo whose deploy is refused leaves the deployed version running, and the reply and the canvas say so", async () => {
     // Two canvas versions: one the policy refuses (a private address), then a good one.
-    editCanvas(
+    await editCanvas(
       (c) => ({
         ...c,
         nodes: c.nodes.map((n) => (n.id === "call" ? { ...n, properties: { url: "http://10.1.2.3/x" } } : n)),
       }),
       "bad",
     );
-    editCanvas((c) => setUrl(c, "v2hook"), "good");
+    await editCanvas((c) => setUrl(c, "v2hook"), "good");
     let canvas = (await api("/v1/canvases/relay")).json;
     assert.deepEqual([canvas.deployedVersion, canvas.changedSinceDeploy], [4, false]);
     const undo = await chat("conv-undo", "builder").say("undo relay");

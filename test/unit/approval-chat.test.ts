@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { ConversationMachine } from "../../src/workflows/conversation/machine.js";
 import { replyKind } from "../../src/workflows/conversation/replies.js";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import { openSystemsDb } from "../../src/workflows/systems/db.js";
 
 describe("approvals in a conversation", () => {
@@ -22,16 +23,16 @@ describe("approvals in a conversation", () => {
   test("an approval question outlives the TTL; a confirmation lapses", async () => {
     const db = openSystemsDb(":memory:");
     try {
-      const m = new ConversationMachine(db, 1);
+      const m = new ConversationMachine(new SqliteSql(db), 1);
       const asked = { kind: "approval" as const, system: "post", runId: "run1", step: "check", since: Date.now() };
-      m.ask("c1", asked);
-      m.ask("c2", { kind: "confirm", system: "post", values: {}, hash: "h", since: Date.now() });
+      await m.ask("c1", asked);
+      await m.ask("c2", { kind: "confirm", system: "post", values: {}, hash: "h", since: Date.now() });
       await new Promise((r) => setTimeout(r, 10));
-      assert.deepEqual(m.reply("c1", "yes"), { kind: "yes", question: asked });
-      assert.equal(m.reply("c2", "yes").kind, "expired");
-      assert.equal(m.withBuilder("c1"), false, "the router's question");
-      assert.equal(m.reply("c1", "no").kind, "ended");
-      assert.equal(m.get("c1").question, undefined, "a no closes it");
+      assert.deepEqual(await m.reply("c1", "yes"), { kind: "yes", question: asked });
+      assert.equal((await m.reply("c2", "yes")).kind, "expired");
+      assert.equal(await m.withBuilder("c1"), false, "the router's question");
+      assert.equal((await m.reply("c1", "no")).kind, "ended");
+      assert.equal((await m.get("c1")).question, undefined, "a no closes it");
     } finally {
       db.close();
     }

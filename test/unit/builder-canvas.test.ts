@@ -1,13 +1,17 @@
 /**
  * Canvases: the pure edits (src/workflows/builder/canvas-ops.ts) and their store (src/workflows/builder/canvas-store.ts)
- * in the systems database — ids from labels, the edge rules, recursive deletes, property keys,
- * layouts; create/save/mutate, versions and undo, and persistence across reopening the file.
+ * — ids from labels, the edge rules, recursive deletes, property keys, layouts; the store's
+ * contract on both engines (a real SQLite and a real PostgreSQL): create/save/mutate, versions and
+ * undo, two stores on one database editing at once; and persistence across reopening the file.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { after, describe, test } from "node:test";
+import { after, afterEach, before, describe, test } from "node:test";
+import type Database from "better-sqlite3";
+import { PostgresDb } from "../../src/core/db/postgres.js";
+import { type Sql, SqliteSql } from "../../src/core/db/sql.js";
 import {
   applyLayout,
   CanvasOpError,
@@ -25,6 +29,7 @@ import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import type { Canvas } from "../../src/wire/canvas.js";
 import { openSystemsDb, systemsDbPath } from "../../src/workflows/systems/db.js";
+import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const refused = (fn: () => unknown, code: string, message?: RegExp) =>
   assert.throws(fn, (e: unknown) => {
@@ -283,156 +288,212 @@ describe("canvas ops", () => {
   });
 });
 
-describe("canvas store", () => {
+/** A store operation refused with a CanvasOpError of `code`. */
+const rejected = (p: Promise<unknown>, code: string) =>
+  assert.rejects(p, (e: unknown) => {
+    assert.ok(e instanceof CanvasOpError, `a CanvasOpError, got ${String(e)}`);
+    assert.equal(e.code, code);
+    return true;
+  });
+
+/** SQLite: systems.db with a CanvasStore over the one SqliteSql of it. */
+const sqliteStore = (db: Database.Database) => new CanvasStore(new SqliteSql(db), db);
+
+// The store's contract, the same cases on both engines of the systems floor's store.
+for (const engine of ["sqlite", "postgres"] as const)
+  describe(`canvas store (${engine})`, () => {
+    let pg: TestPostgres | undefined;
+    /** PostgreSQL: one database for the file (migrated), emptied after each test. */
+    let url = "";
+    let shared: PostgresDb | undefined;
+    /** systems.db of each store (the system versions); closed after each test. */
+    const dbs: Database.Database[] = [];
+    before(async () => {
+      if (engine !== "postgres") return;
+      pg = await startPostgres();
+      url = await pg.database();
+      shared = await PostgresDb.open({ url });
+    });
+    afterEach(async () => {
+      for (const db of dbs.splice(0)) db.close();
+      await shared?.run("DELETE FROM canvases");
+      await shared?.run("DELETE FROM canvas_versions");
+    });
+    after(async () => {
+      await shared?.close();
+      await pg?.stop();
+    });
+
+    const store = (sql?: Sql) => {
+      const db = openSystemsDb(":memory:");
+      dbs.push(db);
+      return sql ? new CanvasStore(sql, db) : shared ? new CanvasStore(shared, db) : sqliteStore(db);
+    };
+
+    test("create, get, list, save; an existing id is refused", async () => {
+      const s = store();
+      const c = await s.create({ system: "digest", name: "Digest", description: "d" });
+      assert.equal(c.version, 0);
+      assert.equal(c.status, "draft");
+      assert.deepEqual(await s.get("digest"), c);
+      await rejected(s.create({ system: "digest" }), "canvas_exists");
+      await rejected(s.create({ system: "Bad" }), "invalid_system");
+      assert.equal(await s.get("nope"), undefined);
+      const next = createNode(c, { type: "agent", label: "A" }).canvas;
+      const saved = await s.save(next);
+      assert.ok(saved.updatedAt > c.updatedAt, "save bumps updatedAt");
+      assert.deepEqual(
+        (await s.get("digest"))!.nodes.map((n) => n.id),
+        ["a"],
+      );
+      await rejected(s.save(emptyCanvas("ghost")), "canvas_not_found");
+      await s.create({ system: "other" });
+      assert.deepEqual((await s.list()).map((x) => x.system).sort(), ["digest", "other"]);
+      assert.equal(await s.delete("other"), true);
+      assert.equal(await s.delete("other"), false);
+      assert.deepEqual(await s.versions("other"), []);
+    });
+
+    test("mutate: one transaction; a throw writes nothing; create on demand; the id cannot change", async () => {
+      const s = store();
+      await rejected(
+        s.mutate("fresh", (c) => c),
+        "canvas_not_found",
+      );
+      const seen: boolean[] = [];
+      const made = await s.mutate(
+        "fresh",
+        (c, created) => (seen.push(created), createNode(c, { type: "agent", label: "A" }).canvas),
+        { create: {} },
+      );
+      assert.equal(made.nodes.length, 1);
+      await s.mutate("fresh", (c, created) => (seen.push(created), c), { create: {} });
+      assert.deepEqual(seen, [true, false], "fn is told whether the canvas was just created");
+      await assert.rejects(
+        s.mutate(
+          "brand-new",
+          () => {
+            throw new Error("no");
+          },
+          { create: {} },
+        ),
+      );
+      assert.equal(await s.get("brand-new"), undefined, "a throw writes nothing, not even the created canvas");
+      assert.deepEqual(await s.versions("brand-new"), []);
+      assert.deepEqual(
+        (await s.versions("fresh")).map((v) => v.version),
+        [0],
+      );
+      await assert.rejects(
+        s.mutate("fresh", (c) => createNode(c, { type: "agent", label: "B", parent: "nope" }).canvas),
+      );
+      assert.equal((await s.get("fresh"))!.nodes.length, 1, "the failed edit left nothing");
+      await rejected(
+        s.mutate("fresh", (c) => ({ ...c, system: "other" })),
+        "invalid_system",
+      );
+      // Edits in a row each see the previous one (no lost update).
+      for (let i = 0; i < 10; i++) await s.mutate("fresh", (c) => createNode(c, { type: "agent", label: "n" }).canvas);
+      assert.equal((await s.get("fresh"))!.nodes.length, 11);
+    });
+
+    test("two stores on one database (two handles, two bridges): concurrent mutations lose nothing", async () => {
+      const file = path.join(mkdtempSync(path.join(tmpdir(), "cb-canvas-")), "systems.db");
+      const [s1, s2] = await (async () => {
+        if (engine === "sqlite") {
+          const [db1, db2] = [openSystemsDb(file), openSystemsDb(file)];
+          dbs.push(db1, db2);
+          return [sqliteStore(db1), sqliteStore(db2)];
+        }
+        const other = await PostgresDb.open({ url });
+        after(() => other.close());
+        return [store(), store(other)];
+      })();
+      try {
+        // Both create the canvas on their first edit: it is created once. PostgreSQL: all at once.
+        // SQLite: in turns (two connections of one process would wait on each other synchronously:
+        // the bridge keeps one per file; `clawbridge mcp` is another process).
+        const edit = (i: number) =>
+          (i % 2 ? s1 : s2).mutate("shared", (c) => createNode(c, { type: "agent", label: `n${i}` }).canvas, {
+            create: {},
+          });
+        if (engine === "postgres") await Promise.all(Array.from({ length: 20 }, (_, i) => edit(i)));
+        else for (let i = 0; i < 20; i++) await edit(i);
+        assert.equal((await s1.get("shared"))!.nodes.length, 20);
+        assert.equal((await s2.get("shared"))!.nodes.length, 20);
+        assert.deepEqual(
+          (await s2.versions("shared")).map((v) => v.version),
+          [0],
+        );
+      } finally {
+        rmSync(path.dirname(file), { recursive: true, force: true });
+      }
+    });
+
+    test("commitVersion and undo: back one version, back to 0, then nothing to undo", async () => {
+      const s = store();
+      await s.create({ system: "v" });
+      await s.mutate("v", (c) => createNode(c, { type: "agent", label: "A" }).canvas);
+      assert.equal(await s.commitVersion("v", "add A"), 1);
+      await s.mutate("v", (c) => createNode(c, { type: "agent", label: "B" }).canvas);
+      assert.equal(await s.commitVersion("v", "add B"), 2);
+      assert.equal((await s.get("v"))!.version, 2);
+      assert.deepEqual(
+        (await s.versions("v")).map((v) => [v.version, v.reason]),
+        [
+          [0, "created"],
+          [1, "add A"],
+          [2, "add B"],
+        ],
+      );
+      assert.ok((await s.versions("v")).every((v) => typeof v.createdAt === "number" && v.createdAt > 0));
+      await s.setStatus("v", "deployed");
+      // An uncommitted edit is dropped by undo too.
+      await s.mutate("v", (c) => createNode(c, { type: "agent", label: "C" }).canvas);
+      const one = (await s.undo("v"))!;
+      assert.equal(one.version, 1);
+      assert.deepEqual(
+        one.nodes.map((n) => n.id),
+        ["a"],
+      );
+      assert.equal(one.status, "deployed", "status is not part of a snapshot");
+      assert.deepEqual(
+        (await s.versions("v")).map((v) => v.version),
+        [0, 1],
+      );
+      const zero = (await s.undo("v"))!;
+      assert.equal(zero.version, 0);
+      assert.deepEqual(zero.nodes, []);
+      assert.equal(await s.undo("v"), undefined, "nothing before version 0");
+      assert.deepEqual(
+        (await s.versions("v")).map((v) => v.version),
+        [0],
+      );
+      // Committing again after an undo reuses the number.
+      await s.mutate("v", (c) => createNode(c, { type: "agent", label: "Z" }).canvas);
+      assert.equal(await s.commitVersion("v", "add Z"), 1);
+      assert.deepEqual(
+        (await s.versions("v")).map((v) => [v.version, v.reason]),
+        [
+          [0, "created"],
+          [1, "add Z"],
+        ],
+      );
+      await rejected(s.setStatus("v", "live" as never), "invalid_status");
+      await rejected(s.commitVersion("ghost", "x"), "canvas_not_found");
+    });
+  });
+
+describe("canvas store (sqlite file)", () => {
   const dir = mkdtempSync(path.join(tmpdir(), "cb-canvas-"));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  const memory = () => new CanvasStore(openSystemsDb(":memory:"));
-
-  test("create, get, list, save; an existing id is refused", () => {
-    const store = memory();
-    const c = store.create({ system: "digest", name: "Digest", description: "d" });
-    assert.equal(c.version, 0);
-    assert.equal(c.status, "draft");
-    assert.deepEqual(store.get("digest"), c);
-    refused(() => store.create({ system: "digest" }), "canvas_exists");
-    refused(() => store.create({ system: "Bad" }), "invalid_system");
-    assert.equal(store.get("nope"), undefined);
-    const next = createNode(c, { type: "agent", label: "A" }).canvas;
-    const saved = store.save(next);
-    assert.ok(saved.updatedAt > c.updatedAt, "save bumps updatedAt");
-    assert.deepEqual(
-      store.get("digest")!.nodes.map((n) => n.id),
-      ["a"],
-    );
-    refused(() => store.save(emptyCanvas("ghost")), "canvas_not_found");
-    store.create({ system: "other" });
-    assert.deepEqual(
-      store
-        .list()
-        .map((x) => x.system)
-        .sort(),
-      ["digest", "other"],
-    );
-    assert.equal(store.delete("other"), true);
-    assert.equal(store.delete("other"), false);
-    assert.deepEqual(store.versions("other"), []);
-  });
-
-  test("mutate: one transaction; a throw writes nothing; create on demand; the id cannot change", () => {
-    const store = memory();
-    refused(() => store.mutate("fresh", (c) => c), "canvas_not_found");
-    const seen: boolean[] = [];
-    const made = store.mutate(
-      "fresh",
-      (c, created) => (seen.push(created), createNode(c, { type: "agent", label: "A" }).canvas),
-      { create: {} },
-    );
-    assert.equal(made.nodes.length, 1);
-    store.mutate("fresh", (c, created) => (seen.push(created), c), { create: {} });
-    assert.deepEqual(seen, [true, false], "fn is told whether the canvas was just created");
-    assert.throws(() =>
-      store.mutate(
-        "brand-new",
-        () => {
-          throw new Error("no");
-        },
-        { create: {} },
-      ),
-    );
-    assert.equal(store.get("brand-new"), undefined, "a throw writes nothing, not even the created canvas");
-    assert.deepEqual(store.versions("brand-new"), []);
-    assert.deepEqual(
-      store.versions("fresh").map((v) => v.version),
-      [0],
-    );
-    assert.throws(() =>
-      store.mutate("fresh", (c) => createNode(c, { type: "agent", label: "B", parent: "nope" }).canvas),
-    );
-    assert.equal(store.get("fresh")!.nodes.length, 1, "the failed edit left nothing");
-    refused(() => store.mutate("fresh", (c) => ({ ...c, system: "other" })), "invalid_system");
-    // Edits in a row each see the previous one (no lost update).
-    for (let i = 0; i < 10; i++) store.mutate("fresh", (c) => createNode(c, { type: "agent", label: "n" }).canvas);
-    assert.equal(store.get("fresh")!.nodes.length, 11);
-  });
-
-  test("two handles on one file: interleaved mutations lose nothing", () => {
-    const file = path.join(dir, "shared", "systems.db");
-    const db1 = openSystemsDb(file);
-    const db2 = openSystemsDb(file);
-    try {
-      const s1 = new CanvasStore(db1);
-      const s2 = new CanvasStore(db2);
-      s1.create({ system: "shared" });
-      for (let i = 0; i < 20; i++)
-        (i % 2 ? s1 : s2).mutate("shared", (c) => createNode(c, { type: "agent", label: `n${i}` }).canvas);
-      assert.equal(s1.get("shared")!.nodes.length, 20);
-      assert.equal(s2.get("shared")!.nodes.length, 20);
-    } finally {
-      db1.close();
-      db2.close();
-    }
-  });
-
-  test("commitVersion and undo: back one version, back to 0, then nothing to undo", () => {
-    const store = memory();
-    store.create({ system: "v" });
-    store.mutate("v", (c) => createNode(c, { type: "agent", label: "A" }).canvas);
-    assert.equal(store.commitVersion("v", "add A"), 1);
-    store.mutate("v", (c) => createNode(c, { type: "agent", label: "B" }).canvas);
-    assert.equal(store.commitVersion("v", "add B"), 2);
-    assert.equal(store.get("v")!.version, 2);
-    assert.deepEqual(
-      store.versions("v").map((v) => [v.version, v.reason]),
-      [
-        [0, "created"],
-        [1, "add A"],
-        [2, "add B"],
-      ],
-    );
-    assert.ok(store.versions("v").every((v) => typeof v.createdAt === "number" && v.createdAt > 0));
-    store.setStatus("v", "deployed");
-    // An uncommitted edit is dropped by undo too.
-    store.mutate("v", (c) => createNode(c, { type: "agent", label: "C" }).canvas);
-    const one = store.undo("v")!;
-    assert.equal(one.version, 1);
-    assert.deepEqual(
-      one.nodes.map((n) => n.id),
-      ["a"],
-    );
-    assert.equal(one.status, "deployed", "status is not part of a snapshot");
-    assert.deepEqual(
-      store.versions("v").map((v) => v.version),
-      [0, 1],
-    );
-    const zero = store.undo("v")!;
-    assert.equal(zero.version, 0);
-    assert.deepEqual(zero.nodes, []);
-    assert.equal(store.undo("v"), undefined, "nothing before version 0");
-    assert.deepEqual(
-      store.versions("v").map((v) => v.version),
-      [0],
-    );
-    // Committing again after an undo reuses the number.
-    store.mutate("v", (c) => createNode(c, { type: "agent", label: "Z" }).canvas);
-    assert.equal(store.commitVersion("v", "add Z"), 1);
-    assert.deepEqual(
-      store.versions("v").map((v) => [v.version, v.reason]),
-      [
-        [0, "created"],
-        [1, "add Z"],
-      ],
-    );
-    refused(() => store.setStatus("v", "live" as never), "invalid_status");
-    refused(() => store.commitVersion("ghost", "x"), "canvas_not_found");
-  });
-
-  test("persists across reopening the file, in the same database as runs", () => {
+  test("persists across reopening the file, in the same database as runs", async () => {
     const file = systemsDbPath(path.join(dir, "data"));
     let db = openSystemsDb(file);
-    let store = new CanvasStore(db);
-    store.create({ system: "kept", name: "Kept" });
-    store.mutate(
+    let store = sqliteStore(db);
+    await store.create({ system: "kept", name: "Kept" });
+    await store.mutate(
       "kept",
       (c) =>
         connectNodes(
@@ -440,9 +501,9 @@ describe("canvas store", () => {
           { from: "in", to: "go" },
         ).canvas,
     );
-    store.commitVersion("kept", "first");
-    store.setStatus("kept", "deployed");
-    const before = store.get("kept")!;
+    await store.commitVersion("kept", "first");
+    await store.setStatus("kept", "deployed");
+    const before = (await store.get("kept"))!;
     db.close();
     db = openSystemsDb(file);
     try {
@@ -453,14 +514,14 @@ describe("canvas store", () => {
         tables.includes("runs") && tables.includes("canvases") && tables.includes("canvas_versions"),
         tables.join(","),
       );
-      store = new CanvasStore(db);
-      assert.deepEqual(store.get("kept"), before);
-      assert.equal(store.get("kept")!.status, "deployed");
+      store = sqliteStore(db);
+      assert.deepEqual(await store.get("kept"), before);
+      assert.equal((await store.get("kept"))!.status, "deployed");
       assert.deepEqual(
-        store.versions("kept").map((v) => v.version),
+        (await store.versions("kept")).map((v) => v.version),
         [0, 1],
       );
-      assert.deepEqual(store.undo("kept")!.nodes, []);
+      assert.deepEqual((await store.undo("kept"))!.nodes, []);
     } finally {
       db.close();
     }
@@ -495,20 +556,20 @@ describe("canvas tools", () => {
       const bus = new EventBus();
       const events: BridgeEvent[] = [];
       bus.on((e) => void events.push(e));
-      const tools = new CanvasTools({ store: new CanvasStore(db), dataDir, bus });
-      assert.equal(tools.createNode("t", { type: "input", label: "In" }).canvasCreated, true);
-      assert.equal(tools.createNode("t", { type: "agent", label: "Go", parent: "in" }).canvasCreated, false);
-      assert.equal(tools.connectNodes("t", { from: "in", to: "go" }).edgeId, "e-in-go");
-      assert.equal(tools.updateProperty("t", { node: "go", key: " model ", value: "m" }).key, "model");
-      assert.throws(
-        () => tools.connectNodes("t", { from: "go", to: "in" }),
+      const tools = new CanvasTools({ store: sqliteStore(db), dataDir, bus });
+      assert.equal((await tools.createNode("t", { type: "input", label: "In" })).canvasCreated, true);
+      assert.equal((await tools.createNode("t", { type: "agent", label: "Go", parent: "in" })).canvasCreated, false);
+      assert.equal((await tools.connectNodes("t", { from: "in", to: "go" })).edgeId, "e-in-go");
+      assert.equal((await tools.updateProperty("t", { node: "go", key: " model ", value: "m" })).key, "model");
+      await assert.rejects(
+        tools.connectNodes("t", { from: "go", to: "in" }),
         (e: unknown) => e instanceof ToolError && e.code === "edge_into_input" && !e.retryable,
       );
-      assert.throws(
-        () => tools.createNode("Not Valid", { type: "agent", label: "x" }),
+      await assert.rejects(
+        tools.createNode("Not Valid", { type: "agent", label: "x" }),
         (e: unknown) => e instanceof ToolError && e.code === "invalid_system",
       );
-      assert.deepEqual(tools.deleteNode("t", { node: "in" }).removedNodes, ["in", "go"]);
+      assert.deepEqual((await tools.deleteNode("t", { node: "in" })).removedNodes, ["in", "go"]);
       assert.deepEqual(
         events.map((e) => e.type),
         [
@@ -531,13 +592,13 @@ describe("canvas tools", () => {
             version: 0,
             nodes: 0,
             edges: 0,
-            updatedAt: tools.store.get("t")!.updatedAt,
+            updatedAt: (await tools.store.get("t"))!.updatedAt,
           },
         ],
       });
-      assert.deepEqual(tools.createFile("t", "a/b.txt", "hi"), { system: "t", path: "a/b.txt", bytes: 2 });
-      assert.throws(
-        () => tools.readFile("t", "../../x"),
+      assert.deepEqual(await tools.createFile("t", "a/b.txt", "hi"), { system: "t", path: "a/b.txt", bytes: 2 });
+      await assert.rejects(
+        tools.readFile("t", "../../x"),
         (e: unknown) => e instanceof ToolError && e.code === "escape" && !e.retryable,
       );
     } finally {

@@ -112,7 +112,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
   const bus = new EventBus();
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
-  const room = openBuilderRoom({ db, sql, dataDir, bus });
+  const room = openBuilderRoom({ sql, db, dataDir, bus });
   // The systems library as the bridge keeps it: the config's systems and <dataDir>/systems, loaded again after a deploy.
   const models = new Map([
     ["writer", { router: false }],
@@ -199,7 +199,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
     {
       canvases: room.canvases,
       builds: room.builds,
-      conversations: new ConversationMachine(db, 60 * 60_000, bus),
+      conversations: new ConversationMachine(sql, 60 * 60_000, bus),
       async connect(): Promise<ToolCaller> {
         const inner = await room.connectInternal();
         return {
@@ -235,9 +235,10 @@ const textOf = (r: Reply): string => {
   assert.equal(r.kind, "answer", `expected the builder to answer, got a hand-over: ${JSON.stringify(r)}`);
   return (r as { text: string }).text;
 };
-const nodesOf = (w: World, system: string) => (w.room.canvases.get(system)?.nodes.map((n) => n.id) ?? []).sort();
-const edgesOf = (w: World, system: string) =>
-  (w.room.canvases.get(system)?.edges.map((e) => `${e.from}>${e.to}`) ?? []).sort();
+const nodesOf = async (w: World, system: string) =>
+  ((await w.room.canvases.get(system))?.nodes.map((n) => n.id) ?? []).sort();
+const edgesOf = async (w: World, system: string) =>
+  ((await w.room.canvases.get(system))?.edges.map((e) => `${e.from}>${e.to}`) ?? []).sort();
 
 describe("builder engine", () => {
   test("BUILD: a plan listed out of order is built in dependency order through the tools; the Architect was asked for a new system", async () => {
@@ -250,9 +251,9 @@ describe("builder engine", () => {
       text,
       /Done: \*\*blog-writer\*\* has 4 nodes and 3 connections \(canvas version 1\)\. `blog-writer` is a draft — say \*\*deploy\*\* to make it available from any chat, then run it with `\/run blog-writer topic=…`\. Or tell me what to change\.$/,
     );
-    assert.deepEqual(nodesOf(w, "blog-writer"), ["out", "research", "topic", "writer"]);
-    assert.deepEqual(edgesOf(w, "blog-writer"), ["research>writer", "topic>research", "writer>out"]);
-    assert.equal(w.room.canvases.get("blog-writer")?.status, "draft");
+    assert.deepEqual(await nodesOf(w, "blog-writer"), ["out", "research", "topic", "writer"]);
+    assert.deepEqual(await edgesOf(w, "blog-writer"), ["research>writer", "topic>research", "writer>out"]);
+    assert.equal((await w.room.canvases.get("blog-writer"))?.status, "draft");
     // Every edge was made after both of its nodes.
     const at = (x: string) => w.tools.indexOf(x);
     assert.ok(at("canvas_create_node:writer") < w.tools.indexOf("canvas_connect_nodes"), w.tools.join(" "));
@@ -319,7 +320,7 @@ describe("builder engine", () => {
       /^I could not make a plan that works, so nothing was changed\. A step uses a value nothing provides\. Name the input the system needs, e\.g\. /,
     );
     assert.match(unnamed, /Details:\n- step "e-topic-a": unknown step "n-topic"/);
-    assert.equal(w.room.canvases.get("another-loopy-thing"), undefined);
+    assert.equal(await w.room.canvases.get("another-loopy-thing"), undefined);
 
     // The Architect down: nothing changed.
     w.model.queue(ARCH, { error: "overloaded" });
@@ -327,13 +328,7 @@ describe("builder engine", () => {
       textOf(await w.say("build a quiet one")),
       "I could not reach the planning model (arch); nothing was changed. Try again in a moment.",
     );
-    assert.deepEqual(
-      w.room.canvases
-        .list()
-        .map((c) => c.system)
-        .sort(),
-      ["fenced", "loopy", "prose"],
-    );
+    assert.deepEqual((await w.room.canvases.list()).map((c) => c.system).sort(), ["fenced", "loopy", "prose"]);
   });
 
   test("a second BUILD named like a canvas asks first: 'no' keeps one, 'new' builds beside it with its own id, 'yes' changes the one there (an EDIT)", async () => {
@@ -361,14 +356,10 @@ describe("builder engine", () => {
     const question =
       "There is a system named **Research & Blog** already: `research-blog` (draft, 2 nodes). Change it with this request? Say **yes** to change `research-blog`, **new** to build a separate system with its own id, or **no** to leave things as they are.";
     assert.equal(await ask(), question);
-    const systems = () =>
-      w.room.canvases
-        .list()
-        .map((c) => c.system)
-        .sort();
-    assert.deepEqual(systems(), ["research-blog"], "no silent duplicate");
+    const systems = async () => (await w.room.canvases.list()).map((c) => c.system).sort();
+    assert.deepEqual(await systems(), ["research-blog"], "no silent duplicate");
     assert.equal(textOf(await w.say("no")), "Fine, nothing was changed.");
-    assert.deepEqual(systems(), ["research-blog"]);
+    assert.deepEqual(await systems(), ["research-blog"]);
 
     // "new": the plan is built beside it, with its own id and name; the reply says so.
     assert.equal(await ask(), question);
@@ -378,8 +369,8 @@ describe("builder engine", () => {
       /^A new system, `research-blog-2`; `research-blog` stays as it was\.\n\nBuilding \*\*Research & Blog \(research-blog-2\)\*\* \(`research-blog-2`, build /,
     );
     assert.match(beside, /run it with `\/run research-blog-2 topic=…`/);
-    assert.deepEqual(systems(), ["research-blog", "research-blog-2"]);
-    assert.equal(w.room.canvases.get("research-blog")?.version, 1, "the first is untouched");
+    assert.deepEqual(await systems(), ["research-blog", "research-blog-2"]);
+    assert.equal((await w.room.canvases.get("research-blog"))?.version, 1, "the first is untouched");
 
     // "yes": the request is planned again as an EDIT of the one there; no third system.
     assert.match(await ask(), /^There is a system named \*\*Research & Blog\*\* already: `research-blog`/);
@@ -398,9 +389,9 @@ describe("builder engine", () => {
     );
     assert.match(w.model.to(ARCH)[archCalls]!.prompt, /^Edit the system "research-blog"/);
     assert.match(w.model.to(ARCH)[archCalls]!.prompt, /research and blog about a topic$/);
-    assert.deepEqual(systems(), ["research-blog", "research-blog-2"]);
-    assert.equal(w.room.canvases.get("research-blog")?.version, 2);
-    assert.ok(nodesOf(w, "research-blog").includes("reviewer"));
+    assert.deepEqual(await systems(), ["research-blog", "research-blog-2"]);
+    assert.equal((await w.room.canvases.get("research-blog"))?.version, 2);
+    assert.ok((await nodesOf(w, "research-blog")).includes("reviewer"));
   });
 
   test("CONFIGURE renames a system: the name changes after yes, the id stays", async () => {
@@ -414,9 +405,9 @@ describe("builder engine", () => {
       textOf(await w.say("yes")),
       /^Applied to \*\*blog-writer\*\* \(canvas version 2\)\. `blog-writer` is a draft/,
     );
-    assert.equal(w.room.canvases.get("blog-writer")?.name, "Research Digest");
+    assert.equal((await w.room.canvases.get("blog-writer"))?.name, "Research Digest");
     assert.deepEqual(
-      w.room.canvases.list().map((c) => c.system),
+      (await w.room.canvases.list()).map((c) => c.system),
       ["blog-writer"],
     );
   });
@@ -463,7 +454,7 @@ describe("builder engine", () => {
       /Files already in the sandbox:\n- notes\/style\.md \(15 bytes\)/,
       "and the sandbox's files",
     );
-    assert.ok(nodesOf(w, "blog-writer").includes("reviewer"));
+    assert.ok((await nodesOf(w, "blog-writer")).includes("reviewer"));
 
     const drop = JSON.stringify({
       metadata: { system: "blog-writer", summary: "drop research" },
@@ -480,13 +471,13 @@ describe("builder engine", () => {
     );
     const calls = w.model.calls.length;
     assert.equal(textOf(await w.say("no")), "Fine, nothing was changed.");
-    assert.ok(nodesOf(w, "blog-writer").includes("research"));
+    assert.ok((await nodesOf(w, "blog-writer")).includes("research"));
     textOf(await w.say("drop the research step"));
     const yes = textOf(await w.say("yes"));
     assert.match(yes, /^Changing \*\*blog-writer\*\*/);
     assert.match(yes, /\(canvas version 3\)/);
-    assert.deepEqual(nodesOf(w, "blog-writer"), ["out", "reviewer", "topic", "writer"]);
-    assert.ok(edgesOf(w, "blog-writer").includes("topic>writer"));
+    assert.deepEqual(await nodesOf(w, "blog-writer"), ["out", "reviewer", "topic", "writer"]);
+    assert.ok((await edgesOf(w, "blog-writer")).includes("topic>writer"));
     assert.equal(
       w.model.calls.length,
       calls + 2,
@@ -498,8 +489,8 @@ describe("builder engine", () => {
       undo,
       "Undone: **blog-writer** is back at canvas version 2 (5 nodes, 4 connections). `blog-writer` is a draft — say **deploy** to make it available from any chat, then run it with `/run blog-writer topic=…`.",
     );
-    assert.ok(nodesOf(w, "blog-writer").includes("research"));
-    w.room.canvases.create({ system: "empty" });
+    assert.ok((await nodesOf(w, "blog-writer")).includes("research"));
+    await w.room.canvases.create({ system: "empty" });
     assert.equal(textOf(await w.say("undo empty")), "**empty** is at its first version; there is nothing to undo.");
     assert.match(
       textOf(await w.say("undo nosuch")),
@@ -542,7 +533,7 @@ describe("builder engine", () => {
     const built = textOf(await building);
     assert.match(built, /- ✓ `n-c2`/);
     assert.match(built, /\nPaused with 2 steps to go\. Say \*\*resume\*\* to go on with `chain`\.$/);
-    assert.deepEqual(nodesOf(w, "chain"), ["c1", "c2"]);
+    assert.deepEqual(await nodesOf(w, "chain"), ["c1", "c2"]);
     const id = /build `(build_[A-Za-z0-9]+)`/.exec(built)![1]!;
     assert.equal(textOf(await w.say("status")), `Build \`${id}\` of **chain** is paused: 2 of 4 steps done.`);
     await assert.rejects(w.manager.pause(id), RunError, "not running: nothing to pause");
@@ -574,7 +565,7 @@ describe("builder engine", () => {
     assert.match(text, /- ↻ `e-x-y` attempt 3: store busy\n/);
     assert.match(text, /Done: \*\*flaky\*\*/);
     assert.ok(Date.now() - t0 < 1000, "no real retry delay");
-    assert.deepEqual(edgesOf(w, "flaky"), ["x>y"]);
+    assert.deepEqual(await edgesOf(w, "flaky"), ["x>y"]);
 
     w.intercept = (name, args) =>
       name === "sandbox_create_file" && args.path === "notes.md"
@@ -646,8 +637,8 @@ describe("builder engine", () => {
       canvas: true,
       files: 0,
     });
-    assert.deepEqual(nodesOf(other, "blog-writer"), nodesOf(w, "blog-writer"));
-    assert.deepEqual(edgesOf(other, "blog-writer"), edgesOf(w, "blog-writer"));
+    assert.deepEqual(await nodesOf(other, "blog-writer"), await nodesOf(w, "blog-writer"));
+    assert.deepEqual(await edgesOf(other, "blog-writer"), await edgesOf(w, "blog-writer"));
 
     w.intent(/joke/, "UNKNOWN");
     assert.deepEqual(await w.say("tell me a joke"), { kind: "handover", model: ANS });
@@ -668,7 +659,7 @@ describe("builder engine", () => {
     w.model.queue(ARCH, plan("counter", [node("summary", "output")]));
     assert.match(textOf(await w.say("add a summary output to counter")), /^Changing \*\*counter\*\*/);
     assert.match(w.model.to(ARCH).at(-1)!.prompt, /^Edit the system "counter"/);
-    assert.deepEqual(nodesOf(w, "counter"), ["summary", "text"]);
+    assert.deepEqual(await nodesOf(w, "counter"), ["summary", "text"]);
     assert.deepEqual(w.engine.modelCalls, { supervisor: 3, architect: 2 });
     const calls = w.model.calls.length;
     assert.match(textOf(await w.say("", { notFromPerson: "tool_result" })), /^I build systems from plain words/);
@@ -684,12 +675,12 @@ describe("builder engine", () => {
     assert.match(diff, /\+\s+default: cats/);
     assert.match(diff, /Apply them\? \(yes \/ no\)$/);
     assert.equal(w.model.to(ANS).length, 0, "plain words need no model");
-    assert.deepEqual(w.room.canvases.get("blog-writer")?.settings.defaults ?? {}, {}, "nothing before yes");
+    assert.deepEqual((await w.room.canvases.get("blog-writer"))?.settings.defaults ?? {}, {}, "nothing before yes");
     assert.match(
       textOf(await w.say("yes")),
       /^Applied to \*\*blog-writer\*\* \(canvas version 2\)\. `blog-writer` is a draft/,
     );
-    assert.deepEqual(w.room.canvases.get("blog-writer")?.settings.defaults, { topic: "cats" });
+    assert.deepEqual((await w.room.canvases.get("blog-writer"))?.settings.defaults, { topic: "cats" });
 
     w.model.queue(ANS, 'Sure: {"changes":[{"path":"model.writer","value":"fast"}]}');
     const ask = textOf(await w.say("use the fast model for the writer"));
@@ -704,7 +695,10 @@ describe("builder engine", () => {
     const tools = w.tools.length;
     assert.match(textOf(await w.say("yes")), /^Applied to \*\*blog-writer\*\* \(canvas version 3\)\./);
     assert.deepEqual(w.tools.slice(tools), ["canvas_update_property"]);
-    assert.equal(w.room.canvases.get("blog-writer")?.nodes.find((n) => n.id === "writer")?.properties.model, "fast");
+    assert.equal(
+      (await w.room.canvases.get("blog-writer"))?.nodes.find((n) => n.id === "writer")?.properties.model,
+      "fast",
+    );
 
     w.model.queue(ANS, '{"changes":[{"path":"model.nobody","value":"fast"}]}');
     assert.match(
@@ -726,7 +720,7 @@ describe("builder engine", () => {
     w.model.queue(ARCH, JSON.stringify(findable));
     textOf(await w.say("build a system that can research a topic and write a post about it"));
     assert.match(w.model.to(ARCH)[0]!.system ?? "", /examples: 2-4 messages a person would type to run the system/);
-    assert.deepEqual(w.room.canvases.get("blog-writer")?.settings, {
+    assert.deepEqual((await w.room.canvases.get("blog-writer"))?.settings, {
       examples: findable.metadata.examples,
       keywords: ["blog post", "article"],
     });
@@ -759,7 +753,7 @@ describe("builder engine", () => {
   test("deploy and undeploy ask first (no model call); yes writes the system file and the library offers it", async () => {
     const w = await world();
     await w.blog();
-    w.room.canvases.create({ system: "empty" });
+    await w.room.canvases.create({ system: "empty" });
     const calls = w.model.calls.length;
     assert.match(textOf(await w.say("deploy empty")), /^\*\*empty\*\* cannot be deployed yet:\n\n- /);
     assert.equal(textOf(await w.say("undeploy blog-writer")), "**blog-writer** is not deployed.");
@@ -774,7 +768,7 @@ describe("builder engine", () => {
       "Deployed **blog-writer** as version 1. `blog-writer` — run it with `/run blog-writer topic=…`, or ask for it in any chat.",
     );
     assert.equal(w.host.library.get("blog-writer")?.run.kind, "plan");
-    assert.equal(w.room.canvases.get("blog-writer")?.status, "deployed");
+    assert.equal((await w.room.canvases.get("blog-writer"))?.status, "deployed");
     assert.match(
       readFileSync(path.join(systemsDir(w.dataDir), "blog-writer.yaml"), "utf8"),
       /^# Written by the clawbridge builder/,
@@ -816,7 +810,7 @@ describe("builder engine", () => {
       /^Applied to \*\*tiny\*\* \(canvas version 2\)\. Deployed again as version \d+: that is what runs now\. `tiny` — run it with `\/run tiny a=…`/,
     );
     assert.equal(w.host.library.get("tiny")?.confirm, "always");
-    assert.equal(w.room.canvases.get("tiny")?.status, "deployed");
+    assert.equal((await w.room.canvases.get("tiny"))?.status, "deployed");
 
     // CONFIGURE's "undeploy" words go the same way.
     w.intent(/undeploy/, "CONFIGURE");

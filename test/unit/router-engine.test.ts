@@ -29,6 +29,7 @@ import type { BridgeEvent } from "../../src/wire/events.js";
 import { ConversationMachine } from "../../src/workflows/conversation/machine.js";
 import { routerOptionsSchema } from "../../src/workflows/router/options.js";
 import { RouterEngine } from "../../src/workflows/router/router.js";
+import { SqliteSql } from "../../src/core/db/sql.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { RunManager } from "../../src/workflows/systems/runner.js";
@@ -212,7 +213,7 @@ async function world(options: Record<string, unknown> = {}): Promise<World> {
     retryBaseMs: 1,
   });
   const opts = routerOptionsSchema.parse({ classifier: CLS, answer: ANSWER, ...options });
-  const conversations = new ConversationMachine(db, (opts.gathering.ttlMinutes ?? 60) * 60_000, bus);
+  const conversations = new ConversationMachine(new SqliteSql(db), (opts.gathering.ttlMinutes ?? 60) * 60_000, bus);
   const router = new RouterEngine("router", opts, {
     library,
     runs,
@@ -623,7 +624,7 @@ describe("router engine", () => {
     assert.deepEqual(await w.say("change my report system"), { kind: "handover", model: "bld" });
     w.classify(/./, { error: "down" });
     assert.deepEqual(await w.say("build a system that sends invoices"), { kind: "handover", model: "bld" });
-    w.conversations.setState("conv", "paused", "builder"); // the builder paused a build here
+    await w.conversations.setState("conv", "paused", "builder"); // the builder paused a build here
     const calls = w.asked();
     assert.deepEqual(await w.say("yes"), { kind: "handover", model: "bld" });
     assert.equal(w.asked(), calls, "the builder's conversation: no classifier call");
@@ -661,7 +662,7 @@ describe("router engine", () => {
     w.classify(/./, { action: "answer", confidence: 0.95, inputs: {} });
     // No canvas here and no system named: a bare "deploy" is left to the classifier (as before).
     assert.deepEqual(await w.say("deploy"), ans);
-    w.conversations.setCanvas("conv", "research-blog"); // the builder built it here
+    await w.conversations.setCanvas("conv", "research-blog"); // the builder built it here
     const calls = w.asked();
     for (const text of [
       "deploy",

@@ -156,21 +156,22 @@ describe("versions", () => {
   test("a canvas's state says which version it is deployed as and whether it changed since", async () => {
     const db = openSystemsDb(":memory:");
     const dataDir = path.join(root, "tools");
-    const tools = openBuilderTools({ db, dataDir });
+    const sql = sqliteSqlOf(db);
+    const tools = openBuilderTools({ sql, db, dataDir });
     const deployed = async () => {
       const st = await tools.getState("two");
       return "canvas" in st ? [st.deployedVersion, st.changedSinceDeploy] : st;
     };
-    tools.store.create({ system: "two" });
+    await tools.store.create({ system: "two" });
     assert.deepEqual(await deployed(), [null, false], "a draft");
-    const canvas = tools.store.setStatus("two", "deployed");
-    await new VersionStore(sqliteSqlOf(db), dataDir).sync(await load([plan(["x", "y"])]), {
+    const canvas = await tools.store.setStatus("two", "deployed");
+    await new VersionStore(sql, dataDir).sync(await load([plan(["x", "y"])]), {
       system: "two",
       by: "builder",
       canvas,
     });
     assert.deepEqual(await deployed(), [1, false]);
-    tools.store.mutate("two", (c) => ({ ...c, description: "changed, not deployed" }));
+    await tools.store.mutate("two", (c) => ({ ...c, description: "changed, not deployed" }));
     assert.deepEqual(await deployed(), [1, true]);
   });
 

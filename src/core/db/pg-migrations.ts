@@ -191,7 +191,36 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       CREATE INDEX hook_seen_at ON hook_seen (at);
     `,
   },
-  // 5: canvases, conversation states
+  {
+    version: 5,
+    name: "canvases and their versions, conversation states",
+    sql: `
+      CREATE TABLE canvases (
+        system     TEXT PRIMARY KEY NOT NULL,
+        state      TEXT NOT NULL,
+        status     TEXT NOT NULL DEFAULT 'draft',
+        version    BIGINT NOT NULL DEFAULT 0,
+        updated_at BIGINT NOT NULL
+      );
+      CREATE TABLE canvas_versions (
+        system     TEXT NOT NULL,
+        version    BIGINT NOT NULL,
+        state      TEXT NOT NULL,
+        reason     TEXT NOT NULL DEFAULT '',
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (system, version)
+      );
+      CREATE TABLE conversation_state (
+        conversation TEXT PRIMARY KEY NOT NULL,
+        state        TEXT NOT NULL,
+        engine       TEXT NOT NULL,
+        question     TEXT,
+        canvas       TEXT,
+        updated_at   BIGINT NOT NULL
+      );
+      CREATE INDEX conversation_state_open ON conversation_state (updated_at DESC) WHERE question IS NOT NULL;
+    `,
+  },
   {
     version: 6,
     name: "the limit book, usage per backend per day, the Responses API's stored responses",

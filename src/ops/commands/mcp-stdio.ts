@@ -1,8 +1,9 @@
 /**
  * `clawbridge mcp`: the builder's canvas and sandbox tools (src/workflows/builder/mcp-server.ts) over stdio,
  * for an MCP host that starts it as a child process (Claude Code, OpenClaw, any MCP client). It
- * opens `<dataDir>/systems.db` (the bridge's own file: both can run at once, every edit is one
- * transaction) and the sandboxes under `<dataDir>/sandboxes/`. stdout carries JSON-RPC only;
+ * opens the bridge's own store — `<dataDir>/systems.db` (both can run at once, every edit is one
+ * transaction), and with `store: { kind: postgres }` the canvases in that PostgreSQL — and the
+ * sandboxes under `<dataDir>/sandboxes/`. stdout carries JSON-RPC only;
  * messages go to stderr. It ends when stdin closes or on SIGTERM/SIGINT.
  */
 import type { Command } from "commander";
@@ -21,6 +22,8 @@ export function registerMcpCommand(program: Command): void {
           import("../../workflows/builder/runtime.js"),
           import("../../workflows/builder/mcp-server.js"),
           import("@modelcontextprotocol/sdk/server/stdio.js"),
+          import("../../core/db/sql.js"),
+          import("../../core/db/backing.js"),
         ]);
         modules.catch(() => {}); // a config error is the one reported
         const config = await loadConfig({ configPath: opts.config });
@@ -29,9 +32,13 @@ export function registerMcpCommand(program: Command): void {
           { openBuilderTools },
           { createBuilderMcpServer },
           { StdioServerTransport },
+          { SqliteSql },
+          { openBacking, closeBacking },
         ] = await modules;
         const db = openSystemsDb(systemsDbPath(config.dataDir));
-        const server = createBuilderMcpServer(openBuilderTools({ db, dataDir: config.dataDir }));
+        const backing = await openBacking(config);
+        const sql = backing.kind === "postgres" ? backing.db : new SqliteSql(db);
+        const server = createBuilderMcpServer(openBuilderTools({ sql, db, dataDir: config.dataDir }));
         const transport = new StdioServerTransport();
         let closing = false;
         const close = () => {
@@ -40,6 +47,7 @@ export function registerMcpCommand(program: Command): void {
           void server
             .close()
             .catch(() => {})
+            .then(() => closeBacking(backing))
             .finally(() => {
               db.close();
               process.exit(0);

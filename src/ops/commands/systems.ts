@@ -119,7 +119,8 @@ function handleBundle(e: unknown, what: string): void {
 }
 
 /**
- * The builder room over `<dataDir>/systems.db`, closed after `fn`. For an export of a system with
+ * The builder room over `<dataDir>/systems.db` (and the canvases in the PostgreSQL of `store: {
+ * kind: postgres }`), closed after `fn`. For an export of a system with
  * no canvas and no file in `<dataDir>/systems/` (one declared in the config), the room gets the
  * loaded library so it can find it; nothing is checked or reloaded.
  */
@@ -141,21 +142,27 @@ async function withRoom<T>(
     const { SecretStore } = await import("../../core/secrets/store.js");
     SecretStore.load(config.dataDir);
   }
+  const [{ SqliteSql }, { openBacking, closeBacking }] = await Promise.all([
+    import("../../core/db/sql.js"),
+    import("../../core/db/backing.js"),
+  ]);
+  const backing = await openBacking(config);
   const db = openSystemsDb(systemsDbPath(config.dataDir));
+  const sql = backing.kind === "postgres" ? backing.db : new SqliteSql(db);
   try {
     let host: SystemsHost | undefined;
     if (exportOf !== undefined && !existsSync(path.join(systemsDir(config.dataDir), `${exportOf}.yaml`))) {
       const { CanvasStore } = await import("../../workflows/builder/canvas-store.js");
-      if (!new CanvasStore(db).get(exportOf)) {
+      if (!(await new CanvasStore(sql, db).get(exportOf))) {
         const { loadLibrary } = await import("../../workflows/router/runtime.js");
         const { library } = await loadLibrary(config, { askMcp: false });
         host = { library, check: async () => [], reload: async () => [] };
       }
     }
-    const { sqliteSqlOf } = await import("../../core/db/sql.js");
-    return await fn(openBuilderRoom({ db, sql: sqliteSqlOf(db), dataDir: config.dataDir, host }));
+    return await fn(openBuilderRoom({ sql, db, dataDir: config.dataDir, host }));
   } finally {
     db.close();
+    await closeBacking(backing);
   }
 }
 

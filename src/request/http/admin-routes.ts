@@ -369,7 +369,7 @@ export function registerAdminRoutes(app: FastifyInstance, deps: AdminRouteDeps):
   });
 
   app.get("/v1/admin/router", async () => {
-    const open = (systems?.conversations.questions() ?? []).flatMap((c) =>
+    const open = ((await systems?.conversations.questions()) ?? []).flatMap((c) =>
       c.question.kind === "gathering" || c.question.kind === "confirm" ? [{ ...c, pending: c.question }] : [],
     );
     const pending = open.map((p): PendingRow => {

@@ -34,7 +34,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
     return {
       object: "list",
       data: await Promise.all(
-        room.canvases.list().map(async (c) => {
+        (await room.canvases.list()).map(async (c) => {
           const d = await room.deployState(c);
           return {
             id: c.system,
@@ -55,7 +55,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
   });
 
   app.get<{ Params: { id: string } }>("/v1/canvases/:id", async (req, reply) => {
-    const c = room?.canvases.get(req.params.id);
+    const c = await room?.canvases.get(req.params.id);
     if (!c)
       return sendApiError(
         reply,
@@ -65,7 +65,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
       id: c.system,
       object: "canvas",
       ...c,
-      versions: room!.canvases.versions(c.system),
+      versions: await room!.canvases.versions(c.system),
       ...(await room!.deployState(c)),
     } satisfies CanvasDetail;
   });

@@ -250,7 +250,7 @@ export async function startBridge(config: Config, opts: StartOptions = {}): Prom
       await watcher.stop();
       throw new SystemsConfigError(problems);
     }
-    const room = openBuilderRoom({ db: systems.db, sql: systems.sql, dataDir: config.dataDir, bus, host: systems });
+    const room = openBuilderRoom({ sql: systems.sql, db: systems.db, dataDir: config.dataDir, bus, host: systems });
     const engines = new Map<string, () => Promise<import("../../workflows/builder/builder.js").BuilderEngine>>();
     // A build resumed outside a chat (/v1/runs/:id/resume, after a restart) runs with the first builder backend's tools.
     systems.runs.register("builder", async (rec) => {

@@ -28,7 +28,7 @@ export interface BuildRunnerDeps {
   maxParallel: number;
   retryDelayScale: number;
   /** A build stopped (completed, failed, paused, cancelled, interrupted). */
-  ended(rec: BuildRecord): void;
+  ended(rec: BuildRecord): Promise<void>;
 }
 
 export class BuildRunner {
@@ -75,15 +75,15 @@ export class BuildRunner {
             // Laid out for the eye, then a version: undo goes back to before this plan.
             if (out.status === "completed" && out.intent === "BUILD")
               await tools.call("canvas_apply_layout", { system: out.system, layout: "layered" });
-            if (this.d.canvases.get(out.system))
-              this.d.canvases.commitVersion(
+            if (await this.d.canvases.get(out.system))
+              await this.d.canvases.commitVersion(
                 out.system,
                 `${out.intent.toLowerCase()} ${out.id}: ${out.plan.metadata.summary || out.status}`.slice(0, 200),
               );
           }
         } finally {
           if (!(tools instanceof Error)) await tools.close().catch(() => {});
-          this.d.ended(out);
+          await this.d.ended(out);
         }
       },
     };

@@ -53,9 +53,9 @@ export class BuilderEngine extends BuilderChat {
         "I build systems from plain words. Say what the system should do, for example: *build a system that researches a topic and writes a blog post about it*.",
         undefined,
       );
-    this.setState(conv, "routing");
+    await this.setState(conv, "routing");
     // A question waiting for its answer: "yes" does what it asked; "no", "cancel" end it; anything else lapses it.
-    const reply = this.d.conversations.reply(conv, text);
+    const reply = await this.d.conversations.reply(conv, text);
     if (reply.kind === "ended") return this.say(conv, "Fine, nothing was changed.", "idle");
     if ("question" in reply && !isRouterQuestion(reply.question)) {
       const q = reply.question;
@@ -63,15 +63,15 @@ export class BuilderEngine extends BuilderChat {
       const pick = q.kind === "samename" && reply.kind === "other" ? sameNameAnswer(text) : undefined;
       if (reply.kind === "yes" || pick === "change") return confirmed(this, conv, q, input);
       if (pick === "new" && q.kind === "samename")
-        return this.d.conversations.take(conv, q)
+        return (await this.d.conversations.take(conv, q))
           ? buildBeside(this, conv, q, input)
           : this.say(conv, "That was already answered.", "idle");
-      this.d.conversations.close(conv);
+      await this.d.conversations.close(conv);
     }
 
-    const focus = this.focusFor(text, this.d.conversations.get(conv).canvas);
+    const focus = await this.focusFor(text, (await this.d.conversations.get(conv)).canvas);
     const versions = versionRequest(text);
-    if (versions) return versionCommand(this, conv, versions, this.named(text) ?? focus);
+    if (versions) return versionCommand(this, conv, versions, (await this.named(text)) ?? focus);
     const cmd = COMMAND.exec(text);
     if (cmd) return runCommand(this, conv, cmd[1]!.toLowerCase(), cmd[2] ?? focus, input);
     // A question about the person's systems or runs (the router's rule): answered from that state,
@@ -115,7 +115,7 @@ export class BuilderEngine extends BuilderChat {
     const prompt = supervisorPrompt({
       text,
       recent: input.recent,
-      canvases: this.d.canvases.list().map((c) => ({ system: c.system, name: c.name, status: c.status })),
+      canvases: (await this.d.canvases.list()).map((c) => ({ system: c.system, name: c.name, status: c.status })),
     });
     this.modelCalls.supervisor++;
     const out = await this.callText(this.opts.supervisor, prompt.system, prompt.user, input.turn.cancel);

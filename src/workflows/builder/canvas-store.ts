@@ -1,6 +1,7 @@
 /**
- * Where canvases are kept: two tables in the systems database (`<dataDir>/systems.db`, the same
- * handle as runs and router state, src/workflows/systems/db.ts).
+ * Where canvases are kept: two tables of the systems floor's store (the `Sql` of the systems
+ * runtime, src/workflows/router/runtime.ts: `<dataDir>/systems.db`, the same SQLite handle as runs
+ * and conversation states, or the PostgreSQL of `store: { kind: postgres }`, migration 5).
  *
  * - `canvases`: one row per system, its current state (the whole `Canvas` as JSON; `status`,
  *   `version` and `updated_at` are also columns, and win over the JSON when read);
@@ -9,15 +10,18 @@
  *   snapshot n (edits since the last commit are dropped too). `status` (draft/deployed) is not part
  *   of a snapshot: `setStatus` owns it.
  *
- * Writes are synchronous (better-sqlite3). `mutate` reads, applies and writes in ONE immediate
- * transaction (the write lock is taken before the read), so two MCP hosts editing the same canvas
- * at once — two requests of the bridge, or the bridge and a `clawbridge mcp` process on the same
- * file — never lose an update.
+ * `mutate` reads, applies and writes in ONE transaction that holds the canvas's row from the read
+ * on (SQLite: an immediate transaction, the write lock taken before the read; PostgreSQL: the row
+ * read `FOR UPDATE`, a canvas created by two at once inserted once), so two MCP hosts editing the
+ * same canvas at once — two requests of the bridge, the bridge and a `clawbridge mcp` process on the
+ * same file, or two bridges on one database — never lose an update.
  */
 import type Database from "better-sqlite3";
+import { type Sql, type SqlQueries, SqliteSql } from "../../core/db/sql.js";
 import { CanvasOpError, emptyCanvas } from "./canvas-ops.js";
 import type { Canvas, CanvasStatus, CanvasVersionInfo } from "../../wire/canvas.js";
 
+/** The SQLite tables (PostgreSQL's are migration 5 of src/core/db/pg-migrations.ts). */
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS canvases (
   system TEXT PRIMARY KEY,
@@ -46,54 +50,61 @@ interface Row {
   updated_at: number;
 }
 
-/** A canvas as the named parameters of the insert and the update. */
-const rowOf = (c: Canvas) => ({
-  system: c.system,
-  state: JSON.stringify(c),
-  status: c.status,
-  version: c.version,
-  updatedAt: c.updatedAt,
-});
+/** The SQL of the store, one for both engines. */
+const Q = {
+  all: `SELECT * FROM canvases ORDER BY updated_at DESC, system`,
+  get: `SELECT * FROM canvases WHERE system = ?`,
+  insert: `INSERT INTO canvases (system, state, status, version, updated_at) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (system) DO NOTHING`,
+  update: `UPDATE canvases SET state = ?, status = ?, version = ?, updated_at = ? WHERE system = ?`,
+  snapshot: `INSERT INTO canvas_versions (system, version, state, reason, created_at) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (system, version) DO UPDATE SET state = excluded.state, reason = excluded.reason,
+      created_at = excluded.created_at`,
+  snapshotOf: `SELECT state FROM canvas_versions WHERE system = ? AND version = ?`,
+  dropSnapshotsFrom: `DELETE FROM canvas_versions WHERE system = ? AND version >= ?`,
+  versions: `SELECT version, reason, created_at FROM canvas_versions WHERE system = ? ORDER BY version`,
+  delete: `DELETE FROM canvases WHERE system = ?`,
+  deleteVersions: `DELETE FROM canvas_versions WHERE system = ?`,
+};
+
+function fromRow(row: Row): Canvas {
+  const c = JSON.parse(row.state) as Canvas;
+  return {
+    ...c,
+    system: row.system,
+    status: row.status as CanvasStatus,
+    version: Number(row.version),
+    updatedAt: Number(row.updated_at),
+    settings: c.settings ?? {},
+  };
+}
+
+/** The next updatedAt: now, but always after the previous one (so a change is always visible). */
+function stamp(prev: number): number {
+  const now = Date.now();
+  return now <= prev ? prev + 1 : now;
+}
 
 export class CanvasStore {
-  private readonly stmts;
-
-  constructor(readonly db: Database.Database) {
-    db.exec(SCHEMA);
-    this.stmts = {
-      all: db.prepare(`SELECT * FROM canvases ORDER BY updated_at DESC, system`),
-      get: db.prepare(`SELECT * FROM canvases WHERE system = ?`),
-      insert: db.prepare(
-        `INSERT INTO canvases (system, state, status, version, updated_at) VALUES (@system, @state, @status, @version, @updatedAt)`,
-      ),
-      update: db.prepare(
-        `UPDATE canvases SET state = @state, status = @status, version = @version, updated_at = @updatedAt WHERE system = @system`,
-      ),
-      snapshot: db.prepare(
-        `INSERT OR REPLACE INTO canvas_versions (system, version, state, reason, created_at) VALUES (?, ?, ?, ?, ?)`,
-      ),
-      snapshotOf: db.prepare(`SELECT state FROM canvas_versions WHERE system = ? AND version = ?`),
-      dropSnapshotsFrom: db.prepare(`DELETE FROM canvas_versions WHERE system = ? AND version >= ?`),
-      versions: db.prepare(`SELECT version, reason, created_at FROM canvas_versions WHERE system = ? ORDER BY version`),
-      delete: db.prepare(`DELETE FROM canvases WHERE system = ?`),
-      deleteVersions: db.prepare(`DELETE FROM canvas_versions WHERE system = ?`),
-    };
+  /**
+   * `sql`: the systems floor's store (its SQLite tables are created here). `db`: systems.db, where
+   * the system versions deploy.ts and rollback.ts read are kept until they are on `sql` too.
+   */
+  constructor(
+    readonly sql: Sql,
+    readonly db: Database.Database,
+  ) {
+    if (sql instanceof SqliteSql) sql.db.exec(SCHEMA);
   }
 
-  private fromRow(row: Row): Canvas {
-    const c = JSON.parse(row.state) as Canvas;
-    return {
-      ...c,
-      system: row.system,
-      status: row.status as CanvasStatus,
-      version: Number(row.version),
-      updatedAt: Number(row.updated_at),
-      settings: c.settings ?? {},
-    };
+  /** The canvas, its row held until the transaction `q` ends (PostgreSQL; SQLite's immediate transaction holds it all). */
+  private async read(q: SqlQueries, system: string): Promise<Canvas | undefined> {
+    const row = await q.get<Row>(q.dialect === "postgres" ? `${Q.get} FOR UPDATE` : Q.get, [system]);
+    return row ? fromRow(row) : undefined;
   }
 
-  private mustRead(system: string): Canvas {
-    const c = this.get(system);
+  private async mustRead(q: SqlQueries, system: string): Promise<Canvas> {
+    const c = await this.read(q, system);
     if (!c)
       throw new CanvasOpError(
         "canvas_not_found",
@@ -102,138 +113,123 @@ export class CanvasStore {
     return c;
   }
 
-  /** The next updatedAt: now, but always after the previous one (so a change is always visible). */
-  private stamp(prev?: number): number {
-    const now = Date.now();
-    return prev !== undefined && now <= prev ? prev + 1 : now;
-  }
-
-  private write(c: Canvas, prevUpdatedAt: number): Canvas {
-    const saved: Canvas = { ...c, updatedAt: this.stamp(prevUpdatedAt) };
-    this.stmts.update.run(rowOf(saved));
+  private async write(q: SqlQueries, c: Canvas, prevUpdatedAt: number): Promise<Canvas> {
+    const saved: Canvas = { ...c, updatedAt: stamp(prevUpdatedAt) };
+    await q.run(Q.update, [JSON.stringify(saved), saved.status, saved.version, saved.updatedAt, saved.system]);
     return saved;
   }
 
-  private insertNew(args: { system: string; name?: string; description?: string }): Canvas {
+  /** A new canvas, or undefined when one of that id exists (it is left as it is). */
+  private async insertNew(
+    q: SqlQueries,
+    args: { system: string; name?: string; description?: string },
+  ): Promise<Canvas | undefined> {
     const c = emptyCanvas(args.system, args.name, args.description);
-    if (this.stmts.get.get(c.system))
-      throw new CanvasOpError(
-        "canvas_exists",
-        `A canvas "${c.system}" exists already. Edit it, or pick another system id.`,
-      );
-    this.stmts.insert.run(rowOf(c));
-    this.stmts.dropSnapshotsFrom.run(c.system, 0); // leftovers of an earlier canvas of that id
-    this.stmts.snapshot.run(c.system, 0, JSON.stringify(c), "created", c.updatedAt);
+    const state = JSON.stringify(c);
+    if ((await q.run(Q.insert, [c.system, state, c.status, c.version, c.updatedAt])).changes === 0) return undefined;
+    await q.run(Q.dropSnapshotsFrom, [c.system, 0]); // leftovers of an earlier canvas of that id
+    await q.run(Q.snapshot, [c.system, 0, state, "created", c.updatedAt]);
     return c;
   }
 
-  list(): Canvas[] {
-    return (this.stmts.all.all() as Row[]).map((r) => this.fromRow(r));
+  async list(): Promise<Canvas[]> {
+    return (await this.sql.all<Row>(Q.all)).map(fromRow);
   }
 
-  get(system: string): Canvas | undefined {
-    const row = this.stmts.get.get(system) as Row | undefined;
-    return row ? this.fromRow(row) : undefined;
+  async get(system: string): Promise<Canvas | undefined> {
+    const row = await this.sql.get<Row>(Q.get, [system]);
+    return row ? fromRow(row) : undefined;
   }
 
   /** A new draft canvas at version 0 (snapshotted as version 0). An existing id is refused. */
-  create(args: { system: string; name?: string; description?: string }): Canvas {
-    return this.db.transaction(() => this.insertNew(args)).immediate();
+  create(args: { system: string; name?: string; description?: string }): Promise<Canvas> {
+    return this.sql.tx(async (q) => {
+      const c = await this.insertNew(q, args);
+      if (!c)
+        throw new CanvasOpError(
+          "canvas_exists",
+          `A canvas "${args.system}" exists already. Edit it, or pick another system id.`,
+        );
+      return c;
+    });
   }
 
   /** Write `canvas` as the current state of its system (which must exist); returns it with the new updatedAt. */
-  save(canvas: Canvas): Canvas {
-    return this.db
-      .transaction(() => {
-        const cur = this.mustRead(canvas.system);
-        return this.write(canvas, cur.updatedAt);
-      })
-      .immediate();
+  save(canvas: Canvas): Promise<Canvas> {
+    return this.sql.tx(async (q) => {
+      const cur = await this.mustRead(q, canvas.system);
+      return this.write(q, canvas, cur.updatedAt);
+    });
   }
 
   /**
-   * Read the canvas, apply `fn`, write the result — one immediate transaction. `fn` gets a copy it
-   * may change or replace; it must keep the system id. With `create`, a canvas that does not exist
-   * yet is created (draft, version 0) first, in the same transaction, and `fn` is told so
-   * (`created`). A throw in `fn` writes nothing (not even the created canvas).
+   * Read the canvas, apply `fn`, write the result — one transaction. `fn` gets a copy it may change
+   * or replace; it must keep the system id. With `create`, a canvas that does not exist yet is
+   * created (draft, version 0) first, in the same transaction, and `fn` is told so (`created`). A
+   * throw in `fn` writes nothing (not even the created canvas).
    */
   mutate(
     system: string,
     fn: (c: Canvas, created: boolean) => Canvas,
     opts: { create?: { name?: string; description?: string } } = {},
-  ): Canvas {
-    return this.db
-      .transaction(() => {
-        let cur = this.get(system);
-        let created = false;
-        if (!cur && opts.create) {
-          cur = this.insertNew({ system, ...opts.create });
-          created = true;
-        }
-        if (!cur) cur = this.mustRead(system);
-        const next = fn(structuredClone(cur), created);
-        if (next.system !== cur.system)
-          throw new CanvasOpError(
-            "invalid_system",
-            `A canvas cannot change its system id ("${cur.system}" → "${next.system}").`,
-          );
-        return this.write(next, cur.updatedAt);
-      })
-      .immediate();
+  ): Promise<Canvas> {
+    return this.sql.tx(async (q) => {
+      const made = opts.create ? await this.insertNew(q, { system, ...opts.create }) : undefined;
+      const cur = made ?? (await this.mustRead(q, system));
+      const next = fn(structuredClone(cur), made !== undefined);
+      if (next.system !== cur.system)
+        throw new CanvasOpError(
+          "invalid_system",
+          `A canvas cannot change its system id ("${cur.system}" → "${next.system}").`,
+        );
+      return this.write(q, next, cur.updatedAt);
+    });
   }
 
   /** Snapshot the current state as version+1 (with why); the canvas's version becomes that number. */
-  commitVersion(system: string, reason: string): number {
-    return this.db
-      .transaction(() => {
-        const cur = this.mustRead(system);
-        const version = cur.version + 1;
-        const saved = this.write({ ...cur, version }, cur.updatedAt);
-        this.stmts.dropSnapshotsFrom.run(system, version);
-        this.stmts.snapshot.run(system, version, JSON.stringify(saved), reason, saved.updatedAt);
-        return version;
-      })
-      .immediate();
+  commitVersion(system: string, reason: string): Promise<number> {
+    return this.sql.tx(async (q) => {
+      const cur = await this.mustRead(q, system);
+      const version = cur.version + 1;
+      const saved = await this.write(q, { ...cur, version }, cur.updatedAt);
+      await q.run(Q.dropSnapshotsFrom, [system, version]);
+      await q.run(Q.snapshot, [system, version, JSON.stringify(saved), reason, saved.updatedAt]);
+      return version;
+    });
   }
 
   /**
    * Back one version: the snapshot of version-1 becomes the current state (status kept) and the
    * latest snapshot is dropped. At version 0 there is nothing to undo: undefined.
    */
-  undo(system: string): Canvas | undefined {
-    return this.db
-      .transaction(() => {
-        const cur = this.mustRead(system);
-        if (cur.version <= 0) return undefined;
-        const target = cur.version - 1;
-        const snap = this.stmts.snapshotOf.get(system, target) as { state: string } | undefined;
-        if (!snap)
-          throw new CanvasOpError(
-            "canvas_not_found",
-            `Canvas "${system}" has no snapshot of version ${target} to go back to.`,
-          );
-        const prev = JSON.parse(snap.state) as Canvas;
-        const restored = this.write(
-          { ...prev, system, version: target, status: cur.status, settings: prev.settings ?? {} },
-          cur.updatedAt,
+  undo(system: string): Promise<Canvas | undefined> {
+    return this.sql.tx(async (q) => {
+      const cur = await this.mustRead(q, system);
+      if (cur.version <= 0) return undefined;
+      const target = cur.version - 1;
+      const snap = await q.get<{ state: string }>(Q.snapshotOf, [system, target]);
+      if (!snap)
+        throw new CanvasOpError(
+          "canvas_not_found",
+          `Canvas "${system}" has no snapshot of version ${target} to go back to.`,
         );
-        this.stmts.dropSnapshotsFrom.run(system, cur.version);
-        return restored;
-      })
-      .immediate();
+      const prev = JSON.parse(snap.state) as Canvas;
+      const restored = await this.write(
+        q,
+        { ...prev, system, version: target, status: cur.status, settings: prev.settings ?? {} },
+        cur.updatedAt,
+      );
+      await q.run(Q.dropSnapshotsFrom, [system, cur.version]);
+      return restored;
+    });
   }
 
-  versions(system: string): CanvasVersionInfo[] {
-    return (this.stmts.versions.all(system) as Array<{ version: number; reason: string; created_at: number }>).map(
-      (r) => ({
-        version: Number(r.version),
-        reason: r.reason,
-        createdAt: Number(r.created_at),
-      }),
-    );
+  async versions(system: string): Promise<CanvasVersionInfo[]> {
+    const rows = await this.sql.all<{ version: number; reason: string; created_at: number }>(Q.versions, [system]);
+    return rows.map((r) => ({ version: Number(r.version), reason: r.reason, createdAt: Number(r.created_at) }));
   }
 
-  setStatus(system: string, status: CanvasStatus): Canvas {
+  async setStatus(system: string, status: CanvasStatus): Promise<Canvas> {
     if (!STATUSES.includes(status))
       throw new CanvasOpError(
         "invalid_status",
@@ -243,13 +239,11 @@ export class CanvasStore {
   }
 
   /** Drop the canvas and its snapshots. Whether it existed. */
-  delete(system: string): boolean {
-    return this.db
-      .transaction(() => {
-        const n = this.stmts.delete.run(system).changes;
-        this.stmts.deleteVersions.run(system);
-        return n > 0;
-      })
-      .immediate();
+  delete(system: string): Promise<boolean> {
+    return this.sql.tx(async (q) => {
+      const n = (await q.run(Q.delete, [system])).changes;
+      await q.run(Q.deleteVersions, [system]);
+      return n > 0;
+    });
   }
 }

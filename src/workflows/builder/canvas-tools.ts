@@ -86,23 +86,23 @@ export class CanvasTools {
   }
 
   /** Run `fn`, turning whatever it throws into a ToolError. */
-  private run<T>(fn: () => T): T {
+  private async run<T>(fn: () => T | Promise<T>): Promise<T> {
     try {
-      return fn();
+      return await fn();
     } catch (err) {
       throw toToolError(err);
     }
   }
 
   /** One edit of a canvas in one store transaction; what the edit made besides the canvas. */
-  private edit<R extends { canvas: Canvas }>(
+  private async edit<R extends { canvas: Canvas }>(
     system: string,
     fn: (c: Canvas, created: boolean) => R,
     opts?: { create: object },
-  ): R & { created: boolean } {
+  ): Promise<R & { created: boolean }> {
     checkSystemId(system);
     let out!: R & { created: boolean };
-    this.store.mutate(
+    await this.store.mutate(
       system,
       (c, created) => {
         out = { ...fn(c, created), created };
@@ -121,9 +121,9 @@ export class CanvasTools {
   createNode(
     system: string,
     args: CreateNodeArgs,
-  ): { system: string; nodeId: string; node: CanvasNode; canvasCreated: boolean } {
-    return this.run(() => {
-      const { node, created } = this.edit(system, (c) => addNode(c, args), { create: {} });
+  ): Promise<{ system: string; nodeId: string; node: CanvasNode; canvasCreated: boolean }> {
+    return this.run(async () => {
+      const { node, created } = await this.edit(system, (c) => addNode(c, args), { create: {} });
       this.opts.bus?.emit({ type: "node.created", system, node: structuredClone(node) });
       return { system, nodeId: node.id, node, canvasCreated: created };
     });
@@ -132,9 +132,9 @@ export class CanvasTools {
   connectNodes(
     system: string,
     args: { from: string; to: string },
-  ): { system: string; edgeId: string; edge: CanvasEdge } {
-    return this.run(() => {
-      const { edge } = this.edit(system, (c) => connect(c, args));
+  ): Promise<{ system: string; edgeId: string; edge: CanvasEdge }> {
+    return this.run(async () => {
+      const { edge } = await this.edit(system, (c) => connect(c, args));
       this.opts.bus?.emit({ type: "edge.created", system, edge: { ...edge } });
       return { system, edgeId: edge.id, edge };
     });
@@ -144,9 +144,9 @@ export class CanvasTools {
   updateProperty(
     system: string,
     args: { node: string; key: string; value: unknown },
-  ): { system: string; nodeId: string; key: string; node: CanvasNode } {
-    return this.run(() => {
-      const { node } = this.edit(system, (c) => setProperty(c, args.node, args.key, args.value));
+  ): Promise<{ system: string; nodeId: string; key: string; node: CanvasNode }> {
+    return this.run(async () => {
+      const { node } = await this.edit(system, (c) => setProperty(c, args.node, args.key, args.value));
       const key = typeof args.key === "string" ? args.key.trim() : String(args.key);
       this.opts.bus?.emit({ type: "node.updated", system, node: structuredClone(node), key });
       return { system, nodeId: node.id, key, node };
@@ -157,9 +157,9 @@ export class CanvasTools {
   deleteNode(
     system: string,
     args: { node: string },
-  ): { system: string; nodeId: string; removedNodes: string[]; removedEdges: string[] } {
-    return this.run(() => {
-      const { removedNodes, removedEdges } = this.edit(system, (c) => removeNode(c, args.node));
+  ): Promise<{ system: string; nodeId: string; removedNodes: string[]; removedEdges: string[] }> {
+    return this.run(async () => {
+      const { removedNodes, removedEdges } = await this.edit(system, (c) => removeNode(c, args.node));
       for (const edgeId of removedEdges) this.opts.bus?.emit({ type: "edge.deleted", system, edgeId });
       for (const nodeId of removedNodes) this.opts.bus?.emit({ type: "node.deleted", system, nodeId });
       return { system, nodeId: removedNodes[0]!, removedNodes, removedEdges };
@@ -168,10 +168,10 @@ export class CanvasTools {
 
   /** One canvas whole, or (no system) a summary of every canvas. */
   async getState(system?: string): Promise<({ canvas: Canvas } & DeployState) | { canvases: CanvasSummary[] }> {
-    const found = this.run((): { canvas: Canvas } | { canvases: CanvasSummary[] } => {
+    const found = await this.run(async (): Promise<{ canvas: Canvas } | { canvases: CanvasSummary[] }> => {
       if (system === undefined || system === null || system === "") {
         return {
-          canvases: this.store.list().map((c) => ({
+          canvases: (await this.store.list()).map((c) => ({
             system: c.system,
             name: c.name,
             description: c.description,
@@ -184,9 +184,9 @@ export class CanvasTools {
         };
       }
       checkSystemId(system);
-      const canvas = this.store.get(system);
+      const canvas = await this.store.get(system);
       if (!canvas) {
-        const known = this.store.list().map((c) => c.system);
+        const known = (await this.store.list()).map((c) => c.system);
         throw new ToolError(
           "canvas_not_found",
           `No canvas "${system}". ${known.length ? `Canvases: ${known.join(", ")}.` : "There are no canvases yet;"} Create a node on "${system}" to start one.`,
@@ -203,10 +203,14 @@ export class CanvasTools {
   applyLayout(
     system: string,
     layout: LayoutKind = "layered",
-  ): { system: string; layout: LayoutKind; positions: Array<{ id: string; position: { x: number; y: number } }> } {
-    return this.run(() => {
+  ): Promise<{
+    system: string;
+    layout: LayoutKind;
+    positions: Array<{ id: string; position: { x: number; y: number } }>;
+  }> {
+    return this.run(async () => {
       // An unknown layout is refused by layoutCanvas, inside the transaction (nothing written).
-      const { canvas, before } = this.edit(system, (c) => ({ canvas: layoutCanvas(c, layout), before: c.nodes }));
+      const { canvas, before } = await this.edit(system, (c) => ({ canvas: layoutCanvas(c, layout), before: c.nodes }));
       const old = new Map(before.map((n) => [n.id, n.position]));
       for (const n of canvas.nodes) {
         const p = old.get(n.id);
@@ -218,7 +222,7 @@ export class CanvasTools {
   }
 
   /** Write a file in the system's sandbox (replacing one that is there). */
-  createFile(system: string, path: string, content: string): { system: string; path: string; bytes: number } {
+  createFile(system: string, path: string, content: string): Promise<{ system: string; path: string; bytes: number }> {
     return this.run(() => {
       if (typeof content !== "string")
         throw new ToolError("invalid_content", "content must be a string (the file's text).", false);
@@ -226,7 +230,7 @@ export class CanvasTools {
     });
   }
 
-  readFile(system: string, path: string): { system: string; path: string; content: string; bytes: number } {
+  readFile(system: string, path: string): Promise<{ system: string; path: string; content: string; bytes: number }> {
     return this.run(() => ({ system, ...this.sandbox(system).read(path) }));
   }
 
@@ -235,7 +239,7 @@ export class CanvasTools {
     system: string,
     path?: string,
     recursive?: boolean,
-  ): { system: string; path: string; entries: SandboxEntry[] } {
+  ): Promise<{ system: string; path: string; entries: SandboxEntry[] }> {
     return this.run(() => {
       const dir = path === undefined || path === null || path === "" ? "." : path;
       return { system, path: dir, entries: this.sandbox(system).list(dir, { recursive: recursive === true }) };
@@ -243,7 +247,7 @@ export class CanvasTools {
   }
 
   /** Delete a file, or a directory with everything in it. */
-  deleteFile(system: string, path: string): { system: string; path: string; type: "file" | "directory" } {
+  deleteFile(system: string, path: string): Promise<{ system: string; path: string; type: "file" | "directory" }> {
     return this.run(() => ({ system, ...this.sandbox(system).delete(path) }));
   }
 }

@@ -45,7 +45,7 @@ export async function exportSystem(
   focus: string | undefined,
   text: string,
 ): Promise<Dispatch> {
-  const id = chat.named(text) ?? focus;
+  const id = (await chat.named(text)) ?? focus;
   if (!id) return chat.say(conv, `Which system? ${await chat.knownText()}`, "idle");
   try {
     const { file, bytes } = await chat.d.exportBundle(id);
@@ -70,8 +70,8 @@ export async function configureSystem(
   text: string,
   input: DispatchInput,
 ): Promise<Dispatch> {
-  const id = chat.named(text) ?? focus;
-  const canvas = id ? chat.d.canvases.get(id) : undefined;
+  const id = (await chat.named(text)) ?? focus;
+  const canvas = id ? await chat.d.canvases.get(id) : undefined;
   if (!canvas) {
     if (id && chat.d.host.library.get(id))
       return chat.say(
@@ -111,7 +111,7 @@ export async function configureSystem(
   if (changes.length === 1 && changes[0]!.path === "deployed")
     return runCommand(chat, conv, changes[0]!.value ? "deploy" : "undeploy", canvas.system, input);
   const diff = systemDiff(canvas, changes);
-  chat.ask(conv, { kind: "configure", system: canvas.system, changes, since: Date.now() });
+  await chat.ask(conv, { kind: "configure", system: canvas.system, changes, since: Date.now() });
   return chat.say(
     conv,
     [
@@ -129,7 +129,7 @@ export async function configureSystem(
 /** The state a QUERY is answered from: the canvases, the one in focus, the deployed systems, recent runs. */
 async function stateContext(chat: BuilderChat, focus: string | undefined) {
   const canvases = await Promise.all(
-    chat.d.canvases.list().map(async (c) => ({
+    (await chat.d.canvases.list()).map(async (c) => ({
       system: c.system,
       name: c.name,
       status: await chat.statusText(c),
@@ -138,7 +138,7 @@ async function stateContext(chat: BuilderChat, focus: string | undefined) {
       edges: c.edges.length,
     })),
   );
-  const current = focus ? chat.d.canvases.get(focus) : undefined;
+  const current = focus ? await chat.d.canvases.get(focus) : undefined;
   const runs =
     (await chat.d.runs?.list({ limit: 20 }))
       ?.filter((r) => r.origin !== "builder") // the systems' runs; builds are the builder's own

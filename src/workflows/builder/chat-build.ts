@@ -33,10 +33,10 @@ export async function planChange(
   input: DispatchInput,
   lead = "",
 ): Promise<Dispatch> {
-  chat.setState(conv, "planning");
-  const canvas = focus ? chat.d.canvases.get(focus) : undefined;
+  await chat.setState(conv, "planning");
+  const canvas = focus ? await chat.d.canvases.get(focus) : undefined;
   if (intent === "EDIT" && !canvas) return chat.say(conv, await chat.noCanvasText(), "idle");
-  const system = canvas?.system ?? chat.freshId(text);
+  const system = canvas?.system ?? (await chat.freshId(text));
   const ctx: ArchitectContext = {
     request: text,
     intent,
@@ -79,22 +79,22 @@ export async function planChange(
   // use (a system of the config) keeps the one chosen here.
   if (intent === "BUILD") {
     const wanted = plan.metadata.system;
-    const twin = chat.twin(plan.metadata.name, wanted);
+    const twin = await chat.twin(plan.metadata.name, wanted);
     if (twin) {
-      chat.ask(conv, { kind: "samename", system: twin, request: text, plan, since: Date.now() });
-      const c = chat.d.canvases.get(twin)!;
+      await chat.ask(conv, { kind: "samename", system: twin, request: text, plan, since: Date.now() });
+      const c = (await chat.d.canvases.get(twin))!;
       return chat.say(
         conv,
         `There is a system named **${c.name || twin}** already: \`${twin}\` (${c.status}, ${c.nodes.length} node${c.nodes.length === 1 ? "" : "s"}). Change it with this request? Say **yes** to change \`${twin}\`, **new** to build a separate system with its own id, or **no** to leave things as they are.`,
         "idle",
       );
     }
-    plan.metadata.system = isValidId(wanted) && !chat.taken(wanted) ? wanted : system;
+    plan.metadata.system = isValidId(wanted) && !(await chat.taken())(wanted) ? wanted : system;
   } else plan.metadata.system = system;
 
   const deletes = plan.steps.filter((s) => s.action === "DELETE_NODE");
   if (deletes.length) {
-    chat.ask(conv, { kind: "plan", system: plan.metadata.system, plan, intent, since: Date.now() });
+    await chat.ask(conv, { kind: "plan", system: plan.metadata.system, plan, intent, since: Date.now() });
     return chat.say(
       conv,
       [
@@ -127,36 +127,36 @@ export function refusalText(errors: string[], edited?: string): string {
 }
 
 /** "new" to a BUILD named like `q.system`: its plan is built beside it, with an id (and name) of its own. */
-export function buildBeside(
+export async function buildBeside(
   chat: BuilderChat,
   conv: string,
   q: Extract<BuilderQuestion, { kind: "samename" }>,
   input: DispatchInput,
-): Dispatch {
+): Promise<Dispatch> {
   const plan = q.plan as ExecutionPlan;
   const wanted = plan.metadata.system;
-  const id = uniqueId(isValidId(wanted) ? wanted : q.system, (x) => chat.taken(x));
+  const id = uniqueId(isValidId(wanted) ? wanted : q.system, await chat.taken());
   const name = plan.metadata.name || id;
   plan.metadata.system = id;
-  plan.metadata.name = chat.twin(name, id) ? `${name} (${id})` : name;
+  plan.metadata.name = (await chat.twin(name, id)) ? `${name} (${id})` : name;
   return startBuild(chat, conv, "BUILD", plan, input, `A new system, \`${id}\`; \`${q.system}\` stays as it was.\n\n`);
 }
 
 /** Carry a checked plan out, streaming its steps; `lead` opens the reply. */
-export function startBuild(
+export async function startBuild(
   chat: BuilderChat,
   conv: string,
   intent: "BUILD" | "EDIT",
   plan: ExecutionPlan,
   input: DispatchInput,
   lead = "",
-): Dispatch {
+): Promise<Dispatch> {
   const system = plan.metadata.system;
   // A BUILD's id is never a canvas's (planChange asks first), unless one was made since it was planned.
   // Its examples and keywords become settings (editable by CONFIGURE), so the router can find it without a model.
-  if (intent === "BUILD" && !chat.d.canvases.get(system)) {
+  if (intent === "BUILD" && !(await chat.d.canvases.get(system))) {
     const { name, description, examples, keywords } = plan.metadata;
-    chat.d.canvases.mutate(
+    await chat.d.canvases.mutate(
       system,
       (c) => ({
         ...c,
@@ -169,13 +169,13 @@ export function startBuild(
       { create: { name: name || system, description } },
     );
   }
-  chat.d.conversations.setCanvas(conv, system);
-  const name = plan.metadata.name || chat.d.canvases.get(system)?.name || system;
+  await chat.d.conversations.setCanvas(conv, system);
+  const name = plan.metadata.name || (await chat.d.canvases.get(system))?.name || system;
   const head = (id: string) =>
     `${lead}${intent === "BUILD" ? "Building" : "Changing"} **${name}** (\`${system}\`, build \`${id}\`)${plan.metadata.summary ? `: ${plan.metadata.summary}` : ""}\n\n`;
   return {
     kind: "answer",
-    events: followBuild(
+    events: await followBuild(
       chat,
       conv,
       (observe) => chat.runner.begin({ conversation: conv, intent, plan }, observe),
@@ -186,14 +186,14 @@ export function startBuild(
 }
 
 /** Start (or resume) a build with `launch` and stream it to this turn until it ends or detaches; its end text names what comes next. */
-export function followBuild(
+export async function followBuild(
   chat: BuilderChat,
   conv: string,
   launch: (observe: (hooks: RunHooks) => void) => Promise<BuildRecord>,
   head: (id: string) => string,
   turnCancel: Cancellation,
-): AsyncGenerator<BackendEvent> {
-  chat.setState(conv, "executing");
+): Promise<AsyncGenerator<BackendEvent>> {
+  await chat.setState(conv, "executing");
   return chat.runner.follow(launch, head, turnCancel, chat.opts.detachAfterSeconds * 1000, (b) =>
     buildEndText(chat, b),
   );
@@ -201,7 +201,7 @@ export function followBuild(
 
 /** What a build that stopped (completed, failed or paused) tells the person, and what they can say next. */
 export async function buildEndText(chat: BuilderChat, b: BuildRecord): Promise<string> {
-  const canvas = chat.d.canvases.get(b.system);
+  const canvas = await chat.d.canvases.get(b.system);
   const name = b.plan.metadata.name || canvas?.name || b.system;
   if (b.status === "paused" || b.status === "interrupted") {
     const left = Object.values(b.steps).filter((s) => s.status !== "completed" && s.status !== "skipped").length;
@@ -214,7 +214,7 @@ export async function buildEndText(chat: BuilderChat, b: BuildRecord): Promise<s
     return `The build stopped: step \`${b.failedStep ?? "?"}\`${step ? ` (${step.name})` : ""} failed: ${b.error ?? "unknown error"}. Steps that needed it were not run. ${undo}`;
   }
   const redeployed = canvas?.status === "deployed" ? `${await chat.redeploy(b.system)} ` : "";
-  return `Done: **${name}** has ${canvas?.nodes.length ?? 0} nodes and ${canvas?.edges.length ?? 0} connections (canvas version ${canvas?.version ?? "?"}). ${redeployed}${chat.usage(b.system)} Or tell me what to change.`;
+  return `Done: **${name}** has ${canvas?.nodes.length ?? 0} nodes and ${canvas?.edges.length ?? 0} connections (canvas version ${canvas?.version ?? "?"}). ${redeployed}${await chat.usage(b.system)} Or tell me what to change.`;
 }
 
 export function planSummary(plan: ExecutionPlan): string {

@@ -36,7 +36,7 @@ export async function runCommand(
     if (!b) return chat.say(conv, "No build is paused in this conversation.", "idle");
     return {
       kind: "answer",
-      events: followBuild(
+      events: await followBuild(
         chat,
         conv,
         (observe) => chat.runner.resume(b.id, observe),
@@ -56,17 +56,17 @@ export async function runCommand(
     );
   }
   if (!id) return chat.say(conv, await chat.noCanvasText(), "idle");
-  const canvas = chat.d.canvases.get(id);
+  const canvas = await chat.d.canvases.get(id);
   if (!canvas) return chat.say(conv, `There is no canvas **${id}**. ${await chat.knownText()}`, "idle");
-  chat.d.conversations.setCanvas(conv, id);
+  await chat.d.conversations.setCanvas(conv, id);
   if (cmd === "undo") {
     if (canvas.version === 0)
       return chat.say(conv, `**${id}** is at its first version; there is nothing to undo.`, "idle");
-    const back = chat.d.canvases.undo(id)!;
+    const back = (await chat.d.canvases.undo(id))!;
     const tail = back.status === "deployed" ? ` ${await chat.redeploy(id)}` : "";
     return chat.say(
       conv,
-      `Undone: **${id}** is back at canvas version ${back.version} (${back.nodes.length} nodes, ${back.edges.length} connections).${tail} ${chat.usage(id)}`,
+      `Undone: **${id}** is back at canvas version ${back.version} (${back.nodes.length} nodes, ${back.edges.length} connections).${tail} ${await chat.usage(id)}`,
       "idle",
     );
   }
@@ -79,7 +79,7 @@ export async function runCommand(
         "idle",
       );
     const inputs = Object.keys(((res.system.inputs as { properties?: object }).properties ?? {}) as object);
-    chat.ask(conv, { kind: "deploy", system: id, since: Date.now() });
+    await chat.ask(conv, { kind: "deploy", system: id, since: Date.now() });
     return chat.say(
       conv,
       `Deploy **${canvas.name || id}**? The router will offer it as \`${id}\` in every chat${inputs.length ? ` and ask for ${inputs.map((i) => `\`${i}\``).join(", ")}` : ""}. (yes / no)`,
@@ -88,7 +88,7 @@ export async function runCommand(
   }
   // undeploy
   if (canvas.status !== "deployed") return chat.say(conv, `**${id}** is not deployed.`, "idle");
-  chat.ask(conv, { kind: "undeploy", system: id, since: Date.now() });
+  await chat.ask(conv, { kind: "undeploy", system: id, since: Date.now() });
   return chat.say(conv, `Stop offering **${id}**? Its canvas stays, as a draft. (yes / no)`, "idle");
 }
 
@@ -99,8 +99,8 @@ export async function confirmed(
   p: BuilderQuestion,
   input: DispatchInput,
 ): Promise<Dispatch> {
-  if (!chat.d.conversations.take(conv, p)) return chat.say(conv, "That was already answered.", "idle");
-  chat.d.conversations.setCanvas(conv, p.system);
+  if (!(await chat.d.conversations.take(conv, p))) return chat.say(conv, "That was already answered.", "idle");
+  await chat.d.conversations.setCanvas(conv, p.system);
   switch (p.kind) {
     case "plan":
       // The builder wrote this plan when it asked.
@@ -125,7 +125,7 @@ export async function confirmed(
         );
       return chat.say(
         conv,
-        `Deployed **${p.system}** ${res.changed ? `as version ${res.version}` : `(unchanged: still version ${res.version})`}. ${chat.usage(p.system)}`,
+        `Deployed **${p.system}** ${res.changed ? `as version ${res.version}` : `(unchanged: still version ${res.version})`}. ${await chat.usage(p.system)}`,
         "completed",
       );
     }
@@ -136,15 +136,15 @@ export async function confirmed(
     case "rollback":
       return rollbackConfirmed(chat, conv, p.system, p.version);
     case "configure": {
-      const canvas = chat.d.canvases.get(p.system);
+      const canvas = await chat.d.canvases.get(p.system);
       if (!canvas) return chat.say(conv, `**${p.system}** no longer exists.`, "idle");
       try {
         await applyChanges(p.changes, canvas, chat.d.canvases, chat.d.connect);
       } catch (err) {
         return chat.say(conv, `The changes were not applied: ${(err as Error).message}`, "error");
       }
-      chat.d.canvases.commitVersion(p.system, `configure: ${p.changes.map((c) => c.path).join(", ")}`);
-      const after = chat.d.canvases.get(p.system)!;
+      await chat.d.canvases.commitVersion(p.system, `configure: ${p.changes.map((c) => c.path).join(", ")}`);
+      const after = (await chat.d.canvases.get(p.system))!;
       // "deploy it and …", "undeploy it and …": the deploy is part of the same yes.
       const deployed = p.changes.find((c) => c.path === "deployed")?.value;
       const tail =
@@ -155,7 +155,7 @@ export async function confirmed(
             : "";
       return chat.say(
         conv,
-        `Applied to **${p.system}** (canvas version ${after.version}).${tail} ${chat.usage(p.system)}`,
+        `Applied to **${p.system}** (canvas version ${after.version}).${tail} ${await chat.usage(p.system)}`,
         "completed",
       );
     }

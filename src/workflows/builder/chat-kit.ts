@@ -52,9 +52,9 @@ export class BuilderChat {
       connect: d.connect,
       maxParallel: opts.maxParallel,
       retryDelayScale: opts.retryDelayScale,
-      ended: (rec) => {
+      ended: async (rec) => {
         if (rec.conversation)
-          this.setState(
+          await this.setState(
             rec.conversation,
             rec.status === "completed"
               ? "completed"
@@ -93,7 +93,7 @@ export class BuilderChat {
     const { deployedVersion } = await deployState(
       this.d.canvases,
       this.d.dataDir,
-      this.d.canvases.get(system)!,
+      (await this.d.canvases.get(system))!,
       this.d.host,
     );
     return `The canvas has changes that are not deployed (deployed: ${deployedVersion === null ? "an earlier canvas" : `version ${deployedVersion}`}), because: ${res.problems.join("; ")}. Fix that and say **deploy** to make them live.`;
@@ -115,14 +115,14 @@ export class BuilderChat {
   // ---- which canvas ----------------------------------------------------------------------------
 
   /** The canvas a message is about: one it names, else the conversation's. */
-  focusFor(text: string, current: string | undefined): string | undefined {
-    return this.named(text) ?? (current && this.d.canvases.get(current) ? current : undefined);
+  async focusFor(text: string, current: string | undefined): Promise<string | undefined> {
+    return (await this.named(text)) ?? (current && (await this.d.canvases.get(current)) ? current : undefined);
   }
 
   /** A canvas or system the message names (by id or name, on word boundaries). */
-  named(text: string): string | undefined {
+  async named(text: string): Promise<string | undefined> {
     const lower = text.toLowerCase();
-    for (const c of this.d.canvases.list())
+    for (const c of await this.d.canvases.list())
       if (this.mentions(lower, c.system) || (c.name && wordIn(lower, c.name.toLowerCase()))) return c.system;
     for (const s of this.d.host.library.systems) if (this.mentions(lower, s.id)) return s.id;
     return undefined;
@@ -132,25 +132,27 @@ export class BuilderChat {
     return wordIn(text.toLowerCase(), id.toLowerCase());
   }
 
-  taken(id: string): boolean {
-    return Boolean(this.d.canvases.get(id) || this.d.host.library.get(id));
+  /** Whether an id is taken (by a canvas or a system), as things are now. */
+  async taken(): Promise<(id: string) => boolean> {
+    const canvases = new Set((await this.d.canvases.list()).map((c) => c.system));
+    return (id) => canvases.has(id) || Boolean(this.d.host.library.get(id));
   }
 
   /** The canvas a new build would double: one with the id `id`, or named `name` (case and spaces aside). */
-  twin(name: string, id: string): string | undefined {
+  async twin(name: string, id: string): Promise<string | undefined> {
     const key = (s: string) => s.toLowerCase().replace(/\s+/g, " ").trim();
-    return this.d.canvases.list().find((c) => c.system === id || (name && key(c.name) === key(name)))?.system;
+    return (await this.d.canvases.list()).find((c) => c.system === id || (name && key(c.name) === key(name)))?.system;
   }
 
   /** A readable id for a new system from the request's words (`researches-topic-writes`), unique. */
-  freshId(text: string): string {
-    return freshSystemId(text, (id) => this.taken(id));
+  async freshId(text: string): Promise<string> {
+    return freshSystemId(text, await this.taken());
   }
 
   // ---- texts -----------------------------------------------------------------------------------
 
   async knownText(): Promise<string> {
-    const list = this.d.canvases.list();
+    const list = await this.d.canvases.list();
     return list.length
       ? `Canvases: ${(await Promise.all(list.map(async (c) => `\`${c.system}\` (${await this.statusText(c)})`))).join(", ")}.`
       : "There are no canvases yet.";
@@ -164,8 +166,8 @@ export class BuilderChat {
   }
 
   /** How to use a system, named by its id: `/run` with its inputs when deployed, else "say deploy" first. */
-  usage(system: string): string {
-    const canvas = this.d.canvases.get(system);
+  async usage(system: string): Promise<string> {
+    const canvas = await this.d.canvases.get(system);
     const inputs = canvas ? inputNames(canvas) : [];
     const run = `\`/run ${system}${inputs.map((i) => ` ${i}=…`).join("")}\``;
     const deployed = canvas ? canvas.status === "deployed" : Boolean(this.d.host.library.get(system));
@@ -184,17 +186,17 @@ export class BuilderChat {
 
   // ---- the conversation ------------------------------------------------------------------------
 
-  setState(conv: string, state: ConversationState): void {
-    this.d.conversations.setState(conv, state, "builder");
+  setState(conv: string, state: ConversationState): Promise<void> {
+    return this.d.conversations.setState(conv, state, "builder");
   }
 
   /** A question waiting for a yes; the system it is about becomes the conversation's canvas. */
-  ask(conv: string, question: BuilderQuestion): void {
-    this.d.conversations.ask(conv, question, question.system);
+  ask(conv: string, question: BuilderQuestion): Promise<void> {
+    return this.d.conversations.ask(conv, question, question.system);
   }
 
-  say(conv: string, text: string, state: ConversationState | undefined): Dispatch {
-    if (state) this.setState(conv, state);
+  async say(conv: string, text: string, state: ConversationState | undefined): Promise<Dispatch> {
+    if (state) await this.setState(conv, state);
     return { kind: "answer", events: textEvents(text) };
   }
 }

@@ -45,7 +45,7 @@ export async function versionCommand(
   const check = await rollbackCheck({ ...args(chat, id), version: req.version });
   if (!check.ok) return chat.say(conv, check.message, "idle");
   const latest = (await versions.latest(id))!;
-  chat.ask(conv, { kind: "rollback", system: id, version: req.version, since: Date.now() });
+  await chat.ask(conv, { kind: "rollback", system: id, version: req.version, since: Date.now() });
   const changes = diffVersions(latest, check.target);
   return chat.say(
     conv,
@@ -65,7 +65,7 @@ export async function rollbackConfirmed(
   if (!res.ok) return chat.say(conv, res.message, res.code === "failed" ? "error" : "idle");
   return chat.say(
     conv,
-    `Rolled **${system}** back to version ${version}: it now runs as version ${res.version.number} (rollback to ${version}). Runs already going finish on the version they started with. ${chat.usage(system)}`,
+    `Rolled **${system}** back to version ${version}: it now runs as version ${res.version.number} (rollback to ${version}). Runs already going finish on the version they started with. ${await chat.usage(system)}`,
     "completed",
   );
 }

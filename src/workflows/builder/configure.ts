@@ -306,7 +306,7 @@ export async function applyChanges(
   }
   const rest = changes.filter((c) => !c.path.startsWith("model.") && c.path !== "deployed");
   if (rest.length)
-    store.mutate(canvas.system, (c) => {
+    await store.mutate(canvas.system, (c) => {
       const next = withChanges(c, rest);
       return { ...c, name: next.name, settings: next.settings };
     });

@@ -14,7 +14,7 @@ import { stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { LibraryProblem, SystemsLibrary } from "../systems/library.js";
 import { systemsDir } from "../systems/paths.js";
-import { type Sql, sqliteSqlOf } from "../../core/db/sql.js";
+import type { Sql } from "../../core/db/sql.js";
 import { canonicalJson, type VersionMade, type VersionStore, versionsOf } from "../systems/versions.js";
 import type { Canvas } from "../../wire/canvas.js";
 import type { CanvasStore } from "./canvas-store.js";
@@ -33,7 +33,7 @@ export interface SystemsHost {
 
 /** The systems' versions: in the host's store, else beside the canvases (the same database). */
 export function versionsFor(store: CanvasStore, dataDir: string, host?: Pick<SystemsHost, "sql">): VersionStore {
-  return versionsOf(host?.sql ?? sqliteSqlOf(store.db), dataDir);
+  return versionsOf(host?.sql ?? store.sql, dataDir);
 }
 
 export const BUILDER_MARK = "# Written by the clawbridge builder from canvas";
@@ -51,7 +51,7 @@ export async function compiledSystem(
   host: SystemsHost | undefined,
   policy: DeployPolicy,
 ): Promise<Compiled> {
-  const canvas = store.get(id);
+  const canvas = await store.get(id);
   if (!canvas) return { ok: false, problems: [`there is no canvas "${id}"`] };
   const compiled = compileCanvas(canvas);
   if (!compiled.ok)
@@ -89,7 +89,7 @@ export async function deployCanvas(args: {
     };
   }
   const previous = existsSync(file) ? readFileSync(file, "utf8") : undefined;
-  const canvas = store.get(system)!;
+  const canvas = (await store.get(system))!;
   writeFileAtomic(
     file,
     `${BUILDER_MARK} "${system}" (version ${canvas.version}). Edit it by chat, or remove this line to own it.\n${stringify(res.system)}`,
@@ -109,7 +109,7 @@ export async function deployCanvas(args: {
     await host.reload();
     return { ok: false, problems: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`) };
   }
-  store.setStatus(system, "deployed");
+  await store.setStatus(system, "deployed");
   const version = (await versions.latest(system))?.number ?? 0;
   return { ok: true, file, system: res.system, version, changed: version !== before };
 }
@@ -159,7 +159,7 @@ export async function undeployCanvas(args: {
       return { ok: false, message: `${file} was not written by the builder; it stays` };
     rmSync(file, { force: true });
   }
-  if (args.store.get(args.system)) args.store.setStatus(args.system, "draft");
+  if (await args.store.get(args.system)) await args.store.setStatus(args.system, "draft");
   const problems = await args.host.reload();
   return problems.length
     ? { ok: false, message: problems.map((p) => `${p.where}: ${p.key}: ${p.message}`).join("\n") }

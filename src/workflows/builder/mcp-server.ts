@@ -71,7 +71,7 @@ function failure(err: unknown): CallToolResult {
 }
 
 /** Run a tool body: its value as a result, anything thrown as an error result. */
-async function call(fn: () => object | Promise<object>): Promise<CallToolResult> {
+async function call(fn: () => Promise<object>): Promise<CallToolResult> {
   try {
     return ok(await fn());
   } catch (err) {

@@ -72,22 +72,28 @@ export async function rollbackSystem(args: Args): Promise<RollbackResult> {
     file,
     `${BUILDER_MARK} "${system}" (rollback to version ${version}). Edit it by chat, or remove this line to own it.\n${stringify(target.definition)}`,
   );
-  const canvas = store.get(system);
+  const canvas = await store.get(system);
   const restoreCanvas = Boolean(canvas && target.canvas);
   if (restoreCanvas) {
     const old = target.canvas as Canvas;
-    store.mutate(system, (c) => ({ ...old, system, status: "deployed", version: c.version, updatedAt: c.updatedAt }));
-    store.commitVersion(system, `rollback to system version ${version}`);
+    await store.mutate(system, (c) => ({
+      ...old,
+      system,
+      status: "deployed",
+      version: c.version,
+      updatedAt: c.updatedAt,
+    }));
+    await store.commitVersion(system, `rollback to system version ${version}`);
   }
   const problems = await host.reload({
     system,
     by: "rollback",
     note: `rollback to ${version}`,
-    canvas: restoreCanvas ? store.get(system) : null,
+    canvas: restoreCanvas ? await store.get(system) : null,
   });
   if (problems.length) {
     writeFileAtomic(file, previous);
-    if (restoreCanvas) store.undo(system);
+    if (restoreCanvas) await store.undo(system);
     await host.reload();
     return {
       ok: false,

@@ -1,5 +1,5 @@
 /**
- * The builder room, opened once over the systems database: the canvas store and tools (served at
+ * The builder room, opened once over the systems floor's store (`sql`) and the systems database: the canvas store and tools (served at
  * `/mcp` and by `clawbridge mcp`), the build records (runs of origin `builder`; release
  * 0.1.0's `builds` table is moved into runs when the room first opens), an in-process MCP
  * connection for the Builder, and export / import of a system as a bundle. The bridge (src/request/http/start.ts), the CLI and the
@@ -52,14 +52,15 @@ export interface ImportOptions {
 }
 
 export function openBuilderRoom(args: {
-  db: Database.Database;
-  /** systems.db's one `Sql` (or the PostgreSQL): the builds (runs of origin `builder`). */
+  /** The systems floor's store (canvases, builds): the one `SqliteSql` over `db`, or the PostgreSQL. */
   sql: Sql;
+  /** systems.db (build records, system versions). */
+  db: Database.Database;
   dataDir: string;
   bus?: EventBus;
   host?: SystemsHost;
 }): BuilderRoom {
-  const tools = openBuilderTools({ db: args.db, dataDir: args.dataDir, bus: args.bus });
+  const tools = openBuilderTools({ sql: args.sql, db: args.db, dataDir: args.dataDir, bus: args.bus });
   const canvases = tools.store;
   // Release 0.1.0's `builds` table (SQLite only) moved into runs, once.
   migrateBuilds(args.db);
@@ -90,7 +91,7 @@ export function openBuilderRoom(args: {
     },
     deployState: (c) => deployState(canvases, dataDir, c, args.host),
     async exportBundle(system) {
-      const canvas = canvases.get(system);
+      const canvas = await canvases.get(system);
       const file = path.join(systemsDir(dataDir), `${system}.yaml`);
       let yaml: string | undefined;
       if (existsSync(file)) yaml = readFileSync(file, "utf8");
@@ -132,7 +133,7 @@ export function openBuilderRoom(args: {
       }
       const file = path.join(systemsDir(dataDir), `${b.system}.yaml`);
       if (!opts.replace) {
-        if (canvases.get(b.system))
+        if (await canvases.get(b.system))
           throw new BundleError(`a canvas "${b.system}" exists; remove it or import with --replace`);
         if (existsSync(file)) throw new BundleError(`${file} exists; remove it or import with --replace`);
         if (sandbox.files().length)
@@ -140,11 +141,11 @@ export function openBuilderRoom(args: {
       }
       if (opts.replace) {
         sandbox.destroy();
-        if (canvases.get(b.system)) canvases.delete(b.system);
+        if (await canvases.get(b.system)) await canvases.delete(b.system);
       }
       if (b.canvas) {
-        canvases.create({ system: b.system, name: b.canvas.name, description: b.canvas.description });
-        canvases.mutate(b.system, (c) => ({
+        await canvases.create({ system: b.system, name: b.canvas.name, description: b.canvas.description });
+        await canvases.mutate(b.system, (c) => ({
           ...c,
           nodes: b.canvas!.nodes,
           edges: b.canvas!.edges,
@@ -152,7 +153,7 @@ export function openBuilderRoom(args: {
           name: b.canvas!.name,
           description: b.canvas!.description,
         }));
-        canvases.commitVersion(b.system, "imported");
+        await canvases.commitVersion(b.system, "imported");
       } else {
         // Imported by the operator's command: their file from now on (no builder mark).
         writeFileAtomic(file, b.yaml.startsWith(BUILDER_MARK) ? b.yaml.slice(b.yaml.indexOf("\n") + 1) : b.yaml);

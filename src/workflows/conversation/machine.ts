@@ -1,6 +1,8 @@
 /**
- * One conversation machine for the router and the builder, in one table of the systems database
- * (`conversation_state`), so a restart between a question and its answer loses nothing. Per
+ * One conversation machine for the router and the builder, in one table of the systems floor's
+ * store (`conversation_state`: `<dataDir>/systems.db`, or the PostgreSQL of `store: { kind:
+ * postgres }`, migration 5), so a restart between a question and its answer loses nothing, and
+ * every bridge on one database sees the same question. Per
  * conversation: its state and the engine that set it (a build's planning, executing or paused is
  * the builder's and keeps the conversation with it; `routing` is published, never written), the one
  * question it waits on (missing inputs, a yes for a run, an approval a run waits on, an edit that deletes nodes, settings
@@ -8,9 +10,11 @@
  * it), and the builder's canvas. One TTL: a question (not an approval: it has its own deadline),
  * and a build state that stopped moving, lapse after it. One cancel path: `reply` reads the answer without a model; "no", "cancel", "never
  * mind", "stop" (replies.ts) end any question.
- * Opening it moves release 0.1.0's `router_state` and `builder_conversations` into it.
+ * Opening it on SQLite creates the table and moves release 0.1.0's `router_state` and
+ * `builder_conversations` into it.
  */
 import type Database from "better-sqlite3";
+import { type Sql, SqliteSql } from "../../core/db/sql.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import type { ConversationState } from "../../wire/events.js";
 import { replyKind } from "./replies.js";
@@ -78,100 +82,109 @@ const fromRow = (r: Row): Conversation => ({
   engine: r.engine as Engine,
   ...(r.question ? { question: JSON.parse(r.question) as Question } : {}),
   ...(r.canvas ? { canvas: r.canvas } : {}),
-  updatedAt: r.updated_at,
+  updatedAt: Number(r.updated_at),
 });
 
+/**
+ * The SQL of the machine, one for both engines. Each write changes only its own columns (a new
+ * conversation starts idle, the router's), so writers that meet — a turn's question, a run's end
+ * setting the state, on one bridge or two — never undo each other's change.
+ */
+const INSERT = `INSERT INTO conversation_state (conversation, state, engine, question, canvas, updated_at)`;
+const Q = {
+  get: `SELECT * FROM conversation_state WHERE conversation = ?`,
+  state: `${INSERT} VALUES (?, ?, ?, NULL, NULL, ?) ON CONFLICT (conversation) DO UPDATE SET
+    state = excluded.state, engine = excluded.engine, updated_at = excluded.updated_at`,
+  ask: `${INSERT} VALUES (?, 'idle', 'router', ?, ?, ?) ON CONFLICT (conversation) DO UPDATE SET
+    question = excluded.question, canvas = COALESCE(excluded.canvas, conversation_state.canvas),
+    updated_at = excluded.updated_at`,
+  canvas: `${INSERT} VALUES (?, 'idle', 'router', NULL, ?, ?) ON CONFLICT (conversation) DO UPDATE SET
+    canvas = excluded.canvas, updated_at = excluded.updated_at`,
+  take: `UPDATE conversation_state SET question = NULL, updated_at = ? WHERE conversation = ? AND question = ?`,
+  open: `SELECT * FROM conversation_state WHERE question IS NOT NULL ORDER BY updated_at DESC LIMIT ?`,
+};
+
 export class ConversationMachine {
-  private readonly stmts;
   /** Conversations in the passing `routing` state (published, not written). */
   private readonly transient = new Map<string, ConversationState>();
 
-  /** Opens the table (moving the two old ones into it); a question waits `ttlMs`. */
+  /** Over the systems floor's store (on SQLite: the table opened, the two old ones moved into it); a question waits `ttlMs`. */
   constructor(
-    db: Database.Database,
+    private readonly sql: Sql,
     readonly ttlMs: number,
     private readonly bus?: EventBus,
   ) {
-    db.exec(`CREATE TABLE IF NOT EXISTS conversation_state (conversation TEXT PRIMARY KEY, state TEXT NOT NULL,
-      engine TEXT NOT NULL, question TEXT, canvas TEXT, updated_at INTEGER NOT NULL)`);
-    migrate(db);
-    this.stmts = {
-      get: db.prepare(`SELECT * FROM conversation_state WHERE conversation = ?`),
-      put: db.prepare(`INSERT OR REPLACE INTO conversation_state VALUES (?, ?, ?, ?, ?, ?)`),
-      take: db.prepare(
-        `UPDATE conversation_state SET question = NULL, updated_at = ? WHERE conversation = ? AND question = ?`,
-      ),
-      open: db.prepare(`SELECT * FROM conversation_state WHERE question IS NOT NULL ORDER BY updated_at DESC LIMIT ?`),
-    };
+    if (sql instanceof SqliteSql) {
+      sql.db.exec(`CREATE TABLE IF NOT EXISTS conversation_state (conversation TEXT PRIMARY KEY, state TEXT NOT NULL,
+        engine TEXT NOT NULL, question TEXT, canvas TEXT, updated_at INTEGER NOT NULL)`);
+      migrate(sql.db);
+    }
   }
 
-  get(conversation: string): Conversation {
-    const r = this.stmts.get.get(conversation) as Row | undefined;
+  async get(conversation: string): Promise<Conversation> {
+    const r = await this.sql.get<Row>(Q.get, [conversation]);
     return r ? fromRow(r) : { state: "idle", engine: "router", updatedAt: 0 };
   }
 
-  private put(conversation: string, c: Omit<Conversation, "updatedAt">): void {
-    const question = c.question ? JSON.stringify(c.question) : null;
-    this.stmts.put.run(conversation, c.state, c.engine, question, c.canvas ?? null, Date.now());
-  }
-
   /** The state, set by `engine`: published on every change; not written when `routing`, nor the router's during a build. */
-  setState(conversation: string, state: ConversationState, engine: Engine): void {
-    const stored = this.get(conversation);
+  async setState(conversation: string, state: ConversationState, engine: Engine): Promise<void> {
+    const stored = await this.get(conversation);
     if ((this.transient.get(conversation) ?? stored.state) === state) return;
     if (state === "routing") this.transient.set(conversation, state);
     else {
       this.transient.delete(conversation);
-      const keep = engine === "router" && this.withBuilder(conversation);
+      const keep = engine === "router" && this.busy(stored);
       if (!keep && (stored.state !== state || stored.engine !== engine))
-        this.put(conversation, { ...stored, state, engine });
+        await this.sql.run(Q.state, [conversation, state, engine, Date.now()]);
     }
     this.bus?.emit({ type: "state", conversation, state });
   }
 
   /** Open a question (it replaces any other); `canvas` becomes the builder's canvas. */
-  ask(conversation: string, question: Question, canvas?: string): void {
-    const c = this.get(conversation);
-    this.put(conversation, { ...c, question, canvas: canvas ?? c.canvas });
+  async ask(conversation: string, question: Question, canvas?: string): Promise<void> {
+    await this.sql.run(Q.ask, [conversation, JSON.stringify(question), canvas ?? null, Date.now()]);
   }
 
   /** End the open question, whatever it is; returns it. */
-  close(conversation: string): Question | undefined {
-    const { question, ...c } = this.get(conversation);
-    if (question) this.put(conversation, c);
+  async close(conversation: string): Promise<Question | undefined> {
+    const { question } = await this.get(conversation);
+    if (question) await this.take(conversation, question);
     return question;
   }
 
-  setCanvas(conversation: string, canvas: string): void {
-    this.put(conversation, { ...this.get(conversation), canvas });
+  async setCanvas(conversation: string, canvas: string): Promise<void> {
+    await this.sql.run(Q.canvas, [conversation, canvas, Date.now()]);
   }
 
   /** Take the question if it is still exactly `question`: a second "yes", or a client's retry racing the first, finds nothing. */
-  take(conversation: string, question: Question): boolean {
-    return this.stmts.take.run(Date.now(), conversation, JSON.stringify(question)).changes === 1;
+  async take(conversation: string, question: Question): Promise<boolean> {
+    return (await this.sql.run(Q.take, [Date.now(), conversation, JSON.stringify(question)])).changes === 1;
   }
 
   /** Read a message as the answer to the open question: a lapsed one, and "no" or "cancel", end it here. */
-  reply(conversation: string, text: string): Reply {
-    const question = this.get(conversation).question;
+  async reply(conversation: string, text: string): Promise<Reply> {
+    const question = (await this.get(conversation)).question;
     if (!question) return { kind: "none" };
     const word = replyKind(text);
     const lapsed = question.kind !== "approval" && this.lapsed(question.since);
     const kind = lapsed ? "expired" : word === "no" || word === "cancel" ? "ended" : undefined;
-    if (kind) this.close(conversation);
+    if (kind) await this.close(conversation);
     return { kind: kind ?? (word === "yes" ? "yes" : "other"), question };
   }
 
   /** Whether the builder is in the middle of something: its question waits, or its build moved within the TTL. */
-  withBuilder(conversation: string): boolean {
-    const c = this.get(conversation);
+  async withBuilder(conversation: string): Promise<boolean> {
+    return this.busy(await this.get(conversation));
+  }
+
+  private busy(c: Conversation): boolean {
     if (c.question) return !isRouterQuestion(c.question) && !this.lapsed(c.question.since);
     return c.engine === "builder" && BUILDING.has(c.state) && !this.lapsed(c.updatedAt);
   }
 
   /** Conversations waiting for an answer, most recent first (the dashboard's Router view). */
-  questions(limit = 100): OpenQuestion[] {
-    return (this.stmts.open.all(limit) as Row[]).map(
+  async questions(limit = 100): Promise<OpenQuestion[]> {
+    return (await this.sql.all<Row>(Q.open, [limit])).map(
       (r) => ({ conversation: r.conversation, ...fromRow(r) }) as OpenQuestion,
     );
   }

@@ -34,7 +34,7 @@ export interface FollowArgs {
   cancel: Cancellation;
   detachAfterMs: number;
   head: string;
-  onEnd(state: ConversationState, run: RunRecord): void;
+  onEnd(state: ConversationState, run: RunRecord): Promise<void>;
 }
 
 const MAX_OUTPUT_CHARS = 6000;
@@ -232,7 +232,7 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
           const rec = (await a.runs.get(id))!;
           // Its question is told here, not again on the next turn.
           if (rec.status === "waiting") await a.runs.store.markReported(id);
-          a.onEnd(endState(rec), rec);
+          await a.onEnd(endState(rec), rec);
           streamed ||= wrote.has(a.outputStep);
           let text: string;
           if (rec.status === "completed" && streamed && !rec.test)

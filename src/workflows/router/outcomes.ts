@@ -67,6 +67,7 @@ export abstract class RouterOutcomes {
     test = false,
     version?: number,
   ): Promise<Dispatch> {
+    await this.setState(conv, "executing");
     let rec: RunRecord;
     try {
       rec = await this.rt.runs.start({
@@ -85,12 +86,15 @@ export abstract class RouterOutcomes {
     return this.attach(rec, input, preface, true);
   }
 
-  /** Stream a live run to this turn (until it ends, or detach). */
+  /**
+   * Stream a live run to this turn (until it ends, or detach). The caller set the conversation's
+   * state to `executing` before the run started or went on: nothing is awaited between that and
+   * the stream, so a quick run's events are not missed.
+   */
   protected attach(rec: RunRecord, input: DispatchInput, preface: string, fresh: boolean): Dispatch {
     const system = this.rt.library.get(rec.system);
     const name = system?.name ?? rec.system;
     const conv = input.turn.session.key;
-    this.setState(conv, "executing");
     const plan = system ? this.rt.library.plan(system.id) : undefined;
     const text = plan ? textSteps(this.rt.library, plan) : { streams: [], output: "" };
     const events = follow({
@@ -107,9 +111,9 @@ export abstract class RouterOutcomes {
         preface,
         fresh ? (rec.test ? testingLine(name) : runningLine(name)) : `Still running **${name}** (run \`${rec.id}\`)…`,
       ),
-      onEnd: (end, now) => {
-        this.setState(conv, end);
-        if (now.status === "waiting") this.askApproval(conv, now);
+      onEnd: async (end, now) => {
+        await this.setState(conv, end);
+        if (now.status === "waiting") await this.askApproval(conv, now);
       },
     });
     return { kind: "answer", events };
@@ -134,9 +138,9 @@ export abstract class RouterOutcomes {
   }
 
   /** The conversation's next "yes" approves (and "no" rejects) the approval `run` waits on. */
-  protected askApproval(conv: string, run: RunRecord): void {
+  protected async askApproval(conv: string, run: RunRecord): Promise<void> {
     if (!run.approval) return;
-    this.rt.conversations.ask(conv, {
+    await this.rt.conversations.ask(conv, {
       kind: "approval",
       system: run.system,
       runId: run.id,
@@ -146,9 +150,9 @@ export abstract class RouterOutcomes {
   }
 
   /** Hand the message to the `answer` model; `by`: the classifier's or fallback's decision, or the conversation's state. */
-  protected handover(conv: string, preface: string, by: DecidedBy, reason: string): Dispatch {
+  protected async handover(conv: string, preface: string, by: DecidedBy, reason: string): Promise<Dispatch> {
     this.handedOver(conv, "answer", by, reason);
-    this.setState(conv, "idle");
+    await this.setState(conv, "idle");
     return { kind: "handover", model: this.opts.answer, ...(preface ? { preface: `${preface}\n\n` } : {}) };
   }
 
@@ -165,7 +169,7 @@ export abstract class RouterOutcomes {
   }
 
   /** A run's state in words; the conversation's state follows the run's unless given. */
-  protected sayRun(conv: string, preface: string, rec: RunRecord, state = endState(rec)): Dispatch {
+  protected sayRun(conv: string, preface: string, rec: RunRecord, state = endState(rec)): Promise<Dispatch> {
     return this.say(conv, preface, runStatusText(rec, this.nameOf(rec.system)), state);
   }
 
@@ -179,8 +183,8 @@ export abstract class RouterOutcomes {
     );
   }
 
-  protected say(conv: string, preface: string, text: string, state: ConversationState): Dispatch {
-    this.setState(conv, state);
+  protected async say(conv: string, preface: string, text: string, state: ConversationState): Promise<Dispatch> {
+    await this.setState(conv, state);
     return { kind: "answer", events: textEvents(join(preface, text)) };
   }
 
@@ -206,8 +210,8 @@ export abstract class RouterOutcomes {
     else this.decision(conv, action, by.source, { confidence: by.confidence, reason });
   }
 
-  protected setState(conv: string, state: ConversationState): void {
-    this.rt.conversations.setState(conv, state, "router");
+  protected setState(conv: string, state: ConversationState): Promise<void> {
+    return this.rt.conversations.setState(conv, state, "router");
   }
 
   protected nameOf(id: string): string {

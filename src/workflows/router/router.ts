@@ -41,7 +41,7 @@ export class RouterEngine extends RouterOutcomes {
     const told = await this.reportBackground(conv);
     const answer = await this.route(input, told.text);
     // An approval told in this turn: the next message answers it (unless this one opened a question of its own).
-    if (told.waiting && !this.rt.conversations.get(conv).question) this.askApproval(conv, told.waiting);
+    if (told.waiting && !(await this.rt.conversations.get(conv)).question) await this.askApproval(conv, told.waiting);
     return answer;
   }
 
@@ -53,7 +53,7 @@ export class RouterEngine extends RouterOutcomes {
     // Not the person's words: hand over untouched, whatever is pending.
     if (input.notFromPerson || !text) return this.handover(conv, preface, "state", input.notFromPerson ?? "empty");
 
-    this.setState(conv, "routing");
+    await this.setState(conv, "routing");
 
     // A client's retry of a message that already started a run: never a second run.
     const prior = await this.rt.runs.store.byMessage(conv, input.messageKey);
@@ -62,9 +62,9 @@ export class RouterEngine extends RouterOutcomes {
         system: prior.system,
         reason: "retry of the message that started this run",
       });
-      return this.rt.runs.isLive(prior.id)
-        ? this.attach(prior, input, preface, false)
-        : this.sayRun(conv, preface, prior);
+      if (!this.rt.runs.isLive(prior.id)) return this.sayRun(conv, preface, prior);
+      await this.setState(conv, "executing");
+      return this.attach(prior, input, preface, false);
     }
 
     const resume = RESUME.exec(text);
@@ -74,11 +74,11 @@ export class RouterEngine extends RouterOutcomes {
     if (slash) return this.slash(conv, slash, input, preface);
 
     // The builder is waiting for this conversation's answer, or building: its message.
-    if (this.opts.builder && this.rt.conversations.withBuilder(conv))
+    if (this.opts.builder && (await this.rt.conversations.withBuilder(conv)))
       return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
 
     // The open question: "yes" to a run shown; "no", "cancel" end it; a lapsed one is dropped.
-    const reply = this.rt.conversations.reply(conv, text);
+    const reply = await this.rt.conversations.reply(conv, text);
     const asked = "question" in reply && isRouterQuestion(reply.question) ? reply.question : undefined;
     if (reply.kind === "expired" && asked) {
       this.decision(conv, "give_up", "state", { system: asked.system, reason: "expired" });
@@ -95,18 +95,18 @@ export class RouterEngine extends RouterOutcomes {
     }
     if (asked?.kind === "confirm" && reply.kind === "yes") return this.confirmed(conv, asked, input, preface);
     // Anything else: a confirmation lapses and the message is routed afresh.
-    if (asked?.kind === "confirm") this.rt.conversations.close(conv);
+    if (asked?.kind === "confirm") await this.rt.conversations.close(conv);
 
     // What code can know, before any classifier call: a builder command, a question about the person's systems.
     const forBuilder = this.opts.builder
       ? builderRule(text, {
-          canvas: this.rt.conversations.get(conv).canvas,
+          canvas: (await this.rt.conversations.get(conv)).canvas,
           systems: this.rt.library.systems,
           runLive: (await this.rt.runs.store.active(conv)).length > 0,
         })
       : undefined;
     if (forBuilder) {
-      if (asked?.kind === "gathering") this.rt.conversations.close(conv);
+      if (asked?.kind === "gathering") await this.rt.conversations.close(conv);
       return this.toBuilder(conv, preface, { source: "rule", confidence: 1 }, forBuilder.reason, forBuilder.action);
     }
 
@@ -124,7 +124,7 @@ export class RouterEngine extends RouterOutcomes {
 
     if (d.action === "cancel") {
       if (gathering) {
-        this.rt.conversations.close(conv);
+        await this.rt.conversations.close(conv);
         this.decision(conv, "cancel", d.source, { system: gathering.system, confidence: d.confidence });
         return this.say(conv, preface, cancelledText(this.nameOf(gathering.system)), "idle");
       }
@@ -136,7 +136,7 @@ export class RouterEngine extends RouterOutcomes {
       return this.handover(conv, preface, d, "nothing to cancel");
     }
     if ((d.action === "build" || d.action === "ask") && this.opts.builder) {
-      if (gathering) this.rt.conversations.close(conv);
+      if (gathering) await this.rt.conversations.close(conv);
       return d.action === "ask"
         ? this.toBuilder(conv, preface, d, "a question about the person's systems", "ask")
         : this.toBuilder(conv, preface, d, "build");
@@ -160,7 +160,7 @@ export class RouterEngine extends RouterOutcomes {
         d.confidence >= this.opts.thresholds.match;
       if (!other) {
         if (d.action === "answer" && !Object.keys(d.inputs).length) {
-          this.rt.conversations.close(conv);
+          await this.rt.conversations.close(conv);
           return this.handover(conv, preface, d, `unrelated to ${gatheringSystem.id}; gathering dropped`);
         }
         const values = mergeInputs(gathering.values, d.inputs);
@@ -179,7 +179,7 @@ export class RouterEngine extends RouterOutcomes {
     }
 
     if (d.action !== "run" || !d.system || d.confidence < this.opts.thresholds.match) {
-      if (gathering) this.rt.conversations.close(conv);
+      if (gathering) await this.rt.conversations.close(conv);
       return this.handover(
         conv,
         preface,
@@ -208,7 +208,7 @@ export class RouterEngine extends RouterOutcomes {
     const check = checkInputs(system.inputs, candidate);
     if (!check.complete) {
       if (rounds >= this.opts.gathering.maxRounds) {
-        this.rt.conversations.close(conv);
+        await this.rt.conversations.close(conv);
         this.decision(conv, "give_up", source, {
           system: system.id,
           confidence,
@@ -224,7 +224,7 @@ export class RouterEngine extends RouterOutcomes {
         since: Date.now(),
         ...(version === undefined ? {} : { version }),
       };
-      this.rt.conversations.ask(conv, next);
+      await this.rt.conversations.ask(conv, next);
       this.decision(conv, "clarify", source, { system: system.id, confidence });
       this.rt.bus.emit({
         type: "gathering",
@@ -246,7 +246,7 @@ export class RouterEngine extends RouterOutcomes {
             : undefined;
     if (why) {
       const hash = inputsHash(system.id, check.values);
-      this.rt.conversations.ask(conv, {
+      await this.rt.conversations.ask(conv, {
         kind: "confirm",
         system: system.id,
         values: check.values,
@@ -258,7 +258,7 @@ export class RouterEngine extends RouterOutcomes {
       this.rt.bus.emit({ type: "confirm", conversation: conv, system: system.id, inputsHash: hash });
       return this.say(conv, preface, confirmText(system.name, check.values, why), "idle");
     }
-    this.rt.conversations.close(conv);
+    await this.rt.conversations.close(conv);
     this.decision(conv, "run", source, { system: system.id, confidence });
     return this.start(conv, system, check.values, input, preface, false, version);
   }
@@ -281,7 +281,7 @@ export class RouterEngine extends RouterOutcomes {
       const ask = clarifyText(system.name, check.missing, check.invalid, check.problems);
       return this.say(conv, preface, `${ask}\n\nThen test it with \`/test ${system.id} name=value …\`.`, "idle");
     }
-    this.rt.conversations.close(conv);
+    await this.rt.conversations.close(conv);
     const { source, confidence } = by === "slash" ? { source: "slash" as const, confidence: 1 } : by;
     this.decision(conv, "run", source, { system: system.id, confidence, reason: "test run" });
     return this.start(conv, system, check.values, input, preface, true, version);
@@ -294,10 +294,11 @@ export class RouterEngine extends RouterOutcomes {
     input: DispatchInput,
     preface: string,
   ): Promise<Dispatch> {
-    if (!this.rt.conversations.take(conv, pending))
+    if (!(await this.rt.conversations.take(conv, pending)))
       return this.say(conv, preface, "That was already answered.", "idle");
     if (pending.resumeRun) {
       this.decision(conv, "resume", "reply", { system: pending.system });
+      await this.setState(conv, "executing");
       try {
         const rec = await this.rt.runs.resume(pending.resumeRun);
         await this.rt.runs.store.markAttached(rec.id);
@@ -330,9 +331,10 @@ export class RouterEngine extends RouterOutcomes {
     preface: string,
   ): Promise<Dispatch> {
     // "no" closed the question already; a second "yes" (or a retry racing the first) finds nothing.
-    if (approve && !this.rt.conversations.take(conv, asked))
+    if (approve && !(await this.rt.conversations.take(conv, asked)))
       return this.say(conv, preface, "That was already answered.", "idle");
     this.decision(conv, approve ? "resume" : "decline", "reply", { system: asked.system, reason: "approval" });
+    if (approve) await this.setState(conv, "executing");
     try {
       const rec = await this.rt.runs.decide(asked.runId, { approve, by: "chat", step: asked.step });
       if (!approve) {
@@ -358,16 +360,16 @@ export class RouterEngine extends RouterOutcomes {
     const rec = await this.rt.runs.get(runId);
     // No run of this conversation: while the builder is busy here, or naming a system, it is the builder's "resume <system>".
     if ((!rec || rec.conversation !== conv) && this.opts.builder) {
-      if (this.rt.conversations.withBuilder(conv))
+      if (await this.rt.conversations.withBuilder(conv))
         return this.toBuilder(conv, preface, "state", "the builder is busy with this conversation");
-      if (this.rt.library.get(runId) || this.rt.conversations.get(conv).canvas === runId)
+      if (this.rt.library.get(runId) || (await this.rt.conversations.get(conv)).canvas === runId)
         return this.toBuilder(conv, preface, { source: "rule", confidence: 1 }, "a builder command");
     }
     if (!rec || rec.conversation !== conv)
       return this.say(conv, preface, `I know of no run \`${runId}\` in this conversation.`, "idle");
     if (!["paused", "interrupted", "failed"].includes(rec.status)) return this.sayRun(conv, preface, rec);
     const hash = inputsHash(rec.system, rec.inputs);
-    this.rt.conversations.ask(conv, {
+    await this.rt.conversations.ask(conv, {
       kind: "confirm",
       system: rec.system,
       values: rec.inputs,
@@ -419,7 +421,7 @@ export class RouterEngine extends RouterOutcomes {
         return this.sayRun(conv, preface, rec);
       }
       case "cancel": {
-        const pending = this.rt.conversations.close(conv);
+        const pending = await this.rt.conversations.close(conv);
         const [active] = await this.rt.runs.store.active(conv);
         this.decision(conv, "cancel", "slash", { system: active?.system ?? pending?.system });
         if (active) return this.cancelRun(conv, preface, active.id);

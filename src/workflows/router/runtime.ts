@@ -196,7 +196,7 @@ export async function openRouterRuntime(args: {
   return {
     library,
     runs,
-    conversations: new ConversationMachine(db, ttl.minutes * 60_000, bus),
+    conversations: new ConversationMachine(sql, ttl.minutes * 60_000, bus),
     bus,
     callModel,
     db,
