@@ -16,7 +16,7 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { extract as tarExtract, pack as tarPack } from "tar-stream";
 import { parse as parseYaml, stringify } from "yaml";
 import { readBundle, BUNDLE_FORMAT } from "../../src/workflows/builder/bundle.js";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
 import { Sandbox } from "../../src/workflows/builder/sandbox.js";
 import { openBuilderRoom } from "../../src/workflows/builder/service.js";
@@ -51,7 +51,7 @@ const pick = (c: Canvas): Picked => ({
 async function canvasOf(dataDir: string, system = SYS): Promise<Canvas | undefined> {
   const db = openSystemsDb(systemsDbPath(dataDir));
   try {
-    return await new CanvasStore(new SqliteSql(db), db).get(system);
+    return await new CanvasStore(sqliteSqlOf(db), db).get(system);
   } finally {
     db.close();
   }
@@ -184,7 +184,7 @@ describe("system bundles: export and import", () => {
     // The canvas, through the real tools on data directory A.
     const db = openSystemsDb(systemsDbPath(dataA));
     try {
-      const room = openBuilderRoom({ sql: new SqliteSql(db), db, dataDir: dataA });
+      const room = openBuilderRoom({ sql: sqliteSqlOf(db), db, dataDir: dataA });
       const t = room.tools;
       await t.createNode(SYS, {
         type: "input",
@@ -359,7 +359,7 @@ describe("system bundles: export and import", () => {
     // Change what is there, so a replace has something to undo.
     const db = openSystemsDb(systemsDbPath(dataB));
     try {
-      const room = openBuilderRoom({ sql: new SqliteSql(db), db, dataDir: dataB });
+      const room = openBuilderRoom({ sql: sqliteSqlOf(db), db, dataDir: dataB });
       await room.tools.createNode(SYS, { type: "agent", id: "extra", label: "Extra", properties: { model: "m1" } });
       await room.tools.createFile(SYS, "stray.txt", "left over");
       await room.tools.createFile(SYS, "notes/plan.md", "changed");
@@ -574,7 +574,7 @@ describe("system bundles: refused imports and drafts", () => {
     const d = tempDir("cb-bundle-gap-");
     const db = openSystemsDb(systemsDbPath(d));
     try {
-      await fn(openBuilderRoom({ sql: new SqliteSql(db), db, dataDir: d }), d);
+      await fn(openBuilderRoom({ sql: sqliteSqlOf(db), db, dataDir: d }), d);
     } finally {
       db.close();
       cleanup(d);

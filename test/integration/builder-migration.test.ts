@@ -20,7 +20,7 @@ import { EventBus } from "../../src/ops/events/bus.js";
 import { BuildRunner } from "../../src/workflows/builder/build-runner.js";
 import { openBuilderRoom } from "../../src/workflows/builder/service.js";
 import type { BuildStep } from "../../src/workflows/builder/types.js";
-import { SqliteSql } from "../../src/core/db/sql.js";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { RunManager } from "../../src/workflows/systems/runner.js";
@@ -124,8 +124,8 @@ describe("a systems.db of release 0.1.0", () => {
     const notRunning = await api("/v1/builds/build-done/pause", { method: "POST" });
     assert.equal(notRunning.status, 409);
     assert.equal(((await notRunning.json()) as { error: { code: string } }).error.code, "build_not_running");
-    assert.equal((await api("/v1/builds/build-done/resume", { method: "POST" })).status, 409);
-    assert.equal((await api("/v1/builds/nope")).status, 404);
+    assert.equal(await (await api("/v1/builds/build-done/resume", { method: "POST" })).status, 409);
+    assert.equal(await (await api("/v1/builds/nope")).status, 404);
 
     // Resumed like any run: only its unfinished steps run, with the variables it had.
     const res = await api("/v1/runs/build-paused/resume", { method: "POST" });
@@ -192,9 +192,10 @@ describe("a build across a restart", () => {
   /** The bridge's parts over one systems.db: the run manager and the builder room with its in-process tools. */
   async function open(file: string, dataDir: string) {
     const db = openSystemsDb(file);
+    const sql = sqliteSqlOf(db);
     const { library } = await loadSystems({ configSystems: [], models: new Map() });
     const manager = new RunManager({
-      store: new RunStore(db),
+      store: new RunStore(sql),
       library,
       bus: new EventBus(),
       // Builds call no model.
@@ -202,7 +203,7 @@ describe("a build across a restart", () => {
       dataDir,
       log: pino({ level: "silent" }),
     });
-    const room = openBuilderRoom({ sql: new SqliteSql(db), db, dataDir });
+    const room = openBuilderRoom({ sql, db, dataDir });
     const runner = new BuildRunner({
       canvases: room.canvases,
       manager,
@@ -234,7 +235,7 @@ describe("a build across a restart", () => {
         steps: [node("a"), node("b", ["n-a"]), node("c", ["n-b"])],
       };
       // The bridge stops right after the first step.
-      const b = first.runner.begin({ conversation: "conv-r", intent: "EDIT", plan }, (hooks) =>
+      const b = await first.runner.begin({ conversation: "conv-r", intent: "EDIT", plan }, (hooks) =>
         hooks.addHandler("stepAfter", (step) => {
           if (step === "n-a") void first.manager.close();
         }),
@@ -248,14 +249,14 @@ describe("a build across a restart", () => {
       first.db.close();
 
       const second = await open(file, dataDir);
-      assert.deepEqual(second.manager.recover(), []);
-      assert.equal(second.room.builds.get(b.id)?.status, "interrupted");
+      assert.deepEqual(await second.manager.recover(), []);
+      assert.equal((await second.room.builds.get(b.id))?.status, "interrupted");
       const made: string[] = [];
-      second.runner.resume(b.id, (hooks) => hooks.addHandler("stepBefore", (step) => made.push(step)));
+      await second.runner.resume(b.id, (hooks) => hooks.addHandler("stepBefore", (step) => made.push(step)));
       const done = await second.manager.wait(b.id);
       assert.equal(done.status, "completed");
       assert.deepEqual(made, ["n-b", "n-c"]);
-      assert.deepEqual(second.room.builds.get(b.id)?.vars, { "n-a": "a", "n-b": "b", "n-c": "c" });
+      assert.deepEqual((await second.room.builds.get(b.id))?.vars, { "n-a": "a", "n-b": "b", "n-c": "c" });
       assert.deepEqual((await second.room.canvases.get("chain"))?.nodes.map((n) => n.id).sort(), ["a", "b", "c"]);
       second.db.close();
     } finally {

@@ -124,10 +124,12 @@ describe("a systems.db of release 0.1.0: its conversations", () => {
   test("the gathering goes on with the inputs given before the upgrade", async () => {
     const res = await new Chat(b.baseURL, "conv-gather", "router").say("https://example.com");
     assert.match(res.text, /SUMMARY of the page/);
-    const runs = b.systems!.runs.store.list({ conversation: "conv-gather" });
+    const runs = await b.systems!.runs.store.list({ conversation: "conv-gather" });
     assert.equal(runs.length, 1);
     assert.deepEqual(runs[0]!.inputs, { url: "https://example.com", length: "short" });
-    assert.ok(await eventually(() => b.systems!.runs.store.get(runs[0]!.id)?.status === "completed", 10_000));
+    assert.ok(
+      await eventually(async () => (await b.systems!.runs.store.get(runs[0]!.id))?.status === "completed", 10_000),
+    );
   });
 
   test("cancel words end whichever question is open, the router's or the builder's, without a model request", async () => {

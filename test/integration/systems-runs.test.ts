@@ -25,6 +25,7 @@ import { fileURLToPath } from "node:url";
 import { after, afterEach, before, describe, test } from "node:test";
 import type Database from "better-sqlite3";
 import { pino } from "pino";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import { openSystemsDb, RunStore, type RunRecord } from "../../src/workflows/systems/db.js";
@@ -157,7 +158,7 @@ async function harness(systems: unknown[], opts: { dbFile?: string } = {}): Prom
   });
   assert.deepEqual(problems, []);
   const db = openSystemsDb(opts.dbFile ?? ":memory:");
-  const store = new RunStore(db);
+  const store = new RunStore(sqliteSqlOf(db));
   const bus = new EventBus();
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
@@ -203,10 +204,6 @@ const stepOf = (rec: RunRecord, id: string) => {
 };
 
 const eventsOf = (h: Harness, runId: string) => h.events.filter((e) => "runId" in e && e.runId === runId);
-
-function runError(fn: () => unknown, code: RunError["code"]): void {
-  assert.throws(fn, (err: unknown) => err instanceof RunError && err.code === code);
-}
 
 async function rejectsWith(p: Promise<unknown>, code: RunError["code"]): Promise<void> {
   await assert.rejects(p, (err: unknown) => err instanceof RunError && err.code === code);
@@ -296,8 +293,8 @@ describe("a run's record and events", T, () => {
         error: undefined,
       },
     ]);
-    assert.equal(h.store.get(rec.id)!.status, "pending");
-    assert.equal(h.store.byMessage("conv-1", "msg-1")!.id, rec.id);
+    assert.equal((await h.store.get(rec.id))!.status, "pending");
+    assert.equal((await h.store.byMessage("conv-1", "msg-1"))!.id, rec.id);
     assert.equal(h.manager.isLive(rec.id), true);
 
     const end = await h.manager.wait(rec.id);
@@ -313,7 +310,7 @@ describe("a run's record and events", T, () => {
     assert.equal(s.output, "hi\nthere");
     assert.ok(s.startedAt! >= end.startedAt! && s.endedAt! >= s.startedAt!);
     assert.equal(h.manager.isLive(rec.id), false);
-    assert.deepEqual(h.store.get(rec.id), end);
+    assert.deepEqual(await h.store.get(rec.id), end);
 
     const seen = eventsOf(h, rec.id).map((e) => (e.type === "run.output" ? `${e.type}:${e.step}:${e.text}` : e.type));
     assert.deepEqual(seen, [
@@ -334,7 +331,7 @@ describe("a run's record and events", T, () => {
   test("unknown systems and runs are refused", async () => {
     const h = await harness([cmd("hello", [NODE, "-e", ""])]);
     await rejectsWith(h.manager.start({ system: "nope", inputs: {}, origin: "cli" }), "unknown_system");
-    runError(() => h.manager.resume("run-nope"), "not_found");
+    await rejectsWith(h.manager.resume("run-nope"), "not_found");
     await rejectsWith(h.manager.cancel("run-nope"), "not_found");
     await rejectsWith(h.manager.pause("run-nope"), "not_found");
     await rejectsWith(h.manager.wait("run-nope"), "not_found");
@@ -342,7 +339,7 @@ describe("a run's record and events", T, () => {
     await h.manager.wait(rec.id);
     // Ended: it can be neither paused, resumed nor cancelled.
     await rejectsWith(h.manager.pause(rec.id), "conflict");
-    runError(() => h.manager.resume(rec.id), "conflict");
+    await rejectsWith(h.manager.resume(rec.id), "conflict");
     await rejectsWith(h.manager.cancel(rec.id), "conflict");
   });
 
@@ -723,8 +720,8 @@ describe("stopping runs", T, () => {
     await nextEvent(h.bus, outputSaid(rec.id, "started"));
     const pids = pidsOf(pidFile);
     assert.ok(groupAlive(pids.pgid));
-    assert.equal(h.store.get(rec.id)!.status, "running");
-    assert.equal(stepOf(h.store.get(rec.id)!, "run").status, "running");
+    assert.equal((await h.store.get(rec.id))!.status, "running");
+    assert.equal(stepOf((await h.store.get(rec.id))!, "run").status, "running");
 
     const end = await h.manager.cancel(rec.id);
     assert.equal(end.status, "cancelled");
@@ -734,7 +731,7 @@ describe("stopping runs", T, () => {
     assert.equal(h.manager.isLive(rec.id), false);
     assert.equal(eventsOf(h, rec.id).at(-1)!.type, "run.cancelled");
     // Ended for good.
-    runError(() => h.manager.resume(rec.id), "conflict");
+    await rejectsWith(h.manager.resume(rec.id), "conflict");
     await rejectsWith(h.manager.cancel(rec.id), "conflict");
   });
 
@@ -762,9 +759,9 @@ describe("stopping runs", T, () => {
     await rejectsWith(h.manager.pause(rec.id), "conflict");
 
     writeFileSync(go, "");
-    const resumed = h.manager.resume(rec.id);
+    const resumed = await h.manager.resume(rec.id);
     assert.equal(resumed.id, rec.id);
-    runError(() => h.manager.resume(rec.id), "conflict"); // already going again
+    await rejectsWith(h.manager.resume(rec.id), "conflict"); // already going again
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "finished");
@@ -798,7 +795,7 @@ describe("stopping runs", T, () => {
       ],
     );
     assert.equal(eventsOf(h, rec.id).at(-1)!.type, "run.cancelled");
-    runError(() => h.manager.resume(rec.id), "conflict");
+    await rejectsWith(h.manager.resume(rec.id), "conflict");
     assert.equal(count(first), 1);
   });
 
@@ -824,7 +821,7 @@ describe("stopping runs", T, () => {
     assert.equal(failed.status, "failed");
     assert.equal(failed.failedStep, "b");
     writeFileSync(fixed, "");
-    h.manager.resume(rec.id);
+    await h.manager.resume(rec.id);
     const end = await h.manager.wait(rec.id);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "fixed");
@@ -840,14 +837,14 @@ describe("stopping runs", T, () => {
     await nextEvent(h.bus, outputSaid(rec.id, "started"));
     const pids = pidsOf(pidFile);
     await h.manager.close();
-    const end = h.store.get(rec.id)!;
+    const end = (await h.store.get(rec.id))!;
     assert.equal(end.status, "interrupted");
     assert.equal(end.detached, true);
     assert.equal(stepOf(end, "run").status, "pending");
     await assertGone(pids);
     assert.equal(eventsOf(h, rec.id).at(-1)!.type, "run.interrupted");
     await rejectsWith(h.manager.start({ system: "long", inputs: {}, origin: "cli" }), "conflict");
-    runError(() => h.manager.resume(rec.id), "conflict");
+    await rejectsWith(h.manager.resume(rec.id), "conflict");
   });
 });
 
@@ -857,34 +854,34 @@ describe("runs left by a bridge that stopped", T, () => {
     const counter = fresh("count");
     const h1 = await harness([cmd("c", COUNT(counter))], { dbFile });
     // As a bridge that died would leave them: one running (a step running), one never started.
-    h1.store.create({ id: "run-running", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
-    h1.store.markStarted("run-running");
-    h1.store.stepStarted("run-running", "run", 1);
-    h1.store.create({ id: "run-pending", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
-    h1.store.create({ id: "run-paused", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
-    h1.store.setStatus("run-paused", "paused");
+    await h1.store.create({ id: "run-running", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
+    await h1.store.markStarted("run-running");
+    await h1.store.stepStarted("run-running", "run", 1);
+    await h1.store.create({ id: "run-pending", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
+    await h1.store.create({ id: "run-paused", system: "c", inputs: {}, origin: "cli", steps: ["run"] });
+    await h1.store.setStatus("run-paused", "paused");
 
     const h2 = await harness([cmd("c", COUNT(counter))], { dbFile });
-    assert.deepEqual(h2.manager.recover().sort(), ["run-pending", "run-running"]);
+    assert.deepEqual((await h2.manager.recover()).sort(), ["run-pending", "run-running"]);
     for (const id of ["run-running", "run-pending"]) {
-      const rec = h2.store.get(id)!;
+      const rec = (await h2.store.get(id))!;
       assert.equal(rec.status, "interrupted");
       assert.equal(rec.detached, true);
       assert.match(rec.error!, /bridge stopped/);
       assert.equal(stepOf(rec, "run").status, "pending");
     }
-    assert.equal(h2.store.get("run-paused")!.status, "paused");
+    assert.equal((await h2.store.get("run-paused"))!.status, "paused");
     assert.deepEqual(
       h2.events.map((e) => e.type),
       ["run.interrupted", "run.interrupted"],
     );
-    assert.deepEqual(h2.manager.recover(), []);
+    assert.deepEqual(await h2.manager.recover(), []);
     assert.equal(count(counter), 0);
     assert.equal(h2.manager.isLive("run-running"), false);
 
     // Cancelling an interrupted run is allowed; resuming another runs it.
     assert.equal((await h2.manager.cancel("run-pending")).status, "cancelled");
-    h2.manager.resume("run-running");
+    await h2.manager.resume("run-running");
     assert.equal((await h2.manager.wait("run-running")).status, "completed");
     assert.equal(count(counter), 1);
   });
@@ -903,6 +900,7 @@ describe("runs left by a bridge that stopped", T, () => {
 import { createRequire } from "node:module";
 import { EventBus } from ${JSON.stringify(path.join(REPO, "src/ops/events/bus.ts"))};
 import { openSystemsDb, RunStore } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/db.ts"))};
+import { sqliteSqlOf } from ${JSON.stringify(path.join(REPO, "src/core/db/sql.ts"))};
 import { loadSystems } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/library.ts"))};
 import { RunManager } from ${JSON.stringify(path.join(REPO, "src/workflows/systems/runner.ts"))};
 const { pino } = createRequire(${JSON.stringify(path.join(REPO, "package.json"))})("pino");
@@ -910,7 +908,7 @@ const [dbFile, dataDir, systems] = process.argv.slice(2);
 const { library, problems } = await loadSystems({ configSystems: JSON.parse(systems!), models: new Map() });
 if (problems.length) throw new Error(JSON.stringify(problems));
 const bus = new EventBus();
-const manager = new RunManager({ store: new RunStore(openSystemsDb(dbFile!)), library, bus, callModel: async function* () {}, dataDir: dataDir!, log: pino({ level: "silent" }), retryBaseMs: 20 });
+const manager = new RunManager({ store: new RunStore(sqliteSqlOf(openSystemsDb(dbFile!))), library, bus, callModel: async function* () {}, dataDir: dataDir!, log: pino({ level: "silent" }), retryBaseMs: 20 });
 bus.on((e) => {
   if (e.type === "run.output" && e.step === "b" && e.text.includes("started")) process.stdout.write("RUN " + e.runId + "\\n");
 });
@@ -957,12 +955,12 @@ setTimeout(() => process.exit(9), 30_000); // bounded, should the test not kill 
     await assertGone(pids);
 
     const h = await harness(systems, { dbFile });
-    const left = h.store.get(runId)!;
+    const left = (await h.store.get(runId))!;
     assert.equal(left.status, "running");
     assert.equal(stepOf(left, "b").status, "running");
 
-    assert.deepEqual(h.manager.recover(), [runId]);
-    const rec = h.store.get(runId)!;
+    assert.deepEqual(await h.manager.recover(), [runId]);
+    const rec = (await h.store.get(runId))!;
     assert.equal(rec.status, "interrupted");
     assert.equal(rec.detached, true);
     assert.deepEqual(
@@ -981,10 +979,10 @@ setTimeout(() => process.exit(9), 30_000); // bounded, should the test not kill 
     assert.equal(h.manager.isLive(runId), false);
     assert.equal(count(first), 1);
     assert.equal(count(second), 1);
-    assert.equal(h.store.get(runId)!.status, "interrupted");
+    assert.equal((await h.store.get(runId))!.status, "interrupted");
 
     writeFileSync(go, "");
-    h.manager.resume(runId);
+    await h.manager.resume(runId);
     const end = await h.manager.wait(runId);
     assert.equal(end.status, "completed");
     assert.equal(end.output, "finished");

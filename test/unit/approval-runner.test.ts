@@ -14,6 +14,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import type Database from "better-sqlite3";
 import { pino } from "pino";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import type { BridgeEvent } from "../../src/wire/events.js";
 import { openSystemsDb, RunStore, type RunRecord } from "../../src/workflows/systems/db.js";
@@ -72,7 +73,7 @@ async function manager(sys: unknown, dbFile = path.join(root, `${files++}.db`)) 
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
   const runs = new RunManager({
-    store: new RunStore(db),
+    store: new RunStore(sqliteSqlOf(db)),
     library,
     bus,
     callModel: fakeModel,
@@ -84,9 +85,9 @@ async function manager(sys: unknown, dbFile = path.join(root, `${files++}.db`)) 
   return { runs, events, dbFile };
 }
 
-async function until(check: () => boolean, ms = 5000): Promise<void> {
+async function until(check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > end) throw new Error("condition not met in time");
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -108,7 +109,7 @@ describe("approval steps", () => {
     assert.equal(waiting.approval?.deadline, undefined);
     assert.ok(events.some((e) => e.type === "approval.requested" && e.step === "check"));
     assert.ok(events.some((e) => e.type === "run.waiting" && e.runId === started.id));
-    assert.throws(() => runs.resume(started.id), RunError, "a waiting run is not resumed without a decision");
+    await assert.rejects(runs.resume(started.id), RunError, "a waiting run is not resumed without a decision");
 
     await runs.decide(started.id, { approve: true, by: "http", note: "fine" });
     const done = await runs.wait(started.id);
@@ -139,7 +140,7 @@ describe("approval steps", () => {
     assert.equal(first.status, "fulfilled");
     assert.equal(second.status, "rejected");
     assert.match(String((second as PromiseRejectedResult).reason), /was already decided/);
-    const rejected = runs.get(id)!;
+    const rejected = (await runs.get(id))!;
     assert.equal(rejected.status, "rejected");
     assert.equal(rejected.error, "too long");
     assert.equal(rejected.failedStep, "check");
@@ -164,7 +165,7 @@ describe("approval steps", () => {
       const waiting = await runs.wait(id);
       assert.equal(waiting.status, "waiting");
       assert.ok(waiting.approval?.deadline && waiting.approval.deadline > waiting.approval.createdAt);
-      await until(() => runs.get(id)!.status !== "waiting" && !runs.isLive(id));
+      await until(async () => (await runs.get(id))!.status !== "waiting" && !runs.isLive(id));
       const end = await runs.wait(id);
       if (onTimeout === "approve") {
         assert.equal(end.status, "completed");
@@ -183,9 +184,9 @@ describe("approval steps", () => {
     await new Promise((r) => setTimeout(r, 400));
 
     const second = await manager(system({ timeoutSeconds: 0.3, onTimeout: "approve" }), first.dbFile);
-    assert.equal(second.runs.get(id)!.status, "waiting");
-    assert.deepEqual(second.runs.recover(), [], "a waiting run is not interrupted");
-    await until(() => second.runs.get(id)!.status === "completed");
-    assert.equal((step(second.runs.get(id)!, "check").output as { by: string }).by, "timeout");
+    assert.equal((await second.runs.get(id))!.status, "waiting");
+    assert.deepEqual(await second.runs.recover(), [], "a waiting run is not interrupted");
+    await until(async () => (await second.runs.get(id))!.status === "completed");
+    assert.equal((step((await second.runs.get(id))!, "check").output as { by: string }).by, "timeout");
   });
 });

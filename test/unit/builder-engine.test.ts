@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import pino from "pino";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import type { DispatchInput, TurnInput } from "../../src/backends/contract/backend.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 import { EventBus } from "../../src/ops/events/bus.js";
@@ -28,7 +29,6 @@ import type { ToolCaller, ToolOutcome } from "../../src/workflows/builder/mcp-cl
 import { builderOptionsSchema } from "../../src/workflows/builder/options.js";
 import { openBuilderRoom, type BuilderRoom } from "../../src/workflows/builder/service.js";
 import { ConversationMachine } from "../../src/workflows/conversation/machine.js";
-import { SqliteSql } from "../../src/core/db/sql.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 import { loadSystems } from "../../src/workflows/systems/library.js";
 import { RunError, RunManager } from "../../src/workflows/systems/runner.js";
@@ -108,10 +108,10 @@ after(async () => {
 async function world(options: Record<string, unknown> = { answer: ANS }): Promise<World> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "cb-builder-engine-"));
   const db = openSystemsDb(":memory:");
+  const sql = sqliteSqlOf(db);
   const bus = new EventBus();
   const events: BridgeEvent[] = [];
   bus.on((e) => events.push(e));
-  const sql = new SqliteSql(db);
   const room = openBuilderRoom({ sql, db, dataDir, bus });
   // The systems library as the bridge keeps it: the config's systems and <dataDir>/systems, loaded again after a deploy.
   const models = new Map([
@@ -151,7 +151,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
   model.on(ANS, (call) => `ANSWER: ${call.prompt}`);
   const tools: string[] = [];
   const manager = new RunManager({
-    store: new RunStore(db),
+    store: new RunStore(sql),
     library,
     bus,
     callModel: model.caller,
@@ -216,7 +216,7 @@ async function world(options: Record<string, unknown> = { answer: ANS }): Promis
       bus,
       callModel: model.caller,
       host,
-      runs: new RunStore(db),
+      runs: new RunStore(sql),
       manager,
       dataDir,
       models: [
@@ -546,7 +546,7 @@ describe("builder engine", () => {
       ["canvas_create_node:c1", "canvas_create_node:c2", "canvas_create_node:c3", "canvas_create_node:c4"],
       "nothing made twice",
     );
-    assert.throws(() => w.manager.resume(id), RunError, "a completed build is not resumed");
+    await assert.rejects(w.manager.resume(id), RunError, "a completed build is not resumed");
     assert.equal(w.model.to(SUP).length, 1, "pause, resume and status ask no model");
   });
 

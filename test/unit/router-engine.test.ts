@@ -20,6 +20,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, mock, test } from "node:test";
 import pino from "pino";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import type { DispatchInput, TurnInput } from "../../src/backends/contract/backend.js";
 import { Cancellation } from "../../src/core/util/cancel.js";
 import { EventBus } from "../../src/ops/events/bus.js";
@@ -203,7 +204,7 @@ async function world(options: Record<string, unknown> = {}): Promise<World> {
   });
   model.on(WRITER, (call) => `POST: ${call.prompt}`);
   const runs = new RunManager({
-    store: new RunStore(db),
+    store: new RunStore(sqliteSqlOf(db)),
     library,
     bus,
     callModel: model.caller,
@@ -252,7 +253,7 @@ async function world(options: Record<string, unknown> = {}): Promise<World> {
       events.flatMap((e) => (e.type === "decision" && e.conversation === conv ? [e.action] : [])),
     asked: () => model.to(CLS).length,
     async settled(conv = "conv") {
-      for (const r of runs.store.list({ conversation: conv, limit: 100 })) await runs.wait(r.id);
+      for (const r of await runs.store.list({ conversation: conv, limit: 100 })) await runs.wait(r.id);
     },
     async close() {
       await runs.close();
@@ -289,7 +290,7 @@ describe("router engine", () => {
     assert.equal(w.asked(), 2);
     assert.deepEqual(w.decisions(), ["answer", "answer", "answer"]);
     assert.equal(w.model.to(WRITER).length, 0);
-    assert.deepEqual(runOf(w), []);
+    assert.deepEqual(await runOf(w), []);
   });
 
   test("run: a sure match with every input runs at once and streams the model step's output", async () => {
@@ -308,7 +309,7 @@ describe("router engine", () => {
       w.model.to(WRITER).map((c) => c.prompt),
       ["Write a casual post about cats"],
     );
-    const [run] = runOf(w);
+    const [run] = await runOf(w);
     assert.equal(run?.status, "completed");
     assert.deepEqual(run?.inputs, { topic: "cats", tone: "casual" });
     assert.equal(run?.origin, "chat");
@@ -320,7 +321,7 @@ describe("router engine", () => {
       retry,
       /^\*\*Content Pipeline\*\* \(run `run[A-Za-z0-9]{16}`\) finished in \d+\.\d s\.\n\nPOST: Write a casual post/,
     );
-    assert.equal(runOf(w).length, 1);
+    assert.equal((await runOf(w)).length, 1);
     assert.equal(w.asked(), 1);
   });
 
@@ -333,8 +334,8 @@ describe("router engine", () => {
     const text = textOf(
       await w.say("/run brief", {
         onText: (t) => {
-          const [run] = runOf(w);
-          if (/^w\d+ $/.test(t) && run && w.runs.isLive(run.id)) live++;
+          const run = w.events.find((e) => e.type === "run.started");
+          if (/^w\d+ $/.test(t) && run?.type === "run.started" && w.runs.isLive(run.runId)) live++;
         },
       }),
     );
@@ -344,7 +345,7 @@ describe("router engine", () => {
     assert.equal(text.split(deltas.join("")).length, 2, "the output, streamed, is not printed again");
     assert.match(text, /✓ \*\*Brief Writer\*\* finished in \d+\.\d s\.$/);
     await w.settled();
-    assert.equal(runOf(w)[0]?.output, deltas.join(""), "the run record keeps the whole text");
+    assert.equal((await runOf(w))[0]?.output, deltas.join(""), "the run record keeps the whole text");
     // The steps of a system a plan uses stream under `<step>/<sub-step>`; its output is not repeated either.
     w.model.queue(WRITER, "NOTE", "OUTLINE-2", ["nested ", "post"]);
     const nested = textOf(await w.say("/run relay", { conv: "relay" }));
@@ -386,7 +387,7 @@ describe("router engine", () => {
     const third = textOf(await w.say("formal, 800 words"));
     // Gathering keeps the first confidence at least at the trigger: it runs without asking.
     assert.match(third, /^Running \*\*Content Pipeline\*\*…/);
-    const [run] = runOf(w);
+    const [run] = await runOf(w);
     assert.deepEqual(run?.inputs, { topic: "dogs", tone: "formal", words: 800 });
     assert.deepEqual(w.decisions(), ["clarify", "clarify", "run"]);
     const gathering = w.events.filter((e) => e.type === "gathering");
@@ -436,7 +437,7 @@ describe("router engine", () => {
       mock.timers.reset();
     }
     assert.deepEqual(w.decisions().slice(-2), ["give_up", "answer"]);
-    assert.equal(runOf(w).length, 0);
+    assert.equal((await runOf(w)).length, 0);
   });
 
   test("confirm: side effects are shown first; 'yes' runs exactly those inputs once, with no model call; 'no' declines", async () => {
@@ -473,7 +474,7 @@ describe("router engine", () => {
     textOf(await w.say("yes please", { key: "the-yes" }));
     assert.deepEqual(await w.say("yes"), { kind: "handover", model: ANSWER });
     assert.equal(hooks.length, 1);
-    assert.equal(runOf(w).length, 1);
+    assert.equal((await runOf(w)).length, 1);
 
     textOf(await w.say("tell the team lunch at 1"));
     const no = textOf(await w.say("no"));
@@ -497,7 +498,7 @@ describe("router engine", () => {
     // Anything but yes/no: the question lapses and the message is routed afresh.
     assert.deepEqual(await w.say("actually, how are you?"), { kind: "handover", model: ANSWER });
     assert.deepEqual(await w.say("yes"), { kind: "handover", model: ANSWER });
-    assert.equal(runOf(w).length, 0);
+    assert.equal((await runOf(w)).length, 0);
     assert.equal(w.model.to(WRITER).length, 0);
 
     w.classify(/publish/, { action: "run", system: "publish", confidence: 1, inputs: {} });
@@ -555,7 +556,7 @@ describe("router engine", () => {
     const slash = textOf(await w.say("/cancel"));
     assert.match(slash, /was cancelled/);
     assert.deepEqual(
-      runOf(w).map((r) => r.status),
+      (await runOf(w)).map((r) => r.status),
       ["cancelled", "cancelled"],
     );
     assert.match(textOf(await w.say("/cancel")), /There is nothing to cancel\.$/);
@@ -609,7 +610,7 @@ describe("router engine", () => {
     textOf(await w.say("no"));
     textOf(await w.say("/run content-pipeline topic=bees"));
     assert.match(textOf(await w.say("tone=technical")), /Running \*\*Content Pipeline\*\*/);
-    assert.deepEqual(runOf(w)[0]?.inputs, { topic: "bees", tone: "technical" });
+    assert.deepEqual((await runOf(w))[0]?.inputs, { topic: "bees", tone: "technical" });
   });
 
   test("status, and the hand-over to a builder (by the classifier, by build words, while the builder is busy)", async () => {
@@ -630,7 +631,7 @@ describe("router engine", () => {
     // "resume chain" is the builder's command for its paused build (no run of the router is named).
     assert.deepEqual(await w.say("resume chain"), { kind: "handover", model: "bld" });
     // A run of the router named while the builder is busy is still the router's.
-    const run = runOf(w)[0]!;
+    const run = (await runOf(w))[0]!;
     assert.match(textOf(await w.say(`resume run ${run.id}`)), /is completed|finished/);
     assert.deepEqual(w.decisions(), ["answer", "run", "status", "build", "build", "build", "build"]);
     // Each with its confidence and source, as the Router view reads them (GET /v1/admin/router).
@@ -740,7 +741,7 @@ describe("router engine", () => {
     assert.match(textOf(await w.say("/cancel")), /OK, cancelled \*\*Content Pipeline\*\*\./);
     const ran = textOf(await w.say('/run content-pipeline topic="slash commands" tone=technical words=300'));
     assert.match(ran, /POST: Write a technical post about slash commands/);
-    const [run] = runOf(w);
+    const [run] = await runOf(w);
     assert.deepEqual(run?.inputs, { topic: "slash commands", tone: "technical", words: 300 });
     // An explicit command still asks before a side effect.
     assert.match(
@@ -782,7 +783,7 @@ describe("router engine", () => {
     textOf(await w.say("tell the team retry me"));
     const failed = textOf(await w.say("yes"));
     assert.match(failed, /\*\*Notify\*\* \(run `(run[A-Za-z0-9]+)`\) failed at step/);
-    const id = runOf(w)[0]!.id;
+    const id = (await runOf(w))[0]!.id;
     assert.match(textOf(await w.say("resume run nosuchrun")), /I know of no run `nosuchrun` in this conversation\./);
     const calls = w.asked();
     const ask = textOf(await w.say(`resume run ${id}`));
@@ -794,7 +795,7 @@ describe("router engine", () => {
     );
     assert.match(textOf(await w.say("yes")), /\*\*Notify\*\* finished/);
     assert.equal(w.asked(), calls, "no classifier call for resume and its yes");
-    assert.equal(w.runs.get(id)?.status, "completed");
+    assert.equal((await w.runs.get(id))?.status, "completed");
     assert.deepEqual(hooks, [{ message: "retry me" }]);
     assert.deepEqual(w.decisions().slice(-2), ["confirm", "resume"]);
   });

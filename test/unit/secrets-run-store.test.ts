@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import Database from "better-sqlite3";
+import { sqliteSqlOf } from "../../src/core/db/sql.js";
 import { secretRedactor } from "../../src/core/secrets/redactor.js";
 import { openSystemsDb, RunStore } from "../../src/workflows/systems/db.js";
 
@@ -16,11 +17,11 @@ const root = mkdtempSync(path.join(tmpdir(), "cb-run-store-"));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 describe("the run store", () => {
-  test("writes secrets' values as [secret NAME] and keeps the test mark", () => {
+  test("writes secrets' values as [secret NAME] and keeps the test mark", async () => {
     secretRedactor.add("STORE_KEY", "store-secret-4321");
     const db = openSystemsDb(":memory:");
-    const store = new RunStore(db);
-    store.create({
+    const store = new RunStore(sqliteSqlOf(db));
+    await store.create({
       id: "r1",
       system: "s",
       inputs: { k: "x store-secret-4321" },
@@ -28,22 +29,25 @@ describe("the run store", () => {
       steps: ["a"],
       test: true,
     });
-    store.stepEnded("r1", "a", "failed", { output: { echoed: "store-secret-4321" }, error: "401: store-secret-4321" });
-    store.finish("r1", { status: "failed", output: ["store-secret-4321"], error: "at a: store-secret-4321" });
+    await store.stepEnded("r1", "a", "failed", {
+      output: { echoed: "store-secret-4321" },
+      error: "401: store-secret-4321",
+    });
+    await store.finish("r1", { status: "failed", output: ["store-secret-4321"], error: "at a: store-secret-4321" });
     const raw = JSON.stringify([db.prepare("SELECT * FROM runs").all(), db.prepare("SELECT * FROM run_steps").all()]);
     assert.ok(!raw.includes("store-secret-4321"), raw);
-    const rec = store.get("r1")!;
+    const rec = (await store.get("r1"))!;
     assert.equal(rec.test, true);
     assert.deepEqual(rec.inputs, { k: "x [secret STORE_KEY]" });
     assert.deepEqual(rec.steps[0]!.output, { echoed: "[secret STORE_KEY]" });
     assert.equal(rec.steps[0]!.error, "401: [secret STORE_KEY]");
     assert.equal(rec.error, "at a: [secret STORE_KEY]");
-    store.create({ id: "r2", system: "s", inputs: {}, origin: "http", steps: [] });
-    assert.equal(store.get("r2")!.test, false);
+    await store.create({ id: "r2", system: "s", inputs: {}, origin: "http", steps: [] });
+    assert.equal((await store.get("r2"))!.test, false);
     db.close();
   });
 
-  test("an older database gets runs.test once (idempotent)", () => {
+  test("an older database gets runs.test once (idempotent)", async () => {
     const file = path.join(root, "old.db");
     const old = new Database(file);
     old.exec(
@@ -55,7 +59,7 @@ describe("the run store", () => {
       const db = openSystemsDb(file);
       const columns = (db.prepare("PRAGMA table_info(runs)").all() as Array<{ name: string }>).map((c) => c.name);
       assert.equal(columns.filter((c) => c === "test").length, 1);
-      assert.equal(new RunStore(db).get("old")!.test, false);
+      assert.equal((await new RunStore(sqliteSqlOf(db)).get("old"))!.test, false);
       db.close();
     }
   });

@@ -203,7 +203,7 @@ describe("versions", () => {
     });
   });
 
-  test("a database of before versions gains runs.version, once", () => {
+  test("a database of before versions gains runs.version, once", async () => {
     const file = path.join(root, "old.db");
     const old = new Database(file);
     old.exec(
@@ -215,10 +215,10 @@ describe("versions", () => {
     old.close();
     openSystemsDb(file).close();
     const db = openSystemsDb(file);
-    const store = new RunStore(db);
-    assert.equal(store.get("r1")!.version, undefined, "an old run has none");
-    store.create({ id: "r2", system: "s", inputs: {}, origin: "http", version: 3, steps: [] });
-    assert.equal(store.get("r2")!.version, 3);
+    const store = new RunStore(sqliteSqlOf(db));
+    assert.equal((await store.get("r1"))!.version, undefined, "an old run has none");
+    await store.create({ id: "r2", system: "s", inputs: {}, origin: "http", version: 3, steps: [] });
+    assert.equal((await store.get("r2"))!.version, 3);
     db.close();
   });
 
@@ -241,7 +241,7 @@ describe("versions", () => {
       yield { type: "done", finishReason: "stop" };
     };
     const manager = new RunManager({
-      store: new RunStore(db),
+      store: new RunStore(sqliteSqlOf(db)),
       library,
       bus: new EventBus(),
       callModel,
@@ -257,7 +257,7 @@ describe("versions", () => {
 
     library.replace(await load([plan(["two-a", "two-b"])]));
     assert.equal((await manager.versions.sync(library))[0]!.number, 2);
-    const resumed = await manager.wait(manager.resume(rec.id).id);
+    const resumed = await manager.wait((await manager.resume(rec.id)).id);
     assert.equal(resumed.status, "completed");
     assert.equal(resumed.version, 1);
     assert.equal(resumed.output, "did one-b");

@@ -94,7 +94,67 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       $$;
     `,
   },
-  // 3: runs, steps, approvals, run leases
+  {
+    version: 3,
+    name: "runs, their steps and approvals; a run's owner and lease (runs are claimed, not owned)",
+    sql: `
+      CREATE TABLE runs (
+        id          TEXT PRIMARY KEY NOT NULL,
+        seq         BIGSERIAL NOT NULL,
+        system      TEXT NOT NULL,
+        conversation TEXT,
+        status      TEXT NOT NULL,
+        inputs      TEXT NOT NULL,
+        output      TEXT,
+        error       TEXT,
+        failed_step TEXT,
+        origin      TEXT NOT NULL,
+        message_key TEXT,
+        created_at  BIGINT NOT NULL,
+        started_at  BIGINT,
+        ended_at    BIGINT,
+        updated_at  BIGINT NOT NULL,
+        detached    INTEGER NOT NULL DEFAULT 0,
+        reported    INTEGER NOT NULL DEFAULT 0,
+        test        INTEGER NOT NULL DEFAULT 0,
+        trigger     TEXT,
+        version     INTEGER,
+        owner       TEXT,
+        lease_until BIGINT
+      );
+      CREATE INDEX runs_conversation ON runs (conversation, created_at);
+      CREATE INDEX runs_status ON runs (status);
+      CREATE INDEX runs_created ON runs (created_at DESC, seq DESC);
+      CREATE INDEX runs_owner ON runs (owner) WHERE status IN ('pending', 'running');
+      CREATE INDEX runs_lease ON runs (lease_until) WHERE status IN ('pending', 'running');
+      CREATE TABLE run_steps (
+        run_id     TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step_id    TEXT NOT NULL,
+        position   INTEGER NOT NULL,
+        status     TEXT NOT NULL,
+        attempts   INTEGER NOT NULL DEFAULT 0,
+        started_at BIGINT,
+        ended_at   BIGINT,
+        output     TEXT,
+        error      TEXT,
+        PRIMARY KEY (run_id, step_id)
+      );
+      CREATE TABLE approvals (
+        run_id     TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step       TEXT NOT NULL,
+        question   TEXT NOT NULL,
+        shown      TEXT,
+        created_at BIGINT NOT NULL,
+        deadline   BIGINT,
+        on_timeout TEXT NOT NULL,
+        decision   TEXT,
+        decided_by TEXT,
+        decided_at BIGINT,
+        note       TEXT,
+        PRIMARY KEY (run_id, step)
+      );
+    `,
+  },
   {
     version: 4,
     name: "system versions, schedules' state (a due time is claimed by moving since), hook replay guard",

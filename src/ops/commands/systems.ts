@@ -14,6 +14,7 @@ import type { Command } from "commander";
 import type { BuilderRoom } from "../../workflows/builder/service.js";
 import type { SystemsHost } from "../../workflows/builder/deploy.js";
 import type { Config } from "../../core/config/schema.js";
+import type { RunStore } from "../../workflows/systems/db.js";
 import { fail, loadConfig, out } from "./common.js";
 import type { RunRow, SystemVersionRow } from "../../wire/runs.js";
 
@@ -161,6 +162,24 @@ async function withRoom<T>(
     return await fn(openBuilderRoom({ sql, db, dataDir: config.dataDir, host }));
   } finally {
     db.close();
+    await closeBacking(backing);
+  }
+}
+
+/** The run store of the config's store (systems.db, or the PostgreSQL of `store: { kind: postgres }`), for `fn`. */
+async function withRunStore<T>(config: Config, fn: (store: RunStore) => Promise<T>): Promise<T> {
+  const [{ openSystemsDb, RunStore, systemsDbPath }, { sqliteSqlOf }, { openBacking, closeBacking }] =
+    await Promise.all([
+      import("../../workflows/systems/db.js"),
+      import("../../core/db/sql.js"),
+      import("../../core/db/backing.js"),
+    ]);
+  const backing = await openBacking(config);
+  const db = backing.kind === "sqlite" ? openSystemsDb(systemsDbPath(config.dataDir)) : undefined;
+  try {
+    return await fn(new RunStore(backing.kind === "postgres" ? backing.db : sqliteSqlOf(db!)));
+  } finally {
+    db?.close();
     await closeBacking(backing);
   }
 }
@@ -449,19 +468,15 @@ export function registerSystemsCommands(program: Command): void {
     .action(async (opts: { config?: string; status?: string; system?: string; limit: number; json?: boolean }) => {
       try {
         const config = await loadConfig({ configPath: opts.config });
-        const { openSystemsDb, RunStore, systemsDbPath } = await import("../../workflows/systems/db.js");
-        const db = openSystemsDb(systemsDbPath(config.dataDir));
-        try {
-          const list = new RunStore(db).list({ status: opts.status as never, system: opts.system, limit: opts.limit });
-          if (opts.json) return out(JSON.stringify(list, null, 2));
-          if (!list.length) out("no runs yet");
-          for (const r of list)
-            out(
-              `${when(r.createdAt)}  ${r.id}  ${r.system}${r.test ? " (test)" : ""}  ${r.status}${r.failedStep ? ` at ${r.failedStep}` : ""}${r.conversation ? `  (${r.conversation})` : ""}`,
-            );
-        } finally {
-          db.close();
-        }
+        const list = await withRunStore(config, (store) =>
+          store.list({ status: opts.status as never, system: opts.system, limit: opts.limit }),
+        );
+        if (opts.json) return out(JSON.stringify(list, null, 2));
+        if (!list.length) out("no runs yet");
+        for (const r of list)
+          out(
+            `${when(r.createdAt)}  ${r.id}  ${r.system}${r.test ? " (test)" : ""}  ${r.status}${r.failedStep ? ` at ${r.failedStep}` : ""}${r.conversation ? `  (${r.conversation})` : ""}`,
+          );
       } catch (e) {
         handle(e);
       }
@@ -475,18 +490,12 @@ export function registerSystemsCommands(program: Command): void {
     .action(async (id: string, opts: { config?: string; json?: boolean }) => {
       try {
         const config = await loadConfig({ configPath: opts.config });
-        const { openSystemsDb, RunStore, systemsDbPath } = await import("../../workflows/systems/db.js");
         const { runJson } = await import("../../request/http/systems-routes.js");
-        const db = openSystemsDb(systemsDbPath(config.dataDir));
-        try {
-          const r = new RunStore(db).get(id);
-          if (!r) throw new CliProblem(`no run "${id}" (see: clawbridge runs list)`);
-          if (opts.json) return out(JSON.stringify(runJson(r), null, 2));
-          out(`inputs: ${JSON.stringify(r.inputs)}`);
-          printRun(runJson(r));
-        } finally {
-          db.close();
-        }
+        const r = await withRunStore(config, (store) => store.get(id));
+        if (!r) throw new CliProblem(`no run "${id}" (see: clawbridge runs list)`);
+        if (opts.json) return out(JSON.stringify(runJson(r), null, 2));
+        out(`inputs: ${JSON.stringify(r.inputs)}`);
+        printRun(runJson(r));
       } catch (e) {
         handle(e);
       }

@@ -71,7 +71,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
   });
 
   app.get<{ Params: { id: string } }>("/v1/builds/:id", async (req, reply) => {
-    const b = room?.builds.get(req.params.id);
+    const b = await room?.builds.get(req.params.id);
     if (!b)
       return sendApiError(
         reply,
@@ -82,7 +82,7 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
 
   // Aliases of /v1/runs/:id/pause|resume (a build is a run of origin `builder`), kept for clients of release 0.1.0.
   app.post<{ Params: { id: string } }>("/v1/builds/:id/pause", async (req, reply) => {
-    const b = room?.builds.get(req.params.id);
+    const b = await room?.builds.get(req.params.id);
     if (!b)
       return sendApiError(
         reply,
@@ -103,14 +103,14 @@ export function registerBuilderRoutes(app: FastifyInstance, builder: BuilderBase
   });
 
   app.post<{ Params: { id: string } }>("/v1/builds/:id/resume", async (req, reply) => {
-    const b = room?.builds.get(req.params.id);
+    const b = await room?.builds.get(req.params.id);
     if (!b)
       return sendApiError(
         reply,
         room ? new ApiError(404, "not_found_error", "build_not_found", `No build "${req.params.id}".`) : none(),
       );
     try {
-      builder!.manager.resume(b.id);
+      await builder!.manager.resume(b.id);
     } catch (err) {
       return sendApiError(
         reply,

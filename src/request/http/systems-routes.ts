@@ -278,7 +278,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
             "limit",
           ),
         );
-      const list = systems.runs.store.list({
+      const list = await systems.runs.store.list({
         status: q.status as RunStatus | undefined,
         system: q.system,
         conversation: q.conversation,
@@ -288,7 +288,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
     });
 
     scope.get<{ Params: { id: string } }>("/v1/runs/:id", async (req, reply) => {
-      const r = systems?.runs.get(req.params.id);
+      const r = await systems?.runs.get(req.params.id);
       if (!r)
         return sendError(reply, new ApiError(404, "not_found_error", "run_not_found", `No run "${req.params.id}".`));
       return runJson(r);
@@ -311,7 +311,7 @@ export function registerSystemsRoutes(app: FastifyInstance, systems: RouterRunti
               ? await systems.runs.pause(req.params.id)
               : action === "cancel"
                 ? await systems.runs.cancel(req.params.id)
-                : systems.runs.resume(req.params.id);
+                : await systems.runs.resume(req.params.id);
           return runJson(r);
         } catch (err) {
           return sendError(reply, runError(err));

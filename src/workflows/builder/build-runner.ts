@@ -35,11 +35,11 @@ export class BuildRunner {
   constructor(private readonly d: BuildRunnerDeps) {}
 
   /** Write a new build (a run of origin `builder`) and start it; `observe` hears its steps. */
-  begin(
+  async begin(
     b: { conversation: string; intent: BuildIntent; plan: ExecutionPlan },
     observe?: (hooks: RunHooks) => void,
-  ): BuildRecord {
-    const run = this.d.manager.create(
+  ): Promise<BuildRecord> {
+    const run = await this.d.manager.create(
       {
         id: alnumId("build_", 16),
         system: b.plan.metadata.system,
@@ -54,8 +54,8 @@ export class BuildRunner {
   }
 
   /** Go on with a paused or interrupted build from its first unfinished step. */
-  resume(id: string, observe?: (hooks: RunHooks) => void): BuildRecord {
-    return buildOf(this.d.manager.resume(id, { observe, program: (rec) => this.program(rec) }));
+  async resume(id: string, observe?: (hooks: RunHooks) => void): Promise<BuildRecord> {
+    return buildOf(await this.d.manager.resume(id, { observe, program: (rec) => this.program(rec) }));
   }
 
   /** A build's steps on the engine, through a fresh tool connection; its end commits a canvas version. */
@@ -69,7 +69,7 @@ export class BuildRunner {
       attempt: (step, outputs) => attemptBuildStep(tools, plan, step as BuildEngineStep, outputs),
       output: () => undefined,
       close: async () => {
-        const out = buildOf(this.d.manager.store.get(run.id)!);
+        const out = buildOf((await this.d.manager.store.get(run.id))!);
         try {
           if (!(tools instanceof Error) && (out.status === "completed" || out.status === "failed")) {
             // Laid out for the eye, then a version: undo goes back to before this plan.
@@ -94,7 +94,7 @@ export class BuildRunner {
    * detaches; `endText` says what comes next.
    */
   async *follow(
-    launch: (observe: (hooks: RunHooks) => void) => BuildRecord,
+    launch: (observe: (hooks: RunHooks) => void) => Promise<BuildRecord>,
     head: (id: string) => string,
     turnCancel: Cancellation,
     detachAfterMs: number,
@@ -114,7 +114,7 @@ export class BuildRunner {
       const name = plan?.steps.find((s) => s.id === step)?.name;
       push(`- ${mark} \`${step}\` ${name && name !== step ? `${name} ` : ""}${text}`);
     };
-    const rec = launch((hooks) =>
+    const rec = await launch((hooks) =>
       hooks
         .addHandler("stepRetry", (step, attempt, e) => say(step, "↻", `attempt ${attempt}: ${e.message}`))
         .addHandler("stepAfter", (step, e) => {

@@ -9,6 +9,7 @@
  * conversation's state is src/workflows/conversation/.)
  */
 import type Database from "better-sqlite3";
+import type { Sql } from "../../core/db/sql.js";
 import type { RunStatus } from "../../wire/runs.js";
 import { type RunRecord, RunStore } from "../systems/db.js";
 import type { BuildStepStatus, ExecutionPlan, Intent } from "./types.js";
@@ -165,21 +166,20 @@ function currentPlan(plan: ExecutionPlan): ExecutionPlan {
 export class BuildStore {
   private readonly runs: RunStore;
 
-  constructor(db: Database.Database) {
-    this.runs = new RunStore(db);
-    migrateBuilds(db);
+  constructor(sql: Sql) {
+    this.runs = new RunStore(sql);
   }
 
-  get(id: string): BuildRecord | undefined {
-    const r = this.runs.get(id);
+  async get(id: string): Promise<BuildRecord | undefined> {
+    const r = await this.runs.get(id);
     return r?.origin === "builder" ? buildOf(r) : undefined;
   }
 
   /** The conversation's latest build, or the latest with one of these statuses. */
-  latest(conversation: string, statuses?: RunStatus[]): BuildRecord | undefined {
-    const r = this.runs
-      .list({ conversation, origin: "builder", limit: 50 })
-      .find((x) => !statuses || statuses.includes(x.status));
+  async latest(conversation: string, statuses?: RunStatus[]): Promise<BuildRecord | undefined> {
+    const r = (await this.runs.list({ conversation, origin: "builder", limit: 50 })).find(
+      (x) => !statuses || statuses.includes(x.status),
+    );
     return r ? buildOf(r) : undefined;
   }
 }

@@ -140,9 +140,8 @@ async function stateContext(chat: BuilderChat, focus: string | undefined) {
   );
   const current = focus ? await chat.d.canvases.get(focus) : undefined;
   const runs =
-    chat.d.runs
-      ?.list({ limit: 20 })
-      .filter((r) => r.origin !== "builder") // the systems' runs; builds are the builder's own
+    (await chat.d.runs?.list({ limit: 20 }))
+      ?.filter((r) => r.origin !== "builder") // the systems' runs; builds are the builder's own
       .slice(0, 10)
       .map((r) => ({
         id: r.id,

@@ -189,7 +189,7 @@ export async function startBuild(
 export async function followBuild(
   chat: BuilderChat,
   conv: string,
-  launch: (observe: (hooks: RunHooks) => void) => BuildRecord,
+  launch: (observe: (hooks: RunHooks) => void) => Promise<BuildRecord>,
   head: (id: string) => string,
   turnCancel: Cancellation,
 ): Promise<AsyncGenerator<BackendEvent>> {

@@ -26,13 +26,13 @@ export async function runCommand(
   input: DispatchInput,
 ): Promise<Dispatch> {
   if (cmd === "pause") {
-    const b = chat.d.builds.latest(conv, ["running"]);
+    const b = await chat.d.builds.latest(conv, ["running"]);
     if (!b || !chat.d.manager.isLive(b.id)) return chat.say(conv, "No build is running in this conversation.", "idle");
     const out = buildOf(await chat.d.manager.pause(b.id));
     return chat.say(conv, await buildEndText(chat, out), "paused");
   }
   if (cmd === "resume") {
-    const b = chat.d.builds.latest(conv, ["paused", "interrupted"]);
+    const b = await chat.d.builds.latest(conv, ["paused", "interrupted"]);
     if (!b) return chat.say(conv, "No build is paused in this conversation.", "idle");
     return {
       kind: "answer",
@@ -46,7 +46,7 @@ export async function runCommand(
     };
   }
   if (cmd === "status") {
-    const b = chat.d.builds.latest(conv);
+    const b = await chat.d.builds.latest(conv);
     if (!b) return chat.say(conv, await chat.knownText(), "idle");
     const done = Object.values(b.steps).filter((s) => s.status === "completed").length;
     return chat.say(

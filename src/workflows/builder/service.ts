@@ -14,7 +14,7 @@ import { parse as parseYaml, stringify } from "yaml";
 import { writeFileAtomic } from "../../core/util/atomic-write.js";
 import type { EventBus } from "../../ops/events/bus.js";
 import { systemsDir } from "../systems/paths.js";
-import { BuildStore } from "./build-store.js";
+import { BuildStore, migrateBuilds } from "./build-store.js";
 import { readBundle, writeBundle, BundleError } from "./bundle.js";
 import type { CanvasStore } from "./canvas-store.js";
 import { compileCanvas } from "./compile.js";
@@ -52,7 +52,7 @@ export interface ImportOptions {
 }
 
 export function openBuilderRoom(args: {
-  /** The systems floor's store (canvases): the one `SqliteSql` over `db`, or the PostgreSQL. */
+  /** The systems floor's store (canvases, builds): the one `SqliteSql` over `db`, or the PostgreSQL. */
   sql: Sql;
   /** systems.db (build records, system versions). */
   db: Database.Database;
@@ -62,7 +62,9 @@ export function openBuilderRoom(args: {
 }): BuilderRoom {
   const tools = openBuilderTools({ sql: args.sql, db: args.db, dataDir: args.dataDir, bus: args.bus });
   const canvases = tools.store;
-  const builds = new BuildStore(args.db);
+  // Release 0.1.0's `builds` table (SQLite only) moved into runs, once.
+  migrateBuilds(args.db);
+  const builds = new BuildStore(args.sql);
   const dataDir = args.dataDir;
 
   return {

@@ -34,7 +34,7 @@ export interface FollowArgs {
   cancel: Cancellation;
   detachAfterMs: number;
   head: string;
-  onEnd(state: ConversationState): Promise<void>;
+  onEnd(state: ConversationState, run: RunRecord): Promise<void>;
 }
 
 const MAX_OUTPUT_CHARS = 6000;
@@ -193,7 +193,7 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
     yield { type: "text", text: `${a.head}\n\n` };
     if (!a.runs.isLive(id)) {
       // It ended between the decision and now.
-      const rec = a.runs.get(id) ?? a.run;
+      const rec = (await a.runs.get(id)) ?? a.run;
       ended = true;
       yield { type: "text", text: runStatusText(rec, a.name) };
       yield { type: "done", finishReason: "stop" };
@@ -229,10 +229,10 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
         }
         if (TERMINAL.has(e.type)) {
           ended = true;
-          const rec = a.runs.get(id)!;
+          const rec = (await a.runs.get(id))!;
           // Its question is told here, not again on the next turn.
-          if (rec.status === "waiting") a.runs.store.markReported(id);
-          await a.onEnd(endState(rec));
+          if (rec.status === "waiting") await a.runs.store.markReported(id);
+          await a.onEnd(endState(rec), rec);
           streamed ||= wrote.has(a.outputStep);
           let text: string;
           if (rec.status === "completed" && streamed && !rec.test)
@@ -246,7 +246,7 @@ export async function* follow(a: FollowArgs): AsyncGenerator<BackendEvent> {
       if (a.cancel.aborted) return; // finally cancels the run
       if (detach) {
         detached = true;
-        a.runs.store.markDetached(id);
+        await a.runs.store.markDetached(id);
         yield {
           type: "text",
           text: `\n\n⏳ **${a.name}** is still running (run \`${id}\`). I will tell you the result in this conversation when it is done; \`/status ${id}\` shows where it is.`,

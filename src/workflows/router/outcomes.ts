@@ -111,10 +111,9 @@ export abstract class RouterOutcomes {
         preface,
         fresh ? (rec.test ? testingLine(name) : runningLine(name)) : `Still running **${name}** (run \`${rec.id}\`)…`,
       ),
-      onEnd: async (end) => {
+      onEnd: async (end, now) => {
         await this.setState(conv, end);
-        const now = this.rt.runs.get(rec.id);
-        if (now?.status === "waiting") await this.askApproval(conv, now);
+        if (now.status === "waiting") await this.askApproval(conv, now);
       },
     });
     return { kind: "answer", events };
@@ -124,12 +123,12 @@ export abstract class RouterOutcomes {
    * Runs that ended in the background since the conversation last heard, and those that stopped at
    * an approval (`waiting`: the last of them, whose question the caller opens once the turn is routed): told first.
    */
-  protected reportBackground(conv: string): { text: string; waiting?: RunRecord } {
-    const done = this.rt.runs.store.unreported(conv);
+  protected async reportBackground(conv: string): Promise<{ text: string; waiting?: RunRecord }> {
+    const done = await this.rt.runs.store.unreported(conv);
     const parts: string[] = [];
     let waiting: RunRecord | undefined;
     for (const r of done) {
-      this.rt.runs.store.markReported(r.id);
+      await this.rt.runs.store.markReported(r.id);
       // A schedule made in this conversation ran without it.
       const text = runStatusText(r, this.nameOf(r.system));
       parts.push(r.origin === "schedule" ? `While you were away, ${text}` : text);
@@ -176,7 +175,12 @@ export abstract class RouterOutcomes {
 
   /** Cancel a run of this conversation and say where it ended. */
   protected async cancelRun(conv: string, preface: string, id: string): Promise<Dispatch> {
-    return this.sayRun(conv, preface, await this.rt.runs.cancel(id).catch(() => this.rt.runs.get(id)!), "idle");
+    return this.sayRun(
+      conv,
+      preface,
+      await this.rt.runs.cancel(id).catch(async () => (await this.rt.runs.get(id))!),
+      "idle",
+    );
   }
 
   protected async say(conv: string, preface: string, text: string, state: ConversationState): Promise<Dispatch> {

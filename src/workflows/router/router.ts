@@ -38,7 +38,7 @@ export class RouterEngine extends RouterOutcomes {
 
   async dispatch(input: DispatchInput): Promise<Dispatch> {
     const conv = input.turn.session.key;
-    const told = this.reportBackground(conv);
+    const told = await this.reportBackground(conv);
     const answer = await this.route(input, told.text);
     // An approval told in this turn: the next message answers it (unless this one opened a question of its own).
     if (told.waiting && !(await this.rt.conversations.get(conv)).question) await this.askApproval(conv, told.waiting);
@@ -56,7 +56,7 @@ export class RouterEngine extends RouterOutcomes {
     await this.setState(conv, "routing");
 
     // A client's retry of a message that already started a run: never a second run.
-    const prior = this.rt.runs.store.byMessage(conv, input.messageKey);
+    const prior = await this.rt.runs.store.byMessage(conv, input.messageKey);
     if (prior) {
       this.decision(conv, "status", "state", {
         system: prior.system,
@@ -102,7 +102,7 @@ export class RouterEngine extends RouterOutcomes {
       ? builderRule(text, {
           canvas: (await this.rt.conversations.get(conv)).canvas,
           systems: this.rt.library.systems,
-          runLive: this.rt.runs.store.active(conv).length > 0,
+          runLive: (await this.rt.runs.store.active(conv)).length > 0,
         })
       : undefined;
     if (forBuilder) {
@@ -128,7 +128,7 @@ export class RouterEngine extends RouterOutcomes {
         this.decision(conv, "cancel", d.source, { system: gathering.system, confidence: d.confidence });
         return this.say(conv, preface, cancelledText(this.nameOf(gathering.system)), "idle");
       }
-      const active = this.rt.runs.store.active(conv)[0];
+      const [active] = await this.rt.runs.store.active(conv);
       if (active) {
         this.decision(conv, "cancel", d.source, { system: active.system, confidence: d.confidence });
         return this.cancelRun(conv, preface, active.id);
@@ -142,7 +142,7 @@ export class RouterEngine extends RouterOutcomes {
         : this.toBuilder(conv, preface, d, "build");
     }
     if (d.action === "status") {
-      const latest = this.rt.runs.store.latest(conv);
+      const latest = await this.rt.runs.store.latest(conv);
       if (latest) {
         this.decision(conv, "status", d.source, { system: latest.system, confidence: d.confidence });
         return this.sayRun(conv, preface, latest);
@@ -300,8 +300,8 @@ export class RouterEngine extends RouterOutcomes {
       this.decision(conv, "resume", "reply", { system: pending.system });
       await this.setState(conv, "executing");
       try {
-        const rec = this.rt.runs.resume(pending.resumeRun);
-        this.rt.runs.store.markAttached(rec.id);
+        const rec = await this.rt.runs.resume(pending.resumeRun);
+        await this.rt.runs.store.markAttached(rec.id);
         return this.attach(rec, input, preface, true);
       } catch (err) {
         return this.say(conv, preface, (err as Error).message, "idle");
@@ -338,14 +338,14 @@ export class RouterEngine extends RouterOutcomes {
     try {
       const rec = await this.rt.runs.decide(asked.runId, { approve, by: "chat", step: asked.step });
       if (!approve) {
-        this.rt.runs.store.markReported(rec.id);
+        await this.rt.runs.store.markReported(rec.id);
         return this.sayRun(conv, preface, rec);
       }
-      this.rt.runs.store.markAttached(rec.id);
+      await this.rt.runs.store.markAttached(rec.id);
       return this.attach(rec, input, preface, false);
     } catch (err) {
       if (!(err instanceof RunError)) throw err;
-      const rec = this.rt.runs.get(asked.runId);
+      const rec = await this.rt.runs.get(asked.runId);
       if (!rec) return this.say(conv, preface, err.message, "idle");
       return this.say(
         conv,
@@ -357,7 +357,7 @@ export class RouterEngine extends RouterOutcomes {
   }
 
   private async askResume(conv: string, runId: string, preface: string): Promise<Dispatch> {
-    const rec = this.rt.runs.get(runId);
+    const rec = await this.rt.runs.get(runId);
     // No run of this conversation: while the builder is busy here, or naming a system, it is the builder's "resume <system>".
     if ((!rec || rec.conversation !== conv) && this.opts.builder) {
       if (await this.rt.conversations.withBuilder(conv))
@@ -403,11 +403,11 @@ export class RouterEngine extends RouterOutcomes {
         return this.say(
           conv,
           preface,
-          runsListText(this.rt.runs.store.list({ conversation: conv, limit: 10 }), (id) => this.nameOf(id)),
+          runsListText(await this.rt.runs.store.list({ conversation: conv, limit: 10 }), (id) => this.nameOf(id)),
           "idle",
         );
       case "status": {
-        const rec = slash.runId ? this.rt.runs.get(slash.runId) : this.rt.runs.store.latest(conv);
+        const rec = await (slash.runId ? this.rt.runs.get(slash.runId) : this.rt.runs.store.latest(conv));
         this.decision(conv, "status", "slash", { system: rec?.system });
         if (!rec || rec.conversation !== conv)
           return this.say(
@@ -422,7 +422,7 @@ export class RouterEngine extends RouterOutcomes {
       }
       case "cancel": {
         const pending = await this.rt.conversations.close(conv);
-        const active = this.rt.runs.store.active(conv)[0];
+        const [active] = await this.rt.runs.store.active(conv);
         this.decision(conv, "cancel", "slash", { system: active?.system ?? pending?.system });
         if (active) return this.cancelRun(conv, preface, active.id);
         return this.say(

@@ -164,7 +164,10 @@ export async function openRouterRuntime(args: {
   const db = openSystemsDb(args.dbFile ?? systemsDbPath(config.dataDir));
   const sql: Sql = args.backing?.kind === "postgres" ? args.backing.db : sqliteSqlOf(db);
   const runs = new RunManager({
-    store: new RunStore(db),
+    store: new RunStore(sql),
+    // PostgreSQL: runs are claimed with a lease (src/workflows/systems/runner.ts).
+    lease:
+      args.backing?.kind === "postgres" ? { owner: args.backing.db.instanceId, ms: args.backing.leaseMs } : undefined,
     library,
     bus,
     callModel,
@@ -174,7 +177,7 @@ export async function openRouterRuntime(args: {
     retryBaseMs: args.retryBaseMs,
     versions: versionsOf(sql, config.dataDir),
   });
-  runs.recover();
+  await runs.recover();
   const triggers = new Triggers({
     library,
     runs,

@@ -3,11 +3,11 @@
  * one row per approval step of a run (`<step>/<its step>` inside a system used by a step): the
  * question and the data shown, its deadline and what happens then, and the decision — taken once
  * (`decide` changes only an undecided row, so a second decision, or a timeout racing a person,
- * finds nothing). The run manager (runner.ts) writes it; the run store reads a run's open one.
+ * finds nothing). Written once against the async `Sql` (SQLite or PostgreSQL, migration 3). The run manager (runner.ts) writes it; the run store reads a run's open one.
  * Like every write of the run store, the question and the data shown are written with secrets' values
  * replaced (`[secret NAME]`). `ApprovalDeadlines` keeps the timers of their `timeoutSeconds`.
  */
-import type Database from "better-sqlite3";
+import type { Sql } from "../../core/db/sql.js";
 import { secretRedactor } from "../../core/secrets/redactor.js";
 
 export const APPROVALS_SCHEMA = `
@@ -76,50 +76,49 @@ export function approvalOf(row: unknown): ApprovalRecord | undefined {
 }
 
 export class ApprovalStore {
-  private readonly stmts;
-
-  constructor(db: Database.Database) {
-    this.stmts = {
-      insert: db.prepare(
-        `INSERT OR IGNORE INTO approvals (run_id, step, question, shown, created_at, deadline, on_timeout)
-         VALUES (@runId, @step, @question, @shown, @createdAt, @deadline, @onTimeout)`,
-      ),
-      get: db.prepare(`SELECT * FROM approvals WHERE run_id = ? AND step = ?`),
-      decide: db.prepare(
-        `UPDATE approvals SET decision = @decision, decided_by = @by, decided_at = @at, note = @note
-         WHERE run_id = @runId AND step = @step AND decision IS NULL`,
-      ),
-      open: db.prepare(
-        `SELECT a.* FROM approvals a JOIN runs r ON r.id = a.run_id
-         WHERE a.decision IS NULL AND r.status = 'waiting' AND (@run IS NULL OR a.run_id = @run) ORDER BY a.created_at`,
-      ),
-    };
-  }
+  constructor(private readonly sql: Sql) {}
 
   /** Write the question of a step (kept as first written when the step asks again). */
-  request(a: Omit<ApprovalRecord, "decided">): ApprovalRecord {
+  async request(a: Omit<ApprovalRecord, "decided">): Promise<ApprovalRecord> {
     // Secrets' values never written (the data shown is what the run's steps returned).
-    this.stmts.insert.run({
-      ...a,
-      question: secretRedactor.text(a.question),
-      shown: a.shown === undefined ? null : JSON.stringify(secretRedactor.value(a.shown)),
-      deadline: a.deadline ?? null,
-    });
-    return this.get(a.runId, a.step)!;
+    await this.sql.run(
+      `INSERT INTO approvals (run_id, step, question, shown, created_at, deadline, on_timeout)
+       VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step) DO NOTHING`,
+      [
+        a.runId,
+        a.step,
+        secretRedactor.text(a.question),
+        a.shown === undefined ? null : JSON.stringify(secretRedactor.value(a.shown)),
+        a.createdAt,
+        a.deadline ?? null,
+        a.onTimeout,
+      ],
+    );
+    return (await this.get(a.runId, a.step))!;
   }
 
-  get(runId: string, step: string): ApprovalRecord | undefined {
-    return approvalOf(this.stmts.get.get(runId, step));
+  async get(runId: string, step: string): Promise<ApprovalRecord | undefined> {
+    return approvalOf(await this.sql.get(`SELECT * FROM approvals WHERE run_id = ? AND step = ?`, [runId, step]));
   }
 
   /** Record the decision; false when it was already decided. */
-  decide(runId: string, step: string, d: Decision): boolean {
-    return this.stmts.decide.run({ runId, step, ...d, note: d.note ?? null }).changes === 1;
+  async decide(runId: string, step: string, d: Decision): Promise<boolean> {
+    const r = await this.sql.run(
+      `UPDATE approvals SET decision = ?, decided_by = ?, decided_at = ?, note = ?
+       WHERE run_id = ? AND step = ? AND decision IS NULL`,
+      [d.decision, d.by, d.at, d.note ?? null, runId, step],
+    );
+    return r.changes === 1;
   }
 
   /** Undecided approvals of `waiting` runs (of one run, or all: their deadlines are watched from start-up). */
-  open(runId?: string): ApprovalRecord[] {
-    return this.stmts.open.all({ run: runId ?? null }).map((r) => approvalOf(r)!);
+  async open(runId?: string): Promise<ApprovalRecord[]> {
+    const rows = await this.sql.all(
+      `SELECT a.* FROM approvals a JOIN runs r ON r.id = a.run_id
+       WHERE a.decision IS NULL AND r.status = 'waiting'${runId === undefined ? "" : " AND a.run_id = ?"} ORDER BY a.created_at`,
+      runId === undefined ? [] : [runId],
+    );
+    return rows.map((r) => approvalOf(r)!);
   }
 }
 

@@ -1,15 +1,24 @@
 /**
  * Where runs are kept (and each conversation's state, src/workflows/conversation/): one SQLite file,
  * `<dataDir>/systems.db` (WAL, FULL sync, like the session store), so a run and a half-gathered
- * request survive a restart. `:memory:` for tests. The runs table is written before a run starts;
- * every step's status, output and timings are written as they change. Every value written (inputs,
- * outputs, errors) passes the secrets redactor first (src/core/secrets/redactor.ts): a secret's
- * value is never on disk here, even when a step echoed it back.
+ * request survive a restart. `:memory:` for tests. `openSystemsDb` makes its schema; `RunStore` is
+ * written once against the async `Sql` (src/core/db/sql.ts): the one `SqliteSql` over systems.db,
+ * or the PostgreSQL of `store: { kind: postgres }` (tables of migration 3, src/core/db/pg-migrations.ts).
+ * The runs table is written before a run starts; every step's status, output and timings are
+ * written as they change. Every value written (inputs, outputs, errors) passes the secrets redactor
+ * first (src/core/secrets/redactor.ts): a secret's value is never on disk here, even when a step
+ * echoed it back.
+ *
+ * Leases (PostgreSQL only: several instances on one database): a run that executes (`pending`,
+ * `running`) has an `owner` (an instance id) and a `lease_until` (epoch ms of the database's
+ * clock) its owner renews; a run whose lease lapsed is claimed by another instance (`claimLapsed`,
+ * `FOR UPDATE SKIP LOCKED`), which goes on from its first unfinished step (runner.ts).
  */
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import type { RunOrigin, RunStatus, StepStatus } from "../../wire/runs.js";
+import type { Sql, SqlQueries } from "../../core/db/sql.js";
 import { APPROVALS_SCHEMA, approvalOf, type ApprovalRecord } from "./approvals.js";
 import { secretRedactor } from "../../core/secrets/redactor.js";
 
@@ -139,97 +148,78 @@ const parse = (s: unknown) => (typeof s === "string" ? (JSON.parse(s) as unknown
 const num = (v: unknown) => (typeof v === "number" ? v : undefined);
 const str = (v: unknown) => (typeof v === "string" ? v : undefined);
 
-/** Reads and writes runs. Synchronous (better-sqlite3): every write is on disk when it returns. */
+/** The statuses of a run that executes (it needs a live owner on PostgreSQL). */
+const EXECUTING = "('pending', 'running')";
+/** The database's clock in epoch ms (PostgreSQL only: the lease statements). */
+const DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/** A lease: who holds a run and for how long (PostgreSQL). */
+export interface Lease {
+  owner: string;
+  ms: number;
+}
+
+/** Reads and writes runs, through `sql`: every write is stored when its promise resolves. */
 export class RunStore {
-  private readonly stmts;
+  /** The insertion order of rows, for ties of `created_at` (SQLite's rowid; PostgreSQL's `seq`). */
+  private readonly order: string;
 
-  constructor(readonly db: Database.Database) {
-    this.stmts = {
-      insertRun: db.prepare(
-        `INSERT INTO runs (id, system, conversation, status, inputs, origin, message_key, created_at, updated_at, test)
-         VALUES (@id, @system, @conversation, @status, @inputs, @origin, @messageKey, @now, @now, @test)`,
-      ),
-      triggered: db.prepare(`UPDATE runs SET trigger = ?, detached = ? WHERE id = ?`),
-      insertStep: db.prepare(`INSERT INTO run_steps (run_id, step_id, position, status) VALUES (?, ?, ?, 'pending')`),
-      run: db.prepare(`SELECT * FROM runs WHERE id = ?`),
-      steps: db.prepare(`SELECT * FROM run_steps WHERE run_id = ? ORDER BY position`),
-      byMessage: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND message_key = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
-      ),
-      unreported: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND detached = 1 AND reported = 0 AND status IN ('completed','failed','rejected','cancelled','interrupted','waiting') ORDER BY updated_at`,
-      ),
-      active: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND status IN ('pending','running','paused','waiting') ORDER BY created_at DESC`,
-      ),
-      latest: db.prepare(
-        `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
-      ),
-      setStatus: db.prepare(`UPDATE runs SET status = ?, updated_at = ? WHERE id = ?`),
-      setVersion: db.prepare(`UPDATE runs SET version = ? WHERE id = ?`),
-      start: db.prepare(
-        `UPDATE runs SET status = 'running', started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL, failed_step = NULL, updated_at = @now WHERE id = @id`,
-      ),
-      finish: db.prepare(
-        `UPDATE runs SET status = @status, output = @output, error = @error, failed_step = @failedStep, ended_at = @now, updated_at = @now WHERE id = @id`,
-      ),
-      detach: db.prepare(`UPDATE runs SET detached = 1, reported = 0, updated_at = ? WHERE id = ?`),
-      attach: db.prepare(`UPDATE runs SET detached = 0, reported = 0, updated_at = ? WHERE id = ?`),
-      reported: db.prepare(`UPDATE runs SET reported = 1, updated_at = ? WHERE id = ?`),
-      stepStart: db.prepare(
-        `UPDATE run_steps SET status = 'running', attempts = @attempts, started_at = COALESCE(started_at, @now), ended_at = NULL, error = NULL WHERE run_id = @run AND step_id = @step`,
-      ),
-      stepEnd: db.prepare(
-        `UPDATE run_steps SET status = @status, ended_at = @now, output = @output, error = @error WHERE run_id = @run AND step_id = @step`,
-      ),
-      stepReset: db.prepare(
-        `UPDATE run_steps SET status = 'pending', started_at = NULL, ended_at = NULL, error = NULL WHERE run_id = ? AND status NOT IN ('completed')`,
-      ),
-      interrupt: db.prepare(`SELECT id FROM runs WHERE status IN ('running', 'pending')`),
-      approval: db.prepare(
-        `SELECT * FROM approvals WHERE run_id = ? AND decision IS NULL AND ? = 'waiting' ORDER BY created_at LIMIT 1`,
-      ),
-    };
+  constructor(readonly sql: Sql) {
+    this.order = sql.dialect === "sqlite" ? "rowid" : "seq";
   }
 
-  /** Write a new run (status `pending`) and its steps, before anything runs. */
-  create(run: {
-    id: string;
-    system: string;
-    conversation?: string;
-    inputs: Record<string, unknown>;
-    origin: RunRecord["origin"];
-    messageKey?: string;
-    version?: number;
-    steps: string[];
-    test?: boolean;
-    /** What started it (a schedule, a hook); `detached`: told to its conversation on its next turn. */
-    trigger?: string;
-    detached?: boolean;
-  }): void {
+  /** Write a new run (status `pending`) and its steps, before anything runs; `lease`: claimed at once by its owner. */
+  async create(
+    run: {
+      id: string;
+      system: string;
+      conversation?: string;
+      inputs: Record<string, unknown>;
+      origin: RunRecord["origin"];
+      messageKey?: string;
+      version?: number;
+      steps: string[];
+      test?: boolean;
+      /** What started it (a schedule, a hook); `detached`: told to its conversation on its next turn. */
+      trigger?: string;
+      detached?: boolean;
+    },
+    lease?: Lease,
+  ): Promise<void> {
     const now = Date.now();
-    this.db.transaction(() => {
-      this.stmts.insertRun.run({
-        id: run.id,
-        system: run.system,
-        conversation: run.conversation ?? null,
-        status: "pending",
-        inputs: json(run.inputs),
-        origin: run.origin,
-        messageKey: run.messageKey ?? null,
-        now,
-        test: run.test ? 1 : 0,
-      });
-      if (run.version !== undefined) this.stmts.setVersion.run(run.version, run.id);
-      run.steps.forEach((s, i) => this.stmts.insertStep.run(run.id, s, i));
-      if (run.trigger) this.stmts.triggered.run(run.trigger, run.detached ? 1 : 0, run.id);
-    })();
+    await this.sql.tx(async (q) => {
+      await q.run(
+        `INSERT INTO runs (id, system, conversation, status, inputs, origin, message_key, created_at, updated_at, test, trigger, detached, version)
+         VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        [
+          run.id,
+          run.system,
+          run.conversation ?? null,
+          json(run.inputs),
+          run.origin,
+          run.messageKey ?? null,
+          now,
+          now,
+          run.test ? 1 : 0,
+          run.trigger ?? null,
+          run.trigger && run.detached ? 1 : 0,
+          run.version ?? null,
+        ],
+      );
+      for (const [i, s] of run.steps.entries())
+        await q.run(`INSERT INTO run_steps (run_id, step_id, position, status) VALUES (?, ?, ?, 'pending')`, [
+          run.id,
+          s,
+          i,
+        ]);
+      if (lease) await claimOne(q, run.id, lease);
+    });
   }
 
-  get(id: string): RunRecord | undefined {
-    const row = this.stmts.run.get(id) as Record<string, unknown> | undefined;
+  async get(id: string): Promise<RunRecord | undefined> {
+    const row = await this.sql.get(`SELECT * FROM runs WHERE id = ?`, [id]);
     if (!row) return undefined;
-    const steps = (this.stmts.steps.all(id) as Record<string, unknown>[]).map(
+    const steps = (await this.sql.all(`SELECT * FROM run_steps WHERE run_id = ? ORDER BY position`, [id])).map(
       (s): StepRecord => ({
         id: String(s.step_id),
         status: s.status as StepStatus,
@@ -240,6 +230,13 @@ export class RunStore {
         error: str(s.error),
       }),
     );
+    const approval =
+      row.status === "waiting"
+        ? await this.sql.get(
+            `SELECT * FROM approvals WHERE run_id = ? AND decision IS NULL ORDER BY created_at LIMIT 1`,
+            [id],
+          )
+        : undefined;
     return {
       id: String(row.id),
       system: String(row.system),
@@ -261,13 +258,13 @@ export class RunStore {
       trigger: str(row.trigger),
       version: num(row.version),
       steps,
-      approval: approvalOf(this.stmts.approval.get(id, row.status)),
+      approval: approvalOf(approval),
     };
   }
 
-  list(
+  async list(
     filter: { conversation?: string; status?: RunStatus; system?: string; origin?: RunOrigin; limit?: number } = {},
-  ): RunRecord[] {
+  ): Promise<RunRecord[]> {
     const where: string[] = [];
     const args: unknown[] = [];
     if (filter.conversation) where.push("conversation = ?"), args.push(filter.conversation);
@@ -275,94 +272,195 @@ export class RunStore {
     if (filter.system) where.push("system = ?"), args.push(filter.system);
     if (filter.origin) where.push("origin = ?"), args.push(filter.origin);
     const limit = Math.min(Math.max(filter.limit ?? 50, 1), 1000);
-    const rows = this.db
-      .prepare(
-        `SELECT id FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, rowid DESC LIMIT ${limit}`,
-      )
-      .all(...args);
-    return this.runs(rows);
+    return this.runs(
+      `SELECT id FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, ${this.order} DESC LIMIT ${limit}`,
+      args,
+    );
   }
 
-  /** The runs of rows of ids (a query's answer), in their order. */
-  private runs(rows: unknown[]): RunRecord[] {
-    return (rows as Array<{ id: string }>).map((r) => this.get(r.id)!);
+  /** The runs of a query's ids, in their order. */
+  private async runs(query: string, args: unknown[]): Promise<RunRecord[]> {
+    const out: RunRecord[] = [];
+    for (const r of await this.sql.all<{ id: string }>(query, args)) {
+      const rec = await this.get(r.id);
+      if (rec) out.push(rec);
+    }
+    return out;
   }
 
   /** The run a chat message started, if any (a client's retry of the message finds it). */
-  byMessage(conversation: string, messageKey: string): RunRecord | undefined {
-    return this.runs(this.stmts.byMessage.all(conversation, messageKey))[0];
+  async byMessage(conversation: string, messageKey: string): Promise<RunRecord | undefined> {
+    const [r] = await this.runs(
+      `SELECT id FROM runs WHERE conversation = ? AND message_key = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
+      [conversation, messageKey],
+    );
+    return r;
   }
 
   /** Runs of a conversation that ended in the background and were not told yet (builds are told by the builder). */
-  unreported(conversation: string): RunRecord[] {
-    return this.runs(this.stmts.unreported.all(conversation));
+  unreported(conversation: string): Promise<RunRecord[]> {
+    return this.runs(
+      `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND detached = 1 AND reported = 0 AND status IN ('completed','failed','rejected','cancelled','interrupted','waiting') ORDER BY updated_at`,
+      [conversation],
+    );
   }
 
   /** Runs of a conversation that have not ended (newest first). */
-  active(conversation: string): RunRecord[] {
-    return this.runs(this.stmts.active.all(conversation));
+  active(conversation: string): Promise<RunRecord[]> {
+    return this.runs(
+      `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' AND status IN ('pending','running','paused','waiting') ORDER BY created_at DESC`,
+      [conversation],
+    );
   }
 
-  latest(conversation: string): RunRecord | undefined {
-    return this.runs(this.stmts.latest.all(conversation))[0];
+  async latest(conversation: string): Promise<RunRecord | undefined> {
+    const [r] = await this.runs(
+      `SELECT id FROM runs WHERE conversation = ? AND origin != 'builder' ORDER BY created_at DESC LIMIT 1`,
+      [conversation],
+    );
+    return r;
   }
 
-  setStatus(id: string, status: RunStatus): void {
-    this.stmts.setStatus.run(status, Date.now(), id);
+  async setStatus(id: string, status: RunStatus): Promise<void> {
+    await this.sql.run(`UPDATE runs SET status = ?, updated_at = ? WHERE id = ?`, [status, Date.now(), id]);
   }
 
-  markStarted(id: string): void {
-    this.stmts.start.run({ id, now: Date.now() });
+  async markStarted(id: string): Promise<void> {
+    const now = Date.now();
+    await this.sql.run(
+      `UPDATE runs SET status = 'running', started_at = COALESCE(started_at, ?), ended_at = NULL, error = NULL, failed_step = NULL, updated_at = ? WHERE id = ?`,
+      [now, now, id],
+    );
   }
 
-  finish(id: string, end: { status: RunStatus; output?: unknown; error?: string; failedStep?: string }): void {
-    this.stmts.finish.run({
-      id,
-      status: end.status,
-      output: json(end.output),
-      error: text(end.error),
-      failedStep: end.failedStep ?? null,
-      now: Date.now(),
-    });
+  async finish(
+    id: string,
+    end: { status: RunStatus; output?: unknown; error?: string; failedStep?: string },
+  ): Promise<void> {
+    await finishRun(this.sql, id, end);
   }
 
   /** The chat turn no longer follows the run: its end (or its wait for an approval) is told on the conversation's next turn. */
-  markDetached(id: string): void {
-    this.stmts.detach.run(Date.now(), id);
+  async markDetached(id: string): Promise<void> {
+    await this.sql.run(`UPDATE runs SET detached = 1, reported = 0, updated_at = ? WHERE id = ?`, [Date.now(), id]);
   }
 
   /** A chat turn follows the run again (it was resumed from chat): its outcome is shown there. */
-  markAttached(id: string): void {
-    this.stmts.attach.run(Date.now(), id);
+  async markAttached(id: string): Promise<void> {
+    await this.sql.run(`UPDATE runs SET detached = 0, reported = 0, updated_at = ? WHERE id = ?`, [Date.now(), id]);
   }
 
-  markReported(id: string): void {
-    this.stmts.reported.run(Date.now(), id);
+  async markReported(id: string): Promise<void> {
+    await this.sql.run(`UPDATE runs SET reported = 1, updated_at = ? WHERE id = ?`, [Date.now(), id]);
   }
 
-  stepStarted(run: string, step: string, attempts: number): void {
-    this.stmts.stepStart.run({ run, step, attempts, now: Date.now() });
+  async stepStarted(run: string, step: string, attempts: number): Promise<void> {
+    await this.sql.run(
+      `UPDATE run_steps SET status = 'running', attempts = ?, started_at = COALESCE(started_at, ?), ended_at = NULL, error = NULL WHERE run_id = ? AND step_id = ?`,
+      [attempts, Date.now(), run, step],
+    );
   }
 
-  stepEnded(run: string, step: string, status: StepStatus, out: { output?: unknown; error?: string } = {}): void {
-    this.stmts.stepEnd.run({ run, step, status, output: json(out.output), error: text(out.error), now: Date.now() });
+  async stepEnded(
+    run: string,
+    step: string,
+    status: StepStatus,
+    out: { output?: unknown; error?: string } = {},
+  ): Promise<void> {
+    await this.sql.run(
+      `UPDATE run_steps SET status = ?, ended_at = ?, output = ?, error = ? WHERE run_id = ? AND step_id = ?`,
+      [status, Date.now(), json(out.output), text(out.error), run, step],
+    );
   }
 
   /** Every unfinished step back to `pending` (a resumed run starts from its first unfinished step). */
-  resetUnfinished(run: string): void {
-    this.stmts.stepReset.run(run);
+  async resetUnfinished(run: string): Promise<void> {
+    await this.sql.run(
+      `UPDATE run_steps SET status = 'pending', started_at = NULL, ended_at = NULL, error = NULL WHERE run_id = ? AND status NOT IN ('completed')`,
+      [run],
+    );
   }
 
-  /** Runs that were `running` or `pending` when the bridge stopped: now `interrupted`. Returns their ids. */
-  interruptLeftovers(): string[] {
-    const ids = (this.stmts.interrupt.all() as Array<{ id: string }>).map((r) => r.id);
+  /**
+   * SQLite (one bridge per file): runs that were `running` or `pending` when the bridge stopped are
+   * now `interrupted`. Returns their ids. (On PostgreSQL a run left by an instance is claimed instead.)
+   */
+  async interruptLeftovers(): Promise<string[]> {
+    const ids = (await this.sql.all<{ id: string }>(`SELECT id FROM runs WHERE status IN ${EXECUTING}`)).map(
+      (r) => r.id,
+    );
     for (const id of ids) {
-      this.db.transaction(() => {
-        this.finish(id, { status: "interrupted", error: "the bridge stopped while this run was going" });
-        this.db.prepare(`UPDATE run_steps SET status = 'pending' WHERE run_id = ? AND status = 'running'`).run(id);
-        this.markDetached(id);
-      })();
+      await this.sql.tx(async (q) => {
+        await finishRun(q, id, { status: "interrupted", error: "the bridge stopped while this run was going" });
+        await q.run(`UPDATE run_steps SET status = 'pending' WHERE run_id = ? AND status = 'running'`, [id]);
+        await q.run(`UPDATE runs SET detached = 1, reported = 0, updated_at = ? WHERE id = ?`, [Date.now(), id]);
+      });
     }
     return ids;
   }
+
+  /** PostgreSQL: `lease.owner` holds the run for `lease.ms` from now (it launches it). */
+  async claim(id: string, lease: Lease): Promise<void> {
+    await claimOne(this.sql, id, lease);
+  }
+
+  /**
+   * PostgreSQL: every executing run of `owner` held for `ms` more, in one statement. Returns the ids
+   * renewed (a run of its own not among them was taken over, or ended elsewhere).
+   */
+  async renew(lease: Lease): Promise<string[]> {
+    const rows = await this.sql.all<{ id: string }>(
+      `UPDATE runs SET lease_until = ${DB_NOW} + ? WHERE owner = ? AND status IN ${EXECUTING} RETURNING id`,
+      [lease.ms, lease.owner],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * PostgreSQL: up to `limit` executing runs whose lease lapsed (their instance died, or let them go
+   * at shutdown) claimed by `lease.owner`, skipping rows another instance is claiming at this very
+   * moment. `systems`: only runs of these systems (those this instance can carry out), and builds
+   * when `builds`. Returns their ids.
+   */
+  async claimLapsed(lease: Lease, limit: number, can: { systems: string[]; builds: boolean }): Promise<string[]> {
+    const rows = await this.sql.all<{ id: string }>(
+      `UPDATE runs SET owner = ?, lease_until = ${DB_NOW} + ?
+       WHERE id IN (
+         SELECT id FROM runs
+         WHERE status IN ${EXECUTING} AND COALESCE(lease_until, 0) < ${DB_NOW}
+           AND ((origin = 'builder' AND ?) OR (origin <> 'builder' AND system = ANY(?)))
+         ORDER BY created_at
+         FOR UPDATE SKIP LOCKED
+         LIMIT ?
+       )
+       RETURNING id`,
+      [lease.owner, lease.ms, can.builds, can.systems, limit],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  /** PostgreSQL: the run let go by `owner` (a clean shutdown): its lease lapsed at once, for another instance to claim. */
+  async release(id: string, owner: string): Promise<void> {
+    await this.sql.run(`UPDATE runs SET owner = NULL, lease_until = 0, updated_at = ? WHERE id = ? AND owner = ?`, [
+      Date.now(),
+      id,
+      owner,
+    ]);
+  }
+}
+
+async function finishRun(
+  q: SqlQueries,
+  id: string,
+  end: { status: RunStatus; output?: unknown; error?: string; failedStep?: string },
+): Promise<void> {
+  const now = Date.now();
+  await q.run(
+    `UPDATE runs SET status = ?, output = ?, error = ?, failed_step = ?, ended_at = ?, updated_at = ? WHERE id = ?`,
+    [end.status, json(end.output), text(end.error), end.failedStep ?? null, now, now, id],
+  );
+}
+
+async function claimOne(q: SqlQueries, id: string, lease: Lease): Promise<void> {
+  await q.run(`UPDATE runs SET owner = ?, lease_until = ${DB_NOW} + ? WHERE id = ?`, [lease.owner, lease.ms, id]);
 }

@@ -14,8 +14,15 @@
  * A system's run records the system version it runs (src/workflows/systems/versions.ts: the
  * latest, or the one asked for) and executes that version's plan, also when resumed after a deploy.
  *
- * A run found `running` or `pending` at start-up (the bridge stopped under it) becomes
- * `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
+ * SQLite (one bridge): a run found `running` or `pending` at start-up (the bridge stopped under it)
+ * becomes `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
+ * PostgreSQL (`lease`, several instances): runs are claimed, not owned. The instance executing a
+ * run holds its lease and renews all its leases in one statement every `lease.ms / 3`; a run whose
+ * lease lapsed (its instance died) is claimed by another instance on its sweep and goes on from its
+ * first unfinished step, as a resume does (completed steps are never run again; the one going when
+ * the instance died is). Another instance's live runs are never touched at start; a clean shutdown
+ * lets its runs go (`running`, lease lapsed) for another instance to claim at once. Only `pending`
+ * and `running` runs need a live owner: paused, waiting and ended runs are rows any instance acts on.
  *
  * Approvals: an `approval` step with no decision yet writes its question (approvals.ts) and stops
  * the run as a pause does, but `waiting`; `decide` records the one decision (a person's, or the
@@ -31,7 +38,7 @@ import type { RunOrigin, RunStatus } from "../../wire/runs.js";
 import { Cancellation } from "../../core/util/cancel.js";
 import { secretRedactor } from "../../core/secrets/redactor.js";
 import { alnumId } from "../../core/util/ids.js";
-import type { RunRecord, RunStore } from "./db.js";
+import type { Lease, RunRecord, RunStore } from "./db.js";
 import { type ApprovalGate, ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
 import { executeLeaf } from "./executors/index.js";
 import { sandboxDir } from "./paths.js";
@@ -40,7 +47,6 @@ import { RunHooks, runSteps, type EngineStep, type RunOutcome } from "../engine/
 import { ApprovalDeadlines, ApprovalStore } from "./approvals.js";
 import { compileRun, type CompiledPlan, type CompiledStep } from "./plan.js";
 import { type VersionStore, versionsOf } from "./versions.js";
-import { sqliteSqlOf } from "../../core/db/sql.js";
 import { renderValue, type Scope } from "../engine/template.js";
 
 export interface RunManagerDeps {
@@ -59,11 +65,18 @@ export interface RunManagerDeps {
   maxDepth?: number;
   /** The systems' versions (the runtime's store); default those in the run store's database. */
   versions?: VersionStore;
+  /**
+   * PostgreSQL (several instances on one database): this instance's id and the lease of a run it
+   * executes (store.leaseSeconds). Runs are then claimed, not owned (see the header); without it
+   * (SQLite) a run left going by a stopped bridge is `interrupted` at start.
+   */
+  lease?: Lease;
 }
 
 /** Why a run was stopped from outside. */
 export class RunStop {
-  constructor(readonly kind: "paused" | "waiting" | "cancelled" | "shutdown") {}
+  /** `lost`: another instance holds the run now (its lease lapsed here, or it was cancelled there); nothing is written. */
+  constructor(readonly kind: "paused" | "waiting" | "cancelled" | "shutdown" | "lost") {}
 }
 
 export class RunError extends Error {
@@ -111,7 +124,17 @@ export interface LaunchOptions {
   observe?: (hooks: RunHooks) => void;
 }
 
-type RunEnd = { status: RunStatus; output?: unknown; error?: string; failedStep?: string };
+/**
+ * How a run stopped here. `handOver` (PostgreSQL): it goes on elsewhere, `running` — `release`d
+ * at this instance's shutdown for another to claim at once, or `lost` to another already.
+ */
+type RunEnd = {
+  status: RunStatus;
+  output?: unknown;
+  error?: string;
+  failedStep?: string;
+  handOver?: "release" | "lost";
+};
 
 /** A decision on the approval a run waits on: `by` http, chat or timeout. */
 export interface DecideRequest {
@@ -127,6 +150,9 @@ interface LiveRun {
   done: Promise<RunRecord>;
 }
 
+/** Lapsed runs claimed per sweep (the rest at the next one, or by another instance). */
+const CLAIM_BATCH = 20;
+
 const ENDED: ReadonlySet<RunStatus> = new Set(["completed", "failed", "rejected", "cancelled", "interrupted"]);
 const RESUMABLE: ReadonlySet<RunStatus> = new Set(["paused", "interrupted", "failed"]);
 
@@ -137,16 +163,22 @@ export class RunManager {
   /** The approvals' deadlines: at each, `onTimeout` is decided (by `timeout`). */
   private readonly deadlines = new ApprovalDeadlines((a) =>
     this.decide(a.runId, { approve: a.onTimeout === "approve", by: "timeout", step: a.step }).catch((err) =>
-      this.deps.log.warn({ err, runId: a.runId, step: a.step }, "the approval's timeout was not applied"),
+      // A conflict: decided already (by a person, or by another instance at the same deadline).
+      err instanceof RunError && err.code === "conflict"
+        ? this.deps.log.debug({ runId: a.runId, step: a.step }, "the approval was decided already")
+        : this.deps.log.warn({ err, runId: a.runId, step: a.step }, "the approval's timeout was not applied"),
     ),
   );
   private closed = false;
+  /** PostgreSQL: the timer that renews this instance's leases and claims lapsed runs. */
+  private leaseTimer: NodeJS.Timeout | undefined;
+  private sweeping = false;
   /** The systems' versions (same database as the runs). */
   readonly versions: VersionStore;
 
   constructor(private readonly deps: RunManagerDeps) {
-    this.approvals = new ApprovalStore(deps.store.db);
-    this.versions = deps.versions ?? versionsOf(sqliteSqlOf(deps.store.db), deps.dataDir);
+    this.approvals = new ApprovalStore(deps.store.sql);
+    this.versions = deps.versions ?? versionsOf(deps.store.sql, deps.dataDir);
   }
 
   get store(): RunStore {
@@ -154,14 +186,31 @@ export class RunManager {
   }
 
   /**
-   * Start-up: runs left `running`/`pending` by a bridge that stopped become `interrupted`; waiting
-   * runs stay waiting, their approvals' deadlines watched again (one that passed applies now).
+   * Start-up: waiting runs stay waiting, their approvals' deadlines watched again (one that passed
+   * applies now). SQLite: runs left `running`/`pending` by a bridge that stopped become
+   * `interrupted` (returned). PostgreSQL: another instance's runs are left alone; runs whose lease
+   * lapsed are claimed and go on here (returned), and from now on every `lease.ms / 3` this
+   * instance renews its leases and claims lapsed ones (`sweep`).
    */
-  recover(): string[] {
-    for (const a of this.approvals.open()) this.deadlines.watch(a);
-    const ids = this.deps.store.interruptLeftovers();
+  async recover(): Promise<string[]> {
+    for (const a of await this.approvals.open()) this.deadlines.watch(a);
+    const lease = this.deps.lease;
+    if (lease) {
+      const taken = await this.sweep();
+      this.leaseTimer = setInterval(
+        () => {
+          void this.sweep().catch((err: unknown) =>
+            this.deps.log.warn({ err }, "run leases were not renewed or claimed (the database did not answer)"),
+          );
+        },
+        Math.max(Math.round(lease.ms / 3), 50),
+      );
+      this.leaseTimer.unref();
+      return taken;
+    }
+    const ids = await this.deps.store.interruptLeftovers();
     for (const id of ids) {
-      const rec = this.deps.store.get(id)!;
+      const rec = (await this.deps.store.get(id))!;
       this.deps.bus.emit({ type: "run.interrupted", ...runEvent(rec) });
       this.deps.log.warn(
         { runId: id, system: rec.system },
@@ -171,7 +220,49 @@ export class RunManager {
     return ids;
   }
 
-  get(id: string): RunRecord | undefined {
+  /**
+   * PostgreSQL, every `lease.ms / 3`: this instance's executing runs' leases renewed in one
+   * statement (a live run not renewed is another instance's now: stopped here, nothing written);
+   * then runs whose lease lapsed (their instance died, or let them go at shutdown) claimed and
+   * continued here from their first unfinished step; and every open approval's deadline watched
+   * (whichever instance is first at a deadline decides it; `decide` takes one decision). Returns
+   * the ids claimed.
+   */
+  private async sweep(): Promise<string[]> {
+    const { store, library, log } = this.deps;
+    const lease = this.deps.lease!;
+    if (this.sweeping || this.closed) return [];
+    this.sweeping = true;
+    try {
+      const kept = new Set(await store.renew(lease));
+      for (const [id, l] of this.live)
+        if (!kept.has(id) && !l.cancel.aborted) {
+          log.warn({ runId: id }, "run's lease was lost (another instance holds it, or it ended there); stopped here");
+          l.cancel.abort(new RunStop("lost"));
+        }
+      const can = { systems: library.systems.map((s) => s.id), builds: this.sources.has("builder") };
+      const taken = (await store.claimLapsed(lease, CLAIM_BATCH, can)).filter((id) => !this.live.has(id));
+      for (const id of taken) {
+        // Shutdown began meanwhile: let it go again for another instance.
+        if (this.closed) {
+          await store.release(id, lease.owner);
+          continue;
+        }
+        await store.resetUnfinished(id);
+        const rec = await this.launch(id);
+        log.info(
+          { runId: id, system: rec.system, from: rec.steps.find((s) => s.status !== "completed")?.id },
+          "run taken over (its lease lapsed); it goes on from its first unfinished step",
+        );
+      }
+      for (const a of await this.approvals.open()) this.deadlines.watch(a);
+      return taken;
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  get(id: string): Promise<RunRecord | undefined> {
     return this.deps.store.get(id);
   }
 
@@ -181,12 +272,12 @@ export class RunManager {
   }
 
   /** Resolves when the run stops (completed, failed, paused, cancelled, interrupted). */
-  wait(id: string): Promise<RunRecord> {
+  async wait(id: string): Promise<RunRecord> {
     const l = this.live.get(id);
     if (l) return l.done;
-    const rec = this.deps.store.get(id);
-    if (!rec) return Promise.reject(new RunError("not_found", `no run ${id}`));
-    return Promise.resolve(rec);
+    const rec = await this.deps.store.get(id);
+    if (!rec) throw new RunError("not_found", `no run ${id}`);
+    return rec;
   }
 
   async start(req: StartRequest): Promise<RunRecord> {
@@ -214,9 +305,9 @@ export class RunManager {
   }
 
   /** Resume a paused, interrupted or failed run from its first unfinished step. */
-  resume(id: string, opts: LaunchOptions = {}): RunRecord {
+  async resume(id: string, opts: LaunchOptions = {}): Promise<RunRecord> {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
-    const rec = this.deps.store.get(id);
+    const rec = await this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (this.live.has(id) || !RESUMABLE.has(rec.status))
       throw new RunError(
@@ -230,14 +321,14 @@ export class RunManager {
       if (!this.deps.library.get(rec.system))
         throw new RunError("unknown_system", `run ${id} is of system ${rec.system}, which is no longer configured`);
     }
-    this.deps.store.resetUnfinished(id);
-    this.launch(id, opts);
-    return this.deps.store.get(id)!;
+    await this.deps.store.resetUnfinished(id);
+    if (this.deps.lease) await this.deps.store.claim(id, this.deps.lease);
+    return this.launch(id, opts);
   }
 
   async pause(id: string): Promise<RunRecord> {
     const l = this.live.get(id);
-    const rec = this.deps.store.get(id);
+    const rec = await this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (!l) throw new RunError("conflict", `run ${id} is ${rec.status}; only a running run can be paused`);
     l.cancel.abort(new RunStop("paused"));
@@ -250,15 +341,15 @@ export class RunManager {
       l.cancel.abort(new RunStop("cancelled"));
       return l.done;
     }
-    const rec = this.deps.store.get(id);
+    const rec = await this.deps.store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (ENDED.has(rec.status) && rec.status !== "interrupted")
       throw new RunError("conflict", `run ${id} already ended (${rec.status})`);
     this.deadlines.unwatch(id);
-    this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
-    this.deps.store.resetUnfinished(id);
+    await this.deps.store.finish(id, { status: "cancelled", error: "cancelled" });
+    await this.deps.store.resetUnfinished(id);
     this.deps.bus.emit({ type: "run.cancelled", ...runEvent(rec) });
-    return this.deps.store.get(id)!;
+    return (await this.deps.store.get(id))!;
   }
 
   /** True once shutdown began: no new run starts, and a chat turn going away no longer cancels its run. */
@@ -271,9 +362,10 @@ export class RunManager {
     this.closed = true;
   }
 
-  /** Shutdown: stop every run; they end `interrupted` (resumable). */
+  /** Shutdown: stop every run; they end `interrupted` (resumable), or on PostgreSQL are let go for another instance. */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.leaseTimer);
     this.deadlines.clear();
     const all = [...this.live.values()];
     for (const l of all) l.cancel.abort(new RunStop("shutdown"));
@@ -281,11 +373,10 @@ export class RunManager {
   }
 
   /** Write a run and start it: a system's (`start`), or one of another origin (a build) with its program. */
-  create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions = {}): RunRecord {
+  async create(run: Parameters<RunStore["create"]>[0], opts: LaunchOptions = {}): Promise<RunRecord> {
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
-    this.deps.store.create(run);
-    this.launch(run.id, opts);
-    return this.deps.store.get(run.id)!;
+    await this.deps.store.create(run, this.deps.lease);
+    return this.launch(run.id, opts);
   }
 
   /**
@@ -296,14 +387,14 @@ export class RunManager {
   async decide(id: string, req: DecideRequest, opts: LaunchOptions = {}): Promise<RunRecord> {
     const { store, bus } = this.deps;
     if (this.closed) throw new RunError("conflict", "the bridge is shutting down");
-    const rec = store.get(id);
+    const rec = await store.get(id);
     if (!rec) throw new RunError("not_found", `no run ${id}`);
     if (rec.status !== "waiting")
       throw new RunError("conflict", `run ${id} is ${rec.status}, not waiting for an approval`);
-    const a = req.step ? this.approvals.get(id, req.step) : rec.approval;
+    const a = req.step ? await this.approvals.get(id, req.step) : rec.approval;
     const decision = req.approve ? "approved" : "rejected";
     const at = Date.now();
-    if (!a || !this.approvals.decide(id, a.step, { decision, by: req.by, at, note: req.note }))
+    if (!a || !(await this.approvals.decide(id, a.step, { decision, by: req.by, at, note: req.note })))
       throw new RunError("conflict", `the approval of run ${id} was already decided`);
     this.deadlines.unwatch(id, a.step);
     bus.emit({
@@ -319,19 +410,19 @@ export class RunManager {
     // The stop that made it wait may still be finishing.
     await this.live.get(id)?.done;
     // Told afresh when it ends (or waits again) in the background.
-    store.markDetached(id);
+    await store.markDetached(id);
     if (req.approve) {
-      store.resetUnfinished(id);
-      this.launch(id, opts);
-      return store.get(id)!;
+      await store.resetUnfinished(id);
+      if (this.deps.lease) await store.claim(id, this.deps.lease);
+      return this.launch(id, opts);
     }
     const step = a.step.split("/")[0]!;
     const error = req.note ?? `rejected by ${req.by}`;
-    store.stepEnded(id, step, "failed", { error: `rejected by ${req.by}${req.note ? `: ${req.note}` : ""}` });
-    store.finish(id, { status: "rejected", error, failedStep: step });
+    await store.stepEnded(id, step, "failed", { error: `rejected by ${req.by}${req.note ? `: ${req.note}` : ""}` });
+    await store.finish(id, { status: "rejected", error, failedStep: step });
     this.deadlines.unwatch(id);
     bus.emit({ type: "run.rejected", ...runEvent(rec), step, error });
-    return store.get(id)!;
+    return (await store.get(id))!;
   }
 
   /** Where the programs of runs of `origin` come from (the builder registers its builds). */
@@ -339,24 +430,28 @@ export class RunManager {
     this.sources.set(origin, source);
   }
 
-  private launch(id: string, opts: LaunchOptions = {}): void {
+  /** Execute the run in the background; resolves to its record as it is before it starts. */
+  private async launch(id: string, opts: LaunchOptions = {}): Promise<RunRecord> {
+    const rec = (await this.deps.store.get(id))!;
     const cancel = new Cancellation();
-    // Started on the next microtask: the caller subscribes to the run's events first.
-    const done = Promise.resolve()
+    // Started on the next macrotask: the caller gets the record and subscribes to the run's events first.
+    const done = new Promise<void>((r) => setImmediate(r))
       .then(() => this.execute(id, cancel, opts))
-      .catch((err: unknown) => {
+      .catch(async (err: unknown) => {
         // Only the store itself (or a program's set-up) failing gets here; the run is reported failed if it can be.
         this.deps.log.error({ err, runId: id }, "run could not be executed");
         try {
-          const rec = this.deps.store.get(id);
-          if (rec) this.persistEnd(rec, { status: "failed", error: (err as Error).message }, 0);
+          const rec = await this.deps.store.get(id);
+          if (rec) await this.persistEnd(rec, { status: "failed", error: (err as Error).message }, 0);
+          return rec ?? ({ id, status: "failed" } as RunRecord);
         } catch {
           /* the store is gone */
+          return { id, status: "failed" } as RunRecord;
         }
-        return this.deps.store.get(id) ?? ({ id, status: "failed" } as RunRecord);
       })
       .finally(() => this.live.delete(id));
     this.live.set(id, { cancel, done });
+    return rec;
   }
 
   /** The steps a run executes: a system's plan, or what the source of its origin makes. */
@@ -375,11 +470,11 @@ export class RunManager {
 
   private async execute(id: string, cancel: Cancellation, opts: LaunchOptions): Promise<RunRecord> {
     const { store, bus, log } = this.deps;
-    const rec = store.get(id)!;
+    const rec = (await store.get(id))!;
     const program = await this.program(rec, opts.program);
     const ev = { runId: id, system: rec.system, origin: rec.origin };
     const started = Date.now();
-    store.markStarted(id);
+    await store.markStarted(id);
     const done: Record<string, unknown> = {};
     for (const s of rec.steps) if (s.status === "completed") done[s.id] = s.output;
     let end: RunEnd = { status: "failed", error: "the run did not end" };
@@ -389,14 +484,17 @@ export class RunManager {
       )
       .addHandler("stepBefore", (step, attempt) => store.stepStarted(id, step, attempt))
       .addHandler("stepAfter", (step, e) =>
-        store.stepEnded(id, step, e.status === "stopped" ? "pending" : e.status, {
-          output: e.status === "completed" ? e.output : undefined,
-          error: e.status === "failed" ? e.error.message : e.status === "skipped" ? e.reason : undefined,
-        }),
+        // A run lost to another instance is that instance's to write.
+        cancel.reason instanceof RunStop && cancel.reason.kind === "lost"
+          ? undefined
+          : store.stepEnded(id, step, e.status === "stopped" ? "pending" : e.status, {
+              output: e.status === "completed" ? e.output : undefined,
+              error: e.status === "failed" ? e.error.message : e.status === "skipped" ? e.reason : undefined,
+            }),
       )
-      .addHandler("runAfter", (res) => {
+      .addHandler("runAfter", async (res) => {
         end = this.endOf(res, cancel, program);
-        this.persistEnd(rec, end, Date.now() - started);
+        await this.persistEnd(rec, end, Date.now() - started);
       });
     publishSteps(hooks, bus, ev);
     opts.observe?.(hooks);
@@ -413,7 +511,7 @@ export class RunManager {
     } catch (err) {
       log.error({ err, runId: id }, "run crashed");
       end = { status: "failed", error: (err as Error).message };
-      this.persistEnd(rec, end, Date.now() - started);
+      await this.persistEnd(rec, end, Date.now() - started);
     } finally {
       await program.close?.().catch(() => {});
     }
@@ -421,7 +519,7 @@ export class RunManager {
       { runId: id, system: rec.system, origin: rec.origin, status: end.status, failedStep: end.failedStep },
       "run ended",
     );
-    return store.get(id)!;
+    return (await store.get(id))!;
   }
 
   private endOf(res: RunOutcome, cancel: Cancellation, program: RunProgram): RunEnd {
@@ -430,19 +528,26 @@ export class RunManager {
     const stop = cancel.reason instanceof RunStop ? cancel.reason.kind : "cancelled";
     if (stop === "paused") return { status: "paused" };
     if (stop === "waiting") return { status: "waiting" };
+    if (stop === "lost") return { status: "running", handOver: "lost" };
+    if (stop === "shutdown" && this.deps.lease) return { status: "running", handOver: "release" };
     if (stop === "shutdown") return { status: "interrupted", error: "the bridge stopped while this run was going" };
     return { status: "cancelled", error: "cancelled" };
   }
 
   /** The run's end written and published (`run.completed|failed|paused|waiting|cancelled|interrupted`). */
-  private persistEnd(rec: RunRecord, end: RunEnd, ms: number): void {
+  private async persistEnd(rec: RunRecord, end: RunEnd, ms: number): Promise<void> {
     const { store, bus } = this.deps;
     const ev = runEvent(rec);
+    if (end.handOver === "release") {
+      await store.release(rec.id, this.deps.lease!.owner);
+      this.deps.log.info({ runId: rec.id }, "run let go at shutdown; another instance goes on with it");
+    }
+    if (end.handOver) return;
     if (end.status === "waiting") return this.persistWaiting(rec);
-    if (end.status === "paused") store.setStatus(rec.id, "paused");
-    else store.finish(rec.id, end);
-    if (end.status === "cancelled") store.resetUnfinished(rec.id);
-    if (end.status === "interrupted") store.markDetached(rec.id);
+    if (end.status === "paused") await store.setStatus(rec.id, "paused");
+    else await store.finish(rec.id, end);
+    if (end.status === "cancelled") await store.resetUnfinished(rec.id);
+    if (end.status === "interrupted") await store.markDetached(rec.id);
     if (end.status === "completed") bus.emit({ type: "run.completed", ...ev, ms });
     else if (end.status === "failed")
       bus.emit({ type: "run.failed", ...ev, step: end.failedStep, error: end.error ?? "failed", ms });
@@ -451,15 +556,15 @@ export class RunManager {
   }
 
   /** A run stopped at its approvals: their steps `waiting`, their deadlines watched, told in the background. */
-  private persistWaiting(rec: RunRecord): void {
+  private async persistWaiting(rec: RunRecord): Promise<void> {
     const { store, bus } = this.deps;
-    store.setStatus(rec.id, "waiting");
-    store.markDetached(rec.id);
-    for (const a of this.approvals.open(rec.id)) {
-      store.stepEnded(rec.id, a.step.split("/")[0]!, "waiting");
+    await store.setStatus(rec.id, "waiting");
+    await store.markDetached(rec.id);
+    for (const a of await this.approvals.open(rec.id)) {
+      await store.stepEnded(rec.id, a.step.split("/")[0]!, "waiting");
       this.deadlines.watch(a);
     }
-    const first = store.get(rec.id)?.approval;
+    const first = (await store.get(rec.id))?.approval;
     bus.emit({
       type: "run.waiting",
       ...runEvent(rec),
@@ -471,12 +576,12 @@ export class RunManager {
   /** The run's side of an approval step named `stepName` (its question written once; the whole run stops `waiting`). */
   private gate(rec: RunRecord, stepName: string, step: CompiledStep, outputs: Record<string, unknown>): ApprovalGate {
     return {
-      decided: () => this.approvals.get(rec.id, stepName)?.decided,
+      decided: async () => (await this.approvals.get(rec.id, stepName))?.decided,
       upstream: Object.fromEntries(step.dependsOn.map((d) => [d, outputs[d]])),
-      wait: (q) => {
-        if (!this.approvals.get(rec.id, stepName)) {
+      wait: async (q) => {
+        if (!(await this.approvals.get(rec.id, stepName))) {
           const now = Date.now();
-          const a = this.approvals.request({
+          const a = await this.approvals.request({
             runId: rec.id,
             step: stepName,
             question: q.question,

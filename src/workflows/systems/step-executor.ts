@@ -120,9 +120,9 @@ export function isWouldSend(v: unknown): v is WouldSend {
 /** What the `approval` kind asks of its run (src/workflows/systems/runner.ts). */
 export interface ApprovalGate {
   /** The decision already taken on this step, if any. */
-  decided(): Decision | undefined;
+  decided(): Promise<Decision | undefined>;
   /** Write the question and stop the run `waiting` (the step goes back to pending; a decision resumes it). */
-  wait(req: { question: string; shown: unknown; timeoutSeconds?: number; onTimeout: OnTimeout }): void;
+  wait(req: { question: string; shown: unknown; timeoutSeconds?: number; onTimeout: OnTimeout }): Promise<void>;
   /** The outputs of the steps it depends on (shown by default). */
   upstream: Record<string, unknown>;
 }

@@ -11,11 +11,11 @@ import { renderString, renderValue } from "../../engine/template.js";
 export const runApproval: Executor<ApprovalRun> = async (spec, ctx) => {
   const gate = ctx.approval;
   if (!gate) throw new ExecError("invalid", "an approval step needs a run that can wait for the decision");
-  const d = gate.decided();
+  const d = await gate.decided();
   if (d?.decision === "approved")
     return { output: { approved: true, by: d.by, at: d.at, ...(d.note ? { note: d.note } : {}) } };
   if (d) throw new ExecError("invalid", `rejected by ${d.by}${d.note ? `: ${d.note}` : ""}`);
-  gate.wait({
+  await gate.wait({
     question: renderString(spec.question, ctx.scope),
     shown: spec.show === undefined ? gate.upstream : renderValue(spec.show, ctx.scope),
     timeoutSeconds: spec.timeoutSeconds,
