@@ -51,7 +51,7 @@ const pick = (c: Canvas): Picked => ({
 async function canvasOf(dataDir: string, system = SYS): Promise<Canvas | undefined> {
   const db = openSystemsDb(systemsDbPath(dataDir));
   try {
-    return await new CanvasStore(sqliteSqlOf(db), db).get(system);
+    return await new CanvasStore(sqliteSqlOf(db)).get(system);
   } finally {
     db.close();
   }

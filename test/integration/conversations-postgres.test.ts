@@ -10,7 +10,6 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import Database from "better-sqlite3";
 import { PostgresDb } from "../../src/core/db/postgres.js";
 import { createNode } from "../../src/workflows/builder/canvas-ops.js";
 import { CanvasStore } from "../../src/workflows/builder/canvas-store.js";
@@ -100,9 +99,7 @@ describe("conversation states and canvases shared by two bridges on one PostgreS
 
   test("a canvas in the database is both bridges'; the builder's undo on B is what A shows", async () => {
     // Another MCP host (or bridge) made it: two versions.
-    const versions = new Database(":memory:");
-    after(() => versions.close());
-    const store = new CanvasStore(db, versions);
+    const store = new CanvasStore(db);
     await store.create({ system: "demo", name: "Demo" });
     await store.mutate("demo", (c) => createNode(c, { type: "input", label: "In" }).canvas);
     await store.commitVersion("demo", "first");

@@ -62,7 +62,7 @@ describe("system versions", () => {
   const editCanvas = async (fn: (c: Canvas) => Canvas, commit?: string) => {
     const db = openSystemsDb(systemsDbPath(dataDir));
     try {
-      const store = new CanvasStore(new SqliteSql(db), db);
+      const store = new CanvasStore(new SqliteSql(db));
       await store.mutate("relay", fn);
       if (commit) await store.commitVersion("relay", commit);
     } finally {
@@ -91,7 +91,7 @@ describe("system versions", () => {
     dataDir = tempDir("cb-versions-");
     // The canvas, as another MCP host would leave it in the bridge's database: an input and a webhook step.
     const db = openSystemsDb(systemsDbPath(dataDir));
-    const store = new CanvasStore(new SqliteSql(db), db);
+    const store = new CanvasStore(new SqliteSql(db));
     await store.create({ system: "relay", name: "Relay", description: "Sends the topic on" });
     await store.mutate("relay", (c) => ({
       ...c,

@@ -297,7 +297,7 @@ const rejected = (p: Promise<unknown>, code: string) =>
   });
 
 /** SQLite: systems.db with a CanvasStore over the one SqliteSql of it. */
-const sqliteStore = (db: Database.Database) => new CanvasStore(new SqliteSql(db), db);
+const sqliteStore = (db: Database.Database) => new CanvasStore(new SqliteSql(db));
 
 // The store's contract, the same cases on both engines of the systems floor's store.
 for (const engine of ["sqlite", "postgres"] as const)
@@ -327,7 +327,7 @@ for (const engine of ["sqlite", "postgres"] as const)
     const store = (sql?: Sql) => {
       const db = openSystemsDb(":memory:");
       dbs.push(db);
-      return sql ? new CanvasStore(sql, db) : shared ? new CanvasStore(shared, db) : sqliteStore(db);
+      return sql ? new CanvasStore(sql) : shared ? new CanvasStore(shared) : sqliteStore(db);
     };
 
     test("create, get, list, save; an existing id is refused", async () => {

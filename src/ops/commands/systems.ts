@@ -153,7 +153,7 @@ async function withRoom<T>(
     let host: SystemsHost | undefined;
     if (exportOf !== undefined && !existsSync(path.join(systemsDir(config.dataDir), `${exportOf}.yaml`))) {
       const { CanvasStore } = await import("../../workflows/builder/canvas-store.js");
-      if (!(await new CanvasStore(sql, db).get(exportOf))) {
+      if (!(await new CanvasStore(sql).get(exportOf))) {
         const { loadLibrary } = await import("../../workflows/router/runtime.js");
         const { library } = await loadLibrary(config, { askMcp: false });
         host = { library, check: async () => [], reload: async () => [] };

@@ -138,7 +138,7 @@ export function registerVersionRoutes(scope: FastifyInstance, systems: RouterRun
       import("../../workflows/builder/canvas-store.js"),
     ]);
     const res = await rollbackSystem({
-      store: new CanvasStore(systems!.sql, systems!.db),
+      store: new CanvasStore(systems!.sql),
       host: systems!,
       dataDir: systems!.runs.versions.dataDir,
       system: req.params.id,

@@ -16,7 +16,6 @@
  * same canvas at once — two requests of the bridge, the bridge and a `clawbridge mcp` process on the
  * same file, or two bridges on one database — never lose an update.
  */
-import type Database from "better-sqlite3";
 import { type Sql, type SqlQueries, SqliteSql } from "../../core/db/sql.js";
 import { CanvasOpError, emptyCanvas } from "./canvas-ops.js";
 import type { Canvas, CanvasStatus, CanvasVersionInfo } from "../../wire/canvas.js";
@@ -86,14 +85,8 @@ function stamp(prev: number): number {
 }
 
 export class CanvasStore {
-  /**
-   * `sql`: the systems floor's store (its SQLite tables are created here). `db`: systems.db, where
-   * the system versions deploy.ts and rollback.ts read are kept until they are on `sql` too.
-   */
-  constructor(
-    readonly sql: Sql,
-    readonly db: Database.Database,
-  ) {
+  /** `sql`: the systems floor's store (its SQLite tables are created here). */
+  constructor(readonly sql: Sql) {
     if (sql instanceof SqliteSql) sql.db.exec(SCHEMA);
   }
 

@@ -21,7 +21,7 @@ export function openBuilderTools(args: {
   sandboxLimits?: Partial<SandboxLimits>;
 }): CanvasTools {
   return new CanvasTools({
-    store: new CanvasStore(args.sql, args.db),
+    store: new CanvasStore(args.sql),
     dataDir: args.dataDir,
     bus: args.bus,
     sandboxLimits: args.sandboxLimits,

@@ -105,7 +105,7 @@ export interface RouterRuntimeHandle {
   conversations: ConversationMachine;
   bus: EventBus;
   callModel: ModelCaller;
-  /** systems.db (SQLite); goes once every store of the systems floor is on `sql`. */
+  /** systems.db (SQLite): the engine under `sql` unless the store is PostgreSQL; the builder moves its 0.1.0 `builds` table out of it. */
   db: Database.Database;
   /**
    * Where the systems floor keeps its rows (runs and steps, approvals, versions, trigger state,
