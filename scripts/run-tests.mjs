@@ -3,7 +3,9 @@
  * Runs the suite with node's test runner (Node 20 does not expand globs itself), tier by tier:
  *
  * - unit (test/unit): ONE process loads TypeScript once and runs every unit file, each inside a
- *   suite of its own (scripts/unit-tier.mjs), so a file's hooks stay its own.
+ *   suite of its own (scripts/unit-tier.mjs), so a file's hooks stay its own; with two cores or
+ *   more, two such processes side by side (the files that start a PostgreSQL in one, the rest in
+ *   the other), each one's output written whole when it ends.
  * - the rest (test/integration, test/e2e, test/browser): files in parallel, `--jobs` at a time
  *   (default: one more than the cores; `CLAWBRIDGE_TEST_JOBS` sets it too), longest first, each test isolated (its
  *   own ports from the OS, its own HOME and data dir); then the files of SERIAL one at a time.
@@ -18,7 +20,7 @@
  * failed tests.
  */
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -100,18 +102,24 @@ const reporters = [
 ];
 
 const totals = { pass: 0, fail: 0, skipped: 0 };
-let child;
+const children = new Set();
 
-/** Runs one tier, passing its output through and adding its closing counts to the totals. */
-function tier(name, args) {
+/**
+ * Runs one tier, passing its output through and adding its closing counts to the totals. With
+ * `buffered` (tiers that run side by side) its output is written whole when it ends.
+ */
+function tier(name, args, buffered = false) {
   const started = Date.now();
   return new Promise((resolve) => {
-    child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+    children.add(child);
     // The runner's own closing counts ("# pass N" at the start of a line, unindented).
     const counts = {};
     let partial = "";
+    const held = [];
     child.stdout.on("data", (chunk) => {
-      process.stdout.write(chunk);
+      if (buffered) held.push(chunk);
+      else process.stdout.write(chunk);
       const lines = (partial + chunk.toString()).split("\n");
       partial = lines.pop() ?? "";
       for (const line of lines) {
@@ -120,6 +128,8 @@ function tier(name, args) {
       }
     });
     child.on("close", (code, signal) => {
+      children.delete(child);
+      for (const chunk of held) process.stdout.write(chunk);
       totals.pass += counts.pass ?? 0;
       totals.fail += (counts.fail ?? 0) + (counts.cancelled ?? 0);
       totals.skipped += counts.skipped ?? 0;
@@ -130,13 +140,33 @@ function tier(name, args) {
   });
 }
 
-const forward = (sig) => child?.kill(sig);
+const forward = (sig) => {
+  for (const c of children) c.kill(sig);
+};
 process.on("SIGINT", forward);
 process.on("SIGTERM", forward);
 
 const common = ["--import", "tsx", ...reporters];
 let status = 0;
-if (unit.length) status |= await tier("unit", [...common, ...passThrough, unitTier, ...unit]);
+// The unit tier in two processes side by side on a machine with two cores or more: the files that
+// start a PostgreSQL (testkit/postgres.ts, one server per process) in one, the others in the other.
+const usesPostgres = (f) => readFileSync(path.join(root, f), "utf8").includes("testkit/postgres");
+const unitShards =
+  availableParallelism() > 1 && unit.some(usesPostgres) && !unit.every(usesPostgres)
+    ? [unit.filter(usesPostgres), unit.filter((f) => !usesPostgres(f))]
+    : [unit];
+if (unit.length) {
+  const codes = await Promise.all(
+    unitShards.map((shard, i) =>
+      tier(
+        unitShards.length > 1 ? `unit ${i + 1}/${unitShards.length} (${shard.length} files)` : "unit",
+        [...common, ...passThrough, unitTier, ...shard],
+        unitShards.length > 1,
+      ),
+    ),
+  );
+  status |= codes.reduce((a, b) => a | b, 0);
+}
 if (parallel.length) {
   status |= await tier(`parallel (${parallel.length} files, ${jobs} at a time)`, [
     ...common,

@@ -23,44 +23,20 @@ import {
   optionalText,
   requireCount,
   requireText,
+  rowToBinding,
   SessionStoreError,
   validateBinding,
   type ListOptions,
   type SessionBinding,
   type SessionEvent,
   type SessionEventKind,
+  type SessionRow,
   type SessionStore,
 } from "./types.js";
 
 export interface PgSessionStoreOptions {
   /** Clock (epoch ms) for updatedAt/event times; default Date.now. */
   now?: () => number;
-}
-
-interface SessionRow {
-  key: string;
-  backend: string;
-  backend_session_id: string;
-  cwd: string;
-  turns: number;
-  created_at: number;
-  updated_at: number;
-  last_error: string | null;
-  model: string | null;
-}
-
-function rowToBinding(r: SessionRow): SessionBinding {
-  return {
-    key: r.key,
-    backend: r.backend,
-    backendSessionId: r.backend_session_id,
-    cwd: r.cwd,
-    turns: r.turns,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    lastError: r.last_error,
-    model: r.model,
-  };
 }
 
 const COLUMNS = "key, backend, backend_session_id, cwd, turns, created_at, updated_at, last_error, model";

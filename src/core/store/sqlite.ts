@@ -39,12 +39,14 @@ import {
   optionalText,
   requireCount,
   requireText,
+  rowToBinding,
   SessionStoreError,
   validateBinding,
   type ListOptions,
   type SessionBinding,
   type SessionEvent,
   type SessionEventKind,
+  type SessionRow,
   type SessionStore,
   type SqliteSynchronous,
 } from "./types.js";
@@ -116,38 +118,12 @@ export interface SqliteStoreInfo {
   busyTimeoutMs: number;
 }
 
-interface SessionRow {
-  key: string;
-  backend: string;
-  backend_session_id: string;
-  cwd: string;
-  turns: number;
-  created_at: number;
-  updated_at: number;
-  last_error: string | null;
-  model: string | null;
-}
-
 interface EventRow {
   id: number;
   key: string;
   at: number;
   kind: string;
   reason: string | null;
-}
-
-function rowToBinding(r: SessionRow): SessionBinding {
-  return {
-    key: r.key,
-    backend: r.backend,
-    backendSessionId: r.backend_session_id,
-    cwd: r.cwd,
-    turns: r.turns,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    lastError: r.last_error,
-    model: r.model,
-  };
 }
 
 function limitArg(limit: number | undefined): number {

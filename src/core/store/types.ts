@@ -180,3 +180,31 @@ export function validateBinding(b: SessionBinding): SessionBinding {
     model: optionalText(b.model, "model"),
   };
 }
+
+/** A `sessions` row as both engines store it (src/core/store/sqlite.ts, postgres-sessions.ts). */
+export interface SessionRow {
+  key: string;
+  backend: string;
+  backend_session_id: string;
+  cwd: string;
+  turns: number;
+  created_at: number;
+  updated_at: number;
+  last_error: string | null;
+  model: string | null;
+}
+
+/** A `sessions` row as a binding. */
+export function rowToBinding(r: SessionRow): SessionBinding {
+  return {
+    key: r.key,
+    backend: r.backend,
+    backendSessionId: r.backend_session_id,
+    cwd: r.cwd,
+    turns: r.turns,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    lastError: r.last_error,
+    model: r.model,
+  };
+}
