@@ -10,7 +10,7 @@ export function registerDoctorCommand(program: Command): void {
   program
     .command("doctor")
     .description(
-      "check the set-up (config, CLIs, port, OpenClaw, locks, disk, service) and explain each problem with its fix",
+      "check the set-up (config, CLIs, port, OpenClaw, locks, disk, service, store) and explain each problem with its fix",
     )
     .option("-c, --config <file>", "bridge config (default: $CLAWBRIDGE_CONFIG, else embedded defaults)")
     .option("--openclaw-home <dir>", "OpenClaw's directory (default: ~/.openclaw)")
