@@ -165,8 +165,8 @@ export class PostgresDb implements Sql {
 
   /**
    * A session advisory lock on `namespace:name`, waited for in PostgreSQL's own queue (first come,
-   * first served) on a pooled connection held until `release()`. `signal` gives up the wait: the
-   * connection is dropped (its backend ends, and with it the wait) and the promise rejects.
+   * first served) on a pooled connection held until `release()`. `signal` gives up the wait: it is
+   * cancelled on the server (PostgreSQL's cancel request) and the promise rejects with its reason.
    */
   async lock(namespace: string, name: string, signal?: AbortSignal): Promise<HeldLock> {
     if (signal?.aborted) throw signal.reason ?? new Error("aborted");

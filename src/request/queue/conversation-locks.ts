@@ -9,8 +9,8 @@
  * of the text, on a pooled connection of its own held until release). Its wait is bounded like the
  * local one: past the time the turn has left of `server.queueTimeoutSeconds` it is refused with the
  * same 429 (`QueueRejected`, scope "conversation"); the client going away (or the bridge shutting
- * down) ends the wait (`WaitAborted`). Either way the waiting connection is dropped, which ends the
- * wait on the server: nothing is left queued behind.
+ * down) ends the wait (`WaitAborted`). Either way the wait is cancelled on the server (PostgreSQL's
+ * cancel request): nothing is left queued behind, and the lock never goes to a turn that left.
  *
  * Only with a PostgreSQL store: on SQLite (one instance) the pipeline has no `ConversationLocks` and
  * the local queue is the whole story. Side calls (the router's classifier, a system's model step)
