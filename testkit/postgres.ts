@@ -15,7 +15,9 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { after, before } from "node:test";
 import pg from "pg";
+import { PostgresDb } from "../src/core/db/postgres.js";
 
 export interface TestPostgres {
   /** `postgres://clawbridge@127.0.0.1:<port>/postgres` */
@@ -235,4 +237,24 @@ async function waitReady(port: number, p: ChildProcess, ms: number): Promise<boo
     }
   }
   return false;
+}
+
+/**
+ * For a test file whose cases share one migrated database (and empty its tables between them): the
+ * process's server and a database of it, opened before the file's tests and closed after them.
+ * `url` opens another instance on the same database.
+ */
+export function sharedTestDatabase(): { readonly url: string; readonly db: PostgresDb } {
+  let server: TestPostgres | undefined;
+  const state: { url: string; db: PostgresDb } = { url: "", db: undefined as unknown as PostgresDb };
+  before(async () => {
+    server = await startPostgres();
+    state.url = await server.database();
+    state.db = await PostgresDb.open({ url: state.url });
+  });
+  after(async () => {
+    await state.db?.close();
+    await server?.stop();
+  });
+  return state;
 }

@@ -7,32 +7,22 @@
  * clock expired an old limit does not drop the newer one another instance noted.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import type { StoreBacking } from "../../src/core/db/backing.js";
 import { PostgresDb } from "../../src/core/db/postgres.js";
 import { type LimitBook, openLimitBook } from "../../src/core/store/limits.js";
 import { cleanup, eventually, tempDir } from "../helpers/bridge.js";
-import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
+import { sharedTestDatabase } from "../../testkit/postgres.js";
 
-let pg: TestPostgres;
-let url: string;
-let db: PostgresDb;
-before(async () => {
-  pg = await startPostgres();
-  url = await pg.database();
-  db = await PostgresDb.open({ url });
-});
-after(async () => {
-  await db?.close();
-  await pg?.stop();
-});
+/** One migrated database for the file (its tables emptied between cases). */
+const shared = sharedTestDatabase();
 
 /** A backing for a test: a fresh data dir, or the file's PostgreSQL database with its book emptied. */
 async function backing(engine: "sqlite" | "postgres"): Promise<{ b: StoreBacking; done(): void }> {
   const dataDir = tempDir("cb-limit-book-");
   if (engine === "sqlite") return { b: { kind: "sqlite", dataDir }, done: () => cleanup(dataDir) };
-  await db.run("DELETE FROM backend_limits");
-  return { b: { kind: "postgres", db, dataDir, leaseMs: 30_000 }, done: () => cleanup(dataDir) };
+  await shared.db.run("DELETE FROM backend_limits");
+  return { b: { kind: "postgres", db: shared.db, dataDir, leaseMs: 30_000 }, done: () => cleanup(dataDir) };
 }
 
 for (const engine of ["sqlite", "postgres"] as const)
@@ -73,12 +63,15 @@ for (const engine of ["sqlite", "postgres"] as const)
   });
 
 test("postgres: a limit one instance notes, another skips; a clear reaches it too; an old limit's expiry keeps a newer one", async () => {
-  await db.run("DELETE FROM backend_limits");
-  const other = await PostgresDb.open({ url });
+  await shared.db.run("DELETE FROM backend_limits");
+  const other = await PostgresDb.open({ url: shared.url });
   const dirs = [tempDir("cb-limit-a-"), tempDir("cb-limit-b-")];
   let nowA = Date.now();
   const nowB = Date.now();
-  const a = await openLimitBook({ kind: "postgres", db, dataDir: dirs[0]!, leaseMs: 30_000 }, { now: () => nowA });
+  const a = await openLimitBook(
+    { kind: "postgres", db: shared.db, dataDir: dirs[0]!, leaseMs: 30_000 },
+    { now: () => nowA },
+  );
   const b = await openLimitBook(
     { kind: "postgres", db: other, dataDir: dirs[1]!, leaseMs: 30_000 },
     { now: () => nowB },
@@ -96,7 +89,7 @@ test("postgres: a limit one instance notes, another skips; a clear reaches it to
     assert.equal(a.exhausted("cc")?.message === "first", false, "expired on A's clock (or replaced already)");
     await a.close();
     await b.close();
-    const row = await db.get<{ message: string }>("SELECT message FROM backend_limits WHERE backend = 'cc'");
+    const row = await shared.db.get<{ message: string }>("SELECT message FROM backend_limits WHERE backend = 'cc'");
     assert.equal(row?.message, "newer");
   } finally {
     await a.close();

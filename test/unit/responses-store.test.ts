@@ -9,11 +9,11 @@
  */
 import assert from "node:assert/strict";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { PostgresDb } from "../../src/core/db/postgres.js";
 import { ResponseStore, type ResponseStoreOptions, type StoredResponse } from "../../src/core/store/responses.js";
 import { cleanup, tempDir } from "../helpers/bridge.js";
-import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
+import { sharedTestDatabase } from "../../testkit/postgres.js";
 
 const DAY = 86_400_000;
 
@@ -41,18 +41,8 @@ interface Place {
   done(): Promise<void>;
 }
 
-let pg: TestPostgres;
-let url: string;
-let db: PostgresDb;
-before(async () => {
-  pg = await startPostgres();
-  url = await pg.database();
-  db = await PostgresDb.open({ url });
-});
-after(async () => {
-  await db?.close();
-  await pg?.stop();
-});
+/** One migrated database for the file (its tables emptied between cases). */
+const shared = sharedTestDatabase();
 
 async function place(engine: "sqlite" | "postgres"): Promise<Place> {
   if (engine === "sqlite") {
@@ -60,8 +50,8 @@ async function place(engine: "sqlite" | "postgres"): Promise<Place> {
     const file = path.join(dir, "responses.db");
     return { open: (o) => ResponseStore.open(file, o), done: async () => cleanup(dir) };
   }
-  await db.run("TRUNCATE responses");
-  return { open: (o) => ResponseStore.open(db, o), done: async () => {} };
+  await shared.db.run("TRUNCATE responses");
+  return { open: (o) => ResponseStore.open(shared.db, o), done: async () => {} };
 }
 
 for (const engine of ["sqlite", "postgres"] as const)
@@ -173,10 +163,10 @@ for (const engine of ["sqlite", "postgres"] as const)
   });
 
 test("postgres: a chain begun by one instance's store is continued by another's", async () => {
-  await db.run("TRUNCATE responses");
-  const other = await PostgresDb.open({ url });
+  await shared.db.run("TRUNCATE responses");
+  const other = await PostgresDb.open({ url: shared.url });
   try {
-    const a = await ResponseStore.open(db, { keepDays: 30, maxStored: 100 });
+    const a = await ResponseStore.open(shared.db, { keepDays: 30, maxStored: 100 });
     const b = await ResponseStore.open(other, { keepDays: 30, maxStored: 100 });
     const first = row("resp_1", null);
     a.put(first);

@@ -9,14 +9,14 @@
 import assert from "node:assert/strict";
 import { existsSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import Database from "better-sqlite3";
 import { PostgresDb } from "../../src/core/db/postgres.js";
 import { KEEP_DAYS, MAX_MESSAGE_CHARS, UsageLedger, utcDay } from "../../src/core/store/usage-ledger.js";
 import { EventBus } from "../../src/ops/events/bus.js";
 import { UsageRecorder, type UsageOptions } from "../../src/ops/usage/usage.js";
 import { tempDir } from "../helpers/bridge.js";
-import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
+import { sharedTestDatabase } from "../../testkit/postgres.js";
 
 const DAY = 86_400_000;
 const T0 = Date.UTC(2026, 10, 28, 12, 0, 0);
@@ -26,18 +26,8 @@ function clock(start = T0) {
   return { now: () => t, set: (v: number) => (t = v), add: (ms: number) => (t += ms) };
 }
 
-let pg: TestPostgres;
-let url: string;
-let db: PostgresDb;
-before(async () => {
-  pg = await startPostgres();
-  url = await pg.database();
-  db = await PostgresDb.open({ url });
-});
-after(async () => {
-  await db?.close();
-  await pg?.stop();
-});
+/** One migrated database for the file (its tables emptied between cases). */
+const shared = sharedTestDatabase();
 
 /** Where a test's ledger lives: a SQLite file in a temp dir, or the file's PostgreSQL database, emptied. */
 interface Place {
@@ -70,11 +60,11 @@ async function place(engine: "sqlite" | "postgres"): Promise<Place> {
       done: async () => rmSync(dir, { recursive: true, force: true }),
     };
   }
-  await db.run("TRUNCATE usage");
+  await shared.db.run("TRUNCATE usage");
   return {
-    open: (o) => UsageLedger.open(db, o),
-    recorder: { sql: db },
-    rows: async () => (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM usage"))!.n,
+    open: (o) => UsageLedger.open(shared.db, o),
+    recorder: { sql: shared.db },
+    rows: async () => (await shared.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM usage"))!.n,
     done: async () => {},
   };
 }
@@ -419,11 +409,11 @@ for (const engine of ["sqlite", "postgres"] as const)
   });
 
 test("postgres: two instances' ledgers add to the same rows; either reads the sum", async () => {
-  await db.run("TRUNCATE usage");
-  const other = await PostgresDb.open({ url });
+  await shared.db.run("TRUNCATE usage");
+  const other = await PostgresDb.open({ url: shared.url });
   try {
     const c = clock();
-    const a = await UsageLedger.open(db, c);
+    const a = await UsageLedger.open(shared.db, c);
     const b = await UsageLedger.open(other, c);
     for (let i = 0; i < 5; i++) {
       a.add("claude", { turns: 1, tokensIn: 10 });
