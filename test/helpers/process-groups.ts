@@ -1,6 +1,7 @@
 /** Process groups a test starts (CLIs, their children, bridges run as child processes): checking and ending them. */
-import type { ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { readdirSync } from "node:fs";
+import path from "node:path";
 import { procStat } from "../../src/core/util/run-records.js";
 import { pidsWithEnv } from "./bridge.js";
 
@@ -66,4 +67,27 @@ export function bridgeListening(proc: ChildProcess): { url: Promise<string>; std
     });
   });
   return { url, stderr: () => err };
+}
+
+/**
+ * `clawbridge serve --config <configFile>` as a child process in a group of its own (SIGKILL
+ * `-proc.pid` to end it whole), with `home` as its HOME and no CLAWBRIDGE_CONFIG /
+ * CLAWBRIDGE_STORE_URL of the caller's; resolves once it listens, with its URL (a bridge that does
+ * not listen is ended, group and all, before the rejection).
+ */
+export async function serveBridge(configFile: string, home: string): Promise<{ proc: ChildProcess; url: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env, HOME: home };
+  delete env.CLAWBRIDGE_CONFIG;
+  delete env.CLAWBRIDGE_STORE_URL;
+  const proc = spawn(process.execPath, [path.resolve("bin/clawbridge.js"), "serve", "--config", configFile], {
+    env,
+    detached: true,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  try {
+    return { proc, url: await bridgeListening(proc).url };
+  } catch (err) {
+    killGroups([proc.pid!]);
+    throw err;
+  }
 }

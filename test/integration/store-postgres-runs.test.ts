@@ -9,7 +9,7 @@
  * (SIGTERM) lets its run go: the other claims it at its next sweep, long before the lease would lapse.
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -19,9 +19,7 @@ import { stringify } from "yaml";
 import type { RunRow } from "../../src/wire/runs.js";
 import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 import { cleanup, eventually, tempDir } from "../helpers/bridge.js";
-import { bridgeListening } from "../helpers/process-groups.js";
-
-const BIN = path.resolve("bin/clawbridge.js");
+import { serveBridge } from "../helpers/process-groups.js";
 
 /** The fake the steps call: `/notify` answers at once, `/hold` only once `release()` was called. */
 interface Fake {
@@ -119,17 +117,9 @@ async function serve(name: string, dbUrl: string, fake: Fake, leaseSeconds = 3):
       ],
     }),
   );
-  const env: NodeJS.ProcessEnv = { ...process.env, HOME: dir };
-  delete env.CLAWBRIDGE_CONFIG;
-  delete env.CLAWBRIDGE_STORE_URL;
-  const proc = spawn(process.execPath, [BIN, "serve", "--config", configFile], {
-    env,
-    detached: true,
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const { proc, url } = await serveBridge(configFile, dir);
   procs.push(proc);
-  const listening = bridgeListening(proc);
-  return { name, proc, url: await listening.url, dir };
+  return { name, proc, url, dir };
 }
 
 async function getRun(i: Instance, id: string): Promise<RunRow> {

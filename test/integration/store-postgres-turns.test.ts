@@ -13,7 +13,7 @@
  * ended: the calls of two turns never overlap, and each turn's call carries every earlier turn.
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -25,9 +25,8 @@ import { type FakeAnthropic, startFakeAnthropic } from "../../testkit/fakes/anth
 import { claudeEnv } from "../../testkit/fakes/cli-env.js";
 import { startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 import { cleanup, tempDir, within } from "../helpers/bridge.js";
-import { bridgeListening } from "../helpers/process-groups.js";
+import { serveBridge } from "../helpers/process-groups.js";
 
-const BIN = path.resolve("bin/clawbridge.js");
 const CLAUDE = path.resolve("node_modules/.bin/claude");
 /** Each answer streams for about CHUNKS × DELAY_MS: a window another turn's call would fall into. */
 const CHUNKS = 5;
@@ -90,16 +89,9 @@ describe("two bridge processes on one PostgreSQL: one conversation, one turn at 
           models: [{ id: "claude", backend: "cc", model: "default", session: { mode: "resume" } }],
         }),
       );
-      const env: NodeJS.ProcessEnv = { ...process.env, HOME: dir };
-      delete env.CLAWBRIDGE_CONFIG;
-      delete env.CLAWBRIDGE_STORE_URL;
-      const proc = spawn(process.execPath, [BIN, "serve", "--config", config], {
-        env,
-        detached: true,
-        stdio: ["ignore", "ignore", "pipe"],
-      });
+      const { proc, url: origin } = await serveBridge(config, dir);
       procs.push(proc);
-      origins.push(await bridgeListening(proc).url);
+      origins.push(origin);
     }
   });
 
