@@ -16,7 +16,7 @@
  *
  * SQLite (one bridge): a run found `running` or `pending` at start-up (the bridge stopped under it)
  * becomes `interrupted` (`recover`) and is never re-run silently: resuming it is somebody's decision.
- * PostgreSQL (`lease`, several instances): runs are claimed, not owned. The instance executing a
+ * PostgreSQL (`lease`, several instances; the sweep is leases.ts): runs are claimed, not owned. The instance executing a
  * run holds its lease and renews all its leases in one statement every `lease.ms / 3`; a run whose
  * lease lapsed (its instance died) is claimed by another instance on its sweep and goes on from its
  * first unfinished step, as a resume does (completed steps are never run again; the one going when
@@ -39,6 +39,7 @@ import { Cancellation } from "../../core/util/cancel.js";
 import { secretRedactor } from "../../core/secrets/redactor.js";
 import { alnumId } from "../../core/util/ids.js";
 import type { Lease, RunRecord, RunStore } from "./db.js";
+import { RunLeases } from "./leases.js";
 import { type ApprovalGate, ExecError, type ExecContext, type ExecResult, type ModelCaller } from "./step-executor.js";
 import { executeLeaf } from "./executors/index.js";
 import { sandboxDir } from "./paths.js";
@@ -150,9 +151,6 @@ interface LiveRun {
   done: Promise<RunRecord>;
 }
 
-/** Lapsed runs claimed per sweep (the rest at the next one, or by another instance). */
-const CLAIM_BATCH = 20;
-
 const ENDED: ReadonlySet<RunStatus> = new Set(["completed", "failed", "rejected", "cancelled", "interrupted"]);
 const RESUMABLE: ReadonlySet<RunStatus> = new Set(["paused", "interrupted", "failed"]);
 
@@ -170,15 +168,15 @@ export class RunManager {
     ),
   );
   private closed = false;
-  /** PostgreSQL: the timer that renews this instance's leases and claims lapsed runs. */
-  private leaseTimer: NodeJS.Timeout | undefined;
-  private sweeping = false;
+  /** PostgreSQL: this instance's leases renewed, and lapsed runs claimed (leases.ts). */
+  private readonly leases: RunLeases | undefined;
   /** The systems' versions (same database as the runs). */
   readonly versions: VersionStore;
 
   constructor(private readonly deps: RunManagerDeps) {
     this.approvals = new ApprovalStore(deps.store.sql);
     this.versions = deps.versions ?? versionsOf(deps.store.sql, deps.dataDir);
+    this.leases = deps.lease && this.leasesOf(deps.lease);
   }
 
   get store(): RunStore {
@@ -194,20 +192,7 @@ export class RunManager {
    */
   async recover(): Promise<string[]> {
     for (const a of await this.approvals.open()) this.deadlines.watch(a);
-    const lease = this.deps.lease;
-    if (lease) {
-      const taken = await this.sweep();
-      this.leaseTimer = setInterval(
-        () => {
-          void this.sweep().catch((err: unknown) =>
-            this.deps.log.warn({ err }, "run leases were not renewed or claimed (the database did not answer)"),
-          );
-        },
-        Math.max(Math.round(lease.ms / 3), 50),
-      );
-      this.leaseTimer.unref();
-      return taken;
-    }
+    if (this.leases) return this.leases.start();
     const ids = await this.deps.store.interruptLeftovers();
     for (const id of ids) {
       const rec = (await this.deps.store.get(id))!;
@@ -221,45 +206,37 @@ export class RunManager {
   }
 
   /**
-   * PostgreSQL, every `lease.ms / 3`: this instance's executing runs' leases renewed in one
-   * statement (a live run not renewed is another instance's now: stopped here, nothing written);
-   * then runs whose lease lapsed (their instance died, or let them go at shutdown) claimed and
-   * continued here from their first unfinished step; and every open approval's deadline watched
-   * (whichever instance is first at a deadline decides it; `decide` takes one decision). Returns
-   * the ids claimed.
+   * PostgreSQL, every `lease.ms / 3` (leases.ts): a live run not renewed is another instance's now
+   * (stopped here, nothing written); a claimed run goes on here from its first unfinished step; and
+   * every open approval's deadline is watched (whichever instance is first at a deadline decides
+   * it; `decide` takes one decision).
    */
-  private async sweep(): Promise<string[]> {
+  private leasesOf(lease: Lease): RunLeases {
     const { store, library, log } = this.deps;
-    const lease = this.deps.lease!;
-    if (this.sweeping || this.closed) return [];
-    this.sweeping = true;
-    try {
-      const kept = new Set(await store.renew(lease));
-      for (const [id, l] of this.live)
-        if (!kept.has(id) && !l.cancel.aborted) {
-          log.warn({ runId: id }, "run's lease was lost (another instance holds it, or it ended there); stopped here");
-          l.cancel.abort(new RunStop("lost"));
-        }
-      const can = { systems: library.systems.map((s) => s.id), builds: this.sources.has("builder") };
-      const taken = (await store.claimLapsed(lease, CLAIM_BATCH, can)).filter((id) => !this.live.has(id));
-      for (const id of taken) {
-        // Shutdown began meanwhile: let it go again for another instance.
-        if (this.closed) {
-          await store.release(id, lease.owner);
-          continue;
-        }
+    return new RunLeases(lease, {
+      store,
+      live: () => this.live.keys(),
+      lost: (id) => {
+        const l = this.live.get(id);
+        if (!l || l.cancel.aborted) return;
+        log.warn({ runId: id }, "run's lease was lost (another instance holds it, or it ended there); stopped here");
+        l.cancel.abort(new RunStop("lost"));
+      },
+      can: () => ({ systems: library.systems.map((s) => s.id), builds: this.sources.has("builder") }),
+      closing: () => this.closed,
+      takeOver: async (id) => {
         await store.resetUnfinished(id);
         const rec = await this.launch(id);
         log.info(
           { runId: id, system: rec.system, from: rec.steps.find((s) => s.status !== "completed")?.id },
           "run taken over (its lease lapsed); it goes on from its first unfinished step",
         );
-      }
-      for (const a of await this.approvals.open()) this.deadlines.watch(a);
-      return taken;
-    } finally {
-      this.sweeping = false;
-    }
+      },
+      swept: async () => {
+        for (const a of await this.approvals.open()) this.deadlines.watch(a);
+      },
+      onError: (err) => log.warn({ err }, "run leases were not renewed or claimed (the database did not answer)"),
+    });
   }
 
   get(id: string): Promise<RunRecord | undefined> {
@@ -365,7 +342,7 @@ export class RunManager {
   /** Shutdown: stop every run; they end `interrupted` (resumable), or on PostgreSQL are let go for another instance. */
   async close(): Promise<void> {
     this.closed = true;
-    clearInterval(this.leaseTimer);
+    this.leases?.stop();
     this.deadlines.clear();
     const all = [...this.live.values()];
     for (const l of all) l.cancel.abort(new RunStop("shutdown"));
@@ -539,7 +516,7 @@ export class RunManager {
     const { store, bus } = this.deps;
     const ev = runEvent(rec);
     if (end.handOver === "release") {
-      await store.release(rec.id, this.deps.lease!.owner);
+      await this.leases!.release(rec.id);
       this.deps.log.info({ runId: rec.id }, "run let go at shutdown; another instance goes on with it");
     }
     if (end.handOver) return;
