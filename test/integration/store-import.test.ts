@@ -77,16 +77,18 @@ test("a bridge's SQLite files move into PostgreSQL whole, once", async () => {
 
   // The test server trusts loopback: the password is never asked for, only carried in the URL.
   const url = (await pg.database()).replace("clawbridge@", "clawbridge:s3cretPw@");
-  const config = path.join(root, "clawbridge.json");
-  writeFileSync(
-    config,
-    JSON.stringify({
+  /** A config of this data dir (`store` as given, or SQLite by default). */
+  const configFile = (name: string, store?: unknown): string => {
+    const file = path.join(root, name);
+    const raw = {
       dataDir,
       backends: { up: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" } },
       models: [{ id: "m", backend: "up" }],
-      store: { kind: "postgres" },
-    }),
-  );
+    };
+    writeFileSync(file, JSON.stringify(store ? { ...raw, store } : raw));
+    return file;
+  };
+  const config = configFile("clawbridge.json", { kind: "postgres" });
 
   const dry = await cli(["store", "import", "-c", config, "--dry-run"], { CLAWBRIDGE_STORE_URL: url });
   assert.equal(dry.code, 0, dry.err);
@@ -138,16 +140,7 @@ test("a bridge's SQLite files move into PostgreSQL whole, once", async () => {
   }
 
   // A bridge still on SQLite has nowhere to import into.
-  const sqliteConfig = path.join(root, "sqlite.json");
-  writeFileSync(
-    sqliteConfig,
-    JSON.stringify({
-      dataDir,
-      backends: { up: { type: "openai", baseUrl: "http://127.0.0.1:9/v1" } },
-      models: [{ id: "m", backend: "up" }],
-    }),
-  );
-  const refused = await cli(["store", "import", "-c", sqliteConfig]);
+  const refused = await cli(["store", "import", "-c", configFile("sqlite.json")]);
   assert.equal(refused.code, 2);
   assert.match(refused.err, /store is SQLite; set store: \{ kind: postgres/);
 });
